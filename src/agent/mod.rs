@@ -1,0 +1,175 @@
+//! The agent loop: one user input → request (streamed) → if the model asked for tools, run them all
+//! and store their results in call order → request again → … until the model answers without tools,
+//! an error occurs, the round limit is reached, or the user interrupts.
+//!
+//! Every message is stored as soon as it is complete, so what the user saw is on disk before the next
+//! prompt. An interrupted or cut answer keeps what arrived, marked `interrupted`; tool calls that
+//! never ran get an "interrupted" result, so the next request is valid.
+
+use tokio::sync::watch;
+
+use crate::llm::{ChatRequest, ChatResponse, LlmError, Provider, StreamEvent, ToolCall};
+use crate::session::SessionError;
+use crate::session::{ChatSession, Message};
+use crate::tools::{ToolOutcome, ToolRegistry};
+use crate::llm::Role;
+
+/// The result stored for a tool call that the user's interrupt kept from running.
+pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";
+
+/// What the person watching is told while a turn runs. The REPL prints; tests record.
+pub trait Observer {
+    fn text(&mut self, text: &str);
+    fn reasoning(&mut self, text: &str);
+    /// A tool call began streaming (its arguments are still arriving).
+    fn tool_call_started(&mut self, name: &str);
+    /// An answer is complete (or was cut); `response` holds its usage.
+    fn answer_end(&mut self, response: &ChatResponse);
+    fn tool_call(&mut self, call: &ToolCall);
+    fn tool_result(&mut self, call: &ToolCall, outcome: &ToolOutcome);
+}
+
+/// How a turn ended.
+#[derive(Debug)]
+pub enum TurnEnd {
+    /// The model answered without asking for tools.
+    Complete,
+    /// The model was still asking for tools after this many rounds.
+    RoundLimit(usize),
+    /// The user interrupted; what arrived was stored.
+    Interrupted,
+    Failed(AgentError),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// A source of interrupts (Ctrl-C): each new value of the channel is one interrupt.
+pub type Interrupts = watch::Receiver<u64>;
+
+pub struct Agent<'a> {
+    pub provider: &'a Provider,
+    pub tools: &'a ToolRegistry,
+    pub model: String,
+    pub max_rounds: usize,
+}
+
+impl Agent<'_> {
+    /// Runs the loop for the message at the session's cursor (normally the user's new message).
+    pub async fn run(
+        &self,
+        session: &mut ChatSession,
+        observer: &mut dyn Observer,
+        interrupts: &mut Interrupts,
+    ) -> TurnEnd {
+        interrupts.borrow_and_update();
+        for _round in 0..self.max_rounds {
+            let request = ChatRequest {
+                model: self.model.clone(),
+                messages: session.conversation().api_messages(session.conversation().cursor()),
+                tools: self.tools.specs(),
+            };
+            let mut text = String::new();
+            let mut reasoning = String::new();
+            let result = {
+                let mut on_event = |event: StreamEvent<'_>| match event {
+                    StreamEvent::Text(t) => {
+                        text.push_str(t);
+                        observer.text(t);
+                    }
+                    StreamEvent::Reasoning(r) => {
+                        reasoning.push_str(r);
+                        observer.reasoning(r);
+                    }
+                    StreamEvent::ToolCallStarted { name } => observer.tool_call_started(name),
+                };
+                tokio::select! {
+                    result = self.provider.chat(&request, &mut on_event) => Some(result),
+                    _ = interrupts.changed() => None,
+                }
+            };
+            let response = match result {
+                Some(Ok(response)) => response,
+                Some(Err(e)) => {
+                    let partial = ChatResponse { content: text, reasoning, ..Default::default() };
+                    observer.answer_end(&partial);
+                    if let Err(store) = self.store_partial(session, partial) {
+                        return TurnEnd::Failed(store);
+                    }
+                    return TurnEnd::Failed(e.into());
+                }
+                None => {
+                    let partial = ChatResponse { content: text, reasoning, ..Default::default() };
+                    observer.answer_end(&partial);
+                    return match self.store_partial(session, partial) {
+                        Ok(()) => TurnEnd::Interrupted,
+                        Err(e) => TurnEnd::Failed(e),
+                    };
+                }
+            };
+            observer.answer_end(&response);
+            let calls = response.tool_calls.clone();
+            if let Err(e) = session.add(self.assistant_message(response, false)) {
+                return TurnEnd::Failed(e.into());
+            }
+            if calls.is_empty() {
+                return TurnEnd::Complete;
+            }
+            match self.run_tools(session, &calls, observer, interrupts).await {
+                Ok(true) => {}
+                Ok(false) => return TurnEnd::Interrupted,
+                Err(e) => return TurnEnd::Failed(e.into()),
+            }
+        }
+        TurnEnd::RoundLimit(self.max_rounds)
+    }
+
+    fn assistant_message(&self, response: ChatResponse, interrupted: bool) -> Message {
+        Message {
+            tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
+            reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
+            model: Some(self.model.clone()),
+            usage: response.usage,
+            interrupted,
+            ..Message::new(Role::Assistant, response.content)
+        }
+    }
+
+    /// Stores what arrived of an answer that did not finish, if anything did.
+    fn store_partial(&self, session: &mut ChatSession, partial: ChatResponse) -> Result<(), AgentError> {
+        if partial.content.is_empty() && partial.reasoning.is_empty() {
+            return Ok(());
+        }
+        session.add(self.assistant_message(partial, true))?;
+        Ok(())
+    }
+
+    /// Runs every call in order, storing each result. Returns false if the user interrupted; the
+    /// calls not run then get an interrupted result.
+    async fn run_tools(
+        &self,
+        session: &mut ChatSession,
+        calls: &[ToolCall],
+        observer: &mut dyn Observer,
+        interrupts: &mut Interrupts,
+    ) -> Result<bool, SessionError> {
+        let mut interrupted = false;
+        for call in calls {
+            if interrupted || interrupts.has_changed().unwrap_or(false) {
+                interrupted = true;
+                session.add(Message::tool_result(call.id.clone(), INTERRUPTED_RESULT))?;
+                continue;
+            }
+            observer.tool_call(call);
+            let outcome = self.tools.call(&call.function.name, &call.function.arguments);
+            observer.tool_result(call, &outcome);
+            session.add(Message::tool_result(call.id.clone(), outcome.content))?;
+        }
+        Ok(!interrupted)
+    }
+}

@@ -1,0 +1,79 @@
+//! The rustyline helper: Tab completes commands and conversation ids; a line ending in `\` continues
+//! on the next one.
+
+use std::borrow::Cow;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Context, Helper};
+
+use super::commands::{COMMANDS, complete_names};
+use crate::session::Store;
+
+pub struct ReplHelper {
+    pub store: Store,
+}
+
+impl Completer for ReplHelper {
+    type Candidate = Pair;
+
+    fn complete(&self, line: &str, pos: usize, _: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        if !before.starts_with('/') {
+            return Ok((pos, Vec::new()));
+        }
+        let pair = |s: &str| Pair {
+            display: s.to_string(),
+            replacement: s.to_string(),
+        };
+        match before.split_once(' ') {
+            None => Ok((0, complete_names(before).into_iter().map(|n| pair(&format!("{n} "))).collect())),
+            Some((command, arg)) => {
+                let takes_id = COMMANDS
+                    .iter()
+                    .any(|c| c.takes_conversation && c.names.contains(&command));
+                if !takes_id || arg.contains(' ') {
+                    return Ok((pos, Vec::new()));
+                }
+                let mut ids: Vec<String> = self
+                    .store
+                    .ids()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|id| id.starts_with(arg))
+                    .collect();
+                ids.sort();
+                Ok((command.len() + 1, ids.iter().map(|id| pair(id)).collect()))
+            }
+        }
+    }
+}
+
+impl Hinter for ReplHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ReplHelper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(&'s self, prompt: &'p str, _default: bool) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Validator for ReplHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        if ctx.input().ends_with('\\') {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
+
+impl Helper for ReplHelper {}
+
+/// Turns the `\`-newline continuations of a multi-line entry into plain newlines.
+pub fn join_continuations(input: &str) -> String {
+    input.replace("\\\n", "\n")
+}

@@ -1,0 +1,10 @@
+//! The REPL: line editing, the command table and its dispatch, tree drawing and output.
+//! [`run`] is the whole program once the arguments are parsed.
+
+pub mod commands;
+mod editor;
+pub mod output;
+mod repl;
+pub mod tree_view;
+
+pub use repl::{App, Flow, Launch, default_datadir, run};

@@ -1,0 +1,200 @@
+//! Terminal output: colour only on a terminal and never with `NO_COLOR`; in one-shot mode stdout
+//! carries only the final answer and everything else goes to stderr.
+
+use std::io::Write;
+
+use crate::agent::Observer;
+use crate::config::Lang;
+use crate::llm::{ChatResponse, ToolCall, Usage};
+use crate::tools::ToolOutcome;
+
+use super::tree_view::preview;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub color: bool,
+    pub lang: Lang,
+    /// One-shot (`-p`): stdout holds only the final answer.
+    pub one_shot: bool,
+}
+
+const DIM: &str = "2";
+const BOLD: &str = "1";
+const RED: &str = "31";
+const GREEN: &str = "32";
+const YELLOW: &str = "33";
+const CYAN: &str = "36";
+
+impl Output {
+    pub fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn dim(&self, text: &str) -> String {
+        self.paint(DIM, text)
+    }
+
+    pub fn bold(&self, text: &str) -> String {
+        self.paint(BOLD, text)
+    }
+
+    pub fn green(&self, text: &str) -> String {
+        self.paint(GREEN, text)
+    }
+
+    /// Command output: stdout in the REPL, stderr in one-shot mode.
+    pub fn say(&self, text: &str) {
+        if self.one_shot {
+            eprintln!("{text}");
+        } else {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+        }
+    }
+
+    pub fn warn(&self, text: &str) {
+        let prefix = match self.lang {
+            Lang::En => "warning: ",
+            Lang::Zh => "警告：",
+        };
+        eprintln!("{}", self.paint(YELLOW, &format!("{prefix}{text}")));
+    }
+
+    pub fn error(&self, text: &str) {
+        let prefix = match self.lang {
+            Lang::En => "error: ",
+            Lang::Zh => "错误：",
+        };
+        eprintln!("{}", self.paint(RED, &format!("{prefix}{text}")));
+    }
+
+    pub fn usage_line(&self, usage: &Usage) -> String {
+        let mut parts = vec![
+            format!("{} in", usage.input_tokens),
+            format!("{} out", usage.output_tokens),
+        ];
+        if let Some(n) = usage.cache_read_tokens {
+            parts.push(format!("{n} cached"));
+        }
+        if let Some(n) = usage.reasoning_tokens {
+            parts.push(format!("{n} reasoning"));
+        }
+        let label = match self.lang {
+            Lang::En => "tokens",
+            Lang::Zh => "令牌",
+        };
+        format!("[{label}: {}]", parts.join(" · "))
+    }
+}
+
+/// Shows a turn as it happens.
+pub struct Printer {
+    out: Output,
+    at_line_start: bool,
+    in_reasoning: bool,
+}
+
+impl Printer {
+    pub fn new(out: Output) -> Self {
+        Printer {
+            out,
+            at_line_start: true,
+            in_reasoning: false,
+        }
+    }
+
+    /// Streamed text: stdout in the REPL; stderr in one-shot, where only the final answer is stdout's.
+    fn write_stream(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.out.one_shot {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(text.as_bytes());
+            let _ = err.flush();
+        } else {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
+        self.at_line_start = text.ends_with('\n');
+    }
+
+    fn end_line(&mut self) {
+        if !self.at_line_start {
+            self.write_stream("\n");
+        }
+    }
+
+    fn end_reasoning(&mut self) {
+        if self.in_reasoning {
+            self.in_reasoning = false;
+            if self.out.color {
+                self.write_stream("\x1b[0m");
+                self.at_line_start = false;
+            }
+            self.end_line();
+        }
+    }
+}
+
+impl Observer for Printer {
+    fn text(&mut self, text: &str) {
+        self.end_reasoning();
+        if !self.out.one_shot {
+            self.write_stream(text);
+        }
+    }
+
+    fn reasoning(&mut self, text: &str) {
+        if !self.in_reasoning {
+            self.end_line();
+            self.in_reasoning = true;
+            let label = match self.out.lang {
+                Lang::En => "[reasoning]",
+                Lang::Zh => "[思考]",
+            };
+            let label = self.out.dim(label);
+            self.write_stream(&format!("{label}\n"));
+            if self.out.color {
+                self.write_stream("\x1b[2m");
+            }
+        }
+        self.write_stream(text);
+    }
+
+    fn tool_call_started(&mut self, _name: &str) {}
+
+    fn answer_end(&mut self, response: &ChatResponse) {
+        self.end_reasoning();
+        self.end_line();
+        if let Some(usage) = &response.usage {
+            let line = self.out.dim(&self.out.usage_line(usage));
+            self.out.say(&line);
+        }
+    }
+
+    fn tool_call(&mut self, call: &ToolCall) {
+        self.end_line();
+        let line = format!(
+            "→ {}({})",
+            call.function.name,
+            preview(&call.function.arguments, 100)
+        );
+        self.out.say(&self.out.paint(CYAN, &line));
+    }
+
+    fn tool_result(&mut self, _call: &ToolCall, outcome: &ToolOutcome) {
+        let line = if outcome.is_error {
+            self.out.paint(RED, &format!("  ✗ {}", preview(&outcome.summary, 160)))
+        } else {
+            self.out.dim(&format!("  ✓ {}", preview(&outcome.summary, 160)))
+        };
+        self.out.say(&line);
+    }
+}

@@ -1,0 +1,417 @@
+//! Layered configuration, strongest first: command-line flags, environment, the project's
+//! `<WORKDIR>/.new/config.json`, the user's `<config dir>/new/config.json`, built-in defaults.
+//!
+//! Providers are named. `openai`, `deepseek`, `qwen`, `ollama` and `llamacpp` are built in as
+//! OpenAI-compatible presets; a config file may adjust them or add its own under `providers`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::layers::Layers;
+use crate::llm::{ProviderKind, ProviderSettings};
+
+pub const CONFIG_FILE: &str = "config.json";
+pub const DEFAULT_MAX_ROUNDS: usize = 30;
+pub const DEFAULT_PROVIDER: &str = "openai";
+
+/// The user-interface language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lang {
+    #[default]
+    En,
+    Zh,
+}
+
+impl Lang {
+    pub fn parse(s: &str) -> Option<Lang> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "en" | "english" => Some(Lang::En),
+            "zh" | "cn" | "chinese" => Some(Lang::Zh),
+            _ => None,
+        }
+    }
+
+    /// From the locale variables, as the C library reads them.
+    pub fn from_locale(env: &dyn Fn(&str) -> Option<String>) -> Lang {
+        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .iter()
+            .find_map(|v| env(v).filter(|s| !s.is_empty()))
+            .unwrap_or_default();
+        if locale.to_ascii_lowercase().starts_with("zh") {
+            Lang::Zh
+        } else {
+            Lang::En
+        }
+    }
+}
+
+/// What a config file may hold. Every field is optional; unknown fields are ignored.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct FileConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lang: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_usage: Option<bool>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderEntry>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct ProviderEntry {
+    /// Wire protocol: `openai` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// The variable holding the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The model used with this provider when none is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl FileConfig {
+    /// `self` with every field that `nearer` sets taken from `nearer`.
+    fn overlay(mut self, nearer: FileConfig) -> FileConfig {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if nearer.$f.is_some() { self.$f = nearer.$f; } )* };
+        }
+        take!(provider, model, lang, max_rounds, connect_timeout_secs, idle_timeout_secs, stream_usage);
+        for (name, entry) in nearer.providers {
+            let merged = match self.providers.remove(&name) {
+                Some(base) => ProviderEntry {
+                    kind: entry.kind.or(base.kind),
+                    base_url: entry.base_url.or(base.base_url),
+                    api_key: entry.api_key.or(base.api_key),
+                    api_key_env: entry.api_key_env.or(base.api_key_env),
+                    model: entry.model.or(base.model),
+                },
+                None => entry,
+            };
+            self.providers.insert(name, merged);
+        }
+        self
+    }
+}
+
+struct Preset {
+    name: &'static str,
+    base_url: &'static str,
+    key_var: &'static str,
+    url_var: &'static str,
+    model: &'static str,
+    /// The preset's own host needs a key (a local server does not).
+    key_required: bool,
+}
+
+const PRESETS: &[Preset] = &[
+    Preset {
+        name: "openai",
+        base_url: "https://api.openai.com/v1",
+        key_var: "OPENAI_API_KEY",
+        url_var: "OPENAI_BASE_URL",
+        model: "gpt-4o-mini",
+        key_required: true,
+    },
+    Preset {
+        name: "deepseek",
+        base_url: "https://api.deepseek.com/v1",
+        key_var: "DEEPSEEK_API_KEY",
+        url_var: "DEEPSEEK_BASE_URL",
+        model: "deepseek-chat",
+        key_required: true,
+    },
+    Preset {
+        name: "qwen",
+        base_url: "https://dashscope.aliyuncs.com/compatible-mode/v1",
+        key_var: "DASHSCOPE_API_KEY",
+        url_var: "DASHSCOPE_BASE_URL",
+        model: "qwen-plus",
+        key_required: true,
+    },
+    Preset {
+        name: "ollama",
+        base_url: "http://localhost:11434/v1",
+        key_var: "OLLAMA_API_KEY",
+        url_var: "OLLAMA_BASE_URL",
+        model: "llama3.2",
+        key_required: false,
+    },
+    Preset {
+        name: "llamacpp",
+        base_url: "http://127.0.0.1:8080/v1",
+        key_var: "LLAMACPP_API_KEY",
+        url_var: "LLAMACPP_BASE_URL",
+        model: "local",
+        key_required: false,
+    },
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("unknown provider `{name}`; known providers: {}. Add others under \"providers\" in {CONFIG_FILE}", .known.join(", "))]
+    UnknownProvider { name: String, known: Vec<String> },
+    #[error("provider `{name}` has kind `{kind}`; supported kinds: openai")]
+    UnknownKind { name: String, kind: String },
+    #[error("provider `{name}` has no base_url; set it under \"providers\" in {CONFIG_FILE}")]
+    NoBaseUrl { name: String },
+    #[error("unknown language `{0}`; use en or zh")]
+    UnknownLang(String),
+}
+
+/// What the command line says; `None` leaves the decision to the other layers.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub lang: Option<Lang>,
+}
+
+/// The configuration in force.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub provider: ProviderSettings,
+    pub model: String,
+    pub lang: Lang,
+    pub max_rounds: usize,
+    /// The config files that were read, nearest first.
+    pub files: Vec<PathBuf>,
+    /// Whether the provider can be used as configured (a key is present or not needed).
+    pub has_credentials: bool,
+}
+
+/// Reads one config file; a missing file is an empty config.
+pub fn read_file(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(Some(FileConfig::default())),
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| ConfigError::Parse {
+                path: path.to_path_buf(),
+                source,
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Resolves the configuration from every layer. `env` reads a variable (injected for tests).
+pub fn load(
+    layers: &Layers,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut merged = FileConfig::default();
+    let mut files = Vec::new();
+    // Farthest first, so nearer files overlay.
+    for (_, dir) in layers.dirs().into_iter().rev() {
+        let path = dir.join(CONFIG_FILE);
+        if let Some(file) = read_file(&path)? {
+            merged = merged.overlay(file);
+            files.insert(0, path);
+        }
+    }
+    let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+
+    let name = overrides
+        .provider
+        .clone()
+        .or_else(|| merged.provider.clone())
+        .unwrap_or_else(|| DEFAULT_PROVIDER.to_string());
+    let preset = PRESETS.iter().find(|p| p.name == name);
+    let entry = merged.providers.get(&name).cloned().unwrap_or_default();
+    if preset.is_none() && !merged.providers.contains_key(&name) {
+        let mut known: Vec<String> = PRESETS.iter().map(|p| p.name.to_string()).collect();
+        known.extend(merged.providers.keys().cloned());
+        known.sort();
+        known.dedup();
+        return Err(ConfigError::UnknownProvider { name, known });
+    }
+    match entry.kind.as_deref() {
+        None | Some("openai") => {}
+        Some(kind) => {
+            return Err(ConfigError::UnknownKind {
+                name,
+                kind: kind.to_string(),
+            });
+        }
+    }
+
+    let upper = name.to_ascii_uppercase().replace('-', "_");
+    let key_var = entry
+        .api_key_env
+        .clone()
+        .or_else(|| preset.map(|p| p.key_var.to_string()))
+        .unwrap_or_else(|| format!("{upper}_API_KEY"));
+    let url_var = preset
+        .map(|p| p.url_var.to_string())
+        .unwrap_or_else(|| format!("{upper}_BASE_URL"));
+    let base_url = env(&url_var)
+        .or(entry.base_url.clone())
+        .or_else(|| preset.map(|p| p.base_url.to_string()))
+        .ok_or_else(|| ConfigError::NoBaseUrl { name: name.clone() })?;
+    let api_key = env(&key_var).or(entry.api_key.clone());
+    let key_required = preset.is_some_and(|p| p.key_required && base_url.trim_end_matches('/') == p.base_url);
+
+    // A model named in a config file applies to the provider it was chosen with; a provider's own
+    // model wins over the generic one when the provider was switched on the command line.
+    let model = overrides
+        .model
+        .clone()
+        .or(entry.model.clone())
+        .or_else(|| merged.model.clone())
+        .or_else(|| preset.map(|p| p.model.to_string()))
+        .unwrap_or_else(|| "default".to_string());
+
+    let lang = match overrides.lang {
+        Some(l) => l,
+        None => match &merged.lang {
+            Some(s) => Lang::parse(s).ok_or_else(|| ConfigError::UnknownLang(s.clone()))?,
+            None => Lang::from_locale(&env),
+        },
+    };
+
+    let settings = ProviderSettings {
+        name: name.clone(),
+        kind: ProviderKind::OpenAi,
+        base_url,
+        api_key,
+        api_key_var: key_var,
+        base_url_var: url_var,
+        key_required,
+        connect_timeout: Duration::from_secs(merged.connect_timeout_secs.unwrap_or(10)),
+        idle_timeout: Duration::from_secs(merged.idle_timeout_secs.unwrap_or(120)),
+        stream_usage: merged.stream_usage.unwrap_or(true),
+    };
+    Ok(Config {
+        has_credentials: settings.api_key.is_some() || !settings.key_required,
+        provider: settings,
+        model,
+        lang,
+        max_rounds: merged.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS).max(1),
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn layers(dir: &Path) -> Layers {
+        Layers {
+            project: dir.join("p/.new"),
+            user: Some(dir.join("u/new")),
+        }
+    }
+
+    fn write(path: PathBuf, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn load_with(dir: &Path, o: Overrides, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        load(&layers(dir), &o, &|k| vars.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_openai_without_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(c.provider.base_url, "https://api.openai.com/v1");
+        assert_eq!(c.model, "gpt-4o-mini");
+        assert!(!c.has_credentials);
+        assert_eq!(c.max_rounds, 30);
+        assert_eq!(c.lang, Lang::En);
+        // A local server needs no key.
+        let c = load_with(dir.path(), Overrides::default(), &[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]).unwrap();
+        assert!(c.has_credentials);
+    }
+
+    #[test]
+    fn layers_in_order_flags_env_project_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        write(l.user.clone().unwrap().join(CONFIG_FILE), r#"{"model":"user-model","max_rounds":5,"lang":"zh",
+            "providers":{"openai":{"api_key":"from-user","base_url":"http://user/v1"}}}"#);
+        write(l.project.join(CONFIG_FILE), r#"{"model":"project-model","providers":{"openai":{"base_url":"http://project/v1"}}}"#);
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.model.as_str(), c.max_rounds, c.lang), ("project-model", 5, Lang::Zh));
+        assert_eq!(c.provider.base_url, "http://project/v1");
+        assert_eq!(c.provider.api_key.as_deref(), Some("from-user"));
+        assert_eq!(c.files.len(), 2);
+
+        let c = load_with(dir.path(), Overrides::default(), &[("OPENAI_BASE_URL", "http://env/v1"), ("OPENAI_API_KEY", "from-env")]).unwrap();
+        assert_eq!(c.provider.base_url, "http://env/v1");
+        assert_eq!(c.provider.api_key.as_deref(), Some("from-env"));
+
+        let o = Overrides { model: Some("flag-model".into()), lang: Some(Lang::En), ..Default::default() };
+        let c = load_with(dir.path(), o, &[]).unwrap();
+        assert_eq!((c.model.as_str(), c.lang), ("flag-model", Lang::En));
+    }
+
+    #[test]
+    fn presets_custom_providers_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = |p: &str| Overrides { provider: Some(p.into()), ..Default::default() };
+        let c = load_with(dir.path(), o("deepseek"), &[("DEEPSEEK_API_KEY", "k")]).unwrap();
+        assert_eq!((c.provider.base_url.as_str(), c.model.as_str()), ("https://api.deepseek.com/v1", "deepseek-chat"));
+        assert!(c.has_credentials);
+
+        let err = load_with(dir.path(), o("nope"), &[]).unwrap_err().to_string();
+        assert!(err.contains("unknown provider `nope`") && err.contains("deepseek, llamacpp, ollama, openai, qwen"), "{err}");
+
+        write(layers(dir.path()).project.join(CONFIG_FILE), r#"{"providers":{"my-lab":{"base_url":"http://lab:8000/v1","model":"m1"},"bad":{"kind":"grpc","base_url":"x"},"nourl":{}}}"#);
+        let c = load_with(dir.path(), o("my-lab"), &[("MY_LAB_API_KEY", "s")]).unwrap();
+        assert_eq!((c.provider.base_url.as_str(), c.model.as_str()), ("http://lab:8000/v1", "m1"));
+        assert_eq!(c.provider.api_key.as_deref(), Some("s"));
+        assert!(load_with(dir.path(), o("bad"), &[]).unwrap_err().to_string().contains("kind `grpc`"));
+        assert!(load_with(dir.path(), o("nourl"), &[]).unwrap_err().to_string().contains("no base_url"));
+    }
+
+    #[test]
+    fn broken_files_name_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        write(layers(dir.path()).project.join(CONFIG_FILE), "{\"model\": ");
+        let err = load_with(dir.path(), Overrides::default(), &[]).unwrap_err().to_string();
+        assert!(err.contains("p/.new/config.json is not valid"), "{err}");
+    }
+
+    #[test]
+    fn locale_picks_chinese() {
+        assert_eq!(Lang::from_locale(&|k| (k == "LANG").then(|| "zh_CN.UTF-8".into())), Lang::Zh);
+        assert_eq!(Lang::from_locale(&|k| (k == "LANG").then(|| "en_US.UTF-8".into())), Lang::En);
+        assert_eq!(Lang::from_locale(&|_| None), Lang::En);
+    }
+}

@@ -1,0 +1,66 @@
+//! Where roles, skills and configuration are looked up, nearest first: the project's `<WORKDIR>/.new/`,
+//! the user's `<config dir>/new/`, then the built-in files compiled into the binary.
+
+use std::path::{Path, PathBuf};
+
+/// Built-in roles: (name, text).
+pub const BUILTIN_ROLES: &[(&str, &str)] = &[
+    ("default", include_str!("../roles/default.md")),
+    ("code-assistant", include_str!("../roles/code-assistant.md")),
+];
+
+/// Built-in skills: (file name, text).
+pub const BUILTIN_SKILLS: &[(&str, &str)] = &[
+    ("code-reviewer.md", include_str!("../skills/code-reviewer.md")),
+    ("data-analyst.md", include_str!("../skills/data-analyst.md")),
+    ("translator.md", include_str!("../skills/translator.md")),
+];
+
+/// The two folders searched before the built-in files.
+#[derive(Debug, Clone)]
+pub struct Layers {
+    /// `<WORKDIR>/.new`
+    pub project: PathBuf,
+    /// `<config dir>/new`, when the platform has a config dir.
+    pub user: Option<PathBuf>,
+}
+
+impl Layers {
+    pub fn new(workdir: &Path) -> Self {
+        Layers {
+            project: workdir.join(".new"),
+            user: user_dir(),
+        }
+    }
+
+    /// The on-disk layers, nearest first.
+    pub fn dirs(&self) -> Vec<(LayerKind, &Path)> {
+        let mut dirs = vec![(LayerKind::Project, self.project.as_path())];
+        if let Some(user) = &self.user {
+            dirs.push((LayerKind::User, user.as_path()));
+        }
+        dirs
+    }
+}
+
+/// `<config dir>/new`, e.g. `~/.config/new` on Linux.
+pub fn user_dir() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("new"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerKind {
+    Project,
+    User,
+    Builtin,
+}
+
+impl LayerKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            LayerKind::Project => "project",
+            LayerKind::User => "user",
+            LayerKind::Builtin => "built-in",
+        }
+    }
+}

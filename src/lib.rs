@@ -1,0 +1,21 @@
+//! `new`: a terminal AI agent whose conversations are trees.
+//!
+//! The binary (`src/main.rs`) only parses arguments and wires these modules together:
+//!
+//! - [`session`]: messages, the conversation tree and its append-only JSONL storage;
+//! - [`llm`]: the provider clients and the types they share;
+//! - [`tools`]: the sandboxed file tools the model may call;
+//! - [`skill`] and [`prompt`]: roles and skills, and the system prompt built from them;
+//! - [`agent`]: one user input → model ⇄ tools → final answer;
+//! - [`cli`]: the REPL, its command table, tree drawing and output;
+//! - [`config`]: layered configuration.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod layers;
+pub mod llm;
+pub mod prompt;
+pub mod session;
+pub mod skill;
+pub mod tools;

@@ -1,0 +1,654 @@
+//! The OpenAI-compatible Chat Completions client: `POST {base}/chat/completions` with
+//! `stream: true`, decoded leniently, because real servers (llama.cpp, vLLM, Ollama, DeepSeek, Qwen)
+//! each bend the format a little: empty `finish_reason`, tool-call ids repeated as `""`, whole
+//! arguments in one chunk, missing `index`, `reasoning_content` or `reasoning` fields.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::sse::{SseDecoder, SseEvent};
+use super::{
+    ChatMessage, ChatRequest, ChatResponse, LlmError, ProviderSettings, Role, StreamEvent,
+    ToolCall, Usage,
+};
+
+pub struct OpenAiClient {
+    settings: ProviderSettings,
+    http: reqwest::Client,
+}
+
+impl OpenAiClient {
+    pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .build()
+            .map_err(|e| LlmError::Client(e.to_string()))?;
+        Ok(OpenAiClient { settings, http })
+    }
+
+    pub fn settings(&self) -> &ProviderSettings {
+        &self.settings
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "{}/chat/completions",
+            self.settings.base_url.trim_end_matches('/')
+        )
+    }
+
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        if s.api_key.is_none() && s.key_required {
+            return Err(LlmError::MissingKey {
+                provider: s.name.clone(),
+                var: s.api_key_var.clone(),
+            });
+        }
+        let url = self.url();
+        let body = request_body(request, s.stream_usage);
+        let mut builder = self
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = &s.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let mut response = builder.send().await.map_err(|e| LlmError::Connect {
+            url: url.clone(),
+            reason: describe_reqwest_error(&e),
+            var: s.base_url_var.clone(),
+        })?;
+
+        let status = response.status();
+        if !status.is_success() {
+            let text = response.text().await.unwrap_or_default();
+            return Err(http_error(status.as_u16(), &url, &text, s, &request.model));
+        }
+
+        let is_sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("event-stream"));
+        let mut answer = AnswerBuilder::default();
+        if !is_sse {
+            // Some servers ignore `stream: true` and send one JSON completion.
+            let text = response
+                .text()
+                .await
+                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+            let completion: Completion = serde_json::from_str(&text).map_err(|e| {
+                LlmError::Server(format!("unreadable answer ({e}): {}", preview(&text)))
+            })?;
+            answer.apply_completion(completion, on_event)?;
+            return Ok(answer.finish());
+        }
+
+        let mut decoder = SseDecoder::new();
+        loop {
+            let chunk = tokio::time::timeout(s.idle_timeout, response.chunk())
+                .await
+                .map_err(|_| {
+                    LlmError::StreamCut(format!(
+                        "no data for {} s (idle timeout)",
+                        s.idle_timeout.as_secs()
+                    ))
+                })?
+                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+            let Some(chunk) = chunk else { break };
+            for event in decoder.feed(&chunk) {
+                if answer.apply_event(&event, on_event)? {
+                    return Ok(answer.finish());
+                }
+            }
+        }
+        if let Some(event) = decoder.finish()
+            && answer.apply_event(&event, on_event)?
+        {
+            return Ok(answer.finish());
+        }
+        if answer.finish_reason.is_some() {
+            // Some servers close the stream without `[DONE]`; a finish reason says the answer is whole.
+            return Ok(answer.finish());
+        }
+        Err(LlmError::StreamCut(
+            "the server closed the connection before the answer was complete".into(),
+        ))
+    }
+}
+
+/// The JSON body of a Chat Completions request.
+pub fn request_body(request: &ChatRequest, stream_usage: bool) -> Value {
+    let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+    });
+    if stream_usage {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect();
+    }
+    body
+}
+
+fn message_json(m: &ChatMessage) -> Value {
+    match m.role {
+        Role::Assistant if !m.tool_calls.is_empty() => {
+            let content = if m.content.is_empty() {
+                Value::Null
+            } else {
+                Value::String(m.content.clone())
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": m.tool_calls})
+        }
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
+            "content": m.content,
+        }),
+        role => json!({"role": role.as_str(), "content": m.content}),
+    }
+}
+
+fn describe_reqwest_error(e: &reqwest::Error) -> String {
+    // reqwest's own text is "error sending request for url (...)"; the cause says what really failed.
+    let mut reason = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "connection failed".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    let mut last = None;
+    while let Some(s) = source {
+        last = Some(s.to_string());
+        source = s.source();
+    }
+    if let Some(last) = last {
+        reason.push_str(" (");
+        reason.push_str(&last);
+        reason.push(')');
+    }
+    reason
+}
+
+fn http_error(
+    status: u16,
+    url: &str,
+    body: &str,
+    s: &ProviderSettings,
+    model: &str,
+) -> LlmError {
+    let message = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            let e = v.get("error")?;
+            e.get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| e.as_str().map(str::to_string))
+        })
+        .unwrap_or_else(|| preview(body));
+    let hint = match status {
+        401 | 403 => format!("; check {} (the API key)", s.api_key_var),
+        404 => format!(
+            "; check the model name `{model}` (--model) and {} (it usually ends in /v1)",
+            s.base_url_var
+        ),
+        429 => "; rate limited or out of quota: wait, or check your plan".to_string(),
+        500..=599 => "; the server failed: try again later".to_string(),
+        _ => String::new(),
+    };
+    LlmError::Http {
+        status,
+        url: url.to_string(),
+        message,
+        hint,
+    }
+}
+
+fn preview(text: &str) -> String {
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".to_string();
+    }
+    let mut out: String = text.chars().take(300).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+// Lenient wire types: every field optional, unknown fields ignored.
+
+#[derive(Deserialize, Default)]
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<ChunkChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct ChunkChoice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize, Default)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize, Default)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Value>,
+    #[serde(default)]
+    completion_tokens_details: Option<Value>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Usage {
+        let detail = |v: &Option<Value>, key: &str| v.as_ref()?.get(key)?.as_u64();
+        Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+            cache_read_tokens: detail(&u.prompt_tokens_details, "cached_tokens").filter(|&n| n > 0),
+            cache_write_tokens: None,
+            reasoning_tokens: detail(&u.completion_tokens_details, "reasoning_tokens")
+                .filter(|&n| n > 0),
+        }
+    }
+}
+
+/// A non-streamed completion.
+#[derive(Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Vec<CompletionChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct CompletionChoice {
+    #[serde(default)]
+    message: Option<CompletionMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CompletionMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Assembles one answer from stream events.
+#[derive(Default)]
+struct AnswerBuilder {
+    content: String,
+    reasoning: String,
+    calls: Vec<PartialCall>,
+    by_index: HashMap<u32, usize>,
+    usage: Option<Usage>,
+    finish_reason: Option<String>,
+}
+
+impl AnswerBuilder {
+    /// Applies one SSE event; returns true at the end of the stream (`[DONE]`).
+    fn apply_event(
+        &mut self,
+        event: &SseEvent,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<bool, LlmError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let chunk: Chunk = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            // A chunk we cannot read is skipped rather than failing a whole answer.
+            Err(_) => return Ok(false),
+        };
+        if let Some(error) = chunk.error {
+            return Err(LlmError::Server(error_text(&error)));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage.into());
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                self.finish_reason = Some(reason);
+            }
+            let Some(delta) = choice.delta else { continue };
+            if let Some(r) = delta
+                .reasoning_content
+                .or(delta.reasoning)
+                .filter(|r| !r.is_empty())
+            {
+                on_event(StreamEvent::Reasoning(&r));
+                self.reasoning.push_str(&r);
+            }
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                on_event(StreamEvent::Text(&text));
+                self.content.push_str(&text);
+            }
+            for call in delta.tool_calls.unwrap_or_default() {
+                self.apply_tool_delta(call, on_event);
+            }
+        }
+        Ok(false)
+    }
+
+    fn apply_completion(
+        &mut self,
+        completion: Completion,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<(), LlmError> {
+        if let Some(error) = completion.error {
+            return Err(LlmError::Server(error_text(&error)));
+        }
+        self.usage = completion.usage.map(Usage::from);
+        if let Some(choice) = completion.choices.into_iter().next() {
+            self.finish_reason = choice.finish_reason.filter(|r| !r.is_empty());
+            if let Some(m) = choice.message {
+                if let Some(r) = m.reasoning_content.or(m.reasoning).filter(|r| !r.is_empty()) {
+                    on_event(StreamEvent::Reasoning(&r));
+                    self.reasoning = r;
+                }
+                if let Some(text) = m.content.filter(|t| !t.is_empty()) {
+                    on_event(StreamEvent::Text(&text));
+                    self.content = text;
+                }
+                for call in m.tool_calls.unwrap_or_default() {
+                    self.apply_tool_delta(call, on_event);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_tool_delta(
+        &mut self,
+        delta: ToolCallDelta,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) {
+        let id = delta.id.filter(|id| !id.is_empty());
+        let existing = match delta.index {
+            Some(i) => self.by_index.get(&i).copied(),
+            // Without an index a fresh id starts a call; anything else continues the last one.
+            None => match &id {
+                Some(id) if self.calls.last().is_none_or(|c| !c.id.is_empty() && &c.id != id) => {
+                    None
+                }
+                _ => self.calls.len().checked_sub(1),
+            },
+        };
+        // Some servers reuse index 0 for every call of an answer, each with its own id.
+        let existing = existing.filter(|&at| match &id {
+            Some(id) => self.calls[at].id.is_empty() || &self.calls[at].id == id,
+            None => true,
+        });
+        let at = match existing {
+            Some(at) => at,
+            None => {
+                self.calls.push(PartialCall::default());
+                let at = self.calls.len() - 1;
+                if let Some(i) = delta.index {
+                    self.by_index.insert(i, at);
+                }
+                at
+            }
+        };
+        let call = &mut self.calls[at];
+        if let Some(id) = id {
+            call.id = id;
+        }
+        if let Some(function) = delta.function {
+            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                if call.name.is_empty() {
+                    call.name = name;
+                    on_event(StreamEvent::ToolCallStarted { name: &call.name });
+                } else if call.name != name {
+                    call.name.push_str(&name);
+                }
+            }
+            match function.arguments {
+                Some(Value::String(s)) => call.arguments.push_str(&s),
+                Some(Value::Null) | None => {}
+                // Whole arguments sent as an object rather than a JSON text.
+                Some(other) => call.arguments.push_str(&other.to_string()),
+            }
+        }
+    }
+
+    fn finish(self) -> ChatResponse {
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .filter(|c| !c.name.is_empty())
+            .map(|c| {
+                let id = if c.id.is_empty() {
+                    format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+                } else {
+                    c.id
+                };
+                let arguments = if c.arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    c.arguments
+                };
+                ToolCall::new(id, c.name, arguments)
+            })
+            .collect();
+        ChatResponse {
+            content: self.content,
+            reasoning: self.reasoning,
+            tool_calls,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+        }
+    }
+}
+
+fn error_text(error: &Value) -> String {
+    error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| error.as_str().map(str::to_string))
+        .unwrap_or_else(|| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(chunks: &[&str]) -> (ChatResponse, Vec<String>) {
+        let mut b = AnswerBuilder::default();
+        let mut seen = Vec::new();
+        let mut on = |e: StreamEvent<'_>| seen.push(format!("{e:?}"));
+        for c in chunks {
+            let ev = SseEvent {
+                event: String::new(),
+                data: c.to_string(),
+            };
+            if b.apply_event(&ev, &mut on).unwrap() {
+                break;
+            }
+        }
+        (b.finish(), seen)
+    }
+
+    #[test]
+    fn text_and_usage() {
+        let (r, seen) = run(&[
+            r#"{"choices":[{"delta":{"role":"assistant","content":""},"finish_reason":""}]}"#,
+            r#"{"choices":[{"delta":{"content":"Hel"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(r.content, "Hello");
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.usage.unwrap().output_tokens, 2);
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn tool_calls_from_fragments_with_empty_repeated_ids() {
+        let (r, _) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"read_file","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"","function":{"arguments":"{\"filepath\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"","function":{"arguments":"\"x\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"list_files","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        assert_eq!(
+            r.tool_calls,
+            vec![
+                ToolCall::new("a", "read_file", r#"{"filepath":"x"}"#),
+                ToolCall::new("b", "list_files", "{}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_without_index_and_reused_index_are_told_apart_by_id() {
+        let (r, _) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":{"x":1}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"h"}}]}}]}"#,
+        ]);
+        let names: Vec<_> = r.tool_calls.iter().map(|c| c.function.name.as_str()).collect();
+        assert_eq!(names, ["f", "g", "h"]);
+        assert_eq!(r.tool_calls[0].function.arguments, r#"{"x":1}"#);
+        assert_eq!(r.tool_calls[2].function.arguments, "{}");
+    }
+
+    #[test]
+    fn reasoning_fields_are_collected_apart() {
+        let (r, seen) = run(&[
+            r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"ing"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"ok"}}]}"#,
+        ]);
+        assert_eq!(r.reasoning, "thinking");
+        assert_eq!(r.content, "ok");
+        assert!(seen[0].starts_with("Reasoning"));
+    }
+
+    #[test]
+    fn missing_ids_are_generated() {
+        let (r, _) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        ]);
+        assert!(r.tool_calls[0].id.starts_with("call_"));
+    }
+
+    #[test]
+    fn error_chunk_after_200_is_an_error() {
+        let mut b = AnswerBuilder::default();
+        let ev = SseEvent {
+            event: String::new(),
+            data: r#"{"error":{"message":"overloaded"}}"#.into(),
+        };
+        let err = b.apply_event(&ev, &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("overloaded"));
+    }
+
+    #[test]
+    fn request_shapes_assistant_tool_calls_and_results() {
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                ChatMessage::text(Role::System, "sys"),
+                ChatMessage {
+                    tool_calls: vec![ToolCall::new("c1", "f", "{}")],
+                    ..ChatMessage::text(Role::Assistant, "")
+                },
+                ChatMessage::tool_result("c1", "done"),
+            ],
+            tools: vec![],
+        };
+        let body = request_body(&req, true);
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][1]["tool_calls"][0]["function"]["name"], "f");
+        assert_eq!(body["messages"][2]["tool_call_id"], "c1");
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert!(body.get("tools").is_none());
+    }
+}

@@ -1,0 +1,179 @@
+//! An incremental Server-Sent Events decoder: bytes go in as they arrive, whole events come out.
+//!
+//! It follows the WHATWG rules that matter for LLM APIs: lines end in `\n`, `\r\n` or `\r`;
+//! `data:` lines of one event are joined with `\n`; a blank line dispatches the event; lines starting
+//! with `:` are comments (keep-alives); a single space after the colon is dropped. A chunk boundary may
+//! fall anywhere, even inside a UTF-8 character.
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SseEvent {
+    /// The `event:` field, empty when absent.
+    pub event: String,
+    pub data: String,
+}
+
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buffer: Vec<u8>,
+    event: String,
+    data: String,
+    has_data: bool,
+    /// The previous chunk ended in `\r`: a `\n` starting the next chunk belongs to it.
+    pending_cr: bool,
+}
+
+impl SseDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes; returns the events completed by them, in order.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        let mut bytes = bytes;
+        if self.pending_cr && bytes.first() == Some(&b'\n') {
+            bytes = &bytes[1..];
+        }
+        self.pending_cr = false;
+        self.buffer.extend_from_slice(bytes);
+
+        let mut events = Vec::new();
+        let mut start = 0;
+        let mut i = 0;
+        while i < self.buffer.len() {
+            let b = self.buffer[i];
+            if b == b'\n' || b == b'\r' {
+                let line = String::from_utf8_lossy(&self.buffer[start..i]).into_owned();
+                if b == b'\r' {
+                    if i + 1 < self.buffer.len() {
+                        if self.buffer[i + 1] == b'\n' {
+                            i += 1;
+                        }
+                    } else {
+                        self.pending_cr = true;
+                    }
+                }
+                i += 1;
+                start = i;
+                if let Some(event) = self.line(&line) {
+                    events.push(event);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        self.buffer.drain(..start);
+        events
+    }
+
+    /// Ends the stream: an event still open (no blank line after it) is dispatched, as servers that
+    /// close the connection right after the last `data:` line expect.
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        if !self.buffer.is_empty() {
+            let line = String::from_utf8_lossy(&std::mem::take(&mut self.buffer)).into_owned();
+            if let Some(event) = self.line(&line) {
+                return Some(event);
+            }
+        }
+        self.dispatch()
+    }
+
+    fn line(&mut self, line: &str) -> Option<SseEvent> {
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.event = value.to_string(),
+            _ => {}
+        }
+        None
+    }
+
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let event = std::mem::take(&mut self.event);
+        if !self.has_data {
+            return None;
+        }
+        self.has_data = false;
+        Some(SseEvent {
+            event,
+            data: std::mem::take(&mut self.data),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(event: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: event.into(),
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn splits_events_at_blank_lines() {
+        let mut d = SseDecoder::new();
+        let out = d.feed(b"data: one\n\ndata: two\n\n");
+        assert_eq!(out, vec![ev("", "one"), ev("", "two")]);
+    }
+
+    #[test]
+    fn any_chunk_boundary_gives_the_same_events() {
+        let input = "event: message_start\r\ndata: {\"a\":\"é\"}\r\n\r\n: ping\n\ndata: x\ndata: y\n\n".as_bytes();
+        let mut whole = SseDecoder::new();
+        let expected = whole.feed(input);
+        assert_eq!(
+            expected,
+            vec![ev("message_start", "{\"a\":\"é\"}"), ev("", "x\ny")]
+        );
+        for cut in 0..input.len() {
+            let mut d = SseDecoder::new();
+            let mut got = d.feed(&input[..cut]);
+            got.extend(d.feed(&input[cut..]));
+            assert_eq!(got, expected, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn byte_by_byte_with_bare_cr() {
+        let input = b"data: a\r\rdata: b\r\r";
+        let mut d = SseDecoder::new();
+        let mut got = Vec::new();
+        for b in input {
+            got.extend(d.feed(std::slice::from_ref(b)));
+        }
+        assert_eq!(got, vec![ev("", "a"), ev("", "b")]);
+    }
+
+    #[test]
+    fn finish_flushes_an_unterminated_event() {
+        let mut d = SseDecoder::new();
+        assert!(d.feed(b"data: [DONE]").is_empty());
+        assert_eq!(d.finish(), Some(ev("", "[DONE]")));
+        assert_eq!(d.finish(), None);
+    }
+
+    #[test]
+    fn comments_and_unknown_fields_are_ignored() {
+        let mut d = SseDecoder::new();
+        let out = d.feed(b": keep-alive\nid: 7\nretry: 10\ndata:no-space\n\n");
+        assert_eq!(out, vec![ev("", "no-space")]);
+    }
+}

@@ -1,0 +1,47 @@
+//! The `new` binary: parses the command line and hands over to the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use new_agent::cli::{Launch, run};
+use new_agent::config::{Lang, Overrides};
+
+/// A terminal AI agent whose conversations are trees.
+#[derive(Parser, Debug)]
+#[command(name = "new", version, about, long_about = None)]
+struct Args {
+    /// The only folder the file tools may touch [default: the current folder]
+    workdir: Option<PathBuf>,
+    /// Role: the system prompt comes from roles/<ROLE>.md [default: default]
+    role: Option<String>,
+    /// Where this project's conversations live [default: a per-project folder in the user's data dir]
+    datadir: Option<PathBuf>,
+    /// Provider: openai, deepseek, qwen, ollama, llamacpp, or one named in the config
+    #[arg(long)]
+    provider: Option<String>,
+    /// Model name to request
+    #[arg(long)]
+    model: Option<String>,
+    /// Interface language
+    #[arg(long, value_parser = ["en", "zh"])]
+    lang: Option<String>,
+    /// Send one prompt, print the final answer and exit
+    #[arg(short = 'p', long = "prompt", value_name = "TEXT")]
+    prompt: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    run(Launch {
+        workdir: args.workdir,
+        role: args.role,
+        datadir: args.datadir,
+        overrides: Overrides {
+            provider: args.provider,
+            model: args.model,
+            lang: args.lang.as_deref().and_then(Lang::parse),
+        },
+        prompt: args.prompt,
+    })
+}

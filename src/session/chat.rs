@@ -1,0 +1,148 @@
+//! A conversation together with its file: every message added is on disk before the call returns.
+
+use super::conversation::{Conversation, TreeError};
+use super::message::{Message, new_id};
+use super::record::Record;
+use super::store::{LoadReport, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+    #[error("the message is kept in memory but could not be saved: {0}")]
+    Store(#[from] StoreError),
+}
+
+pub struct ChatSession {
+    store: Store,
+    conversation: Conversation,
+    /// Whether the file exists: the header is written together with the first message.
+    persisted: bool,
+}
+
+impl ChatSession {
+    /// A new, empty conversation. It leaves no file until its first message.
+    pub fn new(store: Store, system_prompt: &str) -> Self {
+        let conversation = Conversation::new(fresh_id(&store), system_prompt);
+        ChatSession {
+            store,
+            conversation,
+            persisted: false,
+        }
+    }
+
+    /// Opens a stored conversation; its cursor is its last message.
+    pub fn open(store: Store, id: &str, system_prompt: &str) -> Result<(Self, LoadReport), StoreError> {
+        let (conversation, report) = store.load(id, system_prompt)?;
+        Ok((
+            ChatSession {
+                store,
+                conversation,
+                persisted: true,
+            },
+            report,
+        ))
+    }
+
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn id(&self) -> &str {
+        &self.conversation.id
+    }
+
+    pub fn is_persisted(&self) -> bool {
+        self.persisted
+    }
+
+    pub fn move_cursor(&mut self, id: &str) -> Result<(), TreeError> {
+        self.conversation.move_cursor(id)
+    }
+
+    pub fn set_system_prompt(&mut self, prompt: &str) {
+        self.conversation.set_system_prompt(prompt);
+    }
+
+    /// Adds a message under the cursor, moves the cursor to it and saves it. Returns its id.
+    pub fn add(&mut self, message: Message) -> Result<String, SessionError> {
+        let id = self.conversation.add(message)?;
+        self.save(&id)?;
+        Ok(id)
+    }
+
+    fn save(&mut self, id: &str) -> Result<(), StoreError> {
+        let record = Record::Message(self.conversation.get(id).expect("just added").into());
+        if self.persisted {
+            return self.store.append(&self.conversation.id, &[record]);
+        }
+        // A fresh id can be taken by another process between choosing it and creating the file.
+        loop {
+            match self.store.create(&self.conversation, std::slice::from_ref(&record)) {
+                Ok(()) => {
+                    self.persisted = true;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    self.conversation.id = fresh_id(&self.store);
+                }
+                Err(e) => {
+                    let path = self.store.path(&self.conversation.id);
+                    return Err(StoreError::io("creating", &path, e));
+                }
+            }
+        }
+    }
+
+    /// Appends a record that is not a message (a title, say).
+    pub fn append_record(&mut self, record: Record) -> Result<(), StoreError> {
+        if !self.persisted {
+            return self.store.create(&self.conversation, &[record]).map_or_else(
+                |e| Err(StoreError::io("creating", &self.store.path(&self.conversation.id), e)),
+                |()| {
+                    self.persisted = true;
+                    Ok(())
+                },
+            );
+        }
+        self.store.append(&self.conversation.id, &[record])
+    }
+}
+
+fn fresh_id(store: &Store) -> String {
+    loop {
+        let id = new_id();
+        if !store.exists(&id) {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Role;
+
+    #[test]
+    fn no_file_until_the_first_message_then_header_and_message_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut s = ChatSession::new(store.clone(), "sys");
+        assert!(!store.exists(s.id()));
+        s.add(Message::new(Role::User, "hi")).unwrap();
+        let text = std::fs::read_to_string(store.path(s.id())).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with(r#"{"type":"header","root_id":""#));
+        assert!(lines[1].contains(r#""content":"hi""#));
+
+        s.add(Message::new(Role::Assistant, "hello")).unwrap();
+        let (reopened, report) = ChatSession::open(store, s.id(), "sys").unwrap();
+        assert!(report.is_clean());
+        assert_eq!(reopened.conversation().len(), 3);
+    }
+}

@@ -1,0 +1,426 @@
+//! The conversation tree: messages linked both ways, a cursor, and the operations the REPL and the
+//! agent need. It does no I/O; [`super::store`] persists it.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::message::Message;
+use crate::llm::{ChatMessage, Role};
+
+/// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
+pub const NOT_RUN_RESULT: &str =
+    "This tool call was not run: the user branched the conversation away from it.";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TreeError {
+    #[error("no message with id {0} in this conversation")]
+    UnknownMessage(String),
+    #[error("message {0} is already in this conversation")]
+    DuplicateMessage(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    pub id: String,
+    messages: HashMap<String, Message>,
+    pub root_id: String,
+    cursor: String,
+    pub metadata: Map<String, Value>,
+    /// Set by a title record; when absent, the first user message serves as the title.
+    pub title: Option<String>,
+}
+
+impl Conversation {
+    /// A new conversation whose root is the given system prompt.
+    pub fn new(id: impl Into<String>, system_prompt: impl Into<String>) -> Self {
+        let root = Message::new(Role::System, system_prompt);
+        Self::with_root(id, root)
+    }
+
+    /// A conversation around an existing root message (used when loading).
+    pub fn with_root(id: impl Into<String>, root: Message) -> Self {
+        let root_id = root.id.clone();
+        let mut messages = HashMap::new();
+        messages.insert(root_id.clone(), root);
+        Conversation {
+            id: id.into(),
+            messages,
+            cursor: root_id.clone(),
+            root_id,
+            metadata: Map::new(),
+            title: None,
+        }
+    }
+
+    pub fn root(&self) -> &Message {
+        &self.messages[&self.root_id]
+    }
+
+    /// Replaces the system prompt (the root's text); the root is never stored.
+    pub fn set_system_prompt(&mut self, prompt: impl Into<String>) {
+        if let Some(root) = self.messages.get_mut(&self.root_id) {
+            root.content = prompt.into();
+        }
+    }
+
+    pub fn cursor(&self) -> &str {
+        &self.cursor
+    }
+
+    pub fn current(&self) -> &Message {
+        &self.messages[&self.cursor]
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Message> {
+        self.messages.get(id)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.messages.contains_key(id)
+    }
+
+    /// Number of messages, the root included.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether the conversation holds nothing but its root.
+    pub fn is_empty(&self) -> bool {
+        self.messages.len() == 1
+    }
+
+    /// Adds a message under the cursor and moves the cursor to it. Returns its id.
+    pub fn add(&mut self, message: Message) -> Result<String, TreeError> {
+        let parent = self.cursor.clone();
+        self.add_under(&parent, message)
+    }
+
+    /// Adds a message under `parent` and moves the cursor to it. Returns its id.
+    pub fn add_under(&mut self, parent: &str, mut message: Message) -> Result<String, TreeError> {
+        if !self.messages.contains_key(parent) {
+            return Err(TreeError::UnknownMessage(parent.to_string()));
+        }
+        if self.messages.contains_key(&message.id) {
+            return Err(TreeError::DuplicateMessage(message.id));
+        }
+        let id = message.id.clone();
+        message.parent_id = Some(parent.to_string());
+        message.children_ids.clear();
+        self.messages
+            .get_mut(parent)
+            .expect("checked above")
+            .children_ids
+            .push(id.clone());
+        self.messages.insert(id.clone(), message);
+        self.cursor = id.clone();
+        Ok(id)
+    }
+
+    /// Moves the cursor; the next message forks from there.
+    pub fn move_cursor(&mut self, id: &str) -> Result<(), TreeError> {
+        if !self.messages.contains_key(id) {
+            return Err(TreeError::UnknownMessage(id.to_string()));
+        }
+        self.cursor = id.to_string();
+        Ok(())
+    }
+
+    pub fn children(&self, id: &str) -> Vec<&Message> {
+        self.messages
+            .get(id)
+            .map(|m| m.children_ids.iter().map(|c| &self.messages[c]).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn is_leaf(&self, id: &str) -> bool {
+        self.messages
+            .get(id)
+            .is_some_and(|m| m.children_ids.is_empty())
+    }
+
+    /// The messages from the root down to `id`, both included.
+    pub fn chain(&self, id: &str) -> Vec<&Message> {
+        let mut chain = Vec::new();
+        let mut seen = HashSet::new();
+        let mut next = self.messages.get(id);
+        while let Some(m) = next {
+            if !seen.insert(m.id.as_str()) {
+                break; // a cycle could only come from a corrupt file; stop rather than loop
+            }
+            chain.push(m);
+            next = m.parent_id.as_deref().and_then(|p| self.messages.get(p));
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// Every message under `id` (itself included), depth first in creation order.
+    pub fn subtree(&self, id: &str) -> Vec<&Message> {
+        self.preorder_from(id).into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// The messages without children, in depth-first order.
+    pub fn leaves(&self) -> Vec<&Message> {
+        self.subtree(&self.root_id)
+            .into_iter()
+            .filter(|m| m.children_ids.is_empty())
+            .collect()
+    }
+
+    /// Every message in depth-first pre-order with its depth: the order that gives `/tree` numbers.
+    pub fn preorder(&self) -> Vec<(usize, &Message)> {
+        self.preorder_from(&self.root_id)
+    }
+
+    fn preorder_from(&self, id: &str) -> Vec<(usize, &Message)> {
+        let mut out = Vec::new();
+        let Some(start) = self.messages.get(id) else {
+            return out;
+        };
+        // An explicit stack: a linear conversation of 100,000 messages must not overflow the real one.
+        let mut stack = vec![(0usize, start)];
+        while let Some((depth, m)) = stack.pop() {
+            out.push((depth, m));
+            for child in m.children_ids.iter().rev() {
+                stack.push((depth + 1, &self.messages[child]));
+            }
+        }
+        out
+    }
+
+    /// The id of the node numbered `n` by `/tree`.
+    pub fn id_by_number(&self, n: usize) -> Option<&str> {
+        self.preorder().get(n).map(|(_, m)| m.id.as_str())
+    }
+
+    /// The first user message on any branch, used as the title when none was set.
+    pub fn first_user_message(&self) -> Option<&Message> {
+        self.preorder()
+            .into_iter()
+            .map(|(_, m)| m)
+            .find(|m| m.role == Role::User)
+    }
+
+    /// The request messages for a branch ending at `id`: exactly the chain from the root, made valid.
+    ///
+    /// A branch may end, or continue, below an assistant message whose tool calls have no stored
+    /// results on that branch (the user forked at the call, or between two results). Every call then
+    /// gets a synthetic result saying it was not run, placed right after the call, because providers
+    /// reject calls without results. Results are put in call order; a result whose call is not on the
+    /// branch (possible only in a damaged file) is sent as user text rather than dropped.
+    pub fn api_messages(&self, id: &str) -> Vec<ChatMessage> {
+        let chain = self.chain(id);
+        let mut out = Vec::with_capacity(chain.len());
+        let mut i = 0;
+        while i < chain.len() {
+            let m = chain[i];
+            i += 1;
+            match m.role {
+                Role::Assistant if !m.calls().is_empty() => {
+                    out.push(ChatMessage {
+                        role: Role::Assistant,
+                        content: m.content.clone(),
+                        tool_calls: m.calls().to_vec(),
+                        tool_call_id: None,
+                        reasoning: m.reasoning.clone(),
+                    });
+                    let mut results: HashMap<&str, &Message> = HashMap::new();
+                    while i < chain.len() && chain[i].role == Role::Tool {
+                        let r = chain[i];
+                        let call = r.tool_call_id.as_deref().unwrap_or("");
+                        if m.calls().iter().any(|c| c.id == call) && !results.contains_key(call) {
+                            results.insert(call, r);
+                        } else {
+                            out.push(orphan_result(r));
+                        }
+                        i += 1;
+                    }
+                    for call in m.calls() {
+                        let content = results
+                            .get(call.id.as_str())
+                            .map(|r| r.content.clone())
+                            .unwrap_or_else(|| NOT_RUN_RESULT.to_string());
+                        out.push(ChatMessage::tool_result(call.id.clone(), content));
+                    }
+                }
+                Role::Tool => out.push(orphan_result(m)),
+                role => out.push(ChatMessage {
+                    reasoning: m.reasoning.clone(),
+                    ..ChatMessage::text(role, m.content.clone())
+                }),
+            }
+        }
+        out
+    }
+}
+
+fn orphan_result(m: &Message) -> ChatMessage {
+    ChatMessage::text(
+        Role::User,
+        format!(
+            "[result of tool call {}]\n{}",
+            m.tool_call_id.as_deref().unwrap_or("?"),
+            m.content
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolCall;
+
+    fn user(text: &str) -> Message {
+        Message::new(Role::User, text)
+    }
+    fn assistant(text: &str) -> Message {
+        Message::new(Role::Assistant, text)
+    }
+    fn calling(ids: &[&str]) -> Message {
+        Message {
+            tool_calls: Some(ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect()),
+            ..assistant("")
+        }
+    }
+    fn roles(msgs: &[ChatMessage]) -> Vec<(Role, String)> {
+        msgs.iter().map(|m| (m.role, m.content.clone())).collect()
+    }
+
+    #[test]
+    fn add_links_both_ways_and_moves_cursor() {
+        let mut c = Conversation::new("c1", "sys");
+        let u = c.add(user("hi")).unwrap();
+        let a = c.add(assistant("hello")).unwrap();
+        assert_eq!(c.cursor(), a);
+        assert_eq!(c.get(&a).unwrap().parent_id.as_deref(), Some(u.as_str()));
+        assert_eq!(c.get(&u).unwrap().children_ids, vec![a.clone()]);
+        assert!(c.is_leaf(&a) && !c.is_leaf(&u));
+        assert_eq!(c.len(), 3);
+    }
+
+    #[test]
+    fn fork_keeps_branches_apart() {
+        let mut c = Conversation::new("c1", "sys");
+        let u1 = c.add(user("first")).unwrap();
+        c.add(assistant("answer one")).unwrap();
+        c.move_cursor(&u1).unwrap();
+        let a2 = c.add(assistant("answer two")).unwrap();
+        c.add(user("follow-up")).unwrap();
+        let msgs = c.api_messages(c.cursor());
+        assert_eq!(
+            roles(&msgs),
+            vec![
+                (Role::System, "sys".into()),
+                (Role::User, "first".into()),
+                (Role::Assistant, "answer two".into()),
+                (Role::User, "follow-up".into()),
+            ]
+        );
+        assert_eq!(c.children(&u1).len(), 2);
+        assert_eq!(c.leaves().len(), 2);
+        assert_eq!(c.subtree(&a2).len(), 2);
+    }
+
+    #[test]
+    fn numbering_is_unique_depth_first_preorder() {
+        let mut c = Conversation::new("c1", "sys");
+        let u1 = c.add(user("a")).unwrap();
+        let a1 = c.add(assistant("b")).unwrap();
+        c.move_cursor(&u1).unwrap();
+        let a2 = c.add(assistant("c")).unwrap();
+        let root = c.root_id.clone();
+        c.move_cursor(&root).unwrap();
+        let u2 = c.add(user("d")).unwrap();
+        let ids: Vec<_> = (0..5).map(|n| c.id_by_number(n).unwrap().to_string()).collect();
+        assert_eq!(ids, vec![root, u1, a1, a2, u2]);
+        assert_eq!(c.id_by_number(5), None);
+    }
+
+    #[test]
+    fn fork_at_a_tool_call_gets_synthetic_results() {
+        let mut c = Conversation::new("c1", "sys");
+        c.add(user("go")).unwrap();
+        let call = c.add(calling(&["x", "y"])).unwrap();
+        c.add(Message::tool_result("x", "result x")).unwrap();
+        c.add(Message::tool_result("y", "result y")).unwrap();
+        c.add(assistant("done")).unwrap();
+
+        // At the call itself: both results are synthetic.
+        let msgs = c.api_messages(&call);
+        assert_eq!(msgs.len(), 5);
+        assert_eq!(msgs[3].tool_call_id.as_deref(), Some("x"));
+        assert_eq!(msgs[3].content, NOT_RUN_RESULT);
+        assert_eq!(msgs[4].content, NOT_RUN_RESULT);
+
+        // Between the two results: the first is real, the second synthetic.
+        let first = c.children(&call)[0].id.clone();
+        c.move_cursor(&first).unwrap();
+        let u = c.add(user("other way")).unwrap();
+        let msgs = c.api_messages(&u);
+        assert_eq!(
+            roles(&msgs)[3..],
+            [
+                (Role::Tool, "result x".to_string()),
+                (Role::Tool, NOT_RUN_RESULT.to_string()),
+                (Role::User, "other way".to_string()),
+            ]
+        );
+        // Nothing stored was rewritten: the synthetic result exists only in the request.
+        assert_eq!(c.len(), 7);
+    }
+
+    #[test]
+    fn results_are_sent_in_call_order() {
+        let mut c = Conversation::new("c1", "sys");
+        c.add(user("go")).unwrap();
+        c.add(calling(&["x", "y"])).unwrap();
+        c.add(Message::tool_result("y", "Y")).unwrap();
+        c.add(Message::tool_result("x", "X")).unwrap();
+        let msgs = c.api_messages(c.cursor());
+        let ids: Vec<_> = msgs[3..].iter().map(|m| m.tool_call_id.clone().unwrap()).collect();
+        assert_eq!(ids, ["x", "y"]);
+    }
+
+    #[test]
+    fn two_user_messages_in_a_row_are_sent_as_they_are() {
+        let mut c = Conversation::new("c1", "sys");
+        c.add(user("one")).unwrap();
+        c.add(user("two")).unwrap();
+        assert_eq!(c.api_messages(c.cursor()).len(), 3);
+    }
+
+    #[test]
+    fn fork_from_root_sends_only_the_system_prompt() {
+        let mut c = Conversation::new("c1", "sys");
+        c.add(user("one")).unwrap();
+        let root = c.root_id.clone();
+        c.move_cursor(&root).unwrap();
+        let u = c.add(user("fresh")).unwrap();
+        assert_eq!(
+            roles(&c.api_messages(&u)),
+            vec![(Role::System, "sys".into()), (Role::User, "fresh".into())]
+        );
+    }
+
+    #[test]
+    fn unknown_ids_are_refused() {
+        let mut c = Conversation::new("c1", "sys");
+        assert!(c.move_cursor("nope").is_err());
+        assert!(c.add_under("nope", user("x")).is_err());
+        let m = user("x");
+        let dup = m.clone();
+        c.add(m).unwrap();
+        assert!(matches!(c.add(dup), Err(TreeError::DuplicateMessage(_))));
+    }
+
+    #[test]
+    fn deep_linear_tree_does_not_overflow() {
+        let mut c = Conversation::new("c1", "sys");
+        for i in 0..100_000 {
+            c.add(user(&i.to_string())).unwrap();
+        }
+        assert_eq!(c.preorder().len(), 100_001);
+        assert_eq!(c.chain(c.cursor()).len(), 100_001);
+    }
+}

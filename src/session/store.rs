@@ -1,0 +1,396 @@
+//! The conversation repository: one append-only JSONL file per conversation in DATADIR.
+//!
+//! Writes are appends of whole lines under an exclusive advisory lock, so two `new` processes on the
+//! same DATADIR never interleave inside a line; a file that ends in a torn line gets a newline before
+//! the next record. Nothing already written is ever rewritten. Reading skips and reports lines it
+//! cannot parse and keeps messages whose parent is missing reachable under the root.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::conversation::Conversation;
+use super::message::{Message, new_id};
+use super::record::{HeaderRecord, MessageRecord, Record};
+use crate::llm::Role;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("no conversation `{0}` in this project")]
+    NotFound(String),
+    #[error("`{prefix}` matches several conversations: {}", .matches.join(", "))]
+    Ambiguous {
+        prefix: String,
+        matches: Vec<String>,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> Self {
+        StoreError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// What loading a file had to work around, for the user to see.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    /// 1-based line numbers of lines that could not be read, with the reason.
+    pub skipped_lines: Vec<(usize, String)>,
+    /// Messages whose parent is not in the file; they were attached to the root.
+    pub orphans: Vec<String>,
+    /// Messages whose id appeared earlier in the file; the later line was ignored.
+    pub duplicates: Vec<String>,
+}
+
+impl LoadReport {
+    pub fn is_clean(&self) -> bool {
+        self.skipped_lines.is_empty() && self.orphans.is_empty() && self.duplicates.is_empty()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+pub const EXTENSION: &str = "jsonl";
+
+impl Store {
+    /// Opens DATADIR, creating it if needed.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|e| StoreError::io("creating data folder", &dir, e))?;
+        Ok(Store { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{EXTENSION}"))
+    }
+
+    pub fn exists(&self, id: &str) -> bool {
+        self.path(id).is_file()
+    }
+
+    /// Ids of every conversation file, unsorted. Cheap: one directory read, no file opened.
+    pub fn ids(&self) -> Result<Vec<String>, StoreError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| StoreError::io("reading", &self.dir, e))?;
+        Ok(entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let id = name.strip_suffix(".jsonl")?;
+                (!id.is_empty() && !id.starts_with('.')).then(|| id.to_string())
+            })
+            .collect())
+    }
+
+    /// Resolves an id or an unambiguous prefix of one.
+    pub fn resolve(&self, prefix: &str) -> Result<String, StoreError> {
+        let prefix = prefix.trim();
+        if !prefix.is_empty() && self.exists(prefix) {
+            return Ok(prefix.to_string());
+        }
+        let mut matches: Vec<String> = self
+            .ids()?
+            .into_iter()
+            .filter(|id| !prefix.is_empty() && id.starts_with(prefix))
+            .collect();
+        matches.sort();
+        match matches.len() {
+            0 => Err(StoreError::NotFound(prefix.to_string())),
+            1 => Ok(matches.remove(0)),
+            _ => Err(StoreError::Ambiguous {
+                prefix: prefix.to_string(),
+                matches,
+            }),
+        }
+    }
+
+    /// Loads a conversation; its root carries `system_prompt` (the system prompt is never stored).
+    pub fn load(
+        &self,
+        id: &str,
+        system_prompt: &str,
+    ) -> Result<(Conversation, LoadReport), StoreError> {
+        let path = self.path(id);
+        let bytes = fs::read(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => StoreError::NotFound(id.to_string()),
+            _ => StoreError::io("reading", &path, e),
+        })?;
+        Ok(parse_conversation(id, &bytes, system_prompt))
+    }
+
+    /// Writes a new conversation file holding the header and the first records. Fails with
+    /// `AlreadyExists` when the id is taken (by another process, say), so the caller can pick another.
+    pub fn create(&self, conversation: &Conversation, records: &[Record]) -> io::Result<()> {
+        let header = Record::Header(HeaderRecord {
+            root_id: conversation.root_id.clone(),
+            metadata: conversation.metadata.clone(),
+        });
+        let mut text = header.to_line();
+        text.push('\n');
+        for r in records {
+            text.push_str(&r.to_line());
+            text.push('\n');
+        }
+        let path = self.path(&conversation.id);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        file.lock()?;
+        file.write_all(text.as_bytes())
+    }
+
+    /// Appends records to an existing conversation file, each on a line of its own.
+    pub fn append(&self, id: &str, records: &[Record]) -> Result<(), StoreError> {
+        let path = self.path(id);
+        let io_err = |e| StoreError::io("appending to", &path, e);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err)?;
+        // The lock keeps a concurrent writer from slipping between the torn-line check and the write.
+        file.lock().map_err(io_err)?;
+        let mut text = String::new();
+        let len = file.metadata().map_err(io_err)?.len();
+        if len > 0 {
+            let mut last = [0u8];
+            file.seek(SeekFrom::Start(len - 1)).map_err(io_err)?;
+            file.read_exact(&mut last).map_err(io_err)?;
+            if last[0] != b'\n' {
+                text.push('\n'); // the file ends in a torn line: start ours on a fresh one
+            }
+        }
+        for r in records {
+            text.push_str(&r.to_line());
+            text.push('\n');
+        }
+        file.write_all(text.as_bytes()).map_err(io_err)
+    }
+}
+
+/// Rebuilds a conversation from the bytes of its file.
+pub fn parse_conversation(id: &str, bytes: &[u8], system_prompt: &str) -> (Conversation, LoadReport) {
+    let mut report = LoadReport::default();
+    let mut header: Option<HeaderRecord> = None;
+    let mut title = None;
+    let mut messages: Vec<MessageRecord> = Vec::new();
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Record>(line) {
+            Ok(Record::Header(h)) => {
+                if header.is_none() {
+                    header = Some(h);
+                }
+            }
+            Ok(Record::Message(m)) => messages.push(m),
+            Ok(Record::Title(t)) => title = Some(t.title),
+            Ok(Record::Unknown) => {}
+            Err(e) => report.skipped_lines.push((n + 1, e.to_string())),
+        }
+    }
+
+    // Without a header (its line torn or lost), the root is the parent that no message provides.
+    let root_id = header
+        .as_ref()
+        .map(|h| h.root_id.clone())
+        .or_else(|| {
+            let known: std::collections::HashSet<&str> =
+                messages.iter().map(|m| m.msg_id.as_str()).collect();
+            messages
+                .iter()
+                .filter_map(|m| m.parent_id.as_deref())
+                .find(|p| !known.contains(p))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(new_id);
+    let mut root = Message::new(Role::System, system_prompt);
+    root.id = root_id.clone();
+    let mut conversation = Conversation::with_root(id, root);
+    if let Some(h) = header {
+        conversation.metadata = h.metadata;
+    }
+    conversation.title = title;
+
+    for record in messages {
+        let id = record.msg_id.clone();
+        if conversation.contains(&id) {
+            report.duplicates.push(id);
+            continue;
+        }
+        let parent = match record.parent_id.as_deref() {
+            Some(p) if conversation.contains(p) => p.to_string(),
+            _ => {
+                report.orphans.push(id.clone());
+                root_id.clone()
+            }
+        };
+        conversation
+            .add_under(&parent, record.into_message())
+            .expect("parent checked, id unique");
+    }
+    (conversation, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg_record(conv: &Conversation, id: &str) -> Record {
+        Record::Message(conv.get(id).unwrap().into())
+    }
+
+    fn sample(store: &Store) -> Conversation {
+        let mut c = Conversation::new("abcd1234", "sys");
+        let u = c.add(Message::new(Role::User, "hello")).unwrap();
+        store.create(&c, &[msg_record(&c, &u)]).unwrap();
+        let a = c.add(Message::new(Role::Assistant, "hi there")).unwrap();
+        store.append(&c.id, &[msg_record(&c, &a)]).unwrap();
+        c
+    }
+
+    #[test]
+    fn save_and_load_give_the_same_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = sample(&store);
+        let (loaded, report) = store.load(&c.id, "new sys").unwrap();
+        assert!(report.is_clean());
+        assert_eq!(loaded.root_id, c.root_id);
+        assert_eq!(loaded.root().content, "new sys");
+        assert_eq!(loaded.len(), 3);
+        assert_eq!(loaded.cursor(), c.cursor());
+        for (_, m) in c.preorder().into_iter().skip(1) {
+            assert_eq!(loaded.get(&m.id), Some(m));
+        }
+    }
+
+    #[test]
+    fn create_refuses_a_taken_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = sample(&store);
+        let err = store.create(&c, &[]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+    }
+
+    #[test]
+    fn torn_last_line_is_skipped_and_the_next_append_starts_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut c = sample(&store);
+        let path = store.path(&c.id);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(br#"{"type":"message","msg_id":"torn","ro"#).unwrap();
+        drop(f);
+
+        let (loaded, report) = store.load(&c.id, "sys").unwrap();
+        assert_eq!(loaded.len(), 3);
+        assert_eq!(report.skipped_lines.len(), 1);
+        assert_eq!(report.skipped_lines[0].0, 4);
+
+        let u = c.add(Message::new(Role::User, "again")).unwrap();
+        store.append(&c.id, &[msg_record(&c, &u)]).unwrap();
+        let (loaded, report) = store.load(&c.id, "sys").unwrap();
+        assert_eq!(loaded.len(), 4);
+        assert_eq!(loaded.cursor(), u);
+        assert_eq!(report.skipped_lines.len(), 1);
+    }
+
+    #[test]
+    fn garbage_missing_parents_and_unknown_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let text = concat!(
+            "{\"type\":\"header\",\"root_id\":\"r0000000\",\"metadata\":{}}\n",
+            "not json at all\n",
+            "{\"type\":\"future_thing\",\"x\":1}\n",
+            "{\"type\":\"message\",\"msg_id\":\"u1\",\"role\":\"user\",\"content\":\"a\",\"parent_id\":\"r0000000\",\"timestamp\":\"2026-07-24T12:35:55Z\",\"tool_call_id\":null,\"tool_calls\":null,\"new_field\":[1]}\n",
+            "{\"type\":\"message\",\"msg_id\":\"a9\",\"role\":\"assistant\",\"content\":\"lost parent\",\"parent_id\":\"gone\",\"timestamp\":\"2026-07-24T12:35:56Z\",\"tool_call_id\":null,\"tool_calls\":null}\n",
+            "{\"type\":\"message\",\"msg_id\":\"u1\",\"role\":\"user\",\"content\":\"dup\",\"parent_id\":\"r0000000\",\"timestamp\":\"2026-07-24T12:35:57Z\"}\n",
+            "{\"type\":\"title\",\"title\":\"Named\",\"timestamp\":\"2026-07-24T12:36:00Z\"}\n",
+        );
+        fs::write(store.path("c1"), text).unwrap();
+        let (c, report) = store.load("c1", "sys").unwrap();
+        assert_eq!(report.skipped_lines.len(), 1);
+        assert_eq!(report.skipped_lines[0].0, 2);
+        assert_eq!(report.orphans, vec!["a9".to_string()]);
+        assert_eq!(report.duplicates, vec!["u1".to_string()]);
+        assert_eq!(c.get("a9").unwrap().parent_id.as_deref(), Some("r0000000"));
+        assert_eq!(c.get("u1").unwrap().content, "a");
+        assert_eq!(c.title.as_deref(), Some("Named"));
+        assert_eq!(c.cursor(), "a9");
+    }
+
+    #[test]
+    fn missing_header_infers_the_root() {
+        let (c, _) = parse_conversation(
+            "c",
+            br#"{"type":"message","msg_id":"u1","role":"user","content":"a","parent_id":"rootrootx","timestamp":"2026-07-24T12:35:55Z"}"#,
+            "sys",
+        );
+        assert_eq!(c.root_id, "rootrootx");
+        assert!(c.get("u1").is_some());
+    }
+
+    #[test]
+    fn concurrent_appends_never_tear_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = sample(&store);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let store = store.clone();
+                let id = c.id.clone();
+                let parent = c.cursor().to_string();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let mut m = Message::new(Role::User, format!("{t}-{i} {}", "x".repeat(5000)));
+                        m.parent_id = Some(parent.clone());
+                        store.append(&id, &[Record::Message((&m).into())]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let (loaded, report) = store.load(&c.id, "sys").unwrap();
+        assert!(report.is_clean(), "{report:?}");
+        assert_eq!(loaded.len(), 3 + 800);
+    }
+
+    #[test]
+    fn resolve_accepts_unambiguous_prefixes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for id in ["abc11111", "abc22222", "def33333"] {
+            fs::write(store.path(id), "").unwrap();
+        }
+        assert_eq!(store.resolve("def").unwrap(), "def33333");
+        assert_eq!(store.resolve("abc11111").unwrap(), "abc11111");
+        assert!(matches!(store.resolve("abc"), Err(StoreError::Ambiguous { .. })));
+        assert!(matches!(store.resolve("zzz"), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.resolve(""), Err(StoreError::NotFound(_))));
+    }
+}

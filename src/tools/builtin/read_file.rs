@@ -1,0 +1,204 @@
+//! `read_file`: text with line numbers, in segments for large files.
+
+use std::io::{BufRead, BufReader, Read};
+
+use serde_json::{Value, json};
+
+use super::plural;
+use crate::tools::{Sandbox, Tool, ToolError, ToolOutput, args};
+
+/// Lines returned when the model gives no limit.
+pub const DEFAULT_LIMIT: usize = 2000;
+/// Longest line shown whole, in characters.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Most text returned by one call, in bytes; a segment ends early rather than exceed it.
+pub const MAX_OUTPUT_BYTES: usize = 100 * 1024;
+/// How much of the start of a file is checked for NUL bytes.
+const BINARY_SNIFF: usize = 8192;
+
+pub struct ReadFile;
+
+impl Tool for ReadFile {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+
+    fn description(&self) -> &'static str {
+        "Read a text file in the working folder. Returns the lines prefixed with their line numbers. \
+         Large files come in segments: the footer says how to read the next one (use offset and limit)."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "filepath": {"type": "string", "description": "Path of the file, relative to the working folder"},
+                "offset": {"type": "integer", "description": "First line to read, counting from 1 (default 1)"},
+                "limit": {"type": "integer", "description": "Most lines to read (default 2000)"}
+            },
+            "required": ["filepath"]
+        })
+    }
+
+    fn run(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+        let filepath = args::string(args, "filepath")?;
+        let offset = args::opt_usize(args, "offset")?.unwrap_or(1).max(1);
+        let limit = args::opt_usize(args, "limit")?.unwrap_or(DEFAULT_LIMIT).max(1);
+        let path = sandbox.resolve(filepath)?;
+        let shown = sandbox.display(&path);
+        let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
+        if meta.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "`{shown}` is a folder; use list_files to see what it holds"
+            )));
+        }
+        let mut file = std::fs::File::open(&path).map_err(|e| ToolError::io("opening", &shown, e))?;
+        let mut head = vec![0u8; BINARY_SNIFF];
+        let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::io("reading", &shown, e))?;
+        head.truncate(n);
+        if head.contains(&0) {
+            return Err(ToolError::Failed(format!(
+                "`{shown}` is a binary file ({} bytes); read_file only reads text",
+                meta.len()
+            )));
+        }
+        if meta.len() == 0 {
+            return Ok(ToolOutput {
+                content: format!("`{shown}` is empty (0 bytes)."),
+                summary: format!("{shown}: empty"),
+            });
+        }
+
+        let reader = BufReader::new(std::io::Cursor::new(head).chain(file));
+        let mut out = String::new();
+        let mut total = 0usize;
+        let mut last_shown = 0usize;
+        let mut cut_by_size = false;
+        let mut long_lines = 0usize;
+        for line in reader.split(b'\n') {
+            let line = line.map_err(|e| ToolError::io("reading", &shown, e))?;
+            total += 1;
+            if total < offset || total >= offset + limit || cut_by_size {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.strip_suffix('\r').unwrap_or(&text);
+            let mut entry = format!("{total:>6}\t");
+            if text.chars().count() > MAX_LINE_CHARS {
+                long_lines += 1;
+                entry.extend(text.chars().take(MAX_LINE_CHARS));
+                entry.push_str(" […line cut]");
+            } else {
+                entry.push_str(text);
+            }
+            entry.push('\n');
+            if out.len() + entry.len() > MAX_OUTPUT_BYTES && last_shown >= offset {
+                cut_by_size = true;
+                continue;
+            }
+            out.push_str(&entry);
+            last_shown = total;
+        }
+        if offset > total {
+            return Err(ToolError::Failed(format!(
+                "`{shown}` has {}; offset {offset} is past its end",
+                plural(total, "line")
+            )));
+        }
+        let mut notes = Vec::new();
+        if last_shown < total {
+            notes.push(format!(
+                "Showing lines {offset}-{last_shown} of {total}. To read more, call read_file with offset={}.",
+                last_shown + 1
+            ));
+        }
+        if long_lines > 0 {
+            notes.push(format!(
+                "{} longer than {MAX_LINE_CHARS} characters cut.",
+                plural(long_lines, "line")
+            ));
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!("\n[{}]", notes.join(" ")));
+        }
+        Ok(ToolOutput {
+            content: out,
+            summary: format!("{shown}: lines {offset}-{last_shown} of {total}"),
+        })
+    }
+}
+
+fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
+        ReadFile.run(&args, &Sandbox::new(dir).unwrap())
+    }
+
+    #[test]
+    fn numbers_lines_and_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.path().join("f.txt"), text).unwrap();
+        let out = run(dir.path(), json!({"filepath": "f.txt"})).unwrap();
+        assert!(out.content.starts_with("     1\tline 1\n     2\tline 2\n"));
+        assert!(!out.content.contains("Showing"));
+        let out = run(dir.path(), json!({"filepath": "f.txt", "offset": 4, "limit": "3"})).unwrap();
+        assert_eq!(
+            out.content,
+            "     4\tline 4\n     5\tline 5\n     6\tline 6\n\n[Showing lines 4-6 of 10. To read more, call read_file with offset=7.]"
+        );
+        let err = run(dir.path(), json!({"filepath": "f.txt", "offset": 50})).unwrap_err();
+        assert!(err.to_string().contains("10 lines; offset 50 is past its end"));
+    }
+
+    #[test]
+    fn large_files_come_in_segments_by_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = "x".repeat(1000);
+        let text: String = (0..500).map(|_| format!("{line}\n")).collect();
+        std::fs::write(dir.path().join("big.txt"), text).unwrap();
+        let out = run(dir.path(), json!({"filepath": "big.txt"})).unwrap();
+        assert!(out.content.len() <= MAX_OUTPUT_BYTES + 200);
+        assert!(out.content.contains("of 500. To read more, call read_file with offset="));
+    }
+
+    #[test]
+    fn binary_folders_and_missing_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.bin"), [0u8, 1, 2, 3]).unwrap();
+        std::fs::write(dir.path().join("e.txt"), "").unwrap();
+        let err = run(dir.path(), json!({"filepath": "b.bin"})).unwrap_err();
+        assert!(err.to_string().contains("binary file (4 bytes)"));
+        let err = run(dir.path(), json!({"filepath": "."})).unwrap_err();
+        assert!(err.to_string().contains("is a folder"));
+        let err = run(dir.path(), json!({"filepath": "nope.txt"})).unwrap_err();
+        assert!(err.to_string().contains("reading `nope.txt` failed"));
+        let out = run(dir.path(), json!({"filepath": "e.txt"})).unwrap();
+        assert!(out.content.contains("empty"));
+        let err = run(dir.path(), json!({"filepath": "../x"})).unwrap_err();
+        assert!(err.to_string().contains("outside the working folder"));
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_crlf_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("l.txt"), format!("{}\r\nshort\r\n", "y".repeat(3000))).unwrap();
+        let out = run(dir.path(), json!({"filepath": "l.txt"})).unwrap();
+        assert!(out.content.contains("[…line cut]"));
+        assert!(out.content.contains("     2\tshort\n"));
+        assert!(out.content.contains("1 line longer than 2000 characters cut."));
+    }
+}
