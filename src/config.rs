@@ -92,7 +92,15 @@ impl FileConfig {
         macro_rules! take {
             ($($f:ident),*) => { $( if nearer.$f.is_some() { self.$f = nearer.$f; } )* };
         }
-        take!(provider, model, lang, max_rounds, connect_timeout_secs, idle_timeout_secs, stream_usage);
+        take!(
+            provider,
+            model,
+            lang,
+            max_rounds,
+            connect_timeout_secs,
+            idle_timeout_secs,
+            stream_usage
+        );
         for (name, entry) in nearer.providers {
             let merged = match self.providers.remove(&name) {
                 Some(base) => ProviderEntry {
@@ -280,7 +288,8 @@ pub fn load(
         .or_else(|| preset.map(|p| p.base_url.to_string()))
         .ok_or_else(|| ConfigError::NoBaseUrl { name: name.clone() })?;
     let api_key = env(&key_var).or(entry.api_key.clone());
-    let key_required = preset.is_some_and(|p| p.key_required && base_url.trim_end_matches('/') == p.base_url);
+    let key_required =
+        preset.is_some_and(|p| p.key_required && base_url.trim_end_matches('/') == p.base_url);
 
     // A model named in a config file applies to the provider it was chosen with; a provider's own
     // model wins over the generic one when the provider was switched on the command line.
@@ -340,8 +349,10 @@ mod tests {
     }
 
     fn load_with(dir: &Path, o: Overrides, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: HashMap<String, String> =
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         load(&layers(dir), &o, &|k| vars.get(k).cloned())
     }
 
@@ -355,7 +366,12 @@ mod tests {
         assert_eq!(c.max_rounds, 30);
         assert_eq!(c.lang, Lang::En);
         // A local server needs no key.
-        let c = load_with(dir.path(), Overrides::default(), &[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]).unwrap();
+        let c = load_with(
+            dir.path(),
+            Overrides::default(),
+            &[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")],
+        )
+        .unwrap();
         assert!(c.has_credentials);
     }
 
@@ -363,20 +379,41 @@ mod tests {
     fn layers_in_order_flags_env_project_user() {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
-        write(l.user.clone().unwrap().join(CONFIG_FILE), r#"{"model":"user-model","max_rounds":5,"lang":"zh",
-            "providers":{"openai":{"api_key":"from-user","base_url":"http://user/v1"}}}"#);
-        write(l.project.join(CONFIG_FILE), r#"{"model":"project-model","providers":{"openai":{"base_url":"http://project/v1"}}}"#);
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"model":"user-model","max_rounds":5,"lang":"zh",
+            "providers":{"openai":{"api_key":"from-user","base_url":"http://user/v1"}}}"#,
+        );
+        write(
+            l.project.join(CONFIG_FILE),
+            r#"{"model":"project-model","providers":{"openai":{"base_url":"http://project/v1"}}}"#,
+        );
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
-        assert_eq!((c.model.as_str(), c.max_rounds, c.lang), ("project-model", 5, Lang::Zh));
+        assert_eq!(
+            (c.model.as_str(), c.max_rounds, c.lang),
+            ("project-model", 5, Lang::Zh)
+        );
         assert_eq!(c.provider.base_url, "http://project/v1");
         assert_eq!(c.provider.api_key.as_deref(), Some("from-user"));
         assert_eq!(c.files.len(), 2);
 
-        let c = load_with(dir.path(), Overrides::default(), &[("OPENAI_BASE_URL", "http://env/v1"), ("OPENAI_API_KEY", "from-env")]).unwrap();
+        let c = load_with(
+            dir.path(),
+            Overrides::default(),
+            &[
+                ("OPENAI_BASE_URL", "http://env/v1"),
+                ("OPENAI_API_KEY", "from-env"),
+            ],
+        )
+        .unwrap();
         assert_eq!(c.provider.base_url, "http://env/v1");
         assert_eq!(c.provider.api_key.as_deref(), Some("from-env"));
 
-        let o = Overrides { model: Some("flag-model".into()), lang: Some(Lang::En), ..Default::default() };
+        let o = Overrides {
+            model: Some("flag-model".into()),
+            lang: Some(Lang::En),
+            ..Default::default()
+        };
         let c = load_with(dir.path(), o, &[]).unwrap();
         assert_eq!((c.model.as_str(), c.lang), ("flag-model", Lang::En));
     }
@@ -384,34 +421,70 @@ mod tests {
     #[test]
     fn presets_custom_providers_and_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let o = |p: &str| Overrides { provider: Some(p.into()), ..Default::default() };
+        let o = |p: &str| Overrides {
+            provider: Some(p.into()),
+            ..Default::default()
+        };
         let c = load_with(dir.path(), o("deepseek"), &[("DEEPSEEK_API_KEY", "k")]).unwrap();
-        assert_eq!((c.provider.base_url.as_str(), c.model.as_str()), ("https://api.deepseek.com/v1", "deepseek-chat"));
+        assert_eq!(
+            (c.provider.base_url.as_str(), c.model.as_str()),
+            ("https://api.deepseek.com/v1", "deepseek-chat")
+        );
         assert!(c.has_credentials);
 
-        let err = load_with(dir.path(), o("nope"), &[]).unwrap_err().to_string();
-        assert!(err.contains("unknown provider `nope`") && err.contains("deepseek, llamacpp, ollama, openai, qwen"), "{err}");
+        let err = load_with(dir.path(), o("nope"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown provider `nope`")
+                && err.contains("deepseek, llamacpp, ollama, openai, qwen"),
+            "{err}"
+        );
 
-        write(layers(dir.path()).project.join(CONFIG_FILE), r#"{"providers":{"my-lab":{"base_url":"http://lab:8000/v1","model":"m1"},"bad":{"kind":"grpc","base_url":"x"},"nourl":{}}}"#);
+        write(
+            layers(dir.path()).project.join(CONFIG_FILE),
+            r#"{"providers":{"my-lab":{"base_url":"http://lab:8000/v1","model":"m1"},"bad":{"kind":"grpc","base_url":"x"},"nourl":{}}}"#,
+        );
         let c = load_with(dir.path(), o("my-lab"), &[("MY_LAB_API_KEY", "s")]).unwrap();
-        assert_eq!((c.provider.base_url.as_str(), c.model.as_str()), ("http://lab:8000/v1", "m1"));
+        assert_eq!(
+            (c.provider.base_url.as_str(), c.model.as_str()),
+            ("http://lab:8000/v1", "m1")
+        );
         assert_eq!(c.provider.api_key.as_deref(), Some("s"));
-        assert!(load_with(dir.path(), o("bad"), &[]).unwrap_err().to_string().contains("kind `grpc`"));
-        assert!(load_with(dir.path(), o("nourl"), &[]).unwrap_err().to_string().contains("no base_url"));
+        assert!(
+            load_with(dir.path(), o("bad"), &[])
+                .unwrap_err()
+                .to_string()
+                .contains("kind `grpc`")
+        );
+        assert!(
+            load_with(dir.path(), o("nourl"), &[])
+                .unwrap_err()
+                .to_string()
+                .contains("no base_url")
+        );
     }
 
     #[test]
     fn broken_files_name_themselves() {
         let dir = tempfile::tempdir().unwrap();
         write(layers(dir.path()).project.join(CONFIG_FILE), "{\"model\": ");
-        let err = load_with(dir.path(), Overrides::default(), &[]).unwrap_err().to_string();
+        let err = load_with(dir.path(), Overrides::default(), &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("p/.new/config.json is not valid"), "{err}");
     }
 
     #[test]
     fn locale_picks_chinese() {
-        assert_eq!(Lang::from_locale(&|k| (k == "LANG").then(|| "zh_CN.UTF-8".into())), Lang::Zh);
-        assert_eq!(Lang::from_locale(&|k| (k == "LANG").then(|| "en_US.UTF-8".into())), Lang::En);
+        assert_eq!(
+            Lang::from_locale(&|k| (k == "LANG").then(|| "zh_CN.UTF-8".into())),
+            Lang::Zh
+        );
+        assert_eq!(
+            Lang::from_locale(&|k| (k == "LANG").then(|| "en_US.UTF-8".into())),
+            Lang::En
+        );
         assert_eq!(Lang::from_locale(&|_| None), Lang::En);
     }
 }

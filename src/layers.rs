@@ -11,7 +11,10 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
 
 /// Built-in skills: (file name, text).
 pub const BUILTIN_SKILLS: &[(&str, &str)] = &[
-    ("code-reviewer.md", include_str!("../skills/code-reviewer.md")),
+    (
+        "code-reviewer.md",
+        include_str!("../skills/code-reviewer.md"),
+    ),
     ("data-analyst.md", include_str!("../skills/data-analyst.md")),
     ("translator.md", include_str!("../skills/translator.md")),
 ];

@@ -8,11 +8,11 @@
 
 use tokio::sync::watch;
 
+use crate::llm::Role;
 use crate::llm::{ChatRequest, ChatResponse, LlmError, Provider, StreamEvent, ToolCall};
 use crate::session::SessionError;
 use crate::session::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
-use crate::llm::Role;
 
 /// The result stored for a tool call that the user's interrupt kept from running.
 pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";
@@ -71,7 +71,9 @@ impl Agent<'_> {
         for _round in 0..self.max_rounds {
             let request = ChatRequest {
                 model: self.model.clone(),
-                messages: session.conversation().api_messages(session.conversation().cursor()),
+                messages: session
+                    .conversation()
+                    .api_messages(session.conversation().cursor()),
                 tools: self.tools.specs(),
             };
             let mut text = String::new();
@@ -96,7 +98,11 @@ impl Agent<'_> {
             let response = match result {
                 Some(Ok(response)) => response,
                 Some(Err(e)) => {
-                    let partial = ChatResponse { content: text, reasoning, ..Default::default() };
+                    let partial = ChatResponse {
+                        content: text,
+                        reasoning,
+                        ..Default::default()
+                    };
                     observer.answer_end(&partial);
                     if let Err(store) = self.store_partial(session, partial) {
                         return TurnEnd::Failed(store);
@@ -104,7 +110,11 @@ impl Agent<'_> {
                     return TurnEnd::Failed(e.into());
                 }
                 None => {
-                    let partial = ChatResponse { content: text, reasoning, ..Default::default() };
+                    let partial = ChatResponse {
+                        content: text,
+                        reasoning,
+                        ..Default::default()
+                    };
                     observer.answer_end(&partial);
                     return match self.store_partial(session, partial) {
                         Ok(()) => TurnEnd::Interrupted,
@@ -141,7 +151,11 @@ impl Agent<'_> {
     }
 
     /// Stores what arrived of an answer that did not finish, if anything did.
-    fn store_partial(&self, session: &mut ChatSession, partial: ChatResponse) -> Result<(), AgentError> {
+    fn store_partial(
+        &self,
+        session: &mut ChatSession,
+        partial: ChatResponse,
+    ) -> Result<(), AgentError> {
         if partial.content.is_empty() && partial.reasoning.is_empty() {
             return Ok(());
         }
@@ -166,7 +180,9 @@ impl Agent<'_> {
                 continue;
             }
             observer.tool_call(call);
-            let outcome = self.tools.call(&call.function.name, &call.function.arguments);
+            let outcome = self
+                .tools
+                .call(&call.function.name, &call.function.arguments);
             observer.tool_result(call, &outcome);
             session.add(Message::tool_result(call.id.clone(), outcome.content))?;
         }

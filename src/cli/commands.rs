@@ -156,14 +156,26 @@ mod tests {
         assert_eq!(parse("  "), Input::Empty);
         assert_eq!(parse("/3"), Input::Goto(3));
         assert_eq!(parse("/0"), Input::Goto(0));
-        assert_eq!(parse("/tree --full"), Input::Command(CommandId::Tree, "--full"));
-        assert_eq!(parse("/switch  ab12 "), Input::Command(CommandId::Switch, "ab12"));
+        assert_eq!(
+            parse("/tree --full"),
+            Input::Command(CommandId::Tree, "--full")
+        );
+        assert_eq!(
+            parse("/switch  ab12 "),
+            Input::Command(CommandId::Switch, "ab12")
+        );
         assert_eq!(parse("/quit"), Input::Command(CommandId::Exit, ""));
         assert_eq!(parse("/frobnicate"), Input::Unknown("/frobnicate"));
         assert_eq!(parse("/3x"), Input::Unknown("/3x"));
         assert_eq!(parse("/3 extra"), Input::Unknown("/3"));
-        assert_eq!(parse("/99999999999999999999999"), Input::Unknown("/99999999999999999999999"));
-        assert_eq!(parse("//usr/bin is a folder"), Input::Chat("/usr/bin is a folder"));
+        assert_eq!(
+            parse("/99999999999999999999999"),
+            Input::Unknown("/99999999999999999999999")
+        );
+        assert_eq!(
+            parse("//usr/bin is a folder"),
+            Input::Chat("/usr/bin is a folder")
+        );
     }
 
     #[test]

@@ -19,7 +19,12 @@ pub struct ReplHelper {
 impl Completer for ReplHelper {
     type Candidate = Pair;
 
-    fn complete(&self, line: &str, pos: usize, _: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = &line[..pos];
         if !before.starts_with('/') {
             return Ok((pos, Vec::new()));
@@ -29,7 +34,13 @@ impl Completer for ReplHelper {
             replacement: s.to_string(),
         };
         match before.split_once(' ') {
-            None => Ok((0, complete_names(before).into_iter().map(|n| pair(&format!("{n} "))).collect())),
+            None => Ok((
+                0,
+                complete_names(before)
+                    .into_iter()
+                    .map(|n| pair(&format!("{n} ")))
+                    .collect(),
+            )),
             Some((command, arg)) => {
                 let takes_id = COMMANDS
                     .iter()
@@ -56,7 +67,11 @@ impl Hinter for ReplHelper {
 }
 
 impl Highlighter for ReplHelper {
-    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(&'s self, prompt: &'p str, _default: bool) -> Cow<'b, str> {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
+        &'s self,
+        prompt: &'p str,
+        _default: bool,
+    ) -> Cow<'b, str> {
         Cow::Borrowed(prompt)
     }
 }

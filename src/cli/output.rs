@@ -191,9 +191,11 @@ impl Observer for Printer {
 
     fn tool_result(&mut self, _call: &ToolCall, outcome: &ToolOutcome) {
         let line = if outcome.is_error {
-            self.out.paint(RED, &format!("  ✗ {}", preview(&outcome.summary, 160)))
+            self.out
+                .paint(RED, &format!("  ✗ {}", preview(&outcome.summary, 160)))
         } else {
-            self.out.dim(&format!("  ✓ {}", preview(&outcome.summary, 160)))
+            self.out
+                .dim(&format!("  ✓ {}", preview(&outcome.summary, 160)))
         };
         self.out.say(&line);
     }

@@ -66,8 +66,15 @@ pub fn run(launch: Launch) -> ExitCode {
     let mut app = match App::new(launch.clone(), interactive) {
         Ok(app) => app,
         Err(e) => {
-            let lang = launch.overrides.lang.unwrap_or_else(|| Lang::from_locale(&env_var));
-            let out = Output { color: color_for(&std::io::stderr()), lang, one_shot: true };
+            let lang = launch
+                .overrides
+                .lang
+                .unwrap_or_else(|| Lang::from_locale(&env_var));
+            let out = Output {
+                color: color_for(&std::io::stderr()),
+                lang,
+                one_shot: true,
+            };
             out.error(&format!("{e:#}"));
             return ExitCode::from(2);
         }
@@ -75,7 +82,11 @@ pub fn run(launch: Launch) -> ExitCode {
     if let Some(prompt) = launch.prompt {
         return app.one_shot(&prompt);
     }
-    let result = if interactive { app.interactive() } else { app.piped() };
+    let result = if interactive {
+        app.interactive()
+    } else {
+        app.piped()
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -101,7 +112,13 @@ pub fn default_datadir(workdir: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "root".into())
         .chars()
-        .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(40)
         .collect();
     // FNV-1a: stable across builds and platforms, unlike std's hasher.
@@ -111,7 +128,9 @@ pub fn default_datadir(workdir: &Path) -> PathBuf {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     let base = dirs::data_dir().unwrap_or_else(|| workdir.join(".new"));
-    base.join("new").join("projects").join(format!("{name}-{hash:016x}"))
+    base.join("new")
+        .join("projects")
+        .join(format!("{name}-{hash:016x}"))
 }
 
 impl App {
@@ -120,12 +139,20 @@ impl App {
         let workdir = workdir
             .canonicalize()
             .with_context(|| format!("working folder {} cannot be used", workdir.display()))?;
-        anyhow::ensure!(workdir.is_dir(), "working folder {} is not a folder", workdir.display());
+        anyhow::ensure!(
+            workdir.is_dir(),
+            "working folder {} is not a folder",
+            workdir.display()
+        );
         let layers = Layers::new(&workdir);
         let config = config::load(&layers, &launch.overrides, &env_var)?;
         let one_shot = launch.prompt.is_some();
         let out = Output {
-            color: if one_shot { color_for(&std::io::stderr()) } else { color_for(&std::io::stdout()) },
+            color: if one_shot {
+                color_for(&std::io::stderr())
+            } else {
+                color_for(&std::io::stdout())
+            },
             lang: config.lang,
             one_shot,
         };
@@ -135,7 +162,10 @@ impl App {
             out.warn(problem);
         }
         let system_prompt = prompt::system_prompt(&role, &skills, &workdir);
-        let datadir = launch.datadir.clone().unwrap_or_else(|| default_datadir(&workdir));
+        let datadir = launch
+            .datadir
+            .clone()
+            .unwrap_or_else(|| default_datadir(&workdir));
         let store = Store::open(&datadir)?;
         let session = ChatSession::new(store.clone(), &system_prompt);
         let provider = Provider::new(config.provider.clone())?;
@@ -234,7 +264,9 @@ impl App {
             .max_history_size(10_000)?
             .build();
         let mut editor: Editor<ReplHelper, FileHistory> = Editor::with_config(config)?;
-        editor.set_helper(Some(ReplHelper { store: self.store.clone() }));
+        editor.set_helper(Some(ReplHelper {
+            store: self.store.clone(),
+        }));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         editor.bind_sequence(KeyEvent::ctrl('J'), Cmd::Newline);
         let history = history_path();
@@ -247,7 +279,10 @@ impl App {
                     let _ = std::fs::create_dir_all(dir);
                 }
                 if let Err(e) = editor.append_history(path) {
-                    out.warn(&format!("could not save the input history to {}: {e}", path.display()));
+                    out.warn(&format!(
+                        "could not save the input history to {}: {e}",
+                        path.display()
+                    ));
                 }
                 let _ = editor.history_mut().clear();
                 let _ = editor.load_history(path);
@@ -277,7 +312,11 @@ impl App {
             self.out.green("› ")
         } else {
             // The next message starts a new branch: say where.
-            let n = c.preorder().iter().position(|(_, m)| m.id == c.cursor()).unwrap_or(0);
+            let n = c
+                .preorder()
+                .iter()
+                .position(|(_, m)| m.id == c.cursor())
+                .unwrap_or(0);
             self.out.green(&format!("[{n}]⑂ › "))
         }
     }
@@ -351,9 +390,9 @@ impl App {
         };
         let mut printer = Printer::new(self.out);
         self.busy.store(true, Ordering::SeqCst);
-        let end = self
-            .runtime
-            .block_on(agent.run(&mut self.session, &mut printer, &mut self.interrupts));
+        let end =
+            self.runtime
+                .block_on(agent.run(&mut self.session, &mut printer, &mut self.interrupts));
         self.busy.store(false, Ordering::SeqCst);
         match &end {
             TurnEnd::Complete => {}
@@ -399,15 +438,24 @@ impl App {
             ));
             return;
         };
-        self.session.move_cursor(&id).expect("the id comes from the tree");
+        self.session
+            .move_cursor(&id)
+            .expect("the id comes from the tree");
         let m = self.session.conversation().current();
         let what = super::tree_view::describe(m);
         let next = if self.session.conversation().is_leaf(&id) {
-            self.t("the next message continues from here", "下一条消息从这里继续")
+            self.t(
+                "the next message continues from here",
+                "下一条消息从这里继续",
+            )
         } else {
-            self.t("the next message starts a new branch here", "下一条消息将从这里开始新分支")
+            self.t(
+                "the next message starts a new branch here",
+                "下一条消息将从这里开始新分支",
+            )
         };
-        self.out.say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
+        self.out
+            .say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
     }
 
     fn tree(&mut self, args: &str) {
@@ -455,20 +503,35 @@ impl App {
         if !self.session.is_persisted() {
             text.push_str(&format!(
                 "* {current}  {}\n",
-                self.t("(this new conversation, not saved until its first message)", "（当前新对话，发送第一条消息后才保存）")
+                self.t(
+                    "(this new conversation, not saved until its first message)",
+                    "（当前新对话，发送第一条消息后才保存）"
+                )
             ));
         }
         if summaries.is_empty() && self.session.is_persisted() {
             text.push_str(&self.t("no conversations yet\n", "还没有对话\n"));
         }
-        let shown = if all { summaries.len() } else { summaries.len().min(LIST_LIMIT) };
+        let shown = if all {
+            summaries.len()
+        } else {
+            summaries.len().min(LIST_LIMIT)
+        };
         for s in &summaries[..shown] {
             let mark = if s.id == current { "*" } else { " " };
             let when = s
                 .last_activity
-                .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+                .map(|t| {
+                    t.with_timezone(&chrono::Local)
+                        .format("%Y-%m-%d %H:%M")
+                        .to_string()
+                })
                 .unwrap_or_else(|| "-".repeat(16));
-            let title = if s.title.is_empty() { "-".to_string() } else { preview(&s.title, 60) };
+            let title = if s.title.is_empty() {
+                "-".to_string()
+            } else {
+                preview(&s.title, 60)
+            };
             text.push_str(&format!(
                 "{mark} {}  {:>4} {}  {when}  {title}\n",
                 s.id,
@@ -478,7 +541,10 @@ impl App {
         }
         if shown < summaries.len() {
             text.push_str(&self.out.dim(&self.t(
-                &format!("… {} more; /list all shows every one", summaries.len() - shown),
+                &format!(
+                    "… {} more; /list all shows every one",
+                    summaries.len() - shown
+                ),
                 &format!("… 还有 {} 个；/list all 显示全部", summaries.len() - shown),
             )));
         }
@@ -487,7 +553,10 @@ impl App {
 
     fn switch(&mut self, args: &str) {
         if args.is_empty() {
-            self.out.error(&self.t("usage: /switch <id> (see /list)", "用法：/switch <id>（见 /list）"));
+            self.out.error(&self.t(
+                "usage: /switch <id> (see /list)",
+                "用法：/switch <id>（见 /list）",
+            ));
             return;
         }
         let id = match self.store.resolve(args) {
@@ -510,7 +579,10 @@ impl App {
                 self.report_load(&report);
                 let c = self.session.conversation();
                 self.out.say(&self.t(
-                    &format!("switched to {id} ({} messages); /tree shows it", c.len() - 1),
+                    &format!(
+                        "switched to {id} ({} messages); /tree shows it",
+                        c.len() - 1
+                    ),
                     &format!("已切换到 {id}（{} 条消息）；/tree 查看", c.len() - 1),
                 ));
             }
@@ -520,14 +592,22 @@ impl App {
 
     fn report_load(&self, report: &LoadReport) {
         if !report.skipped_lines.is_empty() {
-            let lines: Vec<String> = report.skipped_lines.iter().map(|(n, _)| n.to_string()).collect();
+            let lines: Vec<String> = report
+                .skipped_lines
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect();
             self.out.warn(&self.t(
                 &format!(
                     "skipped {} unreadable line(s) of the file (line {}): the rest loaded",
                     lines.len(),
                     lines.join(", ")
                 ),
-                &format!("跳过了文件中 {} 行无法读取的内容（第 {} 行）；其余已加载", lines.len(), lines.join(", ")),
+                &format!(
+                    "跳过了文件中 {} 行无法读取的内容（第 {} 行）；其余已加载",
+                    lines.len(),
+                    lines.join(", ")
+                ),
             ));
         }
         if !report.orphans.is_empty() {
@@ -537,11 +617,18 @@ impl App {
                     report.orphans.len(),
                     report.orphans.join(", ")
                 ),
-                &format!("{} 条消息缺少父消息，已挂在根节点下：{}", report.orphans.len(), report.orphans.join(", ")),
+                &format!(
+                    "{} 条消息缺少父消息，已挂在根节点下：{}",
+                    report.orphans.len(),
+                    report.orphans.join(", ")
+                ),
             ));
         }
         if !report.duplicates.is_empty() {
-            self.out.warn(&format!("ignored repeated message ids: {}", report.duplicates.join(", ")));
+            self.out.warn(&format!(
+                "ignored repeated message ids: {}",
+                report.duplicates.join(", ")
+            ));
         }
     }
 
@@ -591,13 +678,20 @@ impl App {
         let lang = self.out.lang;
         let mut text = String::new();
         for c in COMMANDS {
-            let usage = if c.args.is_empty() { c.names[0].to_string() } else { format!("{} {}", c.names[0], c.args) };
+            let usage = if c.args.is_empty() {
+                c.names[0].to_string()
+            } else {
+                format!("{} {}", c.names[0], c.args)
+            };
             text.push_str(&format!("  {usage:<18} {}\n", c.help(lang)));
         }
         text.push_str(&format!(
             "  {:<18} {}\n",
             "/N",
-            self.t("move to node N of /tree; the next message forks from there", "移动到 /tree 中的节点 N；下一条消息从那里分支")
+            self.t(
+                "move to node N of /tree; the next message forks from there",
+                "移动到 /tree 中的节点 N；下一条消息从那里分支"
+            )
         ));
         text.push_str(&format!(
             "  {:<18} {}\n",

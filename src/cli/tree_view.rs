@@ -42,7 +42,11 @@ pub fn tree_lines(conversation: &Conversation) -> Vec<TreeLine> {
         } else {
             let last = children.len().saturating_sub(1);
             for (i, child) in children.iter().enumerate().rev() {
-                let (branch, under) = if i == last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
+                let (branch, under) = if i == last {
+                    ("└─ ", "   ")
+                } else {
+                    ("├─ ", "│  ")
+                };
                 stack.push((child, format!("{body}{branch}"), format!("{body}{under}")));
             }
         }
@@ -126,15 +130,25 @@ mod tests {
     fn sample() -> Conversation {
         let mut c = Conversation::new("c", "You are a helpful assistant.\nBe brief.");
         let u1 = c.add(Message::new(Role::User, "Hello there")).unwrap();
-        c.add(Message::new(Role::Assistant, "Hi! How can I help?")).unwrap();
+        c.add(Message::new(Role::Assistant, "Hi! How can I help?"))
+            .unwrap();
         c.add(Message::new(Role::User, "Read main.rs")).unwrap();
         c.add(Message {
-            tool_calls: Some(vec![ToolCall::new("c1", "read_file", r#"{"filepath":"main.rs"}"#)]),
+            tool_calls: Some(vec![ToolCall::new(
+                "c1",
+                "read_file",
+                r#"{"filepath":"main.rs"}"#,
+            )]),
             ..Message::new(Role::Assistant, "")
         })
         .unwrap();
-        c.add(Message::tool_result("c1", "     1\tfn main() {}")).unwrap();
-        c.add(Message::new(Role::Assistant, "It is an empty main function.")).unwrap();
+        c.add(Message::tool_result("c1", "     1\tfn main() {}"))
+            .unwrap();
+        c.add(Message::new(
+            Role::Assistant,
+            "It is an empty main function.",
+        ))
+        .unwrap();
         c.move_cursor(&u1).unwrap();
         c.add(Message { interrupted: true, ..Message::new(Role::Assistant, "Good day! A much longer answer that will certainly not fit on one line of the tree") }).unwrap();
         let root = c.root_id.clone();

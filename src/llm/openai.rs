@@ -192,13 +192,7 @@ fn describe_reqwest_error(e: &reqwest::Error) -> String {
     reason
 }
 
-fn http_error(
-    status: u16,
-    url: &str,
-    body: &str,
-    s: &ProviderSettings,
-    model: &str,
-) -> LlmError {
+fn http_error(status: u16, url: &str, body: &str, s: &ProviderSettings, model: &str) -> LlmError {
     let message = serde_json::from_str::<Value>(body)
         .ok()
         .and_then(|v| {
@@ -425,7 +419,11 @@ impl AnswerBuilder {
         if let Some(choice) = completion.choices.into_iter().next() {
             self.finish_reason = choice.finish_reason.filter(|r| !r.is_empty());
             if let Some(m) = choice.message {
-                if let Some(r) = m.reasoning_content.or(m.reasoning).filter(|r| !r.is_empty()) {
+                if let Some(r) = m
+                    .reasoning_content
+                    .or(m.reasoning)
+                    .filter(|r| !r.is_empty())
+                {
                     on_event(StreamEvent::Reasoning(&r));
                     self.reasoning = r;
                 }
@@ -451,7 +449,12 @@ impl AnswerBuilder {
             Some(i) => self.by_index.get(&i).copied(),
             // Without an index a fresh id starts a call; anything else continues the last one.
             None => match &id {
-                Some(id) if self.calls.last().is_none_or(|c| !c.id.is_empty() && &c.id != id) => {
+                Some(id)
+                    if self
+                        .calls
+                        .last()
+                        .is_none_or(|c| !c.id.is_empty() && &c.id != id) =>
+                {
                     None
                 }
                 _ => self.calls.len().checked_sub(1),
@@ -593,7 +596,11 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"h"}}]}}]}"#,
         ]);
-        let names: Vec<_> = r.tool_calls.iter().map(|c| c.function.name.as_str()).collect();
+        let names: Vec<_> = r
+            .tool_calls
+            .iter()
+            .map(|c| c.function.name.as_str())
+            .collect();
         assert_eq!(names, ["f", "g", "h"]);
         assert_eq!(r.tool_calls[0].function.arguments, r#"{"x":1}"#);
         assert_eq!(r.tool_calls[2].function.arguments, "{}");
@@ -646,7 +653,10 @@ mod tests {
         };
         let body = request_body(&req, true);
         assert_eq!(body["messages"][1]["content"], Value::Null);
-        assert_eq!(body["messages"][1]["tool_calls"][0]["function"]["name"], "f");
+        assert_eq!(
+            body["messages"][1]["tool_calls"][0]["function"]["name"],
+            "f"
+        );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert!(body.get("tools").is_none());

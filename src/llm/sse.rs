@@ -136,7 +136,9 @@ mod tests {
 
     #[test]
     fn any_chunk_boundary_gives_the_same_events() {
-        let input = "event: message_start\r\ndata: {\"a\":\"é\"}\r\n\r\n: ping\n\ndata: x\ndata: y\n\n".as_bytes();
+        let input =
+            "event: message_start\r\ndata: {\"a\":\"é\"}\r\n\r\n: ping\n\ndata: x\ndata: y\n\n"
+                .as_bytes();
         let mut whole = SseDecoder::new();
         let expected = whole.feed(input);
         assert_eq!(

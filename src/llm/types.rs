@@ -38,7 +38,11 @@ fn function_kind() -> String {
 }
 
 impl ToolCall {
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             kind: function_kind(),
@@ -165,5 +169,7 @@ pub enum StreamEvent<'a> {
     Text(&'a str),
     Reasoning(&'a str),
     /// A tool call began; its arguments follow.
-    ToolCallStarted { name: &'a str },
+    ToolCallStarted {
+        name: &'a str,
+    },
 }

@@ -11,7 +11,10 @@ use crate::skill::SkillRegistry;
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
     #[error("unknown role `{name}`; available roles: {}", .available.join(", "))]
-    Unknown { name: String, available: Vec<String> },
+    Unknown {
+        name: String,
+        available: Vec<String>,
+    },
     #[error("cannot read role file {path}: {source}")]
     Read {
         path: std::path::PathBuf,
@@ -120,7 +123,10 @@ mod tests {
         std::fs::write(l.project.join("roles/default.md"), "mine").unwrap();
         std::fs::write(l.project.join("roles/pirate.md"), "arr").unwrap();
         let role = load_role(&l, "default").unwrap();
-        assert_eq!((role.text.as_str(), role.layer), ("mine", LayerKind::Project));
+        assert_eq!(
+            (role.text.as_str(), role.layer),
+            ("mine", LayerKind::Project)
+        );
         assert_eq!(available_roles(&l), ["code-assistant", "default", "pirate"]);
     }
 

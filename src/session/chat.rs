@@ -32,7 +32,11 @@ impl ChatSession {
     }
 
     /// Opens a stored conversation; its cursor is its last message.
-    pub fn open(store: Store, id: &str, system_prompt: &str) -> Result<(Self, LoadReport), StoreError> {
+    pub fn open(
+        store: Store,
+        id: &str,
+        system_prompt: &str,
+    ) -> Result<(Self, LoadReport), StoreError> {
         let (conversation, report) = store.load(id, system_prompt)?;
         Ok((
             ChatSession {
@@ -76,13 +80,16 @@ impl ChatSession {
     }
 
     fn save(&mut self, id: &str) -> Result<(), StoreError> {
-        let record = Record::Message(self.conversation.get(id).expect("just added").into());
+        let record = Record::message(self.conversation.get(id).expect("just added"));
         if self.persisted {
             return self.store.append(&self.conversation.id, &[record]);
         }
         // A fresh id can be taken by another process between choosing it and creating the file.
         loop {
-            match self.store.create(&self.conversation, std::slice::from_ref(&record)) {
+            match self
+                .store
+                .create(&self.conversation, std::slice::from_ref(&record))
+            {
                 Ok(()) => {
                     self.persisted = true;
                     return Ok(());
@@ -101,13 +108,22 @@ impl ChatSession {
     /// Appends a record that is not a message (a title, say).
     pub fn append_record(&mut self, record: Record) -> Result<(), StoreError> {
         if !self.persisted {
-            return self.store.create(&self.conversation, &[record]).map_or_else(
-                |e| Err(StoreError::io("creating", &self.store.path(&self.conversation.id), e)),
-                |()| {
-                    self.persisted = true;
-                    Ok(())
-                },
-            );
+            return self
+                .store
+                .create(&self.conversation, &[record])
+                .map_or_else(
+                    |e| {
+                        Err(StoreError::io(
+                            "creating",
+                            &self.store.path(&self.conversation.id),
+                            e,
+                        ))
+                    },
+                    |()| {
+                        self.persisted = true;
+                        Ok(())
+                    },
+                );
         }
         self.store.append(&self.conversation.id, &[record])
     }

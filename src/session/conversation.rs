@@ -332,7 +332,9 @@ mod tests {
         let root = c.root_id.clone();
         c.move_cursor(&root).unwrap();
         let u2 = c.add(user("d")).unwrap();
-        let ids: Vec<_> = (0..5).map(|n| c.id_by_number(n).unwrap().to_string()).collect();
+        let ids: Vec<_> = (0..5)
+            .map(|n| c.id_by_number(n).unwrap().to_string())
+            .collect();
         assert_eq!(ids, vec![root, u1, a1, a2, u2]);
         assert_eq!(c.id_by_number(5), None);
     }
@@ -378,7 +380,10 @@ mod tests {
         c.add(Message::tool_result("y", "Y")).unwrap();
         c.add(Message::tool_result("x", "X")).unwrap();
         let msgs = c.api_messages(c.cursor());
-        let ids: Vec<_> = msgs[3..].iter().map(|m| m.tool_call_id.clone().unwrap()).collect();
+        let ids: Vec<_> = msgs[3..]
+            .iter()
+            .map(|m| m.tool_call_id.clone().unwrap())
+            .collect();
         assert_eq!(ids, ["x", "y"]);
     }
 

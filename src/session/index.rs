@@ -196,9 +196,13 @@ mod tests {
         let mut c = Conversation::new(id, "sys");
         let mut records = Vec::new();
         for (i, t) in texts.iter().enumerate() {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             let m = c.add(Message::new(role, *t)).unwrap();
-            records.push(Record::Message(c.get(&m).unwrap().into()));
+            records.push(Record::message(c.get(&m).unwrap()));
         }
         store.create(&c, &records).unwrap();
         c
@@ -219,9 +223,12 @@ mod tests {
         // Appends are picked up incrementally, torn tails are not counted until completed.
         let m = c.add(Message::new(Role::User, "more")).unwrap();
         store
-            .append(&c.id, &[Record::Message(c.get(&m).unwrap().into())])
+            .append(&c.id, &[Record::message(c.get(&m).unwrap())])
             .unwrap();
-        let mut f = fs::OpenOptions::new().append(true).open(store.path(&c.id)).unwrap();
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(store.path(&c.id))
+            .unwrap();
         f.write_all(b"{\"type\":\"message\",\"torn").unwrap();
         drop(f);
         let list = store.list().unwrap();
@@ -229,10 +236,13 @@ mod tests {
         assert_eq!(a.messages, 3);
 
         store
-            .append(&c.id, &[Record::Title(crate::session::record::TitleRecord {
-                title: "Renamed".into(),
-                timestamp: None,
-            })])
+            .append(
+                &c.id,
+                &[Record::Title(crate::session::record::TitleRecord {
+                    title: "Renamed".into(),
+                    timestamp: None,
+                })],
+            )
             .unwrap();
         let list = store.list().unwrap();
         let a = list.iter().find(|s| s.id == "aaaa0001").unwrap();

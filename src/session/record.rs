@@ -12,7 +12,7 @@ use crate::llm::{Role, ToolCall, Usage};
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Record {
     Header(HeaderRecord),
-    Message(MessageRecord),
+    Message(Box<MessageRecord>),
     Title(TitleRecord),
     #[serde(other)]
     Unknown,
@@ -120,6 +120,10 @@ pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
 }
 
 impl Record {
+    pub fn message(m: &Message) -> Record {
+        Record::Message(Box::new(m.into()))
+    }
+
     /// One line of JSON, without the newline.
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).expect("records always serialize")
@@ -161,11 +165,11 @@ mod tests {
     fn extensions_are_written_only_when_set() {
         let mut m = Message::new(Role::Assistant, "x");
         m.parent_id = Some("p".into());
-        let line = Record::Message((&m).into()).to_line();
+        let line = Record::message(&m).to_line();
         assert!(!line.contains("interrupted") && !line.contains("reasoning"));
         m.interrupted = true;
         m.reasoning = Some("r".into());
-        let line = Record::Message((&m).into()).to_line();
+        let line = Record::message(&m).to_line();
         assert!(line.ends_with(r#""tool_calls":null,"interrupted":true,"reasoning":"r"}"#));
     }
 }

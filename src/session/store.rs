@@ -187,7 +187,11 @@ impl Store {
 }
 
 /// Rebuilds a conversation from the bytes of its file.
-pub fn parse_conversation(id: &str, bytes: &[u8], system_prompt: &str) -> (Conversation, LoadReport) {
+pub fn parse_conversation(
+    id: &str,
+    bytes: &[u8],
+    system_prompt: &str,
+) -> (Conversation, LoadReport) {
     let mut report = LoadReport::default();
     let mut header: Option<HeaderRecord> = None;
     let mut title = None;
@@ -203,7 +207,7 @@ pub fn parse_conversation(id: &str, bytes: &[u8], system_prompt: &str) -> (Conve
                     header = Some(h);
                 }
             }
-            Ok(Record::Message(m)) => messages.push(m),
+            Ok(Record::Message(m)) => messages.push(*m),
             Ok(Record::Title(t)) => title = Some(t.title),
             Ok(Record::Unknown) => {}
             Err(e) => report.skipped_lines.push((n + 1, e.to_string())),
@@ -257,7 +261,7 @@ mod tests {
     use super::*;
 
     fn msg_record(conv: &Conversation, id: &str) -> Record {
-        Record::Message(conv.get(id).unwrap().into())
+        Record::message(conv.get(id).unwrap())
     }
 
     fn sample(store: &Store) -> Conversation {
@@ -301,7 +305,8 @@ mod tests {
         let mut c = sample(&store);
         let path = store.path(&c.id);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(br#"{"type":"message","msg_id":"torn","ro"#).unwrap();
+        f.write_all(br#"{"type":"message","msg_id":"torn","ro"#)
+            .unwrap();
         drop(f);
 
         let (loaded, report) = store.load(&c.id, "sys").unwrap();
@@ -365,9 +370,10 @@ mod tests {
                 let parent = c.cursor().to_string();
                 std::thread::spawn(move || {
                     for i in 0..200 {
-                        let mut m = Message::new(Role::User, format!("{t}-{i} {}", "x".repeat(5000)));
+                        let mut m =
+                            Message::new(Role::User, format!("{t}-{i} {}", "x".repeat(5000)));
                         m.parent_id = Some(parent.clone());
-                        store.append(&id, &[Record::Message((&m).into())]).unwrap();
+                        store.append(&id, &[Record::message(&m)]).unwrap();
                     }
                 })
             })
@@ -389,7 +395,10 @@ mod tests {
         }
         assert_eq!(store.resolve("def").unwrap(), "def33333");
         assert_eq!(store.resolve("abc11111").unwrap(), "abc11111");
-        assert!(matches!(store.resolve("abc"), Err(StoreError::Ambiguous { .. })));
+        assert!(matches!(
+            store.resolve("abc"),
+            Err(StoreError::Ambiguous { .. })
+        ));
         assert!(matches!(store.resolve("zzz"), Err(StoreError::NotFound(_))));
         assert!(matches!(store.resolve(""), Err(StoreError::NotFound(_))));
     }

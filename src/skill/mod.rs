@@ -158,7 +158,10 @@ mod tests {
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         let names: Vec<_> = r.all().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["code-reviewer", "data-analyst", "translator"]);
-        assert!(r.all().all(|s| !s.body.is_empty() && !s.description.is_empty()));
+        assert!(
+            r.all()
+                .all(|s| !s.body.is_empty() && !s.description.is_empty())
+        );
     }
 
     #[test]
@@ -173,18 +176,42 @@ mod tests {
             l.project.join("skills/t.md"),
             "---\nname: translator\nenabled: false\n---\nproject translator",
         );
-        write(l.project.join("skills/broken.md"), "---\nname: [unclosed\n---\nbody");
-        write(l.project.join("skills/noname.md"), "---\ndescription: x\n---\nbody");
+        write(
+            l.project.join("skills/broken.md"),
+            "---\nname: [unclosed\n---\nbody",
+        );
+        write(
+            l.project.join("skills/noname.md"),
+            "---\ndescription: x\n---\nbody",
+        );
         write(l.project.join("skills/plain.md"), "just text");
-        write(l.project.join("skills/zdup.md"), "---\nname: translator\n---\nagain");
+        write(
+            l.project.join("skills/zdup.md"),
+            "---\nname: translator\n---\nagain",
+        );
         write(l.project.join("skills/notes.txt"), "ignored");
         let r = SkillRegistry::load(&l);
         let t = r.get("translator").unwrap();
-        assert_eq!((t.body.as_str(), t.enabled, t.layer), ("project translator", false, LayerKind::Project));
+        assert_eq!(
+            (t.body.as_str(), t.enabled, t.layer),
+            ("project translator", false, LayerKind::Project)
+        );
         assert_eq!(r.problems.len(), 4, "{:?}", r.problems);
-        assert!(r.problems.iter().any(|p| p.contains("broken.md") && p.contains("YAML")));
-        assert!(r.problems.iter().any(|p| p.contains("noname.md") && p.contains("`name`")));
-        assert!(r.problems.iter().any(|p| p.contains("plain.md") && p.contains("no front matter")));
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("broken.md") && p.contains("YAML"))
+        );
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("noname.md") && p.contains("`name`"))
+        );
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("plain.md") && p.contains("no front matter"))
+        );
         assert!(r.problems.iter().any(|p| p.contains("zdup.md")));
     }
 }

@@ -98,9 +98,7 @@ impl ToolRegistry {
             match serde_json::from_str(arguments) {
                 Ok(v @ Value::Object(_)) => v,
                 Ok(_) => {
-                    return error_outcome(
-                        "invalid arguments: expected a JSON object".to_string(),
-                    );
+                    return error_outcome("invalid arguments: expected a JSON object".to_string());
                 }
                 Err(e) => {
                     return error_outcome(format!(
@@ -166,7 +164,9 @@ pub(crate) mod args {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(Value::String(s)) if s == "true" || s == "false" => Ok(Some(s == "true")),
-            Some(_) => Err(ToolError::Arguments(format!("`{key}` must be true or false"))),
+            Some(_) => Err(ToolError::Arguments(format!(
+                "`{key}` must be true or false"
+            ))),
         }
     }
 }

@@ -114,10 +114,16 @@ mod tests {
         let (_d, s) = setup();
         let root = s.root().to_path_buf();
         assert_eq!(s.resolve("src/a.txt").unwrap(), root.join("src/a.txt"));
-        assert_eq!(s.resolve("./src/../src/a.txt").unwrap(), root.join("src/a.txt"));
+        assert_eq!(
+            s.resolve("./src/../src/a.txt").unwrap(),
+            root.join("src/a.txt")
+        );
         assert_eq!(s.resolve("").unwrap(), root);
         assert_eq!(s.resolve(".").unwrap(), root);
-        assert_eq!(s.resolve("new/dir/file.txt").unwrap(), root.join("new/dir/file.txt"));
+        assert_eq!(
+            s.resolve("new/dir/file.txt").unwrap(),
+            root.join("new/dir/file.txt")
+        );
         let abs = root.join("src/a.txt");
         assert_eq!(s.resolve(abs.to_str().unwrap()).unwrap(), abs);
     }
@@ -125,8 +131,19 @@ mod tests {
     #[test]
     fn escapes_are_refused() {
         let (_d, s) = setup();
-        for p in ["../secret.txt", "src/../../secret.txt", "/etc/passwd", "/", "nothere/../../x", "a/b/../../../x"] {
-            assert_eq!(s.resolve(p), Err(SandboxError::Outside(p.to_string())), "{p}");
+        for p in [
+            "../secret.txt",
+            "src/../../secret.txt",
+            "/etc/passwd",
+            "/",
+            "nothere/../../x",
+            "a/b/../../../x",
+        ] {
+            assert_eq!(
+                s.resolve(p),
+                Err(SandboxError::Outside(p.to_string())),
+                "{p}"
+            );
         }
     }
 
@@ -139,10 +156,19 @@ mod tests {
         symlink(root.join("src"), root.join("in")).unwrap();
         symlink(d.path().join("missing"), root.join("dangling")).unwrap();
         assert!(matches!(s.resolve("out"), Err(SandboxError::Outside(_))));
-        assert!(matches!(s.resolve("outdir/new.txt"), Err(SandboxError::Outside(_))));
+        assert!(matches!(
+            s.resolve("outdir/new.txt"),
+            Err(SandboxError::Outside(_))
+        ));
         assert_eq!(s.resolve("in/a.txt").unwrap(), root.join("src/a.txt"));
-        assert!(matches!(s.resolve("dangling"), Err(SandboxError::DanglingLink(_))));
+        assert!(matches!(
+            s.resolve("dangling"),
+            Err(SandboxError::DanglingLink(_))
+        ));
         // `..` after a symlink steps up from where the link points, as the kernel would.
-        assert!(matches!(s.resolve("outdir/../x"), Err(SandboxError::Outside(_))));
+        assert!(matches!(
+            s.resolve("outdir/../x"),
+            Err(SandboxError::Outside(_))
+        ));
     }
 }

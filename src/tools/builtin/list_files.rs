@@ -271,9 +271,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path());
         let out = run(dir.path(), json!({})).unwrap();
-        assert_eq!(out.content, ".: 2 folders, 1 file\n.git/\nsrc/\nREADME.md (5 bytes)\n");
+        assert_eq!(
+            out.content,
+            ".: 2 folders, 1 file\n.git/\nsrc/\nREADME.md (5 bytes)\n"
+        );
         let out = run(dir.path(), json!({"dirpath": "src"})).unwrap();
-        assert_eq!(out.content, "src: 1 folder, 1 file\nutil/\nmain.rs (12 bytes)\n");
+        assert_eq!(
+            out.content,
+            "src: 1 folder, 1 file\nutil/\nmain.rs (12 bytes)\n"
+        );
     }
 
     #[test]
@@ -298,9 +304,15 @@ mod tests {
             }
         }
         let out = run(dir.path(), json!({"recursive": "true"})).unwrap();
-        assert!(out.content.starts_with(".: 2 folders, 600 files, 600 bytes in all\n"));
+        assert!(
+            out.content
+                .starts_with(".: 2 folders, 600 files, 600 bytes in all\n")
+        );
         assert!(out.content.contains("Too many entries to list (602)"));
-        assert!(out.content.contains("a/: 0 folders, 300 files, 300 bytes\n"));
+        assert!(
+            out.content
+                .contains("a/: 0 folders, 300 files, 300 bytes\n")
+        );
         assert!(!out.content.contains("f299"));
     }
 
@@ -309,7 +321,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path());
         std::os::unix::fs::symlink("/", dir.path().join("root-link")).unwrap();
-        assert!(run(dir.path(), json!({"dirpath": "README.md"})).unwrap_err().to_string().contains("is a file"));
+        assert!(
+            run(dir.path(), json!({"dirpath": "README.md"}))
+                .unwrap_err()
+                .to_string()
+                .contains("is a file")
+        );
         assert!(run(dir.path(), json!({"dirpath": ".."})).is_err());
         assert!(run(dir.path(), json!({"dirpath": "root-link"})).is_err());
         let out = run(dir.path(), json!({"recursive": true})).unwrap();

@@ -43,7 +43,9 @@ impl Tool for ReadFile {
     fn run(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
         let filepath = args::string(args, "filepath")?;
         let offset = args::opt_usize(args, "offset")?.unwrap_or(1).max(1);
-        let limit = args::opt_usize(args, "limit")?.unwrap_or(DEFAULT_LIMIT).max(1);
+        let limit = args::opt_usize(args, "limit")?
+            .unwrap_or(DEFAULT_LIMIT)
+            .max(1);
         let path = sandbox.resolve(filepath)?;
         let shown = sandbox.display(&path);
         let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
@@ -52,9 +54,11 @@ impl Tool for ReadFile {
                 "`{shown}` is a folder; use list_files to see what it holds"
             )));
         }
-        let mut file = std::fs::File::open(&path).map_err(|e| ToolError::io("opening", &shown, e))?;
+        let mut file =
+            std::fs::File::open(&path).map_err(|e| ToolError::io("opening", &shown, e))?;
         let mut head = vec![0u8; BINARY_SNIFF];
-        let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::io("reading", &shown, e))?;
+        let n =
+            read_up_to(&mut file, &mut head).map_err(|e| ToolError::io("reading", &shown, e))?;
         head.truncate(n);
         if head.contains(&0) {
             return Err(ToolError::Failed(format!(
@@ -155,13 +159,20 @@ mod tests {
         let out = run(dir.path(), json!({"filepath": "f.txt"})).unwrap();
         assert!(out.content.starts_with("     1\tline 1\n     2\tline 2\n"));
         assert!(!out.content.contains("Showing"));
-        let out = run(dir.path(), json!({"filepath": "f.txt", "offset": 4, "limit": "3"})).unwrap();
+        let out = run(
+            dir.path(),
+            json!({"filepath": "f.txt", "offset": 4, "limit": "3"}),
+        )
+        .unwrap();
         assert_eq!(
             out.content,
             "     4\tline 4\n     5\tline 5\n     6\tline 6\n\n[Showing lines 4-6 of 10. To read more, call read_file with offset=7.]"
         );
         let err = run(dir.path(), json!({"filepath": "f.txt", "offset": 50})).unwrap_err();
-        assert!(err.to_string().contains("10 lines; offset 50 is past its end"));
+        assert!(
+            err.to_string()
+                .contains("10 lines; offset 50 is past its end")
+        );
     }
 
     #[test]
@@ -172,7 +183,10 @@ mod tests {
         std::fs::write(dir.path().join("big.txt"), text).unwrap();
         let out = run(dir.path(), json!({"filepath": "big.txt"})).unwrap();
         assert!(out.content.len() <= MAX_OUTPUT_BYTES + 200);
-        assert!(out.content.contains("of 500. To read more, call read_file with offset="));
+        assert!(
+            out.content
+                .contains("of 500. To read more, call read_file with offset=")
+        );
     }
 
     #[test]
@@ -195,10 +209,17 @@ mod tests {
     #[test]
     fn long_lines_are_cut_and_crlf_is_trimmed() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("l.txt"), format!("{}\r\nshort\r\n", "y".repeat(3000))).unwrap();
+        std::fs::write(
+            dir.path().join("l.txt"),
+            format!("{}\r\nshort\r\n", "y".repeat(3000)),
+        )
+        .unwrap();
         let out = run(dir.path(), json!({"filepath": "l.txt"})).unwrap();
         assert!(out.content.contains("[…line cut]"));
         assert!(out.content.contains("     2\tshort\n"));
-        assert!(out.content.contains("1 line longer than 2000 characters cut."));
+        assert!(
+            out.content
+                .contains("1 line longer than 2000 characters cut.")
+        );
     }
 }

@@ -37,7 +37,9 @@ impl Tool for WriteFile {
         let path = sandbox.resolve(filepath)?;
         let shown = sandbox.display(&path);
         if path == sandbox.root() || path.is_dir() {
-            return Err(ToolError::Failed(format!("`{shown}` is a folder, not a file")));
+            return Err(ToolError::Failed(format!(
+                "`{shown}` is a folder, not a file"
+            )));
         }
         let old = match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
@@ -50,14 +52,22 @@ impl Tool for WriteFile {
                 summary: format!("{shown}: unchanged"),
             });
         }
-        let parent = path.parent().expect("a path inside the sandbox has a parent");
-        std::fs::create_dir_all(parent).map_err(|e| ToolError::io("creating folders for", &shown, e))?;
-        write_atomically(&path, content.as_bytes()).map_err(|e| ToolError::io("writing", &shown, e))?;
+        let parent = path
+            .parent()
+            .expect("a path inside the sandbox has a parent");
+        std::fs::create_dir_all(parent)
+            .map_err(|e| ToolError::io("creating folders for", &shown, e))?;
+        write_atomically(&path, content.as_bytes())
+            .map_err(|e| ToolError::io("writing", &shown, e))?;
 
         let lines = content.lines().count();
         let (content, summary) = match old {
             None => (
-                format!("Created `{shown}` ({}, {}).", plural(lines, "line"), plural(content.len(), "byte")),
+                format!(
+                    "Created `{shown}` ({}, {}).",
+                    plural(lines, "line"),
+                    plural(content.len(), "byte")
+                ),
                 format!("{shown}: created, {}", plural(lines, "line")),
             ),
             Some(old) => {
@@ -108,7 +118,11 @@ fn line_changes(old: &str, new: &str) -> (usize, usize) {
         *counts.entry(line).or_default() -= 1;
     }
     let removed = counts.values().filter(|&&c| c > 0).sum::<isize>() as usize;
-    let added = counts.values().filter(|&&c| c < 0).map(|c| -c).sum::<isize>() as usize;
+    let added = counts
+        .values()
+        .filter(|&&c| c < 0)
+        .map(|c| -c)
+        .sum::<isize>() as usize;
     (added, removed)
 }
 
@@ -123,15 +137,36 @@ mod tests {
     #[test]
     fn creates_with_parents_then_replaces() {
         let dir = tempfile::tempdir().unwrap();
-        let out = run(dir.path(), json!({"filepath": "a/b/c.txt", "content": "one\ntwo\n"})).unwrap();
+        let out = run(
+            dir.path(),
+            json!({"filepath": "a/b/c.txt", "content": "one\ntwo\n"}),
+        )
+        .unwrap();
         assert_eq!(out.content, "Created `a/b/c.txt` (2 lines, 8 bytes).");
-        assert_eq!(std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(), "one\ntwo\n");
-        let out = run(dir.path(), json!({"filepath": "a/b/c.txt", "content": "one\nthree\nfour\n"})).unwrap();
-        assert_eq!(out.content, "Replaced `a/b/c.txt`: 2 lines → 3 lines, +2 −1.");
-        let out = run(dir.path(), json!({"filepath": "a/b/c.txt", "content": "one\nthree\nfour\n"})).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "one\ntwo\n"
+        );
+        let out = run(
+            dir.path(),
+            json!({"filepath": "a/b/c.txt", "content": "one\nthree\nfour\n"}),
+        )
+        .unwrap();
+        assert_eq!(
+            out.content,
+            "Replaced `a/b/c.txt`: 2 lines → 3 lines, +2 −1."
+        );
+        let out = run(
+            dir.path(),
+            json!({"filepath": "a/b/c.txt", "content": "one\nthree\nfour\n"}),
+        )
+        .unwrap();
         assert!(out.content.contains("nothing changed"));
         // No temporary files are left behind.
-        assert_eq!(std::fs::read_dir(dir.path().join("a/b")).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("a/b")).unwrap().count(),
+            1
+        );
     }
 
     #[test]
@@ -142,9 +177,16 @@ mod tests {
         std::fs::write(&f, "old").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
         run(dir.path(), json!({"filepath": "run.sh", "content": "new"})).unwrap();
-        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o755);
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
         assert!(run(dir.path(), json!({"filepath": ".", "content": "x"})).is_err());
-        let err = run(dir.path(), json!({"filepath": "../evil.txt", "content": "x"})).unwrap_err();
+        let err = run(
+            dir.path(),
+            json!({"filepath": "../evil.txt", "content": "x"}),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("outside the working folder"));
         assert!(!dir.path().parent().unwrap().join("evil.txt").exists());
         let err = run(dir.path(), json!({"filepath": "x"})).unwrap_err();

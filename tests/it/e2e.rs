@@ -1,0 +1,60 @@
+//! End-to-end against a real OpenAI-compatible server (llama.cpp's llama-server with SmolLM2, started
+//! by `.ci/run` through ../shared/tools/local-llm.sh). Set NEW_E2E_BASE_URL to its base URL
+//! (`http://127.0.0.1:PORT/v1`) to run it; without the variable the test says it was skipped.
+
+use crate::support::*;
+
+fn base_url() -> Option<String> {
+    match std::env::var("NEW_E2E_BASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!(
+                "skipped: set NEW_E2E_BASE_URL to a real OpenAI-compatible server to run this test"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn real_server_answers_streams_and_forks() {
+    let Some(url) = base_url() else { return };
+    let env = Env::new();
+    let model = std::env::var("NEW_E2E_MODEL").unwrap_or_else(|_| "smollm2".into());
+
+    // One shot: a real answer on stdout, stored like any other conversation.
+    let mut cmd = env.command(&url);
+    cmd.arg(env.work()).arg("default").arg(env.data()).args([
+        "--model",
+        &model,
+        "-p",
+        "Say hello in one short sentence.",
+    ]);
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stdout.trim().is_empty(), "{run:?}");
+    assert!(
+        run.stderr.contains("[tokens: "),
+        "usage is reported: {run:?}"
+    );
+    let (id, lines) = env.only_conversation();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[2]["role"], "assistant");
+
+    // The REPL: reopen it, fork from the first user message, and ask again.
+    let run = env.run(
+        &url,
+        &["--model", &model],
+        &format!("/switch {id}\n/1\nName a colour.\n/tree\n"),
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.is_empty(), "{run:?}");
+    assert!(run.stdout.contains("├─ [2] assistant:"), "{run:?}");
+    assert!(
+        run.stdout.contains("└─ [3] user: Name a colour."),
+        "{run:?}"
+    );
+    let lines = read_lines(&env.data().join(format!("{id}.jsonl")));
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[3]["parent_id"], lines[1]["msg_id"]);
+}

@@ -1,0 +1,6 @@
+//! Integration tests: the `new` binary driven as a user drives it, against a scripted server.
+
+mod e2e;
+mod pty;
+mod repl;
+mod support;

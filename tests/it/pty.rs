@@ -1,0 +1,208 @@
+//! The binary on a pseudo-terminal, where the line editor is live: Tab completion, Ctrl-C at the
+//! prompt and during an answer, Ctrl-D.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+struct Pty {
+    master: File,
+    child: Child,
+    screen: String,
+}
+
+impl Pty {
+    fn spawn(mut cmd: Command) -> Pty {
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize {
+            ws_row: 40,
+            ws_col: 120,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty fills two valid descriptors on success, checked below.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &size,
+            )
+        };
+        assert_eq!(rc, 0, "openpty failed");
+        // SAFETY: both descriptors were just opened and are owned here.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        cmd.env("TERM", "xterm")
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        drop(cmd); // closes our copies of the slave side
+        let fd = master.as_raw_fd();
+        // SAFETY: fd is a valid open descriptor.
+        unsafe {
+            libc::fcntl(
+                fd,
+                libc::F_SETFL,
+                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+            )
+        };
+        Pty {
+            master: File::from(master),
+            child,
+            screen: String::new(),
+        }
+    }
+
+    fn send(&mut self, bytes: &str) {
+        self.master.write_all(bytes.as_bytes()).unwrap();
+        self.master.flush().unwrap();
+    }
+
+    /// Reads until `needle` appears after what was already consumed; returns the text read.
+    fn expect(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(at) = self.screen.find(needle) {
+                let upto = at + needle.len();
+                let seen = self.screen[..upto].to_string();
+                self.screen.drain(..upto);
+                return seen;
+            }
+            match self.master.read(&mut buf) {
+                Ok(0) => {}
+                Ok(n) => self.screen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => {} // EIO once the child has exited
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {needle:?}; screen so far: {:?}",
+                self.screen
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn wait(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            let mut buf = [0u8; 4096];
+            let _ = self.master.read(&mut buf);
+            assert!(Instant::now() < deadline, "the program did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(env: &Env, base_url: &str) -> Pty {
+    let mut cmd = env.command(base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("/help for commands");
+    pty.expect("› ");
+    pty
+}
+
+#[test]
+fn tab_completes_commands_and_conversation_ids() {
+    let env = Env::new();
+    std::fs::write(env.data().join("cafe1234.jsonl"), "").unwrap();
+    let mut pty = start(&env, "http://127.0.0.1:9/v1");
+    pty.send("/swi\t");
+    pty.expect("/switch ");
+    pty.send("caf\t");
+    pty.expect("cafe1234");
+    pty.send("\r");
+    pty.expect("switched to cafe1234");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}
+
+#[test]
+fn ctrl_c_at_the_prompt_clears_the_line_and_ctrl_d_leaves() {
+    let env = Env::new();
+    let server = Server::start(vec![]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("this will be thrown away");
+    pty.expect("thrown away");
+    pty.send("\x03");
+    pty.expect("› ");
+    pty.send("/tree\r");
+    let seen = pty.expect("← current");
+    assert!(seen.contains("[0] system:"), "{seen:?}");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    assert!(server.requests().is_empty());
+    assert!(env.conversation_files().is_empty());
+}
+
+#[test]
+fn ctrl_c_during_an_answer_keeps_the_partial_answer_and_returns_to_the_prompt() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        Reply::SseStall(
+            vec![chunk_text("Partial ans")],
+            Duration::from_secs(60),
+            vec![chunk_text("never")],
+        ),
+        text(&["after"]),
+    ]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("tell me a long story\r");
+    pty.expect("Partial ans");
+    let sent = Instant::now();
+    pty.send("\x03");
+    pty.expect("interrupted; what arrived is kept");
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+    pty.expect("› ");
+    pty.send("go on\r");
+    pty.expect("after");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+
+    let (_, lines) = env.only_conversation();
+    assert_eq!(lines[2]["content"], "Partial ans");
+    assert_eq!(lines[2]["interrupted"], true);
+    // The request after the interrupt is valid and holds the partial answer.
+    let msgs = server.messages(1);
+    assert_eq!(
+        msgs[2],
+        ("assistant".to_string(), "Partial ans".to_string())
+    );
+    assert_eq!(msgs[3], ("user".to_string(), "go on".to_string()));
+}

@@ -1,0 +1,307 @@
+//! Test support: a scripted OpenAI-compatible server on loopback that streams SSE chunk by chunk,
+//! and helpers to drive the `new` binary through piped stdin in a sandboxed home.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// SSE `data:` payloads sent one by one, each followed by a pause; the stream then ends normally.
+    Sse(Vec<String>),
+    /// Same, but the connection is dropped after the payloads, without `[DONE]`.
+    Cut(Vec<String>),
+    /// Payloads, then a stall of this long before the rest (for interrupt tests).
+    SseStall(Vec<String>, Duration, Vec<String>),
+    /// An HTTP error status with this body.
+    Status(u16, String),
+}
+
+pub fn chunk_text(text: &str) -> String {
+    json!({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":text},"finish_reason":null}]}).to_string()
+}
+
+pub fn chunk_finish(reason: &str) -> String {
+    json!({"id":"x","choices":[{"index":0,"delta":{},"finish_reason":reason}]}).to_string()
+}
+
+pub fn chunk_usage(input: u64, output: u64) -> String {
+    json!({"id":"x","choices":[],"usage":{"prompt_tokens":input,"completion_tokens":output,"total_tokens":input+output}}).to_string()
+}
+
+/// A plain answer streamed in the given pieces, with usage.
+pub fn text(pieces: &[&str]) -> Reply {
+    let mut chunks = vec![json!({"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":""}]}).to_string()];
+    chunks.extend(pieces.iter().map(|p| chunk_text(p)));
+    chunks.push(chunk_finish("stop"));
+    chunks.push(chunk_usage(11, pieces.len() as u64));
+    chunks.push("[DONE]".into());
+    Reply::Sse(chunks)
+}
+
+/// An answer asking for tools: (id, name, arguments JSON), each call's arguments split in two
+/// fragments, later fragments repeating the id as "" as some servers do.
+pub fn tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+    let mut chunks = Vec::new();
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        let cut = args.len() / 2;
+        chunks.push(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":id,"type":"function","function":{"name":name,"arguments":&args[..cut]}}]}}]}).to_string());
+        chunks.push(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":"","function":{"arguments":&args[cut..]}}]}}]}).to_string());
+    }
+    chunks.push(chunk_finish("tool_calls"));
+    chunks.push("[DONE]".into());
+    Reply::Sse(chunks)
+}
+
+struct Shared {
+    replies: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<Value>>,
+    headers: Mutex<Vec<HeaderMap>>,
+}
+
+/// The scripted server. Each request takes the next reply; with none left it answers 500.
+pub struct Server {
+    pub base_url: String,
+    shared: Arc<Shared>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Server {
+    pub fn start(replies: Vec<Reply>) -> Server {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let shared = Arc::new(Shared {
+            replies: Mutex::new(replies.into()),
+            requests: Mutex::new(Vec::new()),
+            headers: Mutex::new(Vec::new()),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .with_state(shared.clone());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        runtime.spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Server {
+            base_url: format!("http://{addr}/v1"),
+            shared,
+            _runtime: runtime,
+        }
+    }
+
+    /// Every request body received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    pub fn headers(&self) -> Vec<HeaderMap> {
+        self.shared.headers.lock().unwrap().clone()
+    }
+
+    /// The (role, content) pairs of request `n`.
+    pub fn messages(&self, n: usize) -> Vec<(String, String)> {
+        self.requests()[n]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap().to_string(),
+                    m["content"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: String) -> Response {
+    let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    shared.requests.lock().unwrap().push(value);
+    shared.headers.lock().unwrap().push(headers);
+    let reply = shared.replies.lock().unwrap().pop_front();
+    let (before, stall, after, end_clean) = match reply {
+        None => {
+            return status(
+                500,
+                r#"{"error":{"message":"the script has no more replies"}}"#,
+            );
+        }
+        Some(Reply::Status(code, body)) => return status(code, &body),
+        Some(Reply::Sse(chunks)) => (chunks, Duration::ZERO, Vec::new(), true),
+        Some(Reply::Cut(chunks)) => (chunks, Duration::ZERO, Vec::new(), false),
+        Some(Reply::SseStall(a, d, b)) => (a, d, b, true),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    tokio::spawn(async move {
+        for c in before {
+            if tx.send(Ok(format!("data: {c}\n\n"))).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(stall).await;
+        for c in after {
+            if tx.send(Ok(format!("data: {c}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+        if !end_clean {
+            let _ = tx.send(Err(std::io::Error::other("cut"))).await;
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+fn status(code: u16, body: &str) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap())
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// A sandbox for one test: a working folder, a data folder and a private home.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let env = Env {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for d in ["work", "data", "home", "xdg-data", "xdg-config"] {
+            std::fs::create_dir_all(env.dir.path().join(d)).unwrap();
+        }
+        env
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("xdg-config/new")
+    }
+
+    /// The `new` command with a clean environment: no key, no colour, English, private dirs.
+    pub fn command(&self, base_url: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_new"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path().join("home"))
+            .env("XDG_DATA_HOME", self.dir.path().join("xdg-data"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg-config"))
+            .env("LANG", "C")
+            .env("NO_COLOR", "1")
+            .env("OPENAI_BASE_URL", base_url)
+            .current_dir(self.work());
+        cmd
+    }
+
+    /// Runs `new WORK default DATA [extra]` with `stdin` piped in.
+    pub fn run(&self, base_url: &str, extra: &[&str], stdin: &str) -> Run {
+        let mut cmd = self.command(base_url);
+        cmd.arg(self.work())
+            .arg("default")
+            .arg(self.data())
+            .args(extra);
+        run_with_stdin(cmd, stdin)
+    }
+
+    /// The conversation files in DATADIR.
+    pub fn conversation_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.data())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// The only conversation file's lines, parsed.
+    pub fn only_conversation(&self) -> (String, Vec<Value>) {
+        let files = self.conversation_files();
+        assert_eq!(files.len(), 1, "expected one conversation file: {files:?}");
+        let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
+        (id, read_lines(&files[0]))
+    }
+}
+
+pub fn read_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+pub struct Run {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: Option<i32>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+pub fn run_with_stdin(mut cmd: Command, stdin: &str) -> Run {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().unwrap();
+    Run {
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        code: status.code(),
+    }
+}
