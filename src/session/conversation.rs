@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::message::Message;
+use super::message::{Message, new_id};
 use crate::llm::{ChatMessage, Role};
 
 /// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
@@ -90,8 +90,14 @@ impl Conversation {
         self.messages.len() == 1
     }
 
-    /// Adds a message under the cursor and moves the cursor to it. Returns its id.
-    pub fn add(&mut self, message: Message) -> Result<String, TreeError> {
+    /// Adds a new message under the cursor and moves the cursor to it. Returns its id.
+    ///
+    /// Ids are only 32 bits (the file format's 8 hex characters), so a long conversation can draw
+    /// one twice: a new message whose id is taken gets a fresh one.
+    pub fn add(&mut self, mut message: Message) -> Result<String, TreeError> {
+        while self.messages.contains_key(&message.id) {
+            message.id = new_id();
+        }
         let parent = self.cursor.clone();
         self.add_under(&parent, message)
     }
@@ -415,8 +421,15 @@ mod tests {
         assert!(c.add_under("nope", user("x")).is_err());
         let m = user("x");
         let dup = m.clone();
+        let root = c.root_id.clone();
         c.add(m).unwrap();
-        assert!(matches!(c.add(dup), Err(TreeError::DuplicateMessage(_))));
+        assert!(matches!(
+            c.add_under(&root, dup.clone()),
+            Err(TreeError::DuplicateMessage(_))
+        ));
+        // A new message whose id is taken gets a fresh one.
+        let fresh = c.add(dup.clone()).unwrap();
+        assert_ne!(fresh, dup.id);
     }
 
     #[test]

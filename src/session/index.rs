@@ -44,7 +44,8 @@ struct Entry {
     messages: usize,
     first_user: Option<String>,
     title: Option<String>,
-    last_activity: Option<DateTime<Utc>>,
+    /// Newest message timestamp, in seconds since the epoch.
+    last_activity: Option<i64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -80,14 +81,21 @@ impl Store {
         let mut dirty = index.version != INDEX_VERSION;
         index.version = INDEX_VERSION;
 
-        let ids = self.ids()?;
-        let mut summaries = Vec::with_capacity(ids.len());
-        let mut present = std::collections::HashSet::with_capacity(ids.len());
-        for id in ids {
-            let path = self.path(&id);
-            let Ok(meta) = fs::metadata(&path) else {
+        let entries =
+            fs::read_dir(self.dir()).map_err(|e| StoreError::io("reading", self.dir(), e))?;
+        let mut summaries = Vec::new();
+        let mut present = std::collections::HashSet::new();
+        for dir_entry in entries.filter_map(|e| e.ok()) {
+            let Some(id) = conversation_id(&dir_entry.file_name()) else {
+                continue;
+            };
+            // The directory entry's metadata is one fstatat per file: no path walk.
+            let Ok(meta) = dir_entry.metadata() else {
                 continue; // deleted between the directory read and now
             };
+            if !meta.is_file() {
+                continue;
+            }
             let modified = meta.modified().unwrap_or(UNIX_EPOCH);
             let mtime_ns = modified
                 .duration_since(UNIX_EPOCH)
@@ -95,6 +103,7 @@ impl Store {
                 .unwrap_or(0);
             let entry = index.entries.entry(id.clone()).or_default();
             if entry.size != meta.len() || entry.mtime_ns != mtime_ns {
+                let path = self.path(&id);
                 if meta.len() < entry.scanned {
                     *entry = Entry::default(); // not an append: start over
                 }
@@ -111,7 +120,9 @@ impl Store {
                     .clone()
                     .or_else(|| entry.first_user.clone())
                     .unwrap_or_default(),
-                last_activity: entry.last_activity,
+                last_activity: entry
+                    .last_activity
+                    .and_then(|secs| DateTime::from_timestamp(secs, 0)),
                 modified,
             });
             present.insert(id);
@@ -156,9 +167,9 @@ fn scan(path: &std::path::Path, entry: &mut Entry) -> std::io::Result<()> {
                     entry.first_user = Some(text.chars().take(TITLE_CHARS).collect());
                 }
                 if let Some(t) = view.timestamp.as_deref().and_then(parse_timestamp)
-                    && entry.last_activity.is_none_or(|last| t > last)
+                    && entry.last_activity.is_none_or(|last| t.timestamp() > last)
                 {
-                    entry.last_activity = Some(t);
+                    entry.last_activity = Some(t.timestamp());
                 }
             }
             Some("title") => {
@@ -171,6 +182,12 @@ fn scan(path: &std::path::Path, entry: &mut Entry) -> std::io::Result<()> {
     }
     entry.scanned += complete as u64;
     Ok(())
+}
+
+/// The conversation id of a file name `<id>.jsonl`, if it is one.
+pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
+    let id = name.to_str()?.strip_suffix(".jsonl")?;
+    (!id.is_empty() && !id.starts_with('.')).then(|| id.to_string())
 }
 
 fn write_atomically(path: &std::path::Path, index: &IndexFile) -> std::io::Result<()> {

@@ -91,11 +91,7 @@ impl Store {
             fs::read_dir(&self.dir).map_err(|e| StoreError::io("reading", &self.dir, e))?;
         Ok(entries
             .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let id = name.strip_suffix(".jsonl")?;
-                (!id.is_empty() && !id.starts_with('.')).then(|| id.to_string())
-            })
+            .filter_map(|e| super::index::conversation_id(&e.file_name()))
             .collect())
     }
 
