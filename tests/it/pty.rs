@@ -206,3 +206,34 @@ fn ctrl_c_during_an_answer_keeps_the_partial_answer_and_returns_to_the_prompt() 
     );
     assert_eq!(msgs[3], ("user".to_string(), "go on".to_string()));
 }
+
+#[test]
+fn alt_enter_and_a_trailing_backslash_make_multi_line_messages_and_history_persists() {
+    let env = Env::new();
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("first line\x1b\rsecond line\r");
+    pty.expect("one");
+    pty.expect("› ");
+    pty.send("third\\\r");
+    pty.send("fourth\r");
+    pty.expect("two");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    assert_eq!(server.messages(0)[1].1, "first line\nsecond line");
+    assert_eq!(server.messages(1)[3].1, "third\nfourth");
+
+    let history = env.dir.path().join("xdg-data/new/history.txt");
+    let saved = std::fs::read_to_string(&history).unwrap();
+    assert!(saved.contains("second line"), "{saved:?}");
+
+    // A new session recalls the last entry with the Up arrow.
+    let mut pty = start(&env, &server.base_url);
+    pty.send("\x1b[A");
+    pty.expect("fourth");
+    pty.send("\x03");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}

@@ -741,3 +741,39 @@ fn two_processes_on_one_datadir_never_corrupt_each_other() {
         assert_eq!(read_lines(&f).len(), 21);
     }
 }
+
+#[test]
+fn the_example_conversation_loads_as_a_tree() {
+    let env = Env::new();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/example.jsonl");
+    std::fs::copy(&example, env.data().join("example.jsonl")).unwrap();
+    let run = env.run("http://127.0.0.1:9/v1", &[], "/switch example\n/tree\n/list\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
+    let tree: Vec<&str> = run.stdout.lines().skip_while(|l| !l.starts_with("[0] system")).skip(1).take(8).collect();
+    assert_eq!(
+        tree,
+        [
+            "[1] user: What does main.rs print?",
+            r#"[2] assistant: [tool call: read_file({"filepath":"main.rs"})]"#,
+            r#"[3] tool: 1 fn main() { println!("hi"); }"#,
+            "[4] assistant: It prints `hi` followed by a newline.",
+            "├─ [5] user: Translate that answer into Chinese.",
+            "│  [6] assistant: 它会打印 `hi` 并换行。",
+            "└─ [7] user: Make it print hello instead.",
+            r#"   [8] assistant: Sure: change the string literal to "hello". (interrupted) ← current"#,
+        ],
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("* example     8 msgs"), "{run:?}");
+    assert!(run.stdout.trim_end().ends_with("What main.rs prints"), "{run:?}");
+}
+
+#[test]
+fn help_lists_every_command_of_the_table() {
+    let env = Env::new();
+    let run = env.run("http://127.0.0.1:9/v1", &[], "/help\n");
+    for name in ["/tree [--full]", "/list [all]", "/switch <id>", "/new", "/skills", "/help", "/exit", "/N", "//text"] {
+        assert!(run.stdout.contains(&format!("  {name} ")), "{name}: {run:?}");
+    }
+}
