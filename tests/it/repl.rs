@@ -747,10 +747,20 @@ fn the_example_conversation_loads_as_a_tree() {
     let env = Env::new();
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/example.jsonl");
     std::fs::copy(&example, env.data().join("example.jsonl")).unwrap();
-    let run = env.run("http://127.0.0.1:9/v1", &[], "/switch example\n/tree\n/list\n");
+    let run = env.run(
+        "http://127.0.0.1:9/v1",
+        &[],
+        "/switch example\n/tree\n/list\n",
+    );
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(run.stderr, "", "{run:?}");
-    let tree: Vec<&str> = run.stdout.lines().skip_while(|l| !l.starts_with("[0] system")).skip(1).take(8).collect();
+    let tree: Vec<&str> = run
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("[0] system"))
+        .skip(1)
+        .take(8)
+        .collect();
     assert_eq!(
         tree,
         [
@@ -766,14 +776,30 @@ fn the_example_conversation_loads_as_a_tree() {
         "{run:?}"
     );
     assert!(run.stdout.contains("* example     8 msgs"), "{run:?}");
-    assert!(run.stdout.trim_end().ends_with("What main.rs prints"), "{run:?}");
+    assert!(
+        run.stdout.trim_end().ends_with("What main.rs prints"),
+        "{run:?}"
+    );
 }
 
 #[test]
 fn help_lists_every_command_of_the_table() {
     let env = Env::new();
     let run = env.run("http://127.0.0.1:9/v1", &[], "/help\n");
-    for name in ["/tree [--full]", "/list [all]", "/switch <id>", "/new", "/skills", "/help", "/exit", "/N", "//text"] {
-        assert!(run.stdout.contains(&format!("  {name} ")), "{name}: {run:?}");
+    for name in [
+        "/tree [--full]",
+        "/list [all]",
+        "/switch <id>",
+        "/new",
+        "/skills",
+        "/help",
+        "/exit",
+        "/N",
+        "//text",
+    ] {
+        assert!(
+            run.stdout.contains(&format!("  {name} ")),
+            "{name}: {run:?}"
+        );
     }
 }
