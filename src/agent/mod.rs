@@ -9,7 +9,9 @@
 use tokio::sync::watch;
 
 use crate::llm::Role;
-use crate::llm::{ChatRequest, ChatResponse, LlmError, Provider, StreamEvent, ToolCall};
+use crate::llm::{
+    ChatRequest, ChatResponse, LlmError, Provider, ResponseStatus, StreamEvent, ToolCall,
+};
 use crate::session::SessionError;
 use crate::session::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
@@ -123,11 +125,12 @@ impl Agent<'_> {
                 }
             };
             observer.answer_end(&response);
+            let status = response.status();
             let calls = response.tool_calls.clone();
             if let Err(e) = session.add(self.assistant_message(response, false)) {
                 return TurnEnd::Failed(e.into());
             }
-            if calls.is_empty() {
+            if status == ResponseStatus::Complete {
                 return TurnEnd::Complete;
             }
             match self.run_tools(session, &calls, observer, interrupts).await {

@@ -14,6 +14,8 @@ use crate::session::Store;
 
 pub struct ReplHelper {
     pub store: Store,
+    /// Colour the prompt (only on a terminal, never with NO_COLOR).
+    pub color: bool,
 }
 
 impl Completer for ReplHelper {
@@ -67,12 +69,17 @@ impl Hinter for ReplHelper {
 }
 
 impl Highlighter for ReplHelper {
+    // The prompt is given plain, so that the editor measures its width right, and coloured here.
     fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
         &'s self,
         prompt: &'p str,
         _default: bool,
     ) -> Cow<'b, str> {
-        Cow::Borrowed(prompt)
+        if self.color {
+            Cow::Owned(format!("\x1b[32m{prompt}\x1b[0m"))
+        } else {
+            Cow::Borrowed(prompt)
+        }
     }
 }
 

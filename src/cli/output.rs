@@ -173,6 +173,13 @@ impl Observer for Printer {
     fn answer_end(&mut self, response: &ChatResponse) {
         self.end_reasoning();
         self.end_line();
+        if response.content.is_empty() && response.tool_calls.is_empty() {
+            let note = match self.out.lang {
+                Lang::En => "(the model sent an empty answer)",
+                Lang::Zh => "（模型返回了空回答）",
+            };
+            self.out.say(&self.out.dim(note));
+        }
         if let Some(usage) = &response.usage {
             let line = self.out.dim(&self.out.usage_line(usage));
             self.out.say(&line);

@@ -266,6 +266,7 @@ impl App {
         let mut editor: Editor<ReplHelper, FileHistory> = Editor::with_config(config)?;
         editor.set_helper(Some(ReplHelper {
             store: self.store.clone(),
+            color: self.out.color,
         }));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         editor.bind_sequence(KeyEvent::ctrl('J'), Cmd::Newline);
@@ -419,8 +420,11 @@ impl App {
         let end = self.chat(prompt);
         match end {
             Some(TurnEnd::Complete) => {
+                use std::io::Write;
                 let answer = &self.session.conversation().current().content;
-                println!("{answer}");
+                let mut stdout = std::io::stdout().lock();
+                // A closed pipe (`new -p … | head -c1`) is the reader's choice, not a failure.
+                let _ = writeln!(stdout, "{answer}").and_then(|()| stdout.flush());
                 ExitCode::SUCCESS
             }
             Some(TurnEnd::Interrupted) => ExitCode::from(130),
