@@ -179,8 +179,14 @@ impl App {
         let (tx, interrupts) = watch::channel(0u64);
         let busy = Arc::new(AtomicBool::new(false));
         let busy_flag = busy.clone();
+        // Registered now, so no Ctrl-C is missed once the prompt shows. (rustyline is built with its
+        // `signal-hook` feature: without it, it takes SIGINT for itself for the editor's lifetime and
+        // Ctrl-C during an answer would never reach us.)
+        let mut sigint = runtime
+            .block_on(async { interrupt_signal() })
+            .context("installing the Ctrl-C handler")?;
         runtime.spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
+            while sigint.recv().await.is_some() {
                 if busy_flag.load(Ordering::SeqCst) {
                     tx.send_modify(|n| *n += 1);
                 } else if !interactive {
@@ -708,6 +714,11 @@ impl App {
         )));
         self.out.say(&text);
     }
+}
+
+/// A stream of SIGINTs, registered when this is called (it must run inside the runtime).
+fn interrupt_signal() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
 }
 
 /// The input history file, shared by every project.
