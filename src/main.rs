@@ -29,6 +29,12 @@ struct Args {
     /// Send one prompt, print the final answer and exit
     #[arg(short = 'p', long = "prompt", value_name = "TEXT")]
     prompt: Option<String>,
+    /// Reopen this project's latest conversation
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    continue_latest: bool,
+    /// Reopen conversation ID (an unambiguous prefix is enough)
+    #[arg(short = 'r', long, value_name = "ID")]
+    resume: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -43,5 +49,7 @@ fn main() -> ExitCode {
             lang: args.lang.as_deref().and_then(Lang::parse),
         },
         prompt: args.prompt,
+        continue_latest: args.continue_latest,
+        resume: args.resume,
     })
 }

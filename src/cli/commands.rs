@@ -5,9 +5,19 @@ use crate::config::Lang;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommandId {
     Tree,
+    Branches,
+    Prev,
+    Next,
+    Retry,
+    Edit,
     List,
     Switch,
     New,
+    Title,
+    Delete,
+    Search,
+    Export,
+    Dump,
     Skills,
     Help,
     Exit,
@@ -43,8 +53,48 @@ pub const COMMANDS: &[CommandSpec] = &[
         takes_conversation: false,
     },
     CommandSpec {
+        id: CommandId::Branches,
+        names: &["/branches"],
+        args: "",
+        help_en: "list the tip of every branch; /N jumps to one",
+        help_zh: "列出每个分支的末端；用 /N 跳转",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Prev,
+        names: &["/prev"],
+        args: "",
+        help_en: "go to the previous alternative at the nearest fork above",
+        help_zh: "切换到上方最近分叉处的上一个分支",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Next,
+        names: &["/next"],
+        args: "",
+        help_en: "go to the next alternative at the nearest fork above",
+        help_zh: "切换到上方最近分叉处的下一个分支",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Retry,
+        names: &["/retry"],
+        args: "",
+        help_en: "a new answer to the same message, as a new branch (the old one stays)",
+        help_zh: "对同一条消息重新回答，作为新分支（旧回答保留）",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Edit,
+        names: &["/edit"],
+        args: "[N]",
+        help_en: "edit user message N (default: the last one) into a new branch and answer it",
+        help_zh: "编辑用户消息 N（默认最后一条），作为新分支并回答",
+        takes_conversation: false,
+    },
+    CommandSpec {
         id: CommandId::List,
-        names: &["/list"],
+        names: &["/list", "/sessions"],
         args: "[all]",
         help_en: "list this project's conversations, newest first",
         help_zh: "列出本项目的对话，最新的在前",
@@ -52,7 +102,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         id: CommandId::Switch,
-        names: &["/switch"],
+        names: &["/switch", "/resume"],
         args: "<id>",
         help_en: "make another conversation current (an unambiguous id prefix is enough)",
         help_zh: "切换到另一个对话（可用无歧义的 id 前缀）",
@@ -64,6 +114,46 @@ pub const COMMANDS: &[CommandSpec] = &[
         args: "",
         help_en: "start a new conversation (role and skills are read again)",
         help_zh: "开始新对话（重新读取角色和技能）",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Title,
+        names: &["/title"],
+        args: "[TEXT]",
+        help_en: "name this conversation (shown by /list); without TEXT, show its title",
+        help_zh: "为当前对话命名（/list 中显示）；不带参数则显示标题",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Delete,
+        names: &["/delete"],
+        args: "<id>",
+        help_en: "move a conversation to the trash folder in DATADIR (asks first)",
+        help_zh: "把对话移到 DATADIR 的回收站（会先确认）",
+        takes_conversation: true,
+    },
+    CommandSpec {
+        id: CommandId::Search,
+        names: &["/search"],
+        args: "<text>",
+        help_en: "find messages containing the text in all of this project's conversations",
+        help_zh: "在本项目所有对话中搜索包含该文字的消息",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Export,
+        names: &["/export"],
+        args: "[--json] [FILE]",
+        help_en: "write this branch as Markdown (--json: the whole tree) to FILE or ./<id>.md",
+        help_zh: "把当前分支导出为 Markdown（--json：整棵树）到 FILE 或 ./<id>.md",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Dump,
+        names: &["/dump"],
+        args: "",
+        help_en: "write exactly what the model sees (system prompt, branch, tools) beside the conversation file",
+        help_zh: "把模型实际看到的内容（系统提示、分支、工具）写到对话文件旁",
         takes_conversation: false,
     },
     CommandSpec {
@@ -165,6 +255,8 @@ mod tests {
             Input::Command(CommandId::Switch, "ab12")
         );
         assert_eq!(parse("/quit"), Input::Command(CommandId::Exit, ""));
+        assert_eq!(parse("/resume ab"), Input::Command(CommandId::Switch, "ab"));
+        assert_eq!(parse("/sessions"), Input::Command(CommandId::List, ""));
         assert_eq!(parse("/frobnicate"), Input::Unknown("/frobnicate"));
         assert_eq!(parse("/3x"), Input::Unknown("/3x"));
         assert_eq!(parse("/3 extra"), Input::Unknown("/3"));
@@ -180,8 +272,12 @@ mod tests {
 
     #[test]
     fn completes_from_the_table() {
-        assert_eq!(complete_names("/s"), ["/switch", "/skills"]);
-        assert_eq!(complete_names("/e"), ["/exit"]);
+        assert_eq!(
+            complete_names("/s"),
+            ["/sessions", "/switch", "/search", "/skills"]
+        );
+        assert_eq!(complete_names("/e"), ["/edit", "/export", "/exit"]);
+        assert_eq!(complete_names("/ex"), ["/export", "/exit"]);
         assert!(complete_names("/zzz").is_empty());
     }
 }

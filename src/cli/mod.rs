@@ -3,7 +3,9 @@
 
 pub mod commands;
 mod editor;
+mod handlers;
 pub mod output;
+mod reader;
 mod repl;
 pub mod tree_view;
 

@@ -200,6 +200,43 @@ impl Conversation {
         self.preorder().get(n).map(|(_, m)| m.id.as_str())
     }
 
+    /// The `/tree` number of a message (its depth-first pre-order index).
+    pub fn number_of(&self, id: &str) -> Option<usize> {
+        self.preorder().iter().position(|(_, m)| m.id == id)
+    }
+
+    /// The nearest user message at or above `id`: what `/retry` answers again.
+    pub fn nearest_user(&self, id: &str) -> Option<&Message> {
+        self.chain(id)
+            .into_iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+    }
+
+    /// The tip of the branch below `id`: follow the newest child down to a leaf.
+    pub fn tip(&self, id: &str) -> Option<&Message> {
+        let mut m = self.messages.get(id)?;
+        while let Some(last) = m.children_ids.last() {
+            m = &self.messages[last];
+        }
+        Some(m)
+    }
+
+    /// The alternatives at the nearest fork above `id`: the fork's children, and which of them
+    /// leads to `id`. None when no ancestor of `id` has more than one child.
+    pub fn alternatives(&self, id: &str) -> Option<(Vec<&str>, usize)> {
+        let chain = self.chain(id);
+        for pair in chain.windows(2).rev() {
+            let (parent, child) = (pair[0], pair[1]);
+            if parent.children_ids.len() > 1 {
+                let siblings: Vec<&str> = parent.children_ids.iter().map(String::as_str).collect();
+                let at = siblings.iter().position(|s| *s == child.id)?;
+                return Some((siblings, at));
+            }
+        }
+        None
+    }
+
     /// The first user message on any branch, used as the title when none was set.
     pub fn first_user_message(&self) -> Option<&Message> {
         self.preorder()
@@ -430,6 +467,26 @@ mod tests {
         // A new message whose id is taken gets a fresh one.
         let fresh = c.add(dup.clone()).unwrap();
         assert_ne!(fresh, dup.id);
+    }
+
+    #[test]
+    fn navigation_helpers() {
+        let mut c = Conversation::new("c1", "sys");
+        let u1 = c.add(user("q")).unwrap();
+        let a1 = c.add(assistant("a1")).unwrap();
+        let u2 = c.add(user("q2")).unwrap();
+        c.move_cursor(&u1).unwrap();
+        let a2 = c.add(assistant("a2")).unwrap();
+        assert_eq!(c.nearest_user(&a1).unwrap().id, u1);
+        assert_eq!(c.nearest_user(&u2).unwrap().id, u2);
+        assert!(c.nearest_user(&c.root_id.clone()).is_none());
+        assert_eq!(c.tip(&u1).unwrap().id, a2);
+        assert_eq!(c.tip(&a1).unwrap().id, u2);
+        let (alts, at) = c.alternatives(&u2).unwrap();
+        assert_eq!((alts, at), (vec![a1.as_str(), a2.as_str()], 0));
+        assert_eq!(c.alternatives(&a2).unwrap().1, 1);
+        assert!(c.alternatives(&u1).is_none());
+        assert_eq!(c.number_of(&a2), Some(4));
     }
 
     #[test]

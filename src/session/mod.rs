@@ -4,9 +4,11 @@
 
 mod chat;
 pub mod conversation;
+pub mod export;
 pub mod index;
 pub mod message;
 pub mod record;
+pub mod search;
 pub mod store;
 
 pub use chat::{ChatSession, SessionError};

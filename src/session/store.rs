@@ -64,6 +64,8 @@ pub struct Store {
 }
 
 pub const EXTENSION: &str = "jsonl";
+/// Where deleted conversations go, inside DATADIR.
+pub const TRASH_DIR: &str = "trash";
 
 impl Store {
     /// Opens DATADIR, creating it if needed.
@@ -129,6 +131,28 @@ impl Store {
             _ => StoreError::io("reading", &path, e),
         })?;
         Ok(parse_conversation(id, &bytes, system_prompt))
+    }
+
+    /// The conversation with the newest activity, for `--continue`.
+    pub fn latest(&self) -> Result<Option<String>, StoreError> {
+        Ok(self.list()?.into_iter().next().map(|s| s.id))
+    }
+
+    /// Moves a conversation file into `DATADIR/trash/`, never deleting it. Returns where it went.
+    pub fn trash(&self, id: &str) -> Result<PathBuf, StoreError> {
+        let from = self.path(id);
+        if !from.is_file() {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let dir = self.dir.join(TRASH_DIR);
+        fs::create_dir_all(&dir).map_err(|e| StoreError::io("creating", &dir, e))?;
+        let mut to = dir.join(format!("{id}.{EXTENSION}"));
+        if to.exists() {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f");
+            to = dir.join(format!("{id}.{stamp}.{EXTENSION}"));
+        }
+        fs::rename(&from, &to).map_err(|e| StoreError::io("moving to the trash", &from, e))?;
+        Ok(to)
     }
 
     /// Writes a new conversation file holding the header and the first records. Fails with
@@ -380,6 +404,23 @@ mod tests {
         let (loaded, report) = store.load(&c.id, "sys").unwrap();
         assert!(report.is_clean(), "{report:?}");
         assert_eq!(loaded.len(), 3 + 800);
+    }
+
+    #[test]
+    fn trash_moves_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = sample(&store);
+        assert_eq!(store.latest().unwrap().as_deref(), Some(c.id.as_str()));
+        let first = store.trash(&c.id).unwrap();
+        assert!(first.ends_with("trash/abcd1234.jsonl") && first.exists());
+        assert!(!store.exists(&c.id));
+        assert_eq!(store.latest().unwrap(), None);
+        sample(&store);
+        let second = store.trash(&c.id).unwrap();
+        assert_ne!(first, second);
+        assert!(first.exists() && second.exists());
+        assert!(matches!(store.trash("nope"), Err(StoreError::NotFound(_))));
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! Where input lines come from: the line editor on a terminal, standard input otherwise. Commands
+//! that ask a question (`/delete`'s confirmation, `/edit`'s new text) read their answer from the
+//! same place, so piped input answers them with its next line.
+
+use std::io::{BufRead, StdinLock};
+use std::path::PathBuf;
+
+use rustyline::error::ReadlineError;
+use rustyline::history::{FileHistory, History};
+use rustyline::{Cmd, CompletionType, EditMode, Editor, KeyCode, KeyEvent, Modifiers};
+
+use super::editor::{ReplHelper, join_continuations};
+use super::output::Output;
+use crate::session::Store;
+
+pub enum ReadOutcome {
+    Line(String),
+    /// Ctrl-C at the prompt.
+    Interrupted,
+    Eof,
+}
+
+pub enum Reader {
+    Editor {
+        editor: Box<Editor<ReplHelper, FileHistory>>,
+        history: Option<PathBuf>,
+    },
+    Piped(std::io::Lines<StdinLock<'static>>),
+    /// One-shot mode: there is nobody to ask.
+    Closed,
+}
+
+impl Reader {
+    pub fn editor(store: Store, color: bool) -> rustyline::Result<Reader> {
+        let config = rustyline::Config::builder()
+            .auto_add_history(true)
+            .completion_type(CompletionType::List)
+            .edit_mode(EditMode::Emacs)
+            .max_history_size(10_000)?
+            .build();
+        let mut editor: Editor<ReplHelper, FileHistory> = Editor::with_config(config)?;
+        editor.set_helper(Some(ReplHelper { store, color }));
+        editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
+        editor.bind_sequence(KeyEvent::ctrl('J'), Cmd::Newline);
+        let history = history_path();
+        if let Some(path) = &history {
+            let _ = editor.load_history(path);
+        }
+        Ok(Reader::Editor {
+            editor: Box::new(editor),
+            history,
+        })
+    }
+
+    pub fn piped() -> Reader {
+        Reader::Piped(std::io::stdin().lock().lines())
+    }
+
+    pub fn is_piped(&self) -> bool {
+        matches!(self, Reader::Piped(_))
+    }
+
+    /// Reads one entry; `initial` pre-fills the line editor (ignored for piped input).
+    pub fn read(
+        &mut self,
+        prompt: &str,
+        initial: &str,
+        out: &Output,
+    ) -> std::io::Result<ReadOutcome> {
+        match self {
+            Reader::Editor { editor, history } => {
+                match editor.readline_with_initial(prompt, (initial, "")) {
+                    Ok(line) => {
+                        save_history(editor, history.as_deref(), out);
+                        Ok(ReadOutcome::Line(join_continuations(&line)))
+                    }
+                    Err(ReadlineError::Interrupted) => Ok(ReadOutcome::Interrupted),
+                    Err(ReadlineError::Eof) => Ok(ReadOutcome::Eof),
+                    Err(ReadlineError::Io(e)) => Err(e),
+                    Err(e) => Err(std::io::Error::other(e)),
+                }
+            }
+            Reader::Piped(lines) => {
+                // A line ending in `\` continues on the next one.
+                let mut entry = String::new();
+                loop {
+                    match lines.next() {
+                        Some(line) => {
+                            let line = line?;
+                            match line.strip_suffix('\\') {
+                                Some(head) => {
+                                    entry.push_str(head);
+                                    entry.push('\n');
+                                }
+                                None => {
+                                    entry.push_str(&line);
+                                    return Ok(ReadOutcome::Line(entry));
+                                }
+                            }
+                        }
+                        None if entry.is_empty() => return Ok(ReadOutcome::Eof),
+                        None => return Ok(ReadOutcome::Line(entry)),
+                    }
+                }
+            }
+            Reader::Closed => Ok(ReadOutcome::Eof),
+        }
+    }
+}
+
+/// Appends the new entries to the history file, then reloads it, so that several `new` processes
+/// share one history without overwriting each other's.
+fn save_history(
+    editor: &mut Editor<ReplHelper, FileHistory>,
+    path: Option<&std::path::Path>,
+    out: &Output,
+) {
+    let Some(path) = path else { return };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = editor.append_history(path) {
+        out.warn(&format!(
+            "could not save the input history to {}: {e}",
+            path.display()
+        ));
+        return;
+    }
+    let _ = editor.history_mut().clear();
+    let _ = editor.load_history(path);
+}
+
+/// The input history file, shared by every project.
+fn history_path() -> Option<PathBuf> {
+    dirs::data_dir().map(|d| d.join("new").join("history.txt"))
+}
