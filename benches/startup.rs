@@ -132,4 +132,18 @@ fn main() {
         "Store::list alone, warm index:               {}",
         ms(lib_warm)
     );
+
+    for (label, query) in [
+        ("a rare text", "conversation 7777:"),
+        ("a common word", "lorem"),
+    ] {
+        let t = Instant::now();
+        let results = store.search(query, 50).unwrap();
+        println!(
+            "/search for {label} ({} hits shown) over {} conversations: {}",
+            results.hits.len(),
+            results.conversations_searched,
+            ms(t.elapsed())
+        );
+    }
 }

@@ -8,8 +8,7 @@ use super::repl::App;
 use super::tree_view::{Row, describe, format_row, preview, tree_rows};
 use crate::llm::{ChatRequest, Role};
 use crate::prompt;
-use crate::session::record::{TitleRecord, format_timestamp};
-use crate::session::{ChatSession, LoadReport, Record, export};
+use crate::session::{ChatSession, LoadReport, export};
 use crate::skill::SkillRegistry;
 
 /// How many conversations `/list` shows without `all`.
@@ -438,11 +437,7 @@ impl App {
                 "还没有可命名的内容：先发送一条消息，再 /title",
             );
         }
-        let record = Record::Title(TitleRecord {
-            title: args.to_string(),
-            timestamp: Some(format_timestamp(&crate::session::message::now())),
-        });
-        match self.session.append_record(record) {
+        match self.session.set_title(args) {
             Ok(()) => self
                 .out
                 .say(&self.t(&format!("titled “{args}”"), &format!("标题已设为“{args}”"))),

@@ -1,8 +1,8 @@
 //! A conversation together with its file: every message added is on disk before the call returns.
 
 use super::conversation::{Conversation, TreeError};
-use super::message::{Message, new_id};
-use super::record::Record;
+use super::message::{Message, new_id, now};
+use super::record::{Record, TitleRecord, format_timestamp};
 use super::store::{LoadReport, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +105,17 @@ impl ChatSession {
         }
     }
 
-    /// Appends a record that is not a message (a title, say).
+    /// Names the conversation: a title record is appended (the latest one wins on load).
+    pub fn set_title(&mut self, title: &str) -> Result<(), StoreError> {
+        self.append_record(Record::Title(TitleRecord {
+            title: title.to_string(),
+            timestamp: Some(format_timestamp(&now())),
+        }))?;
+        self.conversation.title = Some(title.to_string());
+        Ok(())
+    }
+
+    /// Appends a record that is not a message.
     pub fn append_record(&mut self, record: Record) -> Result<(), StoreError> {
         if !self.persisted {
             return self

@@ -4,3 +4,4 @@ mod e2e;
 mod pty;
 mod repl;
 mod support;
+mod tree;

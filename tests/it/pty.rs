@@ -237,3 +237,26 @@ fn alt_enter_and_a_trailing_backslash_make_multi_line_messages_and_history_persi
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
 }
+
+#[test]
+fn edit_prefills_the_line_editor_with_the_old_text() {
+    let env = Env::new();
+    let server = Server::start(vec![text(&["first"]), text(&["second"])]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("how big is the sun\r");
+    pty.expect("first");
+    pty.expect("› ");
+    pty.send("/edit\r");
+    pty.expect("✎ how big is the sun");
+    pty.send(" in km?\r");
+    pty.expect("second");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    assert_eq!(server.messages(1)[1].1, "how big is the sun in km?");
+    assert_eq!(
+        server.messages(1).len(),
+        2,
+        "the edit is a sibling, not a follow-up"
+    );
+}
