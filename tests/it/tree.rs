@@ -212,7 +212,12 @@ fn continue_and_resume_reopen_conversations() {
     let run = env.run(
         &server.base_url,
         &[],
-        &format!("/sessions\n/resume {older}\n"),
+        &format!("/resume nope\n/sessions\n/resume {older}\n"),
+    );
+    assert!(
+        run.stderr
+            .contains("no conversation `nope` in this project"),
+        "{run:?}"
     );
     assert!(
         run.stdout.contains(&format!("  {older}     4 msgs")),
