@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::layers::Layers;
-use crate::llm::{ProviderKind, ProviderSettings};
+use crate::llm::{ProviderKind, ProviderSettings, RetryPolicy};
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const DEFAULT_MAX_ROUNDS: usize = 30;
@@ -65,13 +65,28 @@ pub struct FileConfig {
     pub idle_timeout_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_usage: Option<bool>,
+    /// Retries after a failed first attempt (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// The first retry's delay in milliseconds (default 500), doubled each time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_initial_ms: Option<u64>,
+    /// Most tokens per answer (default 8192; required by Anthropic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Anthropic extended thinking budget in tokens; off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Anthropic prompt caching (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<bool>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderEntry>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ProviderEntry {
-    /// Wire protocol: `openai` (the default).
+    /// Wire protocol: `openai` (the default) or `anthropic`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,7 +114,12 @@ impl FileConfig {
             max_rounds,
             connect_timeout_secs,
             idle_timeout_secs,
-            stream_usage
+            stream_usage,
+            max_retries,
+            retry_initial_ms,
+            max_tokens,
+            thinking_budget,
+            prompt_cache
         );
         for (name, entry) in nearer.providers {
             let merged = match self.providers.remove(&name) {
@@ -120,6 +140,7 @@ impl FileConfig {
 
 struct Preset {
     name: &'static str,
+    kind: ProviderKind,
     base_url: &'static str,
     key_var: &'static str,
     url_var: &'static str,
@@ -130,6 +151,16 @@ struct Preset {
 
 const PRESETS: &[Preset] = &[
     Preset {
+        kind: ProviderKind::Anthropic,
+        name: "anthropic",
+        base_url: "https://api.anthropic.com",
+        key_var: "ANTHROPIC_API_KEY",
+        url_var: "ANTHROPIC_BASE_URL",
+        model: "claude-sonnet-4-5",
+        key_required: true,
+    },
+    Preset {
+        kind: ProviderKind::OpenAi,
         name: "openai",
         base_url: "https://api.openai.com/v1",
         key_var: "OPENAI_API_KEY",
@@ -138,6 +169,7 @@ const PRESETS: &[Preset] = &[
         key_required: true,
     },
     Preset {
+        kind: ProviderKind::OpenAi,
         name: "deepseek",
         base_url: "https://api.deepseek.com/v1",
         key_var: "DEEPSEEK_API_KEY",
@@ -146,6 +178,7 @@ const PRESETS: &[Preset] = &[
         key_required: true,
     },
     Preset {
+        kind: ProviderKind::OpenAi,
         name: "qwen",
         base_url: "https://dashscope.aliyuncs.com/compatible-mode/v1",
         key_var: "DASHSCOPE_API_KEY",
@@ -154,6 +187,7 @@ const PRESETS: &[Preset] = &[
         key_required: true,
     },
     Preset {
+        kind: ProviderKind::OpenAi,
         name: "ollama",
         base_url: "http://localhost:11434/v1",
         key_var: "OLLAMA_API_KEY",
@@ -162,6 +196,7 @@ const PRESETS: &[Preset] = &[
         key_required: false,
     },
     Preset {
+        kind: ProviderKind::OpenAi,
         name: "llamacpp",
         base_url: "http://127.0.0.1:8080/v1",
         key_var: "LLAMACPP_API_KEY",
@@ -185,7 +220,7 @@ pub enum ConfigError {
     },
     #[error("unknown provider `{name}`; known providers: {}. Add others under \"providers\" in {CONFIG_FILE}", .known.join(", "))]
     UnknownProvider { name: String, known: Vec<String> },
-    #[error("provider `{name}` has kind `{kind}`; supported kinds: openai")]
+    #[error("provider `{name}` has kind `{kind}`; supported kinds: openai, anthropic")]
     UnknownKind { name: String, kind: String },
     #[error("provider `{name}` has no base_url; set it under \"providers\" in {CONFIG_FILE}")]
     NoBaseUrl { name: String },
@@ -264,15 +299,17 @@ pub fn load(
         known.dedup();
         return Err(ConfigError::UnknownProvider { name, known });
     }
-    match entry.kind.as_deref() {
-        None | Some("openai") => {}
+    let kind = match entry.kind.as_deref() {
+        None => preset.map_or(ProviderKind::OpenAi, |p| p.kind),
+        Some("openai") => ProviderKind::OpenAi,
+        Some("anthropic") => ProviderKind::Anthropic,
         Some(kind) => {
             return Err(ConfigError::UnknownKind {
                 name,
                 kind: kind.to_string(),
             });
         }
-    }
+    };
 
     let upper = name.to_ascii_uppercase().replace('-', "_");
     let key_var = entry
@@ -288,8 +325,10 @@ pub fn load(
         .or_else(|| preset.map(|p| p.base_url.to_string()))
         .ok_or_else(|| ConfigError::NoBaseUrl { name: name.clone() })?;
     let api_key = env(&key_var).or(entry.api_key.clone());
-    let key_required =
-        preset.is_some_and(|p| p.key_required && base_url.trim_end_matches('/') == p.base_url);
+    let key_required = preset.is_some_and(|p| {
+        let base = base_url.trim_end_matches('/');
+        p.key_required && (base == p.base_url || base.strip_suffix("/v1") == Some(p.base_url))
+    });
 
     // A model named in a config file applies to the provider it was chosen with; a provider's own
     // model wins over the generic one when the provider was switched on the command line.
@@ -311,7 +350,7 @@ pub fn load(
 
     let settings = ProviderSettings {
         name: name.clone(),
-        kind: ProviderKind::OpenAi,
+        kind,
         base_url,
         api_key,
         api_key_var: key_var,
@@ -320,6 +359,14 @@ pub fn load(
         connect_timeout: Duration::from_secs(merged.connect_timeout_secs.unwrap_or(10)),
         idle_timeout: Duration::from_secs(merged.idle_timeout_secs.unwrap_or(120)),
         stream_usage: merged.stream_usage.unwrap_or(true),
+        retry: RetryPolicy {
+            max_retries: merged.max_retries.unwrap_or(2),
+            initial_delay: Duration::from_millis(merged.retry_initial_ms.unwrap_or(500)),
+            ..RetryPolicy::default()
+        },
+        max_tokens: merged.max_tokens.unwrap_or(8192),
+        thinking_budget: merged.thinking_budget,
+        prompt_cache: merged.prompt_cache.unwrap_or(true),
     };
     Ok(Config {
         has_credentials: settings.api_key.is_some() || !settings.key_required,
@@ -437,9 +484,17 @@ mod tests {
             .to_string();
         assert!(
             err.contains("unknown provider `nope`")
-                && err.contains("deepseek, llamacpp, ollama, openai, qwen"),
+                && err.contains("anthropic, deepseek, llamacpp, ollama, openai, qwen"),
             "{err}"
         );
+
+        let c = load_with(dir.path(), o("anthropic"), &[]).unwrap();
+        assert_eq!(c.provider.kind, ProviderKind::Anthropic);
+        assert_eq!(c.provider.base_url, "https://api.anthropic.com");
+        assert!(!c.has_credentials);
+        let local = [("ANTHROPIC_BASE_URL", "http://127.0.0.1:4000")];
+        let c = load_with(dir.path(), o("anthropic"), &local).unwrap();
+        assert!(c.has_credentials, "a local proxy needs no key");
 
         write(
             layers(dir.path()).project.join(CONFIG_FILE),

@@ -25,6 +25,8 @@ pub trait Observer {
     fn reasoning(&mut self, text: &str);
     /// A tool call began streaming (its arguments are still arriving).
     fn tool_call_started(&mut self, name: &str);
+    /// A request failed and will be tried again after `delay` (attempt `attempt` of `of`).
+    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str);
     /// An answer is complete (or was cut); `response` holds its usage.
     fn answer_end(&mut self, response: &ChatResponse);
     fn tool_call(&mut self, call: &ToolCall);
@@ -91,6 +93,12 @@ impl Agent<'_> {
                         observer.reasoning(r);
                     }
                     StreamEvent::ToolCallStarted { name } => observer.tool_call_started(name),
+                    StreamEvent::Retry {
+                        attempt,
+                        of,
+                        delay,
+                        reason,
+                    } => observer.retry(attempt, of, delay, reason),
                 };
                 tokio::select! {
                     result = self.provider.chat(&request, &mut on_event) => Some(result),
@@ -146,6 +154,7 @@ impl Agent<'_> {
         Message {
             tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
             reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
+            reasoning_signature: response.reasoning_signature,
             model: Some(self.model.clone()),
             usage: response.usage,
             interrupted,

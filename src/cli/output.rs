@@ -81,6 +81,9 @@ impl Output {
         if let Some(n) = usage.cache_read_tokens {
             parts.push(format!("{n} cached"));
         }
+        if let Some(n) = usage.cache_write_tokens {
+            parts.push(format!("{n} cache write"));
+        }
         if let Some(n) = usage.reasoning_tokens {
             parts.push(format!("{n} reasoning"));
         }
@@ -170,9 +173,34 @@ impl Observer for Printer {
 
     fn tool_call_started(&mut self, _name: &str) {}
 
+    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
+        self.end_line();
+        let line = match self.out.lang {
+            Lang::En => format!(
+                "↻ {reason}; retrying in {:.1} s (attempt {attempt} of {of})",
+                delay.as_secs_f64()
+            ),
+            Lang::Zh => format!(
+                "↻ {reason}；{:.1} 秒后重试（第 {attempt} 次，共 {of} 次）",
+                delay.as_secs_f64()
+            ),
+        };
+        self.out.say(&self.out.paint(YELLOW, &line));
+    }
+
     fn answer_end(&mut self, response: &ChatResponse) {
         self.end_reasoning();
         self.end_line();
+        if matches!(
+            response.finish_reason.as_deref(),
+            Some("length" | "max_tokens")
+        ) {
+            let note = match self.out.lang {
+                Lang::En => "(the answer stopped at the token limit: max_tokens in the config)",
+                Lang::Zh => "（回答达到了令牌上限：配置项 max_tokens）",
+            };
+            self.out.say(&self.out.dim(note));
+        }
         if response.content.is_empty() && response.tool_calls.is_empty() {
             let note = match self.out.lang {
                 Lang::En => "(the model sent an empty answer)",

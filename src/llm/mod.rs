@@ -1,7 +1,9 @@
-//! Language-model providers: the OpenAI-compatible Chat Completions client (streaming over SSE) and
-//! the types every provider shares. This module knows nothing of how conversations are stored: it
-//! takes a list of [`ChatMessage`]s and returns one [`ChatResponse`], reporting text as it arrives.
+//! Language-model providers: the OpenAI-compatible Chat Completions client and the Anthropic
+//! Messages client (both streaming over SSE), retries, and the types every provider shares. This
+//! module knows nothing of how conversations are stored: it takes a list of [`ChatMessage`]s and
+//! returns one [`ChatResponse`], reporting text as it arrives.
 
+pub mod anthropic;
 pub mod openai;
 pub mod sse;
 pub mod types;
@@ -14,15 +16,61 @@ pub use types::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     OpenAi,
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// When and how often to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (2: three attempts in all).
+    pub max_retries: u32,
+    /// The first delay; each retry doubles it, with ±25 % jitter.
+    pub initial_delay: Duration,
+    /// A server asking for a longer wait than this gets no retry: the error says when to try.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 2,
+            initial_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `retry` (0-based): the server's `Retry-After` when given,
+    /// otherwise exponential backoff with jitter.
+    pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(after) = retry_after {
+            return after;
+        }
+        let base = self.initial_delay.saturating_mul(1u32 << retry.min(16));
+        // Jitter from a UUID's random bits: no extra dependency for one random number.
+        let unit = (uuid::Uuid::new_v4().as_u128() % 1000) as f64 / 1000.0;
+        base.mul_f64(0.75 + unit * 0.5).min(self.max_delay)
+    }
 }
 
 /// Everything needed to reach one provider. Built by [`crate::config`].
 #[derive(Clone)]
 pub struct ProviderSettings {
-    /// The name the user knows it by (`openai`, `deepseek`, ...).
+    /// The name the user knows it by (`openai`, `anthropic`, `deepseek`, ...).
     pub name: String,
     pub kind: ProviderKind,
-    /// For OpenAI-compatible servers this includes the version path (`https://api.openai.com/v1`).
+    /// OpenAI-compatible: includes the version path (`https://api.openai.com/v1`).
+    /// Anthropic: the host root (`https://api.anthropic.com`); a trailing `/v1` is tolerated.
     pub base_url: String,
     pub api_key: Option<String>,
     /// The variable a user sets for the key, named in messages.
@@ -32,10 +80,17 @@ pub struct ProviderSettings {
     pub connect_timeout: Duration,
     /// How long a stream may stay silent before it counts as cut.
     pub idle_timeout: Duration,
-    /// Ask for token usage in the stream (`stream_options.include_usage`).
+    /// Ask for token usage in the stream (`stream_options.include_usage`, OpenAI-compatible).
     pub stream_usage: bool,
     /// The host needs a key (official APIs do; a local server does not).
     pub key_required: bool,
+    pub retry: RetryPolicy,
+    /// Most tokens per answer (Anthropic requires it).
+    pub max_tokens: u32,
+    /// Anthropic extended thinking: the token budget, when enabled.
+    pub thinking_budget: Option<u32>,
+    /// Mark the stable prefix for prompt caching (Anthropic `cache_control`).
+    pub prompt_cache: bool,
 }
 
 impl std::fmt::Debug for ProviderSettings {
@@ -68,47 +123,353 @@ pub enum LlmError {
         message: String,
         /// Starts with a separator when present.
         hint: String,
+        /// From the `Retry-After` header.
+        retry_after: Option<Duration>,
+        /// Whether trying again can help (429 without a spend limit, 5xx, 529).
+        retryable: bool,
     },
-    #[error("the server reported an error during the answer: {0}")]
-    Server(String),
+    #[error("the server reported an error during the answer: {message}")]
+    Server { message: String, retryable: bool },
     #[error("the answer stream was cut: {0}")]
     StreamCut(String),
     #[error("could not build the HTTP client: {0}")]
     Client(String),
 }
 
+impl LlmError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Connect { .. } => true,
+            LlmError::Http { retryable, .. } | LlmError::Server { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// A few words for the retry notice.
+    fn short_reason(&self) -> String {
+        match self {
+            LlmError::Connect { reason, .. } => reason.clone(),
+            LlmError::Http {
+                status, message, ..
+            } => format!("{status} {}", first_words(message)),
+            LlmError::Server { message, .. } => first_words(message),
+            other => first_words(&other.to_string()),
+        }
+    }
+}
+
+fn first_words(text: &str) -> String {
+    let mut out: String = text.chars().take(80).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// Whether an HTTP status may be cured by waiting. A 429 caused by a spent quota or budget is not.
+pub(crate) fn status_is_retryable(status: u16, body: &str) -> bool {
+    match status {
+        429 => {
+            let body = body.to_ascii_lowercase();
+            !["insufficient_quota", "quota", "billing", "credit", "spend"]
+                .iter()
+                .any(|w| body.contains(w))
+        }
+        408 | 409 | 500..=599 => true,
+        _ => false,
+    }
+}
+
+/// Reads `Retry-After` (seconds, or an HTTP date) and the `retry-after-ms` some APIs send.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+    {
+        return Some(Duration::from_secs_f64((ms / 1000.0).max(0.0)));
+    }
+    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return Some(Duration::from_secs_f64(secs.max(0.0)));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// A model the server offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub id: String,
+    pub description: Option<String>,
+}
+
 /// A configured provider client.
 pub enum Provider {
     OpenAi(openai::OpenAiClient),
+    Anthropic(anthropic::AnthropicClient),
 }
 
 impl Provider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
-        install_crypto_provider();
         match settings.kind {
             ProviderKind::OpenAi => Ok(Provider::OpenAi(openai::OpenAiClient::new(settings)?)),
+            ProviderKind::Anthropic => Ok(Provider::Anthropic(anthropic::AnthropicClient::new(
+                settings,
+            )?)),
         }
     }
 
     pub fn settings(&self) -> &ProviderSettings {
         match self {
             Provider::OpenAi(c) => c.settings(),
+            Provider::Anthropic(c) => c.settings(),
         }
     }
 
     /// Sends one request and streams the answer, calling `on_event` for each piece as it arrives.
+    /// Failures that a retry may cure, and that happen before any of the answer arrived, are tried
+    /// again per the provider's [`RetryPolicy`], each retry announced as a [`StreamEvent::Retry`].
     pub async fn chat(
         &self,
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
-        match self {
-            Provider::OpenAi(c) => c.chat(request, on_event).await,
+        let policy = self.settings().retry;
+        let mut retry = 0;
+        loop {
+            let mut received = false;
+            let result = {
+                let mut inner = |event: StreamEvent<'_>| {
+                    received = true;
+                    on_event(event)
+                };
+                match self {
+                    Provider::OpenAi(c) => c.chat(request, &mut inner).await,
+                    Provider::Anthropic(c) => c.chat(request, &mut inner).await,
+                }
+            };
+            let error = match result {
+                Err(e) if !received && retry < policy.max_retries && e.is_retryable() => e,
+                other => return other,
+            };
+            let delay = policy.delay(retry, error.retry_after());
+            if delay > policy.max_delay {
+                return Err(error);
+            }
+            retry += 1;
+            let reason = error.short_reason();
+            on_event(StreamEvent::Retry {
+                attempt: retry + 1,
+                of: policy.max_retries + 1,
+                delay,
+                reason: &reason,
+            });
+            tokio::time::sleep(delay).await;
         }
+    }
+
+    /// The models the server offers (`GET /models`), sorted by id.
+    pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let mut models = match self {
+            Provider::OpenAi(c) => c.models().await?,
+            Provider::Anthropic(c) => c.models().await?,
+        };
+        models.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(models)
     }
 }
 
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     // Fails only when a provider is already installed, which is what we want anyway.
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Shared by the clients: the reason a request could not be sent, from the innermost cause.
+pub(crate) fn describe_reqwest_error(e: &reqwest::Error) -> String {
+    // reqwest's own text is "error sending request for url (...)"; the cause says what really failed.
+    let mut reason = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "connection failed".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    let mut last = None;
+    while let Some(s) = source {
+        last = Some(s.to_string());
+        source = s.source();
+    }
+    if let Some(last) = last {
+        reason.push_str(" (");
+        reason.push_str(&last);
+        reason.push(')');
+    }
+    reason
+}
+
+/// Shared by the clients: a short, single-line excerpt of a response body.
+pub(crate) fn preview(text: &str) -> String {
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".to_string();
+    }
+    let mut out: String = text.chars().take(300).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// Shared by the clients: a failed HTTP answer as an error that says what to do.
+pub(crate) fn http_error(
+    status: u16,
+    url: &str,
+    body: &str,
+    s: &ProviderSettings,
+    model: &str,
+    retry_after: Option<Duration>,
+) -> LlmError {
+    let message = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").map(error_text))
+        .unwrap_or_else(|| preview(body));
+    let hint = match status {
+        401 | 403 => format!("; check {} (the API key)", s.api_key_var),
+        404 => match s.kind {
+            ProviderKind::OpenAi => format!(
+                "; check the model name `{model}` (--model) and {} (it usually ends in /v1)",
+                s.base_url_var
+            ),
+            ProviderKind::Anthropic => format!(
+                "; check the model name `{model}` (--model) and {} (the host root, without /v1)",
+                s.base_url_var
+            ),
+        },
+        429 if status_is_retryable(status, body) => "; rate limited: wait a little".to_string(),
+        429 => "; the account's quota or budget is spent: check your plan".to_string(),
+        500..=599 => "; the server failed: try again later".to_string(),
+        _ => String::new(),
+    };
+    LlmError::Http {
+        status,
+        url: url.to_string(),
+        message,
+        hint,
+        retry_after,
+        retryable: status_is_retryable(status, body),
+    }
+}
+
+/// Shared by the clients: `GET …/models`, answered with `{"data":[{"id":…}]}`.
+pub(crate) async fn list_models(
+    url: String,
+    request: reqwest::RequestBuilder,
+    s: &ProviderSettings,
+) -> Result<Vec<ModelInfo>, LlmError> {
+    use serde_json::Value;
+    let response = request.send().await.map_err(|e| LlmError::Connect {
+        url: url.clone(),
+        reason: describe_reqwest_error(&e),
+        var: s.base_url_var.clone(),
+    })?;
+    let status = response.status().as_u16();
+    let wait = retry_after(response.headers());
+    let text = response.text().await.unwrap_or_default();
+    if !(200..300).contains(&status) {
+        return Err(http_error(status, &url, &text, s, "-", wait));
+    }
+    let value: Value = serde_json::from_str(&text).map_err(|e| LlmError::Server {
+        message: format!("unreadable model list ({e}): {}", preview(&text)),
+        retryable: false,
+    })?;
+    let list = value
+        .get("data")
+        .or_else(|| value.get("models"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Ok(list
+        .iter()
+        .filter_map(|m| {
+            let id = m.get("id").or_else(|| m.get("name"))?.as_str()?.to_string();
+            let description = m
+                .get("display_name")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            Some(ModelInfo { id, description })
+        })
+        .collect())
+}
+
+/// Shared by the clients: the text of an `{"error": ...}` value, whatever its shape.
+pub(crate) fn error_text(error: &serde_json::Value) -> String {
+    error
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+        .or_else(|| error.as_str().map(str::to_string))
+        .unwrap_or_else(|| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_honours_retry_after() {
+        let p = RetryPolicy::default();
+        for retry in 0..4 {
+            let d = p.delay(retry, None).as_secs_f64();
+            let base = 0.5 * f64::from(1u32 << retry);
+            assert!(d >= base * 0.75 && d <= base * 1.25, "{retry}: {d}");
+        }
+        assert_eq!(
+            p.delay(0, Some(Duration::from_secs(7))),
+            Duration::from_secs(7)
+        );
+        assert!(p.delay(30, None) <= p.max_delay);
+    }
+
+    #[test]
+    fn which_statuses_are_worth_a_retry() {
+        assert!(status_is_retryable(
+            429,
+            r#"{"error":{"type":"rate_limit_error"}}"#
+        ));
+        assert!(!status_is_retryable(
+            429,
+            r#"{"error":{"code":"insufficient_quota"}}"#
+        ));
+        for s in [500, 502, 503, 529] {
+            assert!(status_is_retryable(s, ""), "{s}");
+        }
+        for s in [400, 401, 403, 404, 422] {
+            assert!(!status_is_retryable(s, ""), "{s}");
+        }
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", "3".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = reqwest::header::HeaderMap::new();
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(30)).to_rfc2822();
+        h.insert("retry-after", later.parse().unwrap());
+        let wait = retry_after(&h).unwrap().as_secs();
+        assert!((28..=30).contains(&wait), "{wait}");
+    }
 }

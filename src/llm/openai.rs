@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 
 use super::sse::{SseDecoder, SseEvent};
 use super::{
-    ChatMessage, ChatRequest, ChatResponse, LlmError, ProviderSettings, Role, StreamEvent,
-    ToolCall, Usage,
+    ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Role,
+    StreamEvent, ToolCall, Usage, describe_reqwest_error, error_text, http_error, list_models,
+    preview, retry_after,
 };
 
 pub struct OpenAiClient {
@@ -21,6 +22,7 @@ pub struct OpenAiClient {
 
 impl OpenAiClient {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
+        super::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .build()
@@ -30,6 +32,15 @@ impl OpenAiClient {
 
     pub fn settings(&self) -> &ProviderSettings {
         &self.settings
+    }
+
+    pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let url = format!("{}/models", self.settings.base_url.trim_end_matches('/'));
+        let mut request = self.http.get(&url);
+        if let Some(key) = &self.settings.api_key {
+            request = request.bearer_auth(key);
+        }
+        list_models(url, request, &self.settings).await
     }
 
     fn url(&self) -> String {
@@ -70,8 +81,16 @@ impl OpenAiClient {
 
         let status = response.status();
         if !status.is_success() {
+            let wait = retry_after(response.headers());
             let text = response.text().await.unwrap_or_default();
-            return Err(http_error(status.as_u16(), &url, &text, s, &request.model));
+            return Err(http_error(
+                status.as_u16(),
+                &url,
+                &text,
+                s,
+                &request.model,
+                wait,
+            ));
         }
 
         let is_sse = response
@@ -86,9 +105,11 @@ impl OpenAiClient {
                 .text()
                 .await
                 .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
-            let completion: Completion = serde_json::from_str(&text).map_err(|e| {
-                LlmError::Server(format!("unreadable answer ({e}): {}", preview(&text)))
-            })?;
+            let completion: Completion =
+                serde_json::from_str(&text).map_err(|e| LlmError::Server {
+                    message: format!("unreadable answer ({e}): {}", preview(&text)),
+                    retryable: false,
+                })?;
             answer.apply_completion(completion, on_event)?;
             return Ok(answer.finish());
         }
@@ -128,7 +149,29 @@ impl OpenAiClient {
 
 /// The JSON body of a Chat Completions request.
 pub fn request_body(request: &ChatRequest, stream_usage: bool) -> Value {
-    let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+    // Reasoning goes back only within the current turn (after the last user message), on the
+    // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
+    // reject or ignore it elsewhere.
+    let turn_start = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .unwrap_or(0);
+    let messages: Vec<Value> = request
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut v = message_json(m);
+            if i > turn_start
+                && !m.tool_calls.is_empty()
+                && let Some(r) = m.reasoning.as_deref().filter(|r| !r.is_empty())
+            {
+                v["reasoning_content"] = Value::String(r.to_string());
+            }
+            v
+        })
+        .collect();
     let mut body = json!({
         "model": request.model,
         "messages": messages,
@@ -167,70 +210,6 @@ fn message_json(m: &ChatMessage) -> Value {
         }),
         role => json!({"role": role.as_str(), "content": m.content}),
     }
-}
-
-fn describe_reqwest_error(e: &reqwest::Error) -> String {
-    // reqwest's own text is "error sending request for url (...)"; the cause says what really failed.
-    let mut reason = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "connection failed".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = std::error::Error::source(e);
-    let mut last = None;
-    while let Some(s) = source {
-        last = Some(s.to_string());
-        source = s.source();
-    }
-    if let Some(last) = last {
-        reason.push_str(" (");
-        reason.push_str(&last);
-        reason.push(')');
-    }
-    reason
-}
-
-fn http_error(status: u16, url: &str, body: &str, s: &ProviderSettings, model: &str) -> LlmError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            let e = v.get("error")?;
-            e.get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| e.as_str().map(str::to_string))
-        })
-        .unwrap_or_else(|| preview(body));
-    let hint = match status {
-        401 | 403 => format!("; check {} (the API key)", s.api_key_var),
-        404 => format!(
-            "; check the model name `{model}` (--model) and {} (it usually ends in /v1)",
-            s.base_url_var
-        ),
-        429 => "; rate limited or out of quota: wait, or check your plan".to_string(),
-        500..=599 => "; the server failed: try again later".to_string(),
-        _ => String::new(),
-    };
-    LlmError::Http {
-        status,
-        url: url.to_string(),
-        message,
-        hint,
-    }
-}
-
-fn preview(text: &str) -> String {
-    let text = text.trim();
-    if text.is_empty() {
-        return "(empty body)".to_string();
-    }
-    let mut out: String = text.chars().take(300).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
 }
 
 // Lenient wire types: every field optional, unknown fields ignored.
@@ -378,7 +357,10 @@ impl AnswerBuilder {
             Err(_) => return Ok(false),
         };
         if let Some(error) = chunk.error {
-            return Err(LlmError::Server(error_text(&error)));
+            return Err(LlmError::Server {
+                message: error_text(&error),
+                retryable: false,
+            });
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into());
@@ -413,7 +395,10 @@ impl AnswerBuilder {
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), LlmError> {
         if let Some(error) = completion.error {
-            return Err(LlmError::Server(error_text(&error)));
+            return Err(LlmError::Server {
+                message: error_text(&error),
+                retryable: false,
+            });
         }
         self.usage = completion.usage.map(Usage::from);
         if let Some(choice) = completion.choices.into_iter().next() {
@@ -520,20 +505,12 @@ impl AnswerBuilder {
         ChatResponse {
             content: self.content,
             reasoning: self.reasoning,
+            reasoning_signature: None,
             tool_calls,
             usage: self.usage,
             finish_reason: self.finish_reason,
         }
     }
-}
-
-fn error_text(error: &Value) -> String {
-    error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| error.as_str().map(str::to_string))
-        .unwrap_or_else(|| error.to_string())
 }
 
 #[cfg(test)]
@@ -635,6 +612,39 @@ mod tests {
         };
         let err = b.apply_event(&ev, &mut |_| {}).unwrap_err();
         assert!(err.to_string().contains("overloaded"));
+    }
+
+    #[test]
+    fn reasoning_goes_back_only_with_tool_calls_of_the_current_turn() {
+        let with_reasoning = |m: ChatMessage| ChatMessage {
+            reasoning: Some("thought".into()),
+            ..m
+        };
+        let call = |id: &str| ChatMessage {
+            tool_calls: vec![ToolCall::new(id, "f", "{}")],
+            ..ChatMessage::text(Role::Assistant, "")
+        };
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                ChatMessage::text(Role::User, "old question"),
+                with_reasoning(call("a")),
+                ChatMessage::tool_result("a", "r"),
+                with_reasoning(ChatMessage::text(Role::Assistant, "old answer")),
+                ChatMessage::text(Role::User, "new question"),
+                with_reasoning(call("b")),
+                ChatMessage::tool_result("b", "r"),
+            ],
+            tools: vec![],
+        };
+        let body = request_body(&req, false);
+        let sent: Vec<bool> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.get("reasoning_content").is_some())
+            .collect();
+        assert_eq!(sent, [false, false, false, false, false, true, false]);
     }
 
     #[test]

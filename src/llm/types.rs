@@ -96,6 +96,8 @@ pub struct ChatMessage {
     pub tool_calls: Vec<ToolCall>,
     pub tool_call_id: Option<String>,
     pub reasoning: Option<String>,
+    /// The provider's signature of the reasoning (Anthropic thinking blocks), sent back with it.
+    pub reasoning_signature: Option<String>,
 }
 
 impl ChatMessage {
@@ -106,6 +108,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             reasoning: None,
+            reasoning_signature: None,
         }
     }
 
@@ -148,6 +151,7 @@ pub enum ResponseStatus {
 pub struct ChatResponse {
     pub content: String,
     pub reasoning: String,
+    pub reasoning_signature: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
@@ -171,5 +175,12 @@ pub enum StreamEvent<'a> {
     /// A tool call began; its arguments follow.
     ToolCallStarted {
         name: &'a str,
+    },
+    /// A request failed in a way a retry may cure; attempt `attempt` of `of` follows after `delay`.
+    Retry {
+        attempt: u32,
+        of: u32,
+        delay: std::time::Duration,
+        reason: &'a str,
     },
 }

@@ -267,6 +267,7 @@ impl Conversation {
                         tool_calls: m.calls().to_vec(),
                         tool_call_id: None,
                         reasoning: m.reasoning.clone(),
+                        reasoning_signature: m.reasoning_signature.clone(),
                     });
                     let mut results: HashMap<&str, &Message> = HashMap::new();
                     while i < chain.len() && chain[i].role == Role::Tool {
@@ -290,6 +291,7 @@ impl Conversation {
                 Role::Tool => out.push(orphan_result(m)),
                 role => out.push(ChatMessage {
                     reasoning: m.reasoning.clone(),
+                    reasoning_signature: m.reasoning_signature.clone(),
                     ..ChatMessage::text(role, m.content.clone())
                 }),
             }

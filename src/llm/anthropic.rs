@@ -1,0 +1,831 @@
+//! The Anthropic Messages client: `POST {base}/v1/messages` with `stream: true`.
+//!
+//! Stored messages keep the OpenAI shape; this module maps them. The system prompt goes apart; tool
+//! calls become `tool_use` blocks and tool results `tool_result` blocks at the start of the next user
+//! message; consecutive messages of one role are merged (text joined by a blank line, tool results
+//! first), an empty assistant message is left out, and a conversation that starts with the assistant
+//! gets a user turn before it. So any fork of any tree makes a valid request. Reasoning comes back as
+//! `thinking` blocks with their signature. The stable prefix (tools, system prompt, the conversation
+//! so far) is marked with `cache_control` for prompt caching.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::sse::{SseDecoder, SseEvent};
+use super::{
+    ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Role,
+    StreamEvent, ToolCall, Usage, describe_reqwest_error, error_text, http_error, list_models,
+    preview, retry_after,
+};
+
+/// The API version this client speaks.
+pub const API_VERSION: &str = "2023-06-01";
+
+pub struct AnthropicClient {
+    settings: ProviderSettings,
+    http: reqwest::Client,
+}
+
+impl AnthropicClient {
+    pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
+        super::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .build()
+            .map_err(|e| LlmError::Client(e.to_string()))?;
+        Ok(AnthropicClient { settings, http })
+    }
+
+    pub fn settings(&self) -> &ProviderSettings {
+        &self.settings
+    }
+
+    /// `{base}/v1/{path}`, whether or not the base already ends in `/v1`.
+    fn url(&self, path: &str) -> String {
+        let base = self.settings.base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        format!("{base}/v1/{path}")
+    }
+
+    fn with_headers(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = builder.header("anthropic-version", API_VERSION);
+        match &self.settings.api_key {
+            Some(key) => builder.header("x-api-key", key),
+            None => builder,
+        }
+    }
+
+    pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let url = self.url("models?limit=1000");
+        let request = self.with_headers(self.http.get(&url));
+        list_models(url, request, &self.settings).await
+    }
+
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        if s.api_key.is_none() && s.key_required {
+            return Err(LlmError::MissingKey {
+                provider: s.name.clone(),
+                var: s.api_key_var.clone(),
+            });
+        }
+        let url = self.url("messages");
+        let body = request_body(request, s);
+        let builder = self
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        let mut response =
+            self.with_headers(builder)
+                .send()
+                .await
+                .map_err(|e| LlmError::Connect {
+                    url: url.clone(),
+                    reason: describe_reqwest_error(&e),
+                    var: s.base_url_var.clone(),
+                })?;
+        let status = response.status();
+        if !status.is_success() {
+            let wait = retry_after(response.headers());
+            let text = response.text().await.unwrap_or_default();
+            return Err(http_error(
+                status.as_u16(),
+                &url,
+                &text,
+                s,
+                &request.model,
+                wait,
+            ));
+        }
+        let is_sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("event-stream"));
+        let mut answer = Answer::default();
+        if !is_sse {
+            // A server that ignored `stream: true` sent the whole message.
+            let text = response
+                .text()
+                .await
+                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+            let message: Value = serde_json::from_str(&text).map_err(|e| LlmError::Server {
+                message: format!("unreadable answer ({e}): {}", preview(&text)),
+                retryable: false,
+            })?;
+            answer.apply_whole(&message, on_event)?;
+            return Ok(answer.finish());
+        }
+        let mut decoder = SseDecoder::new();
+        loop {
+            let chunk = tokio::time::timeout(s.idle_timeout, response.chunk())
+                .await
+                .map_err(|_| {
+                    LlmError::StreamCut(format!(
+                        "no data for {} s (idle timeout)",
+                        s.idle_timeout.as_secs()
+                    ))
+                })?
+                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+            let Some(chunk) = chunk else { break };
+            for event in decoder.feed(&chunk) {
+                if answer.apply(&event, on_event)? {
+                    return Ok(answer.finish());
+                }
+            }
+        }
+        if let Some(event) = decoder.finish()
+            && answer.apply(&event, on_event)?
+        {
+            return Ok(answer.finish());
+        }
+        Err(LlmError::StreamCut(
+            "the server closed the connection before `message_stop`".into(),
+        ))
+    }
+}
+
+/// Tool-use ids must match `^[a-zA-Z0-9_-]+$`; ids made by other providers may not.
+fn tool_id(id: &str) -> String {
+    let clean: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "call".to_string()
+    } else {
+        clean
+    }
+}
+
+/// Arguments as the JSON object `tool_use.input` requires.
+fn tool_input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => json!({ "value": other }),
+        Err(_) if arguments.trim().is_empty() => json!({}),
+        // Kept whole so the model can see what it sent.
+        Err(_) => json!({ "unparsed_arguments": arguments }),
+    }
+}
+
+/// One turn of the request while it is built.
+#[derive(Default)]
+struct Turn {
+    role: &'static str,
+    thinking: Vec<Value>,
+    results: Vec<Value>,
+    texts: Vec<String>,
+    tool_uses: Vec<Value>,
+}
+
+impl Turn {
+    fn is_empty(&self) -> bool {
+        self.thinking.is_empty()
+            && self.results.is_empty()
+            && self.texts.is_empty()
+            && self.tool_uses.is_empty()
+    }
+
+    fn merge(&mut self, other: Turn) {
+        self.thinking.extend(other.thinking);
+        self.results.extend(other.results);
+        self.texts.extend(other.texts);
+        self.tool_uses.extend(other.tool_uses);
+    }
+
+    /// Blocks in the order the API wants: thinking first in an assistant turn, tool results first
+    /// in a user turn, text joined by a blank line, tool uses last.
+    fn into_json(self) -> Value {
+        let mut blocks = self.thinking;
+        blocks.extend(self.results);
+        let text = self.texts.join("\n\n");
+        if !text.trim().is_empty() {
+            blocks.push(json!({"type": "text", "text": text}));
+        }
+        blocks.extend(self.tool_uses);
+        json!({"role": self.role, "content": blocks})
+    }
+}
+
+/// The system prompt and the messages of a request, mapped from the OpenAI shape.
+pub fn map_messages(messages: &[ChatMessage]) -> (String, Vec<Value>) {
+    let mut system = Vec::new();
+    let mut turns: Vec<Turn> = Vec::new();
+    for m in messages {
+        let mut turn = Turn::default();
+        match m.role {
+            Role::System => {
+                system.push(m.content.clone());
+                continue;
+            }
+            Role::User => {
+                turn.role = "user";
+                turn.texts.push(m.content.clone());
+            }
+            Role::Tool => {
+                turn.role = "user";
+                let content = if m.content.is_empty() {
+                    "(no output)".to_string()
+                } else {
+                    m.content.clone()
+                };
+                turn.results.push(json!({
+                    "type": "tool_result",
+                    "tool_use_id": tool_id(m.tool_call_id.as_deref().unwrap_or("")),
+                    "content": content,
+                }));
+            }
+            Role::Assistant => {
+                turn.role = "assistant";
+                if let (Some(thinking), Some(signature)) =
+                    (m.reasoning.as_deref(), m.reasoning_signature.as_deref())
+                {
+                    turn.thinking.push(json!({
+                        "type": "thinking", "thinking": thinking, "signature": signature}));
+                }
+                if !m.content.trim().is_empty() {
+                    // The API refuses trailing whitespace at the end of an assistant turn.
+                    turn.texts.push(m.content.trim_end().to_string());
+                }
+                for call in &m.tool_calls {
+                    turn.tool_uses.push(json!({
+                        "type": "tool_use",
+                        "id": tool_id(&call.id),
+                        "name": call.function.name,
+                        "input": tool_input(&call.function.arguments),
+                    }));
+                }
+            }
+        }
+        if turn.is_empty() {
+            continue; // an empty answer: leaving it out lets its neighbours merge
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == turn.role => last.merge(turn),
+            _ => turns.push(turn),
+        }
+    }
+    if turns.first().is_some_and(|t| t.role == "assistant") {
+        turns.insert(
+            0,
+            Turn {
+                role: "user",
+                texts: vec!["(The conversation continues.)".into()],
+                ..Turn::default()
+            },
+        );
+    }
+    let messages = turns
+        .into_iter()
+        .map(Turn::into_json)
+        .filter(|m| !m["content"].as_array().is_some_and(Vec::is_empty))
+        .collect();
+    (system.join("\n\n"), messages)
+}
+
+/// The JSON body of a Messages request.
+pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
+    let (system, mut messages) = map_messages(&request.messages);
+    let cache = json!({"type": "ephemeral"});
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": s.max_tokens,
+        "messages": [],
+        "stream": true,
+    });
+    if !system.is_empty() {
+        let mut block = json!({"type": "text", "text": system});
+        if s.prompt_cache {
+            block["cache_control"] = cache.clone();
+        }
+        body["system"] = json!([block]);
+    }
+    if !request.tools.is_empty() {
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        if s.prompt_cache
+            && let Some(last) = tools.last_mut()
+        {
+            last["cache_control"] = cache.clone();
+        }
+        body["tools"] = Value::Array(tools);
+    }
+    // The conversation so far is the prefix of the next request too: cache up to its last block.
+    if s.prompt_cache
+        && let Some(block) = messages
+            .last_mut()
+            .and_then(|m| m["content"].as_array_mut())
+            .and_then(|blocks| blocks.last_mut())
+    {
+        block["cache_control"] = cache;
+    }
+    body["messages"] = Value::Array(messages);
+    if let Some(budget) = s.thinking_budget {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    }
+    body
+}
+
+#[derive(Default)]
+struct Block {
+    kind: String,
+    id: String,
+    name: String,
+    json: String,
+    /// The input given whole in `content_block_start` (non-streaming proxies do this).
+    start_input: Option<Value>,
+}
+
+/// Assembles one answer from the stream.
+#[derive(Default)]
+struct Answer {
+    content: String,
+    reasoning: String,
+    signature: String,
+    blocks: BTreeMap<u64, Block>,
+    calls: Vec<ToolCall>,
+    input_tokens: u64,
+    cache_read: u64,
+    cache_write: u64,
+    output_tokens: u64,
+    saw_usage: bool,
+    stop_reason: Option<String>,
+}
+
+impl Answer {
+    /// Applies one event; returns true at `message_stop`.
+    fn apply(
+        &mut self,
+        event: &SseEvent,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<bool, LlmError> {
+        let Ok(data) = serde_json::from_str::<Value>(&event.data) else {
+            return Ok(false); // a line we cannot read is skipped, not fatal
+        };
+        let kind = data["type"].as_str().unwrap_or(event.event.as_str());
+        match kind {
+            "message_start" => self.usage(&data["message"]["usage"]),
+            "content_block_start" => {
+                let index = data["index"].as_u64().unwrap_or(0);
+                let block = &data["content_block"];
+                let b = Block {
+                    kind: block["type"].as_str().unwrap_or("").to_string(),
+                    id: block["id"].as_str().unwrap_or("").to_string(),
+                    name: block["name"].as_str().unwrap_or("").to_string(),
+                    json: String::new(),
+                    start_input: block
+                        .get("input")
+                        .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+                        .cloned(),
+                };
+                match b.kind.as_str() {
+                    "tool_use" => on_event(StreamEvent::ToolCallStarted { name: &b.name }),
+                    "text" => self.text(block["text"].as_str().unwrap_or(""), on_event),
+                    "thinking" => self.thinking(block["thinking"].as_str().unwrap_or(""), on_event),
+                    _ => {}
+                }
+                self.blocks.insert(index, b);
+            }
+            "content_block_delta" => {
+                let index = data["index"].as_u64().unwrap_or(0);
+                let delta = &data["delta"];
+                match delta["type"].as_str().unwrap_or("") {
+                    "text_delta" => self.text(delta["text"].as_str().unwrap_or(""), on_event),
+                    "thinking_delta" => {
+                        self.thinking(delta["thinking"].as_str().unwrap_or(""), on_event)
+                    }
+                    "signature_delta" => self
+                        .signature
+                        .push_str(delta["signature"].as_str().unwrap_or("")),
+                    "input_json_delta" => {
+                        if let Some(b) = self.blocks.get_mut(&index) {
+                            b.json
+                                .push_str(delta["partial_json"].as_str().unwrap_or(""));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = data["index"].as_u64().unwrap_or(0);
+                if let Some(b) = self.blocks.remove(&index) {
+                    self.close(b);
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(reason.to_string());
+                }
+                self.usage(&data["usage"]);
+            }
+            "message_stop" => {
+                // Blocks never closed (a lenient proxy) still count.
+                for (_, b) in std::mem::take(&mut self.blocks) {
+                    self.close(b);
+                }
+                return Ok(true);
+            }
+            "error" => {
+                let error = &data["error"];
+                let kind = error["type"].as_str().unwrap_or("");
+                return Err(LlmError::Server {
+                    message: format!("{} ({kind})", error_text(error)),
+                    retryable: matches!(
+                        kind,
+                        "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"
+                    ),
+                });
+            }
+            _ => {} // ping, and event types added later
+        }
+        Ok(false)
+    }
+
+    /// A whole (non-streamed) message.
+    fn apply_whole(
+        &mut self,
+        message: &Value,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<(), LlmError> {
+        if message["type"] == "error" {
+            return Err(LlmError::Server {
+                message: error_text(&message["error"]),
+                retryable: false,
+            });
+        }
+        self.usage(&message["usage"]);
+        self.stop_reason = message["stop_reason"].as_str().map(str::to_string);
+        for block in message["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str().unwrap_or("") {
+                "text" => self.text(block["text"].as_str().unwrap_or(""), on_event),
+                "thinking" => {
+                    self.thinking(block["thinking"].as_str().unwrap_or(""), on_event);
+                    self.signature
+                        .push_str(block["signature"].as_str().unwrap_or(""));
+                }
+                "tool_use" => self.close(Block {
+                    kind: "tool_use".into(),
+                    id: block["id"].as_str().unwrap_or("").to_string(),
+                    name: block["name"].as_str().unwrap_or("").to_string(),
+                    json: String::new(),
+                    start_input: block.get("input").cloned(),
+                }),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn text(&mut self, text: &str, on_event: &mut dyn FnMut(StreamEvent<'_>)) {
+        if !text.is_empty() {
+            on_event(StreamEvent::Text(text));
+            self.content.push_str(text);
+        }
+    }
+
+    fn thinking(&mut self, text: &str, on_event: &mut dyn FnMut(StreamEvent<'_>)) {
+        if !text.is_empty() {
+            on_event(StreamEvent::Reasoning(text));
+            self.reasoning.push_str(text);
+        }
+    }
+
+    fn close(&mut self, b: Block) {
+        if b.kind != "tool_use" || b.name.is_empty() {
+            return;
+        }
+        let arguments = if !b.json.trim().is_empty() {
+            b.json
+        } else {
+            b.start_input
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "{}".to_string())
+        };
+        let id = if b.id.is_empty() {
+            format!("toolu_{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+        } else {
+            b.id
+        };
+        self.calls.push(ToolCall::new(id, b.name, arguments));
+    }
+
+    fn usage(&mut self, u: &Value) {
+        let get = |k: &str| u[k].as_u64();
+        if let Some(n) = get("input_tokens") {
+            self.input_tokens = n;
+            self.saw_usage = true;
+        }
+        if let Some(n) = get("cache_read_input_tokens") {
+            self.cache_read = n;
+        }
+        if let Some(n) = get("cache_creation_input_tokens") {
+            self.cache_write = n;
+        }
+        if let Some(n) = get("output_tokens") {
+            self.output_tokens = n; // cumulative in message_delta
+            self.saw_usage = true;
+        }
+    }
+
+    fn finish(self) -> ChatResponse {
+        let usage = self.saw_usage.then(|| Usage {
+            // Anthropic counts cached input apart; the total is what the prompt cost.
+            input_tokens: self.input_tokens + self.cache_read + self.cache_write,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: (self.cache_read > 0).then_some(self.cache_read),
+            cache_write_tokens: (self.cache_write > 0).then_some(self.cache_write),
+            reasoning_tokens: None,
+        });
+        ChatResponse {
+            content: self.content,
+            reasoning: self.reasoning,
+            reasoning_signature: (!self.signature.is_empty()).then_some(self.signature),
+            tool_calls: self.calls,
+            usage,
+            finish_reason: self.stop_reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{RetryPolicy, ToolSpec};
+
+    fn settings() -> ProviderSettings {
+        ProviderSettings {
+            name: "anthropic".into(),
+            kind: crate::llm::ProviderKind::Anthropic,
+            base_url: "https://api.anthropic.com".into(),
+            api_key: Some("k".into()),
+            api_key_var: "ANTHROPIC_API_KEY".into(),
+            base_url_var: "ANTHROPIC_BASE_URL".into(),
+            connect_timeout: std::time::Duration::from_secs(1),
+            idle_timeout: std::time::Duration::from_secs(1),
+            stream_usage: true,
+            key_required: true,
+            retry: RetryPolicy::default(),
+            max_tokens: 1024,
+            thinking_budget: None,
+            prompt_cache: true,
+        }
+    }
+
+    fn run(events: &[Value]) -> Result<(ChatResponse, Vec<String>), LlmError> {
+        let mut a = Answer::default();
+        let mut seen = Vec::new();
+        let mut on = |e: StreamEvent<'_>| seen.push(format!("{e:?}"));
+        for e in events {
+            let ev = SseEvent {
+                event: e["type"].as_str().unwrap_or("").into(),
+                data: e.to_string(),
+            };
+            if a.apply(&ev, &mut on)? {
+                break;
+            }
+        }
+        Ok((a.finish(), seen))
+    }
+
+    #[test]
+    fn every_event_kind_is_understood() {
+        let (r, seen) = run(&[
+            json!({"type":"message_start","message":{"id":"m","usage":{"input_tokens":10,"cache_read_input_tokens":100,"cache_creation_input_tokens":5,"output_tokens":1}}}),
+            json!({"type":"ping"}),
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me see."}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig=="}}),
+            json!({"type":"content_block_stop","index":0}),
+            json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}),
+            json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Reading "}}),
+            json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"it."}}),
+            json!({"type":"content_block_stop","index":1}),
+            json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read_file","input":{}}}),
+            json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"filepath\":"}}),
+            json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"a.txt\"}"}}),
+            json!({"type":"content_block_stop","index":2}),
+            json!({"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_2","name":"list_files","input":{}}}),
+            json!({"type":"content_block_stop","index":3}),
+            json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}),
+            json!({"type":"message_stop"}),
+        ])
+        .unwrap();
+        assert_eq!(r.content, "Reading it.");
+        assert_eq!(r.reasoning, "Let me see.");
+        assert_eq!(r.reasoning_signature.as_deref(), Some("sig=="));
+        assert_eq!(
+            r.tool_calls,
+            vec![
+                ToolCall::new("toolu_1", "read_file", r#"{"filepath":"a.txt"}"#),
+                ToolCall::new("toolu_2", "list_files", "{}"),
+            ]
+        );
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
+        let u = r.usage.unwrap();
+        assert_eq!((u.input_tokens, u.output_tokens), (115, 42));
+        assert_eq!(
+            (u.cache_read_tokens, u.cache_write_tokens),
+            (Some(100), Some(5))
+        );
+        assert!(seen[0].starts_with("Reasoning"));
+        assert!(seen.iter().any(|s| s.contains("ToolCallStarted")));
+    }
+
+    #[test]
+    fn error_events_after_200_are_errors_and_say_if_a_retry_helps() {
+        let err = run(&[
+            json!({"type":"message_start","message":{"usage":{"input_tokens":1}}}),
+            json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the server reported an error during the answer: Overloaded (overloaded_error)"
+        );
+        assert!(err.is_retryable());
+        let err = run(&[
+            json!({"type":"error","error":{"type":"invalid_request_error","message":"bad"}}),
+        ])
+        .unwrap_err();
+        assert!(!err.is_retryable());
+    }
+
+    #[test]
+    fn a_forked_tree_with_tool_calls_maps_to_a_valid_request() {
+        let call = |ids: &[&str]| ChatMessage {
+            tool_calls: ids
+                .iter()
+                .map(|id| ToolCall::new(*id, "read_file", r#"{"filepath":"a"}"#))
+                .collect(),
+            ..ChatMessage::text(Role::Assistant, "Let me look. ")
+        };
+        // A fork under a call (synthetic result), two user messages in a row, an empty answer,
+        // and an id another provider made.
+        let messages = vec![
+            ChatMessage::text(Role::System, "sys"),
+            ChatMessage::text(Role::User, "first"),
+            call(&["call.1", "call 2"]),
+            ChatMessage::tool_result("call.1", "A"),
+            ChatMessage::tool_result("call 2", ""),
+            ChatMessage::text(Role::User, "and then"),
+            ChatMessage::text(Role::Assistant, ""),
+            ChatMessage::text(Role::User, "again"),
+            ChatMessage {
+                reasoning: Some("hm".into()),
+                reasoning_signature: Some("sig".into()),
+                ..call(&["toolu_9"])
+            },
+            ChatMessage::tool_result("toolu_9", "B"),
+        ];
+        let (system, msgs) = map_messages(&messages);
+        assert_eq!(system, "sys");
+        let expected = json!([
+            {"role":"user","content":[{"type":"text","text":"first"}]},
+            {"role":"assistant","content":[
+                {"type":"text","text":"Let me look."},
+                {"type":"tool_use","id":"call_1","name":"read_file","input":{"filepath":"a"}},
+                {"type":"tool_use","id":"call_2","name":"read_file","input":{"filepath":"a"}}]},
+            {"role":"user","content":[
+                {"type":"tool_result","tool_use_id":"call_1","content":"A"},
+                {"type":"tool_result","tool_use_id":"call_2","content":"(no output)"},
+                {"type":"text","text":"and then\n\nagain"}]},
+            {"role":"assistant","content":[
+                {"type":"thinking","thinking":"hm","signature":"sig"},
+                {"type":"text","text":"Let me look."},
+                {"type":"tool_use","id":"toolu_9","name":"read_file","input":{"filepath":"a"}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"B"}]},
+        ]);
+        assert_eq!(Value::Array(msgs.clone()), expected);
+        assert_valid(&msgs);
+    }
+
+    /// The rules the Messages API enforces on the message list.
+    fn assert_valid(msgs: &[Value]) {
+        assert_eq!(msgs[0]["role"], "user");
+        for pair in msgs.windows(2) {
+            assert_ne!(pair[0]["role"], pair[1]["role"], "roles alternate");
+            let uses: Vec<&Value> = pair[0]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .map(|b| &b["id"])
+                .collect();
+            let results: Vec<&Value> = pair[1]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_result")
+                .map(|b| &b["tool_use_id"])
+                .collect();
+            assert_eq!(
+                uses, results,
+                "each tool_use answered right after, in order"
+            );
+        }
+        for m in msgs {
+            let blocks = m["content"].as_array().unwrap();
+            assert!(!blocks.is_empty());
+            let first_text = blocks.iter().position(|b| b["type"] == "text");
+            let last_result = blocks.iter().rposition(|b| b["type"] == "tool_result");
+            if let (Some(t), Some(r)) = (first_text, last_result) {
+                assert!(r < t, "tool results come first");
+            }
+        }
+    }
+
+    #[test]
+    fn a_conversation_starting_with_the_assistant_gets_a_user_turn() {
+        let (_, msgs) = map_messages(&[
+            ChatMessage::text(Role::System, "s"),
+            ChatMessage::text(Role::Assistant, "orphan"),
+            ChatMessage::text(Role::User, "hi"),
+        ]);
+        assert_eq!(msgs[0]["role"], "user");
+        assert_eq!(msgs.len(), 3);
+        assert_valid(&msgs);
+    }
+
+    #[test]
+    fn body_marks_the_stable_prefix_for_caching() {
+        let req = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                ChatMessage::text(Role::System, "sys"),
+                ChatMessage::text(Role::User, "hi"),
+            ],
+            tools: vec![
+                ToolSpec {
+                    name: "a".into(),
+                    description: "A".into(),
+                    parameters: json!({"type":"object"}),
+                },
+                ToolSpec {
+                    name: "b".into(),
+                    description: "B".into(),
+                    parameters: json!({"type":"object"}),
+                },
+            ],
+        };
+        let mut s = settings();
+        let body = request_body(&req, &s);
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+        assert!(body["tools"][0].get("cache_control").is_none());
+        assert_eq!(body["tools"][1]["cache_control"]["type"], "ephemeral");
+        assert_eq!(body["tools"][1]["input_schema"]["type"], "object");
+        assert_eq!(
+            body["messages"][0]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+        assert_eq!(body["max_tokens"], 1024);
+        assert!(body.get("thinking").is_none());
+        s.prompt_cache = false;
+        s.thinking_budget = Some(2048);
+        let body = request_body(&req, &s);
+        assert!(!body.to_string().contains("cache_control"));
+        assert_eq!(body["thinking"]["budget_tokens"], 2048);
+    }
+
+    #[test]
+    fn base_urls_with_or_without_v1() {
+        for base in [
+            "https://api.anthropic.com",
+            "https://api.anthropic.com/",
+            "https://api.anthropic.com/v1",
+        ] {
+            let c = AnthropicClient::new(ProviderSettings {
+                base_url: base.into(),
+                ..settings()
+            })
+            .unwrap();
+            assert_eq!(c.url("messages"), "https://api.anthropic.com/v1/messages");
+        }
+    }
+
+    #[test]
+    fn unparseable_arguments_are_kept() {
+        assert_eq!(
+            tool_input("{broken"),
+            json!({"unparsed_arguments": "{broken"})
+        );
+        assert_eq!(tool_input(""), json!({}));
+        assert_eq!(tool_input("[1]"), json!({"value": [1]}));
+    }
+}
