@@ -18,6 +18,8 @@ pub enum CommandId {
     Search,
     Export,
     Dump,
+    Model,
+    Models,
     Skills,
     Help,
     Exit,
@@ -157,6 +159,22 @@ pub const COMMANDS: &[CommandSpec] = &[
         takes_conversation: false,
     },
     CommandSpec {
+        id: CommandId::Model,
+        names: &["/model"],
+        args: "[NAME]",
+        help_en: "show the provider and model; with NAME, use that model for the rest of the session",
+        help_zh: "显示服务与模型；带 NAME 则在本次会话中改用该模型",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Models,
+        names: &["/models"],
+        args: "",
+        help_en: "list the models the server offers",
+        help_zh: "列出服务提供的模型",
+        takes_conversation: false,
+    },
+    CommandSpec {
         id: CommandId::Skills,
         names: &["/skills"],
         args: "",
@@ -277,6 +295,7 @@ mod tests {
             ["/sessions", "/switch", "/search", "/skills"]
         );
         assert_eq!(complete_names("/e"), ["/edit", "/export", "/exit"]);
+        assert_eq!(complete_names("/mo"), ["/model", "/models"]);
         assert_eq!(complete_names("/ex"), ["/export", "/exit"]);
         assert!(complete_names("/zzz").is_empty());
     }

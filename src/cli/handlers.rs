@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
-use super::repl::App;
+use super::repl::{App, interruptible};
 use super::tree_view::{Row, describe, format_row, preview, tree_rows};
 use crate::llm::{ChatRequest, Role};
 use crate::prompt;
@@ -646,6 +646,85 @@ impl App {
             )),
             Err(e) => self.out.error(&format!("writing the dump: {e}")),
         }
+    }
+
+    pub(super) fn model(&mut self, args: &str) {
+        let s = self.provider.settings();
+        if args.is_empty() {
+            return self.out.say(&self.t(
+                &format!(
+                    "provider {} ({}, {}) · model {}",
+                    s.name,
+                    s.kind.as_str(),
+                    s.base_url,
+                    self.config.model
+                ),
+                &format!(
+                    "服务 {}（{}，{}）· 模型 {}",
+                    s.name,
+                    s.kind.as_str(),
+                    s.base_url,
+                    self.config.model
+                ),
+            ));
+        }
+        if args.contains(char::is_whitespace) {
+            return self.refuse(
+                &format!("a model name has no spaces (got `{args}`)"),
+                &format!("模型名不含空格（收到 `{args}`）"),
+            );
+        }
+        self.config.model = args.to_string();
+        self.out.say(&self.t(
+            &format!(
+                "model {args} for the rest of this session (/models lists what the server offers)"
+            ),
+            &format!("本次会话改用模型 {args}（/models 列出可用模型）"),
+        ));
+    }
+
+    pub(super) fn models(&mut self, args: &str) {
+        if !self.no_args("/models", args) {
+            return;
+        }
+        let result = interruptible(
+            &self.runtime,
+            &self.busy,
+            &mut self.interrupts,
+            self.provider.models(),
+        );
+        let models = match result {
+            Some(Ok(models)) => models,
+            Some(Err(e)) => {
+                return self.out.error(&self.t(
+                    &format!("cannot list the models: {e}"),
+                    &format!("无法列出模型：{e}"),
+                ));
+            }
+            None => return self.out.warn(&self.t("interrupted", "已中断")),
+        };
+        if models.is_empty() {
+            return self
+                .out
+                .say(&self.t("the server lists no models", "服务没有列出模型"));
+        }
+        let mut text = String::new();
+        for m in &models {
+            let mark = if m.id == self.config.model { "*" } else { " " };
+            let about = m
+                .description
+                .as_deref()
+                .filter(|d| *d != m.id)
+                .map(|d| self.out.dim(&format!("  {d}")))
+                .unwrap_or_default();
+            text.push_str(&format!("{mark} {}{about}\n", m.id));
+        }
+        text.push_str(
+            &self
+                .out
+                .dim(&self.t("/model NAME switches", "/model NAME 切换模型")),
+        );
+        self.out.say(&text);
     }
 
     pub(super) fn list_skills(&mut self, args: &str) {

@@ -7,6 +7,7 @@ mod handlers;
 pub mod output;
 mod reader;
 mod repl;
+mod setup;
 pub mod tree_view;
 
 pub use repl::{App, Flow, Launch, default_datadir, run};

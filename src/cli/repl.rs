@@ -55,9 +55,31 @@ pub struct App {
     pub(super) config: Config,
     pub(super) out: Output,
     pub(super) reader: Reader,
-    interrupts: Interrupts,
-    busy: Arc<AtomicBool>,
-    runtime: tokio::runtime::Runtime,
+    /// What the command line said, kept for reloading the configuration.
+    pub(super) overrides: Overrides,
+    pub(super) interrupts: Interrupts,
+    pub(super) busy: Arc<AtomicBool>,
+    pub(super) runtime: tokio::runtime::Runtime,
+}
+
+/// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
+/// rather than the whole [`App`], so that `work` may borrow the rest of it.
+pub(super) fn interruptible<T>(
+    runtime: &tokio::runtime::Runtime,
+    busy: &AtomicBool,
+    interrupts: &mut Interrupts,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    busy.store(true, Ordering::SeqCst);
+    interrupts.borrow_and_update();
+    let result = runtime.block_on(async {
+        tokio::select! {
+            value = work => Some(value),
+            _ = interrupts.changed() => None,
+        }
+    });
+    busy.store(false, Ordering::SeqCst);
+    result
 }
 
 /// The program after argument parsing. Exit codes: 0 done, 1 a failed one-shot answer, 2 bad
@@ -85,6 +107,12 @@ pub fn run(launch: Launch) -> ExitCode {
     }
     if interactive {
         app.banner();
+    }
+    if app.is_first_run() {
+        app.explain_configuration();
+        if interactive {
+            app.offer_setup();
+        }
     }
     match app.repl() {
         Ok(()) => ExitCode::SUCCESS,
@@ -237,6 +265,7 @@ impl App {
             config,
             out,
             reader,
+            overrides: launch.overrides.clone(),
             interrupts,
             busy,
             runtime,
@@ -288,7 +317,7 @@ impl App {
                 "/help 查看命令，Alt-Enter 或行尾 \\ 换行"
             )
         )));
-        if !self.config.has_credentials {
+        if !self.config.has_credentials && !self.is_first_run() {
             self.out.warn(&self.t(
                 &format!(
                     "no API key for `{}`: set {} (or point {} at a local server, which needs none)",
@@ -382,6 +411,8 @@ impl App {
             CommandId::Search => self.search(args),
             CommandId::Export => self.export(args),
             CommandId::Dump => self.dump(args),
+            CommandId::Model => self.model(args),
+            CommandId::Models => self.models(args),
             CommandId::Skills => self.list_skills(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,

@@ -1,6 +1,7 @@
 //! Integration tests: the `new` binary driven as a user drives it, against a scripted server.
 
 mod e2e;
+mod providers;
 mod pty;
 mod repl;
 mod support;

@@ -260,3 +260,107 @@ fn edit_prefills_the_line_editor_with_the_old_text() {
         "the edit is a sibling, not a follow-up"
     );
 }
+
+#[test]
+fn ctrl_c_stops_an_anthropic_answer_too() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        Reply::SseStall(
+            vec![
+                serde_json::json!({"type":"message_start","message":{"usage":{"input_tokens":5}}}).to_string(),
+                serde_json::json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}).to_string(),
+                serde_json::json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Once upon"}}).to_string(),
+            ],
+            Duration::from_secs(60),
+            vec![],
+        ),
+        anthropic_text(&["The end."]),
+    ]);
+    let mut cmd = env.command("");
+    cmd.env_remove("OPENAI_BASE_URL")
+        .env("ANTHROPIC_BASE_URL", server.root_url())
+        .env("ANTHROPIC_API_KEY", "k")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--provider", "anthropic"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("a story please\r");
+    pty.expect("Once upon");
+    let sent = Instant::now();
+    pty.send("\x03");
+    pty.expect("interrupted; what arrived is kept");
+    assert!(sent.elapsed() < Duration::from_secs(2));
+    pty.expect("› ");
+    pty.send("finish it\r");
+    pty.expect("The end.");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    let msgs = &server.requests()[1]["messages"];
+    assert_eq!(msgs[1]["content"][0]["text"], "Once upon");
+    let (_, lines) = env.only_conversation();
+    assert_eq!(lines[2]["interrupted"], true);
+}
+
+#[test]
+fn first_run_setup_writes_a_private_config_and_uses_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    std::fs::remove_file(env.config_dir().join("config.json")).unwrap();
+    let server = Server::start(vec![text(&["configured and working"])]);
+    let mut cmd = env.command("");
+    cmd.env_remove("OPENAI_BASE_URL")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("new needs a model to talk to");
+    pty.expect("Set up now? [Y/n] ");
+    pty.send("y\r");
+    pty.expect("[1] ");
+    pty.send("3\r");
+    pty.expect("Base URL [http://127.0.0.1:8080/v1] ");
+    pty.send(&format!("{}\r", server.base_url));
+    pty.expect("API key (Enter for none): ");
+    pty.send("sk-local-secret\r");
+    pty.expect("Model [local] ");
+    pty.send("m1\r");
+    pty.expect("(readable only by you)");
+    pty.expect("using local with model m1");
+    pty.expect("› ");
+    pty.send("hello\r");
+    let seen = pty.expect("configured and working");
+    assert!(
+        !seen.contains("sk-local-secret"),
+        "the key is not echoed: {seen:?}"
+    );
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+
+    let path = env.config_dir().join("config.json");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(config["provider"], "local");
+    assert_eq!(config["model"], "m1");
+    assert_eq!(
+        config["providers"]["local"]["base_url"],
+        server.base_url.as_str()
+    );
+    assert_eq!(config["providers"]["local"]["api_key"], "sk-local-secret");
+    assert_eq!(server.requests()[0]["model"], "m1");
+    assert_eq!(
+        server.headers()[0]["authorization"],
+        "Bearer sk-local-secret"
+    );
+    let history = std::fs::read_to_string(env.dir.path().join("xdg-data/new/history.txt"))
+        .unwrap_or_default();
+    assert!(
+        !history.contains("sk-local-secret"),
+        "the key stays out of the history"
+    );
+}

@@ -26,6 +26,8 @@ pub enum Reply {
     SseStall(Vec<String>, Duration, Vec<String>),
     /// An HTTP error status with this body.
     Status(u16, String),
+    /// An HTTP error status with this body and these headers.
+    StatusWith(u16, String, Vec<(&'static str, String)>),
 }
 
 pub fn chunk_text(text: &str) -> String {
@@ -91,6 +93,8 @@ impl Server {
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
+            .route("/v1/messages", post(handle))
+            .route("/v1/models", axum::routing::get(models))
             .with_state(shared.clone());
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -109,6 +113,11 @@ impl Server {
     /// Every request body received so far.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// The server's root, for providers whose base URL has no version path (Anthropic).
+    pub fn root_url(&self) -> String {
+        self.base_url.trim_end_matches("/v1").to_string()
     }
 
     pub fn headers(&self) -> Vec<HeaderMap> {
@@ -144,6 +153,13 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
             );
         }
         Some(Reply::Status(code, body)) => return status(code, &body),
+        Some(Reply::StatusWith(code, body, headers)) => {
+            let mut response = status(code, &body);
+            for (name, value) in headers {
+                response.headers_mut().insert(name, value.parse().unwrap());
+            }
+            return response;
+        }
         Some(Reply::Sse(chunks)) => (chunks, Duration::ZERO, Vec::new(), true),
         Some(Reply::Cut(chunks)) => (chunks, Duration::ZERO, Vec::new(), false),
         Some(Reply::SseStall(a, d, b)) => (a, d, b, true),
@@ -151,14 +167,14 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     tokio::spawn(async move {
         for c in before {
-            if tx.send(Ok(format!("data: {c}\n\n"))).await.is_err() {
+            if tx.send(Ok(sse_event(&c))).await.is_err() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tokio::time::sleep(stall).await;
         for c in after {
-            if tx.send(Ok(format!("data: {c}\n\n"))).await.is_err() {
+            if tx.send(Ok(sse_event(&c))).await.is_err() {
                 return;
             }
         }
@@ -173,6 +189,59 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
         .header("content-type", "text/event-stream")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+/// One SSE event; payloads with a `type` (Anthropic's) get the matching `event:` line too.
+fn sse_event(payload: &str) -> String {
+    match serde_json::from_str::<Value>(payload)
+        .ok()
+        .and_then(|v| v["type"].as_str().map(str::to_string))
+    {
+        Some(kind) => format!("event: {kind}\ndata: {payload}\n\n"),
+        None => format!("data: {payload}\n\n"),
+    }
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    shared.headers.lock().unwrap().push(headers);
+    status(
+        200,
+        r#"{"object":"list","data":[{"id":"model-b","object":"model"},{"id":"model-a","object":"model","display_name":"Model A"}]}"#,
+    )
+}
+
+/// Anthropic stream events for a plain text answer, with usage.
+pub fn anthropic_text(pieces: &[&str]) -> Reply {
+    let mut events = vec![
+        json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude","usage":{"input_tokens":20,"cache_read_input_tokens":100,"cache_creation_input_tokens":7,"output_tokens":1}}}).to_string(),
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}).to_string(),
+        json!({"type":"ping"}).to_string(),
+    ];
+    for p in pieces {
+        events.push(
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":p}})
+                .to_string(),
+        );
+    }
+    events.push(json!({"type":"content_block_stop","index":0}).to_string());
+    events.push(json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":pieces.len()}}).to_string());
+    events.push(json!({"type":"message_stop"}).to_string());
+    Reply::Sse(events)
+}
+
+/// Anthropic stream events asking for tools: (id, name, input JSON) split into two deltas each.
+pub fn anthropic_tools(calls: &[(&str, &str, &str)]) -> Reply {
+    let mut events = vec![json!({"type":"message_start","message":{"id":"msg_2","usage":{"input_tokens":30,"output_tokens":1}}}).to_string()];
+    for (i, (id, name, input)) in calls.iter().enumerate() {
+        let cut = input.len() / 2;
+        events.push(json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}).to_string());
+        events.push(json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":&input[..cut]}}).to_string());
+        events.push(json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":&input[cut..]}}).to_string());
+        events.push(json!({"type":"content_block_stop","index":i}).to_string());
+    }
+    events.push(json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}).to_string());
+    events.push(json!({"type":"message_stop"}).to_string());
+    Reply::Sse(events)
 }
 
 fn status(code: u16, body: &str) -> Response {
@@ -196,7 +265,15 @@ impl Env {
         for d in ["work", "data", "home", "xdg-data", "xdg-config"] {
             std::fs::create_dir_all(env.dir.path().join(d)).unwrap();
         }
+        // Retries wait milliseconds, not seconds, in tests.
+        env.write_config(r#"{"retry_initial_ms": 5}"#);
         env
+    }
+
+    /// Replaces the user config file.
+    pub fn write_config(&self, json: &str) {
+        std::fs::create_dir_all(self.config_dir()).unwrap();
+        std::fs::write(self.config_dir().join("config.json"), json).unwrap();
     }
 
     pub fn work(&self) -> PathBuf {
