@@ -58,3 +58,40 @@ fn real_server_answers_streams_and_forks() {
     assert_eq!(lines.len(), 5);
     assert_eq!(lines[3]["parent_id"], lines[1]["msg_id"]);
 }
+
+/// Against the LiteLLM proxy's `/v1/messages` of ../shared/tools/local-anthropic.sh: set
+/// NEW_E2E_ANTHROPIC_URL (the host root) and NEW_E2E_ANTHROPIC_KEY to run it.
+#[test]
+fn real_anthropic_format_server_answers_and_continues() {
+    let (Ok(url), Ok(key)) = (
+        std::env::var("NEW_E2E_ANTHROPIC_URL"),
+        std::env::var("NEW_E2E_ANTHROPIC_KEY"),
+    ) else {
+        eprintln!("skipped: set NEW_E2E_ANTHROPIC_URL and NEW_E2E_ANTHROPIC_KEY to run this test");
+        return;
+    };
+    let env = Env::new();
+    let command = |extra: &[&str]| {
+        let mut cmd = env.command("");
+        cmd.env_remove("OPENAI_BASE_URL")
+            .env("ANTHROPIC_BASE_URL", &url)
+            .env("ANTHROPIC_API_KEY", &key)
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .args(["--provider", "anthropic", "--model", "claude-local"])
+            .args(extra);
+        cmd
+    };
+    let run = run_with_stdin(command(&["-p", "Say hello in one short sentence."]), "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stdout.trim().is_empty(), "{run:?}");
+    assert!(run.stderr.contains("[tokens: "), "{run:?}");
+
+    // A second turn on the same conversation maps the stored history into a valid request.
+    let run = run_with_stdin(command(&["--continue"]), "Now say goodbye.\n/tree\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.is_empty(), "{run:?}");
+    assert!(run.stdout.contains("[3] user: Now say goodbye."), "{run:?}");
+    assert!(run.stdout.contains("[4] assistant:"), "{run:?}");
+}
