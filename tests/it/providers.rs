@@ -434,3 +434,25 @@ fn config_kinds_and_values_reach_the_request() {
     assert!(!req.to_string().contains("cache_control"));
     assert_eq!(server.headers()[0]["x-api-key"], "pk");
 }
+
+#[test]
+fn an_idle_stream_times_out_and_keeps_what_arrived() {
+    let server = Server::start(vec![Reply::SseStall(
+        vec![chunk_text("Slow start")],
+        std::time::Duration::from_secs(30),
+        vec![],
+    )]);
+    let env = Env::new();
+    env.write_config(r#"{"idle_timeout_secs": 1}"#);
+    let run = env.run(&server.base_url, &[], "hello\n/tree\n");
+    assert!(
+        run.stderr
+            .contains("the answer stream was cut: no data for 1 s (idle timeout)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("[2] assistant: Slow start (interrupted) ← current"),
+        "{run:?}"
+    );
+}
