@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::layers::Layers;
 use crate::llm::{ProviderKind, ProviderSettings, RetryPolicy};
+use crate::tools::{Mode, Rule};
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const DEFAULT_MAX_ROUNDS: usize = 30;
@@ -80,6 +81,18 @@ pub struct FileConfig {
     /// Anthropic prompt caching (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache: Option<bool>,
+    /// `strict`, `default` or `permissive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// Permission rules, checked in order (this file's before farther files').
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<Rule>,
+    /// The tools offered to the model; empty or absent: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// `bash`'s default timeout in seconds (30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bash_timeout_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderEntry>,
 }
@@ -119,8 +132,15 @@ impl FileConfig {
             retry_initial_ms,
             max_tokens,
             thinking_budget,
-            prompt_cache
+            prompt_cache,
+            permission_mode,
+            tools,
+            bash_timeout_secs
         );
+        // Rules add up: the nearer file's are checked first.
+        let mut rules = nearer.permissions;
+        rules.append(&mut self.permissions);
+        self.permissions = rules;
         for (name, entry) in nearer.providers {
             let merged = match self.providers.remove(&name) {
                 Some(base) => ProviderEntry {
@@ -226,6 +246,8 @@ pub enum ConfigError {
     NoBaseUrl { name: String },
     #[error("unknown language `{0}`; use en or zh")]
     UnknownLang(String),
+    #[error("unknown permission mode `{0}`; use strict, default or permissive")]
+    UnknownMode(String),
 }
 
 /// What the command line says; `None` leaves the decision to the other layers.
@@ -234,6 +256,7 @@ pub struct Overrides {
     pub provider: Option<String>,
     pub model: Option<String>,
     pub lang: Option<Lang>,
+    pub permission_mode: Option<Mode>,
 }
 
 /// The configuration in force.
@@ -247,6 +270,13 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// Whether the provider can be used as configured (a key is present or not needed).
     pub has_credentials: bool,
+    pub permission_mode: Mode,
+    /// Rules of the project's config file, then of the user's.
+    pub project_rules: Vec<Rule>,
+    pub user_rules: Vec<Rule>,
+    /// The tools to offer; empty: all.
+    pub tools: Vec<String>,
+    pub bash_timeout: Duration,
 }
 
 /// Reads one config file; a missing file is an empty config.
@@ -275,14 +305,24 @@ pub fn load(
 ) -> Result<Config, ConfigError> {
     let mut merged = FileConfig::default();
     let mut files = Vec::new();
+    let (mut project_rules, mut user_rules) = (Vec::new(), Vec::new());
     // Farthest first, so nearer files overlay.
-    for (_, dir) in layers.dirs().into_iter().rev() {
+    for (kind, dir) in layers.dirs().into_iter().rev() {
         let path = dir.join(CONFIG_FILE);
         if let Some(file) = read_file(&path)? {
+            match kind {
+                crate::layers::LayerKind::Project => project_rules = file.permissions.clone(),
+                _ => user_rules = file.permissions.clone(),
+            }
             merged = merged.overlay(file);
             files.insert(0, path);
         }
     }
+    let permission_mode = match (overrides.permission_mode, &merged.permission_mode) {
+        (Some(mode), _) => mode,
+        (None, Some(s)) => Mode::parse(s).ok_or_else(|| ConfigError::UnknownMode(s.clone()))?,
+        (None, None) => Mode::Default,
+    };
     let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
 
     let name = overrides
@@ -375,6 +415,11 @@ pub fn load(
         lang,
         max_rounds: merged.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS).max(1),
         files,
+        permission_mode,
+        project_rules,
+        user_rules,
+        tools: merged.tools.unwrap_or_default(),
+        bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
     })
 }
 
@@ -518,6 +563,42 @@ mod tests {
                 .to_string()
                 .contains("no base_url")
         );
+    }
+
+    #[test]
+    fn permissions_tools_and_timeouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"permission_mode":"strict","bash_timeout_secs":5,
+            "permissions":[{"tool":"bash","pattern":"git *","action":"allow"}]}"#,
+        );
+        write(
+            l.project.join(CONFIG_FILE),
+            r#"{"tools":["read_file","bash"],
+            "permissions":[{"tool":"bash","pattern":"git push *","action":"deny","reason":"no pushing"}]}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(c.permission_mode, Mode::Strict);
+        assert_eq!(c.project_rules.len(), 1);
+        assert_eq!(c.project_rules[0].reason.as_deref(), Some("no pushing"));
+        assert_eq!(c.user_rules[0].pattern.as_deref(), Some("git *"));
+        assert_eq!(c.tools, ["read_file", "bash"]);
+        assert_eq!(c.bash_timeout, Duration::from_secs(5));
+        let o = Overrides {
+            permission_mode: Some(Mode::Permissive),
+            ..Default::default()
+        };
+        assert_eq!(
+            load_with(dir.path(), o, &[]).unwrap().permission_mode,
+            Mode::Permissive
+        );
+        write(l.project.join(CONFIG_FILE), r#"{"permission_mode":"yolo"}"#);
+        let err = load_with(dir.path(), Overrides::default(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown permission mode `yolo`"), "{err}");
     }
 
     #[test]

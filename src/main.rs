@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use new_agent::cli::{Launch, run};
 use new_agent::config::{Lang, Overrides};
+use new_agent::tools::Mode;
 
 /// A terminal AI agent whose conversations are trees.
 #[derive(Parser, Debug)]
@@ -26,6 +27,9 @@ struct Args {
     /// Interface language
     #[arg(long, value_parser = ["en", "zh"])]
     lang: Option<String>,
+    /// Which tool calls need your approval
+    #[arg(long, value_parser = ["strict", "default", "permissive"])]
+    permission_mode: Option<String>,
     /// Send one prompt, print the final answer and exit
     #[arg(short = 'p', long = "prompt", value_name = "TEXT")]
     prompt: Option<String>,
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
             provider: args.provider,
             model: args.model,
             lang: args.lang.as_deref().and_then(Lang::parse),
+            permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
         },
         prompt: args.prompt,
         continue_latest: args.continue_latest,

@@ -18,6 +18,37 @@ use crate::tools::{ToolOutcome, ToolRegistry};
 
 /// The result stored for a tool call that the user's interrupt kept from running.
 pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";
+/// The result stored for a tool call stopped by the user while it ran.
+pub const INTERRUPTED_WHILE_RUNNING: &str =
+    "This tool call was stopped by the user while it ran; its output is lost.";
+
+/// Decides whether a tool call may run: permissions, hard limits, and asking the user.
+pub trait Gate {
+    fn check(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &serde_json::Value,
+    ) -> GateDecision;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateDecision {
+    Run,
+    /// Not run; the text goes back to the model as the call's result.
+    Refuse(String),
+    /// The user pressed Ctrl-C while being asked.
+    Interrupt,
+}
+
+/// Lets every call run: for callers with no one to ask and nothing to restrict (tests, tools).
+pub struct AllowAll;
+
+impl Gate for AllowAll {
+    fn check(&mut self, _: &ToolCall, _: &ToolRegistry, _: &serde_json::Value) -> GateDecision {
+        GateDecision::Run
+    }
+}
 
 /// What the person watching is told while a turn runs. The REPL prints; tests record.
 pub trait Observer {
@@ -69,6 +100,7 @@ impl Agent<'_> {
         &self,
         session: &mut ChatSession,
         observer: &mut dyn Observer,
+        gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
     ) -> TurnEnd {
         interrupts.borrow_and_update();
@@ -141,7 +173,10 @@ impl Agent<'_> {
             if status == ResponseStatus::Complete {
                 return TurnEnd::Complete;
             }
-            match self.run_tools(session, &calls, observer, interrupts).await {
+            match self
+                .run_tools(session, &calls, observer, gate, interrupts)
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => return TurnEnd::Interrupted,
                 Err(e) => return TurnEnd::Failed(e.into()),
@@ -175,13 +210,15 @@ impl Agent<'_> {
         Ok(())
     }
 
-    /// Runs every call in order, storing each result. Returns false if the user interrupted; the
-    /// calls not run then get an interrupted result.
+    /// Runs every call in order, each after the gate allowed it, storing each result. Returns
+    /// false if the user interrupted; the call that was running and those not run yet then get an
+    /// interrupted result.
     async fn run_tools(
         &self,
         session: &mut ChatSession,
         calls: &[ToolCall],
         observer: &mut dyn Observer,
+        gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
     ) -> Result<bool, SessionError> {
         let mut interrupted = false;
@@ -192,11 +229,38 @@ impl Agent<'_> {
                 continue;
             }
             observer.tool_call(call);
-            let outcome = self
-                .tools
-                .call(&call.function.name, &call.function.arguments);
+            let name = call.function.name.as_str();
+            let outcome = match self.tools.parse_arguments(name, &call.function.arguments) {
+                Err(outcome) => outcome,
+                Ok(args) => match gate.check(call, self.tools, &args) {
+                    GateDecision::Refuse(text) => ToolOutcome {
+                        summary: text.clone(),
+                        content: text,
+                        diff: None,
+                        is_error: true,
+                    },
+                    GateDecision::Interrupt => {
+                        interrupted = true;
+                        ToolOutcome::error(INTERRUPTED_RESULT)
+                    }
+                    GateDecision::Run => {
+                        tokio::select! {
+                            outcome = self.tools.run(name, &args) => outcome,
+                            _ = interrupts.changed() => {
+                                interrupted = true;
+                                ToolOutcome::error(INTERRUPTED_WHILE_RUNNING)
+                            }
+                        }
+                    }
+                },
+            };
             observer.tool_result(call, &outcome);
-            session.add(Message::tool_result(call.id.clone(), outcome.content))?;
+            let content = if interrupted {
+                outcome.summary.clone()
+            } else {
+                outcome.content
+            };
+            session.add(Message::tool_result(call.id.clone(), content))?;
         }
         Ok(!interrupted)
     }

@@ -18,6 +18,7 @@ pub enum CommandId {
     Search,
     Export,
     Dump,
+    Permissions,
     Model,
     Models,
     Skills,
@@ -159,6 +160,14 @@ pub const COMMANDS: &[CommandSpec] = &[
         takes_conversation: false,
     },
     CommandSpec {
+        id: CommandId::Permissions,
+        names: &["/permissions"],
+        args: "[MODE]",
+        help_en: "show the permission mode and rules; with MODE (strict, default, permissive), switch",
+        help_zh: "显示权限模式与规则；带 MODE（strict、default、permissive）则切换",
+        takes_conversation: false,
+    },
+    CommandSpec {
         id: CommandId::Model,
         names: &["/model"],
         args: "[NAME]",
@@ -294,6 +303,7 @@ mod tests {
             complete_names("/s"),
             ["/sessions", "/switch", "/search", "/skills"]
         );
+        assert_eq!(complete_names("/p"), ["/prev", "/permissions"]);
         assert_eq!(complete_names("/e"), ["/edit", "/export", "/exit"]);
         assert_eq!(complete_names("/mo"), ["/model", "/models"]);
         assert_eq!(complete_names("/ex"), ["/export", "/exit"]);

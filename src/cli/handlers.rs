@@ -648,6 +648,54 @@ impl App {
         }
     }
 
+    pub(super) fn permissions(&mut self, args: &str) {
+        if !args.is_empty() {
+            let Some(mode) = crate::tools::Mode::parse(args) else {
+                return self.refuse(
+                    &format!("unknown permission mode `{args}`; use strict, default or permissive"),
+                    &format!("未知权限模式 `{args}`；可用 strict、default 或 permissive"),
+                );
+            };
+            self.policy.mode = mode;
+        }
+        let mode = self.policy.mode;
+        let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
+        use crate::tools::ToolKind::*;
+        let mut text = format!(
+            "{} {} · {} {} · {} {} · {} {}\n",
+            self.t("mode", "模式"),
+            self.out.bold(mode.as_str()),
+            self.t("read", "读取"),
+            table(Read),
+            self.t("write", "写入"),
+            table(Write),
+            self.t("execute", "执行"),
+            table(Execute),
+        );
+        let rules: Vec<String> = self
+            .policy
+            .rules()
+            .map(|(r, origin)| format!("  {:<8} {}", origin.label(), r.describe()))
+            .chain(
+                self.policy
+                    .session_rules()
+                    .map(|r| format!("  {:<8} {}", "session", r.describe())),
+            )
+            .collect();
+        if rules.is_empty() {
+            text.push_str(&self.t("no rules; the mode decides\n", "没有规则；由模式决定\n"));
+        } else {
+            text.push_str(&self.t("rules, first match wins:\n", "规则（先匹配者生效）：\n"));
+            text.push_str(&rules.join("\n"));
+            text.push('\n');
+        }
+        text.push_str(&self.out.dim(&self.t(
+            "Hard limits (rm -rf /, mkfs, dd to a disk, fork bombs, shutdown, curl | sh, …) are refused in every mode; file tools never leave the working folder.",
+            "硬性限制（rm -rf /、mkfs、dd 写磁盘、fork 炸弹、关机、curl | sh 等）在任何模式下都会被拒绝；文件工具永远不会离开工作目录。",
+        )));
+        self.out.say(&text);
+    }
+
     pub(super) fn model(&mut self, args: &str) {
         let s = self.provider.settings();
         if args.is_empty() {

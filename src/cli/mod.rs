@@ -1,6 +1,7 @@
 //! The REPL: line editing, the command table and its dispatch, tree drawing and output.
 //! [`run`] is the whole program once the arguments are parsed.
 
+mod approval;
 pub mod commands;
 mod editor;
 mod handlers;

@@ -95,6 +95,37 @@ impl Output {
     }
 }
 
+/// Most diff lines shown at once; the rest is summarised.
+const MAX_DIFF_LINES: usize = 400;
+
+/// A unified diff with added lines green, removed lines red and hunk headers cyan.
+pub fn colour_diff(out: &Output, diff: &str) -> String {
+    let mut text = String::new();
+    let lines: Vec<&str> = diff.lines().collect();
+    for line in lines.iter().take(MAX_DIFF_LINES) {
+        let painted = if line.starts_with("+++") || line.starts_with("---") {
+            out.bold(line)
+        } else if line.starts_with('+') {
+            out.paint(GREEN, line)
+        } else if line.starts_with('-') {
+            out.paint(RED, line)
+        } else if line.starts_with("@@") {
+            out.paint(CYAN, line)
+        } else {
+            line.to_string()
+        };
+        text.push_str(&painted);
+        text.push('\n');
+    }
+    if lines.len() > MAX_DIFF_LINES {
+        text.push_str(&out.dim(&format!(
+            "… {} more diff lines\n",
+            lines.len() - MAX_DIFF_LINES
+        )));
+    }
+    text
+}
+
 /// Shows a turn as it happens.
 pub struct Printer {
     out: Output,
@@ -233,5 +264,8 @@ impl Observer for Printer {
                 .dim(&format!("  ✓ {}", preview(&outcome.summary, 160)))
         };
         self.out.say(&line);
+        if let Some(diff) = outcome.diff.as_deref().filter(|d| !d.is_empty()) {
+            self.out.say(colour_diff(&self.out, diff).trim_end());
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::llm::{Provider, Role};
 use crate::prompt::{self, RoleFile};
 use crate::session::{ChatSession, Message, Store};
 use crate::skill::SkillRegistry;
-use crate::tools::{Sandbox, ToolRegistry};
+use crate::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
 
 /// What the command line decided.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +52,7 @@ pub struct App {
     pub(super) session: ChatSession,
     pub(super) provider: Provider,
     pub(super) tools: ToolRegistry,
+    pub(super) policy: Policy,
     pub(super) config: Config,
     pub(super) out: Output,
     pub(super) reader: Reader,
@@ -225,7 +226,18 @@ impl App {
             Reader::piped()
         };
         let provider = Provider::new(config.provider.clone())?;
-        let tools = ToolRegistry::builtin(Sandbox::new(&workdir)?);
+        let tools = ToolRegistry::builtin(
+            ToolContext {
+                sandbox: Sandbox::new(&workdir)?,
+                bash_timeout: config.bash_timeout,
+            },
+            &config.tools,
+        )?;
+        let policy = Policy::new(
+            config.permission_mode,
+            config.project_rules.clone(),
+            config.user_rules.clone(),
+        )?;
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -262,6 +274,7 @@ impl App {
             session,
             provider,
             tools,
+            policy,
             config,
             out,
             reader,
@@ -411,6 +424,7 @@ impl App {
             CommandId::Search => self.search(args),
             CommandId::Export => self.export(args),
             CommandId::Dump => self.dump(args),
+            CommandId::Permissions => self.permissions(args),
             CommandId::Model => self.model(args),
             CommandId::Models => self.models(args),
             CommandId::Skills => self.list_skills(args),
@@ -439,10 +453,19 @@ impl App {
             max_rounds: self.config.max_rounds,
         };
         let mut printer = Printer::new(self.out);
+        let mut gate = super::approval::Approvals {
+            policy: &mut self.policy,
+            reader: &mut self.reader,
+            out: self.out,
+            project_config: self.layers.project.join(config::CONFIG_FILE),
+        };
         self.busy.store(true, Ordering::SeqCst);
-        let end =
-            self.runtime
-                .block_on(agent.run(&mut self.session, &mut printer, &mut self.interrupts));
+        let end = self.runtime.block_on(agent.run(
+            &mut self.session,
+            &mut printer,
+            &mut gate,
+            &mut self.interrupts,
+        ));
         self.busy.store(false, Ordering::SeqCst);
         match &end {
             TurnEnd::Complete => {}

@@ -1,12 +1,25 @@
 //! Tools the model can call. The [`ToolRegistry`] declares them with JSON Schema and routes calls;
 //! it does no truncation of its own: each tool owns its output (what is useful, how to page it, what
 //! to do next). A failed or refused call becomes an error text for the model, never a crash.
+//!
+//! Whether a call may run at all is decided before it runs, by [`permissions`] (modes and rules)
+//! and [`blacklist`] (hard limits no rule lifts); the file tools also never leave WORKDIR
+//! ([`sandbox`]), whatever the permissions say.
 
+pub mod blacklist;
 pub mod builtin;
+pub mod diff;
+pub mod permissions;
 pub mod sandbox;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
 
 use serde_json::Value;
 
+pub use builtin::write_atomically;
+pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
 pub use sandbox::{Sandbox, SandboxError};
 
 use crate::llm::ToolSpec;
@@ -28,11 +41,13 @@ impl ToolError {
     }
 }
 
-/// A tool's answer: the text for the model and a one-line summary for the person watching.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A tool's answer: the text for the model, a one-line summary for the person watching, and for
+/// tools that change files, the unified diff of the change.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolOutput {
     pub content: String,
     pub summary: String,
+    pub diff: Option<String>,
 }
 
 /// What a call produced, success or not.
@@ -40,7 +55,35 @@ pub struct ToolOutput {
 pub struct ToolOutcome {
     pub content: String,
     pub summary: String,
+    pub diff: Option<String>,
     pub is_error: bool,
+}
+
+impl ToolOutcome {
+    pub fn error(message: impl Into<String>) -> Self {
+        let message = message.into();
+        ToolOutcome {
+            summary: message.clone(),
+            content: format!("Error: {message}"),
+            diff: None,
+            is_error: true,
+        }
+    }
+}
+
+/// What every call may use.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub sandbox: Sandbox,
+    /// `bash`'s timeout when the call gives none.
+    pub bash_timeout: Duration,
+}
+
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// A finished result as a [`ToolFuture`], for tools that do their work synchronously.
+pub fn ready<'a>(result: Result<ToolOutput, ToolError>) -> ToolFuture<'a> {
+    Box::pin(std::future::ready(result))
 }
 
 pub trait Tool: Send + Sync {
@@ -48,25 +91,55 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &'static str;
     /// JSON Schema of the arguments object.
     fn parameters(&self) -> Value;
-    fn run(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError>;
+    /// Read, write or execute: what the permission modes are about.
+    fn kind(&self) -> ToolKind;
+    /// What permission rules match: the path for file tools, the command for `bash`.
+    fn subject(&self, args: &Value) -> Option<String>;
+    /// What the user is shown when asked to approve the call: the diff a write would make, the
+    /// command a shell call would run. None when the arguments say enough.
+    fn preview(&self, _args: &Value, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+    /// Runs the call. Dropping the future cancels it (and, for `bash`, kills its processes).
+    fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown tool `{name}` in the config's `tools` list; available tools: {}", .available.join(", "))]
+pub struct UnknownTool {
+    pub name: String,
+    pub available: Vec<&'static str>,
 }
 
 pub struct ToolRegistry {
     tools: Vec<Box<dyn Tool>>,
-    sandbox: Sandbox,
+    ctx: ToolContext,
 }
 
 impl ToolRegistry {
-    /// The built-in file tools, confined to `sandbox`.
-    pub fn builtin(sandbox: Sandbox) -> Self {
-        ToolRegistry {
-            tools: builtin::all(),
-            sandbox,
+    /// The built-in tools; `enabled` names the ones to offer (empty: all of them).
+    pub fn builtin(ctx: ToolContext, enabled: &[String]) -> Result<Self, UnknownTool> {
+        let all = builtin::all();
+        let available: Vec<&'static str> = all.iter().map(|t| t.name()).collect();
+        if let Some(name) = enabled.iter().find(|n| !available.contains(&n.as_str())) {
+            return Err(UnknownTool {
+                name: name.clone(),
+                available,
+            });
         }
+        let tools = all
+            .into_iter()
+            .filter(|t| enabled.is_empty() || enabled.iter().any(|n| n == t.name()))
+            .collect();
+        Ok(ToolRegistry { tools, ctx })
+    }
+
+    pub fn context(&self) -> &ToolContext {
+        &self.ctx
     }
 
     pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
+        &self.ctx.sandbox
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
@@ -84,45 +157,54 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.name()).collect()
     }
 
-    /// Runs one call. Unknown tools and unreadable arguments are answered, not raised.
-    pub fn call(&self, name: &str, arguments: &str) -> ToolOutcome {
-        let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
-            return error_outcome(format!(
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools.iter().find(|t| t.name() == name).map(|t| &**t)
+    }
+
+    /// The arguments of a call as a JSON object, or the error result that explains why not.
+    pub fn parse_arguments(&self, name: &str, arguments: &str) -> Result<Value, ToolOutcome> {
+        if self.get(name).is_none() {
+            return Err(ToolOutcome::error(format!(
                 "unknown tool `{name}`; available tools: {}",
                 self.names().join(", ")
-            ));
+            )));
+        }
+        if arguments.trim().is_empty() {
+            return Ok(Value::Object(Default::default()));
+        }
+        match serde_json::from_str(arguments) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(_) => Err(ToolOutcome::error(
+                "invalid arguments: expected a JSON object",
+            )),
+            Err(e) => Err(ToolOutcome::error(format!(
+                "invalid arguments: not valid JSON ({e}); send the arguments as one JSON object"
+            ))),
+        }
+    }
+
+    /// Runs one call with already parsed arguments.
+    pub async fn run(&self, name: &str, args: &Value) -> ToolOutcome {
+        let Some(tool) = self.get(name) else {
+            return ToolOutcome::error(format!("unknown tool `{name}`"));
         };
-        let args: Value = if arguments.trim().is_empty() {
-            Value::Object(Default::default())
-        } else {
-            match serde_json::from_str(arguments) {
-                Ok(v @ Value::Object(_)) => v,
-                Ok(_) => {
-                    return error_outcome("invalid arguments: expected a JSON object".to_string());
-                }
-                Err(e) => {
-                    return error_outcome(format!(
-                        "invalid arguments: not valid JSON ({e}); send the arguments as one JSON object"
-                    ));
-                }
-            }
-        };
-        match tool.run(&args, &self.sandbox) {
+        match tool.run(args, &self.ctx).await {
             Ok(out) => ToolOutcome {
                 content: out.content,
                 summary: out.summary,
+                diff: out.diff,
                 is_error: false,
             },
-            Err(e) => error_outcome(e.to_string()),
+            Err(e) => ToolOutcome::error(e.to_string()),
         }
     }
-}
 
-fn error_outcome(message: String) -> ToolOutcome {
-    ToolOutcome {
-        summary: message.clone(),
-        content: format!("Error: {message}"),
-        is_error: true,
+    /// Parses and runs one call. Unknown tools and unreadable arguments are answered, not raised.
+    pub async fn call(&self, name: &str, arguments: &str) -> ToolOutcome {
+        match self.parse_arguments(name, arguments) {
+            Ok(args) => self.run(name, &args).await,
+            Err(outcome) => outcome,
+        }
     }
 }
 
@@ -152,7 +234,15 @@ pub(crate) mod args {
         let bad = || ToolError::Arguments(format!("`{key}` must be a non-negative integer"));
         match args.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n.as_u64().map(|n| Some(n as usize)).ok_or_else(bad),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+                        .map(|f| f as u64)
+                })
+                .map(|n| Some(n as usize))
+                .ok_or_else(bad),
             Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad()),
             Some(_) => Err(bad()),
         }
@@ -169,6 +259,19 @@ pub(crate) mod args {
             ))),
         }
     }
+
+    /// The string argument `key` when present, for [`super::Tool::subject`].
+    pub fn subject(args: &Value, key: &str) -> Option<String> {
+        args.get(key).and_then(Value::as_str).map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
+    ToolContext {
+        sandbox: Sandbox::new(dir).unwrap(),
+        bash_timeout: Duration::from_secs(30),
+    }
 }
 
 #[cfg(test)]
@@ -177,22 +280,25 @@ mod tests {
 
     fn registry() -> (tempfile::TempDir, ToolRegistry) {
         let dir = tempfile::tempdir().unwrap();
-        let r = ToolRegistry::builtin(Sandbox::new(dir.path()).unwrap());
+        let r = ToolRegistry::builtin(test_context(dir.path()), &[]).unwrap();
         (dir, r)
     }
 
-    #[test]
-    fn unknown_tools_and_bad_arguments_are_answered() {
+    #[tokio::test]
+    async fn unknown_tools_and_bad_arguments_are_answered() {
         let (_d, r) = registry();
-        let out = r.call("rm_rf", "{}");
+        let out = r.call("rm_rf", "{}").await;
         assert!(out.is_error);
         assert!(out.content.contains("unknown tool `rm_rf`"));
-        assert!(out.content.contains("read_file, write_file, list_files"));
-        let out = r.call("read_file", "{not json");
+        assert!(
+            out.content
+                .contains("read_file, write_file, edit_file, list_files, glob, grep, bash")
+        );
+        let out = r.call("read_file", "{not json").await;
         assert!(out.is_error && out.content.contains("not valid JSON"));
-        let out = r.call("read_file", "[1]");
+        let out = r.call("read_file", "[1]").await;
         assert!(out.is_error && out.content.contains("JSON object"));
-        let out = r.call("read_file", "{}");
+        let out = r.call("read_file", "{}").await;
         assert!(out.is_error && out.content.contains("`filepath` is required"));
     }
 
@@ -204,5 +310,23 @@ mod tests {
             assert!(spec.parameters["properties"].is_object());
             assert!(!spec.description.is_empty());
         }
+    }
+
+    #[test]
+    fn the_enabled_list_filters_and_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = ToolRegistry::builtin(
+            test_context(dir.path()),
+            &["grep".into(), "read_file".into()],
+        )
+        .unwrap();
+        assert_eq!(r.names(), ["read_file", "grep"]);
+        let err = ToolRegistry::builtin(test_context(dir.path()), &["rm".into()])
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("unknown tool `rm` in the config's `tools` list")
+        );
     }
 }

@@ -28,7 +28,18 @@ fn plain_answer_streams_is_stored_and_shows_usage() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["read_file", "write_file", "list_files"]);
+    assert_eq!(
+        tools,
+        [
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_files",
+            "glob",
+            "grep",
+            "bash"
+        ]
+    );
     let msgs = role_contents(&server, 0);
     assert_eq!(msgs.len(), 2);
     assert_eq!(msgs[0].0, "system");

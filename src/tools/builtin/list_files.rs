@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::plural;
-use crate::tools::{Sandbox, Tool, ToolError, ToolOutput, args};
+use crate::tools::{
+    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+};
 
 /// Most entries listed one by one; past this a listing is summarised.
 pub const MAX_ENTRIES: usize = 500;
@@ -36,7 +38,21 @@ impl Tool for ListFiles {
         })
     }
 
-    fn run(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn subject(&self, args: &Value) -> Option<String> {
+        Some(args::subject(args, "dirpath").unwrap_or_else(|| ".".into()))
+    }
+
+    fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        ready(self.list(args, &ctx.sandbox))
+    }
+}
+
+impl ListFiles {
+    pub fn list(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
         let dirpath = args::opt_string(args, "dirpath")?.unwrap_or(".");
         let recursive = args::opt_bool(args, "recursive")?.unwrap_or(false);
         let dir = sandbox.resolve(dirpath)?;
@@ -123,6 +139,7 @@ fn list_one(dir: &Path, shown: &str) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput {
         content: out,
         summary: format!("{shown}: {} entries", entries.len()),
+        diff: None,
     })
 }
 
@@ -228,6 +245,7 @@ fn list_tree(root: &Path, shown: &str) -> Result<ToolOutput, ToolError> {
             plural(total.dirs, "folder"),
             plural(total.files, "file")
         ),
+        diff: None,
     })
 }
 
@@ -254,7 +272,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
-        ListFiles.run(&args, &Sandbox::new(dir).unwrap())
+        ListFiles.list(&args, &Sandbox::new(dir).unwrap())
     }
 
     fn tree(dir: &Path) {

@@ -1,9 +1,21 @@
-//! The built-in file tools: `read_file`, `write_file`, `list_files`.
+//! The built-in tools: files (`read_file`, `write_file`, `edit_file`, `list_files`), search
+//! (`glob`, `grep`) and the shell (`bash`).
 
+mod bash;
+mod change;
+mod edit_file;
+mod glob;
+mod grep;
 mod list_files;
 mod read_file;
+mod walk;
 mod write_file;
 
+pub use bash::Bash;
+pub use change::write_atomically;
+pub use edit_file::EditFile;
+pub use glob::Glob;
+pub use grep::Grep;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
 pub use write_file::WriteFile;
@@ -11,7 +23,15 @@ pub use write_file::WriteFile;
 use super::Tool;
 
 pub fn all() -> Vec<Box<dyn Tool>> {
-    vec![Box::new(ReadFile), Box::new(WriteFile), Box::new(ListFiles)]
+    vec![
+        Box::new(ReadFile),
+        Box::new(WriteFile),
+        Box::new(EditFile),
+        Box::new(ListFiles),
+        Box::new(Glob),
+        Box::new(Grep),
+        Box::new(Bash),
+    ]
 }
 
 /// "1 line", "2 lines": counts read better in the model's and the user's summaries.

@@ -5,7 +5,9 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::{Value, json};
 
 use super::plural;
-use crate::tools::{Sandbox, Tool, ToolError, ToolOutput, args};
+use crate::tools::{
+    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+};
 
 /// Lines returned when the model gives no limit.
 pub const DEFAULT_LIMIT: usize = 2000;
@@ -40,7 +42,21 @@ impl Tool for ReadFile {
         })
     }
 
-    fn run(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn subject(&self, args: &Value) -> Option<String> {
+        args::subject(args, "filepath")
+    }
+
+    fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        ready(self.read(args, &ctx.sandbox))
+    }
+}
+
+impl ReadFile {
+    pub fn read(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
         let filepath = args::string(args, "filepath")?;
         let offset = args::opt_usize(args, "offset")?.unwrap_or(1).max(1);
         let limit = args::opt_usize(args, "limit")?
@@ -70,6 +86,7 @@ impl Tool for ReadFile {
             return Ok(ToolOutput {
                 content: format!("`{shown}` is empty (0 bytes)."),
                 summary: format!("{shown}: empty"),
+                diff: None,
             });
         }
 
@@ -128,6 +145,7 @@ impl Tool for ReadFile {
         Ok(ToolOutput {
             content: out,
             summary: format!("{shown}: lines {offset}-{last_shown} of {total}"),
+            diff: None,
         })
     }
 }
@@ -148,7 +166,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
-        ReadFile.run(&args, &Sandbox::new(dir).unwrap())
+        ReadFile.read(&args, &Sandbox::new(dir).unwrap())
     }
 
     #[test]

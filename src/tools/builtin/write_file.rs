@@ -1,12 +1,11 @@
 //! `write_file`: creates or replaces a whole file atomically (temporary file, then rename).
 
-use std::collections::HashMap;
-use std::io::Write;
-
 use serde_json::{Value, json};
 
-use super::plural;
-use crate::tools::{Sandbox, Tool, ToolError, ToolOutput, args};
+use super::change::FileChange;
+use crate::tools::{
+    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+};
 
 pub struct WriteFile;
 
@@ -31,99 +30,33 @@ impl Tool for WriteFile {
         })
     }
 
-    fn run(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    fn kind(&self) -> ToolKind {
+        ToolKind::Write
+    }
+
+    fn subject(&self, args: &Value) -> Option<String> {
+        args::subject(args, "filepath")
+    }
+
+    fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        self.change(args, &ctx.sandbox).ok().map(|c| c.diff())
+    }
+
+    fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        ready(self.write(args, &ctx.sandbox))
+    }
+}
+
+impl WriteFile {
+    fn change(&self, args: &Value, sandbox: &Sandbox) -> Result<FileChange, ToolError> {
         let filepath = args::string(args, "filepath")?;
         let content = args::string(args, "content")?;
-        let path = sandbox.resolve(filepath)?;
-        let shown = sandbox.display(&path);
-        if path == sandbox.root() || path.is_dir() {
-            return Err(ToolError::Failed(format!(
-                "`{shown}` is a folder, not a file"
-            )));
-        }
-        let old = match std::fs::read(&path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(ToolError::io("reading", &shown, e)),
-        };
-        if old.as_deref() == Some(content.as_bytes()) {
-            return Ok(ToolOutput {
-                content: format!("`{shown}` already has exactly this content; nothing changed."),
-                summary: format!("{shown}: unchanged"),
-            });
-        }
-        let parent = path
-            .parent()
-            .expect("a path inside the sandbox has a parent");
-        std::fs::create_dir_all(parent)
-            .map_err(|e| ToolError::io("creating folders for", &shown, e))?;
-        write_atomically(&path, content.as_bytes())
-            .map_err(|e| ToolError::io("writing", &shown, e))?;
+        FileChange::load(sandbox, filepath, content.to_string())
+    }
 
-        let lines = content.lines().count();
-        let (content, summary) = match old {
-            None => (
-                format!(
-                    "Created `{shown}` ({}, {}).",
-                    plural(lines, "line"),
-                    plural(content.len(), "byte")
-                ),
-                format!("{shown}: created, {}", plural(lines, "line")),
-            ),
-            Some(old) => {
-                let old = String::from_utf8_lossy(&old);
-                let (added, removed) = line_changes(&old, content);
-                (
-                    format!(
-                        "Replaced `{shown}`: {} → {}, +{added} −{removed}.",
-                        plural(old.lines().count(), "line"),
-                        plural(lines, "line"),
-                    ),
-                    format!("{shown}: +{added} −{removed}"),
-                )
-            }
-        };
-        Ok(ToolOutput { content, summary })
+    pub fn write(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+        self.change(args, sandbox)?.apply()
     }
-}
-
-/// Writes through a temporary file in the same folder and renames it over the target, so a reader
-/// never sees half a file. An existing file keeps its permissions.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().expect("has a parent");
-    let name = path.file_name().expect("has a name").to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::session::new_id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Lines added and removed, counted as the multiset difference of the two versions' lines.
-fn line_changes(old: &str, new: &str) -> (usize, usize) {
-    let mut counts: HashMap<&str, isize> = HashMap::new();
-    for line in old.lines() {
-        *counts.entry(line).or_default() += 1;
-    }
-    for line in new.lines() {
-        *counts.entry(line).or_default() -= 1;
-    }
-    let removed = counts.values().filter(|&&c| c > 0).sum::<isize>() as usize;
-    let added = counts
-        .values()
-        .filter(|&&c| c < 0)
-        .map(|c| -c)
-        .sum::<isize>() as usize;
-    (added, removed)
 }
 
 #[cfg(test)]
@@ -131,7 +64,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
-        WriteFile.run(&args, &Sandbox::new(dir).unwrap())
+        WriteFile.write(&args, &Sandbox::new(dir).unwrap())
     }
 
     #[test]

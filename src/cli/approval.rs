@@ -1,0 +1,224 @@
+//! The permission gate of the REPL: applies the [`Policy`], shows refusals, and asks the user
+//! when a call needs approval: allow once, for this session, always (saved as a project rule), or
+//! deny with an optional reason for the model. With no terminal to ask, the answer is no.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::output::Output;
+use super::reader::{ReadOutcome, Reader};
+use crate::agent::{Gate, GateDecision};
+use crate::config::Lang;
+use crate::llm::ToolCall;
+use crate::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
+
+pub struct Approvals<'a> {
+    pub policy: &'a mut Policy,
+    pub reader: &'a mut Reader,
+    pub out: Output,
+    /// `<WORKDIR>/.new/config.json`, where "always allow" saves its rule.
+    pub project_config: PathBuf,
+}
+
+impl Approvals<'_> {
+    fn t(&self, en: &str, zh: &str) -> String {
+        match self.out.lang {
+            Lang::En => en.to_string(),
+            Lang::Zh => zh.to_string(),
+        }
+    }
+
+    fn refused(&self, name: &str, why: &str) {
+        self.out.error(&format!("{name}: {why}"));
+    }
+
+    /// The rule an answer of "this session" or "always" adds.
+    fn rule_for(name: &str, kind: ToolKind, subject: Option<&str>, always: bool) -> Rule {
+        let pattern = match kind {
+            // One command line, exactly (whitespace aside).
+            ToolKind::Execute => {
+                subject.map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            }
+            // Writes: this file for good, any file for the session.
+            _ if always => subject.map(str::to_string),
+            _ => None,
+        };
+        Rule {
+            tool: name.to_string(),
+            pattern,
+            action: Action::Allow,
+            reason: always.then(|| "allowed at the prompt".to_string()),
+        }
+    }
+
+    fn ask(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        kind: ToolKind,
+        subject: Option<&str>,
+    ) -> GateDecision {
+        let name = call.function.name.as_str();
+        if !matches!(self.reader, Reader::Editor { .. }) {
+            let why = self.t(
+                "needs approval and there is no terminal to ask, so it was not run (allow it with --permission-mode or a rule)",
+                "需要批准，但没有终端可询问，因此未运行（可用 --permission-mode 或规则允许）",
+            );
+            self.refused(name, &why);
+            return GateDecision::Refuse(format!(
+                "Permission denied: `{name}` needs the user's approval and the user could not be asked (no terminal). The call was not run."
+            ));
+        }
+        let tool = tools.get(name).expect("checked by the caller");
+        let preview = tool
+            .preview(args, tools.context())
+            .unwrap_or_else(|| serde_json::to_string_pretty(args).unwrap_or_default());
+        let shown = match kind {
+            ToolKind::Write => super::output::colour_diff(&self.out, &preview),
+            _ => preview,
+        };
+        let always_rule = Self::rule_for(name, kind, subject, true);
+        let session_rule = Self::rule_for(name, kind, subject, false);
+        let describe = |r: &Rule| match &r.pattern {
+            Some(p) => format!("{} {p}", r.tool),
+            None => r.tool.clone(),
+        };
+        self.out.say(&format!(
+            "{}\n{}\n{}",
+            self.out.bold(&self.t(&format!("⚠ {name} needs your approval:"), &format!("⚠ {name} 需要你的批准："))),
+            shown.trim_end(),
+            self.out.dim(&self.t(
+                &format!(
+                    "y: allow once · s: allow `{}` for this session · a: always allow `{}` (saved in {}) · n: deny",
+                    describe(&session_rule),
+                    describe(&always_rule),
+                    self.project_config.display()
+                ),
+                &format!(
+                    "y：允许一次 · s：本次会话允许 `{}` · a：始终允许 `{}`（保存到 {}）· n：拒绝",
+                    describe(&session_rule),
+                    describe(&always_rule),
+                    self.project_config.display()
+                ),
+            ))
+        ));
+        loop {
+            let answer = match self.reader.read("[y/s/a/N] ", "", &self.out) {
+                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+                Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
+                Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
+            };
+            match answer.as_str() {
+                "y" | "yes" => return GateDecision::Run,
+                "s" | "session" => {
+                    if let Err(e) = self.policy.allow_for_session(session_rule) {
+                        self.out.error(&e.to_string());
+                    }
+                    return GateDecision::Run;
+                }
+                "a" | "always" => {
+                    match save_rule(&self.project_config, &always_rule) {
+                        Ok(()) => {
+                            let _ = self.policy.add_project_rule(always_rule);
+                            self.out.say(&self.out.dim(&self.t(
+                                &format!("saved in {}", self.project_config.display()),
+                                &format!("已保存到 {}", self.project_config.display()),
+                            )));
+                        }
+                        Err(e) => self.out.error(&format!(
+                            "could not save the rule in {}: {e}; allowed once",
+                            self.project_config.display()
+                        )),
+                    }
+                    return GateDecision::Run;
+                }
+                "" | "n" | "no" => {
+                    let reason = match self.reader.read(
+                        &self.t(
+                            "reason for the model (optional): ",
+                            "给模型的理由（可选）：",
+                        ),
+                        "",
+                        &self.out,
+                    ) {
+                        Ok(ReadOutcome::Line(r)) => r.trim().to_string(),
+                        Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
+                        _ => String::new(),
+                    };
+                    let mut text = format!("The user denied this `{name}` call; it was not run.");
+                    if !reason.is_empty() {
+                        text.push_str(&format!(" Their reason: {reason}"));
+                    }
+                    return GateDecision::Refuse(text);
+                }
+                _ => self
+                    .out
+                    .say(&self.t("answer y, s, a or n", "请回答 y、s、a 或 n")),
+            }
+        }
+    }
+}
+
+impl Gate for Approvals<'_> {
+    fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
+        let name = call.function.name.as_str();
+        let Some(tool) = tools.get(name) else {
+            return GateDecision::Run; // unknown tools are answered by the registry
+        };
+        let kind = tool.kind();
+        // File tools are judged by where the path really lands, `..` and links resolved.
+        let subject = tool.subject(args).map(|s| match kind {
+            ToolKind::Execute => s,
+            _ => tools
+                .sandbox()
+                .resolve(&s)
+                .map(|p| tools.sandbox().display(&p))
+                .unwrap_or(s),
+        });
+        match self.policy.check(name, kind, subject.as_deref()) {
+            Verdict::Allow => GateDecision::Run,
+            Verdict::Deny(why) => {
+                self.refused(name, &why);
+                GateDecision::Refuse(format!(
+                    "Permission denied: {why}. The call was not run; do not retry it."
+                ))
+            }
+            Verdict::Refuse(why) => {
+                self.refused(name, &why);
+                GateDecision::Refuse(format!("Refused: {why}. The call was not run."))
+            }
+            Verdict::Ask => self.ask(call, tools, args, kind, subject.as_deref()),
+        }
+    }
+}
+
+/// Appends a rule to the project config's `permissions`, keeping everything else in the file.
+fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
+    let mut config: Value = match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => {
+            serde_json::from_str(&text).map_err(std::io::Error::other)?
+        }
+        Ok(_) => Value::Object(Default::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
+        Err(e) => return Err(e),
+    };
+    let Some(object) = config.as_object_mut() else {
+        return Err(std::io::Error::other(
+            "the file does not hold a JSON object",
+        ));
+    };
+    let list = object
+        .entry("permissions")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Some(list) = list.as_array_mut() else {
+        return Err(std::io::Error::other("`permissions` is not a list"));
+    };
+    list.push(serde_json::to_value(rule).map_err(std::io::Error::other)?);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)? + "\n";
+    crate::tools::write_atomically(path, text.as_bytes())
+}

@@ -1,0 +1,173 @@
+//! `glob`: files whose names match a pattern, newest first, .gitignore-aware.
+
+use serde_json::{Value, json};
+
+use super::plural;
+use super::walk::{NameFilter, files};
+use crate::tools::{
+    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+};
+
+/// Most paths returned.
+pub const MAX_RESULTS: usize = 200;
+
+pub struct Glob;
+
+impl Tool for Glob {
+    fn name(&self) -> &'static str {
+        "glob"
+    }
+
+    fn description(&self) -> &'static str {
+        "Find files by name pattern, most recently modified first. `*.rs` matches the file name in any \
+         folder; a pattern with a slash matches the path (`src/**/*.test.ts`). Files ignored by \
+         .gitignore are skipped."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Glob pattern, e.g. `*.py` or `src/**/*.rs`"},
+                "path": {"type": "string", "description": "Folder to search, relative to the working folder (default: all of it)"}
+            },
+            "required": ["pattern"]
+        })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn subject(&self, args: &Value) -> Option<String> {
+        Some(args::subject(args, "path").unwrap_or_else(|| ".".into()))
+    }
+
+    fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        ready(self.find(args, &ctx.sandbox))
+    }
+}
+
+impl Glob {
+    pub fn find(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+        let pattern = args::string(args, "pattern")?;
+        let root = sandbox.resolve(args::opt_string(args, "path")?.unwrap_or("."))?;
+        let shown_root = sandbox.display(&root);
+        if !root.is_dir() {
+            return Err(ToolError::Failed(format!("`{shown_root}` is not a folder")));
+        }
+        let filter = NameFilter::new(pattern)?;
+        let mut found: Vec<(std::time::SystemTime, String)> = files(&root)
+            .filter(|p| p.strip_prefix(&root).is_ok_and(|rel| filter.matches(rel)))
+            .map(|p| {
+                let modified = p
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::UNIX_EPOCH);
+                (modified, sandbox.display(&p))
+            })
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let total = found.len();
+        let mut out: String = found
+            .iter()
+            .take(MAX_RESULTS)
+            .map(|(_, p)| format!("{p}\n"))
+            .collect();
+        if total == 0 {
+            out = format!("No files match `{pattern}` in `{shown_root}`.\n");
+        } else if total > MAX_RESULTS {
+            out.push_str(&format!(
+                "[{} more not shown; narrow the pattern or the path]\n",
+                total - MAX_RESULTS
+            ));
+        }
+        Ok(ToolOutput {
+            content: out,
+            summary: format!("{pattern}: {}", plural(total, "file")),
+            diff: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(dir: &std::path::Path) {
+        for (path, text) in [
+            ("src/main.rs", "fn main() {}"),
+            ("src/util/mod.rs", ""),
+            ("README.md", "# hi"),
+            ("target/debug/build.rs", ""),
+            ("notes.rs.bak", ""),
+            (".git/config", ""),
+        ] {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+    }
+
+    fn names(out: &ToolOutput) -> Vec<&str> {
+        let mut v: Vec<&str> = out.content.lines().collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn matches_names_anywhere_or_paths_and_skips_ignored_files() {
+        let dir = tempfile::tempdir().unwrap();
+        tree(dir.path());
+        let s = Sandbox::new(dir.path()).unwrap();
+        let out = Glob.find(&json!({"pattern": "*.rs"}), &s).unwrap();
+        assert_eq!(names(&out), ["src/main.rs", "src/util/mod.rs"]);
+        assert_eq!(out.summary, "*.rs: 2 files");
+        let out = Glob.find(&json!({"pattern": "src/*.rs"}), &s).unwrap();
+        assert_eq!(names(&out), ["src/main.rs"]);
+        let out = Glob.find(&json!({"pattern": "src/**/*.rs"}), &s).unwrap();
+        assert_eq!(names(&out), ["src/main.rs", "src/util/mod.rs"]);
+        let out = Glob
+            .find(&json!({"pattern": "*.rs", "path": "src/util"}), &s)
+            .unwrap();
+        assert_eq!(names(&out), ["src/util/mod.rs"]);
+        let out = Glob.find(&json!({"pattern": "*.zig"}), &s).unwrap();
+        assert_eq!(out.content, "No files match `*.zig` in `.`.\n");
+        assert!(
+            Glob.find(&json!({"pattern": "a[", "path": "."}), &s)
+                .is_err()
+        );
+        assert!(
+            Glob.find(&json!({"pattern": "*", "path": ".."}), &s)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn newest_first_and_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..(MAX_RESULTS + 5) {
+            std::fs::write(dir.path().join(format!("f{i:03}.txt")), "").unwrap();
+        }
+        let newest = dir.path().join("f000.txt");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&newest)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let out = Glob
+            .find(
+                &json!({"pattern": "*.txt"}),
+                &Sandbox::new(dir.path()).unwrap(),
+            )
+            .unwrap();
+        assert!(out.content.starts_with("f000.txt\n"));
+        assert!(
+            out.content
+                .ends_with("[5 more not shown; narrow the pattern or the path]\n")
+        );
+    }
+}

@@ -1,0 +1,537 @@
+//! Who may run what: permission modes, rules, and the session's own allowances.
+//!
+//! | tool kind | strict | default | permissive |
+//! |---|---|---|---|
+//! | read inside WORKDIR | allow | allow | allow |
+//! | write inside WORKDIR | ask | allow | allow |
+//! | execute | ask | ask | allow |
+//!
+//! Rules `{tool, pattern, action, reason}` are matched in order, project rules before user rules,
+//! and the first match wins. `tool` is a glob (`mcp__*`). `pattern` is a path glob for file tools
+//! (`src/**`, matched against the path relative to WORKDIR) and a command pattern for `bash`, where
+//! `*` matches anything and `git *` also matches plain `git`. A shell line with several commands
+//! (`a && b | c`) is judged command by command: any denial denies it, any question asks. What the
+//! user allows for the session only answers questions; it never overrides a rule that denies. The
+//! hard limits of [`super::blacklist`] come before everything.
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::{Deserialize, Serialize};
+
+use super::blacklist;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Strict,
+    Default,
+    Permissive,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "strict" => Some(Mode::Strict),
+            "default" => Some(Mode::Default),
+            "permissive" => Some(Mode::Permissive),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Strict => "strict",
+            Mode::Default => "default",
+            Mode::Permissive => "permissive",
+        }
+    }
+
+    /// The mode table.
+    pub fn action(self, kind: ToolKind) -> Action {
+        match (self, kind) {
+            (_, ToolKind::Read) => Action::Allow,
+            (Mode::Strict, ToolKind::Write) => Action::Ask,
+            (_, ToolKind::Write) => Action::Allow,
+            (Mode::Permissive, ToolKind::Execute) => Action::Allow,
+            (_, ToolKind::Execute) => Action::Ask,
+        }
+    }
+}
+
+/// What a tool does, as far as permissions care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Reads inside WORKDIR.
+    Read,
+    /// Writes inside WORKDIR.
+    Write,
+    /// Runs programs (and, later, external tools).
+    Execute,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Deny,
+    Ask,
+}
+
+impl Action {
+    fn severity(self) -> u8 {
+        match self {
+            Action::Allow => 0,
+            Action::Ask => 1,
+            Action::Deny => 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    /// A tool name or glob of names.
+    pub tool: String,
+    /// A path glob (file tools) or command pattern (`bash`); absent: any call of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Rule {
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "{:<5} {}",
+            format!("{:?}", self.action).to_lowercase(),
+            self.tool
+        );
+        if let Some(p) = &self.pattern {
+            text.push_str(&format!(" {p}"));
+        }
+        if let Some(r) = &self.reason {
+            text.push_str(&format!("  ({r})"));
+        }
+        text
+    }
+}
+
+/// Where a rule came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Project,
+    User,
+}
+
+impl Origin {
+    pub fn label(self) -> &'static str {
+        match self {
+            Origin::Project => "project",
+            Origin::User => "user",
+        }
+    }
+}
+
+/// The outcome of a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Ask,
+    /// Denied by a rule; the text says which and why.
+    Deny(String),
+    /// Refused by a hard limit.
+    Refuse(String),
+}
+
+#[derive(Debug, Clone)]
+struct Compiled {
+    rule: Rule,
+    origin: Origin,
+    tool: GlobMatcher,
+    path: Option<GlobMatcher>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("bad permission rule for `{tool}`: {reason}")]
+pub struct RuleError {
+    pub tool: String,
+    pub reason: String,
+}
+
+fn compile(rule: Rule, origin: Origin) -> Result<Compiled, RuleError> {
+    let err = |reason: String| RuleError {
+        tool: rule.tool.clone(),
+        reason,
+    };
+    let tool = GlobBuilder::new(&rule.tool)
+        .build()
+        .map_err(|e| err(e.to_string()))?
+        .compile_matcher();
+    let path = match &rule.pattern {
+        Some(p) => Some(
+            GlobBuilder::new(p.trim_start_matches("./"))
+                .literal_separator(true)
+                .build()
+                .map_err(|e| err(e.to_string()))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    Ok(Compiled {
+        rule,
+        origin,
+        tool,
+        path,
+    })
+}
+
+/// `*` matches any text; a pattern ending in ` *` also matches the command without arguments.
+fn command_matches(pattern: &str, command: &str) -> bool {
+    let command = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    let pattern = pattern.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some(bare) = pattern.strip_suffix(" *")
+        && command == bare
+    {
+        return true;
+    }
+    wildcard(pattern.as_bytes(), command.as_bytes())
+}
+
+fn wildcard(p: &[u8], s: &[u8]) -> bool {
+    // Iterative glob match with backtracking to the last `*`.
+    let (mut pi, mut si) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            pi += 1;
+            mark = si;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub mode: Mode,
+    rules: Vec<Compiled>,
+    session: Vec<Compiled>,
+}
+
+impl Policy {
+    /// `project` rules are checked before `user` rules.
+    pub fn new(mode: Mode, project: Vec<Rule>, user: Vec<Rule>) -> Result<Self, RuleError> {
+        let rules = project
+            .into_iter()
+            .map(|r| compile(r, Origin::Project))
+            .chain(user.into_iter().map(|r| compile(r, Origin::User)))
+            .collect::<Result<_, _>>()?;
+        Ok(Policy {
+            mode,
+            rules,
+            session: Vec::new(),
+        })
+    }
+
+    /// The rules in force, in the order they are checked.
+    pub fn rules(&self) -> impl Iterator<Item = (&Rule, Origin)> {
+        self.rules.iter().map(|c| (&c.rule, c.origin))
+    }
+
+    pub fn session_rules(&self) -> impl Iterator<Item = &Rule> {
+        self.session.iter().map(|c| &c.rule)
+    }
+
+    /// Allows what `rule` matches for the rest of the session (it answers questions only).
+    pub fn allow_for_session(&mut self, rule: Rule) -> Result<(), RuleError> {
+        self.session.push(compile(rule, Origin::Project)?);
+        Ok(())
+    }
+
+    /// Adds a project rule after the existing project rules (what "always allow" saves).
+    pub fn add_project_rule(&mut self, rule: Rule) -> Result<(), RuleError> {
+        let at = self
+            .rules
+            .iter()
+            .position(|c| c.origin == Origin::User)
+            .unwrap_or(self.rules.len());
+        self.rules.insert(at, compile(rule, Origin::Project)?);
+        Ok(())
+    }
+
+    /// Decides one call. `subject` is the path relative to WORKDIR for file tools, the command line
+    /// for `bash`.
+    pub fn check(&self, tool: &str, kind: ToolKind, subject: Option<&str>) -> Verdict {
+        let is_shell = tool == "bash";
+        if is_shell
+            && let Some(command) = subject
+            && let Some(reason) = blacklist::check(command)
+        {
+            return Verdict::Refuse(reason);
+        }
+        let parts: Vec<String> = match (is_shell, subject) {
+            (true, Some(command)) => {
+                let parts = blacklist::simple_commands(command);
+                if parts.is_empty() {
+                    vec![String::new()]
+                } else {
+                    parts
+                }
+            }
+            (_, s) => vec![s.unwrap_or("").to_string()],
+        };
+        let mut worst = (Action::Allow, None::<&Compiled>);
+        for part in &parts {
+            let matched = self
+                .rules
+                .iter()
+                .find(|c| self.matches(c, tool, is_shell, part));
+            let mut action = matched.map_or_else(|| self.mode.action(kind), |c| c.rule.action);
+            if action == Action::Ask
+                && self
+                    .session
+                    .iter()
+                    .any(|c| self.matches(c, tool, is_shell, part))
+            {
+                action = Action::Allow;
+            }
+            if action.severity() > worst.0.severity() {
+                worst = (action, matched);
+            }
+        }
+        match worst {
+            (Action::Allow, _) => Verdict::Allow,
+            (Action::Ask, _) => Verdict::Ask,
+            (Action::Deny, rule) => Verdict::Deny(match rule {
+                Some(c) => format!(
+                    "denied by the {} rule `{}`{}",
+                    c.origin.label(),
+                    c.rule.describe(),
+                    c.rule
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+                None => "denied".to_string(),
+            }),
+        }
+    }
+
+    fn matches(&self, c: &Compiled, tool: &str, is_shell: bool, subject: &str) -> bool {
+        if !c.tool.is_match(tool) {
+            return false;
+        }
+        match (&c.rule.pattern, is_shell) {
+            (None, _) => true,
+            (Some(p), true) => command_matches(p, subject),
+            (Some(_), false) => c
+                .path
+                .as_ref()
+                .is_some_and(|m| m.is_match(subject.trim_start_matches("./"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(tool: &str, pattern: Option<&str>, action: Action) -> Rule {
+        Rule {
+            tool: tool.into(),
+            pattern: pattern.map(str::to_string),
+            action,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn every_cell_of_the_mode_table() {
+        use Action::*;
+        use ToolKind::*;
+        let table = [
+            (Mode::Strict, [Allow, Ask, Ask]),
+            (Mode::Default, [Allow, Allow, Ask]),
+            (Mode::Permissive, [Allow, Allow, Allow]),
+        ];
+        for (mode, expected) in table {
+            let policy = Policy::new(mode, vec![], vec![]).unwrap();
+            for ((tool, kind, subject), want) in [
+                ("read_file", Read, "a.txt"),
+                ("edit_file", Write, "a.txt"),
+                ("bash", Execute, "ls"),
+            ]
+            .into_iter()
+            .zip(expected)
+            {
+                assert_eq!(mode.action(kind), want, "{mode:?} {kind:?}");
+                let verdict = policy.check(tool, kind, Some(subject));
+                let want = match want {
+                    Allow => Verdict::Allow,
+                    Ask => Verdict::Ask,
+                    Deny => unreachable!(),
+                };
+                assert_eq!(verdict, want, "{mode:?} {tool}");
+            }
+        }
+    }
+
+    #[test]
+    fn rules_match_in_order_project_first_and_first_match_wins() {
+        let project = vec![
+            rule("write_file", Some("secrets/**"), Action::Deny),
+            rule("bash", Some("git push *"), Action::Ask),
+            rule("bash", Some("git *"), Action::Allow),
+        ];
+        let user = vec![
+            rule("bash", Some("git *"), Action::Deny),
+            rule("write_file", None, Action::Ask),
+            rule("mcp__*", None, Action::Deny),
+        ];
+        let p = Policy::new(Mode::Default, project, user).unwrap();
+        assert!(
+            matches!(p.check("write_file", ToolKind::Write, Some("secrets/key.pem")), Verdict::Deny(r) if r.contains("project rule"))
+        );
+        assert!(matches!(
+            p.check("write_file", ToolKind::Write, Some("secrets/a/b")),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(
+            p.check("write_file", ToolKind::Write, Some("src/main.rs")),
+            Verdict::Ask
+        );
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("git status")),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("git")),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("git push origin main")),
+            Verdict::Ask
+        );
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("cargo build")),
+            Verdict::Ask
+        );
+        assert!(matches!(
+            p.check("mcp__github__create_issue", ToolKind::Execute, None),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(
+            p.check("read_file", ToolKind::Read, Some("secrets/key.pem")),
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn compound_commands_are_judged_part_by_part() {
+        let p = Policy::new(
+            Mode::Default,
+            vec![
+                rule("bash", Some("git *"), Action::Allow),
+                rule("bash", Some("rm *"), Action::Deny),
+            ],
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(
+            p.check(
+                "bash",
+                ToolKind::Execute,
+                Some("git add . && git commit -m x")
+            ),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("git status && cargo test")),
+            Verdict::Ask
+        );
+        assert!(matches!(
+            p.check("bash", ToolKind::Execute, Some("git status; rm -r build")),
+            Verdict::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn hard_limits_beat_every_rule_and_mode() {
+        let p = Policy::new(
+            Mode::Permissive,
+            vec![rule("*", None, Action::Allow)],
+            vec![],
+        )
+        .unwrap();
+        assert!(matches!(
+            p.check("bash", ToolKind::Execute, Some("sudo rm -rf /")),
+            Verdict::Refuse(_)
+        ));
+    }
+
+    #[test]
+    fn session_allowances_answer_questions_but_never_override_denials() {
+        let mut p = Policy::new(
+            Mode::Strict,
+            vec![rule("bash", Some("rm *"), Action::Deny)],
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("cargo test")),
+            Verdict::Ask
+        );
+        p.allow_for_session(rule("bash", Some("cargo test"), Action::Allow))
+            .unwrap();
+        p.allow_for_session(rule("bash", None, Action::Allow))
+            .unwrap();
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("cargo test")),
+            Verdict::Allow
+        );
+        assert!(matches!(
+            p.check("bash", ToolKind::Execute, Some("rm x")),
+            Verdict::Deny(_)
+        ));
+        p.add_project_rule(rule("write_file", None, Action::Allow))
+            .unwrap();
+        assert_eq!(
+            p.check("write_file", ToolKind::Write, Some("a")),
+            Verdict::Allow
+        );
+        assert_eq!(p.rules().count(), 2);
+    }
+
+    #[test]
+    fn command_patterns() {
+        assert!(command_matches("git *", "git  status"));
+        assert!(command_matches("git *", "git"));
+        assert!(!command_matches("git *", "gitk"));
+        assert!(command_matches("npm test", "npm test"));
+        assert!(!command_matches("npm test", "npm test --watch"));
+        assert!(command_matches(
+            "cargo * --release",
+            "cargo build --release"
+        ));
+        assert!(command_matches("*", "anything at all"));
+    }
+
+    #[test]
+    fn bad_globs_are_reported() {
+        let err =
+            Policy::new(Mode::Default, vec![rule("[", None, Action::Allow)], vec![]).unwrap_err();
+        assert!(err.to_string().starts_with("bad permission rule for `[`"));
+    }
+}
