@@ -1,6 +1,8 @@
 //! Integration tests: the `new` binary driven as a user drives it, against a scripted server.
 
 mod e2e;
+mod fixtures;
+mod permissions;
 mod providers;
 mod pty;
 mod repl;

@@ -364,3 +364,159 @@ fn first_run_setup_writes_a_private_config_and_uses_it() {
         "the key stays out of the history"
     );
 }
+
+#[test]
+fn the_approval_prompt_allows_once_for_the_session_always_or_denies_with_a_reason() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "c1",
+            "write_file",
+            r#"{"filepath":"a.txt","content":"alpha\n"}"#,
+        )]),
+        text(&["wrote a"]),
+        tool_calls(&[("c2", "bash", r#"{"command":"echo one"}"#)]),
+        text(&["ran one"]),
+        tool_calls(&[("c3", "bash", r#"{"command":"echo   one"}"#)]),
+        text(&["ran one again"]),
+        tool_calls(&[(
+            "c4",
+            "write_file",
+            r#"{"filepath":"b.txt","content":"beta\n"}"#,
+        )]),
+        text(&["wrote b"]),
+        tool_calls(&[("c5", "bash", r#"{"command":"echo two"}"#)]),
+        text(&["understood"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "strict"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+
+    pty.send("write a\r");
+    let shown = pty.expect("[y/s/a/N] ");
+    assert!(
+        shown.contains("⚠ write_file needs your approval:"),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("--- /dev/null\r\n+++ b/a.txt\r\n@@ -0,0 +1 @@\r\n+alpha"),
+        "{shown:?}"
+    );
+    pty.send("y\r");
+    pty.expect("wrote a");
+    pty.expect("› ");
+
+    pty.send("run one\r");
+    let shown = pty.expect("[y/s/a/N] ");
+    assert!(shown.contains("$ echo one"), "{shown:?}");
+    pty.send("s\r");
+    pty.expect("ran one");
+    pty.expect("› ");
+    pty.send("again\r");
+    let seen = pty.expect("ran one again");
+    assert!(
+        !seen.contains("needs your approval"),
+        "allowed for the session: {seen:?}"
+    );
+    pty.expect("› ");
+
+    pty.send("write b\r");
+    pty.expect("[y/s/a/N] ");
+    pty.send("a\r");
+    pty.expect("saved in");
+    pty.expect("wrote b");
+    pty.expect("› ");
+
+    pty.send("run two\r");
+    pty.expect("[y/s/a/N] ");
+    pty.send("n\r");
+    pty.expect("reason for the model (optional): ");
+    pty.send("not on a Sunday\r");
+    pty.expect("understood");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+    let result = |n: usize| {
+        server.requests()[n]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(result(3), "Exit code: 0\nstdout:\none\n");
+    assert_eq!(result(5), "Exit code: 0\nstdout:\none\n");
+    assert_eq!(
+        result(9),
+        "The user denied this `bash` call; it was not run. Their reason: not on a Sunday"
+    );
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.work().join(".new/config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["permissions"][0]["tool"], "write_file");
+    assert_eq!(saved["permissions"][0]["pattern"], "b.txt");
+    assert_eq!(saved["permissions"][0]["action"], "allow");
+}
+
+#[test]
+fn ctrl_c_stops_a_running_command_and_kills_it() {
+    let env = Env::new();
+    let marker = format!("sleep 57.{}", std::process::id());
+    let args =
+        serde_json::json!({"command": format!("echo started; {marker}; echo never")}).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("s1", "bash", &args), ("s2", "list_files", "{}")]),
+        text(&["after"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "permissive"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("run it\r");
+    pty.expect("→ bash");
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    pty.send("\x03");
+    pty.expect("interrupted; what arrived is kept");
+    assert!(sent.elapsed() < Duration::from_secs(2));
+    pty.expect("› ");
+    let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(&marker))
+            .unwrap_or(false)
+    });
+    assert!(!alive, "the command outlived Ctrl-C");
+    pty.send("go on\r");
+    pty.expect("after");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    let (_, lines) = env.only_conversation();
+    assert_eq!(
+        lines[3]["content"],
+        "This tool call was stopped by the user while it ran; its output is lost."
+    );
+    assert_eq!(
+        lines[4]["content"],
+        "This tool call was not run: the user interrupted."
+    );
+}

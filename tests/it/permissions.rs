@@ -1,0 +1,227 @@
+//! The coding toolset behind permissions, through piped stdin: modes, rules, hard limits, the
+//! denial said when there is no terminal to ask, diffs, and `/permissions`.
+
+use crate::support::*;
+
+/// The tool results the model got in request `n`, by call id.
+fn results(server: &Server, n: usize) -> Vec<String> {
+    server.requests()[n]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn default_mode_writes_with_a_diff_but_cannot_ask_to_run_commands_without_a_terminal() {
+    let server = Server::start(vec![
+        tool_calls(&[
+            (
+                "w",
+                "write_file",
+                r#"{"filepath":"hello.txt","content":"hello\nworld\n"}"#,
+            ),
+            ("b", "bash", r#"{"command":"echo hi"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let env = Env::new();
+    let run = env.run(&server.base_url, &[], "go\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("hello.txt")).unwrap(),
+        "hello\nworld\n"
+    );
+    assert!(run.stdout.contains("✓ hello.txt: created, 2 lines\n--- /dev/null\n+++ b/hello.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n"), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "error: bash: needs approval and there is no terminal to ask, so it was not run"
+        ),
+        "{run:?}"
+    );
+    let got = results(&server, 1);
+    assert_eq!(got[0], "Created `hello.txt` (2 lines, 12 bytes).");
+    assert!(
+        got[1].starts_with(
+            "Permission denied: `bash` needs the user's approval and the user could not be asked"
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn permissive_mode_runs_commands_and_strict_mode_asks_for_writes() {
+    let call = || {
+        tool_calls(&[
+            ("b", "bash", r#"{"command":"echo hi; echo err >&2"}"#),
+            ("w", "write_file", r#"{"filepath":"x.txt","content":"x"}"#),
+        ])
+    };
+    let server = Server::start(vec![call(), text(&["ok"]), call(), text(&["ok"])]);
+    let env = Env::new();
+    env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "go\n",
+    );
+    let got = results(&server, 1);
+    assert_eq!(got[0], "Exit code: 0\nstdout:\nhi\nstderr:\nerr\n");
+    assert!(got[1].starts_with("Created"));
+    std::fs::remove_file(env.work().join("x.txt")).unwrap();
+
+    env.run(
+        &server.base_url,
+        &["--permission-mode", "strict"],
+        "again\n",
+    );
+    let got = results(&server, 3);
+    assert!(got[0].starts_with("Permission denied"), "{got:?}");
+    assert!(got[1].starts_with("Permission denied"), "{got:?}");
+    assert!(!env.work().join("x.txt").exists());
+}
+
+#[test]
+fn rules_allow_and_deny_with_reasons_project_before_user() {
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("1", "bash", r#"{"command":"echo allowed-by-rule"}"#),
+            (
+                "2",
+                "write_file",
+                r#"{"filepath":"secrets/key.txt","content":"x"}"#,
+            ),
+            ("3", "bash", r#"{"command":"echo a && git push"}"#),
+            (
+                "4",
+                "write_file",
+                r#"{"filepath":"./secrets/../notes.txt","content":"n"}"#,
+            ),
+        ]),
+        text(&["ok"]),
+    ]);
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "permissions": [
+        {"tool": "bash", "pattern": "echo *", "action": "allow"},
+        {"tool": "bash", "pattern": "git *", "action": "allow"}]}"#,
+    );
+    std::fs::create_dir_all(env.work().join(".new")).unwrap();
+    std::fs::write(env.work().join(".new/config.json"), r#"{"permissions": [
+        {"tool": "write_file", "pattern": "secrets/**", "action": "deny", "reason": "keys stay out of reach"},
+        {"tool": "bash", "pattern": "git push*", "action": "deny"}]}"#).unwrap();
+    let run = env.run(&server.base_url, &[], "go\n/permissions\n");
+    let got = results(&server, 1);
+    assert_eq!(got[0], "Exit code: 0\nstdout:\nallowed-by-rule\n");
+    assert_eq!(
+        got[1],
+        "Permission denied: denied by the project rule `deny  write_file secrets/**  (keys stay out of reach)`: keys stay out of reach. The call was not run; do not retry it."
+    );
+    assert!(
+        got[2].starts_with("Permission denied: denied by the project rule `deny  bash git push*`"),
+        "{got:?}"
+    );
+    assert!(got[3].starts_with("Created `notes.txt`"), "{got:?}");
+    assert!(!env.work().join("secrets").exists());
+    assert!(run.stdout.contains("mode default · read allow · write allow · execute ask\nrules, first match wins:\n  project  deny  write_file secrets/**  (keys stay out of reach)\n  project  deny  bash git push*\n  user     allow bash echo *\n  user     allow bash git *\n"), "{run:?}");
+}
+
+#[test]
+fn hard_limits_are_refused_in_every_mode_and_said_to_both() {
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "x",
+            "bash",
+            r#"{"command":"sudo rm -rf / --no-preserve-root"}"#,
+        )]),
+        text(&["ok"]),
+    ]);
+    let env = Env::new();
+    env.write_config(r#"{"permissions": [{"tool": "*", "action": "allow"}]}"#);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "clean up\n",
+    );
+    assert!(run.stderr.contains("error: bash: `rm --no-preserve-root` can delete the whole filesystem; this is blocked by a hard limit"), "{run:?}");
+    assert!(
+        results(&server, 1)[0]
+            .starts_with("Refused: `rm --no-preserve-root` can delete the whole filesystem")
+    );
+}
+
+#[test]
+fn permissions_command_switches_modes_and_refuses_bad_ones() {
+    let env = Env::new();
+    let run = env.run(
+        "http://127.0.0.1:9/v1",
+        &[],
+        "/permissions\n/permissions strict\n/permissions yolo\n",
+    );
+    assert!(
+        run.stdout.contains(
+            "mode default · read allow · write allow · execute ask\nno rules; the mode decides"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("mode strict · read allow · write ask · execute ask"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("unknown permission mode `yolo`; use strict, default or permissive"),
+        "{run:?}"
+    );
+    let mut cmd = env.command("http://127.0.0.1:9/v1");
+    cmd.arg(env.work()).args(["--permission-mode", "yolo"]);
+    let bad = run_with_stdin(cmd, "");
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("invalid value 'yolo'"), "{bad:?}");
+}
+
+#[test]
+fn the_enabled_tools_list_limits_what_the_model_sees() {
+    let server = Server::start(vec![text(&["ok"])]);
+    let env = Env::new();
+    env.write_config(r#"{"tools": ["read_file", "grep"]}"#);
+    env.run(&server.base_url, &[], "hi\n");
+    let requests = server.requests();
+    let names: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read_file", "grep"]);
+    env.write_config(r#"{"tools": ["read_file", "teleport"]}"#);
+    let run = env.run(&server.base_url, &[], "");
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .contains("unknown tool `teleport` in the config's `tools` list"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn search_tools_work_through_the_agent() {
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("g", "glob", r#"{"pattern":"*.rs"}"#),
+            ("r", "grep", r#"{"pattern":"TODO","context":0}"#),
+        ]),
+        text(&["found"]),
+    ]);
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join("src")).unwrap();
+    std::fs::write(env.work().join("src/lib.rs"), "// TODO: tests\nfn f() {}\n").unwrap();
+    std::fs::write(env.work().join(".gitignore"), "ignored.rs\n").unwrap();
+    std::fs::write(env.work().join("ignored.rs"), "// TODO: hidden\n").unwrap();
+    env.run(&server.base_url, &[], "look\n");
+    let got = results(&server, 1);
+    assert_eq!(got[0], "src/lib.rs\n");
+    assert_eq!(got[1], "src/lib.rs:1:// TODO: tests\n");
+}
