@@ -80,11 +80,13 @@ fn main() {
     let bin = env!("CARGO_BIN_EXE_new");
 
     let tmp = tempfile::tempdir().unwrap();
+    // NEW_BENCH_DIR keeps the generated data for profiling.
+    let tmp_path = std::env::var_os("NEW_BENCH_DIR").map(std::path::PathBuf::from);
     let (work, home, full_dir, empty_dir) = (
-        tmp.path().join("work"),
-        tmp.path().join("home"),
-        tmp.path().join("full"),
-        tmp.path().join("empty"),
+        tmp_path.clone().unwrap_or(tmp.path().to_path_buf()).join("work"),
+        tmp_path.clone().unwrap_or(tmp.path().to_path_buf()).join("home"),
+        tmp_path.clone().unwrap_or(tmp.path().to_path_buf()).join("full"),
+        tmp_path.clone().unwrap_or(tmp.path().to_path_buf()).join("empty"),
     );
     for d in [&work, &home, &empty_dir] {
         std::fs::create_dir_all(d).unwrap();

@@ -259,8 +259,16 @@ impl App {
                 );
             }
         };
-        let summaries = match self.store.list() {
-            Ok(s) => s,
+        let listed = if all {
+            self.store.list().map(|s| {
+                let n = s.len();
+                (s, n)
+            })
+        } else {
+            self.store.list_recent(LIST_LIMIT)
+        };
+        let (summaries, total) = match listed {
+            Ok(listed) => listed,
             Err(e) => return self.out.error(&e.to_string()),
         };
         let current = self.session.id().to_string();
@@ -277,12 +285,8 @@ impl App {
         if summaries.is_empty() && self.session.is_persisted() {
             text.push_str(&self.t("no conversations yet\n", "还没有对话\n"));
         }
-        let shown = if all {
-            summaries.len()
-        } else {
-            summaries.len().min(LIST_LIMIT)
-        };
-        for s in &summaries[..shown] {
+        let shown = summaries.len();
+        for s in &summaries {
             let mark = if s.id == current { "*" } else { " " };
             let when = s
                 .last_activity
@@ -304,13 +308,10 @@ impl App {
                 self.t("msgs", "条"),
             ));
         }
-        if shown < summaries.len() {
+        if shown < total {
             text.push_str(&self.out.dim(&self.t(
-                &format!(
-                    "… {} more; /list all shows every one",
-                    summaries.len() - shown
-                ),
-                &format!("… 还有 {} 个；/list all 显示全部", summaries.len() - shown),
+                &format!("… {} more; /list all shows every one", total - shown),
+                &format!("… 还有 {} 个；/list all 显示全部", total - shown),
             )));
         }
         self.out.say(text.trim_end_matches('\n'));

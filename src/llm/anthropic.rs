@@ -24,17 +24,15 @@ pub const API_VERSION: &str = "2023-06-01";
 
 pub struct AnthropicClient {
     settings: ProviderSettings,
-    http: reqwest::Client,
+    http: super::LazyClient,
 }
 
 impl AnthropicClient {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
-        super::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .build()
-            .map_err(|e| LlmError::Client(e.to_string()))?;
-        Ok(AnthropicClient { settings, http })
+        Ok(AnthropicClient {
+            http: super::LazyClient::new(&settings),
+            settings,
+        })
     }
 
     pub fn settings(&self) -> &ProviderSettings {
@@ -58,7 +56,7 @@ impl AnthropicClient {
 
     pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         let url = self.url("models?limit=1000");
-        let request = self.with_headers(self.http.get(&url));
+        let request = self.with_headers(self.http.get()?.get(&url));
         list_models(url, request, &self.settings).await
     }
 
@@ -78,6 +76,7 @@ impl AnthropicClient {
         let body = request_body(request, s);
         let builder = self
             .http
+            .get()?
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")

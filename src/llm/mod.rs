@@ -288,6 +288,38 @@ impl Provider {
     }
 }
 
+/// The HTTP client, built on first use: building it loads the system's root certificates, which
+/// start-up should not wait for. A plain-`http` base URL (a local server) gets no certificates at all.
+pub(crate) struct LazyClient {
+    connect_timeout: Duration,
+    plain_http: bool,
+    cell: std::sync::OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl LazyClient {
+    pub(crate) fn new(settings: &ProviderSettings) -> Self {
+        LazyClient {
+            connect_timeout: settings.connect_timeout,
+            plain_http: settings.base_url.trim_start().starts_with("http://"),
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn get(&self) -> Result<&reqwest::Client, LlmError> {
+        self.cell
+            .get_or_init(|| {
+                install_crypto_provider();
+                let mut builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+                if self.plain_http {
+                    builder = builder.tls_certs_only(std::iter::empty());
+                }
+                builder.build().map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| LlmError::Client(e.clone()))
+    }
+}
+
 pub(crate) fn install_crypto_provider() {
     // Fails only when a provider is already installed, which is what we want anyway.
     let _ = rustls::crypto::ring::default_provider().install_default();

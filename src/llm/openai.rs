@@ -17,17 +17,15 @@ use super::{
 
 pub struct OpenAiClient {
     settings: ProviderSettings,
-    http: reqwest::Client,
+    http: super::LazyClient,
 }
 
 impl OpenAiClient {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
-        super::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .build()
-            .map_err(|e| LlmError::Client(e.to_string()))?;
-        Ok(OpenAiClient { settings, http })
+        Ok(OpenAiClient {
+            http: super::LazyClient::new(&settings),
+            settings,
+        })
     }
 
     pub fn settings(&self) -> &ProviderSettings {
@@ -36,7 +34,7 @@ impl OpenAiClient {
 
     pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         let url = format!("{}/models", self.settings.base_url.trim_end_matches('/'));
-        let mut request = self.http.get(&url);
+        let mut request = self.http.get()?.get(&url);
         if let Some(key) = &self.settings.api_key {
             request = request.bearer_auth(key);
         }
@@ -66,6 +64,7 @@ impl OpenAiClient {
         let body = request_body(request, s.stream_usage);
         let mut builder = self
             .http
+            .get()?
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")

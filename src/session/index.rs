@@ -1,26 +1,39 @@
-//! Summaries of every conversation for `/list`, without parsing every file each time.
+//! Summaries of every conversation for `/list`, without opening the conversation files.
 //!
-//! A cache file (`.index.json` in DATADIR) remembers, per conversation file, how many bytes were
-//! already scanned and what they held. Because files only grow, a changed file is scanned from where
-//! the last scan stopped; an unchanged one (same size and modification time) is not opened at all.
-//! The cache is only an accelerator: it is rebuilt when missing or unreadable, written atomically
-//! (temporary file, then rename), and losing a race with another process only costs a rescan.
+//! `DATADIR/.index/` holds a snapshot (one line per conversation: size, message count, last
+//! activity, titles) and a journal. Every write `new` makes to a conversation file is followed by a
+//! journal line saying what changed (created, messages appended, titled, trashed), so listing reads
+//! the snapshot and the journal and nothing else: no directory read, no `stat` per file. The
+//! directory's own modification time guards the shortcut: creating or removing a file changes it, and
+//! `new` records the value it left; when the two differ, something else touched DATADIR and the index
+//! is reconciled with the folder (every file looked at, new or grown ones scanned from where the last
+//! scan stopped). The journal is folded into the snapshot now and then. All of it is a cache: missing
+//! or damaged, it is rebuilt; files written by other programs are picked up at the next reconcile.
+//!
+//! Journal appends and compaction take an exclusive lock on the journal file, so concurrent `new`
+//! processes neither lose nor tear lines.
 
 use std::collections::HashMap;
-use std::fs;
-use std::io::{Read, Seek, SeekFrom};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::record::parse_timestamp;
+use super::record::{Record, parse_timestamp};
 use super::store::{Store, StoreError};
+use crate::llm::Role;
 
-pub const INDEX_FILE: &str = ".index.json";
-const INDEX_VERSION: u32 = 1;
-/// Longest title kept in the cache, in characters.
+pub const INDEX_DIR: &str = ".index";
+const SNAPSHOT: &str = "snapshot";
+const JOURNAL: &str = "journal";
+const MAGIC: &str = "new-index\t2";
+/// Longest title kept, in characters.
 const TITLE_CHARS: usize = 200;
+/// Journal lines after which listing folds the journal into the snapshot.
+const COMPACT_AFTER: usize = 512;
 
 /// One line of `/list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,26 +48,407 @@ pub struct Summary {
     pub modified: SystemTime,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Entry {
     size: u64,
     mtime_ns: u128,
     /// Bytes up to the end of the last complete line scanned.
     scanned: u64,
     messages: usize,
+    /// Newest message timestamp, seconds since the epoch.
+    last_activity: Option<i64>,
     first_user: Option<String>,
     title: Option<String>,
-    /// Newest message timestamp, in seconds since the epoch.
+}
+
+/// What one write to a conversation file changed, as the journal records it.
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    messages: usize,
     last_activity: Option<i64>,
+    first_user: Option<String>,
+    title: Option<String>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct IndexFile {
-    version: u32,
-    entries: HashMap<String, Entry>,
+impl Change {
+    pub(crate) fn of(records: &[Record]) -> Change {
+        let mut c = Change::default();
+        for r in records {
+            match r {
+                Record::Message(m) => {
+                    c.messages += 1;
+                    if let Some(t) = parse_timestamp(&m.timestamp).map(|t| t.timestamp()) {
+                        c.last_activity = c.last_activity.max(Some(t));
+                    }
+                    if c.first_user.is_none() && m.role == Role::User {
+                        c.first_user = Some(clean(&m.content));
+                    }
+                }
+                Record::Title(t) => c.title = Some(clean(&t.title)),
+                _ => {}
+            }
+        }
+        c
+    }
 }
 
-/// The light view of a line that listing needs; content is borrowed when it has no escapes.
+/// A title as one line of at most [`TITLE_CHARS`] characters.
+fn clean(text: &str) -> String {
+    text.chars()
+        .take(TITLE_CHARS)
+        .map(|c| if c == '\t' || c == '\n' || c == '\r' { ' ' } else { c })
+        .collect()
+}
+
+fn ns(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+fn field(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+impl Store {
+    fn index_dir(&self) -> PathBuf {
+        self.dir().join(INDEX_DIR)
+    }
+
+    /// The journal, opened for appending and locked. Creating `.index/` changes DATADIR's mtime,
+    /// which the caller then sees as a change to reconcile: it happens once.
+    fn journal(&self) -> std::io::Result<File> {
+        let dir = self.index_dir();
+        fs::create_dir_all(&dir)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(dir.join(JOURNAL))?;
+        file.lock()?;
+        Ok(file)
+    }
+
+    fn dir_mtime(&self) -> u128 {
+        fs::metadata(self.dir())
+            .and_then(|m| m.modified())
+            .map_or(0, ns)
+    }
+
+    /// Records a write just made to conversation `id` (whose file now has `file` metadata).
+    /// `created`: the write created the file. A failure only costs a reconcile later.
+    pub(crate) fn journal_write(&self, id: &str, file: &fs::Metadata, change: &Change, created: bool) {
+        let op = if created { 'c' } else { 'm' };
+        let dir_mtime = if created { self.dir_mtime().to_string() } else { String::new() };
+        let line = format!(
+            "{op}\t{id}\t{}\t{}\t{}\t{}\t{}\t{}\t{dir_mtime}\n",
+            file.len(),
+            file.modified().map_or(0, ns),
+            change.messages,
+            change.last_activity.map(|t| t.to_string()).unwrap_or_default(),
+            change.first_user.as_deref().unwrap_or(""),
+            change.title.as_deref().unwrap_or(""),
+        );
+        if let Ok(mut journal) = self.journal() {
+            let _ = journal.write_all(line.as_bytes());
+        }
+    }
+
+    /// Records that conversation `id` left DATADIR (moved to the trash).
+    pub(crate) fn journal_removal(&self, id: &str) {
+        let line = format!("d\t{id}\t{}\n", self.dir_mtime());
+        if let Ok(mut journal) = self.journal() {
+            let _ = journal.write_all(line.as_bytes());
+        }
+    }
+
+    /// Summaries of every conversation, newest activity first.
+    pub fn list(&self) -> Result<Vec<Summary>, StoreError> {
+        let mut journal = self
+            .journal()
+            .map_err(|e| StoreError::io("opening the index of", self.dir(), e))?;
+        let (mut entries, mut known_dir_mtime) = read_snapshot(&self.index_dir().join(SNAPSHOT));
+        let snapshot_ok = known_dir_mtime.is_some();
+        let mut text = String::new();
+        let _ = journal.seek(SeekFrom::Start(0));
+        let _ = journal.read_to_string(&mut text);
+        let mut lines = 0;
+        let mut consistent = snapshot_ok;
+        for line in text.lines() {
+            lines += 1;
+            consistent &= apply(&mut entries, line, &mut known_dir_mtime);
+        }
+
+        let dir_mtime = self.dir_mtime();
+        let reconcile = !consistent || known_dir_mtime != Some(dir_mtime);
+        if reconcile {
+            self.reconcile(&mut entries)?;
+        }
+        if reconcile || lines > COMPACT_AFTER {
+            // Still under the journal lock: no line can slip in between the fold and the truncation.
+            if write_snapshot(&self.index_dir().join(SNAPSHOT), &entries, dir_mtime).is_ok() {
+                let _ = journal.set_len(0);
+            }
+        }
+        drop(journal);
+
+        let mut sorted: Vec<(String, Entry)> = entries.into_iter().collect();
+        sorted.sort_by(|a, b| order((&a.0, &a.1), (&b.0, &b.1)));
+        Ok(sorted.into_iter().map(|(id, e)| summary(&id, e)).collect())
+    }
+
+    /// The `limit` most recent conversations and how many there are in all. In the common case it
+    /// reads the snapshot's first lines and the journal only; anything unusual (a damaged or stale
+    /// index, a folder changed by someone else, a long journal) takes the full path of [`list`].
+    ///
+    /// [`list`]: Store::list
+    pub fn list_recent(&self, limit: usize) -> Result<(Vec<Summary>, usize), StoreError> {
+        if let Some(fast) = self.try_list_recent(limit) {
+            return Ok(fast);
+        }
+        let all = self.list()?;
+        let total = all.len();
+        Ok((all.into_iter().take(limit).collect(), total))
+    }
+
+    fn try_list_recent(&self, limit: usize) -> Option<(Vec<Summary>, usize)> {
+        let mut journal = self.journal().ok()?;
+        let snapshot = fs::read_to_string(self.index_dir().join(SNAPSHOT)).ok()?;
+        let mut journal_text = String::new();
+        journal.read_to_string(&mut journal_text).ok()?;
+        drop(journal);
+        let (header, body) = snapshot.split_once('\n').unwrap_or((&snapshot, ""));
+        let mut dir_mtime: Option<u128> = header
+            .strip_prefix(MAGIC)?
+            .strip_prefix('\t')?
+            .parse()
+            .ok();
+        // The conversations the journal touched, on top of what the snapshot says of them.
+        let touched_ids: std::collections::HashSet<&str> = journal_text
+            .lines()
+            .filter_map(|l| l.split('\t').nth(1))
+            .collect();
+        if journal_text.lines().count() > COMPACT_AFTER {
+            return None;
+        }
+        let mut touched: HashMap<String, Entry> = HashMap::new();
+        let mut total = 0;
+        for line in body.lines() {
+            total += 1;
+            let id = line.split('\t').next()?;
+            if touched_ids.contains(id) {
+                let (id, entry) = parse_line(line)?;
+                touched.insert(id.to_string(), entry);
+            }
+        }
+        let in_snapshot = touched.len();
+        for line in journal_text.lines() {
+            if !apply(&mut touched, line, &mut dir_mtime) {
+                return None;
+            }
+        }
+        if dir_mtime != Some(self.dir_mtime()) {
+            return None;
+        }
+        total = total - in_snapshot + touched.len();
+        // Merge the touched entries into the snapshot's order.
+        let mut fresh: Vec<(String, Entry)> = touched.into_iter().collect();
+        fresh.sort_by(|a, b| order((&a.0, &a.1), (&b.0, &b.1)));
+        let mut fresh = fresh.into_iter().peekable();
+        let mut out = Vec::with_capacity(limit.min(total));
+        let mut lines = body.lines();
+        let mut next_line: Option<(&str, Entry)> = None;
+        while out.len() < limit {
+            if next_line.is_none() {
+                next_line = loop {
+                    match lines.next() {
+                        None => break None,
+                        Some(line) => {
+                            let (id, entry) = parse_line(line)?;
+                            if !touched_ids.contains(id) {
+                                break Some((id, entry));
+                            }
+                        }
+                    }
+                };
+            }
+            let take_fresh = match (fresh.peek(), &next_line) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((fid, fe)), Some((sid, se))) => order((fid, fe), (sid, se)).is_le(),
+            };
+            if take_fresh {
+                let (id, e) = fresh.next().expect("peeked");
+                out.push(summary(&id, e));
+            } else {
+                let (id, e) = next_line.take().expect("checked");
+                out.push(summary(id, e));
+            }
+        }
+        Some((out, total))
+    }
+
+    /// Brings the entries in line with the folder: new files scanned, grown files scanned from
+    /// where the last scan stopped, vanished files dropped.
+    fn reconcile(&self, entries: &mut HashMap<String, Entry>) -> Result<(), StoreError> {
+        let listing =
+            fs::read_dir(self.dir()).map_err(|e| StoreError::io("reading", self.dir(), e))?;
+        let mut present = std::collections::HashSet::new();
+        for dir_entry in listing.filter_map(|e| e.ok()) {
+            let Some(id) = conversation_id(&dir_entry.file_name()) else {
+                continue;
+            };
+            let Ok(meta) = dir_entry.metadata() else {
+                continue; // deleted between the directory read and now
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let mtime_ns = meta.modified().map_or(0, ns);
+            let entry = entries.entry(id.clone()).or_default();
+            if entry.size != meta.len() || entry.mtime_ns != mtime_ns {
+                let path = self.path(&id);
+                if meta.len() < entry.scanned {
+                    *entry = Entry::default(); // not an append: start over
+                }
+                scan(&path, entry).map_err(|e| StoreError::io("reading", &path, e))?;
+                entry.size = meta.len();
+                entry.mtime_ns = mtime_ns;
+            }
+            present.insert(id);
+        }
+        entries.retain(|id, _| present.contains(id));
+        Ok(())
+    }
+}
+
+/// Applies one journal line; false when it does not fit what is known (then the folder is
+/// reconciled). `dir_mtime` follows what `new` left the directory at.
+fn apply(entries: &mut HashMap<String, Entry>, line: &str, dir_mtime: &mut Option<u128>) -> bool {
+    let f: Vec<&str> = line.split('\t').collect();
+    match (f.first().copied(), f.len()) {
+        (Some(op @ ("c" | "m")), 9) => {
+            let (Ok(size), Ok(mtime), Ok(n)) = (f[2].parse(), f[3].parse(), f[4].parse::<usize>()) else {
+                return false;
+            };
+            if op == "c" {
+                entries.insert(f[1].to_string(), Entry::default());
+                *dir_mtime = f[8].parse().ok();
+            }
+            let Some(e) = entries.get_mut(f[1]) else {
+                return false; // an append to a file the index never saw created
+            };
+            e.size = size;
+            e.scanned = size;
+            e.mtime_ns = mtime;
+            e.messages += n;
+            if let Ok(t) = f[5].parse::<i64>() {
+                e.last_activity = e.last_activity.max(Some(t));
+            }
+            if e.first_user.is_none() {
+                e.first_user = field(f[6]);
+            }
+            if let Some(title) = field(f[7]) {
+                e.title = Some(title);
+            }
+            true
+        }
+        (Some("d"), 3) => {
+            entries.remove(f[1]);
+            *dir_mtime = f[2].parse().ok();
+            true
+        }
+        _ => false,
+    }
+}
+
+fn read_snapshot(path: &Path) -> (HashMap<String, Entry>, Option<u128>) {
+    let mut entries = HashMap::new();
+    let Ok(text) = fs::read_to_string(path) else {
+        return (entries, None);
+    };
+    let mut lines = text.lines();
+    let dir_mtime = lines
+        .next()
+        .and_then(|h| h.strip_prefix(MAGIC))
+        .and_then(|rest| rest.strip_prefix('\t'))
+        .and_then(|m| m.parse().ok());
+    if dir_mtime.is_none() {
+        return (entries, None);
+    }
+    entries.reserve(text.len() / 64);
+    for line in lines {
+        let Some((id, entry)) = parse_line(line) else {
+            return (HashMap::new(), None); // damaged: rebuild
+        };
+        entries.insert(id.to_string(), entry);
+    }
+    (entries, dir_mtime)
+}
+
+/// One snapshot line.
+fn parse_line(line: &str) -> Option<(&str, Entry)> {
+    let f: Vec<&str> = line.splitn(8, '\t').collect();
+    if f.len() != 8 {
+        return None;
+    }
+    Some((
+        f[0],
+        Entry {
+            size: f[1].parse().ok()?,
+            mtime_ns: f[2].parse().ok()?,
+            scanned: f[3].parse().ok()?,
+            messages: f[4].parse().ok()?,
+            last_activity: f[5].parse().ok(),
+            first_user: field(f[6]),
+            title: field(f[7]),
+        },
+    ))
+}
+
+fn summary(id: &str, e: Entry) -> Summary {
+    Summary {
+        id: id.to_string(),
+        messages: e.messages,
+        title: e.title.or(e.first_user).unwrap_or_default(),
+        last_activity: e.last_activity.and_then(|t| DateTime::from_timestamp(t, 0)),
+        modified: UNIX_EPOCH + Duration::from_nanos(e.mtime_ns.min(u64::MAX as u128) as u64),
+    }
+}
+
+/// Newest activity first, then the newest file, then by id: the order of `/list`.
+fn order(a: (&str, &Entry), b: (&str, &Entry)) -> std::cmp::Ordering {
+    b.1.last_activity
+        .cmp(&a.1.last_activity)
+        .then(b.1.mtime_ns.cmp(&a.1.mtime_ns))
+        .then(a.0.cmp(b.0))
+}
+
+/// Writes the snapshot in `/list` order, so that the most recent conversations are its first lines.
+fn write_snapshot(path: &Path, entries: &HashMap<String, Entry>, dir_mtime: u128) -> std::io::Result<()> {
+    let mut sorted: Vec<(&String, &Entry)> = entries.iter().collect();
+    sorted.sort_by(|a, b| order((a.0, a.1), (b.0, b.1)));
+    let mut text = format!("{MAGIC}\t{dir_mtime}\n");
+    for (id, e) in sorted {
+        text.push_str(&format!(
+            "{id}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            e.size,
+            e.mtime_ns,
+            e.scanned,
+            e.messages,
+            e.last_activity.map(|t| t.to_string()).unwrap_or_default(),
+            e.first_user.as_deref().unwrap_or(""),
+            e.title.as_deref().unwrap_or(""),
+        ));
+    }
+    let tmp = path.with_extension(format!("tmp-{}", super::message::new_id()));
+    let result = fs::write(&tmp, text).and_then(|()| fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The light view of a line that scanning needs; text is borrowed when it has no escapes.
 #[derive(Deserialize)]
 struct LineView<'a> {
     #[serde(rename = "type", borrow)]
@@ -69,92 +463,13 @@ struct LineView<'a> {
     title: Option<std::borrow::Cow<'a, str>>,
 }
 
-impl Store {
-    /// Summaries of every conversation, newest activity first.
-    pub fn list(&self) -> Result<Vec<Summary>, StoreError> {
-        let index_path = self.dir().join(INDEX_FILE);
-        let mut index: IndexFile = fs::read(&index_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .filter(|i: &IndexFile| i.version == INDEX_VERSION)
-            .unwrap_or_default();
-        let mut dirty = index.version != INDEX_VERSION;
-        index.version = INDEX_VERSION;
-
-        let entries =
-            fs::read_dir(self.dir()).map_err(|e| StoreError::io("reading", self.dir(), e))?;
-        let mut summaries = Vec::new();
-        let mut present = std::collections::HashSet::new();
-        for dir_entry in entries.filter_map(|e| e.ok()) {
-            let Some(id) = conversation_id(&dir_entry.file_name()) else {
-                continue;
-            };
-            // The directory entry's metadata is one fstatat per file: no path walk.
-            let Ok(meta) = dir_entry.metadata() else {
-                continue; // deleted between the directory read and now
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            let modified = meta.modified().unwrap_or(UNIX_EPOCH);
-            let mtime_ns = modified
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            let entry = index.entries.entry(id.clone()).or_default();
-            if entry.size != meta.len() || entry.mtime_ns != mtime_ns {
-                let path = self.path(&id);
-                if meta.len() < entry.scanned {
-                    *entry = Entry::default(); // not an append: start over
-                }
-                scan(&path, entry).map_err(|e| StoreError::io("reading", &path, e))?;
-                entry.size = meta.len();
-                entry.mtime_ns = mtime_ns;
-                dirty = true;
-            }
-            summaries.push(Summary {
-                id: id.clone(),
-                messages: entry.messages,
-                title: entry
-                    .title
-                    .clone()
-                    .or_else(|| entry.first_user.clone())
-                    .unwrap_or_default(),
-                last_activity: entry
-                    .last_activity
-                    .and_then(|secs| DateTime::from_timestamp(secs, 0)),
-                modified,
-            });
-            present.insert(id);
-        }
-        let before = index.entries.len();
-        index.entries.retain(|id, _| present.contains(id));
-        dirty |= index.entries.len() != before;
-        if dirty {
-            // A failed cache write costs a rescan next time, nothing more.
-            let _ = write_atomically(&index_path, &index);
-        }
-
-        summaries.sort_by(|a, b| {
-            b.last_activity
-                .cmp(&a.last_activity)
-                .then(b.modified.cmp(&a.modified))
-                .then(a.id.cmp(&b.id))
-        });
-        Ok(summaries)
-    }
-}
-
 /// Scans the file from `entry.scanned` to its last complete line, updating the entry.
-fn scan(path: &std::path::Path, entry: &mut Entry) -> std::io::Result<()> {
-    let mut file = fs::File::open(path)?;
+fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
+    let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(entry.scanned))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(last) => last + 1,
-        None => 0,
-    };
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let Ok(view) = serde_json::from_slice::<LineView>(line) else {
             continue;
@@ -163,18 +478,15 @@ fn scan(path: &std::path::Path, entry: &mut Entry) -> std::io::Result<()> {
             Some("message") => {
                 entry.messages += 1;
                 if entry.first_user.is_none() && view.role.as_deref() == Some("user") {
-                    let text = view.content.as_deref().unwrap_or("");
-                    entry.first_user = Some(text.chars().take(TITLE_CHARS).collect());
+                    entry.first_user = Some(clean(view.content.as_deref().unwrap_or("")));
                 }
-                if let Some(t) = view.timestamp.as_deref().and_then(parse_timestamp)
-                    && entry.last_activity.is_none_or(|last| t.timestamp() > last)
-                {
-                    entry.last_activity = Some(t.timestamp());
+                if let Some(t) = view.timestamp.as_deref().and_then(parse_timestamp) {
+                    entry.last_activity = entry.last_activity.max(Some(t.timestamp()));
                 }
             }
             Some("title") => {
                 if let Some(title) = view.title {
-                    entry.title = Some(title.chars().take(TITLE_CHARS).collect());
+                    entry.title = Some(clean(&title));
                 }
             }
             _ => {}
@@ -190,34 +502,17 @@ pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
     (!id.is_empty() && !id.starts_with('.')).then(|| id.to_string())
 }
 
-fn write_atomically(path: &std::path::Path, index: &IndexFile) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", super::message::new_id()));
-    let result = serde_json::to_vec(index)
-        .map_err(std::io::Error::other)
-        .and_then(|bytes| fs::write(&tmp, bytes))
-        .and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Role;
-    use crate::session::{Conversation, Message, Record};
+    use crate::session::{Conversation, Message};
     use std::io::Write;
 
     fn write_conversation(store: &Store, id: &str, texts: &[&str]) -> Conversation {
         let mut c = Conversation::new(id, "sys");
         let mut records = Vec::new();
         for (i, t) in texts.iter().enumerate() {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
             let m = c.add(Message::new(role, *t)).unwrap();
             records.push(Record::message(c.get(&m).unwrap()));
         }
@@ -225,58 +520,150 @@ mod tests {
         c
     }
 
+    fn find<'a>(list: &'a [Summary], id: &str) -> &'a Summary {
+        list.iter().find(|s| s.id == id).unwrap()
+    }
+
     #[test]
-    fn lists_counts_titles_and_follows_appends() {
+    fn lists_counts_titles_and_follows_appends_through_the_journal() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let mut c = write_conversation(&store, "aaaa0001", &["first question", "answer"]);
         write_conversation(&store, "aaaa0002", &["other"]);
         let list = store.list().unwrap();
         assert_eq!(list.len(), 2);
-        let a = list.iter().find(|s| s.id == "aaaa0001").unwrap();
+        let a = find(&list, "aaaa0001");
         assert_eq!((a.messages, a.title.as_str()), (2, "first question"));
-        assert!(dir.path().join(INDEX_FILE).exists());
+        assert!(dir.path().join(INDEX_DIR).join(SNAPSHOT).exists());
 
-        // Appends are picked up incrementally, torn tails are not counted until completed.
         let m = c.add(Message::new(Role::User, "more")).unwrap();
+        store.append(&c.id, &[Record::message(c.get(&m).unwrap())]).unwrap();
         store
-            .append(&c.id, &[Record::message(c.get(&m).unwrap())])
-            .unwrap();
-        let mut f = fs::OpenOptions::new()
-            .append(true)
-            .open(store.path(&c.id))
-            .unwrap();
-        f.write_all(b"{\"type\":\"message\",\"torn").unwrap();
-        drop(f);
-        let list = store.list().unwrap();
-        let a = list.iter().find(|s| s.id == "aaaa0001").unwrap();
-        assert_eq!(a.messages, 3);
-
-        store
-            .append(
-                &c.id,
-                &[Record::Title(crate::session::record::TitleRecord {
-                    title: "Renamed".into(),
-                    timestamp: None,
-                })],
-            )
+            .append(&c.id, &[Record::Title(crate::session::record::TitleRecord {
+                title: "Renamed\tnicely".into(),
+                timestamp: None,
+            })])
             .unwrap();
         let list = store.list().unwrap();
-        let a = list.iter().find(|s| s.id == "aaaa0001").unwrap();
-        assert_eq!((a.messages, a.title.as_str()), (3, "Renamed"));
+        let a = find(&list, "aaaa0001");
+        assert_eq!((a.messages, a.title.as_str()), (3, "Renamed nicely"));
+        // The newest activity comes first.
+        assert_eq!(list.len(), 2);
     }
 
     #[test]
-    fn a_corrupt_cache_is_rebuilt_and_deleted_files_drop_out() {
+    fn listing_reads_only_the_index_when_nothing_else_touched_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut c = write_conversation(&store, "abab0001", &["q", "a"]);
+        store.list().unwrap();
+        let m = c.add(Message::new(Role::User, "via new")).unwrap();
+        store.append(&c.id, &[Record::message(c.get(&m).unwrap())]).unwrap();
+        // A line appended behind new's back is not seen: the files were not read.
+        let mut f = OpenOptions::new().append(true).open(store.path("abab0001")).unwrap();
+        f.write_all(br#"{"type":"message","msg_id":"zz","role":"user","content":"sneaky","parent_id":"x","timestamp":"2026-01-01T00:00:00Z"}"#).unwrap();
+        f.write_all(b"\n").unwrap();
+        drop(f);
+        assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 3);
+        // Creating a file changes the folder's mtime: then everything is reconciled.
+        write_conversation(&store, "abab0002", &["other"]);
+        fs::write(dir.path().join("stray.txt"), "").unwrap();
+        assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 4);
+    }
+
+    #[test]
+    fn the_recent_ones_come_from_the_snapshot_and_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut convs = Vec::new();
+        for i in 0..30 {
+            convs.push(write_conversation(&store, &format!("r{i:07}"), &[&format!("q{i}")]));
+        }
+        let all = store.list().unwrap();
+        // Activity after the snapshot: an append to an old one, a new one, a trashed one.
+        let old = &mut convs[3];
+        let mut later = Message::new(Role::User, "much later");
+        later.timestamp = chrono::Utc::now() + chrono::Duration::days(1);
+        let m = old.add(later).unwrap();
+        store.append(&old.id, &[Record::message(old.get(&m).unwrap())]).unwrap();
+        write_conversation(&store, "znew0001", &["brand new"]);
+        store.trash(&all[0].id).unwrap();
+        let (recent, total) = store.list_recent(5).unwrap();
+        assert_eq!(total, 30);
+        assert_eq!(recent[0].id, "r0000003");
+        assert_eq!(recent[0].messages, 2);
+        // The same as the full listing, which reconciles with the folder.
+        let full = store.list().unwrap();
+        assert_eq!(full.len(), 30);
+        assert_eq!(recent, full[..5].to_vec());
+        let (everything, n) = store.list_recent(100).unwrap();
+        assert_eq!((everything.len(), n), (30, 30));
+        assert_eq!(everything, full);
+    }
+
+    #[test]
+    fn outside_changes_are_reconciled() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         write_conversation(&store, "bbbb0001", &["x"]);
         write_conversation(&store, "bbbb0002", &["y"]);
-        fs::write(dir.path().join(INDEX_FILE), "{garbage").unwrap();
         assert_eq!(store.list().unwrap().len(), 2);
+        // Another program removes one file, copies one in, and appends to a third behind our back.
         fs::remove_file(store.path("bbbb0002")).unwrap();
+        let text = fs::read_to_string(store.path("bbbb0001")).unwrap();
+        fs::write(store.path("cccc0003"), &text).unwrap();
+        let list = store.list().unwrap();
+        let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.contains(&"bbbb0001") && ids.contains(&"cccc0003"));
+        assert_eq!(find(&list, "cccc0003").title, "x");
+    }
+
+    #[test]
+    fn a_damaged_index_is_rebuilt_and_torn_tails_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        write_conversation(&store, "dddd0001", &["one", "two"]);
+        store.list().unwrap();
+        fs::write(dir.path().join(INDEX_DIR).join(SNAPSHOT), "garbage").unwrap();
+        fs::write(dir.path().join(INDEX_DIR).join(JOURNAL), "m\tnope\n").unwrap();
+        let mut f = OpenOptions::new().append(true).open(store.path("dddd0001")).unwrap();
+        f.write_all(b"{\"type\":\"message\",\"torn").unwrap();
+        drop(f);
+        let list = store.list().unwrap();
+        assert_eq!(find(&list, "dddd0001").messages, 2);
+        // The rebuilt index serves the next listing without reconciling.
+        assert_eq!(store.list().unwrap(), list);
+    }
+
+    #[test]
+    fn the_journal_is_folded_into_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut c = write_conversation(&store, "eeee0001", &["q"]);
+        store.list().unwrap();
+        for i in 0..(COMPACT_AFTER + 10) {
+            let m = c.add(Message::new(Role::User, format!("m{i}"))).unwrap();
+            store.append(&c.id, &[Record::message(c.get(&m).unwrap())]).unwrap();
+        }
+        let journal = dir.path().join(INDEX_DIR).join(JOURNAL);
+        assert!(fs::metadata(&journal).unwrap().len() > 0);
+        let list = store.list().unwrap();
+        assert_eq!(find(&list, "eeee0001").messages, COMPACT_AFTER + 11);
+        assert_eq!(fs::metadata(&journal).unwrap().len(), 0);
+        assert_eq!(store.list().unwrap(), list);
+    }
+
+    #[test]
+    fn trashed_conversations_leave_the_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        write_conversation(&store, "ffff0001", &["a"]);
+        write_conversation(&store, "ffff0002", &["b"]);
+        store.list().unwrap();
+        store.trash("ffff0001").unwrap();
         let list = store.list().unwrap();
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0].title, "x");
+        assert_eq!(list[0].id, "ffff0002");
     }
 }

@@ -10,6 +10,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::conversation::Conversation;
+use super::index::Change;
 use super::message::{Message, new_id};
 use super::record::{HeaderRecord, MessageRecord, Record};
 use crate::llm::Role;
@@ -135,7 +136,7 @@ impl Store {
 
     /// The conversation with the newest activity, for `--continue`.
     pub fn latest(&self) -> Result<Option<String>, StoreError> {
-        Ok(self.list()?.into_iter().next().map(|s| s.id))
+        Ok(self.list_recent(1)?.0.into_iter().next().map(|s| s.id))
     }
 
     /// Moves a conversation file into `DATADIR/trash/`, never deleting it. Returns where it went.
@@ -152,6 +153,7 @@ impl Store {
             to = dir.join(format!("{id}.{stamp}.{EXTENSION}"));
         }
         fs::rename(&from, &to).map_err(|e| StoreError::io("moving to the trash", &from, e))?;
+        self.journal_removal(id);
         Ok(to)
     }
 
@@ -174,7 +176,10 @@ impl Store {
             .create_new(true)
             .open(&path)?;
         file.lock()?;
-        file.write_all(text.as_bytes())
+        file.write_all(text.as_bytes())?;
+        let meta = file.metadata()?;
+        self.journal_write(&conversation.id, &meta, &Change::of(records), true);
+        Ok(())
     }
 
     /// Appends records to an existing conversation file, each on a line of its own.
@@ -202,7 +207,12 @@ impl Store {
             text.push_str(&r.to_line());
             text.push('\n');
         }
-        file.write_all(text.as_bytes()).map_err(io_err)
+        file.write_all(text.as_bytes()).map_err(io_err)?;
+        // Still under the file's lock, so the size recorded is the size this write left.
+        if let Ok(meta) = file.metadata() {
+            self.journal_write(id, &meta, &Change::of(records), false);
+        }
+        Ok(())
     }
 }
 
