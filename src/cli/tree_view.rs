@@ -44,103 +44,134 @@ const MIN_GAP: usize = 4;
 
 /// Every node, depth-first, with its connectors.
 pub fn tree_lines(conversation: &Conversation) -> Vec<TreeLine> {
+    let cursor = conversation.cursor();
     walk(conversation)
         .into_iter()
-        .map(|(line, _, _)| line)
+        .enumerate()
+        .map(|(n, node)| node.line(n, cursor))
         .collect()
 }
 
-/// Each line with whether its node sits inside a linear run (one parent with one child, itself
-/// with one child): only such nodes may be folded away.
-fn walk(conversation: &Conversation) -> Vec<(TreeLine, bool, &str)> {
-    let cursor = conversation.cursor();
-    let mut lines = Vec::with_capacity(conversation.len());
-    // (message, lead for its own line, prefix for its descendants, whether it is an only child)
-    let mut stack: Vec<(&Message, String, String, bool)> =
-        vec![(conversation.root(), String::new(), String::new(), false)];
-    while let Some((m, lead, body, only_child)) = stack.pop() {
-        let children = conversation.children(&m.id);
-        let interior = only_child && children.len() == 1;
-        lines.push((
-            TreeLine {
-                number: lines.len(),
-                lead,
-                text: describe(m),
-                is_current: m.id == cursor,
-            },
-            interior,
-            m.id.as_str(),
-        ));
+/// Branches nested deeper than this are drawn at this depth, so that a line's indentation, and the
+/// cost of drawing it, stay bounded however deep the forks go.
+const MAX_DEPTH: usize = 24;
+
+/// A node as the walk meets it; its text is only made for the lines that are drawn.
+struct Node<'a> {
+    message: &'a Message,
+    /// The connectors before the number: the parent's body and this node's branch piece.
+    body: std::rc::Rc<str>,
+    branch: &'static str,
+    /// Inside a linear run: one parent with one child, itself with one child.
+    interior: bool,
+}
+
+impl Node<'_> {
+    fn lead(&self) -> String {
+        format!("{}{}", self.body, self.branch)
+    }
+
+    fn line(&self, number: usize, cursor: &str) -> TreeLine {
+        TreeLine {
+            number,
+            lead: self.lead(),
+            text: describe(self.message),
+            is_current: self.message.id == cursor,
+        }
+    }
+}
+
+/// The nodes in depth-first pre-order. Prefix strings are shared between the nodes of a run and
+/// only built at forks, so the walk is linear in the number of nodes.
+fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
+    use std::rc::Rc;
+    let mut nodes = Vec::with_capacity(conversation.len());
+    let root: Rc<str> = Rc::from("");
+    // (message, body for its line, branch piece, prefix for its descendants, depth, only child)
+    let mut stack: Vec<(&Message, Rc<str>, &'static str, Rc<str>, usize, bool)> =
+        vec![(conversation.root(), root.clone(), "", root, 0, false)];
+    while let Some((m, body, branch, under, depth, only_child)) = stack.pop() {
+        let children = &m.children_ids;
+        nodes.push(Node {
+            message: m,
+            body,
+            branch,
+            interior: only_child && children.len() == 1,
+        });
         if children.len() == 1 {
-            stack.push((children[0], body.clone(), body, true));
+            let child = conversation
+                .get(&children[0])
+                .expect("a child is in the tree");
+            stack.push((child, under.clone(), "", under, depth, true));
         } else {
             let last = children.len().saturating_sub(1);
-            for (i, child) in children.iter().enumerate().rev() {
-                let (branch, under) = if i == last {
+            for (i, id) in children.iter().enumerate().rev() {
+                let child = conversation.get(id).expect("a child is in the tree");
+                let (piece, extend) = if i == last {
                     ("└─ ", "   ")
                 } else {
                     ("├─ ", "│  ")
                 };
-                stack.push((
-                    child,
-                    format!("{body}{branch}"),
-                    format!("{body}{under}"),
-                    false,
-                ));
+                let deeper: Rc<str> = if depth < MAX_DEPTH {
+                    Rc::from(format!("{under}{extend}"))
+                } else {
+                    under.clone()
+                };
+                stack.push((child, under.clone(), piece, deeper, depth + 1, false));
             }
         }
     }
-    lines
+    nodes
 }
 
 /// The default view: small trees whole; in large ones, long linear runs folded into one line each.
 /// Forks, leaves, the first message after each fork, the cursor and the messages just above it are
 /// always drawn, so every branch and the current position stay visible.
 pub fn tree_rows(conversation: &Conversation, full: bool) -> Vec<Row> {
-    let lines = walk(conversation);
-    if full || lines.len() <= COLLAPSE_OVER {
-        return lines
-            .into_iter()
-            .map(|(line, _, _)| Row::Node(line))
+    let cursor = conversation.cursor();
+    let nodes = walk(conversation);
+    if full || nodes.len() <= COLLAPSE_OVER {
+        return nodes
+            .iter()
+            .enumerate()
+            .map(|(n, node)| Row::Node(node.line(n, cursor)))
             .collect();
     }
-    let near_cursor: std::collections::HashSet<&str> = conversation
-        .chain(conversation.cursor())
-        .iter()
-        .rev()
+    let near_cursor: Vec<&str> = conversation
+        .ancestors(cursor)
         .take(KEEP_ABOVE_CURSOR + 1)
         .map(|m| m.id.as_str())
         .collect();
-    let mut keep: Vec<bool> = lines
+    let mut keep: Vec<bool> = nodes
         .iter()
-        .map(|(_, interior, id)| !interior || near_cursor.contains(id))
+        .map(|n| !n.interior || near_cursor.contains(&n.message.id.as_str()))
         .collect();
     // The first node of each run (the message right after a fork or a kept node) stays.
-    for i in 1..lines.len() {
-        if lines[i].1 && !lines[i - 1].1 {
+    for i in 1..nodes.len() {
+        if nodes[i].interior && !nodes[i - 1].interior {
             keep[i] = true;
         }
     }
     let mut rows = Vec::new();
     let mut i = 0;
-    while i < lines.len() {
+    while i < nodes.len() {
         if keep[i] {
-            rows.push(Row::Node(lines[i].0.clone()));
+            rows.push(Row::Node(nodes[i].line(i, cursor)));
             i += 1;
             continue;
         }
         let start = i;
-        while i < lines.len() && !keep[i] {
+        while i < nodes.len() && !keep[i] {
             i += 1;
         }
         if i - start >= MIN_GAP {
             rows.push(Row::Gap {
-                lead: lines[start].0.lead.clone(),
+                lead: nodes[start].lead(),
                 first: start,
                 last: i - 1,
             });
         } else {
-            rows.extend(lines[start..i].iter().map(|(l, _, _)| Row::Node(l.clone())));
+            rows.extend((start..i).map(|n| Row::Node(nodes[n].line(n, cursor))));
         }
     }
     rows

@@ -1,7 +1,8 @@
 //! The conversation tree: messages linked both ways, a cursor, and the operations the REPL and the
 //! agent need. It does no I/O; [`super::store`] persists it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use serde_json::{Map, Value};
 
@@ -20,10 +21,36 @@ pub enum TreeError {
     DuplicateMessage(String),
 }
 
+/// FNV-1a: message ids are short random strings made here, so a fast hash is safe, and loading a
+/// 100,000-message conversation hashes every id several times.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type IdMap<V> = HashMap<String, V, BuildHasherDefault<IdHasher>>;
+
 #[derive(Debug, Clone)]
 pub struct Conversation {
     pub id: String,
-    messages: HashMap<String, Message>,
+    messages: IdMap<Message>,
     pub root_id: String,
     cursor: String,
     pub metadata: Map<String, Value>,
@@ -40,8 +67,13 @@ impl Conversation {
 
     /// A conversation around an existing root message (used when loading).
     pub fn with_root(id: impl Into<String>, root: Message) -> Self {
+        Self::with_root_and_capacity(id, root, 1)
+    }
+
+    /// The same, with room for `capacity` messages, so that loading a big file never rehashes.
+    pub fn with_root_and_capacity(id: impl Into<String>, root: Message, capacity: usize) -> Self {
         let root_id = root.id.clone();
-        let mut messages = HashMap::new();
+        let mut messages = IdMap::with_capacity_and_hasher(capacity, Default::default());
         messages.insert(root_id.clone(), root);
         Conversation {
             id: id.into(),
@@ -147,18 +179,22 @@ impl Conversation {
 
     /// The messages from the root down to `id`, both included.
     pub fn chain(&self, id: &str) -> Vec<&Message> {
-        let mut chain = Vec::new();
-        let mut seen = HashSet::new();
-        let mut next = self.messages.get(id);
-        while let Some(m) = next {
-            if !seen.insert(m.id.as_str()) {
-                break; // a cycle could only come from a corrupt file; stop rather than loop
-            }
-            chain.push(m);
-            next = m.parent_id.as_deref().and_then(|p| self.messages.get(p));
-        }
+        let mut chain: Vec<&Message> = self.ancestors(id).collect();
         chain.reverse();
         chain
+    }
+
+    /// `id` and the messages above it, nearest first, up to the root.
+    pub fn ancestors<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a Message> + 'a {
+        let mut next = self.messages.get(id);
+        // Parent links cannot loop in a tree built by `add_under`; the bound is a second guard.
+        let mut left = self.messages.len();
+        std::iter::from_fn(move || {
+            let m = next.filter(|_| left > 0)?;
+            left -= 1;
+            next = m.parent_id.as_deref().and_then(|p| self.messages.get(p));
+            Some(m)
+        })
     }
 
     /// Every message under `id` (itself included), depth first in creation order.

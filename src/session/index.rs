@@ -96,7 +96,13 @@ impl Change {
 fn clean(text: &str) -> String {
     text.chars()
         .take(TITLE_CHARS)
-        .map(|c| if c == '\t' || c == '\n' || c == '\r' { ' ' } else { c })
+        .map(|c| {
+            if c == '\t' || c == '\n' || c == '\r' {
+                ' '
+            } else {
+                c
+            }
+        })
         .collect()
 }
 
@@ -135,15 +141,28 @@ impl Store {
 
     /// Records a write just made to conversation `id` (whose file now has `file` metadata).
     /// `created`: the write created the file. A failure only costs a reconcile later.
-    pub(crate) fn journal_write(&self, id: &str, file: &fs::Metadata, change: &Change, created: bool) {
+    pub(crate) fn journal_write(
+        &self,
+        id: &str,
+        file: &fs::Metadata,
+        change: &Change,
+        created: bool,
+    ) {
         let op = if created { 'c' } else { 'm' };
-        let dir_mtime = if created { self.dir_mtime().to_string() } else { String::new() };
+        let dir_mtime = if created {
+            self.dir_mtime().to_string()
+        } else {
+            String::new()
+        };
         let line = format!(
             "{op}\t{id}\t{}\t{}\t{}\t{}\t{}\t{}\t{dir_mtime}\n",
             file.len(),
             file.modified().map_or(0, ns),
             change.messages,
-            change.last_activity.map(|t| t.to_string()).unwrap_or_default(),
+            change
+                .last_activity
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
             change.first_user.as_deref().unwrap_or(""),
             change.title.as_deref().unwrap_or(""),
         );
@@ -216,11 +235,8 @@ impl Store {
         journal.read_to_string(&mut journal_text).ok()?;
         drop(journal);
         let (header, body) = snapshot.split_once('\n').unwrap_or((&snapshot, ""));
-        let mut dir_mtime: Option<u128> = header
-            .strip_prefix(MAGIC)?
-            .strip_prefix('\t')?
-            .parse()
-            .ok();
+        let mut dir_mtime: Option<u128> =
+            header.strip_prefix(MAGIC)?.strip_prefix('\t')?.parse().ok();
         // The conversations the journal touched, on top of what the snapshot says of them.
         let touched_ids: std::collections::HashSet<&str> = journal_text
             .lines()
@@ -327,7 +343,8 @@ fn apply(entries: &mut HashMap<String, Entry>, line: &str, dir_mtime: &mut Optio
     let f: Vec<&str> = line.split('\t').collect();
     match (f.first().copied(), f.len()) {
         (Some(op @ ("c" | "m")), 9) => {
-            let (Ok(size), Ok(mtime), Ok(n)) = (f[2].parse(), f[3].parse(), f[4].parse::<usize>()) else {
+            let (Ok(size), Ok(mtime), Ok(n)) = (f[2].parse(), f[3].parse(), f[4].parse::<usize>())
+            else {
                 return false;
             };
             if op == "c" {
@@ -424,7 +441,11 @@ fn order(a: (&str, &Entry), b: (&str, &Entry)) -> std::cmp::Ordering {
 }
 
 /// Writes the snapshot in `/list` order, so that the most recent conversations are its first lines.
-fn write_snapshot(path: &Path, entries: &HashMap<String, Entry>, dir_mtime: u128) -> std::io::Result<()> {
+fn write_snapshot(
+    path: &Path,
+    entries: &HashMap<String, Entry>,
+    dir_mtime: u128,
+) -> std::io::Result<()> {
     let mut sorted: Vec<(&String, &Entry)> = entries.iter().collect();
     sorted.sort_by(|a, b| order((a.0, a.1), (b.0, b.1)));
     let mut text = format!("{MAGIC}\t{dir_mtime}\n");
@@ -469,7 +490,10 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(entry.scanned))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |last| last + 1);
+    let complete = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let Ok(view) = serde_json::from_slice::<LineView>(line) else {
             continue;
@@ -512,7 +536,11 @@ mod tests {
         let mut c = Conversation::new(id, "sys");
         let mut records = Vec::new();
         for (i, t) in texts.iter().enumerate() {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             let m = c.add(Message::new(role, *t)).unwrap();
             records.push(Record::message(c.get(&m).unwrap()));
         }
@@ -537,12 +565,17 @@ mod tests {
         assert!(dir.path().join(INDEX_DIR).join(SNAPSHOT).exists());
 
         let m = c.add(Message::new(Role::User, "more")).unwrap();
-        store.append(&c.id, &[Record::message(c.get(&m).unwrap())]).unwrap();
         store
-            .append(&c.id, &[Record::Title(crate::session::record::TitleRecord {
-                title: "Renamed\tnicely".into(),
-                timestamp: None,
-            })])
+            .append(&c.id, &[Record::message(c.get(&m).unwrap())])
+            .unwrap();
+        store
+            .append(
+                &c.id,
+                &[Record::Title(crate::session::record::TitleRecord {
+                    title: "Renamed\tnicely".into(),
+                    timestamp: None,
+                })],
+            )
             .unwrap();
         let list = store.list().unwrap();
         let a = find(&list, "aaaa0001");
@@ -558,9 +591,14 @@ mod tests {
         let mut c = write_conversation(&store, "abab0001", &["q", "a"]);
         store.list().unwrap();
         let m = c.add(Message::new(Role::User, "via new")).unwrap();
-        store.append(&c.id, &[Record::message(c.get(&m).unwrap())]).unwrap();
+        store
+            .append(&c.id, &[Record::message(c.get(&m).unwrap())])
+            .unwrap();
         // A line appended behind new's back is not seen: the files were not read.
-        let mut f = OpenOptions::new().append(true).open(store.path("abab0001")).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path("abab0001"))
+            .unwrap();
         f.write_all(br#"{"type":"message","msg_id":"zz","role":"user","content":"sneaky","parent_id":"x","timestamp":"2026-01-01T00:00:00Z"}"#).unwrap();
         f.write_all(b"\n").unwrap();
         drop(f);
@@ -577,7 +615,11 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let mut convs = Vec::new();
         for i in 0..30 {
-            convs.push(write_conversation(&store, &format!("r{i:07}"), &[&format!("q{i}")]));
+            convs.push(write_conversation(
+                &store,
+                &format!("r{i:07}"),
+                &[&format!("q{i}")],
+            ));
         }
         let all = store.list().unwrap();
         // Activity after the snapshot: an append to an old one, a new one, a trashed one.
@@ -585,7 +627,9 @@ mod tests {
         let mut later = Message::new(Role::User, "much later");
         later.timestamp = chrono::Utc::now() + chrono::Duration::days(1);
         let m = old.add(later).unwrap();
-        store.append(&old.id, &[Record::message(old.get(&m).unwrap())]).unwrap();
+        store
+            .append(&old.id, &[Record::message(old.get(&m).unwrap())])
+            .unwrap();
         write_conversation(&store, "znew0001", &["brand new"]);
         store.trash(&all[0].id).unwrap();
         let (recent, total) = store.list_recent(5).unwrap();
@@ -627,7 +671,10 @@ mod tests {
         store.list().unwrap();
         fs::write(dir.path().join(INDEX_DIR).join(SNAPSHOT), "garbage").unwrap();
         fs::write(dir.path().join(INDEX_DIR).join(JOURNAL), "m\tnope\n").unwrap();
-        let mut f = OpenOptions::new().append(true).open(store.path("dddd0001")).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path("dddd0001"))
+            .unwrap();
         f.write_all(b"{\"type\":\"message\",\"torn").unwrap();
         drop(f);
         let list = store.list().unwrap();
@@ -644,7 +691,9 @@ mod tests {
         store.list().unwrap();
         for i in 0..(COMPACT_AFTER + 10) {
             let m = c.add(Message::new(Role::User, format!("m{i}"))).unwrap();
-            store.append(&c.id, &[Record::message(c.get(&m).unwrap())]).unwrap();
+            store
+                .append(&c.id, &[Record::message(c.get(&m).unwrap())])
+                .unwrap();
         }
         let journal = dir.path().join(INDEX_DIR).join(JOURNAL);
         assert!(fs::metadata(&journal).unwrap().len() > 0);

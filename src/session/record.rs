@@ -119,6 +119,84 @@ pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
         .map(|n| n.and_utc())
 }
 
+/// Any line, read as one flat struct. Reading with the tagged [`Record`] enum makes serde buffer
+/// every line before it can look at `type`; this reads each field once. [`Line::into_record`] then
+/// gives the same result the enum would.
+#[derive(Deserialize)]
+pub struct Line<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    root_id: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    msg_id: Option<String>,
+    #[serde(default)]
+    role: Option<Role>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    content: String,
+    #[serde(default)]
+    parent_id: Option<String>,
+    #[serde(default)]
+    timestamp: String,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCall>>,
+    #[serde(default)]
+    interrupted: bool,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    reasoning_signature: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    title: Option<String>,
+}
+
+impl Line<'_> {
+    /// The record this line holds, or what is missing from it.
+    pub fn into_record(self) -> Result<Record, String> {
+        match self.kind.as_deref() {
+            Some("header") => Ok(Record::Header(HeaderRecord {
+                root_id: self.root_id.ok_or("a header without `root_id`")?,
+                metadata: self.metadata.unwrap_or_default(),
+            })),
+            Some("message") => Ok(Record::Message(Box::new(MessageRecord {
+                msg_id: self.msg_id.ok_or("a message without `msg_id`")?,
+                role: self.role.ok_or("a message without `role`")?,
+                content: self.content,
+                parent_id: self.parent_id,
+                timestamp: self.timestamp,
+                tool_call_id: self.tool_call_id,
+                tool_calls: self.tool_calls,
+                interrupted: self.interrupted,
+                reasoning: self.reasoning,
+                reasoning_signature: self.reasoning_signature,
+                model: self.model,
+                usage: self.usage,
+            }))),
+            Some("title") => Ok(Record::Title(TitleRecord {
+                title: self.title.ok_or("a title without `title`")?,
+                timestamp: Some(self.timestamp).filter(|t| !t.is_empty()),
+            })),
+            Some(_) => Ok(Record::Unknown),
+            None => Err("a line without `type`".to_string()),
+        }
+    }
+}
+
+/// Reads one line of a conversation file.
+pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
+    serde_json::from_slice::<Line>(bytes)
+        .map_err(|e| e.to_string())?
+        .into_record()
+}
+
 impl Record {
     pub fn message(m: &Message) -> Record {
         Record::Message(Box::new(m.into()))
@@ -159,6 +237,23 @@ mod tests {
         assert_eq!(m.content, "");
         assert_eq!(m.tool_calls.unwrap()[0].function.arguments, r#"{"k":1}"#);
         assert!(parse_timestamp(&m.timestamp).is_some());
+    }
+
+    #[test]
+    fn the_flat_reader_agrees_with_the_tagged_enum() {
+        let lines = [
+            r#"{"type":"header","root_id":"009f13ac","metadata":{"k":1}}"#,
+            r#"{"type":"message","msg_id":"a","role":"assistant","content":null,"parent_id":"p","timestamp":"2026-07-24T12:35:55Z","tool_call_id":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}],"interrupted":true,"reasoning":"r","usage":{"input_tokens":1,"output_tokens":2},"extra":[1]}"#,
+            r#"{"type":"title","title":"T","timestamp":"2026-07-24T12:36:00Z"}"#,
+            r#"{"type":"bookmark","at":"x"}"#,
+        ];
+        for line in lines {
+            let tagged: Record = serde_json::from_str(line).unwrap();
+            assert_eq!(parse_line(line.as_bytes()).unwrap(), tagged, "{line}");
+        }
+        assert!(parse_line(br#"{"type":"message","role":"user"}"#).is_err());
+        assert!(parse_line(br#"{"type":"message","msg_id":"a","role":"wizard"}"#).is_err());
+        assert!(parse_line(b"not json").is_err());
     }
 
     #[test]

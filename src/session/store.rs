@@ -225,65 +225,84 @@ pub fn parse_conversation(
     let mut report = LoadReport::default();
     let mut header: Option<HeaderRecord> = None;
     let mut title = None;
-    let mut messages: Vec<MessageRecord> = Vec::new();
+    // Built as soon as the header (normally the first line) gives the root; messages met before it
+    // wait, since the root of a file without a header is inferred from all of them.
+    let mut conversation: Option<Conversation> = None;
+    let mut waiting: Vec<MessageRecord> = Vec::new();
+    let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1;
+    let start = |root_id: String| {
+        let mut root = Message::new(Role::System, system_prompt);
+        root.id = root_id;
+        Conversation::with_root_and_capacity(id, root, capacity)
+    };
     for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Record>(line) {
+        match super::record::parse_line(line) {
             Ok(Record::Header(h)) => {
                 if header.is_none() {
+                    if conversation.is_none() && waiting.is_empty() {
+                        conversation = Some(start(h.root_id.clone()));
+                    }
                     header = Some(h);
                 }
             }
-            Ok(Record::Message(m)) => messages.push(*m),
+            Ok(Record::Message(m)) => match conversation.as_mut() {
+                Some(c) => attach(c, *m, &mut report),
+                None => waiting.push(*m),
+            },
             Ok(Record::Title(t)) => title = Some(t.title),
             Ok(Record::Unknown) => {}
-            Err(e) => report.skipped_lines.push((n + 1, e.to_string())),
+            Err(e) => report.skipped_lines.push((n + 1, e)),
         }
     }
 
-    // Without a header (its line torn or lost), the root is the parent that no message provides.
-    let root_id = header
-        .as_ref()
-        .map(|h| h.root_id.clone())
-        .or_else(|| {
-            let known: std::collections::HashSet<&str> =
-                messages.iter().map(|m| m.msg_id.as_str()).collect();
-            messages
-                .iter()
-                .filter_map(|m| m.parent_id.as_deref())
-                .find(|p| !known.contains(p))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(new_id);
-    let mut root = Message::new(Role::System, system_prompt);
-    root.id = root_id.clone();
-    let mut conversation = Conversation::with_root(id, root);
+    let mut conversation = conversation.unwrap_or_else(|| {
+        // Without a header first (its line torn or lost), the root is the parent no message provides.
+        let root_id = header
+            .as_ref()
+            .map(|h| h.root_id.clone())
+            .or_else(|| {
+                let known: std::collections::HashSet<&str> =
+                    waiting.iter().map(|m| m.msg_id.as_str()).collect();
+                waiting
+                    .iter()
+                    .filter_map(|m| m.parent_id.as_deref())
+                    .find(|p| !known.contains(p))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(new_id);
+        start(root_id)
+    });
+    for record in waiting {
+        attach(&mut conversation, record, &mut report);
+    }
     if let Some(h) = header {
         conversation.metadata = h.metadata;
     }
     conversation.title = title;
-
-    for record in messages {
-        let id = record.msg_id.clone();
-        if conversation.contains(&id) {
-            report.duplicates.push(id);
-            continue;
-        }
-        let parent = match record.parent_id.as_deref() {
-            Some(p) if conversation.contains(p) => p.to_string(),
-            _ => {
-                report.orphans.push(id.clone());
-                root_id.clone()
-            }
-        };
-        conversation
-            .add_under(&parent, record.into_message())
-            .expect("parent checked, id unique");
-    }
     (conversation, report)
+}
+
+/// Adds one stored message to the tree being loaded: under its parent, or under the root when the
+/// parent is missing; a repeated id is reported and left out.
+fn attach(conversation: &mut Conversation, record: MessageRecord, report: &mut LoadReport) {
+    if conversation.contains(&record.msg_id) {
+        report.duplicates.push(record.msg_id);
+        return;
+    }
+    let parent = match record.parent_id.as_deref() {
+        Some(p) if conversation.contains(p) => p.to_string(),
+        _ => {
+            report.orphans.push(record.msg_id.clone());
+            conversation.root_id.clone()
+        }
+    };
+    conversation
+        .add_under(&parent, record.into_message())
+        .expect("parent checked, id unique");
 }
 
 #[cfg(test)]

@@ -1,0 +1,488 @@
+//! The performance suite: every figure is a ratio measured in one run, next to what a user would
+//! otherwise pick or to the physical limit, because machines here are noisy.
+//!
+//! `cargo bench --bench suite` generates its own data and runs a scripted OpenAI-compatible server on
+//! loopback that answers instantly. `NEW_BENCH_SCALE=small` (what `.ci/run` uses) shrinks the data so
+//! that the suite only proves it still works. `NEW_BENCH_LLM=0` skips Simon Willison's `llm`, which is
+//! installed from PyPI into a cached virtual environment on first use.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use new_agent::cli::tree_view::{render_rows, tree_rows};
+use new_agent::config::Lang;
+use new_agent::llm::Role;
+use new_agent::session::{ChatSession, Conversation, Message, Record, Store};
+
+struct Scale {
+    conversations: usize,
+    messages: usize,
+    big: usize,
+    runs: usize,
+}
+
+fn scale() -> Scale {
+    if std::env::var("NEW_BENCH_SCALE").as_deref() == Ok("small") {
+        Scale {
+            conversations: 1_000,
+            messages: 20,
+            big: 20_000,
+            runs: 5,
+        }
+    } else {
+        Scale {
+            conversations: 10_000,
+            messages: 50,
+            big: 100_000,
+            runs: 15,
+        }
+    }
+}
+
+struct Row {
+    what: String,
+    measured: String,
+    baseline: String,
+    ratio: f64,
+    target: String,
+    ok: bool,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Wall time and peak memory (KB) of a child process, fed `stdin`.
+fn run(cmd: &mut Command, stdin: &[u8]) -> (Duration, u64) {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: rusage is plain data filled by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let elapsed = start.elapsed();
+    assert_eq!(rc, pid, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed"
+    );
+    std::mem::forget(child); // already reaped
+    (elapsed, usage.ru_maxrss as u64)
+}
+
+fn times(runs: usize, mut f: impl FnMut() -> (Duration, u64)) -> (Duration, u64) {
+    f(); // warm the page cache
+    let results: Vec<(Duration, u64)> = (0..runs).map(|_| f()).collect();
+    let peak = results.iter().map(|r| r.1).max().unwrap_or(0);
+    (median(results.into_iter().map(|r| r.0).collect()), peak)
+}
+
+fn generate_many(dir: &Path, conversations: usize, messages: usize) {
+    let store = Store::open(dir).unwrap();
+    for c in 0..conversations {
+        let mut conv = Conversation::new(format!("{c:08x}"), "sys");
+        let mut records = Vec::with_capacity(messages);
+        for m in 0..messages {
+            let role = if m % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let text = format!(
+                "message {m} of conversation {c}: {}",
+                "lorem ipsum dolor sit amet ".repeat(6)
+            );
+            let id = conv.add(Message::new(role, text)).unwrap();
+            records.push(Record::message(conv.get(&id).unwrap()));
+        }
+        store.create(&conv, &records).unwrap();
+    }
+}
+
+/// One conversation of `n` messages: long linear runs with a fork every 100 messages.
+fn generate_big(store: &Store, id: &str, n: usize) {
+    let mut conv = Conversation::new(id, "sys");
+    let mut records = Vec::with_capacity(n);
+    let mut fork_point = conv.root_id.clone();
+    for m in 0..n {
+        if m % 100 == 99 {
+            let back = conv.cursor().to_string();
+            conv.move_cursor(&fork_point).unwrap();
+            let id = conv
+                .add(Message::new(Role::User, format!("alternative {m}")))
+                .unwrap();
+            records.push(Record::message(conv.get(&id).unwrap()));
+            conv.move_cursor(&back).unwrap();
+            fork_point = back;
+            continue;
+        }
+        let role = if m % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let id = conv
+            .add(Message::new(
+                role,
+                format!("message {m}: {}", "some words of text ".repeat(5)),
+            ))
+            .unwrap();
+        records.push(Record::message(conv.get(&id).unwrap()));
+    }
+    let _ = std::fs::remove_file(store.path(id));
+    store.create(&conv, &records).unwrap();
+}
+
+/// Load a conversation and draw `/tree` into a file, as the REPL does.
+fn load_and_draw(store: &Store, id: &str, out: &Path) -> Duration {
+    let start = Instant::now();
+    let (conv, _) = store.load(id, "system prompt").unwrap();
+    let t1 = start.elapsed();
+    let text = render_rows(&tree_rows(&conv, false), Lang::En);
+    let t2 = start.elapsed();
+    std::fs::write(out, text).unwrap();
+    drop(conv);
+    if std::env::var_os("NEW_BENCH_PHASES").is_some() {
+        eprintln!(
+            "{id}: load {:?} draw {:?} write+drop {:?}",
+            t1,
+            t2 - t1,
+            start.elapsed() - t2
+        );
+    }
+    start.elapsed()
+}
+
+/// The floor: read the file and parse each line into a `serde_json::Value`, nothing more.
+fn parse_values(path: &Path) -> Duration {
+    let start = Instant::now();
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut n = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        n += usize::from(v.is_object());
+    }
+    assert!(n > 0);
+    start.elapsed()
+}
+
+fn best(f: impl Fn() -> Duration, runs: usize) -> Duration {
+    median((0..runs.max(3)).map(|_| f()).collect())
+}
+
+/// The scripted server: answers every chat request at once with a short streamed text.
+fn start_server() -> (String, tokio::runtime::Runtime) {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::response::Response;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sse = [
+        r#"{"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}"#,
+        r#"{"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"content":" there."},"finish_reason":null}]}"#,
+        r#"{"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    ]
+    .iter()
+    .map(|c| format!("data: {c}\n\n"))
+    .collect::<String>()
+        + "data: [DONE]\n\n";
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let sse = sse.clone();
+            async move {
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(sse))
+                    .unwrap()
+            }
+        }),
+    );
+    runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), runtime)
+}
+
+/// Simon Willison's `llm` in a cached virtual environment, if it can be installed.
+fn llm_cli() -> Option<PathBuf> {
+    if std::env::var("NEW_BENCH_LLM").as_deref() == Ok("0") {
+        return None;
+    }
+    let cache = dirs::cache_dir()?.join("new-bench");
+    let venv = cache.join("llm-venv");
+    let bin = venv.join("bin/llm");
+    if !bin.exists() {
+        std::fs::create_dir_all(&cache).ok()?;
+        eprintln!(
+            "installing llm from PyPI into {} (first run only)",
+            venv.display()
+        );
+        let ok = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .ok()?
+            .success()
+            && Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "llm"])
+                .status()
+                .ok()?
+                .success();
+        if !ok {
+            return None;
+        }
+    }
+    Some(bin)
+}
+
+/// `NEW_BENCH_ONLY=oneshot|list|tree|store` runs one part (for profiling).
+fn wanted(part: &str) -> bool {
+    std::env::var("NEW_BENCH_ONLY").map_or(true, |only| only == part)
+}
+
+fn main() {
+    let s = scale();
+    let bin = env!("CARGO_BIN_EXE_new");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let (work, home) = (dir("work"), dir("home"));
+    let mut rows = Vec::new();
+    let env = |cmd: &mut Command, url: &str| {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", &home)
+            .env("XDG_CONFIG_HOME", &home)
+            .env("OPENAI_BASE_URL", url)
+            .env("OPENAI_API_KEY", "bench-key");
+    };
+
+    // 1, 2: one-shot round trips against an instant server.
+    let (url, _server) = start_server();
+    if wanted("oneshot") {
+        let oneshot_data = dir("oneshot");
+        let (ours, _) = times(s.runs, || {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, &url);
+            cmd.arg(&work).arg("default").arg(&oneshot_data).args([
+                "--model",
+                "bench",
+                "-p",
+                "Say hello.",
+            ]);
+            run(&mut cmd, b"")
+        });
+        let body = r#"{"model":"bench","messages":[{"role":"system","content":"You are brief."},{"role":"user","content":"Say hello."}],"stream":true}"#;
+        let (curl, _) = times(s.runs, || {
+            let mut cmd = Command::new("curl");
+            cmd.args([
+                "-s",
+                "-N",
+                "-X",
+                "POST",
+                "-H",
+                "content-type: application/json",
+                "-H",
+                "authorization: Bearer bench-key",
+                "-d",
+                body,
+            ])
+            .arg(format!("{url}/chat/completions"));
+            run(&mut cmd, b"")
+        });
+        let ratio = ours.as_secs_f64() / curl.as_secs_f64();
+        rows.push(Row {
+            what: "one-shot `new -p`, instant server".into(),
+            measured: ms(ours),
+            baseline: format!("curl {}", ms(curl)),
+            ratio,
+            target: "≤ 1.5× curl".into(),
+            ok: ratio <= 1.5,
+        });
+        match llm_cli() {
+            Some(llm) => {
+                let llm_home = dir("llm-home");
+                std::fs::write(
+                    llm_home.join("extra-openai-models.yaml"),
+                    format!("- model_id: bench\n  model_name: bench\n  api_base: \"{url}\"\n"),
+                )
+                .unwrap();
+                let (theirs, _) = times(s.runs.min(7), || {
+                    let mut cmd = Command::new(&llm);
+                    env(&mut cmd, &url);
+                    cmd.env("LLM_USER_PATH", &llm_home)
+                        .args(["-m", "bench", "Say hello."]);
+                    run(&mut cmd, b"")
+                });
+                let speedup = theirs.as_secs_f64() / ours.as_secs_f64();
+                rows.push(Row {
+                    what: "the same one-shot".into(),
+                    measured: ms(ours),
+                    baseline: format!("llm {}", ms(theirs)),
+                    ratio: speedup,
+                    target: "≥ 5× faster than llm".into(),
+                    ok: speedup >= 5.0,
+                });
+            }
+            None => eprintln!("llm could not be installed: its comparison is skipped"),
+        }
+    }
+
+    // 3, 4: start-up and /list with many conversations, against an empty DATADIR.
+    if wanted("list") {
+        let full = dir("full");
+        let empty = dir("empty");
+        let t = Instant::now();
+        generate_many(&full, s.conversations, s.messages);
+        eprintln!(
+            "generated {} conversations of {} messages in {:.1} s",
+            s.conversations,
+            s.messages,
+            t.elapsed().as_secs_f64()
+        );
+        let list = |data: &Path| {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, "http://127.0.0.1:9/v1");
+            cmd.arg(&work).arg("default").arg(data);
+            run(&mut cmd, b"/list\n")
+        };
+        list(&full); // the first /list builds the index
+        let (t_full, m_full) = times(s.runs, || list(&full));
+        let (t_empty, m_empty) = times(s.runs, || list(&empty));
+        let ratio = t_full.as_secs_f64() / t_empty.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "start-up + /list, {} conversations of {}",
+                s.conversations, s.messages
+            ),
+            measured: ms(t_full),
+            baseline: format!("empty {}", ms(t_empty)),
+            ratio,
+            target: "≤ 1.5×".into(),
+            ok: ratio <= 1.5,
+        });
+        let ratio = m_full as f64 / m_empty as f64;
+        rows.push(Row {
+            what: "peak memory of that".into(),
+            measured: format!("{:.1} MB", m_full as f64 / 1024.0),
+            baseline: format!("empty {:.1} MB", m_empty as f64 / 1024.0),
+            ratio,
+            target: "≤ 2×".into(),
+            ok: ratio <= 2.0,
+        });
+    }
+
+    // 5, 7: loading a big conversation and drawing /tree, against parsing its lines into Values.
+    let big_dir = dir("big");
+    let store = Store::open(&big_dir).unwrap();
+    let small_n = s.big / 10;
+    generate_big(&store, "big", s.big);
+    generate_big(&store, "tenth", small_n);
+    let drawn = tmp.path().join("tree.txt");
+    if wanted("tree") {
+        let ours = best(|| load_and_draw(&store, "big", &drawn), s.runs.min(7));
+        let floor = best(|| parse_values(&store.path("big")), s.runs.min(7));
+        let ratio = ours.as_secs_f64() / floor.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "load a {}-message conversation and draw /tree to a file",
+                s.big
+            ),
+            measured: ms(ours),
+            baseline: format!("Value parse {}", ms(floor)),
+            ratio,
+            target: "≤ 3×".into(),
+            ok: ratio <= 3.0,
+        });
+        let tenth = best(|| load_and_draw(&store, "tenth", &drawn), s.runs.min(7));
+        let growth = ours.as_secs_f64() / tenth.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "cost growth of load + /tree, {} vs {} messages",
+                s.big, small_n
+            ),
+            measured: ms(ours),
+            baseline: format!("{} msgs {}", small_n, ms(tenth)),
+            ratio: growth,
+            target: "≤ 11×".into(),
+            ok: growth <= 11.0,
+        });
+    }
+
+    // 6: storing one message in a small and in a big conversation.
+    if wanted("store") {
+        generate_big(&store, "hundred", 100);
+        let store_one = |id: &str| {
+            let (mut session, _) = ChatSession::open(store.clone(), id, "sys").unwrap();
+            let adds = 300;
+            let start = Instant::now();
+            for i in 0..adds {
+                session
+                    .add(Message::new(Role::User, format!("one more message {i}")))
+                    .unwrap();
+            }
+            start.elapsed() / adds
+        };
+        let small = best(|| store_one("hundred"), 5);
+        let large = best(|| store_one("big"), 5);
+        let ratio = large.as_secs_f64() / small.as_secs_f64();
+        rows.push(Row {
+            what: format!("store one message, {} vs 100 messages", s.big),
+            measured: format!("{:.1} µs", large.as_secs_f64() * 1e6),
+            baseline: format!("{:.1} µs", small.as_secs_f64() * 1e6),
+            ratio,
+            target: "flat: ≤ 1.2×".into(),
+            ok: ratio <= 1.2,
+        });
+    }
+
+    println!("\n| what | measured | compared with | ratio | target | |");
+    println!("|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.2} | {} | {} |",
+            r.what,
+            r.measured,
+            r.baseline,
+            r.ratio,
+            r.target,
+            if r.ok { "met" } else { "MISSED" }
+        );
+    }
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    println!(
+        "\nmachine: {} cores, {cpu}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+}
