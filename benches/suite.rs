@@ -420,6 +420,18 @@ fn main() {
         });
         let tenth = best(|| load_and_draw(&store, "tenth", &drawn), s.runs.min(7));
         let growth = ours.as_secs_f64() / tenth.as_secs_f64();
+        let floor_tenth = best(|| parse_values(&store.path("tenth")), s.runs.min(7));
+        rows.push(Row {
+            what: format!(
+                "(reference) growth of the Value parse itself, {} vs {small_n}",
+                s.big
+            ),
+            measured: ms(floor),
+            baseline: format!("{small_n} msgs {}", ms(floor_tenth)),
+            ratio: floor.as_secs_f64() / floor_tenth.as_secs_f64(),
+            target: "-".into(),
+            ok: true,
+        });
         rows.push(Row {
             what: format!(
                 "cost growth of load + /tree, {} vs {} messages",

@@ -155,6 +155,29 @@ impl Conversation {
         Ok(id)
     }
 
+    /// Adds a stored message while loading: under its `parent_id`, or under the root when that
+    /// parent is missing (returns false then). The cursor is not moved; the caller sets it once.
+    /// The id must be new.
+    pub(crate) fn attach_loaded(&mut self, mut message: Message) -> bool {
+        let found = message
+            .parent_id
+            .as_deref()
+            .is_some_and(|p| self.messages.contains_key(p));
+        if !found {
+            message.parent_id = Some(self.root_id.clone());
+        }
+        let parent = message.parent_id.as_deref().expect("set above");
+        let id = message.id.clone();
+        self.messages
+            .get_mut(parent)
+            .expect("checked above")
+            .children_ids
+            .push(id.clone());
+        message.children_ids.clear();
+        self.messages.insert(id, message);
+        found
+    }
+
     /// Moves the cursor; the next message forks from there.
     pub fn move_cursor(&mut self, id: &str) -> Result<(), TreeError> {
         if !self.messages.contains_key(id) {

@@ -29,9 +29,9 @@ use crate::llm::Role;
 pub const INDEX_DIR: &str = ".index";
 const SNAPSHOT: &str = "snapshot";
 const JOURNAL: &str = "journal";
-const MAGIC: &str = "new-index\t2";
-/// Longest title kept, in characters.
-const TITLE_CHARS: usize = 200;
+const MAGIC: &str = "new-index\t3";
+/// Longest title kept, in characters (`/list` shows 60).
+const TITLE_CHARS: usize = 100;
 /// Journal lines after which listing folds the journal into the snapshot.
 const COMPACT_AFTER: usize = 512;
 
@@ -229,31 +229,45 @@ impl Store {
     }
 
     fn try_list_recent(&self, limit: usize) -> Option<(Vec<Summary>, usize)> {
+        use std::io::BufRead;
         let mut journal = self.journal().ok()?;
-        let snapshot = fs::read_to_string(self.index_dir().join(SNAPSHOT)).ok()?;
+        let snapshot = File::open(self.index_dir().join(SNAPSHOT)).ok()?;
         let mut journal_text = String::new();
         journal.read_to_string(&mut journal_text).ok()?;
-        drop(journal);
-        let (header, body) = snapshot.split_once('\n').unwrap_or((&snapshot, ""));
-        let mut dir_mtime: Option<u128> =
-            header.strip_prefix(MAGIC)?.strip_prefix('\t')?.parse().ok();
-        // The conversations the journal touched, on top of what the snapshot says of them.
-        let touched_ids: std::collections::HashSet<&str> = journal_text
-            .lines()
-            .filter_map(|l| l.split('\t').nth(1))
-            .collect();
         if journal_text.lines().count() > COMPACT_AFTER {
             return None;
         }
+        let mut lines = std::io::BufReader::new(snapshot).lines();
+        let header = lines.next()?.ok()?;
+        let mut head = header.strip_prefix(MAGIC)?.strip_prefix('\t')?.split('\t');
+        let mut dir_mtime: Option<u128> = Some(head.next()?.parse().ok()?);
+        let count: usize = head.next()?.parse().ok()?;
+
+        // What the journal touched since the snapshot; those it did not create are in the snapshot,
+        // which is read (in `/list` order) until they are all found.
+        let mut touched_ids = std::collections::HashSet::new();
+        let mut created = std::collections::HashSet::new();
+        for line in journal_text.lines() {
+            let mut f = line.split('\t');
+            let (op, id) = (f.next()?, f.next()?);
+            touched_ids.insert(id.to_string());
+            if op == "c" {
+                created.insert(id.to_string());
+            }
+        }
+        let mut needed: std::collections::HashSet<&String> =
+            touched_ids.difference(&created).collect();
         let mut touched: HashMap<String, Entry> = HashMap::new();
-        let mut total = 0;
-        for line in body.lines() {
-            total += 1;
-            let id = line.split('\t').next()?;
-            if touched_ids.contains(id) {
-                let (id, entry) = parse_line(line)?;
+        let mut read: Vec<String> = Vec::new();
+        while !needed.is_empty() {
+            let Some(line) = lines.next() else { break };
+            let line = line.ok()?;
+            let (id, entry) = parse_line(&line)?;
+            if let Some(found) = needed.iter().find(|n| n.as_str() == id).copied() {
+                needed.remove(found);
                 touched.insert(id.to_string(), entry);
             }
+            read.push(line);
         }
         let in_snapshot = touched.len();
         for line in journal_text.lines() {
@@ -261,28 +275,27 @@ impl Store {
                 return None;
             }
         }
+        drop(journal);
         if dir_mtime != Some(self.dir_mtime()) {
             return None;
         }
-        total = total - in_snapshot + touched.len();
-        // Merge the touched entries into the snapshot's order.
+        let total = (count + touched.len()).checked_sub(in_snapshot)?;
+
+        // Merge the touched entries into the snapshot's order, reading no further than needed.
         let mut fresh: Vec<(String, Entry)> = touched.into_iter().collect();
         fresh.sort_by(|a, b| order((&a.0, &a.1), (&b.0, &b.1)));
         let mut fresh = fresh.into_iter().peekable();
+        let mut rest = read.into_iter().map(Ok).chain(lines);
         let mut out = Vec::with_capacity(limit.min(total));
-        let mut lines = body.lines();
-        let mut next_line: Option<(&str, Entry)> = None;
+        let mut next_line: Option<(String, Entry)> = None;
         while out.len() < limit {
             if next_line.is_none() {
                 next_line = loop {
-                    match lines.next() {
-                        None => break None,
-                        Some(line) => {
-                            let (id, entry) = parse_line(line)?;
-                            if !touched_ids.contains(id) {
-                                break Some((id, entry));
-                            }
-                        }
+                    let Some(line) = rest.next() else { break None };
+                    let line = line.ok()?;
+                    let (id, entry) = parse_line(&line)?;
+                    if !touched_ids.contains(id) {
+                        break Some((id.to_string(), entry));
                     }
                 };
             }
@@ -292,13 +305,12 @@ impl Store {
                 (None, Some(_)) => false,
                 (Some((fid, fe)), Some((sid, se))) => order((fid, fe), (sid, se)).is_le(),
             };
-            if take_fresh {
-                let (id, e) = fresh.next().expect("peeked");
-                out.push(summary(&id, e));
+            let (id, e) = if take_fresh {
+                fresh.next().expect("peeked")
             } else {
-                let (id, e) = next_line.take().expect("checked");
-                out.push(summary(id, e));
-            }
+                next_line.take().expect("checked")
+            };
+            out.push(summary(&id, e));
         }
         Some((out, total))
     }
@@ -388,6 +400,7 @@ fn read_snapshot(path: &Path) -> (HashMap<String, Entry>, Option<u128>) {
         .next()
         .and_then(|h| h.strip_prefix(MAGIC))
         .and_then(|rest| rest.strip_prefix('\t'))
+        .and_then(|rest| rest.split('\t').next())
         .and_then(|m| m.parse().ok());
     if dir_mtime.is_none() {
         return (entries, None);
@@ -448,7 +461,7 @@ fn write_snapshot(
 ) -> std::io::Result<()> {
     let mut sorted: Vec<(&String, &Entry)> = entries.iter().collect();
     sorted.sort_by(|a, b| order((a.0, a.1), (b.0, b.1)));
-    let mut text = format!("{MAGIC}\t{dir_mtime}\n");
+    let mut text = format!("{MAGIC}\t{dir_mtime}\t{}\n", sorted.len());
     for (id, e) in sorted {
         text.push_str(&format!(
             "{id}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",

@@ -229,6 +229,7 @@ pub fn parse_conversation(
     // wait, since the root of a file without a header is inferred from all of them.
     let mut conversation: Option<Conversation> = None;
     let mut waiting: Vec<MessageRecord> = Vec::new();
+    let mut last: Option<String> = None;
     let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1;
     let start = |root_id: String| {
         let mut root = Message::new(Role::System, system_prompt);
@@ -250,7 +251,7 @@ pub fn parse_conversation(
                 }
             }
             Ok(Record::Message(m)) => match conversation.as_mut() {
-                Some(c) => attach(c, *m, &mut report),
+                Some(c) => attach(c, *m, &mut report, &mut last),
                 None => waiting.push(*m),
             },
             Ok(Record::Title(t)) => title = Some(t.title),
@@ -277,7 +278,11 @@ pub fn parse_conversation(
         start(root_id)
     });
     for record in waiting {
-        attach(&mut conversation, record, &mut report);
+        attach(&mut conversation, record, &mut report, &mut last);
+    }
+    // The cursor of a loaded conversation is its last message.
+    if let Some(last) = last {
+        conversation.move_cursor(&last).expect("attached");
     }
     if let Some(h) = header {
         conversation.metadata = h.metadata;
@@ -288,21 +293,22 @@ pub fn parse_conversation(
 
 /// Adds one stored message to the tree being loaded: under its parent, or under the root when the
 /// parent is missing; a repeated id is reported and left out.
-fn attach(conversation: &mut Conversation, record: MessageRecord, report: &mut LoadReport) {
+fn attach(
+    conversation: &mut Conversation,
+    record: MessageRecord,
+    report: &mut LoadReport,
+    last: &mut Option<String>,
+) {
     if conversation.contains(&record.msg_id) {
         report.duplicates.push(record.msg_id);
         return;
     }
-    let parent = match record.parent_id.as_deref() {
-        Some(p) if conversation.contains(p) => p.to_string(),
-        _ => {
-            report.orphans.push(record.msg_id.clone());
-            conversation.root_id.clone()
-        }
-    };
-    conversation
-        .add_under(&parent, record.into_message())
-        .expect("parent checked, id unique");
+    let message = record.into_message();
+    let id = message.id.clone();
+    if !conversation.attach_loaded(message) {
+        report.orphans.push(id.clone());
+    }
+    *last = Some(id);
 }
 
 #[cfg(test)]
