@@ -86,11 +86,34 @@ impl Node<'_> {
 fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
     use std::rc::Rc;
     let mut nodes = Vec::with_capacity(conversation.len());
+    /// A node waiting to be visited.
+    struct Visit<'a> {
+        message: &'a Message,
+        body: Rc<str>,
+        branch: &'static str,
+        /// The prefix for its descendants.
+        under: Rc<str>,
+        depth: usize,
+        only_child: bool,
+    }
     let root: Rc<str> = Rc::from("");
-    // (message, body for its line, branch piece, prefix for its descendants, depth, only child)
-    let mut stack: Vec<(&Message, Rc<str>, &'static str, Rc<str>, usize, bool)> =
-        vec![(conversation.root(), root.clone(), "", root, 0, false)];
-    while let Some((m, body, branch, under, depth, only_child)) = stack.pop() {
+    let mut stack = vec![Visit {
+        message: conversation.root(),
+        body: root.clone(),
+        branch: "",
+        under: root,
+        depth: 0,
+        only_child: false,
+    }];
+    while let Some(Visit {
+        message: m,
+        body,
+        branch,
+        under,
+        depth,
+        only_child,
+    }) = stack.pop()
+    {
         let children = &m.children_ids;
         nodes.push(Node {
             message: m,
@@ -102,7 +125,14 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             let child = conversation
                 .get(&children[0])
                 .expect("a child is in the tree");
-            stack.push((child, under.clone(), "", under, depth, true));
+            stack.push(Visit {
+                message: child,
+                body: under.clone(),
+                branch: "",
+                under,
+                depth,
+                only_child: true,
+            });
         } else {
             let last = children.len().saturating_sub(1);
             for (i, id) in children.iter().enumerate().rev() {
@@ -117,7 +147,14 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
                 } else {
                     under.clone()
                 };
-                stack.push((child, under.clone(), piece, deeper, depth + 1, false));
+                stack.push(Visit {
+                    message: child,
+                    body: under.clone(),
+                    branch: piece,
+                    under: deeper,
+                    depth: depth + 1,
+                    only_child: false,
+                });
             }
         }
     }

@@ -814,3 +814,60 @@ fn help_lists_every_command_of_the_table() {
         );
     }
 }
+
+#[test]
+fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
+    use std::io::Read;
+    use std::sync::Arc;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let pieces = ["first piece ", "second piece ", "third piece"];
+    let mut chunks: Vec<String> = pieces.iter().map(|p| chunk_text(p)).collect();
+    chunks.push(chunk_finish("stop"));
+    chunks.push("[DONE]".into());
+    let server = Server::start(vec![Reply::Gated(chunks, gate.clone())]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+    }
+    // Read stdout on a thread; each chunk must show up while the server still holds the next one.
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    });
+    let mut seen = String::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !seen.contains(piece.trim_end()) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(text) => seen.push_str(&text),
+                Err(_) => panic!(
+                    "chunk {i} did not reach the output before the next was sent; saw {seen:?}"
+                ),
+            }
+        }
+        assert!(
+            !seen.contains(pieces.get(i + 1).map_or("\u{0}", |p| p.trim_end())),
+            "{seen:?}"
+        );
+        gate.add_permits(if i + 1 == pieces.len() { 10 } else { 1 });
+    }
+    assert!(child.wait().unwrap().success());
+}

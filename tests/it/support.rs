@@ -28,6 +28,8 @@ pub enum Reply {
     Status(u16, String),
     /// An HTTP error status with this body and these headers.
     StatusWith(u16, String, Vec<(&'static str, String)>),
+    /// Payloads sent one by one, each after the first only once the test adds a permit.
+    Gated(Vec<String>, Arc<tokio::sync::Semaphore>),
 }
 
 pub fn chunk_text(text: &str) -> String {
@@ -145,6 +147,27 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
     shared.requests.lock().unwrap().push(value);
     shared.headers.lock().unwrap().push(headers);
     let reply = shared.replies.lock().unwrap().pop_front();
+    if let Some(Reply::Gated(chunks, gate)) = &reply {
+        let (chunks, gate) = (chunks.clone(), gate.clone());
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
+        tokio::spawn(async move {
+            for (i, c) in chunks.iter().enumerate() {
+                if i > 0 {
+                    gate.acquire().await.unwrap().forget();
+                }
+                if tx.send(Ok(sse_event(c))).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        return Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(stream))
+            .unwrap();
+    }
     let (before, stall, after, end_clean) = match reply {
         None => {
             return status(
@@ -163,6 +186,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
         Some(Reply::Sse(chunks)) => (chunks, Duration::ZERO, Vec::new(), true),
         Some(Reply::Cut(chunks)) => (chunks, Duration::ZERO, Vec::new(), false),
         Some(Reply::SseStall(a, d, b)) => (a, d, b, true),
+        Some(Reply::Gated(..)) => unreachable!("handled above"),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     tokio::spawn(async move {
