@@ -190,6 +190,41 @@ impl Line<'_> {
     }
 }
 
+/// A line read for loading: messages come out ready for the tree, with no record in between.
+pub enum Loaded {
+    Header(HeaderRecord),
+    Message(Message),
+    Title(String),
+    Unknown,
+}
+
+/// Reads one line of a conversation file for loading.
+pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
+    let line: Line = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if line.kind.as_deref() != Some("message") {
+        return Ok(match line.into_record()? {
+            Record::Header(h) => Loaded::Header(h),
+            Record::Title(t) => Loaded::Title(t.title),
+            _ => Loaded::Unknown,
+        });
+    }
+    Ok(Loaded::Message(Message {
+        timestamp: parse_timestamp(&line.timestamp).unwrap_or_default(),
+        id: line.msg_id.ok_or("a message without `msg_id`")?,
+        role: line.role.ok_or("a message without `role`")?,
+        parent_id: line.parent_id,
+        content: line.content,
+        children_ids: Vec::new(),
+        tool_call_id: line.tool_call_id,
+        tool_calls: line.tool_calls,
+        interrupted: line.interrupted,
+        reasoning: line.reasoning,
+        reasoning_signature: line.reasoning_signature,
+        model: line.model,
+        usage: line.usage,
+    }))
+}
+
 /// Reads one line of a conversation file.
 pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
     serde_json::from_slice::<Line>(bytes)

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::conversation::Conversation;
 use super::index::Change;
 use super::message::{Message, new_id};
-use super::record::{HeaderRecord, MessageRecord, Record};
+use super::record::{HeaderRecord, Loaded, Record};
 use crate::llm::Role;
 
 #[derive(Debug, thiserror::Error)]
@@ -228,7 +228,7 @@ pub fn parse_conversation(
     // Built as soon as the header (normally the first line) gives the root; messages met before it
     // wait, since the root of a file without a header is inferred from all of them.
     let mut conversation: Option<Conversation> = None;
-    let mut waiting: Vec<MessageRecord> = Vec::new();
+    let mut waiting: Vec<Message> = Vec::new();
     let mut last: Option<String> = None;
     let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1;
     let start = |root_id: String| {
@@ -236,13 +236,17 @@ pub fn parse_conversation(
         root.id = root_id;
         Conversation::with_root_and_capacity(id, root, capacity)
     };
-    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+    let mut from = 0;
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    for (n, end) in ends.enumerate() {
+        let line = &bytes[from..end];
+        from = (end + 1).min(bytes.len());
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match super::record::parse_line(line) {
-            Ok(Record::Header(h)) => {
+        match super::record::load_line(line) {
+            Ok(Loaded::Header(h)) => {
                 if header.is_none() {
                     if conversation.is_none() && waiting.is_empty() {
                         conversation = Some(start(h.root_id.clone()));
@@ -250,12 +254,12 @@ pub fn parse_conversation(
                     header = Some(h);
                 }
             }
-            Ok(Record::Message(m)) => match conversation.as_mut() {
-                Some(c) => attach(c, *m, &mut report, &mut last),
-                None => waiting.push(*m),
+            Ok(Loaded::Message(m)) => match conversation.as_mut() {
+                Some(c) => attach(c, m, &mut report, &mut last),
+                None => waiting.push(m),
             },
-            Ok(Record::Title(t)) => title = Some(t.title),
-            Ok(Record::Unknown) => {}
+            Ok(Loaded::Title(t)) => title = Some(t),
+            Ok(Loaded::Unknown) => {}
             Err(e) => report.skipped_lines.push((n + 1, e)),
         }
     }
@@ -267,7 +271,7 @@ pub fn parse_conversation(
             .map(|h| h.root_id.clone())
             .or_else(|| {
                 let known: std::collections::HashSet<&str> =
-                    waiting.iter().map(|m| m.msg_id.as_str()).collect();
+                    waiting.iter().map(|m| m.id.as_str()).collect();
                 waiting
                     .iter()
                     .filter_map(|m| m.parent_id.as_deref())
@@ -295,15 +299,14 @@ pub fn parse_conversation(
 /// parent is missing; a repeated id is reported and left out.
 fn attach(
     conversation: &mut Conversation,
-    record: MessageRecord,
+    message: Message,
     report: &mut LoadReport,
     last: &mut Option<String>,
 ) {
-    if conversation.contains(&record.msg_id) {
-        report.duplicates.push(record.msg_id);
+    if conversation.contains(&message.id) {
+        report.duplicates.push(message.id);
         return;
     }
-    let message = record.into_message();
     let id = message.id.clone();
     if !conversation.attach_loaded(message) {
         report.orphans.push(id.clone());

@@ -1,0 +1,68 @@
+//! Profiling aid: generate a conversation of N messages (forks every 100), then, unless the second
+//! argument is `gen`, load it and draw `/tree` (or, with `values`, only parse its lines into
+//! `serde_json::Value`s, the benchmark's floor). Run under `valgrind --tool=callgrind` to count
+//! instructions for each part.
+
+use new_agent::cli::tree_view::{render_rows, tree_rows};
+use new_agent::config::Lang;
+use new_agent::llm::Role;
+use new_agent::session::{Conversation, Message, Record, Store};
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let only_generate = std::env::args().nth(2).as_deref() == Some("gen");
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut conv = Conversation::new("big", "sys");
+    let mut records = Vec::with_capacity(n);
+    let mut fork_point = conv.root_id.clone();
+    for m in 0..n {
+        if m % 100 == 99 {
+            let back = conv.cursor().to_string();
+            conv.move_cursor(&fork_point).unwrap();
+            let id = conv
+                .add(Message::new(Role::User, format!("alternative {m}")))
+                .unwrap();
+            records.push(Record::message(conv.get(&id).unwrap()));
+            conv.move_cursor(&back).unwrap();
+            fork_point = back;
+            continue;
+        }
+        let role = if m % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let id = conv
+            .add(Message::new(
+                role,
+                format!("message {m}: {}", "some words of text ".repeat(5)),
+            ))
+            .unwrap();
+        records.push(Record::message(conv.get(&id).unwrap()));
+    }
+    store.create(&conv, &records).unwrap();
+    drop((conv, records));
+    if only_generate {
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("values") {
+        let text = std::fs::read_to_string(store.path("big")).unwrap();
+        let n = text
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .unwrap()
+                    .is_object()
+            })
+            .count();
+        assert!(n > 0);
+        return;
+    }
+    let (conv, _) = store.load("big", "system prompt").unwrap();
+    let text = render_rows(&tree_rows(&conv, false), Lang::En);
+    std::fs::write(dir.path().join("tree.txt"), text).unwrap();
+}
