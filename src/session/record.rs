@@ -193,7 +193,7 @@ impl Line<'_> {
 /// A line read for loading: messages come out ready for the tree, with no record in between.
 pub enum Loaded {
     Header(HeaderRecord),
-    Message(Message),
+    Message(Box<Message>),
     Title(String),
     Unknown,
 }
@@ -208,7 +208,7 @@ pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
             _ => Loaded::Unknown,
         });
     }
-    Ok(Loaded::Message(Message {
+    Ok(Loaded::Message(Box::new(Message {
         timestamp: parse_timestamp(&line.timestamp).unwrap_or_default(),
         id: line.msg_id.ok_or("a message without `msg_id`")?,
         role: line.role.ok_or("a message without `role`")?,
@@ -222,7 +222,7 @@ pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
         reasoning_signature: line.reasoning_signature,
         model: line.model,
         usage: line.usage,
-    }))
+    })))
 }
 
 /// Reads one line of a conversation file.

@@ -255,8 +255,8 @@ pub fn parse_conversation(
                 }
             }
             Ok(Loaded::Message(m)) => match conversation.as_mut() {
-                Some(c) => attach(c, m, &mut report, &mut last),
-                None => waiting.push(m),
+                Some(c) => attach(c, *m, &mut report, &mut last),
+                None => waiting.push(*m),
             },
             Ok(Loaded::Title(t)) => title = Some(t),
             Ok(Loaded::Unknown) => {}
