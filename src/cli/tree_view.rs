@@ -86,9 +86,9 @@ impl Node<'_> {
 fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
     use std::rc::Rc;
     let mut nodes = Vec::with_capacity(conversation.len());
-    /// A node waiting to be visited.
-    struct Visit<'a> {
-        message: &'a Message,
+    /// A node waiting to be visited, by its position in the conversation.
+    struct Visit {
+        position: usize,
         body: Rc<str>,
         branch: &'static str,
         /// The prefix for its descendants.
@@ -98,7 +98,7 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
     }
     let root: Rc<str> = Rc::from("");
     let mut stack = vec![Visit {
-        message: conversation.root(),
+        position: 0,
         body: root.clone(),
         branch: "",
         under: root,
@@ -106,7 +106,7 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
         only_child: false,
     }];
     while let Some(Visit {
-        message: m,
+        position,
         body,
         branch,
         under,
@@ -114,19 +114,16 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
         only_child,
     }) = stack.pop()
     {
-        let children = &m.children_ids;
+        let children = conversation.child_positions(position);
         nodes.push(Node {
-            message: m,
+            message: conversation.at(position),
             body,
             branch,
             interior: only_child && children.len() == 1,
         });
         if children.len() == 1 {
-            let child = conversation
-                .get(&children[0])
-                .expect("a child is in the tree");
             stack.push(Visit {
-                message: child,
+                position: children[0] as usize,
                 body: under.clone(),
                 branch: "",
                 under,
@@ -135,8 +132,7 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             });
         } else {
             let last = children.len().saturating_sub(1);
-            for (i, id) in children.iter().enumerate().rev() {
-                let child = conversation.get(id).expect("a child is in the tree");
+            for (i, &child) in children.iter().enumerate().rev() {
                 let (piece, extend) = if i == last {
                     ("└─ ", "   ")
                 } else {
@@ -148,7 +144,7 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
                     under.clone()
                 };
                 stack.push(Visit {
-                    message: child,
+                    position: child as usize,
                     body: under.clone(),
                     branch: piece,
                     under: deeper,

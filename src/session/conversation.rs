@@ -50,13 +50,22 @@ type IdMap<V> = HashMap<String, V, BuildHasherDefault<IdHasher>>;
 #[derive(Debug, Clone)]
 pub struct Conversation {
     pub id: String,
-    messages: IdMap<Message>,
+    /// Every message in creation order, the root first. A message's place here is its *position*:
+    /// walking a big tree by positions touches memory in order instead of hashing every id.
+    nodes: Vec<Message>,
+    /// The children of each node, as positions, in creation order (the same as `children_ids`).
+    kids: Vec<Vec<u32>>,
+    /// The position of each message, by id.
+    index: IdMap<u32>,
     pub root_id: String,
     cursor: String,
     pub metadata: Map<String, Value>,
     /// Set by a title record; when absent, the first user message serves as the title.
     pub title: Option<String>,
 }
+
+/// The root's position.
+const ROOT: usize = 0;
 
 impl Conversation {
     /// A new conversation whose root is the given system prompt.
@@ -70,14 +79,20 @@ impl Conversation {
         Self::with_root_and_capacity(id, root, 1)
     }
 
-    /// The same, with room for `capacity` messages, so that loading a big file never rehashes.
+    /// The same, with room for `capacity` messages, so that loading a big file never reallocates.
     pub fn with_root_and_capacity(id: impl Into<String>, root: Message, capacity: usize) -> Self {
         let root_id = root.id.clone();
-        let mut messages = IdMap::with_capacity_and_hasher(capacity, Default::default());
-        messages.insert(root_id.clone(), root);
+        let mut index = IdMap::with_capacity_and_hasher(capacity, Default::default());
+        index.insert(root_id.clone(), ROOT as u32);
+        let mut nodes = Vec::with_capacity(capacity);
+        nodes.push(root);
+        let mut kids = Vec::with_capacity(capacity);
+        kids.push(Vec::new());
         Conversation {
             id: id.into(),
-            messages,
+            nodes,
+            kids,
+            index,
             cursor: root_id.clone(),
             root_id,
             metadata: Map::new(),
@@ -85,15 +100,17 @@ impl Conversation {
         }
     }
 
+    fn position(&self, id: &str) -> Option<usize> {
+        self.index.get(id).map(|&p| p as usize)
+    }
+
     pub fn root(&self) -> &Message {
-        &self.messages[&self.root_id]
+        &self.nodes[ROOT]
     }
 
     /// Replaces the system prompt (the root's text); the root is never stored.
     pub fn set_system_prompt(&mut self, prompt: impl Into<String>) {
-        if let Some(root) = self.messages.get_mut(&self.root_id) {
-            root.content = prompt.into();
-        }
+        self.nodes[ROOT].content = prompt.into();
     }
 
     pub fn cursor(&self) -> &str {
@@ -101,25 +118,36 @@ impl Conversation {
     }
 
     pub fn current(&self) -> &Message {
-        &self.messages[&self.cursor]
+        self.get(&self.cursor)
+            .expect("the cursor is always in the tree")
     }
 
     pub fn get(&self, id: &str) -> Option<&Message> {
-        self.messages.get(id)
+        self.position(id).map(|p| &self.nodes[p])
+    }
+
+    /// The message at a position (see [`Conversation::child_positions`]).
+    pub fn at(&self, position: usize) -> &Message {
+        &self.nodes[position]
+    }
+
+    /// The positions of a position's children, in creation order; the root is at position 0.
+    pub fn child_positions(&self, position: usize) -> &[u32] {
+        &self.kids[position]
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.messages.contains_key(id)
+        self.index.contains_key(id)
     }
 
     /// Number of messages, the root included.
     pub fn len(&self) -> usize {
-        self.messages.len()
+        self.nodes.len()
     }
 
     /// Whether the conversation holds nothing but its root.
     pub fn is_empty(&self) -> bool {
-        self.messages.len() == 1
+        self.nodes.len() == 1
     }
 
     /// Adds a new message under the cursor and moves the cursor to it. Returns its id.
@@ -127,7 +155,7 @@ impl Conversation {
     /// Ids are only 32 bits (the file format's 8 hex characters), so a long conversation can draw
     /// one twice: a new message whose id is taken gets a fresh one.
     pub fn add(&mut self, mut message: Message) -> Result<String, TreeError> {
-        while self.messages.contains_key(&message.id) {
+        while self.contains(&message.id) {
             message.id = new_id();
         }
         let parent = self.cursor.clone();
@@ -136,51 +164,45 @@ impl Conversation {
 
     /// Adds a message under `parent` and moves the cursor to it. Returns its id.
     pub fn add_under(&mut self, parent: &str, mut message: Message) -> Result<String, TreeError> {
-        if !self.messages.contains_key(parent) {
+        let Some(at) = self.position(parent) else {
             return Err(TreeError::UnknownMessage(parent.to_string()));
-        }
-        if self.messages.contains_key(&message.id) {
+        };
+        if self.contains(&message.id) {
             return Err(TreeError::DuplicateMessage(message.id));
         }
         let id = message.id.clone();
         message.parent_id = Some(parent.to_string());
-        message.children_ids.clear();
-        self.messages
-            .get_mut(parent)
-            .expect("checked above")
-            .children_ids
-            .push(id.clone());
-        self.messages.insert(id.clone(), message);
+        self.insert(at, message);
         self.cursor = id.clone();
         Ok(id)
+    }
+
+    /// Links a new message under the node at `parent`.
+    fn insert(&mut self, parent: usize, mut message: Message) {
+        let position = self.nodes.len();
+        message.children_ids.clear();
+        self.nodes[parent].children_ids.push(message.id.clone());
+        self.kids[parent].push(position as u32);
+        self.index.insert(message.id.clone(), position as u32);
+        self.nodes.push(message);
+        self.kids.push(Vec::new());
     }
 
     /// Adds a stored message while loading: under its `parent_id`, or under the root when that
     /// parent is missing (returns false then). The cursor is not moved; the caller sets it once.
     /// The id must be new.
     pub(crate) fn attach_loaded(&mut self, mut message: Message) -> bool {
-        let found = message
-            .parent_id
-            .as_deref()
-            .is_some_and(|p| self.messages.contains_key(p));
-        if !found {
+        let parent = message.parent_id.as_deref().and_then(|p| self.position(p));
+        if parent.is_none() {
             message.parent_id = Some(self.root_id.clone());
         }
-        let parent = message.parent_id.as_deref().expect("set above");
-        let id = message.id.clone();
-        self.messages
-            .get_mut(parent)
-            .expect("checked above")
-            .children_ids
-            .push(id.clone());
-        message.children_ids.clear();
-        self.messages.insert(id, message);
-        found
+        self.insert(parent.unwrap_or(ROOT), message);
+        parent.is_some()
     }
 
     /// Moves the cursor; the next message forks from there.
     pub fn move_cursor(&mut self, id: &str) -> Result<(), TreeError> {
-        if !self.messages.contains_key(id) {
+        if !self.contains(id) {
             return Err(TreeError::UnknownMessage(id.to_string()));
         }
         self.cursor = id.to_string();
@@ -188,16 +210,18 @@ impl Conversation {
     }
 
     pub fn children(&self, id: &str) -> Vec<&Message> {
-        self.messages
-            .get(id)
-            .map(|m| m.children_ids.iter().map(|c| &self.messages[c]).collect())
+        self.position(id)
+            .map(|p| {
+                self.kids[p]
+                    .iter()
+                    .map(|&k| &self.nodes[k as usize])
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     pub fn is_leaf(&self, id: &str) -> bool {
-        self.messages
-            .get(id)
-            .is_some_and(|m| m.children_ids.is_empty())
+        self.position(id).is_some_and(|p| self.kids[p].is_empty())
     }
 
     /// The messages from the root down to `id`, both included.
@@ -209,13 +233,13 @@ impl Conversation {
 
     /// `id` and the messages above it, nearest first, up to the root.
     pub fn ancestors<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a Message> + 'a {
-        let mut next = self.messages.get(id);
-        // Parent links cannot loop in a tree built by `add_under`; the bound is a second guard.
-        let mut left = self.messages.len();
+        let mut next = self.get(id);
+        // Parent links cannot loop in a tree built by `insert`; the bound is a second guard.
+        let mut left = self.nodes.len();
         std::iter::from_fn(move || {
             let m = next.filter(|_| left > 0)?;
             left -= 1;
-            next = m.parent_id.as_deref().and_then(|p| self.messages.get(p));
+            next = m.parent_id.as_deref().and_then(|p| self.get(p));
             Some(m)
         })
     }
@@ -240,15 +264,15 @@ impl Conversation {
 
     fn preorder_from(&self, id: &str) -> Vec<(usize, &Message)> {
         let mut out = Vec::new();
-        let Some(start) = self.messages.get(id) else {
+        let Some(start) = self.position(id) else {
             return out;
         };
         // An explicit stack: a linear conversation of 100,000 messages must not overflow the real one.
         let mut stack = vec![(0usize, start)];
-        while let Some((depth, m)) = stack.pop() {
-            out.push((depth, m));
-            for child in m.children_ids.iter().rev() {
-                stack.push((depth + 1, &self.messages[child]));
+        while let Some((depth, p)) = stack.pop() {
+            out.push((depth, &self.nodes[p]));
+            for &child in self.kids[p].iter().rev() {
+                stack.push((depth + 1, child as usize));
             }
         }
         out
@@ -266,19 +290,16 @@ impl Conversation {
 
     /// The nearest user message at or above `id`: what `/retry` answers again.
     pub fn nearest_user(&self, id: &str) -> Option<&Message> {
-        self.chain(id)
-            .into_iter()
-            .rev()
-            .find(|m| m.role == Role::User)
+        self.ancestors(id).find(|m| m.role == Role::User)
     }
 
     /// The tip of the branch below `id`: follow the newest child down to a leaf.
     pub fn tip(&self, id: &str) -> Option<&Message> {
-        let mut m = self.messages.get(id)?;
-        while let Some(last) = m.children_ids.last() {
-            m = &self.messages[last];
+        let mut p = self.position(id)?;
+        while let Some(&last) = self.kids[p].last() {
+            p = last as usize;
         }
-        Some(m)
+        Some(&self.nodes[p])
     }
 
     /// The alternatives at the nearest fork above `id`: the fork's children, and which of them
