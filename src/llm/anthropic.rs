@@ -12,11 +12,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::SseEvent;
 use super::{
-    ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Role,
-    StreamEvent, ToolCall, Usage, describe_reqwest_error, error_text, http_error, list_models,
-    preview, retry_after,
+    ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Reply, Role,
+    StreamEvent, ToolCall, Usage, error_text, list_models, read_events, send_chat, unreadable,
 };
 
 /// The API version this client speaks.
@@ -74,80 +73,28 @@ impl AnthropicClient {
         }
         let url = self.url("messages");
         let body = request_body(request, s);
-        let builder = self
-            .http
-            .get()?
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(body.to_string());
-        let mut response =
-            self.with_headers(builder)
-                .send()
-                .await
-                .map_err(|e| LlmError::Connect {
-                    url: url.clone(),
-                    reason: describe_reqwest_error(&e),
-                    var: s.base_url_var.clone(),
-                })?;
-        let status = response.status();
-        if !status.is_success() {
-            let wait = retry_after(response.headers());
-            let text = response.text().await.unwrap_or_default();
-            return Err(http_error(
-                status.as_u16(),
-                &url,
-                &text,
-                s,
-                &request.model,
-                wait,
-            ));
-        }
-        let is_sse = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("event-stream"));
+        let builder = self.with_headers(self.http.get()?.post(&url).body(body.to_string()));
         let mut answer = Answer::default();
-        if !is_sse {
-            // A server that ignored `stream: true` sent the whole message.
-            let text = response
-                .text()
-                .await
-                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
-            let message: Value = serde_json::from_str(&text).map_err(|e| LlmError::Server {
-                message: format!("unreadable answer ({e}): {}", preview(&text)),
-                retryable: false,
-            })?;
-            answer.apply_whole(&message, on_event)?;
-            return Ok(answer.finish());
-        }
-        let mut decoder = SseDecoder::new();
-        loop {
-            let chunk = tokio::time::timeout(s.idle_timeout, response.chunk())
-                .await
-                .map_err(|_| {
-                    LlmError::StreamCut(format!(
-                        "no data for {} s (idle timeout)",
-                        s.idle_timeout.as_secs()
-                    ))
-                })?
-                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
-            let Some(chunk) = chunk else { break };
-            for event in decoder.feed(&chunk) {
-                if answer.apply(&event, on_event)? {
+        match send_chat(builder, &url, s, &request.model).await? {
+            Reply::Whole(text) => {
+                let message: Value =
+                    serde_json::from_str(&text).map_err(|e| unreadable(e, &text))?;
+                answer.apply_whole(&message, on_event)?;
+                Ok(answer.finish())
+            }
+            Reply::Stream(response) => {
+                let done = read_events(response, s.idle_timeout, &mut |event| {
+                    answer.apply(event, on_event)
+                })
+                .await?;
+                if done {
                     return Ok(answer.finish());
                 }
+                Err(LlmError::StreamCut(
+                    "the server closed the connection before `message_stop`".into(),
+                ))
             }
         }
-        if let Some(event) = decoder.finish()
-            && answer.apply(&event, on_event)?
-        {
-            return Ok(answer.finish());
-        }
-        Err(LlmError::StreamCut(
-            "the server closed the connection before `message_stop`".into(),
-        ))
     }
 }
 

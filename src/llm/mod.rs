@@ -362,6 +362,90 @@ pub(crate) fn preview(text: &str) -> String {
     out
 }
 
+/// What a chat request brought back.
+pub(crate) enum Reply {
+    /// An event stream, as asked.
+    Stream(reqwest::Response),
+    /// The whole answer at once, from a server that ignored `stream: true`.
+    Whole(String),
+}
+
+/// Shared by the clients: sends a chat request; an answer other than 2xx becomes the error that
+/// says what to do.
+pub(crate) async fn send_chat(
+    builder: reqwest::RequestBuilder,
+    url: &str,
+    s: &ProviderSettings,
+    model: &str,
+) -> Result<Reply, LlmError> {
+    let response = builder
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .map_err(|e| LlmError::Connect {
+            url: url.to_string(),
+            reason: describe_reqwest_error(&e),
+            var: s.base_url_var.clone(),
+        })?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        let wait = retry_after(response.headers());
+        let text = response.text().await.unwrap_or_default();
+        return Err(http_error(status, url, &text, s, model, wait));
+    }
+    let is_stream = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("event-stream"));
+    if is_stream {
+        return Ok(Reply::Stream(response));
+    }
+    let text = response
+        .text()
+        .await
+        .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+    Ok(Reply::Whole(text))
+}
+
+/// Shared by the clients: feeds the events of a stream to `apply` as they arrive, until it says
+/// the answer is complete (then true) or the stream ends (then false). Silence longer than `idle`
+/// cuts the stream.
+pub(crate) async fn read_events(
+    mut response: reqwest::Response,
+    idle: Duration,
+    apply: &mut dyn FnMut(&sse::SseEvent) -> Result<bool, LlmError>,
+) -> Result<bool, LlmError> {
+    let mut decoder = sse::SseDecoder::new();
+    loop {
+        let chunk = tokio::time::timeout(idle, response.chunk())
+            .await
+            .map_err(|_| {
+                LlmError::StreamCut(format!("no data for {} s (idle timeout)", idle.as_secs()))
+            })?
+            .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+        let Some(chunk) = chunk else { break };
+        for event in decoder.feed(&chunk) {
+            if apply(&event)? {
+                return Ok(true);
+            }
+        }
+    }
+    match decoder.finish() {
+        Some(event) => apply(&event),
+        None => Ok(false),
+    }
+}
+
+/// Shared by the clients: a whole answer that is not the JSON it should be.
+pub(crate) fn unreadable(error: serde_json::Error, text: &str) -> LlmError {
+    LlmError::Server {
+        message: format!("unreadable answer ({error}): {}", preview(text)),
+        retryable: false,
+    }
+}
+
 /// Shared by the clients: a failed HTTP answer as an error that says what to do.
 pub(crate) fn http_error(
     status: u16,

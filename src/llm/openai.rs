@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::SseEvent;
 use super::{
-    ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Role,
-    StreamEvent, ToolCall, Usage, describe_reqwest_error, error_text, http_error, list_models,
-    preview, retry_after,
+    ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Reply, Role,
+    StreamEvent, ToolCall, Usage, error_text, list_models, read_events, send_chat, unreadable,
 };
 
 pub struct OpenAiClient {
@@ -62,87 +61,32 @@ impl OpenAiClient {
         }
         let url = self.url();
         let body = request_body(request, s.stream_usage);
-        let mut builder = self
-            .http
-            .get()?
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(body.to_string());
+        let mut builder = self.http.get()?.post(&url).body(body.to_string());
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key);
         }
-        let mut response = builder.send().await.map_err(|e| LlmError::Connect {
-            url: url.clone(),
-            reason: describe_reqwest_error(&e),
-            var: s.base_url_var.clone(),
-        })?;
-
-        let status = response.status();
-        if !status.is_success() {
-            let wait = retry_after(response.headers());
-            let text = response.text().await.unwrap_or_default();
-            return Err(http_error(
-                status.as_u16(),
-                &url,
-                &text,
-                s,
-                &request.model,
-                wait,
-            ));
-        }
-
-        let is_sse = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("event-stream"));
         let mut answer = AnswerBuilder::default();
-        if !is_sse {
-            // Some servers ignore `stream: true` and send one JSON completion.
-            let text = response
-                .text()
-                .await
-                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
-            let completion: Completion =
-                serde_json::from_str(&text).map_err(|e| LlmError::Server {
-                    message: format!("unreadable answer ({e}): {}", preview(&text)),
-                    retryable: false,
-                })?;
-            answer.apply_completion(completion, on_event)?;
-            return Ok(answer.finish());
-        }
-
-        let mut decoder = SseDecoder::new();
-        loop {
-            let chunk = tokio::time::timeout(s.idle_timeout, response.chunk())
-                .await
-                .map_err(|_| {
-                    LlmError::StreamCut(format!(
-                        "no data for {} s (idle timeout)",
-                        s.idle_timeout.as_secs()
-                    ))
-                })?
-                .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
-            let Some(chunk) = chunk else { break };
-            for event in decoder.feed(&chunk) {
-                if answer.apply_event(&event, on_event)? {
+        match send_chat(builder, &url, s, &request.model).await? {
+            Reply::Whole(text) => {
+                let completion: Completion =
+                    serde_json::from_str(&text).map_err(|e| unreadable(e, &text))?;
+                answer.apply_completion(completion, on_event)?;
+                Ok(answer.finish())
+            }
+            Reply::Stream(response) => {
+                let done = read_events(response, s.idle_timeout, &mut |event| {
+                    answer.apply_event(event, on_event)
+                })
+                .await?;
+                // Some servers close the stream without `[DONE]`; a finish reason says it is whole.
+                if done || answer.finish_reason.is_some() {
                     return Ok(answer.finish());
                 }
+                Err(LlmError::StreamCut(
+                    "the server closed the connection before the answer was complete".into(),
+                ))
             }
         }
-        if let Some(event) = decoder.finish()
-            && answer.apply_event(&event, on_event)?
-        {
-            return Ok(answer.finish());
-        }
-        if answer.finish_reason.is_some() {
-            // Some servers close the stream without `[DONE]`; a finish reason says the answer is whole.
-            return Ok(answer.finish());
-        }
-        Err(LlmError::StreamCut(
-            "the server closed the connection before the answer was complete".into(),
-        ))
     }
 }
 
