@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use new_agent::cli::tree_view::{render_rows, tree_rows};
 use new_agent::config::Lang;
 use new_agent::llm::Role;
-use new_agent::session::{ChatSession, Conversation, Message, Record, Store};
+use new_agent::session::{ChatSession, Message, Store, sample};
 
 struct Scale {
     conversations: usize,
@@ -94,55 +94,13 @@ fn times(runs: usize, mut f: impl FnMut() -> (Duration, u64)) -> (Duration, u64)
 fn generate_many(dir: &Path, conversations: usize, messages: usize) {
     let store = Store::open(dir).unwrap();
     for c in 0..conversations {
-        let mut conv = Conversation::new(format!("{c:08x}"), "sys");
-        let mut records = Vec::with_capacity(messages);
-        for m in 0..messages {
-            let role = if m % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
-            let text = format!(
-                "message {m} of conversation {c}: {}",
-                "lorem ipsum dolor sit amet ".repeat(6)
-            );
-            let id = conv.add(Message::new(role, text)).unwrap();
-            records.push(Record::message(conv.get(&id).unwrap()));
-        }
+        let (conv, records) = sample::linear(&format!("{c:08x}"), messages);
         store.create(&conv, &records).unwrap();
     }
 }
 
-/// One conversation of `n` messages: long linear runs with a fork every 100 messages.
 fn generate_big(store: &Store, id: &str, n: usize) {
-    let mut conv = Conversation::new(id, "sys");
-    let mut records = Vec::with_capacity(n);
-    let mut fork_point = conv.root_id.clone();
-    for m in 0..n {
-        if m % 100 == 99 {
-            let back = conv.cursor().to_string();
-            conv.move_cursor(&fork_point).unwrap();
-            let id = conv
-                .add(Message::new(Role::User, format!("alternative {m}")))
-                .unwrap();
-            records.push(Record::message(conv.get(&id).unwrap()));
-            conv.move_cursor(&back).unwrap();
-            fork_point = back;
-            continue;
-        }
-        let role = if m % 2 == 0 {
-            Role::User
-        } else {
-            Role::Assistant
-        };
-        let id = conv
-            .add(Message::new(
-                role,
-                format!("message {m}: {}", "some words of text ".repeat(5)),
-            ))
-            .unwrap();
-        records.push(Record::message(conv.get(&id).unwrap()));
-    }
+    let (conv, records) = sample::branching(id, n);
     let _ = std::fs::remove_file(store.path(id));
     store.create(&conv, &records).unwrap();
 }

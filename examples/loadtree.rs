@@ -5,8 +5,7 @@
 
 use new_agent::cli::tree_view::{render_rows, tree_rows};
 use new_agent::config::Lang;
-use new_agent::llm::Role;
-use new_agent::session::{Conversation, Message, Record, Store};
+use new_agent::session::{Store, sample};
 
 fn main() {
     let n: usize = std::env::args()
@@ -16,34 +15,7 @@ fn main() {
     let only_generate = std::env::args().nth(2).as_deref() == Some("gen");
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let mut conv = Conversation::new("big", "sys");
-    let mut records = Vec::with_capacity(n);
-    let mut fork_point = conv.root_id.clone();
-    for m in 0..n {
-        if m % 100 == 99 {
-            let back = conv.cursor().to_string();
-            conv.move_cursor(&fork_point).unwrap();
-            let id = conv
-                .add(Message::new(Role::User, format!("alternative {m}")))
-                .unwrap();
-            records.push(Record::message(conv.get(&id).unwrap()));
-            conv.move_cursor(&back).unwrap();
-            fork_point = back;
-            continue;
-        }
-        let role = if m % 2 == 0 {
-            Role::User
-        } else {
-            Role::Assistant
-        };
-        let id = conv
-            .add(Message::new(
-                role,
-                format!("message {m}: {}", "some words of text ".repeat(5)),
-            ))
-            .unwrap();
-        records.push(Record::message(conv.get(&id).unwrap()));
-    }
+    let (conv, records) = sample::branching("big", n);
     store.create(&conv, &records).unwrap();
     drop((conv, records));
     if only_generate {

@@ -546,19 +546,7 @@ mod tests {
     use std::io::Write;
 
     fn write_conversation(store: &Store, id: &str, texts: &[&str]) -> Conversation {
-        let mut c = Conversation::new(id, "sys");
-        let mut records = Vec::new();
-        for (i, t) in texts.iter().enumerate() {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
-            let m = c.add(Message::new(role, *t)).unwrap();
-            records.push(Record::message(c.get(&m).unwrap()));
-        }
-        store.create(&c, &records).unwrap();
-        c
+        crate::session::sample::stored(store, id, texts)
     }
 
     fn find<'a>(list: &'a [Summary], id: &str) -> &'a Summary {

@@ -8,6 +8,7 @@ pub mod export;
 pub mod index;
 pub mod message;
 pub mod record;
+pub mod sample;
 pub mod search;
 pub mod store;
 

@@ -126,21 +126,9 @@ fn find(text: &str, needle: &[char]) -> Option<(String, String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{Conversation, Message, Record};
 
     fn save(store: &Store, id: &str, texts: &[&str]) {
-        let mut c = Conversation::new(id, "sys");
-        let mut records = Vec::new();
-        for (i, t) in texts.iter().enumerate() {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
-            let m = c.add(Message::new(role, *t)).unwrap();
-            records.push(Record::message(c.get(&m).unwrap()));
-        }
-        store.create(&c, &records).unwrap();
+        crate::session::sample::stored(store, id, texts);
     }
 
     #[test]

@@ -230,7 +230,9 @@ pub fn parse_conversation(
     let mut conversation: Option<Conversation> = None;
     let mut waiting: Vec<Message> = Vec::new();
     let mut last: Option<String> = None;
-    let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1;
+    // Room for the file's messages and a session's worth of new ones, so that growing the tree
+    // does not copy it again soon after loading.
+    let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1024;
     let start = |root_id: String| {
         let mut root = Message::new(Role::System, system_prompt);
         root.id = root_id;
