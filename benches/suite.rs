@@ -351,6 +351,42 @@ fn main() {
             target: "≤ 2×".into(),
             ok: ratio <= 2.0,
         });
+
+        // `/search` streams through every file; measured against reading them all, nothing more.
+        let store = Store::open(&full).unwrap();
+        let needle = format!("conversation {:08x}:", s.conversations / 2);
+        let searched = best(
+            || {
+                let t = Instant::now();
+                let found = store.search(&needle, 50).unwrap();
+                assert!(!found.hits.is_empty());
+                t.elapsed()
+            },
+            5,
+        );
+        let read_all = best(
+            || {
+                let t = Instant::now();
+                let mut bytes = 0;
+                for entry in std::fs::read_dir(&full).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.extension().is_some_and(|x| x == "jsonl") {
+                        bytes += std::fs::read(&path).unwrap().len();
+                    }
+                }
+                assert!(bytes > 0);
+                t.elapsed()
+            },
+            5,
+        );
+        rows.push(Row {
+            what: format!("(reference) /search in {} conversations", s.conversations),
+            measured: ms(searched),
+            baseline: format!("reading every file {}", ms(read_all)),
+            ratio: searched.as_secs_f64() / read_all.as_secs_f64(),
+            target: "-".into(),
+            ok: true,
+        });
     }
 
     // 5, 7: loading a big conversation and drawing /tree, against parsing its lines into Values.
