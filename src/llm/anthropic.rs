@@ -65,12 +65,6 @@ impl AnthropicClient {
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
-        if s.api_key.is_none() && s.key_required {
-            return Err(LlmError::MissingKey {
-                provider: s.name.clone(),
-                var: s.api_key_var.clone(),
-            });
-        }
         let url = self.url("messages");
         let body = request_body(request, s);
         let builder = self.with_headers(self.http.get()?.post(&url).body(body.to_string()));

@@ -243,7 +243,14 @@ impl Provider {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
-        let policy = self.settings().retry;
+        let s = self.settings();
+        if s.api_key.is_none() && s.key_required {
+            return Err(LlmError::MissingKey {
+                provider: s.name.clone(),
+                var: s.api_key_var.clone(),
+            });
+        }
+        let policy = s.retry;
         let mut retry = 0;
         loop {
             let mut received = false;

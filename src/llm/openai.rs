@@ -53,12 +53,6 @@ impl OpenAiClient {
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
-        if s.api_key.is_none() && s.key_required {
-            return Err(LlmError::MissingKey {
-                provider: s.name.clone(),
-                var: s.api_key_var.clone(),
-            });
-        }
         let url = self.url();
         let body = request_body(request, s.stream_usage);
         let mut builder = self.http.get()?.post(&url).body(body.to_string());

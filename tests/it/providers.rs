@@ -279,11 +279,7 @@ fn retryable_failures_are_retried_with_notice_and_others_are_not() {
 #[test]
 fn an_unreachable_server_is_tried_three_times() {
     let env = Env::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = unused_port();
     let run = env.run(&format!("http://127.0.0.1:{port}/v1"), &[], "hello?\n");
     assert_eq!(
         run.stdout.matches("↻ connection failed").count(),
@@ -372,11 +368,7 @@ fn model_and_models() {
 
     // A server without the endpoint says so.
     let env = Env::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = unused_port();
     let run = env.run(&format!("http://127.0.0.1:{port}/v1"), &[], "/models\n");
     assert!(
         run.stderr.contains("cannot list the models: cannot reach"),

@@ -443,11 +443,7 @@ fn bad_commands_change_nothing() {
 fn unreachable_server_says_what_to_set_and_keeps_the_message() {
     let env = Env::new();
     // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = unused_port();
     let url = format!("http://127.0.0.1:{port}/v1");
     let run = env.run(&url, &[], "are you there?\n/tree\n");
     assert_eq!(run.code, Some(0), "{run:?}");

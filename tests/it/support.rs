@@ -276,6 +276,15 @@ fn status(code: u16, body: &str) -> Response {
         .unwrap()
 }
 
+/// A loopback port nothing listens on (it was free a moment ago).
+pub fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A sandbox for one test: a working folder, a data folder and a private home.
 pub struct Env {
     pub dir: tempfile::TempDir,
