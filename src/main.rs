@@ -12,13 +12,13 @@ use new_agent::tools::Mode;
 #[derive(Parser, Debug)]
 #[command(name = "new", version, about, long_about = None)]
 struct Args {
-    /// The only folder the file tools may touch [default: the current folder]
+    /// The only folder the tools may touch [default: the current folder]
     workdir: Option<PathBuf>,
     /// Role: the system prompt comes from roles/<ROLE>.md [default: default]
     role: Option<String>,
     /// Where this project's conversations live [default: a per-project folder in the user's data dir]
     datadir: Option<PathBuf>,
-    /// Provider: openai, deepseek, qwen, ollama, llamacpp, or one named in the config
+    /// Provider: openai, anthropic, deepseek, qwen, ollama, llamacpp, or one named in the config
     #[arg(long)]
     provider: Option<String>,
     /// Model name to request
