@@ -105,7 +105,7 @@ impl Approvals<'_> {
             ))
         ));
         loop {
-            let answer = match self.reader.read("[y/s/a/N] ", "", &self.out) {
+            let answer = match self.reader.read("[y/s/a/N] ", "", false, &self.out) {
                 Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
                 Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
                 Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
@@ -141,6 +141,7 @@ impl Approvals<'_> {
                             "给模型的理由（可选）：",
                         ),
                         "",
+                        false,
                         &self.out,
                     ) {
                         Ok(ReadOutcome::Line(r)) => r.trim().to_string(),

@@ -229,7 +229,7 @@ impl App {
             "Edit the message (Enter sends it as a new branch; Ctrl-C cancels)\n✎ ",
             "编辑消息（回车作为新分支发送；Ctrl-C 取消）\n✎ ",
         );
-        let Some(text) = self.ask(&question, &old) else {
+        let Some(text) = self.ask(&question, &old, true) else {
             return self.out.say(&self.t("edit cancelled", "已取消编辑"));
         };
         let text = text.trim_end_matches(['\n', '\r']);
@@ -483,7 +483,7 @@ impl App {
             &format!("把对话 {id}{about} 移到回收站？[y/N] "),
         );
         let yes = self
-            .ask(&question, "")
+            .ask(&question, "", false)
             .is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes" | "是"));
         if !yes {
             return self.out.say(&self.t("nothing deleted", "未删除"));

@@ -33,7 +33,7 @@ pub enum Reader {
 impl Reader {
     pub fn editor(store: Store, color: bool) -> rustyline::Result<Reader> {
         let config = rustyline::Config::builder()
-            .auto_add_history(true)
+            .auto_add_history(false)
             .completion_type(CompletionType::List)
             .edit_mode(EditMode::Emacs)
             .max_history_size(10_000)?
@@ -60,18 +60,23 @@ impl Reader {
         matches!(self, Reader::Piped(_))
     }
 
-    /// Reads one entry; `initial` pre-fills the line editor (ignored for piped input).
+    /// Reads one entry; `initial` pre-fills the line editor (ignored for piped input). Only
+    /// entries to `remember` go into the input history: not the answers to yes/no questions.
     pub fn read(
         &mut self,
         prompt: &str,
         initial: &str,
+        remember: bool,
         out: &Output,
     ) -> std::io::Result<ReadOutcome> {
         match self {
             Reader::Editor { editor, history } => {
                 match editor.readline_with_initial(prompt, (initial, "")) {
                     Ok(line) => {
-                        save_history(editor, history.as_deref(), out);
+                        if remember && !line.trim().is_empty() {
+                            let _ = editor.add_history_entry(line.as_str());
+                            save_history(editor, history.as_deref(), out);
+                        }
                         Ok(ReadOutcome::Line(join_continuations(&line)))
                     }
                     Err(ReadlineError::Interrupted) => Ok(ReadOutcome::Interrupted),

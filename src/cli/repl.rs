@@ -350,7 +350,7 @@ impl App {
             let prompt = self.prompt_text();
             match self
                 .reader
-                .read(&prompt, "", &self.out)
+                .read(&prompt, "", true, &self.out)
                 .context("reading input")?
             {
                 ReadOutcome::Line(line) => {
@@ -376,12 +376,12 @@ impl App {
     }
 
     /// Asks the user a question; the answer comes from the next input line. None when cancelled
-    /// (Ctrl-C, end of input, or nobody to ask).
-    pub(super) fn ask(&mut self, question: &str, initial: &str) -> Option<String> {
+    /// (Ctrl-C, end of input, or nobody to ask). `remember`: the answer goes into the input history.
+    pub(super) fn ask(&mut self, question: &str, initial: &str, remember: bool) -> Option<String> {
         if self.reader.is_piped() {
             self.out.say(question.trim_end());
         }
-        match self.reader.read(question, initial, &self.out) {
+        match self.reader.read(question, initial, remember, &self.out) {
             Ok(ReadOutcome::Line(line)) => Some(line),
             Ok(_) => None,
             Err(e) => {

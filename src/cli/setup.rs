@@ -46,7 +46,11 @@ impl App {
 
     /// The interactive setup. Writes the user config file and switches to what it configures.
     pub(super) fn offer_setup(&mut self) {
-        let answer = self.ask(&self.t("Set up now? [Y/n] ", "现在设置吗？[Y/n] "), "");
+        let answer = self.ask(
+            &self.t("Set up now? [Y/n] ", "现在设置吗？[Y/n] "),
+            "",
+            false,
+        );
         if answer.is_none_or(|a| a.trim().eq_ignore_ascii_case("n") || a.trim() == "否") {
             return self.out.say(&self.t(
                 "Skipped. You can still use the commands; set a key to chat.",
@@ -60,6 +64,7 @@ impl App {
                     "服务：1) OpenAI  2) Anthropic  3) 本地或其他 OpenAI 兼容服务 [1] ",
                 ),
                 "",
+                false,
             )
             .unwrap_or_default();
         let (name, kind, default_model, default_url) = match choice.trim() {
@@ -84,7 +89,7 @@ impl App {
         };
         if let Some(default_url) = default_url {
             let url = self
-                .ask(&format!("Base URL [{default_url}] "), "")
+                .ask(&format!("Base URL [{default_url}] "), "", false)
                 .unwrap_or_default();
             let url = url.trim();
             entry.base_url = Some(if url.is_empty() { default_url } else { url }.to_string());
@@ -104,7 +109,7 @@ impl App {
             ));
         }
         let model = self
-            .ask(&format!("Model [{default_model}] "), "")
+            .ask(&format!("Model [{default_model}] "), "", false)
             .unwrap_or_default();
         let model = match model.trim() {
             "" => default_model.to_string(),
@@ -169,7 +174,7 @@ impl App {
     /// input history.
     fn read_secret(&mut self, prompt: &str) -> Option<String> {
         if self.reader.is_piped() {
-            return self.ask(prompt, "");
+            return self.ask(prompt, "", false);
         }
         print!("{prompt}");
         let _ = std::io::stdout().flush();
