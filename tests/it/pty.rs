@@ -475,7 +475,10 @@ fn the_approval_prompt_allows_once_for_the_session_always_or_denies_with_a_reaso
     // Answers to the prompt stay out of the input history; the messages are in it.
     let history = std::fs::read_to_string(env.dir.path().join("xdg-data/new/history.txt")).unwrap();
     let entries: Vec<&str> = history.lines().filter(|l| !l.starts_with('#')).collect();
-    assert!(entries.contains(&"write a") && entries.contains(&"run two"), "{entries:?}");
+    assert!(
+        entries.contains(&"write a") && entries.contains(&"run two"),
+        "{entries:?}"
+    );
     for answer in ["y", "s", "a", "n", "not on a Sunday"] {
         assert!(!entries.contains(&answer), "{answer:?} in {entries:?}");
     }
