@@ -41,15 +41,6 @@ pub enum GateDecision {
     Interrupt,
 }
 
-/// Lets every call run: for callers with no one to ask and nothing to restrict (tests, tools).
-pub struct AllowAll;
-
-impl Gate for AllowAll {
-    fn check(&mut self, _: &ToolCall, _: &ToolRegistry, _: &serde_json::Value) -> GateDecision {
-        GateDecision::Run
-    }
-}
-
 /// What the person watching is told while a turn runs. The REPL prints; tests record.
 pub trait Observer {
     fn text(&mut self, text: &str);

@@ -42,16 +42,6 @@ const KEEP_ABOVE_CURSOR: usize = 4;
 /// The shortest run worth replacing by a gap line.
 const MIN_GAP: usize = 4;
 
-/// Every node, depth-first, with its connectors.
-pub fn tree_lines(conversation: &Conversation) -> Vec<TreeLine> {
-    let cursor = conversation.cursor();
-    walk(conversation)
-        .into_iter()
-        .enumerate()
-        .map(|(n, node)| node.line(n, cursor))
-        .collect()
-}
-
 /// Branches nested deeper than this are drawn at this depth, so that a line's indentation, and the
 /// cost of drawing it, stay bounded however deep the forks go.
 const MAX_DEPTH: usize = 24;
@@ -350,7 +340,10 @@ mod tests {
     #[test]
     fn numbers_match_the_conversation_numbering() {
         let c = sample();
-        for line in tree_lines(&c) {
+        for row in tree_rows(&c, true) {
+            let Row::Node(line) = row else {
+                panic!("the full view has no gaps")
+            };
             let id = c.id_by_number(line.number).unwrap();
             assert_eq!(describe(c.get(id).unwrap()), line.text);
         }
