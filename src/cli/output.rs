@@ -131,6 +131,8 @@ pub struct Printer {
     out: Output,
     at_line_start: bool,
     in_reasoning: bool,
+    /// A "⋯ tool" line shows that a tool call is streaming; it is erased when the call is whole.
+    preparing: bool,
 }
 
 impl Printer {
@@ -139,6 +141,16 @@ impl Printer {
             out,
             at_line_start: true,
             in_reasoning: false,
+            preparing: false,
+        }
+    }
+
+    /// Erases the "⋯ tool" line, if one shows.
+    fn end_preparing(&mut self) {
+        if self.preparing {
+            self.preparing = false;
+            self.write_stream("\r\x1b[2K");
+            self.at_line_start = true;
         }
     }
 
@@ -160,6 +172,7 @@ impl Printer {
     }
 
     fn end_line(&mut self) {
+        self.end_preparing();
         if !self.at_line_start {
             self.write_stream("\n");
         }
@@ -179,6 +192,7 @@ impl Printer {
 
 impl Observer for Printer {
     fn text(&mut self, text: &str) {
+        self.end_preparing();
         self.end_reasoning();
         if !self.out.one_shot {
             self.write_stream(text);
@@ -202,7 +216,18 @@ impl Observer for Printer {
         self.write_stream(text);
     }
 
-    fn tool_call_started(&mut self, _name: &str) {}
+    /// On a terminal, a dim "⋯ name" line while the call's arguments stream (a long file can take
+    /// a while); piped output stays as it is.
+    fn tool_call_started(&mut self, name: &str) {
+        if !self.out.color || self.out.one_shot {
+            return;
+        }
+        self.end_reasoning();
+        self.end_line();
+        let line = self.out.dim(&format!("⋯ {name}"));
+        self.write_stream(&line);
+        self.preparing = true;
+    }
 
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
         self.end_line();

@@ -530,3 +530,28 @@ fn ctrl_c_stops_a_running_command_and_kills_it() {
         "This tool call was not run: the user interrupted."
     );
 }
+
+#[test]
+fn a_streaming_tool_call_shows_a_line_that_makes_way_for_the_call() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[("c", "list_files", "{}")]),
+        text(&["listed"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("list\r");
+    let seen = pty.expect("listed");
+    let preparing = seen.find("⋯ list_files").expect("the preparing line");
+    let erased = seen[preparing..].find("\r\x1b[2K").expect("erased");
+    let call = seen[preparing..].find("→ list_files").expect("the call");
+    assert!(erased < call, "{seen:?}");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}
