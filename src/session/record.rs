@@ -159,6 +159,24 @@ pub struct Line<'a> {
 }
 
 impl Line<'_> {
+    /// The message this line holds, or what is missing from it.
+    fn message_record(self) -> Result<MessageRecord, String> {
+        Ok(MessageRecord {
+            msg_id: self.msg_id.ok_or("a message without `msg_id`")?,
+            role: self.role.ok_or("a message without `role`")?,
+            content: self.content,
+            parent_id: self.parent_id,
+            timestamp: self.timestamp,
+            tool_call_id: self.tool_call_id,
+            tool_calls: self.tool_calls,
+            interrupted: self.interrupted,
+            reasoning: self.reasoning,
+            reasoning_signature: self.reasoning_signature,
+            model: self.model,
+            usage: self.usage,
+        })
+    }
+
     /// The record this line holds, or what is missing from it.
     pub fn into_record(self) -> Result<Record, String> {
         match self.kind.as_deref() {
@@ -166,20 +184,7 @@ impl Line<'_> {
                 root_id: self.root_id.ok_or("a header without `root_id`")?,
                 metadata: self.metadata.unwrap_or_default(),
             })),
-            Some("message") => Ok(Record::Message(Box::new(MessageRecord {
-                msg_id: self.msg_id.ok_or("a message without `msg_id`")?,
-                role: self.role.ok_or("a message without `role`")?,
-                content: self.content,
-                parent_id: self.parent_id,
-                timestamp: self.timestamp,
-                tool_call_id: self.tool_call_id,
-                tool_calls: self.tool_calls,
-                interrupted: self.interrupted,
-                reasoning: self.reasoning,
-                reasoning_signature: self.reasoning_signature,
-                model: self.model,
-                usage: self.usage,
-            }))),
+            Some("message") => Ok(Record::Message(Box::new(self.message_record()?))),
             Some("title") => Ok(Record::Title(TitleRecord {
                 title: self.title.ok_or("a title without `title`")?,
                 timestamp: Some(self.timestamp).filter(|t| !t.is_empty()),
@@ -208,21 +213,9 @@ pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
             _ => Loaded::Unknown,
         });
     }
-    Ok(Loaded::Message(Box::new(Message {
-        timestamp: parse_timestamp(&line.timestamp).unwrap_or_default(),
-        id: line.msg_id.ok_or("a message without `msg_id`")?,
-        role: line.role.ok_or("a message without `role`")?,
-        parent_id: line.parent_id,
-        content: line.content,
-        children_ids: Vec::new(),
-        tool_call_id: line.tool_call_id,
-        tool_calls: line.tool_calls,
-        interrupted: line.interrupted,
-        reasoning: line.reasoning,
-        reasoning_signature: line.reasoning_signature,
-        model: line.model,
-        usage: line.usage,
-    })))
+    Ok(Loaded::Message(Box::new(
+        line.message_record()?.into_message(),
+    )))
 }
 
 /// Reads one line of a conversation file.
