@@ -132,6 +132,10 @@ pub enum LlmError {
     Server { message: String, retryable: bool },
     #[error("the answer stream was cut: {0}")]
     StreamCut(String),
+    #[error(
+        "{url} accepted the request but sent nothing for {secs} s (idle timeout; `idle_timeout_secs` in the config sets it)"
+    )]
+    Silent { url: String, secs: u64 },
     #[error("could not build the HTTP client: {0}")]
     Client(String),
 }
@@ -139,9 +143,48 @@ pub enum LlmError {
 impl LlmError {
     pub fn is_retryable(&self) -> bool {
         match self {
-            LlmError::Connect { .. } => true,
+            LlmError::Connect { .. } | LlmError::Silent { .. } => true,
             LlmError::Http { retryable, .. } | LlmError::Server { retryable, .. } => *retryable,
             _ => false,
+        }
+    }
+
+    /// The same error with `secret` (the API key) and any `Bearer` token removed from its text: a
+    /// server that echoes the request's headers back in an error must not put the key on screen.
+    pub fn redacted(self, secret: Option<&str>) -> Self {
+        let clean = |text: String| redact(&text, secret);
+        match self {
+            LlmError::Connect { url, reason, var } => LlmError::Connect {
+                url: clean(url),
+                reason: clean(reason),
+                var,
+            },
+            LlmError::Http {
+                status,
+                url,
+                message,
+                hint,
+                retry_after,
+                retryable,
+            } => LlmError::Http {
+                status,
+                url: clean(url),
+                message: clean(message),
+                hint,
+                retry_after,
+                retryable,
+            },
+            LlmError::Server { message, retryable } => LlmError::Server {
+                message: clean(message),
+                retryable,
+            },
+            LlmError::StreamCut(reason) => LlmError::StreamCut(clean(reason)),
+            LlmError::Client(reason) => LlmError::Client(clean(reason)),
+            LlmError::Silent { url, secs } => LlmError::Silent {
+                url: clean(url),
+                secs,
+            },
+            other @ LlmError::MissingKey { .. } => other,
         }
     }
 
@@ -163,6 +206,33 @@ impl LlmError {
             other => first_words(&other.to_string()),
         }
     }
+}
+
+/// `text` with every occurrence of `secret` and every `Bearer` token replaced by `[redacted]`.
+pub fn redact(text: &str, secret: Option<&str>) -> String {
+    let mut out = match secret.map(str::trim).filter(|k| k.len() >= 4) {
+        Some(key) => text.replace(key, "[redacted]"),
+        None => text.to_string(),
+    };
+    let mut from = 0;
+    while let Some(at) = find_ignore_case(&out[from..], "bearer ") {
+        let start = from + at + "bearer ".len();
+        let len = out[start..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | '}' | ']'))
+            .unwrap_or(out.len() - start);
+        if len > 0 && &out[start..start + len] != "[redacted]" {
+            out.replace_range(start..start + len, "[redacted]");
+        }
+        from = start;
+    }
+    out
+}
+
+fn find_ignore_case(haystack: &str, needle: &str) -> Option<usize> {
+    haystack
+        .as_bytes()
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 fn first_words(text: &str) -> String {
@@ -264,7 +334,7 @@ impl Provider {
                     Provider::Anthropic(c) => c.chat(request, &mut inner).await,
                 }
             };
-            let error = match result {
+            let error = match result.map_err(|e| e.redacted(s.api_key.as_deref())) {
                 Err(e) if !received && retry < policy.max_retries && e.is_retryable() => e,
                 other => return other,
             };
@@ -286,10 +356,12 @@ impl Provider {
 
     /// The models the server offers (`GET /models`), sorted by id.
     pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let key = self.settings().api_key.as_deref();
         let mut models = match self {
-            Provider::OpenAi(c) => c.models().await?,
-            Provider::Anthropic(c) => c.models().await?,
-        };
+            Provider::OpenAi(c) => c.models().await,
+            Provider::Anthropic(c) => c.models().await,
+        }
+        .map_err(|e| e.redacted(key))?;
         models.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(models)
     }
@@ -385,20 +457,34 @@ pub(crate) async fn send_chat(
     s: &ProviderSettings,
     model: &str,
 ) -> Result<Reply, LlmError> {
-    let response = builder
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .map_err(|e| LlmError::Connect {
-            url: url.to_string(),
-            reason: describe_reqwest_error(&e),
-            var: s.base_url_var.clone(),
-        })?;
+    // The idle timeout runs from the moment the request is sent: a server that accepts the
+    // connection and then says nothing must not hang the session.
+    let silent = || LlmError::Silent {
+        url: url.to_string(),
+        secs: s.idle_timeout.as_secs(),
+    };
+    let response = tokio::time::timeout(
+        s.idle_timeout,
+        builder
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .send(),
+    )
+    .await
+    .map_err(|_| silent())?
+    .map_err(|e| LlmError::Connect {
+        url: url.to_string(),
+        reason: describe_reqwest_error(&e),
+        var: s.base_url_var.clone(),
+    })?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         let wait = retry_after(response.headers());
-        let text = response.text().await.unwrap_or_default();
+        let text = tokio::time::timeout(s.idle_timeout, response.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
         return Err(http_error(status, url, &text, s, model, wait));
     }
     let is_stream = response
@@ -409,9 +495,9 @@ pub(crate) async fn send_chat(
     if is_stream {
         return Ok(Reply::Stream(response));
     }
-    let text = response
-        .text()
+    let text = tokio::time::timeout(s.idle_timeout, response.text())
         .await
+        .map_err(|_| silent())?
         .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
     Ok(Reply::Whole(text))
 }
@@ -500,14 +586,24 @@ pub(crate) async fn list_models(
     s: &ProviderSettings,
 ) -> Result<Vec<ModelInfo>, LlmError> {
     use serde_json::Value;
-    let response = request.send().await.map_err(|e| LlmError::Connect {
+    let silent = || LlmError::Silent {
         url: url.clone(),
-        reason: describe_reqwest_error(&e),
-        var: s.base_url_var.clone(),
-    })?;
+        secs: s.idle_timeout.as_secs(),
+    };
+    let response = tokio::time::timeout(s.idle_timeout, request.send())
+        .await
+        .map_err(|_| silent())?
+        .map_err(|e| LlmError::Connect {
+            url: url.clone(),
+            reason: describe_reqwest_error(&e),
+            var: s.base_url_var.clone(),
+        })?;
     let status = response.status().as_u16();
     let wait = retry_after(response.headers());
-    let text = response.text().await.unwrap_or_default();
+    let text = tokio::time::timeout(s.idle_timeout, response.text())
+        .await
+        .map_err(|_| silent())?
+        .unwrap_or_default();
     if !(200..300).contains(&status) {
         return Err(http_error(status, &url, &text, s, "-", wait));
     }
@@ -579,6 +675,42 @@ mod tests {
         for s in [400, 401, 403, 404, 422] {
             assert!(!status_is_retryable(s, ""), "{s}");
         }
+    }
+
+    #[test]
+    fn keys_and_bearer_tokens_are_redacted() {
+        let key = "sk-secret-123456";
+        for (text, want) in [
+            ("bad key sk-secret-123456!", "bad key [redacted]!"),
+            (
+                "got Authorization: Bearer sk-secret-123456 here",
+                "got Authorization: Bearer [redacted] here",
+            ),
+            (
+                r#"{"headers":{"authorization":"Bearer other-token"}}"#,
+                r#"{"headers":{"authorization":"Bearer [redacted]"}}"#,
+            ),
+            (
+                "x-api-key=sk-secret-123456&sk-secret-123456",
+                "x-api-key=[redacted]&[redacted]",
+            ),
+            ("BEARER abc def", "BEARER [redacted] def"),
+            ("nothing to hide", "nothing to hide"),
+        ] {
+            let got = redact(text, Some(key));
+            assert_eq!(got, want, "{text}");
+            assert!(!got.contains(key) && !got.contains("other-token"), "{got}");
+        }
+        let e = LlmError::Http {
+            status: 401,
+            url: "http://x".into(),
+            message: "invalid key sk-secret-123456".into(),
+            hint: String::new(),
+            retry_after: None,
+            retryable: false,
+        }
+        .redacted(Some(key));
+        assert!(!e.to_string().contains(key), "{e}");
     }
 
     #[test]

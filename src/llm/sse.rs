@@ -21,6 +21,9 @@ pub struct SseDecoder {
     has_data: bool,
     /// The previous chunk ended in `\r`: a `\n` starting the next chunk belongs to it.
     pending_cr: bool,
+    /// How much of `buffer` is known to hold no line end: a long line arriving in many chunks is
+    /// scanned once, not once per chunk.
+    scanned: usize,
 }
 
 impl SseDecoder {
@@ -39,36 +42,35 @@ impl SseDecoder {
 
         let mut events = Vec::new();
         let mut start = 0;
-        let mut i = 0;
-        while i < self.buffer.len() {
-            let b = self.buffer[i];
-            if b == b'\n' || b == b'\r' {
-                let line = String::from_utf8_lossy(&self.buffer[start..i]).into_owned();
-                if b == b'\r' {
-                    if i + 1 < self.buffer.len() {
-                        if self.buffer[i + 1] == b'\n' {
-                            i += 1;
-                        }
-                    } else {
-                        self.pending_cr = true;
+        let mut from = self.scanned;
+        while let Some(at) = memchr::memchr2(b'\n', b'\r', &self.buffer[from..]) {
+            let i = from + at;
+            let line = String::from_utf8_lossy(&self.buffer[start..i]).into_owned();
+            let mut next = i + 1;
+            if self.buffer[i] == b'\r' {
+                if next < self.buffer.len() {
+                    if self.buffer[next] == b'\n' {
+                        next += 1;
                     }
+                } else {
+                    self.pending_cr = true;
                 }
-                i += 1;
-                start = i;
-                if let Some(event) = self.line(&line) {
-                    events.push(event);
-                }
-            } else {
-                i += 1;
+            }
+            start = next;
+            from = next;
+            if let Some(event) = self.line(&line) {
+                events.push(event);
             }
         }
         self.buffer.drain(..start);
+        self.scanned = self.buffer.len();
         events
     }
 
     /// Ends the stream: an event still open (no blank line after it) is dispatched, as servers that
     /// close the connection right after the last `data:` line expect.
     pub fn finish(&mut self) -> Option<SseEvent> {
+        self.scanned = 0;
         if !self.buffer.is_empty() {
             let line = String::from_utf8_lossy(&std::mem::take(&mut self.buffer)).into_owned();
             if let Some(event) = self.line(&line) {
@@ -170,6 +172,23 @@ mod tests {
         assert!(d.feed(b"data: [DONE]").is_empty());
         assert_eq!(d.finish(), Some(ev("", "[DONE]")));
         assert_eq!(d.finish(), None);
+    }
+
+    #[test]
+    fn a_long_line_in_small_chunks_is_read_in_linear_time() {
+        // 8 MB in 1 KB chunks: the old reader rescanned the whole buffer for every chunk (quadratic,
+        // seconds); a linear one counts the bytes it looks at.
+        let mut d = SseDecoder::new();
+        assert!(d.feed(b"data: ").is_empty());
+        let chunk = vec![b'x'; 1024];
+        for _ in 0..8 * 1024 {
+            assert!(d.feed(&chunk).is_empty());
+            assert_eq!(d.scanned, d.buffer.len());
+        }
+        let out = d.feed(b"\n\n");
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].data.len(), 8 * 1024 * 1024);
+        assert_eq!(d.scanned, 0);
     }
 
     #[test]

@@ -277,6 +277,7 @@ pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn registry() -> (tempfile::TempDir, ToolRegistry) {
         let dir = tempfile::tempdir().unwrap();
@@ -300,6 +301,67 @@ mod tests {
         assert!(out.is_error && out.content.contains("JSON object"));
         let out = r.call("read_file", "{}").await;
         assert!(out.is_error && out.content.contains("`filepath` is required"));
+    }
+
+    /// The escape found by attacking the tools: a missing component, `..`, then a link to outside.
+    /// Every file tool, several spellings each; nothing outside is read, listed or written.
+    #[tokio::test]
+    async fn no_file_tool_follows_a_link_out_after_a_missing_component() {
+        let outer = tempfile::tempdir().unwrap();
+        let work = outer.path().join("work");
+        let secret_dir = outer.path().join("out");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&secret_dir).unwrap();
+        std::fs::write(secret_dir.join("s.txt"), "TOPSECRET\n").unwrap();
+        std::os::unix::fs::symlink(&secret_dir, work.join("out")).unwrap();
+        let r = ToolRegistry::builtin(test_context(&work), &[]).unwrap();
+        let shapes = [
+            "nothere/../out",
+            "a/b/../../out",
+            "nothere/./../out",
+            "x//..//out",
+            "nothere/../nothere/../out",
+        ];
+        for shape in shapes {
+            let calls = [
+                ("read_file", json!({"filepath": format!("{shape}/s.txt")})),
+                (
+                    "write_file",
+                    json!({"filepath": format!("{shape}/new.txt"), "content": "x"}),
+                ),
+                (
+                    "write_file",
+                    json!({"filepath": format!("{shape}/s.txt"), "content": "x"}),
+                ),
+                (
+                    "edit_file",
+                    json!({"filepath": format!("{shape}/s.txt"), "old_string": "TOPSECRET", "new_string": "x"}),
+                ),
+                ("list_files", json!({"dirpath": shape})),
+                ("list_files", json!({"dirpath": shape, "recursive": true})),
+                ("grep", json!({"pattern": "TOPSECRET", "path": shape})),
+                (
+                    "grep",
+                    json!({"pattern": "TOPSECRET", "path": format!("{shape}/s.txt")}),
+                ),
+                ("glob", json!({"pattern": "*.txt", "path": shape})),
+            ];
+            for (tool, args) in calls {
+                let out = r.run(tool, &args).await;
+                assert!(out.is_error, "{tool} {args}: {}", out.content);
+                assert!(
+                    out.content.contains("outside the working folder"),
+                    "{tool} {args}: {}",
+                    out.content
+                );
+                assert!(!out.content.contains("TOPSECRET") && !out.content.contains("s.txt:"));
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(secret_dir.join("s.txt")).unwrap(),
+            "TOPSECRET\n"
+        );
+        assert_eq!(std::fs::read_dir(&secret_dir).unwrap().count(), 1);
     }
 
     #[test]

@@ -1,12 +1,25 @@
-//! Path resolution for the file tools: every path lands inside WORKDIR or is refused.
+//! Path resolution and opening for the file tools: every path lands inside WORKDIR or is refused.
 //!
-//! A path is joined to WORKDIR (absolute paths are taken as they are), then walked one component at a
-//! time: existing components are canonicalised, which resolves symlinks, and `..` steps up from the
-//! resolved location. Components that do not exist yet cannot be symlinks, so they are appended as
-//! they are. The result must lie inside the canonical WORKDIR. A dangling symlink is refused, since
-//! writing through it could create a file anywhere.
+//! **Resolving.** A path is joined to WORKDIR (absolute paths are taken as they are), then walked one
+//! component at a time. An existing component is canonicalised, which resolves symlinks. Components
+//! that do not exist are kept aside as plain names; a `..` first drops one of those, and only then
+//! steps up from the resolved location. After every `..` the location must still lie inside WORKDIR,
+//! and so must the result: no sequence of components (`nothere/../link/x`, `link/../..`) can end
+//! outside it. A dangling symlink is refused, since writing through it could create a file anywhere.
+//!
+//! **Opening.** Checking a path and then opening it by name leaves a window in which a folder can be
+//! swapped for a symlink. So files are opened by walking from a handle on WORKDIR, one folder handle
+//! at a time, each opened with `O_NOFOLLOW`; creating folders, the temporary file and the rename all
+//! happen inside the handle that was checked. A symlink that appears after the check makes the open
+//! fail instead of leading outside. Only regular files are read or written: FIFOs (which would block
+//! the session), sockets and devices are refused.
 
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SandboxError {
@@ -16,6 +29,25 @@ pub enum SandboxError {
     DanglingLink(String),
     #[error("cannot resolve `{path}`: {reason}")]
     Unresolvable { path: String, reason: String },
+}
+
+/// What a path names, when it is not a regular file or folder the tools may use.
+fn kind_name(t: FileType) -> &'static str {
+    match t {
+        FileType::Fifo => "a named pipe (FIFO)",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Symlink => "a symbolic link",
+        FileType::Directory => "a folder",
+        _ => "not a regular file",
+    }
+}
+
+/// A regular file opened for reading inside the sandbox.
+pub struct OpenedFile {
+    pub file: std::fs::File,
+    pub len: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -43,19 +75,23 @@ impl Sandbox {
         } else {
             self.root.clone()
         };
-        let mut exists = true;
+        // Names below `current` that do not exist (so cannot be symlinks).
+        let mut missing: Vec<&OsStr> = Vec::new();
+        let outside = || SandboxError::Outside(path.to_string());
         for component in requested.components() {
             match component {
                 Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
                 Component::ParentDir => {
-                    current.pop();
+                    if missing.pop().is_none() {
+                        current.pop();
+                    }
+                    if !current.starts_with(&self.root) {
+                        return Err(outside());
+                    }
                 }
+                Component::Normal(name) if !missing.is_empty() => missing.push(name),
                 Component::Normal(name) => {
                     let next = current.join(name);
-                    if !exists {
-                        current = next;
-                        continue;
-                    }
                     match std::fs::symlink_metadata(&next) {
                         Ok(meta) => {
                             current = next.canonicalize().map_err(|e| {
@@ -69,18 +105,22 @@ impl Sandbox {
                                 }
                             })?;
                         }
-                        Err(_) => {
-                            exists = false;
-                            current = next;
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(name),
+                        Err(e) => {
+                            return Err(SandboxError::Unresolvable {
+                                path: path.to_string(),
+                                reason: e.to_string(),
+                            });
                         }
                     }
                 }
             }
         }
+        current.extend(missing);
         if current.starts_with(&self.root) {
             Ok(current)
         } else {
-            Err(SandboxError::Outside(path.to_string()))
+            Err(outside())
         }
     }
 
@@ -92,6 +132,147 @@ impl Sandbox {
             Err(_) => path.display().to_string(),
         }
     }
+
+    /// The folders from WORKDIR down to `path`'s parent, and its last component. `path` comes from
+    /// [`Sandbox::resolve`].
+    fn split<'p>(&self, path: &'p Path) -> std::io::Result<(Vec<&'p OsStr>, &'p OsStr)> {
+        let rel = path
+            .strip_prefix(&self.root)
+            .map_err(|_| std::io::Error::other("the path is outside the working folder"))?;
+        let mut parts: Vec<&OsStr> = rel.iter().collect();
+        let name = parts
+            .pop()
+            .ok_or_else(|| std::io::Error::other("the working folder itself is not a file"))?;
+        Ok((parts, name))
+    }
+
+    /// A handle on the folder `dirs` below WORKDIR, each step opened without following symlinks;
+    /// with `create`, missing folders are made inside the handle above them.
+    fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> std::io::Result<OwnedFd> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())?;
+        for name in dirs {
+            let next = match rustix::fs::openat(&dir, *name, flags | OFlags::NOFOLLOW, Mode::empty())
+            {
+                Err(rustix::io::Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    rustix::fs::openat(&dir, *name, flags | OFlags::NOFOLLOW, Mode::empty())
+                }
+                other => other,
+            }
+            .map_err(|e| match e {
+                rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(
+                    format!(
+                        "`{}` is not a folder (it may have been replaced by a link since it was checked)",
+                        name.to_string_lossy()
+                    ),
+                ),
+                e => e.into(),
+            })?;
+            dir = next;
+        }
+        Ok(dir)
+    }
+
+    /// Opens a resolved path for reading, if it is a regular file.
+    pub fn open_read(&self, path: &Path, shown: &str) -> std::io::Result<OpenedFile> {
+        let (dirs, name) = self.split(path)?;
+        let dir = self.open_dirs(&dirs, false)?;
+        let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        if kind != FileType::RegularFile {
+            return Err(not_regular(shown, kind));
+        }
+        let fd = rustix::fs::openat(
+            &dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let stat = rustix::fs::fstat(&fd)?;
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        if kind != FileType::RegularFile {
+            return Err(not_regular(shown, kind));
+        }
+        Ok(OpenedFile {
+            file: std::fs::File::from(fd),
+            len: stat.st_size as u64,
+        })
+    }
+
+    /// What kind of thing a resolved path names, without following a final symlink; None when
+    /// nothing is there.
+    pub fn kind(&self, path: &Path) -> std::io::Result<Option<FileType>> {
+        if path == self.root {
+            return Ok(Some(FileType::Directory));
+        }
+        let (dirs, name) = self.split(path)?;
+        let dir = match self.open_dirs(&dirs, false) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces (or creates) the file at a resolved path atomically: parent folders are created,
+    /// a temporary file is written and renamed over the target, all inside the folder handle that
+    /// was checked. An existing file keeps its permissions; a target that is not a regular file
+    /// is refused.
+    pub fn write(&self, path: &Path, shown: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let (dirs, name) = self.split(path)?;
+        let dir = self.open_dirs(&dirs, true)?;
+        let mode = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                let kind = FileType::from_raw_mode(stat.st_mode);
+                if kind != FileType::RegularFile {
+                    return Err(not_regular(shown, kind));
+                }
+                Some(Mode::from_raw_mode(stat.st_mode & 0o7777))
+            }
+            Err(rustix::io::Errno::NOENT) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let tmp = format!(
+            ".{}.{}.tmp",
+            name.to_string_lossy(),
+            crate::session::new_id()
+        );
+        let fd = rustix::fs::openat(
+            &dir,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )?;
+        let result = (|| {
+            if let Some(mode) = mode {
+                rustix::fs::fchmod(&fd, mode)?;
+            }
+            let mut file = std::fs::File::from(fd);
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+        }
+        result
+    }
+}
+
+fn not_regular(shown: &str, kind: FileType) -> std::io::Error {
+    std::io::Error::other(format!(
+        "`{shown}` is {}; only regular files can be used",
+        kind_name(kind)
+    ))
 }
 
 #[cfg(test)]
@@ -170,5 +351,145 @@ mod tests {
             s.resolve("outdir/../x"),
             Err(SandboxError::Outside(_))
         ));
+    }
+
+    /// Every spelling that once reached past a missing component, and more: none may resolve to a
+    /// path outside WORKDIR, whatever the model writes.
+    #[test]
+    fn no_sequence_of_components_leaves_the_root() {
+        let (d, s) = setup();
+        let root = s.root().to_path_buf();
+        let outside = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(outside.join("out")).unwrap();
+        std::fs::write(outside.join("out/s.txt"), "secret").unwrap();
+        symlink(outside.join("out"), root.join("out")).unwrap();
+        symlink(&outside, root.join("up")).unwrap();
+        symlink("../secret.txt", root.join("rel")).unwrap();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        let work = root.file_name().unwrap().to_str().unwrap().to_string();
+        let spellings = [
+            "nothere/../out/s.txt".to_string(),
+            "nothere/../out/new.txt".into(),
+            "nothere/../out".into(),
+            "a/b/../../out/s.txt".into(),
+            "a/../b/../out/s.txt".into(),
+            "nothere/./../out/s.txt".into(),
+            "./nothere//..//out/s.txt".into(),
+            "nothere/../nothere2/../out/x/y".into(),
+            "src/nothere/../../out/s.txt".into(),
+            "src/deep/nothere/../../../out/s.txt".into(),
+            "nothere/../up/secret.txt".into(),
+            "nothere/../up/new.txt".into(),
+            "nothere/../rel".into(),
+            "out/../out/s.txt".into(),
+            "up/work/src/a.txt".into(),
+            format!("up/{work}/src/a.txt"),
+            format!("nothere/../up/{work}/../secret.txt"),
+            format!("{}/nothere/../out/s.txt", root.display()),
+            format!("{}/out/s.txt", root.display()),
+            "src/../..".into(),
+            "..".into(),
+            "nothere/../..".into(),
+            "nothere/../../secret.txt".into(),
+            "x/../../work/src/a.txt".into(),
+            format!("../{work}/../secret.txt"),
+        ];
+        let mut refused = 0;
+        for p in &spellings {
+            let Ok(resolved) = s.resolve(p) else {
+                refused += 1;
+                continue;
+            };
+            // What the kernel would reach: the nearest existing ancestor, resolved, must be inside.
+            let mut existing = resolved.as_path();
+            while !existing.exists() {
+                existing = existing.parent().unwrap();
+            }
+            let real = existing.canonicalize().unwrap();
+            assert!(
+                real.starts_with(&root)
+                    && !resolved.components().any(|c| c == Component::ParentDir),
+                "`{p}` resolved to {} which reaches {}",
+                resolved.display(),
+                real.display()
+            );
+        }
+        // Only the two that really end inside WORKDIR (out through `up`, back in by name) resolve.
+        assert_eq!(refused, spellings.len() - 2, "{spellings:?}");
+        // And nothing was created outside by trying.
+        assert!(!outside.join("out/new.txt").exists());
+    }
+
+    #[test]
+    fn files_are_opened_and_written_without_following_swapped_links() {
+        let (d, s) = setup();
+        let root = s.root().to_path_buf();
+        let outside = d.path().canonicalize().unwrap().join("elsewhere");
+        std::fs::create_dir_all(&outside).unwrap();
+        // Resolved while `sub` was a folder, then `sub` is swapped for a link to outside.
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f.txt"), "inside").unwrap();
+        let target = s.resolve("sub/f.txt").unwrap();
+        let created = s.resolve("sub/new/g.txt").unwrap();
+        std::fs::rename(root.join("sub"), root.join("sub.old")).unwrap();
+        std::fs::write(outside.join("f.txt"), "outside").unwrap();
+        symlink(&outside, root.join("sub")).unwrap();
+        assert!(s.open_read(&target, "sub/f.txt").is_err());
+        assert!(s.write(&target, "sub/f.txt", b"x").is_err());
+        assert!(s.write(&created, "sub/new/g.txt", b"x").is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("f.txt")).unwrap(),
+            "outside"
+        );
+        assert!(!outside.join("new").exists());
+        // A final component swapped for a link is refused too.
+        std::fs::remove_file(root.join("sub")).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        symlink(outside.join("f.txt"), root.join("sub/f.txt")).unwrap();
+        assert!(s.open_read(&target, "sub/f.txt").is_err());
+        assert!(s.write(&target, "sub/f.txt", b"x").is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("f.txt")).unwrap(),
+            "outside"
+        );
+        // The ordinary case: folders are created, the file written and read back.
+        let fresh = s.resolve("made/a/b.txt").unwrap();
+        s.write(&fresh, "made/a/b.txt", b"hello").unwrap();
+        let mut opened = s.open_read(&fresh, "made/a/b.txt").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut opened.file, &mut text).unwrap();
+        assert_eq!((text.as_str(), opened.len), ("hello", 5));
+    }
+
+    #[test]
+    fn fifos_sockets_and_devices_are_refused() {
+        let (_d, s) = setup();
+        let root = s.root().to_path_buf();
+        let fifo = root.join("pipe");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        symlink("/dev/null", root.join("null")).unwrap();
+        let p = s.resolve("pipe").unwrap();
+        let err = s.open_read(&p, "pipe").err().unwrap().to_string();
+        assert!(err.contains("named pipe"), "{err}");
+        let err = s.write(&p, "pipe", b"x").unwrap_err().to_string();
+        assert!(err.contains("named pipe"), "{err}");
+        let p = s.resolve("sock").unwrap();
+        assert!(
+            s.open_read(&p, "sock")
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("socket")
+        );
+        // A link to a device leads outside WORKDIR anyway.
+        assert!(s.resolve("null").is_err());
     }
 }

@@ -1,13 +1,14 @@
 //! A change to one file, computed before it is made: `write_file` and `edit_file` build one, the
 //! approval prompt shows its diff, and [`FileChange::apply`] writes it atomically.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use super::plural;
 use crate::tools::{Sandbox, ToolError, ToolOutput, diff};
 
 pub struct FileChange {
+    sandbox: Sandbox,
     pub path: PathBuf,
     /// The path as the model and the user see it (relative to WORKDIR).
     pub shown: String,
@@ -21,17 +22,27 @@ impl FileChange {
     pub fn load(sandbox: &Sandbox, filepath: &str, new: String) -> Result<Self, ToolError> {
         let path = sandbox.resolve(filepath)?;
         let shown = sandbox.display(&path);
-        if path == sandbox.root() || path.is_dir() {
+        if path == sandbox.root()
+            || sandbox.kind(&path).ok().flatten() == Some(rustix::fs::FileType::Directory)
+        {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder, not a file"
             )));
         }
-        let old = match std::fs::read(&path) {
-            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        let old = match sandbox.open_read(&path, &shown) {
+            Ok(mut opened) => {
+                let mut bytes = Vec::new();
+                opened
+                    .file
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| ToolError::io("reading", &shown, e))?;
+                Some(String::from_utf8_lossy(&bytes).into_owned())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(ToolError::io("reading", &shown, e)),
         };
         Ok(FileChange {
+            sandbox: sandbox.clone(),
             path,
             shown,
             old,
@@ -53,13 +64,8 @@ impl FileChange {
                 diff: None,
             });
         }
-        let parent = self
-            .path
-            .parent()
-            .expect("a path inside the sandbox has a parent");
-        std::fs::create_dir_all(parent)
-            .map_err(|e| ToolError::io("creating folders for", shown, e))?;
-        write_atomically(&self.path, self.new.as_bytes())
+        self.sandbox
+            .write(&self.path, shown, self.new.as_bytes())
             .map_err(|e| ToolError::io("writing", shown, e))?;
         let diff = self.diff();
         let (added, removed) = diff::counts(&diff);

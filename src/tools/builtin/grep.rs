@@ -129,12 +129,19 @@ impl Grep {
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .build();
         let shown_root = sandbox.display(&root);
-        let candidates: Box<dyn Iterator<Item = std::path::PathBuf>> = if root.is_file() {
-            Box::new(std::iter::once(root.clone()))
-        } else if root.is_dir() {
-            Box::new(files(&root))
-        } else {
-            return Err(ToolError::Failed(format!("`{shown_root}` does not exist")));
+        use rustix::fs::FileType;
+        let kind = sandbox
+            .kind(&root)
+            .map_err(|e| ToolError::io("searching", &shown_root, e))?;
+        let candidates: Box<dyn Iterator<Item = std::path::PathBuf>> = match kind {
+            Some(FileType::RegularFile) => Box::new(std::iter::once(root.clone())),
+            Some(FileType::Directory) => Box::new(files(&root)),
+            None => return Err(ToolError::Failed(format!("`{shown_root}` does not exist"))),
+            Some(_) => {
+                return Err(ToolError::Failed(format!(
+                    "`{shown_root}` is not a regular file or folder; grep searches only those"
+                )));
+            }
         };
 
         let mut lines = Vec::new();
@@ -160,7 +167,11 @@ impl Grep {
                 file_matched: false,
             };
             // An unreadable file is skipped, as ripgrep does.
-            if searcher.search_path(&matcher, &path, &mut sink).is_err() {
+            // Opened through the sandbox: a file swapped for a link since the walk is not followed.
+            let searched = sandbox
+                .open_read(&path, &shown)
+                .and_then(|f| searcher.search_file(&matcher, &f.file, &mut sink));
+            if searched.is_err() {
                 lines.truncate(before);
                 continue;
             }

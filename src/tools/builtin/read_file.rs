@@ -64,14 +64,15 @@ impl ReadFile {
             .max(1);
         let path = sandbox.resolve(filepath)?;
         let shown = sandbox.display(&path);
-        let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
-        if meta.is_dir() {
+        if sandbox.kind(&path).ok().flatten() == Some(rustix::fs::FileType::Directory) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder; use list_files to see what it holds"
             )));
         }
-        let mut file =
-            std::fs::File::open(&path).map_err(|e| ToolError::io("opening", &shown, e))?;
+        let opened = sandbox
+            .open_read(&path, &shown)
+            .map_err(|e| ToolError::io("reading", &shown, e))?;
+        let (mut file, len) = (opened.file, opened.len);
         let mut head = vec![0u8; BINARY_SNIFF];
         let n =
             read_up_to(&mut file, &mut head).map_err(|e| ToolError::io("reading", &shown, e))?;
@@ -79,10 +80,10 @@ impl ReadFile {
         if head.contains(&0) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a binary file ({} bytes); read_file only reads text",
-                meta.len()
+                len
             )));
         }
-        if meta.len() == 0 {
+        if len == 0 {
             return Ok(ToolOutput {
                 content: format!("`{shown}` is empty (0 bytes)."),
                 summary: format!("{shown}: empty"),
