@@ -217,10 +217,14 @@ pub fn redact(text: &str, secret: Option<&str>) -> String {
     let mut from = 0;
     while let Some(at) = find_ignore_case(&out[from..], "bearer ") {
         let start = from + at + "bearer ".len();
+        if out[start..].starts_with("[redacted]") {
+            from = start;
+            continue;
+        }
         let len = out[start..]
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | '}' | ']'))
             .unwrap_or(out.len() - start);
-        if len > 0 && &out[start..start + len] != "[redacted]" {
+        if len > 0 {
             out.replace_range(start..start + len, "[redacted]");
         }
         from = start;

@@ -14,13 +14,12 @@
 //! processes neither lose nor tear lines.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 
 use super::record::{Record, parse_timestamp};
 use super::store::{Store, StoreError};
@@ -123,8 +122,8 @@ impl Store {
     /// which the caller then sees as a change to reconcile: it happens once.
     fn journal(&self) -> std::io::Result<File> {
         let dir = self.index_dir();
-        fs::create_dir_all(&dir)?;
-        let file = OpenOptions::new()
+        super::store::create_private_dir(&dir)?;
+        let file = super::store::private_options()
             .read(true)
             .append(true)
             .create(true)
@@ -139,25 +138,31 @@ impl Store {
             .map_or(0, ns)
     }
 
-    /// Records a write just made to conversation `id` (whose file now has `file` metadata).
-    /// `created`: the write created the file. A failure only costs a reconcile later.
-    pub(crate) fn journal_write(
+    /// Records a write about to be made to conversation `id`, whose file grows from `from` to `to`
+    /// bytes. `op`: `c` created, `m` appended, `t` appended after a torn line (whose count only a
+    /// scan can tell). The caller holds the file's lock and keeps the returned journal (locked)
+    /// until its write is done. When the journal cannot be written (a full disk), the snapshot is
+    /// removed, which costs a rebuild at the next listing instead of a wrong one.
+    pub(crate) fn journal_intent(
         &self,
         id: &str,
-        file: &fs::Metadata,
+        from: u64,
+        to: u64,
         change: &Change,
-        created: bool,
-    ) {
-        let op = if created { 'c' } else { 'm' };
-        let dir_mtime = if created {
+        op: char,
+    ) -> Option<File> {
+        let op = match op {
+            'c' => 'C',
+            't' => 'T',
+            _ => 'A',
+        };
+        let dir_mtime = if op == 'C' {
             self.dir_mtime().to_string()
         } else {
             String::new()
         };
         let line = format!(
-            "{op}\t{id}\t{}\t{}\t{}\t{}\t{}\t{}\t{dir_mtime}\n",
-            file.len(),
-            file.modified().map_or(0, ns),
+            "{op}\t{id}\t{from}\t{to}\t{}\t{}\t{}\t{}\t{dir_mtime}\n",
             change.messages,
             change
                 .last_activity
@@ -166,24 +171,77 @@ impl Store {
             change.first_user.as_deref().unwrap_or(""),
             change.title.as_deref().unwrap_or(""),
         );
-        if let Ok(mut journal) = self.journal() {
-            let _ = journal.write_all(line.as_bytes());
+        let written = self.journal().and_then(|mut journal| {
+            journal_append(&mut journal, line.as_bytes())?;
+            Ok(journal)
+        });
+        match written {
+            Ok(journal) => Some(journal),
+            Err(_) => {
+                self.invalidate();
+                None
+            }
         }
+    }
+
+    /// Makes the next listing rebuild the index from the files.
+    fn invalidate(&self) {
+        let _ = fs::remove_file(self.index_dir().join(SNAPSHOT));
     }
 
     /// Records that conversation `id` left DATADIR (moved to the trash).
     pub(crate) fn journal_removal(&self, id: &str) {
-        let line = format!("d\t{id}\t{}\n", self.dir_mtime());
-        if let Ok(mut journal) = self.journal() {
-            let _ = journal.write_all(line.as_bytes());
+        let line = format!("D\t{id}\t{}\n", self.dir_mtime());
+        let written = self
+            .journal()
+            .and_then(|mut journal| journal_append(&mut journal, line.as_bytes()));
+        if written.is_err() {
+            self.invalidate();
         }
+    }
+
+    /// Checks the entries the journal touched against their files (one `stat` each): a write the
+    /// journal announced but that did not happen, or only partly, or one after a torn line, is
+    /// scanned again. Returns whether anything had to be.
+    fn verify(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        touched: &std::collections::HashSet<String>,
+        rescan: &std::collections::HashSet<String>,
+    ) -> Result<bool, StoreError> {
+        let mut changed = false;
+        for id in touched {
+            let path = self.path(id);
+            let Some(entry) = entries.get_mut(id) else {
+                continue;
+            };
+            let meta = match fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => meta,
+                _ => {
+                    entries.remove(id);
+                    changed = true;
+                    continue;
+                }
+            };
+            if meta.len() != entry.size || rescan.contains(id) {
+                *entry = Entry::default();
+                scan(&path, entry).map_err(|e| StoreError::io("reading", &path, e))?;
+                entry.size = meta.len();
+                changed = true;
+            }
+            entry.mtime_ns = meta.modified().map_or(0, ns);
+        }
+        Ok(changed)
     }
 
     /// Summaries of every conversation, newest activity first.
     pub fn list(&self) -> Result<Vec<Summary>, StoreError> {
-        let mut journal = self
-            .journal()
-            .map_err(|e| StoreError::io("opening the index of", self.dir(), e))?;
+        let Ok(mut journal) = self.journal() else {
+            // The index cannot be used (`.index` is not a folder, say): list by scanning.
+            let mut entries = HashMap::new();
+            self.reconcile(&mut entries)?;
+            return Ok(sorted_summaries(entries));
+        };
         let (mut entries, mut known_dir_mtime) = read_snapshot(&self.index_dir().join(SNAPSHOT));
         let snapshot_ok = known_dir_mtime.is_some();
         let mut text = String::new();
@@ -191,27 +249,35 @@ impl Store {
         let _ = journal.read_to_string(&mut text);
         let mut lines = 0;
         let mut consistent = snapshot_ok;
+        let mut touched = std::collections::HashSet::new();
+        let mut rescan = std::collections::HashSet::new();
         for line in text.lines() {
             lines += 1;
-            consistent &= apply(&mut entries, line, &mut known_dir_mtime);
+            consistent &= apply(
+                &mut entries,
+                line,
+                &mut known_dir_mtime,
+                &mut touched,
+                &mut rescan,
+            );
         }
 
         let dir_mtime = self.dir_mtime();
         let reconcile = !consistent || known_dir_mtime != Some(dir_mtime);
+        let mut verified = false;
         if reconcile {
             self.reconcile(&mut entries)?;
+        } else {
+            verified = self.verify(&mut entries, &touched, &rescan)?;
         }
-        if reconcile || lines > COMPACT_AFTER {
+        if reconcile || verified || lines > COMPACT_AFTER {
             // Still under the journal lock: no line can slip in between the fold and the truncation.
             if write_snapshot(&self.index_dir().join(SNAPSHOT), &entries, dir_mtime).is_ok() {
                 let _ = journal.set_len(0);
             }
         }
         drop(journal);
-
-        let mut sorted: Vec<(String, Entry)> = entries.into_iter().collect();
-        sorted.sort_by(|a, b| order((&a.0, &a.1), (&b.0, &b.1)));
-        Ok(sorted.into_iter().map(|(id, e)| summary(&id, e)).collect())
+        Ok(sorted_summaries(entries))
     }
 
     /// The `limit` most recent conversations and how many there are in all. In the common case it
@@ -251,7 +317,7 @@ impl Store {
             let mut f = line.split('\t');
             let (op, id) = (f.next()?, f.next()?);
             touched_ids.insert(id.to_string());
-            if op == "c" {
+            if op == "C" {
                 created.insert(id.to_string());
             }
         }
@@ -270,10 +336,23 @@ impl Store {
             read.push(line);
         }
         let in_snapshot = touched.len();
+        let (mut seen, mut rescan) = Default::default();
         for line in journal_text.lines() {
-            if !apply(&mut touched, line, &mut dir_mtime) {
+            if !apply(&mut touched, line, &mut dir_mtime, &mut seen, &mut rescan) {
                 return None;
             }
+        }
+        // Every write the journal announced must be in its file as announced; otherwise the full
+        // path scans what disagrees.
+        if !rescan.is_empty() {
+            return None;
+        }
+        for (id, entry) in touched.iter_mut() {
+            let meta = fs::metadata(self.path(id)).ok()?;
+            if meta.len() != entry.size {
+                return None;
+            }
+            entry.mtime_ns = meta.modified().map_or(0, ns);
         }
         drop(journal);
         if dir_mtime != Some(self.dir_mtime()) {
@@ -349,26 +428,55 @@ impl Store {
     }
 }
 
+/// Appends one line to the journal. A line torn by a full disk is cut off again, so that the next
+/// line does not run into it.
+fn journal_append(journal: &mut File, line: &[u8]) -> std::io::Result<()> {
+    let before = journal.metadata()?.len();
+    let written = journal.write_all(line);
+    if written.is_err() {
+        let _ = journal.set_len(before);
+    }
+    written
+}
+
+fn sorted_summaries(entries: HashMap<String, Entry>) -> Vec<Summary> {
+    let mut sorted: Vec<(String, Entry)> = entries.into_iter().collect();
+    sorted.sort_by(|a, b| order((&a.0, &a.1), (&b.0, &b.1)));
+    sorted.into_iter().map(|(id, e)| summary(&id, e)).collect()
+}
+
 /// Applies one journal line; false when it does not fit what is known (then the folder is
-/// reconciled). `dir_mtime` follows what `new` left the directory at.
-fn apply(entries: &mut HashMap<String, Entry>, line: &str, dir_mtime: &mut Option<u128>) -> bool {
+/// reconciled). `dir_mtime` follows what `new` left the directory at; `touched` collects the
+/// conversations written, `rescan` those whose count only a scan can tell.
+fn apply(
+    entries: &mut HashMap<String, Entry>,
+    line: &str,
+    dir_mtime: &mut Option<u128>,
+    touched: &mut std::collections::HashSet<String>,
+    rescan: &mut std::collections::HashSet<String>,
+) -> bool {
     let f: Vec<&str> = line.split('\t').collect();
     match (f.first().copied(), f.len()) {
-        (Some(op @ ("c" | "m")), 9) => {
-            let (Ok(size), Ok(mtime), Ok(n)) = (f[2].parse(), f[3].parse(), f[4].parse::<usize>())
+        (Some(op @ ("C" | "A" | "T")), 9) => {
+            let (Ok(from), Ok(to), Ok(n)) =
+                (f[2].parse::<u64>(), f[3].parse(), f[4].parse::<usize>())
             else {
                 return false;
             };
-            if op == "c" {
+            if op == "C" {
                 entries.insert(f[1].to_string(), Entry::default());
                 *dir_mtime = f[8].parse().ok();
             }
             let Some(e) = entries.get_mut(f[1]) else {
                 return false; // an append to a file the index never saw created
             };
-            e.size = size;
-            e.scanned = size;
-            e.mtime_ns = mtime;
+            touched.insert(f[1].to_string());
+            if e.size != from || op == "T" {
+                // Someone else wrote in between, or a torn line was completed: scan it.
+                rescan.insert(f[1].to_string());
+            }
+            e.size = to;
+            e.scanned = to;
             e.messages += n;
             if let Ok(t) = f[5].parse::<i64>() {
                 e.last_activity = e.last_activity.max(Some(t));
@@ -381,8 +489,9 @@ fn apply(entries: &mut HashMap<String, Entry>, line: &str, dir_mtime: &mut Optio
             }
             true
         }
-        (Some("d"), 3) => {
+        (Some("D"), 3) => {
             entries.remove(f[1]);
+            touched.remove(f[1]);
             *dir_mtime = f[2].parse().ok();
             true
         }
@@ -475,57 +584,44 @@ fn write_snapshot(
         ));
     }
     let tmp = path.with_extension(format!("tmp-{}", super::message::new_id()));
-    let result = fs::write(&tmp, text).and_then(|()| fs::rename(&tmp, path));
+    let result = super::store::private_options()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| fs::rename(&tmp, path));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
 }
 
-/// The light view of a line that scanning needs; text is borrowed when it has no escapes.
-#[derive(Deserialize)]
-struct LineView<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    role: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    content: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    timestamp: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    title: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// Scans the file from `entry.scanned` to its last complete line, updating the entry.
+/// Scans the file from `entry.scanned` to its last complete line, updating the entry. A line counts
+/// as a message exactly when loading would read it as one.
 fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
+    use super::record::{Loaded, load_line};
     let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(entry.scanned))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    let complete = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |last| last + 1);
+    let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
-        let Ok(view) = serde_json::from_slice::<LineView>(line) else {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
-        };
-        match view.kind.as_deref() {
-            Some("message") => {
+        }
+        match load_line(line) {
+            Ok(Loaded::Message(m)) => {
                 entry.messages += 1;
-                if entry.first_user.is_none() && view.role.as_deref() == Some("user") {
-                    entry.first_user = Some(clean(view.content.as_deref().unwrap_or("")));
+                if entry.first_user.is_none() && m.role == Role::User {
+                    entry.first_user = Some(clean(&m.content));
                 }
-                if let Some(t) = view.timestamp.as_deref().and_then(parse_timestamp) {
-                    entry.last_activity = entry.last_activity.max(Some(t.timestamp()));
-                }
-            }
-            Some("title") => {
-                if let Some(title) = view.title {
-                    entry.title = Some(clean(&title));
+                let t = m.timestamp.timestamp();
+                if t != 0 {
+                    entry.last_activity = entry.last_activity.max(Some(t));
                 }
             }
+            Ok(Loaded::Title(title)) => entry.title = Some(clean(&title)),
             _ => {}
         }
     }
@@ -543,6 +639,7 @@ pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
 mod tests {
     use super::*;
     use crate::session::{Conversation, Message};
+    use std::fs::OpenOptions;
     use std::io::Write;
 
     fn write_conversation(store: &Store, id: &str, texts: &[&str]) -> Conversation {
@@ -595,19 +692,30 @@ mod tests {
         store
             .append(&c.id, &[Record::message(c.get(&m).unwrap())])
             .unwrap();
-        // A line appended behind new's back is not seen: the files were not read.
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(store.path("abab0001"))
-            .unwrap();
-        f.write_all(br#"{"type":"message","msg_id":"zz","role":"user","content":"sneaky","parent_id":"x","timestamp":"2026-01-01T00:00:00Z"}"#).unwrap();
-        f.write_all(b"\n").unwrap();
-        drop(f);
         assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 3);
+        // A line appended behind new's back to a file the journal wrote is caught by its size (one
+        // stat per written file); nothing else is read.
+        let sneak = |id: &str| {
+            let mut f = OpenOptions::new()
+                .append(true)
+                .open(store.path(id))
+                .unwrap();
+            f.write_all(br#"{"type":"message","msg_id":"zz","role":"user","content":"sneaky","parent_id":"x","timestamp":"2026-01-01T00:00:00Z"}"#).unwrap();
+            f.write_all(b"\n").unwrap();
+        };
+        let m = c.add(Message::new(Role::User, "again")).unwrap();
+        store
+            .append(&c.id, &[Record::message(c.get(&m).unwrap())])
+            .unwrap();
+        sneak("abab0001");
+        assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 5);
+        // One the journal did not touch since the last listing is not seen: the files were not read.
+        sneak("abab0001");
+        assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 5);
         // Creating a file changes the folder's mtime: then everything is reconciled.
         write_conversation(&store, "abab0002", &["other"]);
         fs::write(dir.path().join("stray.txt"), "").unwrap();
-        assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 4);
+        assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 6);
     }
 
     #[test]
@@ -715,5 +823,198 @@ mod tests {
         let list = store.list().unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].id, "ffff0002");
+    }
+
+    /// What loading the file counts: the number `/list` must agree with.
+    fn loaded(store: &Store, id: &str) -> usize {
+        store.load(id, "sys").unwrap().0.len() - 1
+    }
+
+    fn add(store: &Store, c: &mut Conversation, text: &str) {
+        let m = c.add(Message::new(Role::User, text)).unwrap();
+        store
+            .append(&c.id, &[Record::message(c.get(&m).unwrap())])
+            .unwrap();
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_written_costs_a_rebuild_not_a_wrong_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut c = write_conversation(&store, "fa110001", &["q", "a"]);
+        store.list().unwrap();
+        // The journal write fails (here: the journal is a folder; on a full disk, a write error).
+        let journal = dir.path().join(INDEX_DIR).join(JOURNAL);
+        fs::remove_file(&journal).unwrap();
+        fs::create_dir(&journal).unwrap();
+        add(&store, &mut c, "while the journal is broken");
+        add(&store, &mut c, "and again");
+        // Listing cannot use the index now: it scans, and agrees with loading.
+        assert_eq!(find(&store.list().unwrap(), "fa110001").messages, 4);
+        fs::remove_dir(&journal).unwrap();
+        for _ in 0..2 {
+            let (recent, total) = store.list_recent(10).unwrap();
+            assert_eq!((recent[0].messages, total), (4, 1));
+            assert_eq!(find(&store.list().unwrap(), "fa110001").messages, 4);
+        }
+        assert_eq!(loaded(&store, "fa110001"), 4);
+    }
+
+    #[test]
+    fn a_write_announced_but_never_made_is_found_by_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = write_conversation(&store, "fa110002", &["q", "a"]);
+        store.list().unwrap();
+        // Killed between the journal line and the append: the journal promises two more messages.
+        let len = fs::metadata(store.path(&c.id)).unwrap().len();
+        let change = Change {
+            messages: 2,
+            last_activity: Some(4_000_000_000),
+            first_user: None,
+            title: Some("never written".into()),
+        };
+        drop(store.journal_intent(&c.id, len, len + 300, &change, 'm'));
+        // Half of a write (killed mid-append) likewise.
+        let (recent, _) = store.list_recent(5).unwrap();
+        assert_eq!((recent[0].messages, recent[0].title.as_str()), (2, "q"));
+        assert_eq!(find(&store.list().unwrap(), "fa110002").messages, 2);
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path(&c.id))
+            .unwrap();
+        drop(store.journal_intent(&c.id, len, len + 500, &change, 'm'));
+        f.write_all(br#"{"type":"message","msg_id":"half","#)
+            .unwrap();
+        assert_eq!(find(&store.list().unwrap(), "fa110002").messages, 2);
+        assert_eq!(loaded(&store, "fa110002"), 2);
+    }
+
+    #[test]
+    fn a_file_without_a_final_newline_is_counted_as_loading_counts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut c = write_conversation(&store, "fa110003", &["q"]);
+        store.list().unwrap();
+        // Another program appends a whole message but no newline.
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path(&c.id))
+            .unwrap();
+        let parent = c.cursor().to_string();
+        write!(
+            f,
+            r#"{{"type":"message","msg_id":"ext00001","role":"assistant","content":"from elsewhere","parent_id":"{parent}","timestamp":"2026-01-01T00:00:00Z"}}"#
+        )
+        .unwrap();
+        drop(f);
+        add(&store, &mut c, "after the unterminated line");
+        assert_eq!(loaded(&store, "fa110003"), 3);
+        assert_eq!(store.list_recent(5).unwrap().0[0].messages, 3);
+        assert_eq!(find(&store.list().unwrap(), "fa110003").messages, 3);
+    }
+
+    #[test]
+    fn an_index_that_is_not_a_folder_lists_by_scanning() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        fs::write(dir.path().join(INDEX_DIR), "not a folder").unwrap();
+        let mut c = write_conversation(&store, "fa110004", &["q", "a"]);
+        add(&store, &mut c, "more");
+        let list = store.list().unwrap();
+        assert_eq!((list.len(), list[0].messages), (1, 3));
+        let (recent, total) = store.list_recent(1).unwrap();
+        assert_eq!((recent[0].messages, total), (3, 1));
+        assert_eq!(store.latest().unwrap().as_deref(), Some("fa110004"));
+    }
+
+    #[test]
+    fn an_invalid_utf8_byte_keeps_its_message_in_list_and_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = write_conversation(&store, "fa110005", &["q"]);
+        let parent = c.cursor().to_string();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path(&c.id))
+            .unwrap();
+        f.write_all(br#"{"type":"message","msg_id":"bad00001","role":"assistant","content":"caf"#)
+            .unwrap();
+        f.write_all(&[0xe9]).unwrap(); // Latin-1 é: not UTF-8
+        write!(
+            f,
+            r#" ok","parent_id":"{parent}","timestamp":"2026-01-01T00:00:00Z"}}"#
+        )
+        .unwrap();
+        f.write_all(b"\n").unwrap();
+        drop(f);
+        let (conv, report) = store.load("fa110005", "sys").unwrap();
+        assert!(report.skipped_lines.is_empty(), "{report:?}");
+        assert_eq!(conv.get("bad00001").unwrap().content, "caf\u{fffd} ok");
+        // Creating a file reconciles; the count is loading's.
+        write_conversation(&store, "fa110006", &["other"]);
+        assert_eq!(find(&store.list().unwrap(), "fa110005").messages, 2);
+    }
+
+    #[test]
+    fn listings_racing_appends_from_other_processes_end_in_agreement() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ids: Vec<String> = (0..3).map(|i| format!("race000{i}")).collect();
+        let convs: Vec<Conversation> = ids
+            .iter()
+            .map(|id| write_conversation(&store, id, &["start"]))
+            .collect();
+        std::thread::scope(|scope| {
+            for mut c in convs {
+                // Each writer has a Store of its own, as another process would.
+                let writer = Store::open(dir.path()).unwrap();
+                scope.spawn(move || {
+                    for i in 0..40 {
+                        add(&writer, &mut c, &format!("message {i}"));
+                    }
+                });
+            }
+            let lister = Store::open(dir.path()).unwrap();
+            scope.spawn(move || {
+                for i in 0..60 {
+                    if i % 2 == 0 {
+                        lister.list().unwrap();
+                    } else {
+                        lister.list_recent(2).unwrap();
+                    }
+                    if i % 20 == 0 {
+                        // Something else creates a file: the next listing reconciles mid-race.
+                        fs::write(lister.dir().join(format!("x{i}.txt")), "").unwrap();
+                    }
+                }
+            });
+        });
+        let list = store.list().unwrap();
+        for id in &ids {
+            assert_eq!(find(&list, id).messages, 41, "{id}");
+            assert_eq!(loaded(&store, id), 41);
+        }
+        let (recent, total) = store.list_recent(3).unwrap();
+        assert_eq!(total, 3);
+        assert!(recent.iter().all(|s| s.messages == 41));
+    }
+
+    #[test]
+    fn conversations_and_the_index_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data/deeper");
+        let store = Store::open(&data).unwrap();
+        write_conversation(&store, "aaaa0009", &["secret plans"]);
+        store.list().unwrap();
+        store.trash("aaaa0009").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(mode(&data.join(INDEX_DIR)), 0o700);
+        assert_eq!(mode(&data.join(INDEX_DIR).join(JOURNAL)), 0o600);
+        assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
+        assert_eq!(mode(&data.join(super::super::store::TRASH_DIR)), 0o700);
+        assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
     }
 }

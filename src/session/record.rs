@@ -205,7 +205,21 @@ pub enum Loaded {
 
 /// Reads one line of a conversation file for loading.
 pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
-    let line: Line = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let line: Line = match serde_json::from_slice(bytes) {
+        Ok(line) => line,
+        // A byte that is not UTF-8 (another program's write, a bad disk) costs that character, not
+        // the message: decode lossily and read the line in place.
+        Err(e) if std::str::from_utf8(bytes).is_err() => {
+            let text = String::from_utf8_lossy(bytes);
+            let line: Line = serde_json::from_str(&text).map_err(|_| e.to_string())?;
+            return finish_line(line);
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    finish_line(line)
+}
+
+fn finish_line(line: Line) -> Result<Loaded, String> {
     if line.kind.as_deref() != Some("message") {
         return Ok(match line.into_record()? {
             Record::Header(h) => Loaded::Header(h),

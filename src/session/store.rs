@@ -42,6 +42,23 @@ impl StoreError {
     }
 }
 
+/// Creates a folder (and its parents) readable by the user only: conversations are private.
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Options that create files readable and writable by the user only (0600).
+pub(crate) fn private_options() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = OpenOptions::new();
+    options.mode(0o600);
+    options
+}
+
 /// What loading a file had to work around, for the user to see.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LoadReport {
@@ -72,7 +89,7 @@ impl Store {
     /// Opens DATADIR, creating it if needed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|e| StoreError::io("creating data folder", &dir, e))?;
+        create_private_dir(&dir).map_err(|e| StoreError::io("creating data folder", &dir, e))?;
         Ok(Store { dir })
     }
 
@@ -146,7 +163,7 @@ impl Store {
             return Err(StoreError::NotFound(id.to_string()));
         }
         let dir = self.dir.join(TRASH_DIR);
-        fs::create_dir_all(&dir).map_err(|e| StoreError::io("creating", &dir, e))?;
+        create_private_dir(&dir).map_err(|e| StoreError::io("creating", &dir, e))?;
         let mut to = dir.join(format!("{id}.{EXTENSION}"));
         if to.exists() {
             let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f");
@@ -171,14 +188,19 @@ impl Store {
             text.push('\n');
         }
         let path = self.path(&conversation.id);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
+        let mut file = private_options().write(true).create_new(true).open(&path)?;
         file.lock()?;
+        // The journal says what is about to be written before it is: a write that is then lost
+        // leaves a size the index can check against the file.
+        let journal = self.journal_intent(
+            &conversation.id,
+            0,
+            text.len() as u64,
+            &Change::of(records),
+            'c',
+        );
         file.write_all(text.as_bytes())?;
-        let meta = file.metadata()?;
-        self.journal_write(&conversation.id, &meta, &Change::of(records), true);
+        drop(journal);
         Ok(())
     }
 
@@ -195,23 +217,27 @@ impl Store {
         file.lock().map_err(io_err)?;
         let mut text = String::new();
         let len = file.metadata().map_err(io_err)?.len();
+        let mut torn = false;
         if len > 0 {
             let mut last = [0u8];
             file.seek(SeekFrom::Start(len - 1)).map_err(io_err)?;
             file.read_exact(&mut last).map_err(io_err)?;
             if last[0] != b'\n' {
                 text.push('\n'); // the file ends in a torn line: start ours on a fresh one
+                torn = true;
             }
         }
         for r in records {
             text.push_str(&r.to_line());
             text.push('\n');
         }
+        // Under the file's lock, so the sizes in the journal are this write's; the journal stays
+        // locked until the write is done, so no listing sees the line without the bytes.
+        let op = if torn { 't' } else { 'm' };
+        let journal =
+            self.journal_intent(id, len, len + text.len() as u64, &Change::of(records), op);
         file.write_all(text.as_bytes()).map_err(io_err)?;
-        // Still under the file's lock, so the size recorded is the size this write left.
-        if let Ok(meta) = file.metadata() {
-            self.journal_write(id, &meta, &Change::of(records), false);
-        }
+        drop(journal);
         Ok(())
     }
 }
