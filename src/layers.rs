@@ -36,6 +36,11 @@ impl Layers {
         }
     }
 
+    /// The project's folder (WORKDIR), the parent of `project`.
+    pub fn workdir(&self) -> &Path {
+        self.project.parent().unwrap_or(&self.project)
+    }
+
     /// The on-disk layers, nearest first.
     pub fn dirs(&self) -> Vec<(LayerKind, &Path)> {
         let mut dirs = vec![(LayerKind::Project, self.project.as_path())];

@@ -19,3 +19,4 @@ pub mod prompt;
 pub mod session;
 pub mod skill;
 pub mod tools;
+pub mod trust;

@@ -39,6 +39,9 @@ struct Args {
     /// Reopen conversation ID (an unambiguous prefix is enough)
     #[arg(short = 'r', long, value_name = "ID")]
     resume: Option<String>,
+    /// Trust this project's .new/config.json as it is now (it may then widen permissions)
+    #[arg(long)]
+    trust_project: bool,
 }
 
 fn main() -> ExitCode {
@@ -56,5 +59,6 @@ fn main() -> ExitCode {
         prompt: args.prompt,
         continue_latest: args.continue_latest,
         resume: args.resume,
+        trust_project: args.trust_project,
     })
 }

@@ -19,6 +19,9 @@ pub struct Approvals<'a> {
     pub out: Output,
     /// `<WORKDIR>/.new/config.json`, where "always allow" saves its rule.
     pub project_config: PathBuf,
+    /// When that file is trusted: the trust store and WORKDIR, to trust it again once the rule is
+    /// saved (the user's own answer changed it).
+    pub retrust: Option<(crate::trust::Trust, PathBuf)>,
 }
 
 impl Approvals<'_> {
@@ -30,7 +33,8 @@ impl Approvals<'_> {
     }
 
     fn refused(&self, name: &str, why: &str) {
-        self.out.error(&format!("{name}: {why}"));
+        self.out
+            .error(&crate::tools::escape_controls(&format!("{name}: {why}")));
     }
 
     /// The rule an answer of "this session" or "always" adds.
@@ -59,13 +63,21 @@ impl Approvals<'_> {
         args: &Value,
         kind: ToolKind,
         subject: Option<&str>,
+        protected: bool,
     ) -> GateDecision {
         let name = call.function.name.as_str();
         if !matches!(self.reader, Reader::Editor { .. }) {
-            let why = self.t(
-                "needs approval and there is no terminal to ask, so it was not run (allow it with --permission-mode or a rule)",
-                "需要批准，但没有终端可询问，因此未运行（可用 --permission-mode 或规则允许）",
-            );
+            let why = if protected {
+                self.t(
+                    "writes to .new/ and .git/ always need approval and there is no terminal to ask, so it was not run",
+                    "写入 .new/ 和 .git/ 总是需要批准，但没有终端可询问，因此未运行",
+                )
+            } else {
+                self.t(
+                    "needs approval and there is no terminal to ask, so it was not run (allow it with --permission-mode or a rule)",
+                    "需要批准，但没有终端可询问，因此未运行（可用 --permission-mode 或规则允许）",
+                )
+            };
             self.refused(name, &why);
             return GateDecision::Refuse(format!(
                 "Permission denied: `{name}` needs the user's approval and the user could not be asked (no terminal). The call was not run."
@@ -75,21 +87,27 @@ impl Approvals<'_> {
         let preview = tool
             .preview(args, tools.context())
             .unwrap_or_else(|| serde_json::to_string_pretty(args).unwrap_or_default());
+        // Everything shown is escaped: a `\r` or an escape sequence must not draw one command over
+        // another.
         let shown = match kind {
             ToolKind::Write => super::output::colour_diff(&self.out, &preview),
-            _ => preview,
+            _ => crate::tools::escape_controls_keep_lines(&preview),
         };
         let always_rule = Self::rule_for(name, kind, subject, true);
         let session_rule = Self::rule_for(name, kind, subject, false);
-        let describe = |r: &Rule| match &r.pattern {
-            Some(p) => format!("{} {p}", r.tool),
-            None => r.tool.clone(),
+        let describe = |r: &Rule| {
+            crate::tools::escape_controls(&match &r.pattern {
+                Some(p) => format!("{} {p}", r.tool),
+                None => r.tool.clone(),
+            })
         };
-        self.out.say(&format!(
-            "{}\n{}\n{}",
-            self.out.bold(&self.t(&format!("⚠ {name} needs your approval:"), &format!("⚠ {name} 需要你的批准："))),
-            shown.trim_end(),
-            self.out.dim(&self.t(
+        let options = if protected {
+            self.t(
+                "this writes inside .new/ or .git/ (settings, hooks): it is asked every time · y: allow once · n: deny",
+                "此操作写入 .new/ 或 .git/（设置、钩子）：每次都会询问 · y：允许一次 · n：拒绝",
+            )
+        } else {
+            self.t(
                 &format!(
                     "y: allow once · s: allow `{}` for this session · a: always allow `{}` (saved in {}) · n: deny",
                     describe(&session_rule),
@@ -102,16 +120,29 @@ impl Approvals<'_> {
                     describe(&always_rule),
                     self.project_config.display()
                 ),
-            ))
+            )
+        };
+        self.out.say(&format!(
+            "{}\n{}\n{}",
+            self.out.bold(&self.t(
+                &format!("⚠ {name} needs your approval:"),
+                &format!("⚠ {name} 需要你的批准：")
+            )),
+            shown.trim_end(),
+            self.out.dim(&options)
         ));
+        let prompt = if protected { "[y/N] " } else { "[y/s/a/N] " };
         loop {
-            let answer = match self.reader.read("[y/s/a/N] ", "", false, &self.out) {
+            let answer = match self.reader.read(prompt, "", false, &self.out) {
                 Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
                 Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
                 Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
             };
             match answer.as_str() {
                 "y" | "yes" => return GateDecision::Run,
+                "s" | "session" | "a" | "always" if protected => {
+                    self.out.say(&self.t("answer y or n", "请回答 y 或 n"))
+                }
                 "s" | "session" => {
                     if let Err(e) = self.policy.allow_for_session(session_rule) {
                         self.out.error(&e.to_string());
@@ -121,6 +152,11 @@ impl Approvals<'_> {
                 "a" | "always" => {
                     match save_rule(&self.project_config, &always_rule) {
                         Ok(()) => {
+                            if let Some((trust, workdir)) = &self.retrust
+                                && let Ok(bytes) = std::fs::read(&self.project_config)
+                            {
+                                let _ = trust.trust(workdir, "config", &bytes);
+                            }
                             let _ = self.policy.add_project_rule(always_rule);
                             self.out.say(&self.out.dim(&self.t(
                                 &format!("saved in {}", self.project_config.display()),
@@ -178,7 +214,13 @@ impl Gate for Approvals<'_> {
                 .map(|p| tools.sandbox().display(&p))
                 .unwrap_or(s),
         });
+        // The project's settings and git's hooks decide what runs next time: writing there is
+        // asked every time, in every mode, whatever the rules allow.
+        let protected = kind == ToolKind::Write && subject.as_deref().is_some_and(is_protected);
         match self.policy.check(name, kind, subject.as_deref()) {
+            Verdict::Allow | Verdict::Ask if protected => {
+                self.ask(call, tools, args, kind, subject.as_deref(), true)
+            }
             Verdict::Allow => GateDecision::Run,
             Verdict::Deny(why) => {
                 self.refused(name, &why);
@@ -190,9 +232,18 @@ impl Gate for Approvals<'_> {
                 self.refused(name, &why);
                 GateDecision::Refuse(format!("Refused: {why}. The call was not run."))
             }
-            Verdict::Ask => self.ask(call, tools, args, kind, subject.as_deref()),
+            Verdict::Ask => self.ask(call, tools, args, kind, subject.as_deref(), false),
         }
     }
+}
+
+/// Whether a path relative to WORKDIR (already resolved) lies in `.new/` or `.git/`.
+fn is_protected(relative: &str) -> bool {
+    use std::path::Component;
+    matches!(
+        std::path::Path::new(relative).components().find(|c| !matches!(c, Component::CurDir)),
+        Some(Component::Normal(first)) if first == ".new" || first == ".git"
+    )
 }
 
 /// Appends a rule to the project config's `permissions`, keeping everything else in the file.

@@ -103,6 +103,7 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
     let mut text = String::new();
     let lines: Vec<&str> = diff.lines().collect();
     for line in lines.iter().take(MAX_DIFF_LINES) {
+        let line = &crate::tools::escape_controls(line);
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             out.bold(line)
         } else if line.starts_with('+') {
@@ -195,7 +196,7 @@ impl Observer for Printer {
         self.end_preparing();
         self.end_reasoning();
         if !self.out.one_shot {
-            self.write_stream(text);
+            self.write_stream(&crate::tools::escape_controls_keep_lines(text));
         }
     }
 
@@ -213,7 +214,7 @@ impl Observer for Printer {
                 self.write_stream("\x1b[2m");
             }
         }
-        self.write_stream(text);
+        self.write_stream(&crate::tools::escape_controls_keep_lines(text));
     }
 
     /// On a terminal, a dim "⋯ name" line while the call's arguments stream (a long file can take
@@ -224,7 +225,9 @@ impl Observer for Printer {
         }
         self.end_reasoning();
         self.end_line();
-        let line = self.out.dim(&format!("⋯ {name}"));
+        let line = self
+            .out
+            .dim(&format!("⋯ {}", crate::tools::escape_controls(name)));
         self.write_stream(&line);
         self.preparing = true;
     }
@@ -274,19 +277,26 @@ impl Observer for Printer {
         self.end_line();
         let line = format!(
             "→ {}({})",
-            call.function.name,
-            preview(&call.function.arguments, 100)
+            crate::tools::escape_controls(&call.function.name),
+            crate::tools::escape_controls(&preview(&call.function.arguments, 100))
         );
         self.out.say(&self.out.paint(CYAN, &line));
     }
 
     fn tool_result(&mut self, _call: &ToolCall, outcome: &ToolOutcome) {
         let line = if outcome.is_error {
-            self.out
-                .paint(RED, &format!("  ✗ {}", preview(&outcome.summary, 160)))
+            self.out.paint(
+                RED,
+                &format!(
+                    "  ✗ {}",
+                    crate::tools::escape_controls(&preview(&outcome.summary, 160))
+                ),
+            )
         } else {
-            self.out
-                .dim(&format!("  ✓ {}", preview(&outcome.summary, 160)))
+            self.out.dim(&format!(
+                "  ✓ {}",
+                crate::tools::escape_controls(&preview(&outcome.summary, 160))
+            ))
         };
         self.out.say(&line);
         if let Some(diff) = outcome.diff.as_deref().filter(|d| !d.is_empty()) {

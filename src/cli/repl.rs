@@ -34,6 +34,8 @@ pub struct Launch {
     pub continue_latest: bool,
     /// Reopen this conversation (`--resume ID`, a prefix is enough).
     pub resume: Option<String>,
+    /// Trust the project's `.new/config.json` as it is now (`--trust-project`).
+    pub trust_project: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +126,72 @@ pub fn run(launch: Launch) -> ExitCode {
     }
 }
 
+/// One line when a project config is in force: whether it is trusted, and the mode and base URL
+/// that apply; then what an untrusted one asked for and did not get. To stderr, as warnings go.
+fn announce_project_config(out: &Output, config: &Config) {
+    let Some(file) = &config.project_file else {
+        return;
+    };
+    let (en, zh) = if config.project_trusted {
+        ("trusted", "已信任")
+    } else {
+        ("not trusted", "未信任")
+    };
+    let line = match out.lang {
+        Lang::En => format!(
+            "project config {} in force ({en}): permission mode {}, base URL {}",
+            file.display(),
+            config.permission_mode.as_str(),
+            config.provider.base_url
+        ),
+        Lang::Zh => format!(
+            "项目配置 {} 生效（{zh}）：权限模式 {}，服务地址 {}",
+            file.display(),
+            config.permission_mode.as_str(),
+            config.provider.base_url
+        ),
+    };
+    eprintln!("{}", out.dim(&crate::tools::escape_controls(&line)));
+    for what in &config.ignored {
+        out.warn(&crate::tools::escape_controls(&match out.lang {
+            Lang::En => format!(
+                "ignored {what} from {}: a project file may narrow what you allow, not widen it, until you trust it (answer yes when asked on a terminal, or start with --trust-project)",
+                file.display()
+            ),
+            Lang::Zh => format!(
+                "已忽略 {} 中的 {what}：项目文件在你信任之前只能收紧、不能放宽权限（在终端中回答 yes，或使用 --trust-project 启动）",
+                file.display()
+            ),
+        }));
+    }
+}
+
+/// Asks on the terminal whether to trust a project config that widens what the user allows.
+fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
+    use std::io::Write;
+    let list: String = ignored
+        .iter()
+        .map(|w| format!("  - {}\n", crate::tools::escape_controls(w)))
+        .collect();
+    let question = match out.lang {
+        Lang::En => format!(
+            "{} asks for more than you allow:\n{list}Trust this file as it is now? It stays trusted until it changes. [y/N] ",
+            file.display()
+        ),
+        Lang::Zh => format!(
+            "{} 要求超出你允许的权限：\n{list}信任此文件的当前内容吗？内容改变后需重新确认。[y/N] ",
+            file.display()
+        ),
+    };
+    print!("{}", out.bold(&question));
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+}
+
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
@@ -173,7 +241,7 @@ impl App {
             workdir.display()
         );
         let layers = Layers::new(&workdir);
-        let config = config::load(&layers, &launch.overrides, &env_var)?;
+        let mut config = config::load(&layers, &launch.overrides, &env_var)?;
         let one_shot = launch.prompt.is_some();
         let out = Output {
             color: if one_shot {
@@ -184,6 +252,21 @@ impl App {
             lang: config.lang,
             one_shot,
         };
+        if !config.project_trusted
+            && let Some(file) = config.project_file.clone()
+            && (launch.trust_project
+                || (interactive
+                    && !config.ignored.is_empty()
+                    && ask_trust(&out, &file, &config.ignored)))
+        {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            crate::trust::Trust::new(layers.user.as_deref())
+                .trust(&workdir, "config", &bytes)
+                .context("remembering that the project's config is trusted")?;
+            config = config::load(&layers, &launch.overrides, &env_var)?;
+        }
+        announce_project_config(&out, &config);
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
         let skills = SkillRegistry::load(&layers);
         for problem in &skills.problems {
@@ -230,6 +313,7 @@ impl App {
             ToolContext {
                 sandbox: Sandbox::new(&workdir)?,
                 bash_timeout: config.bash_timeout,
+                hidden_env: config.secret_vars.clone(),
             },
             &config.tools,
         )?;
@@ -237,7 +321,8 @@ impl App {
             config.permission_mode,
             config.project_rules.clone(),
             config.user_rules.clone(),
-        )?;
+        )?
+        .project_untrusted(!config.project_trusted);
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -458,6 +543,13 @@ impl App {
             reader: &mut self.reader,
             out: self.out,
             project_config: self.layers.project.join(config::CONFIG_FILE),
+            // A file the user trusted (or none yet) stays trusted with the rule they add to it.
+            retrust: self.config.project_trusted.then(|| {
+                (
+                    crate::trust::Trust::new(self.layers.user.as_deref()),
+                    self.workdir.clone(),
+                )
+            }),
         };
         self.busy.store(true, Ordering::SeqCst);
         let end = self.runtime.block_on(agent.run(

@@ -9,6 +9,7 @@
 pub mod blacklist;
 pub mod builtin;
 pub mod diff;
+pub mod escape;
 pub mod permissions;
 pub mod sandbox;
 
@@ -19,6 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use builtin::write_atomically;
+pub use escape::{escape_controls, escape_controls_keep_lines};
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
 pub use sandbox::{Sandbox, SandboxError};
 
@@ -77,6 +79,9 @@ pub struct ToolContext {
     pub sandbox: Sandbox,
     /// `bash`'s timeout when the call gives none.
     pub bash_timeout: Duration,
+    /// Variables removed from the environment of the commands the model runs (provider keys),
+    /// besides every `*_API_KEY`.
+    pub hidden_env: Vec<String>,
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -271,6 +276,7 @@ pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
     ToolContext {
         sandbox: Sandbox::new(dir).unwrap(),
         bash_timeout: Duration::from_secs(30),
+        hidden_env: Vec::new(),
     }
 }
 

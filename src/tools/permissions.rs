@@ -227,6 +227,9 @@ pub struct Policy {
     pub mode: Mode,
     rules: Vec<Compiled>,
     session: Vec<Compiled>,
+    /// The project's rules come from a file the user has not trusted: they may only make a call
+    /// stricter (ask or deny), never looser than the user's rules and the mode would have it.
+    project_narrows_only: bool,
 }
 
 impl Policy {
@@ -241,7 +244,14 @@ impl Policy {
             mode,
             rules,
             session: Vec::new(),
+            project_narrows_only: false,
         })
+    }
+
+    /// Makes the project's rules narrow-only (see the field); for an untrusted project file.
+    pub fn project_untrusted(mut self, untrusted: bool) -> Self {
+        self.project_narrows_only = untrusted;
+        self
     }
 
     /// The rules in force, in the order they are checked.
@@ -259,8 +269,12 @@ impl Policy {
         Ok(())
     }
 
-    /// Adds a project rule after the existing project rules (what "always allow" saves).
+    /// Adds a project rule after the existing project rules (what "always allow" saves). The user
+    /// chose it at the prompt, so it applies even while the project's file is not trusted.
     pub fn add_project_rule(&mut self, rule: Rule) -> Result<(), RuleError> {
+        if self.project_narrows_only {
+            self.session.push(compile(rule.clone(), Origin::Project)?);
+        }
         let at = self
             .rules
             .iter()
@@ -293,11 +307,28 @@ impl Policy {
         };
         let mut worst = (Action::Allow, None::<&Compiled>);
         for part in &parts {
-            let matched = self
-                .rules
-                .iter()
-                .find(|c| self.matches(c, tool, is_shell, part));
-            let mut action = matched.map_or_else(|| self.mode.action(kind), |c| c.rule.action);
+            let find = |origin: Option<Origin>| {
+                self.rules.iter().find(|c| {
+                    origin.is_none_or(|o| c.origin == o) && self.matches(c, tool, is_shell, part)
+                })
+            };
+            let (matched, mut action) = if self.project_narrows_only {
+                // The stricter of the project's rule and what the user's rules or the mode say.
+                let user = find(Some(Origin::User));
+                let user_action = user.map_or_else(|| self.mode.action(kind), |c| c.rule.action);
+                match find(Some(Origin::Project)) {
+                    Some(p) if p.rule.action.severity() > user_action.severity() => {
+                        (Some(p), p.rule.action)
+                    }
+                    _ => (user, user_action),
+                }
+            } else {
+                let matched = find(None);
+                (
+                    matched,
+                    matched.map_or_else(|| self.mode.action(kind), |c| c.rule.action),
+                )
+            };
             if action == Action::Ask
                 && self
                     .session
@@ -526,6 +557,55 @@ mod tests {
             "cargo build --release"
         ));
         assert!(command_matches("*", "anything at all"));
+    }
+
+    #[test]
+    fn an_untrusted_project_only_narrows() {
+        let project = vec![
+            rule("bash", Some("git *"), Action::Allow),
+            rule("bash", Some("rm *"), Action::Ask),
+            rule("write_file", Some("docs/**"), Action::Deny),
+            rule("bash", Some("ls *"), Action::Ask),
+        ];
+        let user = vec![
+            rule("bash", Some("rm *"), Action::Deny),
+            rule("bash", Some("ls *"), Action::Allow),
+        ];
+        let trusted = Policy::new(Mode::Default, project.clone(), user.clone()).unwrap();
+        let untrusted = Policy::new(Mode::Default, project, user)
+            .unwrap()
+            .project_untrusted(true);
+        let check = |p: &Policy, tool: &str, kind: ToolKind, s: &str| p.check(tool, kind, Some(s));
+        use ToolKind::*;
+        // Trusted: first match wins, the project first.
+        assert_eq!(check(&trusted, "bash", Execute, "git push"), Verdict::Allow);
+        assert_eq!(check(&trusted, "bash", Execute, "rm x"), Verdict::Ask);
+        assert_eq!(check(&trusted, "bash", Execute, "ls -la"), Verdict::Ask);
+        // Untrusted: an allow does not widen, an ask does not loosen a user's deny, but an ask
+        // or a deny still narrows.
+        assert_eq!(check(&untrusted, "bash", Execute, "git push"), Verdict::Ask);
+        assert!(matches!(
+            check(&untrusted, "bash", Execute, "rm x"),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(check(&untrusted, "bash", Execute, "ls -la"), Verdict::Ask);
+        assert!(matches!(
+            check(&untrusted, "write_file", Write, "docs/a.md"),
+            Verdict::Deny(r) if r.contains("project rule")
+        ));
+        assert_eq!(
+            check(&untrusted, "write_file", Write, "src/a.rs"),
+            Verdict::Allow
+        );
+        // What the user allows "always" at the prompt applies at once all the same.
+        let mut untrusted = untrusted;
+        untrusted
+            .add_project_rule(rule("bash", Some("cargo test"), Action::Allow))
+            .unwrap();
+        assert_eq!(
+            check(&untrusted, "bash", Execute, "cargo test"),
+            Verdict::Allow
+        );
     }
 
     #[test]

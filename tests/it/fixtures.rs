@@ -62,6 +62,7 @@ fn file_tool_fixtures() {
             ToolContext {
                 sandbox: Sandbox::new(&work).unwrap(),
                 bash_timeout: Duration::from_secs(5),
+                hidden_env: Vec::new(),
             },
             &[],
         )

