@@ -8,3 +8,4 @@ mod pty;
 mod repl;
 mod support;
 mod tree;
+mod trust;
