@@ -12,6 +12,7 @@ pub mod diff;
 pub mod escape;
 pub mod permissions;
 pub mod sandbox;
+pub mod shell;
 
 use std::future::Future;
 use std::pin::Pin;

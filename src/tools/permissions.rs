@@ -17,7 +17,7 @@
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
-use super::blacklist;
+use super::{blacklist, shell};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -294,17 +294,15 @@ impl Policy {
         {
             return Verdict::Refuse(reason);
         }
-        let parts: Vec<String> = match (is_shell, subject) {
-            (true, Some(command)) => {
-                let parts = blacklist::simple_commands(command);
-                if parts.is_empty() {
-                    vec![String::new()]
-                } else {
-                    parts
-                }
-            }
-            (_, s) => vec![s.unwrap_or("").to_string()],
+        let parts = match (is_shell, subject) {
+            (true, Some(command)) => Part::of_command(command),
+            (_, s) => vec![Part::plain(s.unwrap_or(""))],
         };
+        let shell_limits = is_shell
+            && self
+                .rules
+                .iter()
+                .any(|c| c.rule.action != Action::Allow && c.tool.is_match(tool));
         let mut worst = (Action::Allow, None::<&Compiled>);
         for part in &parts {
             let find = |origin: Option<Origin>| {
@@ -329,6 +327,11 @@ impl Policy {
                     matched.map_or_else(|| self.mode.action(kind), |c| c.rule.action),
                 )
             };
+            // A program named only at run time (`$X push`, `$(which git) push`) could be one a
+            // rule denies: with such rules in force, it is asked for even where the mode allows.
+            if action == Action::Allow && matched.is_none() && part.dynamic && shell_limits {
+                action = Action::Ask;
+            }
             if action == Action::Ask
                 && self
                     .session
@@ -360,18 +363,88 @@ impl Policy {
         }
     }
 
-    fn matches(&self, c: &Compiled, tool: &str, is_shell: bool, subject: &str) -> bool {
+    fn matches(&self, c: &Compiled, tool: &str, is_shell: bool, part: &Part) -> bool {
         if !c.tool.is_match(tool) {
             return false;
         }
         match (&c.rule.pattern, is_shell) {
-            (None, _) => true,
-            (Some(p), true) => command_matches(p, subject),
+            (None, _) => c.rule.action != Action::Allow || part.plain_enough(),
+            (Some(p), true) => {
+                if c.rule.action == Action::Allow {
+                    // An allow rule allows only the command as written: no substitution in its
+                    // program, no output written to a path, nothing seen through a wrapper.
+                    part.plain_enough() && command_matches(p, &part.literal)
+                } else {
+                    // Deny and ask rules see through wrappers and options too.
+                    command_matches(p, &part.literal)
+                        || part.views.iter().any(|v| command_matches(p, v))
+                }
+            }
             (Some(_), false) => c
                 .path
                 .as_ref()
-                .is_some_and(|m| m.is_match(subject.trim_start_matches("./"))),
+                .is_some_and(|m| m.is_match(part.literal.trim_start_matches("./"))),
         }
+    }
+}
+
+/// One thing a rule is matched against: a path, or one simple command of a shell line.
+#[derive(Debug, Clone, Default)]
+struct Part {
+    /// The path, or the command's words as written (quotes removed), joined by spaces.
+    literal: String,
+    /// The command seen through wrappers and options ([`shell::views`]).
+    views: Vec<String>,
+    /// The command writes its output to a path (`> file`, `2>> log`, `&> out`).
+    writes: bool,
+    /// The program is known only at run time: a variable, a substitution or a glob.
+    dynamic: bool,
+}
+
+impl Part {
+    fn plain(text: &str) -> Part {
+        Part {
+            literal: text.to_string(),
+            ..Part::default()
+        }
+    }
+
+    /// Whether an allow rule may match it at all.
+    fn plain_enough(&self) -> bool {
+        !self.writes && !self.dynamic
+    }
+
+    /// Every simple command of a command line, those inside substitutions included, each a part.
+    fn of_command(command: &str) -> Vec<Part> {
+        let script = shell::parse(command);
+        let mut parts: Vec<Part> = script
+            .all_stages()
+            .into_iter()
+            .filter(|stage| !stage.is_control())
+            .map(|stage| {
+                let words: Vec<String> = stage
+                    .command_words()
+                    .iter()
+                    .map(|w| w.text.clone())
+                    .collect();
+                Part {
+                    literal: words.join(" "),
+                    views: shell::views(&words)
+                        .into_iter()
+                        .map(|v| v.join(" "))
+                        .collect(),
+                    writes: stage.redirects.iter().any(shell::Redirect::writes_to_path),
+                    dynamic: stage
+                        .command_words()
+                        .first()
+                        .is_some_and(|w| w.dynamic || w.glob),
+                }
+            })
+            .collect();
+        if parts.is_empty() {
+            parts.push(Part::default());
+        }
+        parts
     }
 }
 
@@ -496,6 +569,131 @@ mod tests {
             p.check("bash", ToolKind::Execute, Some("git status; rm -r build")),
             Verdict::Deny(_)
         ));
+    }
+
+    /// The README's own rules (`git push*` deny, `git *` allow) and every way found, and more, to
+    /// run something else under the allow rule or to slip past the deny rule.
+    #[test]
+    fn allow_rules_pass_no_embedded_command_and_deny_rules_see_through_wrappers() {
+        let readme = || {
+            vec![
+                rule("bash", Some("git push*"), Action::Deny),
+                rule("bash", Some("git *"), Action::Allow),
+            ]
+        };
+        for mode in [Mode::Default, Mode::Permissive] {
+            let p = Policy::new(mode, readme(), vec![]).unwrap();
+            let check = |c: &str| p.check("bash", ToolKind::Execute, Some(c));
+            // Allowed as written.
+            for ok in [
+                "git status",
+                "git log --oneline -5",
+                "git diff 2>&1",
+                "git log > /dev/null",
+                "git log 2>/dev/null | git hash-object --stdin",
+                "git status && git diff",
+                "git commit -m 'fix $(the) `bug` > here'",
+                "git log $(git rev-parse HEAD)",
+            ] {
+                assert_eq!(check(ok), Verdict::Allow, "{mode:?}: {ok}");
+            }
+            // Something else runs, or output goes to a path: never allowed by the rule.
+            for embedded in [
+                "git status $(touch X)",
+                "git status `touch X`",
+                "git status \"$(touch X)\"",
+                "git status ${X:-$(touch X)}",
+                "git diff <(touch X)",
+                "git diff >(touch X)",
+                "git status $((1+$(touch X)))",
+                "git log > ../outside",
+                "git log >> ../outside",
+                "git log 1> out.txt",
+                "git log 2> err.txt",
+                "git log &> out.txt",
+                "git log >| out.txt",
+                "git log >&out.txt",
+                "git log > $HOME/x",
+                "git log; touch X",
+                "git log\ntouch X",
+                "git log & touch X",
+                "git log | sh",
+                "git log || touch X",
+                "$(echo git) status",
+                "$GIT status",
+            ] {
+                let want = if mode == Mode::Permissive && !embedded.starts_with('$') {
+                    Verdict::Allow // the mode allows it; the rule does not
+                } else {
+                    Verdict::Ask
+                };
+                assert_eq!(check(embedded), want, "{mode:?}: {embedded}");
+            }
+            // The deny rule matches through options, wrappers, and nested command lines.
+            for push in [
+                "git push",
+                "git push origin main",
+                "git -C . push",
+                "git -C x push --force",
+                "git --no-pager push",
+                "git -c push.default=current push",
+                "git --git-dir=.git push",
+                "command git push",
+                "env X=1 git push",
+                "env -i git push",
+                "X=1 git push",
+                "/usr/bin/git push",
+                "\\git push",
+                "'git' 'push'",
+                "g\"i\"t pu''sh",
+                "sudo git push",
+                "nohup git push &",
+                "timeout 10 git push",
+                "nice -n 5 git push",
+                "setsid git push",
+                "xargs git push < /dev/null",
+                "bash -c 'git push'",
+                "sh -c \"git -C . push\"",
+                "eval git push",
+                "eval 'git push'",
+                "echo $(git push)",
+                "echo `git push`",
+                "git status && git push",
+                "git status; (git push)",
+                "{ git push; }",
+                "if true; then git push; fi",
+                "for i in 1; do git push; done",
+                "find . -maxdepth 0 -exec git push \\;",
+                "$'git' push",
+                "git $'\\x70ush'",
+            ] {
+                assert!(
+                    matches!(check(push), Verdict::Deny(_)),
+                    "{mode:?}: {push} gave {:?}",
+                    check(push)
+                );
+            }
+        }
+        // A program named at run time asks when deny rules exist, even where the mode allows.
+        let p = Policy::new(Mode::Permissive, readme(), vec![]).unwrap();
+        for dynamic in [
+            "$GIT push",
+            "$(which git) push",
+            "`which git` push",
+            "${G} push",
+            "/usr/bin/gi? push",
+        ] {
+            assert_eq!(
+                p.check("bash", ToolKind::Execute, Some(dynamic)),
+                Verdict::Ask,
+                "{dynamic}"
+            );
+        }
+        let free = Policy::new(Mode::Permissive, vec![], vec![]).unwrap();
+        assert_eq!(
+            free.check("bash", ToolKind::Execute, Some("$GIT push")),
+            Verdict::Allow
+        );
     }
 
     #[test]
