@@ -61,7 +61,9 @@ impl Tool for Bash {
     }
 }
 
-/// Kills the command's whole process group when dropped: on completion, timeout, or cancellation.
+/// Kills the command's whole process group when dropped: on completion, timeout, or cancellation;
+/// then, where the system allows, every process that left the group (`setsid`, a double fork) and
+/// was handed to `new` when its parent died.
 struct GroupGuard(i32);
 
 impl Drop for GroupGuard {
@@ -70,6 +72,92 @@ impl Drop for GroupGuard {
         unsafe {
             libc::kill(-self.0, libc::SIGKILL);
         }
+        reaper::sweep(self.0);
+    }
+}
+
+/// Descendants that escape the process group. On Linux `new` makes itself a child subreaper, so
+/// that a process whose parent dies is re-parented to `new` rather than to init: after a command
+/// ends, every child of `new` that `new` did not start itself is such an escapee, and is killed
+/// (its own children then come to `new` in turn, and go the same way). Elsewhere only the process
+/// group is killed; the README says so.
+pub(crate) mod reaper {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, Once};
+
+    /// Children `new` started on purpose and still owns (a running command; later, servers).
+    /// Spawning and sweeping both hold it, so a sweep never mistakes a child being born for a
+    /// stray.
+    static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+    static SUBREAPER: Once = Once::new();
+
+    /// Spawns a child of our own: becomes a subreaper first (once), and records the child.
+    pub fn spawn_own(cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+        SUBREAPER.call_once(|| {
+            #[cfg(target_os = "linux")]
+            // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag; no memory involved.
+            unsafe {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            }
+        });
+        let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+        let child = cmd.spawn()?;
+        if let Some(pid) = child.id() {
+            own.get_or_insert_with(HashSet::new).insert(pid as i32);
+        }
+        Ok(child)
+    }
+
+    /// Forgets `pid` (it ended) and kills every escaped descendant.
+    pub fn sweep(pid: i32) {
+        OWN.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashSet::new)
+            .remove(&pid);
+        #[cfg(target_os = "linux")]
+        for round in 0..40 {
+            let found = {
+                let own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+                let strays: Vec<i32> = children_of(std::process::id() as i32)
+                    .into_iter()
+                    .filter(|c| *c != pid && own.as_ref().is_none_or(|o| !o.contains(c)))
+                    .collect();
+                for stray in &strays {
+                    // SAFETY: signals and reaps a child of this process; no memory involved.
+                    unsafe {
+                        libc::kill(*stray, libc::SIGKILL);
+                        libc::waitpid(*stray, std::ptr::null_mut(), 0);
+                    }
+                }
+                !strays.is_empty()
+            };
+            if !found && round > 0 {
+                break;
+            }
+            // One re-parented a moment later (its parent was still dying) is found next round.
+            std::thread::sleep(std::time::Duration::from_millis(if found { 2 } else { 20 }));
+        }
+    }
+
+    /// The pids whose parent is `parent`, from /proc.
+    #[cfg(target_os = "linux")]
+    fn children_of(parent: i32) -> Vec<i32> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+                        let after = &stat[stat.rfind(')')? + 1..];
+                        after.split_whitespace().nth(1)?.parse::<i32>().ok()
+                    })
+                    == Some(parent)
+            })
+            .collect()
     }
 }
 
@@ -162,8 +250,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             cmd.env_remove(name);
         }
     }
-    let mut child = cmd
-        .spawn()
+    let mut child = reaper::spawn_own(&mut cmd)
         .map_err(|e| ToolError::Failed(format!("could not start {}: {e}", shell())))?;
     let _guard = child.id().map(|pid| GroupGuard(pid as i32));
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
@@ -246,8 +333,13 @@ mod tests {
     /// Whether any process has `marker` in its command line.
     fn running(marker: &str) -> bool {
         std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            // Arguments are separated by NULs: read them as one line of words.
             std::fs::read(e.path().join("cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
                 .unwrap_or(false)
         })
     }
@@ -334,6 +426,51 @@ mod tests {
         assert!(out.content.contains("started"));
         std::thread::sleep(Duration::from_millis(200));
         assert!(!running(&marker));
+    }
+
+    /// Processes that leave the command's process group (`setsid`, double forks, `nohup`, a new
+    /// session that forks again) are found and ended too, on completion, timeout and cancel.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn processes_that_leave_the_group_are_ended_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let tag = std::process::id();
+        let escapes = [
+            format!("setsid sleep 51.{tag}1 &"),
+            format!("setsid -f sleep 51.{tag}2"),
+            format!("(setsid sleep 51.{tag}3 &)"),
+            format!("nohup setsid sleep 51.{tag}4 > /dev/null 2>&1 &"),
+            format!("setsid sh -c 'sleep 51.{tag}5 & sleep 51.{tag}6' &"),
+            format!("( ( setsid sleep 51.{tag}7 & ) & )"),
+            format!("setsid bash -c 'setsid sleep 51.{tag}8 &' &"),
+            format!("env -i /bin/sh -c 'setsid sleep 51.{tag}9 &'"),
+        ];
+        let out = bash(
+            dir.path(),
+            json!({"command": format!("{}\necho spawned", escapes.join("\n"))}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.content.starts_with("Exit code: 0\nstdout:\nspawned"),
+            "{}",
+            out.content
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        for i in 1..=9 {
+            let marker = format!("sleep 51.{tag}{i}");
+            assert!(!running(&marker), "{marker} escaped the clean-up");
+        }
+        // And on a timeout.
+        let out = bash(
+            dir.path(),
+            json!({"command": format!("setsid sleep 52.{tag} & sleep 30"), "timeout_seconds": 1}),
+        )
+        .await
+        .unwrap();
+        assert!(out.content.contains("Timed out"));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!running(&format!("sleep 52.{tag}")));
     }
 
     #[tokio::test]
