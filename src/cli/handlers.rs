@@ -676,12 +676,20 @@ impl App {
         let rules: Vec<String> = self
             .policy
             .rules()
-            .map(|(r, origin)| format!("  {:<8} {}", origin.label(), r.describe()))
-            .chain(
-                self.policy
-                    .session_rules()
-                    .map(|r| format!("  {:<8} {}", "session", r.describe())),
-            )
+            .map(|(r, origin)| {
+                format!(
+                    "  {:<8} {}",
+                    origin.label(),
+                    crate::tools::escape_controls(&r.describe())
+                )
+            })
+            .chain(self.policy.session_rules().map(|r| {
+                format!(
+                    "  {:<8} {}",
+                    "session",
+                    crate::tools::escape_controls(&r.describe())
+                )
+            }))
             .collect();
         if rules.is_empty() {
             text.push_str(&self.t("no rules; the mode decides\n", "没有规则；由模式决定\n"));
