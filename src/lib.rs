@@ -20,3 +20,4 @@ pub mod session;
 pub mod skill;
 pub mod tools;
 pub mod trust;
+pub mod vocab;

@@ -8,13 +8,12 @@
 
 use tokio::sync::watch;
 
-use crate::llm::Role;
-use crate::llm::{
-    ChatRequest, ChatResponse, LlmError, Provider, ResponseStatus, StreamEvent, ToolCall,
-};
+use crate::llm::{ChatRequest, ChatResponse, LlmError, Provider, ResponseStatus, StreamEvent};
 use crate::session::SessionError;
 use crate::session::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
+use crate::vocab::Role;
+use crate::vocab::ToolCall;
 
 /// The result stored for a tool call that the user's interrupt kept from running.
 pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";

@@ -10,8 +10,8 @@ use super::output::Output;
 use super::reader::{ReadOutcome, Reader};
 use crate::agent::{Gate, GateDecision};
 use crate::config::Lang;
-use crate::llm::ToolCall;
 use crate::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
+use crate::vocab::ToolCall;
 
 pub struct Approvals<'a> {
     pub policy: &'a mut Policy,

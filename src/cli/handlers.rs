@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use super::commands::COMMANDS;
 use super::repl::{App, interruptible};
 use super::tree_view::{Row, describe, format_row, preview, tree_rows};
-use crate::llm::{ChatRequest, Role};
+use crate::llm::ChatRequest;
 use crate::prompt;
 use crate::session::{ChatSession, LoadReport, export};
 use crate::skill::SkillRegistry;
+use crate::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
 const LIST_LIMIT: usize = 50;

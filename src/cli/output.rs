@@ -5,8 +5,9 @@ use std::io::Write;
 
 use crate::agent::Observer;
 use crate::config::Lang;
-use crate::llm::{ChatResponse, ToolCall, Usage};
+use crate::llm::ChatResponse;
 use crate::tools::ToolOutcome;
+use crate::vocab::{ToolCall, Usage};
 
 use super::tree_view::preview;
 

@@ -15,11 +15,12 @@ use super::reader::{ReadOutcome, Reader};
 use crate::agent::{Agent, Interrupts, TurnEnd};
 use crate::config::{self, Config, Lang, Overrides};
 use crate::layers::Layers;
-use crate::llm::{Provider, Role};
+use crate::llm::Provider;
 use crate::prompt::{self, RoleFile};
 use crate::session::{ChatSession, Message, Store};
 use crate::skill::SkillRegistry;
 use crate::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
+use crate::vocab::Role;
 
 /// What the command line decided.
 #[derive(Debug, Clone, Default)]

@@ -6,8 +6,8 @@
 //! is drawn with `├─` / `└─` and its descendants are indented under `│`.
 
 use crate::config::Lang;
-use crate::llm::Role;
 use crate::session::{Conversation, Message};
+use crate::vocab::Role;
 
 /// Longest preview, in characters.
 const PREVIEW_CHARS: usize = 60;
@@ -290,7 +290,7 @@ pub fn preview(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolCall;
+    use crate::vocab::ToolCall;
 
     fn sample() -> Conversation {
         let mut c = Conversation::new("c", "You are a helpful assistant.\nBe brief.");

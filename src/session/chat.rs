@@ -151,7 +151,7 @@ fn fresh_id(store: &Store) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Role;
+    use crate::vocab::Role;
 
     #[test]
     fn no_file_until_the_first_message_then_header_and_message_together() {

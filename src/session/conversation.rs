@@ -7,7 +7,7 @@ use std::hash::BuildHasherDefault;
 use serde_json::{Map, Value};
 
 use super::message::{Message, new_id};
-use crate::llm::{ChatMessage, Role};
+use crate::vocab::{ChatMessage, Role};
 
 /// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
 pub const NOT_RUN_RESULT: &str =
@@ -394,7 +394,7 @@ fn orphan_result(m: &Message) -> ChatMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolCall;
+    use crate::vocab::ToolCall;
 
     fn user(text: &str) -> Message {
         Message::new(Role::User, text)

@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::conversation::Conversation;
-use super::record::{MessageRecord, format_timestamp};
-use crate::llm::Role;
+use super::record::format_timestamp;
+use crate::vocab::Role;
 
 /// The branch from the root to the cursor as Markdown, system prompt included.
 pub fn branch_markdown(c: &Conversation, title: &str) -> String {
@@ -81,7 +81,7 @@ pub fn tree_json(c: &Conversation, title: &str) -> Value {
         .into_iter()
         .enumerate()
         .map(|(number, (_, m))| {
-            let mut v = serde_json::to_value(MessageRecord::from(m)).expect("records serialize");
+            let mut v = serde_json::to_value(m).expect("messages serialize");
             v["number"] = json!(number);
             v["children_ids"] = json!(m.children_ids);
             v
@@ -116,8 +116,8 @@ pub fn fenced(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolCall;
     use crate::session::Message;
+    use crate::vocab::ToolCall;
 
     #[test]
     fn markdown_holds_the_branch_only() {

@@ -21,11 +21,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
 
-use super::record::{Record, parse_timestamp};
-use super::store::{Store, StoreError};
-use crate::llm::Role;
+use super::error::{StoreError, create_private_dir, private_options};
+use super::record::Record;
+use crate::vocab::Role;
 
 pub const INDEX_DIR: &str = ".index";
+/// Conversation files are `<id>.jsonl`.
+pub const EXTENSION: &str = "jsonl";
 const SNAPSHOT: &str = "snapshot";
 const JOURNAL: &str = "journal";
 const MAGIC: &str = "new-index\t3";
@@ -76,7 +78,8 @@ impl Change {
             match r {
                 Record::Message(m) => {
                     c.messages += 1;
-                    if let Some(t) = parse_timestamp(&m.timestamp).map(|t| t.timestamp()) {
+                    let t = m.timestamp.timestamp();
+                    if t != 0 {
                         c.last_activity = c.last_activity.max(Some(t));
                     }
                     if c.first_user.is_none() && m.role == Role::User {
@@ -113,7 +116,33 @@ fn field(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
 }
 
-impl Store {
+/// The path of conversation `id` in DATADIR `dir`.
+pub fn conversation_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.{EXTENSION}"))
+}
+
+/// The index of one DATADIR. It knows the conversation files only by name and by their lines; the
+/// store announces each write to it ([`Index::journal_intent`]).
+#[derive(Debug, Clone)]
+pub struct Index {
+    dir: PathBuf,
+}
+
+impl Index {
+    pub fn new(dir: &Path) -> Index {
+        Index {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        conversation_path(&self.dir, id)
+    }
+
     fn index_dir(&self) -> PathBuf {
         self.dir().join(INDEX_DIR)
     }
@@ -122,8 +151,8 @@ impl Store {
     /// which the caller then sees as a change to reconcile: it happens once.
     fn journal(&self) -> std::io::Result<File> {
         let dir = self.index_dir();
-        super::store::create_private_dir(&dir)?;
-        let file = super::store::private_options()
+        create_private_dir(&dir)?;
+        let file = private_options()
             .read(true)
             .append(true)
             .create(true)
@@ -284,7 +313,7 @@ impl Store {
     /// reads the snapshot's first lines and the journal only; anything unusual (a damaged or stale
     /// index, a folder changed by someone else, a long journal) takes the full path of [`list`].
     ///
-    /// [`list`]: Store::list
+    /// [`list`]: Index::list
     pub fn list_recent(&self, limit: usize) -> Result<(Vec<Summary>, usize), StoreError> {
         if let Some(fast) = self.try_list_recent(limit) {
             return Ok(fast);
@@ -584,7 +613,7 @@ fn write_snapshot(
         ));
     }
     let tmp = path.with_extension(format!("tmp-{}", super::message::new_id()));
-    let result = super::store::private_options()
+    let result = private_options()
         .write(true)
         .create_new(true)
         .open(&tmp)
@@ -638,7 +667,8 @@ pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{Conversation, Message};
+    use crate::session::{Conversation, Message, Store};
+    use crate::vocab::Role;
     use std::fs::OpenOptions;
     use std::io::Write;
 
@@ -874,7 +904,11 @@ mod tests {
             first_user: None,
             title: Some("never written".into()),
         };
-        drop(store.journal_intent(&c.id, len, len + 300, &change, 'm'));
+        drop(
+            store
+                .index()
+                .journal_intent(&c.id, len, len + 300, &change, 'm'),
+        );
         // Half of a write (killed mid-append) likewise.
         let (recent, _) = store.list_recent(5).unwrap();
         assert_eq!((recent[0].messages, recent[0].title.as_str()), (2, "q"));
@@ -883,7 +917,11 @@ mod tests {
             .append(true)
             .open(store.path(&c.id))
             .unwrap();
-        drop(store.journal_intent(&c.id, len, len + 500, &change, 'm'));
+        drop(
+            store
+                .index()
+                .journal_intent(&c.id, len, len + 500, &change, 'm'),
+        );
         f.write_all(br#"{"type":"message","msg_id":"half","#)
             .unwrap();
         assert_eq!(find(&store.list().unwrap(), "fa110002").messages, 2);
@@ -1014,7 +1052,7 @@ mod tests {
         assert_eq!(mode(&data.join(INDEX_DIR)), 0o700);
         assert_eq!(mode(&data.join(INDEX_DIR).join(JOURNAL)), 0o600);
         assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
-        assert_eq!(mode(&data.join(super::super::store::TRASH_DIR)), 0o700);
+        assert_eq!(mode(&data.join(crate::session::store::TRASH_DIR)), 0o700);
         assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
     }
 }

@@ -1,34 +1,78 @@
 //! One node of a conversation tree.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
-use crate::llm::{Role, ToolCall, Usage};
+use crate::vocab::{Role, ToolCall, Usage};
 
 /// A message id: 8 hex characters taken from a UUID v4.
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
 }
 
-#[derive(Debug, Clone, PartialEq)]
+/// A message, and the one serde type of a message line in a conversation file: the first seven
+/// fields are the original format, written in its order and always present; the rest are
+/// extensions, written only when set. Reading is lenient: `content: null` is empty, a timestamp in
+/// a naive ISO form is taken as UTC, tool calls may be flat (`{"id","name","arguments"}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    #[serde(rename = "msg_id")]
     pub id: String,
     pub role: Role,
-    /// None for the root (the system prompt).
-    pub parent_id: Option<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// None for the root (the system prompt).
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    #[serde(default = "epoch", with = "timestamp")]
     pub timestamp: DateTime<Utc>,
-    /// Derived from the children's `parent_id`, in creation order; never stored.
-    pub children_ids: Vec<String>,
     /// For tool messages: the call this result answers.
+    #[serde(default)]
     pub tool_call_id: Option<String>,
     /// For assistant messages that asked for tools.
+    #[serde(default)]
     pub tool_calls: Option<Vec<ToolCall>>,
     /// The answer was cut short by the user or the network.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Derived from the children's `parent_id`, in creation order; never stored.
+    #[serde(skip)]
+    pub children_ids: Vec<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+fn epoch() -> DateTime<Utc> {
+    DateTime::default()
+}
+
+/// `2026-07-24T12:35:55Z` on disk; read leniently (see [`super::record::parse_timestamp`]), and a
+/// timestamp that cannot be read is the epoch rather than a lost message.
+mod timestamp {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::super::record::format_timestamp(t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let text = Option::<std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(text
+            .as_deref()
+            .and_then(super::super::record::parse_timestamp)
+            .unwrap_or_default())
+    }
 }
 
 impl Message {

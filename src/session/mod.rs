@@ -4,6 +4,7 @@
 
 mod chat;
 pub mod conversation;
+pub mod error;
 pub mod export;
 pub mod index;
 pub mod message;

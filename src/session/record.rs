@@ -6,13 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::Message;
-use crate::llm::{Role, ToolCall, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Record {
     Header(HeaderRecord),
-    Message(Box<MessageRecord>),
+    Message(Box<Message>),
     Title(TitleRecord),
     #[serde(other)]
     Unknown,
@@ -32,77 +31,6 @@ pub struct TitleRecord {
     pub timestamp: Option<String>,
 }
 
-/// A message line. The first seven fields are the original format, written in its order and always
-/// present; the rest are extensions, written only when set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MessageRecord {
-    pub msg_id: String,
-    pub role: Role,
-    #[serde(default, deserialize_with = "null_as_empty")]
-    pub content: String,
-    #[serde(default)]
-    pub parent_id: Option<String>,
-    #[serde(default)]
-    pub timestamp: String,
-    #[serde(default)]
-    pub tool_call_id: Option<String>,
-    #[serde(default)]
-    pub tool_calls: Option<Vec<ToolCall>>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub interrupted: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_signature: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
-}
-
-impl From<&Message> for MessageRecord {
-    fn from(m: &Message) -> Self {
-        MessageRecord {
-            msg_id: m.id.clone(),
-            role: m.role,
-            content: m.content.clone(),
-            parent_id: m.parent_id.clone(),
-            timestamp: format_timestamp(&m.timestamp),
-            tool_call_id: m.tool_call_id.clone(),
-            tool_calls: m.tool_calls.clone(),
-            interrupted: m.interrupted,
-            reasoning: m.reasoning.clone(),
-            reasoning_signature: m.reasoning_signature.clone(),
-            model: m.model.clone(),
-            usage: m.usage.clone(),
-        }
-    }
-}
-
-impl MessageRecord {
-    pub fn into_message(self) -> Message {
-        Message {
-            timestamp: parse_timestamp(&self.timestamp).unwrap_or_default(),
-            id: self.msg_id,
-            role: self.role,
-            parent_id: self.parent_id,
-            content: self.content,
-            children_ids: Vec::new(),
-            tool_call_id: self.tool_call_id,
-            tool_calls: self.tool_calls,
-            interrupted: self.interrupted,
-            reasoning: self.reasoning,
-            reasoning_signature: self.reasoning_signature,
-            model: self.model,
-            usage: self.usage,
-        }
-    }
-}
-
 /// `2026-07-24T12:35:55Z`, as the original format writes it.
 pub fn format_timestamp(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -119,11 +47,10 @@ pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
         .map(|n| n.and_utc())
 }
 
-/// Any line, read as one flat struct. Reading with the tagged [`Record`] enum makes serde buffer
-/// every line before it can look at `type`; this reads each field once. [`Line::into_record`] then
-/// gives the same result the enum would.
+/// What a line that is not a standard message line is read as: its type and the fields of the
+/// other line types. A message line goes straight into [`Message`].
 #[derive(Deserialize)]
-pub struct Line<'a> {
+struct Line<'a> {
     #[serde(rename = "type", borrow, default)]
     kind: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
@@ -131,69 +58,13 @@ pub struct Line<'a> {
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
     #[serde(default)]
-    msg_id: Option<String>,
-    #[serde(default)]
-    role: Option<Role>,
-    #[serde(default, deserialize_with = "null_as_empty")]
-    content: String,
-    #[serde(default)]
-    parent_id: Option<String>,
-    #[serde(default)]
-    timestamp: String,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ToolCall>>,
-    #[serde(default)]
-    interrupted: bool,
-    #[serde(default)]
-    reasoning: Option<String>,
-    #[serde(default)]
-    reasoning_signature: Option<String>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    usage: Option<Usage>,
-    #[serde(default)]
     title: Option<String>,
+    #[serde(default)]
+    timestamp: Option<String>,
 }
 
-impl Line<'_> {
-    /// The message this line holds, or what is missing from it.
-    fn message_record(self) -> Result<MessageRecord, String> {
-        Ok(MessageRecord {
-            msg_id: self.msg_id.ok_or("a message without `msg_id`")?,
-            role: self.role.ok_or("a message without `role`")?,
-            content: self.content,
-            parent_id: self.parent_id,
-            timestamp: self.timestamp,
-            tool_call_id: self.tool_call_id,
-            tool_calls: self.tool_calls,
-            interrupted: self.interrupted,
-            reasoning: self.reasoning,
-            reasoning_signature: self.reasoning_signature,
-            model: self.model,
-            usage: self.usage,
-        })
-    }
-
-    /// The record this line holds, or what is missing from it.
-    pub fn into_record(self) -> Result<Record, String> {
-        match self.kind.as_deref() {
-            Some("header") => Ok(Record::Header(HeaderRecord {
-                root_id: self.root_id.ok_or("a header without `root_id`")?,
-                metadata: self.metadata.unwrap_or_default(),
-            })),
-            Some("message") => Ok(Record::Message(Box::new(self.message_record()?))),
-            Some("title") => Ok(Record::Title(TitleRecord {
-                title: self.title.ok_or("a title without `title`")?,
-                timestamp: Some(self.timestamp).filter(|t| !t.is_empty()),
-            })),
-            Some(_) => Ok(Record::Unknown),
-            None => Err("a line without `type`".to_string()),
-        }
-    }
-}
+/// How every message line `new` writes begins; such a line is read into a [`Message`] in one pass.
+const MESSAGE_START: &[u8] = br#"{"type":"message","#;
 
 /// A line read for loading: messages come out ready for the tree, with no record in between.
 pub enum Loaded {
@@ -205,43 +76,63 @@ pub enum Loaded {
 
 /// Reads one line of a conversation file for loading.
 pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
-    let line: Line = match serde_json::from_slice(bytes) {
-        Ok(line) => line,
+    match read_line(bytes) {
         // A byte that is not UTF-8 (another program's write, a bad disk) costs that character, not
         // the message: decode lossily and read the line in place.
         Err(e) if std::str::from_utf8(bytes).is_err() => {
-            let text = String::from_utf8_lossy(bytes);
-            let line: Line = serde_json::from_str(&text).map_err(|_| e.to_string())?;
-            return finish_line(line);
+            read_line(String::from_utf8_lossy(bytes).as_bytes()).map_err(|_| e)
         }
-        Err(e) => return Err(e.to_string()),
-    };
-    finish_line(line)
-}
-
-fn finish_line(line: Line) -> Result<Loaded, String> {
-    if line.kind.as_deref() != Some("message") {
-        return Ok(match line.into_record()? {
-            Record::Header(h) => Loaded::Header(h),
-            Record::Title(t) => Loaded::Title(t.title),
-            _ => Loaded::Unknown,
-        });
+        other => other,
     }
-    Ok(Loaded::Message(Box::new(
-        line.message_record()?.into_message(),
-    )))
 }
 
-/// Reads one line of a conversation file.
+fn read_line(bytes: &[u8]) -> Result<Loaded, String> {
+    let message = |bytes: &[u8]| {
+        serde_json::from_slice::<Message>(bytes)
+            .map(|m| Loaded::Message(Box::new(m)))
+            .map_err(|e| e.to_string())
+    };
+    if bytes.starts_with(MESSAGE_START) {
+        return message(bytes);
+    }
+    let line: Line = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    match line.kind.as_deref() {
+        Some("message") => message(bytes),
+        Some("header") => Ok(Loaded::Header(HeaderRecord {
+            root_id: line.root_id.ok_or("a header without `root_id`")?,
+            metadata: line.metadata.unwrap_or_default(),
+        })),
+        Some("title") => Ok(Loaded::Title(line.title.ok_or("a title without `title`")?)),
+        Some(_) => Ok(Loaded::Unknown),
+        None => Err("a line without `type`".to_string()),
+    }
+}
+
+/// Reads one line of a conversation file as a record.
 pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
-    serde_json::from_slice::<Line>(bytes)
-        .map_err(|e| e.to_string())?
-        .into_record()
+    if let Ok(Loaded::Message(m)) = load_line(bytes) {
+        return Ok(Record::Message(m));
+    }
+    let line: Line = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    match line.kind.as_deref() {
+        Some("title") => Ok(Record::Title(TitleRecord {
+            title: line.title.ok_or("a title without `title`")?,
+            timestamp: line.timestamp,
+        })),
+        _ => match load_line(bytes)? {
+            Loaded::Header(h) => Ok(Record::Header(h)),
+            Loaded::Unknown => Ok(Record::Unknown),
+            _ => Err("unreadable line".to_string()),
+        },
+    }
 }
 
 impl Record {
     pub fn message(m: &Message) -> Record {
-        Record::Message(Box::new(m.into()))
+        Record::Message(Box::new(Message {
+            children_ids: Vec::new(),
+            ..m.clone()
+        }))
     }
 
     /// One line of JSON, without the newline.
@@ -253,6 +144,7 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::Role;
 
     #[test]
     fn original_lines_round_trip_byte_for_byte() {
@@ -278,7 +170,7 @@ mod tests {
         let Record::Message(m) = r else { panic!() };
         assert_eq!(m.content, "");
         assert_eq!(m.tool_calls.unwrap()[0].function.arguments, r#"{"k":1}"#);
-        assert!(parse_timestamp(&m.timestamp).is_some());
+        assert_eq!(format_timestamp(&m.timestamp), "2026-07-24T12:35:55Z");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::conversation::Conversation;
 use super::message::Message;
 use super::record::Record;
-use crate::llm::Role;
+use crate::vocab::Role;
 
 /// A conversation of `n` messages in long linear runs, with a new branch every 100 messages (a
 /// retry or an edit, as a user makes them), and the records that store it.

@@ -8,7 +8,7 @@
 use memchr::memmem;
 
 use super::store::{Store, StoreError, parse_conversation};
-use crate::llm::Role;
+use crate::vocab::Role;
 
 /// Characters of context shown on each side of a match.
 const CONTEXT_CHARS: usize = 30;

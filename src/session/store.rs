@@ -10,54 +10,11 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::conversation::Conversation;
-use super::index::Change;
+use super::error::{create_private_dir, private_options};
+use super::index::{Change, Index};
 use super::message::{Message, new_id};
 use super::record::{HeaderRecord, Loaded, Record};
-use crate::llm::Role;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
-    #[error("no conversation `{0}` in this project")]
-    NotFound(String),
-    #[error("`{prefix}` matches several conversations: {}", .matches.join(", "))]
-    Ambiguous {
-        prefix: String,
-        matches: Vec<String>,
-    },
-}
-
-impl StoreError {
-    pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> Self {
-        StoreError::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
-
-/// Creates a folder (and its parents) readable by the user only: conversations are private.
-pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-}
-
-/// Options that create files readable and writable by the user only (0600).
-pub(crate) fn private_options() -> OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut options = OpenOptions::new();
-    options.mode(0o600);
-    options
-}
+use crate::vocab::Role;
 
 /// What loading a file had to work around, for the user to see.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -79,9 +36,11 @@ impl LoadReport {
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
+    index: Index,
 }
 
-pub const EXTENSION: &str = "jsonl";
+pub use super::error::StoreError;
+pub use super::index::EXTENSION;
 /// Where deleted conversations go, inside DATADIR.
 pub const TRASH_DIR: &str = "trash";
 
@@ -90,7 +49,26 @@ impl Store {
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
         create_private_dir(&dir).map_err(|e| StoreError::io("creating data folder", &dir, e))?;
-        Ok(Store { dir })
+        Ok(Store {
+            index: Index::new(&dir),
+            dir,
+        })
+    }
+
+    /// The `/list` index of DATADIR.
+    #[cfg(test)]
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// Summaries of every conversation, newest activity first.
+    pub fn list(&self) -> Result<Vec<super::Summary>, StoreError> {
+        self.index.list()
+    }
+
+    /// The `limit` most recent conversations and how many there are in all.
+    pub fn list_recent(&self, limit: usize) -> Result<(Vec<super::Summary>, usize), StoreError> {
+        self.index.list_recent(limit)
     }
 
     pub fn dir(&self) -> &Path {
@@ -98,7 +76,7 @@ impl Store {
     }
 
     pub fn path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.{EXTENSION}"))
+        super::index::conversation_path(&self.dir, id)
     }
 
     pub fn exists(&self, id: &str) -> bool {
@@ -170,7 +148,7 @@ impl Store {
             to = dir.join(format!("{id}.{stamp}.{EXTENSION}"));
         }
         fs::rename(&from, &to).map_err(|e| StoreError::io("moving to the trash", &from, e))?;
-        self.journal_removal(id);
+        self.index.journal_removal(id);
         Ok(to)
     }
 
@@ -192,7 +170,7 @@ impl Store {
         file.lock()?;
         // The journal says what is about to be written before it is: a write that is then lost
         // leaves a size the index can check against the file.
-        let journal = self.journal_intent(
+        let journal = self.index.journal_intent(
             &conversation.id,
             0,
             text.len() as u64,
@@ -235,7 +213,8 @@ impl Store {
         // locked until the write is done, so no listing sees the line without the bytes.
         let op = if torn { 't' } else { 'm' };
         let journal =
-            self.journal_intent(id, len, len + text.len() as u64, &Change::of(records), op);
+            self.index
+                .journal_intent(id, len, len + text.len() as u64, &Change::of(records), op);
         file.write_all(text.as_bytes()).map_err(io_err)?;
         drop(journal);
         Ok(())

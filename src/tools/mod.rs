@@ -25,7 +25,7 @@ pub use escape::{escape_controls, escape_controls_keep_lines};
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
 pub use sandbox::{Sandbox, SandboxError};
 
-use crate::llm::ToolSpec;
+use crate::vocab::ToolSpec;
 
 /// Why a tool call failed; the text goes back to the model.
 #[derive(Debug, thiserror::Error)]

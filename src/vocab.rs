@@ -1,0 +1,193 @@
+//! The shared vocabulary, on the ground floor: who wrote a message ([`Role`]), tool calls in the
+//! OpenAI shape ([`ToolCall`]), token counts ([`Usage`]), a message of a request ([`ChatMessage`])
+//! and a tool as the model sees it ([`ToolSpec`]). Conversations (`session`) and providers (`llm`)
+//! both stand on it; it knows neither.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// A tool call as the OpenAI API shapes it: `{"id","type":"function","function":{"name","arguments"}}`.
+/// Written in that shape; read also flat, `{"id","name","arguments"}`, as some writers store it
+/// (arguments as a JSON text or an object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".to_string()
+}
+
+impl<'de> Deserialize<'de> for ToolCall {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Either {
+            #[serde(default)]
+            id: Option<String>,
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
+            #[serde(default)]
+            function: Option<FunctionCall>,
+            #[serde(default)]
+            name: Option<String>,
+            #[serde(default, deserialize_with = "string_or_json")]
+            arguments: String,
+        }
+        let raw = Either::deserialize(d)?;
+        let function = match raw.function {
+            Some(f) => f,
+            None => FunctionCall {
+                name: raw
+                    .name
+                    .ok_or_else(|| serde::de::Error::missing_field("function"))?,
+                arguments: raw.arguments,
+            },
+        };
+        Ok(ToolCall {
+            id: raw.id.unwrap_or_default(),
+            kind: raw.kind.unwrap_or_else(function_kind),
+            function,
+        })
+    }
+}
+
+impl ToolCall {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            kind: function_kind(),
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.into(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    #[serde(default)]
+    pub name: String,
+    /// The arguments as a JSON text. Files written by other tools sometimes hold an object here;
+    /// it is read back as its JSON text.
+    #[serde(default, deserialize_with = "string_or_json")]
+    pub arguments: String,
+}
+
+fn string_or_json<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(match value {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+/// Token counts reported by a server for one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// One message of a request, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+    pub reasoning: Option<String>,
+    /// The provider's signature of the reasoning (Anthropic thinking blocks), sent back with it.
+    pub reasoning_signature: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            reasoning: None,
+            reasoning_signature: None,
+        }
+    }
+
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            tool_call_id: Some(call_id.into()),
+            ..ChatMessage::text(Role::Tool, content)
+        }
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_are_read_nested_or_flat_and_written_nested() {
+        let nested: ToolCall = serde_json::from_str(
+            r#"{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"filepath\":\"a\"}"}}"#,
+        )
+        .unwrap();
+        for flat in [
+            r#"{"id":"c1","name":"read_file","arguments":"{\"filepath\":\"a\"}"}"#,
+            r#"{"id":"c1","name":"read_file","arguments":{"filepath":"a"}}"#,
+            r#"{"id":"c1","type":"function","name":"read_file","arguments":{"filepath":"a"}}"#,
+        ] {
+            let call: ToolCall = serde_json::from_str(flat).unwrap();
+            assert_eq!(call, nested, "{flat}");
+        }
+        assert_eq!(
+            serde_json::to_string(&nested).unwrap(),
+            r#"{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"filepath\":\"a\"}"}}"#
+        );
+        assert!(serde_json::from_str::<ToolCall>(r#"{"id":"c1"}"#).is_err());
+    }
+}
