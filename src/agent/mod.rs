@@ -8,7 +8,7 @@
 
 use tokio::sync::watch;
 
-use crate::llm::{ChatRequest, ChatResponse, LlmError, Provider, ResponseStatus, StreamEvent};
+use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
 use crate::session::SessionError;
 use crate::session::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
@@ -48,8 +48,9 @@ pub trait Observer {
     fn tool_call_started(&mut self, name: &str);
     /// A request failed and will be tried again after `delay` (attempt `attempt` of `of`).
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str);
-    /// An answer is complete (or was cut); `response` holds its usage.
-    fn answer_end(&mut self, response: &ChatResponse);
+    /// An answer ended: `complete` when it arrived whole, otherwise cut by an error or the user
+    /// (then `response` holds what arrived, possibly nothing).
+    fn answer_end(&mut self, response: &ChatResponse, complete: bool);
     fn tool_call(&mut self, call: &ToolCall);
     fn tool_result(&mut self, call: &ToolCall, outcome: &ToolOutcome);
 }
@@ -77,8 +78,13 @@ pub enum AgentError {
 /// A source of interrupts (Ctrl-C): each new value of the channel is one interrupt.
 pub type Interrupts = watch::Receiver<u64>;
 
+/// The text asking for the wrap-up answer at the round limit; sent, never stored.
+pub const WRAP_UP_PROMPT: &str = "You have used every tool round this request allows. Do not call any \
+     more tools. Reply to the user now: say briefly what you did, where things stand, and what is left \
+     to do.";
+
 pub struct Agent<'a> {
-    pub provider: &'a Provider,
+    pub provider: &'a dyn Model,
     pub tools: &'a ToolRegistry,
     pub model: String,
     pub max_rounds: usize,
@@ -101,6 +107,7 @@ impl Agent<'_> {
                     .conversation()
                     .api_messages(session.conversation().cursor()),
                 tools: self.tools.specs(),
+                no_tool_calls: false,
             };
             let mut text = String::new();
             let mut reasoning = String::new();
@@ -135,7 +142,7 @@ impl Agent<'_> {
                         reasoning,
                         ..Default::default()
                     };
-                    observer.answer_end(&partial);
+                    observer.answer_end(&partial, false);
                     if let Err(store) = self.store_partial(session, partial) {
                         return TurnEnd::Failed(store);
                     }
@@ -147,14 +154,14 @@ impl Agent<'_> {
                         reasoning,
                         ..Default::default()
                     };
-                    observer.answer_end(&partial);
+                    observer.answer_end(&partial, false);
                     return match self.store_partial(session, partial) {
                         Ok(()) => TurnEnd::Interrupted,
                         Err(e) => TurnEnd::Failed(e),
                     };
                 }
             };
-            observer.answer_end(&response);
+            observer.answer_end(&response, true);
             let status = response.status();
             let calls = response.tool_calls.clone();
             if let Err(e) = session.add(self.assistant_message(response, false)) {
@@ -172,7 +179,83 @@ impl Agent<'_> {
                 Err(e) => return TurnEnd::Failed(e.into()),
             }
         }
-        TurnEnd::RoundLimit(self.max_rounds)
+        self.wrap_up(session, observer, interrupts).await
+    }
+
+    /// At the round limit: one more request in which the model may not call tools, asking it to
+    /// say where it stands. Its answer is stored (tool calls it made anyway are dropped); the
+    /// request's extra instruction is not.
+    async fn wrap_up(
+        &self,
+        session: &mut ChatSession,
+        observer: &mut dyn Observer,
+        interrupts: &mut Interrupts,
+    ) -> TurnEnd {
+        let mut messages = session
+            .conversation()
+            .api_messages(session.conversation().cursor());
+        messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
+        let request = ChatRequest {
+            model: self.model.clone(),
+            messages,
+            tools: self.tools.specs(),
+            no_tool_calls: true,
+        };
+        let mut text = String::new();
+        let result = {
+            let mut on_event = |event: StreamEvent<'_>| match event {
+                StreamEvent::Text(t) => {
+                    text.push_str(t);
+                    observer.text(t);
+                }
+                StreamEvent::Reasoning(r) => observer.reasoning(r),
+                StreamEvent::ToolCallStarted { .. } => {}
+                StreamEvent::Retry {
+                    attempt,
+                    of,
+                    delay,
+                    reason,
+                } => observer.retry(attempt, of, delay, reason),
+            };
+            tokio::select! {
+                result = self.provider.chat(&request, &mut on_event) => Some(result),
+                _ = interrupts.changed() => None,
+            }
+        };
+        let (response, end) = match result {
+            Some(Ok(mut response)) => {
+                response.tool_calls.clear();
+                (response, TurnEnd::RoundLimit(self.max_rounds))
+            }
+            Some(Err(e)) => (
+                ChatResponse {
+                    content: text,
+                    ..Default::default()
+                },
+                TurnEnd::Failed(e.into()),
+            ),
+            None => (
+                ChatResponse {
+                    content: text,
+                    ..Default::default()
+                },
+                TurnEnd::Interrupted,
+            ),
+        };
+        let complete = matches!(end, TurnEnd::RoundLimit(_));
+        observer.answer_end(&response, complete);
+        let stored = if complete {
+            session
+                .add(self.assistant_message(response, false))
+                .map(|_| ())
+                .map_err(AgentError::from)
+        } else {
+            self.store_partial(session, response)
+        };
+        match stored {
+            Ok(()) => end,
+            Err(e) => TurnEnd::Failed(e),
+        }
     }
 
     fn assistant_message(&self, response: ChatResponse, interrupted: bool) -> Message {
@@ -255,3 +338,6 @@ impl Agent<'_> {
         Ok(!interrupted)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -604,8 +604,10 @@ impl App {
             model: self.config.model.clone(),
             messages: c.api_messages(c.cursor()),
             tools: self.tools.specs(),
+            no_tool_calls: false,
         };
-        let body = crate::llm::openai::request_body(&request, self.config.provider.stream_usage);
+        // Exactly what the provider in use would send.
+        let body = crate::llm::Model::request_body(&self.provider, &request);
         let mut md = format!(
             "# What the model sees\n\nConversation `{}` at node [{}], model `{}`, provider `{}`.\n",
             c.id,

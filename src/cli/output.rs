@@ -248,7 +248,7 @@ impl Observer for Printer {
         self.out.say(&self.out.paint(YELLOW, &line));
     }
 
-    fn answer_end(&mut self, response: &ChatResponse) {
+    fn answer_end(&mut self, response: &ChatResponse, complete: bool) {
         self.end_reasoning();
         self.end_line();
         if matches!(
@@ -261,7 +261,8 @@ impl Observer for Printer {
             };
             self.out.say(&self.out.dim(note));
         }
-        if response.content.is_empty() && response.tool_calls.is_empty() {
+        // After a failure or an interrupt only that is said: nothing came, and it is no news.
+        if complete && response.content.is_empty() && response.tool_calls.is_empty() {
             let note = match self.out.lang {
                 Lang::En => "(the model sent an empty answer)",
                 Lang::Zh => "（模型返回了空回答）",

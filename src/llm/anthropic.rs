@@ -266,6 +266,9 @@ pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
             last["cache_control"] = cache.clone();
         }
         body["tools"] = Value::Array(tools);
+        if request.no_tool_calls {
+            body["tool_choice"] = json!({"type": "none"});
+        }
     }
     // The conversation so far is the prefix of the next request too: cache up to its last block.
     if s.prompt_cache
@@ -723,6 +726,7 @@ mod tests {
                     parameters: json!({"type":"object"}),
                 },
             ],
+            ..Default::default()
         };
         let mut s = settings();
         let body = request_body(&req, &s);

@@ -286,6 +286,39 @@ pub struct ModelInfo {
     pub description: Option<String>,
 }
 
+/// The answer to a chat request, once streamed to the end.
+pub type ChatFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ChatResponse, LlmError>> + 'a>>;
+
+/// What the agent loop talks to: a provider, or in tests a scripted model in the same process.
+pub trait Model {
+    /// The JSON body this model's provider sends for `request`: `/dump` writes exactly this.
+    fn request_body(&self, request: &ChatRequest) -> serde_json::Value;
+    /// Sends one request and streams the answer, calling `on_event` for each piece as it arrives.
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_event: &'a mut dyn FnMut(StreamEvent<'_>),
+    ) -> ChatFuture<'a>;
+}
+
+impl Model for Provider {
+    fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
+        match self {
+            Provider::OpenAi(c) => openai::request_body(request, c.settings().stream_usage),
+            Provider::Anthropic(c) => anthropic::request_body(request, c.settings()),
+        }
+    }
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_event: &'a mut dyn FnMut(StreamEvent<'_>),
+    ) -> ChatFuture<'a> {
+        Box::pin(Provider::chat(self, request, on_event))
+    }
+}
+
 /// A configured provider client.
 pub enum Provider {
     OpenAi(openai::OpenAiClient),

@@ -117,6 +117,9 @@ pub fn request_body(request: &ChatRequest, stream_usage: bool) -> Value {
     if stream_usage {
         body["stream_options"] = json!({"include_usage": true});
     }
+    if !request.tools.is_empty() && request.no_tool_calls {
+        body["tool_choice"] = json!("none");
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools
@@ -573,6 +576,7 @@ mod tests {
                 ChatMessage::tool_result("b", "r"),
             ],
             tools: vec![],
+            ..Default::default()
         };
         let body = request_body(&req, false);
         let sent: Vec<bool> = body["messages"]
@@ -597,6 +601,7 @@ mod tests {
                 ChatMessage::tool_result("c1", "done"),
             ],
             tools: vec![],
+            ..Default::default()
         };
         let body = request_body(&req, true);
         assert_eq!(body["messages"][1]["content"], Value::Null);

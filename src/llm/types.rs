@@ -4,11 +4,14 @@
 pub use crate::vocab::*;
 
 /// Everything one request needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
+    /// The tools are described but may not be called (`tool_choice` none): the wrap-up answer
+    /// at the round limit, where the history holds tool calls the provider needs described.
+    pub no_tool_calls: bool,
 }
 
 /// Why an answer ended, in the original design's terms.

@@ -343,7 +343,7 @@ impl Conversation {
                 Role::Assistant if !m.calls().is_empty() => {
                     out.push(ChatMessage {
                         role: Role::Assistant,
-                        content: m.content.clone(),
+                        content: sent_content(m),
                         tool_calls: m.calls().to_vec(),
                         tool_call_id: None,
                         reasoning: m.reasoning.clone(),
@@ -372,11 +372,23 @@ impl Conversation {
                 role => out.push(ChatMessage {
                     reasoning: m.reasoning.clone(),
                     reasoning_signature: m.reasoning_signature.clone(),
-                    ..ChatMessage::text(role, m.content.clone())
+                    ..ChatMessage::text(role, sent_content(m))
                 }),
             }
         }
         out
+    }
+}
+
+/// Sent after an answer that was cut short, so that the model knows; in requests only (the file
+/// keeps the answer as it arrived, with `interrupted: true`).
+pub const INTERRUPTED_MARKER: &str = "[This answer was interrupted before it was complete.]";
+
+fn sent_content(m: &Message) -> String {
+    match (m.role, m.interrupted) {
+        (Role::Assistant, true) if m.content.is_empty() => INTERRUPTED_MARKER.to_string(),
+        (Role::Assistant, true) => format!("{}\n\n{INTERRUPTED_MARKER}", m.content),
+        _ => m.content.clone(),
     }
 }
 
@@ -389,6 +401,35 @@ fn orphan_result(m: &Message) -> ChatMessage {
             m.content
         ),
     )
+}
+
+#[cfg(test)]
+mod marker_tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_answer_is_sent_with_a_marker_and_stored_as_it_arrived() {
+        let mut c = Conversation::new("c", "sys");
+        c.add(Message::new(Role::User, "q")).unwrap();
+        let mut cut = Message::new(Role::Assistant, "half an ans");
+        cut.interrupted = true;
+        let id = c.add(cut).unwrap();
+        c.add(Message::new(Role::User, "go on")).unwrap();
+        let sent = c.api_messages(c.cursor());
+        assert_eq!(
+            sent[2].content,
+            format!("half an ans\n\n{INTERRUPTED_MARKER}")
+        );
+        assert_eq!(c.get(&id).unwrap().content, "half an ans");
+        // One cut before its first word still tells the model.
+        let mut empty = Message::new(Role::Assistant, "");
+        empty.interrupted = true;
+        empty.tool_calls = Some(vec![crate::vocab::ToolCall::new("t", "f", "{}")]);
+        c.add(empty).unwrap();
+        let sent = c.api_messages(c.cursor());
+        assert_eq!(sent[4].content, INTERRUPTED_MARKER);
+        assert_eq!(sent[1].content, "q");
+    }
 }
 
 #[cfg(test)]

@@ -198,11 +198,15 @@ fn ctrl_c_during_an_answer_keeps_the_partial_answer_and_returns_to_the_prompt() 
     let (_, lines) = env.only_conversation();
     assert_eq!(lines[2]["content"], "Partial ans");
     assert_eq!(lines[2]["interrupted"], true);
-    // The request after the interrupt is valid and holds the partial answer.
+    // The request after the interrupt is valid and holds the partial answer, marked as cut short
+    // (in the request only: the file keeps it as it arrived).
     let msgs = server.messages(1);
     assert_eq!(
         msgs[2],
-        ("assistant".to_string(), "Partial ans".to_string())
+        (
+            "assistant".to_string(),
+            "Partial ans\n\n[This answer was interrupted before it was complete.]".to_string()
+        )
     );
     assert_eq!(msgs[3], ("user".to_string(), "go on".to_string()));
 }
@@ -299,7 +303,10 @@ fn ctrl_c_stops_an_anthropic_answer_too() {
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
     let msgs = &server.requests()[1]["messages"];
-    assert_eq!(msgs[1]["content"][0]["text"], "Once upon");
+    assert_eq!(
+        msgs[1]["content"][0]["text"],
+        "Once upon\n\n[This answer was interrupted before it was complete.]"
+    );
     let (_, lines) = env.only_conversation();
     assert_eq!(lines[2]["interrupted"], true);
 }

@@ -533,26 +533,63 @@ fn a_stream_cut_keeps_what_arrived() {
     let (_, lines) = env.only_conversation();
     assert_eq!(lines[2]["interrupted"], true);
     assert_eq!(lines[2]["content"], "Half an ans");
-    // The next request is valid and carries the partial answer.
+    // The next request is valid and carries the partial answer, marked as cut short.
     assert_eq!(
         role_contents(&server, 1)[2],
-        ("assistant".into(), "Half an ans".into())
+        (
+            "assistant".into(),
+            "Half an ans\n\n[This answer was interrupted before it was complete.]".into()
+        )
     );
 }
 
 #[test]
 fn round_limit_stops_a_model_that_never_stops_calling_tools() {
     let call = || tool_calls(&[("c", "list_files", "{}")]);
-    let server = Server::start(vec![call(), call(), call()]);
+    let server = Server::start(vec![
+        call(),
+        call(),
+        text(&["Listed twice; ", "nothing is left."]),
+    ]);
     let env = Env::new();
     std::fs::create_dir_all(env.config_dir()).unwrap();
     std::fs::write(env.config_dir().join("config.json"), r#"{"max_rounds": 2}"#).unwrap();
     let run = env.run(&server.base_url, &[], "loop forever\n");
-    assert_eq!(server.requests().len(), 2);
+    // Two rounds, then one request where the model may not call tools and says where it stands.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2]["tool_choice"], "none");
+    assert!(requests[2]["tools"].is_array());
+    assert!(requests[1].get("tool_choice").is_none());
+    let last = requests[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .contains("Do not call any more tools")
+    );
+    assert!(
+        run.stdout.contains("Listed twice; nothing is left."),
+        "{run:?}"
+    );
     assert!(
         run.stderr.contains("stopped after 2 rounds of tool calls"),
         "{run:?}"
     );
+    let (_, lines) = env.only_conversation();
+    let stored = lines.last().unwrap();
+    assert_eq!(stored["content"], "Listed twice; nothing is left.");
+    assert!(!lines.iter().any(|l| {
+        l["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("Do not call"))
+    }));
 }
 
 #[test]

@@ -1,0 +1,412 @@
+//! The loop in-process, against a scripted model: rounds of tools, errors fed back, the round
+//! limit and its wrap-up, interrupts while streaming and while a tool runs, a failure after a
+//! partial answer.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::llm::{ChatFuture, Model};
+use crate::session::Store;
+use crate::vocab::ChatMessage;
+
+/// One scripted answer.
+enum Step {
+    /// Text pieces, then tool calls; the answer completes.
+    Answer(Vec<&'static str>, Vec<ToolCall>),
+    /// Text pieces, then the request fails.
+    Fail(Vec<&'static str>, LlmError),
+    /// Text pieces, then nothing more, ever (until interrupted).
+    Stall(Vec<&'static str>),
+}
+
+#[derive(Default)]
+struct Scripted {
+    steps: Mutex<VecDeque<Step>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl Scripted {
+    fn new(steps: Vec<Step>) -> Scripted {
+        Scripted {
+            steps: Mutex::new(steps.into()),
+            requests: Mutex::default(),
+        }
+    }
+
+    fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Model for Scripted {
+    fn request_body(&self, request: &ChatRequest) -> Value {
+        json!({ "messages": request.messages.len() })
+    }
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_event: &'a mut dyn FnMut(StreamEvent<'_>),
+    ) -> ChatFuture<'a> {
+        self.requests.lock().unwrap().push(request.clone());
+        let step = self
+            .steps
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("a scripted step for every request");
+        Box::pin(async move {
+            let pieces = match &step {
+                Step::Answer(p, _) | Step::Fail(p, _) | Step::Stall(p) => p.clone(),
+            };
+            let mut content = String::new();
+            for piece in pieces {
+                tokio::task::yield_now().await;
+                content.push_str(piece);
+                on_event(StreamEvent::Text(piece));
+            }
+            match step {
+                Step::Answer(_, calls) => Ok(ChatResponse {
+                    content,
+                    tool_calls: calls,
+                    ..Default::default()
+                }),
+                Step::Fail(_, e) => Err(e),
+                Step::Stall(_) => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// Records what the person watching would see.
+#[derive(Default)]
+struct Recorder {
+    events: Vec<String>,
+}
+
+impl Observer for Recorder {
+    fn text(&mut self, text: &str) {
+        self.events.push(format!("text {text}"));
+    }
+    fn reasoning(&mut self, _: &str) {}
+    fn tool_call_started(&mut self, _: &str) {}
+    fn retry(&mut self, _: u32, _: u32, _: Duration, _: &str) {}
+    fn answer_end(&mut self, response: &ChatResponse, complete: bool) {
+        self.events
+            .push(format!("end {complete} {:?}", response.content));
+    }
+    fn tool_call(&mut self, call: &ToolCall) {
+        self.events.push(format!("call {}", call.function.name));
+    }
+    fn tool_result(&mut self, _: &ToolCall, outcome: &ToolOutcome) {
+        self.events
+            .push(format!("result error={}", outcome.is_error));
+    }
+}
+
+struct AllowAll;
+
+impl Gate for AllowAll {
+    fn check(&mut self, _: &ToolCall, _: &ToolRegistry, _: &Value) -> GateDecision {
+        GateDecision::Run
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    work: std::path::PathBuf,
+    session: ChatSession,
+    tools: ToolRegistry,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let store = Store::open(dir.path().join("data")).unwrap();
+    let mut session = ChatSession::new(store, "system prompt");
+    session
+        .add(Message::new(Role::User, "please help"))
+        .unwrap();
+    let tools = ToolRegistry::builtin(crate::tools::test_context(&work), &[]).unwrap();
+    Fixture {
+        _dir: dir,
+        work,
+        session,
+        tools,
+    }
+}
+
+fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall::new(id, name, args.to_string())
+}
+
+async fn run(f: &mut Fixture, model: &Scripted, max_rounds: usize) -> (TurnEnd, Recorder) {
+    let (_tx, mut interrupts) = watch::channel(0u64);
+    let agent = Agent {
+        provider: model,
+        tools: &f.tools,
+        model: "scripted".into(),
+        max_rounds,
+    };
+    let mut recorder = Recorder::default();
+    let end = agent
+        .run(
+            &mut f.session,
+            &mut recorder,
+            &mut AllowAll,
+            &mut interrupts,
+        )
+        .await;
+    (end, recorder)
+}
+
+/// The stored branch as (role, content) pairs, the system prompt left out.
+fn branch(f: &Fixture) -> Vec<(Role, String)> {
+    let c = f.session.conversation();
+    c.chain(c.cursor())
+        .iter()
+        .skip(1)
+        .map(|m| (m.role, m.content.clone()))
+        .collect()
+}
+
+fn tool_results(request: &ChatRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .filter(|m: &&ChatMessage| m.role == Role::Tool)
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn several_rounds_of_tools_then_an_answer() {
+    let mut f = fixture();
+    let model = Scripted::new(vec![
+        Step::Answer(
+            vec!["Let me look."],
+            vec![
+                call("a", "read_file", json!({"filepath": "notes.txt"})),
+                call("b", "list_files", json!({})),
+            ],
+        ),
+        Step::Answer(
+            vec![],
+            vec![call(
+                "c",
+                "write_file",
+                json!({"filepath": "out.txt", "content": "done\n"}),
+            )],
+        ),
+        Step::Answer(vec!["All ", "done."], vec![]),
+    ]);
+    let (end, rec) = run(&mut f, &model, 10).await;
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let results = tool_results(&requests[1]);
+    assert!(results[0].contains("1\talpha"), "{results:?}");
+    assert!(results[1].contains("notes.txt"), "{results:?}");
+    assert!(tool_results(&requests[2])[2].starts_with("Created `out.txt`"));
+    assert_eq!(
+        std::fs::read_to_string(f.work.join("out.txt")).unwrap(),
+        "done\n"
+    );
+    let roles: Vec<Role> = branch(&f).into_iter().map(|(r, _)| r).collect();
+    use Role::*;
+    assert_eq!(
+        roles,
+        [User, Assistant, Tool, Tool, Assistant, Tool, Assistant]
+    );
+    assert_eq!(branch(&f).last().unwrap().1, "All done.");
+    assert!(rec.events.contains(&"end true \"All done.\"".to_string()));
+}
+
+#[tokio::test]
+async fn a_tool_error_goes_back_to_the_model() {
+    let mut f = fixture();
+    let model = Scripted::new(vec![
+        Step::Answer(
+            vec![],
+            vec![
+                call("a", "read_file", json!({"filepath": "../outside.txt"})),
+                call("b", "no_such_tool", json!({})),
+                ToolCall::new("c", "read_file", "{not json"),
+            ],
+        ),
+        Step::Answer(vec!["Sorry."], vec![]),
+    ]);
+    let (end, rec) = run(&mut f, &model, 10).await;
+    assert!(matches!(end, TurnEnd::Complete));
+    let results = tool_results(&model.requests()[1]);
+    assert!(
+        results[0].contains("outside the working folder"),
+        "{results:?}"
+    );
+    assert!(results[1].contains("unknown tool `no_such_tool`"));
+    assert!(results[2].contains("not valid JSON"));
+    assert_eq!(
+        rec.events
+            .iter()
+            .filter(|e| *e == "result error=true")
+            .count(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn the_round_limit_ends_with_a_word_from_the_model_that_cannot_call_tools() {
+    let mut f = fixture();
+    let again = || {
+        Step::Answer(
+            vec![],
+            vec![call("x", "read_file", json!({"filepath": "notes.txt"}))],
+        )
+    };
+    let model = Scripted::new(vec![
+        again(),
+        again(),
+        // The wrap-up: it even tries a tool, which is dropped.
+        Step::Answer(
+            vec!["I read the notes twice; ", "what is left: nothing."],
+            vec![call("y", "bash", json!({"command": "ls"}))],
+        ),
+    ]);
+    let (end, rec) = run(&mut f, &model, 2).await;
+    assert!(matches!(end, TurnEnd::RoundLimit(2)), "{end:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let last = &requests[2];
+    assert!(last.no_tool_calls);
+    assert!(
+        !last.tools.is_empty(),
+        "the history's tool calls stay described"
+    );
+    assert!(!requests[0].no_tool_calls && !requests[1].no_tool_calls);
+    assert_eq!(last.messages.last().unwrap().content, WRAP_UP_PROMPT);
+    // Stored: the answer, without tool calls; the instruction is not stored.
+    let stored = f.session.conversation().current();
+    assert_eq!(
+        stored.content,
+        "I read the notes twice; what is left: nothing."
+    );
+    assert!(stored.tool_calls.is_none());
+    assert!(!branch(&f).iter().any(|(_, c)| c == WRAP_UP_PROMPT));
+    assert!(
+        rec.events
+            .contains(&"text what is left: nothing.".to_string())
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_while_streaming_keeps_what_arrived() {
+    let mut f = fixture();
+    let model = Scripted::new(vec![Step::Stall(vec!["Half of ", "an answer"])]);
+    let (tx, mut interrupts) = watch::channel(0u64);
+    let agent = Agent {
+        provider: &model,
+        tools: &f.tools,
+        model: "scripted".into(),
+        max_rounds: 5,
+    };
+    let mut rec = Recorder::default();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tx.send_modify(|n| *n += 1);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let end = agent
+        .run(&mut f.session, &mut rec, &mut AllowAll, &mut interrupts)
+        .await;
+    assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
+    let stored = f.session.conversation().current();
+    assert_eq!(stored.content, "Half of an answer");
+    assert!(stored.interrupted);
+    assert_eq!(
+        rec.events.last().unwrap(),
+        "end false \"Half of an answer\""
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_while_a_tool_runs_stops_it_and_keeps_the_branch_valid() {
+    let mut f = fixture();
+    let model = Scripted::new(vec![Step::Answer(
+        vec![],
+        vec![
+            call("a", "bash", json!({"command": "sleep 30"})),
+            call("b", "read_file", json!({"filepath": "notes.txt"})),
+        ],
+    )]);
+    let (tx, mut interrupts) = watch::channel(0u64);
+    let agent = Agent {
+        provider: &model,
+        tools: &f.tools,
+        model: "scripted".into(),
+        max_rounds: 5,
+    };
+    let mut rec = Recorder::default();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        tx.send_modify(|n| *n += 1);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let started = std::time::Instant::now();
+    let end = agent
+        .run(&mut f.session, &mut rec, &mut AllowAll, &mut interrupts)
+        .await;
+    assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the command was not stopped"
+    );
+    let contents: Vec<String> = branch(&f).into_iter().map(|(_, c)| c).collect();
+    assert_eq!(contents[2], INTERRUPTED_WHILE_RUNNING);
+    assert_eq!(contents[3], INTERRUPTED_RESULT);
+    // The next request from here is valid: every call has its result.
+    let next = f
+        .session
+        .conversation()
+        .api_messages(f.session.conversation().cursor());
+    assert_eq!(
+        tool_results(&ChatRequest {
+            messages: next,
+            ..Default::default()
+        })
+        .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_failed_request_after_a_partial_answer_keeps_the_partial_answer() {
+    let mut f = fixture();
+    let model = Scripted::new(vec![Step::Fail(
+        vec!["The answer be"],
+        LlmError::StreamCut("connection reset".into()),
+    )]);
+    let (end, rec) = run(&mut f, &model, 5).await;
+    let TurnEnd::Failed(AgentError::Llm(LlmError::StreamCut(why))) = end else {
+        panic!("{end:?}")
+    };
+    assert_eq!(why, "connection reset");
+    let stored = f.session.conversation().current();
+    assert_eq!(
+        (stored.content.as_str(), stored.interrupted),
+        ("The answer be", true)
+    );
+    assert_eq!(rec.events.last().unwrap(), "end false \"The answer be\"");
+    // Failing before the first word stores nothing and says nothing of an empty answer.
+    let mut f = fixture();
+    let model = Scripted::new(vec![Step::Fail(vec![], LlmError::Client("no".into()))]);
+    let (end, rec) = run(&mut f, &model, 5).await;
+    assert!(matches!(end, TurnEnd::Failed(_)));
+    assert_eq!(f.session.conversation().current().role, Role::User);
+    assert_eq!(rec.events, ["end false \"\""]);
+}
