@@ -448,3 +448,33 @@ fn an_idle_stream_times_out_and_keeps_what_arrived() {
         "{run:?}"
     );
 }
+
+/// `/dump` writes exactly the body the provider in use sends, for both providers: the request
+/// for the branch at node [1] is the first one the server received.
+#[test]
+fn dump_writes_the_body_the_server_receives_for_each_provider() {
+    let dumped = |env: &Env| -> Value {
+        let files: Vec<_> = std::fs::read_dir(env.data())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".dump.json"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
+    };
+    // OpenAI-compatible.
+    let server = Server::start(vec![text(&["hello back"])]);
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "x").unwrap();
+    let run = env.run(&server.base_url, &[], "hello\n/1\n/dump\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(dumped(&env), server.requests()[0]);
+    // Anthropic: its own shape (system apart, max_tokens, cache_control), not OpenAI's.
+    let server = Server::start(vec![anthropic_text(&["hello back"])]);
+    let env = Env::new();
+    let run = run_with_stdin(anthropic(&env, &server), "hello\n/1\n/dump\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let body = dumped(&env);
+    assert_eq!(body, server.requests()[0]);
+    assert!(body["system"].is_array() && body["max_tokens"].is_number(), "{body}");
+}
