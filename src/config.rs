@@ -95,7 +95,38 @@ pub struct FileConfig {
     pub bash_timeout_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderEntry>,
+    /// The selected provider's key, at the top level as the original CodePilot config has it (a
+    /// provider's own `api_key` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// The selected provider's base URL, at the top level (a provider's own `base_url` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
 }
+
+/// The top-level keys a config file may hold; any other gets a warning naming it and the file.
+const KNOWN_KEYS: &[&str] = &[
+    "provider",
+    "model",
+    "lang",
+    "max_rounds",
+    "connect_timeout_secs",
+    "idle_timeout_secs",
+    "stream_usage",
+    "max_retries",
+    "retry_initial_ms",
+    "max_tokens",
+    "thinking_budget",
+    "prompt_cache",
+    "permission_mode",
+    "permissions",
+    "tools",
+    "bash_timeout_secs",
+    "providers",
+    "api_key",
+    "base_url",
+    "$schema",
+];
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ProviderEntry {
@@ -135,7 +166,9 @@ impl FileConfig {
             prompt_cache,
             permission_mode,
             tools,
-            bash_timeout_secs
+            bash_timeout_secs,
+            api_key,
+            base_url
         );
         // Rules add up: the nearer file's are checked first.
         let mut rules = nearer.permissions;
@@ -228,15 +261,15 @@ const PRESETS: &[Preset] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {cause}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("config file {path} is not valid: {source}")]
+    #[error("config file {path} is not valid: {cause}")]
     Parse {
         path: PathBuf,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     #[error("unknown provider `{name}`; known providers: {}. Add others under \"providers\" in {CONFIG_FILE}", .known.join(", "))]
     UnknownProvider { name: String, known: Vec<String> },
@@ -287,6 +320,8 @@ pub struct Config {
     /// What the untrusted project file asked for and did not get (it would widen what the user
     /// allows), one description each.
     pub ignored: Vec<String>,
+    /// What the files hold that is not used (unknown keys), one sentence each.
+    pub warnings: Vec<String>,
 }
 
 impl Mode {
@@ -325,6 +360,9 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
         }
         !widens
     });
+    if let Some(url) = project.base_url.take() {
+        ignored.push(format!("base_url `{url}`"));
+    }
     for (name, entry) in &mut project.providers {
         if let Some(url) = entry.base_url.take() {
             ignored.push(format!("base_url `{url}` for provider `{name}`"));
@@ -335,6 +373,7 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     }
     if let Some(name) = &project.provider {
         let has_url = PRESETS.iter().any(|p| p.name == name)
+            || farther.base_url.is_some()
             || farther
                 .providers
                 .get(name)
@@ -351,18 +390,35 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
 
 /// Reads one config file; a missing file is an empty config.
 pub fn read_file(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
+    read_file_checked(path).map(|read| read.map(|(file, _)| file))
+}
+
+/// Reads one config file, and names the top-level keys it holds that `new` does not know.
+fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, ConfigError> {
+    let parse_error = |cause| ConfigError::Parse {
+        path: path.to_path_buf(),
+        cause,
+    };
     match std::fs::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => Ok(Some(FileConfig::default())),
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|source| ConfigError::Parse {
-                path: path.to_path_buf(),
-                source,
-            }),
+        Ok(text) if text.trim().is_empty() => Ok(Some((FileConfig::default(), Vec::new()))),
+        Ok(text) => {
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
+            let unknown = value
+                .as_object()
+                .map(|o| {
+                    o.keys()
+                        .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let file = serde_json::from_value(value).map_err(parse_error)?;
+            Ok(Some((file, unknown)))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }),
     }
 }
@@ -377,11 +433,17 @@ pub fn load(
     let mut files = Vec::new();
     let (mut project_rules, mut user_rules) = (Vec::new(), Vec::new());
     let (mut project_file, mut project_trusted, mut ignored) = (None, true, Vec::new());
+    let mut warnings = Vec::new();
     let trust = crate::trust::Trust::new(layers.user.as_deref());
     // Farthest first, so nearer files overlay.
     for (kind, dir) in layers.dirs().into_iter().rev() {
         let path = dir.join(CONFIG_FILE);
-        if let Some(mut file) = read_file(&path)? {
+        if let Some((mut file, unknown)) = read_file_checked(&path)? {
+            warnings.extend(
+                unknown
+                    .into_iter()
+                    .map(|key| format!("unknown key `{key}` in {} is ignored", path.display())),
+            );
             match kind {
                 crate::layers::LayerKind::Project => {
                     let bytes = std::fs::read(&path).unwrap_or_default();
@@ -442,9 +504,12 @@ pub fn load(
         .unwrap_or_else(|| format!("{upper}_BASE_URL"));
     let base_url = env(&url_var)
         .or(entry.base_url.clone())
+        .or(merged.base_url.clone())
         .or_else(|| preset.map(|p| p.base_url.to_string()))
         .ok_or_else(|| ConfigError::NoBaseUrl { name: name.clone() })?;
-    let api_key = env(&key_var).or(entry.api_key.clone());
+    let api_key = env(&key_var)
+        .or(entry.api_key.clone())
+        .or(merged.api_key.clone());
     let key_required = preset.is_some_and(|p| {
         let base = base_url.trim_end_matches('/');
         p.key_required && (base == p.base_url || base.strip_suffix("/v1") == Some(p.base_url))
@@ -515,6 +580,7 @@ pub fn load(
         project_trusted: project_trusted || project_file.is_none(),
         project_file,
         ignored,
+        warnings,
     })
 }
 
@@ -763,6 +829,55 @@ mod tests {
         let c = load_with(dir.path(), Overrides::default(), &key).unwrap();
         assert!(!c.project_trusted);
         assert_eq!(c.permission_mode, Mode::Default);
+    }
+
+    #[test]
+    fn top_level_key_and_url_apply_to_the_selected_provider_and_unknown_keys_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"provider":"deepseek","api_key":"sk-top","base_url":"http://top/v1","hooks":{},"modle":"x"}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(c.provider.name, "deepseek");
+        assert_eq!(c.provider.api_key.as_deref(), Some("sk-top"));
+        assert_eq!(c.provider.base_url, "http://top/v1");
+        assert!(c.has_credentials);
+        let user_file = l.user.clone().unwrap().join(CONFIG_FILE);
+        assert_eq!(
+            c.warnings,
+            [
+                format!("unknown key `hooks` in {} is ignored", user_file.display()),
+                format!("unknown key `modle` in {} is ignored", user_file.display()),
+            ]
+        );
+        // A provider's own entry and the environment win over the top level.
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"api_key":"sk-top","base_url":"http://top/v1","providers":{"openai":{"api_key":"sk-own","base_url":"http://own/v1"}}}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(
+            (c.provider.api_key.as_deref(), c.provider.base_url.as_str()),
+            (Some("sk-own"), "http://own/v1")
+        );
+        let c = load_with(
+            dir.path(),
+            Overrides::default(),
+            &[("OPENAI_API_KEY", "sk-env")],
+        )
+        .unwrap();
+        assert_eq!(c.provider.api_key.as_deref(), Some("sk-env"));
+        // An untrusted project's top-level URL is ignored like any other.
+        write(
+            l.project.join(CONFIG_FILE),
+            r#"{"base_url":"http://evil/v1"}"#,
+        );
+        write(l.user.clone().unwrap().join(CONFIG_FILE), "{}");
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(c.provider.base_url, "https://api.openai.com/v1");
+        assert_eq!(c.ignored, ["base_url `http://evil/v1`"]);
     }
 
     #[test]

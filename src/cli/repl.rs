@@ -268,6 +268,9 @@ impl App {
             config = config::load(&layers, &launch.overrides, &env_var)?;
         }
         announce_project_config(&out, &config);
+        for warning in &config.warnings {
+            out.warn(&crate::tools::escape_controls(warning));
+        }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
         let skills = SkillRegistry::load(&layers);
         for problem in &skills.problems {

@@ -15,10 +15,10 @@ pub enum RoleError {
         name: String,
         available: Vec<String>,
     },
-    #[error("cannot read role file {path}: {source}")]
+    #[error("cannot read role file {path}: {cause}")]
     Read {
         path: std::path::PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -48,7 +48,12 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(RoleError::Read { path, source }),
+                Err(source) => {
+                    return Err(RoleError::Read {
+                        path,
+                        cause: source,
+                    });
+                }
             }
         }
         if let Some((_, text)) = BUILTIN_ROLES.iter().find(|(n, _)| *n == name) {

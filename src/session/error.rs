@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{action} {path}: {source}")]
+    #[error("{action} {path}: {cause}")]
     Io {
         action: &'static str,
         path: PathBuf,
-        source: io::Error,
+        cause: io::Error,
     },
     #[error("no conversation `{0}` in this project")]
     NotFound(String),
@@ -27,7 +27,7 @@ impl StoreError {
         StoreError::Io {
             action,
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }
     }
 }

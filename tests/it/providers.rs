@@ -476,5 +476,8 @@ fn dump_writes_the_body_the_server_receives_for_each_provider() {
     assert_eq!(run.code, Some(0), "{run:?}");
     let body = dumped(&env);
     assert_eq!(body, server.requests()[0]);
-    assert!(body["system"].is_array() && body["max_tokens"].is_number(), "{body}");
+    assert!(
+        body["system"].is_array() && body["max_tokens"].is_number(),
+        "{body}"
+    );
 }

@@ -904,3 +904,46 @@ fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
     }
     assert!(child.wait().unwrap().success());
 }
+
+/// Errors say their cause once, and a config file's unknown keys are named with the file.
+#[test]
+fn errors_say_their_cause_once_and_unknown_config_keys_are_named() {
+    let env = Env::new();
+    let not_a_folder = env.dir.path().join("file");
+    std::fs::write(&not_a_folder, "").unwrap();
+    let mut cmd = env.command("http://127.0.0.1:9/v1");
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(not_a_folder.join("data"));
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("error: creating data folder"),
+        "{run:?}"
+    );
+    assert_eq!(run.stderr.matches("Not a directory").count(), 1, "{run:?}");
+
+    env.write_config("{\"model\": ");
+    let run = env.run("http://127.0.0.1:9/v1", &[], "");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("is not valid: EOF while parsing"),
+        "{run:?}"
+    );
+    assert_eq!(
+        run.stderr.matches("EOF while parsing").count(),
+        1,
+        "{run:?}"
+    );
+
+    env.write_config(r#"{"retry_initial_ms": 5, "compaction": {"tool_result_threshold": 1}}"#);
+    let run = env.run("http://127.0.0.1:9/v1", &[], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "warning: unknown key `compaction` in {} is ignored",
+            env.config_dir().join("config.json").display()
+        )),
+        "{run:?}"
+    );
+}
