@@ -99,6 +99,12 @@ fn generate_many(dir: &Path, conversations: usize, messages: usize) {
     }
 }
 
+fn generate_bushy(store: &Store, id: &str, n: usize) {
+    let (conv, records) = sample::bushy(id, n);
+    let _ = std::fs::remove_file(store.path(id));
+    store.create(&conv, &records).unwrap();
+}
+
 fn generate_big(store: &Store, id: &str, n: usize) {
     let (conv, records) = sample::branching(id, n);
     let _ = std::fs::remove_file(store.path(id));
@@ -212,7 +218,7 @@ fn llm_cli() -> Option<PathBuf> {
     Some(bin)
 }
 
-/// `NEW_BENCH_ONLY=oneshot|list|tree|store` runs one part (for profiling).
+/// `NEW_BENCH_ONLY=oneshot|list|tree|bushy|store` runs one part (for profiling).
 fn wanted(part: &str) -> bool {
     std::env::var("NEW_BENCH_ONLY").map_or(true, |only| only == part)
 }
@@ -435,6 +441,34 @@ fn main() {
             ratio: growth,
             target: "≤ 11×".into(),
             ok: growth <= 11.0,
+        });
+    }
+
+    // 8: the binary resuming a bushy tree (forks everywhere, tool calls) and leaving at once,
+    // against reading its file and parsing each line into a Value.
+    if wanted("bushy") {
+        let bushy_dir = dir("bushy");
+        let bushy_store = Store::open(&bushy_dir).unwrap();
+        generate_bushy(&bushy_store, "bushy", s.big);
+        let resume = || {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, "http://127.0.0.1:9/v1");
+            cmd.arg(&work)
+                .arg("default")
+                .arg(&bushy_dir)
+                .args(["--resume", "bushy"]);
+            run(&mut cmd, b"/exit\n")
+        };
+        let (ours, _) = times(s.runs.min(7), resume);
+        let floor = best(|| parse_values(&bushy_store.path("bushy")), s.runs.min(7));
+        let ratio = ours.as_secs_f64() / floor.as_secs_f64();
+        rows.push(Row {
+            what: format!("`new --resume` a bushy {}-message tree, then /exit", s.big),
+            measured: ms(ours),
+            baseline: format!("Value parse {}", ms(floor)),
+            ratio,
+            target: "≤ 2×".into(),
+            ok: ratio <= 2.0,
         });
     }
 

@@ -107,7 +107,9 @@ pub fn run(launch: Launch) -> ExitCode {
         }
     };
     if let Some(prompt) = launch.prompt {
-        return app.one_shot(&prompt);
+        let code = app.one_shot(&prompt);
+        app.leave();
+        return code;
     }
     if interactive {
         app.banner();
@@ -118,13 +120,15 @@ pub fn run(launch: Launch) -> ExitCode {
             app.offer_setup();
         }
     }
-    match app.repl() {
+    let code = match app.repl() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             app.out.error(&format!("{e:#}"));
             ExitCode::from(1)
         }
-    }
+    };
+    app.leave();
+    code
 }
 
 /// One line when a project config is in force: whether it is trusted, and the mode and base URL
@@ -388,6 +392,14 @@ impl App {
             ));
         }
         Ok(app)
+    }
+
+    /// Ends the application without freeing the conversation tree: every message is on disk
+    /// already, and freeing a big tree one node at a time only delays the exit. Everything else
+    /// (the line editor, the runtime) is dropped as usual.
+    fn leave(self) {
+        let App { session, .. } = self;
+        std::mem::forget(session);
     }
 
     pub(super) fn t(&self, en: &str, zh: &str) -> String {
