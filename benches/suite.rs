@@ -117,7 +117,7 @@ fn load_and_draw(store: &Store, id: &str, out: &Path) -> Duration {
     let start = Instant::now();
     let (conv, _) = store.load(id, "system prompt").unwrap();
     let loaded = start.elapsed();
-    let text = render_rows(&tree_rows(&conv, false), Lang::En);
+    let text = render_rows(&tree_rows(&conv, false, Lang::En), Lang::En);
     std::fs::write(out, text).unwrap();
     let elapsed = start.elapsed();
     if std::env::var_os("NEW_BENCH_PHASES").is_some() {

@@ -35,6 +35,6 @@ fn main() {
         return;
     }
     let (conv, _) = store.load("big", "system prompt").unwrap();
-    let text = render_rows(&tree_rows(&conv, false), Lang::En);
+    let text = render_rows(&tree_rows(&conv, false, Lang::En), Lang::En);
     std::fs::write(dir.path().join("tree.txt"), text).unwrap();
 }

@@ -1,6 +1,7 @@
 //! The REPL's commands, one method each. Every command checks its arguments first and changes
 //! nothing when they are wrong.
 
+use crate::config::Lang;
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
@@ -40,7 +41,7 @@ impl App {
             .expect("ids come from the tree");
         let c = self.session.conversation();
         let n = c.number_of(id).unwrap_or(0);
-        let what = describe(c.current());
+        let what = describe(c.current(), self.out.lang);
         let next = if c.is_leaf(id) {
             self.t(
                 "the next message continues from here",
@@ -82,7 +83,7 @@ impl App {
             }
         };
         let mut text = String::new();
-        for row in tree_rows(self.session.conversation(), full) {
+        for row in tree_rows(self.session.conversation(), full, self.out.lang) {
             let drawn = format_row(&row, self.out.lang);
             match &row {
                 Row::Node(line) if line.is_current => {
@@ -115,9 +116,9 @@ impl App {
             let depth = c.chain(&m.id).len() - 1;
             let line = format!(
                 "{mark} [{number}] {}  {}",
-                describe(m),
+                describe(m, self.out.lang),
                 self.out.dim(&self.t(
-                    &format!("({depth} messages)"),
+                    &format!("({})", super::text::count(Lang::En, depth, "message")),
                     &format!("（{depth} 条消息）")
                 ))
             );
@@ -215,7 +216,8 @@ impl App {
             let n = c.number_of(&target).unwrap_or(0);
             return self.refuse(
                 &format!(
-                    "[{n}] is a {} message; only user messages can be edited (/retry asks for a new answer)",
+                    "[{n}] is {} {} message; only user messages can be edited (/retry asks for a new answer)",
+                    super::text::article(m.role.as_str()),
                     m.role.as_str()
                 ),
                 &format!(
@@ -341,7 +343,10 @@ impl App {
                 self.report_load(&report);
                 let n = self.session.conversation().len() - 1;
                 self.out.say(&self.t(
-                    &format!("switched to {id} ({n} messages); /tree shows it"),
+                    &format!(
+                        "switched to {id} ({}); /tree shows it",
+                        super::text::count(Lang::En, n, "message")
+                    ),
                     &format!("已切换到 {id}（{n} 条消息）；/tree 查看"),
                 ));
             }
@@ -526,14 +531,18 @@ impl App {
         let found = results.hits.len();
         let summary = if results.truncated {
             self.t(
-                &format!("first {found} matches shown; narrow the search to see others"),
+                &format!(
+                    "first {} shown; narrow the search to see others",
+                    super::text::count(Lang::En, found, "match")
+                ),
                 &format!("仅显示前 {found} 条结果；请缩小搜索范围"),
             )
         } else {
             self.t(
                 &format!(
-                    "{found} matches in {} conversations; /switch ID then /N opens one",
-                    results.conversations_searched
+                    "{} in {}; /switch ID then /N opens one",
+                    super::text::count(Lang::En, found, "match"),
+                    super::text::count(Lang::En, results.conversations_searched, "conversation")
                 ),
                 &format!(
                     "在 {} 个对话中找到 {found} 条；用 /switch ID 再 /N 打开",

@@ -9,6 +9,7 @@ pub mod output;
 mod reader;
 mod repl;
 mod setup;
+pub mod text;
 pub mod tree_view;
 
 pub use repl::{App, Flow, Launch, default_datadir, run};

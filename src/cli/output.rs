@@ -96,15 +96,57 @@ impl Output {
     }
 }
 
-/// Most diff lines shown at once; the rest is summarised.
-const MAX_DIFF_LINES: usize = 400;
+/// Diff lines shown from the start and from the end of a long diff; the middle is summarised.
+const DIFF_HEAD_LINES: usize = 300;
+const DIFF_TAIL_LINES: usize = 100;
+/// Longest diff line shown whole, in characters.
+const DIFF_LINE_CHARS: usize = 400;
 
-/// A unified diff with added lines green, removed lines red and hunk headers cyan.
+/// A unified diff with added lines green, removed lines red and hunk headers cyan. A long diff
+/// shows its head and tail with a note of what was cut, and a long line its start: a 3 MB file
+/// does not print 3 MB.
 pub fn colour_diff(out: &Output, diff: &str) -> String {
     let mut text = String::new();
     let lines: Vec<&str> = diff.lines().collect();
-    for line in lines.iter().take(MAX_DIFF_LINES) {
-        let line = &crate::tools::escape_controls(line);
+    let cut = lines.len() > DIFF_HEAD_LINES + DIFF_TAIL_LINES;
+    let shown: Vec<(usize, &str)> = if cut {
+        lines
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(i, _)| *i < DIFF_HEAD_LINES || *i >= lines.len() - DIFF_TAIL_LINES)
+            .collect()
+    } else {
+        lines.iter().copied().enumerate().collect()
+    };
+    for (i, line) in shown {
+        if cut && i == lines.len() - DIFF_TAIL_LINES {
+            let skipped = lines.len() - DIFF_HEAD_LINES - DIFF_TAIL_LINES;
+            let note = match out.lang {
+                Lang::En => format!(
+                    "… {} of the diff not shown …",
+                    super::text::count(out.lang, skipped, "line")
+                ),
+                Lang::Zh => format!("…… 差异中有 {skipped} 行未显示 ……"),
+            };
+            text.push_str(&out.dim(&note));
+            text.push('\n');
+        }
+        let chars = line.chars().count();
+        let line = if chars > DIFF_LINE_CHARS {
+            let head: String = line.chars().take(DIFF_LINE_CHARS).collect();
+            let rest = chars - DIFF_LINE_CHARS;
+            match out.lang {
+                Lang::En => format!(
+                    "{head} […{} more]",
+                    super::text::count(out.lang, rest, "character")
+                ),
+                Lang::Zh => format!("{head} [……还有 {rest} 个字符]"),
+            }
+        } else {
+            line.to_string()
+        };
+        let line = &crate::tools::escape_controls(&line);
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             out.bold(line)
         } else if line.starts_with('+') {
@@ -118,12 +160,6 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
         };
         text.push_str(&painted);
         text.push('\n');
-    }
-    if lines.len() > MAX_DIFF_LINES {
-        text.push_str(&out.dim(&format!(
-            "… {} more diff lines\n",
-            lines.len() - MAX_DIFF_LINES
-        )));
     }
     text
 }

@@ -380,9 +380,9 @@ impl App {
             app.report_load(&report);
             app.out.say(&app.t(
                 &format!(
-                    "resumed {} ({} messages); /tree shows it",
+                    "resumed {} ({}); /tree shows it",
                     app.session.id(),
-                    app.session.conversation().len() - 1
+                    super::text::count(Lang::En, app.session.conversation().len() - 1, "message")
                 ),
                 &format!(
                     "已恢复 {}（{} 条消息）；/tree 查看",
@@ -578,7 +578,10 @@ impl App {
         match &end {
             TurnEnd::Complete => {}
             TurnEnd::RoundLimit(n) => self.out.warn(&self.t(
-                &format!("stopped after {n} rounds of tool calls (max_rounds in the config); send a message to let it go on"),
+                &format!(
+                    "stopped after {} of tool calls (max_rounds in the config); send a message to let it go on",
+                    super::text::count(Lang::En, *n, "round")
+                ),
                 &format!("工具调用已达 {n} 轮上限（配置项 max_rounds）；发送消息可继续"),
             )),
             TurnEnd::Interrupted => self.out.warn(&self.t(

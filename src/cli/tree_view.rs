@@ -61,11 +61,11 @@ impl Node<'_> {
         format!("{}{}", self.body, self.branch)
     }
 
-    fn line(&self, number: usize, cursor: &str) -> TreeLine {
+    fn line(&self, number: usize, cursor: &str, lang: Lang) -> TreeLine {
         TreeLine {
             number,
             lead: self.lead(),
-            text: describe(self.message),
+            text: describe(self.message, lang),
             is_current: self.message.id == cursor,
         }
     }
@@ -150,14 +150,14 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
 /// The default view: small trees whole; in large ones, long linear runs folded into one line each.
 /// Forks, leaves, the first message after each fork, the cursor and the messages just above it are
 /// always drawn, so every branch and the current position stay visible.
-pub fn tree_rows(conversation: &Conversation, full: bool) -> Vec<Row> {
+pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
     if full || nodes.len() <= COLLAPSE_OVER {
         return nodes
             .iter()
             .enumerate()
-            .map(|(n, node)| Row::Node(node.line(n, cursor)))
+            .map(|(n, node)| Row::Node(node.line(n, cursor, lang)))
             .collect();
     }
     let near_cursor: Vec<&str> = conversation
@@ -179,7 +179,7 @@ pub fn tree_rows(conversation: &Conversation, full: bool) -> Vec<Row> {
     let mut i = 0;
     while i < nodes.len() {
         if keep[i] {
-            rows.push(Row::Node(nodes[i].line(i, cursor)));
+            rows.push(Row::Node(nodes[i].line(i, cursor, lang)));
             i += 1;
             continue;
         }
@@ -194,7 +194,7 @@ pub fn tree_rows(conversation: &Conversation, full: bool) -> Vec<Row> {
                 last: i - 1,
             });
         } else {
-            rows.extend((start..i).map(|n| Row::Node(nodes[n].line(n, cursor))));
+            rows.extend((start..i).map(|n| Row::Node(nodes[n].line(n, cursor, lang))));
         }
     }
     rows
@@ -202,7 +202,7 @@ pub fn tree_rows(conversation: &Conversation, full: bool) -> Vec<Row> {
 
 /// The whole drawing as plain text, one line per row.
 pub fn render_plain(conversation: &Conversation, lang: Lang) -> String {
-    render_rows(&tree_rows(conversation, false), lang)
+    render_rows(&tree_rows(conversation, false, lang), lang)
 }
 
 pub fn render_rows(rows: &[Row], lang: Lang) -> String {
@@ -221,7 +221,10 @@ pub fn format_row(row: &Row, lang: Lang) -> String {
             let n = last - first + 1;
             match lang {
                 Lang::En => {
-                    format!("{lead}┆ [{first}–{last}] {n} messages (/tree --full shows them)")
+                    format!(
+                        "{lead}┆ [{first}–{last}] {} (/tree --full shows them)",
+                        super::text::count(Lang::En, n, "message")
+                    )
                 }
                 Lang::Zh => format!("{lead}┆ [{first}–{last}] {n} 条消息（/tree --full 全部显示）"),
             }
@@ -241,29 +244,46 @@ pub fn format_line(line: &TreeLine, lang: Lang) -> String {
     format!("{}[{}] {}{}", line.lead, line.number, line.text, mark)
 }
 
-/// `role: one-line preview`, with tool calls as `[tool call: name(args…)]`.
-pub fn describe(m: &Message) -> String {
+/// `role: one-line preview`, with tool calls as `[tool call: name(args…)]`; in Chinese the
+/// original design's labels (系统提示词 / 你 / AI / 工具结果, `[工具调用: name]`).
+pub fn describe(m: &Message, lang: Lang) -> String {
     let mut text = preview(&m.content, PREVIEW_CHARS);
     for call in m.calls() {
         if !text.is_empty() {
             text.push(' ');
         }
+        let label = match lang {
+            Lang::En => "tool call",
+            Lang::Zh => "工具调用",
+        };
         text.push_str(&format!(
-            "[tool call: {}({})]",
+            "[{label}: {}({})]",
             call.function.name,
             preview(&call.function.arguments, 40)
         ));
     }
     if m.interrupted {
-        text.push_str(" (interrupted)");
+        text.push_str(match lang {
+            Lang::En => " (interrupted)",
+            Lang::Zh => "（已中断）",
+        });
     }
-    let role = match m.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
+    let role = match (lang, m.role) {
+        (Lang::En, Role::System) => "system",
+        (Lang::En, Role::User) => "user",
+        (Lang::En, Role::Assistant) => "assistant",
+        (Lang::En, Role::Tool) => "tool",
+        (Lang::Zh, Role::System) => "系统提示词",
+        (Lang::Zh, Role::User) => "你",
+        (Lang::Zh, Role::Assistant) => "AI",
+        (Lang::Zh, Role::Tool) => "工具结果",
     };
-    format!("{role}: {text}")
+    let colon = match lang {
+        Lang::En => ": ",
+        Lang::Zh => "：",
+    };
+    // The model's text is shown on a terminal: its control characters are escaped.
+    crate::tools::escape_controls(&format!("{role}{colon}{text}"))
 }
 
 /// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.
@@ -340,12 +360,12 @@ mod tests {
     #[test]
     fn numbers_match_the_conversation_numbering() {
         let c = sample();
-        for row in tree_rows(&c, true) {
+        for row in tree_rows(&c, true, Lang::En) {
             let Row::Node(line) = row else {
                 panic!("the full view has no gaps")
             };
             let id = c.id_by_number(line.number).unwrap();
-            assert_eq!(describe(c.get(id).unwrap()), line.text);
+            assert_eq!(describe(c.get(id).unwrap(), Lang::En), line.text);
         }
     }
 
@@ -409,7 +429,9 @@ mod tests {
         ");
         // The full view draws every node.
         assert_eq!(
-            render_rows(&tree_rows(&c, true), Lang::En).lines().count(),
+            render_rows(&tree_rows(&c, true, Lang::En), Lang::En)
+                .lines()
+                .count(),
             82
         );
     }
@@ -445,7 +467,7 @@ mod tests {
             c.move_cursor(f).unwrap();
             c.add(Message::new(Role::User, "alt")).unwrap();
         }
-        let rows = tree_rows(&c, false);
+        let rows = tree_rows(&c, false, Lang::En);
         assert!(rows.len() < 80, "{} rows", rows.len());
         let text = render_rows(&rows, Lang::En);
         assert!(text.contains("← current"));
@@ -454,6 +476,6 @@ mod tests {
     #[test]
     fn chinese_mark() {
         let c = Conversation::new("c", "sys");
-        assert_eq!(render_plain(&c, Lang::Zh), "[0] system: sys ← 当前\n");
+        assert_eq!(render_plain(&c, Lang::Zh), "[0] 系统提示词：sys ← 当前\n");
     }
 }

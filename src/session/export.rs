@@ -17,10 +17,11 @@ pub fn branch_markdown(c: &Conversation, title: &str) -> String {
             title
         }
     );
+    let n = chain.len().saturating_sub(1);
     out.push_str(&format!(
-        "Conversation `{}`, {} messages on this branch.\n",
+        "Conversation `{}`, {n} {} on this branch.\n",
         c.id,
-        chain.len().saturating_sub(1)
+        if n == 1 { "message" } else { "messages" }
     ));
     for m in chain {
         let when = format_timestamp(&m.timestamp);

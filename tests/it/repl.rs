@@ -743,10 +743,21 @@ fn skills_are_listed_and_broken_ones_reported() {
 
 #[test]
 fn chinese_interface() {
-    let server = Server::start(vec![text(&["好"])]);
+    let server = Server::start(vec![
+        tool_calls(&[("c", "list_files", "{}")]),
+        text(&["好"]),
+    ]);
     let env = Env::new();
     let run = env.run(&server.base_url, &["--lang", "zh"], "你好\n/tree\n/9\n");
-    assert!(run.stdout.contains("[2] assistant: 好 ← 当前"), "{run:?}");
+    // The original design's labels.
+    assert!(run.stdout.contains("[0] 系统提示词："), "{run:?}");
+    assert!(run.stdout.contains("[1] 你：你好"), "{run:?}");
+    assert!(
+        run.stdout.contains("[2] AI：[工具调用: list_files({})]"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("[3] 工具结果："), "{run:?}");
+    assert!(run.stdout.contains("[4] AI：好 ← 当前"), "{run:?}");
     assert!(run.stderr.contains("错误：没有节点 [9]"), "{run:?}");
     let (_, lines) = env.only_conversation();
     assert_eq!(lines[1]["content"], "你好");

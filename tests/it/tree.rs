@@ -76,7 +76,7 @@ fn edit_makes_a_sibling_and_answers_it() {
     );
     assert!(
         run.stderr
-            .contains("[2] is a assistant message; only user messages can be edited"),
+            .contains("[2] is an assistant message; only user messages can be edited"),
         "{run:?}"
     );
     assert!(
