@@ -342,3 +342,45 @@ impl Observer for Printer {
         }
     }
 }
+
+#[cfg(test)]
+mod diff_tests {
+    use super::*;
+
+    fn plain() -> Output {
+        Output {
+            color: false,
+            lang: Lang::En,
+            one_shot: false,
+        }
+    }
+
+    #[test]
+    fn a_huge_diff_shows_its_head_and_tail_and_long_lines_are_cut() {
+        // One 3 MB line.
+        let one_line = crate::tools::diff::unified("big.txt", None, &"x".repeat(3_000_000));
+        let shown = colour_diff(&plain(), &one_line);
+        assert!(shown.len() < 2_000, "{} bytes shown", shown.len());
+        assert!(shown.contains("[…2999601 characters more]"), "{shown}");
+        // Ten thousand lines.
+        let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        let many = crate::tools::diff::unified("many.txt", None, &text);
+        let shown = colour_diff(&plain(), &many);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), DIFF_HEAD_LINES + DIFF_TAIL_LINES + 1);
+        assert!(shown.contains("+line 0\n"));
+        assert!(shown.contains("+line 9999\n"));
+        assert!(!shown.contains("+line 5000\n"));
+        let skipped = many.lines().count() - DIFF_HEAD_LINES - DIFF_TAIL_LINES;
+        assert!(
+            shown.contains(&format!("… {skipped} lines of the diff not shown …")),
+            "{shown}"
+        );
+        // A short diff is shown whole.
+        let small = crate::tools::diff::unified("s.txt", Some("a\n"), "b\n");
+        assert_eq!(
+            colour_diff(&plain(), &small).lines().count(),
+            small.lines().count()
+        );
+    }
+}
