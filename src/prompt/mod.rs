@@ -101,11 +101,110 @@ pub fn system_prompt(role: &RoleFile, skills: &SkillRegistry, workdir: &Path) ->
         prompt.push_str("\n\n");
         prompt.push_str(&skill.body);
     }
-    prompt.push_str(&format!(
-        "\n\n## Environment\n\nWorking folder: {}\nFile tools take paths relative to it.",
-        workdir.display()
-    ));
+    prompt.push_str("\n\n");
+    prompt.push_str(&environment(workdir));
     prompt
+}
+
+/// What the model should know of where it works: the folder, the operating system, today's date,
+/// and for a git repository the branch and whether the work tree has changes.
+pub fn environment(workdir: &Path) -> String {
+    let mut text = format!(
+        "## Environment\n\nWorking folder: {}\nFile tools take paths relative to it.\nOperating system: {}\nToday's date: {}",
+        workdir.display(),
+        operating_system(),
+        chrono::Local::now().format("%Y-%m-%d (%A)")
+    );
+    if let Some(git) = git_state(workdir) {
+        text.push_str("\nGit: ");
+        text.push_str(&git);
+    }
+    text
+}
+
+fn operating_system() -> String {
+    let os = std::env::consts::OS;
+    let pretty = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        });
+    match pretty {
+        Some(p) if !p.is_empty() => format!("{os} ({p}, {})", std::env::consts::ARCH),
+        _ => format!("{os} ({})", std::env::consts::ARCH),
+    }
+}
+
+/// `branch main, uncommitted changes`, read from `.git` without running git where it can be (the
+/// branch); whether the work tree has changes needs `git status`, which is given a second and
+/// left out if git is missing or slow. None outside a repository.
+fn git_state(workdir: &Path) -> Option<String> {
+    let git_dir = find_git_dir(workdir)?;
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = head.trim();
+    let mut text = match head.strip_prefix("ref: refs/heads/") {
+        Some(branch) => format!("branch {branch}"),
+        None => format!("detached HEAD at {}", head.get(..12).unwrap_or(head)),
+    };
+    match work_tree_changed(workdir) {
+        Some(true) => text.push_str(", uncommitted changes"),
+        Some(false) => text.push_str(", clean work tree"),
+        None => {}
+    }
+    Some(text)
+}
+
+/// The repository's git folder: `.git` in WORKDIR or above, or where a `.git` file (a worktree,
+/// a submodule) points.
+fn find_git_dir(workdir: &Path) -> Option<std::path::PathBuf> {
+    for dir in workdir.ancestors() {
+        let dot_git = dir.join(".git");
+        if dot_git.is_dir() {
+            return Some(dot_git);
+        }
+        if let Ok(text) = std::fs::read_to_string(&dot_git) {
+            let target = text.trim().strip_prefix("gitdir:")?.trim().to_string();
+            let path = std::path::PathBuf::from(target);
+            return Some(if path.is_absolute() {
+                path
+            } else {
+                dir.join(path)
+            });
+        }
+    }
+    None
+}
+
+/// `git status --porcelain` (tracked files only), given a second; None if git is missing, fails
+/// or takes longer.
+fn work_tree_changed(workdir: &Path) -> Option<bool> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match child.try_wait().ok()? {
+            Some(status) if status.success() => break,
+            Some(_) => return None,
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    Some(!out.trim().is_empty())
 }
 
 #[cfg(test)]
@@ -117,6 +216,66 @@ mod tests {
             project: dir.join("p/.new"),
             user: Some(dir.join("u/new")),
         }
+    }
+
+    #[test]
+    fn the_environment_names_os_date_folder_and_git_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = environment(dir.path());
+        assert!(text.contains(&format!("Working folder: {}", dir.path().display())));
+        assert!(text.contains(&format!("Operating system: {}", std::env::consts::OS)));
+        let today = chrono::Local::now().format("%Y-%m-%d").to_string();
+        assert!(text.contains(&format!("Today's date: {today}")), "{text}");
+        assert!(!text.contains("Git:"), "not a repository: {text}");
+        // A repository, read from .git: the branch without git; a detached HEAD; a worktree file.
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert!(
+            environment(&sub).contains("Git: branch feature/x"),
+            "{}",
+            environment(&sub)
+        );
+        std::fs::write(dir.path().join(".git/HEAD"), "0123456789abcdef0123\n").unwrap();
+        assert!(environment(dir.path()).contains("Git: detached HEAD at 0123456789ab"));
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(
+            other.path().join(".git"),
+            format!("gitdir: {}\n", dir.path().join(".git").display()),
+        )
+        .unwrap();
+        assert!(environment(other.path()).contains("Git: detached HEAD"));
+    }
+
+    #[test]
+    fn a_real_repository_reports_changes_when_git_is_there() {
+        let has_git = std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_ok();
+        if !has_git {
+            return; // the state is simply left out without git, as tested above
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@x")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@x")
+                .output()
+                .unwrap()
+        };
+        git(&["init", "-q", "-b", "trunk"]);
+        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-q", "-m", "one"]);
+        assert!(environment(dir.path()).contains("Git: branch trunk, clean work tree"));
+        std::fs::write(dir.path().join("a.txt"), "2").unwrap();
+        assert!(environment(dir.path()).contains("Git: branch trunk, uncommitted changes"));
     }
 
     #[test]
@@ -157,6 +316,6 @@ mod tests {
         assert!(prompt.starts_with("You are a helpful assistant"));
         assert!(prompt.contains("## Skill: code-reviewer"));
         assert!(!prompt.contains("## Skill: translator"));
-        assert!(prompt.ends_with("Working folder: /w\nFile tools take paths relative to it."));
+        assert!(prompt.contains("## Environment\n\nWorking folder: /w\nFile tools take paths relative to it.\nOperating system: "));
     }
 }
