@@ -283,9 +283,11 @@ impl Agent<'_> {
         Ok(())
     }
 
-    /// Runs every call in order, each after the gate allowed it, storing each result. Returns
-    /// false if the user interrupted; the call that was running and those not run yet then get an
-    /// interrupted result.
+    /// Runs every call, each after the gate allowed it, storing each result in call order. Calls
+    /// that only read (the read kind of the permission table) and come one after another run
+    /// together; calls that write or execute run one at a time. Returns false if the user
+    /// interrupted; the calls that were running and those not run yet then get an interrupted
+    /// result.
     async fn run_tools(
         &self,
         session: &mut ChatSession,
@@ -295,48 +297,137 @@ impl Agent<'_> {
         interrupts: &mut Interrupts,
     ) -> Result<bool, SessionError> {
         let mut interrupted = false;
-        for call in calls {
+        let mut i = 0;
+        while i < calls.len() {
             if interrupted || interrupts.has_changed().unwrap_or(false) {
                 interrupted = true;
-                session.add(Message::tool_result(call.id.clone(), INTERRUPTED_RESULT))?;
+                session.add(Message::tool_result(
+                    calls[i].id.clone(),
+                    INTERRUPTED_RESULT,
+                ))?;
+                i += 1;
                 continue;
             }
-            observer.tool_call(call);
-            let name = call.function.name.as_str();
-            let outcome = match self.tools.parse_arguments(name, &call.function.arguments) {
-                Err(outcome) => outcome,
-                Ok(args) => match gate.check(call, self.tools, &args) {
-                    GateDecision::Refuse(text) => ToolOutcome {
-                        summary: text.clone(),
-                        content: text,
-                        diff: None,
-                        is_error: true,
-                    },
-                    GateDecision::Interrupt => {
-                        interrupted = true;
-                        ToolOutcome::error(INTERRUPTED_RESULT)
-                    }
-                    GateDecision::Run => {
-                        tokio::select! {
-                            outcome = self.tools.run(name, &args) => outcome,
-                            _ = interrupts.changed() => {
-                                interrupted = true;
-                                ToolOutcome::error(INTERRUPTED_WHILE_RUNNING)
-                            }
+            // The run of read-only calls starting here (at least this call).
+            let reads = calls[i..]
+                .iter()
+                .take_while(|c| self.is_read(&c.function.name))
+                .count()
+                .max(1);
+            let batch = &calls[i..i + reads];
+            i += reads;
+            // Ask the gate for each, in order; then run what may run, together.
+            let mut decided: Vec<(&ToolCall, Result<serde_json::Value, ToolOutcome>)> =
+                Vec::with_capacity(batch.len());
+            for call in batch {
+                observer.tool_call(call);
+                let name = call.function.name.as_str();
+                let decision = match self.tools.parse_arguments(name, &call.function.arguments) {
+                    Err(outcome) => Err(outcome),
+                    Ok(args) => match gate.check(call, self.tools, &args) {
+                        GateDecision::Run => Ok(args),
+                        GateDecision::Refuse(text) => Err(ToolOutcome {
+                            summary: text.clone(),
+                            content: text,
+                            diff: None,
+                            is_error: true,
+                        }),
+                        GateDecision::Interrupt => {
+                            interrupted = true;
+                            Err(ToolOutcome::error(INTERRUPTED_RESULT))
                         }
-                    }
-                },
-            };
-            observer.tool_result(call, &outcome);
-            let content = if interrupted {
-                outcome.summary.clone()
+                    },
+                };
+                decided.push((call, decision));
+                if interrupted {
+                    break;
+                }
+            }
+            let outcomes: Vec<ToolOutcome> = if interrupted {
+                decided
+                    .iter()
+                    .map(|(_, d)| match d {
+                        Err(outcome) => outcome.clone(),
+                        Ok(_) => ToolOutcome::error(INTERRUPTED_RESULT),
+                    })
+                    .collect()
             } else {
-                outcome.content
+                let running = decided.iter().map(|(call, d)| {
+                    let name = call.function.name.as_str();
+                    Box::pin(async move {
+                        match d {
+                            Ok(args) => self.tools.run(name, args).await,
+                            Err(outcome) => outcome.clone(),
+                        }
+                    })
+                        as std::pin::Pin<Box<dyn std::future::Future<Output = ToolOutcome> + '_>>
+                });
+                let all = join_all(running.collect());
+                tokio::select! {
+                    outcomes = all => outcomes,
+                    _ = interrupts.changed() => {
+                        interrupted = true;
+                        decided
+                            .iter()
+                            .map(|(_, d)| match d {
+                                Err(outcome) => outcome.clone(),
+                                Ok(_) => ToolOutcome::error(INTERRUPTED_WHILE_RUNNING),
+                            })
+                            .collect()
+                    }
+                }
             };
-            session.add(Message::tool_result(call.id.clone(), content))?;
+            for ((call, _), outcome) in decided.iter().zip(outcomes) {
+                observer.tool_result(call, &outcome);
+                let content = if interrupted {
+                    outcome.summary.clone()
+                } else {
+                    outcome.content
+                };
+                session.add(Message::tool_result(call.id.clone(), content))?;
+            }
+            // A batch cut short by an interrupt at the gate: the rest of it was not run.
+            for call in &batch[decided.len()..] {
+                session.add(Message::tool_result(call.id.clone(), INTERRUPTED_RESULT))?;
+            }
         }
         Ok(!interrupted)
     }
+
+    /// Whether a call only reads (and so may run beside others).
+    fn is_read(&self, name: &str) -> bool {
+        self.tools
+            .get(name)
+            .is_some_and(|t| t.kind() == crate::tools::ToolKind::Read)
+    }
+}
+
+/// Polls every future until all are done; their outputs in the order given.
+async fn join_all<'a, T>(
+    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>>,
+) -> Vec<T> {
+    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => *output = Some(value),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -410,3 +410,202 @@ async fn a_failed_request_after_a_partial_answer_keeps_the_partial_answer() {
     assert_eq!(f.session.conversation().current().role, Role::User);
     assert_eq!(rec.events, ["end false \"\""]);
 }
+
+/// Ctrl-C during a grep over a tree big enough to take a while returns within a moment, and the
+/// walk itself stops (each file tool checks the flag as it goes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_stops_a_long_grep_within_a_moment() {
+    let mut f = fixture();
+    let big = f.work.join("big");
+    let line = "lorem ipsum dolor sit amet consectetur adipiscing elit\n".repeat(400);
+    for d in 0..40 {
+        let dir = big.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..100 {
+            std::fs::write(dir.join(format!("f{i}.txt")), &line).unwrap();
+        }
+    }
+    let grep = || {
+        Step::Answer(
+            vec![],
+            vec![call(
+                "g",
+                "grep",
+                json!({"pattern": "z[aeiou]+q$", "path": "big"}),
+            )],
+        )
+    };
+    // The whole search, to know how long it takes here.
+    let model = Scripted::new(vec![grep(), Step::Answer(vec!["none"], vec![])]);
+    let started = std::time::Instant::now();
+    let (end, _) = run(&mut f, &model, 5).await;
+    let whole = started.elapsed();
+    assert!(matches!(end, TurnEnd::Complete));
+    assert!(tool_results(&model.requests()[1])[0].starts_with("No matches"));
+    // The same, interrupted soon after it starts.
+    f.session.add(Message::new(Role::User, "again")).unwrap();
+    let model = Scripted::new(vec![grep()]);
+    let (tx, mut interrupts) = watch::channel(0u64);
+    let agent = Agent {
+        provider: &model,
+        tools: &f.tools,
+        model: "scripted".into(),
+        max_rounds: 5,
+    };
+    let wait = whole / 10;
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        tx.send_modify(|n| *n += 1);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    });
+    let started = std::time::Instant::now();
+    let end = agent
+        .run(
+            &mut f.session,
+            &mut Recorder::default(),
+            &mut AllowAll,
+            &mut interrupts,
+        )
+        .await;
+    let interrupted = started.elapsed();
+    assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
+    assert!(
+        interrupted < whole / 2,
+        "interrupted after {interrupted:?}; the whole search takes {whole:?}"
+    );
+    assert_eq!(
+        f.session.conversation().current().content,
+        INTERRUPTED_WHILE_RUNNING
+    );
+}
+
+#[test]
+fn file_walks_stop_once_cancelled() {
+    use crate::tools::Cancel;
+    use crate::tools::builtin::{Glob, Grep, ListFiles};
+    let f = fixture();
+    let sandbox = f.tools.sandbox().clone();
+    let cancel = Cancel::default();
+    cancel.set();
+    let stopped = |r: Result<crate::tools::ToolOutput, crate::tools::ToolError>| {
+        r.err()
+            .is_some_and(|e| e.to_string() == "stopped by the user")
+    };
+    assert!(stopped(Grep.search(
+        &json!({"pattern": "a"}),
+        &sandbox,
+        &cancel
+    )));
+    assert!(stopped(Glob.find(
+        &json!({"pattern": "*"}),
+        &sandbox,
+        &cancel
+    )));
+    assert!(stopped(ListFiles.list(
+        &json!({"recursive": true}),
+        &sandbox,
+        &cancel
+    )));
+    let fresh = Cancel::default();
+    assert!(
+        Grep.search(&json!({"pattern": "alpha"}), &sandbox, &fresh)
+            .is_ok()
+    );
+}
+
+/// A tool for the concurrency tests: waits at a barrier (so two of them finish only if they run
+/// together), and records when it starts and ends.
+struct Probe {
+    name: &'static str,
+    kind: crate::tools::ToolKind,
+    barrier: std::sync::Arc<tokio::sync::Barrier>,
+    log: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+impl crate::tools::Tool for Probe {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn description(&self) -> &'static str {
+        "probe"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}})
+    }
+    fn kind(&self) -> crate::tools::ToolKind {
+        self.kind
+    }
+    fn subject(&self, _: &Value) -> Option<String> {
+        None
+    }
+    fn run<'a>(
+        &'a self,
+        args: &'a Value,
+        _: &'a crate::tools::ToolContext,
+    ) -> crate::tools::ToolFuture<'a> {
+        Box::pin(async move {
+            let tag = args["tag"].as_str().unwrap_or("?").to_string();
+            self.log.lock().unwrap().push(format!("start {tag}"));
+            if self.kind == crate::tools::ToolKind::Read {
+                self.barrier.wait().await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            self.log.lock().unwrap().push(format!("end {tag}"));
+            Ok(crate::tools::ToolOutput {
+                content: format!("done {tag}"),
+                summary: tag,
+                diff: None,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn reads_run_together_writes_one_at_a_time_and_results_keep_call_order() {
+    let mut f = fixture();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(3));
+    let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let probe = |name, kind| -> Box<dyn crate::tools::Tool> {
+        Box::new(Probe {
+            name,
+            kind,
+            barrier: barrier.clone(),
+            log: log.clone(),
+        })
+    };
+    use crate::tools::ToolKind::*;
+    f.tools = ToolRegistry::with_tools(
+        crate::tools::test_context(&f.work),
+        vec![probe("look", Read), probe("change", Execute)],
+    );
+    let c = |id: &str, name: &str| call(id, name, json!({ "tag": id }));
+    let model = Scripted::new(vec![
+        Step::Answer(
+            vec![],
+            vec![
+                // Three reads that can only finish together, then two writes, then a read.
+                c("r1", "look"),
+                c("r2", "look"),
+                c("r3", "look"),
+                c("w1", "change"),
+                c("w2", "change"),
+            ],
+        ),
+        Step::Answer(vec!["ok"], vec![]),
+    ]);
+    let (end, _) = tokio::time::timeout(Duration::from_secs(10), run(&mut f, &model, 5))
+        .await
+        .expect("the reads did not run together");
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    let log = log.lock().unwrap().clone();
+    // The writes ran one after the other, after the reads.
+    let at = |e: &str| log.iter().position(|l| l == e).unwrap();
+    assert!(at("end r1") < at("start w1") && at("end r3") < at("start w1"));
+    assert!(at("end w1") < at("start w2"), "{log:?}");
+    // Results are stored and sent in call order.
+    assert_eq!(
+        tool_results(&model.requests()[1]),
+        ["done r1", "done r2", "done r3", "done w1", "done w2"]
+    );
+}

@@ -87,6 +87,54 @@ pub struct ToolContext {
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
 
+/// Whether the call's future was dropped (the user interrupted): blocking work checks it as it
+/// walks and stops.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Cancel {
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// An error once cancelled, for `?` in a walk.
+    pub fn check(&self) -> Result<(), ToolError> {
+        if self.is_set() {
+            Err(ToolError::Failed("stopped by the user".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Sets the flag when dropped: when the call's future is dropped, the work learns it.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.set();
+    }
+}
+
+/// Runs blocking work (a walk over many files) off the async thread, so that an interrupt is seen
+/// at once; dropping the future cancels the work, which checks [`Cancel`] as it goes.
+pub fn blocking<'a, F>(work: F) -> ToolFuture<'a>
+where
+    F: FnOnce(&Cancel) -> Result<ToolOutput, ToolError> + Send + 'static,
+{
+    let cancel = Cancel::default();
+    let guard = CancelOnDrop(cancel.clone());
+    Box::pin(async move {
+        let result = tokio::task::spawn_blocking(move || work(&cancel)).await;
+        drop(guard);
+        result.unwrap_or_else(|e| Err(ToolError::Failed(format!("the tool failed: {e}"))))
+    })
+}
+
 /// A finished result as a [`ToolFuture`], for tools that do their work synchronously.
 pub fn ready<'a>(result: Result<ToolOutput, ToolError>) -> ToolFuture<'a> {
     Box::pin(std::future::ready(result))
@@ -138,6 +186,11 @@ impl ToolRegistry {
             .filter(|t| enabled.is_empty() || enabled.iter().any(|n| n == t.name()))
             .collect();
         Ok(ToolRegistry { tools, ctx })
+    }
+
+    /// A registry of the given tools (tests of the agent loop bring their own).
+    pub fn with_tools(ctx: ToolContext, tools: Vec<Box<dyn Tool>>) -> Self {
+        ToolRegistry { tools, ctx }
     }
 
     pub fn context(&self) -> &ToolContext {

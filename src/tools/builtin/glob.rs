@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::plural;
 use super::walk::{NameFilter, files};
 use crate::tools::{
-    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
 
 /// Most paths returned.
@@ -44,12 +44,18 @@ impl Tool for Glob {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        ready(self.find(args, &ctx.sandbox))
+        let (args, sandbox) = (args.clone(), ctx.sandbox.clone());
+        blocking(move |cancel| Glob.find(&args, &sandbox, cancel))
     }
 }
 
 impl Glob {
-    pub fn find(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    pub fn find(
+        &self,
+        args: &Value,
+        sandbox: &Sandbox,
+        cancel: &Cancel,
+    ) -> Result<ToolOutput, ToolError> {
         let pattern = args::string(args, "pattern")?;
         let root = sandbox.resolve(args::opt_string(args, "path")?.unwrap_or("."))?;
         let shown_root = sandbox.display(&root);
@@ -57,7 +63,7 @@ impl Glob {
             return Err(ToolError::Failed(format!("`{shown_root}` is not a folder")));
         }
         let filter = NameFilter::new(pattern)?;
-        let mut found: Vec<(std::time::SystemTime, String)> = files(&root)
+        let mut found: Vec<(std::time::SystemTime, String)> = files(&root, cancel)
             .filter(|p| p.strip_prefix(&root).is_ok_and(|rel| filter.matches(rel)))
             .map(|p| {
                 let modified = p
@@ -67,6 +73,7 @@ impl Glob {
                 (modified, sandbox.display(&p))
             })
             .collect();
+        cancel.check()?;
         found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         let total = found.len();
         let mut out: String = found
@@ -121,26 +128,46 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path());
         let s = Sandbox::new(dir.path()).unwrap();
-        let out = Glob.find(&json!({"pattern": "*.rs"}), &s).unwrap();
+        let out = Glob
+            .find(&json!({"pattern": "*.rs"}), &s, &Cancel::default())
+            .unwrap();
         assert_eq!(names(&out), ["src/main.rs", "src/util/mod.rs"]);
         assert_eq!(out.summary, "*.rs: 2 files");
-        let out = Glob.find(&json!({"pattern": "src/*.rs"}), &s).unwrap();
+        let out = Glob
+            .find(&json!({"pattern": "src/*.rs"}), &s, &Cancel::default())
+            .unwrap();
         assert_eq!(names(&out), ["src/main.rs"]);
-        let out = Glob.find(&json!({"pattern": "src/**/*.rs"}), &s).unwrap();
+        let out = Glob
+            .find(&json!({"pattern": "src/**/*.rs"}), &s, &Cancel::default())
+            .unwrap();
         assert_eq!(names(&out), ["src/main.rs", "src/util/mod.rs"]);
         let out = Glob
-            .find(&json!({"pattern": "*.rs", "path": "src/util"}), &s)
+            .find(
+                &json!({"pattern": "*.rs", "path": "src/util"}),
+                &s,
+                &Cancel::default(),
+            )
             .unwrap();
         assert_eq!(names(&out), ["src/util/mod.rs"]);
-        let out = Glob.find(&json!({"pattern": "*.zig"}), &s).unwrap();
+        let out = Glob
+            .find(&json!({"pattern": "*.zig"}), &s, &Cancel::default())
+            .unwrap();
         assert_eq!(out.content, "No files match `*.zig` in `.`.\n");
         assert!(
-            Glob.find(&json!({"pattern": "a[", "path": "."}), &s)
-                .is_err()
+            Glob.find(
+                &json!({"pattern": "a[", "path": "."}),
+                &s,
+                &Cancel::default()
+            )
+            .is_err()
         );
         assert!(
-            Glob.find(&json!({"pattern": "*", "path": ".."}), &s)
-                .is_err()
+            Glob.find(
+                &json!({"pattern": "*", "path": ".."}),
+                &s,
+                &Cancel::default()
+            )
+            .is_err()
         );
     }
 
@@ -162,6 +189,7 @@ mod tests {
             .find(
                 &json!({"pattern": "*.txt"}),
                 &Sandbox::new(dir.path()).unwrap(),
+                &Cancel::default(),
             )
             .unwrap();
         assert!(out.content.starts_with("f000.txt\n"));

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::plural;
 use super::walk::{NameFilter, files};
 use crate::tools::{
-    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
 
 /// Most matching lines returned.
@@ -56,7 +56,8 @@ impl Tool for Grep {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        ready(self.search(args, &ctx.sandbox))
+        let (args, sandbox) = (args.clone(), ctx.sandbox.clone());
+        blocking(move |cancel| Grep.search(&args, &sandbox, cancel))
     }
 }
 
@@ -107,7 +108,12 @@ impl Sink for Collector<'_> {
 }
 
 impl Grep {
-    pub fn search(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    pub fn search(
+        &self,
+        args: &Value,
+        sandbox: &Sandbox,
+        cancel: &Cancel,
+    ) -> Result<ToolOutput, ToolError> {
         let pattern = args::string(args, "pattern")?;
         let root = sandbox.resolve(args::opt_string(args, "path")?.unwrap_or("."))?;
         let filter = args::opt_string(args, "glob")?
@@ -135,7 +141,7 @@ impl Grep {
             .map_err(|e| ToolError::io("searching", &shown_root, e))?;
         let candidates: Box<dyn Iterator<Item = std::path::PathBuf>> = match kind {
             Some(FileType::RegularFile) => Box::new(std::iter::once(root.clone())),
-            Some(FileType::Directory) => Box::new(files(&root)),
+            Some(FileType::Directory) => Box::new(files(&root, cancel)),
             None => return Err(ToolError::Failed(format!("`{shown_root}` does not exist"))),
             Some(_) => {
                 return Err(ToolError::Failed(format!(
@@ -151,6 +157,7 @@ impl Grep {
             if matches >= MAX_MATCHES {
                 break;
             }
+            cancel.check()?;
             let relative = path.strip_prefix(&root).unwrap_or(Path::new(""));
             if let Some(f) = &filter
                 && root.is_dir()
@@ -184,6 +191,7 @@ impl Grep {
                 lines.truncate(before);
             }
         }
+        cancel.check()?;
         if lines.last().is_some_and(|l| l == "--") {
             lines.pop();
         }
@@ -233,7 +241,9 @@ mod tests {
     #[test]
     fn finds_lines_with_numbers_skipping_ignored_and_binary_files() {
         let (_d, s) = setup();
-        let out = Grep.search(&json!({"pattern": "fn \\w+"}), &s).unwrap();
+        let out = Grep
+            .search(&json!({"pattern": "fn \\w+"}), &s, &Cancel::default())
+            .unwrap();
         assert_eq!(
             out.content,
             "src/a.rs:1:fn alpha() {}\nsrc/a.rs:3:fn beta() {}\n"
@@ -243,6 +253,7 @@ mod tests {
             .search(
                 &json!({"pattern": "alpha", "ignore_case": true, "glob": "*.py"}),
                 &s,
+                &Cancel::default(),
             )
             .unwrap();
         assert_eq!(out.content, "src/b.py:1:def Alpha():\n");
@@ -250,13 +261,16 @@ mod tests {
             .search(
                 &json!({"pattern": "let", "context": 1, "path": "src/a.rs"}),
                 &s,
+                &Cancel::default(),
             )
             .unwrap();
         assert_eq!(
             out.content,
             "src/a.rs-1-fn alpha() {}\nsrc/a.rs:2:let x = 1;\nsrc/a.rs-3-fn beta() {}\n"
         );
-        let out = Grep.search(&json!({"pattern": "nothing"}), &s).unwrap();
+        let out = Grep
+            .search(&json!({"pattern": "nothing"}), &s, &Cancel::default())
+            .unwrap();
         assert_eq!(out.content, "No matches for `nothing` in `.`.\n");
     }
 
@@ -264,7 +278,7 @@ mod tests {
     fn bad_patterns_and_paths_are_refused() {
         let (_d, s) = setup();
         let err = Grep
-            .search(&json!({"pattern": "(unclosed"}), &s)
+            .search(&json!({"pattern": "(unclosed"}), &s, &Cancel::default())
             .unwrap_err();
         assert!(
             err.to_string()
@@ -272,14 +286,22 @@ mod tests {
             "{err}"
         );
         assert!(
-            Grep.search(&json!({"pattern": "x", "path": "../"}), &s)
-                .is_err()
+            Grep.search(
+                &json!({"pattern": "x", "path": "../"}),
+                &s,
+                &Cancel::default()
+            )
+            .is_err()
         );
         assert!(
-            Grep.search(&json!({"pattern": "x", "path": "missing"}), &s)
-                .unwrap_err()
-                .to_string()
-                .contains("does not exist")
+            Grep.search(
+                &json!({"pattern": "x", "path": "missing"}),
+                &s,
+                &Cancel::default()
+            )
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist")
         );
     }
 
@@ -292,6 +314,7 @@ mod tests {
             .search(
                 &json!({"pattern": "hit"}),
                 &Sandbox::new(dir.path()).unwrap(),
+                &Cancel::default(),
             )
             .unwrap();
         assert_eq!(out.content.lines().count(), MAX_MATCHES + 1);

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::plural;
 use crate::tools::{
-    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
+    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
 
 /// Most entries listed one by one; past this a listing is summarised.
@@ -47,12 +47,18 @@ impl Tool for ListFiles {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        ready(self.list(args, &ctx.sandbox))
+        let (args, sandbox) = (args.clone(), ctx.sandbox.clone());
+        blocking(move |cancel| ListFiles.list(&args, &sandbox, cancel))
     }
 }
 
 impl ListFiles {
-    pub fn list(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    pub fn list(
+        &self,
+        args: &Value,
+        sandbox: &Sandbox,
+        cancel: &Cancel,
+    ) -> Result<ToolOutput, ToolError> {
         let dirpath = args::opt_string(args, "dirpath")?.unwrap_or(".");
         let recursive = args::opt_bool(args, "recursive")?.unwrap_or(false);
         let dir = sandbox.resolve(dirpath)?;
@@ -64,7 +70,7 @@ impl ListFiles {
             )));
         }
         if recursive {
-            list_tree(&dir, &shown)
+            list_tree(&dir, &shown, cancel)
         } else {
             list_one(&dir, &shown)
         }
@@ -151,7 +157,7 @@ struct Totals {
     bytes: u64,
 }
 
-fn list_tree(root: &Path, shown: &str) -> Result<ToolOutput, ToolError> {
+fn list_tree(root: &Path, shown: &str, cancel: &Cancel) -> Result<ToolOutput, ToolError> {
     let mut lines = Vec::new();
     let mut total = Totals::default();
     let mut per_top: BTreeMap<String, Totals> = BTreeMap::new();
@@ -159,6 +165,7 @@ fn list_tree(root: &Path, shown: &str) -> Result<ToolOutput, ToolError> {
     // Depth-first with an explicit stack; (folder, its path relative to root).
     let mut stack: Vec<(PathBuf, String)> = vec![(root.to_path_buf(), String::new())];
     while let Some((dir, rel)) = stack.pop() {
+        cancel.check()?;
         let entries = match read_entries(&dir, shown) {
             Ok(e) => e,
             Err(_) if !rel.is_empty() => {
@@ -272,7 +279,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
-        ListFiles.list(&args, &Sandbox::new(dir).unwrap())
+        ListFiles.list(&args, &Sandbox::new(dir).unwrap(), &Cancel::default())
     }
 
     fn tree(dir: &Path) {

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
 
-use crate::tools::ToolError;
+use crate::tools::{Cancel, ToolError};
 
-/// Every file under `root`, in a stable order (sorted by path).
-pub fn files(root: &Path) -> impl Iterator<Item = PathBuf> {
+/// Every file under `root`, in a stable order (sorted by path); the walk ends early once `cancel`
+/// is set.
+pub fn files<'a>(root: &Path, cancel: &'a Cancel) -> impl Iterator<Item = PathBuf> + 'a {
     ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
@@ -17,6 +18,7 @@ pub fn files(root: &Path) -> impl Iterator<Item = PathBuf> {
         .sort_by_file_path(|a, b| a.cmp(b))
         .filter_entry(|e| e.file_name() != ".git")
         .build()
+        .take_while(move |_| !cancel.is_set())
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
         .map(|e| e.into_path())
