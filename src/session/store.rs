@@ -325,6 +325,33 @@ fn attach(
 mod tests {
     use super::*;
 
+    #[test]
+    fn flat_tool_calls_load_with_their_results_attached() {
+        let text = r#"{"type":"header","root_id":"r0000000","metadata":{}}
+{"type":"message","msg_id":"u1","role":"user","content":"read it","parent_id":"r0000000","timestamp":"2026-07-24T12:35:55Z"}
+{"type":"message","msg_id":"a1","role":"assistant","content":"","parent_id":"u1","timestamp":"2026-07-24T12:35:56Z","tool_calls":[{"id":"c1","name":"read_file","arguments":{"filepath":"a.txt"}},{"id":"c2","name":"list_files","arguments":"{}"}]}
+{"type":"message","msg_id":"t1","role":"tool","content":"hi","parent_id":"a1","timestamp":"2026-07-24T12:35:57Z","tool_call_id":"c1"}
+{"type":"message","msg_id":"t2","role":"tool","content":"a.txt","parent_id":"t1","timestamp":"2026-07-24T12:35:58Z","tool_call_id":"c2"}
+"#;
+        let (c, report) = parse_conversation("x", text.as_bytes(), "sys");
+        assert!(report.is_clean(), "{report:?}");
+        let a1 = c.get("a1").unwrap();
+        assert_eq!(a1.calls().len(), 2);
+        assert_eq!(a1.calls()[0].function.arguments, r#"{"filepath":"a.txt"}"#);
+        assert_eq!(c.get("t1").unwrap().parent_id.as_deref(), Some("a1"));
+        let sent = c.api_messages("t2");
+        assert_eq!(sent[2].tool_calls[1].function.name, "list_files");
+        assert_eq!(sent[3].tool_call_id.as_deref(), Some("c1"));
+        // Written back in the standard nested shape.
+        let line = Record::message(a1).to_line();
+        assert!(
+            line.contains(
+                r#""function":{"name":"read_file","arguments":"{\"filepath\":\"a.txt\"}"}"#
+            ),
+            "{line}"
+        );
+    }
+
     fn msg_record(conv: &Conversation, id: &str) -> Record {
         Record::message(conv.get(id).unwrap())
     }

@@ -273,6 +273,8 @@ fn retryable_failures_are_retried_with_notice_and_others_are_not() {
         assert_eq!(n, 1, "{code}");
         assert!(!run.stdout.contains('↻'), "{code}: {run:?}");
         assert!(run.stderr.contains(hint), "{code}: {run:?}");
+        // Only the error shows, no note of an empty answer.
+        assert!(!run.stdout.contains("empty answer"), "{code}: {run:?}");
     }
 }
 
