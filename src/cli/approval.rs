@@ -9,7 +9,6 @@ use serde_json::Value;
 use super::output::Output;
 use super::reader::{ReadOutcome, Reader};
 use crate::agent::{Gate, GateDecision};
-use crate::config::Lang;
 use crate::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
 use crate::vocab::ToolCall;
 
@@ -25,11 +24,8 @@ pub struct Approvals<'a> {
 }
 
 impl Approvals<'_> {
-    fn t(&self, en: &str, zh: &str) -> String {
-        match self.out.lang {
-            Lang::En => en.to_string(),
-            Lang::Zh => zh.to_string(),
-        }
+    fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+        super::text::tr(self.out.lang, key, args)
     }
 
     fn refused(&self, name: &str, why: &str) {
@@ -68,15 +64,9 @@ impl Approvals<'_> {
         let name = call.function.name.as_str();
         if !matches!(self.reader, Reader::Editor { .. }) {
             let why = if protected {
-                self.t(
-                    "writes to .new/ and .git/ always need approval and there is no terminal to ask, so it was not run",
-                    "写入 .new/ 和 .git/ 总是需要批准，但没有终端可询问，因此未运行",
-                )
+                self.tr("writes_to_new_and_git_always", &[])
             } else {
-                self.t(
-                    "needs approval and there is no terminal to ask, so it was not run (allow it with --permission-mode or a rule)",
-                    "需要批准，但没有终端可询问，因此未运行（可用 --permission-mode 或规则允许）",
-                )
+                self.tr("needs_approval_and_there_is_no", &[])
             };
             self.refused(name, &why);
             return GateDecision::Refuse(format!(
@@ -102,32 +92,21 @@ impl Approvals<'_> {
             })
         };
         let options = if protected {
-            self.t(
-                "this writes inside .new/ or .git/ (settings, hooks): it is asked every time · y: allow once · n: deny",
-                "此操作写入 .new/ 或 .git/（设置、钩子）：每次都会询问 · y：允许一次 · n：拒绝",
-            )
+            self.tr("this_writes_inside_new_or_git", &[])
         } else {
-            self.t(
-                &format!(
-                    "y: allow once · s: allow `{}` for this session · a: always allow `{}` (saved in {}) · n: deny",
-                    describe(&session_rule),
-                    describe(&always_rule),
-                    self.project_config.display()
-                ),
-                &format!(
-                    "y：允许一次 · s：本次会话允许 `{}` · a：始终允许 `{}`（保存到 {}）· n：拒绝",
-                    describe(&session_rule),
-                    describe(&always_rule),
-                    self.project_config.display()
-                ),
+            self.tr(
+                "approval_options",
+                &[
+                    ("session", &describe(&session_rule)),
+                    ("always", &describe(&always_rule)),
+                    ("file", &self.project_config.display()),
+                ],
             )
         };
         self.out.say(&format!(
             "{}\n{}\n{}",
-            self.out.bold(&self.t(
-                &format!("⚠ {name} needs your approval:"),
-                &format!("⚠ {name} 需要你的批准：")
-            )),
+            self.out
+                .bold(&self.tr("needs_your_approval", &[("name", &name)])),
             shown.trim_end(),
             self.out.dim(&options)
         ));
@@ -141,7 +120,7 @@ impl Approvals<'_> {
             match answer.as_str() {
                 "y" | "yes" => return GateDecision::Run,
                 "s" | "session" | "a" | "always" if protected => {
-                    self.out.say(&self.t("answer y or n", "请回答 y 或 n"))
+                    self.out.say(&self.tr("answer_y_or_n", &[]))
                 }
                 "s" | "session" => {
                     if let Err(e) = self.policy.allow_for_session(session_rule) {
@@ -158,24 +137,20 @@ impl Approvals<'_> {
                                 let _ = trust.trust(workdir, "config", &bytes);
                             }
                             let _ = self.policy.add_project_rule(always_rule);
-                            self.out.say(&self.out.dim(&self.t(
-                                &format!("saved in {}", self.project_config.display()),
-                                &format!("已保存到 {}", self.project_config.display()),
-                            )));
+                            self.out.say(&self.out.dim(
+                                &self.tr("saved_in", &[("file", &self.project_config.display())]),
+                            ));
                         }
-                        Err(e) => self.out.error(&format!(
-                            "could not save the rule in {}: {e}; allowed once",
-                            self.project_config.display()
+                        Err(e) => self.out.error(&self.tr(
+                            "could_not_save_the_rule",
+                            &[("file", &self.project_config.display()), ("error", &e)],
                         )),
                     }
                     return GateDecision::Run;
                 }
                 "" | "n" | "no" => {
                     let reason = match self.reader.read(
-                        &self.t(
-                            "reason for the model (optional): ",
-                            "给模型的理由（可选）：",
-                        ),
+                        &self.tr("reason_for_the_model_optional", &[]),
                         "",
                         false,
                         &self.out,
@@ -190,9 +165,7 @@ impl Approvals<'_> {
                     }
                     return GateDecision::Refuse(text);
                 }
-                _ => self
-                    .out
-                    .say(&self.t("answer y, s, a or n", "请回答 y、s、a 或 n")),
+                _ => self.out.say(&self.tr("answer_y_s_a_or_n", &[])),
             }
         }
     }

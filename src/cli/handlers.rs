@@ -1,7 +1,6 @@
 //! The REPL's commands, one method each. Every command checks its arguments first and changes
 //! nothing when they are wrong.
 
-use crate::config::Lang;
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
@@ -19,17 +18,17 @@ const LIST_LIMIT: usize = 50;
 const SEARCH_LIMIT: usize = 50;
 
 impl App {
-    fn refuse(&self, en: &str, zh: &str) {
-        self.out.error(&self.t(en, zh));
+    fn refuse_text(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) {
+        self.out.error(&self.tr(key, args));
     }
 
     fn no_args(&self, command: &str, args: &str) -> bool {
         if args.is_empty() {
             return true;
         }
-        self.refuse(
-            &format!("{command} takes no argument (got `{args}`)"),
-            &format!("{command} 不接受参数（收到 `{args}`）"),
+        self.refuse_text(
+            "takes_no_argument_got",
+            &[("command", &command), ("args", &args)],
         );
         false
     }
@@ -43,15 +42,9 @@ impl App {
         let n = c.number_of(id).unwrap_or(0);
         let what = describe(c.current(), self.out.lang);
         let next = if c.is_leaf(id) {
-            self.t(
-                "the next message continues from here",
-                "下一条消息从这里继续",
-            )
+            self.tr("the_next_message_continues_from_here", &[])
         } else {
-            self.t(
-                "the next message starts a new branch here",
-                "下一条消息将从这里开始新分支",
-            )
+            self.tr("the_next_message_starts_a_new", &[])
         };
         self.out
             .say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
@@ -63,10 +56,7 @@ impl App {
             Some(id) => self.move_to(&id),
             None => {
                 let last = conversation.len() - 1;
-                self.refuse(
-                    &format!("no node [{n}]; this tree has nodes [0] to [{last}] (see /tree)"),
-                    &format!("没有节点 [{n}]；此树的节点为 [0] 到 [{last}]（见 /tree）"),
-                );
+                self.refuse_text("no_node_this_tree_has_nodes", &[("n", &n), ("last", &last)]);
             }
         }
     }
@@ -76,10 +66,7 @@ impl App {
             "" => false,
             "--full" => true,
             _ => {
-                return self.refuse(
-                    &format!("/tree takes no argument but --full (got `{args}`)"),
-                    &format!("/tree 只接受 --full 参数（收到 `{args}`）"),
-                );
+                return self.refuse_text("tree_takes_no_argument_but_full", &[("args", &args)]);
             }
         };
         let mut text = String::new();
@@ -117,16 +104,13 @@ impl App {
             let line = format!(
                 "{mark} [{number}] {}  {}",
                 describe(m, self.out.lang),
-                self.out.dim(&self.t(
-                    &format!("({})", super::text::count(Lang::En, depth, "message")),
-                    &format!("（{depth} 条消息）")
-                ))
+                self.out.dim(&self.tr("depth_messages", &[("n", &depth)]))
             );
             text.push_str(&line);
             text.push('\n');
         }
         if c.is_empty() {
-            text = self.t("no branches yet\n", "还没有分支\n");
+            text = self.tr("no_branches_yet", &[]);
         }
         self.out.say(text.trim_end_matches('\n'));
     }
@@ -139,30 +123,25 @@ impl App {
         }
         let c = self.session.conversation();
         let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
-            return self.refuse(
-                "there is no fork above this point: nothing to flip between",
-                "此处上方没有分叉：没有可切换的分支",
-            );
+            return self.refuse_text("there_is_no_fork_above_this", &[]);
         };
         let count = alternatives.len();
         let to = at as isize + step;
         if to < 0 || to >= count as isize {
-            let (en, zh) = if step < 0 {
-                ("first", "第一个")
+            let key = if step < 0 {
+                "this_is_the_first_alternative"
             } else {
-                ("last", "最后一个")
+                "this_is_the_last_alternative"
             };
-            return self.refuse(
-                &format!("this is the {en} of {count} alternatives"),
-                &format!("这已是 {count} 个分支中的{zh}"),
-            );
+            return self.refuse_text(key, &[("count", &count)]);
         }
         let target = alternatives[to as usize];
         let tip = c.tip(target).expect("a child exists").id.clone();
-        self.out.say(&self.out.dim(&self.t(
-            &format!("alternative {} of {count}", to + 1),
-            &format!("第 {} 个分支，共 {count} 个", to + 1),
-        )));
+        self.out.say(
+            &self
+                .out
+                .dim(&self.tr("alternative_of", &[("at", &(to + 1)), ("count", &count)])),
+        );
         self.move_to(&tip);
     }
 
@@ -173,10 +152,7 @@ impl App {
         }
         let c = self.session.conversation();
         let Some(user) = c.nearest_user(c.cursor()).map(|m| m.id.clone()) else {
-            return self.refuse(
-                "nothing to retry: there is no user message on this branch",
-                "无法重试：此分支上没有用户消息",
-            );
+            return self.refuse_text("nothing_to_retry_there_is_no", &[]);
         };
         self.session.move_cursor(&user).expect("from the tree");
         self.answer();
@@ -189,10 +165,7 @@ impl App {
             match c.nearest_user(c.cursor()) {
                 Some(m) => m.id.clone(),
                 None => {
-                    return self.refuse(
-                        "nothing to edit: there is no user message on this branch",
-                        "无法编辑：此分支上没有用户消息",
-                    );
+                    return self.refuse_text("nothing_to_edit_there_is_no", &[]);
                 }
             }
         } else {
@@ -204,48 +177,34 @@ impl App {
                 .ok()
                 .and_then(|n| c.id_by_number(n))
             else {
-                return self.refuse(
-                    &format!("/edit takes a node number from /tree (got `{args}`)"),
-                    &format!("/edit 需要 /tree 中的节点编号（收到 `{args}`）"),
-                );
+                return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
             };
             id.to_string()
         };
         let m = c.get(&target).expect("from the tree");
         if m.role != Role::User {
             let n = c.number_of(&target).unwrap_or(0);
-            return self.refuse(
-                &format!(
-                    "[{n}] is {} {} message; only user messages can be edited (/retry asks for a new answer)",
-                    super::text::article(m.role.as_str()),
-                    m.role.as_str()
-                ),
-                &format!(
-                    "[{n}] 是 {} 消息；只能编辑用户消息（/retry 可重新回答）",
-                    m.role.as_str()
-                ),
+            return self.refuse_text(
+                "only_user_messages_can_be_edited",
+                &[("n", &n), ("role", &m.role.as_str())],
             );
         }
         let old = m.content.clone();
         let parent = m.parent_id.clone().expect("a user message has a parent");
-        let question = self.t(
-            "Edit the message (Enter sends it as a new branch; Ctrl-C cancels)\n✎ ",
-            "编辑消息（回车作为新分支发送；Ctrl-C 取消）\n✎ ",
-        );
+        let question = self.tr("edit_the_message_enter_sends_it", &[]);
         let Some(text) = self.ask(&question, &old, true) else {
-            return self.out.say(&self.t("edit cancelled", "已取消编辑"));
+            return self.out.say(&self.tr("edit_cancelled", &[]));
         };
         let text = text.trim_end_matches(['\n', '\r']);
         if text.trim().is_empty() {
             return self
                 .out
-                .say(&self.t("edit cancelled: the text is empty", "已取消编辑：内容为空"));
+                .say(&self.tr("edit_cancelled_the_text_is_empty", &[]));
         }
         if text == old {
-            return self.out.say(&self.t(
-                "the text is unchanged; /retry asks for a new answer to it",
-                "内容未改变；/retry 可重新回答",
-            ));
+            return self
+                .out
+                .say(&self.tr("the_text_is_unchanged_retry_asks", &[]));
         }
         self.session.move_cursor(&parent).expect("from the tree");
         self.chat(text);
@@ -256,10 +215,7 @@ impl App {
             "" => false,
             "all" => true,
             other => {
-                return self.refuse(
-                    &format!("/list takes no argument but `all` (got `{other}`)"),
-                    &format!("/list 只接受参数 all（收到 `{other}`）"),
-                );
+                return self.refuse_text("list_takes_no_argument_but_all", &[("other", &other)]);
             }
         };
         let listed = if all {
@@ -279,14 +235,11 @@ impl App {
         if !self.session.is_persisted() {
             text.push_str(&format!(
                 "* {current}  {}\n",
-                self.t(
-                    "(this new conversation, not saved until its first message)",
-                    "（当前新对话，发送第一条消息后才保存）"
-                )
+                self.tr("this_new_conversation_not_saved_until", &[])
             ));
         }
         if summaries.is_empty() && self.session.is_persisted() {
-            text.push_str(&self.t("no conversations yet\n", "还没有对话\n"));
+            text.push_str(&self.tr("no_conversations_yet", &[]));
         }
         let shown = summaries.len();
         for s in &summaries {
@@ -308,47 +261,39 @@ impl App {
                 "{mark} {}  {:>4} {}  {when}  {title}\n",
                 s.id,
                 s.messages,
-                self.t("msgs", "条"),
+                self.tr("msgs", &[]),
             ));
         }
         if shown < total {
-            text.push_str(&self.out.dim(&self.t(
-                &format!("… {} more; /list all shows every one", total - shown),
-                &format!("… 还有 {} 个；/list all 显示全部", total - shown),
-            )));
+            text.push_str(
+                &self
+                    .out
+                    .dim(&self.tr("list_more", &[("n", &(total - shown))])),
+            );
         }
         self.out.say(text.trim_end_matches('\n'));
     }
 
     pub(super) fn switch(&mut self, args: &str) {
         if args.is_empty() {
-            return self.refuse(
-                "usage: /switch <id> (see /list)",
-                "用法：/switch <id>（见 /list）",
-            );
+            return self.refuse_text("usage_switch_id_see_list", &[]);
         }
         let id = match self.store.resolve(args) {
             Ok(id) => id,
             Err(e) => return self.out.error(&e.to_string()),
         };
         if id == self.session.id() && self.session.is_persisted() {
-            return self.out.say(&self.t(
-                &format!("{id} is already the current conversation"),
-                &format!("{id} 已经是当前对话"),
-            ));
+            return self
+                .out
+                .say(&self.tr("is_already_the_current_conversation", &[("id", &id)]));
         }
         match ChatSession::open(self.store.clone(), &id, &self.system_prompt) {
             Ok((session, report)) => {
                 self.session = session;
                 self.report_load(&report);
                 let n = self.session.conversation().len() - 1;
-                self.out.say(&self.t(
-                    &format!(
-                        "switched to {id} ({}); /tree shows it",
-                        super::text::count(Lang::En, n, "message")
-                    ),
-                    &format!("已切换到 {id}（{n} 条消息）；/tree 查看"),
-                ));
+                self.out
+                    .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
             }
             Err(e) => self.out.error(&e.to_string()),
         }
@@ -361,40 +306,24 @@ impl App {
                 .iter()
                 .map(|(n, _)| n.to_string())
                 .collect();
-            self.out.warn(&self.t(
-                &format!(
-                    "skipped {} unreadable line(s) of the file (line {}): the rest loaded",
-                    lines.len(),
-                    lines.join(", ")
-                ),
-                &format!(
-                    "跳过了文件中 {} 行无法读取的内容（第 {} 行）；其余已加载",
-                    lines.len(),
-                    lines.join(", ")
-                ),
+            self.out.warn(&self.tr(
+                "skipped_unreadable_lines",
+                &[("n", &lines.len()), ("lines", &lines.join(", "))],
             ));
         }
         if !report.orphans.is_empty() {
-            self.out.warn(&self.t(
-                &format!(
-                    "{} message(s) had a missing parent and hang under the root: {}",
-                    report.orphans.len(),
-                    report.orphans.join(", ")
-                ),
-                &format!(
-                    "{} 条消息缺少父消息，已挂在根节点下：{}",
-                    report.orphans.len(),
-                    report.orphans.join(", ")
-                ),
+            self.out.warn(&self.tr(
+                "orphans_under_the_root",
+                &[
+                    ("n", &report.orphans.len()),
+                    ("ids", &report.orphans.join(", ")),
+                ],
             ));
         }
         if !report.duplicates.is_empty() {
-            self.out.warn(&self.t(
-                &format!(
-                    "ignored repeated message ids: {}",
-                    report.duplicates.join(", ")
-                ),
-                &format!("忽略了重复的消息 id：{}", report.duplicates.join(", ")),
+            self.out.warn(&self.tr(
+                "ignored_repeated_ids",
+                &[("ids", &report.duplicates.join(", "))],
             ));
         }
     }
@@ -406,7 +335,9 @@ impl App {
         // Role and skill files are read again, so edits take effect.
         match prompt::load_role(&self.layers, &self.role.name) {
             Ok(role) => self.role = role,
-            Err(e) => self.out.warn(&format!("{e}; keeping the role as it was")),
+            Err(e) => self
+                .out
+                .warn(&self.tr("keeping_the_role", &[("error", &e)])),
         }
         self.skills = SkillRegistry::load(&self.layers);
         for problem in &self.skills.problems {
@@ -414,10 +345,8 @@ impl App {
         }
         self.system_prompt = prompt::system_prompt(&self.role, &self.skills, &self.workdir);
         self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
-        self.out.say(&self.t(
-            &format!("new conversation {}", self.session.id()),
-            &format!("新对话 {}", self.session.id()),
-        ));
+        self.out
+            .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
     }
 
     /// The title shown by `/list`: the latest title record, else the first user message.
@@ -433,41 +362,30 @@ impl App {
         if args.is_empty() {
             let title = self.current_title();
             return self.out.say(&if title.is_empty() {
-                self.t("this conversation has no title yet", "当前对话还没有标题")
+                self.tr("this_conversation_has_no_title_yet", &[])
             } else {
                 title
             });
         }
         if !self.session.is_persisted() {
-            return self.refuse(
-                "nothing to name yet: send a first message, then /title",
-                "还没有可命名的内容：先发送一条消息，再 /title",
-            );
+            return self.refuse_text("nothing_to_name_yet_send_a", &[]);
         }
         match self.session.set_title(args) {
-            Ok(()) => self
-                .out
-                .say(&self.t(&format!("titled “{args}”"), &format!("标题已设为“{args}”"))),
+            Ok(()) => self.out.say(&self.tr("titled", &[("args", &args)])),
             Err(e) => self.out.error(&e.to_string()),
         }
     }
 
     pub(super) fn delete(&mut self, args: &str) {
         if args.is_empty() {
-            return self.refuse(
-                "usage: /delete <id> (see /list)",
-                "用法：/delete <id>（见 /list）",
-            );
+            return self.refuse_text("usage_delete_id_see_list", &[]);
         }
         let id = match self.store.resolve(args) {
             Ok(id) => id,
             Err(e) => return self.out.error(&e.to_string()),
         };
         if id == self.session.id() {
-            return self.refuse(
-                "that is the current conversation: /new or /switch to another one first",
-                "这是当前对话：请先 /new 或 /switch 到其他对话",
-            );
+            return self.refuse_text("that_is_the_current_conversation_new", &[]);
         }
         let summary = self
             .store
@@ -480,32 +398,31 @@ impl App {
                     " “{}” ({} {})",
                     preview(&s.title, 40),
                     s.messages,
-                    self.t("messages", "条消息")
+                    self.tr("messages", &[])
                 )
             })
             .unwrap_or_default();
-        let question = self.t(
-            &format!("Move conversation {id}{about} to the trash? [y/N] "),
-            &format!("把对话 {id}{about} 移到回收站？[y/N] "),
+        let question = self.tr(
+            "move_conversation_to_the_trash_y",
+            &[("id", &id), ("about", &about)],
         );
         let yes = self
             .ask(&question, "", false)
             .is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes" | "是"));
         if !yes {
-            return self.out.say(&self.t("nothing deleted", "未删除"));
+            return self.out.say(&self.tr("nothing_deleted", &[]));
         }
         match self.store.trash(&id) {
-            Ok(path) => self.out.say(&self.t(
-                &format!("moved {id} to {}", path.display()),
-                &format!("已把 {id} 移到 {}", path.display()),
-            )),
+            Ok(path) => self
+                .out
+                .say(&self.tr("moved_to_trash", &[("id", &id), ("path", &path.display())])),
             Err(e) => self.out.error(&e.to_string()),
         }
     }
 
     pub(super) fn search(&mut self, args: &str) {
         if args.is_empty() {
-            return self.refuse("usage: /search <text>", "用法：/search <文字>");
+            return self.refuse_text("usage_search_text", &[]);
         }
         let results = match self.store.search(args, SEARCH_LIMIT) {
             Ok(r) => r,
@@ -530,24 +447,11 @@ impl App {
         }
         let found = results.hits.len();
         let summary = if results.truncated {
-            self.t(
-                &format!(
-                    "first {} shown; narrow the search to see others",
-                    super::text::count(Lang::En, found, "match")
-                ),
-                &format!("仅显示前 {found} 条结果；请缩小搜索范围"),
-            )
+            self.tr("search_first_shown", &[("n", &found)])
         } else {
-            self.t(
-                &format!(
-                    "{} in {}; /switch ID then /N opens one",
-                    super::text::count(Lang::En, found, "match"),
-                    super::text::count(Lang::En, results.conversations_searched, "conversation")
-                ),
-                &format!(
-                    "在 {} 个对话中找到 {found} 条；用 /switch ID 再 /N 打开",
-                    results.conversations_searched
-                ),
+            self.tr(
+                "search_found",
+                &[("n", &found), ("c", &results.conversations_searched)],
             )
         };
         text.push_str(&self.out.dim(&summary));
@@ -561,26 +465,17 @@ impl App {
             match word {
                 "--json" => json = true,
                 w if w.starts_with("--") => {
-                    return self.refuse(
-                        &format!("/export knows --json only (got `{w}`)"),
-                        &format!("/export 只支持 --json（收到 `{w}`）"),
-                    );
+                    return self.refuse_text("export_knows_json_only_got", &[("w", &w)]);
                 }
                 w if file.is_none() => file = Some(PathBuf::from(w)),
                 w => {
-                    return self.refuse(
-                        &format!("/export takes one file name (got another: `{w}`)"),
-                        &format!("/export 只接受一个文件名（多出 `{w}`）"),
-                    );
+                    return self.refuse_text("export_takes_one_file_name_got", &[("w", &w)]);
                 }
             }
         }
         let c = self.session.conversation();
         if c.is_empty() {
-            return self.refuse(
-                "nothing to export: this conversation has no messages",
-                "没有可导出的内容：当前对话没有消息",
-            );
+            return self.refuse_text("nothing_to_export_this_conversation_has", &[]);
         }
         let title = self.current_title();
         let (text, ext) = if json {
@@ -594,11 +489,13 @@ impl App {
         };
         let path = file.unwrap_or_else(|| PathBuf::from(format!("{}.{ext}", c.id)));
         match std::fs::write(&path, text) {
-            Ok(()) => self.out.say(&self.t(
-                &format!("wrote {}", path.display()),
-                &format!("已写入 {}", path.display()),
+            Ok(()) => self
+                .out
+                .say(&self.tr("wrote", &[("path", &path.display())])),
+            Err(e) => self.out.error(&self.tr(
+                "writing_failed",
+                &[("path", &path.display()), ("error", &e)],
             )),
-            Err(e) => self.out.error(&format!("writing {}: {e}", path.display())),
         }
     }
 
@@ -653,20 +550,22 @@ impl App {
         let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
         let result = std::fs::write(&md_path, md).and_then(|()| std::fs::write(&json_path, json));
         match result {
-            Ok(()) => self.out.say(&self.t(
-                &format!("wrote {} and {}", md_path.display(), json_path.display()),
-                &format!("已写入 {} 和 {}", md_path.display(), json_path.display()),
+            Ok(()) => self.out.say(&self.tr(
+                "wrote_both",
+                &[("a", &md_path.display()), ("b", &json_path.display())],
             )),
-            Err(e) => self.out.error(&format!("writing the dump: {e}")),
+            Err(e) => self
+                .out
+                .error(&self.tr("writing_the_dump_failed", &[("error", &e)])),
         }
     }
 
     pub(super) fn permissions(&mut self, args: &str) {
         if !args.is_empty() {
             let Some(mode) = crate::tools::Mode::parse(args) else {
-                return self.refuse(
-                    &format!("unknown permission mode `{args}`; use strict, default or permissive"),
-                    &format!("未知权限模式 `{args}`；可用 strict、default 或 permissive"),
+                return self.refuse_text(
+                    "unknown_permission_mode_use_strict_default",
+                    &[("args", &args)],
                 );
             };
             self.policy.mode = mode;
@@ -676,13 +575,13 @@ impl App {
         use crate::tools::ToolKind::*;
         let mut text = format!(
             "{} {} · {} {} · {} {} · {} {}\n",
-            self.t("mode", "模式"),
+            self.tr("mode", &[]),
             self.out.bold(mode.as_str()),
-            self.t("read", "读取"),
+            self.tr("read", &[]),
             table(Read),
-            self.t("write", "写入"),
+            self.tr("write", &[]),
             table(Write),
-            self.t("execute", "执行"),
+            self.tr("execute", &[]),
             table(Execute),
         );
         let rules: Vec<String> = self
@@ -704,52 +603,35 @@ impl App {
             }))
             .collect();
         if rules.is_empty() {
-            text.push_str(&self.t("no rules; the mode decides\n", "没有规则；由模式决定\n"));
+            text.push_str(&self.tr("no_rules_the_mode_decides", &[]));
         } else {
-            text.push_str(&self.t("rules, first match wins:\n", "规则（先匹配者生效）：\n"));
+            text.push_str(&self.tr("rules_first_match_wins", &[]));
             text.push_str(&rules.join("\n"));
             text.push('\n');
         }
-        text.push_str(&self.out.dim(&self.t(
-            "Hard limits (rm -rf /, mkfs, dd to a disk, fork bombs, shutdown, curl | sh, …) are refused in every mode; file tools never leave the working folder.",
-            "硬性限制（rm -rf /、mkfs、dd 写磁盘、fork 炸弹、关机、curl | sh 等）在任何模式下都会被拒绝；文件工具永远不会离开工作目录。",
-        )));
+        text.push_str(&self.out.dim(&self.tr("hard_limits_rm_rf_mkfs_dd", &[])));
         self.out.say(&text);
     }
 
     pub(super) fn model(&mut self, args: &str) {
         let s = self.provider.settings();
         if args.is_empty() {
-            return self.out.say(&self.t(
-                &format!(
-                    "provider {} ({}, {}) · model {}",
-                    s.name,
-                    s.kind.as_str(),
-                    s.base_url,
-                    self.config.model
-                ),
-                &format!(
-                    "服务 {}（{}，{}）· 模型 {}",
-                    s.name,
-                    s.kind.as_str(),
-                    s.base_url,
-                    self.config.model
-                ),
+            return self.out.say(&self.tr(
+                "provider_and_model",
+                &[
+                    ("name", &s.name),
+                    ("kind", &s.kind.as_str()),
+                    ("url", &s.base_url),
+                    ("model", &self.config.model),
+                ],
             ));
         }
         if args.contains(char::is_whitespace) {
-            return self.refuse(
-                &format!("a model name has no spaces (got `{args}`)"),
-                &format!("模型名不含空格（收到 `{args}`）"),
-            );
+            return self.refuse_text("a_model_name_has_no_spaces", &[("args", &args)]);
         }
         self.config.model = args.to_string();
-        self.out.say(&self.t(
-            &format!(
-                "model {args} for the rest of this session (/models lists what the server offers)"
-            ),
-            &format!("本次会话改用模型 {args}（/models 列出可用模型）"),
-        ));
+        self.out
+            .say(&self.tr("model_for_the_rest_of_this", &[("args", &args)]));
     }
 
     pub(super) fn models(&mut self, args: &str) {
@@ -765,17 +647,14 @@ impl App {
         let models = match result {
             Some(Ok(models)) => models,
             Some(Err(e)) => {
-                return self.out.error(&self.t(
-                    &format!("cannot list the models: {e}"),
-                    &format!("无法列出模型：{e}"),
-                ));
+                return self
+                    .out
+                    .error(&self.tr("cannot_list_the_models", &[("e", &e)]));
             }
-            None => return self.out.warn(&self.t("interrupted", "已中断")),
+            None => return self.out.warn(&self.tr("interrupted", &[])),
         };
         if models.is_empty() {
-            return self
-                .out
-                .say(&self.t("the server lists no models", "服务没有列出模型"));
+            return self.out.say(&self.tr("the_server_lists_no_models", &[]));
         }
         let mut text = String::new();
         for m in &models {
@@ -788,11 +667,7 @@ impl App {
                 .unwrap_or_default();
             text.push_str(&format!("{mark} {}{about}\n", m.id));
         }
-        text.push_str(
-            &self
-                .out
-                .dim(&self.t("/model NAME switches", "/model NAME 切换模型")),
-        );
+        text.push_str(&self.out.dim(&self.tr("model_name_switches", &[])));
         self.out.say(&text);
     }
 
@@ -803,9 +678,9 @@ impl App {
         let mut text = String::new();
         for skill in self.skills.all() {
             let state = if skill.enabled {
-                self.out.green(&self.t("enabled ", "已启用"))
+                self.out.green(&self.tr("enabled", &[]))
             } else {
-                self.out.dim(&self.t("disabled", "已停用"))
+                self.out.dim(&self.tr("disabled", &[]))
             };
             text.push_str(&format!(
                 "{state}  {} ({}) {}\n",
@@ -815,7 +690,7 @@ impl App {
             ));
         }
         if text.is_empty() {
-            text = self.t("no skills\n", "没有技能\n");
+            text = self.tr("no_skills", &[]);
         }
         for problem in &self.skills.problems {
             text.push_str(&format!("{}\n", self.out.dim(&format!("! {problem}"))));
@@ -840,15 +715,12 @@ impl App {
         text.push_str(&format!(
             "  {:<18} {}\n",
             "/N",
-            self.t(
-                "move to node N of /tree; the next message forks from there",
-                "移动到 /tree 中的节点 N；下一条消息从那里分支"
-            )
+            self.tr("move_to_node_n_of_tree", &[])
         ));
         text.push_str(&format!(
             "  {:<18} {}\n",
             "//text",
-            self.t("send text that starts with /", "发送以 / 开头的文字")
+            self.tr("send_text_that_starts_with", &[])
         ));
         let aliases: Vec<String> = COMMANDS
             .iter()
@@ -860,11 +732,8 @@ impl App {
             .collect();
         text.push_str(&self.out.dim(&format!(
             "{}\n{}",
-            self.t("Aliases:", "别名：") + " " + &aliases.join(", "),
-            self.t(
-                "Alt-Enter, Ctrl-J or a trailing \\ starts a new line; Ctrl-C stops an answer or clears the line; Ctrl-D leaves.",
-                "Alt-Enter、Ctrl-J 或行尾 \\ 换行；Ctrl-C 中断回答或清空输入；Ctrl-D 退出。",
-            )
+            self.tr("aliases", &[]) + " " + &aliases.join(", "),
+            self.tr("alt_enter_ctrl_j_or_a", &[])
         )));
         self.out.say(&text);
     }

@@ -59,19 +59,13 @@ impl Output {
     }
 
     pub fn warn(&self, text: &str) {
-        let prefix = match self.lang {
-            Lang::En => "warning: ",
-            Lang::Zh => "警告：",
-        };
-        eprintln!("{}", self.paint(YELLOW, &format!("{prefix}{text}")));
+        let line = super::text::tr(self.lang, "warning_prefix", &[("text", &text)]);
+        eprintln!("{}", self.paint(YELLOW, &line));
     }
 
     pub fn error(&self, text: &str) {
-        let prefix = match self.lang {
-            Lang::En => "error: ",
-            Lang::Zh => "错误：",
-        };
-        eprintln!("{}", self.paint(RED, &format!("{prefix}{text}")));
+        let line = super::text::tr(self.lang, "error_prefix", &[("text", &text)]);
+        eprintln!("{}", self.paint(RED, &line));
     }
 
     pub fn usage_line(&self, usage: &Usage) -> String {
@@ -88,11 +82,7 @@ impl Output {
         if let Some(n) = usage.reasoning_tokens {
             parts.push(format!("{n} reasoning"));
         }
-        let label = match self.lang {
-            Lang::En => "tokens",
-            Lang::Zh => "令牌",
-        };
-        format!("[{label}: {}]", parts.join(" · "))
+        super::text::tr(self.lang, "usage_line", &[("parts", &parts.join(" · "))])
     }
 }
 
@@ -122,13 +112,7 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
     for (i, line) in shown {
         if cut && i == lines.len() - DIFF_TAIL_LINES {
             let skipped = lines.len() - DIFF_HEAD_LINES - DIFF_TAIL_LINES;
-            let note = match out.lang {
-                Lang::En => format!(
-                    "… {} of the diff not shown …",
-                    super::text::count(out.lang, skipped, "line")
-                ),
-                Lang::Zh => format!("…… 差异中有 {skipped} 行未显示 ……"),
-            };
+            let note = super::text::tr(out.lang, "diff_lines_cut", &[("n", &skipped)]);
             text.push_str(&out.dim(&note));
             text.push('\n');
         }
@@ -136,13 +120,7 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
         let line = if chars > DIFF_LINE_CHARS {
             let head: String = line.chars().take(DIFF_LINE_CHARS).collect();
             let rest = chars - DIFF_LINE_CHARS;
-            match out.lang {
-                Lang::En => format!(
-                    "{head} […{} more]",
-                    super::text::count(out.lang, rest, "character")
-                ),
-                Lang::Zh => format!("{head} [……还有 {rest} 个字符]"),
-            }
+            super::text::tr(out.lang, "diff_line_cut", &[("head", &head), ("n", &rest)])
         } else {
             line.to_string()
         };
@@ -241,11 +219,9 @@ impl Observer for Printer {
         if !self.in_reasoning {
             self.end_line();
             self.in_reasoning = true;
-            let label = match self.out.lang {
-                Lang::En => "[reasoning]",
-                Lang::Zh => "[思考]",
-            };
-            let label = self.out.dim(label);
+            let label = self
+                .out
+                .dim(&super::text::tr(self.out.lang, "reasoning_label", &[]));
             self.write_stream(&format!("{label}\n"));
             if self.out.color {
                 self.write_stream("\x1b[2m");
@@ -271,16 +247,17 @@ impl Observer for Printer {
 
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
         self.end_line();
-        let line = match self.out.lang {
-            Lang::En => format!(
-                "↻ {reason}; retrying in {:.1} s (attempt {attempt} of {of})",
-                delay.as_secs_f64()
-            ),
-            Lang::Zh => format!(
-                "↻ {reason}；{:.1} 秒后重试（第 {attempt} 次，共 {of} 次）",
-                delay.as_secs_f64()
-            ),
-        };
+        let secs = format!("{:.1}", delay.as_secs_f64());
+        let line = super::text::tr(
+            self.out.lang,
+            "retrying",
+            &[
+                ("reason", &reason),
+                ("secs", &secs),
+                ("attempt", &attempt),
+                ("of", &of),
+            ],
+        );
         self.out.say(&self.out.paint(YELLOW, &line));
     }
 
@@ -291,19 +268,13 @@ impl Observer for Printer {
             response.finish_reason.as_deref(),
             Some("length" | "max_tokens")
         ) {
-            let note = match self.out.lang {
-                Lang::En => "(the answer stopped at the token limit: max_tokens in the config)",
-                Lang::Zh => "（回答达到了令牌上限：配置项 max_tokens）",
-            };
-            self.out.say(&self.out.dim(note));
+            let note = super::text::tr(self.out.lang, "token_limit_note", &[]);
+            self.out.say(&self.out.dim(&note));
         }
         // After a failure or an interrupt only that is said: nothing came, and it is no news.
         if complete && response.content.is_empty() && response.tool_calls.is_empty() {
-            let note = match self.out.lang {
-                Lang::En => "(the model sent an empty answer)",
-                Lang::Zh => "（模型返回了空回答）",
-            };
-            self.out.say(&self.out.dim(note));
+            let note = super::text::tr(self.out.lang, "empty_answer_note", &[]);
+            self.out.say(&self.out.dim(&note));
         }
         if let Some(usage) = &response.usage {
             let line = self.out.dim(&self.out.usage_line(usage));

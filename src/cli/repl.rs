@@ -137,37 +137,32 @@ fn announce_project_config(out: &Output, config: &Config) {
     let Some(file) = &config.project_file else {
         return;
     };
-    let (en, zh) = if config.project_trusted {
-        ("trusted", "已信任")
-    } else {
-        ("not trusted", "未信任")
+    let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
+        crate::tools::escape_controls(&super::text::tr(out.lang, key, args))
     };
-    let line = match out.lang {
-        Lang::En => format!(
-            "project config {} in force ({en}): permission mode {}, base URL {}",
-            file.display(),
-            config.permission_mode.as_str(),
-            config.provider.base_url
-        ),
-        Lang::Zh => format!(
-            "项目配置 {} 生效（{zh}）：权限模式 {}，服务地址 {}",
-            file.display(),
-            config.permission_mode.as_str(),
-            config.provider.base_url
-        ),
-    };
-    eprintln!("{}", out.dim(&crate::tools::escape_controls(&line)));
+    let trust = tr(
+        if config.project_trusted {
+            "trusted"
+        } else {
+            "not_trusted"
+        },
+        &[],
+    );
+    let line = tr(
+        "project_config_in_force",
+        &[
+            ("file", &file.display()),
+            ("trust", &trust),
+            ("mode", &config.permission_mode.as_str()),
+            ("url", &config.provider.base_url),
+        ],
+    );
+    eprintln!("{}", out.dim(&line));
     for what in &config.ignored {
-        out.warn(&crate::tools::escape_controls(&match out.lang {
-            Lang::En => format!(
-                "ignored {what} from {}: a project file may narrow what you allow, not widen it, until you trust it (answer yes when asked on a terminal, or start with --trust-project)",
-                file.display()
-            ),
-            Lang::Zh => format!(
-                "已忽略 {} 中的 {what}：项目文件在你信任之前只能收紧、不能放宽权限（在终端中回答 yes，或使用 --trust-project 启动）",
-                file.display()
-            ),
-        }));
+        out.warn(&tr(
+            "ignored_from_project",
+            &[("what", what), ("file", &file.display())],
+        ));
     }
 }
 
@@ -178,16 +173,11 @@ fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
         .iter()
         .map(|w| format!("  - {}\n", crate::tools::escape_controls(w)))
         .collect();
-    let question = match out.lang {
-        Lang::En => format!(
-            "{} asks for more than you allow:\n{list}Trust this file as it is now? It stays trusted until it changes. [y/N] ",
-            file.display()
-        ),
-        Lang::Zh => format!(
-            "{} 要求超出你允许的权限：\n{list}信任此文件的当前内容吗？内容改变后需重新确认。[y/N] ",
-            file.display()
-        ),
-    };
+    let question = super::text::tr(
+        out.lang,
+        "trust_question",
+        &[("file", &file.display()), ("list", &list)],
+    );
     print!("{}", out.bold(&question));
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
@@ -291,12 +281,7 @@ impl App {
             (None, true) => {
                 let latest = store.latest()?;
                 if latest.is_none() {
-                    out.warn(match out.lang {
-                        Lang::En => {
-                            "no conversation to continue in this project; starting a new one"
-                        }
-                        Lang::Zh => "本项目没有可继续的对话；开始新对话",
-                    });
+                    out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
                 }
                 latest
             }
@@ -378,17 +363,12 @@ impl App {
         };
         if let Some(report) = report {
             app.report_load(&report);
-            app.out.say(&app.t(
-                &format!(
-                    "resumed {} ({}); /tree shows it",
-                    app.session.id(),
-                    super::text::count(Lang::En, app.session.conversation().len() - 1, "message")
-                ),
-                &format!(
-                    "已恢复 {}（{} 条消息）；/tree 查看",
-                    app.session.id(),
-                    app.session.conversation().len() - 1
-                ),
+            app.out.say(&app.tr(
+                "resumed",
+                &[
+                    ("id", &app.session.id()),
+                    ("n", &(app.session.conversation().len() - 1)),
+                ],
             ));
         }
         Ok(app)
@@ -402,11 +382,9 @@ impl App {
         std::mem::forget(session);
     }
 
-    pub(super) fn t(&self, en: &str, zh: &str) -> String {
-        match self.out.lang {
-            Lang::En => en.to_string(),
-            Lang::Zh => zh.to_string(),
-        }
+    /// The text for `key` in the interface's language ([`super::text`]).
+    pub(super) fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+        super::text::tr(self.out.lang, key, args)
     }
 
     fn banner(&self) {
@@ -415,32 +393,27 @@ impl App {
             "{} {} · {} {} · {} {} · {} {}",
             self.out.bold("new"),
             env!("CARGO_PKG_VERSION"),
-            self.t("provider", "服务"),
+            self.tr("provider", &[]),
             s.name,
-            self.t("model", "模型"),
+            self.tr("model", &[]),
             self.config.model,
-            self.t("role", "角色"),
+            self.tr("role", &[]),
             self.role.name,
         ));
         self.out.say(&self.out.dim(&format!(
             "{} {} · {}",
-            self.t("working folder", "工作目录"),
+            self.tr("working_folder", &[]),
             self.workdir.display(),
-            self.t(
-                "/help for commands, Alt-Enter or a trailing \\ for a new line",
-                "/help 查看命令，Alt-Enter 或行尾 \\ 换行"
-            )
+            self.tr("help_for_commands_alt_enter_or", &[])
         )));
         if !self.config.has_credentials && !self.is_first_run() {
-            self.out.warn(&self.t(
-                &format!(
-                    "no API key for `{}`: set {} (or point {} at a local server, which needs none)",
-                    s.name, s.api_key_var, s.base_url_var
-                ),
-                &format!(
-                    "`{}` 没有 API 密钥：请设置 {}（或把 {} 指向无需密钥的本地服务）",
-                    s.name, s.api_key_var, s.base_url_var
-                ),
+            self.out.warn(&self.tr(
+                "no_api_key_for",
+                &[
+                    ("name", &s.name),
+                    ("key", &s.api_key_var),
+                    ("url", &s.base_url_var),
+                ],
             ));
         }
     }
@@ -500,9 +473,9 @@ impl App {
                 self.chat(text);
             }
             Input::Goto(n) => self.goto(n),
-            Input::Unknown(word) => self.out.error(&self.t(
-                &format!("unknown command {word}; /help lists the commands (start with // to send a line beginning with /)"),
-                &format!("未知命令 {word}；/help 列出所有命令（以 // 开头可发送以 / 开头的文字）"),
+            Input::Unknown(word) => self.out.error(&self.tr(
+                "unknown_command_help_lists_the_commands",
+                &[("word", &word)],
             )),
             Input::Command(id, args) => return self.command(id, args),
         }
@@ -577,23 +550,13 @@ impl App {
         self.busy.store(false, Ordering::SeqCst);
         match &end {
             TurnEnd::Complete => {}
-            TurnEnd::RoundLimit(n) => self.out.warn(&self.t(
-                &format!(
-                    "stopped after {} of tool calls (max_rounds in the config); send a message to let it go on",
-                    super::text::count(Lang::En, *n, "round")
-                ),
-                &format!("工具调用已达 {n} 轮上限（配置项 max_rounds）；发送消息可继续"),
-            )),
-            TurnEnd::Interrupted => self.out.warn(&self.t(
-                "interrupted; what arrived is kept",
-                "已中断；已收到的内容已保存",
-            )),
+            TurnEnd::RoundLimit(n) => self.out.warn(&self.tr("round_limit", &[("n", n)])),
+            TurnEnd::Interrupted => self
+                .out
+                .warn(&self.tr("interrupted_what_arrived_is_kept", &[])),
             TurnEnd::Failed(e) => self.out.error(&format!(
                 "{e}\n{}",
-                self.t(
-                    "Your message is saved; send it again or fork from it once this is fixed.",
-                    "你的消息已保存；修复后可重新发送或从此处分支。"
-                )
+                self.tr("your_message_is_saved_send_it", &[])
             )),
         }
         end

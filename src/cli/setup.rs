@@ -19,53 +19,18 @@ impl App {
         let path = user_config_path()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "~/.config/new/config.json".into());
-        let text = self.t(
-            &format!(
-                "new needs a model to talk to. Set one of:\n\
-                 \x20 export OPENAI_API_KEY=sk-...                      # OpenAI\n\
-                 \x20 export ANTHROPIC_API_KEY=sk-ant-...               # Anthropic (with --provider anthropic)\n\
-                 \x20 export OPENAI_BASE_URL=http://127.0.0.1:8080/v1   # a local server: llama.cpp, Ollama (:11434/v1), vLLM\n\
-                 or write {path}, for example:\n\
-                 \x20 {{\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"providers\": {{\"anthropic\": {{\"api_key\": \"sk-ant-...\"}}}}}}\n\
-                 \x20 {{\"provider\": \"openai\", \"model\": \"gpt-4o-mini\", \"providers\": {{\"openai\": {{\"api_key\": \"sk-...\"}}}}}}\n\
-                 \x20 {{\"provider\": \"local\", \"model\": \"qwen2.5-coder\", \"providers\": {{\"local\": {{\"base_url\": \"http://127.0.0.1:8080/v1\"}}}}}}"
-            ),
-            &format!(
-                "new 需要一个模型服务。设置以下之一：\n\
-                 \x20 export OPENAI_API_KEY=sk-...                      # OpenAI\n\
-                 \x20 export ANTHROPIC_API_KEY=sk-ant-...               # Anthropic（配合 --provider anthropic）\n\
-                 \x20 export OPENAI_BASE_URL=http://127.0.0.1:8080/v1   # 本地服务：llama.cpp、Ollama（:11434/v1）、vLLM\n\
-                 或编写 {path}，例如：\n\
-                 \x20 {{\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"providers\": {{\"anthropic\": {{\"api_key\": \"sk-ant-...\"}}}}}}\n\
-                 \x20 {{\"provider\": \"openai\", \"model\": \"gpt-4o-mini\", \"providers\": {{\"openai\": {{\"api_key\": \"sk-...\"}}}}}}\n\
-                 \x20 {{\"provider\": \"local\", \"model\": \"qwen2.5-coder\", \"providers\": {{\"local\": {{\"base_url\": \"http://127.0.0.1:8080/v1\"}}}}}}"
-            ),
-        );
+        let text = self.tr("how_to_configure", &[("path", &path)]);
         eprintln!("{text}");
     }
 
     /// The interactive setup. Writes the user config file and switches to what it configures.
     pub(super) fn offer_setup(&mut self) {
-        let answer = self.ask(
-            &self.t("Set up now? [Y/n] ", "现在设置吗？[Y/n] "),
-            "",
-            false,
-        );
+        let answer = self.ask(&self.tr("set_up_now_y_n", &[]), "", false);
         if answer.is_none_or(|a| a.trim().eq_ignore_ascii_case("n") || a.trim() == "否") {
-            return self.out.say(&self.t(
-                "Skipped. You can still use the commands; set a key to chat.",
-                "已跳过。命令仍可使用；设置密钥后即可对话。",
-            ));
+            return self.out.say(&self.tr("skipped_you_can_still_use_the", &[]));
         }
         let choice = self
-            .ask(
-                &self.t(
-                    "Provider: 1) OpenAI  2) Anthropic  3) a local or other OpenAI-compatible server [1] ",
-                    "服务：1) OpenAI  2) Anthropic  3) 本地或其他 OpenAI 兼容服务 [1] ",
-                ),
-                "",
-                false,
-            )
+            .ask(&self.tr("provider_1_openai_2_anthropic_3", &[]), "", false)
             .unwrap_or_default();
         let (name, kind, default_model, default_url) = match choice.trim() {
             "" | "1" => ("openai", None, "gpt-4o-mini", None),
@@ -77,10 +42,9 @@ impl App {
                 Some("http://127.0.0.1:8080/v1"),
             ),
             other => {
-                return self.out.error(&self.t(
-                    &format!("no provider `{other}`; run new again to set up"),
-                    &format!("没有选项 `{other}`；请重新运行 new 进行设置"),
-                ));
+                return self
+                    .out
+                    .error(&self.tr("no_provider_run_new_again_to", &[("other", &other)]));
             }
         };
         let mut entry = ProviderEntry {
@@ -95,18 +59,17 @@ impl App {
             entry.base_url = Some(if url.is_empty() { default_url } else { url }.to_string());
         }
         let key_prompt = if default_url.is_some() {
-            self.t("API key (Enter for none): ", "API 密钥（没有则直接回车）：")
+            self.tr("api_key_enter_for_none", &[])
         } else {
-            self.t("API key (not shown): ", "API 密钥（输入不显示）：")
+            self.tr("api_key_not_shown", &[])
         };
         let key = self.read_secret(&key_prompt).unwrap_or_default();
         if !key.trim().is_empty() {
             entry.api_key = Some(key.trim().to_string());
         } else if default_url.is_none() {
-            return self.out.error(&self.t(
-                "no key given; nothing was written",
-                "未输入密钥；没有写入任何内容",
-            ));
+            return self
+                .out
+                .error(&self.tr("no_key_given_nothing_was_written", &[]));
         }
         let model = self
             .ask(&format!("Model [{default_model}] "), "", false)
@@ -116,7 +79,7 @@ impl App {
             m => m.to_string(),
         };
         let Some(path) = user_config_path() else {
-            return self.out.error("this platform has no config folder");
+            return self.out.error(&self.tr("no_config_folder", &[]));
         };
         let mut file = match config::read_file(&path) {
             Ok(existing) => existing.unwrap_or_default(),
@@ -126,12 +89,13 @@ impl App {
         file.model = Some(model);
         file.providers.insert(name.to_string(), entry);
         if let Err(e) = write_private(&path, &file) {
-            return self.out.error(&format!("writing {}: {e}", path.display()));
+            return self.out.error(&self.tr(
+                "writing_failed",
+                &[("path", &path.display()), ("error", &e)],
+            ));
         }
-        self.out.say(&self.t(
-            &format!("wrote {} (readable only by you)", path.display()),
-            &format!("已写入 {}（仅你可读）", path.display()),
-        ));
+        self.out
+            .say(&self.tr("wrote_private", &[("path", &path.display())]));
         self.reload_configuration();
     }
 
@@ -153,17 +117,12 @@ impl App {
             Ok((config, provider)) => {
                 self.config = config;
                 self.provider = provider;
-                self.out.say(&self.t(
-                    &format!(
-                        "using {} with model {}",
-                        self.provider.settings().name,
-                        self.config.model
-                    ),
-                    &format!(
-                        "正在使用 {}，模型 {}",
-                        self.provider.settings().name,
-                        self.config.model
-                    ),
+                self.out.say(&self.tr(
+                    "using_provider_and_model",
+                    &[
+                        ("name", &self.provider.settings().name),
+                        ("model", &self.config.model),
+                    ],
                 ));
             }
             Err(e) => self.out.error(&e),

@@ -1,7 +1,665 @@
-//! User-facing text: counts with their plurals, and (as they move here) the sentences the REPL
-//! shows, in English and Chinese.
+//! One home for what the REPL says: every sentence in English and Chinese, by key, with named
+//! placeholders (`{id}`); `{n:message}` is a count with its English plural (`1 message`, `2
+//! messages`), `{role:a}` a word with its English article (`an assistant`). A test checks that every key has both languages with the same placeholders, that
+//! every key the code uses exists, and that none is left unused.
 
 use crate::config::Lang;
+
+/// (key, English, Chinese).
+pub const TEXTS: &[(&str, &str, &str)] = &[
+    (
+        "writes_to_new_and_git_always",
+        "writes to .new/ and .git/ always need approval and there is no terminal to ask, so it was not run",
+        "写入 .new/ 和 .git/ 总是需要批准，但没有终端可询问，因此未运行",
+    ),
+    (
+        "needs_approval_and_there_is_no",
+        "needs approval and there is no terminal to ask, so it was not run (allow it with --permission-mode or a rule)",
+        "需要批准，但没有终端可询问，因此未运行（可用 --permission-mode 或规则允许）",
+    ),
+    (
+        "this_writes_inside_new_or_git",
+        "this writes inside .new/ or .git/ (settings, hooks): it is asked every time · y: allow once · n: deny",
+        "此操作写入 .new/ 或 .git/（设置、钩子）：每次都会询问 · y：允许一次 · n：拒绝",
+    ),
+    ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
+    (
+        "reason_for_the_model_optional",
+        "reason for the model (optional): ",
+        "给模型的理由（可选）：",
+    ),
+    (
+        "answer_y_s_a_or_n",
+        "answer y, s, a or n",
+        "请回答 y、s、a 或 n",
+    ),
+    (
+        "the_next_message_continues_from_here",
+        "the next message continues from here",
+        "下一条消息从这里继续",
+    ),
+    (
+        "the_next_message_starts_a_new",
+        "the next message starts a new branch here",
+        "下一条消息将从这里开始新分支",
+    ),
+    ("no_branches_yet", "no branches yet\n", "还没有分支\n"),
+    (
+        "there_is_no_fork_above_this",
+        "there is no fork above this point: nothing to flip between",
+        "此处上方没有分叉：没有可切换的分支",
+    ),
+    (
+        "nothing_to_retry_there_is_no",
+        "nothing to retry: there is no user message on this branch",
+        "无法重试：此分支上没有用户消息",
+    ),
+    (
+        "nothing_to_edit_there_is_no",
+        "nothing to edit: there is no user message on this branch",
+        "无法编辑：此分支上没有用户消息",
+    ),
+    (
+        "edit_the_message_enter_sends_it",
+        "Edit the message (Enter sends it as a new branch; Ctrl-C cancels)\n✎ ",
+        "编辑消息（回车作为新分支发送；Ctrl-C 取消）\n✎ ",
+    ),
+    ("edit_cancelled", "edit cancelled", "已取消编辑"),
+    (
+        "edit_cancelled_the_text_is_empty",
+        "edit cancelled: the text is empty",
+        "已取消编辑：内容为空",
+    ),
+    (
+        "the_text_is_unchanged_retry_asks",
+        "the text is unchanged; /retry asks for a new answer to it",
+        "内容未改变；/retry 可重新回答",
+    ),
+    (
+        "this_new_conversation_not_saved_until",
+        "(this new conversation, not saved until its first message)",
+        "（当前新对话，发送第一条消息后才保存）",
+    ),
+    (
+        "no_conversations_yet",
+        "no conversations yet\n",
+        "还没有对话\n",
+    ),
+    ("msgs", "msgs", "条"),
+    (
+        "usage_switch_id_see_list",
+        "usage: /switch <id> (see /list)",
+        "用法：/switch <id>（见 /list）",
+    ),
+    (
+        "this_conversation_has_no_title_yet",
+        "this conversation has no title yet",
+        "当前对话还没有标题",
+    ),
+    (
+        "nothing_to_name_yet_send_a",
+        "nothing to name yet: send a first message, then /title",
+        "还没有可命名的内容：先发送一条消息，再 /title",
+    ),
+    (
+        "usage_delete_id_see_list",
+        "usage: /delete <id> (see /list)",
+        "用法：/delete <id>（见 /list）",
+    ),
+    (
+        "that_is_the_current_conversation_new",
+        "that is the current conversation: /new or /switch to another one first",
+        "这是当前对话：请先 /new 或 /switch 到其他对话",
+    ),
+    ("messages", "messages", "条消息"),
+    ("nothing_deleted", "nothing deleted", "未删除"),
+    (
+        "usage_search_text",
+        "usage: /search <text>",
+        "用法：/search <文字>",
+    ),
+    (
+        "nothing_to_export_this_conversation_has",
+        "nothing to export: this conversation has no messages",
+        "没有可导出的内容：当前对话没有消息",
+    ),
+    ("mode", "mode", "模式"),
+    ("read", "read", "读取"),
+    ("write", "write", "写入"),
+    ("execute", "execute", "执行"),
+    (
+        "no_rules_the_mode_decides",
+        "no rules; the mode decides\n",
+        "没有规则；由模式决定\n",
+    ),
+    (
+        "rules_first_match_wins",
+        "rules, first match wins:\n",
+        "规则（先匹配者生效）：\n",
+    ),
+    (
+        "hard_limits_rm_rf_mkfs_dd",
+        "Hard limits (rm -rf /, mkfs, dd to a disk, fork bombs, shutdown, curl | sh, …) are refused in every mode; file tools never leave the working folder.",
+        "硬性限制（rm -rf /、mkfs、dd 写磁盘、fork 炸弹、关机、curl | sh 等）在任何模式下都会被拒绝；文件工具永远不会离开工作目录。",
+    ),
+    ("interrupted", "interrupted", "已中断"),
+    (
+        "the_server_lists_no_models",
+        "the server lists no models",
+        "服务没有列出模型",
+    ),
+    (
+        "model_name_switches",
+        "/model NAME switches",
+        "/model NAME 切换模型",
+    ),
+    ("enabled", "enabled ", "已启用"),
+    ("disabled", "disabled", "已停用"),
+    ("no_skills", "no skills\n", "没有技能\n"),
+    (
+        "move_to_node_n_of_tree",
+        "move to node N of /tree; the next message forks from there",
+        "移动到 /tree 中的节点 N；下一条消息从那里分支",
+    ),
+    (
+        "send_text_that_starts_with",
+        "send text that starts with /",
+        "发送以 / 开头的文字",
+    ),
+    ("aliases", "Aliases:", "别名："),
+    (
+        "alt_enter_ctrl_j_or_a",
+        "Alt-Enter, Ctrl-J or a trailing \\ starts a new line; Ctrl-C stops an answer or clears the line; Ctrl-D leaves.",
+        "Alt-Enter、Ctrl-J 或行尾 \\ 换行；Ctrl-C 中断回答或清空输入；Ctrl-D 退出。",
+    ),
+    ("provider", "provider", "服务"),
+    ("model", "model", "模型"),
+    ("role", "role", "角色"),
+    ("working_folder", "working folder", "工作目录"),
+    (
+        "help_for_commands_alt_enter_or",
+        "/help for commands, Alt-Enter or a trailing \\ for a new line",
+        "/help 查看命令，Alt-Enter 或行尾 \\ 换行",
+    ),
+    (
+        "interrupted_what_arrived_is_kept",
+        "interrupted; what arrived is kept",
+        "已中断；已收到的内容已保存",
+    ),
+    (
+        "your_message_is_saved_send_it",
+        "Your message is saved; send it again or fork from it once this is fixed.",
+        "你的消息已保存；修复后可重新发送或从此处分支。",
+    ),
+    ("set_up_now_y_n", "Set up now? [Y/n] ", "现在设置吗？[Y/n] "),
+    (
+        "skipped_you_can_still_use_the",
+        "Skipped. You can still use the commands; set a key to chat.",
+        "已跳过。命令仍可使用；设置密钥后即可对话。",
+    ),
+    (
+        "provider_1_openai_2_anthropic_3",
+        "Provider: 1) OpenAI  2) Anthropic  3) a local or other OpenAI-compatible server [1] ",
+        "服务：1) OpenAI  2) Anthropic  3) 本地或其他 OpenAI 兼容服务 [1] ",
+    ),
+    (
+        "api_key_enter_for_none",
+        "API key (Enter for none): ",
+        "API 密钥（没有则直接回车）：",
+    ),
+    (
+        "api_key_not_shown",
+        "API key (not shown): ",
+        "API 密钥（输入不显示）：",
+    ),
+    (
+        "no_key_given_nothing_was_written",
+        "no key given; nothing was written",
+        "未输入密钥；没有写入任何内容",
+    ),
+    (
+        "needs_your_approval",
+        "⚠ {name} needs your approval:",
+        "⚠ {name} 需要你的批准：",
+    ),
+    (
+        "takes_no_argument_got",
+        "{command} takes no argument (got `{args}`)",
+        "{command} 不接受参数（收到 `{args}`）",
+    ),
+    (
+        "no_node_this_tree_has_nodes",
+        "no node [{n}]; this tree has nodes [0] to [{last}] (see /tree)",
+        "没有节点 [{n}]；此树的节点为 [0] 到 [{last}]（见 /tree）",
+    ),
+    (
+        "tree_takes_no_argument_but_full",
+        "/tree takes no argument but --full (got `{args}`)",
+        "/tree 只接受 --full 参数（收到 `{args}`）",
+    ),
+    (
+        "edit_takes_a_node_number_from",
+        "/edit takes a node number from /tree (got `{args}`)",
+        "/edit 需要 /tree 中的节点编号（收到 `{args}`）",
+    ),
+    (
+        "list_takes_no_argument_but_all",
+        "/list takes no argument but `all` (got `{other}`)",
+        "/list 只接受参数 all（收到 `{other}`）",
+    ),
+    (
+        "is_already_the_current_conversation",
+        "{id} is already the current conversation",
+        "{id} 已经是当前对话",
+    ),
+    ("titled", "titled “{args}”", "标题已设为“{args}”"),
+    (
+        "move_conversation_to_the_trash_y",
+        "Move conversation {id}{about} to the trash? [y/N] ",
+        "把对话 {id}{about} 移到回收站？[y/N] ",
+    ),
+    (
+        "export_knows_json_only_got",
+        "/export knows --json only (got `{w}`)",
+        "/export 只支持 --json（收到 `{w}`）",
+    ),
+    (
+        "export_takes_one_file_name_got",
+        "/export takes one file name (got another: `{w}`)",
+        "/export 只接受一个文件名（多出 `{w}`）",
+    ),
+    (
+        "unknown_permission_mode_use_strict_default",
+        "unknown permission mode `{args}`; use strict, default or permissive",
+        "未知权限模式 `{args}`；可用 strict、default 或 permissive",
+    ),
+    (
+        "a_model_name_has_no_spaces",
+        "a model name has no spaces (got `{args}`)",
+        "模型名不含空格（收到 `{args}`）",
+    ),
+    (
+        "model_for_the_rest_of_this",
+        "model {args} for the rest of this session (/models lists what the server offers)",
+        "本次会话改用模型 {args}（/models 列出可用模型）",
+    ),
+    (
+        "cannot_list_the_models",
+        "cannot list the models: {e}",
+        "无法列出模型：{e}",
+    ),
+    (
+        "unknown_command_help_lists_the_commands",
+        "unknown command {word}; /help lists the commands (start with // to send a line beginning with /)",
+        "未知命令 {word}；/help 列出所有命令（以 // 开头可发送以 / 开头的文字）",
+    ),
+    (
+        "no_provider_run_new_again_to",
+        "no provider `{other}`; run new again to set up",
+        "没有选项 `{other}`；请重新运行 new 进行设置",
+    ),
+    (
+        "approval_options",
+        "y: allow once · s: allow `{session}` for this session · a: always allow `{always}` (saved in {file}) · n: deny",
+        "y：允许一次 · s：本次会话允许 `{session}` · a：始终允许 `{always}`（保存到 {file}）· n：拒绝",
+    ),
+    ("saved_in", "saved in {file}", "已保存到 {file}"),
+    (
+        "could_not_save_the_rule",
+        "could not save the rule in {file}: {error}; allowed once",
+        "无法把规则保存到 {file}：{error}；本次允许",
+    ),
+    ("depth_messages", "({n:message})", "（{n} 条消息）"),
+    (
+        "this_is_the_first_alternative",
+        "this is the first of {count} alternatives",
+        "这已是 {count} 个分支中的第一个",
+    ),
+    (
+        "this_is_the_last_alternative",
+        "this is the last of {count} alternatives",
+        "这已是 {count} 个分支中的最后一个",
+    ),
+    (
+        "alternative_of",
+        "alternative {at} of {count}",
+        "第 {at} 个分支，共 {count} 个",
+    ),
+    (
+        "only_user_messages_can_be_edited",
+        "[{n}] is {role:a} message; only user messages can be edited (/retry asks for a new answer)",
+        "[{n}] 是 {role} 消息；只能编辑用户消息（/retry 可重新回答）",
+    ),
+    (
+        "list_more",
+        "… {n} more; /list all shows every one",
+        "… 还有 {n} 个；/list all 显示全部",
+    ),
+    (
+        "switched_to",
+        "switched to {id} ({n:message}); /tree shows it",
+        "已切换到 {id}（{n} 条消息）；/tree 查看",
+    ),
+    (
+        "skipped_unreadable_lines",
+        "skipped {n:unreadable line} of the file (line {lines}): the rest loaded",
+        "跳过了文件中 {n} 行无法读取的内容（第 {lines} 行）；其余已加载",
+    ),
+    (
+        "orphans_under_the_root",
+        "{n:message} had a missing parent and hang under the root: {ids}",
+        "{n} 条消息缺少父消息，已挂在根节点下：{ids}",
+    ),
+    (
+        "ignored_repeated_ids",
+        "ignored repeated message ids: {ids}",
+        "忽略了重复的消息 id：{ids}",
+    ),
+    ("new_conversation", "new conversation {id}", "新对话 {id}"),
+    (
+        "moved_to_trash",
+        "moved {id} to {path}",
+        "已把 {id} 移到 {path}",
+    ),
+    (
+        "search_first_shown",
+        "first {n:match} shown; narrow the search to see others",
+        "仅显示前 {n} 条结果；请缩小搜索范围",
+    ),
+    (
+        "search_found",
+        "{n:match} in {c:conversation}; /switch ID then /N opens one",
+        "在 {c} 个对话中找到 {n} 条；用 /switch ID 再 /N 打开",
+    ),
+    ("wrote", "wrote {path}", "已写入 {path}"),
+    ("wrote_both", "wrote {a} and {b}", "已写入 {a} 和 {b}"),
+    (
+        "provider_and_model",
+        "provider {name} ({kind}, {url}) · model {model}",
+        "服务 {name}（{kind}，{url}）· 模型 {model}",
+    ),
+    (
+        "keeping_the_role",
+        "{error}; keeping the role as it was",
+        "{error}；保留原来的角色",
+    ),
+    (
+        "writing_failed",
+        "writing {path}: {error}",
+        "写入 {path} 失败：{error}",
+    ),
+    (
+        "writing_the_dump_failed",
+        "writing the dump: {error}",
+        "写入转储失败：{error}",
+    ),
+    ("trusted", "trusted", "已信任"),
+    ("not_trusted", "not trusted", "未信任"),
+    (
+        "project_config_in_force",
+        "project config {file} in force ({trust}): permission mode {mode}, base URL {url}",
+        "项目配置 {file} 生效（{trust}）：权限模式 {mode}，服务地址 {url}",
+    ),
+    (
+        "ignored_from_project",
+        "ignored {what} from {file}: a project file may narrow what you allow, not widen it, until you trust it (answer yes when asked on a terminal, or start with --trust-project)",
+        "已忽略 {file} 中的 {what}：项目文件在你信任之前只能收紧、不能放宽权限（在终端中回答 yes，或使用 --trust-project 启动）",
+    ),
+    (
+        "trust_question",
+        "{file} asks for more than you allow:\n{list}Trust this file as it is now? It stays trusted until it changes. [y/N] ",
+        "{file} 要求超出你允许的权限：\n{list}信任此文件的当前内容吗？内容改变后需重新确认。[y/N] ",
+    ),
+    (
+        "nothing_to_continue",
+        "no conversation to continue in this project; starting a new one",
+        "本项目没有可继续的对话；开始新对话",
+    ),
+    (
+        "resumed",
+        "resumed {id} ({n:message}); /tree shows it",
+        "已恢复 {id}（{n} 条消息）；/tree 查看",
+    ),
+    (
+        "no_api_key_for",
+        "no API key for `{name}`: set {key} (or point {url} at a local server, which needs none)",
+        "`{name}` 没有 API 密钥：请设置 {key}（或把 {url} 指向无需密钥的本地服务）",
+    ),
+    (
+        "round_limit",
+        "stopped after {n:round} of tool calls (max_rounds in the config); send a message to let it go on",
+        "工具调用已达 {n} 轮上限（配置项 max_rounds）；发送消息可继续",
+    ),
+    (
+        "how_to_configure",
+        "new needs a model to talk to. Set one of:\n  export OPENAI_API_KEY=sk-...                      # OpenAI\n  export ANTHROPIC_API_KEY=sk-ant-...               # Anthropic (with --provider anthropic)\n  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1   # a local server: llama.cpp, Ollama (:11434/v1), vLLM\nor write {path}, for example:\n  {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"providers\": {\"anthropic\": {\"api_key\": \"sk-ant-...\"}}}\n  {\"provider\": \"openai\", \"model\": \"gpt-4o-mini\", \"providers\": {\"openai\": {\"api_key\": \"sk-...\"}}}\n  {\"provider\": \"local\", \"model\": \"qwen2.5-coder\", \"providers\": {\"local\": {\"base_url\": \"http://127.0.0.1:8080/v1\"}}}",
+        "new 需要一个模型服务。设置以下之一：\n  export OPENAI_API_KEY=sk-...                      # OpenAI\n  export ANTHROPIC_API_KEY=sk-ant-...               # Anthropic（配合 --provider anthropic）\n  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1   # 本地服务：llama.cpp、Ollama（:11434/v1）、vLLM\n或编写 {path}，例如：\n  {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"providers\": {\"anthropic\": {\"api_key\": \"sk-ant-...\"}}}\n  {\"provider\": \"openai\", \"model\": \"gpt-4o-mini\", \"providers\": {\"openai\": {\"api_key\": \"sk-...\"}}}\n  {\"provider\": \"local\", \"model\": \"qwen2.5-coder\", \"providers\": {\"local\": {\"base_url\": \"http://127.0.0.1:8080/v1\"}}}",
+    ),
+    (
+        "wrote_private",
+        "wrote {path} (readable only by you)",
+        "已写入 {path}（仅你可读）",
+    ),
+    (
+        "using_provider_and_model",
+        "using {name} with model {model}",
+        "正在使用 {name}，模型 {model}",
+    ),
+    (
+        "no_config_folder",
+        "this platform has no config folder",
+        "此平台没有配置目录",
+    ),
+    (
+        "help_tree",
+        "draw this conversation's tree; every node gets a number [N]",
+        "显示当前对话树，每个节点都有编号 [N]",
+    ),
+    (
+        "help_branches",
+        "list the tip of every branch; /N jumps to one",
+        "列出每个分支的末端；用 /N 跳转",
+    ),
+    (
+        "help_prev",
+        "go to the previous alternative at the nearest fork above",
+        "切换到上方最近分叉处的上一个分支",
+    ),
+    (
+        "help_next",
+        "go to the next alternative at the nearest fork above",
+        "切换到上方最近分叉处的下一个分支",
+    ),
+    (
+        "help_retry",
+        "a new answer to the same message, as a new branch (the old one stays)",
+        "对同一条消息重新回答，作为新分支（旧回答保留）",
+    ),
+    (
+        "help_edit",
+        "edit user message N (default: the last one) into a new branch and answer it",
+        "编辑用户消息 N（默认最后一条），作为新分支并回答",
+    ),
+    (
+        "help_list",
+        "list this project's conversations, newest first",
+        "列出本项目的对话，最新的在前",
+    ),
+    (
+        "help_switch",
+        "make another conversation current (an unambiguous id prefix is enough)",
+        "切换到另一个对话（可用无歧义的 id 前缀）",
+    ),
+    (
+        "help_new",
+        "start a new conversation (role and skills are read again)",
+        "开始新对话（重新读取角色和技能）",
+    ),
+    (
+        "help_title",
+        "name this conversation (shown by /list); without TEXT, show its title",
+        "为当前对话命名（/list 中显示）；不带参数则显示标题",
+    ),
+    (
+        "help_delete",
+        "move a conversation to the trash folder in DATADIR (asks first)",
+        "把对话移到 DATADIR 的回收站（会先确认）",
+    ),
+    (
+        "help_search",
+        "find messages containing the text in all of this project's conversations",
+        "在本项目所有对话中搜索包含该文字的消息",
+    ),
+    (
+        "help_export",
+        "write this branch as Markdown (--json: the whole tree) to FILE or ./<id>.md",
+        "把当前分支导出为 Markdown（--json：整棵树）到 FILE 或 ./<id>.md",
+    ),
+    (
+        "help_dump",
+        "write exactly what the model sees (system prompt, branch, tools) beside the conversation file",
+        "把模型实际看到的内容（系统提示、分支、工具）写到对话文件旁",
+    ),
+    (
+        "help_permissions",
+        "show the permission mode and rules; with MODE (strict, default, permissive), switch",
+        "显示权限模式与规则；带 MODE（strict、default、permissive）则切换",
+    ),
+    (
+        "help_model",
+        "show the provider and model; with NAME, use that model for the rest of the session",
+        "显示服务与模型；带 NAME 则在本次会话中改用该模型",
+    ),
+    (
+        "help_models",
+        "list the models the server offers",
+        "列出服务提供的模型",
+    ),
+    (
+        "help_skills",
+        "list skills and whether each is enabled",
+        "列出技能及其启用状态",
+    ),
+    ("help_help", "show this help", "显示帮助"),
+    (
+        "help_exit",
+        "leave (Ctrl-D does the same)",
+        "退出（Ctrl-D 同样）",
+    ),
+    ("warning_prefix", "warning: {text}", "警告：{text}"),
+    ("error_prefix", "error: {text}", "错误：{text}"),
+    ("usage_line", "[tokens: {parts}]", "[令牌：{parts}]"),
+    (
+        "diff_lines_cut",
+        "… {n:line} of the diff not shown …",
+        "…… 差异中有 {n} 行未显示 ……",
+    ),
+    (
+        "diff_line_cut",
+        "{head} […{n:character} more]",
+        "{head} [……还有 {n} 个字符]",
+    ),
+    ("reasoning_label", "[reasoning]", "[思考]"),
+    (
+        "retrying",
+        "↻ {reason}; retrying in {secs} s (attempt {attempt} of {of})",
+        "↻ {reason}；{secs} 秒后重试（第 {attempt} 次，共 {of} 次）",
+    ),
+    (
+        "token_limit_note",
+        "(the answer stopped at the token limit: max_tokens in the config)",
+        "（回答达到了令牌上限：配置项 max_tokens）",
+    ),
+    (
+        "empty_answer_note",
+        "(the model sent an empty answer)",
+        "（模型返回了空回答）",
+    ),
+    (
+        "tree_gap",
+        "{lead}┆ [{first}–{last}] {n:message} (/tree --full shows them)",
+        "{lead}┆ [{first}–{last}] {n} 条消息（/tree --full 全部显示）",
+    ),
+    ("current_mark", " ← current", " ← 当前"),
+    (
+        "tree_tool_call",
+        "[tool call: {name}({args})]",
+        "[工具调用: {name}({args})]",
+    ),
+    ("tree_interrupted", " (interrupted)", "（已中断）"),
+    ("tree_system", "system: {text}", "系统提示词：{text}"),
+    ("tree_user", "user: {text}", "你：{text}"),
+    ("tree_assistant", "assistant: {text}", "AI：{text}"),
+    ("tree_tool", "tool: {text}", "工具结果：{text}"),
+];
+
+/// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the
+/// tests catch) shows as the key itself rather than failing.
+pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    let Some((_, en, zh)) = TEXTS.iter().find(|(k, _, _)| *k == key) else {
+        debug_assert!(false, "no text `{key}`");
+        return key.to_string();
+    };
+    let template = match lang {
+        Lang::En => en,
+        Lang::Zh => zh,
+    };
+    fill(lang, template, args)
+}
+
+fn fill(lang: Lang, template: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let inner = &after[..close];
+        let (name, noun) = match inner.split_once(':') {
+            Some((name, noun)) => (name, Some(noun)),
+            None => (inner, None),
+        };
+        match args.iter().find(|(n, _)| *n == name) {
+            Some((_, value)) => {
+                let value = value.to_string();
+                match (noun, value.parse::<usize>()) {
+                    (Some("a"), _) if lang == Lang::En => {
+                        out.push_str(article(&value));
+                        out.push(' ');
+                        out.push_str(&value);
+                    }
+                    (Some(noun), Ok(n)) if noun != "a" => out.push_str(&count(lang, n, noun)),
+                    _ => out.push_str(&value),
+                }
+            }
+            None => {
+                out.push('{');
+                out.push_str(inner);
+                out.push('}');
+            }
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The placeholder names of a template, sorted.
+#[cfg(test)]
+fn placeholders(template: &str) -> Vec<String> {
+    let mut names: Vec<String> = template
+        .split('{')
+        .skip(1)
+        .filter_map(|p| p.split_once('}'))
+        .map(|(inner, _)| inner.split(':').next().unwrap_or("").to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
 
 /// `1 message`, `2 messages`, `1 entry`, `3 entries`: a count with its noun in English. Chinese
 /// text writes its measure words itself, so this is for English only; `_lang` keeps call sites
@@ -40,6 +698,116 @@ pub fn article(word: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_has_both_languages_with_the_same_placeholders() {
+        let mut seen = std::collections::HashSet::new();
+        for (key, en, zh) in TEXTS {
+            assert!(seen.insert(*key), "`{key}` twice");
+            assert!(
+                !en.trim().is_empty() && !zh.trim().is_empty(),
+                "`{key}` lacks a language"
+            );
+            assert_eq!(
+                placeholders(en),
+                placeholders(zh),
+                "`{key}` placeholders differ"
+            );
+            // A Chinese text that is the English one was not translated; only a few words (a
+            // command, a key) are the same in both.
+            let has_cjk = zh.chars().any(|c| {
+                ('\u{4e00}'..='\u{9fff}').contains(&c) || "，。：；（）、？！“”".contains(c)
+            });
+            assert!(has_cjk, "`{key}` has no Chinese text: {zh}");
+        }
+    }
+
+    #[test]
+    fn every_key_used_exists_and_every_key_is_used() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut sources = String::new();
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("cli/text.rs") {
+                    sources.push_str(&std::fs::read_to_string(p).unwrap());
+                }
+            }
+        }
+        // Keys hold no spaces: with every space gone, `tr(\n    lang, "key"` reads `tr(lang,"key"`.
+        let compact: String = sources.chars().filter(|c| !c.is_whitespace()).collect();
+        let sources = compact;
+        let mut used = std::collections::HashSet::new();
+        // (what precedes a key in a call, what of it belongs to the key)
+        for (call, kept) in [
+            (".tr(\"", ""),
+            ("=tr(\"", ""),
+            ("&tr(\"", ""),
+            ("text::tr(lang,\"", ""),
+            ("text::tr(out.lang,\"", ""),
+            ("text::tr(self.lang,\"", ""),
+            ("text::tr(self.out.lang,\"", ""),
+            ("refuse_text(\"", ""),
+            ("help:\"", ""),
+            ("=>\"tree_", "tree_"),
+            ("\"this_is_the_", "this_is_the_"),
+            ("\"trusted\"", "trusted"),
+            ("\"not_trusted\"", "not_trusted"),
+        ] {
+            if call == format!("\"{kept}\"") {
+                if sources.contains(call) {
+                    used.insert(kept.to_string());
+                }
+                continue;
+            }
+            for piece in sources.split(call).skip(1) {
+                used.insert(format!("{kept}{}", piece.split('"').next().unwrap()));
+            }
+        }
+        used.remove("");
+        for key in &used {
+            assert!(TEXTS.iter().any(|(k, _, _)| k == key), "no text `{key}`");
+        }
+        for (key, _, _) in TEXTS {
+            assert!(used.contains(*key), "`{key}` is never used");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_filled_and_counts_agree() {
+        assert_eq!(
+            fill(
+                Lang::En,
+                "resumed {id} ({n:message})",
+                &[("id", &"ab12"), ("n", &1)]
+            ),
+            "resumed ab12 (1 message)"
+        );
+        assert_eq!(
+            fill(Lang::En, "({n:message})", &[("n", &3)]),
+            "(3 messages)"
+        );
+        assert_eq!(
+            fill(Lang::Zh, "（{n} 条消息）", &[("n", &3)]),
+            "（3 条消息）"
+        );
+        assert_eq!(fill(Lang::En, "{missing}", &[]), "{missing}");
+        assert_eq!(
+            fill(Lang::En, "is {r:a} message", &[("r", &"assistant")]),
+            "is an assistant message"
+        );
+        assert_eq!(
+            fill(Lang::En, "is {r:a} message", &[("r", &"user")]),
+            "is a user message"
+        );
+        assert_eq!(
+            fill(Lang::Zh, "是 {r} 消息", &[("r", &"user")]),
+            "是 user 消息"
+        );
+    }
 
     #[test]
     fn counts_and_articles() {

@@ -219,27 +219,20 @@ pub fn format_row(row: &Row, lang: Lang) -> String {
         Row::Node(line) => format_line(line, lang),
         Row::Gap { lead, first, last } => {
             let n = last - first + 1;
-            match lang {
-                Lang::En => {
-                    format!(
-                        "{lead}┆ [{first}–{last}] {} (/tree --full shows them)",
-                        super::text::count(Lang::En, n, "message")
-                    )
-                }
-                Lang::Zh => format!("{lead}┆ [{first}–{last}] {n} 条消息（/tree --full 全部显示）"),
-            }
+            super::text::tr(
+                lang,
+                "tree_gap",
+                &[("lead", lead), ("first", first), ("last", last), ("n", &n)],
+            )
         }
     }
 }
 
 pub fn format_line(line: &TreeLine, lang: Lang) -> String {
     let mark = if line.is_current {
-        match lang {
-            Lang::En => " ← current",
-            Lang::Zh => " ← 当前",
-        }
+        super::text::tr(lang, "current_mark", &[])
     } else {
-        ""
+        String::new()
     };
     format!("{}[{}] {}{}", line.lead, line.number, line.text, mark)
 }
@@ -252,38 +245,26 @@ pub fn describe(m: &Message, lang: Lang) -> String {
         if !text.is_empty() {
             text.push(' ');
         }
-        let label = match lang {
-            Lang::En => "tool call",
-            Lang::Zh => "工具调用",
-        };
-        text.push_str(&format!(
-            "[{label}: {}({})]",
-            call.function.name,
-            preview(&call.function.arguments, 40)
+        text.push_str(&super::text::tr(
+            lang,
+            "tree_tool_call",
+            &[
+                ("name", &call.function.name),
+                ("args", &preview(&call.function.arguments, 40)),
+            ],
         ));
     }
     if m.interrupted {
-        text.push_str(match lang {
-            Lang::En => " (interrupted)",
-            Lang::Zh => "（已中断）",
-        });
+        text.push_str(&super::text::tr(lang, "tree_interrupted", &[]));
     }
-    let role = match (lang, m.role) {
-        (Lang::En, Role::System) => "system",
-        (Lang::En, Role::User) => "user",
-        (Lang::En, Role::Assistant) => "assistant",
-        (Lang::En, Role::Tool) => "tool",
-        (Lang::Zh, Role::System) => "系统提示词",
-        (Lang::Zh, Role::User) => "你",
-        (Lang::Zh, Role::Assistant) => "AI",
-        (Lang::Zh, Role::Tool) => "工具结果",
-    };
-    let colon = match lang {
-        Lang::En => ": ",
-        Lang::Zh => "：",
+    let key = match m.role {
+        Role::System => "tree_system",
+        Role::User => "tree_user",
+        Role::Assistant => "tree_assistant",
+        Role::Tool => "tree_tool",
     };
     // The model's text is shown on a terminal: its control characters are escaped.
-    crate::tools::escape_controls(&format!("{role}{colon}{text}"))
+    crate::tools::escape_controls(&super::text::tr(lang, key, &[("text", &text)]))
 }
 
 /// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.

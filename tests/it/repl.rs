@@ -353,7 +353,7 @@ fn a_torn_file_loads_what_it_can_and_stays_appendable() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
         run.stderr
-            .contains("skipped 1 unreadable line(s) of the file (line 4)"),
+            .contains("skipped 1 unreadable line of the file (line 4)"),
         "{run:?}"
     );
     assert!(
