@@ -125,9 +125,10 @@ fn save_history(
         let _ = std::fs::create_dir_all(dir);
     }
     if let Err(e) = editor.append_history(path) {
-        out.warn(&format!(
-            "could not save the input history to {}: {e}",
-            path.display()
+        out.warn(&super::text::tr(
+            out.lang,
+            "history_not_saved",
+            &[("path", &path.display()), ("error", &e)],
         ));
         return;
     }

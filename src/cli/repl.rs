@@ -459,7 +459,8 @@ impl App {
             Ok(ReadOutcome::Line(line)) => Some(line),
             Ok(_) => None,
             Err(e) => {
-                self.out.error(&format!("reading input: {e}"));
+                self.out
+                    .error(&self.tr("reading_input_failed", &[("error", &e)]));
                 None
             }
         }

@@ -53,7 +53,11 @@ impl App {
         };
         if let Some(default_url) = default_url {
             let url = self
-                .ask(&format!("Base URL [{default_url}] "), "", false)
+                .ask(
+                    &self.tr("ask_base_url", &[("default", &default_url)]),
+                    "",
+                    false,
+                )
                 .unwrap_or_default();
             let url = url.trim();
             entry.base_url = Some(if url.is_empty() { default_url } else { url }.to_string());
@@ -72,7 +76,11 @@ impl App {
                 .error(&self.tr("no_key_given_nothing_was_written", &[]));
         }
         let model = self
-            .ask(&format!("Model [{default_model}] "), "", false)
+            .ask(
+                &self.tr("ask_model", &[("default", &default_model)]),
+                "",
+                false,
+            )
             .unwrap_or_default();
         let model = match model.trim() {
             "" => default_model.to_string(),

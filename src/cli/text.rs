@@ -591,6 +591,22 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("tree_user", "user: {text}", "你：{text}"),
     ("tree_assistant", "assistant: {text}", "AI：{text}"),
     ("tree_tool", "tool: {text}", "工具结果：{text}"),
+    (
+        "history_not_saved",
+        "could not save the input history to {path}: {error}",
+        "无法把输入历史保存到 {path}：{error}",
+    ),
+    (
+        "reading_input_failed",
+        "reading input: {error}",
+        "读取输入失败：{error}",
+    ),
+    (
+        "ask_base_url",
+        "Base URL [{default}] ",
+        "服务地址 [{default}] ",
+    ),
+    ("ask_model", "Model [{default}] ", "模型 [{default}] "),
 ];
 
 /// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the
