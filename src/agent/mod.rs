@@ -109,39 +109,10 @@ impl Agent<'_> {
                 tools: self.tools.specs(),
                 no_tool_calls: false,
             };
-            let mut text = String::new();
-            let mut reasoning = String::new();
-            let result = {
-                let mut on_event = |event: StreamEvent<'_>| match event {
-                    StreamEvent::Text(t) => {
-                        text.push_str(t);
-                        observer.text(t);
-                    }
-                    StreamEvent::Reasoning(r) => {
-                        reasoning.push_str(r);
-                        observer.reasoning(r);
-                    }
-                    StreamEvent::ToolCallStarted { name } => observer.tool_call_started(name),
-                    StreamEvent::Retry {
-                        attempt,
-                        of,
-                        delay,
-                        reason,
-                    } => observer.retry(attempt, of, delay, reason),
-                };
-                tokio::select! {
-                    result = self.provider.chat(&request, &mut on_event) => Some(result),
-                    _ = interrupts.changed() => None,
-                }
-            };
+            let (result, partial) = self.stream(&request, observer, interrupts).await;
             let response = match result {
                 Some(Ok(response)) => response,
                 Some(Err(e)) => {
-                    let partial = ChatResponse {
-                        content: text,
-                        reasoning,
-                        ..Default::default()
-                    };
                     observer.answer_end(&partial, false);
                     if let Err(store) = self.store_partial(session, partial) {
                         return TurnEnd::Failed(store);
@@ -149,11 +120,6 @@ impl Agent<'_> {
                     return TurnEnd::Failed(e.into());
                 }
                 None => {
-                    let partial = ChatResponse {
-                        content: text,
-                        reasoning,
-                        ..Default::default()
-                    };
                     observer.answer_end(&partial, false);
                     return match self.store_partial(session, partial) {
                         Ok(()) => TurnEnd::Interrupted,
@@ -201,46 +167,14 @@ impl Agent<'_> {
             tools: self.tools.specs(),
             no_tool_calls: true,
         };
-        let mut text = String::new();
-        let result = {
-            let mut on_event = |event: StreamEvent<'_>| match event {
-                StreamEvent::Text(t) => {
-                    text.push_str(t);
-                    observer.text(t);
-                }
-                StreamEvent::Reasoning(r) => observer.reasoning(r),
-                StreamEvent::ToolCallStarted { .. } => {}
-                StreamEvent::Retry {
-                    attempt,
-                    of,
-                    delay,
-                    reason,
-                } => observer.retry(attempt, of, delay, reason),
-            };
-            tokio::select! {
-                result = self.provider.chat(&request, &mut on_event) => Some(result),
-                _ = interrupts.changed() => None,
-            }
-        };
+        let (result, partial) = self.stream(&request, observer, interrupts).await;
         let (response, end) = match result {
             Some(Ok(mut response)) => {
                 response.tool_calls.clear();
                 (response, TurnEnd::RoundLimit(self.max_rounds))
             }
-            Some(Err(e)) => (
-                ChatResponse {
-                    content: text,
-                    ..Default::default()
-                },
-                TurnEnd::Failed(e.into()),
-            ),
-            None => (
-                ChatResponse {
-                    content: text,
-                    ..Default::default()
-                },
-                TurnEnd::Interrupted,
-            ),
+            Some(Err(e)) => (partial, TurnEnd::Failed(e.into())),
+            None => (partial, TurnEnd::Interrupted),
         };
         let complete = matches!(end, TurnEnd::RoundLimit(_));
         observer.answer_end(&response, complete);
@@ -256,6 +190,41 @@ impl Agent<'_> {
             Ok(()) => end,
             Err(e) => TurnEnd::Failed(e),
         }
+    }
+
+    /// Sends one request, showing the answer as it streams. Returns the outcome (None when the
+    /// user interrupted) and what had arrived of the answer, for keeping when it did not finish.
+    async fn stream(
+        &self,
+        request: &ChatRequest,
+        observer: &mut dyn Observer,
+        interrupts: &mut Interrupts,
+    ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse) {
+        let mut partial = ChatResponse::default();
+        let result = {
+            let mut on_event = |event: StreamEvent<'_>| match event {
+                StreamEvent::Text(t) => {
+                    partial.content.push_str(t);
+                    observer.text(t);
+                }
+                StreamEvent::Reasoning(r) => {
+                    partial.reasoning.push_str(r);
+                    observer.reasoning(r);
+                }
+                StreamEvent::ToolCallStarted { name } => observer.tool_call_started(name),
+                StreamEvent::Retry {
+                    attempt,
+                    of,
+                    delay,
+                    reason,
+                } => observer.retry(attempt, of, delay, reason),
+            };
+            tokio::select! {
+                result = self.provider.chat(request, &mut on_event) => Some(result),
+                _ = interrupts.changed() => None,
+            }
+        };
+        (result, partial)
     }
 
     fn assistant_message(&self, response: ChatResponse, interrupted: bool) -> Message {

@@ -385,19 +385,30 @@ impl Parser {
 
     /// At an opening `(` (at `self.i`): the text up to its matching `)`, which is consumed.
     fn take_parens(&mut self) -> String {
+        self.take_matching('(', ')', true)
+    }
+
+    /// At an opening `{` of `${`: the text up to its matching `}`, which is consumed.
+    fn take_braces(&mut self) -> String {
+        self.take_matching('{', '}', false)
+    }
+
+    /// At `open`: the text up to its matching `close`, which is consumed; with `quotes`, quoted
+    /// text may hold either without counting. Unclosed, the rest of the line.
+    fn take_matching(&mut self, open: char, close: char, quotes: bool) -> String {
         self.i += 1;
         let start = self.i;
         let mut depth = 1;
         while let Some(c) = self.peek(0) {
             match c {
                 '\\' => self.i += 1,
-                '\'' => {
+                '\'' if quotes => {
                     self.i += 1;
                     while self.peek(0).is_some_and(|c| c != '\'') {
                         self.i += 1;
                     }
                 }
-                '"' => {
+                '"' if quotes => {
                     self.i += 1;
                     while let Some(c) = self.peek(0) {
                         if c == '\\' {
@@ -408,33 +419,8 @@ impl Parser {
                         self.i += 1;
                     }
                 }
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        let text: String = self.chars[start..self.i].iter().collect();
-                        self.i += 1;
-                        return text;
-                    }
-                }
-                _ => {}
-            }
-            self.i += 1;
-        }
-        self.i = self.chars.len();
-        self.chars[start.min(self.chars.len())..].iter().collect()
-    }
-
-    /// At an opening `{` of `${`: the text up to its matching `}`, which is consumed.
-    fn take_braces(&mut self) -> String {
-        self.i += 1;
-        let start = self.i;
-        let mut depth = 1;
-        while let Some(c) = self.peek(0) {
-            match c {
-                '\\' => self.i += 1,
-                '{' => depth += 1,
-                '}' => {
+                c if c == open => depth += 1,
+                c if c == close => {
                     depth -= 1;
                     if depth == 0 {
                         let text: String = self.chars[start..self.i].iter().collect();
