@@ -218,7 +218,7 @@ fn llm_cli() -> Option<PathBuf> {
     Some(bin)
 }
 
-/// `NEW_BENCH_ONLY=oneshot|list|tree|bushy|store` runs one part (for profiling).
+/// `NEW_BENCH_ONLY=oneshot|list|tree|bushy|sse|store` runs one part (for profiling).
 fn wanted(part: &str) -> bool {
     std::env::var("NEW_BENCH_ONLY").map_or(true, |only| only == part)
 }
@@ -469,6 +469,47 @@ fn main() {
             ratio,
             target: "≤ 2×".into(),
             ok: ratio <= 2.0,
+        });
+    }
+
+    // 9: the SSE reader on one huge `data:` line arriving in small chunks, against copying the
+    // same bytes: linear, whatever the line's length.
+    if wanted("sse") {
+        let mb = if s.big >= 100_000 { 50 } else { 8 };
+        let line = {
+            let mut l = b"data: ".to_vec();
+            l.extend(std::iter::repeat_n(b'x', mb * 1024 * 1024));
+            l.extend_from_slice(b"\n\n");
+            l
+        };
+        let decode = || {
+            let start = Instant::now();
+            let mut d = new_agent::llm::sse::SseDecoder::new();
+            let mut events = 0;
+            for chunk in line.chunks(16 * 1024) {
+                events += d.feed(chunk).len();
+            }
+            assert_eq!(events, 1);
+            start.elapsed()
+        };
+        let copy = || {
+            let start = Instant::now();
+            let mut buf = Vec::new();
+            for chunk in line.chunks(16 * 1024) {
+                buf.extend_from_slice(chunk);
+            }
+            assert_eq!(buf.len(), line.len());
+            start.elapsed()
+        };
+        let ours = best(decode, 5);
+        let floor = best(copy, 5);
+        rows.push(Row {
+            what: format!("SSE: one {mb} MB `data:` line in 16 KB chunks"),
+            measured: ms(ours),
+            baseline: format!("copying the bytes {}", ms(floor)),
+            ratio: ours.as_secs_f64() / floor.as_secs_f64(),
+            target: "≤ 10× (linear)".into(),
+            ok: ours.as_secs_f64() <= floor.as_secs_f64() * 10.0,
         });
     }
 

@@ -16,9 +16,7 @@ pub struct SseEvent {
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buffer: Vec<u8>,
-    event: String,
-    data: String,
-    has_data: bool,
+    pending: Pending,
     /// The previous chunk ended in `\r`: a `\n` starting the next chunk belongs to it.
     pending_cr: bool,
     /// How much of `buffer` is known to hold no line end: a long line arriving in many chunks is
@@ -45,7 +43,9 @@ impl SseDecoder {
         let mut from = self.scanned;
         while let Some(at) = memchr::memchr2(b'\n', b'\r', &self.buffer[from..]) {
             let i = from + at;
-            let line = String::from_utf8_lossy(&self.buffer[start..i]).into_owned();
+            // Borrowed when it is valid UTF-8: a long line is copied once, into the event's data.
+            let line = String::from_utf8_lossy(&self.buffer[start..i]);
+            let event = self.pending.line(&line);
             let mut next = i + 1;
             if self.buffer[i] == b'\r' {
                 if next < self.buffer.len() {
@@ -58,9 +58,7 @@ impl SseDecoder {
             }
             start = next;
             from = next;
-            if let Some(event) = self.line(&line) {
-                events.push(event);
-            }
+            events.extend(event);
         }
         self.buffer.drain(..start);
         self.scanned = self.buffer.len();
@@ -73,13 +71,23 @@ impl SseDecoder {
         self.scanned = 0;
         if !self.buffer.is_empty() {
             let line = String::from_utf8_lossy(&std::mem::take(&mut self.buffer)).into_owned();
-            if let Some(event) = self.line(&line) {
+            if let Some(event) = self.pending.line(&line) {
                 return Some(event);
             }
         }
-        self.dispatch()
+        self.pending.dispatch()
     }
+}
 
+/// The event being assembled from its lines.
+#[derive(Debug, Default)]
+struct Pending {
+    event: String,
+    data: String,
+    has_data: bool,
+}
+
+impl Pending {
     fn line(&mut self, line: &str) -> Option<SseEvent> {
         if line.is_empty() {
             return self.dispatch();
