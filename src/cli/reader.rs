@@ -122,8 +122,14 @@ fn save_history(
 ) {
     let Some(path) = path else { return };
     if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = crate::session::error::create_private_dir(dir);
     }
+    // What the user typed may hold secrets: the file is theirs alone, created so before the
+    // editor writes to it.
+    let _ = crate::session::error::private_options()
+        .append(true)
+        .create(true)
+        .open(path);
     if let Err(e) = editor.append_history(path) {
         out.warn(&super::text::tr(
             out.lang,

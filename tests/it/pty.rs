@@ -231,6 +231,10 @@ fn alt_enter_and_a_trailing_backslash_make_multi_line_messages_and_history_persi
     let history = env.dir.path().join("xdg-data/new/history.txt");
     let saved = std::fs::read_to_string(&history).unwrap();
     assert!(saved.contains("second line"), "{saved:?}");
+    // What was typed is readable by the user only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&history).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
 
     // A new session recalls the last entry with the Up arrow.
     let mut pty = start(&env, &server.base_url);
