@@ -177,21 +177,28 @@ impl Sandbox {
         Ok(dir)
     }
 
-    /// Opens a resolved path for reading, if it is a regular file.
+    /// Opens a resolved path for reading, if it is a regular file. The last component is opened
+    /// without following a symlink and without blocking (a FIFO would otherwise wait for a
+    /// writer), and what was opened is checked before anything is read.
     pub fn open_read(&self, path: &Path, shown: &str) -> std::io::Result<OpenedFile> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs(&dirs, false)?;
-        let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-        let kind = FileType::from_raw_mode(stat.st_mode);
-        if kind != FileType::RegularFile {
-            return Err(not_regular(shown, kind));
-        }
         let fd = rustix::fs::openat(
             &dir,
             name,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
-        )?;
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => not_regular(shown, FileType::Symlink),
+            // A socket cannot be opened at all: say what it is rather than "no such device".
+            e => match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile => {
+                    not_regular(shown, FileType::from_raw_mode(stat.st_mode))
+                }
+                _ => e.into(),
+            },
+        })?;
         let stat = rustix::fs::fstat(&fd)?;
         let kind = FileType::from_raw_mode(stat.st_mode);
         if kind != FileType::RegularFile {
@@ -462,6 +469,52 @@ mod tests {
     }
 
     #[test]
+    fn resolving_keeps_missing_names_in_order_and_reports_what_it_cannot_resolve() {
+        let (_d, s) = setup();
+        let root = s.root().to_path_buf();
+        // A name that exists at the root, after a missing one, is not the root's.
+        assert_eq!(
+            s.resolve("nothere/src/a.txt").unwrap(),
+            root.join("nothere/src/a.txt")
+        );
+        // Below a file: not "missing", but an error that says so.
+        assert!(matches!(
+            s.resolve("src/a.txt/x"),
+            Err(SandboxError::Unresolvable { .. })
+        ));
+    }
+
+    #[test]
+    fn reading_creates_nothing_and_kinds_report_errors() {
+        let (_d, s) = setup();
+        let root = s.root().to_path_buf();
+        let p = s.resolve("missing/deeper/x.txt").unwrap();
+        let err = s.open_read(&p, "missing/deeper/x.txt").err().unwrap();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert!(!root.join("missing").exists(), "reading created a folder");
+        assert_eq!(s.kind(&p).unwrap(), None);
+        assert_eq!(s.kind(&root).unwrap(), Some(FileType::Directory));
+        // Below a file: an error, not "nothing there".
+        assert!(s.kind(&root.join("src/a.txt/x")).is_err());
+        // Writing over a folder or a link says what is in the way.
+        let dir = s.resolve("src").unwrap();
+        let err = s.write(&dir, "src", b"x").unwrap_err().to_string();
+        assert!(err.contains("is a folder"), "{err}");
+        let err = s.open_read(&dir, "src").err().unwrap().to_string();
+        assert!(err.contains("is a folder"), "{err}");
+        symlink(root.join("src/a.txt"), root.join("link")).unwrap();
+        let link = root.join("link"); // as if resolved before the link appeared
+        let err = s.write(&link, "link", b"x").unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        let err = s.open_read(&link, "link").err().unwrap().to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/a.txt")).unwrap(),
+            "a"
+        );
+    }
+
+    #[test]
     fn fifos_sockets_and_devices_are_refused() {
         let (_d, s) = setup();
         let root = s.root().to_path_buf();
@@ -491,5 +544,24 @@ mod tests {
         );
         // A link to a device leads outside WORKDIR anyway.
         assert!(s.resolve("null").is_err());
+        // Device nodes inside WORKDIR, where this user may make them (root may).
+        for (name, kind, what) in [
+            ("chr", FileType::CharacterDevice, "a character device"),
+            ("blk", FileType::BlockDevice, "a block device"),
+        ] {
+            let made = rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &root.join(name),
+                kind,
+                Mode::from_raw_mode(0o600),
+                rustix::fs::makedev(1, 3),
+            );
+            if made.is_err() {
+                continue;
+            }
+            let p = s.resolve(name).unwrap();
+            let err = s.write(&p, name, b"x").unwrap_err().to_string();
+            assert!(err.contains(what), "{err}");
+        }
     }
 }
