@@ -551,7 +551,7 @@ mod tests {
         ] {
             let made = rustix::fs::mknodat(
                 rustix::fs::CWD,
-                &root.join(name),
+                root.join(name),
                 kind,
                 Mode::from_raw_mode(0o600),
                 rustix::fs::makedev(1, 3),
