@@ -151,15 +151,16 @@ impl Sandbox {
     fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> std::io::Result<OwnedFd> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())?;
+        // Every step below WORKDIR: a folder, never through a link.
+        let step = flags | OFlags::NOFOLLOW;
         for name in dirs {
-            let next = match rustix::fs::openat(&dir, *name, flags | OFlags::NOFOLLOW, Mode::empty())
-            {
+            let next = match rustix::fs::openat(&dir, *name, step, Mode::empty()) {
                 Err(rustix::io::Errno::NOENT) if create => {
                     match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(0o777)) {
                         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                         Err(e) => return Err(e.into()),
                     }
-                    rustix::fs::openat(&dir, *name, flags | OFlags::NOFOLLOW, Mode::empty())
+                    rustix::fs::openat(&dir, *name, step, Mode::empty())
                 }
                 other => other,
             }
@@ -496,6 +497,13 @@ mod tests {
         assert_eq!(s.kind(&root).unwrap(), Some(FileType::Directory));
         // Below a file: an error, not "nothing there".
         assert!(s.kind(&root.join("src/a.txt/x")).is_err());
+        // A file where a folder should be is not taken for one.
+        let err = s
+            .open_dirs(&[OsStr::new("src"), OsStr::new("a.txt")], true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("`a.txt` is not a folder"), "{err}");
         // Writing over a folder or a link says what is in the way.
         let dir = s.resolve("src").unwrap();
         let err = s.write(&dir, "src", b"x").unwrap_err().to_string();
