@@ -327,9 +327,14 @@ impl Policy {
                     matched.map_or_else(|| self.mode.action(kind), |c| c.rule.action),
                 )
             };
-            // A program named only at run time (`$X push`, `$(which git) push`) could be one a
-            // rule denies: with such rules in force, it is asked for even where the mode allows.
-            if action == Action::Allow && matched.is_none() && part.dynamic && shell_limits {
+            // A program named only at run time (`$X push`, `$(which git) push`), or a shell fed a
+            // script or its input, could run what a rule denies: with such rules in force, it is
+            // asked for even where the mode allows.
+            if action == Action::Allow
+                && matched.is_none()
+                && (part.dynamic || part.opaque)
+                && shell_limits
+            {
                 action = Action::Ask;
             }
             if action == Action::Ask
@@ -399,6 +404,9 @@ struct Part {
     writes: bool,
     /// The program is known only at run time: a variable, a substitution or a glob.
     dynamic: bool,
+    /// It runs commands no rule can see: a shell reading a script or its input, `eval` or
+    /// `source` of text built at run time, `xargs` with a command line assembled from its input.
+    opaque: bool,
 }
 
 impl Part {
@@ -427,12 +435,26 @@ impl Part {
                     .iter()
                     .map(|w| w.text.clone())
                     .collect();
+                let views = shell::views(&words);
+                let any_dynamic = stage.command_words().iter().any(|w| w.dynamic);
+                let opaque = views.iter().any(|v| {
+                    let program = v[0].as_str();
+                    let inline = v
+                        .iter()
+                        .skip(1)
+                        .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'));
+                    (shell::is_shell(program) && !inline)
+                        || (shell::is_shell(program) && any_dynamic)
+                        || (matches!(program, "eval" | "source" | ".") && any_dynamic)
+                        || matches!(program, "source" | ".")
+                        || (program == "xargs"
+                            && v.len() > 1
+                            && v[1..].iter().any(|w| w.contains("{}")))
+                });
                 Part {
                     literal: words.join(" "),
-                    views: shell::views(&words)
-                        .into_iter()
-                        .map(|v| v.join(" "))
-                        .collect(),
+                    views: views.into_iter().map(|v| v.join(" ")).collect(),
+                    opaque,
                     writes: stage.redirects.iter().any(shell::Redirect::writes_to_path),
                     dynamic: stage
                         .command_words()
@@ -622,7 +644,9 @@ mod tests {
                 "$(echo git) status",
                 "$GIT status",
             ] {
-                let want = if mode == Mode::Permissive && !embedded.starts_with('$') {
+                // A program named at run time, or a shell fed from a pipe, asks in every mode.
+                let opaque = embedded.starts_with('$') || embedded.ends_with("| sh");
+                let want = if mode == Mode::Permissive && !opaque {
                     Verdict::Allow // the mode allows it; the rule does not
                 } else {
                     Verdict::Ask
