@@ -831,6 +831,38 @@ mod tests {
     }
 
     #[test]
+    fn modes_parse_and_name_themselves_and_rules_describe_themselves() {
+        for mode in [Mode::Strict, Mode::Default, Mode::Permissive] {
+            assert_eq!(Mode::parse(mode.as_str()), Some(mode));
+            assert_eq!(
+                Mode::parse(&format!(" {} ", mode.as_str().to_uppercase())),
+                Some(mode)
+            );
+        }
+        assert_eq!(
+            [Mode::Strict, Mode::Default, Mode::Permissive].map(Mode::as_str),
+            ["strict", "default", "permissive"]
+        );
+        assert_eq!(Mode::parse("yolo"), None);
+        let mut r = rule("bash", Some("git push*"), Action::Deny);
+        assert_eq!(r.describe(), "deny  bash git push*");
+        r.reason = Some("review first".into());
+        assert_eq!(r.describe(), "deny  bash git push*  (review first)");
+        assert_eq!(
+            rule("mcp__*", None, Action::Allow).describe(),
+            "allow mcp__*"
+        );
+        let p = Policy::new(Mode::Default, vec![r], vec![]).unwrap();
+        assert_eq!(
+            p.check("bash", ToolKind::Execute, Some("git push")),
+            Verdict::Deny(
+                "denied by the project rule `deny  bash git push*  (review first)`: review first"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
     fn bad_globs_are_reported() {
         let err =
             Policy::new(Mode::Default, vec![rule("[", None, Action::Allow)], vec![]).unwrap_err();
