@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use new_agent::cli::json_output::OutputFormat;
 use new_agent::cli::{Launch, run};
 use new_agent::config::{Lang, Overrides};
 use new_agent::tools::Mode;
@@ -30,9 +31,13 @@ struct Args {
     /// Which tool calls need your approval
     #[arg(long, value_parser = ["strict", "default", "permissive"])]
     permission_mode: Option<String>,
-    /// Send one prompt, print the final answer and exit
+    /// Send one prompt, print the final answer and exit (`-` reads it from stdin; piped stdin
+    /// otherwise follows the text)
     #[arg(short = 'p', long = "prompt", value_name = "TEXT")]
     prompt: Option<String>,
+    /// What -p prints on stdout
+    #[arg(long, value_parser = ["text", "json", "stream-json"], default_value = "text", requires = "prompt")]
+    output_format: String,
     /// Reopen this project's latest conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     continue_latest: bool,
@@ -60,5 +65,6 @@ fn main() -> ExitCode {
         continue_latest: args.continue_latest,
         resume: args.resume,
         trust_project: args.trust_project,
+        output_format: OutputFormat::parse(&args.output_format).unwrap_or_default(),
     })
 }

@@ -5,6 +5,7 @@ mod approval;
 pub mod commands;
 mod editor;
 mod handlers;
+pub mod json_output;
 pub mod output;
 mod reader;
 mod repl;

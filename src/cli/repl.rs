@@ -37,6 +37,8 @@ pub struct Launch {
     pub resume: Option<String>,
     /// Trust the project's `.new/config.json` as it is now (`--trust-project`).
     pub trust_project: bool,
+    /// What `-p` prints on stdout (`--output-format`).
+    pub output_format: super::json_output::OutputFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +108,14 @@ pub fn run(launch: Launch) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(prompt) = launch.prompt {
-        let code = app.one_shot(&prompt);
+    if let Some(prompt) = &launch.prompt {
+        let code = match one_shot_prompt(prompt) {
+            Ok(prompt) => app.one_shot(&prompt, launch.output_format),
+            Err(e) => {
+                app.out.error(&e);
+                ExitCode::from(2)
+            }
+        };
         app.leave();
         return code;
     }
@@ -185,6 +193,32 @@ fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
         return false;
     }
     matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+}
+
+/// The one-shot prompt: `-p -` reads it from stdin; otherwise piped stdin, if any, follows the
+/// text after a blank line (`git diff | new -p "review this"`), as `llm` does.
+fn one_shot_prompt(text: &str) -> Result<String, String> {
+    use std::io::Read;
+    let stdin = std::io::stdin();
+    if text != "-" && stdin.is_terminal() {
+        return Ok(text.to_string());
+    }
+    let mut piped = String::new();
+    if !stdin.is_terminal() {
+        stdin
+            .lock()
+            .read_to_string(&mut piped)
+            .map_err(|e| format!("reading the prompt from standard input: {e}"))?;
+    }
+    let prompt = match (text, piped.trim().is_empty()) {
+        ("-", true) => {
+            return Err("-p - reads the prompt from standard input, which is empty".into());
+        }
+        ("-", false) => piped,
+        (_, true) => text.to_string(),
+        (_, false) => format!("{text}\n\n{piped}"),
+    };
+    Ok(prompt)
 }
 
 fn env_var(name: &str) -> Option<String> {
@@ -512,22 +546,35 @@ impl App {
     /// Sends a user message and runs the agent loop. Returns how the turn ended, or None when the
     /// message could not even be stored.
     pub(super) fn chat(&mut self, text: &str) -> Option<TurnEnd> {
+        let mut printer = Printer::new(self.out);
+        self.chat_with(text, &mut printer)
+    }
+
+    fn chat_with(
+        &mut self,
+        text: &str,
+        observer: &mut dyn crate::agent::Observer,
+    ) -> Option<TurnEnd> {
         if let Err(e) = self.session.add(Message::new(Role::User, text)) {
             self.out.error(&e.to_string());
             return None;
         }
-        Some(self.answer())
+        Some(self.answer_with(observer))
     }
 
     /// Runs the agent loop on the branch at the cursor and reports how it ended.
     pub(super) fn answer(&mut self) -> TurnEnd {
+        let mut printer = Printer::new(self.out);
+        self.answer_with(&mut printer)
+    }
+
+    fn answer_with(&mut self, observer: &mut dyn crate::agent::Observer) -> TurnEnd {
         let agent = Agent {
             provider: &self.provider,
             tools: &self.tools,
             model: self.config.model.clone(),
             max_rounds: self.config.max_rounds,
         };
-        let mut printer = Printer::new(self.out);
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,
             reader: &mut self.reader,
@@ -544,7 +591,7 @@ impl App {
         self.busy.store(true, Ordering::SeqCst);
         let end = self.runtime.block_on(agent.run(
             &mut self.session,
-            &mut printer,
+            observer,
             &mut gate,
             &mut self.interrupts,
         ));
@@ -563,7 +610,39 @@ impl App {
         end
     }
 
-    fn one_shot(&mut self, prompt: &str) -> ExitCode {
+    fn one_shot(&mut self, prompt: &str, format: super::json_output::OutputFormat) -> ExitCode {
+        use super::json_output::{JsonObserver, OutputFormat, ResultFields, write_line};
+        if format != OutputFormat::Text {
+            let stream = format == OutputFormat::StreamJson;
+            let mut observer = JsonObserver::new(Printer::new(self.out), stream);
+            observer.emit(serde_json::json!({
+                "type": "start",
+                "conversation_id": self.session.id(),
+                "model": self.config.model,
+            }));
+            let end = self.chat_with(prompt, &mut observer);
+            let current = self.session.conversation().current();
+            let error = match &end {
+                Some(TurnEnd::Complete) | Some(TurnEnd::RoundLimit(_)) => None,
+                Some(TurnEnd::Interrupted) => Some("interrupted".to_string()),
+                Some(TurnEnd::Failed(e)) => Some(e.to_string()),
+                None => Some("the message could not be stored".to_string()),
+            };
+            let answered = current.role == Role::Assistant;
+            let result = observer.result(ResultFields {
+                text: if answered { &current.content } else { "" },
+                conversation_id: self.session.id(),
+                node_id: &current.id,
+                model: &self.config.model,
+                error,
+            });
+            write_line(&result);
+            return match end {
+                Some(TurnEnd::Complete) | Some(TurnEnd::RoundLimit(_)) => ExitCode::SUCCESS,
+                Some(TurnEnd::Interrupted) => ExitCode::from(130),
+                _ => ExitCode::from(1),
+            };
+        }
         let end = self.chat(prompt);
         match end {
             Some(TurnEnd::Complete) => {

@@ -2,6 +2,7 @@
 
 mod e2e;
 mod fixtures;
+mod oneshot;
 mod permissions;
 mod providers;
 mod pty;

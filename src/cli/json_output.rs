@@ -1,0 +1,184 @@
+//! Machine-readable one-shot output (`-p --output-format json|stream-json`): what a script needs of
+//! a turn, as one JSON object at the end, or as one object a line while things happen. Human text
+//! still goes to stderr through the ordinary [`Printer`].
+
+use std::io::Write;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::output::Printer;
+use crate::agent::Observer;
+use crate::llm::ChatResponse;
+use crate::tools::ToolOutcome;
+use crate::vocab::{ToolCall, Usage};
+
+/// What `-p` prints on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// The final answer's text (the default).
+    #[default]
+    Text,
+    /// One JSON object when the turn ends.
+    Json,
+    /// One JSON object a line as things happen, then the result.
+    StreamJson,
+}
+
+impl OutputFormat {
+    pub fn parse(s: &str) -> Option<OutputFormat> {
+        match s {
+            "text" => Some(OutputFormat::Text),
+            "json" => Some(OutputFormat::Json),
+            "stream-json" => Some(OutputFormat::StreamJson),
+            _ => None,
+        }
+    }
+}
+
+/// Watches a turn for the JSON formats: passes everything to the human printer (stderr in one-shot
+/// mode) and keeps what the result reports; with `stream`, also writes each event as a line.
+pub struct JsonObserver {
+    printer: Printer,
+    stream: bool,
+    started: Instant,
+    usage: Usage,
+    rounds: usize,
+    tool_calls: Vec<Value>,
+}
+
+impl JsonObserver {
+    pub fn new(printer: Printer, stream: bool) -> Self {
+        JsonObserver {
+            printer,
+            stream,
+            started: Instant::now(),
+            usage: Usage::default(),
+            rounds: 0,
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// Writes one event line when streaming; a closed pipe is the reader's choice, not an error.
+    pub fn emit(&self, event: Value) {
+        if self.stream {
+            write_line(&event);
+        }
+    }
+
+    /// The final object: what the turn produced and what it cost.
+    pub fn result(&self, fields: ResultFields<'_>) -> Value {
+        let mut usage = json!({
+            "input_tokens": self.usage.input_tokens,
+            "output_tokens": self.usage.output_tokens,
+        });
+        if let Some(n) = self.usage.cache_read_tokens {
+            usage["cache_read_tokens"] = json!(n);
+        }
+        if let Some(n) = self.usage.cache_write_tokens {
+            usage["cache_write_tokens"] = json!(n);
+        }
+        let mut out = json!({
+            "type": "result",
+            "result": fields.text,
+            "conversation_id": fields.conversation_id,
+            "node_id": fields.node_id,
+            "model": fields.model,
+            "usage": usage,
+            "num_rounds": self.rounds,
+            "duration_ms": self.started.elapsed().as_millis() as u64,
+            "is_error": fields.error.is_some(),
+            "tool_calls": self.tool_calls,
+        });
+        if let Some(e) = fields.error {
+            out["error"] = json!(e);
+        }
+        out
+    }
+}
+
+/// What only the caller knows when the turn ends.
+pub struct ResultFields<'a> {
+    pub text: &'a str,
+    pub conversation_id: &'a str,
+    pub node_id: &'a str,
+    pub model: &'a str,
+    pub error: Option<String>,
+}
+
+/// One JSON object and a newline on stdout, flushed at once.
+pub fn write_line(value: &Value) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{value}").and_then(|()| stdout.flush());
+}
+
+impl Observer for JsonObserver {
+    fn text(&mut self, text: &str) {
+        self.printer.text(text);
+        self.emit(json!({"type": "text", "text": text}));
+    }
+
+    fn reasoning(&mut self, text: &str) {
+        self.printer.reasoning(text);
+        self.emit(json!({"type": "reasoning", "text": text}));
+    }
+
+    fn tool_call_started(&mut self, name: &str) {
+        self.printer.tool_call_started(name);
+    }
+
+    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
+        self.printer.retry(attempt, of, delay, reason);
+        self.emit(json!({
+            "type": "retry",
+            "attempt": attempt,
+            "of": of,
+            "delay_ms": delay.as_millis() as u64,
+            "reason": reason,
+        }));
+    }
+
+    fn answer_end(&mut self, response: &ChatResponse, complete: bool) {
+        self.printer.answer_end(response, complete);
+        if complete {
+            self.rounds += 1;
+        }
+        if let Some(u) = &response.usage {
+            self.usage.input_tokens += u.input_tokens;
+            self.usage.output_tokens += u.output_tokens;
+            let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            };
+            self.usage.cache_read_tokens = add(self.usage.cache_read_tokens, u.cache_read_tokens);
+            self.usage.cache_write_tokens =
+                add(self.usage.cache_write_tokens, u.cache_write_tokens);
+        }
+    }
+
+    fn tool_call(&mut self, call: &ToolCall) {
+        self.printer.tool_call(call);
+        self.emit(json!({
+            "type": "tool_call",
+            "id": call.id,
+            "name": call.function.name,
+            "arguments": call.function.arguments,
+        }));
+    }
+
+    fn tool_result(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
+        self.printer.tool_result(call, outcome);
+        self.tool_calls.push(json!({
+            "name": call.function.name,
+            "arguments": call.function.arguments,
+            "ok": !outcome.is_error,
+        }));
+        self.emit(json!({
+            "type": "tool_result",
+            "id": call.id,
+            "name": call.function.name,
+            "ok": !outcome.is_error,
+            "summary": outcome.summary,
+        }));
+    }
+}

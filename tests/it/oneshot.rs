@@ -1,0 +1,161 @@
+//! One-shot mode for scripts: `--output-format json|stream-json`, the prompt from stdin, and
+//! `--continue` with `-p`.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn one_shot(env: &Env, server: &Server, args: &[&str], stdin: &str) -> Run {
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(args);
+    run_with_stdin(cmd, stdin)
+}
+
+#[test]
+fn json_reports_the_turn_in_one_object() {
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "list_files", "{}")]),
+        text(&["Two ", "files."]),
+    ]);
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "a").unwrap();
+    let run = one_shot(
+        &env,
+        &server,
+        &["-p", "what is here?", "--output-format", "json"],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one object on stdout: {run:?}");
+    let mut v: Value = serde_json::from_str(lines[0]).unwrap();
+    assert!(v["duration_ms"].as_u64().is_some());
+    v["duration_ms"] = Value::Null;
+    let (id, file) = env.only_conversation();
+    let last = file.last().unwrap()["msg_id"].clone();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "type": "result",
+            "result": "Two files.",
+            "conversation_id": id,
+            "node_id": last,
+            "model": "gpt-4o-mini",
+            "usage": {"input_tokens": 11, "output_tokens": 2},
+            "num_rounds": 2,
+            "duration_ms": null,
+            "is_error": false,
+            "tool_calls": [{"name": "list_files", "arguments": "{}", "ok": true}],
+        })
+    );
+    // Human text stays on stderr.
+    assert!(run.stderr.contains("→ list_files({})"), "{run:?}");
+}
+
+#[test]
+fn stream_json_writes_events_as_they_happen_then_the_result() {
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "read_file", r#"{"filepath":"missing.txt"}"#)]),
+        text(&["It ", "is missing."]),
+    ]);
+    let env = Env::new();
+    let run = one_shot(
+        &env,
+        &server,
+        &["-p", "read it", "--output-format", "stream-json"],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let events: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "start",
+            "tool_call",
+            "tool_result",
+            "text",
+            "text",
+            "result"
+        ],
+        "{run:?}"
+    );
+    let (id, _) = env.only_conversation();
+    assert_eq!(events[0]["conversation_id"], id.as_str());
+    assert_eq!(events[1]["name"], "read_file");
+    assert_eq!(events[1]["arguments"], r#"{"filepath":"missing.txt"}"#);
+    assert_eq!(events[2]["ok"], false);
+    assert_eq!(
+        (events[3]["text"].as_str(), events[4]["text"].as_str()),
+        (Some("It "), Some("is missing."))
+    );
+    assert_eq!(events[5]["result"], "It is missing.");
+    assert_eq!(events[5]["tool_calls"][0]["ok"], false);
+}
+
+#[test]
+fn errors_in_json_modes_are_json_too() {
+    let server = Server::start(vec![Reply::Status(
+        401,
+        r#"{"error":{"message":"invalid key"}}"#.into(),
+    )]);
+    let env = Env::new();
+    let run = one_shot(&env, &server, &["-p", "hi", "--output-format", "json"], "");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let v: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(v["is_error"], true);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("answered 401: invalid key"),
+        "{v}"
+    );
+    assert_eq!(v["result"], "");
+    assert_eq!(v["num_rounds"], 0);
+    // Bad usage is clap's: exit 2, nothing on stdout.
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).args(["--output-format", "json"]);
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn the_prompt_can_come_from_stdin_and_a_conversation_can_go_on() {
+    let server = Server::start(vec![
+        text(&["Looks fine."]),
+        text(&["From stdin."]),
+        text(&["Still here."]),
+    ]);
+    let env = Env::new();
+    // Piped stdin follows the text after a blank line.
+    let run = one_shot(&env, &server, &["-p", "review this"], "-old\n+new\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(server.messages(0)[1].1, "review this\n\n-old\n+new\n");
+    // `-p -`: the prompt is stdin.
+    let run = one_shot(&env, &server, &["-p", "-"], "the whole prompt\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(server.messages(1)[1].1, "the whole prompt\n");
+    let run = one_shot(&env, &server, &["-p", "-"], "");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("standard input, which is empty"),
+        "{run:?}"
+    );
+    // `--continue` with `-p` goes on from the latest conversation's last message.
+    let run = one_shot(&env, &server, &["-p", "and now?", "--continue"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let sent = server.messages(2);
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    assert_eq!(sent[1].1, "the whole prompt\n");
+    assert_eq!(sent[3].1, "and now?");
+    assert_eq!(env.conversation_files().len(), 2);
+}
