@@ -205,10 +205,13 @@ fn one_shot_prompt(text: &str) -> Result<String, String> {
     }
     let mut piped = String::new();
     if !stdin.is_terminal() {
-        stdin
-            .lock()
-            .read_to_string(&mut piped)
-            .map_err(|e| format!("reading the prompt from standard input: {e}"))?;
+        // No standard input at all (a closed descriptor) is an empty one, unless it was asked for.
+        let read = stdin.lock().read_to_string(&mut piped);
+        if let Err(e) = read
+            && text == "-"
+        {
+            return Err(format!("reading the prompt from standard input: {e}"));
+        }
     }
     let prompt = match (text, piped.trim().is_empty()) {
         ("-", true) => {
