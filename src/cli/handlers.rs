@@ -228,7 +228,7 @@ impl App {
         };
         let (summaries, total) = match listed {
             Ok(listed) => listed,
-            Err(e) => return self.out.error(&e.to_string()),
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         let current = self.session.id().to_string();
         let mut text = String::new();
@@ -280,7 +280,7 @@ impl App {
         }
         let id = match self.store.resolve(args) {
             Ok(id) => id,
-            Err(e) => return self.out.error(&e.to_string()),
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         if id == self.session.id() && self.session.is_persisted() {
             return self
@@ -295,7 +295,7 @@ impl App {
                 self.out
                     .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
             }
-            Err(e) => self.out.error(&e.to_string()),
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
         }
     }
 
@@ -372,7 +372,7 @@ impl App {
         }
         match self.session.set_title(args) {
             Ok(()) => self.out.say(&self.tr("titled", &[("args", &args)])),
-            Err(e) => self.out.error(&e.to_string()),
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
         }
     }
 
@@ -382,7 +382,7 @@ impl App {
         }
         let id = match self.store.resolve(args) {
             Ok(id) => id,
-            Err(e) => return self.out.error(&e.to_string()),
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         if id == self.session.id() {
             return self.refuse_text("that_is_the_current_conversation_new", &[]);
@@ -416,7 +416,7 @@ impl App {
             Ok(path) => self
                 .out
                 .say(&self.tr("moved_to_trash", &[("id", &id), ("path", &path.display())])),
-            Err(e) => self.out.error(&e.to_string()),
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
         }
     }
 
@@ -426,7 +426,7 @@ impl App {
         }
         let results = match self.store.search(args, SEARCH_LIMIT) {
             Ok(r) => r,
-            Err(e) => return self.out.error(&e.to_string()),
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         let mut text = String::new();
         for hit in &results.hits {

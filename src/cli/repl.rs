@@ -104,7 +104,7 @@ pub fn run(launch: Launch) -> ExitCode {
                 lang,
                 one_shot: true,
             };
-            out.error(&format!("{e:#}"));
+            out.error(&chain(lang, &e));
             return ExitCode::from(2);
         }
     };
@@ -131,7 +131,7 @@ pub fn run(launch: Launch) -> ExitCode {
     let code = match app.repl() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            app.out.error(&format!("{e:#}"));
+            app.out.error(&chain(app.out.lang, &e));
             ExitCode::from(1)
         }
     };
@@ -222,6 +222,20 @@ fn one_shot_prompt(text: &str) -> Result<String, String> {
         (_, false) => format!("{text}\n\n{piped}"),
     };
     Ok(prompt)
+}
+
+/// An error and its causes on one line, each in the interface's language where the catalogue has
+/// it (`{e:#}` in English).
+fn chain(lang: Lang, e: &anyhow::Error) -> String {
+    match lang {
+        Lang::En => format!("{e:#}"),
+        Lang::Zh => e
+            .chain()
+            .map(|cause| super::text::error(lang, cause))
+            .collect::<Vec<_>>()
+            .join("：")
+            .to_string(),
+    }
 }
 
 fn env_var(name: &str) -> Option<String> {
@@ -559,7 +573,7 @@ impl App {
         observer: &mut dyn crate::agent::Observer,
     ) -> Option<TurnEnd> {
         if let Err(e) = self.session.add(Message::new(Role::User, text)) {
-            self.out.error(&e.to_string());
+            self.out.error(&super::text::error(self.out.lang, &e));
             return None;
         }
         Some(self.answer_with(observer))
@@ -606,7 +620,8 @@ impl App {
                 .out
                 .warn(&self.tr("interrupted_what_arrived_is_kept", &[])),
             TurnEnd::Failed(e) => self.out.error(&format!(
-                "{e}\n{}",
+                "{}\n{}",
+                super::text::error(self.out.lang, e),
                 self.tr("your_message_is_saved_send_it", &[])
             )),
         }

@@ -91,7 +91,7 @@ impl App {
         };
         let mut file = match config::read_file(&path) {
             Ok(existing) => existing.unwrap_or_default(),
-            Err(e) => return self.out.error(&e.to_string()),
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         file.provider = Some(name.to_string());
         file.model = Some(model);

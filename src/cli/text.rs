@@ -607,6 +607,141 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "服务地址 [{default}] ",
     ),
     ("ask_model", "Model [{default}] ", "模型 [{default}] "),
+    (
+        "err_missing_key",
+        "no API key for provider `{provider}`: set {var} (or `api_key` in the config file)",
+        "服务 `{provider}` 没有 API 密钥：请设置 {var}（或在配置文件中设置 `api_key`）",
+    ),
+    (
+        "err_connect",
+        "cannot reach {url}: {reason}. Is the server running? Check {var}",
+        "无法连接 {url}：{reason}。服务是否在运行？请检查 {var}",
+    ),
+    (
+        "err_http",
+        "{url} answered {status}: {message}{hint}",
+        "{url} 返回 {status}：{message}{hint}",
+    ),
+    (
+        "hint_key",
+        "; check {var} (the API key)",
+        "；请检查 {var}（API 密钥）",
+    ),
+    (
+        "hint_model_openai",
+        "; check the model name `{model}` (--model) and {var} (it usually ends in /v1)",
+        "；请检查模型名 `{model}`（--model）和 {var}（通常以 /v1 结尾）",
+    ),
+    (
+        "hint_model_anthropic",
+        "; check the model name `{model}` (--model) and {var} (the host root, without /v1)",
+        "；请检查模型名 `{model}`（--model）和 {var}（主机根地址，不带 /v1）",
+    ),
+    (
+        "hint_rate_limited",
+        "; rate limited: wait a little",
+        "；请求过于频繁：请稍等",
+    ),
+    (
+        "hint_quota",
+        "; the account's quota or budget is spent: check your plan",
+        "；账户额度或预算已用完：请检查你的套餐",
+    ),
+    (
+        "hint_server_failed",
+        "; the server failed: try again later",
+        "；服务出错：请稍后再试",
+    ),
+    (
+        "err_server",
+        "the server reported an error during the answer: {message}",
+        "回答过程中服务报告了错误：{message}",
+    ),
+    (
+        "err_stream_cut",
+        "the answer stream was cut: {reason}",
+        "回答流被中断：{reason}",
+    ),
+    (
+        "err_silent",
+        "{url} accepted the request but sent nothing for {secs} s (idle timeout; `idle_timeout_secs` in the config sets it)",
+        "{url} 接受了请求，但 {secs} 秒内没有任何回应（空闲超时；可用配置项 `idle_timeout_secs` 设置）",
+    ),
+    (
+        "err_client",
+        "could not build the HTTP client: {reason}",
+        "无法创建 HTTP 客户端：{reason}",
+    ),
+    (
+        "err_not_saved",
+        "the message is kept in memory but could not be saved: {error}",
+        "消息保留在内存中，但无法保存：{error}",
+    ),
+    (
+        "err_no_conversation",
+        "no conversation `{id}` in this project",
+        "本项目中没有对话 `{id}`",
+    ),
+    (
+        "err_ambiguous",
+        "`{prefix}` matches several conversations: {ids}",
+        "`{prefix}` 匹配多个对话：{ids}",
+    ),
+    (
+        "err_unknown_message",
+        "no message with id {id} in this conversation",
+        "当前对话中没有 id 为 {id} 的消息",
+    ),
+    (
+        "err_duplicate_message",
+        "message {id} is already in this conversation",
+        "消息 {id} 已在当前对话中",
+    ),
+    (
+        "err_config_read",
+        "cannot read config file {path}: {cause}",
+        "无法读取配置文件 {path}：{cause}",
+    ),
+    (
+        "err_config_parse",
+        "config file {path} is not valid: {cause}",
+        "配置文件 {path} 无效：{cause}",
+    ),
+    (
+        "err_unknown_provider",
+        "unknown provider `{name}`; known providers: {known}. Add others under \"providers\" in {file}",
+        "未知服务 `{name}`；已知服务：{known}。可在 {file} 的 \"providers\" 中添加",
+    ),
+    (
+        "err_unknown_kind",
+        "provider `{name}` has kind `{kind}`; supported kinds: openai, anthropic",
+        "服务 `{name}` 的类型为 `{kind}`；支持的类型：openai、anthropic",
+    ),
+    (
+        "err_no_base_url",
+        "provider `{name}` has no base_url; set it under \"providers\" in {file}",
+        "服务 `{name}` 没有 base_url；请在 {file} 的 \"providers\" 中设置",
+    ),
+    (
+        "err_unknown_lang",
+        "unknown language `{lang}`; use en or zh",
+        "未知语言 `{lang}`；请使用 en 或 zh",
+    ),
+    (
+        "err_unknown_mode",
+        "unknown permission mode `{mode}`; use strict, default or permissive",
+        "未知权限模式 `{mode}`；请使用 strict、default 或 permissive",
+    ),
+    (
+        "err_unknown_role",
+        "unknown role `{name}`; available roles: {available}",
+        "未知角色 `{name}`；可用角色：{available}",
+    ),
+    (
+        "err_role_read",
+        "cannot read role file {path}: {cause}",
+        "无法读取角色文件 {path}：{cause}",
+    ),
 ];
 
 /// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the
@@ -661,6 +796,137 @@ fn fill(lang: Lang, template: &str, args: &[(&str, &dyn std::fmt::Display)]) -> 
     }
     out.push_str(rest);
     out
+}
+
+/// An error as the REPL says it: in English its own text; in Chinese, for the errors a user meets
+/// (providers, storage, configuration, roles), the catalogue's translation. Text that comes from
+/// elsewhere inside (a server's message, the system's reason) stays as it came.
+pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
+    use crate::agent::AgentError;
+    use crate::config::ConfigError;
+    use crate::llm::{Hint, LlmError};
+    use crate::prompt::RoleError;
+    use crate::session::{SessionError, StoreError, TreeError};
+    if lang == Lang::En {
+        return e.to_string();
+    }
+    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    if let Some(e) = e.downcast_ref::<AgentError>() {
+        return match e {
+            AgentError::Llm(e) => error(lang, e),
+            AgentError::Session(e) => error(lang, e),
+        };
+    }
+    if let Some(e) = e.downcast_ref::<LlmError>() {
+        return match e {
+            LlmError::MissingKey { provider, var } => {
+                t("err_missing_key", &[("provider", provider), ("var", var)])
+            }
+            LlmError::Connect { url, reason, var } => t(
+                "err_connect",
+                &[("url", url), ("reason", reason), ("var", var)],
+            ),
+            LlmError::Http {
+                status,
+                url,
+                message,
+                hint,
+                ..
+            } => {
+                let hint = match hint.as_ref() {
+                    Hint::None => String::new(),
+                    Hint::Key { var } => t("hint_key", &[("var", var)]),
+                    Hint::Model { model, var, kind } => t(
+                        match kind {
+                            crate::llm::ProviderKind::OpenAi => "hint_model_openai",
+                            crate::llm::ProviderKind::Anthropic => "hint_model_anthropic",
+                        },
+                        &[("model", model), ("var", var)],
+                    ),
+                    Hint::RateLimited => t("hint_rate_limited", &[]),
+                    Hint::Quota => t("hint_quota", &[]),
+                    Hint::ServerFailed => t("hint_server_failed", &[]),
+                };
+                t(
+                    "err_http",
+                    &[
+                        ("url", url),
+                        ("status", status),
+                        ("message", message),
+                        ("hint", &hint),
+                    ],
+                )
+            }
+            LlmError::Server { message, .. } => t("err_server", &[("message", message)]),
+            LlmError::StreamCut(reason) => t("err_stream_cut", &[("reason", reason)]),
+            LlmError::Silent { url, secs } => t("err_silent", &[("url", url), ("secs", secs)]),
+            LlmError::Client(reason) => t("err_client", &[("reason", reason)]),
+        };
+    }
+    if let Some(e) = e.downcast_ref::<SessionError>() {
+        return match e {
+            SessionError::Tree(e) => error(lang, e),
+            SessionError::Store(e) => t("err_not_saved", &[("error", &error(lang, e))]),
+        };
+    }
+    if let Some(e) = e.downcast_ref::<StoreError>() {
+        return match e {
+            StoreError::NotFound(id) => t("err_no_conversation", &[("id", id)]),
+            StoreError::Ambiguous { prefix, matches } => t(
+                "err_ambiguous",
+                &[("prefix", prefix), ("ids", &matches.join(", "))],
+            ),
+            StoreError::Io { .. } => e.to_string(),
+        };
+    }
+    if let Some(e) = e.downcast_ref::<TreeError>() {
+        return match e {
+            TreeError::UnknownMessage(id) => t("err_unknown_message", &[("id", id)]),
+            TreeError::DuplicateMessage(id) => t("err_duplicate_message", &[("id", id)]),
+        };
+    }
+    if let Some(e) = e.downcast_ref::<ConfigError>() {
+        let file = crate::config::CONFIG_FILE;
+        return match e {
+            ConfigError::Read { path, cause } => t(
+                "err_config_read",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            ConfigError::Parse { path, cause } => t(
+                "err_config_parse",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            ConfigError::UnknownProvider { name, known } => t(
+                "err_unknown_provider",
+                &[
+                    ("name", name),
+                    ("known", &known.join(", ")),
+                    ("file", &file),
+                ],
+            ),
+            ConfigError::UnknownKind { name, kind } => {
+                t("err_unknown_kind", &[("name", name), ("kind", kind)])
+            }
+            ConfigError::NoBaseUrl { name } => {
+                t("err_no_base_url", &[("name", name), ("file", &file)])
+            }
+            ConfigError::UnknownLang(l) => t("err_unknown_lang", &[("lang", l)]),
+            ConfigError::UnknownMode(m) => t("err_unknown_mode", &[("mode", m)]),
+        };
+    }
+    if let Some(e) = e.downcast_ref::<RoleError>() {
+        return match e {
+            RoleError::Unknown { name, available } => t(
+                "err_unknown_role",
+                &[("name", name), ("available", &available.join(", "))],
+            ),
+            RoleError::Read { path, cause } => t(
+                "err_role_read",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+        };
+    }
+    e.to_string()
 }
 
 /// The placeholder names of a template, sorted.
@@ -748,8 +1014,18 @@ mod tests {
                 let p = e.path();
                 if p.is_dir() {
                     stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("cli/text.rs") {
-                    sources.push_str(&std::fs::read_to_string(p).unwrap());
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    if p.ends_with("cli/text.rs") {
+                        // Only the code that uses keys here, not the table or these tests.
+                        let from = text.find("pub fn error(").unwrap();
+                        let to = text
+                            .find("/// The placeholder names of a template")
+                            .unwrap();
+                        sources.push_str(&text[from..to]);
+                    } else {
+                        sources.push_str(&text);
+                    }
                 }
             }
         }
@@ -772,6 +1048,10 @@ mod tests {
             ("\"this_is_the_", "this_is_the_"),
             ("\"trusted\"", "trusted"),
             ("\"not_trusted\"", "not_trusted"),
+            ("=>t(\"", ""),
+            ("=>{t(\"", ""),
+            (";t(\"", ""),
+            ("=>\"hint_model_", "hint_model_"),
         ] {
             if call == format!("\"{kept}\"") {
                 if sources.contains(call) {

@@ -105,6 +105,59 @@ impl std::fmt::Debug for ProviderSettings {
     }
 }
 
+/// What to do about a failed HTTP answer; shown after its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hint {
+    None,
+    /// 401, 403: the key in this variable.
+    Key {
+        var: String,
+    },
+    /// 404: the model name, and the base URL in this variable (its shape differs by protocol).
+    Model {
+        model: String,
+        var: String,
+        kind: ProviderKind,
+    },
+    /// 429 that waiting cures.
+    RateLimited,
+    /// 429 from a spent quota or budget.
+    Quota,
+    /// 5xx.
+    ServerFailed,
+}
+
+impl std::fmt::Display for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hint::None => Ok(()),
+            Hint::Key { var } => write!(f, "; check {var} (the API key)"),
+            Hint::Model {
+                model,
+                var,
+                kind: ProviderKind::OpenAi,
+            } => write!(
+                f,
+                "; check the model name `{model}` (--model) and {var} (it usually ends in /v1)"
+            ),
+            Hint::Model {
+                model,
+                var,
+                kind: ProviderKind::Anthropic,
+            } => write!(
+                f,
+                "; check the model name `{model}` (--model) and {var} (the host root, without /v1)"
+            ),
+            Hint::RateLimited => write!(f, "; rate limited: wait a little"),
+            Hint::Quota => write!(
+                f,
+                "; the account's quota or budget is spent: check your plan"
+            ),
+            Hint::ServerFailed => write!(f, "; the server failed: try again later"),
+        }
+    }
+}
+
 /// Why a request failed. Each variant's text says what happened and what the user can do.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
@@ -121,8 +174,8 @@ pub enum LlmError {
         status: u16,
         url: String,
         message: String,
-        /// Starts with a separator when present.
-        hint: String,
+        /// What to do about it.
+        hint: Box<Hint>,
         /// From the `Retry-After` header.
         retry_after: Option<Duration>,
         /// Whether trying again can help (429 without a spend limit, 5xx, 529).
@@ -589,23 +642,20 @@ pub(crate) fn http_error(
         .ok()
         .and_then(|v| v.get("error").map(error_text))
         .unwrap_or_else(|| preview(body));
-    let hint = match status {
-        401 | 403 => format!("; check {} (the API key)", s.api_key_var),
-        404 => match s.kind {
-            ProviderKind::OpenAi => format!(
-                "; check the model name `{model}` (--model) and {} (it usually ends in /v1)",
-                s.base_url_var
-            ),
-            ProviderKind::Anthropic => format!(
-                "; check the model name `{model}` (--model) and {} (the host root, without /v1)",
-                s.base_url_var
-            ),
+    let hint = Box::new(match status {
+        401 | 403 => Hint::Key {
+            var: s.api_key_var.clone(),
         },
-        429 if status_is_retryable(status, body) => "; rate limited: wait a little".to_string(),
-        429 => "; the account's quota or budget is spent: check your plan".to_string(),
-        500..=599 => "; the server failed: try again later".to_string(),
-        _ => String::new(),
-    };
+        404 => Hint::Model {
+            model: model.to_string(),
+            var: s.base_url_var.clone(),
+            kind: s.kind,
+        },
+        429 if status_is_retryable(status, body) => Hint::RateLimited,
+        429 => Hint::Quota,
+        500..=599 => Hint::ServerFailed,
+        _ => Hint::None,
+    });
     LlmError::Http {
         status,
         url: url.to_string(),
@@ -742,7 +792,7 @@ mod tests {
             status: 401,
             url: "http://x".into(),
             message: "invalid key sk-secret-123456".into(),
-            hint: String::new(),
+            hint: Box::new(Hint::None),
             retry_after: None,
             retryable: false,
         }

@@ -958,3 +958,33 @@ fn errors_say_their_cause_once_and_unknown_config_keys_are_named() {
         "{run:?}"
     );
 }
+
+/// In Chinese, the errors a user meets are Chinese too; what came from elsewhere stays as it came.
+#[test]
+fn errors_are_translated_in_chinese() {
+    let server = Server::start(vec![Reply::Status(
+        401,
+        r#"{"error":{"message":"invalid key"}}"#.into(),
+    )]);
+    let env = Env::new();
+    let run = env.run(&server.base_url, &["--lang", "zh"], "你好\n/switch nope\n");
+    assert!(
+        run.stderr
+            .contains("返回 401：invalid key；请检查 OPENAI_API_KEY（API 密钥）"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("错误：本项目中没有对话 `nope`"),
+        "{run:?}"
+    );
+    let run = env.run(
+        &server.base_url,
+        &["--lang", "zh", "--provider", "nope"],
+        "",
+    );
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("错误：未知服务 `nope`；已知服务："),
+        "{run:?}"
+    );
+}
