@@ -713,9 +713,56 @@ mod tests {
                 "{dynamic}"
             );
         }
+        // So is a shell fed a script or its input, or eval/source of text built at run time.
+        for opaque in [
+            "echo 'git push' | sh",
+            "bash deploy.sh",
+            "sh < commands.txt",
+            "bash -c \"$CMD\"",
+            "eval \"$CMD\"",
+            "source ./env.sh",
+            ". ./env.sh",
+            "echo push | xargs -I{} git {}",
+        ] {
+            assert_eq!(
+                p.check("bash", ToolKind::Execute, Some(opaque)),
+                Verdict::Ask,
+                "{opaque}"
+            );
+        }
+        // Without deny or ask rules for bash the mode decides, and a rule naming it allows it.
         let free = Policy::new(Mode::Permissive, vec![], vec![]).unwrap();
         assert_eq!(
             free.check("bash", ToolKind::Execute, Some("$GIT push")),
+            Verdict::Allow
+        );
+        assert_eq!(
+            free.check("bash", ToolKind::Execute, Some("bash deploy.sh")),
+            Verdict::Allow
+        );
+        for rules in [
+            vec![rule("bash", Some("git *"), Action::Allow)],
+            vec![rule("write_file", Some("secrets/**"), Action::Deny)],
+            vec![rule("mcp__*", None, Action::Ask)],
+        ] {
+            let p = Policy::new(Mode::Permissive, rules.clone(), vec![]).unwrap();
+            assert_eq!(
+                p.check("bash", ToolKind::Execute, Some("$GIT push")),
+                Verdict::Allow,
+                "{rules:?}"
+            );
+        }
+        let named = Policy::new(
+            Mode::Default,
+            vec![
+                rule("bash", Some("git push*"), Action::Deny),
+                rule("bash", Some("bash deploy.sh"), Action::Allow),
+            ],
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(
+            named.check("bash", ToolKind::Execute, Some("bash deploy.sh")),
             Verdict::Allow
         );
     }
@@ -819,6 +866,18 @@ mod tests {
             check(&untrusted, "write_file", Write, "src/a.rs"),
             Verdict::Allow
         );
+        // Where both deny, the user's rule is the one that decides and is named.
+        let both = Policy::new(
+            Mode::Default,
+            vec![rule("bash", Some("rm *"), Action::Deny)],
+            vec![rule("bash", Some("rm *"), Action::Deny)],
+        )
+        .unwrap()
+        .project_untrusted(true);
+        assert!(matches!(
+            both.check("bash", Execute, Some("rm x")),
+            Verdict::Deny(r) if r.contains("the user rule")
+        ));
         // What the user allows "always" at the prompt applies at once all the same.
         let mut untrusted = untrusted;
         untrusted
