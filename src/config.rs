@@ -143,6 +143,38 @@ pub struct ProviderEntry {
     /// The model used with this provider when none is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Prices per million tokens, for the cost in the status line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Pricing>,
+}
+
+/// Prices per million tokens (in whatever currency the user thinks in; shown with `$`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    #[serde(default)]
+    pub input: f64,
+    #[serde(default)]
+    pub output: f64,
+    /// Cached input read; `input` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<f64>,
+    /// Cache writes; `input` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
+}
+
+impl Pricing {
+    /// What `usage` costs. Input tokens include the cached ones, which are priced apart.
+    pub fn cost(&self, usage: &crate::vocab::Usage) -> f64 {
+        let read = usage.cache_read_tokens.unwrap_or(0);
+        let write = usage.cache_write_tokens.unwrap_or(0);
+        let plain = usage.input_tokens.saturating_sub(read + write);
+        let per = |n: u64, price: f64| n as f64 * price / 1_000_000.0;
+        per(plain, self.input)
+            + per(read, self.cache_read.unwrap_or(self.input))
+            + per(write, self.cache_write.unwrap_or(self.input))
+            + per(usage.output_tokens, self.output)
+    }
 }
 
 impl FileConfig {
@@ -182,6 +214,7 @@ impl FileConfig {
                     api_key: entry.api_key.or(base.api_key),
                     api_key_env: entry.api_key_env.or(base.api_key_env),
                     model: entry.model.or(base.model),
+                    pricing: entry.pricing.or(base.pricing),
                 },
                 None => entry,
             };
@@ -322,6 +355,8 @@ pub struct Config {
     pub ignored: Vec<String>,
     /// What the files hold that is not used (unknown keys), one sentence each.
     pub warnings: Vec<String>,
+    /// The selected provider's prices, when the config gives them.
+    pub pricing: Option<Pricing>,
 }
 
 impl Mode {
@@ -581,6 +616,7 @@ pub fn load(
         project_file,
         ignored,
         warnings,
+        pricing: entry.pricing,
     })
 }
 
@@ -878,6 +914,26 @@ mod tests {
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert_eq!(c.provider.base_url, "https://api.openai.com/v1");
         assert_eq!(c.ignored, ["base_url `http://evil/v1`"]);
+    }
+
+    #[test]
+    fn pricing_counts_cached_tokens_apart() {
+        let p = Pricing {
+            input: 3.0,
+            output: 15.0,
+            cache_read: Some(0.3),
+            cache_write: None,
+        };
+        let u = crate::vocab::Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cache_read_tokens: Some(500_000),
+            cache_write_tokens: Some(100_000),
+            reasoning_tokens: None,
+        };
+        // 400k plain at 3, 500k read at 0.3, 100k written at 3 (input), 100k out at 15.
+        let cost = p.cost(&u);
+        assert!((cost - (1.2 + 0.15 + 0.3 + 1.5)).abs() < 1e-9, "{cost}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub enum CommandId {
     Permissions,
     Model,
     Models,
+    Status,
     Skills,
     Help,
     Exit,
@@ -164,6 +165,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         takes_conversation: false,
     },
     CommandSpec {
+        id: CommandId::Status,
+        names: &["/status"],
+        args: "",
+        help: "help_status",
+        takes_conversation: false,
+    },
+    CommandSpec {
         id: CommandId::Skills,
         names: &["/skills"],
         args: "",
@@ -278,7 +286,7 @@ mod tests {
     fn completes_from_the_table() {
         assert_eq!(
             complete_names("/s"),
-            ["/sessions", "/switch", "/search", "/skills"]
+            ["/sessions", "/switch", "/search", "/status", "/skills"]
         );
         assert_eq!(complete_names("/p"), ["/prev", "/permissions"]);
         assert_eq!(complete_names("/e"), ["/edit", "/export", "/exit"]);

@@ -613,6 +613,45 @@ impl App {
         self.out.say(&text);
     }
 
+    /// `/status`: the last status line, then the provider, model and permission mode, and the
+    /// session's totals.
+    pub(super) fn status(&mut self, args: &str) {
+        if !self.no_args("/status", args) {
+            return;
+        }
+        let (usage, cost, turns) = &self.totals;
+        let last = self
+            .last_status
+            .clone()
+            .unwrap_or_else(|| self.tr("status_no_turn_yet", &[]));
+        let cost = if self.config.pricing.is_some() {
+            format!(" · ${cost:.4}")
+        } else {
+            String::new()
+        };
+        let s = self.provider.settings();
+        self.out.say(&format!(
+            "{last}\n{}\n{}",
+            self.tr(
+                "status_setup",
+                &[
+                    ("name", &s.name),
+                    ("model", &self.config.model),
+                    ("mode", &self.policy.mode.as_str()),
+                ],
+            ),
+            self.tr(
+                "status_totals",
+                &[
+                    ("turns", turns),
+                    ("input", &usage.input_tokens),
+                    ("output", &usage.output_tokens),
+                    ("cost", &cost),
+                ],
+            )
+        ));
+    }
+
     pub(super) fn model(&mut self, args: &str) {
         let s = self.provider.settings();
         if args.is_empty() {

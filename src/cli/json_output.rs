@@ -144,15 +144,7 @@ impl Observer for JsonObserver {
             self.rounds += 1;
         }
         if let Some(u) = &response.usage {
-            self.usage.input_tokens += u.input_tokens;
-            self.usage.output_tokens += u.output_tokens;
-            let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-            };
-            self.usage.cache_read_tokens = add(self.usage.cache_read_tokens, u.cache_read_tokens);
-            self.usage.cache_write_tokens =
-                add(self.usage.cache_write_tokens, u.cache_write_tokens);
+            super::output::add_usage(&mut self.usage, u);
         }
     }
 

@@ -86,6 +86,58 @@ impl Output {
     }
 }
 
+/// Adds one answer's token counts to a total.
+pub fn add_usage(total: &mut Usage, u: &Usage) {
+    total.input_tokens += u.input_tokens;
+    total.output_tokens += u.output_tokens;
+    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    total.cache_read_tokens = add(total.cache_read_tokens, u.cache_read_tokens);
+    total.cache_write_tokens = add(total.cache_write_tokens, u.cache_write_tokens);
+    total.reasoning_tokens = add(total.reasoning_tokens, u.reasoning_tokens);
+}
+
+/// The status line after a turn: model, the turn's tokens, the context the last request used,
+/// the time taken, and the cost where prices are configured.
+pub fn status_line(
+    lang: Lang,
+    model: &str,
+    turn: Option<&Usage>,
+    context: Option<u64>,
+    secs: f64,
+    cost: Option<f64>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(turn) = turn {
+        parts.push(format!("{} in", turn.input_tokens));
+        parts.push(format!("{} out", turn.output_tokens));
+        if let Some(n) = turn.cache_read_tokens {
+            parts.push(format!("{n} cached"));
+        }
+        if let Some(n) = turn.cache_write_tokens {
+            parts.push(format!("{n} cache write"));
+        }
+    }
+    if let Some(n) = context {
+        parts.push(super::text::tr(lang, "status_context", &[("n", &n)]));
+    }
+    parts.push(super::text::tr(
+        lang,
+        "status_secs",
+        &[("secs", &format!("{secs:.1}"))],
+    ));
+    if let Some(cost) = cost {
+        parts.push(format!("${cost:.4}"));
+    }
+    super::text::tr(
+        lang,
+        "status_line",
+        &[("model", &model), ("parts", &parts.join(" · "))],
+    )
+}
+
 /// Diff lines shown from the start and from the end of a long diff; the middle is summarised.
 const DIFF_HEAD_LINES: usize = 300;
 const DIFF_TAIL_LINES: usize = 100;
@@ -149,6 +201,13 @@ pub struct Printer {
     in_reasoning: bool,
     /// A "⋯ tool" line shows that a tool call is streaming; it is erased when the call is whole.
     preparing: bool,
+    /// The turn so far, for the status line: tokens summed over its answers, the last request's
+    /// prompt size, and when it began.
+    pub turn: Usage,
+    /// Whether any answer of the turn reported usage.
+    pub usage_seen: bool,
+    pub last_prompt: Option<u64>,
+    pub started: std::time::Instant,
 }
 
 impl Printer {
@@ -158,6 +217,10 @@ impl Printer {
             at_line_start: true,
             in_reasoning: false,
             preparing: false,
+            turn: Usage::default(),
+            usage_seen: false,
+            last_prompt: None,
+            started: std::time::Instant::now(),
         }
     }
 
@@ -277,8 +340,15 @@ impl Observer for Printer {
             self.out.say(&self.out.dim(&note));
         }
         if let Some(usage) = &response.usage {
-            let line = self.out.dim(&self.out.usage_line(usage));
-            self.out.say(&line);
+            // A round that goes on to tools shows its tokens; the last answer's are in the
+            // status line that ends the turn.
+            if !response.tool_calls.is_empty() {
+                let line = self.out.dim(&self.out.usage_line(usage));
+                self.out.say(&line);
+            }
+            add_usage(&mut self.turn, usage);
+            self.usage_seen = true;
+            self.last_prompt = Some(usage.input_tokens);
         }
     }
 

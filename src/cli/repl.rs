@@ -64,6 +64,9 @@ pub struct App {
     /// What the command line said, kept for reloading the configuration.
     pub(super) overrides: Overrides,
     pub(super) interrupts: Interrupts,
+    /// Tokens, cost and turns of this session, and the last status line, for `/status`.
+    pub(super) totals: (crate::vocab::Usage, f64, usize),
+    pub(super) last_status: Option<String>,
     pub(super) busy: Arc<AtomicBool>,
     pub(super) runtime: tokio::runtime::Runtime,
 }
@@ -409,6 +412,8 @@ impl App {
             reader,
             overrides: launch.overrides.clone(),
             interrupts,
+            totals: Default::default(),
+            last_status: None,
             busy,
             runtime,
         };
@@ -553,6 +558,7 @@ impl App {
             CommandId::Permissions => self.permissions(args),
             CommandId::Model => self.model(args),
             CommandId::Models => self.models(args),
+            CommandId::Status => self.status(args),
             CommandId::Skills => self.list_skills(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,
@@ -564,7 +570,33 @@ impl App {
     /// message could not even be stored.
     pub(super) fn chat(&mut self, text: &str) -> Option<TurnEnd> {
         let mut printer = Printer::new(self.out);
-        self.chat_with(text, &mut printer)
+        let end = self.chat_with(text, &mut printer);
+        if end.is_some() {
+            self.report_turn(&printer);
+        }
+        end
+    }
+
+    /// The status line after a turn (one dim line), and the session's totals.
+    fn report_turn(&mut self, printer: &Printer) {
+        let cost = self
+            .config
+            .pricing
+            .filter(|_| printer.usage_seen)
+            .map(|p| p.cost(&printer.turn));
+        super::output::add_usage(&mut self.totals.0, &printer.turn);
+        self.totals.1 += cost.unwrap_or(0.0);
+        self.totals.2 += 1;
+        let line = super::output::status_line(
+            self.out.lang,
+            &self.config.model,
+            printer.usage_seen.then_some(&printer.turn),
+            printer.last_prompt,
+            printer.started.elapsed().as_secs_f64(),
+            cost,
+        );
+        self.out.say(&self.out.dim(&line));
+        self.last_status = Some(line);
     }
 
     fn chat_with(
@@ -582,7 +614,9 @@ impl App {
     /// Runs the agent loop on the branch at the cursor and reports how it ended.
     pub(super) fn answer(&mut self) -> TurnEnd {
         let mut printer = Printer::new(self.out);
-        self.answer_with(&mut printer)
+        let end = self.answer_with(&mut printer);
+        self.report_turn(&printer);
+        end
     }
 
     fn answer_with(&mut self, observer: &mut dyn crate::agent::Observer) -> TurnEnd {

@@ -742,6 +742,33 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "cannot read role file {path}: {cause}",
         "无法读取角色文件 {path}：{cause}",
     ),
+    (
+        "status_line",
+        "[{model} · {parts}]",
+        "[模型 {model} · {parts}]",
+    ),
+    ("status_context", "context {n}", "上下文 {n}"),
+    ("status_secs", "{secs} s", "{secs} 秒"),
+    (
+        "help_status",
+        "the last turn's status line, the model, the permission mode and this session's totals",
+        "上一轮的状态行、模型、权限模式和本次会话的累计用量",
+    ),
+    (
+        "status_no_turn_yet",
+        "no turn yet in this session",
+        "本次会话还没有对话轮次",
+    ),
+    (
+        "status_setup",
+        "provider {name} · model {model} · permission mode {mode}",
+        "服务 {name} · 模型 {model} · 权限模式 {mode}",
+    ),
+    (
+        "status_totals",
+        "this session: {turns:turn} · {input} in · {output} out{cost}",
+        "本次会话：{turns} 轮 · 输入 {input} · 输出 {output}{cost}",
+    ),
 ];
 
 /// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the

@@ -33,8 +33,9 @@ fn real_server_answers_streams_and_forks() {
     let run = run_with_stdin(cmd, "");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!run.stdout.trim().is_empty(), "{run:?}");
+    // The status line reports the tokens the server counted.
     assert!(
-        run.stderr.contains("[tokens: "),
+        run.stderr.contains(&format!("[{model} · ")) && run.stderr.contains(" out · "),
         "usage is reported: {run:?}"
     );
     let (id, lines) = env.only_conversation();
@@ -86,7 +87,10 @@ fn real_anthropic_format_server_answers_and_continues() {
     let run = run_with_stdin(command(&["-p", "Say hello in one short sentence."]), "");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!run.stdout.trim().is_empty(), "{run:?}");
-    assert!(run.stderr.contains("[tokens: "), "{run:?}");
+    assert!(
+        run.stderr.contains("[claude-local · ") && run.stderr.contains(" out · "),
+        "{run:?}"
+    );
 
     // A second turn on the same conversation maps the stored history into a valid request.
     let run = run_with_stdin(command(&["--continue"]), "Now say goodbye.\n/tree\n");

@@ -14,10 +14,14 @@ fn plain_answer_streams_is_stored_and_shows_usage() {
     let env = Env::new();
     let run = env.run(&server.base_url, &[], "hi\n");
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert_eq!(
-        run.stdout, "Hello there\n[tokens: 11 in · 3 out]\n",
+    // The status line: model, tokens, the context the request used, the time.
+    assert!(
+        run.stdout
+            .starts_with("Hello there\n[gpt-4o-mini · 11 in · 3 out · context 11 · "),
         "{run:?}"
     );
+    assert!(run.stdout.ends_with(" s]\n"), "{run:?}");
+    assert_eq!(run.stdout.lines().count(), 2, "{run:?}");
 
     let req = &server.requests()[0];
     assert_eq!(req["stream"], true);
@@ -91,7 +95,7 @@ fn one_tool_call_runs_and_its_result_goes_back() {
     );
     assert!(
         run.stdout
-            .ends_with("The file says hello.\n[tokens: 11 in · 1 out]\n"),
+            .contains("The file says hello.\n[gpt-4o-mini · 11 in · 1 out · context 11 · "),
         "{run:?}"
     );
 
@@ -985,6 +989,40 @@ fn errors_are_translated_in_chinese() {
     assert_eq!(run.code, Some(2), "{run:?}");
     assert!(
         run.stderr.contains("错误：未知服务 `nope`；已知服务："),
+        "{run:?}"
+    );
+}
+
+/// After each turn, one dim line: model, tokens, context, time, and the cost where prices are set;
+/// `/status` shows it again with the provider, the permission mode and the session's totals.
+#[test]
+fn the_status_line_and_status_command() {
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "providers": {"openai": {"pricing": {"input": 2.5, "output": 10}}}}"#,
+    );
+    let run = env.run(&server.base_url, &[], "/status\nfirst\nsecond\n/status\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // 11 in at $2.5 and 1 out at $10 per million tokens: $0.0000375, shown as $0.0000.
+    assert!(
+        run.stdout
+            .contains("one\n[gpt-4o-mini · 11 in · 1 out · context 11 · "),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains(" s · $0.0000]"), "{run:?}");
+    assert!(
+        run.stdout.contains("no turn yet in this session"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("provider openai · model gpt-4o-mini · permission mode default"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("this session: 2 turns · 22 in · 2 out · $0.0001"),
         "{run:?}"
     );
 }
