@@ -45,6 +45,8 @@ enum Cwd {
     Workdir,
     /// A normalised absolute path, or `~`-rooted.
     At(String),
+    /// A folder given relative to WORKDIR (`cd build`, `cd ..`), normalised.
+    Relative(String),
     /// A `cd` to somewhere that cannot be known (`cd -`, `cd "$X"`).
     Unknown,
 }
@@ -140,8 +142,9 @@ fn next_cwd(cwd: &Cwd, stage: &Stage, view: &[String]) -> Cwd {
         Some(_) if dynamic => Cwd::Unknown,
         Some(t) => match resolve(t, cwd) {
             Some(path) if path.starts_with('/') || path.starts_with('~') => Cwd::At(path),
-            Some(_) if *cwd == Cwd::Workdir => Cwd::Unknown, // somewhere inside or above WORKDIR
-            _ => Cwd::Unknown,
+            Some(path) if path == "." => Cwd::Workdir,
+            Some(path) => Cwd::Relative(path),
+            None => Cwd::Unknown,
         },
     }
 }
@@ -190,6 +193,7 @@ fn resolve(target: &str, cwd: &Cwd) -> Option<String> {
     } else {
         match cwd {
             Cwd::Workdir => (".".to_string(), t.to_string()),
+            Cwd::Relative(dir) => (".".to_string(), format!("{dir}/{t}")),
             Cwd::At(dir) => (dir.clone(), t.to_string()),
             Cwd::Unknown => return None,
         }
@@ -818,8 +822,18 @@ mod tests {
             "pushd / && rm -rf *",
             "cd /; sudo rm -rf -- *",
         ]);
+        refused(&[
+            "cd .. && rm -rf *",
+            "cd ../.. && rm -rf .",
+            "cd sub && rm -rf ../..",
+            "cd a/b && rm -rf ../../..",
+            "cd .. ; cd .. ; rm -rf ./*",
+        ]);
         passed(&[
             "cd build && rm -rf *",
+            "cd src/.. && rm -rf target",
+            "cd a/b && rm -rf ..",
+            "cd sub && rm -rf ../build",
             "cd /tmp/scratch && rm -rf *",
             "cd \"$(mktemp -d)\" && rm -rf *",
             "cd - && rm -rf out",
