@@ -210,12 +210,19 @@ impl Gate for Approvals<'_> {
     }
 }
 
-/// Whether a path relative to WORKDIR (already resolved) lies in `.new/` or `.git/`.
+/// Whether a path relative to WORKDIR (already resolved) lies in `.new/` or `.git/`, or is the
+/// project's `AGENTS.md` or `CLAUDE.md` (which shape every later session's system prompt).
 fn is_protected(relative: &str) -> bool {
     use std::path::Component;
+    let mut parts = std::path::Path::new(relative)
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir));
+    let first = parts.next();
+    let only = parts.next().is_none();
     matches!(
-        std::path::Path::new(relative).components().find(|c| !matches!(c, Component::CurDir)),
+        first,
         Some(Component::Normal(first)) if first == ".new" || first == ".git"
+            || (only && (first == "AGENTS.md" || first == "CLAUDE.md"))
     )
 }
 

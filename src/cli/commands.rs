@@ -18,6 +18,7 @@ pub enum CommandId {
     Search,
     Export,
     Dump,
+    Init,
     Permissions,
     Model,
     Models,
@@ -141,6 +142,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/dump"],
         args: "",
         help: "help_dump",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Init,
+        names: &["/init"],
+        args: "",
+        help: "help_init",
         takes_conversation: false,
     },
     CommandSpec {

@@ -343,7 +343,12 @@ impl App {
         for problem in &self.skills.problems {
             self.out.warn(problem);
         }
-        self.system_prompt = prompt::system_prompt(&self.role, &self.skills, &self.workdir);
+        let instructions = prompt::agents::load(self.layers.user.as_deref(), &self.workdir);
+        for problem in &instructions.problems {
+            self.out.warn(&crate::tools::escape_controls(problem));
+        }
+        self.system_prompt =
+            prompt::system_prompt(&self.role, &instructions.text, &self.skills, &self.workdir);
         self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
         self.out
             .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
@@ -611,6 +616,37 @@ impl App {
         }
         text.push_str(&self.out.dim(&self.tr("hard_limits_rm_rf_mkfs_dd", &[])));
         self.out.say(&text);
+    }
+
+    /// `/init`: asks the model to survey the project with its read tools and write `AGENTS.md`. The
+    /// write is asked for like any write to `AGENTS.md` (a diff, y or n), and an existing file is
+    /// updated rather than replaced blindly.
+    pub(super) fn init(&mut self, args: &str) {
+        if !self.no_args("/init", args) {
+            return;
+        }
+        let exists = ["AGENTS.md", "CLAUDE.md"]
+            .iter()
+            .find(|f| self.workdir.join(f).is_file());
+        let task = match exists {
+            Some(file) => format!(
+                "Survey this project with your read tools (list_files, glob, grep, read_file) and \
+                 improve its {file}: keep what is still right, correct what is not, and add what is \
+                 missing. Then write the whole file with write_file as AGENTS.md."
+            ),
+            None => {
+                "Survey this project with your read tools (list_files, glob, grep, read_file) and \
+                 write an AGENTS.md at its root with write_file."
+                    .to_string()
+            }
+        };
+        let prompt = format!(
+            "{task} AGENTS.md tells coding agents what they need to work here: how to build, test and \
+             run the project (exact commands), the layout (what lives where), and the conventions \
+             (style, naming, error handling, commit habits) the code shows. Be specific and brief; \
+             use `## ` sections; state only what you checked in the files."
+        );
+        self.chat(&prompt);
     }
 
     /// `/status`: the last status line, then the provider, model and permission mode, and the

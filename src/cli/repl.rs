@@ -324,7 +324,11 @@ impl App {
         for problem in &skills.problems {
             out.warn(problem);
         }
-        let system_prompt = prompt::system_prompt(&role, &skills, &workdir);
+        let instructions = prompt::agents::load(layers.user.as_deref(), &workdir);
+        for problem in &instructions.problems {
+            out.warn(&crate::tools::escape_controls(problem));
+        }
+        let system_prompt = prompt::system_prompt(&role, &instructions.text, &skills, &workdir);
         let datadir = launch
             .datadir
             .clone()
@@ -559,6 +563,7 @@ impl App {
             CommandId::Model => self.model(args),
             CommandId::Models => self.models(args),
             CommandId::Status => self.status(args),
+            CommandId::Init => self.init(args),
             CommandId::Skills => self.list_skills(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,

@@ -9,8 +9,8 @@ use crate::config::Lang;
 pub const TEXTS: &[(&str, &str, &str)] = &[
     (
         "writes_to_new_and_git_always",
-        "writes to .new/ and .git/ always need approval and there is no terminal to ask, so it was not run",
-        "写入 .new/ 和 .git/ 总是需要批准，但没有终端可询问，因此未运行",
+        "writes to .new/, .git/ and the project's AGENTS.md always need approval and there is no terminal to ask, so it was not run",
+        "写入 .new/、.git/ 和项目的 AGENTS.md 总是需要批准，但没有终端可询问，因此未运行",
     ),
     (
         "needs_approval_and_there_is_no",
@@ -19,8 +19,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "this_writes_inside_new_or_git",
-        "this writes inside .new/ or .git/ (settings, hooks): it is asked every time · y: allow once · n: deny",
-        "此操作写入 .new/ 或 .git/（设置、钩子）：每次都会询问 · y：允许一次 · n：拒绝",
+        "this writes to .new/, .git/ or AGENTS.md (settings, hooks, instructions): it is asked every time · y: allow once · n: deny",
+        "此操作写入 .new/、.git/ 或 AGENTS.md（设置、钩子、指令）：每次都会询问 · y：允许一次 · n：拒绝",
     ),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (
@@ -768,6 +768,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "status_totals",
         "this session: {turns:turn} · {input} in · {output} out{cost}",
         "本次会话：{turns} 轮 · 输入 {input} · 输出 {output}{cost}",
+    ),
+    (
+        "help_init",
+        "ask the model to survey the project and write its AGENTS.md (build and test commands, layout, conventions)",
+        "让模型调查项目并编写 AGENTS.md（构建和测试命令、目录结构、约定）",
     ),
 ];
 

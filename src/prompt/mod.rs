@@ -5,6 +5,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+pub mod agents;
+
 use crate::layers::{BUILTIN_ROLES, LayerKind, Layers};
 use crate::skill::SkillRegistry;
 
@@ -89,8 +91,17 @@ pub fn available_roles(layers: &Layers) -> Vec<String> {
 }
 
 /// The system prompt: the role, every enabled skill, and where the tools work.
-pub fn system_prompt(role: &RoleFile, skills: &SkillRegistry, workdir: &Path) -> String {
+pub fn system_prompt(
+    role: &RoleFile,
+    instructions: &str,
+    skills: &SkillRegistry,
+    workdir: &Path,
+) -> String {
     let mut prompt = role.text.trim().to_string();
+    if !instructions.trim().is_empty() {
+        prompt.push_str("\n\n# Instructions from the project and the user (AGENTS.md)\n\n");
+        prompt.push_str(instructions.trim());
+    }
     for skill in skills.enabled() {
         prompt.push_str("\n\n## Skill: ");
         prompt.push_str(&skill.name);
@@ -312,7 +323,7 @@ mod tests {
         let l = layers(dir.path());
         let role = load_role(&l, "default").unwrap();
         let skills = SkillRegistry::load(&l);
-        let prompt = system_prompt(&role, &skills, Path::new("/w"));
+        let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
         assert!(prompt.starts_with("You are a helpful assistant"));
         assert!(prompt.contains("## Skill: code-reviewer"));
         assert!(!prompt.contains("## Skill: translator"));

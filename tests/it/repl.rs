@@ -1026,3 +1026,61 @@ fn the_status_line_and_status_command() {
         "{run:?}"
     );
 }
+
+/// AGENTS.md (the user's, then the project's, merged by section) goes into the system prompt;
+/// `/init` asks the model to write one, and that write is asked for like every write to AGENTS.md.
+#[test]
+fn agents_md_shapes_the_prompt_and_init_asks_for_one() {
+    let server = Server::start(vec![
+        text(&["ok"]),
+        tool_calls(&[(
+            "w",
+            "write_file",
+            r###"{"filepath":"AGENTS.md","content":"## Build\ncargo build\n"}"###,
+        )]),
+        text(&["I could not write it."]),
+    ]);
+    let env = Env::new();
+    std::fs::write(
+        env.config_dir().join("AGENTS.md"),
+        "## Tests\nUser: run everything.\n\n## Tone\nBe brief.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.work().join("CLAUDE.md"),
+        "## Tests\nProject: cargo test.\n@docs/more.md\n@/etc/passwd\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.work().join("docs")).unwrap();
+    std::fs::write(env.work().join("docs/more.md"), "Included fact.\n").unwrap();
+    let run = env.run(&server.base_url, &[], "hi\n/init\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let system = server.messages(0)[0].1.clone();
+    assert!(
+        system.contains("# Instructions from the project and the user (AGENTS.md)"),
+        "{system}"
+    );
+    assert!(system.contains("## Tone\nBe brief."), "{system}");
+    assert!(
+        system.contains("## Tests\nProject: cargo test.\nIncluded fact."),
+        "{system}"
+    );
+    assert!(!system.contains("User: run everything."), "{system}");
+    assert!(
+        run.stderr
+            .contains("include `/etc/passwd` refused: only relative paths"),
+        "{run:?}"
+    );
+    // /init: the survey request, and the write that needs approval (none here: no terminal).
+    let init = &server.messages(1);
+    assert!(
+        init.last().unwrap().1.contains("improve its CLAUDE.md"),
+        "{init:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("the project's AGENTS.md always need approval"),
+        "{run:?}"
+    );
+    assert!(!env.work().join("AGENTS.md").exists());
+}

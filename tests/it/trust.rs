@@ -37,6 +37,8 @@ fn the_model_cannot_rewrite_its_own_rules() {
         ".new/skills/evil.md".into(),
         ".git/hooks/pre-commit".into(),
         ".new".into(),
+        "AGENTS.md".into(),
+        "./CLAUDE.md".into(),
     ];
     let calls: Vec<(String, String, String)> = targets
         .iter()
@@ -74,7 +76,7 @@ fn the_model_cannot_rewrite_its_own_rules() {
     }
     assert!(
         run.stderr
-            .contains("writes to .new/ and .git/ always need approval"),
+            .contains("writes to .new/, .git/ and the project's AGENTS.md always need approval"),
         "{run:?}"
     );
     assert!(!env.work().join(".new/config.json").exists());
