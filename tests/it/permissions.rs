@@ -3,17 +3,6 @@
 
 use crate::support::*;
 
-/// The tool results the model got in request `n`, by call id.
-fn results(server: &Server, n: usize) -> Vec<String> {
-    server.requests()[n]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn default_mode_writes_with_a_diff_but_cannot_ask_to_run_commands_without_a_terminal() {
     let server = Server::start(vec![

@@ -277,6 +277,17 @@ fn status(code: u16, body: &str) -> Response {
 }
 
 /// A loopback port nothing listens on (it was free a moment ago).
+/// The tool results the model got in request `n`, in order.
+pub fn results(server: &Server, n: usize) -> Vec<String> {
+    server.requests()[n]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
 pub fn unused_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -3,16 +3,6 @@
 
 use crate::support::*;
 
-fn results(server: &Server, n: usize) -> Vec<String> {
-    server.requests()[n]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// The model tries to rewrite its own rules: every spelling of a write into `.new/` (and git's
 /// hooks) is asked for, and with no terminal to ask, refused, even in permissive mode with a rule
 /// that allows every write.
