@@ -81,6 +81,9 @@ pub struct FileConfig {
     /// Anthropic prompt caching (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache: Option<bool>,
+    /// The most megabytes one answer may take (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_answer_mb: Option<u64>,
     /// `strict`, `default` or `permissive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
@@ -118,6 +121,7 @@ const KNOWN_KEYS: &[&str] = &[
     "max_tokens",
     "thinking_budget",
     "prompt_cache",
+    "max_answer_mb",
     "permission_mode",
     "permissions",
     "tools",
@@ -196,6 +200,7 @@ impl FileConfig {
             max_tokens,
             thinking_budget,
             prompt_cache,
+            max_answer_mb,
             permission_mode,
             tools,
             bash_timeout_secs,
@@ -598,6 +603,7 @@ pub fn load(
         max_tokens: merged.max_tokens.unwrap_or(8192),
         thinking_budget: merged.thinking_budget,
         prompt_cache: merged.prompt_cache.unwrap_or(true),
+        max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
     Ok(Config {
         has_credentials: settings.api_key.is_some() || !settings.key_required,

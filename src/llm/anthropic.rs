@@ -77,10 +77,11 @@ impl AnthropicClient {
                 Ok(answer.finish())
             }
             Reply::Stream(response) => {
-                let done = read_events(response, s.idle_timeout, &mut |event| {
-                    answer.apply(event, on_event)
-                })
-                .await?;
+                let done =
+                    read_events(response, s.idle_timeout, s.max_answer_bytes, &mut |event| {
+                        answer.apply(event, on_event)
+                    })
+                    .await?;
                 if done {
                     return Ok(answer.finish());
                 }
@@ -528,6 +529,7 @@ mod tests {
             max_tokens: 1024,
             thinking_budget: None,
             prompt_cache: true,
+            max_answer_bytes: 1 << 20,
         }
     }
 

@@ -91,6 +91,9 @@ pub struct ProviderSettings {
     pub thinking_budget: Option<u32>,
     /// Mark the stable prefix for prompt caching (Anthropic `cache_control`).
     pub prompt_cache: bool,
+    /// The most bytes one answer (or error body) may take: a server that streams without end must
+    /// not exhaust memory.
+    pub max_answer_bytes: usize,
 }
 
 impl std::fmt::Debug for ProviderSettings {
@@ -570,10 +573,9 @@ pub(crate) async fn send_chat(
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         let wait = retry_after(response.headers());
-        let text = tokio::time::timeout(s.idle_timeout, response.text())
+        // An error body is read only so far: its first 64 KB say what went wrong.
+        let text = read_body(response, s.idle_timeout, 64 * 1024, url, Overlong::Cut)
             .await
-            .ok()
-            .and_then(Result::ok)
             .unwrap_or_default();
         return Err(http_error(status, url, &text, s, model, wait));
     }
@@ -585,11 +587,63 @@ pub(crate) async fn send_chat(
     if is_stream {
         return Ok(Reply::Stream(response));
     }
-    let text = tokio::time::timeout(s.idle_timeout, response.text())
-        .await
-        .map_err(|_| silent())?
-        .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+    let text = read_body(
+        response,
+        s.idle_timeout,
+        s.max_answer_bytes,
+        url,
+        Overlong::Refuse,
+    )
+    .await?;
     Ok(Reply::Whole(text))
+}
+
+/// What to do with a body longer than the most taken.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overlong {
+    /// Keep its start (an error body: the start says what went wrong).
+    Cut,
+    /// An error (an answer: half of one is no answer).
+    Refuse,
+}
+
+/// A whole body, read chunk by chunk: silence longer than `idle` is an error, and so is a body over
+/// `max` bytes unless it is to be cut there.
+async fn read_body(
+    mut response: reqwest::Response,
+    idle: Duration,
+    max: usize,
+    url: &str,
+    overlong: Overlong,
+) -> Result<String, LlmError> {
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(idle, response.chunk())
+            .await
+            .map_err(|_| LlmError::Silent {
+                url: url.to_string(),
+                secs: idle.as_secs(),
+            })?
+            .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+        let Some(chunk) = chunk else { break };
+        let room = max.saturating_sub(bytes.len());
+        if chunk.len() > room {
+            if overlong == Overlong::Refuse {
+                return Err(too_big(max));
+            }
+            bytes.extend_from_slice(&chunk[..room]);
+            break;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn too_big(max: usize) -> LlmError {
+    LlmError::StreamCut(format!(
+        "the answer passed {} MB, the most `new` takes (`max_answer_mb` in the config)",
+        max / (1024 * 1024)
+    ))
 }
 
 /// Shared by the clients: feeds the events of a stream to `apply` as they arrive, until it says
@@ -598,9 +652,11 @@ pub(crate) async fn send_chat(
 pub(crate) async fn read_events(
     mut response: reqwest::Response,
     idle: Duration,
+    max_bytes: usize,
     apply: &mut dyn FnMut(&sse::SseEvent) -> Result<bool, LlmError>,
 ) -> Result<bool, LlmError> {
     let mut decoder = sse::SseDecoder::new();
+    let mut received = 0usize;
     loop {
         let chunk = tokio::time::timeout(idle, response.chunk())
             .await
@@ -609,6 +665,10 @@ pub(crate) async fn read_events(
             })?
             .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
         let Some(chunk) = chunk else { break };
+        received += chunk.len();
+        if received > max_bytes {
+            return Err(too_big(max_bytes));
+        }
         for event in decoder.feed(&chunk) {
             if apply(&event)? {
                 return Ok(true);
@@ -687,10 +747,14 @@ pub(crate) async fn list_models(
         })?;
     let status = response.status().as_u16();
     let wait = retry_after(response.headers());
-    let text = tokio::time::timeout(s.idle_timeout, response.text())
-        .await
-        .map_err(|_| silent())?
-        .unwrap_or_default();
+    let text = read_body(
+        response,
+        s.idle_timeout,
+        s.max_answer_bytes,
+        &url,
+        Overlong::Refuse,
+    )
+    .await?;
     if !(200..300).contains(&status) {
         return Err(http_error(status, &url, &text, s, "-", wait));
     }

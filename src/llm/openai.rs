@@ -68,10 +68,11 @@ impl OpenAiClient {
                 Ok(answer.finish())
             }
             Reply::Stream(response) => {
-                let done = read_events(response, s.idle_timeout, &mut |event| {
-                    answer.apply_event(event, on_event)
-                })
-                .await?;
+                let done =
+                    read_events(response, s.idle_timeout, s.max_answer_bytes, &mut |event| {
+                        answer.apply_event(event, on_event)
+                    })
+                    .await?;
                 // Some servers close the stream without `[DONE]`; a finish reason says it is whole.
                 if done || answer.finish_reason.is_some() {
                     return Ok(answer.finish());

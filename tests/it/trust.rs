@@ -283,3 +283,28 @@ fn a_server_that_never_answers_does_not_hang_new() {
     assert!(run.stderr.contains("sent nothing for 1 s"), "{run:?}");
     drop(held);
 }
+
+/// A server that streams without end (here: 3 MB where 1 MB is the most allowed) is cut off with a
+/// clear message; what arrived is kept and the session goes on.
+#[test]
+fn an_endless_answer_is_cut_at_the_configured_size() {
+    let big = "x".repeat(64 * 1024);
+    let pieces: Vec<&str> = std::iter::repeat_n(big.as_str(), 48).collect();
+    let server = Server::start(vec![text(&pieces), text(&["small"])]);
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "max_answer_mb": 1}"#);
+    let run = env.run(&server.base_url, &[], "flood me\nagain\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "the answer passed 1 MB, the most `new` takes (`max_answer_mb` in the config)"
+        ),
+        "{}",
+        &run.stderr[..run.stderr.len().min(2000)]
+    );
+    assert!(run.stdout.contains("small"));
+    let (_, lines) = env.only_conversation();
+    let cut = &lines[2];
+    assert_eq!(cut["interrupted"], true);
+    assert!(cut["content"].as_str().unwrap().len() <= 1 << 20);
+}
