@@ -78,6 +78,11 @@ pub enum AgentError {
 /// A source of interrupts (Ctrl-C): each new value of the channel is one interrupt.
 pub type Interrupts = watch::Receiver<u64>;
 
+/// The most tool calls run from one answer; the rest get [`TOO_MANY_CALLS`].
+pub const MAX_CALLS_PER_ANSWER: usize = 64;
+/// The result of a call past [`MAX_CALLS_PER_ANSWER`].
+pub const TOO_MANY_CALLS: &str = "This tool call was not run: at most 64 calls are run from one answer. Ask for fewer at a time.";
+
 /// The text asking for the wrap-up answer at the round limit; sent, never stored.
 pub const WRAP_UP_PROMPT: &str = "You have used every tool round this request allows. Do not call any \
      more tools. Reply to the user now: say briefly what you did, where things stand, and what is left \
@@ -268,6 +273,12 @@ impl Agent<'_> {
         let mut interrupted = false;
         let mut i = 0;
         while i < calls.len() {
+            if i >= MAX_CALLS_PER_ANSWER {
+                // A model that asks for thousands of calls at once gets the first ones run.
+                session.add(Message::tool_result(calls[i].id.clone(), TOO_MANY_CALLS))?;
+                i += 1;
+                continue;
+            }
             if interrupted || interrupts.has_changed().unwrap_or(false) {
                 interrupted = true;
                 session.add(Message::tool_result(
@@ -278,7 +289,7 @@ impl Agent<'_> {
                 continue;
             }
             // The run of read-only calls starting here (at least this call).
-            let reads = calls[i..]
+            let reads = calls[i..MAX_CALLS_PER_ANSWER.min(calls.len())]
                 .iter()
                 .take_while(|c| self.is_read(&c.function.name))
                 .count()

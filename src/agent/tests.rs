@@ -609,3 +609,31 @@ async fn reads_run_together_writes_one_at_a_time_and_results_keep_call_order() {
         ["done r1", "done r2", "done r3", "done w1", "done w2"]
     );
 }
+
+#[tokio::test]
+async fn at_most_64_calls_run_from_one_answer() {
+    let mut f = fixture();
+    let calls: Vec<ToolCall> = (0..100)
+        .map(|i| {
+            call(
+                &format!("c{i}"),
+                "read_file",
+                json!({"filepath": "notes.txt"}),
+            )
+        })
+        .collect();
+    let model = Scripted::new(vec![
+        Step::Answer(vec![], calls),
+        Step::Answer(vec!["ok"], vec![]),
+    ]);
+    let (end, rec) = run(&mut f, &model, 5).await;
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    let results = tool_results(&model.requests()[1]);
+    assert_eq!(results.len(), 100, "every call has a result");
+    assert!(results[..64].iter().all(|r| r.contains("1\talpha")));
+    assert!(results[64..].iter().all(|r| r == TOO_MANY_CALLS));
+    assert_eq!(
+        rec.events.iter().filter(|e| e.starts_with("call ")).count(),
+        64
+    );
+}
