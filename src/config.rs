@@ -463,6 +463,26 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
     }
 }
 
+/// A provider's name as the stem of its variables: `my-lab` → `MY_LAB`.
+fn env_name(name: &str) -> String {
+    name.to_ascii_uppercase().replace('-', "_")
+}
+
+/// The variable holding provider `name`'s key: its `api_key_env`, else the preset's, else
+/// `<NAME>_API_KEY`.
+fn key_var_of(name: &str, entry: &ProviderEntry) -> String {
+    entry
+        .api_key_env
+        .clone()
+        .or_else(|| {
+            PRESETS
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| p.key_var.to_string())
+        })
+        .unwrap_or_else(|| format!("{}_API_KEY", env_name(name)))
+}
+
 /// Resolves the configuration from every layer. `env` reads a variable (injected for tests).
 pub fn load(
     layers: &Layers,
@@ -533,15 +553,10 @@ pub fn load(
         }
     };
 
-    let upper = name.to_ascii_uppercase().replace('-', "_");
-    let key_var = entry
-        .api_key_env
-        .clone()
-        .or_else(|| preset.map(|p| p.key_var.to_string()))
-        .unwrap_or_else(|| format!("{upper}_API_KEY"));
+    let key_var = key_var_of(&name, &entry);
     let url_var = preset
         .map(|p| p.url_var.to_string())
-        .unwrap_or_else(|| format!("{upper}_BASE_URL"));
+        .unwrap_or_else(|| format!("{}_BASE_URL", env_name(&name)));
     let base_url = env(&url_var)
         .or(entry.base_url.clone())
         .or(merged.base_url.clone())
@@ -574,12 +589,12 @@ pub fn load(
     };
 
     let mut secret_vars: Vec<String> = PRESETS.iter().map(|p| p.key_var.to_string()).collect();
-    secret_vars.extend(merged.providers.iter().map(|(name, entry)| {
-        entry
-            .api_key_env
-            .clone()
-            .unwrap_or_else(|| format!("{}_API_KEY", name.to_ascii_uppercase().replace('-', "_")))
-    }));
+    secret_vars.extend(
+        merged
+            .providers
+            .iter()
+            .map(|(name, entry)| key_var_of(name, entry)),
+    );
     secret_vars.push(key_var.clone());
     secret_vars.sort();
     secret_vars.dedup();

@@ -323,14 +323,18 @@ impl Agent<'_> {
                     break;
                 }
             }
-            let outcomes: Vec<ToolOutcome> = if interrupted {
+            // What each call gives when the ones allowed to run did not run to the end.
+            let cut_short = |text: &str| -> Vec<ToolOutcome> {
                 decided
                     .iter()
                     .map(|(_, d)| match d {
                         Err(outcome) => outcome.clone(),
-                        Ok(_) => ToolOutcome::error(INTERRUPTED_RESULT),
+                        Ok(_) => ToolOutcome::error(text),
                     })
                     .collect()
+            };
+            let outcomes: Vec<ToolOutcome> = if interrupted {
+                cut_short(INTERRUPTED_RESULT)
             } else {
                 let running = decided.iter().map(|(call, d)| {
                     let name = call.function.name.as_str();
@@ -347,13 +351,7 @@ impl Agent<'_> {
                     outcomes = all => outcomes,
                     _ = interrupts.changed() => {
                         interrupted = true;
-                        decided
-                            .iter()
-                            .map(|(_, d)| match d {
-                                Err(outcome) => outcome.clone(),
-                                Ok(_) => ToolOutcome::error(INTERRUPTED_WHILE_RUNNING),
-                            })
-                            .collect()
+                        cut_short(INTERRUPTED_WHILE_RUNNING)
                     }
                 }
             };

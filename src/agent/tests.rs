@@ -147,7 +147,26 @@ fn call(id: &str, name: &str, args: Value) -> ToolCall {
 }
 
 async fn run(f: &mut Fixture, model: &Scripted, max_rounds: usize) -> (TurnEnd, Recorder) {
-    let (_tx, mut interrupts) = watch::channel(0u64);
+    run_interrupted(f, model, max_rounds, None).await
+}
+
+/// Runs the loop; with `interrupt_after`, the user presses Ctrl-C that long after it starts.
+async fn run_interrupted(
+    f: &mut Fixture,
+    model: &Scripted,
+    max_rounds: usize,
+    interrupt_after: Option<Duration>,
+) -> (TurnEnd, Recorder) {
+    let (tx, mut interrupts) = watch::channel(0u64);
+    // The sender lives as long as the turn: a dropped one would read as an interrupt.
+    let user = tokio::spawn(async move {
+        if let Some(delay) = interrupt_after {
+            tokio::time::sleep(delay).await;
+            tx.send_modify(|n| *n += 1);
+        }
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop(tx);
+    });
     let agent = Agent {
         provider: model,
         tools: &f.tools,
@@ -163,6 +182,7 @@ async fn run(f: &mut Fixture, model: &Scripted, max_rounds: usize) -> (TurnEnd, 
             &mut interrupts,
         )
         .await;
+    user.abort();
     (end, recorder)
 }
 
@@ -308,22 +328,7 @@ async fn the_round_limit_ends_with_a_word_from_the_model_that_cannot_call_tools(
 async fn an_interrupt_while_streaming_keeps_what_arrived() {
     let mut f = fixture();
     let model = Scripted::new(vec![Step::Stall(vec!["Half of ", "an answer"])]);
-    let (tx, mut interrupts) = watch::channel(0u64);
-    let agent = Agent {
-        provider: &model,
-        tools: &f.tools,
-        model: "scripted".into(),
-        max_rounds: 5,
-    };
-    let mut rec = Recorder::default();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        tx.send_modify(|n| *n += 1);
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    });
-    let end = agent
-        .run(&mut f.session, &mut rec, &mut AllowAll, &mut interrupts)
-        .await;
+    let (end, rec) = run_interrupted(&mut f, &model, 5, Some(Duration::from_millis(50))).await;
     assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
     let stored = f.session.conversation().current();
     assert_eq!(stored.content, "Half of an answer");
@@ -344,23 +349,8 @@ async fn an_interrupt_while_a_tool_runs_stops_it_and_keeps_the_branch_valid() {
             call("b", "read_file", json!({"filepath": "notes.txt"})),
         ],
     )]);
-    let (tx, mut interrupts) = watch::channel(0u64);
-    let agent = Agent {
-        provider: &model,
-        tools: &f.tools,
-        model: "scripted".into(),
-        max_rounds: 5,
-    };
-    let mut rec = Recorder::default();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        tx.send_modify(|n| *n += 1);
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    });
     let started = std::time::Instant::now();
-    let end = agent
-        .run(&mut f.session, &mut rec, &mut AllowAll, &mut interrupts)
-        .await;
+    let (end, _) = run_interrupted(&mut f, &model, 5, Some(Duration::from_millis(300))).await;
     assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -445,28 +435,8 @@ async fn an_interrupt_stops_a_long_grep_within_a_moment() {
     // The same, interrupted soon after it starts.
     f.session.add(Message::new(Role::User, "again")).unwrap();
     let model = Scripted::new(vec![grep()]);
-    let (tx, mut interrupts) = watch::channel(0u64);
-    let agent = Agent {
-        provider: &model,
-        tools: &f.tools,
-        model: "scripted".into(),
-        max_rounds: 5,
-    };
-    let wait = whole / 10;
-    tokio::spawn(async move {
-        tokio::time::sleep(wait).await;
-        tx.send_modify(|n| *n += 1);
-        tokio::time::sleep(Duration::from_secs(30)).await;
-    });
     let started = std::time::Instant::now();
-    let end = agent
-        .run(
-            &mut f.session,
-            &mut Recorder::default(),
-            &mut AllowAll,
-            &mut interrupts,
-        )
-        .await;
+    let (end, _) = run_interrupted(&mut f, &model, 5, Some(whole / 10)).await;
     let interrupted = started.elapsed();
     assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
     assert!(

@@ -3,7 +3,6 @@
 //! still goes to stderr through the ordinary [`Printer`].
 
 use std::io::Write;
-use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -11,7 +10,7 @@ use super::output::Printer;
 use crate::agent::Observer;
 use crate::llm::ChatResponse;
 use crate::tools::ToolOutcome;
-use crate::vocab::{ToolCall, Usage};
+use crate::vocab::ToolCall;
 
 /// What `-p` prints on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,8 +40,6 @@ impl OutputFormat {
 pub struct JsonObserver {
     printer: Printer,
     stream: bool,
-    started: Instant,
-    usage: Usage,
     rounds: usize,
     tool_calls: Vec<Value>,
 }
@@ -52,8 +49,6 @@ impl JsonObserver {
         JsonObserver {
             printer,
             stream,
-            started: Instant::now(),
-            usage: Usage::default(),
             rounds: 0,
             tool_calls: Vec::new(),
         }
@@ -68,14 +63,16 @@ impl JsonObserver {
 
     /// The final object: what the turn produced and what it cost.
     pub fn result(&self, fields: ResultFields<'_>) -> Value {
+        // The printer sums the turn's tokens as it shows them.
+        let turn = self.printer.turn.clone().unwrap_or_default();
         let mut usage = json!({
-            "input_tokens": self.usage.input_tokens,
-            "output_tokens": self.usage.output_tokens,
+            "input_tokens": turn.input_tokens,
+            "output_tokens": turn.output_tokens,
         });
-        if let Some(n) = self.usage.cache_read_tokens {
+        if let Some(n) = turn.cache_read_tokens {
             usage["cache_read_tokens"] = json!(n);
         }
-        if let Some(n) = self.usage.cache_write_tokens {
+        if let Some(n) = turn.cache_write_tokens {
             usage["cache_write_tokens"] = json!(n);
         }
         let mut out = json!({
@@ -86,7 +83,7 @@ impl JsonObserver {
             "model": fields.model,
             "usage": usage,
             "num_rounds": self.rounds,
-            "duration_ms": self.started.elapsed().as_millis() as u64,
+            "duration_ms": self.printer.started.elapsed().as_millis() as u64,
             "is_error": fields.error.is_some(),
             "tool_calls": self.tool_calls,
         });
@@ -142,9 +139,6 @@ impl Observer for JsonObserver {
         self.printer.answer_end(response, complete);
         if complete {
             self.rounds += 1;
-        }
-        if let Some(u) = &response.usage {
-            super::output::add_usage(&mut self.usage, u);
         }
     }
 

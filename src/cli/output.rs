@@ -69,21 +69,27 @@ impl Output {
     }
 
     pub fn usage_line(&self, usage: &Usage) -> String {
-        let mut parts = vec![
-            format!("{} in", usage.input_tokens),
-            format!("{} out", usage.output_tokens),
-        ];
-        if let Some(n) = usage.cache_read_tokens {
-            parts.push(format!("{n} cached"));
-        }
-        if let Some(n) = usage.cache_write_tokens {
-            parts.push(format!("{n} cache write"));
-        }
+        let mut parts = token_parts(usage);
         if let Some(n) = usage.reasoning_tokens {
             parts.push(format!("{n} reasoning"));
         }
         super::text::tr(self.lang, "usage_line", &[("parts", &parts.join(" · "))])
     }
+}
+
+/// `11 in`, `3 out`, and the cached and cache-write counts where reported.
+fn token_parts(usage: &Usage) -> Vec<String> {
+    let mut parts = vec![
+        format!("{} in", usage.input_tokens),
+        format!("{} out", usage.output_tokens),
+    ];
+    if let Some(n) = usage.cache_read_tokens {
+        parts.push(format!("{n} cached"));
+    }
+    if let Some(n) = usage.cache_write_tokens {
+        parts.push(format!("{n} cache write"));
+    }
+    parts
 }
 
 /// Adds one answer's token counts to a total.
@@ -109,17 +115,7 @@ pub fn status_line(
     secs: f64,
     cost: Option<f64>,
 ) -> String {
-    let mut parts = Vec::new();
-    if let Some(turn) = turn {
-        parts.push(format!("{} in", turn.input_tokens));
-        parts.push(format!("{} out", turn.output_tokens));
-        if let Some(n) = turn.cache_read_tokens {
-            parts.push(format!("{n} cached"));
-        }
-        if let Some(n) = turn.cache_write_tokens {
-            parts.push(format!("{n} cache write"));
-        }
-    }
+    let mut parts = turn.map(token_parts).unwrap_or_default();
     if let Some(n) = context {
         parts.push(super::text::tr(lang, "status_context", &[("n", &n)]));
     }
@@ -201,11 +197,9 @@ pub struct Printer {
     in_reasoning: bool,
     /// A "⋯ tool" line shows that a tool call is streaming; it is erased when the call is whole.
     preparing: bool,
-    /// The turn so far, for the status line: tokens summed over its answers, the last request's
-    /// prompt size, and when it began.
-    pub turn: Usage,
-    /// Whether any answer of the turn reported usage.
-    pub usage_seen: bool,
+    /// The turn so far, for the status line: tokens summed over its answers (None while no answer
+    /// reported any), the last request's prompt size, and when it began.
+    pub turn: Option<Usage>,
     pub last_prompt: Option<u64>,
     pub started: std::time::Instant,
 }
@@ -217,8 +211,7 @@ impl Printer {
             at_line_start: true,
             in_reasoning: false,
             preparing: false,
-            turn: Usage::default(),
-            usage_seen: false,
+            turn: None,
             last_prompt: None,
             started: std::time::Instant::now(),
         }
@@ -346,8 +339,7 @@ impl Observer for Printer {
                 let line = self.out.dim(&self.out.usage_line(usage));
                 self.out.say(&line);
             }
-            add_usage(&mut self.turn, usage);
-            self.usage_seen = true;
+            add_usage(self.turn.get_or_insert_with(Usage::default), usage);
             self.last_prompt = Some(usage.input_tokens);
         }
     }

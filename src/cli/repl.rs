@@ -587,15 +587,17 @@ impl App {
         let cost = self
             .config
             .pricing
-            .filter(|_| printer.usage_seen)
-            .map(|p| p.cost(&printer.turn));
-        super::output::add_usage(&mut self.totals.0, &printer.turn);
+            .zip(printer.turn.as_ref())
+            .map(|(p, turn)| p.cost(turn));
+        if let Some(turn) = &printer.turn {
+            super::output::add_usage(&mut self.totals.0, turn);
+        }
         self.totals.1 += cost.unwrap_or(0.0);
         self.totals.2 += 1;
         let line = super::output::status_line(
             self.out.lang,
             &self.config.model,
-            printer.usage_seen.then_some(&printer.turn),
+            printer.turn.as_ref(),
             printer.last_prompt,
             printer.started.elapsed().as_secs_f64(),
             cost,

@@ -975,27 +975,11 @@ fn placeholders(template: &str) -> Vec<String> {
     names
 }
 
-/// `1 message`, `2 messages`, `1 entry`, `3 entries`: a count with its noun in English. Chinese
-/// text writes its measure words itself, so this is for English only; `_lang` keeps call sites
-/// honest about which language they are in.
+/// `1 message`, `2 messages`, `3 entries`: a count with its noun in English (the tools' own
+/// [`crate::tools::builtin::plural`]). Chinese text writes its measure words itself, so this is for
+/// English only; `_lang` keeps call sites honest about which language they are in.
 pub fn count(_lang: Lang, n: usize, noun: &str) -> String {
-    if n == 1 {
-        return format!("1 {noun}");
-    }
-    let plural = if let Some(stem) = noun.strip_suffix('y')
-        && !stem.ends_with(['a', 'e', 'o', 'u'])
-    {
-        format!("{stem}ies")
-    } else if noun.ends_with("ch")
-        || noun.ends_with("sh")
-        || noun.ends_with('s')
-        || noun.ends_with('x')
-    {
-        format!("{noun}es")
-    } else {
-        format!("{noun}s")
-    };
-    format!("{n} {plural}")
+    crate::tools::builtin::plural(n, noun)
 }
 
 /// `a user message`, `an assistant message`: the English article for a word (a `u` sounding as

@@ -29,10 +29,15 @@ use super::shell::{self, Script, Stage, is_shell, program_name};
 
 /// Why a command is refused, if it is.
 pub fn check(command: &str) -> Option<String> {
+    check_parsed(command, &shell::parse(command))
+}
+
+/// [`check`] of a command line already read by [`shell::parse`] (`script` is `command` read).
+pub fn check_parsed(command: &str, script: &Script) -> Option<String> {
     if let Some(reason) = fork_bomb(command) {
         return Some(reason);
     }
-    check_script(&shell::parse(command), 0)
+    check_script(script, 0)
 }
 
 fn blocked(what: &str) -> String {
@@ -123,11 +128,7 @@ fn check_script(script: &Script, depth: usize) -> Option<String> {
 
 fn views_of(stage: &Stage) -> Vec<Vec<String>> {
     // Words the shell builds at run time keep their `$` in the text, so `/$X` stays a variable.
-    let words: Vec<String> = stage
-        .command_words()
-        .iter()
-        .map(|w| w.text.clone())
-        .collect();
+    let words: Vec<String> = stage.command_texts();
     shell::command_views(&words)
 }
 

@@ -33,31 +33,22 @@ fn push_escaped(out: &mut String, c: char) {
 
 /// One line: every control character (newlines and tabs too) and bidi control escaped.
 pub fn escape_controls(text: &str) -> String {
-    if !text.chars().any(is_dangerous) {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if is_dangerous(c) {
-            push_escaped(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    escape_where(text, is_dangerous)
 }
 
 /// Several lines: newlines and tabs kept, everything else as [`escape_controls`].
 pub fn escape_controls_keep_lines(text: &str) -> String {
-    if !text
-        .chars()
-        .any(|c| c != '\n' && c != '\t' && is_dangerous(c))
-    {
+    escape_where(text, |c| c != '\n' && c != '\t' && is_dangerous(c))
+}
+
+/// `text` with the characters `escape` picks shown as escapes.
+fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> String {
+    if !text.chars().any(&escape) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if c != '\n' && c != '\t' && is_dangerous(c) {
+        if escape(c) {
             push_escaped(&mut out, c);
         } else {
             out.push(c);

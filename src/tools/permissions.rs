@@ -288,14 +288,15 @@ impl Policy {
     /// for `bash`.
     pub fn check(&self, tool: &str, kind: ToolKind, subject: Option<&str>) -> Verdict {
         let is_shell = tool == "bash";
-        if is_shell
-            && let Some(command) = subject
-            && let Some(reason) = blacklist::check(command)
-        {
-            return Verdict::Refuse(reason);
-        }
+        // A command line is read once, for the hard limits and for the rules.
         let parts = match (is_shell, subject) {
-            (true, Some(command)) => Part::of_command(command),
+            (true, Some(command)) => {
+                let script = shell::parse(command);
+                if let Some(reason) = blacklist::check_parsed(command, &script) {
+                    return Verdict::Refuse(reason);
+                }
+                Part::of_script(&script)
+            }
             (_, s) => vec![Part::plain(s.unwrap_or(""))],
         };
         let shell_limits = is_shell
@@ -423,18 +424,13 @@ impl Part {
     }
 
     /// Every simple command of a command line, those inside substitutions included, each a part.
-    fn of_command(command: &str) -> Vec<Part> {
-        let script = shell::parse(command);
+    fn of_script(script: &shell::Script) -> Vec<Part> {
         let mut parts: Vec<Part> = script
             .all_stages()
             .into_iter()
             .filter(|stage| !stage.is_control())
             .map(|stage| {
-                let words: Vec<String> = stage
-                    .command_words()
-                    .iter()
-                    .map(|w| w.text.clone())
-                    .collect();
+                let words: Vec<String> = stage.command_texts();
                 let views = shell::views(&words);
                 let any_dynamic = stage.command_words().iter().any(|w| w.dynamic);
                 let opaque = views.iter().any(|v| {

@@ -81,6 +81,14 @@ impl Stage {
         &self.words[skip..]
     }
 
+    /// The text of [`Stage::command_words`].
+    pub fn command_texts(&self) -> Vec<String> {
+        self.command_words()
+            .iter()
+            .map(|w| w.text.clone())
+            .collect()
+    }
+
     /// A stage that runs nothing by itself: `fi`, `done`, `}`, `for x in …`, `case … in`, `[[ … ]]`.
     pub fn is_control(&self) -> bool {
         let words = self.command_words();
@@ -128,11 +136,6 @@ impl Script {
             out.extend(inner.all_stages());
         }
         out
-    }
-
-    /// Whether it holds a substitution of any kind.
-    pub fn has_substitution(&self) -> bool {
-        !self.inner.is_empty()
     }
 }
 
@@ -1022,11 +1025,7 @@ fn script_views(text: &str, out: &mut Vec<Vec<String>>, depth: usize, skip_optio
     }
     let script = parse_depth(text, depth);
     for stage in script.all_stages() {
-        let words: Vec<String> = stage
-            .command_words()
-            .iter()
-            .map(|w| w.text.clone())
-            .collect();
+        let words: Vec<String> = stage.command_texts();
         views_into(&words, out, depth + 1, skip_options);
     }
 }

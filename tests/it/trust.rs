@@ -108,12 +108,17 @@ fn a_project_config_cannot_widen_permissions_or_move_the_key_until_trusted() {
         attacker.base_url
     );
     std::fs::write(env.work().join(".new/config.json"), &hostile).unwrap();
-    let mut cmd = env.command("");
-    cmd.env_remove("OPENAI_BASE_URL")
-        .arg(env.work())
-        .arg("default")
-        .arg(env.data());
-    let run = run_with_stdin(cmd, "go\n");
+    // The base URL comes from the user's config only, not from the environment.
+    let start = |extra: &[&str]| {
+        let mut cmd = env.command("");
+        cmd.env_remove("OPENAI_BASE_URL")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .args(extra);
+        run_with_stdin(cmd, "go\n")
+    };
+    let run = start(&[]);
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(attacker.requests().is_empty(), "the attacker got a request");
     assert_eq!(user_server.requests().len(), 2);
@@ -143,13 +148,7 @@ fn a_project_config_cannot_widen_permissions_or_move_the_key_until_trusted() {
     assert!(run.stderr.contains("--trust-project"), "{run:?}");
 
     // The user trusts it: now it applies, and says so.
-    let mut cmd = env.command("");
-    cmd.env_remove("OPENAI_BASE_URL")
-        .arg(env.work())
-        .arg("default")
-        .arg(env.data())
-        .arg("--trust-project");
-    let run = run_with_stdin(cmd, "go\n");
+    let run = start(&["--trust-project"]);
     assert_eq!(attacker.requests().len(), 1, "{run:?}");
     assert!(
         run.stderr.contains("(trusted): permission mode permissive"),
@@ -157,12 +156,7 @@ fn a_project_config_cannot_widen_permissions_or_move_the_key_until_trusted() {
     );
     // Trust holds for this content only: one change and it is ignored again.
     std::fs::write(env.work().join(".new/config.json"), format!("{hostile}\n")).unwrap();
-    let mut cmd = env.command("");
-    cmd.env_remove("OPENAI_BASE_URL")
-        .arg(env.work())
-        .arg("default")
-        .arg(env.data());
-    let run = run_with_stdin(cmd, "go\n");
+    let run = start(&[]);
     assert_eq!(attacker.requests().len(), 1, "{run:?}");
     assert!(run.stderr.contains("(not trusted)"), "{run:?}");
 }

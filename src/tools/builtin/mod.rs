@@ -34,11 +34,24 @@ pub fn all() -> Vec<Box<dyn Tool>> {
     ]
 }
 
-/// "1 line", "2 lines": counts read better in the model's and the user's summaries.
+/// "1 line", "2 lines", "3 entries", "2 matches": counts read better in the model's and the
+/// user's summaries.
 pub(crate) fn plural(n: usize, word: &str) -> String {
     if n == 1 {
-        format!("{n} {word}")
-    } else {
-        format!("{n} {word}s")
+        return format!("1 {word}");
     }
+    let plural = if let Some(stem) = word.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else if word.ends_with("ch")
+        || word.ends_with("sh")
+        || word.ends_with('s')
+        || word.ends_with('x')
+    {
+        format!("{word}es")
+    } else {
+        format!("{word}s")
+    };
+    format!("{n} {plural}")
 }
