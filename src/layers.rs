@@ -51,6 +51,34 @@ impl Layers {
     }
 }
 
+/// Writes a file of the user's (config, trust) readable by them only: its folder is created 0700,
+/// the text goes to a temporary 0600 file beside it, is synced, and renamed over the old one.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::session::new_id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// `<config dir>/new`, e.g. `~/.config/new` on Linux.
 pub fn user_dir() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("new"))

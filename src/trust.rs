@@ -72,25 +72,7 @@ impl Trust {
             .or_default()
             .insert(what.to_string(), digest(content));
         let text = serde_json::to_string_pretty(&file).map_err(std::io::Error::other)? + "\n";
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension(format!("tmp-{}", crate::session::new_id()));
-        let result = {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .and_then(|()| std::fs::rename(&tmp, path))
-        };
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        crate::layers::write_private(path, text.as_bytes())
     }
 }
 

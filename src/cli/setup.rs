@@ -162,29 +162,8 @@ pub fn user_config_path() -> Option<PathBuf> {
 
 /// Writes the config with mode 0600 in a folder with mode 0700, atomically.
 fn write_private(path: &Path, file: &FileConfig) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    let dir = path.parent().expect("a config path has a folder");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let tmp = dir.join(format!(".config.json.{}.tmp", crate::session::new_id()));
     let text = serde_json::to_string_pretty(file).map_err(std::io::Error::other)? + "\n";
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::layers::write_private(path, text.as_bytes())
 }
 
 /// Runs `read` with the terminal's echo turned off, restoring it afterwards.

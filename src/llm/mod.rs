@@ -550,26 +550,14 @@ pub(crate) async fn send_chat(
     s: &ProviderSettings,
     model: &str,
 ) -> Result<Reply, LlmError> {
-    // The idle timeout runs from the moment the request is sent: a server that accepts the
-    // connection and then says nothing must not hang the session.
-    let silent = || LlmError::Silent {
-        url: url.to_string(),
-        secs: s.idle_timeout.as_secs(),
-    };
-    let response = tokio::time::timeout(
-        s.idle_timeout,
+    let response = send(
         builder
             .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .send(),
+            .header("accept", "text/event-stream"),
+        url,
+        s,
     )
-    .await
-    .map_err(|_| silent())?
-    .map_err(|e| LlmError::Connect {
-        url: url.to_string(),
-        reason: describe_reqwest_error(&e),
-        var: s.base_url_var.clone(),
-    })?;
+    .await?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         let wait = retry_after(response.headers());
@@ -598,6 +586,30 @@ pub(crate) async fn send_chat(
     Ok(Reply::Whole(text))
 }
 
+/// Sends a request. The idle timeout runs from the moment it is sent: a server that accepts the
+/// connection and then says nothing must not hang the session.
+async fn send(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    s: &ProviderSettings,
+) -> Result<reqwest::Response, LlmError> {
+    tokio::time::timeout(s.idle_timeout, request.send())
+        .await
+        .map_err(|_| silent(url, s.idle_timeout))?
+        .map_err(|e| LlmError::Connect {
+            url: url.to_string(),
+            reason: describe_reqwest_error(&e),
+            var: s.base_url_var.clone(),
+        })
+}
+
+fn silent(url: &str, idle: Duration) -> LlmError {
+    LlmError::Silent {
+        url: url.to_string(),
+        secs: idle.as_secs(),
+    }
+}
+
 /// What to do with a body longer than the most taken.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Overlong {
@@ -620,10 +632,7 @@ async fn read_body(
     loop {
         let chunk = tokio::time::timeout(idle, response.chunk())
             .await
-            .map_err(|_| LlmError::Silent {
-                url: url.to_string(),
-                secs: idle.as_secs(),
-            })?
+            .map_err(|_| silent(url, idle))?
             .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
         let Some(chunk) = chunk else { break };
         let room = max.saturating_sub(bytes.len());
@@ -733,18 +742,7 @@ pub(crate) async fn list_models(
     s: &ProviderSettings,
 ) -> Result<Vec<ModelInfo>, LlmError> {
     use serde_json::Value;
-    let silent = || LlmError::Silent {
-        url: url.clone(),
-        secs: s.idle_timeout.as_secs(),
-    };
-    let response = tokio::time::timeout(s.idle_timeout, request.send())
-        .await
-        .map_err(|_| silent())?
-        .map_err(|e| LlmError::Connect {
-            url: url.clone(),
-            reason: describe_reqwest_error(&e),
-            var: s.base_url_var.clone(),
-        })?;
+    let response = send(request, &url, s).await?;
     let status = response.status().as_u16();
     let wait = retry_after(response.headers());
     let text = read_body(
