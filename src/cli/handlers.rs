@@ -434,6 +434,8 @@ impl App {
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         let mut text = String::new();
+        // The hits are what the model (or another program) wrote: escaped for the terminal.
+        let shown = crate::tools::escape_controls;
         for hit in &results.hits {
             let mark = if hit.conversation == self.session.id() {
                 "*"
@@ -445,9 +447,9 @@ impl App {
                 hit.conversation,
                 hit.number,
                 hit.role.as_str(),
-                hit.before,
-                self.out.paint("1;33", &hit.matched),
-                hit.after
+                shown(&hit.before),
+                self.out.paint("1;33", &shown(&hit.matched)),
+                shown(&hit.after)
             ));
         }
         let found = results.hits.len();

@@ -268,10 +268,11 @@ pub fn describe(m: &Message, lang: Lang) -> String {
 }
 
 /// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.
+/// The text is shown on a terminal, so its control characters come out escaped.
 pub fn preview(text: &str, max: usize) -> String {
     let mut out = String::new();
     let mut count = 0;
-    for word in text.split_whitespace() {
+    'words: for word in text.split_whitespace() {
         if count > 0 {
             out.push(' ');
             count += 1;
@@ -279,13 +280,13 @@ pub fn preview(text: &str, max: usize) -> String {
         for c in word.chars() {
             if count >= max {
                 out.push('…');
-                return out;
+                break 'words;
             }
             out.push(c);
             count += 1;
         }
     }
-    out
+    crate::tools::escape_controls(&out)
 }
 
 #[cfg(test)]

@@ -302,3 +302,34 @@ fn an_endless_answer_is_cut_at_the_configured_size() {
     assert_eq!(cut["interrupted"], true);
     assert!(cut["content"].as_str().unwrap().len() <= 1 << 20);
 }
+
+/// What the model wrote can hold escape sequences; wherever the REPL shows it again (`/tree`,
+/// `/list`, `/search`, `/branches`, moving to a node) they come out as visible escapes.
+#[test]
+fn model_text_shown_again_cannot_drive_the_terminal() {
+    let evil = "title\u{1b}]0;pwned\u{7} and \u{1b}[2J cleared \u{202e}gnp.exe";
+    let server = Server::start(vec![text(&[evil]), text(&["fine"])]);
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &[],
+        &format!("ask {evil}\n/tree\n/list\n/search cleared\n/1\nother\n/branches\n/2\n"),
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // The answer streams escaped too; nothing raw reaches the terminal anywhere.
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(
+            !run.stdout.contains(raw),
+            "{raw:?} reached the terminal: {run:?}"
+        );
+        assert!(
+            !run.stderr.contains(raw),
+            "{raw:?} reached the terminal: {run:?}"
+        );
+    }
+    assert!(run.stdout.contains(r"\e]0;pwned\x07"), "{run:?}");
+    assert!(run.stdout.contains(r"\e[2J cleared"), "{run:?}");
+    // The file keeps exactly what the model sent.
+    let (_, lines) = env.only_conversation();
+    assert_eq!(lines[2]["content"], evil);
+}
