@@ -105,6 +105,149 @@ pub struct FileConfig {
     /// The selected provider's base URL, at the top level (a provider's own `base_url` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// The model's context window in tokens (a provider's own wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_size: Option<u64>,
+    /// Context management (CodePilot's `compaction` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionEntry>,
+}
+
+/// The `compaction` section; every key optional.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result_threshold: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_trigger_margin: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_recent_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_recent_min_messages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker_threshold: Option<u64>,
+}
+
+/// The keys of the `compaction` section.
+const COMPACTION_KEYS: &[&str] = &[
+    "enabled",
+    "tool_result_threshold",
+    "preview_tokens",
+    "auto_trigger_margin",
+    "keep_recent_tokens",
+    "keep_recent_min_messages",
+    "breaker_threshold",
+];
+
+impl CompactionEntry {
+    fn overlay(self, nearer: CompactionEntry) -> CompactionEntry {
+        CompactionEntry {
+            enabled: nearer.enabled.or(self.enabled),
+            tool_result_threshold: nearer.tool_result_threshold.or(self.tool_result_threshold),
+            preview_tokens: nearer.preview_tokens.or(self.preview_tokens),
+            auto_trigger_margin: nearer.auto_trigger_margin.or(self.auto_trigger_margin),
+            keep_recent_tokens: nearer.keep_recent_tokens.or(self.keep_recent_tokens),
+            keep_recent_min_messages: nearer
+                .keep_recent_min_messages
+                .or(self.keep_recent_min_messages),
+            breaker_threshold: nearer.breaker_threshold.or(self.breaker_threshold),
+        }
+    }
+}
+
+/// A number in range, or the error naming its key.
+fn in_range(
+    key: &str,
+    value: Option<u64>,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        Some(v) => Err(ConfigError::OutOfRange {
+            key: key.to_string(),
+            value: v,
+            min,
+            max,
+        }),
+    }
+}
+
+/// The context settings from the merged files and the provider's entry.
+fn context_settings(
+    merged: &FileConfig,
+    name: &str,
+    entry: &ProviderEntry,
+) -> Result<crate::context::Settings, ConfigError> {
+    let c = merged.compaction.clone().unwrap_or_default();
+    let d = crate::context::Settings::default();
+    let window = match entry.context_window_size {
+        Some(n) => Some(in_range(
+            &format!("providers.{name}.context_window_size"),
+            Some(n),
+            0,
+            1_024,
+            100_000_000,
+        )?),
+        None => merged
+            .context_window_size
+            .map(|n| in_range("context_window_size", Some(n), 0, 1_024, 100_000_000))
+            .transpose()?,
+    };
+    let threshold = in_range(
+        "compaction.tool_result_threshold",
+        c.tool_result_threshold,
+        d.tool_result_threshold,
+        100,
+        10_000_000,
+    )?;
+    let preview = in_range(
+        "compaction.preview_tokens",
+        c.preview_tokens,
+        d.preview_tokens.min(threshold),
+        10,
+        threshold,
+    )?;
+    Ok(crate::context::Settings {
+        enabled: c.enabled.unwrap_or(true),
+        window,
+        tool_result_threshold: threshold,
+        preview_tokens: preview,
+        auto_trigger_margin: in_range(
+            "compaction.auto_trigger_margin",
+            c.auto_trigger_margin,
+            d.auto_trigger_margin,
+            0,
+            10_000_000,
+        )?,
+        keep_recent_tokens: in_range(
+            "compaction.keep_recent_tokens",
+            c.keep_recent_tokens,
+            d.keep_recent_tokens,
+            0,
+            10_000_000,
+        )?,
+        keep_recent_min_messages: in_range(
+            "compaction.keep_recent_min_messages",
+            c.keep_recent_min_messages,
+            d.keep_recent_min_messages as u64,
+            0,
+            1_000,
+        )? as usize,
+        breaker_threshold: in_range(
+            "compaction.breaker_threshold",
+            c.breaker_threshold,
+            u64::from(d.breaker_threshold),
+            1,
+            100,
+        )? as u32,
+    })
 }
 
 /// The top-level keys a config file may hold; any other gets a warning naming it and the file.
@@ -129,6 +272,8 @@ const KNOWN_KEYS: &[&str] = &[
     "providers",
     "api_key",
     "base_url",
+    "context_window_size",
+    "compaction",
     "$schema",
 ];
 
@@ -150,6 +295,9 @@ pub struct ProviderEntry {
     /// Prices per million tokens, for the cost in the status line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing: Option<Pricing>,
+    /// This provider's context window in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_size: Option<u64>,
 }
 
 /// Prices per million tokens (in whatever currency the user thinks in; shown with `$`).
@@ -205,8 +353,13 @@ impl FileConfig {
             tools,
             bash_timeout_secs,
             api_key,
-            base_url
+            base_url,
+            context_window_size
         );
+        self.compaction = match (self.compaction.take(), nearer.compaction) {
+            (Some(base), Some(near)) => Some(base.overlay(near)),
+            (base, near) => near.or(base),
+        };
         // Rules add up: the nearer file's are checked first.
         let mut rules = nearer.permissions;
         rules.append(&mut self.permissions);
@@ -220,6 +373,7 @@ impl FileConfig {
                     api_key_env: entry.api_key_env.or(base.api_key_env),
                     model: entry.model.or(base.model),
                     pricing: entry.pricing.or(base.pricing),
+                    context_window_size: entry.context_window_size.or(base.context_window_size),
                 },
                 None => entry,
             };
@@ -319,6 +473,13 @@ pub enum ConfigError {
     UnknownLang(String),
     #[error("unknown permission mode `{0}`; use strict, default or permissive")]
     UnknownMode(String),
+    #[error("`{key}` is {value}; it must be between {min} and {max}")]
+    OutOfRange {
+        key: String,
+        value: u64,
+        min: u64,
+        max: u64,
+    },
 }
 
 /// What the command line says; `None` leaves the decision to the other layers.
@@ -362,6 +523,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// The selected provider's prices, when the config gives them.
     pub pricing: Option<Pricing>,
+    /// Context management: the window and the compaction settings.
+    pub context: crate::context::Settings,
 }
 
 impl Mode {
@@ -443,7 +606,7 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
         Ok(text) if text.trim().is_empty() => Ok(Some((FileConfig::default(), Vec::new()))),
         Ok(text) => {
             let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
-            let unknown = value
+            let mut unknown: Vec<String> = value
                 .as_object()
                 .map(|o| {
                     o.keys()
@@ -452,6 +615,14 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                         .collect()
                 })
                 .unwrap_or_default();
+            if let Some(section) = value.get("compaction").and_then(|v| v.as_object()) {
+                unknown.extend(
+                    section
+                        .keys()
+                        .filter(|k| !COMPACTION_KEYS.contains(&k.as_str()))
+                        .map(|k| format!("compaction.{k}")),
+                );
+            }
             let file = serde_json::from_value(value).map_err(parse_error)?;
             Ok(Some((file, unknown)))
         }
@@ -630,6 +801,7 @@ pub fn load(
         permission_mode,
         project_rules,
         user_rules,
+        context: context_settings(&merged, &name, &entry)?,
         tools: merged.tools.unwrap_or_default(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,

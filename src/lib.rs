@@ -6,6 +6,7 @@
 //! - [`llm`]: the provider clients and the types they share;
 //! - [`tools`]: the sandboxed file tools the model may call;
 //! - [`skill`] and [`prompt`]: roles and skills, and the system prompt built from them;
+//! - [`context`]: token accounting, previews of big tool results, summary nodes;
 //! - [`agent`]: one user input → model ⇄ tools → final answer;
 //! - [`cli`]: the REPL, its command table, tree drawing and output;
 //! - [`config`]: layered configuration.
@@ -13,6 +14,7 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod layers;
 pub mod llm;
 pub mod prompt;

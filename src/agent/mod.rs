@@ -8,6 +8,8 @@
 
 use tokio::sync::watch;
 
+use crate::context::Context;
+use crate::context::compact::{self, CompactError};
 use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
 use crate::session::SessionError;
 use crate::session::{ChatSession, Message};
@@ -29,6 +31,12 @@ pub trait Gate {
         tools: &ToolRegistry,
         args: &serde_json::Value,
     ) -> GateDecision;
+
+    /// The user interrupted an automatic compaction: true to go on with the turn uncompacted,
+    /// false to stop it.
+    fn continue_uncompacted(&mut self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +61,34 @@ pub trait Observer {
     fn answer_end(&mut self, response: &ChatResponse, complete: bool);
     fn tool_call(&mut self, call: &ToolCall);
     fn tool_result(&mut self, call: &ToolCall, outcome: &ToolOutcome);
+    /// A compaction began, ended or failed.
+    fn compaction(&mut self, _event: &CompactionEvent<'_>) {}
+}
+
+/// What happened to a compaction.
+#[derive(Debug)]
+pub enum CompactionEvent<'a> {
+    /// `automatic`: started by `new` (the window is nearly full, or the server refused the
+    /// request as too long), not by `/compact`.
+    Started {
+        automatic: bool,
+    },
+    Done(&'a Compacted),
+    Failed {
+        reason: String,
+        /// This failure opened the breaker: automatic compaction is off for the session.
+        breaker_opened: bool,
+    },
+    Cancelled,
+}
+
+/// A summary node was added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    pub summary_id: String,
+    pub messages: u64,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
 }
 
 /// How a turn ended.
@@ -93,6 +129,8 @@ pub struct Agent<'a> {
     pub tools: &'a ToolRegistry,
     pub model: String,
     pub max_rounds: usize,
+    /// Context management (previews, summaries, the breaker); None sends every branch whole.
+    pub context: Option<&'a Context>,
 }
 
 impl Agent<'_> {
@@ -105,16 +143,14 @@ impl Agent<'_> {
         interrupts: &mut Interrupts,
     ) -> TurnEnd {
         interrupts.borrow_and_update();
+        // The whole results of this conversation's tool calls are readable, never writable.
+        self.tools
+            .sandbox()
+            .set_read_roots(vec![self.results_dir(session)]);
         for _round in 0..self.max_rounds {
-            let request = ChatRequest {
-                model: self.model.clone(),
-                messages: session
-                    .conversation()
-                    .api_messages(session.conversation().cursor()),
-                tools: self.tools.specs(),
-                no_tool_calls: false,
-            };
-            let (result, partial) = self.stream(&request, observer, interrupts).await;
+            let (result, partial) = self
+                .exchange(session, observer, gate, interrupts, false)
+                .await;
             let response = match result {
                 Some(Ok(response)) => response,
                 Some(Err(e)) => {
@@ -150,7 +186,7 @@ impl Agent<'_> {
                 Err(e) => return TurnEnd::Failed(e.into()),
             }
         }
-        self.wrap_up(session, observer, interrupts).await
+        self.wrap_up(session, observer, gate, interrupts).await
     }
 
     /// At the round limit: one more request in which the model may not call tools, asking it to
@@ -160,19 +196,12 @@ impl Agent<'_> {
         &self,
         session: &mut ChatSession,
         observer: &mut dyn Observer,
+        gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
     ) -> TurnEnd {
-        let mut messages = session
-            .conversation()
-            .api_messages(session.conversation().cursor());
-        messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
-        let request = ChatRequest {
-            model: self.model.clone(),
-            messages,
-            tools: self.tools.specs(),
-            no_tool_calls: true,
-        };
-        let (result, partial) = self.stream(&request, observer, interrupts).await;
+        let (result, partial) = self
+            .exchange(session, observer, gate, interrupts, true)
+            .await;
         let (response, end) = match result {
             Some(Ok(mut response)) => {
                 response.tool_calls.clear();
@@ -195,6 +224,172 @@ impl Agent<'_> {
             Ok(()) => end,
             Err(e) => TurnEnd::Failed(e),
         }
+    }
+
+    /// Where the whole results of the session's tool calls are saved.
+    fn results_dir(&self, session: &ChatSession) -> std::path::PathBuf {
+        crate::context::results_dir(session.store().dir(), session.id())
+    }
+
+    /// The request for the branch at the cursor and its estimated tokens. `wrap_up`: the answer
+    /// at the round limit, with tools described but not callable and an extra instruction.
+    fn build(&self, session: &ChatSession, wrap_up: bool) -> (ChatRequest, u64) {
+        let c = session.conversation();
+        let mut messages = match self.context {
+            Some(ctx) => ctx.request_messages(c, c.cursor(), &self.results_dir(session)),
+            None => c.api_messages(c.cursor()),
+        };
+        if wrap_up {
+            messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
+        }
+        let tools = self.tools.specs();
+        let estimate = crate::context::estimate_request(&messages, &tools);
+        let request = ChatRequest {
+            model: self.model.clone(),
+            messages,
+            tools,
+            no_tool_calls: wrap_up,
+        };
+        (request, estimate)
+    }
+
+    /// One request for the branch at the cursor, with context management around it: a
+    /// compaction first when the window is nearly full, and when the server refuses the request
+    /// as too long, one compaction and one retry (never more). Returns as [`Agent::stream`] does.
+    async fn exchange(
+        &self,
+        session: &mut ChatSession,
+        observer: &mut dyn Observer,
+        gate: &mut dyn Gate,
+        interrupts: &mut Interrupts,
+        wrap_up: bool,
+    ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse) {
+        if let Some(ctx) = self.context
+            && ctx.should_compact(self.build(session, wrap_up).1)
+            && let Err(CompactError::Cancelled) = self
+                .compact(session, observer, interrupts, None, true)
+                .await
+            && !gate.continue_uncompacted()
+        {
+            return (None, ChatResponse::default());
+        }
+        let mut retried = false;
+        loop {
+            let (request, estimate) = self.build(session, wrap_up);
+            let (result, partial) = self.stream(&request, observer, interrupts).await;
+            let Some(ctx) = self.context else {
+                return (result, partial);
+            };
+            match &result {
+                Some(Ok(response)) => {
+                    if let Some(usage) = &response.usage {
+                        ctx.calibrate(estimate, usage.input_tokens);
+                    }
+                }
+                Some(Err(LlmError::ContextOverflow { window, .. }))
+                    if !retried && ctx.settings.enabled && !ctx.breaker_open() =>
+                {
+                    retried = true;
+                    // Believe the server's figure; without one, the window is smaller than
+                    // what was just sent.
+                    let (current, _) = ctx.window();
+                    let learned =
+                        window.unwrap_or_else(|| current.min(ctx.scale(estimate) * 9 / 10));
+                    ctx.learn_window(learned);
+                    match self
+                        .compact(session, observer, interrupts, None, true)
+                        .await
+                    {
+                        Ok(_) => continue,
+                        Err(CompactError::Cancelled) => return (None, partial),
+                        Err(_) => {}
+                    }
+                }
+                _ => {}
+            }
+            return (result, partial);
+        }
+    }
+
+    /// Compacts the branch at the cursor: asks the model for a summary of its start and adds the
+    /// summary node under the cursor. `focus` says what the summary should keep above all;
+    /// `automatic` when `new` started it. Ctrl-C cancels it and nothing is written.
+    pub async fn compact(
+        &self,
+        session: &mut ChatSession,
+        observer: &mut dyn Observer,
+        interrupts: &mut Interrupts,
+        focus: Option<&str>,
+        automatic: bool,
+    ) -> Result<Compacted, CompactError> {
+        let Some(ctx) = self.context else {
+            return Err(CompactError::Nothing);
+        };
+        observer.compaction(&CompactionEvent::Started { automatic });
+        let (request, before) = self.build(session, false);
+        let fixed = crate::context::estimate_message(&request.messages[0])
+            + crate::context::estimate_tools(&request.tools);
+        drop(request);
+        interrupts.borrow_and_update();
+        let result = {
+            let c = session.conversation();
+            let window = ctx.window().0;
+            let cap = ((window
+                .saturating_sub(ctx.margin())
+                .saturating_sub(ctx.scale(fixed))
+                .saturating_sub(ctx.summary_budget())) as f64
+                / ctx.factor()) as u64;
+            let keep = (ctx.keep_budget() as f64 / ctx.factor()) as u64;
+            match compact::plan(c, c.cursor(), ctx, keep, cap) {
+                Err(e) => Err(e),
+                Ok(plan) => {
+                    let mut stop = Box::pin(async {
+                        let _ = interrupts.changed().await;
+                    });
+                    compact::summarize(self.provider, &self.model, ctx, &plan, focus, &mut stop)
+                        .await
+                        .and_then(|text| {
+                            compact::summary_message(&plan, &text, focus, before, fixed)
+                                .ok_or(CompactError::Nothing)
+                        })
+                }
+            }
+        };
+        let message = match result {
+            Ok(message) => message,
+            Err(e) => {
+                let event = match &e {
+                    CompactError::Cancelled => CompactionEvent::Cancelled,
+                    e => CompactionEvent::Failed {
+                        reason: e.to_string(),
+                        breaker_opened: automatic && ctx.compaction_failed(),
+                    },
+                };
+                observer.compaction(&event);
+                return Err(e);
+            }
+        };
+        let info = message.summary.clone().expect("a summary node");
+        let summary_id = match session.add(message) {
+            Ok(id) => id,
+            Err(e) => {
+                let reason = e.to_string();
+                observer.compaction(&CompactionEvent::Failed {
+                    reason: reason.clone(),
+                    breaker_opened: automatic && ctx.compaction_failed(),
+                });
+                return Err(CompactError::Store(reason));
+            }
+        };
+        ctx.compaction_succeeded();
+        let done = Compacted {
+            summary_id,
+            messages: info.messages,
+            tokens_before: info.tokens_before,
+            tokens_after: info.tokens_after,
+        };
+        observer.compaction(&CompactionEvent::Done(&done));
+        Ok(done)
     }
 
     /// Sends one request, showing the answer as it streams. Returns the outcome (None when the

@@ -172,6 +172,7 @@ async fn run_interrupted(
         tools: &f.tools,
         model: "scripted".into(),
         max_rounds,
+        context: None,
     };
     let mut recorder = Recorder::default();
     let end = agent

@@ -172,6 +172,17 @@ impl Approvals<'_> {
 }
 
 impl Gate for Approvals<'_> {
+    fn continue_uncompacted(&mut self) -> bool {
+        if !matches!(self.reader, Reader::Editor { .. }) {
+            return false;
+        }
+        let question = self.tr("go_on_without_compacting", &[]);
+        matches!(
+            self.reader.read(&question, "", false, &self.out),
+            Ok(ReadOutcome::Line(a)) if matches!(a.trim().to_lowercase().as_str(), "y" | "yes")
+        )
+    }
+
     fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
         let name = call.function.name.as_str();
         let Some(tool) = tools.get(name) else {

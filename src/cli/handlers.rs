@@ -162,7 +162,7 @@ impl App {
     pub(super) fn edit(&mut self, args: &str) {
         let c = self.session.conversation();
         let target = if args.is_empty() {
-            match c.nearest_user(c.cursor()) {
+            match c.nearest_typed(c.cursor()) {
                 Some(m) => m.id.clone(),
                 None => {
                     return self.refuse_text("nothing_to_edit_there_is_no", &[]);
@@ -182,7 +182,7 @@ impl App {
             id.to_string()
         };
         let m = c.get(&target).expect("from the tree");
-        if m.role != Role::User {
+        if m.role != Role::User || m.is_summary() {
             let n = c.number_of(&target).unwrap_or(0);
             return self.refuse_text(
                 "only_user_messages_can_be_edited",
@@ -326,6 +326,12 @@ impl App {
                 &[("ids", &report.duplicates.join(", "))],
             ));
         }
+        if !report.misplaced_summaries.is_empty() {
+            self.out.warn(&crate::tools::escape_controls(&self.tr(
+                "misplaced_summaries",
+                &[("ids", &report.misplaced_summaries.join(", "))],
+            )));
+        }
     }
 
     pub(super) fn new_conversation(&mut self, args: &str) {
@@ -347,8 +353,13 @@ impl App {
         for problem in &instructions.problems {
             self.out.warn(&crate::tools::escape_controls(problem));
         }
-        self.system_prompt =
-            prompt::system_prompt(&self.role, &instructions.text, &self.skills, &self.workdir);
+        self.prompt_parts = prompt::system_prompt_parts(
+            &self.role,
+            &instructions.text,
+            &self.skills,
+            &self.workdir,
+        );
+        self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
         self.out
             .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
@@ -513,9 +524,10 @@ impl App {
             return;
         }
         let c = self.session.conversation();
+        let results = crate::context::results_dir(self.store.dir(), c.id.as_str());
         let request = ChatRequest {
             model: self.config.model.clone(),
-            messages: c.api_messages(c.cursor()),
+            messages: self.context.request_messages(c, c.cursor(), &results),
             tools: self.tools.specs(),
             no_tool_calls: false,
         };
@@ -707,6 +719,7 @@ impl App {
             return self.refuse_text("a_model_name_has_no_spaces", &[("args", &args)]);
         }
         self.config.model = args.to_string();
+        self.reset_context();
         self.out
             .say(&self.tr("model_for_the_rest_of_this", &[("args", &args)]));
     }

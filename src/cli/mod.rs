@@ -3,6 +3,7 @@
 
 mod approval;
 pub mod commands;
+pub mod context_view;
 mod editor;
 mod handlers;
 pub mod json_output;

@@ -107,17 +107,34 @@ pub fn add_usage(total: &mut Usage, u: &Usage) {
 
 /// The status line after a turn: model, the turn's tokens, the context the last request used,
 /// the time taken, and the cost where prices are configured.
+/// A token count in a few characters: `950`, `9.5k`, `96k`, `1.2M`.
+pub fn short_tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..10_000 => format!("{:.1}k", n as f64 / 1_000.0),
+        10_000..1_000_000 => format!("{}k", (n + 500) / 1_000),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
+}
+
 pub fn status_line(
     lang: Lang,
     model: &str,
     turn: Option<&Usage>,
-    context: Option<u64>,
+    context: Option<(u64, u64)>,
     secs: f64,
     cost: Option<f64>,
 ) -> String {
     let mut parts = turn.map(token_parts).unwrap_or_default();
-    if let Some(n) = context {
-        parts.push(super::text::tr(lang, "status_context", &[("n", &n)]));
+    if let Some((used, window)) = context {
+        parts.push(super::text::tr(
+            lang,
+            "status_context",
+            &[
+                ("pct", &(used * 100 / window.max(1))),
+                ("window", &short_tokens(window)),
+            ],
+        ));
     }
     parts.push(super::text::tr(
         lang,
@@ -299,6 +316,49 @@ impl Observer for Printer {
             .dim(&format!("⋯ {}", crate::tools::escape_controls(name)));
         self.write_stream(&line);
         self.preparing = true;
+    }
+
+    fn compaction(&mut self, event: &crate::agent::CompactionEvent<'_>) {
+        use crate::agent::CompactionEvent;
+        self.end_line();
+        let lang = self.out.lang;
+        match event {
+            CompactionEvent::Started { automatic } => {
+                let line = if *automatic {
+                    super::text::tr(lang, "compacting_automatic", &[])
+                } else {
+                    super::text::tr(lang, "compacting", &[])
+                };
+                self.out.say(&self.out.dim(&line));
+            }
+            CompactionEvent::Done(done) => self.out.say(&super::text::tr(
+                lang,
+                "compacted",
+                &[
+                    ("n", &done.messages),
+                    ("before", &short_tokens(done.tokens_before)),
+                    ("after", &short_tokens(done.tokens_after)),
+                ],
+            )),
+            CompactionEvent::Failed {
+                reason,
+                breaker_opened,
+            } => {
+                self.out.warn(&super::text::tr(
+                    lang,
+                    "compaction_failed",
+                    &[("reason", &crate::tools::escape_controls(reason))],
+                ));
+                if *breaker_opened {
+                    self.out
+                        .warn(&super::text::tr(lang, "compaction_breaker_open", &[]));
+                }
+            }
+            CompactionEvent::Cancelled => {
+                self.out
+                    .warn(&super::text::tr(lang, "compaction_cancelled", &[]))
+            }
+        }
     }
 
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {

@@ -53,6 +53,8 @@ pub struct App {
     pub(super) role: RoleFile,
     pub(super) skills: SkillRegistry,
     pub(super) system_prompt: String,
+    /// The system prompt by source, for `/context`.
+    pub(super) prompt_parts: Vec<(String, String)>,
     pub(super) store: Store,
     pub(super) session: ChatSession,
     pub(super) provider: Provider,
@@ -69,6 +71,9 @@ pub struct App {
     pub(super) last_status: Option<String>,
     pub(super) busy: Arc<AtomicBool>,
     pub(super) runtime: tokio::runtime::Runtime,
+    /// Context accounting for the model in use, and whether its server was asked for its window.
+    pub(super) context: crate::context::Context,
+    pub(super) asked_server_window: bool,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
@@ -328,7 +333,9 @@ impl App {
         for problem in &instructions.problems {
             out.warn(&crate::tools::escape_controls(problem));
         }
-        let system_prompt = prompt::system_prompt(&role, &instructions.text, &skills, &workdir);
+        let prompt_parts =
+            prompt::system_prompt_parts(&role, &instructions.text, &skills, &workdir);
+        let system_prompt: String = prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         let datadir = launch
             .datadir
             .clone()
@@ -400,12 +407,14 @@ impl App {
             }
         });
 
+        let context = crate::context::Context::new(config.context.clone(), &config.model);
         let app = App {
             workdir,
             layers,
             role,
             skills,
             system_prompt,
+            prompt_parts,
             store,
             session,
             provider,
@@ -420,6 +429,8 @@ impl App {
             last_status: None,
             busy,
             runtime,
+            context,
+            asked_server_window: false,
         };
         if let Some(report) = report {
             app.report_load(&report);
@@ -559,6 +570,8 @@ impl App {
             CommandId::Search => self.search(args),
             CommandId::Export => self.export(args),
             CommandId::Dump => self.dump(args),
+            CommandId::Compact => self.compact(args),
+            CommandId::Context => self.show_context(args),
             CommandId::Permissions => self.permissions(args),
             CommandId::Model => self.model(args),
             CommandId::Models => self.models(args),
@@ -598,7 +611,7 @@ impl App {
             self.out.lang,
             &self.config.model,
             printer.turn.as_ref(),
-            printer.last_prompt,
+            Some(self.context_use()),
             printer.started.elapsed().as_secs_f64(),
             cost,
         );
@@ -618,6 +631,25 @@ impl App {
         Some(self.answer_with(observer))
     }
 
+    /// Asks the server for its context window once, when neither the config nor the model's
+    /// family says.
+    pub(super) fn learn_server_window(&mut self) {
+        if self.asked_server_window || !self.context.wants_server_window() {
+            return;
+        }
+        self.asked_server_window = true;
+        if let Some(n) = self.runtime.block_on(self.provider.server_window()) {
+            self.context.set_server_window(n);
+        }
+    }
+
+    /// A fresh context accounting, after the model or the configuration changed.
+    pub(super) fn reset_context(&mut self) {
+        self.context =
+            crate::context::Context::new(self.config.context.clone(), &self.config.model);
+        self.asked_server_window = false;
+    }
+
     /// Runs the agent loop on the branch at the cursor and reports how it ended.
     pub(super) fn answer(&mut self) -> TurnEnd {
         let mut printer = Printer::new(self.out);
@@ -627,11 +659,13 @@ impl App {
     }
 
     fn answer_with(&mut self, observer: &mut dyn crate::agent::Observer) -> TurnEnd {
+        self.learn_server_window();
         let agent = Agent {
             provider: &self.provider,
             tools: &self.tools,
             model: self.config.model.clone(),
             max_rounds: self.config.max_rounds,
+            context: Some(&self.context),
         };
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,

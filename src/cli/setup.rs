@@ -125,6 +125,7 @@ impl App {
             Ok((config, provider)) => {
                 self.config = config;
                 self.provider = provider;
+                self.reset_context();
                 self.out.say(&self.tr(
                     "using_provider_and_model",
                     &[

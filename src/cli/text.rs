@@ -426,6 +426,41 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "`{name}` 没有 API 密钥：请设置 {key}（或把 {url} 指向无需密钥的本地服务）",
     ),
     (
+        "compacting_automatic",
+        "compacting the conversation: the context window is nearly full…",
+        "正在压缩对话：上下文窗口快满了…",
+    ),
+    (
+        "compacting",
+        "compacting the conversation…",
+        "正在压缩对话…",
+    ),
+    (
+        "compacted",
+        "compacted {n:message}: {before} → {after} tokens",
+        "已压缩 {n} 条消息：{before} → {after} 个 token",
+    ),
+    (
+        "compaction_failed",
+        "compaction failed: {reason}",
+        "压缩失败：{reason}",
+    ),
+    (
+        "compaction_breaker_open",
+        "automatic compaction is off for this session after repeated failures; /compact still works and turns it back on",
+        "多次失败后，本次会话已关闭自动压缩；/compact 仍可使用，成功后会重新开启",
+    ),
+    (
+        "compaction_cancelled",
+        "compaction cancelled; nothing was written",
+        "已取消压缩；未写入任何内容",
+    ),
+    (
+        "go_on_without_compacting",
+        "go on with this turn without compacting? [y/N] ",
+        "不压缩，继续本轮吗？[y/N] ",
+    ),
+    (
         "round_limit",
         "stopped after {n:round} of tool calls (max_rounds in the config); send a message to let it go on",
         "工具调用已达 {n} 轮上限（配置项 max_rounds）；发送消息可继续",
@@ -663,6 +698,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "回答流被中断：{reason}",
     ),
     (
+        "err_out_of_range",
+        "`{key}` is {value}; it must be between {min} and {max}",
+        "`{key}` 的值 {value} 超出范围；应在 {min} 到 {max} 之间",
+    ),
+    (
+        "err_overflow",
+        "{url} refused the request as longer than the model's context window{window}: {message}",
+        "{url} 拒绝了请求：超出模型的上下文窗口{window}：{message}",
+    ),
+    (
         "err_silent",
         "{url} accepted the request but sent nothing for {secs} s (idle timeout; `idle_timeout_secs` in the config sets it)",
         "{url} 接受了请求，但 {secs} 秒内没有任何回应（空闲超时；可用配置项 `idle_timeout_secs` 设置）",
@@ -747,7 +792,86 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "[{model} · {parts}]",
         "[模型 {model} · {parts}]",
     ),
-    ("status_context", "context {n}", "上下文 {n}"),
+    (
+        "status_context",
+        "context {pct}% of {window}",
+        "上下文 {pct}%（共 {window}）",
+    ),
+    (
+        "misplaced_summaries",
+        "summary nodes whose replaced message is not above them are kept but not used in requests: {ids}",
+        "以下摘要节点所代替的消息不在其上方，已保留但不会用于请求：{ids}",
+    ),
+    (
+        "tree_summary",
+        "summary of {range} · {before} → {after}",
+        "摘要，代替 {range} · {before} → {after}",
+    ),
+    (
+        "help_compact",
+        "summarise the start of this branch into a new node (nothing is rewritten); an optional focus says what to keep",
+        "把本分支的前段总结为一个新节点（不改写任何内容）；可附上需要重点保留的内容",
+    ),
+    (
+        "help_context",
+        "the context window and what the next request holds, by source and kind",
+        "上下文窗口，以及下一次请求按来源和类型的占用",
+    ),
+    (
+        "ctx_window",
+        "context window: {window} tokens ({source})",
+        "上下文窗口：{window} 个 token（{source}）",
+    ),
+    ("ctx_source_config", "from the config", "来自配置"),
+    ("ctx_source_server", "reported by the server", "服务器报告"),
+    (
+        "ctx_source_error",
+        "named by the server's context-overflow error",
+        "来自服务器的超出上下文错误",
+    ),
+    (
+        "ctx_source_family",
+        "default for {family} models",
+        "{family} 系列模型的默认值",
+    ),
+    (
+        "ctx_source_fallback",
+        "assumed; set context_window_size in the config",
+        "假定值；可在配置中设置 context_window_size",
+    ),
+    (
+        "ctx_in_use",
+        "next request: {used} tokens ({pct}% of the window; estimates × {factor} from the last reported count)",
+        "下一次请求：{used} 个 token（占窗口 {pct}%；估算值按上次报告的用量 × {factor} 校准）",
+    ),
+    ("ctx_row_system", "system prompt", "系统提示"),
+    ("ctx_row_tools", "tool definitions", "工具定义"),
+    ("ctx_row_summary", "summary", "摘要"),
+    ("ctx_row_user", "user messages", "用户消息"),
+    ("ctx_row_assistant", "answers", "回答"),
+    ("ctx_row_results", "tool results", "工具结果"),
+    ("ctx_count", "{n}", "{n} 条"),
+    (
+        "ctx_results_count",
+        "{n}, {previews} sent as previews",
+        "{n} 条，其中 {previews} 条以预览发送",
+    ),
+    (
+        "ctx_left",
+        "left before automatic compaction: {left} tokens (margin {margin})",
+        "距自动压缩还剩：{left} 个 token（预留 {margin}）",
+    ),
+    ("ctx_auto_on", "automatic compaction: on", "自动压缩：开启"),
+    (
+        "ctx_auto_disabled",
+        "automatic compaction: off (compaction.enabled is false)",
+        "自动压缩：关闭（compaction.enabled 为 false）",
+    ),
+    (
+        "ctx_auto_breaker",
+        "automatic compaction: stopped after repeated failures (breaker open); /compact turns it back on",
+        "自动压缩：多次失败后已停止（断路器打开）；/compact 成功后重新开启",
+    ),
     ("status_secs", "{secs} s", "{secs} 秒"),
     (
         "help_status",
@@ -893,6 +1017,21 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
             LlmError::StreamCut(reason) => t("err_stream_cut", &[("reason", reason)]),
             LlmError::Silent { url, secs } => t("err_silent", &[("url", url), ("secs", secs)]),
             LlmError::Client(reason) => t("err_client", &[("reason", reason)]),
+            LlmError::ContextOverflow {
+                url,
+                message,
+                window,
+            } => t(
+                "err_overflow",
+                &[
+                    ("url", url),
+                    (
+                        "window",
+                        &window.map(|n| format!(" ({n})")).unwrap_or_default(),
+                    ),
+                    ("message", message),
+                ],
+            ),
         };
     }
     if let Some(e) = e.downcast_ref::<SessionError>() {
@@ -939,6 +1078,15 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
             ConfigError::UnknownKind { name, kind } => {
                 t("err_unknown_kind", &[("name", name), ("kind", kind)])
             }
+            ConfigError::OutOfRange {
+                key,
+                value,
+                min,
+                max,
+            } => t(
+                "err_out_of_range",
+                &[("key", key), ("value", value), ("min", min), ("max", max)],
+            ),
             ConfigError::NoBaseUrl { name } => {
                 t("err_no_base_url", &[("name", name), ("file", &file)])
             }

@@ -151,6 +151,53 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
 /// Forks, leaves, the first message after each fork, the cursor and the messages just above it are
 /// always drawn, so every branch and the current position stay visible.
 pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
+    let mut rows = draw_rows(conversation, full, lang);
+    label_summaries(conversation, &mut rows, lang);
+    rows
+}
+
+/// A summary node's line says what it stands for: `summary of [1–40] · 96k → 14k`.
+fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
+    if !conversation.has_summaries() {
+        return;
+    }
+    let order = conversation.preorder();
+    let numbers: std::collections::HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(n, (_, m))| (m.id.as_str(), n))
+        .collect();
+    for row in rows.iter_mut() {
+        let Row::Node(line) = row else { continue };
+        let Some((_, m)) = order.get(line.number) else {
+            continue;
+        };
+        let Some(info) = &m.summary else { continue };
+        let last = numbers.get(info.replaces.as_str()).copied();
+        // The first message of the branch: the root's child on the summary's path.
+        let first = conversation
+            .ancestors(&m.id)
+            .filter(|a| a.parent_id.is_some())
+            .last()
+            .and_then(|a| numbers.get(a.id.as_str()).copied());
+        let range = match (first, last) {
+            (Some(first), Some(last)) if first <= last => format!("[{first}–{last}]"),
+            (_, Some(last)) => format!("[{last}]"),
+            _ => "?".to_string(),
+        };
+        line.text = super::text::tr(
+            lang,
+            "tree_summary",
+            &[
+                ("range", &range),
+                ("before", &super::output::short_tokens(info.tokens_before)),
+                ("after", &super::output::short_tokens(info.tokens_after)),
+            ],
+        );
+    }
+}
+
+fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
     if full || nodes.len() <= COLLAPSE_OVER {

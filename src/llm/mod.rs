@@ -194,9 +194,21 @@ pub enum LlmError {
     Silent { url: String, secs: u64 },
     #[error("could not build the HTTP client: {0}")]
     Client(String),
+    #[error("{url} refused the request as longer than the model's context window{}: {message}", .window.map(|n| format!(" ({n} tokens)")).unwrap_or_default())]
+    ContextOverflow {
+        url: String,
+        message: String,
+        /// The window the error names, when it does.
+        window: Option<u64>,
+    },
 }
 
 impl LlmError {
+    /// Whether the server refused the request as too long for the model's context window.
+    pub fn is_context_overflow(&self) -> bool {
+        matches!(self, LlmError::ContextOverflow { .. })
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             LlmError::Connect { .. } | LlmError::Silent { .. } => true,
@@ -239,6 +251,15 @@ impl LlmError {
             LlmError::Silent { url, secs } => LlmError::Silent {
                 url: clean(url),
                 secs,
+            },
+            LlmError::ContextOverflow {
+                url,
+                message,
+                window,
+            } => LlmError::ContextOverflow {
+                url: clean(url),
+                message: clean(message),
+                window,
             },
             other @ LlmError::MissingKey { .. } => other,
         }
@@ -395,6 +416,14 @@ impl Provider {
         match self {
             Provider::OpenAi(c) => c.settings(),
             Provider::Anthropic(c) => c.settings(),
+        }
+    }
+
+    /// The context window the server reports, where it does (llama.cpp's server).
+    pub async fn server_window(&self) -> Option<u64> {
+        match self {
+            Provider::OpenAi(c) => c.server_window().await,
+            Provider::Anthropic(_) => None,
         }
     }
 
@@ -711,6 +740,13 @@ pub(crate) fn http_error(
         .ok()
         .and_then(|v| v.get("error").map(error_text))
         .unwrap_or_else(|| preview(body));
+    if matches!(status, 400 | 413 | 422 | 500) && crate::context::is_overflow(body) {
+        return LlmError::ContextOverflow {
+            url: url.to_string(),
+            window: crate::context::window_named_in(body),
+            message,
+        };
+    }
     let hint = Box::new(match status {
         401 | 403 => Hint::Key {
             var: s.api_key_var.clone(),

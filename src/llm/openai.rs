@@ -40,6 +40,35 @@ impl OpenAiClient {
         list_models(url, request, &self.settings).await
     }
 
+    /// The context window a llama.cpp server runs with (`GET /props`, at the host root), asked
+    /// with a short timeout; None from any other server.
+    pub async fn server_window(&self) -> Option<u64> {
+        let base = self.settings.base_url.trim_end_matches('/');
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        let url = format!("{root}/props");
+        let mut request = self.http.get().ok()?.get(&url);
+        if let Some(key) = &self.settings.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = tokio::time::timeout(std::time::Duration::from_secs(2), request.send())
+            .await
+            .ok()?
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let text = tokio::time::timeout(std::time::Duration::from_secs(2), response.text())
+            .await
+            .ok()?
+            .ok()?;
+        let value: Value = serde_json::from_str(&text).ok()?;
+        value
+            .pointer("/default_generation_settings/n_ctx")
+            .or_else(|| value.get("n_ctx"))
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+    }
+
     fn url(&self) -> String {
         format!(
             "{}/chat/completions",

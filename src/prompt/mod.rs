@@ -97,24 +97,45 @@ pub fn system_prompt(
     skills: &SkillRegistry,
     workdir: &Path,
 ) -> String {
-    let mut prompt = role.text.trim().to_string();
+    system_prompt_parts(role, instructions, skills, workdir)
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+/// The system prompt by source (`role default`, `AGENTS.md`, `skill <name>`, `environment`):
+/// the texts, joined, are the system prompt.
+pub fn system_prompt_parts(
+    role: &RoleFile,
+    instructions: &str,
+    skills: &SkillRegistry,
+    workdir: &Path,
+) -> Vec<(String, String)> {
+    let mut parts = vec![(format!("role {}", role.name), role.text.trim().to_string())];
     if !instructions.trim().is_empty() {
-        prompt.push_str("\n\n# Instructions from the project and the user (AGENTS.md)\n\n");
-        prompt.push_str(instructions.trim());
+        parts.push((
+            "AGENTS.md".to_string(),
+            format!(
+                "\n\n# Instructions from the project and the user (AGENTS.md)\n\n{}",
+                instructions.trim()
+            ),
+        ));
     }
     for skill in skills.enabled() {
-        prompt.push_str("\n\n## Skill: ");
-        prompt.push_str(&skill.name);
+        let mut text = format!("\n\n## Skill: {}", skill.name);
         if !skill.description.is_empty() {
-            prompt.push_str("\n\n");
-            prompt.push_str(&skill.description);
+            text.push_str("\n\n");
+            text.push_str(&skill.description);
         }
-        prompt.push_str("\n\n");
-        prompt.push_str(&skill.body);
+        text.push_str("\n\n");
+        text.push_str(&skill.body);
+        parts.push((format!("skill {}", skill.name), text));
     }
-    prompt.push_str("\n\n");
-    prompt.push_str(&environment(workdir));
-    prompt
+    parts.push((
+        "environment".to_string(),
+        format!("\n\n{}", environment(workdir)),
+    ));
+    parts
 }
 
 /// What the model should know of where it works: the folder, the operating system, today's date,

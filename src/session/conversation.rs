@@ -1,6 +1,7 @@
 //! The conversation tree: messages linked both ways, a cursor, and the operations the REPL and the
 //! agent need. It does no I/O; [`super::store`] persists it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -43,6 +44,14 @@ impl std::hash::Hasher for IdHasher {
         }
         self.0 = h;
     }
+}
+
+/// What a request for one node sends from the tree; see [`Conversation::sent`].
+pub struct Sent<'a> {
+    /// The summary node in force, sent first.
+    pub summary: Option<&'a Message>,
+    /// The messages sent after it, oldest first.
+    pub messages: Vec<&'a Message>,
 }
 
 type IdMap<V> = HashMap<String, V, BuildHasherDefault<IdHasher>>;
@@ -288,9 +297,77 @@ impl Conversation {
         self.preorder().iter().position(|(_, m)| m.id == id)
     }
 
-    /// The nearest user message at or above `id`: what `/retry` answers again.
+    /// The nearest user message at or above `id`: what `/retry` answers again (a summary node
+    /// counts: answering it again sends the same compacted request).
     pub fn nearest_user(&self, id: &str) -> Option<&Message> {
         self.ancestors(id).find(|m| m.role == Role::User)
+    }
+
+    /// The nearest message the user typed at or above `id` (summary nodes are skipped): what
+    /// `/edit` changes.
+    pub fn nearest_typed(&self, id: &str) -> Option<&Message> {
+        self.ancestors(id)
+            .find(|m| m.role == Role::User && !m.is_summary())
+    }
+
+    /// What a request for `id` sends from the tree (the root aside): the nearest summary node on
+    /// the path, if any, then the messages after the message it replaces up to `id`, skipping
+    /// older summaries in between. A summary whose `replaces` is not above it is ignored.
+    pub fn sent(&self, id: &str) -> Sent<'_> {
+        let mut ignored: Vec<&str> = Vec::new();
+        loop {
+            let mut messages: Vec<&Message> = Vec::new();
+            let mut summary: Option<(&Message, &str)> = None;
+            let mut reached = false;
+            for m in self.ancestors(id) {
+                if m.parent_id.is_none() {
+                    break;
+                }
+                match (summary, &m.summary) {
+                    (Some((_, replaces)), _) if m.id == replaces => {
+                        reached = true;
+                        break;
+                    }
+                    // An older summary inside the kept part is superseded by the newer one.
+                    (Some(_), Some(_)) => {}
+                    (None, Some(info)) if !ignored.contains(&m.id.as_str()) => {
+                        summary = Some((m, info.replaces.as_str()));
+                    }
+                    (None, Some(_)) => {}
+                    (_, None) => messages.push(m),
+                }
+            }
+            match summary {
+                Some((s, _)) if !reached => ignored.push(s.id.as_str()),
+                _ => {
+                    messages.reverse();
+                    return Sent {
+                        summary: summary.map(|(s, _)| s),
+                        messages,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Whether any node is a summary.
+    pub fn has_summaries(&self) -> bool {
+        self.nodes.iter().any(Message::is_summary)
+    }
+
+    /// Summary nodes whose `replaces` is not a message above them: loaded, never used.
+    pub fn misplaced_summaries(&self) -> Vec<&Message> {
+        self.nodes
+            .iter()
+            .filter(|m| {
+                m.summary.as_ref().is_some_and(|info| {
+                    !self
+                        .ancestors(&m.id)
+                        .skip(1)
+                        .any(|a| a.id == info.replaces && a.parent_id.is_some())
+                })
+            })
+            .collect()
     }
 
     /// The tip of the branch below `id`: follow the newest child down to a leaf.
@@ -333,8 +410,24 @@ impl Conversation {
     /// reject calls without results. Results are put in call order; a result whose call is not on the
     /// branch (possible only in a damaged file) is sent as user text rather than dropped.
     pub fn api_messages(&self, id: &str) -> Vec<ChatMessage> {
-        let chain = self.chain(id);
-        let mut out = Vec::with_capacity(chain.len());
+        self.api_messages_with(id, &mut |m| Cow::Borrowed(m.content.as_str()))
+    }
+
+    /// The same, with each tool result's text given by `result_text` (context management sends
+    /// big results as previews). Below a summary node only the summary and what follows its
+    /// `replaces` are sent ([`Conversation::sent`]).
+    pub fn api_messages_with<'a>(
+        &'a self,
+        id: &str,
+        result_text: &mut dyn FnMut(&'a Message) -> Cow<'a, str>,
+    ) -> Vec<ChatMessage> {
+        let sent = self.sent(id);
+        let chain = sent.messages;
+        let mut out = Vec::with_capacity(chain.len() + 2);
+        out.push(ChatMessage::text(Role::System, self.root().content.clone()));
+        if let Some(summary) = sent.summary {
+            out.push(ChatMessage::text(Role::User, summary.content.clone()));
+        }
         let mut i = 0;
         while i < chain.len() {
             let m = chain[i];
@@ -356,19 +449,19 @@ impl Conversation {
                         if m.calls().iter().any(|c| c.id == call) && !results.contains_key(call) {
                             results.insert(call, r);
                         } else {
-                            out.push(orphan_result(r));
+                            out.push(orphan_result(r, &result_text(r)));
                         }
                         i += 1;
                     }
                     for call in m.calls() {
                         let content = results
                             .get(call.id.as_str())
-                            .map(|r| r.content.clone())
+                            .map(|r| result_text(r).into_owned())
                             .unwrap_or_else(|| NOT_RUN_RESULT.to_string());
                         out.push(ChatMessage::tool_result(call.id.clone(), content));
                     }
                 }
-                Role::Tool => out.push(orphan_result(m)),
+                Role::Tool => out.push(orphan_result(m, &result_text(m))),
                 role => out.push(ChatMessage {
                     reasoning: m.reasoning.clone(),
                     reasoning_signature: m.reasoning_signature.clone(),
@@ -392,13 +485,12 @@ fn sent_content(m: &Message) -> String {
     }
 }
 
-fn orphan_result(m: &Message) -> ChatMessage {
+fn orphan_result(m: &Message, text: &str) -> ChatMessage {
     ChatMessage::text(
         Role::User,
         format!(
-            "[result of tool call {}]\n{}",
+            "[result of tool call {}]\n{text}",
             m.tool_call_id.as_deref().unwrap_or("?"),
-            m.content
         ),
     )
 }

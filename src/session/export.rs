@@ -31,6 +31,22 @@ pub fn branch_markdown(c: &Conversation, title: &str) -> String {
                 out.push_str(m.content.trim());
                 out.push_str("\n\n</details>\n");
             }
+            Role::User if m.is_summary() => {
+                let info = m.summary.as_ref().expect("a summary");
+                let focus = info
+                    .focus
+                    .as_deref()
+                    .map(|f| format!(", focus: {f}"))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "\n## Summary (compaction)\n\n_{when} · stands for the {} messages above up to `{}`{focus}; from here on, requests send it instead of them ({} → {} tokens)_\n\n{}\n",
+                    info.messages,
+                    info.replaces,
+                    info.tokens_before,
+                    info.tokens_after,
+                    m.content.trim()
+                ));
+            }
             Role::User => {
                 out.push_str(&format!("\n## User\n\n_{when}_\n\n{}\n", m.content.trim()));
             }

@@ -43,9 +43,40 @@ pub struct Message {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Set on a summary node (context compaction): what the summary stands for. A value that
+    /// cannot be read leaves an ordinary user message.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_summary"
+    )]
+    pub summary: Option<SummaryInfo>,
     /// Derived from the children's `parent_id`, in creation order; never stored.
     #[serde(skip)]
     pub children_ids: Vec<String>,
+}
+
+/// What a summary node replaces (shared/docs/DESIGN.md §10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryInfo {
+    /// The last message (an ancestor of the summary) that the summary stands for.
+    pub replaces: String,
+    /// How many messages of the branch it stands for.
+    #[serde(default)]
+    pub messages: u64,
+    #[serde(default)]
+    pub tokens_before: u64,
+    #[serde(default)]
+    pub tokens_after: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
+}
+
+fn lenient_summary<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SummaryInfo>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -91,6 +122,7 @@ impl Message {
             reasoning_signature: None,
             model: None,
             usage: None,
+            summary: None,
         }
     }
 
@@ -99,6 +131,11 @@ impl Message {
             tool_call_id: Some(call_id.into()),
             ..Message::new(Role::Tool, content)
         }
+    }
+
+    /// Whether this is a summary node (context compaction).
+    pub fn is_summary(&self) -> bool {
+        self.summary.is_some()
     }
 
     /// The tool calls of an assistant message, empty for any other.

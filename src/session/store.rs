@@ -25,11 +25,16 @@ pub struct LoadReport {
     pub orphans: Vec<String>,
     /// Messages whose id appeared earlier in the file; the later line was ignored.
     pub duplicates: Vec<String>,
+    /// Summary nodes whose `replaces` is not a message above them: kept, never sent.
+    pub misplaced_summaries: Vec<String>,
 }
 
 impl LoadReport {
     pub fn is_clean(&self) -> bool {
-        self.skipped_lines.is_empty() && self.orphans.is_empty() && self.duplicates.is_empty()
+        self.skipped_lines.is_empty()
+            && self.orphans.is_empty()
+            && self.duplicates.is_empty()
+            && self.misplaced_summaries.is_empty()
     }
 }
 
@@ -299,6 +304,11 @@ pub fn parse_conversation(
         conversation.metadata = h.metadata;
     }
     conversation.title = title;
+    report.misplaced_summaries = conversation
+        .misplaced_summaries()
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
     (conversation, report)
 }
 

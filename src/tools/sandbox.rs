@@ -53,13 +53,56 @@ pub struct OpenedFile {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     root: PathBuf,
+    /// Folders outside WORKDIR that the read tools may read (never write), shared by every copy
+    /// of this sandbox: the whole tool results of the current conversation.
+    read_roots: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
+    /// Paths are shown absolute (a sandbox for a read-only extra root).
+    absolute: bool,
 }
 
 impl Sandbox {
     pub fn new(workdir: &Path) -> std::io::Result<Self> {
         Ok(Sandbox {
             root: workdir.canonicalize()?,
+            read_roots: Default::default(),
+            absolute: false,
         })
+    }
+
+    /// Sets the read-only extra roots (they need not exist yet).
+    pub fn set_read_roots(&self, roots: Vec<PathBuf>) {
+        *self.read_roots.write().unwrap_or_else(|e| e.into_inner()) = roots;
+    }
+
+    /// Resolves a path for reading: inside WORKDIR as [`Sandbox::resolve`] does, or, given as an
+    /// absolute path, inside one of the read-only extra roots by the same rules (links resolved,
+    /// refused if they lead out of that root). Returns the sandbox that governs the path, for
+    /// opening it.
+    pub fn resolve_read(&self, path: &str) -> Result<(Sandbox, PathBuf), SandboxError> {
+        match self.resolve(path) {
+            Err(refused @ SandboxError::Outside(_)) if Path::new(path.trim()).is_absolute() => {
+                let roots = self
+                    .read_roots
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                for root in roots {
+                    let Ok(root) = root.canonicalize() else {
+                        continue;
+                    };
+                    let extra = Sandbox {
+                        root,
+                        read_roots: Default::default(),
+                        absolute: true,
+                    };
+                    if let Ok(resolved) = extra.resolve(path) {
+                        return Ok((extra, resolved));
+                    }
+                }
+                Err(refused)
+            }
+            other => other.map(|p| (self.clone(), p)),
+        }
     }
 
     /// The canonical WORKDIR.
@@ -126,6 +169,9 @@ impl Sandbox {
 
     /// A path inside WORKDIR as the model should see it: relative, `.` for WORKDIR itself.
     pub fn display(&self, path: &Path) -> String {
+        if self.absolute {
+            return path.display().to_string();
+        }
         match path.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),

@@ -38,7 +38,7 @@ fn anthropic_streams_text_runs_tools_and_reports_cache_usage() {
     );
     assert!(
         run.stdout
-            .contains("The file says hi.\n[claude-test · 157 in · 11 out · 100 cached · 7 cache write · context 127 · "),
+            .contains("The file says hi.\n[claude-test · 157 in · 11 out · 100 cached · 7 cache write · context 0% of 200k · "),
         "{run:?}"
     );
 

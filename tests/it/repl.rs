@@ -17,7 +17,7 @@ fn plain_answer_streams_is_stored_and_shows_usage() {
     // The status line: model, tokens, the context the request used, the time.
     assert!(
         run.stdout
-            .starts_with("Hello there\n[gpt-4o-mini · 11 in · 3 out · context 11 · "),
+            .starts_with("Hello there\n[gpt-4o-mini · 11 in · 3 out · context 0% of 128k · "),
         "{run:?}"
     );
     assert!(run.stdout.ends_with(" s]\n"), "{run:?}");
@@ -95,7 +95,7 @@ fn one_tool_call_runs_and_its_result_goes_back() {
     );
     assert!(
         run.stdout
-            .contains("The file says hello.\n[gpt-4o-mini · 11 in · 1 out · context 11 · "),
+            .contains("The file says hello.\n[gpt-4o-mini · 11 in · 1 out · context 0% of 128k · "),
         "{run:?}"
     );
 
@@ -951,16 +951,50 @@ fn errors_say_their_cause_once_and_unknown_config_keys_are_named() {
         "{run:?}"
     );
 
-    env.write_config(r#"{"retry_initial_ms": 5, "compaction": {"tool_result_threshold": 1}}"#);
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "compactions": {}, "compaction": {"threshold": 1}}"#,
+    );
     let run = env.run("http://127.0.0.1:9/v1", &[], "");
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert!(
-        run.stderr.contains(&format!(
-            "warning: unknown key `compaction` in {} is ignored",
-            env.config_dir().join("config.json").display()
-        )),
-        "{run:?}"
-    );
+    for key in ["compactions", "compaction.threshold"] {
+        assert!(
+            run.stderr.contains(&format!(
+                "warning: unknown key `{key}` in {} is ignored",
+                env.config_dir().join("config.json").display()
+            )),
+            "{run:?}"
+        );
+    }
+
+    // A value out of range names its key and its bounds; nothing starts.
+    for (config, message) in [
+        (
+            r#"{"compaction": {"tool_result_threshold": 1}}"#,
+            "`compaction.tool_result_threshold` is 1; it must be between 100 and 10000000",
+        ),
+        (
+            r#"{"compaction": {"preview_tokens": 9000}}"#,
+            "`compaction.preview_tokens` is 9000; it must be between 10 and 5120",
+        ),
+        (
+            r#"{"compaction": {"breaker_threshold": 0}}"#,
+            "`compaction.breaker_threshold` is 0; it must be between 1 and 100",
+        ),
+        (
+            r#"{"context_window_size": 12}"#,
+            "`context_window_size` is 12; it must be between 1024 and 100000000",
+        ),
+        (
+            r#"{"providers": {"openai": {"context_window_size": 5}}}"#,
+            "`providers.openai.context_window_size` is 5",
+        ),
+    ] {
+        env.write_config(config);
+        let run = env.run("http://127.0.0.1:9/v1", &[], "hello\n");
+        assert_eq!(run.code, Some(2), "{run:?}");
+        assert!(run.stderr.contains(message), "{config}: {run:?}");
+        assert!(!run.stdout.contains("hello"), "{run:?}");
+    }
 }
 
 /// In Chinese, the errors a user meets are Chinese too; what came from elsewhere stays as it came.
@@ -1007,7 +1041,7 @@ fn the_status_line_and_status_command() {
     // 11 in at $2.5 and 1 out at $10 per million tokens: $0.0000375, shown as $0.0000.
     assert!(
         run.stdout
-            .contains("one\n[gpt-4o-mini · 11 in · 1 out · context 11 · "),
+            .contains("one\n[gpt-4o-mini · 11 in · 1 out · context 0% of 128k · "),
         "{run:?}"
     );
     assert!(run.stdout.contains(" s · $0.0000]"), "{run:?}");

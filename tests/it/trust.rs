@@ -286,7 +286,10 @@ fn an_endless_answer_is_cut_at_the_configured_size() {
     let pieces: Vec<&str> = std::iter::repeat_n(big.as_str(), 48).collect();
     let server = Server::start(vec![text(&pieces), text(&["small"])]);
     let env = Env::new();
-    env.write_config(r#"{"retry_initial_ms": 5, "max_answer_mb": 1}"#);
+    // A window big enough for the megabyte kept: no compaction in between.
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "max_answer_mb": 1, "context_window_size": 10000000}"#,
+    );
     let run = env.run(&server.base_url, &[], "flood me\nagain\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(

@@ -115,7 +115,9 @@ impl Grep {
         cancel: &Cancel,
     ) -> Result<ToolOutput, ToolError> {
         let pattern = args::string(args, "pattern")?;
-        let root = sandbox.resolve(args::opt_string(args, "path")?.unwrap_or("."))?;
+        let (sandbox, root) =
+            sandbox.resolve_read(args::opt_string(args, "path")?.unwrap_or("."))?;
+        let sandbox = &sandbox;
         let filter = args::opt_string(args, "glob")?
             .map(NameFilter::new)
             .transpose()?;

@@ -62,7 +62,8 @@ impl ReadFile {
         let limit = args::opt_usize(args, "limit")?
             .unwrap_or(DEFAULT_LIMIT)
             .max(1);
-        let path = sandbox.resolve(filepath)?;
+        let (sandbox, path) = sandbox.resolve_read(filepath)?;
+        let sandbox = &sandbox;
         let shown = sandbox.display(&path);
         if sandbox.kind(&path).ok().flatten() == Some(rustix::fs::FileType::Directory) {
             return Err(ToolError::Failed(format!(

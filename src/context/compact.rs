@@ -1,0 +1,330 @@
+//! Layer 2: a summary node that stands for the start of a branch. The summary is asked of the
+//! model in a request of its own (several, one part of the branch after another, when the part to
+//! summarise does not fit the window at once) and stored as a new message, a child of the current
+//! node: every original message stays where it was.
+
+use crate::llm::{ChatRequest, LlmError, Model, StreamEvent};
+use crate::session::message::SummaryInfo;
+use crate::session::{Conversation, Message};
+use crate::vocab::{ChatMessage, Role};
+
+use super::{Context, estimate_text};
+
+/// The summary node's text starts with this line; the summary follows.
+pub const SUMMARY_HEADING: &str = "[Summary of the earlier part of this conversation, which was compacted to fit the context window. The messages it stands for are no longer sent.]";
+
+/// The system prompt of a summary request.
+const SUMMARIZER: &str = "You summarise a conversation between a user and a coding assistant that \
+works with tools in the user's project, so that the assistant can carry on without the original \
+messages. Write plain text, no preamble. Keep: what the user asked for and still wants; decisions \
+made and why; files read, created or changed (with paths) and their state; commands run and what \
+they showed; errors met and how they were solved; what was being done last and what is left to do. \
+Quote exact names, paths, numbers and short code where they matter. Leave out pleasantries and \
+anything settled that no longer matters.";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    #[error("nothing to compact: the branch is too short")]
+    Nothing,
+    #[error("the summary request failed: {0}")]
+    Llm(#[from] LlmError),
+    #[error("the model returned an empty summary")]
+    Empty,
+    #[error("the compaction was cancelled")]
+    Cancelled,
+    #[error("the context window ({0} tokens) is too small to write a summary in")]
+    TooSmall(u64),
+    #[error("the summary could not be stored: {0}")]
+    Store(String),
+}
+
+/// Where a compaction cuts the branch at node `id`.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// The summary in force, summarised again with the rest.
+    pub previous: Option<&'a Message>,
+    /// The messages the new summary stands for (after the previous summary), oldest first.
+    pub summarized: Vec<&'a Message>,
+    /// The messages sent verbatim after it.
+    pub kept: Vec<&'a Message>,
+}
+
+/// The tokens a stored message takes in a request (a big tool result counts as its preview).
+fn message_tokens(m: &Message, ctx: &Context) -> u64 {
+    let s = &ctx.settings;
+    let mut text = estimate_text(&m.content);
+    if m.role == Role::Tool && s.enabled && text > s.tool_result_threshold {
+        text = s.preview_tokens + 80;
+    }
+    let calls: u64 = m
+        .calls()
+        .iter()
+        .map(|c| 8 + estimate_text(&c.function.name) + estimate_text(&c.function.arguments))
+        .sum();
+    4 + text + calls
+}
+
+/// Chooses the cut: the kept part is the most recent `keep` tokens and at least
+/// `keep_recent_min_messages` messages, starting at a user message (so no tool call is parted
+/// from its results), and no bigger than `cap`; failing that, nothing is kept. At least one
+/// message is summarised.
+pub fn plan<'a>(
+    conversation: &'a Conversation,
+    id: &str,
+    ctx: &Context,
+    keep: u64,
+    cap: u64,
+) -> Result<Plan<'a>, CompactError> {
+    let sent = conversation.sent(id);
+    let messages = sent.messages;
+    let n = messages.len();
+    if n == 0 {
+        return Err(CompactError::Nothing);
+    }
+    let tokens: Vec<u64> = messages.iter().map(|m| message_tokens(m, ctx)).collect();
+    // suffix[i]: the tokens of messages[i..].
+    let mut suffix = vec![0u64; n + 1];
+    for i in (0..n).rev() {
+        suffix[i] = suffix[i + 1] + tokens[i];
+    }
+    let by_tokens = (0..=n).find(|&i| suffix[i] <= keep).unwrap_or(n);
+    let raw = by_tokens.min(n.saturating_sub(ctx.settings.keep_recent_min_messages));
+    let starts = |i: &usize| messages[*i].role == Role::User;
+    let earlier = (1..=raw.min(n - 1)).rev().find(starts);
+    let later = (raw.max(1)..n).find(starts);
+    let cut = match (earlier, later) {
+        (Some(i), _) if suffix[i] <= cap => i,
+        (_, Some(i)) if suffix[i] <= cap => i,
+        _ => n,
+    };
+    Ok(Plan {
+        previous: sent.summary,
+        summarized: messages[..cut].to_vec(),
+        kept: messages[cut..].to_vec(),
+    })
+}
+
+/// One message as a line of the transcript a summary is written from; long texts keep their
+/// start and end.
+fn transcript_entry(m: &Message, limit: u64) -> String {
+    let body = |text: &str| clip(text, limit);
+    match m.role {
+        Role::User if m.is_summary() => format!("## Summary of what came before\n{}", m.content),
+        Role::User => format!("## User\n{}", body(&m.content)),
+        Role::Assistant => {
+            let mut entry = format!("## Assistant\n{}", body(&m.content));
+            for call in m.calls() {
+                entry.push_str(&format!(
+                    "\n→ called {}({})",
+                    call.function.name,
+                    clip(&call.function.arguments, 150)
+                ));
+            }
+            entry
+        }
+        Role::Tool => format!("## Tool result\n{}", body(&m.content)),
+        Role::System => String::new(),
+    }
+}
+
+/// A text cut to about `limit` tokens: its start and its end, with a note of what was left out.
+fn clip(text: &str, limit: u64) -> String {
+    let max = (limit * 4) as usize;
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut head = max * 2 / 3;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (max - head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[… {} bytes left out …]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
+/// The transcript of what a summary stands for, in parts that each fit `budget` tokens.
+fn transcript_parts(plan: &Plan<'_>, budget: u64, result_limit: u64) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let mut used = 0u64;
+    let entries = plan
+        .previous
+        .into_iter()
+        .chain(plan.summarized.iter().copied())
+        .map(|m| {
+            let limit = if m.role == Role::Tool {
+                result_limit
+            } else {
+                (budget / 2).max(100)
+            };
+            transcript_entry(m, limit.min(budget))
+        });
+    for entry in entries {
+        let n = estimate_text(&entry) + 2;
+        if used + n > budget && !part.is_empty() {
+            parts.push(std::mem::take(&mut part));
+            used = 0;
+        }
+        part.push_str(&entry);
+        part.push_str("\n\n");
+        used += n;
+    }
+    if !part.is_empty() {
+        parts.push(part);
+    }
+    parts
+}
+
+/// The instruction ending a summary request.
+fn instruction(budget: u64, focus: Option<&str>, continuing: bool) -> String {
+    let words = budget * 3 / 4;
+    let mut text = if continuing {
+        format!(
+            "Update the summary so far with the part of the conversation above, in at most {words} words."
+        )
+    } else {
+        format!("Summarise the conversation above in at most {words} words.")
+    };
+    if let Some(focus) = focus.filter(|f| !f.trim().is_empty()) {
+        text.push_str(&format!(" Pay most attention to: {}", focus.trim()));
+    }
+    text
+}
+
+/// Asks the model for the summary of `plan`, part by part. `stop` resolves when the user
+/// interrupts.
+pub async fn summarize(
+    model: &dyn Model,
+    model_name: &str,
+    ctx: &Context,
+    plan: &Plan<'_>,
+    focus: Option<&str>,
+    stop: &mut (dyn std::future::Future<Output = ()> + Unpin),
+) -> Result<String, CompactError> {
+    let window = ctx.window().0;
+    let summary_budget = ctx.summary_budget();
+    // Room for one part: the window less the answer, the instructions, the running summary and a
+    // tenth for the estimate's error.
+    let overhead = estimate_text(SUMMARIZER) + 120 + 2 * summary_budget + window / 10;
+    let budget = (window.saturating_sub(overhead) as f64 / ctx.factor()) as u64;
+    if budget < 200 {
+        return Err(CompactError::TooSmall(window));
+    }
+    let result_limit = ctx.settings.preview_tokens.min(budget / 2);
+    let parts = transcript_parts(plan, budget, result_limit);
+    let mut summary: Option<String> = None;
+    for part in parts {
+        let mut prompt = String::new();
+        if let Some(s) = &summary {
+            prompt.push_str("# Summary so far\n\n");
+            prompt.push_str(s);
+            prompt.push_str("\n\n# The conversation continues\n\n");
+        } else {
+            prompt.push_str("# The conversation\n\n");
+        }
+        prompt.push_str(&part);
+        prompt.push_str(&instruction(summary_budget, focus, summary.is_some()));
+        let request = ChatRequest {
+            model: model_name.to_string(),
+            messages: vec![
+                ChatMessage::text(Role::System, SUMMARIZER),
+                ChatMessage::text(Role::User, prompt),
+            ],
+            tools: Vec::new(),
+            no_tool_calls: false,
+        };
+        let text = ask(model, &request, (summary_budget * 6) as usize, stop).await?;
+        summary = Some(text);
+    }
+    summary.ok_or(CompactError::Nothing)
+}
+
+/// One summary request. The answer is cut at `cap` bytes: a model that rambles on must not fill
+/// the window it was asked to free.
+async fn ask(
+    model: &dyn Model,
+    request: &ChatRequest,
+    cap: usize,
+    stop: &mut (dyn std::future::Future<Output = ()> + Unpin),
+) -> Result<String, CompactError> {
+    let mut text = String::new();
+    let full = tokio::sync::Notify::new();
+    let result = {
+        let mut on_event = |event: StreamEvent<'_>| {
+            if let StreamEvent::Text(t) = event
+                && text.len() < cap
+            {
+                text.push_str(t);
+                if text.len() >= cap {
+                    full.notify_one();
+                }
+            }
+        };
+        tokio::select! {
+            result = model.chat(request, &mut on_event) => Some(result),
+            _ = full.notified() => None,
+            _ = stop => return Err(CompactError::Cancelled),
+        }
+    };
+    match result {
+        Some(Ok(response)) if text.is_empty() => text = response.content,
+        Some(Ok(_)) | None => {}
+        Some(Err(e)) => return Err(e.into()),
+    }
+    if text.len() > cap {
+        let mut end = cap;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    let text = text.trim().to_string();
+    if text.is_empty() {
+        return Err(CompactError::Empty);
+    }
+    Ok(text)
+}
+
+/// The summary node for `plan`, to be added under node `at`.
+pub fn summary_message(
+    plan: &Plan<'_>,
+    text: &str,
+    focus: Option<&str>,
+    tokens_before: u64,
+    fixed: u64,
+) -> Option<Message> {
+    let last = plan.summarized.last()?;
+    let content = format!("{SUMMARY_HEADING}\n\n{text}");
+    let kept: u64 = plan
+        .kept
+        .iter()
+        .map(|m| 4 + estimate_text(&m.content))
+        .sum();
+    let messages = plan.summarized.len() as u64
+        + plan
+            .previous
+            .and_then(|p| p.summary.as_ref())
+            .map_or(0, |s| s.messages);
+    let tokens_after = fixed + 4 + estimate_text(&content) + kept;
+    Some(Message {
+        summary: Some(SummaryInfo {
+            replaces: last.id.clone(),
+            messages,
+            tokens_before,
+            tokens_after,
+            focus: focus
+                .map(str::trim)
+                .filter(|f| !f.is_empty())
+                .map(str::to_string),
+        }),
+        ..Message::new(Role::User, content)
+    })
+}
