@@ -106,6 +106,16 @@ impl Observer for Recorder {
         self.events
             .push(format!("result error={}", outcome.is_error));
     }
+    fn compaction(&mut self, event: &CompactionEvent<'_>) {
+        self.events.push(match event {
+            CompactionEvent::Started { automatic } => format!("compacting automatic={automatic}"),
+            CompactionEvent::Done(done) => format!("compacted {}", done.messages),
+            CompactionEvent::Failed { breaker_opened, .. } => {
+                format!("compaction failed breaker={breaker_opened}")
+            }
+            CompactionEvent::Cancelled => "compaction cancelled".to_string(),
+        });
+    }
 }
 
 struct AllowAll;
@@ -157,6 +167,17 @@ async fn run_interrupted(
     max_rounds: usize,
     interrupt_after: Option<Duration>,
 ) -> (TurnEnd, Recorder) {
+    run_with(f, model, max_rounds, interrupt_after, None).await
+}
+
+/// Runs the loop with context management.
+async fn run_with(
+    f: &mut Fixture,
+    model: &Scripted,
+    max_rounds: usize,
+    interrupt_after: Option<Duration>,
+    context: Option<&Context>,
+) -> (TurnEnd, Recorder) {
     let (tx, mut interrupts) = watch::channel(0u64);
     // The sender lives as long as the turn: a dropped one would read as an interrupt.
     let user = tokio::spawn(async move {
@@ -172,7 +193,7 @@ async fn run_interrupted(
         tools: &f.tools,
         model: "scripted".into(),
         max_rounds,
-        context: None,
+        context,
     };
     let mut recorder = Recorder::default();
     let end = agent
@@ -607,4 +628,239 @@ async fn at_most_64_calls_run_from_one_answer() {
         rec.events.iter().filter(|e| e.starts_with("call ")).count(),
         64
     );
+}
+
+/// A context of `window` tokens (margin and kept part a quarter of it each).
+fn small_window(window: u64) -> Context {
+    Context::new(
+        crate::context::Settings {
+            window: Some(window),
+            keep_recent_min_messages: 2,
+            ..Default::default()
+        },
+        "scripted",
+    )
+}
+
+/// Fills the branch with `turns` exchanges of about 250 tokens each, then asks.
+fn long_branch(f: &mut Fixture, turns: usize) {
+    for t in 0..turns {
+        f.session
+            .add(Message::new(
+                Role::Assistant,
+                format!("answer {t} {}", "a".repeat(1000)),
+            ))
+            .unwrap();
+        f.session
+            .add(Message::new(Role::User, format!("question {t}")))
+            .unwrap();
+    }
+}
+
+fn answer(text: &'static str) -> Step {
+    Step::Answer(vec![text], vec![])
+}
+
+fn summaries(f: &Fixture) -> Vec<Message> {
+    let c = f.session.conversation();
+    c.chain(c.cursor())
+        .into_iter()
+        .filter(|m| m.is_summary())
+        .cloned()
+        .collect()
+}
+
+fn overflow(window: Option<u64>) -> LlmError {
+    LlmError::ContextOverflow {
+        url: "http://model".into(),
+        message: "prompt is too long".into(),
+        window,
+    }
+}
+
+#[tokio::test]
+async fn a_nearly_full_window_is_compacted_before_the_request_into_a_summary_node() {
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let asked = f.session.conversation().cursor().to_string();
+    let ctx = small_window(4000);
+    let model = Scripted::new(vec![answer("part one"), answer("the gist"), answer("done")]);
+    let (end, rec) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    assert!(
+        rec.events
+            .contains(&"compacting automatic=true".to_string())
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    // The summary requests: their own instructions, the transcript, no tools; the part to
+    // summarise does not fit one request in this window, so it goes in two, the second
+    // carrying the summary so far.
+    assert!(requests[0].tools.is_empty());
+    assert!(
+        requests[0].messages[1]
+            .content
+            .contains("## User\nplease help")
+    );
+    assert!(
+        requests[1].messages[1]
+            .content
+            .starts_with("# Summary so far\n\npart one")
+    );
+    for r in &requests[..2] {
+        let tokens: u64 = r
+            .messages
+            .iter()
+            .map(crate::context::estimate_message)
+            .sum();
+        assert!(tokens < 4000 - 500, "{tokens}");
+    }
+    let requests = &requests[1..];
+    // The summary node: a child of the message being answered, standing for the start.
+    let s = summaries(&f);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].parent_id.as_deref(), Some(asked.as_str()));
+    assert!(s[0].content.ends_with("the gist"));
+    let info = s[0].summary.as_ref().unwrap();
+    assert!(info.tokens_after < info.tokens_before, "{info:?}");
+    // The answer hangs below it; the request sent the summary, then the kept part.
+    assert_eq!(f.session.conversation().current().content, "done");
+    let sent = &requests[1].messages;
+    assert_eq!(sent[0].content, "system prompt");
+    assert_eq!(sent[1].content, s[0].content);
+    assert_eq!(sent.last().unwrap().content, "question 11");
+    assert!(sent.len() < 10, "{}", sent.len());
+    assert_eq!(
+        rec.events
+            .iter()
+            .filter(|e| e.starts_with("compacted"))
+            .count(),
+        1
+    );
+    // Every original message is still in the tree.
+    assert_eq!(f.session.conversation().len(), 1 + 1 + 24 + 1 + 1);
+}
+
+#[tokio::test]
+async fn an_overflow_error_compacts_once_and_retries_once_believing_the_named_window() {
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let ctx = small_window(1_000_000);
+    let model = Scripted::new(vec![
+        Step::Fail(vec![], overflow(Some(8000))),
+        answer("the gist"),
+        answer("done"),
+    ]);
+    let (end, _) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    assert_eq!(ctx.window(), (8000, crate::context::WindowSource::Error));
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(summaries(&f).len(), 1);
+
+    // A second overflow after the compaction is the turn's error: no loop.
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let ctx = small_window(1_000_000);
+    let model = Scripted::new(vec![
+        Step::Fail(vec![], overflow(Some(8000))),
+        answer("the gist"),
+        Step::Fail(vec![], overflow(None)),
+    ]);
+    let (end, _) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+    assert!(
+        matches!(
+            end,
+            TurnEnd::Failed(AgentError::Llm(LlmError::ContextOverflow { .. }))
+        ),
+        "{end:?}"
+    );
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(summaries(&f).len(), 1);
+
+    // Without a figure in the error, the window is taken as smaller than what was sent.
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let ctx = small_window(1_000_000);
+    let model = Scripted::new(vec![
+        Step::Fail(vec![], overflow(None)),
+        Step::Fail(vec![], LlmError::StreamCut("gone".into())),
+    ]);
+    let (end, _) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+    assert!(
+        matches!(
+            end,
+            TurnEnd::Failed(AgentError::Llm(LlmError::ContextOverflow { .. }))
+        ),
+        "the original error is reported when the compaction fails: {end:?}"
+    );
+    let sent =
+        crate::context::estimate_request(&model.requests()[0].messages, &model.requests()[0].tools);
+    assert!(ctx.window().0 < sent, "{:?} vs {sent}", ctx.window());
+    assert!(summaries(&f).is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_summary_writes_nothing_and_three_in_a_row_open_the_breaker() {
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let ctx = small_window(4000);
+    let failure = || Step::Fail(vec![], LlmError::StreamCut("gone".into()));
+    let model = Scripted::new(vec![
+        failure(),
+        answer("one"),
+        failure(),
+        answer("two"),
+        Step::Answer(vec![], vec![]),
+        answer("three"),
+        answer("four"),
+    ]);
+    let before = f.session.conversation().len();
+    for turn in 0..4 {
+        if turn > 0 {
+            f.session
+                .add(Message::new(Role::User, format!("more {turn}")))
+                .unwrap();
+        }
+        let (end, rec) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+        assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+        let failed: Vec<&String> = rec
+            .events
+            .iter()
+            .filter(|e| e.starts_with("compaction failed"))
+            .collect();
+        match turn {
+            // Two failed requests, then an empty summary: the third opens the breaker.
+            0 | 1 => assert_eq!(failed, vec!["compaction failed breaker=false"]),
+            2 => assert_eq!(failed, vec!["compaction failed breaker=true"]),
+            // Then no more tries.
+            _ => assert!(rec.events.iter().all(|e| !e.starts_with("compacting"))),
+        }
+    }
+    assert!(ctx.breaker_open());
+    assert!(summaries(&f).is_empty());
+    // Three turns' user messages and four answers were added; nothing else.
+    assert_eq!(f.session.conversation().len(), before + 3 + 4);
+    assert_eq!(model.requests().len(), 7);
+}
+
+#[tokio::test]
+async fn ctrl_c_during_a_compaction_cancels_it_and_writes_nothing() {
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let before = f.session.conversation().len();
+    let ctx = small_window(4000);
+    let model = Scripted::new(vec![Step::Stall(vec!["half a summ"])]);
+    let (end, rec) = run_with(
+        &mut f,
+        &model,
+        5,
+        Some(Duration::from_millis(100)),
+        Some(&ctx),
+    )
+    .await;
+    // The gate (as a piped session's) does not go on uncompacted: the turn stops.
+    assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
+    assert!(rec.events.contains(&"compaction cancelled".to_string()));
+    assert_eq!(f.session.conversation().len(), before);
+    assert!(!ctx.breaker_open());
 }
