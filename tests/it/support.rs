@@ -30,7 +30,27 @@ pub enum Reply {
     StatusWith(u16, String, Vec<(&'static str, String)>),
     /// Payloads sent one by one, each after the first only once the test adds a permit.
     Gated(Vec<String>, Arc<tokio::sync::Semaphore>),
+    /// The reply is made from the request's body when it arrives.
+    With(MakeReply),
 }
+
+/// Makes a reply from a request's body.
+#[derive(Clone)]
+pub struct MakeReply(pub Arc<dyn Fn(&Value) -> Reply + Send + Sync>);
+
+impl std::fmt::Debug for MakeReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<reply made from the request>")
+    }
+}
+
+/// A reply made from the request's body when it arrives.
+pub fn with(make: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Reply {
+    Reply::With(MakeReply(Arc::new(make)))
+}
+
+/// The system prompt of `new`'s summary requests starts so.
+pub const SUMMARIZER_START: &str = "You summarise a conversation";
 
 pub fn chunk_text(text: &str) -> String {
     json!({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":text},"finish_reason":null}]}).to_string()
@@ -69,6 +89,11 @@ pub fn tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
 }
 
 struct Shared {
+    /// A context window in tokens (4 characters each): longer requests are refused with the
+    /// provider's real error, and usage reports the count.
+    window: Mutex<Option<u64>>,
+    /// The answer to every summary request, which then takes no scripted reply.
+    summary: Mutex<Option<String>>,
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<HeaderMap>>,
@@ -89,6 +114,8 @@ impl Server {
             .build()
             .unwrap();
         let shared = Arc::new(Shared {
+            window: Mutex::new(None),
+            summary: Mutex::new(None),
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
             headers: Mutex::new(Vec::new()),
@@ -110,6 +137,16 @@ impl Server {
             shared,
             _runtime: runtime,
         }
+    }
+
+    /// Gives the server a context window of `tokens` (4 characters each).
+    pub fn set_window(&self, tokens: u64) {
+        *self.shared.window.lock().unwrap() = Some(tokens);
+    }
+
+    /// Answers every summary request with `text`, outside the script.
+    pub fn answer_summaries(&self, text: &str) {
+        *self.shared.summary.lock().unwrap() = Some(text.to_string());
     }
 
     /// Every request body received so far.
@@ -142,11 +179,74 @@ impl Server {
     }
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: String) -> Response {
+/// Whether a request body is one of `new`'s summary requests (either protocol).
+pub fn is_summary_request(body: &Value) -> bool {
+    let system = body["system"]
+        .as_str()
+        .or_else(|| body["system"][0]["text"].as_str())
+        .or_else(|| body["messages"][0]["content"].as_str())
+        .unwrap_or("");
+    system.starts_with(SUMMARIZER_START)
+}
+
+/// The tokens of a request as the scripted server counts them: 4 characters each.
+pub fn count_tokens(body: &str) -> u64 {
+    body.chars().count() as u64 / 4
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    shared.requests.lock().unwrap().push(value);
+    let anthropic = uri.path().ends_with("/messages");
+    shared.requests.lock().unwrap().push(value.clone());
     shared.headers.lock().unwrap().push(headers);
-    let reply = shared.replies.lock().unwrap().pop_front();
+    let tokens = count_tokens(&body);
+    let window = *shared.window.lock().unwrap();
+    if let Some(window) = window
+        && tokens > window
+    {
+        // The providers' own words.
+        let error = if anthropic {
+            json!({"type":"error","error":{"type":"invalid_request_error",
+                "message": format!("prompt is too long: {tokens} tokens > {window} maximum")}})
+        } else {
+            json!({"error":{"message": format!("This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                "type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})
+        };
+        return status(400, &error.to_string());
+    }
+    let summary = shared.summary.lock().unwrap().clone();
+    let mut reply = match summary {
+        Some(text) if is_summary_request(&value) => Some(if anthropic {
+            anthropic_text(&[&text])
+        } else {
+            self::text(&[&text])
+        }),
+        _ => shared.replies.lock().unwrap().pop_front(),
+    };
+    if let Some(Reply::With(make)) = &reply {
+        reply = Some((make.0)(&value));
+    }
+    // Usage reports what was counted.
+    if window.is_some()
+        && let Some(Reply::Sse(chunks)) = &mut reply
+    {
+        for chunk in chunks.iter_mut() {
+            if let Ok(mut v) = serde_json::from_str::<Value>(chunk) {
+                if v["usage"]["prompt_tokens"].is_u64() {
+                    v["usage"]["prompt_tokens"] = json!(tokens);
+                }
+                if v["message"]["usage"]["input_tokens"].is_u64() {
+                    v["message"]["usage"] = json!({"input_tokens": tokens, "output_tokens": 1});
+                }
+                *chunk = v.to_string();
+            }
+        }
+    }
     if let Some(Reply::Gated(chunks, gate)) = &reply {
         let (chunks, gate) = (chunks.clone(), gate.clone());
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
@@ -186,7 +286,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
         Some(Reply::Sse(chunks)) => (chunks, Duration::ZERO, Vec::new(), true),
         Some(Reply::Cut(chunks)) => (chunks, Duration::ZERO, Vec::new(), false),
         Some(Reply::SseStall(a, d, b)) => (a, d, b, true),
-        Some(Reply::Gated(..)) => unreachable!("handled above"),
+        Some(Reply::Gated(..)) | Some(Reply::With(..)) => unreachable!("handled above"),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     tokio::spawn(async move {
