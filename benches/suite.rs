@@ -84,6 +84,45 @@ fn run(cmd: &mut Command, stdin: &[u8]) -> (Duration, u64) {
     (elapsed, usage.ru_maxrss as u64)
 }
 
+/// Wall time and peak resident memory (KB, the process's own `VmHWM`) of an interactive session
+/// fed `stdin`, read once `done` says the session has done its work and before its input ends.
+/// (`ru_maxrss` would not do: it keeps the peak of the forked copy of this process.)
+fn session_peak(cmd: &mut Command, stdin: &[u8], done: impl Fn() -> bool) -> (Duration, u64) {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let hwm = || -> u64 {
+        std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    while !done() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the session ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    let peak = hwm();
+    drop(input);
+    assert!(child.wait().unwrap().success(), "{cmd:?} failed");
+    (elapsed, peak)
+}
+
 fn times(runs: usize, mut f: impl FnMut() -> (Duration, u64)) -> (Duration, u64) {
     f(); // warm the page cache
     let results: Vec<(Duration, u64)> = (0..runs).map(|_| f()).collect();
@@ -184,6 +223,97 @@ fn start_server() -> (String, tokio::runtime::Runtime) {
     );
     runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}/v1"), runtime)
+}
+
+/// A scripted server for agent turns: a user message is answered with a `read_file` call on
+/// `big.txt`, its result with a short text, and a summary request with a short summary.
+fn start_tool_server() -> (String, tokio::runtime::Runtime) {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::response::Response;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let calls = std::sync::Arc::new(AtomicU64::new(0));
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let c = serde_json::json!({"id":"b","object":"chat.completion.chunk","choices":[{"index":0,"delta":delta,"finish_reason":finish}]});
+        format!("data: {c}\n\n")
+    };
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: String| {
+            let calls = calls.clone();
+            async move {
+                let request: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let messages = request["messages"].as_array().unwrap();
+                let summary = messages[0]["content"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("You summarise"));
+                let last = messages.last().unwrap()["role"].as_str().unwrap_or("");
+                let sse = if summary || last == "tool" {
+                    let text = if summary { "The user asked for big.txt again and again; it was read each time." } else { "Read it." };
+                    chunk(serde_json::json!({"role":"assistant","content":text}), None)
+                        + &chunk(serde_json::json!({}), Some("stop"))
+                } else {
+                    let n = calls.fetch_add(1, Ordering::SeqCst);
+                    chunk(
+                        serde_json::json!({"role":"assistant","tool_calls":[{"index":0,"id":format!("call{n}"),"type":"function","function":{"name":"read_file","arguments":"{\"filepath\":\"big.txt\"}"}}]}),
+                        None,
+                    ) + &chunk(serde_json::json!({}), Some("tool_calls"))
+                };
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(sse + "data: [DONE]\n\n"))
+                    .unwrap()
+            }
+        }),
+    );
+    runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), runtime)
+}
+
+/// A linear branch of `n` messages as compaction leaves it: a summary node 40 messages above the
+/// tip, standing for everything up to ten messages above itself.
+fn compacted_branch(n: usize) -> new_agent::session::Conversation {
+    use new_agent::session::message::SummaryInfo;
+    let mut c = new_agent::session::Conversation::new("bench", "system prompt");
+    let mut ids: Vec<String> = Vec::with_capacity(n);
+    for i in 0..n {
+        if i == n - 40 {
+            let replaces = ids[ids.len() - 10].clone();
+            c.add(Message {
+                summary: Some(SummaryInfo {
+                    replaces,
+                    messages: (n - 50) as u64,
+                    tokens_before: 0,
+                    tokens_after: 0,
+                    focus: None,
+                }),
+                ..Message::new(Role::User, "summary ".repeat(400))
+            })
+            .unwrap();
+        }
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        ids.push(
+            c.add(Message::new(
+                role,
+                format!("message {i} {}", "w".repeat(300)),
+            ))
+            .unwrap(),
+        );
+    }
+    c
 }
 
 /// Simon Willison's `llm` in a cached virtual environment, if it can be installed.
@@ -510,6 +640,93 @@ fn main() {
             ratio: ours.as_secs_f64() / floor.as_secs_f64(),
             target: "≤ 10× (linear)".into(),
             ok: ours.as_secs_f64() <= floor.as_secs_f64() * 10.0,
+        });
+    }
+
+    // 10, 11: context management. The cost of one turn's accounting and request building on a
+    // long compacted branch against a short one (flat), and the peak memory of a long session of
+    // big tool results against its start and its file.
+    if wanted("context") {
+        let ctx = new_agent::context::Context::new(Default::default(), "bench");
+        let results = tmp.path().join("results");
+        let per_turn = |c: &new_agent::session::Conversation| {
+            let turns = 2_000;
+            let start = Instant::now();
+            for _ in 0..turns {
+                let messages = ctx.request_messages(c, c.cursor(), &results);
+                let estimate = new_agent::context::estimate_request(&messages, &[]);
+                assert!(!ctx.should_compact(estimate));
+            }
+            start.elapsed() / turns
+        };
+        let long = compacted_branch(s.big);
+        let short = compacted_branch(1_000);
+        let t_long = best(|| per_turn(&long), 5);
+        let t_short = best(|| per_turn(&short), 5);
+        let ratio = t_long.as_secs_f64() / t_short.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "one turn's accounting + request building, {}- vs 1,000-message compacted branch",
+                s.big
+            ),
+            measured: format!("{:.1} µs", t_long.as_secs_f64() * 1e6),
+            baseline: format!("{:.1} µs", t_short.as_secs_f64() * 1e6),
+            ratio,
+            target: "flat: ≤ 1.5×".into(),
+            ok: ratio <= 1.5,
+        });
+        drop((long, short));
+
+        let (tool_url, _tool_server) = start_tool_server();
+        let turns = if s.big >= 100_000 { 500 } else { 100 };
+        let session_work = dir("context-work");
+        let line: String = format!("{}\n", "x".repeat(49));
+        std::fs::write(session_work.join("big.txt"), line.repeat(1024)).unwrap();
+        let conversation = |data: &Path| -> String {
+            std::fs::read_dir(data)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+                .collect()
+        };
+        let session = |data: &Path, input: &[u8], answers: usize| {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, &tool_url);
+            cmd.arg(&session_work)
+                .arg("default")
+                .arg(data)
+                .args(["--model", "bench"]);
+            let started = Instant::now();
+            session_peak(&mut cmd, input, || {
+                if answers == 0 {
+                    return started.elapsed() > Duration::from_millis(500);
+                }
+                conversation(data).matches("\"Read it.\"").count() >= answers
+            })
+        };
+        let (_, at_start) = session(&dir("context-empty"), b"", 0);
+        let long_data = dir("context-long");
+        let input: String = (0..turns)
+            .map(|i| format!("read big.txt ({i})\n"))
+            .collect();
+        let (took, peak) = session(&long_data, input.as_bytes(), turns);
+        let file_kb = conversation(&long_data).len() as u64 / 1024;
+        let allowed = at_start + 2 * file_kb;
+        rows.push(Row {
+            what: format!(
+                "peak memory after {turns} turns of 50 KB tool results ({:.1} s)",
+                took.as_secs_f64()
+            ),
+            measured: format!("{:.1} MB", peak as f64 / 1024.0),
+            baseline: format!(
+                "start {:.1} MB + 2 × file {:.1} MB",
+                at_start as f64 / 1024.0,
+                file_kb as f64 / 1024.0
+            ),
+            ratio: peak as f64 / allowed as f64,
+            target: "≤ 1 (of that sum)".into(),
+            ok: peak <= allowed,
         });
     }
 
