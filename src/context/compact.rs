@@ -240,7 +240,7 @@ pub async fn summarize(
             tools: Vec::new(),
             no_tool_calls: false,
         };
-        let text = ask(model, &request, (summary_budget * 6) as usize, stop).await?;
+        let text = ask(model, &request, (summary_budget * 5) as usize, stop).await?;
         summary = Some(text);
     }
     summary.ok_or(CompactError::Nothing)

@@ -99,3 +99,67 @@ fn real_anthropic_format_server_answers_and_continues() {
     assert!(run.stdout.contains("[3] user: Now say goodbye."), "{run:?}");
     assert!(run.stdout.contains("[4] assistant:"), "{run:?}");
 }
+
+/// Against a llama-server with a small window (`NEW_LLM_CTX=4096 local-llm.sh start`; set
+/// NEW_E2E_SMALL_CTX_URL to its base URL): a conversation that grows past the window keeps
+/// working, and the file shows the summary node.
+#[test]
+fn real_server_with_a_small_window_compacts_and_goes_on() {
+    let Ok(url) = std::env::var("NEW_E2E_SMALL_CTX_URL") else {
+        eprintln!(
+            "skipped: set NEW_E2E_SMALL_CTX_URL to a llama-server started with NEW_LLM_CTX=4096"
+        );
+        return;
+    };
+    let env = Env::new();
+    // Seven notes of about 500 tokens each: the window fills by the fifth.
+    let colours = ["red", "green", "blue", "amber", "violet", "grey", "white"];
+    let input: String = (1..=7)
+        .map(|i| {
+            let facts: String = (1..=80)
+                .map(|k| format!("Box {k} holds {} marbles. ", colours[(i * k) % 7]))
+                .collect();
+            format!("Note {i}: {facts}Which colour is in box 3? Answer in five words.\n")
+        })
+        .collect();
+    let run = env.run(
+        &url,
+        &["--model", "smollm2"],
+        &format!("{input}/context\n/tree\n"),
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // Every question was answered: no request failed.
+    assert!(!run.stderr.contains("error"), "{run:?}");
+    assert_eq!(run.stdout.matches("[smollm2 · ").count(), 7, "{run:?}");
+    assert!(run.stdout.contains("compacted "), "{run:?}");
+    // The window came from the server (or its error), not from a guess.
+    assert!(
+        run.stdout.contains("(reported by the server)")
+            || run
+                .stdout
+                .contains("(named by the server's context-overflow error)"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains(" summary of ["), "{run:?}");
+    let (_, lines) = env.only_conversation();
+    let summaries: Vec<_> = lines
+        .iter()
+        .filter(|l| l.get("summary").is_some())
+        .collect();
+    assert!(!summaries.is_empty(), "{lines:?}");
+    for s in summaries {
+        assert_eq!(s["role"], "user");
+        assert!(s["summary"]["replaces"].is_string());
+        assert!(!s["content"].as_str().unwrap().trim().is_empty());
+    }
+    // Every note is still in the file.
+    for i in 1..=7 {
+        let note = format!("Note {i}: ");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["content"].as_str().is_some_and(|c| c.starts_with(&note))),
+            "{note}"
+        );
+    }
+}
