@@ -648,3 +648,51 @@ fn approval_prompts_cannot_lie_and_protected_writes_and_project_trust_are_asked(
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// Ctrl-C during an automatic compaction cancels it, writes nothing, and asks whether the turn
+/// goes on uncompacted (yes: it does; no, the default: it stops).
+#[test]
+fn ctrl_c_during_a_compaction_cancels_it_and_asks_whether_to_go_on() {
+    let env = Env::new();
+    // A window so small that every request is preceded by a compaction.
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "context_window_size": 1024, "tools": ["read_file"]}"#,
+    );
+    let stall = || {
+        Reply::SseStall(
+            vec![chunk_text("A summ")],
+            Duration::from_secs(60),
+            vec![chunk_text("never")],
+        )
+    };
+    let server = Server::start(vec![stall(), text(&["went on"]), stall()]);
+    // Usage reports the tokens counted, so the calibration stays near 1.
+    server.set_window(1_000_000);
+    let mut pty = start(&env, &server.base_url);
+    let first = format!("first {}", "word ".repeat(700));
+    pty.send(&format!("{first}\r"));
+    pty.expect("compacting the conversation: the context window is nearly full");
+    pty.send("\x03");
+    pty.expect("compaction cancelled; nothing was written");
+    pty.expect("go on with this turn without compacting? [y/N]");
+    pty.send("y\r");
+    pty.expect("went on");
+    pty.expect("› ");
+    pty.send("second\r");
+    pty.expect("compacting the conversation");
+    pty.send("\x03");
+    pty.expect("[y/N]");
+    pty.send("\r");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    let (_, lines) = env.only_conversation();
+    assert!(
+        lines.iter().all(|l| l.get("summary").is_none()),
+        "{lines:?}"
+    );
+    let contents: Vec<&str> = lines.iter().filter_map(|l| l["content"].as_str()).collect();
+    assert_eq!(contents, [first.as_str(), "went on", "second"]);
+    // The request that went on was the whole branch, uncompacted.
+    assert_eq!(server.messages(1)[1].1, first);
+}
