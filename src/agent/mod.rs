@@ -349,8 +349,20 @@ impl Agent<'_> {
                     compact::summarize(self.provider, &self.model, ctx, &plan, focus, &mut stop)
                         .await
                         .and_then(|text| {
-                            compact::summary_message(&plan, &text, focus, before, fixed)
-                                .ok_or(CompactError::Nothing)
+                            let mut message =
+                                compact::summary_message(&plan, &text, focus, before, fixed)
+                                    .ok_or(CompactError::Nothing)?;
+                            // Stored in the provider's tokens, as far as the calibration knows.
+                            let info = message.summary.as_mut().expect("a summary node");
+                            info.tokens_before = ctx.scale(info.tokens_before);
+                            info.tokens_after = ctx.scale(info.tokens_after);
+                            if info.tokens_after >= info.tokens_before {
+                                return Err(CompactError::NoSmaller {
+                                    before: info.tokens_before,
+                                    after: info.tokens_after,
+                                });
+                            }
+                            Ok(message)
                         })
                 }
             }

@@ -864,3 +864,21 @@ async fn ctrl_c_during_a_compaction_cancels_it_and_writes_nothing() {
     assert_eq!(f.session.conversation().len(), before);
     assert!(!ctx.breaker_open());
 }
+
+#[tokio::test]
+async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
+    // A short branch in a window so small that a compaction is tried before every request.
+    let mut f = fixture();
+    let before = f.session.conversation().len();
+    let ctx = small_window(1024);
+    let rambling: &'static str = Box::leak("very long summary ".repeat(400).into_boxed_str());
+    let model = Scripted::new(vec![answer(rambling), answer("done")]);
+    let (end, rec) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    assert!(
+        rec.events
+            .contains(&"compaction failed breaker=false".to_string())
+    );
+    assert!(summaries(&f).is_empty());
+    assert_eq!(f.session.conversation().len(), before + 1);
+}

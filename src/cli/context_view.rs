@@ -112,7 +112,13 @@ impl App {
         let sources = b
             .system
             .iter()
-            .map(|(s, n)| format!("{} {}", crate::tools::escape_controls(s), short_tokens(*n)))
+            .map(|(s, n)| {
+                format!(
+                    "{} {}",
+                    crate::tools::escape_controls(s),
+                    short_tokens(ctx.scale(*n))
+                )
+            })
             .collect::<Vec<_>>()
             .join(" · ");
         lines.push(row(self.tr("ctx_row_system", &[]), system, sources));

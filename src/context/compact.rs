@@ -36,6 +36,10 @@ pub enum CompactError {
     TooSmall(u64),
     #[error("the summary could not be stored: {0}")]
     Store(String),
+    #[error(
+        "the summary ({after} tokens with what it keeps) is no smaller than what it would replace ({before}); nothing was written"
+    )]
+    NoSmaller { before: u64, after: u64 },
 }
 
 /// Where a compaction cuts the branch at node `id`.
@@ -90,13 +94,14 @@ pub fn plan<'a>(
     let by_tokens = (0..=n).find(|&i| suffix[i] <= keep).unwrap_or(n);
     let raw = by_tokens.min(n.saturating_sub(ctx.settings.keep_recent_min_messages));
     let starts = |i: &usize| messages[*i].role == Role::User;
-    let earlier = (1..=raw.min(n - 1)).rev().find(starts);
-    let later = (raw.max(1)..n).find(starts);
-    let cut = match (earlier, later) {
-        (Some(i), _) if suffix[i] <= cap => i,
-        (_, Some(i)) if suffix[i] <= cap => i,
-        _ => n,
-    };
+    // The nearest start at or before the raw cut keeps at least what was asked; failing that
+    // (too big), the first later start that fits, down to the last user message alone.
+    let earlier = (1..=raw.min(n - 1))
+        .rev()
+        .find(starts)
+        .filter(|&i| suffix[i] <= cap);
+    let later = (raw.max(1)..n).filter(starts).find(|&i| suffix[i] <= cap);
+    let cut = earlier.or(later).unwrap_or(n);
     Ok(Plan {
         previous: sent.summary,
         summarized: messages[..cut].to_vec(),

@@ -385,3 +385,22 @@ fn the_breakdown_counts_each_kind() {
         10 + 4 + b.summary.unwrap() + b.user.1 + b.assistant.1 + b.results.1
     );
 }
+
+#[test]
+fn when_the_nearest_cut_is_too_big_a_later_user_message_that_fits_starts_the_kept_part() {
+    // Six turns of ~100 tokens each (user, call, result, answer).
+    let c = branch(6, &"x".repeat(400));
+    let context = ctx(100_000);
+    let per_turn = plan(&c, c.cursor(), &context, 0, 100_000)
+        .unwrap()
+        .kept
+        .len();
+    assert_eq!(
+        per_turn, 8,
+        "nothing by tokens, but at least 5 messages: rounded up to two whole turns"
+    );
+    // Room for one turn only: the last question starts the kept part, not nothing.
+    let p = plan(&c, c.cursor(), &context, 10_000, 140).unwrap();
+    assert_eq!(plan_roles(&p).1.first(), Some(&Role::User));
+    assert_eq!(p.kept.len(), 4, "{:?}", plan_roles(&p));
+}

@@ -118,8 +118,10 @@ fn a_conversation_that_outgrows_the_window_keeps_working_anthropic() {
 /// `/compact` with a focus, then what each command shows on both sides of the summary node.
 #[test]
 fn compact_context_dump_export_retry_and_tree_around_a_summary() {
+    // A long first answer: the summary must be smaller than what it replaces.
+    let long_answer = format!("first answer {}", "and more ".repeat(300));
     let server = Server::start(vec![
-        text(&["first answer"]),
+        text(&[&long_answer]),
         text(&["second answer"]),
         text(&["third answer"]),
         text(&["after the summary"]),
@@ -234,7 +236,7 @@ fork from the top\n";
     assert_eq!(
         lines
             .iter()
-            .filter(|l| l["content"] == "one" || l["content"] == "first answer")
+            .filter(|l| l["content"] == "one" || l["content"] == long_answer.as_str())
             .count(),
         2
     );
