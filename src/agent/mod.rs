@@ -325,7 +325,6 @@ impl Agent<'_> {
         let Some(ctx) = self.context else {
             return Err(CompactError::Nothing);
         };
-        observer.compaction(&CompactionEvent::Started { automatic });
         let (request, before) = self.build(session, false);
         let fixed = crate::context::estimate_message(&request.messages[0])
             + crate::context::estimate_tools(&request.tools);
@@ -341,8 +340,19 @@ impl Agent<'_> {
                 / ctx.factor()) as u64;
             let keep = (ctx.keep_budget() as f64 / ctx.factor()) as u64;
             match compact::plan(c, c.cursor(), ctx, keep, cap) {
+                // Nothing a summary could shrink (the branch is short, and its size is the system
+                // prompt's and the tools'): no request, no failure, nothing said.
+                Err(CompactError::Nothing) if automatic => return Err(CompactError::Nothing),
+                Ok(plan)
+                    if automatic
+                        && compact::replaced_tokens(&plan, ctx)
+                            <= (ctx.summary_budget() as f64 / ctx.factor()) as u64 =>
+                {
+                    return Err(CompactError::Nothing);
+                }
                 Err(e) => Err(e),
                 Ok(plan) => {
+                    observer.compaction(&CompactionEvent::Started { automatic });
                     let mut stop = Box::pin(async {
                         let _ = interrupts.changed().await;
                     });

@@ -867,18 +867,44 @@ async fn ctrl_c_during_a_compaction_cancels_it_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
-    // A short branch in a window so small that a compaction is tried before every request.
     let mut f = fixture();
     let before = f.session.conversation().len();
     let ctx = small_window(1024);
     let rambling: &'static str = Box::leak("very long summary ".repeat(400).into_boxed_str());
     let model = Scripted::new(vec![answer(rambling), answer("done")]);
+    // Asked for (`/compact`): the request goes out, and its answer is refused.
+    let agent = Agent {
+        provider: &model,
+        tools: &f.tools,
+        model: "scripted".into(),
+        max_rounds: 5,
+        context: Some(&ctx),
+    };
+    let (_tx, mut interrupts) = watch::channel(0u64);
+    let mut rec = Recorder::default();
+    let result = agent
+        .compact(&mut f.session, &mut rec, &mut interrupts, None, false)
+        .await;
+    assert!(
+        matches!(result, Err(CompactError::NoSmaller { .. })),
+        "{result:?}"
+    );
+    assert_eq!(
+        rec.events,
+        [
+            "compacting automatic=false",
+            "compaction failed breaker=false"
+        ]
+    );
+    assert_eq!(f.session.conversation().len(), before);
+    // Automatic, on a branch this short: a summary could not shrink it, so none is asked for.
     let (end, rec) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
     assert!(matches!(end, TurnEnd::Complete), "{end:?}");
     assert!(
+        rec.events.iter().all(|e| !e.contains("compact")),
+        "{:?}",
         rec.events
-            .contains(&"compaction failed breaker=false".to_string())
     );
-    assert!(summaries(&f).is_empty());
-    assert_eq!(f.session.conversation().len(), before + 1);
+    assert_eq!(model.requests().len(), 2);
+    assert!(!ctx.breaker_open());
 }

@@ -68,6 +68,15 @@ fn message_tokens(m: &Message, ctx: &Context) -> u64 {
     4 + text + calls
 }
 
+/// The tokens of what a plan's summary would stand for (the previous summary included).
+pub fn replaced_tokens(plan: &Plan<'_>, ctx: &Context) -> u64 {
+    plan.previous
+        .into_iter()
+        .chain(plan.summarized.iter().copied())
+        .map(|m| message_tokens(m, ctx))
+        .sum()
+}
+
 /// Chooses the cut: the kept part is the most recent `keep` tokens and at least
 /// `keep_recent_min_messages` messages, starting at a user message (so no tool call is parted
 /// from its results), and no bigger than `cap`; failing that, nothing is kept. At least one
