@@ -730,6 +730,138 @@ fn main() {
         });
     }
 
+    // 12: rendering a 200 KB Markdown answer as it streams, against writing it raw the way an
+    // unrendered answer is written (each streamed piece escaped, written and flushed).
+    if wanted("render") {
+        // An answer of the kind models write: prose and lists, a code block now and then, a
+        // table less often.
+        let prose = "## A section\n\nSome **bold** text, *italic* text, `inline code` and a \
+[link](https://example.com/page) in a paragraph long enough to wrap at least once on a normal \
+terminal, so that wrapping is measured too. Another sentence follows it, with a `name_with_underscores` \
+and more words, because answers are mostly prose.\n\n1. First item, which says what to do first\n\
+2. Second item with `code` in it\n   - nested bullet with a detail\n\n> A quote with *emphasis*.\n\n";
+        let code = "```rust\nfn main() {\n    let x = vec![1, 2, 3]; // a comment\n    \
+println!(\"{}\", x.len());\n}\n```\n\n";
+        let table = "| Name | Size | Kind |\n|---|---:|:---:|\n| a.rs | 1,204 | file |\n\
+| src | 12 | folder |\n\n";
+        let mut doc = String::new();
+        let mut n = 0;
+        while doc.len() < 200 * 1024 {
+            doc.push_str(prose);
+            if n % 2 == 1 {
+                doc.push_str(code);
+            }
+            if n % 4 == 3 {
+                doc.push_str(table);
+            }
+            n += 1;
+        }
+        // Pieces of about the size models stream.
+        let pieces: Vec<&str> = {
+            let mut v = Vec::new();
+            let mut at = 0;
+            while at < doc.len() {
+                let mut end = (at + 24).min(doc.len());
+                while !doc.is_char_boundary(end) {
+                    end += 1;
+                }
+                v.push(&doc[at..end]);
+                at = end;
+            }
+            v
+        };
+        let layout = new_agent::cli::markdown::Layout {
+            width: 100,
+            height: 40,
+            hyperlinks: true,
+            dim: false,
+        };
+        // What `new` does with each streamed piece, rendered or not, writing to `sink`.
+        let rendered = |sink: &std::fs::File| {
+            let mut sink = sink;
+            let start = Instant::now();
+            let mut r = new_agent::cli::markdown::Renderer::new(layout);
+            for p in &pieces {
+                let text = new_agent::tools::escape_controls_keep_lines(p);
+                let out = r.push(&text);
+                if !out.is_empty() {
+                    sink.write_all(out.as_bytes()).unwrap();
+                    sink.flush().unwrap();
+                }
+            }
+            sink.write_all(r.finish().as_bytes()).unwrap();
+            start.elapsed()
+        };
+        let raw = |sink: &std::fs::File| {
+            let mut sink = sink;
+            let start = Instant::now();
+            for p in &pieces {
+                let text = new_agent::tools::escape_controls_keep_lines(p);
+                sink.write_all(text.as_bytes()).unwrap();
+                sink.flush().unwrap();
+            }
+            start.elapsed()
+        };
+        // A terminal: a pseudo-terminal whose other side is read as fast as it is written.
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty fills two descriptors we then own.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty");
+        use std::os::fd::FromRawFd;
+        // SAFETY: both descriptors come from openpty above and are used only through these.
+        let (mut master, terminal) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::fs::File::from_raw_fd(slave),
+            )
+        };
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = vec![0u8; 1 << 16];
+            while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
+        });
+        // Interleaved, so that both meet the same moments of a noisy machine; the fastest of each.
+        let (mut on_terminal, mut raw_terminal) = (Duration::MAX, Duration::MAX);
+        for _ in 0..(2 * s.runs).max(11) {
+            on_terminal = on_terminal.min(rendered(&terminal));
+            raw_terminal = raw_terminal.min(raw(&terminal));
+        }
+        let ratio = on_terminal.as_secs_f64() / raw_terminal.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "render a {} KB Markdown answer streamed in 24-byte pieces, to a terminal",
+                doc.len() / 1024
+            ),
+            measured: ms(on_terminal),
+            baseline: format!("writing it raw {}", ms(raw_terminal)),
+            ratio,
+            target: "≤ 2×".into(),
+            ok: ratio <= 2.0,
+        });
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let cpu = best(|| rendered(&null), s.runs);
+        let raw_null = best(|| raw(&null), s.runs);
+        rows.push(Row {
+            what: "(reference) the same to /dev/null: the renderer's own work".into(),
+            measured: ms(cpu),
+            baseline: format!("writing it raw {}", ms(raw_null)),
+            ratio: cpu.as_secs_f64() / raw_null.as_secs_f64(),
+            target: "-".into(),
+            ok: true,
+        });
+    }
+
     // 6: storing one message in a small and in a big conversation.
     if wanted("store") {
         generate_big(&store, "hundred", 100);

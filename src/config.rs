@@ -108,6 +108,9 @@ pub struct FileConfig {
     /// The model's context window in tokens (a provider's own wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window_size: Option<u64>,
+    /// Render answers as Markdown on a terminal (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render: Option<bool>,
     /// Context management (CodePilot's `compaction` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionEntry>,
@@ -274,6 +277,7 @@ const KNOWN_KEYS: &[&str] = &[
     "base_url",
     "context_window_size",
     "compaction",
+    "render",
     "$schema",
 ];
 
@@ -354,7 +358,8 @@ impl FileConfig {
             bash_timeout_secs,
             api_key,
             base_url,
-            context_window_size
+            context_window_size,
+            render
         );
         self.compaction = match (self.compaction.take(), nearer.compaction) {
             (Some(base), Some(near)) => Some(base.overlay(near)),
@@ -525,6 +530,8 @@ pub struct Config {
     pub pricing: Option<Pricing>,
     /// Context management: the window and the compaction settings.
     pub context: crate::context::Settings,
+    /// Render answers as Markdown (on a terminal, without `NO_COLOR`).
+    pub render: bool,
 }
 
 impl Mode {
@@ -802,6 +809,7 @@ pub fn load(
         project_rules,
         user_rules,
         context: context_settings(&merged, &name, &entry)?,
+        render: merged.render.unwrap_or(true),
         tools: merged.tools.unwrap_or_default(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,

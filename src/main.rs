@@ -47,6 +47,9 @@ struct Args {
     /// Trust this project's .new/config.json as it is now (it may then widen permissions)
     #[arg(long)]
     trust_project: bool,
+    /// Show answers as the model wrote them, without rendering their Markdown
+    #[arg(long)]
+    no_render: bool,
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         continue_latest: args.continue_latest,
         resume: args.resume,
         trust_project: args.trust_project,
+        no_render: args.no_render,
         output_format: OutputFormat::parse(&args.output_format).unwrap_or_default(),
     })
 }

@@ -17,6 +17,8 @@ pub struct Output {
     pub lang: Lang,
     /// One-shot (`-p`): stdout holds only the final answer.
     pub one_shot: bool,
+    /// Answers are rendered as Markdown ([`super::markdown`]).
+    pub render: bool,
 }
 
 const DIM: &str = "2";
@@ -219,6 +221,9 @@ pub struct Printer {
     pub turn: Option<Usage>,
     pub last_prompt: Option<u64>,
     pub started: std::time::Instant,
+    /// The Markdown renderers of the answer and of the reasoning being streamed.
+    answer: Option<super::markdown::Renderer>,
+    thinking: Option<super::markdown::Renderer>,
 }
 
 impl Printer {
@@ -231,6 +236,16 @@ impl Printer {
             turn: None,
             last_prompt: None,
             started: std::time::Instant::now(),
+            answer: None,
+            thinking: None,
+        }
+    }
+
+    /// Prints what the answer's renderer still holds (its last line, an open block).
+    fn end_markdown(&mut self) {
+        if let Some(mut r) = self.answer.take() {
+            let rest = r.finish();
+            self.write_stream(&rest);
         }
     }
 
@@ -262,12 +277,17 @@ impl Printer {
 
     fn end_line(&mut self) {
         self.end_preparing();
+        self.end_markdown();
         if !self.at_line_start {
             self.write_stream("\n");
         }
     }
 
     fn end_reasoning(&mut self) {
+        if let Some(mut r) = self.thinking.take() {
+            let rest = r.finish();
+            self.write_stream(&rest);
+        }
         if self.in_reasoning {
             self.in_reasoning = false;
             if self.out.color {
@@ -283,8 +303,18 @@ impl Observer for Printer {
     fn text(&mut self, text: &str) {
         self.end_preparing();
         self.end_reasoning();
-        if !self.out.one_shot {
-            self.write_stream(&crate::tools::escape_controls_keep_lines(text));
+        if self.out.one_shot {
+            return;
+        }
+        let text = crate::tools::escape_controls_keep_lines(text);
+        if self.out.render {
+            let r = self.answer.get_or_insert_with(|| {
+                super::markdown::Renderer::new(super::markdown::terminal_layout(false))
+            });
+            let shown = r.push(&text);
+            self.write_stream(&shown);
+        } else {
+            self.write_stream(&text);
         }
     }
 
@@ -296,11 +326,20 @@ impl Observer for Printer {
                 .out
                 .dim(&super::text::tr(self.out.lang, "reasoning_label", &[]));
             self.write_stream(&format!("{label}\n"));
-            if self.out.color {
+            if self.out.color && !self.out.render {
                 self.write_stream("\x1b[2m");
             }
         }
-        self.write_stream(&crate::tools::escape_controls_keep_lines(text));
+        let text = crate::tools::escape_controls_keep_lines(text);
+        if self.out.render && !self.out.one_shot {
+            let r = self.thinking.get_or_insert_with(|| {
+                super::markdown::Renderer::new(super::markdown::terminal_layout(true))
+            });
+            let shown = r.push(&text);
+            self.write_stream(&shown);
+        } else {
+            self.write_stream(&text);
+        }
     }
 
     /// On a terminal, a dim "⋯ name" line while the call's arguments stream (a long file can take
@@ -445,6 +484,7 @@ mod diff_tests {
             color: false,
             lang: Lang::En,
             one_shot: false,
+            render: false,
         }
     }
 

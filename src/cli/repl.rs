@@ -39,6 +39,8 @@ pub struct Launch {
     pub trust_project: bool,
     /// What `-p` prints on stdout (`--output-format`).
     pub output_format: super::json_output::OutputFormat,
+    /// Answers as the model wrote them (`--no-render`).
+    pub no_render: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +113,7 @@ pub fn run(launch: Launch) -> ExitCode {
                 color: color_for(&std::io::stderr()),
                 lang,
                 one_shot: true,
+                render: false,
             };
             out.error(&chain(lang, &e));
             return ExitCode::from(2);
@@ -305,6 +308,8 @@ impl App {
             },
             lang: config.lang,
             one_shot,
+            // Markdown is rendered where the answer shows: stdout, on a terminal, with colour.
+            render: config.render && !launch.no_render && color_for(&std::io::stdout()),
         };
         if !config.project_trusted
             && let Some(file) = config.project_file.clone()
@@ -741,9 +746,18 @@ impl App {
             Some(TurnEnd::Complete) => {
                 use std::io::Write;
                 let answer = &self.session.conversation().current().content;
+                let shown = if self.out.render {
+                    let mut r =
+                        super::markdown::Renderer::new(super::markdown::terminal_layout(false));
+                    let mut text = r.push(&crate::tools::escape_controls_keep_lines(answer));
+                    text.push_str(&r.finish());
+                    text.trim_end_matches('\n').to_string()
+                } else {
+                    answer.clone()
+                };
                 let mut stdout = std::io::stdout().lock();
                 // A closed pipe (`new -p … | head -c1`) is the reader's choice, not a failure.
-                let _ = writeln!(stdout, "{answer}").and_then(|()| stdout.flush());
+                let _ = writeln!(stdout, "{shown}").and_then(|()| stdout.flush());
                 ExitCode::SUCCESS
             }
             Some(TurnEnd::Interrupted) => ExitCode::from(130),

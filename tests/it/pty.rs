@@ -696,3 +696,102 @@ fn ctrl_c_during_a_compaction_cancels_it_and_asks_whether_to_go_on() {
     // The request that went on was the whole branch, uncompacted.
     assert_eq!(server.messages(1)[1].1, first);
 }
+
+/// On a terminal, a streamed answer's Markdown is rendered: a code block's lines appear
+/// highlighted as they arrive, before the block closes; a table is laid out when it ends; the file
+/// keeps exactly what the model sent. `--no-render` shows the source.
+#[test]
+fn a_streamed_answer_is_rendered_as_markdown_on_a_terminal() {
+    use std::sync::Arc;
+    let answer = [
+        "Here is **the** code:\n```rust\n",
+        "fn main() {}\n",
+        "let x = 1;\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+        "done\n",
+    ];
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut chunks: Vec<String> = answer.iter().map(|p| chunk_text(p)).collect();
+    chunks.push(chunk_finish("stop"));
+    chunks.push("[DONE]".into());
+    let server = Server::start(vec![
+        Reply::Gated(chunks, gate.clone()),
+        text(&["```rust\nfn x() {}\n```\n"]),
+    ]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("show me\r");
+    pty.expect("Here is \x1b[1mthe\x1b[0m code:");
+    pty.expect("╭─ rust");
+    gate.add_permits(1);
+    // The line shows, highlighted, while the block is still open.
+    pty.expect("\x1b[35mfn\x1b[0m main() {}");
+    gate.add_permits(1);
+    pty.expect("\x1b[35mlet\x1b[0m x = ");
+    // The table's rows show as they come; it is laid out once it has ended, in their place.
+    pty.expect("\x1b[2m| 1 | 2 |\x1b[0m");
+    gate.add_permits(10);
+    pty.expect("\x1b[3F\x1b[J");
+    pty.expect("┌───┬───┐");
+    pty.expect("│ \x1b[1ma\x1b[0m │");
+    pty.expect("done");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    let (id, lines) = env.only_conversation();
+    assert_eq!(lines[2]["content"], answer.concat());
+
+    // `--no-render`: the source as it came.
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--no-render", "--resume", &id]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("again\r");
+    pty.expect("```rust\r\nfn x() {}\r\n```");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
+
+/// Where colour does not belong the answer is the source: stdout piped (even without
+/// `NO_COLOR`), `NO_COLOR` on a terminal, `"render": false` on a terminal.
+#[test]
+fn markdown_is_not_rendered_where_colour_does_not_belong() {
+    let source = "**bold** and `code`\n";
+    let server = Server::start(vec![text(&[source]), text(&[source]), text(&[source])]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let run = run_with_stdin(cmd, "piped\n");
+    assert!(run.stdout.starts_with(source), "{run:?}");
+
+    let on_terminal = |env: &Env, no_color: bool| {
+        let mut cmd = env.command(&server.base_url);
+        if !no_color {
+            cmd.env_remove("NO_COLOR");
+        }
+        cmd.arg(env.work()).arg("default").arg(env.data());
+        let mut pty = Pty::spawn(cmd);
+        pty.expect("› ");
+        pty.send("hi\r");
+        pty.expect("**bold** and `code`");
+        pty.expect("› ");
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+    };
+    on_terminal(&env, true);
+    env.write_config(r#"{"render": false}"#);
+    on_terminal(&env, false);
+}

@@ -1,0 +1,228 @@
+use super::*;
+
+/// Every element the renderer draws.
+pub const SAMPLE: &str = "# The plan
+
+Some **bold**, some *italic* and _underscored_ text, `inline code`, ~~struck~~, a snake_case_name, \
+and a [link](https://example.com/docs) and <https://example.org>. A long sentence that goes on and \
+on so that it has to wrap at the terminal's width, at word boundaries, without cutting any word in two.
+
+## Steps
+
+1. First, read the **config**.
+2. Then:
+   - a nested item
+   - another one, long enough to wrap onto a second line of its own at narrow widths
+     1. and deeper
+3. Done.
+
+- [ ] to do
+- [x] done
+
+> A quote that says something *wise*,
+> > and a nested one.
+
+---
+
+```rust
+fn main() {
+    // a comment
+    let s = \"text\"; /* block */
+    println!(\"{}\", s.len() + 42);
+}
+```
+
+```
+plain code with a very long line that must not be wrapped by the renderer because copying it must work as one line
+```
+
+| Name | Kind | Size |
+|:-----|:----:|-----:|
+| `a.rs` | file | 1,204 |
+| src | folder with a long description that wraps | 12 |
+
+### Done
+";
+
+fn layout(width: usize) -> Layout {
+    Layout {
+        width,
+        height: 50,
+        hyperlinks: false,
+        dim: false,
+    }
+}
+
+fn render(text: &str, layout: Layout) -> String {
+    let mut r = Renderer::new(layout);
+    let mut out = r.push(text);
+    out.push_str(&r.finish());
+    out
+}
+
+/// Escape sequences made readable for snapshots: `⟨1⟩bold⟨⟩`.
+fn readable(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find('\x1b') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + 1..];
+        if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(0);
+            let (code, kind) = (&r[..end], &r[end..end + 1]);
+            match (code, kind) {
+                ("0", "m") => out.push_str("⟨⟩"),
+                (code, "m") => out.push_str(&format!("⟨{code}⟩")),
+                (code, kind) => out.push_str(&format!("⟨{code}{kind}⟩")),
+            }
+            rest = &r[end + 1..];
+        } else if let Some(r) = rest.strip_prefix("]8;;") {
+            let end = r.find("\x1b\\").unwrap();
+            if end == 0 {
+                out.push_str("⟨/link⟩");
+            } else {
+                out.push_str(&format!("⟨link {}⟩", &r[..end]));
+            }
+            rest = &r[end + 2..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn every_element_at_two_widths() {
+    insta::assert_snapshot!("width_40", readable(&render(SAMPLE, layout(40))));
+    insta::assert_snapshot!("width_100", readable(&render(SAMPLE, layout(100))));
+}
+
+/// However the answer is cut into streamed pieces, the output is the same.
+#[test]
+fn the_output_does_not_depend_on_the_chunking() {
+    for width in [40, 100] {
+        let whole = render(SAMPLE, layout(width));
+        for size in [1, 2, 3, 7, 16, 64, 333] {
+            let mut r = Renderer::new(layout(width));
+            let mut out = String::new();
+            let chars: Vec<char> = SAMPLE.chars().collect();
+            for piece in chars.chunks(size) {
+                out.push_str(&r.push(&piece.iter().collect::<String>()));
+            }
+            out.push_str(&r.finish());
+            assert_eq!(
+                readable(&out),
+                readable(&whole),
+                "width {width}, pieces of {size}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_long_line_prints_each_wrapped_line_as_soon_as_it_is_full() {
+    let mut r = Renderer::new(layout(20));
+    assert_eq!(r.push("one two three "), "");
+    // The first line is full once a word no longer fits.
+    assert_eq!(r.push("four five six"), "one two three four\n");
+    // Exactly full, but the next word may still belong to this line's last one.
+    assert_eq!(r.push(" seven eight"), "");
+    assert_eq!(r.push(" nine"), "five six seven eight\n");
+    assert_eq!(r.finish(), "nine\n");
+}
+
+#[test]
+fn emphasis_waits_for_its_end_and_is_literal_without_one() {
+    let mut r = Renderer::new(layout(100));
+    let mut out = r.push("a **bold");
+    out.push_str(&r.push(" word** and *a star"));
+    out.push_str(&r.finish());
+    assert_eq!(readable(&out), "a ⟨1⟩bold word⟨⟩ and *a star\n");
+    assert_eq!(
+        readable(&render(
+            "2 * 3 * 4 and a_b_c and __init__ and `` a ` b ``\n",
+            layout(100)
+        )),
+        "2 * 3 * 4 and a_b_c and ⟨1⟩init⟨⟩ and ⟨36⟩a ` b⟨⟩\n"
+    );
+}
+
+#[test]
+fn links_become_hyperlinks_where_the_terminal_has_them() {
+    let l = Layout {
+        hyperlinks: true,
+        ..layout(100)
+    };
+    assert_eq!(
+        readable(&render("see [the docs](https://x.dev/a) now\n", l)),
+        "see ⟨link https://x.dev/a⟩⟨4;34⟩the docs⟨⟩⟨/link⟩ now\n"
+    );
+    assert_eq!(
+        readable(&render(
+            "see [the docs](https://x.dev/a) now\n",
+            layout(100)
+        )),
+        "see ⟨4;34⟩the docs⟨⟩⟨2⟩ (https://x.dev/a)⟨⟩ now\n"
+    );
+}
+
+#[test]
+fn the_reasoning_is_dimmed_throughout() {
+    let l = Layout {
+        dim: true,
+        ..layout(100)
+    };
+    assert_eq!(
+        readable(&render("- a **b**\n", l)),
+        "⟨2⟩•⟨⟩ ⟨2⟩a ⟨⟩⟨2;1⟩b⟨⟩\n"
+    );
+}
+
+#[test]
+fn wide_characters_wrap_by_their_width() {
+    let out = render(&format!("{}\n", "汉字".repeat(15)), layout(20));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines.iter().all(|l| display_width(l) <= 20), "{out}");
+}
+
+/// Cut short in the middle of a code block or a table: what arrived is shown once, laid out.
+#[test]
+fn an_interrupted_block_is_closed_and_nothing_is_lost_or_repeated() {
+    let mut r = Renderer::new(layout(60));
+    let mut out = r.push("```python\nx = 1\ny = ");
+    out.push_str(&r.finish());
+    assert_eq!(
+        readable(&out),
+        "⟨2⟩╭─ python⟨⟩\nx = ⟨33⟩1⟨⟩\ny = \n⟨2⟩╰─⟨⟩\n"
+    );
+    let mut r = Renderer::new(layout(60));
+    let mut out = r.push("| a | b |\n|---|---|\n| 1 | 2");
+    out.push_str(&r.finish());
+    let text = readable(&out);
+    assert!(text.contains("┌───┬───┐"), "{text}");
+    assert_eq!(
+        text.matches(" 1 ").count(),
+        2,
+        "shown raw once, then laid out once: {text}"
+    );
+    assert!(text.contains("⟨3F⟩⟨J⟩"), "the raw rows are erased: {text}");
+}
+
+/// A table taller than the screen shows the rows that fit, counts the rest on one line, and is
+/// drawn in their place when it ends.
+#[test]
+fn a_tall_table_never_shows_more_rows_than_fit() {
+    let l = Layout {
+        height: 6,
+        ..layout(60)
+    };
+    let mut text = String::from("| n |\n|---|\n");
+    for i in 0..10 {
+        text.push_str(&format!("| {i} |\n"));
+    }
+    text.push_str("after\n");
+    let out = readable(&render(&text, l));
+    assert!(out.contains("⋯ 9 more table rows"), "{out}");
+    assert!(out.contains("⟨3F⟩⟨J⟩"), "{out}");
+    assert!(out.ends_with("after\n"), "{out}");
+}
