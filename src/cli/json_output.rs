@@ -124,6 +124,35 @@ impl Observer for JsonObserver {
         self.printer.tool_call_started(name);
     }
 
+    fn compaction(&mut self, event: &crate::agent::CompactionEvent<'_>) {
+        use crate::agent::CompactionEvent;
+        self.printer.compaction(event);
+        let value = match event {
+            CompactionEvent::Started { automatic } => {
+                json!({"type": "compaction", "event": "started", "automatic": automatic})
+            }
+            CompactionEvent::Done(done) => json!({
+                "type": "compaction",
+                "event": "done",
+                "summary_id": done.summary_id,
+                "messages": done.messages,
+                "tokens_before": done.tokens_before,
+                "tokens_after": done.tokens_after,
+            }),
+            CompactionEvent::Failed {
+                reason,
+                breaker_opened,
+            } => json!({
+                "type": "compaction",
+                "event": "failed",
+                "reason": reason,
+                "breaker_opened": breaker_opened,
+            }),
+            CompactionEvent::Cancelled => json!({"type": "compaction", "event": "cancelled"}),
+        };
+        self.emit(value);
+    }
+
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
         self.printer.retry(attempt, of, delay, reason);
         self.emit(json!({

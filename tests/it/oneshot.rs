@@ -159,3 +159,38 @@ fn the_prompt_can_come_from_stdin_and_a_conversation_can_go_on() {
     assert_eq!(sent[3].1, "and now?");
     assert_eq!(env.conversation_files().len(), 2);
 }
+
+/// `stream-json` reports compactions: here the server refuses the long prompt, `new` compacts
+/// and retries.
+#[test]
+fn stream_json_reports_a_compaction() {
+    let server = Server::start(vec![text(&["Short answer."])]);
+    server.set_window(2500);
+    server.answer_summaries("THE GIST");
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "tools": ["read_file"]}"#);
+    let prompt = format!("Read this: {}", "word ".repeat(3000));
+    let run = one_shot(
+        &env,
+        &server,
+        &["-p", &prompt, "--output-format", "stream-json"],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let events: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let compaction: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "compaction")
+        .collect();
+    assert_eq!(compaction.len(), 2, "{events:?}");
+    assert_eq!(compaction[0]["event"], "started");
+    assert_eq!(compaction[0]["automatic"], true);
+    assert_eq!(compaction[1]["event"], "done");
+    assert_eq!(compaction[1]["messages"], 1);
+    assert!(compaction[1]["tokens_after"].as_u64() < compaction[1]["tokens_before"].as_u64());
+    assert_eq!(events.last().unwrap()["result"], "Short answer.");
+}
