@@ -795,3 +795,40 @@ fn markdown_is_not_rendered_where_colour_does_not_belong() {
     env.write_config(r#"{"render": false}"#);
     on_terminal(&env, false);
 }
+
+/// Ctrl-C in the middle of a table: what arrived is drawn once, laid out, and the prompt returns.
+#[test]
+fn ctrl_c_in_the_middle_of_a_table_lays_out_what_arrived() {
+    let server = Server::start(vec![Reply::SseStall(
+        vec![chunk_text("| k | v |\n|---|---|\n| one | 1 |\n| two")],
+        Duration::from_secs(60),
+        vec![chunk_text(" | 2 |\n")],
+    )]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("a table\r");
+    pty.expect("\x1b[2m| one | 1 |\x1b[0m");
+    pty.send("\x03");
+    let seen = pty.expect("interrupted; what arrived is kept");
+    // The raw rows (and the terminal's `^C` among them) were erased and the table drawn in their
+    // place, with the row that was still arriving.
+    assert!(seen.contains("\x1b[4F\x1b[J┌─────┬───┐"), "{seen:?}");
+    assert!(seen.contains("│ one │ 1 │"), "{seen:?}");
+    assert!(seen.contains("│ two │   │"), "{seen:?}");
+    assert_eq!(seen.matches("│ one").count(), 1, "drawn once: {seen:?}");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    let (_, lines) = env.only_conversation();
+    assert_eq!(
+        lines[2]["content"],
+        "| k | v |\n|---|---|\n| one | 1 |\n| two"
+    );
+    assert_eq!(lines[2]["interrupted"], true);
+}
