@@ -111,6 +111,9 @@ pub struct FileConfig {
     /// Render answers as Markdown on a terminal (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<bool>,
+    /// Skills (CodePilot's `skill` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<SkillEntry>,
     /// Context management (CodePilot's `compaction` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionEntry>,
@@ -134,6 +137,22 @@ pub struct CompactionEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker_threshold: Option<u64>,
 }
+
+/// The `skill` section; every key optional.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillEntry {
+    /// False turns skills on demand off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_skill_size_bytes: Option<u64>,
+    /// Per skill: enabled or not (`/skills enable|disable` writes here).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, bool>,
+}
+
+/// The keys of the `skill` section.
+const SKILL_KEYS: &[&str] = &["enabled", "max_skill_size_bytes", "overrides"];
 
 /// The keys of the `compaction` section.
 const COMPACTION_KEYS: &[&str] = &[
@@ -160,6 +179,34 @@ impl CompactionEntry {
             breaker_threshold: nearer.breaker_threshold.or(self.breaker_threshold),
         }
     }
+}
+
+/// Changes a config file in place: its JSON object (empty when the file is missing or blank) is
+/// given to `change`, then written back whole, atomically. Keys it does not touch stay as they were.
+pub fn update_file(
+    path: &Path,
+    change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), String>,
+) -> std::io::Result<()> {
+    use serde_json::Value;
+    let mut config: Value = match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => {
+            serde_json::from_str(&text).map_err(std::io::Error::other)?
+        }
+        Ok(_) => Value::Object(Default::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
+        Err(e) => return Err(e),
+    };
+    let Some(object) = config.as_object_mut() else {
+        return Err(std::io::Error::other(
+            "the file does not hold a JSON object",
+        ));
+    };
+    change(object).map_err(std::io::Error::other)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)? + "\n";
+    crate::tools::write_atomically(path, text.as_bytes())
 }
 
 /// A number in range, or the error naming its key.
@@ -278,6 +325,7 @@ const KNOWN_KEYS: &[&str] = &[
     "context_window_size",
     "compaction",
     "render",
+    "skill",
     "$schema",
 ];
 
@@ -361,6 +409,15 @@ impl FileConfig {
             context_window_size,
             render
         );
+        self.skill = match (self.skill.take(), nearer.skill) {
+            (Some(mut base), Some(near)) => {
+                base.enabled = near.enabled.or(base.enabled);
+                base.max_skill_size_bytes = near.max_skill_size_bytes.or(base.max_skill_size_bytes);
+                base.overrides.extend(near.overrides);
+                Some(base)
+            }
+            (base, near) => near.or(base),
+        };
         self.compaction = match (self.compaction.take(), nearer.compaction) {
             (Some(base), Some(near)) => Some(base.overlay(near)),
             (base, near) => near.or(base),
@@ -532,6 +589,7 @@ pub struct Config {
     pub context: crate::context::Settings,
     /// Render answers as Markdown (on a terminal, without `NO_COLOR`).
     pub render: bool,
+    pub skill: crate::skill::SkillSettings,
 }
 
 impl Mode {
@@ -622,13 +680,15 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                         .collect()
                 })
                 .unwrap_or_default();
-            if let Some(section) = value.get("compaction").and_then(|v| v.as_object()) {
-                unknown.extend(
-                    section
-                        .keys()
-                        .filter(|k| !COMPACTION_KEYS.contains(&k.as_str()))
-                        .map(|k| format!("compaction.{k}")),
-                );
+            for (name, keys) in [("compaction", COMPACTION_KEYS), ("skill", SKILL_KEYS)] {
+                if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
+                    unknown.extend(
+                        section
+                            .keys()
+                            .filter(|k| !keys.contains(&k.as_str()))
+                            .map(|k| format!("{name}.{k}")),
+                    );
+                }
             }
             let file = serde_json::from_value(value).map_err(parse_error)?;
             Ok(Some((file, unknown)))
@@ -810,6 +870,20 @@ pub fn load(
         user_rules,
         context: context_settings(&merged, &name, &entry)?,
         render: merged.render.unwrap_or(true),
+        skill: {
+            let entry = merged.skill.clone().unwrap_or_default();
+            crate::skill::SkillSettings {
+                on_demand: entry.enabled.unwrap_or(true),
+                max_bytes: in_range(
+                    "skill.max_skill_size_bytes",
+                    entry.max_skill_size_bytes,
+                    64 * 1024,
+                    1024,
+                    16 * 1024 * 1024,
+                )? as usize,
+                overrides: entry.overrides,
+            }
+        },
         tools: merged.tools.unwrap_or_default(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,

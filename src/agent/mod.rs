@@ -131,6 +131,8 @@ pub struct Agent<'a> {
     pub max_rounds: usize,
     /// Context management (previews, summaries, the breaker); None sends every branch whole.
     pub context: Option<&'a Context>,
+    /// The only tools offered and run (a skill's `allowed-tools` while its turn runs).
+    pub allowed_tools: Option<&'a [String]>,
 }
 
 impl Agent<'_> {
@@ -146,7 +148,7 @@ impl Agent<'_> {
         // The whole results of this conversation's tool calls are readable, never writable.
         self.tools
             .sandbox()
-            .set_read_roots(vec![self.results_dir(session)]);
+            .set_results_root(self.results_dir(session));
         for _round in 0..self.max_rounds {
             let (result, partial) = self
                 .exchange(session, observer, gate, interrupts, false)
@@ -242,7 +244,10 @@ impl Agent<'_> {
         if wrap_up {
             messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
         }
-        let tools = self.tools.specs();
+        let mut tools = self.tools.specs();
+        if let Some(allowed) = self.allowed_tools {
+            tools.retain(|t| allowed.contains(&t.name));
+        }
         let estimate = crate::context::estimate_request(&messages, &tools);
         let request = ChatRequest {
             model: self.model.clone(),
@@ -519,7 +524,14 @@ impl Agent<'_> {
             for call in batch {
                 observer.tool_call(call);
                 let name = call.function.name.as_str();
+                let narrowed = self
+                    .allowed_tools
+                    .is_some_and(|allowed| !allowed.iter().any(|a| a == name));
                 let decision = match self.tools.parse_arguments(name, &call.function.arguments) {
+                    _ if narrowed => Err(ToolOutcome::error(format!(
+                        "`{name}` was not run: the skill running now allows only {}.",
+                        self.allowed_tools.unwrap_or_default().join(", ")
+                    ))),
                     Err(outcome) => Err(outcome),
                     Ok(args) => match gate.check(call, self.tools, &args) {
                         GateDecision::Run => Ok(args),

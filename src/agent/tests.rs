@@ -194,6 +194,7 @@ async fn run_with(
         model: "scripted".into(),
         max_rounds,
         context,
+        allowed_tools: None,
     };
     let mut recorder = Recorder::default();
     let end = agent
@@ -879,6 +880,7 @@ async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
         model: "scripted".into(),
         max_rounds: 5,
         context: Some(&ctx),
+        allowed_tools: None,
     };
     let (_tx, mut interrupts) = watch::channel(0u64);
     let mut rec = Recorder::default();

@@ -239,29 +239,15 @@ fn is_protected(relative: &str) -> bool {
 
 /// Appends a rule to the project config's `permissions`, keeping everything else in the file.
 fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
-    let mut config: Value = match std::fs::read_to_string(path) {
-        Ok(text) if !text.trim().is_empty() => {
-            serde_json::from_str(&text).map_err(std::io::Error::other)?
-        }
-        Ok(_) => Value::Object(Default::default()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
-        Err(e) => return Err(e),
-    };
-    let Some(object) = config.as_object_mut() else {
-        return Err(std::io::Error::other(
-            "the file does not hold a JSON object",
-        ));
-    };
-    let list = object
-        .entry("permissions")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    let Some(list) = list.as_array_mut() else {
-        return Err(std::io::Error::other("`permissions` is not a list"));
-    };
-    list.push(serde_json::to_value(rule).map_err(std::io::Error::other)?);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)? + "\n";
-    crate::tools::write_atomically(path, text.as_bytes())
+    let rule = serde_json::to_value(rule).map_err(std::io::Error::other)?;
+    crate::config::update_file(path, |object| {
+        let list = object
+            .entry("permissions")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Some(list) = list.as_array_mut() else {
+            return Err("`permissions` is not a list".to_string());
+        };
+        list.push(rule);
+        Ok(())
+    })
 }

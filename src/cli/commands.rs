@@ -198,7 +198,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         id: CommandId::Skills,
         names: &["/skills"],
-        args: "",
+        args: "[enable|disable NAME]",
         help: "help_skills",
         takes_conversation: false,
     },

@@ -50,6 +50,7 @@ impl App {
             model: self.config.model.clone(),
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
+            allowed_tools: None,
         };
         let mut printer = Printer::new(self.out);
         let focus = Some(args.trim()).filter(|a| !a.is_empty());

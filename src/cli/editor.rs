@@ -16,7 +16,12 @@ pub struct ReplHelper {
     pub store: Store,
     /// Colour the prompt (only on a terminal, never with NO_COLOR).
     pub color: bool,
+    /// The skills `/<name>` runs, completed like commands.
+    pub skills: SkillNames,
 }
+
+/// The names of the skills, kept current by the REPL as skills are reloaded.
+pub type SkillNames = std::sync::Arc<std::sync::RwLock<Vec<String>>>;
 
 impl Completer for ReplHelper {
     type Candidate = Pair;
@@ -36,13 +41,20 @@ impl Completer for ReplHelper {
             replacement: s.to_string(),
         };
         match before.split_once(' ') {
-            None => Ok((
-                0,
-                complete_names(before)
+            None => {
+                let mut names: Vec<String> = complete_names(before)
                     .into_iter()
-                    .map(|n| pair(&format!("{n} ")))
-                    .collect(),
-            )),
+                    .map(str::to_string)
+                    .collect();
+                let skills = self.skills.read().unwrap_or_else(|e| e.into_inner());
+                let extra: Vec<String> = skills
+                    .iter()
+                    .map(|s| format!("/{s}"))
+                    .filter(|s| s.starts_with(before) && !names.contains(s))
+                    .collect();
+                names.extend(extra);
+                Ok((0, names.iter().map(|n| pair(&format!("{n} "))).collect()))
+            }
             Some((command, arg)) => {
                 let takes_id = COMMANDS
                     .iter()

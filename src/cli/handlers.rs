@@ -9,7 +9,6 @@ use super::tree_view::{Row, describe, format_row, preview, tree_rows};
 use crate::llm::ChatRequest;
 use crate::prompt;
 use crate::session::{ChatSession, LoadReport, export};
-use crate::skill::SkillRegistry;
 use crate::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -345,21 +344,7 @@ impl App {
                 .out
                 .warn(&self.tr("keeping_the_role", &[("error", &e)])),
         }
-        self.skills = SkillRegistry::load(&self.layers);
-        for problem in &self.skills.problems {
-            self.out.warn(problem);
-        }
-        let instructions = prompt::agents::load(self.layers.user.as_deref(), &self.workdir);
-        for problem in &instructions.problems {
-            self.out.warn(&crate::tools::escape_controls(problem));
-        }
-        self.prompt_parts = prompt::system_prompt_parts(
-            &self.role,
-            &instructions.text,
-            &self.skills,
-            &self.workdir,
-        );
-        self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
+        self.reload_skills(true);
         self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
         self.out
             .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
@@ -759,33 +744,6 @@ impl App {
         }
         text.push_str(&self.out.dim(&self.tr("model_name_switches", &[])));
         self.out.say(&text);
-    }
-
-    pub(super) fn list_skills(&mut self, args: &str) {
-        if !self.no_args("/skills", args) {
-            return;
-        }
-        let mut text = String::new();
-        for skill in self.skills.all() {
-            let state = if skill.enabled {
-                self.out.green(&self.tr("enabled", &[]))
-            } else {
-                self.out.dim(&self.tr("disabled", &[]))
-            };
-            text.push_str(&format!(
-                "{state}  {} ({}) {}\n",
-                skill.name,
-                skill.layer.label(),
-                self.out.dim(&skill.description)
-            ));
-        }
-        if text.is_empty() {
-            text = self.tr("no_skills", &[]);
-        }
-        for problem in &self.skills.problems {
-            text.push_str(&format!("{}\n", self.out.dim(&format!("! {problem}"))));
-        }
-        self.out.say(text.trim_end_matches('\n'));
     }
 
     pub(super) fn help(&mut self, args: &str) {

@@ -13,6 +13,7 @@ pub mod output;
 mod reader;
 mod repl;
 mod setup;
+mod skills_view;
 pub mod text;
 pub mod tree_view;
 

@@ -31,7 +31,11 @@ pub enum Reader {
 }
 
 impl Reader {
-    pub fn editor(store: Store, color: bool) -> rustyline::Result<Reader> {
+    pub fn editor(
+        store: Store,
+        color: bool,
+        skills: super::editor::SkillNames,
+    ) -> rustyline::Result<Reader> {
         let config = rustyline::Config::builder()
             .auto_add_history(false)
             .completion_type(CompletionType::List)
@@ -39,7 +43,11 @@ impl Reader {
             .max_history_size(10_000)?
             .build();
         let mut editor: Editor<ReplHelper, FileHistory> = Editor::with_config(config)?;
-        editor.set_helper(Some(ReplHelper { store, color }));
+        editor.set_helper(Some(ReplHelper {
+            store,
+            color,
+            skills,
+        }));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         editor.bind_sequence(KeyEvent::ctrl('J'), Cmd::Newline);
         let history = history_path();

@@ -76,6 +76,10 @@ pub struct App {
     /// Context accounting for the model in use, and whether its server was asked for its window.
     pub(super) context: crate::context::Context,
     pub(super) asked_server_window: bool,
+    /// While a skill's turn runs (`/<skill>`): the tools it allows.
+    pub(super) skill_tools: Option<Vec<String>>,
+    /// The skill names Tab completes.
+    pub(super) skill_names: super::editor::SkillNames,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
@@ -330,7 +334,12 @@ impl App {
             out.warn(&crate::tools::escape_controls(warning));
         }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
-        let skills = SkillRegistry::load(&layers);
+        let skills = SkillRegistry::load_with(&layers, &config.skill);
+        let skill_names: super::editor::SkillNames = std::sync::Arc::new(std::sync::RwLock::new(
+            skills.all().map(|s| s.name.clone()).collect(),
+        ));
+        let shelf = crate::tools::builtin::Shelf::default();
+        shelf.set(skills.shelf(config.skill.max_bytes));
         for problem in &skills.problems {
             out.warn(problem);
         }
@@ -367,7 +376,8 @@ impl App {
         let reader = if one_shot {
             Reader::Closed
         } else if interactive {
-            Reader::editor(store.clone(), out.color).context("starting the line editor")?
+            Reader::editor(store.clone(), out.color, skill_names.clone())
+                .context("starting the line editor")?
         } else {
             Reader::piped()
         };
@@ -377,6 +387,7 @@ impl App {
                 sandbox: Sandbox::new(&workdir)?,
                 bash_timeout: config.bash_timeout,
                 hidden_env: config.secret_vars.clone(),
+                skills: shelf,
             },
             &config.tools,
         )?;
@@ -436,6 +447,8 @@ impl App {
             runtime,
             context,
             asked_server_window: false,
+            skill_tools: None,
+            skill_names,
         };
         if let Some(report) = report {
             app.report_load(&report);
@@ -550,10 +563,18 @@ impl App {
                 self.chat(text);
             }
             Input::Goto(n) => self.goto(n),
-            Input::Unknown(word) => self.out.error(&self.tr(
-                "unknown_command_help_lists_the_commands",
-                &[("word", &word)],
-            )),
+            Input::Unknown(word) => {
+                let name = word.trim_start_matches('/');
+                if self.skills.get(name).is_some() {
+                    let args = line.trim().strip_prefix(word).unwrap_or("").trim();
+                    self.run_skill(name, args);
+                } else {
+                    self.out.error(&self.tr(
+                        "unknown_command_help_lists_the_commands",
+                        &[("word", &word)],
+                    ));
+                }
+            }
             Input::Command(id, args) => return self.command(id, args),
         }
         Flow::Continue
@@ -582,7 +603,7 @@ impl App {
             CommandId::Models => self.models(args),
             CommandId::Status => self.status(args),
             CommandId::Init => self.init(args),
-            CommandId::Skills => self.list_skills(args),
+            CommandId::Skills => self.skills_command(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,
         }
@@ -671,6 +692,7 @@ impl App {
             model: self.config.model.clone(),
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
+            allowed_tools: self.skill_tools.as_deref(),
         };
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,

@@ -153,8 +153,30 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "/model NAME switches",
         "/model NAME 切换模型",
     ),
-    ("enabled", "enabled ", "已启用"),
-    ("disabled", "disabled", "已停用"),
+    ("skill_injected", "injected ", "注入    "),
+    ("skill_on_demand", "on demand", "按需    "),
+    ("skill_off", "off      ", "已停用  "),
+    ("built_in", "built in", "内置"),
+    (
+        "skills_usage",
+        "/skills takes nothing, `enable NAME` or `disable NAME` (got `{args}`)",
+        "/skills 不带参数，或 `enable 名称`、`disable 名称`（收到 `{args}`）",
+    ),
+    (
+        "no_skill_named",
+        "no skill is named `{name}`; /skills lists them",
+        "没有名为 `{name}` 的技能；/skills 可列出全部",
+    ),
+    (
+        "skill_enabled",
+        "skill `{name}` is on for this project (saved in {file})",
+        "技能 `{name}` 已在本项目启用（保存在 {file}）",
+    ),
+    (
+        "skill_disabled",
+        "skill `{name}` is off for this project (saved in {file})",
+        "技能 `{name}` 已在本项目停用（保存在 {file}）",
+    ),
     ("no_skills", "no skills\n", "没有技能\n"),
     (
         "move_to_node_n_of_tree",
@@ -572,8 +594,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "help_skills",
-        "list skills and whether each is enabled",
-        "列出技能及其启用状态",
+        "list skills by tier, with their files and how each is used; enable or disable one for this project",
+        "按层级列出技能、文件及使用方式；为本项目启用或停用某个技能",
     ),
     ("help_help", "show this help", "显示帮助"),
     (

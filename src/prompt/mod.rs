@@ -131,6 +131,26 @@ pub fn system_prompt_parts(
         text.push_str(&skill.body);
         parts.push((format!("skill {}", skill.name), text));
     }
+    let index: Vec<String> = skills
+        .on_demand()
+        .map(|s| {
+            let mut line = format!("- `{}`", s.name);
+            if !s.description.is_empty() {
+                line.push_str(": ");
+                line.push_str(&s.description.replace('\n', " "));
+            }
+            line
+        })
+        .collect();
+    if !index.is_empty() {
+        parts.push((
+            "skills index".to_string(),
+            format!(
+                "\n\n## Skills\n\nLoad one with the use_skill tool when the task matches its description, then follow it:\n{}",
+                index.join("\n")
+            ),
+        ));
+    }
     parts.push((
         "environment".to_string(),
         format!("\n\n{}", environment(workdir)),

@@ -1,7 +1,18 @@
-//! Skills: Markdown prompt modules with YAML front matter (`name` required and unique, `description`,
-//! `enabled` defaulting to true). Enabled skills' bodies are appended to the system prompt. Skills
-//! come from three layers (see [`crate::layers`]); a nearer layer overrides a farther one by name. A
-//! broken file is reported and skipped, never fatal.
+//! Skills: Markdown prompt modules with YAML front matter.
+//!
+//! Two kinds, as the original design and the Agent Skills format have them:
+//!
+//! - a flat file `<name>.md` (front matter `name` required, `description`, `enabled` defaulting to
+//!   true): enabled ones are injected whole into the system prompt, as the original design does;
+//! - a folder `<name>/SKILL.md` (front matter `name`, `description`, optional `args` and
+//!   `allowed-tools`) with files beside it: only its name and description go into the prompt, and the
+//!   model loads it when a task calls for it (the `use_skill` tool), or the user runs it
+//!   (`/<name> args`).
+//!
+//! Tiers, nearest wins by name: the project's `<WORKDIR>/.new/skills/`, its `.agents/skills/` and
+//! `.claude/skills/` (so skills written for other agents work), the user's `<config>/new/skills/`,
+//! the built-in ones. A broken file, or a second skill of one name in one tier, is reported and
+//! skipped, never fatal.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,15 +23,64 @@ use serde::Deserialize;
 
 use crate::layers::{BUILTIN_SKILLS, LayerKind, Layers};
 
+/// Where a skill comes from, nearest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    Project,
+    ProjectAgents,
+    ProjectClaude,
+    User,
+    Builtin,
+}
+
+impl Tier {
+    pub fn label(self) -> &'static str {
+        match self {
+            Tier::Project => "project",
+            Tier::ProjectAgents => "project .agents",
+            Tier::ProjectClaude => "project .claude",
+            Tier::User => "user",
+            Tier::Builtin => "built-in",
+        }
+    }
+
+    /// The layer of the original design it belongs to.
+    pub fn layer(self) -> LayerKind {
+        match self {
+            Tier::Project | Tier::ProjectAgents | Tier::ProjectClaude => LayerKind::Project,
+            Tier::User => LayerKind::User,
+            Tier::Builtin => LayerKind::Builtin,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skill {
     pub name: String,
     pub description: String,
+    /// Flat skills: injected into the system prompt. Folder skills: offered on demand.
     pub enabled: bool,
     pub body: String,
-    pub layer: LayerKind,
+    pub tier: Tier,
     /// The file it came from; the built-in file name for built-in skills.
     pub source: PathBuf,
+    /// A folder skill's folder (its reference files are readable once it is loaded).
+    pub dir: Option<PathBuf>,
+    /// What `/<name>` takes, as the skill describes it.
+    pub args: Option<String>,
+    /// The tools its turn may use (`allowed-tools`), in `new`'s names.
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+impl Skill {
+    /// Loaded by the model when needed rather than injected.
+    pub fn on_demand(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    pub fn layer(&self) -> LayerKind {
+        self.tier.layer()
+    }
 }
 
 #[derive(Deserialize)]
@@ -30,6 +90,31 @@ struct FrontMatter {
     description: Option<String>,
     #[serde(default)]
     enabled: Option<bool>,
+    #[serde(default)]
+    args: Option<serde_json::Value>,
+    #[serde(default, rename = "allowed-tools", alias = "allowed_tools")]
+    allowed_tools: Option<serde_json::Value>,
+}
+
+/// The `skill` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillSettings {
+    /// `skill.enabled`: false turns the on-demand system off (flat skills still work).
+    pub on_demand: bool,
+    /// `skill.max_skill_size_bytes`: the most of a SKILL.md sent (64 KB).
+    pub max_bytes: usize,
+    /// `skill.overrides`: per skill name, enabled or not (`/skills enable|disable`).
+    pub overrides: BTreeMap<String, bool>,
+}
+
+impl Default for SkillSettings {
+    fn default() -> Self {
+        SkillSettings {
+            on_demand: true,
+            max_bytes: 64 * 1024,
+            overrides: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -40,40 +125,82 @@ pub struct SkillRegistry {
     pub problems: Vec<String>,
 }
 
+/// The folders of each tier on disk, nearest first.
+fn tier_dirs(layers: &Layers) -> Vec<(Tier, PathBuf)> {
+    let workdir = layers.workdir();
+    let mut dirs = vec![
+        (Tier::Project, layers.project.join("skills")),
+        (Tier::ProjectAgents, workdir.join(".agents/skills")),
+        (Tier::ProjectClaude, workdir.join(".claude/skills")),
+    ];
+    if let Some(user) = &layers.user {
+        dirs.push((Tier::User, user.join("skills")));
+    }
+    dirs
+}
+
 impl SkillRegistry {
     pub fn load(layers: &Layers) -> Self {
+        Self::load_with(layers, &SkillSettings::default())
+    }
+
+    pub fn load_with(layers: &Layers, settings: &SkillSettings) -> Self {
         let mut registry = SkillRegistry::default();
-        // Farthest first, so that nearer layers override by name.
+        // Farthest first, so that nearer tiers override by name.
         for (file, text) in BUILTIN_SKILLS {
-            registry.add_layer_file(LayerKind::Builtin, Path::new(file), text);
+            registry.add(Tier::Builtin, Path::new(file), None, text, settings);
         }
-        for (kind, dir) in layers.dirs().into_iter().rev() {
-            let dir = dir.join("skills");
+        for (tier, dir) in tier_dirs(layers).into_iter().rev() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            let mut paths: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "md"))
-                .collect();
+            let mut paths: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             paths.sort();
             for path in paths {
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => registry.add_layer_file(kind, &path, &text),
+                let (file, folder) = if path.is_dir() {
+                    let file = path.join("SKILL.md");
+                    if !file.is_file() {
+                        continue;
+                    }
+                    (file, Some(path.clone()))
+                } else if path.extension().is_some_and(|x| x == "md") {
+                    (path.clone(), None)
+                } else {
+                    continue;
+                };
+                match std::fs::read_to_string(&file) {
+                    Ok(text) => registry.add(tier, &file, folder, &text, settings),
                     Err(e) => registry
                         .problems
-                        .push(format!("skill file {} skipped: {e}", path.display())),
+                        .push(format!("skill file {} skipped: {e}", file.display())),
                 }
             }
+        }
+        for (name, enabled) in &settings.overrides {
+            if let Some(skill) = registry.skills.get_mut(name) {
+                skill.enabled = *enabled;
+            }
+        }
+        if !settings.on_demand {
+            registry.skills.retain(|_, s| !s.on_demand());
         }
         registry
     }
 
-    fn add_layer_file(&mut self, layer: LayerKind, path: &Path, text: &str) {
-        match parse_skill(text) {
-            Ok((name, description, enabled, body)) => {
+    fn add(
+        &mut self,
+        tier: Tier,
+        path: &Path,
+        dir: Option<PathBuf>,
+        text: &str,
+        settings: &SkillSettings,
+    ) {
+        match parse_skill(text, settings.max_bytes) {
+            Ok(parsed) => {
+                let name = parsed.name;
                 if let Some(existing) = self.skills.get(&name)
-                    && existing.layer == layer
+                    && existing.tier == tier
                 {
                     self.problems.push(format!(
                         "skill file {} skipped: the name `{name}` is already used by {}",
@@ -86,11 +213,15 @@ impl SkillRegistry {
                     name.clone(),
                     Skill {
                         name,
-                        description,
-                        enabled,
-                        body,
-                        layer,
+                        description: parsed.description,
+                        // A folder skill is offered unless turned off; `enabled` is the flat kind's.
+                        enabled: dir.is_some() || parsed.enabled,
+                        body: parsed.body,
+                        tier,
                         source: path.to_path_buf(),
+                        dir,
+                        args: parsed.args,
+                        allowed_tools: parsed.allowed_tools,
                     },
                 );
             }
@@ -104,17 +235,77 @@ impl SkillRegistry {
         self.skills.values()
     }
 
+    /// Enabled flat skills: injected whole into the system prompt.
     pub fn enabled(&self) -> impl Iterator<Item = &Skill> {
-        self.skills.values().filter(|s| s.enabled)
+        self.skills.values().filter(|s| s.enabled && !s.on_demand())
+    }
+
+    /// Enabled folder skills: listed in the system prompt, loaded with `use_skill`.
+    pub fn on_demand(&self) -> impl Iterator<Item = &Skill> {
+        self.skills.values().filter(|s| s.enabled && s.on_demand())
     }
 
     pub fn get(&self, name: &str) -> Option<&Skill> {
         self.skills.get(name)
     }
+
+    /// What `use_skill` can load: every skill offered on demand, its SKILL.md whole (cut at
+    /// `max_bytes`), and its folder.
+    pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, crate::tools::builtin::ShelfEntry> {
+        self.on_demand()
+            .filter_map(|s| {
+                let dir = s.dir.clone()?;
+                let mut text = std::fs::read_to_string(&s.source).unwrap_or_else(|_| s.body.clone());
+                if text.len() > max_bytes {
+                    let mut end = max_bytes;
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    text.truncate(end);
+                    text.push_str(&format!(
+                        "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
+                    ));
+                }
+                Some((
+                    s.name.clone(),
+                    crate::tools::builtin::ShelfEntry { text, dir },
+                ))
+            })
+            .collect()
+    }
 }
 
-/// (name, description, enabled, body) of a skill file, or why it is broken.
-fn parse_skill(text: &str) -> Result<(String, String, bool, String), String> {
+/// What a skill file says.
+struct Parsed {
+    name: String,
+    description: String,
+    enabled: bool,
+    body: String,
+    args: Option<String>,
+    allowed_tools: Option<Vec<String>>,
+}
+
+/// The tool names of other agents (Claude Code's, in the Agent Skills format) in `new`'s.
+fn tool_name(name: &str) -> String {
+    let name = name.trim();
+    // `Bash(git:*)`: the tool, whatever the pattern.
+    let base = name.split('(').next().unwrap_or(name).trim();
+    match base {
+        "Read" => "read_file",
+        "Write" => "write_file",
+        "Edit" | "MultiEdit" => "edit_file",
+        "Bash" => "bash",
+        "Grep" => "grep",
+        "Glob" => "glob",
+        "LS" => "list_files",
+        other => other,
+    }
+    .to_string()
+}
+
+/// A skill file's front matter and body, or why it is broken. A body longer than `max_bytes` is
+/// cut there, with a note.
+fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
     let matter = Matter::<YAML>::new();
     let parsed = matter
         .parse::<FrontMatter>(text)
@@ -127,12 +318,50 @@ fn parse_skill(text: &str) -> Result<(String, String, bool, String), String> {
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| "its front matter has no `name`".to_string())?;
-    Ok((
+    if name.contains(char::is_whitespace) || name.starts_with('/') {
+        return Err(format!(
+            "its name `{name}` holds a space or starts with `/`"
+        ));
+    }
+    let as_text = |v: serde_json::Value| match v {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    };
+    let allowed_tools = front.allowed_tools.map(|v| {
+        let names: Vec<String> = match v {
+            serde_json::Value::Array(items) => items.into_iter().map(as_text).collect(),
+            other => as_text(other)
+                .split([',', ' '])
+                .map(str::to_string)
+                .collect(),
+        };
+        let mut names: Vec<String> = names
+            .iter()
+            .filter(|n| !n.trim().is_empty())
+            .map(|n| tool_name(n))
+            .collect();
+        names.dedup();
+        names
+    });
+    let mut body = parsed.content.trim().to_string();
+    if body.len() > max_bytes {
+        let mut end = max_bytes;
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body.truncate(end);
+        body.push_str(&format!(
+            "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
+        ));
+    }
+    Ok(Parsed {
         name,
-        front.description.unwrap_or_default().trim().to_string(),
-        front.enabled.unwrap_or(true),
-        parsed.content.trim().to_string(),
-    ))
+        description: front.description.unwrap_or_default().trim().to_string(),
+        enabled: front.enabled.unwrap_or(true),
+        body,
+        args: front.args.map(as_text).filter(|a| !a.trim().is_empty()),
+        allowed_tools,
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +422,7 @@ mod tests {
         let r = SkillRegistry::load(&l);
         let t = r.get("translator").unwrap();
         assert_eq!(
-            (t.body.as_str(), t.enabled, t.layer),
+            (t.body.as_str(), t.enabled, t.layer()),
             ("project translator", false, LayerKind::Project)
         );
         assert_eq!(r.problems.len(), 4, "{:?}", r.problems);
@@ -213,5 +442,79 @@ mod tests {
                 .any(|p| p.contains("plain.md") && p.contains("no front matter"))
         );
         assert!(r.problems.iter().any(|p| p.contains("zdup.md")));
+    }
+
+    #[test]
+    fn folder_skills_are_on_demand_with_their_tools_in_our_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        write(
+            dir.path().join("project/.claude/skills/pdf/SKILL.md"),
+            "---\nname: pdf\ndescription: PDFs\nallowed-tools: Read, Grep, Bash(git:*)\nargs: a file\n---\nbody",
+        );
+        write(
+            dir.path().join("project/.agents/skills/list/SKILL.md"),
+            "---\nname: list\nallowed-tools: [read_file, glob]\n---\nbody",
+        );
+        write(
+            dir.path().join("project/.new/skills/big/SKILL.md"),
+            &format!("---\nname: big\n---\n{}", "x".repeat(5000)),
+        );
+        write(
+            dir.path().join("project/.new/skills/bad name/SKILL.md"),
+            "---\nname: bad name\n---\nbody",
+        );
+        // A folder without SKILL.md is not a skill.
+        std::fs::create_dir_all(dir.path().join("project/.new/skills/empty")).unwrap();
+        let settings = SkillSettings {
+            max_bytes: 1024,
+            ..SkillSettings::default()
+        };
+        let r = SkillRegistry::load_with(&l, &settings);
+        let pdf = r.get("pdf").unwrap();
+        assert!(pdf.on_demand() && pdf.enabled);
+        assert_eq!(pdf.tier, Tier::ProjectClaude);
+        assert_eq!(pdf.args.as_deref(), Some("a file"));
+        assert_eq!(
+            pdf.allowed_tools.as_deref(),
+            Some(&["read_file".to_string(), "grep".into(), "bash".into()][..])
+        );
+        assert_eq!(
+            r.get("list").unwrap().allowed_tools.as_deref(),
+            Some(&["read_file".to_string(), "glob".into()][..])
+        );
+        let big = r.get("big").unwrap();
+        assert!(big.body.len() < 1200 && big.body.contains("skill.max_skill_size_bytes"));
+        assert!(r.shelf(1024)["big"].text.len() < 1200);
+        assert!(
+            r.problems.iter().any(|p| p.contains("holds a space")),
+            "{:?}",
+            r.problems
+        );
+        let on_demand: Vec<&str> = r.on_demand().map(|s| s.name.as_str()).collect();
+        assert_eq!(on_demand, ["big", "list", "pdf"]);
+        assert!(r.enabled().all(|s| !s.on_demand()));
+        // `skill.enabled: false` offers none; overrides turn one off.
+        let off = SkillRegistry::load_with(
+            &l,
+            &SkillSettings {
+                on_demand: false,
+                ..SkillSettings::default()
+            },
+        );
+        assert_eq!(off.on_demand().count(), 0);
+        assert!(off.get("translator").is_some());
+        let mut overrides = BTreeMap::new();
+        overrides.insert("pdf".to_string(), false);
+        overrides.insert("translator".to_string(), true);
+        let r = SkillRegistry::load_with(
+            &l,
+            &SkillSettings {
+                overrides,
+                ..SkillSettings::default()
+            },
+        );
+        assert!(!r.get("pdf").unwrap().enabled);
+        assert!(r.enabled().any(|s| s.name == "translator"));
     }
 }

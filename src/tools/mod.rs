@@ -83,6 +83,8 @@ pub struct ToolContext {
     /// Variables removed from the environment of the commands the model runs (provider keys),
     /// besides every `*_API_KEY`.
     pub hidden_env: Vec<String>,
+    /// The skills `use_skill` can load.
+    pub skills: builtin::Shelf,
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -201,9 +203,12 @@ impl ToolRegistry {
         &self.ctx.sandbox
     }
 
+    /// The tools offered: `use_skill` only while some skill is offered on demand.
     pub fn specs(&self) -> Vec<ToolSpec> {
+        let no_skills = self.ctx.skills.is_empty();
         self.tools
             .iter()
+            .filter(|t| !(no_skills && t.name() == "use_skill"))
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -331,6 +336,7 @@ pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
         sandbox: Sandbox::new(dir).unwrap(),
         bash_timeout: Duration::from_secs(30),
         hidden_env: Vec::new(),
+        skills: Default::default(),
     }
 }
 

@@ -74,6 +74,28 @@ impl Sandbox {
         *self.read_roots.write().unwrap_or_else(|e| e.into_inner()) = roots;
     }
 
+    /// Makes the whole tool results of the current conversation readable: this root replaces the
+    /// results folder of any other conversation (the first root), the others stay.
+    pub fn set_results_root(&self, root: PathBuf) {
+        let mut roots = self.read_roots.write().unwrap_or_else(|e| e.into_inner());
+        match roots.first_mut() {
+            Some(first) => *first = root,
+            None => roots.push(root),
+        }
+    }
+
+    /// Adds a read-only extra root (a loaded skill's folder) for the rest of the session.
+    pub fn add_read_root(&self, root: PathBuf) {
+        let mut roots = self.read_roots.write().unwrap_or_else(|e| e.into_inner());
+        if roots.is_empty() {
+            // The first place is the results folder's.
+            roots.push(PathBuf::new());
+        }
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+
     /// Resolves a path for reading: inside WORKDIR as [`Sandbox::resolve`] does, or, given as an
     /// absolute path, inside one of the read-only extra roots by the same rules (links resolved,
     /// refused if they lead out of that root). Returns the sandbox that governs the path, for

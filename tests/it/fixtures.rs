@@ -63,6 +63,7 @@ fn file_tool_fixtures() {
                 sandbox: Sandbox::new(&work).unwrap(),
                 bash_timeout: Duration::from_secs(5),
                 hidden_env: Vec::new(),
+                skills: Default::default(),
             },
             &[],
         )

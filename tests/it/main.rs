@@ -8,6 +8,7 @@ mod permissions;
 mod providers;
 mod pty;
 mod repl;
+mod skills;
 mod support;
 mod tree;
 mod trust;

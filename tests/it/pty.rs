@@ -145,6 +145,16 @@ fn tab_completes_commands_and_conversation_ids() {
     pty.expect("› ");
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
+
+    // Skills run as `/<name>` complete like commands.
+    let skill = env.work().join(".new/skills/pdf-forms/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(&skill, "---\nname: pdf-forms\n---\nFill forms.").unwrap();
+    let mut pty = start(&env, "http://127.0.0.1:9/v1");
+    pty.send("/pdf\t");
+    pty.expect("/pdf-forms ");
+    pty.send("\x15\x04");
+    assert_eq!(pty.wait(), Some(0));
 }
 
 #[test]

@@ -735,11 +735,12 @@ fn skills_are_listed_and_broken_ones_reported() {
         "{run:?}"
     );
     assert!(
-        run.stdout.contains("enabled   code-reviewer (built-in)"),
+        run.stdout
+            .contains("injected   code-reviewer (built-in, built in)"),
         "{run:?}"
     );
     assert!(
-        run.stdout.contains("enabled   translator (project)"),
+        run.stdout.contains("injected   translator (project, "),
         "{run:?}"
     );
     assert!(server.messages(0)[0].1.contains("Translate to French."));

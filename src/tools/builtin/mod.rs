@@ -1,5 +1,5 @@
 //! The built-in tools: files (`read_file`, `write_file`, `edit_file`, `list_files`), search
-//! (`glob`, `grep`) and the shell (`bash`).
+//! (`glob`, `grep`), the shell (`bash`) and skills on demand (`use_skill`).
 
 mod bash;
 mod change;
@@ -8,6 +8,7 @@ mod glob;
 mod grep;
 mod list_files;
 mod read_file;
+mod use_skill;
 mod walk;
 mod write_file;
 
@@ -18,6 +19,7 @@ pub use glob::Glob;
 pub use grep::Grep;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
+pub use use_skill::{Shelf, ShelfEntry, UseSkill};
 pub use write_file::WriteFile;
 
 use super::Tool;
@@ -31,6 +33,7 @@ pub fn all() -> Vec<Box<dyn Tool>> {
         Box::new(Glob),
         Box::new(Grep),
         Box::new(Bash),
+        Box::new(UseSkill),
     ]
 }
 

@@ -1,0 +1,242 @@
+//! Skills on demand: tiers, `use_skill` and the skill's folder as a read-only root, `/<skill> args`
+//! with `allowed-tools`, `/skills` enable and disable, broken skills reported.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn write(path: std::path::PathBuf, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A user-level folder skill (outside WORKDIR) with a reference file.
+fn pdf_skill(env: &Env) -> std::path::PathBuf {
+    let dir = env.config_dir().join("skills/pdf");
+    write(
+        dir.join("SKILL.md"),
+        "---\nname: pdf\ndescription: Fill in PDF forms\nargs: the form's path\nallowed-tools: Read, Grep\n---\nTo fill a form, read reference/fields.md first.",
+    );
+    write(
+        dir.join("reference/fields.md"),
+        "field one: name\nfield two: date\n",
+    );
+    dir
+}
+
+fn system_prompt(request: &Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
+    let env = Env::new();
+    let dir = pdf_skill(&env);
+    let fields = dir.join("reference/fields.md").display().to_string();
+    let server = Server::start(vec![
+        // Before the skill is loaded, its folder is out of reach.
+        tool_calls(&[(
+            "c0",
+            "read_file",
+            &json!({ "filepath": fields }).to_string(),
+        )]),
+        tool_calls(&[
+            ("c1", "use_skill", r#"{"skill_name":"pdf"}"#),
+            ("c2", "use_skill", r#"{"skill_name":"nope"}"#),
+        ]),
+        tool_calls(&[(
+            "c3",
+            "read_file",
+            &json!({ "filepath": fields }).to_string(),
+        )]),
+        tool_calls(&[(
+            "c4",
+            "write_file",
+            &json!({ "filepath": fields, "content": "overwritten" }).to_string(),
+        )]),
+        text(&["Done."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "fill the form\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    // Only the index is in the prompt: name and description, not the body.
+    let prompt = system_prompt(&requests[0]);
+    assert!(prompt.contains("## Skills"), "{prompt}");
+    assert!(prompt.contains("- `pdf`: Fill in PDF forms"), "{prompt}");
+    assert!(
+        !prompt.contains("read reference/fields.md first"),
+        "{prompt}"
+    );
+    assert!(tool_names(&requests[0]).contains(&"use_skill".to_string()));
+    // Each request holds every result so far: the newest are last.
+    let last = |n: usize| results(&server, n).last().cloned().unwrap();
+    assert!(last(1).contains("outside the working folder"));
+    let loaded = results(&server, 2);
+    assert!(
+        loaded[1].contains("name: pdf"),
+        "the whole SKILL.md: {}",
+        loaded[1]
+    );
+    assert!(loaded[1].contains("To fill a form, read reference/fields.md first."));
+    assert!(loaded[1].contains(&dir.display().to_string()));
+    assert!(loaded[2].contains("skill not found: nope"), "{}", loaded[2]);
+    assert!(last(3).contains("field two: date"), "{}", last(3));
+    assert!(
+        last(4).contains("outside the working folder"),
+        "{}",
+        last(4)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("reference/fields.md")).unwrap(),
+        "field one: name\nfield two: date\n"
+    );
+}
+
+#[test]
+fn slash_skill_runs_it_with_its_args_and_only_its_tools() {
+    let env = Env::new();
+    pdf_skill(&env);
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", r#"{"command":"echo hi"}"#)]),
+        text(&["Filled."]),
+        text(&["Plain again."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "/pdf forms/tax.pdf\nnext\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    let asked = server.messages(0).last().unwrap().1.clone();
+    assert!(
+        asked.starts_with("To fill a form, read reference/fields.md first."),
+        "{asked}"
+    );
+    assert!(
+        asked.ends_with("<user_args>\nforms/tax.pdf\n</user_args>"),
+        "{asked}"
+    );
+    assert_eq!(tool_names(&requests[0]), ["read_file", "grep"]);
+    assert!(
+        results(&server, 1)[0].contains("the skill running now allows only read_file, grep"),
+        "{:?}",
+        results(&server, 1)
+    );
+    // The next turn has every tool again.
+    assert!(tool_names(&requests[2]).contains(&"bash".to_string()));
+}
+
+#[test]
+fn skills_are_listed_by_tier_and_turned_on_and_off_for_the_project() {
+    let env = Env::new();
+    pdf_skill(&env);
+    write(
+        env.work().join(".claude/skills/review/SKILL.md"),
+        "---\nname: review\ndescription: Review a change\n---\nLook at the diff.",
+    );
+    write(
+        env.work().join(".agents/skills/review/SKILL.md"),
+        "---\nname: review\ndescription: the .agents one wins\n---\nNearer.",
+    );
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "/skills\n/skills disable pdf\n/skills enable translator\nhello\n/skills enable nosuch\n/skills frob\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("on demand  review (project .agents, "),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("on demand  pdf (user, "), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("injected   code-reviewer (built-in, built in)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("off        translator (built-in"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("skill `pdf` is off for this project"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("no skill is named `nosuch`"), "{run:?}");
+    assert!(run.stderr.contains("/skills takes nothing"), "{run:?}");
+    // In force at once, for the conversation in use.
+    let prompt = system_prompt(&server.requests()[0]);
+    assert!(!prompt.contains("`pdf`"), "{prompt}");
+    assert!(
+        prompt.contains("- `review`: the .agents one wins"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("## Skill: translator"), "{prompt}");
+    // Saved in the project's config.
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.work().join(".new/config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        saved["skill"]["overrides"],
+        json!({"pdf": false, "translator": true})
+    );
+    // And read back next time.
+    let run = env.run(&server.base_url, &[], "/skills\n");
+    assert!(run.stdout.contains("off        pdf (user"), "{run:?}");
+}
+
+#[test]
+fn broken_skills_are_reported_once_and_the_rest_load() {
+    let env = Env::new();
+    write(
+        env.work().join(".new/skills/bare/SKILL.md"),
+        "no front matter here",
+    );
+    write(
+        env.work().join(".new/skills/a/SKILL.md"),
+        "---\nname: twin\n---\none",
+    );
+    write(
+        env.work().join(".new/skills/b/SKILL.md"),
+        "---\nname: twin\n---\ntwo",
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(&server.base_url, &[], "hi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        run.stderr
+            .matches("bare/SKILL.md skipped: it has no front matter")
+            .count(),
+        1,
+        "{run:?}"
+    );
+    assert_eq!(
+        run.stderr
+            .matches("b/SKILL.md skipped: the name `twin` is already used by")
+            .count(),
+        1,
+        "{run:?}"
+    );
+    assert!(system_prompt(&server.requests()[0]).contains("- `twin`"));
+}
