@@ -114,6 +114,9 @@ pub struct FileConfig {
     /// Skills (CodePilot's `skill` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill: Option<SkillEntry>,
+    /// Memory across sessions (CodePilot's `memory` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryEntry>,
     /// Context management (CodePilot's `compaction` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionEntry>,
@@ -150,6 +153,30 @@ pub struct SkillEntry {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, bool>,
 }
+
+/// The `memory` section; every key optional.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_max_lines: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_timeout_seconds: Option<u64>,
+}
+
+/// The keys of the `memory` section.
+const MEMORY_KEYS: &[&str] = &[
+    "enabled",
+    "review_model",
+    "index_max_lines",
+    "index_max_bytes",
+    "review_timeout_seconds",
+];
 
 /// The keys of the `skill` section.
 const SKILL_KEYS: &[&str] = &["enabled", "max_skill_size_bytes", "overrides"];
@@ -326,6 +353,7 @@ const KNOWN_KEYS: &[&str] = &[
     "compaction",
     "render",
     "skill",
+    "memory",
     "$schema",
 ];
 
@@ -416,6 +444,16 @@ impl FileConfig {
                 base.overrides.extend(near.overrides);
                 Some(base)
             }
+            (base, near) => near.or(base),
+        };
+        self.memory = match (self.memory.take(), nearer.memory) {
+            (Some(base), Some(near)) => Some(MemoryEntry {
+                enabled: near.enabled.or(base.enabled),
+                review_model: near.review_model.or(base.review_model),
+                index_max_lines: near.index_max_lines.or(base.index_max_lines),
+                index_max_bytes: near.index_max_bytes.or(base.index_max_bytes),
+                review_timeout_seconds: near.review_timeout_seconds.or(base.review_timeout_seconds),
+            }),
             (base, near) => near.or(base),
         };
         self.compaction = match (self.compaction.take(), nearer.compaction) {
@@ -590,6 +628,7 @@ pub struct Config {
     /// Render answers as Markdown (on a terminal, without `NO_COLOR`).
     pub render: bool,
     pub skill: crate::skill::SkillSettings,
+    pub memory: crate::memory::MemorySettings,
 }
 
 impl Mode {
@@ -680,7 +719,11 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                         .collect()
                 })
                 .unwrap_or_default();
-            for (name, keys) in [("compaction", COMPACTION_KEYS), ("skill", SKILL_KEYS)] {
+            for (name, keys) in [
+                ("compaction", COMPACTION_KEYS),
+                ("skill", SKILL_KEYS),
+                ("memory", MEMORY_KEYS),
+            ] {
                 if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
                     unknown.extend(
                         section
@@ -882,6 +925,34 @@ pub fn load(
                     16 * 1024 * 1024,
                 )? as usize,
                 overrides: entry.overrides,
+            }
+        },
+        memory: {
+            let entry = merged.memory.clone().unwrap_or_default();
+            crate::memory::MemorySettings {
+                enabled: entry.enabled.unwrap_or(true),
+                review_model: entry.review_model.filter(|m| !m.trim().is_empty()),
+                index_max_lines: in_range(
+                    "memory.index_max_lines",
+                    entry.index_max_lines,
+                    200,
+                    1,
+                    100_000,
+                )? as usize,
+                index_max_bytes: in_range(
+                    "memory.index_max_bytes",
+                    entry.index_max_bytes,
+                    25_600,
+                    256,
+                    10_000_000,
+                )? as usize,
+                review_timeout: Duration::from_secs(in_range(
+                    "memory.review_timeout_seconds",
+                    entry.review_timeout_seconds,
+                    60,
+                    1,
+                    3_600,
+                )?),
             }
         },
         tools: merged.tools.unwrap_or_default(),

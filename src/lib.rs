@@ -7,6 +7,7 @@
 //! - [`tools`]: the sandboxed file tools the model may call;
 //! - [`skill`] and [`prompt`]: roles and skills, and the system prompt built from them;
 //! - [`context`]: token accounting, previews of big tool results, summary nodes;
+//! - [`memory`]: what is remembered across sessions, and the review that learns it;
 //! - [`agent`]: one user input → model ⇄ tools → final answer;
 //! - [`cli`]: the REPL, its command table, tree drawing and output;
 //! - [`config`]: layered configuration.
@@ -17,6 +18,7 @@ pub mod config;
 pub mod context;
 pub mod layers;
 pub mod llm;
+pub mod memory;
 pub mod prompt;
 pub mod session;
 pub mod skill;

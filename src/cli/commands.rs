@@ -26,6 +26,8 @@ pub enum CommandId {
     Models,
     Status,
     Skills,
+    Memory,
+    Remember,
     Help,
     Exit,
 }
@@ -186,6 +188,20 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/context"],
         args: "",
         help: "help_context",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Memory,
+        names: &["/memory"],
+        args: "[forget NAME]",
+        help: "help_memory",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Remember,
+        names: &["/remember"],
+        args: "[--project] TEXT",
+        help: "help_remember",
         takes_conversation: false,
     },
     CommandSpec {

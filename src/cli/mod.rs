@@ -9,6 +9,7 @@ mod handlers;
 pub mod highlight;
 pub mod json_output;
 pub mod markdown;
+mod memory_view;
 pub mod output;
 mod reader;
 mod repl;

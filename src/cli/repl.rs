@@ -80,6 +80,11 @@ pub struct App {
     pub(super) skill_tools: Option<Vec<String>>,
     /// The skill names Tab completes.
     pub(super) skill_names: super::editor::SkillNames,
+    /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
+    /// background leave for the next prompt, and whether the session is over (reviews then stop).
+    pub(super) memory: Option<crate::memory::MemoryStore>,
+    pub(super) memory_notes: Arc<std::sync::Mutex<Vec<String>>>,
+    pub(super) leaving: Arc<AtomicBool>,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
@@ -347,13 +352,20 @@ impl App {
         for problem in &instructions.problems {
             out.warn(&crate::tools::escape_controls(problem));
         }
-        let prompt_parts =
-            prompt::system_prompt_parts(&role, &instructions.text, &skills, &workdir);
-        let system_prompt: String = prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         let datadir = launch
             .datadir
             .clone()
             .unwrap_or_else(|| default_datadir(&workdir));
+        let memory = config.memory.enabled.then(|| {
+            crate::memory::MemoryStore::new(
+                dirs::data_dir().map(|d| d.join("new").join("memory")),
+                datadir.join("memory"),
+            )
+        });
+        let mut prompt_parts =
+            prompt::system_prompt_parts(&role, &instructions.text, &skills, &workdir);
+        prompt_parts.extend(memory_part(memory.as_ref(), &config.memory));
+        let system_prompt: String = prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         let store = Store::open(&datadir)?;
         let resume = match (&launch.resume, launch.continue_latest) {
             (Some(id), _) => Some(store.resolve(id)?),
@@ -449,7 +461,16 @@ impl App {
             asked_server_window: false,
             skill_tools: None,
             skill_names,
+            memory,
+            memory_notes: Default::default(),
+            leaving: Default::default(),
         };
+        // The memory folders can be read by the read tools (never written).
+        if let Some(m) = &app.memory {
+            for (_, dir) in m.dirs() {
+                app.tools.sandbox().add_read_root(dir.to_path_buf());
+            }
+        }
         if let Some(report) = report {
             app.report_load(&report);
             app.out.say(&app.tr(
@@ -467,6 +488,8 @@ impl App {
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
     fn leave(self) {
+        // Reviews still running stop before they write anything.
+        self.leaving.store(true, Ordering::SeqCst);
         let App { session, .. } = self;
         std::mem::forget(session);
     }
@@ -510,6 +533,7 @@ impl App {
     /// The read-process loop, typed or piped.
     fn repl(&mut self) -> Result<()> {
         loop {
+            self.say_memory_notes();
             let prompt = self.prompt_text();
             match self
                 .reader
@@ -522,7 +546,10 @@ impl App {
                     }
                 }
                 ReadOutcome::Interrupted => continue, // Ctrl-C at the prompt clears the line
-                ReadOutcome::Eof => return Ok(()),
+                ReadOutcome::Eof => {
+                    self.say_memory_notes();
+                    return Ok(());
+                }
             }
         }
     }
@@ -604,6 +631,8 @@ impl App {
             CommandId::Status => self.status(args),
             CommandId::Init => self.init(args),
             CommandId::Skills => self.skills_command(args),
+            CommandId::Memory => self.memory_command(args),
+            CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,
         }
@@ -617,6 +646,9 @@ impl App {
         let end = self.chat_with(text, &mut printer);
         if end.is_some() {
             self.report_turn(&printer);
+        }
+        if matches!(end, Some(TurnEnd::Complete)) && !self.out.one_shot {
+            self.review_turn();
         }
         end
     }
@@ -786,6 +818,15 @@ impl App {
             _ => ExitCode::from(1),
         }
     }
+}
+
+/// The memory indexes as a part of the system prompt.
+pub(super) fn memory_part(
+    memory: Option<&crate::memory::MemoryStore>,
+    settings: &crate::memory::MemorySettings,
+) -> Option<(String, String)> {
+    let text = memory?.prompt_part(settings.index_max_lines, settings.index_max_bytes)?;
+    Some(("memory".to_string(), text))
 }
 
 /// A stream of SIGINTs, registered when this is called (it must run inside the runtime).

@@ -163,6 +163,10 @@ impl App {
             &self.skills,
             &self.workdir,
         );
+        self.prompt_parts.extend(super::repl::memory_part(
+            self.memory.as_ref(),
+            &self.config.memory,
+        ));
         self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.session.set_system_prompt(&self.system_prompt);
     }

@@ -158,6 +158,52 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("skill_off", "off      ", "已停用  "),
     ("built_in", "built in", "内置"),
     (
+        "help_memory",
+        "list what is remembered across sessions (kind, level, name); forget one",
+        "列出跨会话记住的内容（类型、层级、名称）；或忘记其中一条",
+    ),
+    (
+        "help_remember",
+        "remember TEXT: a preference of yours, or with --project a fact about this project",
+        "记住 TEXT：你的偏好；加 --project 则为本项目的事实",
+    ),
+    (
+        "memory_changed",
+        "memory: {what}",
+        "记忆：{what}",
+    ),
+    (
+        "memory_off",
+        "memory is off (memory.enabled is false)",
+        "记忆已关闭（memory.enabled 为 false）",
+    ),
+    (
+        "memory_usage",
+        "/memory takes nothing or `forget NAME` (got `{args}`)",
+        "/memory 不带参数，或 `forget 名称`（收到 `{args}`）",
+    ),
+    (
+        "memory_forgotten",
+        "forgot `{name}` ({level}); the file is in the memory folder's .trash",
+        "已忘记 `{name}`（{level}）；文件移到了记忆目录的 .trash 中",
+    ),
+    (
+        "no_memory_named",
+        "no memory is named `{name}`; /memory lists them",
+        "没有名为 `{name}` 的记忆；/memory 可列出全部",
+    ),
+    ("no_memories", "nothing remembered yet", "还没有任何记忆"),
+    (
+        "remember_usage",
+        "/remember takes the text to remember (and --project for a fact about this project)",
+        "/remember 需要要记住的内容（加 --project 表示本项目的事实）",
+    ),
+    (
+        "remembered",
+        "remembered `{name}` ({level})",
+        "已记住 `{name}`（{level}）",
+    ),
+    (
         "skills_usage",
         "/skills takes nothing, `enable NAME` or `disable NAME` (got `{args}`)",
         "/skills 不带参数，或 `enable 名称`、`disable 名称`（收到 `{args}`）",

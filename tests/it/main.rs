@@ -3,6 +3,7 @@
 mod context;
 mod e2e;
 mod fixtures;
+mod memory;
 mod oneshot;
 mod permissions;
 mod providers;

@@ -51,6 +51,8 @@ pub fn with(make: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Reply {
 
 /// The system prompt of `new`'s summary requests starts so.
 pub const SUMMARIZER_START: &str = "You summarise a conversation";
+/// And that of its memory reviews.
+pub const REVIEWER_START: &str = "You maintain the memory of a coding assistant";
 
 pub fn chunk_text(text: &str) -> String {
     json!({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":text},"finish_reason":null}]}).to_string()
@@ -94,6 +96,10 @@ struct Shared {
     window: Mutex<Option<u64>>,
     /// The answer to every summary request, which then takes no scripted reply.
     summary: Mutex<Option<String>>,
+    /// The answer to every memory review, after a delay (no changes, at once, unless set). Reviews
+    /// run in the background, so they take no scripted reply and are kept apart.
+    review: Mutex<Option<(String, Duration)>>,
+    reviews: Mutex<Vec<Value>>,
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<HeaderMap>>,
@@ -116,6 +122,8 @@ impl Server {
         let shared = Arc::new(Shared {
             window: Mutex::new(None),
             summary: Mutex::new(None),
+            review: Mutex::new(None),
+            reviews: Mutex::new(Vec::new()),
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
             headers: Mutex::new(Vec::new()),
@@ -149,7 +157,17 @@ impl Server {
         *self.shared.summary.lock().unwrap() = Some(text.to_string());
     }
 
-    /// Every request body received so far.
+    /// Answers every memory review with `text`, `after` a delay, outside the script.
+    pub fn answer_reviews(&self, text: &str, after: Duration) {
+        *self.shared.review.lock().unwrap() = Some((text.to_string(), after));
+    }
+
+    /// Every memory review request received so far.
+    pub fn reviews(&self) -> Vec<Value> {
+        self.shared.reviews.lock().unwrap().clone()
+    }
+
+    /// Every request body received so far (memory reviews aside).
     pub fn requests(&self) -> Vec<Value> {
         self.shared.requests.lock().unwrap().clone()
     }
@@ -179,14 +197,23 @@ impl Server {
     }
 }
 
-/// Whether a request body is one of `new`'s summary requests (either protocol).
-pub fn is_summary_request(body: &Value) -> bool {
-    let system = body["system"]
+/// The system prompt of a request body (either protocol).
+fn system_of(body: &Value) -> &str {
+    body["system"]
         .as_str()
         .or_else(|| body["system"][0]["text"].as_str())
         .or_else(|| body["messages"][0]["content"].as_str())
-        .unwrap_or("");
-    system.starts_with(SUMMARIZER_START)
+        .unwrap_or("")
+}
+
+/// Whether a request body is one of `new`'s summary requests (either protocol).
+pub fn is_summary_request(body: &Value) -> bool {
+    system_of(body).starts_with(SUMMARIZER_START)
+}
+
+/// Whether a request body is one of `new`'s memory reviews.
+pub fn is_review_request(body: &Value) -> bool {
+    system_of(body).starts_with(REVIEWER_START)
 }
 
 /// The tokens of a request as the scripted server counts them: 4 characters each.
@@ -202,6 +229,28 @@ async fn handle(
 ) -> Response {
     let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let anthropic = uri.path().ends_with("/messages");
+    if is_review_request(&value) {
+        shared.reviews.lock().unwrap().push(value);
+        let (text, after) = shared
+            .review
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_else(|| (r#"{"changes": []}"#.to_string(), Duration::ZERO));
+        tokio::time::sleep(after).await;
+        let reply = if anthropic {
+            anthropic_text(&[&text])
+        } else {
+            self::text(&[&text])
+        };
+        let Reply::Sse(chunks) = reply else {
+            unreachable!()
+        };
+        return Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(chunks.iter().map(|c| sse_event(c)).collect::<String>()))
+            .unwrap();
+    }
     shared.requests.lock().unwrap().push(value.clone());
     shared.headers.lock().unwrap().push(headers);
     let tokens = count_tokens(&body);

@@ -1,0 +1,147 @@
+//! The review after a turn: a separate request asks the model whether the turn taught something
+//! worth remembering, and its answer (JSON) becomes writes and deletions of memory files.
+
+use serde::Deserialize;
+
+use super::{Level, MemoryStore};
+use crate::llm::{ChatRequest, LlmError, Model};
+use crate::vocab::{ChatMessage, Role};
+
+/// The system prompt of a review request.
+pub const REVIEWER: &str = "You maintain the memory of a coding assistant: short Markdown notes kept \
+between sessions. Read the turn below and decide whether it taught something worth keeping for \
+later sessions: a preference of the user (user_preference), a correction or feedback the user gave \
+(user_feedback), a fact about this project (project_fact), or a pointer to where something is \
+(reference). Most turns teach nothing: then change nothing. Update a memory rather than adding a \
+near-duplicate; delete one that the turn shows is wrong. Never store secrets: no API keys, tokens, \
+passwords, private keys or credentials, not even in part. Reply with JSON only, no prose: \
+{\"changes\": [{\"action\": \"write\", \"level\": \"user\" or \"project\", \"name\": \"short-name\", \
+\"kind\": \"user_preference\" | \"user_feedback\" | \"project_fact\" | \"reference\", \"description\": \
+\"one line\", \"content\": \"the note\"}, {\"action\": \"delete\", \"level\": \"user\" or \"project\", \
+\"name\": \"short-name\"}]}, with an empty list when nothing is worth keeping. User-level memories are \
+about the user and hold in every project; project-level ones are about this project.";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("the review request failed: {0}")]
+    Llm(#[from] LlmError),
+    #[error("the review's answer is not the JSON asked for: {0}")]
+    Unreadable(String),
+}
+
+/// One change a review asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Change {
+    pub action: String,
+    #[serde(default)]
+    pub level: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub content: String,
+}
+
+#[derive(Deserialize)]
+struct Changes {
+    #[serde(default)]
+    changes: Vec<Change>,
+}
+
+/// What a turn was, for the review: the user's message, the tools called, the final answer.
+pub fn digest(user: &str, tools: &[String], answer: &str) -> String {
+    let clip = |s: &str, max: usize| -> String {
+        if s.len() <= max {
+            return s.to_string();
+        }
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{} […]", &s[..end])
+    };
+    let mut text = format!("## The user wrote\n{}\n", clip(user, 8000));
+    if !tools.is_empty() {
+        text.push_str(&format!("\n## Tools used\n{}\n", tools.join(", ")));
+    }
+    text.push_str(&format!("\n## The assistant answered\n{}\n", clip(answer, 8000)));
+    text
+}
+
+/// Asks the model about one turn; the changes it asks for.
+pub async fn ask(
+    model: &dyn Model,
+    model_name: &str,
+    store: &MemoryStore,
+    turn: &str,
+) -> Result<Vec<Change>, ReviewError> {
+    let indexes = store
+        .prompt_part(200, 25_600)
+        .unwrap_or_else(|| "\n\n(No memories yet.)".to_string());
+    let request = ChatRequest {
+        model: model_name.to_string(),
+        messages: vec![
+            ChatMessage::text(Role::System, REVIEWER),
+            ChatMessage::text(
+                Role::User,
+                format!("# What is remembered now{indexes}\n\n# The turn\n\n{turn}\n\nReply with the JSON only."),
+            ),
+        ],
+        tools: Vec::new(),
+        no_tool_calls: false,
+    };
+    let response = model.chat(&request, &mut |_| {}).await?;
+    parse(&response.content)
+}
+
+/// The changes in a review's answer: the first JSON object in it (models wrap JSON in fences or
+/// prose despite being told not to).
+pub fn parse(answer: &str) -> Result<Vec<Change>, ReviewError> {
+    let start = answer
+        .find('{')
+        .ok_or_else(|| ReviewError::Unreadable(preview(answer)))?;
+    let mut stream = serde_json::Deserializer::from_str(&answer[start..]).into_iter::<Changes>();
+    match stream.next() {
+        Some(Ok(changes)) => Ok(changes.changes),
+        _ => Err(ReviewError::Unreadable(preview(answer))),
+    }
+}
+
+fn preview(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// Applies a review's changes; a line for each one made.
+pub fn apply(store: &MemoryStore, changes: &[Change], secrets: &[String]) -> Vec<String> {
+    let mut done = Vec::new();
+    for change in changes {
+        let level = Level::parse(&change.level).unwrap_or(Level::Project);
+        match change.action.trim() {
+            "write" | "update" | "add"
+                if !change.name.trim().is_empty()
+                    && store
+                        .write(
+                            level,
+                            &change.name,
+                            &change.kind,
+                            &change.description,
+                            &change.content,
+                            secrets,
+                        )
+                        .is_ok() =>
+            {
+                done.push(format!("saved `{}` ({})", change.name.trim(), level.as_str()));
+            }
+            "delete" | "forget" => {
+                if let Ok(Some(m)) = store.forget(change.name.trim()) {
+                    done.push(format!("forgot `{}` ({})", m.name, m.level.as_str()));
+                }
+            }
+            _ => {}
+        }
+    }
+    done
+}

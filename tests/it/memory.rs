@@ -1,0 +1,153 @@
+//! Memory across sessions: learnt by a review in the background, filtered for secrets, injected
+//! next session; `/memory`, `/memory forget`, `/remember`; a failed or slow review changes nothing,
+//! and leaving does not wait for one.
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::*;
+
+/// Runs `new` with lines fed one group at a time: each group is written once `ready` says so.
+fn run_paced(env: &Env, url: &str, groups: &[(&str, &dyn Fn() -> bool)]) -> Run {
+    let mut cmd = env.command(url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for (lines, ready) in groups {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !ready() {
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "timed out before writing {lines:?}: {}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stdin.write_all(lines.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn project_memory(env: &Env) -> std::path::PathBuf {
+    env.data().join("memory")
+}
+
+#[test]
+fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows() {
+    let server = Server::start(vec![text(&["Noted."]), text(&["Hello again."])]);
+    let review = json!({"changes": [{
+        "action": "write", "level": "project", "name": "package manager",
+        "kind": "project_fact", "description": "This project uses pnpm",
+        "content": "Use pnpm, never npm. The registry token is npm_abcdefghijklmnopqrstuvwxyz0123456789 and password: hunter2hunter2; the key sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZ."
+    }]});
+    server.answer_reviews(&review.to_string(), Duration::ZERO);
+    let env = Env::new();
+    let file = project_memory(&env).join("package-manager.md");
+    let indexed = || {
+        std::fs::read_to_string(project_memory(&env).join("MEMORY.md"))
+            .is_ok_and(|i| i.contains("package-manager.md"))
+    };
+    let run = run_paced(
+        &env,
+        &server.base_url,
+        &[("we use pnpm here\n", &|| true), ("/memory\n", &indexed)],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("memory: saved `package manager` (project)"), "{run:?}");
+    assert!(run.stdout.contains("project_fact     project  package manager"), "{run:?}");
+    // The review saw the turn.
+    let reviews = server.reviews();
+    assert_eq!(reviews.len(), 1);
+    let asked = reviews[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(asked.contains("we use pnpm here") && asked.contains("Noted."), "{asked}");
+    // Nothing secret reached the disk.
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(stored.contains("Use pnpm, never npm."), "{stored}");
+    assert!(stored.contains("[redacted]"), "{stored}");
+    for secret in ["hunter2", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"] {
+        assert!(!stored.contains(secret), "{secret} in {stored}");
+    }
+    // Next session: the index is in the system prompt, and the folder can be read.
+    let run = env.run(&server.base_url, &[], "hello\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let system = server.requests().last().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("## Memory"), "{system}");
+    assert!(
+        system.contains("- [package manager](package-manager.md) (project_fact): This project uses pnpm"),
+        "{system}"
+    );
+}
+
+#[test]
+fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "memory": {"review_timeout_seconds": 1}}"#);
+    // Not JSON.
+    let server = Server::start(vec![text(&["One."]), text(&["Two."])]);
+    server.answer_reviews("I think nothing is worth keeping.", Duration::ZERO);
+    let asked = || !server.reviews().is_empty();
+    let run = run_paced(&env, &server.base_url, &[("hi\n", &|| true), ("again\n", &asked)]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!project_memory(&env).exists());
+    // Slower than the timeout.
+    let server = Server::start(vec![text(&["One."])]);
+    let review = json!({"changes": [{"action": "write", "level": "project", "name": "late", "content": "x"}]});
+    server.answer_reviews(&review.to_string(), Duration::from_secs(3));
+    let started = Instant::now();
+    let run = run_paced(&env, &server.base_url, &[("hi\n", &|| true)]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // Input ended while the review was in flight: `new` left without waiting for it.
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!project_memory(&env).join("late.md").exists());
+}
+
+#[test]
+fn remember_forget_and_memory_off() {
+    let env = Env::new();
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "/remember I prefer short answers\n/remember --project The tests need Docker\n/memory\n/memory forget The tests need Docker\n/memory forget nothing\n/memory\n/remember\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("remembered `I prefer short answers` (user)"), "{run:?}");
+    assert!(run.stdout.contains("user_preference  user     I prefer short answers"), "{run:?}");
+    assert!(run.stdout.contains("project_fact     project  The tests need Docker"), "{run:?}");
+    assert!(run.stdout.contains("forgot `The tests need Docker` (project)"), "{run:?}");
+    assert!(run.stderr.contains("no memory is named `nothing`"), "{run:?}");
+    assert!(run.stderr.contains("/remember takes the text"), "{run:?}");
+    let user_file = env.dir.path().join("xdg-data/new/memory/i-prefer-short-answers.md");
+    assert!(user_file.exists());
+
+    // Off: nothing injected, no review asked, the commands say so.
+    env.write_config(r#"{"retry_initial_ms": 5, "memory": {"enabled": false}}"#);
+    let run = env.run(&server.base_url, &[], "hi\n/memory\n");
+    assert!(run.stderr.contains("memory is off"), "{run:?}");
+    let requests = server.requests();
+    assert!(server.reviews().is_empty());
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(!system.contains("## Memory"), "{system}");
+}
