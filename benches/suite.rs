@@ -253,12 +253,18 @@ fn start_tool_server() -> (String, tokio::runtime::Runtime) {
             async move {
                 let request: serde_json::Value = serde_json::from_str(&body).unwrap();
                 let messages = request["messages"].as_array().unwrap();
-                let summary = messages[0]["content"]
-                    .as_str()
-                    .is_some_and(|s| s.starts_with("You summarise"));
+                let system = messages[0]["content"].as_str().unwrap_or("");
+                let summary = system.starts_with("You summarise");
+                let review = system.starts_with("You maintain the memory");
                 let last = messages.last().unwrap()["role"].as_str().unwrap_or("");
-                let sse = if summary || last == "tool" {
-                    let text = if summary { "The user asked for big.txt again and again; it was read each time." } else { "Read it." };
+                let sse = if summary || review || last == "tool" {
+                    let text = if summary {
+                        "The user asked for big.txt again and again; it was read each time."
+                    } else if review {
+                        "{\"changes\": []}"
+                    } else {
+                        "Read it."
+                    };
                     chunk(serde_json::json!({"role":"assistant","content":text}), None)
                         + &chunk(serde_json::json!({}), Some("stop"))
                 } else {
@@ -857,6 +863,60 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             measured: ms(cpu),
             baseline: format!("writing it raw {}", ms(raw_null)),
             ratio: cpu.as_secs_f64() / raw_null.as_secs_f64(),
+            target: "-".into(),
+            ok: true,
+        });
+    }
+
+    // 13: start-up with 200 skills on demand and a full memory index, against none.
+    if wanted("skills") {
+        let rich = dir("skills-project");
+        let plain = dir("skills-plain");
+        for i in 0..200 {
+            let skill = rich.join(format!(".new/skills/skill-{i:03}"));
+            std::fs::create_dir_all(skill.join("reference")).unwrap();
+            std::fs::write(
+                skill.join("SKILL.md"),
+                format!(
+                    "---\nname: skill-{i:03}\ndescription: Does task number {i} of a kind the user asks for now and then\nallowed-tools: Read, Grep\n---\n{}",
+                    "Step by step instructions for this kind of task.\n".repeat(40)
+                ),
+            )
+            .unwrap();
+        }
+        let rich_data = dir("skills-data");
+        let plain_data = dir("skills-plain-data");
+        let memory = rich_data.join("memory");
+        std::fs::create_dir_all(&memory).unwrap();
+        let index: String = (0..200)
+            .map(|i| format!("- [fact {i}](fact-{i}.md) (project_fact): something true about the project, number {i}\n"))
+            .collect();
+        std::fs::write(memory.join("MEMORY.md"), format!("# Memory\n\n{index}")).unwrap();
+        let start = |work: &Path, data: &Path, input: &[u8]| {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, "http://127.0.0.1:9/v1");
+            cmd.arg(work).arg("default").arg(data);
+            run(&mut cmd, input)
+        };
+        let (with, _) = times(s.runs, || start(&rich, &rich_data, b"/exit\n"));
+        let (without, _) = times(s.runs, || start(&plain, &plain_data, b"/exit\n"));
+        let ratio = with.as_secs_f64() / without.as_secs_f64();
+        rows.push(Row {
+            what: "start-up with 200 skills on demand and a full memory index, then /exit".into(),
+            measured: ms(with),
+            baseline: format!("none {}", ms(without)),
+            ratio,
+            target: "≤ 1.2×".into(),
+            ok: ratio <= 1.2,
+        });
+        // The work moved off the way: what the first input that needs the prompt waits for.
+        let (with, _) = times(s.runs, || start(&rich, &rich_data, b"/context\n"));
+        let (without, _) = times(s.runs, || start(&plain, &plain_data, b"/context\n"));
+        rows.push(Row {
+            what: "(reference) the same, then /context: the skills and memory read".into(),
+            measured: ms(with),
+            baseline: format!("none {}", ms(without)),
+            ratio: with.as_secs_f64() / without.as_secs_f64(),
             target: "-".into(),
             ok: true,
         });

@@ -123,8 +123,7 @@ impl App {
             if !m.description.is_empty() {
                 text.push_str(&format!(
                     " {}",
-                    self.out
-                        .dim(&crate::tools::escape_controls(&m.description))
+                    self.out.dim(&crate::tools::escape_controls(&m.description))
                 ));
             }
             text.push('\n');
@@ -155,7 +154,11 @@ impl App {
         if text.is_empty() {
             return self.out.error(&self.tr("remember_usage", &[]));
         }
-        let name: String = text.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+        let name: String = text
+            .split_whitespace()
+            .take(6)
+            .collect::<Vec<_>>()
+            .join(" ");
         let kind = match level {
             Level::User => "user_preference",
             Level::Project => "project_fact",
@@ -164,10 +167,12 @@ impl App {
         match store.write(level, &name, kind, &description, text, &self.secrets()) {
             Ok(_) => self.out.say(&self.tr(
                 "remembered",
-                &[("name", &crate::tools::escape_controls(&name)), ("level", &level.as_str())],
+                &[
+                    ("name", &crate::tools::escape_controls(&name)),
+                    ("level", &level.as_str()),
+                ],
             )),
             Err(e) => self.out.error(&e.to_string()),
         }
     }
 }
-

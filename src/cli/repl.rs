@@ -80,6 +80,8 @@ pub struct App {
     pub(super) skill_tools: Option<Vec<String>>,
     /// The skill names Tab completes.
     pub(super) skill_names: super::editor::SkillNames,
+    /// The system prompt's parts being read at start-up, until [`App::ready`] takes them.
+    pub(super) prompt_job: Option<std::thread::JoinHandle<PromptJob>>,
     /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
     /// background leave for the next prompt, and whether the session is over (reviews then stop).
     pub(super) memory: Option<crate::memory::MemoryStore>,
@@ -339,19 +341,6 @@ impl App {
             out.warn(&crate::tools::escape_controls(warning));
         }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
-        let skills = SkillRegistry::load_with(&layers, &config.skill);
-        let skill_names: super::editor::SkillNames = std::sync::Arc::new(std::sync::RwLock::new(
-            skills.all().map(|s| s.name.clone()).collect(),
-        ));
-        let shelf = crate::tools::builtin::Shelf::default();
-        shelf.set(skills.shelf(config.skill.max_bytes));
-        for problem in &skills.problems {
-            out.warn(problem);
-        }
-        let instructions = prompt::agents::load(layers.user.as_deref(), &workdir);
-        for problem in &instructions.problems {
-            out.warn(&crate::tools::escape_controls(problem));
-        }
         let datadir = launch
             .datadir
             .clone()
@@ -362,10 +351,32 @@ impl App {
                 datadir.join("memory"),
             )
         });
-        let mut prompt_parts =
-            prompt::system_prompt_parts(&role, &instructions.text, &skills, &workdir);
-        prompt_parts.extend(memory_part(memory.as_ref(), &config.memory));
-        let system_prompt: String = prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
+        // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
+        // status`) are read on a second thread from here: the prompt shows without waiting for
+        // hundreds of skill files, and the first input waits for them ([`App::ready`]). The
+        // thread fills what Tab completion and `use_skill` read itself.
+        let skill_names: super::editor::SkillNames = Default::default();
+        let shelf = crate::tools::builtin::Shelf::default();
+        let prompt_job = {
+            let (layers, role, workdir) = (layers.clone(), role.clone(), workdir.clone());
+            let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
+            let (memory, names, shelf) = (memory.clone(), skill_names.clone(), shelf.clone());
+            std::thread::spawn(move || {
+                let skills = SkillRegistry::load_with(&layers, &skill_settings);
+                *names.write().unwrap_or_else(|e| e.into_inner()) =
+                    skills.all().map(|s| s.name.clone()).collect();
+                shelf.set(skills.shelf(skill_settings.max_bytes));
+                let instructions = prompt::agents::load(layers.user.as_deref(), &workdir);
+                let mut parts =
+                    prompt::system_prompt_parts(&role, &instructions.text, &skills, &workdir);
+                parts.extend(memory_part(memory.as_ref(), &memory_settings));
+                PromptJob {
+                    skills,
+                    problems: instructions.problems,
+                    parts,
+                }
+            })
+        };
         let store = Store::open(&datadir)?;
         let resume = match (&launch.resume, launch.continue_latest) {
             (Some(id), _) => Some(store.resolve(id)?),
@@ -380,10 +391,10 @@ impl App {
         };
         let (session, report) = match resume {
             Some(id) => {
-                let (session, report) = ChatSession::open(store.clone(), &id, &system_prompt)?;
+                let (session, report) = ChatSession::open(store.clone(), &id, "")?;
                 (session, Some(report))
             }
-            None => (ChatSession::new(store.clone(), &system_prompt), None),
+            None => (ChatSession::new(store.clone(), ""), None),
         };
         let reader = if one_shot {
             Reader::Closed
@@ -440,9 +451,9 @@ impl App {
             workdir,
             layers,
             role,
-            skills,
-            system_prompt,
-            prompt_parts,
+            skills: SkillRegistry::default(),
+            system_prompt: String::new(),
+            prompt_parts: Vec::new(),
             store,
             session,
             provider,
@@ -461,6 +472,7 @@ impl App {
             asked_server_window: false,
             skill_tools: None,
             skill_names,
+            prompt_job: Some(prompt_job),
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
@@ -582,8 +594,30 @@ impl App {
         }
     }
 
+    /// Takes the skills and the system prompt read at start-up (waiting for them if need be):
+    /// before any input is handled.
+    pub(super) fn ready(&mut self) {
+        let Some(job) = self.prompt_job.take() else {
+            return;
+        };
+        let Ok(done) = job.join() else {
+            return self.out.error("reading the skills and AGENTS.md failed");
+        };
+        for problem in done.skills.problems.iter().chain(&done.problems) {
+            self.out.warn(&crate::tools::escape_controls(problem));
+        }
+        self.skills = done.skills;
+        self.prompt_parts = done.parts;
+        self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
+        self.session.set_system_prompt(&self.system_prompt);
+    }
+
     /// Processes one line of input, typed or piped.
     pub fn handle_line(&mut self, line: &str) -> Flow {
+        // Leaving needs none of it: nothing waits for the skills then.
+        if !matches!(parse(line), Input::Command(CommandId::Exit, _)) {
+            self.ready();
+        }
         match parse(line) {
             Input::Empty => {}
             Input::Chat(text) => {
@@ -763,6 +797,7 @@ impl App {
     }
 
     fn one_shot(&mut self, prompt: &str, format: super::json_output::OutputFormat) -> ExitCode {
+        self.ready();
         use super::json_output::{JsonObserver, OutputFormat, ResultFields, write_line};
         if format != OutputFormat::Text {
             let stream = format == OutputFormat::StreamJson;
@@ -818,6 +853,13 @@ impl App {
             _ => ExitCode::from(1),
         }
     }
+}
+
+/// What the start-up thread reads: the skills, what AGENTS.md reported, the system prompt's parts.
+pub(super) struct PromptJob {
+    skills: SkillRegistry,
+    problems: Vec<String>,
+    parts: Vec<(String, String)>,
 }
 
 /// The memory indexes as a part of the system prompt.

@@ -10,7 +10,7 @@ impl App {
         let Some(skill) = self.skills.get(name).cloned() else {
             return;
         };
-        let mut text = skill.body.clone();
+        let mut text = skill.instructions(self.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
             self.tools.sandbox().add_read_root(dir.clone());
             text.push_str(&format!(

@@ -167,11 +167,7 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "remember TEXT: a preference of yours, or with --project a fact about this project",
         "记住 TEXT：你的偏好；加 --project 则为本项目的事实",
     ),
-    (
-        "memory_changed",
-        "memory: {what}",
-        "记忆：{what}",
-    ),
+    ("memory_changed", "memory: {what}", "记忆：{what}"),
     (
         "memory_off",
         "memory is off (memory.enabled is false)",

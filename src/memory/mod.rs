@@ -139,10 +139,9 @@ impl MemoryStore {
             for path in paths {
                 match read_memory(&path, level) {
                     Ok(m) => memories.push(m),
-                    Err(why) => problems.push(format!(
-                        "memory file {} skipped: {why}",
-                        path.display()
-                    )),
+                    Err(why) => {
+                        problems.push(format!("memory file {} skipped: {why}", path.display()))
+                    }
                 }
             }
         }
@@ -249,7 +248,10 @@ impl MemoryStore {
         let mut text = String::from("# Memory\n\n");
         for m in memories.iter().filter(|m| m.level == level) {
             let file = m.path.file_name().unwrap_or_default().to_string_lossy();
-            text.push_str(&format!("- [{}]({file}) ({}): {}\n", m.name, m.kind, m.description));
+            text.push_str(&format!(
+                "- [{}]({file}) ({}): {}\n",
+                m.name, m.kind, m.description
+            ));
         }
         write_private(&dir.join(INDEX), &text)
     }

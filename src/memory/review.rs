@@ -67,7 +67,10 @@ pub fn digest(user: &str, tools: &[String], answer: &str) -> String {
     if !tools.is_empty() {
         text.push_str(&format!("\n## Tools used\n{}\n", tools.join(", ")));
     }
-    text.push_str(&format!("\n## The assistant answered\n{}\n", clip(answer, 8000)));
+    text.push_str(&format!(
+        "\n## The assistant answered\n{}\n",
+        clip(answer, 8000)
+    ));
     text
 }
 
@@ -87,7 +90,9 @@ pub async fn ask(
             ChatMessage::text(Role::System, REVIEWER),
             ChatMessage::text(
                 Role::User,
-                format!("# What is remembered now{indexes}\n\n# The turn\n\n{turn}\n\nReply with the JSON only."),
+                format!(
+                    "# What is remembered now{indexes}\n\n# The turn\n\n{turn}\n\nReply with the JSON only."
+                ),
             ),
         ],
         tools: Vec::new(),
@@ -133,7 +138,11 @@ pub fn apply(store: &MemoryStore, changes: &[Change], secrets: &[String]) -> Vec
                         )
                         .is_ok() =>
             {
-                done.push(format!("saved `{}` ({})", change.name.trim(), level.as_str()));
+                done.push(format!(
+                    "saved `{}` ({})",
+                    change.name.trim(),
+                    level.as_str()
+                ));
             }
             "delete" | "forget" => {
                 if let Ok(Some(m)) = store.forget(change.name.trim()) {

@@ -10,31 +10,76 @@ fn memories_are_written_indexed_listed_and_forgotten() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
     assert!(s.prompt_part(200, 25_600).is_none());
-    s.write(Level::User, "Tabs: no", "user_preference", "Spaces, never tabs", "Indent with four spaces.", &[])
-        .unwrap();
-    s.write(Level::Project, "build", "project_fact", "How to build: make", "Run `make` then `make test`.", &[])
-        .unwrap();
+    s.write(
+        Level::User,
+        "Tabs: no",
+        "user_preference",
+        "Spaces, never tabs",
+        "Indent with four spaces.",
+        &[],
+    )
+    .unwrap();
+    s.write(
+        Level::Project,
+        "build",
+        "project_fact",
+        "How to build: make",
+        "Run `make` then `make test`.",
+        &[],
+    )
+    .unwrap();
     // An update replaces, never duplicates.
-    s.write(Level::Project, "build", "project_fact", "How to build: just", "Run `just`.", &[])
-        .unwrap();
+    s.write(
+        Level::Project,
+        "build",
+        "project_fact",
+        "How to build: just",
+        "Run `just`.",
+        &[],
+    )
+    .unwrap();
     let (memories, problems) = s.list();
     assert!(problems.is_empty(), "{problems:?}");
-    let names: Vec<(&str, Level)> = memories.iter().map(|m| (m.name.as_str(), m.level)).collect();
-    assert_eq!(names, [("Tabs: no", Level::User), ("build", Level::Project)]);
+    let names: Vec<(&str, Level)> = memories
+        .iter()
+        .map(|m| (m.name.as_str(), m.level))
+        .collect();
+    assert_eq!(
+        names,
+        [("Tabs: no", Level::User), ("build", Level::Project)]
+    );
     let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
-    assert_eq!(index, "# Memory\n\n- [build](build.md) (project_fact): How to build: just\n");
+    assert_eq!(
+        index,
+        "# Memory\n\n- [build](build.md) (project_fact): How to build: just\n"
+    );
     let part = s.prompt_part(200, 25_600).unwrap();
     assert!(part.contains("### About the user"));
     assert!(part.contains("- [Tabs: no](tabs-no.md) (user_preference): Spaces, never tabs"));
     // Private files.
     use std::os::unix::fs::PermissionsExt;
-    let mode = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().permissions().mode() & 0o777;
+    let mode = |p: &str| {
+        std::fs::metadata(dir.path().join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
     assert_eq!((mode("project/build.md"), mode("project")), (0o600, 0o700));
     // Forgotten: out of the list and the index, kept in the trash.
     assert_eq!(s.forget("build").unwrap().unwrap().name, "build");
     assert!(s.forget("build").unwrap().is_none());
-    assert!(!std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap().contains("build"));
-    assert_eq!(std::fs::read_dir(dir.path().join("project/.trash")).unwrap().count(), 1);
+    assert!(
+        !std::fs::read_to_string(dir.path().join("project/MEMORY.md"))
+            .unwrap()
+            .contains("build")
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("project/.trash"))
+            .unwrap()
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -42,11 +87,22 @@ fn the_index_in_the_prompt_is_capped() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
     for i in 0..50 {
-        s.write(Level::Project, &format!("fact {i}"), "project_fact", &"d".repeat(50), "x", &[])
-            .unwrap();
+        s.write(
+            Level::Project,
+            &format!("fact {i}"),
+            "project_fact",
+            &"d".repeat(50),
+            "x",
+            &[],
+        )
+        .unwrap();
     }
     let part = s.prompt_part(10, 25_600).unwrap();
-    assert_eq!(part.matches("- [fact").count(), 8, "two lines of heading, then 8 entries");
+    assert_eq!(
+        part.matches("- [fact").count(),
+        8,
+        "two lines of heading, then 8 entries"
+    );
     assert!(part.contains("the rest of the index is left out"));
     let part = s.prompt_part(200, 600).unwrap();
     assert!(part.len() < 1000, "{}", part.len());
@@ -57,10 +113,20 @@ fn names_cannot_choose_the_path_and_broken_files_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
     let path = s
-        .write(Level::Project, "../../etc/passwd", "reference", "x", "y", &[])
+        .write(
+            Level::Project,
+            "../../etc/passwd",
+            "reference",
+            "x",
+            "y",
+            &[],
+        )
         .unwrap();
     assert_eq!(path, dir.path().join("project/etc-passwd.md"));
-    assert!(s.write(Level::Project, "!!!", "reference", "x", "y", &[]).is_err());
+    assert!(
+        s.write(Level::Project, "!!!", "reference", "x", "y", &[])
+            .is_err()
+    );
     std::fs::write(dir.path().join("project/broken.md"), "---\nname: [x\n---\n").unwrap();
     std::fs::write(dir.path().join("project/plain.md"), "no front matter").unwrap();
     let (memories, problems) = s.list();
@@ -74,13 +140,31 @@ fn names_cannot_choose_the_path_and_broken_files_are_reported() {
 fn secrets_are_filtered_before_anything_is_written() {
     // (the text planted, the part of it that must not survive)
     let planted = [
-        ("sk-proj-abcdefghijklmnopqrstuvwxyz012345", "abcdefghijklmnopqrstuvwxyz012345"),
-        ("sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZ", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
-        ("ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"),
-        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "11ABCDEFG0123456789"),
+        (
+            "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+            "abcdefghijklmnopqrstuvwxyz012345",
+        ),
+        (
+            "sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        ),
+        (
+            "ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
+        ),
+        (
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+            "11ABCDEFG0123456789",
+        ),
         ("AKIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
-        ("AIzaSyA-1234567890abcdefghijklmnopqrstu", "1234567890abcdefghijklmnopqrstu"),
-        ("xoxb-123456789012-1234567890123-abcdefghij", "1234567890123-abcdefghij"),
+        (
+            "AIzaSyA-1234567890abcdefghijklmnopqrstu",
+            "1234567890abcdefghijklmnopqrstu",
+        ),
+        (
+            "xoxb-123456789012-1234567890123-abcdefghij",
+            "1234567890123-abcdefghij",
+        ),
         (
             "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
             "dozjgNryP4J3jVmNHl0w5N",
@@ -89,14 +173,20 @@ fn secrets_are_filtered_before_anything_is_written() {
         ("password = hunter2hunter2", "hunter2"),
         ("the api_key is 9f8e7d6c5b4a", "9f8e7d6c5b4a"),
         ("https://admin:s3cr3tpw@db.example.com/prod", "s3cr3tpw"),
-        ("my-own-secret-value-from-env", "my-own-secret-value-from-env"),
+        (
+            "my-own-secret-value-from-env",
+            "my-own-secret-value-from-env",
+        ),
     ];
     let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----";
     let lines: Vec<&str> = planted.iter().map(|(text, _)| *text).collect();
     let text = format!("{}\n{key}\nkeep this sentence", lines.join("\n"));
     let env = secret_values(
         [
-            ("MY_SERVICE_TOKEN".to_string(), "my-own-secret-value-from-env".to_string()),
+            (
+                "MY_SERVICE_TOKEN".to_string(),
+                "my-own-secret-value-from-env".to_string(),
+            ),
             ("HOME".to_string(), "/home/someone-long".to_string()),
         ]
         .into_iter(),
@@ -112,7 +202,14 @@ fn secrets_are_filtered_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
     let path = s
-        .write(Level::User, "creds", "reference", "the key sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZ", &text, &env)
+        .write(
+            Level::User,
+            "creds",
+            "reference",
+            "the key sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            &text,
+            &env,
+        )
         .unwrap();
     let stored = std::fs::read_to_string(path).unwrap();
     assert!(!stored.contains("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), "{stored}");
@@ -129,8 +226,12 @@ fn review_answers_are_read_leniently_and_applied() {
     assert_eq!(parse("{\"changes\": []}").unwrap(), Vec::<Change>::new());
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
-    s.write(Level::User, "gone", "reference", "x", "y", &[]).unwrap();
+    s.write(Level::User, "gone", "reference", "x", "y", &[])
+        .unwrap();
     let done = apply(&s, &changes, &[]);
-    assert_eq!(done, ["saved `test command` (project)", "forgot `gone` (user)"]);
+    assert_eq!(
+        done,
+        ["saved `test command` (project)", "forgot `gone` (user)"]
+    );
     assert!(dir.path().join("project/test-command.md").exists());
 }

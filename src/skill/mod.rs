@@ -81,6 +81,84 @@ impl Skill {
     pub fn layer(&self) -> LayerKind {
         self.tier.layer()
     }
+
+    /// The skill's instructions: the body of its file (a folder skill's is read now), cut at
+    /// `max_bytes`.
+    pub fn instructions(&self, max_bytes: usize) -> String {
+        if self.dir.is_none() {
+            return self.body.clone();
+        }
+        match std::fs::read_to_string(&self.source).map(|t| parse_skill(&t, max_bytes)) {
+            Ok(Ok(parsed)) => parsed.body,
+            _ => self.body.clone(),
+        }
+    }
+}
+
+/// A skill file read: its path, its folder (a folder skill's), and its text (a folder skill's
+/// front matter only: its body is read when it is used).
+type Read = (PathBuf, Option<PathBuf>, std::io::Result<String>);
+
+/// Reads the skill files of one tier, in order; many of them on two threads, so that a project
+/// with hundreds of skills starts about as quickly as one with none.
+fn read_all(entries: Vec<(PathBuf, bool)>) -> Vec<Read> {
+    let read = |(path, is_dir): (PathBuf, bool)| -> Read {
+        if is_dir {
+            let file = path.join("SKILL.md");
+            let text = read_head(&file);
+            (file, Some(path), text)
+        } else {
+            let text = std::fs::read_to_string(&path);
+            (path, None, text)
+        }
+    };
+    if entries.len() < 64 {
+        return entries.into_iter().map(read).collect();
+    }
+    let mut first = entries;
+    let second = first.split_off(first.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(move || second.into_iter().map(read).collect::<Vec<_>>());
+        let mut out: Vec<Read> = first.into_iter().map(read).collect();
+        match other.join() {
+            Ok(rest) => out.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        out
+    })
+}
+
+/// The start of a file, enough for its front matter: 4 KB, or the whole file when the front matter
+/// goes on past that.
+fn read_head(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut head = vec![0u8; 4096];
+    let mut n = 0;
+    while n < head.len() {
+        match file.read(&mut head[n..])? {
+            0 => break,
+            // A short read of a regular file is its end: no second call to learn it.
+            k if n + k < head.len() => {
+                n += k;
+                break;
+            }
+            k => n += k,
+        }
+    }
+    head.truncate(n);
+    let text = match String::from_utf8(head) {
+        Ok(text) => text,
+        // Cut inside a character at 4 KB, or not UTF-8: decoded leniently.
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
+    let closed = text
+        .strip_prefix("---")
+        .is_some_and(|rest| rest.contains("\n---"));
+    if n < 4096 || closed {
+        return Ok(text);
+    }
+    std::fs::read_to_string(path)
 }
 
 #[derive(Deserialize)]
@@ -154,26 +232,25 @@ impl SkillRegistry {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            let mut paths: Vec<PathBuf> =
-                entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-            paths.sort();
-            for path in paths {
-                let (file, folder) = if path.is_dir() {
-                    let file = path.join("SKILL.md");
-                    if !file.is_file() {
-                        continue;
-                    }
-                    (file, Some(path.clone()))
-                } else if path.extension().is_some_and(|x| x == "md") {
-                    (path.clone(), None)
-                } else {
-                    continue;
-                };
-                match std::fs::read_to_string(&file) {
-                    Ok(text) => registry.add(tier, &file, folder, &text, settings),
+            // The entry's type comes with the listing: no `stat` per skill.
+            let mut paths: Vec<(PathBuf, bool)> = entries
+                .filter_map(|e| {
+                    let e = e.ok()?;
+                    let kind = e.file_type().ok()?;
+                    let is_dir = kind.is_dir() || (kind.is_symlink() && e.path().is_dir());
+                    Some((e.path(), is_dir))
+                })
+                .filter(|(path, is_dir)| *is_dir || path.extension().is_some_and(|x| x == "md"))
+                .collect();
+            paths.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+            for (path, folder, text) in read_all(paths) {
+                match text {
+                    Ok(text) => registry.add(tier, &path, folder, &text, settings),
+                    // A folder without SKILL.md is not a skill.
+                    Err(e) if folder.is_some() && e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => registry
                         .problems
-                        .push(format!("skill file {} skipped: {e}", file.display())),
+                        .push(format!("skill file {} skipped: {e}", path.display())),
                 }
             }
         }
@@ -216,7 +293,12 @@ impl SkillRegistry {
                         description: parsed.description,
                         // A folder skill is offered unless turned off; `enabled` is the flat kind's.
                         enabled: dir.is_some() || parsed.enabled,
-                        body: parsed.body,
+                        // A folder skill's body is read when it is used.
+                        body: if dir.is_some() {
+                            String::new()
+                        } else {
+                            parsed.body
+                        },
                         tier,
                         source: path.to_path_buf(),
                         dir,
@@ -249,26 +331,18 @@ impl SkillRegistry {
         self.skills.get(name)
     }
 
-    /// What `use_skill` can load: every skill offered on demand, its SKILL.md whole (cut at
-    /// `max_bytes`), and its folder.
+    /// What `use_skill` can load: every skill offered on demand (its SKILL.md is read when loaded,
+    /// cut at `max_bytes`), and its folder.
     pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, crate::tools::builtin::ShelfEntry> {
         self.on_demand()
             .filter_map(|s| {
-                let dir = s.dir.clone()?;
-                let mut text = std::fs::read_to_string(&s.source).unwrap_or_else(|_| s.body.clone());
-                if text.len() > max_bytes {
-                    let mut end = max_bytes;
-                    while !text.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    text.truncate(end);
-                    text.push_str(&format!(
-                        "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
-                    ));
-                }
                 Some((
                     s.name.clone(),
-                    crate::tools::builtin::ShelfEntry { text, dir },
+                    crate::tools::builtin::ShelfEntry {
+                        source: s.source.clone(),
+                        dir: s.dir.clone()?,
+                        max_bytes,
+                    },
                 ))
             })
             .collect()
@@ -283,6 +357,90 @@ struct Parsed {
     body: String,
     args: Option<String>,
     allowed_tools: Option<Vec<String>>,
+}
+
+/// Front matter of plain `key: value` lines (what skills hold), read without a YAML parser: loading
+/// many skills stays quick. None when it holds anything else (quotes with escapes, nested
+/// values, several lines): the YAML parser reads those.
+fn simple_front_matter(text: &str) -> Option<(FrontMatter, String)> {
+    let rest = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
+    let end = rest.find("\n---")?;
+    let block = &rest[..end];
+    let after = &rest[end + 4..];
+    // The closing line is `---` alone.
+    let after = match after.find('\n') {
+        Some(nl) if after[..nl].trim().is_empty() => &after[nl + 1..],
+        None if after.trim().is_empty() => "",
+        _ => return None,
+    };
+    let mut front = FrontMatter {
+        name: None,
+        description: None,
+        enabled: None,
+        args: None,
+        allowed_tools: None,
+    };
+    for line in block.lines() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let (key, value) = line.split_once(':')?;
+        if key.starts_with(char::is_whitespace) || key.trim().is_empty() {
+            return None;
+        }
+        let value = value.trim();
+        let plain = |v: &str| -> Option<String> {
+            let special = v
+                .starts_with(['{', '[', '|', '>', '&', '*', '!', '%', '@', '`', '"', '\''])
+                || v.contains(": ")
+                || v.contains(" #");
+            (!special).then(|| v.to_string())
+        };
+        let scalar = |v: &str| -> Option<String> {
+            if let Some(inner) = v.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                return (!inner.contains(['\\', '"'])).then(|| inner.to_string());
+            }
+            if let Some(inner) = v.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
+                return (!inner.contains('\'')).then(|| inner.to_string());
+            }
+            plain(v)
+        };
+        match key.trim() {
+            "name" => front.name = Some(scalar(value)?),
+            "description" => front.description = Some(scalar(value)?),
+            "enabled" => {
+                front.enabled = Some(match value {
+                    "true" | "yes" => true,
+                    "false" | "no" => false,
+                    _ => return None,
+                })
+            }
+            "args" => front.args = Some(serde_json::Value::String(scalar(value)?)),
+            "allowed-tools" | "allowed_tools" => {
+                front.allowed_tools = Some(
+                    match value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                        Some(list) => serde_json::Value::Array(
+                            list.split(',')
+                                .map(|t| scalar(t.trim()).map(serde_json::Value::String))
+                                .collect::<Option<Vec<_>>>()?,
+                        ),
+                        None => serde_json::Value::String(scalar(value)?),
+                    },
+                )
+            }
+            // Keys of other agents' formats are not ours; a value that is not a plain line is
+            // left to the YAML parser.
+            _ => {
+                if value.is_empty() || scalar(value).is_none() {
+                    return None;
+                }
+            }
+        }
+    }
+    Some((front, after.to_string()))
 }
 
 /// The tool names of other agents (Claude Code's, in the Agent Skills format) in `new`'s.
@@ -306,13 +464,18 @@ fn tool_name(name: &str) -> String {
 /// A skill file's front matter and body, or why it is broken. A body longer than `max_bytes` is
 /// cut there, with a note.
 fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
-    let matter = Matter::<YAML>::new();
-    let parsed = matter
-        .parse::<FrontMatter>(text)
-        .map_err(|e| format!("its front matter is not valid YAML ({e})"))?;
-    let front = parsed
-        .data
-        .ok_or_else(|| "it has no front matter (a `---` block with `name:`)".to_string())?;
+    let (front, content) = match simple_front_matter(text) {
+        Some(found) => found,
+        None => {
+            let parsed = Matter::<YAML>::new()
+                .parse::<FrontMatter>(text)
+                .map_err(|e| format!("its front matter is not valid YAML ({e})"))?;
+            let front = parsed
+                .data
+                .ok_or_else(|| "it has no front matter (a `---` block with `name:`)".to_string())?;
+            (front, parsed.content)
+        }
+    };
     let name = front
         .name
         .map(|n| n.trim().to_string())
@@ -343,7 +506,7 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
         names.dedup();
         names
     });
-    let mut body = parsed.content.trim().to_string();
+    let mut body = content.trim().to_string();
     if body.len() > max_bytes {
         let mut end = max_bytes;
         while !body.is_char_boundary(end) {
@@ -483,9 +646,9 @@ mod tests {
             r.get("list").unwrap().allowed_tools.as_deref(),
             Some(&["read_file".to_string(), "glob".into()][..])
         );
-        let big = r.get("big").unwrap();
-        assert!(big.body.len() < 1200 && big.body.contains("skill.max_skill_size_bytes"));
-        assert!(r.shelf(1024)["big"].text.len() < 1200);
+        let big = r.get("big").unwrap().instructions(1024);
+        assert!(big.len() < 1200 && big.contains("skill.max_skill_size_bytes"));
+        assert!(r.shelf(1024)["big"].text().unwrap().len() < 1200);
         assert!(
             r.problems.iter().any(|p| p.contains("holds a space")),
             "{:?}",

@@ -71,13 +71,24 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
         &[("we use pnpm here\n", &|| true), ("/memory\n", &indexed)],
     );
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert!(run.stdout.contains("memory: saved `package manager` (project)"), "{run:?}");
-    assert!(run.stdout.contains("project_fact     project  package manager"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("memory: saved `package manager` (project)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("project_fact     project  package manager"),
+        "{run:?}"
+    );
     // The review saw the turn.
     let reviews = server.reviews();
     assert_eq!(reviews.len(), 1);
     let asked = reviews[0]["messages"][1]["content"].as_str().unwrap();
-    assert!(asked.contains("we use pnpm here") && asked.contains("Noted."), "{asked}");
+    assert!(
+        asked.contains("we use pnpm here") && asked.contains("Noted."),
+        "{asked}"
+    );
     // Nothing secret reached the disk.
     let stored = std::fs::read_to_string(&file).unwrap();
     assert!(stored.contains("Use pnpm, never npm."), "{stored}");
@@ -94,7 +105,9 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
         .to_string();
     assert!(system.contains("## Memory"), "{system}");
     assert!(
-        system.contains("- [package manager](package-manager.md) (project_fact): This project uses pnpm"),
+        system.contains(
+            "- [package manager](package-manager.md) (project_fact): This project uses pnpm"
+        ),
         "{system}"
     );
 }
@@ -107,7 +120,11 @@ fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
     let server = Server::start(vec![text(&["One."]), text(&["Two."])]);
     server.answer_reviews("I think nothing is worth keeping.", Duration::ZERO);
     let asked = || !server.reviews().is_empty();
-    let run = run_paced(&env, &server.base_url, &[("hi\n", &|| true), ("again\n", &asked)]);
+    let run = run_paced(
+        &env,
+        &server.base_url,
+        &[("hi\n", &|| true), ("again\n", &asked)],
+    );
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!project_memory(&env).exists());
     // Slower than the timeout.
@@ -118,7 +135,11 @@ fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
     let run = run_paced(&env, &server.base_url, &[("hi\n", &|| true)]);
     assert_eq!(run.code, Some(0), "{run:?}");
     // Input ended while the review was in flight: `new` left without waiting for it.
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     std::thread::sleep(Duration::from_secs(4));
     assert!(!project_memory(&env).join("late.md").exists());
 }
@@ -133,13 +154,35 @@ fn remember_forget_and_memory_off() {
         "/remember I prefer short answers\n/remember --project The tests need Docker\n/memory\n/memory forget The tests need Docker\n/memory forget nothing\n/memory\n/remember\n",
     );
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert!(run.stdout.contains("remembered `I prefer short answers` (user)"), "{run:?}");
-    assert!(run.stdout.contains("user_preference  user     I prefer short answers"), "{run:?}");
-    assert!(run.stdout.contains("project_fact     project  The tests need Docker"), "{run:?}");
-    assert!(run.stdout.contains("forgot `The tests need Docker` (project)"), "{run:?}");
-    assert!(run.stderr.contains("no memory is named `nothing`"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("remembered `I prefer short answers` (user)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("user_preference  user     I prefer short answers"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("project_fact     project  The tests need Docker"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("forgot `The tests need Docker` (project)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("no memory is named `nothing`"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("/remember takes the text"), "{run:?}");
-    let user_file = env.dir.path().join("xdg-data/new/memory/i-prefer-short-answers.md");
+    let user_file = env
+        .dir
+        .path()
+        .join("xdg-data/new/memory/i-prefer-short-answers.md");
     assert!(user_file.exists());
 
     // Off: nothing injected, no review asked, the commands say so.

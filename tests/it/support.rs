@@ -248,7 +248,9 @@ async fn handle(
         };
         return Response::builder()
             .header("content-type", "text/event-stream")
-            .body(Body::from(chunks.iter().map(|c| sse_event(c)).collect::<String>()))
+            .body(Body::from(
+                chunks.iter().map(|c| sse_event(c)).collect::<String>(),
+            ))
             .unwrap();
     }
     shared.requests.lock().unwrap().push(value.clone());

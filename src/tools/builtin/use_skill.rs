@@ -13,10 +13,31 @@ use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutpu
 /// A skill the model can load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShelfEntry {
-    /// Its SKILL.md as sent (the front matter included; the body capped).
-    pub text: String,
+    /// Its SKILL.md, read when the skill is loaded.
+    pub source: PathBuf,
     /// Its folder.
     pub dir: PathBuf,
+    /// The most of the file sent (`skill.max_skill_size_bytes`).
+    pub max_bytes: usize,
+}
+
+impl ShelfEntry {
+    /// The SKILL.md whole, cut at `max_bytes` with a note.
+    pub fn text(&self) -> std::io::Result<String> {
+        let mut text = std::fs::read_to_string(&self.source)?;
+        if text.len() > self.max_bytes {
+            let mut end = self.max_bytes;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str(&format!(
+                "\n\n[The rest of this skill was cut: it is longer than {} bytes (skill.max_skill_size_bytes).]",
+                self.max_bytes
+            ));
+        }
+        Ok(text)
+    }
 }
 
 /// The skills offered on demand, by name; shared with the REPL, which refills it when skills are
@@ -79,11 +100,14 @@ impl Tool for UseSkill {
             let Some(entry) = ctx.skills.get(name) else {
                 return Err(ToolError::Failed(format!("skill not found: {name}")));
             };
+            let text = entry
+                .text()
+                .map_err(|e| ToolError::Failed(format!("skill {name} cannot be read: {e}")))?;
             ctx.sandbox.add_read_root(entry.dir.clone());
             Ok(ToolOutput {
                 content: format!(
                     "{}\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
-                    entry.text.trim_end(),
+                    text.trim_end(),
                     entry.dir.display()
                 ),
                 summary: format!("skill {name} loaded"),
