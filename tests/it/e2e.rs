@@ -163,3 +163,31 @@ fn real_server_with_a_small_window_compacts_and_goes_on() {
         );
     }
 }
+
+/// A turn against the real server completes while the memory review runs in the background, and
+/// `new` leaves at once, without waiting for the review in flight.
+#[test]
+fn real_server_turn_completes_with_a_review_in_the_background_and_exit_does_not_wait() {
+    let Some(url) = base_url() else { return };
+    let env = Env::new();
+    let started = std::time::Instant::now();
+    let run = env.run(
+        &url,
+        &["--model", "smollm2"],
+        "Remember that I like short answers. Say OK.\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.is_empty(), "{run:?}");
+    assert!(run.stdout.contains("[smollm2 · "), "{run:?}");
+    // The review was asked for: its request is still running, or it ended; either way nothing
+    // half-written is left behind.
+    let elapsed = started.elapsed();
+    eprintln!("turn and exit took {elapsed:?}");
+    let memory = env.data().join("memory");
+    if memory.exists() {
+        for entry in std::fs::read_dir(&memory).unwrap() {
+            let name = entry.unwrap().file_name();
+            assert!(!name.to_string_lossy().ends_with(".tmp"), "{name:?}");
+        }
+    }
+}
