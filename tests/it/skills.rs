@@ -47,6 +47,13 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     let env = Env::new();
     let dir = pdf_skill(&env);
     let fields = dir.join("reference/fields.md").display().to_string();
+    std::fs::write(env.dir.path().join("secret.txt"), "top secret").unwrap();
+    std::os::unix::fs::symlink(
+        env.dir.path().join("secret.txt"),
+        dir.join("reference/leak.md"),
+    )
+    .unwrap();
+    let leak = dir.join("reference/leak.md").display().to_string();
     let server = Server::start(vec![
         // Before the skill is loaded, its folder is out of reach.
         tool_calls(&[(
@@ -68,6 +75,8 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
             "write_file",
             &json!({ "filepath": fields, "content": "overwritten" }).to_string(),
         )]),
+        // A link in the skill's folder to a file outside it leads nowhere.
+        tool_calls(&[("c5", "read_file", &json!({ "filepath": leak }).to_string())]),
         text(&["Done."]),
     ]);
     let run = env.run(
@@ -104,6 +113,12 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
         "{}",
         last(4)
     );
+    assert!(
+        last(5).contains("outside the working folder"),
+        "{}",
+        last(5)
+    );
+    assert!(!last(5).contains("top secret"));
     assert_eq!(
         std::fs::read_to_string(dir.join("reference/fields.md")).unwrap(),
         "field one: name\nfield two: date\n"
