@@ -366,6 +366,75 @@ mod tests {
         (dir, sandbox)
     }
 
+    /// Read-only extra roots: absolute paths inside them resolve (by the same rules: links judged
+    /// by their target, `..` never leaving the root), relative paths never do, and the results
+    /// root is replaced while other roots stay.
+    #[test]
+    fn extra_roots_are_readable_by_the_same_rules_and_nothing_else() {
+        let (d, s) = setup();
+        let results = d.path().join("data/c1.results");
+        let skill = d.path().join("skills/pdf");
+        std::fs::create_dir_all(&results).unwrap();
+        std::fs::create_dir_all(skill.join("reference")).unwrap();
+        std::fs::write(results.join("m1.txt"), "whole").unwrap();
+        std::fs::write(skill.join("reference/notes.md"), "notes").unwrap();
+        std::os::unix::fs::symlink(d.path().join("secret.txt"), skill.join("leak")).unwrap();
+        std::os::unix::fs::symlink(skill.join("reference"), skill.join("inner")).unwrap();
+        let result = results.join("m1.txt").display().to_string();
+        let note = skill.join("reference/notes.md").display().to_string();
+        // Nothing before the roots are set.
+        assert!(matches!(
+            s.resolve_read(&result),
+            Err(SandboxError::Outside(_))
+        ));
+        s.set_results_root(results.clone());
+        s.add_read_root(skill.clone());
+        let (inside, path) = s.resolve_read(&result).unwrap();
+        assert_eq!(path, results.canonicalize().unwrap().join("m1.txt"));
+        assert_eq!(inside.display(&path), path.display().to_string());
+        assert_eq!(
+            inside.open_read(&path, "m1").map(|f| f.len).unwrap(),
+            5,
+            "opened through the root's own handle walk"
+        );
+        assert!(s.resolve_read(&note).is_ok());
+        assert!(
+            s.resolve_read(&skill.join("inner/notes.md").display().to_string())
+                .is_ok()
+        );
+        // Out of a root: by a link, by `..`, or a sibling folder.
+        for path in [
+            skill.join("leak").display().to_string(),
+            format!("{}/../../secret.txt", skill.display()),
+            format!("{}/../c2.results/x.txt", results.display()),
+            d.path().join("secret.txt").display().to_string(),
+        ] {
+            assert!(s.resolve_read(&path).is_err(), "{path}");
+        }
+        // Relative paths are WORKDIR's only.
+        assert_eq!(
+            s.resolve_read("src/a.txt").unwrap().1,
+            s.root().join("src/a.txt")
+        );
+        assert!(
+            s.resolve_read("m1.txt")
+                .unwrap()
+                .0
+                .display(&s.root().join("m1.txt"))
+                == "m1.txt"
+        );
+        // Writing goes through `resolve`, which knows no extra root.
+        assert!(matches!(s.resolve(&note), Err(SandboxError::Outside(_))));
+        // Another conversation's results replace this one's; the skill stays.
+        let other = d.path().join("data/c2.results");
+        std::fs::create_dir_all(&other).unwrap();
+        s.set_results_root(other);
+        assert!(s.resolve_read(&result).is_err());
+        assert!(s.resolve_read(&note).is_ok());
+        // The clones share the roots (the registry's copy is the one the tools use).
+        assert!(s.clone().resolve_read(&note).is_ok());
+    }
+
     #[test]
     fn inside_paths_resolve() {
         let (_d, s) = setup();
