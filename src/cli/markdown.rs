@@ -172,6 +172,8 @@ impl Flow {
                     }
                     let window = &src[body..(body + LOOKAHEAD).min(src.len())];
                     match find_run(window, '`', run) {
+                        // A closing run at the very end may still grow into a longer one.
+                        Some(at) if !complete && body + at + run == src.len() => break,
                         Some(at) => {
                             let text = &src[body..body + at];
                             let text =
@@ -332,59 +334,65 @@ impl Flow {
         }
         let closes = !space(prev) && (marker != b'_' || !word(next));
         let opens = !space(next) && (marker != b'_' || !word(prev));
+        // Decided on a copy: nothing changes unless the run is settled.
+        let mut open = self.open;
         let mut used = 0;
         let mut left = run;
         // Close what is open, innermost first.
         if closes {
-            if left >= 2 && self.open.bold == Some(marker) {
-                self.open.bold = None;
+            if left >= 2 && open.bold == Some(marker) {
+                open.bold = None;
                 left -= 2;
                 used += 2;
             }
-            if left >= 1 && self.open.italic == Some(marker) {
-                self.open.italic = None;
+            if left >= 1 && open.italic == Some(marker) {
+                open.italic = None;
                 left -= 1;
                 used += 1;
             }
-            if left >= 2 && self.open.bold == Some(marker) {
-                self.open.bold = None;
+            if left >= 2 && open.bold == Some(marker) {
+                open.bold = None;
                 left -= 2;
                 used += 2;
             }
         }
         if left > 0 && opens {
+            // Whether what is left opens depends on closers still to come, until the line is
+            // complete (or the lookahead is exhausted).
+            let waiting = !complete && rest.len() < LOOKAHEAD;
             let marker_str = |n: usize| (marker as char).to_string().repeat(n);
-            if left >= 2 && self.open.bold.is_none() {
+            if left >= 2 && open.bold.is_none() {
                 match closer(rest, &marker_str(2), complete) {
                     Closer::Yes => {
-                        self.open.bold = Some(marker);
+                        open.bold = Some(marker);
                         left -= 2;
                         used += 2;
                     }
-                    // A closer whose run may still grow decides nothing yet.
-                    Closer::Maybe if used == 0 => return Marker::Undecided,
-                    _ => {}
+                    Closer::Maybe => return Marker::Undecided,
+                    Closer::No if waiting => return Marker::Undecided,
+                    Closer::No => {}
                 }
             }
-            if left >= 1 && self.open.italic.is_none() {
+            if left >= 1 && open.italic.is_none() {
                 match closer(rest, &marker_str(1), complete) {
                     Closer::Yes => {
-                        self.open.italic = Some(marker);
+                        open.italic = Some(marker);
                         left -= 1;
                         used += 1;
                     }
-                    Closer::Maybe if used == 0 => return Marker::Undecided,
-                    _ => {}
+                    Closer::Maybe => return Marker::Undecided,
+                    Closer::No if waiting => return Marker::Undecided,
+                    Closer::No => {}
                 }
             }
             if left > 0 && used == 0 {
-                // An opener whose closer has not arrived: undecided until the line is complete.
                 return undecided();
             }
         }
         if used == 0 {
             return Marker::Literal;
         }
+        self.open = open;
         // Markers left over are literal.
         let style = Style {
             bold: self.base.bold || self.open.bold.is_some(),
@@ -593,7 +601,11 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
         let bars: String = QUOTE_BAR.repeat(depth);
         let bar_width = 2 * depth;
         let prefix = paint_prefix(&bars, "2", layout);
-        // A list inside a quote keeps its marker.
+        // A list inside a quote keeps its marker; what the quote holds may not be known yet.
+        let inner = classify(rest, complete, layout);
+        if inner.is_none() && !complete {
+            return None;
+        }
         if let Some(Line::Flowing {
             first,
             first_width,
@@ -601,7 +613,7 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
             next_width,
             base,
             text,
-        }) = classify(rest, complete, layout)
+        }) = inner
         {
             return Some(Line::Flowing {
                 first: format!("{prefix}{first}"),
@@ -719,6 +731,8 @@ pub struct Renderer {
     /// The flowing line being laid out from `pending`, if it is one.
     flow: Option<Flow>,
     block: Block,
+    /// A `\r` that ended the last piece.
+    held_cr: bool,
 }
 
 impl Renderer {
@@ -732,11 +746,23 @@ impl Renderer {
             pending: String::new(),
             flow: None,
             block: Block::Text,
+            held_cr: false,
         }
     }
 
     /// Takes more of the answer; returns what can be printed now.
     pub fn push(&mut self, text: &str) -> String {
+        // A `\r` that ends a piece waits for the next: before a `\n` it is a line end's.
+        let joined;
+        let mut text = text;
+        if std::mem::take(&mut self.held_cr) && !text.starts_with('\n') {
+            joined = format!("\r{text}");
+            text = &joined;
+        }
+        if let Some(t) = text.strip_suffix('\r') {
+            self.held_cr = true;
+            text = t;
+        }
         let mut out = String::new();
         let mut rest = text;
         while let Some(nl) = rest.find('\n') {
@@ -760,6 +786,9 @@ impl Renderer {
 
     /// The answer ended (or was cut short): prints what is left, closing any open block.
     pub fn finish(&mut self) -> String {
+        if std::mem::take(&mut self.held_cr) {
+            self.pending.push('\r');
+        }
         let mut out = String::new();
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);

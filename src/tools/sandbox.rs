@@ -411,7 +411,15 @@ mod tests {
         ] {
             assert!(s.resolve_read(&path).is_err(), "{path}");
         }
-        // Relative paths are WORKDIR's only.
+        // Relative paths are WORKDIR's only: one that leaves WORKDIR by a link is not looked
+        // for in the extra roots, even where a root has that name.
+        std::os::unix::fs::symlink(d.path(), s.root().join("out")).unwrap();
+        std::fs::create_dir_all(results.join("out")).unwrap();
+        std::fs::write(results.join("out/f.txt"), "f").unwrap();
+        assert!(matches!(
+            s.resolve_read("out/f.txt"),
+            Err(SandboxError::Outside(_))
+        ));
         assert_eq!(
             s.resolve_read("src/a.txt").unwrap().1,
             s.root().join("src/a.txt")

@@ -226,3 +226,98 @@ fn a_tall_table_never_shows_more_rows_than_fit() {
     assert!(out.contains("⟨3F⟩⟨J⟩"), "{out}");
     assert!(out.ends_with("after\n"), "{out}");
 }
+
+/// Arbitrary text (markers unbalanced, tables ragged, wide and combining characters, escapes at
+/// chunk ends) never panics, and its output does not depend on the chunking.
+#[test]
+fn arbitrary_text_never_panics_and_chunking_never_matters() {
+    let atoms = [
+        "*",
+        "**",
+        "***",
+        "_",
+        "__",
+        "~~",
+        "~",
+        "`",
+        "``",
+        "```",
+        "```rust\n",
+        "~~~\n",
+        "\\",
+        "[",
+        "]",
+        "(",
+        ")",
+        "](",
+        "<",
+        ">",
+        "<https://",
+        "|",
+        "| a |",
+        "|---|",
+        ":--:",
+        "\n",
+        "\n\n",
+        "  ",
+        " ",
+        "-",
+        "- ",
+        "1. ",
+        "> ",
+        "#",
+        "# ",
+        "---",
+        "word",
+        "longerword",
+        "汉字",
+        "é",
+        "\u{301}",
+        "😀",
+        "\t",
+        "http://x.y",
+        "[t](u)",
+        "a_b",
+        "\r\n",
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let cases: usize = std::env::var("NEW_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    for case in 0..cases {
+        let len = (next() % 60) as usize;
+        let text: String = (0..len)
+            .map(|_| atoms[(next() % atoms.len() as u64) as usize])
+            .collect();
+        for width in [20, 80] {
+            let l = Layout {
+                height: 8,
+                ..layout(width)
+            };
+            let whole = render(&text, l);
+            let mut r = Renderer::new(l);
+            let mut out = String::new();
+            let chars: Vec<char> = text.chars().collect();
+            let mut at = 0;
+            while at < chars.len() {
+                let size = 1 + (next() % 7) as usize;
+                let end = (at + size).min(chars.len());
+                out.push_str(&r.push(&chars[at..end].iter().collect::<String>()));
+                at = end;
+            }
+            out.push_str(&r.finish());
+            assert_eq!(
+                readable(&out),
+                readable(&whole),
+                "case {case}, width {width}: {text:?}"
+            );
+        }
+    }
+}
