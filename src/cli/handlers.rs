@@ -181,7 +181,11 @@ impl App {
             id.to_string()
         };
         let m = c.get(&target).expect("from the tree");
-        if m.role != Role::User || m.is_summary() {
+        if m.is_summary() {
+            let n = c.number_of(&target).unwrap_or(0);
+            return self.refuse_text("a_summary_is_not_edited", &[("n", &n)]);
+        }
+        if m.role != Role::User {
             let n = c.number_of(&target).unwrap_or(0);
             return self.refuse_text(
                 "only_user_messages_can_be_edited",

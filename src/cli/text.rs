@@ -862,6 +862,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "上下文 {pct}%（共 {window}）",
     ),
     (
+        "a_summary_is_not_edited",
+        "[{n}] is a summary node: it is never edited; /compact writes a new one",
+        "[{n}] 是摘要节点，不能编辑；/compact 会生成新的摘要",
+    ),
+    (
         "misplaced_summaries",
         "summary nodes whose replaced message is not above them are kept but not used in requests: {ids}",
         "以下摘要节点所代替的消息不在其上方，已保留但不会用于请求：{ids}",

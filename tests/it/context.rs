@@ -139,6 +139,7 @@ three\n\
 four\n\
 /retry\n\
 /dump\n\
+/edit 7\n\
 /export\n\
 /tree\n\
 /1\n\
@@ -223,6 +224,12 @@ fork from the top\n";
         export.contains("## Summary (compaction)")
             && export.contains("stands for the 2 messages above"),
         "{export}"
+    );
+    // A summary is never edited.
+    assert!(
+        run.stderr
+            .contains("[7] is a summary node: it is never edited"),
+        "{run:?}"
     );
     // `/tree`: the summary node says what it replaces.
     assert!(run.stdout.contains("summary of [1–2] · "), "{}", run.stdout);
