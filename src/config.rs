@@ -117,6 +117,9 @@ pub struct FileConfig {
     /// Memory across sessions (CodePilot's `memory` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryEntry>,
+    /// Snapshots of the working folder (CodePilot's `checkpoints` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointsEntry>,
     /// Context management (CodePilot's `compaction` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionEntry>,
@@ -168,6 +171,20 @@ pub struct MemoryEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_timeout_seconds: Option<u64>,
 }
+
+/// The `checkpoints` section; every key optional.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointsEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_file_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_files: Option<u64>,
+}
+
+/// The keys of the `checkpoints` section.
+const CHECKPOINTS_KEYS: &[&str] = &["enabled", "max_file_bytes", "max_files"];
 
 /// The keys of the `memory` section.
 const MEMORY_KEYS: &[&str] = &[
@@ -354,6 +371,7 @@ const KNOWN_KEYS: &[&str] = &[
     "render",
     "skill",
     "memory",
+    "checkpoints",
     "$schema",
 ];
 
@@ -444,6 +462,14 @@ impl FileConfig {
                 base.overrides.extend(near.overrides);
                 Some(base)
             }
+            (base, near) => near.or(base),
+        };
+        self.checkpoints = match (self.checkpoints.take(), nearer.checkpoints) {
+            (Some(base), Some(near)) => Some(CheckpointsEntry {
+                enabled: near.enabled.or(base.enabled),
+                max_file_bytes: near.max_file_bytes.or(base.max_file_bytes),
+                max_files: near.max_files.or(base.max_files),
+            }),
             (base, near) => near.or(base),
         };
         self.memory = match (self.memory.take(), nearer.memory) {
@@ -629,6 +655,7 @@ pub struct Config {
     pub render: bool,
     pub skill: crate::skill::SkillSettings,
     pub memory: crate::memory::MemorySettings,
+    pub checkpoints: crate::checkpoint::CheckpointSettings,
 }
 
 impl Mode {
@@ -723,6 +750,7 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                 ("compaction", COMPACTION_KEYS),
                 ("skill", SKILL_KEYS),
                 ("memory", MEMORY_KEYS),
+                ("checkpoints", CHECKPOINTS_KEYS),
             ] {
                 if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
                     unknown.extend(
@@ -925,6 +953,26 @@ pub fn load(
                     16 * 1024 * 1024,
                 )? as usize,
                 overrides: entry.overrides,
+            }
+        },
+        checkpoints: {
+            let entry = merged.checkpoints.clone().unwrap_or_default();
+            crate::checkpoint::CheckpointSettings {
+                enabled: entry.enabled.unwrap_or(true),
+                max_file_bytes: in_range(
+                    "checkpoints.max_file_bytes",
+                    entry.max_file_bytes,
+                    5 * 1024 * 1024,
+                    1,
+                    1 << 30,
+                )?,
+                max_files: in_range(
+                    "checkpoints.max_files",
+                    entry.max_files,
+                    50_000,
+                    1,
+                    10_000_000,
+                )? as usize,
             }
         },
         memory: {

@@ -13,6 +13,7 @@
 //! - [`config`]: layered configuration.
 
 pub mod agent;
+pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod context;

@@ -63,6 +63,8 @@ pub trait Observer {
     fn tool_result(&mut self, call: &ToolCall, outcome: &ToolOutcome);
     /// A compaction began, ended or failed.
     fn compaction(&mut self, _event: &CompactionEvent<'_>) {}
+    /// A snapshot of the working folder failed (said once a session).
+    fn checkpoint_failed(&mut self, _reason: &str) {}
 }
 
 /// What happened to a compaction.
@@ -133,6 +135,8 @@ pub struct Agent<'a> {
     pub context: Option<&'a Context>,
     /// The only tools offered and run (a skill's `allowed-tools` while its turn runs).
     pub allowed_tools: Option<&'a [String]>,
+    /// Snapshots of the working folder around rounds of tools that may change it.
+    pub checkpoints: Option<&'a crate::checkpoint::Checkpoints>,
 }
 
 impl Agent<'_> {
@@ -179,10 +183,24 @@ impl Agent<'_> {
             if status == ResponseStatus::Complete {
                 return TurnEnd::Complete;
             }
-            match self
+            // The folder's state before a round that may change it (on the answer that asked),
+            // and after it (on the round's last result). The first one also stands for the root.
+            let changes_files = calls.iter().any(|c| !self.is_read(&c.function.name));
+            if changes_files {
+                let mut nodes = vec![session.conversation().cursor().to_string()];
+                if session.conversation().checkpoints.is_empty() {
+                    nodes.push(session.conversation().root_id.clone());
+                }
+                self.checkpoint(session, observer, &nodes);
+            }
+            let ran = self
                 .run_tools(session, &calls, observer, gate, interrupts)
-                .await
-            {
+                .await;
+            if changes_files {
+                let last = session.conversation().cursor().to_string();
+                self.checkpoint(session, observer, &[last]);
+            }
+            match ran {
                 Ok(true) => {}
                 Ok(false) => return TurnEnd::Interrupted,
                 Err(e) => return TurnEnd::Failed(e.into()),
@@ -599,6 +617,26 @@ impl Agent<'_> {
             }
         }
         Ok(!interrupted)
+    }
+
+    /// Takes a snapshot of the working folder and attaches it to `nodes`; a failure is said once
+    /// and the turn goes on.
+    fn checkpoint(&self, session: &mut ChatSession, observer: &mut dyn Observer, nodes: &[String]) {
+        let Some(checkpoints) = self.checkpoints else {
+            return;
+        };
+        match checkpoints.take() {
+            Ok(Some(snapshot)) => {
+                for node in nodes {
+                    if let Err(e) = session.add_checkpoint(node, &snapshot) {
+                        observer.checkpoint_failed(&e.to_string());
+                        return;
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => observer.checkpoint_failed(&e.to_string()),
+        }
     }
 
     /// Whether a call only reads (and so may run beside others).

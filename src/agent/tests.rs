@@ -195,6 +195,7 @@ async fn run_with(
         max_rounds,
         context,
         allowed_tools: None,
+        checkpoints: None,
     };
     let mut recorder = Recorder::default();
     let end = agent
@@ -881,6 +882,7 @@ async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
         max_rounds: 5,
         context: Some(&ctx),
         allowed_tools: None,
+        checkpoints: None,
     };
     let (_tx, mut interrupts) = watch::channel(0u64);
     let mut rec = Recorder::default();

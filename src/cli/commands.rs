@@ -28,6 +28,8 @@ pub enum CommandId {
     Skills,
     Memory,
     Remember,
+    Diff,
+    Checkpoints,
     Help,
     Exit,
 }
@@ -202,6 +204,20 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/remember"],
         args: "[--project] TEXT",
         help: "help_remember",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Diff,
+        names: &["/diff"],
+        args: "[N [M]]",
+        help: "help_diff",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Checkpoints,
+        names: &["/checkpoints"],
+        args: "",
+        help: "help_checkpoints",
         takes_conversation: false,
     },
     CommandSpec {

@@ -51,6 +51,7 @@ impl App {
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
             allowed_tools: None,
+            checkpoints: None,
         };
         let mut printer = Printer::new(self.out);
         let focus = Some(args.trim()).filter(|a| !a.is_empty());

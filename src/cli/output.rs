@@ -400,6 +400,15 @@ impl Observer for Printer {
         }
     }
 
+    fn checkpoint_failed(&mut self, reason: &str) {
+        self.end_line();
+        self.out.warn(&super::text::tr(
+            self.out.lang,
+            "checkpoint_failed",
+            &[("reason", &crate::tools::escape_controls(reason))],
+        ));
+    }
+
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
         self.end_line();
         let secs = format!("{:.1}", delay.as_secs_f64());

@@ -80,6 +80,8 @@ pub struct App {
     pub(super) skill_tools: Option<Vec<String>>,
     /// The skill names Tab completes.
     pub(super) skill_names: super::editor::SkillNames,
+    /// Snapshots of the working folder (None when `checkpoints.enabled` is false).
+    pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
     /// The system prompt's parts being read at start-up, until [`App::ready`] takes them.
     pub(super) prompt_job: Option<std::thread::JoinHandle<PromptJob>>,
     /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
@@ -447,6 +449,9 @@ impl App {
         });
 
         let context = crate::context::Context::new(config.context.clone(), &config.model);
+        let checkpoints = config.checkpoints.enabled.then(|| {
+            crate::checkpoint::Checkpoints::new(store.dir(), &workdir, config.checkpoints.clone())
+        });
         let app = App {
             workdir,
             layers,
@@ -473,6 +478,7 @@ impl App {
             skill_tools: None,
             skill_names,
             prompt_job: Some(prompt_job),
+            checkpoints,
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
@@ -666,6 +672,8 @@ impl App {
             CommandId::Init => self.init(args),
             CommandId::Skills => self.skills_command(args),
             CommandId::Memory => self.memory_command(args),
+            CommandId::Diff => self.diff(args),
+            CommandId::Checkpoints => self.checkpoints_command(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,
@@ -759,6 +767,7 @@ impl App {
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
             allowed_tools: self.skill_tools.as_deref(),
+            checkpoints: self.checkpoints.as_ref(),
         };
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,

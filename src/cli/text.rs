@@ -862,6 +862,47 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "上下文 {pct}%（共 {window}）",
     ),
     (
+        "help_diff",
+        "the working folder against node N's state (default: the current node), or node N's state against node M's",
+        "比较工作目录与节点 N 的状态（默认当前节点），或比较节点 N 与 M 的状态",
+    ),
+    (
+        "help_checkpoints",
+        "the checkpoint store: snapshots, stored files and their size",
+        "检查点存储：快照数、存储的文件及其大小",
+    ),
+    (
+        "checkpoints_off",
+        "checkpoints are off (checkpoints.enabled is false)",
+        "检查点已关闭（checkpoints.enabled 为 false）",
+    ),
+    (
+        "diff_usage",
+        "/diff takes up to two node numbers (got `{args}`)",
+        "/diff 最多接受两个节点编号（收到 `{args}`）",
+    ),
+    (
+        "no_node_n",
+        "there is no node [{n}]; /tree shows the numbers",
+        "没有节点 [{n}]；/tree 会显示编号",
+    ),
+    (
+        "no_checkpoint_at",
+        "node [{n}] has no checkpoint yet: no tool has changed files on its branch",
+        "节点 [{n}] 还没有检查点：其分支上尚无工具修改过文件",
+    ),
+    ("no_differences", "no differences", "没有差异"),
+    (
+        "checkpoint_stats",
+        "{snapshots} snapshots, {objects} stored files, {mb} MB",
+        "{snapshots} 个快照，{objects} 个存储文件，共 {mb} MB",
+    ),
+    (
+        "checkpoint_failed",
+        "the working folder could not be checkpointed ({reason}); the turn goes on",
+        "无法为工作目录建立检查点（{reason}）；本轮继续",
+    ),
+    (
         "a_summary_is_not_edited",
         "[{n}] is a summary node: it is never edited; /compact writes a new one",
         "[{n}] 是摘要节点，不能编辑；/compact 会生成新的摘要",

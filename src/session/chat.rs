@@ -116,6 +116,22 @@ impl ChatSession {
     }
 
     /// Appends a record that is not a message.
+    /// Attaches a snapshot of the working folder to node `id` (a checkpoint line).
+    pub fn add_checkpoint(&mut self, id: &str, snapshot: &str) -> Result<(), StoreError> {
+        if self.conversation.checkpoints.get(id).map(String::as_str) == Some(snapshot) {
+            return Ok(());
+        }
+        self.append_record(Record::Checkpoint(super::record::CheckpointRecord {
+            msg_id: id.to_string(),
+            snapshot: snapshot.to_string(),
+            timestamp: Some(super::record::format_timestamp(&super::message::now())),
+        }))?;
+        self.conversation
+            .checkpoints
+            .insert(id.to_string(), snapshot.to_string());
+        Ok(())
+    }
+
     pub fn append_record(&mut self, record: Record) -> Result<(), StoreError> {
         if !self.persisted {
             return self

@@ -71,6 +71,8 @@ pub struct Conversation {
     pub metadata: Map<String, Value>,
     /// Set by a title record; when absent, the first user message serves as the title.
     pub title: Option<String>,
+    /// Snapshots of the working folder attached to nodes (checkpoint records), by node id.
+    pub checkpoints: HashMap<String, String>,
 }
 
 /// The root's position.
@@ -106,6 +108,7 @@ impl Conversation {
             root_id,
             metadata: Map::new(),
             title: None,
+            checkpoints: HashMap::new(),
         }
     }
 
@@ -348,6 +351,17 @@ impl Conversation {
                 }
             }
         }
+    }
+
+    /// The snapshot of the working folder at `id`: that of the nearest node on its path to the
+    /// root that has one.
+    pub fn state_of(&self, id: &str) -> Option<&str> {
+        if self.checkpoints.is_empty() {
+            return None;
+        }
+        self.ancestors(id)
+            .find_map(|m| self.checkpoints.get(&m.id))
+            .map(String::as_str)
     }
 
     /// Whether any node is a summary.

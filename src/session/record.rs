@@ -13,8 +13,18 @@ pub enum Record {
     Header(HeaderRecord),
     Message(Box<Message>),
     Title(TitleRecord),
+    Checkpoint(CheckpointRecord),
     #[serde(other)]
     Unknown,
+}
+
+/// A snapshot of the working folder attached to a node (shared/docs/DESIGN.md §10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    pub msg_id: String,
+    pub snapshot: String,
+    #[serde(default)]
+    pub timestamp: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +71,10 @@ struct Line<'a> {
     title: Option<String>,
     #[serde(default)]
     timestamp: Option<String>,
+    #[serde(default)]
+    msg_id: Option<String>,
+    #[serde(default)]
+    snapshot: Option<String>,
 }
 
 /// How every message line `new` writes begins; such a line is read into a [`Message`] in one pass.
@@ -71,6 +85,8 @@ pub enum Loaded {
     Header(HeaderRecord),
     Message(Box<Message>),
     Title(String),
+    /// (node, snapshot)
+    Checkpoint(String, String),
     Unknown,
 }
 
@@ -103,6 +119,10 @@ fn read_line(bytes: &[u8]) -> Result<Loaded, String> {
             metadata: line.metadata.unwrap_or_default(),
         })),
         Some("title") => Ok(Loaded::Title(line.title.ok_or("a title without `title`")?)),
+        Some("checkpoint") => Ok(Loaded::Checkpoint(
+            line.msg_id.ok_or("a checkpoint without `msg_id`")?,
+            line.snapshot.ok_or("a checkpoint without `snapshot`")?,
+        )),
         Some(_) => Ok(Loaded::Unknown),
         None => Err("a line without `type`".to_string()),
     }
@@ -117,6 +137,11 @@ pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
     match line.kind.as_deref() {
         Some("title") => Ok(Record::Title(TitleRecord {
             title: line.title.ok_or("a title without `title`")?,
+            timestamp: line.timestamp,
+        })),
+        Some("checkpoint") => Ok(Record::Checkpoint(CheckpointRecord {
+            msg_id: line.msg_id.ok_or("a checkpoint without `msg_id`")?,
+            snapshot: line.snapshot.ok_or("a checkpoint without `snapshot`")?,
             timestamp: line.timestamp,
         })),
         _ => match load_line(bytes)? {
@@ -180,6 +205,7 @@ mod tests {
             r#"{"type":"message","msg_id":"a","role":"assistant","content":null,"parent_id":"p","timestamp":"2026-07-24T12:35:55Z","tool_call_id":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}],"interrupted":true,"reasoning":"r","usage":{"input_tokens":1,"output_tokens":2},"extra":[1]}"#,
             r#"{"type":"title","title":"T","timestamp":"2026-07-24T12:36:00Z"}"#,
             r#"{"type":"bookmark","at":"x"}"#,
+            r#"{"type":"checkpoint","msg_id":"a","snapshot":"5f0c1a2b","timestamp":"2026-07-24T12:36:00Z"}"#,
         ];
         for line in lines {
             let tagged: Record = serde_json::from_str(line).unwrap();

@@ -240,6 +240,7 @@ pub fn parse_conversation(
     let mut conversation: Option<Conversation> = None;
     let mut waiting: Vec<Message> = Vec::new();
     let mut last: Option<String> = None;
+    let mut checkpoints: Vec<(String, String)> = Vec::new();
     // Room for the file's messages and a session's worth of new ones, so that growing the tree
     // does not copy it again soon after loading.
     let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1024;
@@ -271,6 +272,7 @@ pub fn parse_conversation(
                 None => waiting.push(*m),
             },
             Ok(Loaded::Title(t)) => title = Some(t),
+            Ok(Loaded::Checkpoint(node, snapshot)) => checkpoints.push((node, snapshot)),
             Ok(Loaded::Unknown) => {}
             Err(e) => report.skipped_lines.push((n + 1, e)),
         }
@@ -304,6 +306,8 @@ pub fn parse_conversation(
         conversation.metadata = h.metadata;
     }
     conversation.title = title;
+    // The latest checkpoint of a node wins.
+    conversation.checkpoints.extend(checkpoints);
     report.misplaced_summaries = conversation
         .misplaced_summaries()
         .iter()

@@ -1,0 +1,378 @@
+//! Checkpoints: the state of the working folder at a node (shared/docs/DESIGN.md §10).
+//!
+//! A snapshot lists every file under WORKDIR that `.gitignore`, `.ignore` and `.git/` do not
+//! exclude: regular files up to `max_file_bytes` by content hash (bigger ones listed as skipped),
+//! symbolic links by target, with their modes. Contents are stored once, by SHA-256, in
+//! `<DATADIR>/.checkpoints/objects/`, shared by the project's conversations; a snapshot's manifest is
+//! `<DATADIR>/.checkpoints/snapshots/<id>.json`. A file whose size, modification time, inode and mode
+//! are those of the previous snapshot is not read again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The `checkpoints` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointSettings {
+    pub enabled: bool,
+    pub max_file_bytes: u64,
+    pub max_files: usize,
+}
+
+impl Default for CheckpointSettings {
+    fn default() -> Self {
+        CheckpointSettings {
+            enabled: true,
+            max_file_bytes: 5 * 1024 * 1024,
+            max_files: 50_000,
+        }
+    }
+}
+
+/// One entry of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// `file`, `link` or `skipped` (a file over the size limit: listed, not stored).
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub mode: u32,
+    #[serde(default)]
+    pub size: u64,
+    /// What recognises an unchanged file without reading it.
+    #[serde(default)]
+    pub mtime_ns: i128,
+    #[serde(default)]
+    pub ino: u64,
+}
+
+/// The state of the working folder: path (relative, `/`-separated) → entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub files: BTreeMap<String, Entry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("the working folder holds more than {0} files: checkpoints are off for this session")]
+    TooManyFiles(usize),
+    #[error("{action} {path}: {cause}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("snapshot {0} is not in the checkpoint store")]
+    Missing(String),
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
+    let path = path.to_path_buf();
+    move |cause| CheckpointError::Io {
+        action,
+        path,
+        cause,
+    }
+}
+
+/// The project's checkpoint store.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+}
+
+impl CheckpointStore {
+    pub fn new(datadir: &Path) -> Self {
+        CheckpointStore {
+            dir: datadir.join(".checkpoints"),
+        }
+    }
+
+    fn object_path(&self, hash: &str) -> PathBuf {
+        self.dir.join("objects").join(&hash[..2]).join(hash)
+    }
+
+    fn snapshot_path(&self, id: &str) -> PathBuf {
+        self.dir.join("snapshots").join(format!("{id}.json"))
+    }
+
+    /// Records the working folder's state; `previous` lets unchanged files go unread. Returns the
+    /// snapshot's id and manifest; a snapshot equal to `previous` reuses its id.
+    pub fn snapshot(
+        &self,
+        workdir: &Path,
+        settings: &CheckpointSettings,
+        previous: Option<(&str, &Manifest)>,
+    ) -> Result<(String, Manifest), CheckpointError> {
+        let manifest = self.scan(workdir, settings, previous.map(|p| p.1))?;
+        if let Some((id, old)) = previous
+            && *old == manifest
+        {
+            return Ok((id.to_string(), manifest));
+        }
+        let id = crate::session::new_id();
+        let text = serde_json::to_vec(&manifest).map_err(|e| CheckpointError::Io {
+            action: "encoding",
+            path: self.snapshot_path(&id),
+            cause: std::io::Error::other(e),
+        })?;
+        write_new(&self.snapshot_path(&id), &text)?;
+        Ok((id, manifest))
+    }
+
+    /// A stored snapshot.
+    pub fn load(&self, id: &str) -> Result<Manifest, CheckpointError> {
+        let path = self.snapshot_path(id);
+        let plain = !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric());
+        if !plain {
+            return Err(CheckpointError::Missing(id.to_string()));
+        }
+        let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => CheckpointError::Missing(id.to_string()),
+            _ => CheckpointError::Io {
+                action: "reading",
+                path: path.clone(),
+                cause: e,
+            },
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Io {
+            action: "reading",
+            path,
+            cause: std::io::Error::other(e),
+        })
+    }
+
+    /// A stored file's content.
+    pub fn object(&self, hash: &str) -> Result<Vec<u8>, CheckpointError> {
+        let path = self.object_path(hash);
+        let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
+        if hex_sha256(&bytes) != hash {
+            return Err(CheckpointError::Io {
+                action: "checking",
+                path,
+                cause: std::io::Error::other("the stored content does not match its hash"),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// (snapshots, objects, bytes of objects) in the store.
+    pub fn stats(&self) -> (usize, usize, u64) {
+        let count = |dir: &Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        let snapshots = count(&self.dir.join("snapshots"));
+        let (mut objects, mut bytes) = (0, 0);
+        if let Ok(shards) = std::fs::read_dir(self.dir.join("objects")) {
+            for shard in shards.flatten() {
+                if let Ok(files) = std::fs::read_dir(shard.path()) {
+                    for f in files.flatten() {
+                        objects += 1;
+                        bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
+                    }
+                }
+            }
+        }
+        (snapshots, objects, bytes)
+    }
+
+    fn scan(
+        &self,
+        workdir: &Path,
+        settings: &CheckpointSettings,
+        previous: Option<&Manifest>,
+    ) -> Result<Manifest, CheckpointError> {
+        use std::os::unix::fs::MetadataExt;
+        let mut manifest = Manifest::default();
+        let walk = ignore::WalkBuilder::new(workdir)
+            .hidden(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .ignore(true)
+            .parents(false)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
+        for entry in walk {
+            let Ok(entry) = entry else { continue };
+            let path = entry.path();
+            let Ok(rel) = path.strip_prefix(workdir) else {
+                continue;
+            };
+            if rel.as_os_str().is_empty() {
+                continue;
+            }
+            let Some(name) = rel.to_str() else { continue };
+            let meta = std::fs::symlink_metadata(path).map_err(io("reading", path))?;
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                continue;
+            }
+            if manifest.files.len() >= settings.max_files {
+                return Err(CheckpointError::TooManyFiles(settings.max_files));
+            }
+            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            let mut e = Entry {
+                kind: String::new(),
+                hash: None,
+                target: None,
+                mode: meta.mode() & 0o7777,
+                size: meta.len(),
+                mtime_ns,
+                ino: meta.ino(),
+            };
+            if kind.is_symlink() {
+                e.kind = "link".into();
+                e.target = std::fs::read_link(path)
+                    .ok()
+                    .map(|t| t.to_string_lossy().into_owned());
+            } else if kind.is_file() {
+                if meta.len() > settings.max_file_bytes {
+                    e.kind = "skipped".into();
+                } else {
+                    e.kind = "file".into();
+                    let unchanged = previous.and_then(|p| p.files.get(name)).filter(|old| {
+                        old.kind == "file"
+                            && old.size == e.size
+                            && old.mtime_ns == e.mtime_ns
+                            && old.ino == e.ino
+                            && old.mode == e.mode
+                    });
+                    e.hash = match unchanged {
+                        Some(old) => old.hash.clone(),
+                        None => Some(self.store_file(path)?),
+                    };
+                }
+            } else {
+                // FIFOs, sockets, devices: not files a snapshot can hold.
+                continue;
+            }
+            manifest.files.insert(name.to_string(), e);
+        }
+        Ok(manifest)
+    }
+
+    /// Stores a file's content (once per content); its hash.
+    fn store_file(&self, path: &Path) -> Result<String, CheckpointError> {
+        let bytes = std::fs::read(path).map_err(io("reading", path))?;
+        let hash = hex_sha256(&bytes);
+        let object = self.object_path(&hash);
+        if !object.exists() {
+            write_new(&object, &bytes)?;
+        }
+        Ok(hash)
+    }
+}
+
+/// A session's checkpointing: the store, the folder, the settings, and the last snapshot taken
+/// (so that unchanged files go unread).
+#[derive(Debug)]
+pub struct Checkpoints {
+    pub store: CheckpointStore,
+    pub workdir: PathBuf,
+    pub settings: CheckpointSettings,
+    last: std::sync::Mutex<Option<(String, Manifest)>>,
+    /// Off for the rest of the session (too many files), or a failure already said.
+    off: std::sync::atomic::AtomicBool,
+    warned: std::sync::atomic::AtomicBool,
+}
+
+impl Checkpoints {
+    pub fn new(datadir: &Path, workdir: &Path, settings: CheckpointSettings) -> Self {
+        Checkpoints {
+            store: CheckpointStore::new(datadir),
+            workdir: workdir.to_path_buf(),
+            settings,
+            last: Default::default(),
+            off: Default::default(),
+            warned: Default::default(),
+        }
+    }
+
+    /// Takes a snapshot of the working folder; Ok(None) when checkpoints are off. A failure is
+    /// returned the first time only (to be said once); later ones are silent.
+    pub fn take(&self) -> Result<Option<String>, CheckpointError> {
+        use std::sync::atomic::Ordering;
+        if !self.settings.enabled || self.off.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = last.as_ref().map(|(id, m)| (id.as_str(), m));
+        match self.store.snapshot(&self.workdir, &self.settings, previous) {
+            Ok((id, manifest)) => {
+                *last = Some((id.clone(), manifest));
+                Ok(Some(id))
+            }
+            Err(e) => {
+                if matches!(e, CheckpointError::TooManyFiles(_)) {
+                    self.off.store(true, Ordering::SeqCst);
+                }
+                if self.warned.swap(true, Ordering::SeqCst) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes a file of the store whole (temporary file, then rename), readable by the user only.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    crate::session::error::create_private_dir(dir).map_err(io("creating", dir))?;
+    let tmp = dir.join(format!(".{}.tmp", crate::session::new_id()));
+    let result = (|| {
+        let mut file = crate::session::error::private_options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io("writing", path))
+}
+
+/// What differs from one state to another: (path, `M`/`A`/`D`), in path order.
+pub fn changes(from: &Manifest, to: &Manifest) -> Vec<(String, char)> {
+    let mut out = Vec::new();
+    for (path, e) in &to.files {
+        match from.files.get(path) {
+            None => out.push((path.clone(), 'A')),
+            Some(old)
+                if old.kind != e.kind
+                    || old.hash != e.hash
+                    || old.target != e.target
+                    || old.mode != e.mode
+                    || (e.kind == "skipped"
+                        && (old.size != e.size || old.mtime_ns != e.mtime_ns)) =>
+            {
+                out.push((path.clone(), 'M'))
+            }
+            Some(_) => {}
+        }
+    }
+    for path in from.files.keys() {
+        if !to.files.contains_key(path) {
+            out.push((path.clone(), 'D'));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests;
