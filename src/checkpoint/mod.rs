@@ -293,9 +293,24 @@ impl Checkpoints {
         }
     }
 
+    /// The last snapshot taken by this session.
+    pub fn last(&self) -> Option<(String, Manifest)> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Takes a snapshot of the working folder; Ok(None) when checkpoints are off. A failure is
     /// returned the first time only (to be said once); later ones are silent.
     pub fn take(&self) -> Result<Option<String>, CheckpointError> {
+        self.snapshot(true)
+    }
+
+    /// The same, without counting as what `new` last saw (for `/diff`, and before a restore):
+    /// files changed outside `new` stay recognisable as such.
+    pub fn peek(&self) -> Result<Option<String>, CheckpointError> {
+        self.snapshot(false)
+    }
+
+    fn snapshot(&self, record: bool) -> Result<Option<String>, CheckpointError> {
         use std::sync::atomic::Ordering;
         if !self.settings.enabled || self.off.load(Ordering::SeqCst) {
             return Ok(None);
@@ -304,7 +319,9 @@ impl Checkpoints {
         let previous = last.as_ref().map(|(id, m)| (id.as_str(), m));
         match self.store.snapshot(&self.workdir, &self.settings, previous) {
             Ok((id, manifest)) => {
-                *last = Some((id.clone(), manifest));
+                if record {
+                    *last = Some((id.clone(), manifest));
+                }
                 Ok(Some(id))
             }
             Err(e) => {

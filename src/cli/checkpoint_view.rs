@@ -68,7 +68,7 @@ impl App {
                 Ok(state) => state.1,
                 Err(e) => return self.out.error(&e),
             },
-            None => match checkpoints.take() {
+            None => match checkpoints.peek() {
                 Ok(Some(id)) => match checkpoints.store.load(&id) {
                     Ok(m) => m,
                     Err(e) => return self.out.error(&e.to_string()),
@@ -102,6 +102,156 @@ impl App {
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
+    }
+
+    /// `/restore`: makes the working folder match the current node's state, after consent. The
+    /// folder is snapshotted first (and kept for the node the cursor came from), so a restore can
+    /// be undone; files changed outside `new` since its last snapshot need their own yes.
+    pub(super) fn restore(&mut self, args: &str) {
+        use crate::tools::sandbox::Put;
+        if !args.is_empty() {
+            return self.out.error(&self.tr(
+                "takes_no_argument_got",
+                &[("command", &"/restore"), ("args", &args)],
+            ));
+        }
+        let Some(checkpoints) = self.checkpoints.as_ref() else {
+            return self.out.error(&self.tr("checkpoints_off", &[]));
+        };
+        let c = self.session.conversation();
+        let n = c.number_of(c.cursor()).unwrap_or(0);
+        let (_, target) = match self.state_at(n) {
+            Ok(state) => state,
+            Err(e) => return self.out.error(&e),
+        };
+        // What the folder should hold if nobody else touched it: the latest snapshot `new` wrote
+        // down (after a round of tools, or a restore), in this session or an earlier one.
+        let before = c
+            .latest_checkpoint
+            .as_deref()
+            .and_then(|id| checkpoints.store.load(id).ok().map(|m| (id.to_string(), m)))
+            .or_else(|| checkpoints.last());
+        let (now_id, now) = match checkpoints.peek() {
+            Ok(Some(id)) => match checkpoints.store.load(&id) {
+                Ok(m) => (id, m),
+                Err(e) => return self.out.error(&e.to_string()),
+            },
+            Ok(None) => return self.out.error(&self.tr("checkpoints_off", &[])),
+            Err(e) => return self.out.error(&e.to_string()),
+        };
+        let to_change = changes(&now, &target);
+        if to_change.is_empty() {
+            return self.out.say(&self.tr("folder_matches", &[("n", &n)]));
+        }
+        // Changed since `new` last looked: someone else's work.
+        let outside: Vec<String> = before
+            .map(|(_, last)| changes(&last, &now).into_iter().map(|(p, _)| p).collect())
+            .unwrap_or_default();
+        let flag = self.tr("changed_outside", &[]);
+        let mut list = String::new();
+        for (path, what) in &to_change {
+            let mark = if outside.contains(path) { &flag } else { "" };
+            list.push_str(&format!(
+                "{what} {}{mark}
+",
+                crate::tools::escape_controls(path)
+            ));
+        }
+        self.out.say(&format!(
+            "{}
+{}",
+            self.tr("restore_would", &[("n", &n)]),
+            list.trim_end()
+        ));
+        let yes = |answer: Option<String>| {
+            answer.is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes"))
+        };
+        if !yes(self.ask(&self.tr("restore_ask", &[]), "", false)) {
+            return self.out.say(&self.tr("restore_cancelled", &[]));
+        }
+        let flagged = to_change
+            .iter()
+            .filter(|(p, _)| outside.contains(p))
+            .count();
+        let overwrite_outside = flagged == 0
+            || yes(self.ask(
+                &self.tr("restore_ask_outside", &[("n", &flagged)]),
+                "",
+                false,
+            ));
+        // The folder as it is now stays reachable: from the store, and as the state of the node
+        // the cursor came from.
+        if let Some(from) = self.came_from.clone()
+            && let Err(e) = self.session.add_checkpoint(&from, &now_id)
+        {
+            self.out.warn(&e.to_string());
+        }
+        let checkpoints = self.checkpoints.as_ref().expect("checked above");
+        let sandbox = self.tools.sandbox().clone();
+        let (mut done, mut kept) = (0usize, Vec::new());
+        for (path, _) in &to_change {
+            if outside.contains(path) && !overwrite_outside {
+                kept.push(format!(
+                    "{path} ({})",
+                    self.tr("changed_outside_short", &[])
+                ));
+                continue;
+            }
+            let result = match target.files.get(path) {
+                None => match now.files.get(path).map(|e| e.kind.as_str()) {
+                    // A big file `new` never stored is never removed.
+                    Some("skipped") => Err("not stored".to_string()),
+                    _ => sandbox.put(path, Put::Nothing).map_err(|e| e.to_string()),
+                },
+                Some(entry) => match entry.kind.as_str() {
+                    "link" => sandbox
+                        .put(
+                            path,
+                            Put::Link {
+                                target: entry.target.as_deref().unwrap_or(""),
+                            },
+                        )
+                        .map_err(|e| e.to_string()),
+                    "file" => match entry.hash.as_deref().map(|h| checkpoints.store.object(h)) {
+                        Some(Ok(bytes)) => sandbox
+                            .put(
+                                path,
+                                Put::File {
+                                    bytes: &bytes,
+                                    mode: entry.mode,
+                                },
+                            )
+                            .map_err(|e| e.to_string()),
+                        Some(Err(e)) => Err(e.to_string()),
+                        None => Err("not stored".to_string()),
+                    },
+                    _ => Err("not stored (over checkpoints.max_file_bytes)".to_string()),
+                },
+            };
+            match result {
+                Ok(()) => done += 1,
+                Err(why) => kept.push(format!("{path} ({why})")),
+            }
+        }
+        // The folder now, written down on the node it was restored to (when it holds that node's
+        // state whole): what `new` left. After a partial restore the kept files are asked about
+        // again next time, which errs on the side of asking.
+        if kept.is_empty()
+            && let Ok(Some(id)) = checkpoints.take()
+        {
+            let cursor = self.session.conversation().cursor().to_string();
+            if let Err(e) = self.session.add_checkpoint(&cursor, &id) {
+                self.out.warn(&e.to_string());
+            }
+        }
+        self.out
+            .say(&self.tr("restored", &[("done", &done), ("n", &n), ("id", &now_id)]));
+        for k in kept {
+            self.out.warn(&self.tr(
+                "not_restored",
+                &[("what", &crate::tools::escape_controls(&k))],
+            ));
+        }
     }
 
     /// `/checkpoints`: the store's size.

@@ -29,6 +29,7 @@ pub enum CommandId {
     Memory,
     Remember,
     Diff,
+    Restore,
     Checkpoints,
     Help,
     Exit,
@@ -211,6 +212,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/diff"],
         args: "[N [M]]",
         help: "help_diff",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Restore,
+        names: &["/restore"],
+        args: "",
+        help: "help_restore",
         takes_conversation: false,
     },
     CommandSpec {

@@ -34,6 +34,7 @@ impl App {
 
     /// Moves the cursor and says where it is and what the next message will do.
     fn move_to(&mut self, id: &str) {
+        self.came_from = Some(self.session.conversation().cursor().to_string());
         self.session
             .move_cursor(id)
             .expect("ids come from the tree");

@@ -80,8 +80,10 @@ pub struct App {
     pub(super) skill_tools: Option<Vec<String>>,
     /// The skill names Tab completes.
     pub(super) skill_names: super::editor::SkillNames,
-    /// Snapshots of the working folder (None when `checkpoints.enabled` is false).
+    /// Snapshots of the working folder (None when `checkpoints.enabled` is false), and the node the
+    /// cursor last moved from (a restore keeps the folder as it was there).
     pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
+    pub(super) came_from: Option<String>,
     /// The system prompt's parts being read at start-up, until [`App::ready`] takes them.
     pub(super) prompt_job: Option<std::thread::JoinHandle<PromptJob>>,
     /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
@@ -479,6 +481,7 @@ impl App {
             skill_names,
             prompt_job: Some(prompt_job),
             checkpoints,
+            came_from: None,
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
@@ -674,6 +677,7 @@ impl App {
             CommandId::Memory => self.memory_command(args),
             CommandId::Diff => self.diff(args),
             CommandId::Checkpoints => self.checkpoints_command(args),
+            CommandId::Restore => self.restore(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
             CommandId::Exit => return Flow::Exit,

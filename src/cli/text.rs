@@ -872,6 +872,44 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "检查点存储：快照数、存储的文件及其大小",
     ),
     (
+        "help_restore",
+        "make the working folder match the current node's state (the folder as it was is kept, so it can be undone)",
+        "让工作目录与当前节点的状态一致（原来的状态会保留，可以撤销）",
+    ),
+    (
+        "folder_matches",
+        "the working folder already matches [{n}]",
+        "工作目录已与 [{n}] 一致",
+    ),
+    (
+        "changed_outside",
+        "  (changed outside new)",
+        "  （在 new 之外被修改）",
+    ),
+    (
+        "changed_outside_short",
+        "changed outside new",
+        "在 new 之外被修改",
+    ),
+    (
+        "restore_would",
+        "restoring [{n}] would change:",
+        "恢复 [{n}] 将改动：",
+    ),
+    ("restore_ask", "restore? [y/N] ", "恢复吗？[y/N] "),
+    (
+        "restore_ask_outside",
+        "{n:file} changed outside new since its last snapshot; overwrite them too? [y/N] ",
+        "有 {n} 个文件在 new 上次快照之后被外部修改；也覆盖它们吗？[y/N] ",
+    ),
+    ("restore_cancelled", "nothing restored", "未恢复任何内容"),
+    (
+        "restored",
+        "restored {done:file} to [{n}]'s state; the folder as it was is snapshot {id}",
+        "已将 {done} 个文件恢复到 [{n}] 的状态；原来的目录保存在快照 {id} 中",
+    ),
+    ("not_restored", "not restored: {what}", "未恢复：{what}"),
+    (
         "checkpoints_off",
         "checkpoints are off (checkpoints.enabled is false)",
         "检查点已关闭（checkpoints.enabled 为 false）",

@@ -118,7 +118,9 @@ impl ChatSession {
     /// Appends a record that is not a message.
     /// Attaches a snapshot of the working folder to node `id` (a checkpoint line).
     pub fn add_checkpoint(&mut self, id: &str, snapshot: &str) -> Result<(), StoreError> {
-        if self.conversation.checkpoints.get(id).map(String::as_str) == Some(snapshot) {
+        if self.conversation.checkpoints.get(id).map(String::as_str) == Some(snapshot)
+            && self.conversation.latest_checkpoint.as_deref() == Some(snapshot)
+        {
             return Ok(());
         }
         self.append_record(Record::Checkpoint(super::record::CheckpointRecord {
@@ -129,6 +131,7 @@ impl ChatSession {
         self.conversation
             .checkpoints
             .insert(id.to_string(), snapshot.to_string());
+        self.conversation.latest_checkpoint = Some(snapshot.to_string());
         Ok(())
     }
 

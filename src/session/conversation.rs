@@ -73,6 +73,8 @@ pub struct Conversation {
     pub title: Option<String>,
     /// Snapshots of the working folder attached to nodes (checkpoint records), by node id.
     pub checkpoints: HashMap<String, String>,
+    /// The snapshot of the latest checkpoint line: the folder as `new` last left or saw it.
+    pub latest_checkpoint: Option<String>,
 }
 
 /// The root's position.
@@ -109,6 +111,7 @@ impl Conversation {
             metadata: Map::new(),
             title: None,
             checkpoints: HashMap::new(),
+            latest_checkpoint: None,
         }
     }
 

@@ -307,6 +307,7 @@ pub fn parse_conversation(
     }
     conversation.title = title;
     // The latest checkpoint of a node wins.
+    conversation.latest_checkpoint = checkpoints.last().map(|(_, s)| s.clone());
     conversation.checkpoints.extend(checkpoints);
     report.misplaced_summaries = conversation
         .misplaced_summaries()

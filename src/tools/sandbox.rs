@@ -344,6 +344,80 @@ impl Sandbox {
     }
 }
 
+/// What a restore puts at a path.
+pub enum Put<'a> {
+    File { bytes: &'a [u8], mode: u32 },
+    Link { target: &'a str },
+    Nothing,
+}
+
+impl Sandbox {
+    /// Makes a path below WORKDIR (relative, `/`-separated, as a snapshot lists it) hold `what`:
+    /// a file with its mode or a link, written beside and renamed over whatever is there (never
+    /// torn), or nothing (a file or link removed). Every folder on the way is opened without
+    /// following a link; a path with anything but plain names is refused.
+    pub fn put(&self, rel: &str, what: Put<'_>) -> std::io::Result<()> {
+        let parts: Vec<&OsStr> = Path::new(rel)
+            .components()
+            .map(|c| match c {
+                Component::Normal(name) => Ok(name),
+                _ => Err(std::io::Error::other(format!(
+                    "`{rel}` is not a plain path"
+                ))),
+            })
+            .collect::<std::io::Result<_>>()?;
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(std::io::Error::other("an empty path"));
+        };
+        let create = !matches!(what, Put::Nothing);
+        let dir = match self.open_dirs(dirs, create) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let tmp = format!(
+            ".{}.{}.tmp",
+            name.to_string_lossy(),
+            crate::session::new_id()
+        );
+        let placed = match what {
+            Put::Nothing => {
+                return match rustix::fs::unlinkat(&dir, *name, AtFlags::empty()) {
+                    Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Put::Link { target } => rustix::fs::symlinkat(target, &dir, tmp.as_str()),
+            Put::File { bytes, mode } => (|| {
+                let fd = rustix::fs::openat(
+                    &dir,
+                    tmp.as_str(),
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )?;
+                rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
+                let mut file = std::fs::File::from(fd);
+                file.write_all(bytes).map_err(|e| {
+                    rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO)
+                })?;
+                file.sync_all().map_err(|e| {
+                    rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO)
+                })?;
+                Ok(())
+            })(),
+        };
+        let result = placed.and_then(|()| rustix::fs::renameat(&dir, tmp.as_str(), &dir, *name));
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+        }
+        result.map_err(Into::into)
+    }
+}
+
 fn not_regular(shown: &str, kind: FileType) -> std::io::Error {
     std::io::Error::other(format!(
         "`{shown}` is {}; only regular files can be used",

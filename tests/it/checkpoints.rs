@@ -77,3 +77,117 @@ fn rounds_that_change_files_are_checkpointed_and_diff_shows_the_changes() {
         "{run:?}"
     );
 }
+
+/// Every file, link and mode under a folder: (path → (kind, content or target, mode)).
+fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = e.path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.insert(
+                    rel,
+                    ("link".into(), target.display().to_string().into_bytes(), 0),
+                );
+            } else if meta.is_dir() {
+                stack.push(path);
+            } else {
+                let mode = meta.permissions().mode() & 0o7777;
+                out.insert(rel, ("file".into(), std::fs::read(&path).unwrap(), mode));
+            }
+        }
+    }
+    out
+}
+
+/// `/N` back and `/restore` give the earlier folder byte for byte (a deleted file, a new subfolder,
+/// a mode change, a link changed); restoring the later node gives the later folder; an edit made
+/// outside `new` is flagged and kept unless the user says otherwise.
+#[test]
+fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let work = env.work();
+    std::fs::write(work.join("keep.txt"), "kept\n").unwrap();
+    std::fs::write(work.join("old.txt"), "old\n").unwrap();
+    std::fs::write(work.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(work.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("keep.txt", work.join("link")).unwrap();
+    let before = tree(&work);
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("w", "write_file", &json!({"filepath": "new.txt", "content": "new\n"}).to_string()),
+            (
+                "b",
+                "bash",
+                &json!({"command": "rm old.txt && echo changed >> keep.txt && chmod 644 run.sh && mkdir -p sub/deeper && echo y > sub/deeper/y.txt && ln -sfn new.txt link"}).to_string(),
+            ),
+        ]),
+        text(&["Changed."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "change things\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let after = tree(&work);
+    assert_ne!(after, before);
+
+    // Back to the question: the folder as it was then.
+    let run = env.run(&server.base_url, &["--continue"], "/1\n/restore\ny\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("restoring [1] would change:"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("D new.txt"), "{run:?}");
+    assert!(run.stdout.contains("A old.txt"), "{run:?}");
+    assert!(run.stdout.contains("restored "), "{run:?}");
+    let restored = tree(&work);
+    let without_empty_dirs =
+        |t: &std::collections::BTreeMap<String, (String, Vec<u8>, u32)>| t.clone();
+    assert_eq!(
+        without_empty_dirs(&restored),
+        before,
+        "the earlier folder, byte for byte"
+    );
+
+    // Forward again: the later folder.
+    let run = env.run(&server.base_url, &["--continue"], "/4\n/restore\ny\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        tree(&work),
+        after,
+        "the later folder, byte for byte: {run:?}"
+    );
+
+    // Someone edits a file; restoring the question's state flags it, and "no" keeps it.
+    std::fs::write(work.join("keep.txt"), "my own edit\n").unwrap();
+    let run = env.run(&server.base_url, &["--continue"], "/1\n/restore\ny\nn\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("M keep.txt  (changed outside new)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("not restored: keep.txt (changed outside new)"),
+        "{run:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("keep.txt")).unwrap(),
+        "my own edit\n"
+    );
+    assert!(work.join("old.txt").exists(), "the rest was restored");
+    // Declining the restore changes nothing.
+    let snapshot = tree(&work);
+    let run = env.run(&server.base_url, &["--continue"], "/4\n/restore\nn\n");
+    assert!(run.stdout.contains("nothing restored"), "{run:?}");
+    assert_eq!(tree(&work), snapshot);
+}
