@@ -181,10 +181,13 @@ pub struct CheckpointsEntry {
     pub max_file_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_files: Option<u64>,
+    /// `ask` or `never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<String>,
 }
 
 /// The keys of the `checkpoints` section.
-const CHECKPOINTS_KEYS: &[&str] = &["enabled", "max_file_bytes", "max_files"];
+const CHECKPOINTS_KEYS: &[&str] = &["enabled", "max_file_bytes", "max_files", "restore"];
 
 /// The keys of the `memory` section.
 const MEMORY_KEYS: &[&str] = &[
@@ -469,6 +472,7 @@ impl FileConfig {
                 enabled: near.enabled.or(base.enabled),
                 max_file_bytes: near.max_file_bytes.or(base.max_file_bytes),
                 max_files: near.max_files.or(base.max_files),
+                restore: near.restore.or(base.restore),
             }),
             (base, near) => near.or(base),
         };
@@ -599,6 +603,12 @@ pub enum ConfigError {
     UnknownLang(String),
     #[error("unknown permission mode `{0}`; use strict, default or permissive")]
     UnknownMode(String),
+    #[error("`{key}` is `{value}`; use {expected}")]
+    BadValue {
+        key: String,
+        value: String,
+        expected: String,
+    },
     #[error("`{key}` is {value}; it must be between {min} and {max}")]
     OutOfRange {
         key: String,
@@ -959,6 +969,17 @@ pub fn load(
             let entry = merged.checkpoints.clone().unwrap_or_default();
             crate::checkpoint::CheckpointSettings {
                 enabled: entry.enabled.unwrap_or(true),
+                ask: match entry.restore.as_deref() {
+                    None | Some("ask") => true,
+                    Some("never") => false,
+                    Some(other) => {
+                        return Err(ConfigError::BadValue {
+                            key: "checkpoints.restore".into(),
+                            value: other.to_string(),
+                            expected: "ask or never".into(),
+                        });
+                    }
+                },
                 max_file_bytes: in_range(
                     "checkpoints.max_file_bytes",
                     entry.max_file_bytes,

@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointSettings {
     pub enabled: bool,
+    /// `checkpoints.restore`: `ask` (true, the default) offers to restore after a move; `never`
+    /// only lists what differs.
+    pub ask: bool,
     pub max_file_bytes: u64,
     pub max_files: usize,
 }
@@ -24,6 +27,7 @@ impl Default for CheckpointSettings {
     fn default() -> Self {
         CheckpointSettings {
             enabled: true,
+            ask: true,
             max_file_bytes: 5 * 1024 * 1024,
             max_files: 50_000,
         }

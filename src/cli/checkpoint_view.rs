@@ -104,17 +104,79 @@ impl App {
         self.out.say(text.trim_end_matches('\n'));
     }
 
+    /// After the cursor moved (`/N`, `/prev`, `/next`, `/switch`, `--continue`, and before
+    /// `/retry` and `/edit` answer): when the folder differs from the node's state, says what
+    /// differs and, on a terminal, offers to restore (yes, no, or show the diff first); piped, or
+    /// with `checkpoints.restore: never`, it only lists and gives a hint.
+    pub(super) fn offer_restore(&mut self) {
+        let Some(checkpoints) = self.checkpoints.as_ref() else {
+            return;
+        };
+        let c = self.session.conversation();
+        let Some(target_id) = c.state_of(c.cursor()).map(str::to_string) else {
+            return;
+        };
+        let n = c.number_of(c.cursor()).unwrap_or(0);
+        let (Ok(target), Ok(Some(now_id))) =
+            (checkpoints.store.load(&target_id), checkpoints.peek())
+        else {
+            return;
+        };
+        let Ok(now) = checkpoints.store.load(&now_id) else {
+            return;
+        };
+        let differ = changes(&now, &target);
+        if differ.is_empty() {
+            return;
+        }
+        let mut list = String::new();
+        for (path, what) in differ.iter().take(20) {
+            list.push_str(&format!("{what} {}\n", crate::tools::escape_controls(path)));
+        }
+        if differ.len() > 20 {
+            list.push_str(&self.tr("and_more", &[("n", &(differ.len() - 20))]));
+            list.push('\n');
+        }
+        self.out.say(&format!(
+            "{}\n{}",
+            self.tr("folder_differs", &[("n", &n)]),
+            list.trim_end()
+        ));
+        let terminal = matches!(self.reader, super::reader::Reader::Editor { .. });
+        if !(self.config.checkpoints.ask && terminal) {
+            return self.out.say(&self.out.dim(&self.tr("restore_hint", &[])));
+        }
+        loop {
+            let answer = self.ask(&self.tr("restore_offer", &[]), "", false);
+            match answer
+                .as_deref()
+                .map(|a| a.trim().to_lowercase())
+                .as_deref()
+            {
+                Some("y" | "yes") => return self.restore_with(false),
+                Some("d" | "diff") => self.diff(&n.to_string()),
+                _ => return,
+            }
+        }
+    }
+
     /// `/restore`: makes the working folder match the current node's state, after consent. The
     /// folder is snapshotted first (and kept for the node the cursor came from), so a restore can
     /// be undone; files changed outside `new` since its last snapshot need their own yes.
     pub(super) fn restore(&mut self, args: &str) {
-        use crate::tools::sandbox::Put;
         if !args.is_empty() {
             return self.out.error(&self.tr(
                 "takes_no_argument_got",
                 &[("command", &"/restore"), ("args", &args)],
             ));
         }
+        self.restore_with(true);
+    }
+
+    /// The restore; `ask`: list and ask first (the offer after a move has asked already). Files
+    /// changed outside `new` are asked about either way.
+    fn restore_with(&mut self, ask: bool) {
+        use crate::tools::sandbox::Put;
         let Some(checkpoints) = self.checkpoints.as_ref() else {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         };
@@ -152,22 +214,22 @@ impl App {
         for (path, what) in &to_change {
             let mark = if outside.contains(path) { &flag } else { "" };
             list.push_str(&format!(
-                "{what} {}{mark}
-",
+                "{what} {}{mark}\n",
                 crate::tools::escape_controls(path)
             ));
         }
-        self.out.say(&format!(
-            "{}
-{}",
-            self.tr("restore_would", &[("n", &n)]),
-            list.trim_end()
-        ));
         let yes = |answer: Option<String>| {
             answer.is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes"))
         };
-        if !yes(self.ask(&self.tr("restore_ask", &[]), "", false)) {
-            return self.out.say(&self.tr("restore_cancelled", &[]));
+        if ask {
+            self.out.say(&format!(
+                "{}\n{}",
+                self.tr("restore_would", &[("n", &n)]),
+                list.trim_end()
+            ));
+            if !yes(self.ask(&self.tr("restore_ask", &[]), "", false)) {
+                return self.out.say(&self.tr("restore_cancelled", &[]));
+            }
         }
         let flagged = to_change
             .iter()

@@ -48,6 +48,7 @@ impl App {
         };
         self.out
             .say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
+        self.offer_restore();
     }
 
     pub(super) fn goto(&mut self, n: usize) {
@@ -155,6 +156,8 @@ impl App {
             return self.refuse_text("nothing_to_retry_there_is_no", &[]);
         };
         self.session.move_cursor(&user).expect("from the tree");
+        // The second try starts from the files of the first.
+        self.offer_restore();
         self.answer();
     }
 
@@ -211,6 +214,7 @@ impl App {
                 .say(&self.tr("the_text_is_unchanged_retry_asks", &[]));
         }
         self.session.move_cursor(&parent).expect("from the tree");
+        self.offer_restore();
         self.chat(text);
     }
 
@@ -298,6 +302,7 @@ impl App {
                 let n = self.session.conversation().len() - 1;
                 self.out
                     .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
+                self.offer_restore();
             }
             Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
         }

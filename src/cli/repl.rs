@@ -154,6 +154,11 @@ pub fn run(launch: Launch) -> ExitCode {
             app.offer_setup();
         }
     }
+    // `--continue` and `--resume` land on a node whose files may not be the folder's.
+    if launch.continue_latest || launch.resume.is_some() {
+        app.ready();
+        app.offer_restore();
+    }
     let code = match app.repl() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

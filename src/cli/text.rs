@@ -762,6 +762,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "回答流被中断：{reason}",
     ),
     (
+        "err_bad_value",
+        "`{key}` is `{value}`; use {expected}",
+        "`{key}` 的值 `{value}` 无效；应为 {expected}",
+    ),
+    (
         "err_out_of_range",
         "`{key}` is {value}; it must be between {min} and {max}",
         "`{key}` 的值 {value} 超出范围；应在 {min} 到 {max} 之间",
@@ -875,6 +880,22 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "help_restore",
         "make the working folder match the current node's state (the folder as it was is kept, so it can be undone)",
         "让工作目录与当前节点的状态一致（原来的状态会保留，可以撤销）",
+    ),
+    (
+        "folder_differs",
+        "the working folder differs from [{n}]'s state:",
+        "工作目录与 [{n}] 的状态不同：",
+    ),
+    ("and_more", "… and {n} more", "……还有 {n} 个"),
+    (
+        "restore_hint",
+        "/restore makes the folder match it; /diff shows the differences",
+        "/restore 可使目录与之一致；/diff 显示差异",
+    ),
+    (
+        "restore_offer",
+        "restore the folder to this node's state? [y/N/d(iff)] ",
+        "将目录恢复为此节点的状态吗？[y/N/d(差异)] ",
     ),
     (
         "folder_matches",
@@ -1226,6 +1247,14 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
             ConfigError::UnknownKind { name, kind } => {
                 t("err_unknown_kind", &[("name", name), ("kind", kind)])
             }
+            ConfigError::BadValue {
+                key,
+                value,
+                expected,
+            } => t(
+                "err_bad_value",
+                &[("key", key), ("value", value), ("expected", expected)],
+            ),
             ConfigError::OutOfRange {
                 key,
                 value,

@@ -191,3 +191,52 @@ fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
     assert!(run.stdout.contains("nothing restored"), "{run:?}");
     assert_eq!(tree(&work), snapshot);
 }
+
+/// Moving to a node whose files are not the folder's says so: piped, a list and a hint (nothing
+/// changes); `--continue` on a folder changed since says so too; `checkpoints.restore` is checked.
+#[test]
+fn moving_to_a_node_with_other_files_says_what_differs() {
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "a\n").unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "b",
+            "bash",
+            r#"{"command":"echo more >> a.txt && touch b.txt"}"#,
+        )]),
+        text(&["Done."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "change\n/1\n/5\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "the working folder differs from [1]'s state:\nM a.txt\nD b.txt\n/restore makes the folder match it"
+        ),
+        "{run:?}"
+    );
+    // The tip's state is the folder's: nothing said.
+    assert_eq!(run.stdout.matches("differs from").count(), 1, "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "a\nmore\n"
+    );
+    // Changed since: said on --continue.
+    std::fs::write(env.work().join("a.txt"), "edited elsewhere\n").unwrap();
+    let run = env.run(&server.base_url, &["--continue"], "");
+    assert!(
+        run.stdout.contains("differs from [4]'s state:\nM a.txt"),
+        "{run:?}"
+    );
+    env.write_config(r#"{"retry_initial_ms": 5, "checkpoints": {"restore": "sometimes"}}"#);
+    let run = env.run(&server.base_url, &[], "");
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .contains("`checkpoints.restore` is `sometimes`; use ask or never"),
+        "{run:?}"
+    );
+}

@@ -847,3 +847,41 @@ fn ctrl_c_in_the_middle_of_a_table_lays_out_what_arrived() {
     );
     assert_eq!(lines[2]["interrupted"], true);
 }
+
+/// On a terminal, moving back to a node with other files offers to restore them: `d` shows the
+/// diff, `y` restores.
+#[test]
+fn moving_back_offers_to_restore_the_files_of_that_node() {
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "first\n").unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", r#"{"command":"echo second > a.txt"}"#)]),
+        text(&["Done."]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "permissive"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("change it\r");
+    pty.expect("Done.");
+    pty.expect("› ");
+    pty.send("/1\r");
+    pty.expect("differs from [1]'s state:");
+    pty.expect("M a.txt");
+    pty.expect("[y/N/d(iff)]");
+    pty.send("d\r");
+    pty.expect("+second");
+    pty.expect("[y/N/d(iff)]");
+    pty.send("y\r");
+    pty.expect("restored 1 file to [1]'s state");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "first\n"
+    );
+}
