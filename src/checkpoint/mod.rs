@@ -164,6 +164,74 @@ impl CheckpointStore {
         Ok(bytes)
     }
 
+    /// Removes what no conversation refers to: snapshots named by no checkpoint line of the
+    /// conversation files in `datadir` (and its trash), and contents no remaining snapshot lists.
+    /// Returns (snapshots removed, contents removed, bytes freed).
+    pub fn gc(&self, datadir: &Path) -> Result<(usize, usize, u64), CheckpointError> {
+        use crate::session::record::{Loaded, load_line};
+        let mut referenced = std::collections::HashSet::new();
+        for dir in [datadir.to_path_buf(), datadir.join("trash")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_none_or(|x| x != "jsonl") {
+                    continue;
+                }
+                let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
+                for line in bytes.split(|b| *b == b'\n') {
+                    // Only checkpoint lines matter; a quick look before parsing.
+                    if memchr::memmem::find(line, b"\"checkpoint\"").is_none() {
+                        continue;
+                    }
+                    if let Ok(Loaded::Checkpoint(_, snapshot)) = load_line(line) {
+                        referenced.insert(snapshot);
+                    }
+                }
+            }
+        }
+        let mut keep_objects = std::collections::HashSet::new();
+        let (mut snapshots, mut objects, mut freed) = (0, 0, 0u64);
+        let snapshot_dir = self.dir.join("snapshots");
+        if let Ok(entries) = std::fs::read_dir(&snapshot_dir) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let id = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if referenced.contains(&id) {
+                    // A snapshot that cannot be read keeps nothing alive but stays itself.
+                    if let Ok(m) = self.load(&id) {
+                        keep_objects.extend(m.files.into_values().filter_map(|e| e.hash));
+                    }
+                } else {
+                    freed += entry.metadata().map(|m| m.len()).unwrap_or(0);
+                    std::fs::remove_file(&path).map_err(io("removing", &path))?;
+                    snapshots += 1;
+                }
+            }
+        }
+        if let Ok(shards) = std::fs::read_dir(self.dir.join("objects")) {
+            for shard in shards.flatten() {
+                let Ok(files) = std::fs::read_dir(shard.path()) else {
+                    continue;
+                };
+                for f in files.flatten() {
+                    let name = f.file_name().to_string_lossy().into_owned();
+                    if !keep_objects.contains(&name) {
+                        freed += f.metadata().map(|m| m.len()).unwrap_or(0);
+                        let path = f.path();
+                        std::fs::remove_file(&path).map_err(io("removing", &path))?;
+                        objects += 1;
+                    }
+                }
+            }
+        }
+        Ok((snapshots, objects, freed))
+    }
+
     /// (snapshots, objects, bytes of objects) in the store.
     pub fn stats(&self) -> (usize, usize, u64) {
         let count = |dir: &Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);

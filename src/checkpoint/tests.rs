@@ -114,3 +114,44 @@ fn a_corrupted_object_or_snapshot_is_refused_and_too_many_files_turn_it_off() {
     // Said once; off for the session.
     assert!(matches!(cp.take(), Ok(None)));
 }
+
+#[test]
+fn gc_removes_what_no_conversation_refers_to_and_keeps_the_rest() {
+    let (d, work, store) = fixture();
+    let data = d.path().join("data");
+    let (first, m1) = store.snapshot(&work, &settings(), None).unwrap();
+    std::fs::write(work.join("src/a.rs"), "fn a() { v2() }\n").unwrap();
+    let (second, m2) = store
+        .snapshot(&work, &settings(), Some((&first, &m1)))
+        .unwrap();
+    std::fs::write(work.join("src/a.rs"), "fn a() { v3() }\n").unwrap();
+    let (third, _) = store
+        .snapshot(&work, &settings(), Some((&second, &m2)))
+        .unwrap();
+    let line = |s: &str| {
+        format!(
+            r#"{{"type":"checkpoint","msg_id":"m","snapshot":"{s}","timestamp":"2026-12-01T00:00:00Z"}}"#
+        )
+    };
+    std::fs::write(data.join("c1.jsonl"), format!("{}\n", line(&first))).unwrap();
+    std::fs::create_dir_all(data.join("trash")).unwrap();
+    std::fs::write(data.join("trash/c2.jsonl"), format!("{}\n", line(&second))).unwrap();
+    let (snapshots, objects, freed) = store.gc(&data).unwrap();
+    assert_eq!(
+        (snapshots, objects),
+        (1, 1),
+        "the third snapshot and its a.rs"
+    );
+    assert!(freed > 0);
+    assert!(store.load(&first).is_ok() && store.load(&second).is_ok());
+    assert!(store.load(&third).is_err());
+    for m in [&m1, &m2] {
+        for e in m.files.values().filter_map(|e| e.hash.as_ref()) {
+            assert!(store.object(e).is_ok());
+        }
+    }
+    // An emptied trash lets the second go too.
+    std::fs::remove_file(data.join("trash/c2.jsonl")).unwrap();
+    assert_eq!(store.gc(&data).unwrap().0, 1);
+    assert_eq!(store.gc(&data).unwrap(), (0, 0, 0));
+}

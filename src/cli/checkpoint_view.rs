@@ -231,6 +231,27 @@ impl App {
                 return self.out.say(&self.tr("restore_cancelled", &[]));
             }
         }
+        // Contents that cannot be had (damaged or missing in the store) are said first; the rest is
+        // restored only after a yes.
+        let store = &self.checkpoints.as_ref().expect("checked above").store;
+        let broken: Vec<String> = to_change
+            .iter()
+            .filter_map(|(path, _)| {
+                let hash = target.files.get(path)?.hash.as_deref()?;
+                store.object(hash).err().map(|e| format!("{path}: {e}"))
+            })
+            .collect();
+        if !broken.is_empty() {
+            for b in &broken {
+                self.out.error(&self.tr(
+                    "cannot_restore",
+                    &[("what", &crate::tools::escape_controls(b))],
+                ));
+            }
+            if !yes(self.ask(&self.tr("restore_the_rest", &[]), "", false)) {
+                return self.out.say(&self.tr("restore_cancelled", &[]));
+            }
+        }
         let flagged = to_change
             .iter()
             .filter(|(p, _)| outside.contains(p))
@@ -316,17 +337,29 @@ impl App {
         }
     }
 
-    /// `/checkpoints`: the store's size.
+    /// `/checkpoints`: the store's size; `/checkpoints gc`: what no conversation refers to removed.
     pub(super) fn checkpoints_command(&mut self, args: &str) {
-        if !args.is_empty() {
-            return self.out.error(&self.tr(
-                "takes_no_argument_got",
-                &[("command", &"/checkpoints"), ("args", &args)],
-            ));
+        if !matches!(args, "" | "gc") {
+            return self
+                .out
+                .error(&self.tr("checkpoints_usage", &[("args", &args)]));
         }
         let Some(checkpoints) = self.checkpoints.as_ref() else {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         };
+        if args == "gc" {
+            return match checkpoints.store.gc(self.store.dir()) {
+                Ok((snapshots, objects, bytes)) => self.out.say(&self.tr(
+                    "checkpoints_collected",
+                    &[
+                        ("snapshots", &snapshots),
+                        ("objects", &objects),
+                        ("mb", &format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))),
+                    ],
+                )),
+                Err(e) => self.out.error(&e.to_string()),
+            };
+        }
         let (snapshots, objects, bytes) = checkpoints.store.stats();
         self.out.say(&self.tr(
             "checkpoint_stats",

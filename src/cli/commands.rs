@@ -224,7 +224,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         id: CommandId::Checkpoints,
         names: &["/checkpoints"],
-        args: "",
+        args: "[gc]",
         help: "help_checkpoints",
         takes_conversation: false,
     },

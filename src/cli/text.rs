@@ -873,8 +873,18 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "help_checkpoints",
-        "the checkpoint store: snapshots, stored files and their size",
-        "检查点存储：快照数、存储的文件及其大小",
+        "the checkpoint store: snapshots, stored files and their size; gc removes what no conversation refers to",
+        "检查点存储：快照数、存储的文件及其大小；gc 删除没有对话引用的内容",
+    ),
+    (
+        "checkpoints_usage",
+        "/checkpoints takes nothing or `gc` (got `{args}`)",
+        "/checkpoints 不带参数，或 `gc`（收到 `{args}`）",
+    ),
+    (
+        "checkpoints_collected",
+        "removed {snapshots} snapshots and {objects} stored files no conversation refers to ({mb} MB)",
+        "删除了没有对话引用的 {snapshots} 个快照和 {objects} 个存储文件（{mb} MB）",
     ),
     (
         "help_restore",
@@ -930,6 +940,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "已将 {done} 个文件恢复到 [{n}] 的状态；原来的目录保存在快照 {id} 中",
     ),
     ("not_restored", "not restored: {what}", "未恢复：{what}"),
+    (
+        "cannot_restore",
+        "cannot be restored: {what}",
+        "无法恢复：{what}",
+    ),
+    (
+        "restore_the_rest",
+        "restore the rest? [y/N] ",
+        "恢复其余文件吗？[y/N] ",
+    ),
     (
         "checkpoints_off",
         "checkpoints are off (checkpoints.enabled is false)",

@@ -240,3 +240,66 @@ fn moving_to_a_node_with_other_files_says_what_differs() {
         "{run:?}"
     );
 }
+
+/// A damaged content in the store: that file is refused with a clear message, the rest restored
+/// only after a yes. `/checkpoints gc` keeps what the conversation refers to.
+#[test]
+fn a_damaged_object_is_refused_and_the_rest_asked_for() {
+    use std::io::Write;
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "one\n").unwrap();
+    std::fs::write(env.work().join("b.txt"), "two\n").unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "b",
+            "bash",
+            r#"{"command":"echo x > a.txt && echo y > b.txt"}"#,
+        )]),
+        text(&["Done."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "change\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // Damage the stored "one\n" (its name is its SHA-256).
+    let hash = "2c8b08da5ce60398e1f19af0e5dccc744df274b826abe585eaba68c525434806";
+    let object = env
+        .data()
+        .join(".checkpoints/objects")
+        .join(&hash[..2])
+        .join(hash);
+    assert!(object.exists(), "{object:?}");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&object)
+        .unwrap()
+        .write_all(b"!")
+        .unwrap();
+    let run = env.run(&server.base_url, &["--continue"], "/1\n/restore\ny\nn\n");
+    assert!(
+        run.stderr.contains("cannot be restored: a.txt: checking"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("nothing restored"), "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        "y\n"
+    );
+    let run = env.run(
+        &server.base_url,
+        &["--continue"],
+        "/1\n/restore\ny\ny\n/checkpoints gc\n/checkpoints\n",
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "x\n"
+    );
+    assert!(run.stderr.contains("not restored: a.txt"), "{run:?}");
+    assert!(run.stdout.contains("no conversation refers to"), "{run:?}");
+}
