@@ -922,6 +922,129 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         });
     }
 
+    // 14: checkpoints of a working folder inside a git repository, against git doing the same.
+    if wanted("checkpoints") && Command::new("git").arg("--version").output().is_ok() {
+        let files = if s.big >= 100_000 { 10_000 } else { 2_000 };
+        let repo = dir("checkpoint-repo");
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_AUTHOR_NAME", "b")
+                .env("GIT_AUTHOR_EMAIL", "b@b")
+                .env("GIT_COMMITTER_NAME", "b")
+                .env("GIT_COMMITTER_EMAIL", "b@b")
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        // About 3 KB a file: 30 MB for 10,000.
+        let body: String = "let x = 42; // some code on a line of its own\n".repeat(64);
+        for i in 0..files {
+            let sub = repo.join(format!("src/m{:03}", i % 100));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\n{body}")).unwrap();
+        }
+        let timed = |f: &mut dyn FnMut()| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        };
+        let settings = new_agent::checkpoint::CheckpointSettings::default();
+        let data = dir("checkpoint-data");
+        // The first snapshot, against `git add -A` into a fresh index.
+        let mut firsts = Vec::new();
+        let mut adds = Vec::new();
+        for run in 0..3 {
+            let store =
+                new_agent::checkpoint::CheckpointStore::new(&data.join(format!("first{run}")));
+            firsts.push(timed(&mut || {
+                store.snapshot(&repo, &settings, None).unwrap();
+            }));
+            let _ = std::fs::remove_file(repo.join(".git/index"));
+            let _ = std::fs::remove_dir_all(repo.join(".git/objects"));
+            std::fs::create_dir_all(repo.join(".git/objects")).unwrap();
+            adds.push(timed(&mut || git(&["add", "-A"])));
+        }
+        let (first, add) = (fastest(firsts), fastest(adds));
+        rows.push(Row {
+            what: format!("first checkpoint of a {files}-file tree in a git repository"),
+            measured: ms(first),
+            baseline: format!("`git add -A` into a fresh index {}", ms(add)),
+            ratio: first.as_secs_f64() / add.as_secs_f64(),
+            target: "≤ 1.5×".into(),
+            ok: first.as_secs_f64() <= add.as_secs_f64() * 1.5,
+        });
+        git(&["commit", "-qm", "base"]);
+        // A snapshot with one file changed, against `git status --porcelain`.
+        let store = new_agent::checkpoint::CheckpointStore::new(&data.join("incremental"));
+        let (mut id, mut manifest) = store.snapshot(&repo, &settings, None).unwrap();
+        let mut snaps = Vec::new();
+        let mut statuses = Vec::new();
+        for run in 0..s.runs.min(7) {
+            std::fs::write(repo.join("src/m000/f0.rs"), format!("// changed {run}\n")).unwrap();
+            snaps.push(timed(&mut || {
+                let (i, m) = store
+                    .snapshot(&repo, &settings, Some((&id, &manifest)))
+                    .unwrap();
+                id = i;
+                manifest = m;
+            }));
+            statuses.push(timed(&mut || git(&["status", "--porcelain"])));
+        }
+        let (snap, status) = (fastest(snaps), fastest(statuses));
+        rows.push(Row {
+            what: format!("checkpoint with one file changed, {files}-file tree"),
+            measured: ms(snap),
+            baseline: format!("`git status --porcelain` {}", ms(status)),
+            ratio: snap.as_secs_f64() / status.as_secs_f64(),
+            target: "≤ 1.0×".into(),
+            ok: snap <= status,
+        });
+        // A restore of 100 changed files, against `git checkout` of the same files.
+        let sandbox = new_agent::tools::Sandbox::new(&repo).unwrap();
+        let changed: Vec<String> = (0..100)
+            .map(|i| format!("src/m{:03}/f{i}.rs", i % 100))
+            .collect();
+        let (base_id, base) = store
+            .snapshot(&repo, &settings, Some((&id, &manifest)))
+            .unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "state"]);
+        let mut restores = Vec::new();
+        let mut checkouts = Vec::new();
+        for _ in 0..s.runs.min(5) {
+            for p in &changed {
+                std::fs::write(repo.join(p), "edited\n").unwrap();
+            }
+            let now = store
+                .snapshot(&repo, &settings, Some((&base_id, &base)))
+                .unwrap()
+                .1;
+            restores.push(timed(&mut || {
+                let (done, failed) =
+                    new_agent::checkpoint::apply(&store, &sandbox, &now, &base, &changed);
+                assert_eq!((done, failed.len()), (100, 0));
+            }));
+            for p in &changed {
+                std::fs::write(repo.join(p), "edited\n").unwrap();
+            }
+            let mut args = vec!["checkout", "--"];
+            args.extend(changed.iter().map(String::as_str));
+            checkouts.push(timed(&mut || git(&args)));
+        }
+        let (restore, checkout) = (fastest(restores), fastest(checkouts));
+        rows.push(Row {
+            what: "restore 100 changed files from a checkpoint".into(),
+            measured: ms(restore),
+            baseline: format!("`git checkout` of them {}", ms(checkout)),
+            ratio: restore.as_secs_f64() / checkout.as_secs_f64(),
+            target: "≤ 1.5×".into(),
+            ok: restore.as_secs_f64() <= checkout.as_secs_f64() * 1.5,
+        });
+    }
+
     // 6: storing one message in a small and in a big conversation.
     if wanted("store") {
         generate_big(&store, "hundred", 100);

@@ -256,8 +256,13 @@ impl CheckpointStore {
         settings: &CheckpointSettings,
         previous: Option<&Manifest>,
     ) -> Result<Manifest, CheckpointError> {
-        use std::os::unix::fs::MetadataExt;
-        let mut manifest = Manifest::default();
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // The folder is walked on every core: each file is one `lstat`, and read only when it
+        // changed.
+        let found: Mutex<Vec<(String, Entry)>> = Mutex::new(Vec::new());
+        let failure: Mutex<Option<CheckpointError>> = Mutex::new(None);
+        let count = AtomicUsize::new(0);
         let walk = ignore::WalkBuilder::new(workdir)
             .hidden(false)
             .git_ignore(true)
@@ -268,64 +273,105 @@ impl CheckpointStore {
             .require_git(false)
             .follow_links(false)
             .filter_entry(|e| e.file_name() != ".git")
-            .build();
-        for entry in walk {
-            let Ok(entry) = entry else { continue };
-            let path = entry.path();
-            let Ok(rel) = path.strip_prefix(workdir) else {
-                continue;
-            };
-            if rel.as_os_str().is_empty() {
-                continue;
-            }
-            let Some(name) = rel.to_str() else { continue };
-            let meta = std::fs::symlink_metadata(path).map_err(io("reading", path))?;
-            let kind = meta.file_type();
-            if kind.is_dir() {
-                continue;
-            }
-            if manifest.files.len() >= settings.max_files {
-                return Err(CheckpointError::TooManyFiles(settings.max_files));
-            }
-            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-            let mut e = Entry {
-                kind: String::new(),
-                hash: None,
-                target: None,
-                mode: meta.mode() & 0o7777,
-                size: meta.len(),
-                mtime_ns,
-                ino: meta.ino(),
-            };
-            if kind.is_symlink() {
-                e.kind = "link".into();
-                e.target = std::fs::read_link(path)
-                    .ok()
-                    .map(|t| t.to_string_lossy().into_owned());
-            } else if kind.is_file() {
-                if meta.len() > settings.max_file_bytes {
-                    e.kind = "skipped".into();
-                } else {
-                    e.kind = "file".into();
-                    let unchanged = previous.and_then(|p| p.files.get(name)).filter(|old| {
-                        old.kind == "file"
-                            && old.size == e.size
-                            && old.mtime_ns == e.mtime_ns
-                            && old.ino == e.ino
-                            && old.mode == e.mode
-                    });
-                    e.hash = match unchanged {
-                        Some(old) => old.hash.clone(),
-                        None => Some(self.store_file(path)?),
-                    };
+            .threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)))
+            .build_parallel();
+        walk.run(|| {
+            Box::new(|entry| {
+                use ignore::WalkState;
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                match self.entry(workdir, entry.path(), settings, previous) {
+                    Ok(Some(found_one)) => {
+                        if count.fetch_add(1, Ordering::SeqCst) >= settings.max_files {
+                            *failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                                Some(CheckpointError::TooManyFiles(settings.max_files));
+                            return WalkState::Quit;
+                        }
+                        found
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(found_one);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        return WalkState::Quit;
+                    }
                 }
-            } else {
-                // FIFOs, sockets, devices: not files a snapshot can hold.
-                continue;
-            }
-            manifest.files.insert(name.to_string(), e);
+                WalkState::Continue
+            })
+        });
+        if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
         }
-        Ok(manifest)
+        Ok(Manifest {
+            files: found
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .into_iter()
+                .collect(),
+        })
+    }
+
+    /// One path of the walk as a snapshot entry (None for folders and what a snapshot does not
+    /// hold); its content is stored when it changed.
+    fn entry(
+        &self,
+        workdir: &Path,
+        path: &Path,
+        settings: &CheckpointSettings,
+        previous: Option<&Manifest>,
+    ) -> Result<Option<(String, Entry)>, CheckpointError> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(rel) = path.strip_prefix(workdir) else {
+            return Ok(None);
+        };
+        let Some(name) = rel.to_str().filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        let meta = std::fs::symlink_metadata(path).map_err(io("reading", path))?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            return Ok(None);
+        }
+        let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+        let mut e = Entry {
+            kind: String::new(),
+            hash: None,
+            target: None,
+            mode: meta.mode() & 0o7777,
+            size: meta.len(),
+            mtime_ns,
+            ino: meta.ino(),
+        };
+        if kind.is_symlink() {
+            e.kind = "link".into();
+            e.target = std::fs::read_link(path)
+                .ok()
+                .map(|t| t.to_string_lossy().into_owned());
+        } else if kind.is_file() {
+            if meta.len() > settings.max_file_bytes {
+                e.kind = "skipped".into();
+            } else {
+                e.kind = "file".into();
+                let unchanged = previous.and_then(|p| p.files.get(name)).filter(|old| {
+                    old.kind == "file"
+                        && old.size == e.size
+                        && old.mtime_ns == e.mtime_ns
+                        && old.ino == e.ino
+                        && old.mode == e.mode
+                });
+                e.hash = match unchanged {
+                    Some(old) => old.hash.clone(),
+                    None => Some(self.store_file(path)?),
+                };
+            }
+        } else {
+            // FIFOs, sockets, devices: not files a snapshot can hold.
+            return Ok(None);
+        }
+        Ok(Some((name.to_string(), e)))
     }
 
     /// Stores a file's content (once per content); its hash.
@@ -408,6 +454,58 @@ impl Checkpoints {
             }
         }
     }
+}
+
+/// Makes the working folder hold `target` where it now holds `now`, for the paths in `paths`
+/// (what [`changes`] listed, less what the user kept): files written beside and renamed over,
+/// links likewise, removed files and links unlinked; a big file never stored is never removed.
+/// Returns (paths done, paths not done with why).
+pub fn apply(
+    store: &CheckpointStore,
+    sandbox: &crate::tools::Sandbox,
+    now: &Manifest,
+    target: &Manifest,
+    paths: &[String],
+) -> (usize, Vec<(String, String)>) {
+    use crate::tools::sandbox::Put;
+    let (mut done, mut kept) = (0usize, Vec::new());
+    for path in paths {
+        let result = match target.files.get(path) {
+            None => match now.files.get(path).map(|e| e.kind.as_str()) {
+                Some("skipped") => Err("not stored".to_string()),
+                _ => sandbox.put(path, Put::Nothing).map_err(|e| e.to_string()),
+            },
+            Some(entry) => match entry.kind.as_str() {
+                "link" => sandbox
+                    .put(
+                        path,
+                        Put::Link {
+                            target: entry.target.as_deref().unwrap_or(""),
+                        },
+                    )
+                    .map_err(|e| e.to_string()),
+                "file" => match entry.hash.as_deref().map(|h| store.object(h)) {
+                    Some(Ok(bytes)) => sandbox
+                        .put(
+                            path,
+                            Put::File {
+                                bytes: &bytes,
+                                mode: entry.mode,
+                            },
+                        )
+                        .map_err(|e| e.to_string()),
+                    Some(Err(e)) => Err(e.to_string()),
+                    None => Err("not stored".to_string()),
+                },
+                _ => Err("not stored (over checkpoints.max_file_bytes)".to_string()),
+            },
+        };
+        match result {
+            Ok(()) => done += 1,
+            Err(why) => kept.push((path.clone(), why)),
+        }
+    }
+    (done, kept)
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {

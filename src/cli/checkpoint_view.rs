@@ -176,7 +176,6 @@ impl App {
     /// The restore; `ask`: list and ask first (the offer after a move has asked already). Files
     /// changed outside `new` are asked about either way.
     fn restore_with(&mut self, ask: bool) {
-        use crate::tools::sandbox::Put;
         let Some(checkpoints) = self.checkpoints.as_ref() else {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         };
@@ -271,51 +270,21 @@ impl App {
         }
         let checkpoints = self.checkpoints.as_ref().expect("checked above");
         let sandbox = self.tools.sandbox().clone();
-        let (mut done, mut kept) = (0usize, Vec::new());
-        for (path, _) in &to_change {
-            if outside.contains(path) && !overwrite_outside {
-                kept.push(format!(
-                    "{path} ({})",
-                    self.tr("changed_outside_short", &[])
-                ));
-                continue;
-            }
-            let result = match target.files.get(path) {
-                None => match now.files.get(path).map(|e| e.kind.as_str()) {
-                    // A big file `new` never stored is never removed.
-                    Some("skipped") => Err("not stored".to_string()),
-                    _ => sandbox.put(path, Put::Nothing).map_err(|e| e.to_string()),
-                },
-                Some(entry) => match entry.kind.as_str() {
-                    "link" => sandbox
-                        .put(
-                            path,
-                            Put::Link {
-                                target: entry.target.as_deref().unwrap_or(""),
-                            },
-                        )
-                        .map_err(|e| e.to_string()),
-                    "file" => match entry.hash.as_deref().map(|h| checkpoints.store.object(h)) {
-                        Some(Ok(bytes)) => sandbox
-                            .put(
-                                path,
-                                Put::File {
-                                    bytes: &bytes,
-                                    mode: entry.mode,
-                                },
-                            )
-                            .map_err(|e| e.to_string()),
-                        Some(Err(e)) => Err(e.to_string()),
-                        None => Err("not stored".to_string()),
-                    },
-                    _ => Err("not stored (over checkpoints.max_file_bytes)".to_string()),
-                },
-            };
-            match result {
-                Ok(()) => done += 1,
-                Err(why) => kept.push(format!("{path} ({why})")),
-            }
-        }
+        let mut kept: Vec<String> = Vec::new();
+        let paths: Vec<String> = to_change
+            .iter()
+            .map(|(p, _)| p.clone())
+            .filter(|p| {
+                let keep = outside.contains(p) && !overwrite_outside;
+                if keep {
+                    kept.push(format!("{p} ({})", self.tr("changed_outside_short", &[])));
+                }
+                !keep
+            })
+            .collect();
+        let (done, failed) =
+            crate::checkpoint::apply(&checkpoints.store, &sandbox, &now, &target, &paths);
+        kept.extend(failed.into_iter().map(|(p, why)| format!("{p} ({why})")));
         // The folder now, written down on the node it was restored to (when it holds that node's
         // state whole): what `new` left. After a partial restore the kept files are asked about
         // again next time, which errs on the side of asking.

@@ -401,10 +401,9 @@ impl Sandbox {
                 )?;
                 rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
                 let mut file = std::fs::File::from(fd);
+                // No fsync: the rename is what keeps a file whole if `new` is killed; like `git
+                // checkout`, a restore does not wait for the disk.
                 file.write_all(bytes).map_err(|e| {
-                    rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO)
-                })?;
-                file.sync_all().map_err(|e| {
                     rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO)
                 })?;
                 Ok(())
