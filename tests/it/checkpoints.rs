@@ -303,3 +303,61 @@ fn a_damaged_object_is_refused_and_the_rest_asked_for() {
     assert!(run.stderr.contains("not restored: a.txt"), "{run:?}");
     assert!(run.stdout.contains("no conversation refers to"), "{run:?}");
 }
+
+/// `kill -9` in the middle of a restore: every file is the old one or the new one, never torn.
+#[test]
+fn a_restore_killed_half_way_leaves_every_file_old_or_new() {
+    let env = Env::new();
+    let old: String = "old content line\n".repeat(4096);
+    let new: String = "new content, longer line\n".repeat(4096);
+    for i in 0..200 {
+        std::fs::write(env.work().join(format!("f{i:03}.txt")), &old).unwrap();
+    }
+    let command = format!(
+        "for f in f*.txt; do printf '{}' > \"$f\"; done",
+        "new content, longer line\\n".repeat(64)
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", &json!({ "command": command }).to_string())]),
+        text(&["Done."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "rewrite\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let after_turn = std::fs::read_to_string(env.work().join("f000.txt")).unwrap();
+    assert_ne!(after_turn, old);
+    let _ = new;
+    // Restore the old files, killed at a few moments of the work.
+    for delay_ms in [5u64, 15, 30, 60] {
+        let mut cmd = env.command(&server.base_url);
+        cmd.arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .arg("--continue")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"/1\n/restore\ny\n").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            // SIGKILL: no handler, no clean-up.
+            child.kill().unwrap();
+            drop(stdin);
+        }
+        let _ = child.wait();
+        for i in 0..200 {
+            let text = std::fs::read_to_string(env.work().join(format!("f{i:03}.txt"))).unwrap();
+            assert!(
+                text == old || text == after_turn,
+                "f{i:03}.txt is torn after a kill at {delay_ms} ms ({} bytes)",
+                text.len()
+            );
+        }
+    }
+}
