@@ -515,22 +515,7 @@ fn hex_sha256(bytes: &[u8]) -> String {
 
 /// Writes a file of the store whole (temporary file, then rename), readable by the user only.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    crate::session::error::create_private_dir(dir).map_err(io("creating", dir))?;
-    let tmp = dir.join(format!(".{}.tmp", crate::session::new_id()));
-    let result = (|| {
-        let mut file = crate::session::error::private_options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io("writing", path))
+    crate::session::error::write_whole(path, bytes).map_err(io("writing", path))
 }
 
 /// What differs from one state to another: (path, `M`/`A`/`D`), in path order.

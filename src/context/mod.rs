@@ -392,23 +392,7 @@ fn save_result(path: &Path, text: &str) -> std::io::Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64) {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    crate::session::error::create_private_dir(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", crate::session::new_id()));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        let mut file = crate::session::error::private_options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        std::fs::rename(&tmp, path)
-    };
-    let result = write();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::session::error::write_whole(path, text.as_bytes())
 }
 
 /// The start of a big result (about `tokens` tokens, cut at a line end where one is near) and a

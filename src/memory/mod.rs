@@ -318,22 +318,7 @@ fn read_memory(path: &Path, level: Level) -> Result<Memory, String> {
 
 /// Writes a file readable by the user only, atomically.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp", crate::session::new_id()));
-    let result = (|| {
-        let mut file = crate::session::error::private_options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::layers::write_private(path, text.as_bytes())
 }
 
 /// The secret-looking values of the environment: those of variables named like keys, tokens,
