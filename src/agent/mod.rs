@@ -287,18 +287,24 @@ impl Agent<'_> {
         interrupts: &mut Interrupts,
         wrap_up: bool,
     ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse) {
+        // Built once; again only after a compaction changed what is sent.
+        let (mut request, mut estimate) = self.build(session, wrap_up);
         if let Some(ctx) = self.context
-            && ctx.should_compact(self.build(session, wrap_up).1)
-            && let Err(CompactError::Cancelled) = self
+            && ctx.should_compact(estimate)
+        {
+            match self
                 .compact(session, observer, interrupts, None, true)
                 .await
-            && !gate.continue_uncompacted()
-        {
-            return (None, ChatResponse::default());
+            {
+                Ok(_) => (request, estimate) = self.build(session, wrap_up),
+                Err(CompactError::Cancelled) if !gate.continue_uncompacted() => {
+                    return (None, ChatResponse::default());
+                }
+                Err(_) => {}
+            }
         }
         let mut retried = false;
         loop {
-            let (request, estimate) = self.build(session, wrap_up);
             let (result, partial) = self.stream(&request, observer, interrupts).await;
             let Some(ctx) = self.context else {
                 return (result, partial);
@@ -323,7 +329,10 @@ impl Agent<'_> {
                         .compact(session, observer, interrupts, None, true)
                         .await
                     {
-                        Ok(_) => continue,
+                        Ok(_) => {
+                            (request, estimate) = self.build(session, wrap_up);
+                            continue;
+                        }
                         Err(CompactError::Cancelled) => return (None, partial),
                         Err(_) => {}
                     }
@@ -383,7 +392,7 @@ impl Agent<'_> {
                         .await
                         .and_then(|text| {
                             let mut message =
-                                compact::summary_message(&plan, &text, focus, before, fixed)
+                                compact::summary_message(&plan, ctx, &text, focus, before, fixed)
                                     .ok_or(CompactError::Nothing)?;
                             // Stored in the provider's tokens, as far as the calibration knows.
                             let info = message.summary.as_mut().expect("a summary node");

@@ -213,20 +213,13 @@ impl CheckpointStore {
                 }
             }
         }
-        if let Ok(shards) = std::fs::read_dir(self.dir.join("objects")) {
-            for shard in shards.flatten() {
-                let Ok(files) = std::fs::read_dir(shard.path()) else {
-                    continue;
-                };
-                for f in files.flatten() {
-                    let name = f.file_name().to_string_lossy().into_owned();
-                    if !keep_objects.contains(&name) {
-                        freed += f.metadata().map(|m| m.len()).unwrap_or(0);
-                        let path = f.path();
-                        std::fs::remove_file(&path).map_err(io("removing", &path))?;
-                        objects += 1;
-                    }
-                }
+        for f in self.objects() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if !keep_objects.contains(&name) {
+                freed += f.metadata().map(|m| m.len()).unwrap_or(0);
+                let path = f.path();
+                std::fs::remove_file(&path).map_err(io("removing", &path))?;
+                objects += 1;
             }
         }
         Ok((snapshots, objects, freed))
@@ -237,17 +230,22 @@ impl CheckpointStore {
         let count = |dir: &Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
         let snapshots = count(&self.dir.join("snapshots"));
         let (mut objects, mut bytes) = (0, 0);
-        if let Ok(shards) = std::fs::read_dir(self.dir.join("objects")) {
-            for shard in shards.flatten() {
-                if let Ok(files) = std::fs::read_dir(shard.path()) {
-                    for f in files.flatten() {
-                        objects += 1;
-                        bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
-                    }
-                }
-            }
+        for f in self.objects() {
+            objects += 1;
+            bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
         }
         (snapshots, objects, bytes)
+    }
+
+    /// Every stored content file (in its two-letter shard).
+    fn objects(&self) -> impl Iterator<Item = std::fs::DirEntry> {
+        std::fs::read_dir(self.dir.join("objects"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|shard| std::fs::read_dir(shard.path()).ok())
+            .flatten()
+            .flatten()
     }
 
     fn scan(
@@ -419,16 +417,17 @@ impl Checkpoints {
     /// Takes a snapshot of the working folder; Ok(None) when checkpoints are off. A failure is
     /// returned the first time only (to be said once); later ones are silent.
     pub fn take(&self) -> Result<Option<String>, CheckpointError> {
-        self.snapshot(true)
+        Ok(self.snapshot(true)?.map(|(id, _)| id))
     }
 
     /// The same, without counting as what `new` last saw (for `/diff`, and before a restore):
     /// files changed outside `new` stay recognisable as such.
-    pub fn peek(&self) -> Result<Option<String>, CheckpointError> {
+    /// Returns the snapshot's manifest too: the caller need not read it back.
+    pub fn peek(&self) -> Result<Option<(String, Manifest)>, CheckpointError> {
         self.snapshot(false)
     }
 
-    fn snapshot(&self, record: bool) -> Result<Option<String>, CheckpointError> {
+    fn snapshot(&self, record: bool) -> Result<Option<(String, Manifest)>, CheckpointError> {
         use std::sync::atomic::Ordering;
         if !self.settings.enabled || self.off.load(Ordering::SeqCst) {
             return Ok(None);
@@ -438,9 +437,9 @@ impl Checkpoints {
         match self.store.snapshot(&self.workdir, &self.settings, previous) {
             Ok((id, manifest)) => {
                 if record {
-                    *last = Some((id.clone(), manifest));
+                    *last = Some((id.clone(), manifest.clone()));
                 }
-                Ok(Some(id))
+                Ok(Some((id, manifest)))
             }
             Err(e) => {
                 if matches!(e, CheckpointError::TooManyFiles(_)) {

@@ -69,10 +69,7 @@ impl App {
                 Err(e) => return self.out.error(&e),
             },
             None => match checkpoints.peek() {
-                Ok(Some(id)) => match checkpoints.store.load(&id) {
-                    Ok(m) => m,
-                    Err(e) => return self.out.error(&e.to_string()),
-                },
+                Ok(Some((_, now))) => now,
                 Ok(None) => return self.out.error(&self.tr("checkpoints_off", &[])),
                 Err(e) => return self.out.error(&e.to_string()),
             },
@@ -117,12 +114,9 @@ impl App {
             return;
         };
         let n = c.number_of(c.cursor()).unwrap_or(0);
-        let (Ok(target), Ok(Some(now_id))) =
+        let (Ok(target), Ok(Some((_, now)))) =
             (checkpoints.store.load(&target_id), checkpoints.peek())
         else {
-            return;
-        };
-        let Ok(now) = checkpoints.store.load(&now_id) else {
             return;
         };
         let differ = changes(&now, &target);
@@ -193,10 +187,7 @@ impl App {
             .and_then(|id| checkpoints.store.load(id).ok().map(|m| (id.to_string(), m)))
             .or_else(|| checkpoints.last());
         let (now_id, now) = match checkpoints.peek() {
-            Ok(Some(id)) => match checkpoints.store.load(&id) {
-                Ok(m) => (id, m),
-                Err(e) => return self.out.error(&e.to_string()),
-            },
+            Ok(Some(state)) => state,
             Ok(None) => return self.out.error(&self.tr("checkpoints_off", &[])),
             Err(e) => return self.out.error(&e.to_string()),
         };

@@ -371,19 +371,16 @@ impl App {
             let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
             let (memory, names, shelf) = (memory.clone(), skill_names.clone(), shelf.clone());
             std::thread::spawn(move || {
-                let skills = SkillRegistry::load_with(&layers, &skill_settings);
-                *names.write().unwrap_or_else(|e| e.into_inner()) =
-                    skills.all().map(|s| s.name.clone()).collect();
-                shelf.set(skills.shelf(skill_settings.max_bytes));
-                let instructions = prompt::agents::load(layers.user.as_deref(), &workdir);
-                let mut parts =
-                    prompt::system_prompt_parts(&role, &instructions.text, &skills, &workdir);
-                parts.extend(memory_part(memory.as_ref(), &memory_settings));
-                PromptJob {
-                    skills,
-                    problems: instructions.problems,
-                    parts,
-                }
+                read_prompt(
+                    &layers,
+                    &role,
+                    &workdir,
+                    &skill_settings,
+                    memory.as_ref(),
+                    &memory_settings,
+                    &names,
+                    &shelf,
+                )
             })
         };
         let store = Store::open(&datadir)?;
@@ -617,8 +614,16 @@ impl App {
         let Ok(done) = job.join() else {
             return self.out.error("reading the skills and AGENTS.md failed");
         };
-        for problem in done.skills.problems.iter().chain(&done.problems) {
-            self.out.warn(&crate::tools::escape_controls(problem));
+        self.take_prompt(done, true);
+    }
+
+    /// Puts a system prompt read by [`read_prompt`] in force, for the conversation in use too;
+    /// with `report`, what could not be read is said.
+    pub(super) fn take_prompt(&mut self, done: PromptJob, report: bool) {
+        if report {
+            for problem in done.skills.problems.iter().chain(&done.problems) {
+                self.out.warn(&crate::tools::escape_controls(problem));
+            }
         }
         self.skills = done.skills;
         self.prompt_parts = done.parts;
@@ -878,6 +883,33 @@ pub(super) struct PromptJob {
     skills: SkillRegistry,
     problems: Vec<String>,
     parts: Vec<(String, String)>,
+}
+
+/// Reads what the system prompt is made of (the skills, AGENTS.md, the memory indexes, the
+/// environment) and fills what Tab completion (`names`) and `use_skill` (`shelf`) read.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn read_prompt(
+    layers: &Layers,
+    role: &RoleFile,
+    workdir: &Path,
+    skill_settings: &crate::skill::SkillSettings,
+    memory: Option<&crate::memory::MemoryStore>,
+    memory_settings: &crate::memory::MemorySettings,
+    names: &super::editor::SkillNames,
+    shelf: &crate::tools::builtin::Shelf,
+) -> PromptJob {
+    let skills = SkillRegistry::load_with(layers, skill_settings);
+    *names.write().unwrap_or_else(|e| e.into_inner()) =
+        skills.all().map(|s| s.name.clone()).collect();
+    shelf.set(skills.shelf(skill_settings.max_bytes));
+    let instructions = prompt::agents::load(layers.user.as_deref(), workdir);
+    let mut parts = prompt::system_prompt_parts(role, &instructions.text, &skills, workdir);
+    parts.extend(memory_part(memory, memory_settings));
+    PromptJob {
+        skills,
+        problems: instructions.problems,
+        parts,
+    }
 }
 
 /// The memory indexes as a part of the system prompt.

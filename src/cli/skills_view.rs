@@ -1,7 +1,7 @@
 //! `/skills` (list, enable, disable) and `/<skill> [args]`.
 
 use super::repl::App;
-use crate::skill::{SkillRegistry, Tier};
+use crate::skill::Tier;
 
 impl App {
     /// `/<skill> [args]`: the skill's instructions as the next user message, the arguments after
@@ -139,35 +139,16 @@ impl App {
     /// (of the conversation in use too) and what `use_skill` can load. With `report`, broken files
     /// are named.
     pub(super) fn reload_skills(&mut self, report: bool) {
-        self.skills = SkillRegistry::load_with(&self.layers, &self.config.skill);
-        if report {
-            for problem in &self.skills.problems {
-                self.out.warn(&crate::tools::escape_controls(problem));
-            }
-        }
-        *self.skill_names.write().unwrap_or_else(|e| e.into_inner()) =
-            self.skills.all().map(|s| s.name.clone()).collect();
-        self.tools
-            .context()
-            .skills
-            .set(self.skills.shelf(self.config.skill.max_bytes));
-        let instructions = crate::prompt::agents::load(self.layers.user.as_deref(), &self.workdir);
-        if report {
-            for problem in &instructions.problems {
-                self.out.warn(&crate::tools::escape_controls(problem));
-            }
-        }
-        self.prompt_parts = crate::prompt::system_prompt_parts(
+        let done = super::repl::read_prompt(
+            &self.layers,
             &self.role,
-            &instructions.text,
-            &self.skills,
             &self.workdir,
-        );
-        self.prompt_parts.extend(super::repl::memory_part(
+            &self.config.skill,
             self.memory.as_ref(),
             &self.config.memory,
-        ));
-        self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
-        self.session.set_system_prompt(&self.system_prompt);
+            &self.skill_names,
+            &self.tools.context().skills,
+        );
+        self.take_prompt(done, report);
     }
 }

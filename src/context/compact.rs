@@ -310,6 +310,7 @@ async fn ask(
 /// The summary node for `plan`, to be added under node `at`.
 pub fn summary_message(
     plan: &Plan<'_>,
+    ctx: &Context,
     text: &str,
     focus: Option<&str>,
     tokens_before: u64,
@@ -317,11 +318,8 @@ pub fn summary_message(
 ) -> Option<Message> {
     let last = plan.summarized.last()?;
     let content = format!("{SUMMARY_HEADING}\n\n{text}");
-    let kept: u64 = plan
-        .kept
-        .iter()
-        .map(|m| 4 + estimate_text(&m.content))
-        .sum();
+    // The kept part as it is sent (big results as their previews), as the cut measured it.
+    let kept: u64 = plan.kept.iter().map(|m| message_tokens(m, ctx)).sum();
     let messages = plan.summarized.len() as u64
         + plan
             .previous

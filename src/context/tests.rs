@@ -299,7 +299,7 @@ fn a_long_single_turn_keeps_nothing_rather_than_splitting_it() {
     let p = plan(&c, c.cursor(), &ctx(100_000), 500, 100_000).unwrap();
     assert!(p.kept.is_empty(), "the only user message starts the branch");
     assert_eq!(p.summarized.len(), 41);
-    let m = summary_message(&p, "text", Some(" tests "), 9000, 100).unwrap();
+    let m = summary_message(&p, &ctx(100_000), "text", Some(" tests "), 9000, 100).unwrap();
     let info = m.summary.unwrap();
     assert_eq!(info.replaces, c.cursor());
     assert_eq!(info.messages, 41);

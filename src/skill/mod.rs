@@ -359,6 +359,21 @@ struct Parsed {
     allowed_tools: Option<Vec<String>>,
 }
 
+/// A skill's text cut at `max_bytes` (`skill.max_skill_size_bytes`), with a note saying so.
+pub fn cut_to_size(text: &mut String, max_bytes: usize) {
+    if text.len() <= max_bytes {
+        return;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
+    ));
+}
+
 /// Front matter of plain `key: value` lines (what skills hold), read without a YAML parser: loading
 /// many skills stays quick. None when it holds anything else (quotes with escapes, nested
 /// values, several lines): the YAML parser reads those.
@@ -507,16 +522,7 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
         names
     });
     let mut body = content.trim().to_string();
-    if body.len() > max_bytes {
-        let mut end = max_bytes;
-        while !body.is_char_boundary(end) {
-            end -= 1;
-        }
-        body.truncate(end);
-        body.push_str(&format!(
-            "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
-        ));
-    }
+    cut_to_size(&mut body, max_bytes);
     Ok(Parsed {
         name,
         description: front.description.unwrap_or_default().trim().to_string(),

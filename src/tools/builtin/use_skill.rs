@@ -25,17 +25,7 @@ impl ShelfEntry {
     /// The SKILL.md whole, cut at `max_bytes` with a note.
     pub fn text(&self) -> std::io::Result<String> {
         let mut text = std::fs::read_to_string(&self.source)?;
-        if text.len() > self.max_bytes {
-            let mut end = self.max_bytes;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str(&format!(
-                "\n\n[The rest of this skill was cut: it is longer than {} bytes (skill.max_skill_size_bytes).]",
-                self.max_bytes
-            ));
-        }
+        crate::skill::cut_to_size(&mut text, self.max_bytes);
         Ok(text)
     }
 }
