@@ -108,6 +108,17 @@ struct Open {
     strike: bool,
 }
 
+impl Open {
+    /// The emphasis a run of `width` markers opens or closes: two for bold, one for italic.
+    fn emphasis(&mut self, width: usize) -> &mut Option<u8> {
+        if width == 2 {
+            &mut self.bold
+        } else {
+            &mut self.italic
+        }
+    }
+}
+
 /// The longest stretch searched for the end of an emphasis or code span: a marker with no end
 /// within it is taken literally (keeps a pathological line linear).
 const LOOKAHEAD: usize = 2048;
@@ -340,20 +351,13 @@ impl Flow {
         let mut left = run;
         // Close what is open, innermost first.
         if closes {
-            if left >= 2 && open.bold == Some(marker) {
-                open.bold = None;
-                left -= 2;
-                used += 2;
-            }
-            if left >= 1 && open.italic == Some(marker) {
-                open.italic = None;
-                left -= 1;
-                used += 1;
-            }
-            if left >= 2 && open.bold == Some(marker) {
-                open.bold = None;
-                left -= 2;
-                used += 2;
+            for width in [2, 1, 2] {
+                let slot = open.emphasis(width);
+                if left >= width && *slot == Some(marker) {
+                    *slot = None;
+                    left -= width;
+                    used += width;
+                }
             }
         }
         if left > 0 && opens {
@@ -361,24 +365,15 @@ impl Flow {
             // complete (or the lookahead is exhausted).
             let waiting = !complete && rest.len() < LOOKAHEAD;
             let marker_str = |n: usize| (marker as char).to_string().repeat(n);
-            if left >= 2 && open.bold.is_none() {
-                match closer(rest, &marker_str(2), complete) {
-                    Closer::Yes => {
-                        open.bold = Some(marker);
-                        left -= 2;
-                        used += 2;
-                    }
-                    Closer::Maybe => return Marker::Undecided,
-                    Closer::No if waiting => return Marker::Undecided,
-                    Closer::No => {}
+            for width in [2, 1] {
+                if left < width || open.emphasis(width).is_some() {
+                    continue;
                 }
-            }
-            if left >= 1 && open.italic.is_none() {
-                match closer(rest, &marker_str(1), complete) {
+                match closer(rest, &marker_str(width), complete) {
                     Closer::Yes => {
-                        open.italic = Some(marker);
-                        left -= 1;
-                        used += 1;
+                        *open.emphasis(width) = Some(marker);
+                        left -= width;
+                        used += width;
                     }
                     Closer::Maybe => return Marker::Undecided,
                     Closer::No if waiting => return Marker::Undecided,
