@@ -501,6 +501,10 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
             "its name `{name}` holds a space or starts with `/`"
         ));
     }
+    // The name is offered by Tab completion, which prints it as it is.
+    if crate::tools::escape_controls(&name) != name {
+        return Err(format!("its name `{name}` holds a control character"));
+    }
     let as_text = |v: serde_json::Value| match v {
         serde_json::Value::String(s) => s,
         other => other.to_string(),
@@ -633,6 +637,20 @@ mod tests {
             dir.path().join("project/.new/skills/bad name/SKILL.md"),
             "---\nname: bad name\n---\nbody",
         );
+        // Names that would reach the terminal through Tab completion: an escape sequence (plain
+        // and in YAML's quoted form) and a bidi override.
+        write(
+            dir.path().join("project/.new/skills/esc/SKILL.md"),
+            "---\nname: red\u{1b}[31m\n---\nbody",
+        );
+        write(
+            dir.path().join("project/.new/skills/quoted/SKILL.md"),
+            "---\nname: \"q\\e[2J\"\ndescription: x\n---\nbody",
+        );
+        write(
+            dir.path().join("project/.new/skills/bidi/SKILL.md"),
+            "---\nname: txt\u{202e}fdp\n---\nbody",
+        );
         // A folder without SKILL.md is not a skill.
         std::fs::create_dir_all(dir.path().join("project/.new/skills/empty")).unwrap();
         let settings = SkillSettings {
@@ -657,6 +675,15 @@ mod tests {
         assert!(r.shelf(1024)["big"].text().unwrap().len() < 1200);
         assert!(
             r.problems.iter().any(|p| p.contains("holds a space")),
+            "{:?}",
+            r.problems
+        );
+        assert_eq!(
+            r.problems
+                .iter()
+                .filter(|p| p.contains("holds a control character"))
+                .count(),
+            3,
             "{:?}",
             r.problems
         );

@@ -345,6 +345,7 @@ impl Sandbox {
 }
 
 /// What a restore puts at a path.
+#[derive(Debug, Clone, Copy)]
 pub enum Put<'a> {
     File { bytes: &'a [u8], mode: u32 },
     Link { target: &'a str },
@@ -789,5 +790,67 @@ mod tests {
             let err = s.write(&p, name, b"x").unwrap_err().to_string();
             assert!(err.contains(what), "{err}");
         }
+    }
+
+    /// What a restore writes goes by the same rules as the tools: a path that is not plain names
+    /// is refused, a folder on the way that became a link is not followed (whether writing or
+    /// removing), and nothing outside WORKDIR changes.
+    #[test]
+    fn put_refuses_paths_that_leave_workdir() {
+        let (d, s) = setup();
+        let root = s.root().to_path_buf();
+        let file = Put::File {
+            bytes: b"pwned",
+            mode: 0o644,
+        };
+        for bad in ["../secret.txt", "/etc/x", "src/../../secret.txt", "./a", ""] {
+            let err = s.put(bad, file).unwrap_err().to_string();
+            assert!(
+                err.contains("not a plain path") || err.contains("empty path"),
+                "{bad}: {err}"
+            );
+        }
+        // A folder replaced by a link to outside WORKDIR.
+        symlink(d.path(), root.join("out")).unwrap();
+        let err = s.put("out/secret.txt", file).unwrap_err().to_string();
+        assert!(err.contains("`out` is not a folder"), "{err}");
+        s.put("out/secret.txt", Put::Nothing).unwrap_err();
+        let err = s
+            .put(
+                "out/new",
+                Put::Link {
+                    target: "/etc/passwd",
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`out` is not a folder"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("secret.txt")).unwrap(),
+            "s"
+        );
+        assert!(!d.path().join("new").exists());
+        // A link as the last part is replaced, not written through.
+        symlink(d.path().join("secret.txt"), root.join("leak")).unwrap();
+        s.put("leak", file).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("leak")).unwrap(), "pwned");
+        assert!(
+            !std::fs::symlink_metadata(root.join("leak"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("secret.txt")).unwrap(),
+            "s"
+        );
+        // Removing a missing file under a missing folder is not an error, and makes no folder.
+        s.put("gone/deeper/x", Put::Nothing).unwrap();
+        assert!(!root.join("gone").exists());
+        // No temporary files are left beside anything.
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
     }
 }
