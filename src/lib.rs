@@ -25,4 +25,5 @@ pub mod session;
 pub mod skill;
 pub mod tools;
 pub mod trust;
+pub mod utf8;
 pub mod vocab;

@@ -154,7 +154,7 @@ impl CheckpointStore {
     pub fn object(&self, hash: &str) -> Result<Vec<u8>, CheckpointError> {
         let path = self.object_path(hash);
         let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
-        if hex_sha256(&bytes) != hash {
+        if crate::trust::digest(&bytes) != hash {
             return Err(CheckpointError::Io {
                 action: "checking",
                 path,
@@ -375,7 +375,7 @@ impl CheckpointStore {
     /// Stores a file's content (once per content); its hash.
     fn store_file(&self, path: &Path) -> Result<String, CheckpointError> {
         let bytes = std::fs::read(path).map_err(io("reading", path))?;
-        let hash = hex_sha256(&bytes);
+        let hash = crate::trust::digest(&bytes);
         let object = self.object_path(&hash);
         if !object.exists() {
             write_new(&object, &bytes)?;
@@ -505,11 +505,6 @@ pub fn apply(
         }
     }
     (done, kept)
-}
-
-fn hex_sha256(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a file of the store whole (temporary file, then rename), readable by the user only.

@@ -419,7 +419,7 @@ enum Closer {
 
 /// Looks for a closing `marker` (not preceded by a space) in `rest`, within the lookahead.
 fn closer(rest: &str, marker: &str, complete: bool) -> Closer {
-    let window = &rest[..floor_boundary(rest, LOOKAHEAD)];
+    let window = &rest[..crate::utf8::floor_char_boundary(rest, LOOKAHEAD)];
     let first = marker.as_bytes()[0];
     let mut from = 0;
     while let Some(at) = window[from..].find(marker) {
@@ -435,16 +435,6 @@ fn closer(rest: &str, marker: &str, complete: bool) -> Closer {
         from = at + marker.len();
     }
     Closer::No
-}
-
-fn floor_boundary(s: &str, mut at: usize) -> usize {
-    if at >= s.len() {
-        return s.len();
-    }
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 /// Where a run of exactly `n` `c`s starts in `text`.

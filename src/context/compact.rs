@@ -147,14 +147,8 @@ fn clip(text: &str, limit: u64) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut head = max * 2 / 3;
-    while !text.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail = text.len() - (max - head);
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
+    let head = crate::utf8::floor_char_boundary(text, max * 2 / 3);
+    let tail = crate::utf8::ceil_char_boundary(text, text.len() - (max - head));
     format!(
         "{}\n[… {} bytes left out …]\n{}",
         &text[..head],
@@ -293,11 +287,7 @@ async fn ask(
         Some(Err(e)) => return Err(e.into()),
     }
     if text.len() > cap {
-        let mut end = cap;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(crate::utf8::floor_char_boundary(&text, cap));
         text.push('…');
     }
     let text = text.trim().to_string();

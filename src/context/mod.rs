@@ -378,11 +378,7 @@ pub fn result_path(results: &Path, msg_id: &str) -> PathBuf {
     let name = if plain {
         msg_id.to_string()
     } else {
-        let digest = ring::digest::digest(&ring::digest::SHA256, msg_id.as_bytes());
-        digest.as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::trust::digest(msg_id.as_bytes())[..16].to_string()
     };
     results.join(format!("{name}.txt"))
 }
@@ -398,10 +394,7 @@ fn save_result(path: &Path, text: &str) -> std::io::Result<()> {
 /// The start of a big result (about `tokens` tokens, cut at a line end where one is near) and a
 /// note saying how big it is and where the rest can be read.
 pub fn preview(text: &str, tokens: u64, total: u64, saved: Option<&Path>) -> String {
-    let mut end = ((tokens * 4) as usize).min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let mut end = crate::utf8::floor_char_boundary(text, (tokens * 4) as usize);
     if let Some(nl) = text[..end].rfind('\n')
         && nl >= end / 2
     {

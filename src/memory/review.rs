@@ -57,11 +57,7 @@ pub fn digest(user: &str, tools: &[String], answer: &str) -> String {
         if s.len() <= max {
             return s.to_string();
         }
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{} […]", &s[..end])
+        format!("{} […]", &s[..crate::utf8::floor_char_boundary(s, max)])
     };
     let mut text = format!("## The user wrote\n{}\n", clip(user, 8000));
     if !tools.is_empty() {

@@ -364,11 +364,7 @@ pub fn cut_to_size(text: &mut String, max_bytes: usize) {
     if text.len() <= max_bytes {
         return;
     }
-    let mut end = max_bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
+    text.truncate(crate::utf8::floor_char_boundary(text, max_bytes));
     text.push_str(&format!(
         "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
     ));
