@@ -186,11 +186,8 @@ fn best(f: impl Fn() -> Duration, runs: usize) -> Duration {
     fastest((0..runs.max(5)).map(|_| f()).collect())
 }
 
-/// The scripted server: answers every chat request at once with a short streamed text.
-fn start_server() -> (String, tokio::runtime::Runtime) {
-    use axum::Router;
-    use axum::body::Body;
-    use axum::response::Response;
+/// Serves `app` on loopback from a runtime of its own; its base URL (`…/v1`) and the runtime.
+fn serve(app: axum::Router) -> (String, tokio::runtime::Runtime) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -200,6 +197,15 @@ fn start_server() -> (String, tokio::runtime::Runtime) {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
+    runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), runtime)
+}
+
+/// The scripted server: answers every chat request at once with a short streamed text.
+fn start_server() -> (String, tokio::runtime::Runtime) {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::response::Response;
     let sse = [
         r#"{"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}"#,
         r#"{"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"content":" there."},"finish_reason":null}]}"#,
@@ -221,8 +227,7 @@ fn start_server() -> (String, tokio::runtime::Runtime) {
             }
         }),
     );
-    runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/v1"), runtime)
+    serve(app)
 }
 
 /// A scripted server for agent turns: a user message is answered with a `read_file` call on
@@ -232,15 +237,6 @@ fn start_tool_server() -> (String, tokio::runtime::Runtime) {
     use axum::body::Body;
     use axum::response::Response;
     use std::sync::atomic::{AtomicU64, Ordering};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let calls = std::sync::Arc::new(AtomicU64::new(0));
     let chunk = |delta: serde_json::Value, finish: Option<&str>| {
         let c = serde_json::json!({"id":"b","object":"chat.completion.chunk","choices":[{"index":0,"delta":delta,"finish_reason":finish}]});
@@ -281,8 +277,7 @@ fn start_tool_server() -> (String, tokio::runtime::Runtime) {
             }
         }),
     );
-    runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/v1"), runtime)
+    serve(app)
 }
 
 /// A linear branch of `n` messages as compaction leaves it: a summary node 40 messages above the
