@@ -843,6 +843,18 @@ mod tests {
             std::fs::read_to_string(d.path().join("secret.txt")).unwrap(),
             "s"
         );
+        // The mode is the one asked for, its file-type bits dropped.
+        use std::os::unix::fs::PermissionsExt;
+        s.put(
+            "src/run.sh",
+            Put::File {
+                bytes: b"#!/bin/sh",
+                mode: 0o100750,
+            },
+        )
+        .unwrap();
+        let meta = std::fs::metadata(root.join("src/run.sh")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o750);
         // Removing a missing file under a missing folder is not an error, and makes no folder.
         s.put("gone/deeper/x", Put::Nothing).unwrap();
         assert!(!root.join("gone").exists());
