@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod walk;
+
 /// The `checkpoints` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointSettings {
@@ -38,7 +40,7 @@ impl Default for CheckpointSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     /// `file`, `link` or `skipped` (a file over the size limit: listed, not stored).
-    pub kind: String,
+    pub kind: std::borrow::Cow<'static, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,10 +57,39 @@ pub struct Entry {
 }
 
 /// The state of the working folder: path (relative, `/`-separated) → entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Manifest {
     pub files: BTreeMap<String, Entry>,
+    /// How many stored differences lie between this snapshot and a whole manifest.
+    depth: usize,
+    /// When the walk began (ns since the epoch): a file modified shortly before may be modified
+    /// again within the same clock tick, its metadata unchanged, so the next snapshot reads it.
+    taken_ns: Option<i128>,
 }
+
+impl PartialEq for Manifest {
+    fn eq(&self, other: &Self) -> bool {
+        self.files == other.files
+    }
+}
+
+impl Eq for Manifest {}
+
+/// A snapshot as stored: the whole manifest, or (with `base`) what differs from another snapshot.
+/// A snapshot with one file changed then costs a few hundred bytes instead of ~150 bytes a file.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base: Option<String>,
+    files: BTreeMap<String, Entry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    removed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    taken_ns: Option<i128>,
+}
+
+/// The longest chain of differences a load follows; the next snapshot is stored whole.
+const MAX_DEPTH: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -112,14 +143,41 @@ impl CheckpointStore {
         settings: &CheckpointSettings,
         previous: Option<(&str, &Manifest)>,
     ) -> Result<(String, Manifest), CheckpointError> {
-        let manifest = self.scan(workdir, settings, previous.map(|p| p.1))?;
-        if let Some((id, old)) = previous
-            && *old == manifest
-        {
-            return Ok((id.to_string(), manifest));
+        let mut manifest = walk::scan(self, workdir, settings, previous.map(|p| p.1))?;
+        let mut stored = None;
+        if let Some((base, old)) = previous {
+            let (mut files, mut removed) = (BTreeMap::new(), Vec::new());
+            pairs(old, &manifest, |path, _, new| match new {
+                Some(e) => drop(files.insert(path.to_string(), e.clone())),
+                None => removed.push(path.to_string()),
+            });
+            if files.is_empty() && removed.is_empty() {
+                manifest.depth = old.depth;
+                return Ok((base.to_string(), manifest));
+            }
+            // A difference as big as a quarter of the folder, or at the end of a long chain, is
+            // stored whole instead.
+            if old.depth < MAX_DEPTH && 4 * (files.len() + removed.len()) <= manifest.files.len() {
+                manifest.depth = old.depth + 1;
+                stored = Some(Stored {
+                    base: Some(base.to_string()),
+                    files,
+                    removed,
+                    taken_ns: manifest.taken_ns,
+                });
+            }
         }
         let id = crate::session::new_id();
-        let text = serde_json::to_vec(&manifest).map_err(|e| CheckpointError::Io {
+        let stored = stored.unwrap_or_else(|| {
+            manifest.depth = 0;
+            Stored {
+                base: None,
+                files: manifest.files.clone(),
+                removed: Vec::new(),
+                taken_ns: manifest.taken_ns,
+            }
+        });
+        let text = serde_json::to_vec(&stored).map_err(|e| CheckpointError::Io {
             action: "encoding",
             path: self.snapshot_path(&id),
             cause: std::io::Error::other(e),
@@ -128,8 +186,8 @@ impl CheckpointStore {
         Ok((id, manifest))
     }
 
-    /// A stored snapshot.
-    pub fn load(&self, id: &str) -> Result<Manifest, CheckpointError> {
+    /// The stored form of a snapshot, as written.
+    fn stored(&self, id: &str) -> Result<Stored, CheckpointError> {
         let path = self.snapshot_path(id);
         let plain = !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric());
         if !plain {
@@ -148,6 +206,42 @@ impl CheckpointStore {
             path,
             cause: std::io::Error::other(e),
         })
+    }
+
+    /// A snapshot's ids down to the one stored whole, and the manifest they make.
+    fn chain(&self, id: &str) -> Result<(Vec<String>, Manifest), CheckpointError> {
+        let mut ids = vec![id.to_string()];
+        let mut parts = vec![self.stored(id)?];
+        while let Some(base) = parts.last().and_then(|p| p.base.clone()) {
+            if ids.len() > MAX_DEPTH * 4 || ids.contains(&base) {
+                // Only a damaged store links in a circle or this deep.
+                return Err(CheckpointError::Missing(base));
+            }
+            parts.push(self.stored(&base)?);
+            ids.push(base);
+        }
+        let depth = parts.len() - 1;
+        let taken_ns = parts[0].taken_ns;
+        let mut files = BTreeMap::new();
+        for part in parts.into_iter().rev() {
+            for path in part.removed {
+                files.remove(&path);
+            }
+            files.extend(part.files);
+        }
+        Ok((
+            ids,
+            Manifest {
+                files,
+                depth,
+                taken_ns,
+            },
+        ))
+    }
+
+    /// A stored snapshot.
+    pub fn load(&self, id: &str) -> Result<Manifest, CheckpointError> {
+        Ok(self.chain(id)?.1)
     }
 
     /// A stored file's content.
@@ -191,7 +285,16 @@ impl CheckpointStore {
                 }
             }
         }
+        // A referenced snapshot keeps its contents and the snapshots it is stored as a
+        // difference from; one that cannot be read keeps nothing alive but stays itself.
         let mut keep_objects = std::collections::HashSet::new();
+        let mut keep_snapshots = referenced.clone();
+        for id in &referenced {
+            if let Ok((ids, m)) = self.chain(id) {
+                keep_snapshots.extend(ids);
+                keep_objects.extend(m.files.into_values().filter_map(|e| e.hash));
+            }
+        }
         let (mut snapshots, mut objects, mut freed) = (0, 0, 0u64);
         let snapshot_dir = self.dir.join("snapshots");
         if let Ok(entries) = std::fs::read_dir(&snapshot_dir) {
@@ -201,12 +304,7 @@ impl CheckpointStore {
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                if referenced.contains(&id) {
-                    // A snapshot that cannot be read keeps nothing alive but stays itself.
-                    if let Ok(m) = self.load(&id) {
-                        keep_objects.extend(m.files.into_values().filter_map(|e| e.hash));
-                    }
-                } else {
+                if !keep_snapshots.contains(&id) {
                     freed += entry.metadata().map(|m| m.len()).unwrap_or(0);
                     std::fs::remove_file(&path).map_err(io("removing", &path))?;
                     snapshots += 1;
@@ -248,137 +346,12 @@ impl CheckpointStore {
             .flatten()
     }
 
-    fn scan(
-        &self,
-        workdir: &Path,
-        settings: &CheckpointSettings,
-        previous: Option<&Manifest>,
-    ) -> Result<Manifest, CheckpointError> {
-        use std::sync::Mutex;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        // The folder is walked on every core: each file is one `lstat`, and read only when it
-        // changed.
-        let found: Mutex<Vec<(String, Entry)>> = Mutex::new(Vec::new());
-        let failure: Mutex<Option<CheckpointError>> = Mutex::new(None);
-        let count = AtomicUsize::new(0);
-        let walk = ignore::WalkBuilder::new(workdir)
-            .hidden(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(false)
-            .ignore(true)
-            .parents(false)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(|e| e.file_name() != ".git")
-            .threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)))
-            .build_parallel();
-        walk.run(|| {
-            Box::new(|entry| {
-                use ignore::WalkState;
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                match self.entry(workdir, entry.path(), settings, previous) {
-                    Ok(Some(found_one)) => {
-                        if count.fetch_add(1, Ordering::SeqCst) >= settings.max_files {
-                            *failure.lock().unwrap_or_else(|e| e.into_inner()) =
-                                Some(CheckpointError::TooManyFiles(settings.max_files));
-                            return WalkState::Quit;
-                        }
-                        found
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(found_one);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                        return WalkState::Quit;
-                    }
-                }
-                WalkState::Continue
-            })
-        });
-        if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            return Err(e);
-        }
-        Ok(Manifest {
-            files: found
-                .into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .into_iter()
-                .collect(),
-        })
-    }
-
-    /// One path of the walk as a snapshot entry (None for folders and what a snapshot does not
-    /// hold); its content is stored when it changed.
-    fn entry(
-        &self,
-        workdir: &Path,
-        path: &Path,
-        settings: &CheckpointSettings,
-        previous: Option<&Manifest>,
-    ) -> Result<Option<(String, Entry)>, CheckpointError> {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(rel) = path.strip_prefix(workdir) else {
-            return Ok(None);
-        };
-        let Some(name) = rel.to_str().filter(|n| !n.is_empty()) else {
-            return Ok(None);
-        };
-        let meta = std::fs::symlink_metadata(path).map_err(io("reading", path))?;
-        let kind = meta.file_type();
-        if kind.is_dir() {
-            return Ok(None);
-        }
-        let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-        let mut e = Entry {
-            kind: String::new(),
-            hash: None,
-            target: None,
-            mode: meta.mode() & 0o7777,
-            size: meta.len(),
-            mtime_ns,
-            ino: meta.ino(),
-        };
-        if kind.is_symlink() {
-            e.kind = "link".into();
-            e.target = std::fs::read_link(path)
-                .ok()
-                .map(|t| t.to_string_lossy().into_owned());
-        } else if kind.is_file() {
-            if meta.len() > settings.max_file_bytes {
-                e.kind = "skipped".into();
-            } else {
-                e.kind = "file".into();
-                let unchanged = previous.and_then(|p| p.files.get(name)).filter(|old| {
-                    old.kind == "file"
-                        && old.size == e.size
-                        && old.mtime_ns == e.mtime_ns
-                        && old.ino == e.ino
-                        && old.mode == e.mode
-                });
-                e.hash = match unchanged {
-                    Some(old) => old.hash.clone(),
-                    None => Some(self.store_file(path)?),
-                };
-            }
-        } else {
-            // FIFOs, sockets, devices: not files a snapshot can hold.
-            return Ok(None);
-        }
-        Ok(Some((name.to_string(), e)))
-    }
-
     /// Stores a file's content (once per content); its hash.
-    fn store_file(&self, path: &Path) -> Result<String, CheckpointError> {
-        let bytes = std::fs::read(path).map_err(io("reading", path))?;
-        let hash = crate::trust::digest(&bytes);
+    fn store_bytes(&self, bytes: &[u8]) -> Result<String, CheckpointError> {
+        let hash = crate::trust::digest(bytes);
         let object = self.object_path(&hash);
         if !object.exists() {
-            write_new(&object, &bytes)?;
+            write_new(&object, bytes)?;
         }
         Ok(hash)
     }
@@ -470,11 +443,11 @@ pub fn apply(
     let (mut done, mut kept) = (0usize, Vec::new());
     for path in paths {
         let result = match target.files.get(path) {
-            None => match now.files.get(path).map(|e| e.kind.as_str()) {
+            None => match now.files.get(path).map(|e| &*e.kind) {
                 Some("skipped") => Err("not stored".to_string()),
                 _ => sandbox.put(path, Put::Nothing).map_err(|e| e.to_string()),
             },
-            Some(entry) => match entry.kind.as_str() {
+            Some(entry) => match &*entry.kind {
                 "link" => sandbox
                     .put(
                         path,
@@ -515,29 +488,58 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
 /// What differs from one state to another: (path, `M`/`A`/`D`), in path order.
 pub fn changes(from: &Manifest, to: &Manifest) -> Vec<(String, char)> {
     let mut out = Vec::new();
-    for (path, e) in &to.files {
-        match from.files.get(path) {
-            None => out.push((path.clone(), 'A')),
-            Some(old)
-                if old.kind != e.kind
-                    || old.hash != e.hash
-                    || old.target != e.target
-                    || old.mode != e.mode
-                    || (e.kind == "skipped"
-                        && (old.size != e.size || old.mtime_ns != e.mtime_ns)) =>
-            {
-                out.push((path.clone(), 'M'))
-            }
-            Some(_) => {}
+    pairs(from, to, |path, old, new| match (old, new) {
+        (None, Some(_)) => out.push((path.to_string(), 'A')),
+        (Some(_), None) => out.push((path.to_string(), 'D')),
+        (Some(old), Some(e))
+            if old.kind != e.kind
+                || old.hash != e.hash
+                || old.target != e.target
+                || old.mode != e.mode
+                || (e.kind == "skipped" && (old.size != e.size || old.mtime_ns != e.mtime_ns)) =>
+        {
+            out.push((path.to_string(), 'M'))
         }
-    }
-    for path in from.files.keys() {
-        if !to.files.contains_key(path) {
-            out.push((path.clone(), 'D'));
-        }
-    }
-    out.sort();
+        _ => {}
+    });
     out
+}
+
+/// Calls `each` with every path of either manifest, in path order, and its entry in each; paths
+/// whose entries are equal are passed over. One pass over both (they are sorted), no lookups.
+fn pairs<'a>(
+    from: &'a Manifest,
+    to: &'a Manifest,
+    mut each: impl FnMut(&'a str, Option<&'a Entry>, Option<&'a Entry>),
+) {
+    use std::cmp::Ordering;
+    let mut old = from.files.iter().peekable();
+    let mut new = to.files.iter().peekable();
+    loop {
+        let order = match (old.peek(), new.peek()) {
+            (None, None) => return,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((a, _)), Some((b, _))) => a.cmp(b),
+        };
+        match order {
+            Ordering::Less => {
+                let (path, e) = old.next().expect("peeked");
+                each(path, Some(e), None);
+            }
+            Ordering::Greater => {
+                let (path, e) = new.next().expect("peeked");
+                each(path, None, Some(e));
+            }
+            Ordering::Equal => {
+                let (path, a) = old.next().expect("peeked");
+                let (_, b) = new.next().expect("peeked");
+                if a != b {
+                    each(path, Some(a), Some(b));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,8 +17,56 @@ fn fixture() -> (tempfile::TempDir, PathBuf, CheckpointStore) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(work.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("src/a.rs", work.join("link")).unwrap();
+    // Written an hour ago: metadata alone then tells an unchanged file (see `racy_files`).
+    for f in [
+        "src/a.rs",
+        "src/deep/b.txt",
+        ".gitignore",
+        "big.dat",
+        "run.sh",
+    ] {
+        age(&work.join(f), 3600);
+    }
     let store = CheckpointStore::new(&dir.path().join("data"));
     (dir, work, store)
+}
+
+/// Sets a file's modification time to `seconds` ago.
+fn age(path: &Path, seconds: u64) {
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds);
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.set_modified(when).unwrap();
+}
+
+#[test]
+fn racy_files_a_file_rewritten_within_the_same_clock_tick_is_read_again() {
+    use std::os::unix::fs::MetadataExt;
+    let (_d, work, store) = fixture();
+    let path = work.join("src/a.rs");
+    std::fs::write(&path, "fn a() {}\n").unwrap();
+    let before = std::fs::metadata(&path).unwrap();
+    let (id, m) = store.snapshot(&work, &settings(), None).unwrap();
+    // Rewritten in place, same size, and (as within one tick of a coarse clock) same time.
+    std::fs::write(&path, "fn b() {}\n").unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(before.modified().unwrap())
+        .unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (after.len(), after.mtime(), after.mtime_nsec(), after.ino()),
+        (
+            before.len(),
+            before.mtime(),
+            before.mtime_nsec(),
+            before.ino()
+        )
+    );
+    let (_, m2) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
+    assert_eq!(changes(&m, &m2), [("src/a.rs".to_string(), 'M')]);
+    assert_eq!(m2.files["src/deep/b.txt"], m.files["src/deep/b.txt"]);
 }
 
 fn settings() -> CheckpointSettings {
@@ -154,4 +202,156 @@ fn gc_removes_what_no_conversation_refers_to_and_keeps_the_rest() {
     std::fs::remove_file(data.join("trash/c2.jsonl")).unwrap();
     assert_eq!(store.gc(&data).unwrap().0, 1);
     assert_eq!(store.gc(&data).unwrap(), (0, 0, 0));
+}
+
+#[test]
+fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chain_needs() {
+    let (d, work, store) = fixture();
+    let data = d.path().join("data");
+    let (mut id, mut m) = store.snapshot(&work, &settings(), None).unwrap();
+    let first = id.clone();
+    let whole = std::fs::metadata(store.snapshot_path(&id)).unwrap().len();
+    let mut ids = vec![id.clone()];
+    for i in 0..MAX_DEPTH + 2 {
+        std::fs::write(work.join("src/a.rs"), format!("fn a() {{ {i} }}\n")).unwrap();
+        (id, m) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
+        ids.push(id.clone());
+        // Each loads back whole, equal to what the walk saw.
+        assert_eq!(store.load(&id).unwrap(), m);
+    }
+    let stored: Vec<Stored> = ids.iter().map(|i| store.stored(i).unwrap()).collect();
+    // One change: a difference naming its base, smaller than the whole manifest.
+    assert_eq!(stored[1].base.as_deref(), Some(first.as_str()));
+    assert_eq!(stored[1].files.keys().collect::<Vec<_>>(), ["src/a.rs"]);
+    assert!(
+        std::fs::metadata(store.snapshot_path(&ids[1]))
+            .unwrap()
+            .len()
+            < whole
+    );
+    // After MAX_DEPTH differences the next is whole again, and the chain starts over.
+    assert!(stored[MAX_DEPTH].base.is_some());
+    assert!(stored[MAX_DEPTH + 1].base.is_none());
+    assert_eq!(
+        stored[MAX_DEPTH + 2].base.as_deref(),
+        Some(ids[MAX_DEPTH + 1].as_str())
+    );
+    // A removal is stored as one.
+    std::fs::remove_file(work.join("run.sh")).unwrap();
+    let (gone, m_gone) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
+    assert_eq!(store.stored(&gone).unwrap().removed, ["run.sh"]);
+    assert!(!store.load(&gone).unwrap().files.contains_key("run.sh"));
+    assert_eq!(store.load(&gone).unwrap(), m_gone);
+    // Only the third snapshot is referred to: gc keeps it and its two bases, and only the
+    // contents the third lists.
+    let line = format!(
+        r#"{{"type":"checkpoint","msg_id":"m","snapshot":"{}","timestamp":"2026-12-01T00:00:00Z"}}"#,
+        ids[2]
+    );
+    std::fs::write(data.join("c.jsonl"), format!("{line}\n")).unwrap();
+    store.gc(&data).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(store.stored(id).is_ok(), i <= 2, "snapshot {i}");
+    }
+    let third = store.load(&ids[2]).unwrap();
+    for e in third.files.values().filter_map(|e| e.hash.as_ref()) {
+        assert!(store.object(e).is_ok());
+    }
+    let (_, objects, _) = store.stats();
+    assert_eq!(
+        objects,
+        third.files.values().filter(|e| e.hash.is_some()).count()
+    );
+    // A chain whose base is gone cannot be loaded: said, not guessed.
+    std::fs::remove_file(store.snapshot_path(&ids[1])).unwrap();
+    assert!(matches!(store.load(&ids[2]), Err(CheckpointError::Missing(b)) if b == ids[1]));
+}
+
+/// The walk's ignore rules against ripgrep's `ignore` crate walking the same tree with the same
+/// options: nested `.gitignore` with negations, `.ignore` over `.gitignore`, `.git/info/exclude`,
+/// a nested repository (the rules above reach into it), directory-only patterns, hidden files.
+#[test]
+fn the_walk_ignores_what_ripgreps_walk_ignores() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w");
+    let files = [
+        ".gitignore",
+        ".hidden",
+        "a.log",
+        "keep.log",
+        "build/out.o",
+        "src/.gitignore",
+        "src/gen.rs",
+        "src/lib.rs",
+        "src/.ignore",
+        "src/secret.txt",
+        "src/deep/x.tmp",
+        "src/deep/y.rs",
+        "docs/build",
+        "docs/notes.md",
+        "excluded.txt",
+        "sub/.git/HEAD",
+        "sub/.gitignore",
+        "sub/a.log",
+        "sub/b.rs",
+        "sub/vendor/v.rs",
+        "n/.ignore",
+        "n/x.log",
+    ];
+    for f in files {
+        std::fs::create_dir_all(w.join(f).parent().unwrap()).unwrap();
+        std::fs::write(w.join(f), f).unwrap();
+    }
+    std::fs::create_dir_all(w.join(".git/info")).unwrap();
+    std::fs::write(w.join(".git/info/exclude"), "excluded.txt\n").unwrap();
+    std::fs::write(w.join(".gitignore"), "*.log\n!keep.log\nbuild/\nvendor\n").unwrap();
+    std::fs::write(w.join("src/.gitignore"), "gen.rs\n*.tmp\n!secret.txt\n").unwrap();
+    std::fs::write(w.join("src/.ignore"), "secret.txt\n").unwrap();
+    std::fs::write(w.join("sub/.gitignore"), "b.rs\n").unwrap();
+    std::fs::write(w.join("n/.ignore"), "!x.log\n").unwrap();
+    let store = CheckpointStore::new(&dir.path().join("data"));
+    let (_, m) = store.snapshot(&w, &settings(), None).unwrap();
+    let ours: Vec<&str> = m.files.keys().map(String::as_str).collect();
+    let mut theirs: Vec<String> = ignore::WalkBuilder::new(&w)
+        .hidden(false)
+        .parents(false)
+        .git_global(false)
+        .require_git(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| !t.is_dir()))
+        .map(|e| {
+            e.path()
+                .strip_prefix(&w)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+    // And what that means, spelled out for the cases that matter.
+    for kept in [
+        "keep.log",
+        "docs/build",
+        "n/x.log",
+        "src/lib.rs",
+        "sub/.gitignore",
+    ] {
+        assert!(ours.contains(&kept), "{kept} kept: {ours:?}");
+    }
+    let left_out = [
+        "a.log",
+        "build/out.o",
+        "src/gen.rs",
+        "src/secret.txt",
+        "sub/a.log",
+    ];
+    for left in left_out
+        .into_iter()
+        .chain(["sub/vendor/v.rs", "sub/b.rs", "excluded.txt"])
+    {
+        assert!(!ours.contains(&left), "{left} left out: {ours:?}");
+    }
 }

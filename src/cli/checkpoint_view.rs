@@ -8,7 +8,7 @@ use crate::checkpoint::{Entry, Manifest, changes};
 fn content(app: &App, entry: Option<&Entry>) -> Option<String> {
     let entry = entry?;
     let checkpoints = app.checkpoints.as_ref()?;
-    Some(match entry.kind.as_str() {
+    Some(match &*entry.kind {
         "link" => format!("→ {}\n", entry.target.as_deref().unwrap_or("?")),
         "skipped" => format!(
             "[a file of {} bytes, over checkpoints.max_file_bytes]\n",
