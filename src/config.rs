@@ -184,10 +184,12 @@ pub struct CheckpointsEntry {
     /// `ask` or `never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<bool>,
 }
 
 /// The keys of the `checkpoints` section.
-const CHECKPOINTS_KEYS: &[&str] = &["enabled", "max_file_bytes", "max_files", "restore"];
+const CHECKPOINTS_KEYS: &[&str] = &["enabled", "max_file_bytes", "max_files", "restore", "watch"];
 
 /// The keys of the `memory` section.
 const MEMORY_KEYS: &[&str] = &[
@@ -473,6 +475,7 @@ impl FileConfig {
                 max_file_bytes: near.max_file_bytes.or(base.max_file_bytes),
                 max_files: near.max_files.or(base.max_files),
                 restore: near.restore.or(base.restore),
+                watch: near.watch.or(base.watch),
             }),
             (base, near) => near.or(base),
         };
@@ -994,6 +997,7 @@ pub fn load(
                     1,
                     10_000_000,
                 )? as usize,
+                watch: entry.watch.unwrap_or(true),
             }
         },
         memory: {

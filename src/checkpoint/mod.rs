@@ -9,10 +9,29 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 mod walk;
+#[cfg(target_os = "linux")]
+mod watch;
+#[cfg(not(target_os = "linux"))]
+mod watch {
+    //! Without inotify every snapshot walks.
+    #[derive(Debug)]
+    pub(super) struct Watch;
+    impl Watch {
+        pub(super) fn new() -> Option<Watch> {
+            None
+        }
+        pub(super) fn add(&self, _: &std::path::Path) {}
+        pub(super) fn reset(&self) {}
+        pub(super) fn changed(&self) -> bool {
+            true
+        }
+    }
+}
 
 /// The `checkpoints` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +42,9 @@ pub struct CheckpointSettings {
     pub ask: bool,
     pub max_file_bytes: u64,
     pub max_files: usize,
+    /// `checkpoints.watch`: the kernel tells of changes to the folder (inotify), so a snapshot of
+    /// a folder nothing touched costs nothing; off, every snapshot walks the folder.
+    pub watch: bool,
 }
 
 impl Default for CheckpointSettings {
@@ -32,6 +54,7 @@ impl Default for CheckpointSettings {
             ask: true,
             max_file_bytes: 5 * 1024 * 1024,
             max_files: 50_000,
+            watch: true,
         }
     }
 }
@@ -143,7 +166,18 @@ impl CheckpointStore {
         settings: &CheckpointSettings,
         previous: Option<(&str, &Manifest)>,
     ) -> Result<(String, Manifest), CheckpointError> {
-        let mut manifest = walk::scan(self, workdir, settings, previous.map(|p| p.1))?;
+        self.snapshot_watched(workdir, settings, previous, None)
+    }
+
+    /// The same, watching each folder read (see [`watch`]).
+    fn snapshot_watched(
+        &self,
+        workdir: &Path,
+        settings: &CheckpointSettings,
+        previous: Option<(&str, &Manifest)>,
+        watch: Option<&watch::Watch>,
+    ) -> Result<(String, Manifest), CheckpointError> {
+        let mut manifest = walk::scan(self, workdir, settings, previous.map(|p| p.1), watch)?;
         let mut stored = None;
         if let Some((base, old)) = previous {
             let (mut files, mut removed) = (BTreeMap::new(), Vec::new());
@@ -357,14 +391,22 @@ impl CheckpointStore {
     }
 }
 
-/// A session's checkpointing: the store, the folder, the settings, and the last snapshot taken
-/// (so that unchanged files go unread).
+/// A session's checkpointing: the store, the folder, the settings, the last snapshot taken (so
+/// that unchanged files go unread) and the watch that tells when nothing changed at all.
 #[derive(Debug)]
 pub struct Checkpoints {
     pub store: CheckpointStore,
     pub workdir: PathBuf,
     pub settings: CheckpointSettings,
-    last: std::sync::Mutex<Option<(String, Manifest)>>,
+    /// The last snapshot recorded (what `new` last saw of the folder).
+    last: std::sync::Mutex<Option<Arc<(String, Manifest)>>>,
+    /// The last walk's snapshot, recorded or not: while the watch says nothing changed, it is
+    /// the folder's state.
+    walked: std::sync::Mutex<Option<Arc<(String, Manifest)>>>,
+    watch: Option<watch::Watch>,
+    /// A snapshot of this folder from an earlier session (the conversation's latest), whose
+    /// metadata spares the first walk from reading every file.
+    hint: std::sync::Mutex<Option<String>>,
     /// Off for the rest of the session (too many files), or a failure already said.
     off: std::sync::atomic::AtomicBool,
     warned: std::sync::atomic::AtomicBool,
@@ -372,11 +414,17 @@ pub struct Checkpoints {
 
 impl Checkpoints {
     pub fn new(datadir: &Path, workdir: &Path, settings: CheckpointSettings) -> Self {
+        let watch = (settings.enabled && settings.watch)
+            .then(watch::Watch::new)
+            .flatten();
         Checkpoints {
             store: CheckpointStore::new(datadir),
             workdir: workdir.to_path_buf(),
             settings,
             last: Default::default(),
+            walked: Default::default(),
+            watch,
+            hint: Default::default(),
             off: Default::default(),
             warned: Default::default(),
         }
@@ -384,37 +432,73 @@ impl Checkpoints {
 
     /// The last snapshot taken by this session.
     pub fn last(&self) -> Option<(String, Manifest)> {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.as_deref().cloned()
+    }
+
+    /// Names a stored snapshot of this folder (an opened conversation's latest) whose metadata
+    /// the first walk of the session may reuse; read only then.
+    pub fn hint(&self, snapshot: &str) {
+        *self.hint.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.to_string());
     }
 
     /// Takes a snapshot of the working folder; Ok(None) when checkpoints are off. A failure is
     /// returned the first time only (to be said once); later ones are silent.
     pub fn take(&self) -> Result<Option<String>, CheckpointError> {
-        Ok(self.snapshot(true)?.map(|(id, _)| id))
+        Ok(self.snapshot(true)?.map(|s| s.0.clone()))
     }
 
     /// The same, without counting as what `new` last saw (for `/diff`, and before a restore):
     /// files changed outside `new` stay recognisable as such.
     /// Returns the snapshot's manifest too: the caller need not read it back.
     pub fn peek(&self) -> Result<Option<(String, Manifest)>, CheckpointError> {
-        self.snapshot(false)
+        Ok(self.snapshot(false)?.map(|s| (*s).clone()))
     }
 
-    fn snapshot(&self, record: bool) -> Result<Option<(String, Manifest)>, CheckpointError> {
+    fn snapshot(&self, record: bool) -> Result<Option<Arc<(String, Manifest)>>, CheckpointError> {
         use std::sync::atomic::Ordering;
         if !self.settings.enabled || self.off.load(Ordering::SeqCst) {
             return Ok(None);
         }
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = last.as_ref().map(|(id, m)| (id.as_str(), m));
-        match self.store.snapshot(&self.workdir, &self.settings, previous) {
-            Ok((id, manifest)) => {
+        let mut walked = self.walked.lock().unwrap_or_else(|e| e.into_inner());
+        // Nothing happened since the last walk: its snapshot is the folder's.
+        if let (Some(watch), Some(state)) = (&self.watch, walked.as_ref())
+            && !watch.changed()
+        {
+            let state = state.clone();
+            if record {
+                *last = Some(state.clone());
+            }
+            return Ok(Some(state));
+        }
+        if let Some(watch) = &self.watch {
+            watch.reset();
+        }
+        let seeded = match walked.clone().or_else(|| last.clone()) {
+            Some(previous) => Some(previous),
+            None => {
+                let hint = self.hint.lock().unwrap_or_else(|e| e.into_inner()).take();
+                hint.and_then(|id| self.store.load(&id).ok().map(|m| Arc::new((id, m))))
+            }
+        };
+        let previous = seeded.as_deref().map(|(id, m)| (id.as_str(), m));
+        match self.store.snapshot_watched(
+            &self.workdir,
+            &self.settings,
+            previous,
+            self.watch.as_ref(),
+        ) {
+            Ok(state) => {
+                let state = Arc::new(state);
+                *walked = Some(state.clone());
                 if record {
-                    *last = Some((id.clone(), manifest.clone()));
+                    *last = Some(state.clone());
                 }
-                Ok(Some((id, manifest)))
+                Ok(Some(state))
             }
             Err(e) => {
+                *walked = None;
                 if matches!(e, CheckpointError::TooManyFiles(_)) {
                     self.off.store(true, Ordering::SeqCst);
                 }

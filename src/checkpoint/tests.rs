@@ -355,3 +355,77 @@ fn the_walk_ignores_what_ripgreps_walk_ignores() {
         assert!(!ours.contains(&left), "{left} left out: {ours:?}");
     }
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_watched_folder_is_not_walked_again_until_something_in_it_changes() {
+    let (d, work, _) = fixture();
+    let data = d.path().join("data");
+    let cp = Checkpoints::new(&data, &work, settings());
+    let first = cp.take().unwrap().unwrap();
+    assert_eq!(cp.take().unwrap().unwrap(), first, "nothing changed");
+    // A change made through a hard link from outside the folder is one inotify does not
+    // report: not walked, the snapshot stays (the documented limit), which shows the watch
+    // answered instead of a walk. Without the watch, the walk sees it.
+    let outside = d.path().join("outside.txt");
+    std::fs::write(&outside, "one\n").unwrap();
+    std::fs::hard_link(&outside, work.join("linked.txt")).unwrap();
+    let with_link = cp.take().unwrap().unwrap();
+    assert_ne!(
+        with_link, first,
+        "a new name in a watched folder is an event"
+    );
+    std::fs::write(&outside, "two\n").unwrap();
+    assert_eq!(
+        cp.take().unwrap().unwrap(),
+        with_link,
+        "unseen by the watch"
+    );
+    let unwatched = Checkpoints::new(
+        &data,
+        &work,
+        CheckpointSettings {
+            watch: false,
+            ..settings()
+        },
+    );
+    let (_, walked) = unwatched.peek().unwrap().unwrap();
+    let hash = walked.files["linked.txt"].hash.clone().unwrap();
+    assert_eq!(cp.store.object(&hash).unwrap(), b"two\n");
+    // Every kind of change in any watched folder is seen: content, mode, a removal, a new
+    // folder and then a file inside it.
+    let mut id = cp.take().unwrap().unwrap();
+    let steps: [&dyn Fn(); 5] = [
+        &|| std::fs::write(work.join("src/deep/b.txt"), "b2\n").unwrap(),
+        &|| {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::Permissions::from_mode(0o700);
+            std::fs::set_permissions(work.join("src/a.rs"), mode).unwrap()
+        },
+        &|| std::fs::remove_file(work.join("run.sh")).unwrap(),
+        &|| std::fs::create_dir(work.join("src/deep/new")).unwrap(),
+        &|| std::fs::write(work.join("src/deep/new/c.txt"), "c\n").unwrap(),
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        step();
+        let next = cp.take().unwrap().unwrap();
+        let (_, m) = unwatched.peek().unwrap().unwrap();
+        assert_eq!(
+            cp.last().unwrap().1,
+            m,
+            "step {i}: the watched snapshot is the walk's"
+        );
+        if i != 3 {
+            // (An empty folder holds nothing a snapshot lists.)
+            assert_ne!(next, id, "step {i}");
+        }
+        id = next;
+    }
+    assert!(
+        cp.last()
+            .unwrap()
+            .1
+            .files
+            .contains_key("src/deep/new/c.txt")
+    );
+}

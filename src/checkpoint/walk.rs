@@ -76,6 +76,7 @@ struct Walk<'a> {
     workdir: &'a Path,
     settings: &'a CheckpointSettings,
     previous: Option<&'a Manifest>,
+    watch: Option<&'a super::watch::Watch>,
     /// Folders to read (last in, first out: the walk goes deep, so few handles stay open) and
     /// how many workers are reading one.
     queue: Mutex<(Vec<Job>, usize)>,
@@ -92,6 +93,7 @@ pub(super) fn scan(
     workdir: &Path,
     settings: &CheckpointSettings,
     previous: Option<&Manifest>,
+    watch: Option<&super::watch::Watch>,
 ) -> Result<Manifest, CheckpointError> {
     let taken_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -101,6 +103,7 @@ pub(super) fn scan(
         workdir,
         settings,
         previous,
+        watch,
         queue: Mutex::new((
             vec![Job {
                 parent: None,
@@ -210,6 +213,10 @@ impl Walk<'_> {
         let Ok(dir) = opened else {
             return Ok(Vec::new());
         };
+        // Watched before it is read: a change from now on is queued if the read misses it.
+        if let Some(watch) = self.watch {
+            watch.add(&self.path(&job.name));
+        }
         let prefix = if job.name.is_empty() {
             String::new()
         } else {

@@ -454,7 +454,16 @@ impl App {
 
         let context = crate::context::Context::new(config.context.clone(), &config.model);
         let checkpoints = config.checkpoints.enabled.then(|| {
-            crate::checkpoint::Checkpoints::new(store.dir(), &workdir, config.checkpoints.clone())
+            let c = crate::checkpoint::Checkpoints::new(
+                store.dir(),
+                &workdir,
+                config.checkpoints.clone(),
+            );
+            // The conversation's latest snapshot spares the first walk from reading every file.
+            if let Some(latest) = &session.conversation().latest_checkpoint {
+                c.hint(latest);
+            }
+            c
         });
         let app = App {
             workdir,
