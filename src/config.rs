@@ -123,6 +123,9 @@ pub struct FileConfig {
     /// Context management (CodePilot's `compaction` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionEntry>,
+    /// MCP servers (CodePilot's `mcp` section), read leniently by [`crate::mcp::config`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<serde_json::Value>,
 }
 
 /// The `compaction` section; every key optional.
@@ -351,6 +354,7 @@ fn context_settings(
 
 /// The top-level keys a config file may hold; any other gets a warning naming it and the file.
 const KNOWN_KEYS: &[&str] = &[
+    "mcp",
     "provider",
     "model",
     "lang",
@@ -669,6 +673,10 @@ pub struct Config {
     pub skill: crate::skill::SkillSettings,
     pub memory: crate::memory::MemorySettings,
     pub checkpoints: crate::checkpoint::CheckpointSettings,
+    /// MCP servers, the user's and the project's.
+    pub mcp: crate::mcp::McpSettings,
+    /// Whether the user trusts the project's MCP servers as they are now (true when it has none).
+    pub mcp_trusted: bool,
 }
 
 impl Mode {
@@ -816,11 +824,19 @@ pub fn load(
     let (mut project_rules, mut user_rules) = (Vec::new(), Vec::new());
     let (mut project_file, mut project_trusted, mut ignored) = (None, true, Vec::new());
     let mut warnings = Vec::new();
+    let mut mcp_sections = Vec::new();
     let trust = crate::trust::Trust::new(layers.user.as_deref());
     // Farthest first, so nearer files overlay.
     for (kind, dir) in layers.dirs().into_iter().rev() {
         let path = dir.join(CONFIG_FILE);
         if let Some((mut file, unknown)) = read_file_checked(&path)? {
+            if let Some(section) = file.mcp.take() {
+                let origin = match kind {
+                    crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
+                    _ => crate::mcp::Origin::User,
+                };
+                mcp_sections.push((origin, path.clone(), section));
+            }
             warnings.extend(
                 unknown
                     .into_iter()
@@ -942,6 +958,7 @@ pub fn load(
         prompt_cache: merged.prompt_cache.unwrap_or(true),
         max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
+    let mcp = crate::mcp::config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
     Ok(Config {
         has_credentials: settings.api_key.is_some() || !settings.key_required,
         provider: settings,
@@ -1034,6 +1051,11 @@ pub fn load(
         project_trusted: project_trusted || project_file.is_none(),
         project_file,
         ignored,
+        mcp_trusted: mcp
+            .project_entries
+            .as_ref()
+            .is_none_or(|e| trust.is_trusted(layers.workdir(), "mcp", e.as_bytes())),
+        mcp,
         warnings,
         pricing: entry.pricing,
     })

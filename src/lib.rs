@@ -8,6 +8,7 @@
 //! - [`skill`] and [`prompt`]: roles and skills, and the system prompt built from them;
 //! - [`context`]: token accounting, previews of big tool results, summary nodes;
 //! - [`memory`]: what is remembered across sessions, and the review that learns it;
+//! - [`mcp`]: MCP servers and their tools;
 //! - [`agent`]: one user input → model ⇄ tools → final answer;
 //! - [`cli`]: the REPL, its command table, tree drawing and output;
 //! - [`config`]: layered configuration.
@@ -19,6 +20,7 @@ pub mod config;
 pub mod context;
 pub mod layers;
 pub mod llm;
+pub mod mcp;
 pub mod memory;
 pub mod prompt;
 pub mod session;

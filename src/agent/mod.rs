@@ -153,6 +153,14 @@ impl Agent<'_> {
         self.tools
             .sandbox()
             .set_results_root(self.results_dir(session));
+        // MCP servers still starting are waited for (at most their handshake timeout), so that
+        // their tools are offered; Ctrl-C stops the wait, not the turn.
+        if let Some(mcp) = self.tools.mcp() {
+            tokio::select! {
+                _ = mcp.settle() => {}
+                _ = interrupts.changed() => {}
+            }
+        }
         for _round in 0..self.max_rounds {
             let (result, partial) = self
                 .exchange(session, observer, gate, interrupts, false)
@@ -261,6 +269,12 @@ impl Agent<'_> {
         };
         if wrap_up {
             messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
+        }
+        // What the MCP servers ask the model to know, under their names.
+        if let Some(text) = self.tools.mcp().and_then(|m| m.instructions())
+            && let Some(system) = messages.iter_mut().find(|m| m.role == Role::System)
+        {
+            system.content = format!("{}\n\n{text}", system.content);
         }
         let mut tools = self.tools.specs();
         if let Some(allowed) = self.allowed_tools {

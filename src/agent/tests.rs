@@ -517,10 +517,10 @@ struct Probe {
 }
 
 impl crate::tools::Tool for Probe {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.name
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "probe"
     }
     fn parameters(&self) -> Value {

@@ -31,6 +31,7 @@ pub enum CommandId {
     Diff,
     Restore,
     Checkpoints,
+    Mcp,
     Help,
     Exit,
 }
@@ -226,6 +227,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/checkpoints"],
         args: "[gc]",
         help: "help_checkpoints",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Mcp,
+        names: &["/mcp"],
+        args: "[restart NAME]",
+        help: "help_mcp",
         takes_conversation: false,
     },
     CommandSpec {

@@ -10,6 +10,7 @@ mod handlers;
 pub mod highlight;
 pub mod json_output;
 pub mod markdown;
+mod mcp_view;
 mod memory_view;
 pub mod output;
 mod reader;

@@ -226,6 +226,37 @@ fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
     matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
 }
 
+/// Asks on the terminal whether to trust the project's MCP servers (they start programs).
+fn ask_mcp_trust(out: &Output, mcp: &crate::mcp::McpSettings) -> bool {
+    use std::io::Write;
+    let list: String = mcp
+        .servers
+        .iter()
+        .filter(|s| s.origin == crate::mcp::Origin::Project)
+        .map(|s| {
+            let what = match &s.transport {
+                crate::mcp::Transport::Stdio { command, args, .. } => {
+                    format!("{command} {}", args.join(" "))
+                }
+                crate::mcp::Transport::Http { url, .. } => url.clone(),
+            };
+            format!(
+                "  - {}: {}\n",
+                crate::tools::escape_controls(&s.name),
+                crate::tools::escape_controls(what.trim())
+            )
+        })
+        .collect();
+    let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
+    print!("{}", out.bold(&question));
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+}
+
 /// The one-shot prompt: `-p -` reads it from stdin; otherwise piped stdin, if any, follows the
 /// text after a blank line (`git diff | new -p "review this"`), as `llm` does.
 fn one_shot_prompt(text: &str) -> Result<String, String> {
@@ -345,6 +376,18 @@ impl App {
                 .context("remembering that the project's config is trusted")?;
             config = config::load(&layers, &launch.overrides, &env_var)?;
         }
+        if !config.mcp_trusted
+            && let Some(entries) = config.mcp.project_entries.clone()
+        {
+            if launch.trust_project || (interactive && ask_mcp_trust(&out, &config.mcp)) {
+                crate::trust::Trust::new(layers.user.as_deref())
+                    .trust(&workdir, "mcp", entries.as_bytes())
+                    .context("remembering that the project's MCP servers are trusted")?;
+                config.mcp_trusted = true;
+            } else {
+                out.warn(&super::text::tr(out.lang, "mcp_not_trusted", &[]));
+            }
+        }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
             out.warn(&crate::tools::escape_controls(warning));
@@ -411,7 +454,7 @@ impl App {
             Reader::piped()
         };
         let provider = Provider::new(config.provider.clone())?;
-        let tools = ToolRegistry::builtin(
+        let mut tools = ToolRegistry::builtin(
             ToolContext {
                 sandbox: Sandbox::new(&workdir)?,
                 bash_timeout: config.bash_timeout,
@@ -432,6 +475,20 @@ impl App {
             .enable_all()
             .build()
             .context("starting the async runtime")?;
+        // MCP servers start in the background: the prompt does not wait for them.
+        if !config.mcp.servers.is_empty() {
+            let manager = crate::mcp::Manager::new(
+                config.mcp.clone(),
+                &workdir,
+                &datadir,
+                config.secret_vars.clone(),
+                config.mcp_trusted,
+                runtime.handle().clone(),
+            );
+            manager.on_progress(Arc::new(|line: &str| eprintln!("  … {line}")));
+            manager.start();
+            tools.set_mcp(manager);
+        }
         let (tx, interrupts) = watch::channel(0u64);
         let busy = Arc::new(AtomicBool::new(false));
         let busy_flag = busy.clone();
@@ -522,6 +579,10 @@ impl App {
     fn leave(self) {
         // Reviews still running stop before they write anything.
         self.leaving.store(true, Ordering::SeqCst);
+        // MCP servers are ended, not left behind.
+        if let Some(mcp) = self.tools.mcp() {
+            self.runtime.block_on(mcp.shutdown());
+        }
         let App { session, .. } = self;
         std::mem::forget(session);
     }
@@ -696,6 +757,7 @@ impl App {
             CommandId::Memory => self.memory_command(args),
             CommandId::Diff => self.diff(args),
             CommandId::Checkpoints => self.checkpoints_command(args),
+            CommandId::Mcp => self.mcp_command(args),
             CommandId::Restore => self.restore(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),

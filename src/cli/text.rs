@@ -877,6 +877,42 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "检查点存储：快照数、存储的文件及其大小；gc 删除没有对话引用的内容",
     ),
     (
+        "help_mcp",
+        "MCP servers: state, tools and log; restart NAME starts one again",
+        "MCP 服务器：状态、工具与日志；restart NAME 重新启动一个",
+    ),
+    (
+        "mcp_usage",
+        "/mcp takes nothing or `restart NAME` (got `{args}`)",
+        "/mcp 不带参数，或 `restart NAME`（收到 `{args}`）",
+    ),
+    (
+        "mcp_none",
+        "no MCP servers are configured (`mcp.servers` in a config file, or the project's .mcp.json)",
+        "没有配置 MCP 服务器（配置文件中的 `mcp.servers`，或项目的 .mcp.json）",
+    ),
+    (
+        "mcp_row",
+        "{name} ({origin}): {state} · {tools:tool} · log {log}",
+        "{name}（{origin}）：{state} · {tools} 个工具 · 日志 {log}",
+    ),
+    ("mcp_restarting", "restarting {name}", "正在重启 {name}"),
+    (
+        "mcp_no_such_server",
+        "no MCP server `{name}` that may run (see /mcp)",
+        "没有可运行的 MCP 服务器 `{name}`（见 /mcp）",
+    ),
+    (
+        "mcp_trust_question",
+        "This project configures MCP servers, programs that would run on your machine:\n{list}Trust them? [y/N] ",
+        "此项目配置了 MCP 服务器，它们会在你的机器上运行：\n{list}信任它们吗？[y/N] ",
+    ),
+    (
+        "mcp_not_trusted",
+        "the project's MCP servers are not trusted and do not run (start with --trust-project, or answer yes on a terminal)",
+        "项目的 MCP 服务器未被信任，不会运行（使用 --trust-project 启动，或在终端中回答 yes）",
+    ),
+    (
         "checkpoints_usage",
         "/checkpoints takes nothing or `gc` (got `{args}`)",
         "/checkpoints 不带参数，或 `gc`（收到 `{args}`）",

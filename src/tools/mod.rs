@@ -143,8 +143,8 @@ pub fn ready<'a>(result: Result<ToolOutput, ToolError>) -> ToolFuture<'a> {
 }
 
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments object.
     fn parameters(&self) -> Value;
     /// Read, write or execute: what the permission modes are about.
@@ -168,31 +168,83 @@ pub struct UnknownTool {
 }
 
 pub struct ToolRegistry {
-    tools: Vec<Box<dyn Tool>>,
+    tools: Vec<std::sync::Arc<dyn Tool>>,
     ctx: ToolContext,
+    /// MCP servers' tools, offered as they are now; `enabled` (the config's `tools` list) names
+    /// which (empty: all).
+    mcp: Option<std::sync::Arc<crate::mcp::Manager>>,
+    enabled: Vec<String>,
 }
 
 impl ToolRegistry {
     /// The built-in tools; `enabled` names the ones to offer (empty: all of them).
     pub fn builtin(ctx: ToolContext, enabled: &[String]) -> Result<Self, UnknownTool> {
         let all = builtin::all();
-        let available: Vec<&'static str> = all.iter().map(|t| t.name()).collect();
-        if let Some(name) = enabled.iter().find(|n| !available.contains(&n.as_str())) {
+        let available: Vec<&'static str> = builtin::NAMES.to_vec();
+        if let Some(name) = enabled
+            .iter()
+            .find(|n| !n.starts_with("mcp__") && !available.contains(&n.as_str()))
+        {
             return Err(UnknownTool {
                 name: name.clone(),
                 available,
             });
         }
+        let builtin_named = enabled.iter().any(|n| !n.starts_with("mcp__"));
         let tools = all
             .into_iter()
-            .filter(|t| enabled.is_empty() || enabled.iter().any(|n| n == t.name()))
+            .filter(|t| !builtin_named || enabled.iter().any(|n| n == t.name()))
+            .map(std::sync::Arc::from)
             .collect();
-        Ok(ToolRegistry { tools, ctx })
+        Ok(ToolRegistry {
+            tools,
+            ctx,
+            mcp: None,
+            enabled: enabled.to_vec(),
+        })
     }
 
     /// A registry of the given tools (tests of the agent loop bring their own).
     pub fn with_tools(ctx: ToolContext, tools: Vec<Box<dyn Tool>>) -> Self {
-        ToolRegistry { tools, ctx }
+        ToolRegistry {
+            tools: tools.into_iter().map(std::sync::Arc::from).collect(),
+            ctx,
+            mcp: None,
+            enabled: Vec::new(),
+        }
+    }
+
+    /// Offers the tools of `manager`'s servers too.
+    pub fn set_mcp(&mut self, manager: std::sync::Arc<crate::mcp::Manager>) {
+        self.mcp = Some(manager);
+    }
+
+    pub fn mcp(&self) -> Option<&std::sync::Arc<crate::mcp::Manager>> {
+        self.mcp.as_ref()
+    }
+
+    /// The MCP tools offered now: those the `tools` list names (exactly, or by a `*` at the
+    /// end), or all when it names no MCP tool.
+    fn mcp_tools(&self) -> Vec<std::sync::Arc<dyn Tool>> {
+        let Some(manager) = &self.mcp else {
+            return Vec::new();
+        };
+        let named: Vec<&String> = self
+            .enabled
+            .iter()
+            .filter(|n| n.starts_with("mcp__"))
+            .collect();
+        manager
+            .tools()
+            .into_iter()
+            .filter(|t| {
+                named.is_empty()
+                    || named.iter().any(|n| match n.strip_suffix('*') {
+                        Some(prefix) => t.name().starts_with(prefix),
+                        None => t.name() == n.as_str(),
+                    })
+            })
+            .collect()
     }
 
     pub fn context(&self) -> &ToolContext {
@@ -209,6 +261,8 @@ impl ToolRegistry {
         self.tools
             .iter()
             .filter(|t| !(no_skills && t.name() == "use_skill"))
+            .cloned()
+            .chain(self.mcp_tools())
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -217,12 +271,20 @@ impl ToolRegistry {
             .collect()
     }
 
-    pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|t| t.name()).collect()
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .cloned()
+            .chain(self.mcp_tools())
+            .map(|t| t.name().to_string())
+            .collect()
     }
 
-    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
-        self.tools.iter().find(|t| t.name() == name).map(|t| &**t)
+    pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Tool>> {
+        if name.starts_with("mcp__") {
+            return self.mcp_tools().into_iter().find(|t| t.name() == name);
+        }
+        self.tools.iter().find(|t| t.name() == name).cloned()
     }
 
     /// The arguments of a call as a JSON object, or the error result that explains why not.

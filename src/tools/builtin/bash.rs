@@ -22,11 +22,11 @@ const DRAIN_GRACE: Duration = Duration::from_millis(200);
 pub struct Bash;
 
 impl Tool for Bash {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "bash"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run a shell command (bash) in the working folder and return its exit code, stdout and stderr. \
          Use it to build, run tests, use git and other command-line tools. Commands run without a \
          terminal or standard input; the default timeout is 30 seconds (`timeout_seconds`, at most 600). \

@@ -11,11 +11,11 @@ use crate::tools::{
 pub struct EditFile;
 
 impl Tool for EditFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "edit_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Replace exact text in a file of the working folder. `old_string` must match the file exactly \
          (whitespace and line breaks included) and occur once, unless `replace_all` is true. Read the \
          file first and copy the text with enough surrounding lines to make it unique."

@@ -14,11 +14,11 @@ pub const MAX_RESULTS: usize = 200;
 pub struct Glob;
 
 impl Tool for Glob {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "glob"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Find files by name pattern, most recently modified first. `*.rs` matches the file name in any \
          folder; a pattern with a slash matches the path (`src/**/*.test.ts`). Files ignored by \
          .gitignore are skipped."

@@ -23,11 +23,11 @@ const MAX_CONTEXT: usize = 10;
 pub struct Grep;
 
 impl Tool for Grep {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "grep"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Search file contents with a regular expression (Rust regex syntax). Returns `path:line:text` \
          for each matching line. Files ignored by .gitignore and binary files are skipped. Narrow the \
          search with `path` (a folder or a file) and `glob` (e.g. `*.rs`)."

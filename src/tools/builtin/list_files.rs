@@ -19,11 +19,11 @@ const HEAVY_DIRS: &[&str] = &[".git", "node_modules", "target", "__pycache__", "
 pub struct ListFiles;
 
 impl Tool for ListFiles {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "list_files"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "List the files and folders in a folder of the working folder. With recursive=true, list the \
          whole tree, starting with a summary of its structure; very large trees are summarised per folder."
     }

@@ -24,6 +24,18 @@ pub use write_file::WriteFile;
 
 use super::Tool;
 
+/// The built-in tools' names, in the order [`all`] gives them.
+pub const NAMES: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "glob",
+    "grep",
+    "bash",
+    "use_skill",
+];
+
 pub fn all() -> Vec<Box<dyn Tool>> {
     vec![
         Box::new(ReadFile),

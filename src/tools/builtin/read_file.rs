@@ -21,11 +21,11 @@ const BINARY_SNIFF: usize = 8192;
 pub struct ReadFile;
 
 impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "read_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Read a text file in the working folder. Returns the lines prefixed with their line numbers. \
          Large files come in segments: the footer says how to read the next one (use offset and limit)."
     }

@@ -56,11 +56,11 @@ impl Shelf {
 pub struct UseSkill;
 
 impl Tool for UseSkill {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "use_skill"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Load a skill: instructions for a kind of task, listed by name under \"Skills\" in the system \
          prompt. Load one when the task matches its description, then follow it. Its folder's files \
          can then be read with read_file and grep at the paths it gives."

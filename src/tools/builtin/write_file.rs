@@ -10,11 +10,11 @@ use crate::tools::{
 pub struct WriteFile;
 
 impl Tool for WriteFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "write_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Write a whole file in the working folder, creating it and its parent folders if needed, or \
          replacing its entire content. Reports what changed."
     }

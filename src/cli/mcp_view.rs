@@ -1,0 +1,54 @@
+//! `/mcp`: the MCP servers, their state, tools and log; `/mcp restart NAME`.
+
+use super::repl::App;
+
+impl App {
+    pub(super) fn mcp_command(&mut self, args: &str) {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        let Some(manager) = self.tools.mcp().cloned() else {
+            return self.out.say(&self.tr("mcp_none", &[]));
+        };
+        match words.as_slice() {
+            [] => {
+                let statuses = manager.statuses();
+                if statuses.is_empty() {
+                    return self.out.say(&self.tr("mcp_none", &[]));
+                }
+                for s in statuses {
+                    let origin = match s.origin {
+                        crate::mcp::Origin::User => "user",
+                        crate::mcp::Origin::Project => "project",
+                    };
+                    let mut state = crate::mcp::describe(&s.state);
+                    if !s.server.is_empty() {
+                        state = format!("{state} ({})", s.server);
+                    }
+                    self.out.say(&crate::tools::escape_controls(&self.tr(
+                        "mcp_row",
+                        &[
+                            ("name", &s.name),
+                            ("origin", &origin),
+                            ("state", &state),
+                            ("tools", &s.tools),
+                            ("log", &s.log.display()),
+                        ],
+                    )));
+                }
+            }
+            ["restart", name] => {
+                if self.runtime.block_on(manager.restart(name)) {
+                    self.out.say(&self.tr("mcp_restarting", &[("name", name)]));
+                } else {
+                    self.out.error(&self.tr(
+                        "mcp_no_such_server",
+                        &[("name", &crate::tools::escape_controls(name))],
+                    ));
+                }
+            }
+            _ => self.out.error(&self.tr(
+                "mcp_usage",
+                &[("args", &crate::tools::escape_controls(args))],
+            )),
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! The `mcp` config section (CodePilot's) and the project's `.mcp.json` (the file Claude Code,
+//! Cursor and VS Code share), read leniently: an entry with a bad field is reported by name and
+//! field and left out; the others load.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How `new` talks to a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Where an entry was found: the user's entries are trusted; the project's need the user's
+/// trust first (they start processes or send requests on the user's behalf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    User,
+    Project,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    /// The longest a call may take.
+    pub timeout: Duration,
+    pub disabled: bool,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSettings {
+    pub servers: Vec<ServerConfig>,
+    pub handshake_timeout: Duration,
+    pub list_tools_ttl: Duration,
+    /// The project's entries as read (the config's section and `.mcp.json`), for the trust
+    /// question: trusting is of exactly this text.
+    pub project_entries: Option<String>,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            servers: Vec::new(),
+            handshake_timeout: Duration::from_secs(30),
+            list_tools_ttl: Duration::from_secs(60),
+            project_entries: None,
+        }
+    }
+}
+
+/// The keys of an `mcp.servers` entry.
+const SERVER_KEYS: &[&str] = &[
+    "name", "type", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled",
+];
+
+/// Builds the settings from each config file's `mcp` section (farthest first) and the project's
+/// `.mcp.json`; what cannot be used is said in `warnings`, naming the file, the entry and the
+/// field. A nearer entry replaces a farther one of the same name.
+pub fn settings(
+    sections: &[(Origin, PathBuf, Value)],
+    workdir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+) -> McpSettings {
+    let mut out = McpSettings::default();
+    let mut project = serde_json::Map::new();
+    let mut by_name: BTreeMap<String, ServerConfig> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut add = |server: ServerConfig| {
+        if !order.contains(&server.name) {
+            order.push(server.name.clone());
+        }
+        by_name.insert(server.name.clone(), server);
+    };
+    for (origin, path, section) in sections {
+        let Some(section) = section.as_object() else {
+            warnings.push(format!(
+                "`mcp` in {} must be an object; ignored",
+                path.display()
+            ));
+            continue;
+        };
+        let seconds =
+            |key: &str, default: Duration, warnings: &mut Vec<String>| match section.get(key) {
+                None => default,
+                Some(v) => match v.as_u64().filter(|n| (1..=3600).contains(n)) {
+                    Some(n) => Duration::from_secs(n),
+                    None => {
+                        warnings.push(format!(
+                            "`mcp.{key}` in {} must be a number of seconds from 1 to 3600; {} used",
+                            path.display(),
+                            default.as_secs()
+                        ));
+                        default
+                    }
+                },
+            };
+        out.handshake_timeout =
+            seconds("handshake_timeout_seconds", out.handshake_timeout, warnings);
+        out.list_tools_ttl = seconds("list_tools_cache_ttl_seconds", out.list_tools_ttl, warnings);
+        for key in section.keys() {
+            if ![
+                "servers",
+                "handshake_timeout_seconds",
+                "list_tools_cache_ttl_seconds",
+            ]
+            .contains(&key.as_str())
+            {
+                warnings.push(format!(
+                    "unknown key `mcp.{key}` in {} is ignored",
+                    path.display()
+                ));
+            }
+        }
+        let servers = match section.get("servers") {
+            None => continue,
+            Some(Value::Array(servers)) => servers,
+            Some(_) => {
+                warnings.push(format!(
+                    "`mcp.servers` in {} must be a list; ignored",
+                    path.display()
+                ));
+                continue;
+            }
+        };
+        if *origin == Origin::Project {
+            project.insert("config".into(), Value::Array(servers.clone()));
+        }
+        for (i, entry) in servers.iter().enumerate() {
+            match server(entry, None, *origin, env) {
+                Ok(s) => add(s),
+                Err(e) => warnings.push(format!(
+                    "mcp.servers[{i}] in {}: {e}; this server is left out",
+                    path.display()
+                )),
+            }
+        }
+    }
+    // The project's `.mcp.json`: `{"mcpServers": {NAME: {...}}}`.
+    let file = workdir.join(".mcp.json");
+    match std::fs::read_to_string(&file) {
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(value) => match value.get("mcpServers").and_then(Value::as_object) {
+                Some(servers) => {
+                    project.insert(".mcp.json".into(), Value::Object(servers.clone()));
+                    for (name, entry) in servers {
+                        match server(entry, Some(name), Origin::Project, env) {
+                            Ok(s) => add(s),
+                            Err(e) => warnings.push(format!(
+                                "server `{name}` in {}: {e}; this server is left out",
+                                file.display()
+                            )),
+                        }
+                    }
+                }
+                None => warnings.push(format!(
+                    "{} has no `mcpServers` object; ignored",
+                    file.display()
+                )),
+            },
+            Err(e) => warnings.push(format!(
+                "{} is not valid JSON ({e}); ignored",
+                file.display()
+            )),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => warnings.push(format!("reading {}: {e}", file.display())),
+    }
+    out.servers = order
+        .into_iter()
+        .filter_map(|n| by_name.remove(&n))
+        .collect();
+    if !project.is_empty() {
+        out.project_entries = serde_json::to_string_pretty(&Value::Object(project)).ok();
+    }
+    out
+}
+
+/// One entry; the error names the field.
+fn server(
+    entry: &Value,
+    key_name: Option<&str>,
+    origin: Origin,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, String> {
+    let Some(o) = entry.as_object() else {
+        return Err("an entry must be an object".into());
+    };
+    if key_name.is_none()
+        && let Some(k) = o.keys().find(|k| !SERVER_KEYS.contains(&k.as_str()))
+    {
+        return Err(format!("unknown field `{k}`"));
+    }
+    let string = |key: &str| -> Result<Option<String>, String> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(format!("`{key}` must be a string")),
+        }
+    };
+    let name = match key_name {
+        Some(n) => n.to_string(),
+        None => string("name")?.ok_or("`name` is required")?,
+    };
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return Err(format!(
+            "`name` {:?} must be letters, digits, `-`, `_` or `.`",
+            name
+        ));
+    }
+    let map = |key: &str| -> Result<BTreeMap<String, String>, String> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), expand(s, env))),
+                    _ => Err(format!("`{key}.{k}` must be a string")),
+                })
+                .collect(),
+            Some(_) => Err(format!("`{key}` must be an object of strings")),
+        }
+    };
+    let kind = string("type")?;
+    let transport = match kind.as_deref() {
+        Some("http") | Some("streamable-http") | Some("streamableHttp") => Transport::Http {
+            url: expand(
+                &string("url")?.ok_or("`url` is required for type http")?,
+                env,
+            ),
+            headers: map("headers")?,
+        },
+        None if o.contains_key("url") && !o.contains_key("command") => Transport::Http {
+            url: expand(&string("url")?.unwrap_or_default(), env),
+            headers: map("headers")?,
+        },
+        None | Some("stdio") => Transport::Stdio {
+            command: string("command")?.ok_or("`command` is required for type stdio")?,
+            args: match o.get("args") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or("`args` must be a list of strings")?,
+                Some(_) => return Err("`args` must be a list of strings".into()),
+            },
+            env: map("env")?,
+            cwd: string("cwd")?.map(PathBuf::from),
+        },
+        Some(other) => return Err(format!("`type` {other:?} must be stdio or http")),
+    };
+    if let Transport::Http { url, .. } = &transport
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(format!("`url` {url:?} must start with http:// or https://"));
+    }
+    let timeout = match o.get("timeout") {
+        None | Some(Value::Null) => Duration::from_secs(600),
+        Some(v) => match v.as_u64().filter(|n| (1..=86_400).contains(n)) {
+            Some(n) => Duration::from_secs(n),
+            None => return Err("`timeout` must be a number of seconds from 1 to 86400".into()),
+        },
+    };
+    let disabled = match o.get("disabled") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("`disabled` must be true or false".into()),
+    };
+    Ok(ServerConfig {
+        name,
+        transport,
+        timeout,
+        disabled,
+        origin,
+    })
+}
+
+/// `${VAR}` from the environment (an unset variable expands to nothing); `$$` is not special.
+pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        match rest[at + 2..].find('}') {
+            Some(end) => {
+                let name = &rest[at + 2..at + 2 + end];
+                if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !name.is_empty() {
+                    out.push_str(&env(name).unwrap_or_default());
+                } else {
+                    out.push_str(&rest[at..at + 3 + end]);
+                }
+                rest = &rest[at + 3 + end..];
+            }
+            None => {
+                out.push_str(&rest[at..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cret".into()),
+            "HOST" => Some("example.com".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn entries_from_both_files_load_bad_ones_are_named_and_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".mcp.json"),
+            r#"{"mcpServers": {"files": {"command": "npx", "args": ["-y", "fs"], "env": {"K": "${TOKEN}"}},
+                "web": {"type": "http", "url": "https://${HOST}/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "bad": {"command": 3}}}"#,
+        )
+        .unwrap();
+        let user = json!({"servers": [
+            {"name": "time", "command": "mcp-server-time", "timeout": 5},
+            {"name": "files", "command": "old"},
+            {"name": "x", "command": "y", "colour": "red"},
+            {"command": "nameless"},
+            {"name": "h", "type": "http"}
+        ], "handshake_timeout_seconds": 10});
+        let mut warnings = Vec::new();
+        let s = settings(
+            &[(Origin::User, PathBuf::from("/u/config.json"), user)],
+            dir.path(),
+            &env,
+            &mut warnings,
+        );
+        let names: Vec<&str> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["time", "files", "web"]);
+        assert_eq!(s.handshake_timeout, Duration::from_secs(10));
+        assert_eq!(s.servers[0].timeout, Duration::from_secs(5));
+        assert_eq!(s.servers[0].origin, Origin::User);
+        // The project's `files` replaced the user's, and came with its origin.
+        assert_eq!(s.servers[1].origin, Origin::Project);
+        assert_eq!(
+            s.servers[1].transport,
+            Transport::Stdio {
+                command: "npx".into(),
+                args: vec!["-y".into(), "fs".into()],
+                env: [("K".to_string(), "s3cret".to_string())].into(),
+                cwd: None
+            }
+        );
+        assert_eq!(
+            s.servers[2].transport,
+            Transport::Http {
+                url: "https://example.com/mcp".into(),
+                headers: [("Authorization".to_string(), "Bearer s3cret".to_string())].into()
+            }
+        );
+        let said = warnings.join("\n");
+        for part in [
+            "mcp.servers[2] in /u/config.json: unknown field `colour`",
+            "mcp.servers[3] in /u/config.json: `name` is required",
+            "mcp.servers[4] in /u/config.json: `url` is required for type http",
+            "server `bad` in",
+            "`command` must be a string",
+        ] {
+            assert!(said.contains(part), "{part}: {said}");
+        }
+        assert!(s.project_entries.unwrap().contains("npx"));
+    }
+
+    #[test]
+    fn variables_expand_and_odd_text_stays() {
+        assert_eq!(expand("a${TOKEN}b${NOPE}c", &env), "as3cretbc");
+        assert_eq!(expand("${not a name} ${open", &env), "${not a name} ${open");
+        assert_eq!(expand("$TOKEN", &env), "$TOKEN");
+    }
+}

@@ -1,0 +1,658 @@
+//! MCP servers: their tools offered to the model as `mcp__<server>__<tool>`, behind the same
+//! permissions as the built-in tools (the execute kind; the read kind for a tool annotated
+//! `readOnlyHint`).
+//!
+//! Servers start in the background when `new` starts; the prompt never waits for them, and a turn
+//! waits for a server still starting at most `mcp.handshake_timeout_seconds`. A server that fails,
+//! hangs or dies is isolated; a stdio server that dies is started again after 1 s, 3 s and 9 s, then
+//! left down. Its stderr goes to `DATADIR/mcp/<name>.log`. A project's servers run only once the
+//! user trusts them.
+
+pub mod client;
+pub mod config;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub use client::{Client, Event, McpError};
+pub use config::{McpSettings, Origin, ServerConfig, Transport};
+
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput};
+
+/// The delays before a dead stdio server is started again; then it is left down.
+const RESTARTS: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(9),
+];
+
+/// Where a line for the person watching goes.
+pub type Say = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A server's state, as `/mcp` shows it.
+#[derive(Debug, Clone)]
+pub enum State {
+    Disabled,
+    /// A project's server the user has not trusted.
+    Untrusted,
+    Starting,
+    Ready,
+    Failed(String),
+}
+
+/// One tool of a server.
+#[derive(Debug, Clone)]
+pub struct RemoteTool {
+    /// The name the model sees.
+    pub exposed: String,
+    /// The server's own name for it.
+    pub remote: String,
+    pub description: String,
+    pub schema: Value,
+    pub read_only: bool,
+}
+
+struct Server {
+    config: ServerConfig,
+    log: PathBuf,
+    state: Mutex<State>,
+    client: Mutex<Option<Arc<Client>>>,
+    tools: Mutex<(Vec<RemoteTool>, Option<Instant>)>,
+    /// Bumped on each start, so a stale connection's death does not restart a newer one.
+    generation: std::sync::atomic::AtomicU64,
+    settled: tokio::sync::Notify,
+}
+
+/// Every configured server, and what they offer now.
+pub struct Manager {
+    settings: McpSettings,
+    workdir: PathBuf,
+    hidden_env: Vec<String>,
+    servers: Vec<Arc<Server>>,
+    runtime: tokio::runtime::Handle,
+    /// One line a progress notification, for the person watching.
+    progress: Mutex<Option<Say>>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("servers", &self.servers.len())
+            .finish()
+    }
+}
+
+/// One row of `/mcp`.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub name: String,
+    pub state: State,
+    pub tools: usize,
+    pub log: PathBuf,
+    pub origin: Origin,
+    pub server: String,
+}
+
+impl Manager {
+    /// The servers of `settings`; a project's run only when `project_trusted`. Nothing starts
+    /// until [`Manager::start`].
+    pub fn new(
+        settings: McpSettings,
+        workdir: &Path,
+        datadir: &Path,
+        hidden_env: Vec<String>,
+        project_trusted: bool,
+        runtime: tokio::runtime::Handle,
+    ) -> Arc<Manager> {
+        let servers = settings
+            .servers
+            .iter()
+            .map(|c| {
+                let state = if c.disabled {
+                    State::Disabled
+                } else if c.origin == Origin::Project && !project_trusted {
+                    State::Untrusted
+                } else {
+                    State::Starting
+                };
+                Arc::new(Server {
+                    config: c.clone(),
+                    log: datadir.join("mcp").join(format!("{}.log", c.name)),
+                    state: Mutex::new(state),
+                    client: Mutex::new(None),
+                    tools: Mutex::new((Vec::new(), None)),
+                    generation: Default::default(),
+                    settled: tokio::sync::Notify::new(),
+                })
+            })
+            .collect();
+        Arc::new(Manager {
+            settings,
+            workdir: workdir.to_path_buf(),
+            hidden_env,
+            servers,
+            runtime,
+            progress: Mutex::new(None),
+        })
+    }
+
+    /// Starts every server that may run, in the background.
+    pub fn start(self: &Arc<Self>) {
+        for server in &self.servers {
+            if matches!(*lock(&server.state), State::Starting) {
+                self.launch(server.clone(), 0);
+            }
+        }
+    }
+
+    /// Says progress notifications through `say` (one line each).
+    pub fn on_progress(&self, say: Say) {
+        *lock(&self.progress) = Some(say);
+    }
+
+    fn launch(self: &Arc<Self>, server: Arc<Server>, attempt: usize) {
+        let manager = self.clone();
+        let generation = server
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        // A first start is "starting" (a turn waits for it); a retry leaves the failure shown.
+        if attempt == 0 {
+            *lock(&server.state) = State::Starting;
+        } else if let State::Failed(why) = &mut *lock(&server.state) {
+            *why = format!("{why}; trying again ({attempt} of {})", RESTARTS.len());
+        }
+        self.runtime.spawn(async move {
+            let connected = Client::connect(
+                &server.config.transport,
+                &manager.workdir,
+                &server.log,
+                &manager.hidden_env,
+                manager.settings.handshake_timeout,
+            )
+            .await;
+            let (client, mut events) = match connected {
+                Ok(c) => c,
+                Err(e) => {
+                    *lock(&server.state) = State::Failed(e.to_string());
+                    server.settled.notify_waiters();
+                    manager.maybe_restart(&server, generation, attempt);
+                    return;
+                }
+            };
+            *lock(&server.client) = Some(client.clone());
+            match manager.list(&server, &client).await {
+                Ok(()) => *lock(&server.state) = State::Ready,
+                Err(e) => *lock(&server.state) = State::Failed(format!("listing its tools: {e}")),
+            }
+            server.settled.notify_waiters();
+            while let Some(event) = events.recv().await {
+                match event {
+                    Event::ToolsChanged => {
+                        let _ = manager.list(&server, &client).await;
+                    }
+                    Event::Progress {
+                        progress,
+                        total,
+                        message,
+                        ..
+                    } => {
+                        let say = lock(&manager.progress).clone();
+                        if let Some(say) = say {
+                            let amount = match total {
+                                Some(t) => format!("{progress}/{t}"),
+                                None => format!("{progress}"),
+                            };
+                            let text = message.map(|m| format!(" {m}")).unwrap_or_default();
+                            say(&crate::tools::escape_controls(&format!(
+                                "{}: {amount}{text}",
+                                server.config.name
+                            )));
+                        }
+                    }
+                    Event::Closed(why) => {
+                        if server.generation.load(std::sync::atomic::Ordering::SeqCst) == generation
+                        {
+                            *lock(&server.state) = State::Failed(why);
+                            *lock(&server.client) = None;
+                            lock(&server.tools).0.clear();
+                            manager.maybe_restart(&server, generation, attempt);
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// A stdio server that failed or died is started again after 1, 3, 9 s, then left down.
+    fn maybe_restart(self: &Arc<Self>, server: &Arc<Server>, generation: u64, attempt: usize) {
+        if !matches!(server.config.transport, Transport::Stdio { .. }) || attempt >= RESTARTS.len()
+        {
+            return;
+        }
+        let manager = self.clone();
+        let server = server.clone();
+        self.runtime.spawn(async move {
+            tokio::time::sleep(RESTARTS[attempt]).await;
+            if server.generation.load(std::sync::atomic::Ordering::SeqCst) == generation
+                && matches!(*lock(&server.state), State::Failed(_))
+            {
+                manager.launch(server, attempt + 1);
+            }
+        });
+    }
+
+    /// `tools/list`, every page.
+    async fn list(&self, server: &Server, client: &Client) -> Result<(), McpError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..100 {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let page = client
+                .request("tools/list", params, self.settings.handshake_timeout)
+                .await?;
+            for t in page
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(name) = t.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                tools.push(RemoteTool {
+                    exposed: exposed_name(&server.config.name, name),
+                    remote: name.to_string(),
+                    description: t
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    schema: t
+                        .get("inputSchema")
+                        .cloned()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                    read_only: t
+                        .get("annotations")
+                        .and_then(|a| a.get("readOnlyHint"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                });
+            }
+            cursor = page
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        *lock(&server.tools) = (tools, Some(Instant::now()));
+        Ok(())
+    }
+
+    /// Waits for servers still starting, each at most the handshake timeout; lists again the
+    /// tools of servers whose list is older than `mcp.list_tools_cache_ttl_seconds`.
+    pub async fn settle(&self) {
+        let deadline = tokio::time::Instant::now() + self.settings.handshake_timeout;
+        for server in &self.servers {
+            loop {
+                let notified = server.settled.notified();
+                if !matches!(*lock(&server.state), State::Starting) {
+                    break;
+                }
+                if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                    break;
+                }
+            }
+            let stale = lock(&server.tools)
+                .1
+                .is_some_and(|t| t.elapsed() > self.settings.list_tools_ttl);
+            let client = lock(&server.client).clone();
+            if stale && let Some(client) = client {
+                let _ = self.list(server, &client).await;
+            }
+        }
+    }
+
+    /// The tools offered now, as tools of the registry.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        for server in &self.servers {
+            if !matches!(*lock(&server.state), State::Ready) {
+                continue;
+            }
+            for t in lock(&server.tools).0.iter() {
+                out.push(Arc::new(McpTool {
+                    manager: self.clone(),
+                    server: server.clone(),
+                    tool: t.clone(),
+                }));
+            }
+        }
+        out
+    }
+
+    /// The ready servers' instructions, under their names, for the system prompt.
+    pub fn instructions(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        for server in &self.servers {
+            let client = lock(&server.client).clone();
+            if let Some(text) = client.and_then(|c| c.info().instructions)
+                && !text.trim().is_empty()
+            {
+                parts.push(format!(
+                    "## MCP server `{}`\n\n{}",
+                    server.config.name,
+                    text.trim()
+                ));
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    pub fn statuses(&self) -> Vec<Status> {
+        self.servers
+            .iter()
+            .map(|s| Status {
+                name: s.config.name.clone(),
+                state: lock(&s.state).clone(),
+                tools: lock(&s.tools).0.len(),
+                log: s.log.clone(),
+                origin: s.config.origin,
+                server: lock(&s.client)
+                    .as_ref()
+                    .map(|c| c.info().name)
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// `/mcp restart NAME`: ends the server's connection and starts it again (restarts
+    /// counted afresh). False when there is no such server or it may not run.
+    pub async fn restart(self: &Arc<Self>, name: &str) -> bool {
+        let Some(server) = self.servers.iter().find(|s| s.config.name == name) else {
+            return false;
+        };
+        if matches!(*lock(&server.state), State::Disabled | State::Untrusted) {
+            return false;
+        }
+        // A newer generation first: the old connection's end is not taken for a death.
+        server
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let old = lock(&server.client).take();
+        if let Some(old) = old {
+            old.close().await;
+        }
+        self.launch(server.clone(), 0);
+        true
+    }
+
+    /// Ends every server (on exit).
+    pub async fn shutdown(&self) {
+        for server in &self.servers {
+            server
+                .generation
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let client = lock(&server.client).take();
+            if let Some(client) = client {
+                client.close().await;
+            }
+        }
+    }
+
+    /// Calls a tool; the result as text for the model.
+    async fn call(
+        &self,
+        server: &Server,
+        tool: &RemoteTool,
+        args: &Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let client = lock(&server.client).clone().ok_or_else(|| {
+            ToolError::Failed(format!(
+                "the MCP server `{}` is not running ({})",
+                server.config.name,
+                describe(&lock(&server.state))
+            ))
+        })?;
+        let id = client.new_id();
+        let params = json!({
+            "name": tool.remote,
+            "arguments": args,
+            "_meta": {"progressToken": format!("new-{id}")},
+        });
+        // Interrupted (the future dropped): the server is told the call is cancelled.
+        struct Cancel {
+            client: Option<Arc<Client>>,
+            id: u64,
+            runtime: tokio::runtime::Handle,
+        }
+        impl Drop for Cancel {
+            fn drop(&mut self) {
+                if let Some(client) = self.client.take() {
+                    let id = self.id;
+                    self.runtime.spawn(async move {
+                        let _ = client
+                            .notify(
+                                "notifications/cancelled",
+                                json!({"requestId": id, "reason": "the user interrupted"}),
+                            )
+                            .await;
+                    });
+                }
+            }
+        }
+        let mut guard = Cancel {
+            client: Some(client.clone()),
+            id,
+            runtime: self.runtime.clone(),
+        };
+        let result = client
+            .request_as(id, "tools/call", params, server.config.timeout)
+            .await;
+        guard.client = None;
+        let result = result.map_err(|e| {
+            ToolError::Failed(format!("the MCP server `{}`: {e}", server.config.name))
+        })?;
+        let (text, is_error) = render_result(&result);
+        let summary = format!(
+            "{} → {}",
+            tool.exposed,
+            first_line(&text).chars().take(80).collect::<String>()
+        );
+        if is_error {
+            return Err(ToolError::Failed(text));
+        }
+        Ok(ToolOutput {
+            content: text,
+            summary,
+            diff: None,
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// A state in words (`/mcp`, errors).
+pub fn describe(state: &State) -> String {
+    match state {
+        State::Disabled => "disabled".into(),
+        State::Untrusted => "not trusted: a project's server runs once you trust it".into(),
+        State::Starting => "starting".into(),
+        State::Ready => "ready".into(),
+        State::Failed(why) => format!("failed: {why}"),
+    }
+}
+
+/// `mcp__<server>__<tool>`, with what providers refuse in a name made `_`, and 64 characters at
+/// most (a long name keeps its start and a short hash of the whole, so two stay distinct).
+pub fn exposed_name(server: &str, tool: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let name = format!("mcp__{}__{}", clean(server), clean(tool));
+    if name.len() <= 64 {
+        return name;
+    }
+    let hash = &crate::trust::digest(name.as_bytes())[..8];
+    format!("{}_{hash}", &name[..55])
+}
+
+/// A `tools/call` result as text: text content as text, images and audio by type and size,
+/// resource links and embedded resources by URI (and text), `structuredContent` as JSON when
+/// there is no text. Returns the text and whether the server marked it an error.
+pub fn render_result(result: &Value) -> (String, bool) {
+    let mut parts = Vec::new();
+    for item in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
+        let size = |k: &str| field(k).len() / 4 * 3;
+        match field("type") {
+            "text" => parts.push(field("text").to_string()),
+            "image" | "audio" => parts.push(format!(
+                "[{} {}, {} bytes]",
+                field("type"),
+                field("mimeType"),
+                size("data")
+            )),
+            "resource_link" => parts.push(format!(
+                "[resource link {}{}]",
+                field("uri"),
+                match field("name") {
+                    "" => String::new(),
+                    n => format!(" ({n})"),
+                }
+            )),
+            "resource" => {
+                let r = item.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default();
+                match (
+                    r.get("text").and_then(Value::as_str),
+                    r.get("blob").and_then(Value::as_str),
+                ) {
+                    (Some(text), _) => parts.push(format!("[resource {uri}]\n{text}")),
+                    (None, Some(blob)) => {
+                        parts.push(format!("[resource {uri}, {} bytes]", blob.len() / 4 * 3))
+                    }
+                    _ => parts.push(format!("[resource {uri}]")),
+                }
+            }
+            other => parts.push(format!("[{other} content]")),
+        }
+    }
+    let has_text = parts.iter().any(|p| !p.trim().is_empty());
+    if !has_text && let Some(structured) = result.get("structuredContent") {
+        parts = vec![serde_json::to_string_pretty(structured).unwrap_or_default()];
+    }
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    (parts.join("\n"), is_error)
+}
+
+/// A server's tool as a tool of the registry.
+struct McpTool {
+    manager: Arc<Manager>,
+    server: Arc<Server>,
+    tool: RemoteTool,
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.tool.exposed
+    }
+
+    fn description(&self) -> &str {
+        &self.tool.description
+    }
+
+    fn parameters(&self) -> Value {
+        self.tool.schema.clone()
+    }
+
+    fn kind(&self) -> ToolKind {
+        if self.tool.read_only {
+            ToolKind::Read
+        } else {
+            ToolKind::Execute
+        }
+    }
+
+    fn subject(&self, args: &Value) -> Option<String> {
+        Some(args.to_string())
+    }
+
+    fn run<'a>(&'a self, args: &'a Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move { self.manager.call(&self.server, &self.tool, args).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_what_providers_accept() {
+        assert_eq!(
+            exposed_name("time", "get_current_time"),
+            "mcp__time__get_current_time"
+        );
+        assert_eq!(
+            exposed_name("my.server", "do it!"),
+            "mcp__my_server__do_it_"
+        );
+        let long = exposed_name("server", &"x".repeat(100));
+        let other = exposed_name("server", &format!("{}y", "x".repeat(99)));
+        assert_eq!(long.len(), 64);
+        assert_ne!(long, other);
+    }
+
+    #[test]
+    fn results_become_text_without_dumping_binary_data() {
+        let result = json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "mimeType": "image/png", "data": "AAAA".repeat(100)},
+            {"type": "resource_link", "uri": "file:///a.txt", "name": "a"},
+            {"type": "resource", "resource": {"uri": "mem://x", "text": "inside"}},
+        ]});
+        let (text, err) = render_result(&result);
+        assert!(!err);
+        assert_eq!(
+            text,
+            "hello\n[image image/png, 300 bytes]\n[resource link file:///a.txt (a)]\n[resource mem://x]\ninside"
+        );
+        let (text, _) = render_result(&json!({"content": [], "structuredContent": {"t": 1}}));
+        assert_eq!(text, "{\n  \"t\": 1\n}");
+        let (text, err) =
+            render_result(&json!({"content": [{"type": "text", "text": "bad"}], "isError": true}));
+        assert!(err && text == "bad");
+    }
+}

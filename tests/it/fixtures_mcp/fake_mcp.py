@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""A scripted MCP server over stdio for the tests: tools on two pages, an error result, a slow
+call that notes its cancellation, a 20 MB answer, a line that is not JSON, and its pid noted."""
+import json, os, sys, threading, time
+
+NOTES = os.environ.get("FAKE_MCP_NOTES")
+lock = threading.Lock()
+cancelled = set()
+
+
+def note(text):
+    if NOTES:
+        with open(NOTES, "a") as f:
+            f.write(text + "\n")
+
+
+def send(message):
+    with lock:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+TOOLS = [
+    {"name": "echo", "description": "Repeats the text", "annotations": {"readOnlyHint": True},
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "fail", "description": "Always fails", "inputSchema": {"type": "object"}},
+    {"name": "slow", "description": "Takes 20 seconds", "inputSchema": {"type": "object"}},
+    {"name": "huge", "description": "Answers 20 MB", "inputSchema": {"type": "object"}},
+]
+
+note("pid %d" % os.getpid())
+print("starting up (not a protocol message)", flush=True)
+sys.stderr.write("fake server: stderr goes to the log\n")
+sys.stderr.flush()
+
+
+def slow(request_id):
+    for _ in range(200):
+        time.sleep(0.1)
+        if request_id in cancelled:
+            note("cancelled %s" % request_id)
+            return
+    send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "slept"}]}})
+
+
+for line in sys.stdin:
+    message = json.loads(line)
+    method, rid = message.get("method"), message.get("id")
+    params = message.get("params") or {}
+    if method:
+        note("got " + method)
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": params["protocolVersion"],
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": "fake", "version": "1.0"},
+            "instructions": "Use echo to repeat things."}})
+    elif method == "tools/list":
+        if params.get("cursor") == "page2":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS[2:]}})
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS[:2], "nextCursor": "page2"}})
+    elif method == "tools/call":
+        name, args = params.get("name"), params.get("arguments") or {}
+        note("call %s %s" % (name, json.dumps(args, sort_keys=True)))
+        if name == "echo":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "echo: " + args.get("text", "")}]}})
+        elif name == "fail":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "it went wrong"}], "isError": True}})
+        elif name == "slow":
+            threading.Thread(target=slow, args=(rid,), daemon=True).start()
+        elif name == "huge":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (20 << 20)}]}})
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no tool " + str(name)}})
+    elif method == "notifications/cancelled":
+        cancelled.add(params.get("requestId"))
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
+    elif rid is not None:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "method not found"}})

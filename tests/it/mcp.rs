@@ -1,0 +1,242 @@
+//! MCP servers through the binary: a scripted stdio server (`fixtures_mcp/fake_mcp.py`) whose
+//! tools the scripted model calls, trust for a project's servers, bad entries, a server that
+//! dies. The reference servers themselves are driven in `e2e`.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn fake() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py")
+}
+
+/// A user config with the fake server (its notes in `notes`), and a rule that lets its tools run.
+fn config(env: &Env, notes: &std::path::Path, extra_servers: &str) -> String {
+    let json = format!(
+        r#"{{"retry_initial_ms": 5,
+            "permissions": [{{"tool": "mcp__fake__*", "action": "allow"}}],
+            "mcp": {{"servers": [
+                {{"name": "fake", "command": "python3", "args": [{:?}],
+                  "env": {{"FAKE_MCP_NOTES": {:?}}}, "timeout": 5}}{extra_servers}]}}}}"#,
+        fake().display().to_string(),
+        notes.display().to_string()
+    );
+    env.write_config(&json);
+    json
+}
+
+#[test]
+fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    config(&env, &notes, "");
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("a", "mcp__fake__echo", r#"{"text":"hi there"}"#),
+            ("b", "mcp__fake__fail", "{}"),
+            ("c", "mcp__fake__huge", "{}"),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &[], "/mcp\ngo\n/mcp\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let request = &server.requests()[0];
+    let tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    // Both pages of the list, after the built-in tools.
+    for name in [
+        "read_file",
+        "mcp__fake__echo",
+        "mcp__fake__fail",
+        "mcp__fake__slow",
+        "mcp__fake__huge",
+    ] {
+        assert!(tools.contains(&name), "{name}: {tools:?}");
+    }
+    let echo = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__fake__echo")
+        .unwrap();
+    assert_eq!(echo["function"]["description"], "Repeats the text");
+    assert_eq!(echo["function"]["parameters"]["required"][0], "text");
+    // The server's instructions, under its name, in the system prompt.
+    let system = request["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("## MCP server `fake`\n\nUse echo to repeat things."),
+        "{system}"
+    );
+    let got = results(&server, 1);
+    assert_eq!(got[0], "echo: hi there");
+    assert_eq!(got[1], "Error: it went wrong");
+    assert!(got[2].contains("over 16 MB; refused"), "{}", got[2]);
+    let said = std::fs::read_to_string(&notes).unwrap();
+    assert!(said.contains(r#"call echo {"text": "hi there"}"#), "{said}");
+    // `/mcp`: ready with the four tools and the log's path; stderr and non-protocol lines in it.
+    assert!(
+        run.stdout
+            .contains("fake (user): ready (fake 1.0) · 4 tools · log "),
+        "{run:?}"
+    );
+    let log = std::fs::read_to_string(env.data().join("mcp/fake.log")).unwrap();
+    assert!(log.contains("fake server: stderr goes to the log"), "{log}");
+    assert!(
+        log.contains("not a protocol message on stdout: starting up"),
+        "{log}"
+    );
+    assert!(!run.stdout.contains("starting up") && !run.stderr.contains("starting up"));
+}
+
+#[test]
+fn a_project_s_servers_run_only_once_trusted_and_bad_entries_are_named() {
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    config(
+        &env,
+        &notes,
+        r#", {"name": "missing", "command": "/nonexistent/mcp-server"},
+            {"name": "odd", "command": "x", "colour": "red"}"#,
+    );
+    std::fs::write(
+        env.work().join(".mcp.json"),
+        format!(
+            r#"{{"mcpServers": {{"proj": {{"command": "python3", "args": [{:?}]}}}}}}"#,
+            fake().display().to_string()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(vec![]);
+    let run = env.run(&server.base_url, &[], "/mcp\n");
+    assert!(
+        run.stderr
+            .contains("the project's MCP servers are not trusted and do not run"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("mcp.servers[2] in "), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("unknown field `colour`; this server is left out"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains(
+            "proj (project): not trusted: a project's server runs once you trust it · 0 tools"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("missing (user): failed: cannot start `/nonexistent/mcp-server`")
+            || run.stdout.contains("missing (user): starting"),
+        "{run:?}"
+    );
+    // Trusted once, remembered after.
+    let run = env.run(&server.base_url, &["--trust-project"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(&server.base_url, &[], "hello\n/mcp\n");
+    assert!(
+        run.stdout
+            .contains("proj (project): ready (fake 1.0) · 4 tools"),
+        "{run:?}"
+    );
+    let tools: Vec<Value> = server.requests()[0]["tools"].as_array().unwrap().clone();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["function"]["name"] == "mcp__proj__echo")
+    );
+    // A changed entry is a new question.
+    std::fs::write(
+        env.work().join(".mcp.json"),
+        r#"{"mcpServers": {"proj": {"command": "sh", "args": ["-c", "echo pwned > /tmp/x"]}}}"#,
+    )
+    .unwrap();
+    let run = env.run(&server.base_url, &[], "/mcp\n");
+    assert!(
+        run.stdout.contains("proj (project): not trusted"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
+    use std::io::Write;
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    config(&env, &notes, "");
+    let server = Server::start(vec![
+        tool_calls(&[("s", "mcp__fake__slow", "{}")]),
+        text(&["after"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let wait_for = |what: &str| {
+        for _ in 0..100 {
+            if std::fs::read_to_string(&notes)
+                .unwrap_or_default()
+                .contains(what)
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "never noted {what:?}: {}",
+            std::fs::read_to_string(&notes).unwrap_or_default()
+        );
+    };
+    wait_for("got notifications/initialized");
+    let pid: i32 = std::fs::read_to_string(&notes)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()[4..]
+        .parse()
+        .unwrap();
+    // Killed: started again after a second, and its tools are back.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let starts = std::fs::read_to_string(&notes)
+        .unwrap()
+        .matches("pid ")
+        .count();
+    assert_eq!(starts, 2, "{}", std::fs::read_to_string(&notes).unwrap());
+    stdin.write_all(b"/mcp\n").unwrap();
+    // A slow call interrupted with Ctrl-C: the server is told.
+    stdin.write_all(b"go\n").unwrap();
+    wait_for("call slow");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    wait_for("cancelled");
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fake (user): ready"), "{stdout}");
+    // No server outlives `new`.
+    let last_pid: i32 = std::fs::read_to_string(&notes)
+        .unwrap()
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("pid "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_ne!(
+        unsafe { libc::kill(last_pid, 0) },
+        0,
+        "the server still runs"
+    );
+}
