@@ -191,3 +191,102 @@ fn real_server_turn_completes_with_a_review_in_the_background_and_exit_does_not_
         }
     }
 }
+
+/// The MCP project's reference servers, started by `../shared/tools/mcp-servers.sh` (set
+/// NEW_E2E_MCP to that script, and NEW_E2E_MCP_HTTP to the URL of `everything` over streamable
+/// HTTP): tools listed and called over stdio and HTTP, results of several kinds, an error result,
+/// and a server command that does not exist. The model is the scripted server.
+#[test]
+fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
+    let (Ok(script), Ok(http)) = (
+        std::env::var("NEW_E2E_MCP"),
+        std::env::var("NEW_E2E_MCP_HTTP"),
+    ) else {
+        eprintln!("skipped: set NEW_E2E_MCP and NEW_E2E_MCP_HTTP to run this test");
+        return;
+    };
+    let command = |name: &str| -> Vec<String> {
+        let out = std::process::Command::new("bash")
+            .args([script.as_str(), "command", name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "inside the allowed folder\n").unwrap();
+    let entry = |name: &str, mut words: Vec<String>| {
+        let program = words.remove(0);
+        serde_json::json!({"name": name, "command": program, "args": words})
+    };
+    let mut filesystem = command("filesystem");
+    filesystem.push(env.work().display().to_string());
+    let servers = serde_json::json!([
+        entry("everything", command("everything")),
+        entry("time", command("time")),
+        entry("filesystem", filesystem),
+        {"name": "web", "type": "http", "url": http},
+        {"name": "missing", "command": "/nonexistent/mcp-server"},
+    ]);
+    env.write_config(
+        &serde_json::json!({
+            "retry_initial_ms": 5,
+            "permissions": [{"tool": "mcp__*", "action": "allow"}],
+            "mcp": {"servers": servers},
+        })
+        .to_string(),
+    );
+    let outside = format!("{}/../secret.txt", env.work().display());
+    std::fs::write(env.dir.path().join("secret.txt"), "no").unwrap();
+    let read_inside = format!(r#"{{"path":"{}/a.txt"}}"#, env.work().display());
+    let read_outside = format!(r#"{{"path":"{outside}"}}"#);
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("a", "mcp__everything__echo", r#"{"message":"hello mcp"}"#),
+            ("b", "mcp__everything__get-tiny-image", "{}"),
+            ("c", "mcp__time__get_current_time", r#"{"timezone":"UTC"}"#),
+            ("d", "mcp__filesystem__read_text_file", &read_inside),
+            ("e", "mcp__filesystem__read_text_file", &read_outside),
+            ("f", "mcp__web__echo", r#"{"message":"over http"}"#),
+            ("g", "mcp__everything__get-sum", r#"{"a":2,"b":3}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &[], "go\n/mcp\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let tools: Vec<String> = server.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for name in [
+        "mcp__everything__echo",
+        "mcp__time__get_current_time",
+        "mcp__filesystem__read_text_file",
+        "mcp__web__echo",
+    ] {
+        assert!(tools.iter().any(|t| t == name), "{name}: {tools:?}");
+    }
+    let got = results(&server, 1);
+    assert!(got[0].contains("hello mcp"), "{got:?}");
+    assert!(got[1].contains("\n[image image/png, "), "{got:?}");
+    assert!(got[2].contains("UTC"), "{got:?}");
+    assert_eq!(got[3], "inside the allowed folder\n");
+    assert!(got[4].starts_with("Error: "), "{got:?}");
+    assert!(got[5].contains("over http"), "{got:?}");
+    assert!(got[6].contains('5'), "{got:?}");
+    for row in [
+        "everything (user): ready",
+        "time (user): ready",
+        "filesystem (user): ready",
+        "web (user): ready",
+        "missing (user): failed: cannot start `/nonexistent/mcp-server`",
+    ] {
+        assert!(run.stdout.contains(row), "{row}: {run:?}");
+    }
+}
