@@ -867,6 +867,44 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         });
     }
 
+    // 11: start-up with three MCP servers configured against none: they start in the background,
+    // the prompt does not wait for them.
+    if wanted("mcp") && Command::new("python3").arg("--version").output().is_ok() {
+        let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
+        let config_home = dir("mcp-config");
+        std::fs::create_dir_all(config_home.join("new")).unwrap();
+        let servers: Vec<serde_json::Value> = ["one", "two", "three"]
+            .iter()
+            .map(|n| serde_json::json!({"name": n, "command": "python3", "args": [fake.display().to_string()]}))
+            .collect();
+        std::fs::write(
+            config_home.join("new/config.json"),
+            serde_json::json!({"mcp": {"servers": servers}}).to_string(),
+        )
+        .unwrap();
+        let (work_mcp, data_mcp, data_plain) = (dir("mcp-work"), dir("mcp-data"), dir("mcp-plain"));
+        let start = |data: &Path, with: bool| {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, "http://127.0.0.1:9/v1");
+            if with {
+                cmd.env("XDG_CONFIG_HOME", &config_home);
+            }
+            cmd.arg(&work_mcp).arg("default").arg(data);
+            run(&mut cmd, b"/exit\n")
+        };
+        let (with, _) = times(s.runs, || start(&data_mcp, true));
+        let (without, _) = times(s.runs, || start(&data_plain, false));
+        let ratio = with.as_secs_f64() / without.as_secs_f64();
+        rows.push(Row {
+            what: "start-up with three MCP servers configured, then /exit".into(),
+            measured: ms(with),
+            baseline: format!("none {}", ms(without)),
+            ratio,
+            target: "≤ 1.1×".into(),
+            ok: ratio <= 1.1,
+        });
+    }
+
     // 13: start-up with 200 skills on demand and a full memory index, against none.
     if wanted("skills") {
         let rich = dir("skills-project");

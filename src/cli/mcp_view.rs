@@ -10,6 +10,7 @@ impl App {
         };
         match words.as_slice() {
             [] => {
+                manager.start();
                 let statuses = manager.statuses();
                 if statuses.is_empty() {
                     return self.out.say(&self.tr("mcp_none", &[]));

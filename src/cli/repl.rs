@@ -226,6 +226,19 @@ fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
     matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
 }
 
+/// Whether standard input already holds something to read (piped input read ahead): then
+/// the next line is handled before anything is started in the background.
+fn input_waiting() -> bool {
+    let mut fds = [libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd, no timeout.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    ready > 0 && fds[0].revents & libc::POLLIN != 0 && !std::io::stdin().is_terminal()
+}
+
 /// Asks on the terminal whether to trust the project's MCP servers (they start programs).
 fn ask_mcp_trust(out: &Output, mcp: &crate::mcp::McpSettings) -> bool {
     use std::io::Write;
@@ -486,7 +499,6 @@ impl App {
                 runtime.handle().clone(),
             );
             manager.on_progress(Arc::new(|line: &str| eprintln!("  … {line}")));
-            manager.start();
             tools.set_mcp(manager);
         }
         let (tx, interrupts) = watch::channel(0u64);
@@ -627,6 +639,13 @@ impl App {
     fn repl(&mut self) -> Result<()> {
         loop {
             self.say_memory_notes();
+            // MCP servers start once `new` waits for its first input (the prompt is up), or
+            // earlier when a turn or `/mcp` needs them: they never delay the prompt.
+            if let Some(mcp) = self.tools.mcp()
+                && !input_waiting()
+            {
+                mcp.start();
+            }
             let prompt = self.prompt_text();
             match self
                 .reader

@@ -35,6 +35,8 @@ pub type Say = Arc<dyn Fn(&str) + Send + Sync>;
 /// A server's state, as `/mcp` shows it.
 #[derive(Debug, Clone)]
 pub enum State {
+    /// Configured, not started yet (they start once `new` is idle, or when needed).
+    Waiting,
     Disabled,
     /// A project's server the user has not trusted.
     Untrusted,
@@ -116,7 +118,7 @@ impl Manager {
                 } else if c.origin == Origin::Project && !project_trusted {
                     State::Untrusted
                 } else {
-                    State::Starting
+                    State::Waiting
                 };
                 Arc::new(Server {
                     config: c.clone(),
@@ -139,10 +141,18 @@ impl Manager {
         })
     }
 
-    /// Starts every server that may run, in the background.
+    /// Starts, in the background, every server that may run and has not started yet.
     pub fn start(self: &Arc<Self>) {
         for server in &self.servers {
-            if matches!(*lock(&server.state), State::Starting) {
+            let waiting = {
+                let mut state = lock(&server.state);
+                let waiting = matches!(*state, State::Waiting);
+                if waiting {
+                    *state = State::Starting;
+                }
+                waiting
+            };
+            if waiting {
                 self.launch(server.clone(), 0);
             }
         }
@@ -301,7 +311,8 @@ impl Manager {
 
     /// Waits for servers still starting, each at most the handshake timeout; lists again the
     /// tools of servers whose list is older than `mcp.list_tools_cache_ttl_seconds`.
-    pub async fn settle(&self) {
+    pub async fn settle(self: &Arc<Self>) {
+        self.start();
         let deadline = tokio::time::Instant::now() + self.settings.handshake_timeout;
         for server in &self.servers {
             loop {
@@ -491,6 +502,7 @@ fn first_line(text: &str) -> &str {
 /// A state in words (`/mcp`, errors).
 pub fn describe(state: &State) -> String {
     match state {
+        State::Waiting => "not started yet".into(),
         State::Disabled => "disabled".into(),
         State::Untrusted => "not trusted: a project's server runs once you trust it".into(),
         State::Starting => "starting".into(),
