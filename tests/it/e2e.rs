@@ -97,7 +97,18 @@ fn real_anthropic_format_server_answers_and_continues() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stderr.is_empty(), "{run:?}");
     assert!(run.stdout.contains("[3] user: Now say goodbye."), "{run:?}");
-    assert!(run.stdout.contains("[4] assistant:"), "{run:?}");
+    // The answer follows; a long first answer from the small model may have made the second
+    // request overflow the proxy's window, and then a summary node stands between them.
+    let after = run
+        .stdout
+        .split("[3] user: Now say goodbye.")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        after.contains("[4] assistant:")
+            || (after.contains("[4] summary of") && after.contains("[5] assistant:")),
+        "{run:?}"
+    );
 }
 
 /// Against a llama-server with a small window (`NEW_LLM_CTX=4096 local-llm.sh start`; set
