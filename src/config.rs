@@ -126,6 +126,9 @@ pub struct FileConfig {
     /// MCP servers (CodePilot's `mcp` section), read leniently by [`crate::mcp::config`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<serde_json::Value>,
+    /// Hooks (CodePilot's `hook` section), read leniently by [`crate::hooks`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<serde_json::Value>,
 }
 
 /// The `compaction` section; every key optional.
@@ -354,6 +357,7 @@ fn context_settings(
 
 /// The top-level keys a config file may hold; any other gets a warning naming it and the file.
 const KNOWN_KEYS: &[&str] = &[
+    "hook",
     "mcp",
     "provider",
     "model",
@@ -677,6 +681,10 @@ pub struct Config {
     pub mcp: crate::mcp::McpSettings,
     /// Whether the user trusts the project's MCP servers as they are now (true when it has none).
     pub mcp_trusted: bool,
+    /// Hooks, the user's and the project's.
+    pub hooks: crate::hooks::HookSettings,
+    /// Whether the user trusts the project's hooks as they are now (true when it has none).
+    pub hooks_trusted: bool,
 }
 
 impl Mode {
@@ -825,17 +833,21 @@ pub fn load(
     let (mut project_file, mut project_trusted, mut ignored) = (None, true, Vec::new());
     let mut warnings = Vec::new();
     let mut mcp_sections = Vec::new();
+    let mut hook_sections = Vec::new();
     let trust = crate::trust::Trust::new(layers.user.as_deref());
     // Farthest first, so nearer files overlay.
     for (kind, dir) in layers.dirs().into_iter().rev() {
         let path = dir.join(CONFIG_FILE);
         if let Some((mut file, unknown)) = read_file_checked(&path)? {
+            let origin = match kind {
+                crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
+                _ => crate::mcp::Origin::User,
+            };
             if let Some(section) = file.mcp.take() {
-                let origin = match kind {
-                    crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
-                    _ => crate::mcp::Origin::User,
-                };
                 mcp_sections.push((origin, path.clone(), section));
+            }
+            if let Some(section) = file.hook.take() {
+                hook_sections.push((origin, path.clone(), section));
             }
             warnings.extend(
                 unknown
@@ -959,6 +971,7 @@ pub fn load(
         max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
     let mcp = crate::mcp::config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
+    let hooks = crate::hooks::settings(&hook_sections, &mut warnings);
     Ok(Config {
         has_credentials: settings.api_key.is_some() || !settings.key_required,
         provider: settings,
@@ -1056,6 +1069,11 @@ pub fn load(
             .as_ref()
             .is_none_or(|e| trust.is_trusted(layers.workdir(), "mcp", e.as_bytes())),
         mcp,
+        hooks_trusted: hooks
+            .project_entries
+            .as_ref()
+            .is_none_or(|e| trust.is_trusted(layers.workdir(), "hooks", e.as_bytes())),
+        hooks,
         warnings,
         pricing: entry.pricing,
     })

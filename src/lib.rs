@@ -9,6 +9,7 @@
 //! - [`context`]: token accounting, previews of big tool results, summary nodes;
 //! - [`memory`]: what is remembered across sessions, and the review that learns it;
 //! - [`mcp`]: MCP servers and their tools;
+//! - [`hooks`]: the user's programs run at points of the loop;
 //! - [`agent`]: one user input → model ⇄ tools → final answer;
 //! - [`cli`]: the REPL, its command table, tree drawing and output;
 //! - [`config`]: layered configuration.
@@ -18,6 +19,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod hooks;
 pub mod layers;
 pub mod llm;
 pub mod mcp;

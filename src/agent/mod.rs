@@ -32,6 +32,19 @@ pub trait Gate {
         args: &serde_json::Value,
     ) -> GateDecision;
 
+    /// The same, with a `pre_tool_use` hook's answer to the permission question: `Allow` spares
+    /// the user the question a rule would ask, `Ask` asks where a rule would allow. A deny of a
+    /// rule, the blacklist or the sandbox still wins.
+    fn check_with_hook(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &serde_json::Value,
+        _hook: Option<crate::hooks::Permission>,
+    ) -> GateDecision {
+        self.check(call, tools, args)
+    }
+
     /// The user interrupted an automatic compaction: true to go on with the turn uncompacted,
     /// false to stop it.
     fn continue_uncompacted(&mut self) -> bool {
@@ -50,6 +63,9 @@ pub enum GateDecision {
 
 /// What the person watching is told while a turn runs. The REPL prints; tests record.
 pub trait Observer {
+    /// A hook failed, timed out or crashed: one line, the turn goes on.
+    fn hook_failed(&mut self, _line: &str) {}
+
     fn text(&mut self, text: &str);
     fn reasoning(&mut self, text: &str);
     /// A tool call began streaming (its arguments are still arriving).
@@ -137,6 +153,8 @@ pub struct Agent<'a> {
     pub allowed_tools: Option<&'a [String]>,
     /// Snapshots of the working folder around rounds of tools that may change it.
     pub checkpoints: Option<&'a crate::checkpoint::Checkpoints>,
+    /// The user's hooks (iterations, tool calls, compaction).
+    pub hooks: Option<&'a crate::hooks::Hooks>,
 }
 
 impl Agent<'_> {
@@ -161,7 +179,12 @@ impl Agent<'_> {
                 _ = interrupts.changed() => {}
             }
         }
+        if let Some(hooks) = self.hooks {
+            hooks.set_session(session.id(), &session.store().path(session.id()));
+        }
         for _round in 0..self.max_rounds {
+            self.hook(observer, crate::hooks::Input::new("iteration_start"))
+                .await;
             let (result, partial) = self
                 .exchange(session, observer, gate, interrupts, false)
                 .await;
@@ -189,6 +212,8 @@ impl Agent<'_> {
                 return TurnEnd::Failed(e.into());
             }
             if status == ResponseStatus::Complete {
+                self.hook(observer, crate::hooks::Input::new("iteration_end"))
+                    .await;
                 return TurnEnd::Complete;
             }
             // The folder's state before a round that may change it (on the answer that asked),
@@ -208,6 +233,8 @@ impl Agent<'_> {
                 let last = session.conversation().cursor().to_string();
                 self.checkpoint(session, observer, &[last]);
             }
+            self.hook(observer, crate::hooks::Input::new("iteration_end"))
+                .await;
             match ran {
                 Ok(true) => {}
                 Ok(false) => return TurnEnd::Interrupted,
@@ -457,6 +484,8 @@ impl Agent<'_> {
             tokens_after: info.tokens_after,
         };
         observer.compaction(&CompactionEvent::Done(&done));
+        self.hook(observer, crate::hooks::Input::new("compact"))
+            .await;
         Ok(done)
     }
 
@@ -574,7 +603,7 @@ impl Agent<'_> {
                         self.allowed_tools.unwrap_or_default().join(", ")
                     ))),
                     Err(outcome) => Err(outcome),
-                    Ok(args) => match gate.check(call, self.tools, &args) {
+                    Ok(args) => match self.pre_tool_use(call, &args, observer, gate).await {
                         GateDecision::Run => Ok(args),
                         GateDecision::Refuse(text) => Err(ToolOutcome {
                             summary: text.clone(),
@@ -625,8 +654,17 @@ impl Agent<'_> {
                     }
                 }
             };
-            for ((call, _), outcome) in decided.iter().zip(outcomes) {
+            for ((call, args), outcome) in decided.iter().zip(outcomes) {
                 observer.tool_result(call, &outcome);
+                if !interrupted && let Ok(args) = args {
+                    let input = crate::hooks::Input {
+                        tool_name: Some(call.function.name.clone()),
+                        tool_input: Some(args.clone()),
+                        tool_response: Some(outcome.content.clone()),
+                        ..crate::hooks::Input::new("post_tool_use")
+                    };
+                    self.hook(observer, input).await;
+                }
                 let content = if interrupted {
                     outcome.summary.clone()
                 } else {
@@ -660,6 +698,45 @@ impl Agent<'_> {
             Ok(None) => {}
             Err(e) => observer.checkpoint_failed(&e.to_string()),
         }
+    }
+
+    /// The `pre_tool_use` hooks, then the gate with their answer: a hook that blocks refuses
+    /// the call with its reason (for the model).
+    async fn pre_tool_use(
+        &self,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        observer: &mut dyn Observer,
+        gate: &mut dyn Gate,
+    ) -> GateDecision {
+        let input = crate::hooks::Input {
+            tool_name: Some(call.function.name.clone()),
+            tool_input: Some(args.clone()),
+            ..crate::hooks::Input::new("pre_tool_use")
+        };
+        let outcome = self.hook(observer, input).await;
+        if let Some(reason) = outcome.block {
+            return GateDecision::Refuse(format!(
+                "Blocked by a hook: {reason}. The call was not run."
+            ));
+        }
+        gate.check_with_hook(call, self.tools, args, outcome.permission)
+    }
+
+    /// Fires the hooks of `input.event` (when any follows it); failures are said on one line.
+    async fn hook(
+        &self,
+        observer: &mut dyn Observer,
+        input: crate::hooks::Input,
+    ) -> crate::hooks::Outcome {
+        let Some(hooks) = self.hooks.filter(|h| h.wants(&input.event)) else {
+            return Default::default();
+        };
+        let outcome = hooks.fire(&input).await;
+        for line in &outcome.failures {
+            observer.hook_failed(line);
+        }
+        outcome
     }
 
     /// Whether a call only reads (and so may run beside others).

@@ -196,6 +196,7 @@ async fn run_with(
         context,
         allowed_tools: None,
         checkpoints: None,
+        hooks: None,
     };
     let mut recorder = Recorder::default();
     let end = agent
@@ -883,6 +884,7 @@ async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
         context: Some(&ctx),
         allowed_tools: None,
         checkpoints: None,
+        hooks: None,
     };
     let (_tx, mut interrupts) = watch::channel(0u64);
     let mut rec = Recorder::default();

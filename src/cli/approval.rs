@@ -184,6 +184,17 @@ impl Gate for Approvals<'_> {
     }
 
     fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
+        self.check_with_hook(call, tools, args, None)
+    }
+
+    fn check_with_hook(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        hook: Option<crate::hooks::Permission>,
+    ) -> GateDecision {
+        use crate::hooks::Permission;
         let name = call.function.name.as_str();
         let Some(tool) = tools.get(name) else {
             return GateDecision::Run; // unknown tools are answered by the registry
@@ -201,7 +212,14 @@ impl Gate for Approvals<'_> {
         // The project's settings and git's hooks decide what runs next time: writing there is
         // asked every time, in every mode, whatever the rules allow.
         let protected = kind == ToolKind::Write && subject.as_deref().is_some_and(is_protected);
-        match self.policy.check(name, kind, subject.as_deref()) {
+        let verdict = match (self.policy.check(name, kind, subject.as_deref()), hook) {
+            // A hook's "allow" spares the question a rule would ask; its "ask" asks where a rule
+            // would allow. Denials (rules, the blacklist) stand.
+            (Verdict::Ask, Some(Permission::Allow)) => Verdict::Allow,
+            (Verdict::Allow, Some(Permission::Ask)) => Verdict::Ask,
+            (verdict, _) => verdict,
+        };
+        match verdict {
             Verdict::Allow | Verdict::Ask if protected => {
                 self.ask(call, tools, args, kind, subject.as_deref(), true)
             }

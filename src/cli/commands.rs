@@ -32,6 +32,7 @@ pub enum CommandId {
     Restore,
     Checkpoints,
     Mcp,
+    Hooks,
     Help,
     Exit,
 }
@@ -234,6 +235,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/mcp"],
         args: "[restart NAME]",
         help: "help_mcp",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Hooks,
+        names: &["/hooks"],
+        args: "",
+        help: "help_hooks",
         takes_conversation: false,
     },
     CommandSpec {

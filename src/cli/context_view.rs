@@ -52,6 +52,7 @@ impl App {
             context: Some(&self.context),
             allowed_tools: None,
             checkpoints: None,
+            hooks: self.hooks.as_ref(),
         };
         let mut printer = Printer::new(self.out);
         let focus = Some(args.trim()).filter(|a| !a.is_empty());

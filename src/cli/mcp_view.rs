@@ -1,4 +1,4 @@
-//! `/mcp`: the MCP servers, their state, tools and log; `/mcp restart NAME`.
+//! `/mcp`: the MCP servers, their state, tools and log; `/mcp restart NAME`. `/hooks`: the hooks.
 
 use super::repl::App;
 
@@ -50,6 +50,39 @@ impl App {
                 "mcp_usage",
                 &[("args", &crate::tools::escape_controls(args))],
             )),
+        }
+    }
+}
+
+impl App {
+    /// `/hooks`: each entry with its event, how often it fired and failed, and whether it runs.
+    pub(super) fn hooks_command(&mut self) {
+        let Some(hooks) = self.hooks.as_ref() else {
+            return self.out.say(&self.tr("hooks_none", &[]));
+        };
+        for s in hooks.statuses() {
+            let origin = match s.origin {
+                crate::mcp::Origin::User => "user",
+                crate::mcp::Origin::Project => "project",
+            };
+            let note = if s.runs {
+                String::new()
+            } else if !hooks.enabled() {
+                " · off (hook.enabled is false)".to_string()
+            } else {
+                " · not trusted: a project's hook runs once you trust it".to_string()
+            };
+            self.out.say(&crate::tools::escape_controls(&self.tr(
+                "hooks_row",
+                &[
+                    ("name", &s.name),
+                    ("origin", &origin),
+                    ("event", &s.event),
+                    ("fired", &s.fired),
+                    ("failed", &s.failed),
+                    ("note", &note),
+                ],
+            )));
         }
     }
 }

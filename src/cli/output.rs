@@ -400,6 +400,11 @@ impl Observer for Printer {
         }
     }
 
+    fn hook_failed(&mut self, line: &str) {
+        self.end_line();
+        self.out.warn(&crate::tools::escape_controls(line));
+    }
+
     fn checkpoint_failed(&mut self, reason: &str) {
         self.end_line();
         self.out.warn(&super::text::tr(

@@ -91,6 +91,10 @@ pub struct App {
     pub(super) memory: Option<crate::memory::MemoryStore>,
     pub(super) memory_notes: Arc<std::sync::Mutex<Vec<String>>>,
     pub(super) leaving: Arc<AtomicBool>,
+    /// The user's hooks (None when there are none, or `hook.enabled` is false), and what
+    /// `session_start` hooks said, added to the next message.
+    pub(super) hooks: Option<crate::hooks::Hooks>,
+    pub(super) hook_context: Vec<String>,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
@@ -237,6 +241,37 @@ fn input_waiting() -> bool {
     // SAFETY: one valid pollfd, no timeout.
     let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
     ready > 0 && fds[0].revents & libc::POLLIN != 0 && !std::io::stdin().is_terminal()
+}
+
+/// Asks on the terminal whether to trust the project's hooks (they run commands).
+fn ask_hooks_trust(out: &Output, hooks: &crate::hooks::HookSettings) -> bool {
+    use std::io::Write;
+    let list: String = hooks
+        .entries
+        .iter()
+        .filter(|e| e.origin == crate::mcp::Origin::Project)
+        .map(|e| {
+            let what = match &e.action {
+                crate::hooks::Action::Command { command, .. } => command.clone(),
+                crate::hooks::Action::Http { url, .. } => format!("POST {url}"),
+                crate::hooks::Action::Prompt(text) => format!("adds: {text}"),
+            };
+            format!(
+                "  - {} ({}): {}\n",
+                crate::tools::escape_controls(&e.name),
+                e.event,
+                crate::tools::escape_controls(&what)
+            )
+        })
+        .collect();
+    let question = super::text::tr(out.lang, "hooks_trust_question", &[("list", &list)]);
+    print!("{}", out.bold(&question));
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
 }
 
 /// Asks on the terminal whether to trust the project's MCP servers (they start programs).
@@ -401,6 +436,18 @@ impl App {
                 out.warn(&super::text::tr(out.lang, "mcp_not_trusted", &[]));
             }
         }
+        if !config.hooks_trusted
+            && let Some(entries) = config.hooks.project_entries.clone()
+        {
+            if launch.trust_project || (interactive && ask_hooks_trust(&out, &config.hooks)) {
+                crate::trust::Trust::new(layers.user.as_deref())
+                    .trust(&workdir, "hooks", entries.as_bytes())
+                    .context("remembering that the project's hooks are trusted")?;
+                config.hooks_trusted = true;
+            } else {
+                out.warn(&super::text::tr(out.lang, "hooks_not_trusted", &[]));
+            }
+        }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
             out.warn(&crate::tools::escape_controls(warning));
@@ -534,7 +581,9 @@ impl App {
             }
             c
         });
-        let app = App {
+        let (config_hooks, config_hooks_trusted) = (config.hooks.clone(), config.hooks_trusted);
+        let (hooks_workdir, hooks_hidden) = (workdir.clone(), config.secret_vars.clone());
+        let mut app = App {
             workdir,
             layers,
             role,
@@ -565,6 +614,15 @@ impl App {
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
+            hooks: (!config_hooks.entries.is_empty()).then(|| {
+                crate::hooks::Hooks::new(
+                    config_hooks.clone(),
+                    config_hooks_trusted,
+                    &hooks_workdir,
+                    hooks_hidden.clone(),
+                )
+            }),
+            hook_context: Vec::new(),
         };
         // The memory folders can be read by the read tools (never written).
         if let Some(m) = &app.memory {
@@ -572,6 +630,9 @@ impl App {
                 app.tools.sandbox().add_read_root(dir.to_path_buf());
             }
         }
+        app.fire_hooks(crate::hooks::Input::new("program_start"));
+        let started = app.fire_hooks(crate::hooks::Input::new("session_start"));
+        app.hook_context.extend(started.context);
         if let Some(report) = report {
             app.report_load(&report);
             app.out.say(&app.tr(
@@ -588,7 +649,9 @@ impl App {
     /// Ends the application without freeing the conversation tree: every message is on disk
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
-    fn leave(self) {
+    fn leave(mut self) {
+        self.fire_hooks(crate::hooks::Input::new("session_end"));
+        self.fire_hooks(crate::hooks::Input::new("program_exit"));
         // Reviews still running stop before they write anything.
         self.leaving.store(true, Ordering::SeqCst);
         // MCP servers are ended, not left behind.
@@ -597,6 +660,19 @@ impl App {
         }
         let App { session, .. } = self;
         std::mem::forget(session);
+    }
+
+    /// Fires the hooks of `input.event` (when any follows it) and says their failures.
+    pub(super) fn fire_hooks(&mut self, input: crate::hooks::Input) -> crate::hooks::Outcome {
+        let Some(hooks) = self.hooks.as_ref().filter(|h| h.wants(&input.event)) else {
+            return Default::default();
+        };
+        hooks.set_session(self.session.id(), &self.store.path(self.session.id()));
+        let outcome = self.runtime.block_on(hooks.fire(&input));
+        for line in &outcome.failures {
+            self.out.warn(line);
+        }
+        outcome
     }
 
     /// The text for `key` in the interface's language ([`super::text`]).
@@ -777,6 +853,7 @@ impl App {
             CommandId::Diff => self.diff(args),
             CommandId::Checkpoints => self.checkpoints_command(args),
             CommandId::Mcp => self.mcp_command(args),
+            CommandId::Hooks => self.hooks_command(),
             CommandId::Restore => self.restore(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
@@ -828,6 +905,26 @@ impl App {
         text: &str,
         observer: &mut dyn crate::agent::Observer,
     ) -> Option<TurnEnd> {
+        // `pre_message` hooks may block the message (it is not sent; the reason is said) or add
+        // to it, as `session_start` hooks' output is added to the first message.
+        let hooked = self.fire_hooks(crate::hooks::Input {
+            prompt: Some(text.to_string()),
+            ..crate::hooks::Input::new("pre_message")
+        });
+        if let Some(reason) = hooked.block {
+            self.out.error(&self.tr(
+                "blocked_by_hook",
+                &[("reason", &crate::tools::escape_controls(&reason))],
+            ));
+            return None;
+        }
+        let mut extra = std::mem::take(&mut self.hook_context);
+        extra.extend(hooked.context);
+        let text = if extra.is_empty() {
+            text.to_string()
+        } else {
+            format!("{text}\n\n{}", extra.join("\n\n"))
+        };
         if let Err(e) = self.session.add(Message::new(Role::User, text)) {
             self.out.error(&super::text::error(self.out.lang, &e));
             return None;
@@ -872,6 +969,7 @@ impl App {
             context: Some(&self.context),
             allowed_tools: self.skill_tools.as_deref(),
             checkpoints: self.checkpoints.as_ref(),
+            hooks: self.hooks.as_ref(),
         };
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,
@@ -895,16 +993,33 @@ impl App {
         ));
         self.busy.store(false, Ordering::SeqCst);
         match &end {
-            TurnEnd::Complete => {}
+            TurnEnd::Complete => {
+                let response = self
+                    .session
+                    .conversation()
+                    .get(self.session.conversation().cursor())
+                    .map(|m| m.content.clone());
+                self.fire_hooks(crate::hooks::Input {
+                    response,
+                    ..crate::hooks::Input::new("post_message")
+                });
+            }
             TurnEnd::RoundLimit(n) => self.out.warn(&self.tr("round_limit", &[("n", n)])),
             TurnEnd::Interrupted => self
                 .out
                 .warn(&self.tr("interrupted_what_arrived_is_kept", &[])),
-            TurnEnd::Failed(e) => self.out.error(&format!(
-                "{}\n{}",
-                super::text::error(self.out.lang, e),
-                self.tr("your_message_is_saved_send_it", &[])
-            )),
+            TurnEnd::Failed(e) => {
+                self.out.error(&format!(
+                    "{}\n{}",
+                    super::text::error(self.out.lang, e),
+                    self.tr("your_message_is_saved_send_it", &[])
+                ));
+                let error = Some(e.to_string());
+                self.fire_hooks(crate::hooks::Input {
+                    error,
+                    ..crate::hooks::Input::new("error")
+                });
+            }
         }
         end
     }

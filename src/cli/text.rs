@@ -913,6 +913,36 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "项目的 MCP 服务器未被信任，不会运行（使用 --trust-project 启动，或在终端中回答 yes）",
     ),
     (
+        "hooks_trust_question",
+        "This project configures hooks, commands that would run on your machine:\n{list}Trust them? [y/N] ",
+        "此项目配置了钩子，它们会在你的机器上运行命令：\n{list}信任它们吗？[y/N] ",
+    ),
+    (
+        "hooks_not_trusted",
+        "the project's hooks are not trusted and do not run (start with --trust-project, or answer yes on a terminal)",
+        "项目的钩子未被信任，不会运行（使用 --trust-project 启动，或在终端中回答 yes）",
+    ),
+    (
+        "blocked_by_hook",
+        "the message was not sent: a hook blocked it ({reason})",
+        "消息未发送：被钩子阻止（{reason}）",
+    ),
+    (
+        "help_hooks",
+        "hooks: each entry's event, how often it fired and failed, and whether it runs",
+        "钩子：每一项的事件、触发与失败次数，以及是否运行",
+    ),
+    (
+        "hooks_none",
+        "no hooks are configured (`hook.entries` in a config file)",
+        "没有配置钩子（配置文件中的 `hook.entries`）",
+    ),
+    (
+        "hooks_row",
+        "{name} ({origin}, {event}): fired {fired}, failed {failed}{note}",
+        "{name}（{origin}，{event}）：触发 {fired} 次，失败 {failed} 次{note}",
+    ),
+    (
         "checkpoints_usage",
         "/checkpoints takes nothing or `gc` (got `{args}`)",
         "/checkpoints 不带参数，或 `gc`（收到 `{args}`）",

@@ -4,6 +4,7 @@ mod checkpoints;
 mod context;
 mod e2e;
 mod fixtures;
+mod hooks;
 mod mcp;
 mod memory;
 mod oneshot;

@@ -1,0 +1,1061 @@
+//! Hooks: the user's programs run at points of the loop (CodePilot's `hook` section), with Claude
+//! Code's command protocol so that existing hook scripts work: the event as JSON on stdin
+//! (`session_id`, `transcript_path`, `cwd`, `hook_event_name`, and per event `prompt`,
+//! `tool_name`, `tool_input`, `tool_response`), `TOOL_INPUT_<FIELD>` variables, exit code 2 or a
+//! JSON `{"decision": "block", "reason": …}` to block, `permissionDecision` to answer a permission
+//! question. Any other failure, a timeout or a crash is said on one line and never stops the turn.
+//!
+//! A project's own entries run only once the user trusts them, as its MCP servers do.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The points of the loop a hook can follow.
+pub const EVENTS: &[&str] = &[
+    "program_start",
+    "program_exit",
+    "session_start",
+    "session_end",
+    "pre_message",
+    "post_message",
+    "iteration_start",
+    "iteration_end",
+    "pre_tool_use",
+    "post_tool_use",
+    "compact",
+    "error",
+];
+
+/// The most of a hook's output kept (the rest is read and dropped: a hook that prints megabytes
+/// neither floods the terminal nor the model's context).
+const MAX_OUTPUT: usize = 64 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Eq,
+    Neq,
+    Glob,
+    Contains,
+}
+
+/// When an entry fires: a test of one field, or all / any of several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    Test {
+        field: String,
+        op: Op,
+        value: String,
+    },
+    All(Vec<Condition>),
+    Any(Vec<Condition>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// A shell command line.
+    Command {
+        command: String,
+        working_dir: Option<PathBuf>,
+        env: BTreeMap<String, String>,
+        timeout: Duration,
+    },
+    /// A POST of the event as JSON.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+        timeout: Duration,
+    },
+    /// Text added to the user's message of this turn.
+    Prompt(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub event: String,
+    pub condition: Option<Condition>,
+    pub action: Action,
+    pub run_async: bool,
+    pub once: bool,
+    pub origin: crate::mcp::Origin,
+}
+
+/// The `hook` settings: whether hooks run, the entries, and the project's entries as read (for
+/// the trust question).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookSettings {
+    pub enabled: bool,
+    pub entries: Vec<Entry>,
+    pub project_entries: Option<String>,
+}
+
+/// Reads each config file's `hook` section (farthest first); a bad entry is named with its file
+/// and field, and left out.
+pub fn settings(
+    sections: &[(crate::mcp::Origin, PathBuf, Value)],
+    warnings: &mut Vec<String>,
+) -> HookSettings {
+    let mut out = HookSettings {
+        enabled: true,
+        ..Default::default()
+    };
+    let mut by_name: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut order = Vec::new();
+    for (origin, path, section) in sections {
+        let Some(section) = section.as_object() else {
+            warnings.push(format!(
+                "`hook` in {} must be an object; ignored",
+                path.display()
+            ));
+            continue;
+        };
+        for key in section.keys() {
+            if !["enabled", "entries"].contains(&key.as_str()) {
+                warnings.push(format!(
+                    "unknown key `hook.{key}` in {} is ignored",
+                    path.display()
+                ));
+            }
+        }
+        match section.get("enabled") {
+            None => {}
+            Some(Value::Bool(b)) => out.enabled = *b,
+            Some(_) => warnings.push(format!(
+                "`hook.enabled` in {} must be true or false; ignored",
+                path.display()
+            )),
+        }
+        let entries = match section.get("entries") {
+            None => continue,
+            Some(Value::Array(e)) => e,
+            Some(_) => {
+                warnings.push(format!(
+                    "`hook.entries` in {} must be a list; ignored",
+                    path.display()
+                ));
+                continue;
+            }
+        };
+        if *origin == crate::mcp::Origin::Project {
+            out.project_entries = serde_json::to_string_pretty(entries).ok();
+        }
+        for (i, e) in entries.iter().enumerate() {
+            match entry(e, *origin) {
+                Ok(e) => {
+                    if !order.contains(&e.name) {
+                        order.push(e.name.clone());
+                    }
+                    by_name.insert(e.name.clone(), e);
+                }
+                Err(why) => warnings.push(format!(
+                    "hook.entries[{i}] in {}: {why}; this hook is left out",
+                    path.display()
+                )),
+            }
+        }
+    }
+    out.entries = order
+        .into_iter()
+        .filter_map(|n| by_name.remove(&n))
+        .collect();
+    out
+}
+
+/// `"10s"`, `"500ms"`, `"2m"` or a number of seconds.
+fn duration(v: &Value) -> Option<Duration> {
+    match v {
+        Value::Number(n) => n.as_f64().filter(|s| *s > 0.0).map(Duration::from_secs_f64),
+        Value::String(s) => {
+            let s = s.trim();
+            let (number, unit) = s.split_at(s.find(|c: char| c.is_alphabetic()).unwrap_or(s.len()));
+            let n: f64 = number.trim().parse().ok().filter(|n: &f64| *n > 0.0)?;
+            let seconds = match unit {
+                "" | "s" => n,
+                "ms" => n / 1000.0,
+                "m" => n * 60.0,
+                _ => return None,
+            };
+            Some(Duration::from_secs_f64(seconds))
+        }
+        _ => None,
+    }
+}
+
+fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
+    let o = v.as_object().ok_or("an entry must be an object")?;
+    for k in o.keys() {
+        if !["name", "event", "condition", "action", "async", "once"].contains(&k.as_str()) {
+            return Err(format!("unknown field `{k}`"));
+        }
+    }
+    let string = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+    let name = string("name").ok_or("`name` is required")?;
+    let event = string("event").ok_or("`event` is required")?;
+    if !EVENTS.contains(&event.as_str()) {
+        return Err(format!(
+            "`event` {event:?} is not one of {}",
+            EVENTS.join(", ")
+        ));
+    }
+    let flag = |k: &str| match o.get(k) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("`{k}` must be true or false")),
+    };
+    let condition = match o.get("condition") {
+        None | Some(Value::Null) => None,
+        Some(c) => Some(condition(c, "condition")?),
+    };
+    let action = o.get("action").ok_or("`action` is required")?;
+    let a = action.as_object().ok_or("`action` must be an object")?;
+    let text = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
+    let map = |k: &str| -> Result<BTreeMap<String, String>, String> {
+        match a.get(k) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(key, v)| {
+                    v.as_str()
+                        .map(|s| (key.clone(), s.to_string()))
+                        .ok_or_else(|| format!("`action.{k}.{key}` must be a string"))
+                })
+                .collect(),
+            Some(_) => Err(format!("`action.{k}` must be an object of strings")),
+        }
+    };
+    let timeout = match a.get("timeout") {
+        None | Some(Value::Null) => Duration::from_secs(60),
+        Some(t) => {
+            duration(t).ok_or("`action.timeout` must be like \"10s\", \"500ms\" or \"2m\"")?
+        }
+    };
+    let kind = text("type").unwrap_or_else(|| {
+        ["command", "url", "prompt"]
+            .into_iter()
+            .find(|k| a.contains_key(*k))
+            .map(|k| if k == "url" { "http" } else { k })
+            .unwrap_or("")
+            .to_string()
+    });
+    let action = match kind.as_str() {
+        "command" => Action::Command {
+            command: text("command").ok_or("`action.command` is required")?,
+            working_dir: text("working_dir").map(PathBuf::from),
+            env: map("env")?,
+            timeout,
+        },
+        "http" => {
+            let url = text("url").ok_or("`action.url` is required")?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "`action.url` {url:?} must start with http:// or https://"
+                ));
+            }
+            Action::Http {
+                url,
+                headers: map("headers")?,
+                timeout,
+            }
+        }
+        "prompt" => Action::Prompt(
+            text("prompt")
+                .or_else(|| text("text"))
+                .ok_or("`action.prompt` is required")?,
+        ),
+        other => {
+            return Err(format!(
+                "`action.type` {other:?} must be command, http or prompt"
+            ));
+        }
+    };
+    Ok(Entry {
+        name,
+        event,
+        condition,
+        action,
+        run_async: flag("async")?,
+        once: flag("once")?,
+        origin,
+    })
+}
+
+fn condition(v: &Value, at: &str) -> Result<Condition, String> {
+    let o = v.as_object().ok_or(format!("`{at}` must be an object"))?;
+    for (key, make) in [
+        ("all", Condition::All as fn(Vec<Condition>) -> Condition),
+        ("any", Condition::Any),
+    ] {
+        if let Some(list) = o.get(key) {
+            let list = list
+                .as_array()
+                .ok_or(format!("`{at}.{key}` must be a list"))?;
+            let parts = list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| condition(c, &format!("{at}.{key}[{i}]")))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(make(parts));
+        }
+    }
+    let field = o
+        .get("field")
+        .and_then(Value::as_str)
+        .ok_or(format!("`{at}.field` is required"))?;
+    let known = [
+        "tool_name",
+        "tool_response",
+        "response",
+        "prompt",
+        "cwd",
+        "session_id",
+    ];
+    if !known.contains(&field) && !field.starts_with("tool_input.") {
+        return Err(format!(
+            "`{at}.field` {field:?} must be tool_name, tool_input.<name>, tool_response, prompt, cwd or session_id"
+        ));
+    }
+    let op = match o.get("op").and_then(Value::as_str).unwrap_or("eq") {
+        "eq" => Op::Eq,
+        "neq" => Op::Neq,
+        "glob" => Op::Glob,
+        "contains" => Op::Contains,
+        other => {
+            return Err(format!(
+                "`{at}.op` {other:?} must be eq, neq, glob or contains"
+            ));
+        }
+    };
+    let value = match o.get("value") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
+        _ => return Err(format!("`{at}.value` is required (a string)")),
+    };
+    if op == Op::Glob {
+        globset::Glob::new(&value).map_err(|e| format!("`{at}.value`: {e}"))?;
+    }
+    Ok(Condition::Test {
+        field: field.to_string(),
+        op,
+        value,
+    })
+}
+
+/// What happened, for the hooks to see.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub event: String,
+    pub prompt: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<Value>,
+    pub tool_response: Option<String>,
+    /// The model's final answer (`post_message`).
+    pub response: Option<String>,
+    pub error: Option<String>,
+}
+
+impl Input {
+    pub fn new(event: &str) -> Input {
+        Input {
+            event: event.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A hook's answer to a permission question (`pre_tool_use`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    Allow,
+    Deny,
+    Ask,
+}
+
+/// What the hooks of one event said, together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Blocked, with the reason (to the model for a tool call, to the user for a message).
+    pub block: Option<String>,
+    /// Text to add to the user's message (stdout of `pre_message` and `session_start` hooks,
+    /// and `prompt` actions).
+    pub context: Vec<String>,
+    pub permission: Option<Permission>,
+    /// One line each: hooks that failed, timed out or crashed.
+    pub failures: Vec<String>,
+}
+
+/// The session's hooks and how often each fired and failed.
+#[derive(Debug)]
+pub struct Hooks {
+    settings: HookSettings,
+    trusted: bool,
+    workdir: PathBuf,
+    session: Mutex<(String, PathBuf)>,
+    counts: Mutex<BTreeMap<String, (u64, u64)>>,
+    fired_once: Mutex<std::collections::HashSet<String>>,
+    hidden_env: Vec<String>,
+}
+
+/// One row of `/hooks`.
+#[derive(Debug, Clone)]
+pub struct HookStatus {
+    pub name: String,
+    pub event: String,
+    pub fired: u64,
+    pub failed: u64,
+    pub runs: bool,
+    pub origin: crate::mcp::Origin,
+}
+
+impl Hooks {
+    pub fn new(
+        settings: HookSettings,
+        trusted: bool,
+        workdir: &Path,
+        hidden_env: Vec<String>,
+    ) -> Hooks {
+        Hooks {
+            settings,
+            trusted,
+            workdir: workdir.to_path_buf(),
+            session: Mutex::new((String::new(), PathBuf::new())),
+            counts: Mutex::new(BTreeMap::new()),
+            fired_once: Mutex::new(Default::default()),
+            hidden_env,
+        }
+    }
+
+    /// The conversation hooks are told about.
+    pub fn set_session(&self, id: &str, transcript: &Path) {
+        *lock(&self.session) = (id.to_string(), transcript.to_path_buf());
+    }
+
+    fn runs(&self, e: &Entry) -> bool {
+        self.settings.enabled && (e.origin == crate::mcp::Origin::User || self.trusted)
+    }
+
+    pub fn statuses(&self) -> Vec<HookStatus> {
+        let counts = lock(&self.counts);
+        self.settings
+            .entries
+            .iter()
+            .map(|e| {
+                let (fired, failed) = counts.get(&e.name).copied().unwrap_or_default();
+                HookStatus {
+                    name: e.name.clone(),
+                    event: e.event.clone(),
+                    fired,
+                    failed,
+                    runs: self.runs(e),
+                    origin: e.origin,
+                }
+            })
+            .collect()
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+
+    /// Whether any entry follows `event` (so that callers can skip building the input).
+    pub fn wants(&self, event: &str) -> bool {
+        self.settings
+            .entries
+            .iter()
+            .any(|e| e.event == event && self.runs(e))
+    }
+
+    /// The event as the hooks receive it: Claude Code's fields.
+    fn payload(&self, input: &Input) -> Value {
+        let (session_id, transcript) = lock(&self.session).clone();
+        let mut v = json!({
+            "session_id": session_id,
+            "transcript_path": transcript,
+            "cwd": self.workdir,
+            "hook_event_name": input.event,
+        });
+        let o = v.as_object_mut().expect("an object");
+        if let Some(p) = &input.prompt {
+            o.insert("prompt".into(), json!(p));
+        }
+        if let Some(t) = &input.tool_name {
+            o.insert("tool_name".into(), json!(t));
+        }
+        if let Some(t) = &input.tool_input {
+            o.insert("tool_input".into(), t.clone());
+        }
+        if let Some(t) = &input.tool_response {
+            o.insert("tool_response".into(), json!(t));
+        }
+        if let Some(r) = &input.response {
+            o.insert("response".into(), json!(r));
+        }
+        if let Some(e) = &input.error {
+            o.insert("error".into(), json!(e));
+        }
+        v
+    }
+
+    /// A field of the event, as conditions see it.
+    fn field(&self, input: &Input, field: &str) -> Option<String> {
+        match field {
+            "tool_name" => input.tool_name.clone(),
+            "tool_response" => input.tool_response.clone(),
+            "response" => input.response.clone(),
+            "prompt" => input.prompt.clone(),
+            "cwd" => Some(self.workdir.display().to_string()),
+            "session_id" => Some(lock(&self.session).0.clone()),
+            _ => {
+                let path = field.strip_prefix("tool_input.")?;
+                let mut v = input.tool_input.as_ref()?;
+                for part in path.split('.') {
+                    v = v.get(part)?;
+                }
+                Some(match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+            }
+        }
+    }
+
+    fn matches(&self, c: &Condition, input: &Input) -> bool {
+        match c {
+            Condition::All(parts) => parts.iter().all(|p| self.matches(p, input)),
+            Condition::Any(parts) => parts.iter().any(|p| self.matches(p, input)),
+            Condition::Test { field, op, value } => {
+                let got = self.field(input, field);
+                match op {
+                    Op::Eq => got.as_deref() == Some(value.as_str()),
+                    Op::Neq => got.as_deref() != Some(value.as_str()),
+                    Op::Contains => got.is_some_and(|g| g.contains(value.as_str())),
+                    Op::Glob => got.is_some_and(|g| {
+                        globset::Glob::new(value)
+                            .map(|glob| glob.compile_matcher().is_match(&g))
+                            .unwrap_or(false)
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Runs the entries that follow `input.event` and whose condition holds, in order; their
+    /// answers together.
+    pub async fn fire(&self, input: &Input) -> Outcome {
+        let mut out = Outcome::default();
+        for e in &self.settings.entries {
+            if e.event != input.event || !self.runs(e) {
+                continue;
+            }
+            if let Some(c) = &e.condition
+                && !self.matches(c, input)
+            {
+                continue;
+            }
+            if e.once && !lock(&self.fired_once).insert(e.name.clone()) {
+                continue;
+            }
+            lock(&self.counts).entry(e.name.clone()).or_default().0 += 1;
+            if let Action::Prompt(text) = &e.action {
+                out.context.push(text.clone());
+                continue;
+            }
+            let payload = self.payload(input);
+            if e.run_async {
+                let (entry, hidden) = (e.clone(), self.hidden_env.clone());
+                let workdir = self.workdir.clone();
+                tokio::spawn(async move {
+                    let _ = run(&entry, &payload, &workdir, &hidden).await;
+                });
+                continue;
+            }
+            match run(e, &payload, &self.workdir, &self.hidden_env).await {
+                Ok(answer) => answer.apply(&input.event, &mut out),
+                Err(why) => {
+                    lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
+                    out.failures.push(crate::tools::escape_controls(&format!(
+                        "hook `{}` ({}): {why}",
+                        e.name, e.event
+                    )));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What one hook answered.
+#[derive(Debug, Default)]
+struct Answer {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Answer {
+    fn apply(self, event: &str, out: &mut Outcome) {
+        let json: Option<Value> = serde_json::from_str(self.stdout.trim()).ok();
+        let json = json.filter(Value::is_object);
+        if self.code == 2 {
+            let reason = self.stderr.trim();
+            out.block.get_or_insert_with(|| {
+                if reason.is_empty() {
+                    "blocked by a hook".to_string()
+                } else {
+                    reason.to_string()
+                }
+            });
+            return;
+        }
+        if let Some(j) = &json {
+            let specific = j.get("hookSpecificOutput");
+            let get = |k: &str| {
+                j.get(k)
+                    .or_else(|| specific.and_then(|s| s.get(k)))
+                    .and_then(Value::as_str)
+            };
+            let reason = get("reason")
+                .or_else(|| get("permissionDecisionReason"))
+                .unwrap_or("blocked by a hook")
+                .to_string();
+            if get("decision") == Some("block") {
+                out.block.get_or_insert(reason.clone());
+            }
+            match get("permissionDecision") {
+                Some("deny") => {
+                    out.permission = Some(Permission::Deny);
+                    out.block.get_or_insert(reason);
+                }
+                Some("ask") if out.permission != Some(Permission::Deny) => {
+                    out.permission = Some(Permission::Ask)
+                }
+                Some("allow") if out.permission.is_none() => {
+                    out.permission = Some(Permission::Allow)
+                }
+                _ => {}
+            }
+            if let Some(extra) = get("additionalContext") {
+                out.context.push(extra.to_string());
+            }
+            return;
+        }
+        if self.code == 0
+            && matches!(event, "pre_message" | "session_start")
+            && !self.stdout.trim().is_empty()
+        {
+            out.context.push(self.stdout.trim().to_string());
+        }
+    }
+}
+
+/// Runs one command or HTTP hook.
+async fn run(
+    e: &Entry,
+    payload: &Value,
+    workdir: &Path,
+    hidden: &[String],
+) -> Result<Answer, String> {
+    match &e.action {
+        Action::Prompt(_) => Ok(Answer::default()),
+        Action::Http {
+            url,
+            headers,
+            timeout,
+        } => {
+            crate::llm::install_crypto_provider();
+            let client = reqwest::Client::builder()
+                .timeout(*timeout)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut request = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(payload).expect("JSON"));
+            for (k, v) in headers {
+                request = request.header(k, v);
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| crate::llm::describe_reqwest_error(&e))?;
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            let body: String = body.chars().take(MAX_OUTPUT).collect();
+            if !status.is_success() {
+                return Err(format!("HTTP {status}"));
+            }
+            Ok(Answer {
+                code: 0,
+                stdout: body,
+                stderr: String::new(),
+            })
+        }
+        Action::Command {
+            command,
+            working_dir,
+            env,
+            timeout,
+        } => {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c")
+                .arg(command)
+                .current_dir(match working_dir {
+                    Some(d) if d.is_absolute() => d.clone(),
+                    Some(d) => workdir.join(d),
+                    None => workdir.to_path_buf(),
+                })
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .process_group(0);
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                if name.ends_with("_API_KEY") || hidden.iter().any(|h| *h == name) {
+                    cmd.env_remove(name.as_ref());
+                }
+            }
+            for (k, v) in tool_input_vars(payload.get("tool_input")) {
+                cmd.env(k, v);
+            }
+            cmd.env("NEW_HOOK_EVENT", &e.event);
+            cmd.envs(env);
+            let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+            let group = child.id();
+            let input = serde_json::to_vec(payload).expect("JSON");
+            let mut stdin = child.stdin.take().expect("piped");
+            let mut stdout = child.stdout.take().expect("piped");
+            let mut stderr = child.stderr.take().expect("piped");
+            let capped = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| async move {
+                let mut kept = Vec::new();
+                let mut buffer = [0u8; 8192];
+                loop {
+                    match pipe.read(&mut buffer).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let room = MAX_OUTPUT.saturating_sub(kept.len());
+                            kept.extend_from_slice(&buffer[..n.min(room)]);
+                        }
+                    }
+                }
+                String::from_utf8_lossy(&kept).into_owned()
+            };
+            let work = async {
+                let write = async {
+                    let _ = stdin.write_all(&input).await;
+                    drop(stdin);
+                };
+                let (_, out, err, status) = tokio::join!(
+                    write,
+                    capped(Box::new(&mut stdout)),
+                    capped(Box::new(&mut stderr)),
+                    child.wait()
+                );
+                (out, err, status)
+            };
+            match tokio::time::timeout(*timeout, work).await {
+                Ok((stdout, stderr, Ok(status))) => {
+                    let code = status.code().unwrap_or(-1);
+                    if code == 0 || code == 2 {
+                        Ok(Answer {
+                            code,
+                            stdout,
+                            stderr,
+                        })
+                    } else {
+                        let why = stderr.lines().next().unwrap_or_default().to_string();
+                        Err(match status.code() {
+                            Some(c) => format!("exit code {c}: {why}"),
+                            None => "it was killed by a signal".to_string(),
+                        })
+                    }
+                }
+                Ok((_, _, Err(e))) => Err(e.to_string()),
+                Err(_) => {
+                    // The hook's whole process group: what its shell started goes too.
+                    if let Some(pid) = group {
+                        // SAFETY: signals the process group this hook's shell leads.
+                        unsafe {
+                            libc::kill(-(pid as i32), libc::SIGKILL);
+                        }
+                    }
+                    Err(format!(
+                        "no answer within {} s; stopped",
+                        timeout.as_secs_f64()
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// `TOOL_INPUT_<FIELD>` for each top-level field of a tool's input (upper case); our `filepath`
+/// is also `TOOL_INPUT_FILE_PATH`, the name hook scripts written for other agents use.
+fn tool_input_vars(input: Option<&Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some(Value::Object(o)) = input else {
+        return out;
+    };
+    for (k, v) in o {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Null => continue,
+            other => other.to_string(),
+        };
+        if text.contains('\0') {
+            continue;
+        }
+        let key: String = k
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if key == "FILEPATH" {
+            out.push(("TOOL_INPUT_FILE_PATH".to_string(), text.clone()));
+        }
+        out.push((format!("TOOL_INPUT_{key}"), text));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::Origin;
+
+    fn hooks(entries: Value, origin: Origin, trusted: bool, dir: &Path) -> (Hooks, Vec<String>) {
+        let mut warnings = Vec::new();
+        let settings = settings(
+            &[(
+                origin,
+                PathBuf::from("/c/config.json"),
+                json!({"entries": entries}),
+            )],
+            &mut warnings,
+        );
+        let h = Hooks::new(settings, trusted, dir, Vec::new());
+        h.set_session("abc123", &dir.join("abc123.jsonl"));
+        (h, warnings)
+    }
+
+    fn tool_input(name: &str, input: Value) -> Input {
+        Input {
+            tool_name: Some(name.into()),
+            tool_input: Some(input),
+            ..Input::new("pre_tool_use")
+        }
+    }
+
+    #[test]
+    fn entries_load_and_bad_ones_are_named_with_their_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let (h, warnings) = hooks(
+            json!([
+                {"name": "fmt", "event": "post_tool_use", "action": {"type": "command", "command": "true", "timeout": "10s"},
+                 "condition": {"all": [{"field": "tool_name", "op": "eq", "value": "write_file"},
+                                       {"field": "tool_input.filepath", "op": "glob", "value": "*.rs"}]}},
+                {"name": "web", "event": "error", "action": {"url": "http://127.0.0.1:9/h"}},
+                {"name": "ctx", "event": "pre_message", "action": {"type": "prompt", "prompt": "be brief"}},
+                {"name": "a", "event": "before_lunch", "action": {"command": "x"}},
+                {"name": "b", "event": "error", "action": {"command": "x", "timeout": "soon"}},
+                {"name": "c", "event": "error", "condition": {"field": "tool_name", "op": "like", "value": "x"}, "action": {"command": "x"}},
+                {"name": "d", "event": "error"},
+                {"event": "error", "action": {"command": "x"}}
+            ]),
+            Origin::User,
+            true,
+            dir.path(),
+        );
+        let names: Vec<String> = h.statuses().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["fmt", "web", "ctx"]);
+        let said = warnings.join("\n");
+        for part in [
+            "hook.entries[3] in /c/config.json: `event` \"before_lunch\" is not one of",
+            "hook.entries[4] in /c/config.json: `action.timeout` must be like",
+            "hook.entries[5] in /c/config.json: `condition.op` \"like\" must be eq, neq, glob or contains",
+            "hook.entries[6] in /c/config.json: `action` is required",
+            "hook.entries[7] in /c/config.json: `name` is required",
+        ] {
+            assert!(said.contains(part), "{part}: {said}");
+        }
+        assert_eq!(duration(&json!("500ms")), Some(Duration::from_millis(500)));
+        assert_eq!(duration(&json!("2m")), Some(Duration::from_secs(120)));
+        assert_eq!(duration(&json!(3)), Some(Duration::from_secs(3)));
+    }
+
+    #[tokio::test]
+    async fn a_command_gets_the_event_on_stdin_and_tool_input_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("seen.json");
+        let (h, _) = hooks(
+            json!([{"name": "log", "event": "pre_tool_use", "action": {"command":
+                format!("cat > {}; echo \"$TOOL_INPUT_FILE_PATH|$TOOL_INPUT_CONTENT|$NEW_HOOK_EVENT\" >> {}", seen.display(), seen.display())}}]),
+            Origin::User,
+            true,
+            dir.path(),
+        );
+        let out = h
+            .fire(&tool_input(
+                "write_file",
+                json!({"filepath": "a.rs", "content": "x y"}),
+            ))
+            .await;
+        assert_eq!(out, Outcome::default());
+        let text = std::fs::read_to_string(&seen).unwrap();
+        let (json_part, vars) = text.rsplit_once('}').unwrap();
+        let event: Value = serde_json::from_str(&format!("{json_part}}}")).unwrap();
+        assert_eq!(event["hook_event_name"], "pre_tool_use");
+        assert_eq!(event["session_id"], "abc123");
+        assert_eq!(event["tool_name"], "write_file");
+        assert_eq!(event["tool_input"]["filepath"], "a.rs");
+        assert!(
+            event["transcript_path"]
+                .as_str()
+                .unwrap()
+                .ends_with("abc123.jsonl")
+        );
+        assert_eq!(event["cwd"], dir.path().display().to_string());
+        assert_eq!(vars.trim(), "a.rs|x y|pre_tool_use");
+        assert_eq!(h.statuses()[0].fired, 1);
+    }
+
+    #[tokio::test]
+    async fn exit_2_and_json_decisions_block_and_answer_permission_questions() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("echo 'no rm here' >&2; exit 2", Some("no rm here"), None),
+            (
+                r#"echo '{"decision": "block", "reason": "policy"}'"#,
+                Some("policy"),
+                None,
+            ),
+            (
+                r#"echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "not on main"}}'"#,
+                Some("not on main"),
+                Some(Permission::Deny),
+            ),
+            (
+                r#"echo '{"permissionDecision": "allow"}'"#,
+                None,
+                Some(Permission::Allow),
+            ),
+            (
+                r#"echo '{"permissionDecision": "ask"}'"#,
+                None,
+                Some(Permission::Ask),
+            ),
+        ];
+        for (command, block, permission) in cases {
+            let (h, _) = hooks(
+                json!([{"name": "guard", "event": "pre_tool_use", "action": {"command": command}}]),
+                Origin::User,
+                true,
+                dir.path(),
+            );
+            let out = h
+                .fire(&tool_input("bash", json!({"command": "rm -rf /"})))
+                .await;
+            assert_eq!(out.block.as_deref(), block, "{command}");
+            assert_eq!(out.permission, permission, "{command}");
+            assert!(out.failures.is_empty(), "{command}: {out:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn failures_timeouts_and_floods_are_said_on_one_line_and_never_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let (h, _) = hooks(
+            json!([
+                {"name": "broken", "event": "error", "action": {"command": "echo oops >&2; exit 3"}},
+                {"name": "hangs", "event": "error", "action": {"command": "sleep 30", "timeout": "300ms"}},
+                {"name": "floods", "event": "error", "action": {"command": "head -c 20000000 /dev/zero | tr '\\0' x; echo; head -c 5000000 /dev/zero >&2"}},
+                {"name": "missing", "event": "error", "action": {"command": "/nonexistent/hook"}}
+            ]),
+            Origin::User,
+            true,
+            dir.path(),
+        );
+        let started = std::time::Instant::now();
+        let out = h.fire(&Input::new("error")).await;
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(out.block, None);
+        assert_eq!(out.failures.len(), 3, "{out:?}");
+        assert!(out.failures[0].contains("hook `broken` (error): exit code 3: oops"));
+        assert!(out.failures[1].contains("hook `hangs` (error): no answer within 0.3 s"));
+        assert!(out.failures[2].contains("hook `missing` (error): exit code 127"));
+        assert!(
+            out.failures
+                .iter()
+                .all(|f| !f.contains('\n') && f.len() < 300)
+        );
+        assert!(out.context.is_empty());
+        let failed: Vec<u64> = h.statuses().iter().map(|s| s.failed).collect();
+        assert_eq!(failed, [1, 1, 0, 1]);
+    }
+
+    #[tokio::test]
+    async fn conditions_once_async_prompts_context_and_trust() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("async.txt");
+        let (h, _) = hooks(
+            json!([
+                {"name": "rs", "event": "pre_tool_use", "action": {"type": "prompt", "prompt": "rust file"},
+                 "condition": {"any": [{"field": "tool_input.filepath", "op": "glob", "value": "*.rs"},
+                                       {"field": "tool_input.filepath", "op": "contains", "value": "rust"}]}},
+                {"name": "not-bash", "event": "pre_tool_use", "action": {"type": "prompt", "prompt": "not bash"},
+                 "condition": {"field": "tool_name", "op": "neq", "value": "bash"}},
+                {"name": "first", "event": "pre_message", "once": true, "action": {"command": "echo remember this"}},
+                {"name": "bg", "event": "pre_message", "async": true, "action": {"command": format!("sleep 0.3; echo done > {}", marker.display())}}
+            ]),
+            Origin::User,
+            true,
+            dir.path(),
+        );
+        let out = h
+            .fire(&tool_input("write_file", json!({"filepath": "src/a.rs"})))
+            .await;
+        assert_eq!(out.context, ["rust file", "not bash"]);
+        let out = h.fire(&tool_input("bash", json!({"command": "ls"}))).await;
+        assert!(out.context.is_empty());
+        let message = Input {
+            prompt: Some("hi".into()),
+            ..Input::new("pre_message")
+        };
+        let started = std::time::Instant::now();
+        assert_eq!(h.fire(&message).await.context, ["remember this"]);
+        assert!(
+            started.elapsed() < Duration::from_millis(250),
+            "async does not wait"
+        );
+        assert!(h.fire(&message).await.context.is_empty(), "once a session");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(marker.exists());
+        // A project's entries run only once trusted.
+        let entries =
+            json!([{"name": "p", "event": "error", "action": {"type": "prompt", "prompt": "x"}}]);
+        let (untrusted, _) = hooks(entries.clone(), Origin::Project, false, dir.path());
+        assert!(
+            untrusted
+                .fire(&Input::new("error"))
+                .await
+                .context
+                .is_empty()
+        );
+        assert!(!untrusted.statuses()[0].runs);
+        let (trusted, _) = hooks(entries, Origin::Project, true, dir.path());
+        assert_eq!(trusted.fire(&Input::new("error")).await.context, ["x"]);
+    }
+}

@@ -1,0 +1,238 @@
+//! Hooks through the binary: every event fires with its input, exit 2 and JSON decisions block or
+//! allow, `pre_message` output reaches the model, a project's hooks wait for trust, `/hooks`.
+
+use crate::support::*;
+use serde_json::{Value, json};
+
+/// A user config whose hooks log every event (the JSON they get on stdin, one line each) to
+/// `events`, plus `extra` entries.
+fn config(env: &Env, events: &std::path::Path, extra: Vec<Value>) {
+    let mut entries: Vec<Value> = new_agent::hooks::EVENTS
+        .iter()
+        .map(|e| {
+            json!({"name": format!("log-{e}"), "event": e,
+                   "action": {"command": format!("cat >> {}; echo >> {}", events.display(), events.display())}})
+        })
+        .collect();
+    entries.extend(extra);
+    env.write_config(&json!({"retry_initial_ms": 5, "hook": {"entries": entries}}).to_string());
+}
+
+fn logged(events: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(events)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_event_fires_with_its_input_and_hooks_block_allow_and_add_context() {
+    let env = Env::new();
+    let events = env.dir.path().join("events.jsonl");
+    let formatted = env.dir.path().join("formatted.txt");
+    config(
+        &env,
+        &events,
+        vec![
+            json!({"name": "context", "event": "pre_message",
+                   "action": {"command": "echo 'Remember: the user likes short answers.'"}}),
+            json!({"name": "no-rm", "event": "pre_tool_use",
+                   "condition": {"all": [{"field": "tool_name", "op": "eq", "value": "bash"},
+                                         {"field": "tool_input.command", "op": "contains", "value": "rm "}]},
+                   "action": {"command": "echo 'rm is not allowed here' >&2; exit 2"}}),
+            json!({"name": "allow-echo", "event": "pre_tool_use",
+                   "condition": {"field": "tool_input.command", "op": "glob", "value": "echo *"},
+                   "action": {"command": "echo '{\"permissionDecision\": \"allow\"}'"}}),
+            json!({"name": "format", "event": "post_tool_use",
+                   "condition": {"field": "tool_name", "op": "eq", "value": "write_file"},
+                   "action": {"command": format!("echo \"formatted $TOOL_INPUT_FILE_PATH\" >> {}", formatted.display())}}),
+        ],
+    );
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("w", "write_file", r#"{"filepath":"a.txt","content":"x\n"}"#),
+            ("r", "bash", r#"{"command":"rm -rf build"}"#),
+            ("e", "bash", r#"{"command":"echo allowed by a hook"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &[], "hello\n/hooks\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // The pre_message hook's output went with the message.
+    let first = &server.requests()[0]["messages"];
+    let user = first.as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap();
+    assert_eq!(user, "hello\n\nRemember: the user likes short answers.");
+    let got = results(&server, 1);
+    assert!(got[0].starts_with("Created `a.txt`"), "{got:?}");
+    assert_eq!(
+        got[1],
+        "Blocked by a hook: rm is not allowed here. The call was not run."
+    );
+    // Default mode cannot ask without a terminal; the hook's "allow" answered instead.
+    assert_eq!(got[2], "Exit code: 0\nstdout:\nallowed by a hook\n");
+    assert_eq!(
+        std::fs::read_to_string(&formatted).unwrap(),
+        "formatted a.txt\n"
+    );
+    // Every event, in order, with Claude Code's fields.
+    let log = logged(&events);
+    let names: Vec<&str> = log
+        .iter()
+        .map(|e| e["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "program_start",
+            "session_start",
+            "pre_message",
+            "iteration_start",
+            "pre_tool_use",
+            "post_tool_use",
+            "pre_tool_use",
+            "pre_tool_use",
+            "post_tool_use",
+            "iteration_end",
+            "iteration_start",
+            "iteration_end",
+            "post_message",
+            "session_end",
+            "program_exit"
+        ]
+    );
+    let (id, _) = env.only_conversation();
+    for e in &log {
+        assert_eq!(e["session_id"], id.as_str(), "{e}");
+        assert_eq!(e["cwd"], env.work().display().to_string());
+        assert!(
+            e["transcript_path"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("{id}.jsonl"))
+        );
+    }
+    assert_eq!(log[2]["prompt"], "hello");
+    assert_eq!(log[4]["tool_name"], "write_file");
+    assert_eq!(log[4]["tool_input"]["filepath"], "a.txt");
+    // A blocked call did not run: no post_tool_use for it.
+    assert_eq!(log[6]["tool_input"]["command"], "rm -rf build");
+    assert_eq!(
+        log[8]["tool_response"],
+        "Exit code: 0\nstdout:\nallowed by a hook\n"
+    );
+    assert_eq!(log[12]["response"], "done");
+    // `/hooks`: how often each fired.
+    assert!(
+        run.stdout
+            .contains("no-rm (user, pre_tool_use): fired 1, failed 0"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("log-pre_tool_use (user, pre_tool_use): fired 3, failed 0"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_blocked_message_is_not_sent_and_a_broken_hook_never_stops_the_turn() {
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "hook": {"entries": [
+            {"name": "no-secrets", "event": "pre_message",
+             "condition": {"field": "prompt", "op": "contains", "value": "password"},
+             "action": {"command": "echo '{\"decision\": \"block\", \"reason\": \"looks like a secret\"}'"}},
+            {"name": "broken", "event": "iteration_start", "action": {"command": "exit 7"}},
+            {"name": "slow", "event": "iteration_end", "action": {"command": "sleep 20", "timeout": "200ms"}}
+        ]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["fine"])]);
+    let run = env.run(&server.base_url, &[], "my password is hunter2\nhello\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the message was not sent: a hook blocked it (looks like a secret)"),
+        "{run:?}"
+    );
+    assert_eq!(server.requests().len(), 1, "only `hello` was sent");
+    assert!(!server.requests()[0].to_string().contains("hunter2"));
+    assert!(run.stdout.contains("fine"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("hook `broken` (iteration_start): exit code 7"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("hook `slow` (iteration_end): no answer within 0.2 s"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_project_s_hooks_run_only_once_trusted() {
+    let env = Env::new();
+    let marker = env.dir.path().join("ran.txt");
+    std::fs::create_dir_all(env.work().join(".new")).unwrap();
+    std::fs::write(
+        env.work().join(".new/config.json"),
+        json!({"hook": {"entries": [{"name": "proj", "event": "program_start",
+            "action": {"command": format!("echo ran >> {}", marker.display())}}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![]);
+    let run = env.run(&server.base_url, &[], "/hooks\n");
+    assert!(
+        run.stderr
+            .contains("the project's hooks are not trusted and do not run"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("proj (project, program_start): fired 0, failed 0 · not trusted"),
+        "{run:?}"
+    );
+    assert!(!marker.exists());
+    env.run(&server.base_url, &["--trust-project"], "");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    env.run(&server.base_url, &[], "");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "ran\nran\n",
+        "remembered"
+    );
+}
+
+#[test]
+fn compaction_and_a_failed_turn_fire_their_events() {
+    let env = Env::new();
+    let events = env.dir.path().join("events.jsonl");
+    config(&env, &events, Vec::new());
+    let long_answer = format!("first answer {}", "and more ".repeat(300));
+    let server = Server::start(vec![
+        text(&[&long_answer]),
+        text(&["second answer"]),
+        text(&["third answer"]),
+    ]);
+    server.answer_summaries("THE GIST");
+    // The fourth message finds no scripted answer: the server fails it.
+    let run = env.run(&server.base_url, &[], "one\ntwo\nthree\n/compact\nfour\n");
+    assert!(run.stdout.contains("compacted"), "{run:?}");
+    let log = logged(&events);
+    let names: Vec<&str> = log
+        .iter()
+        .map(|e| e["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"compact"), "{names:?}");
+    let error = log
+        .iter()
+        .find(|e| e["hook_event_name"] == "error")
+        .expect("an error event");
+    assert!(error["error"].as_str().unwrap().contains("500"), "{error}");
+}
