@@ -24,6 +24,12 @@ impl App {
                     if !s.server.is_empty() {
                         state = format!("{state} ({})", s.server);
                     }
+                    // A ready server is asked whether it still answers.
+                    match self.runtime.block_on(manager.ping(&s.name)) {
+                        Some(Ok(took)) => state = format!("{state}, ping {} ms", took.as_millis()),
+                        Some(Err(why)) => state = format!("{state}, not answering ping: {why}"),
+                        None => {}
+                    }
                     self.out.say(&crate::tools::escape_controls(&self.tr(
                         "mcp_row",
                         &[

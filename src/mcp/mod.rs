@@ -202,6 +202,8 @@ impl Manager {
             while let Some(event) = events.recv().await {
                 match event {
                     Event::ToolsChanged => {
+                        // Stale until listed again (a turn starting meanwhile lists first).
+                        lock(&server.tools).1 = None;
                         let _ = manager.list(&server, &client).await;
                     }
                     Event::Progress {
@@ -324,11 +326,15 @@ impl Manager {
                     break;
                 }
             }
+            let ready = matches!(*lock(&server.state), State::Ready);
             let stale = lock(&server.tools)
                 .1
-                .is_some_and(|t| t.elapsed() > self.settings.list_tools_ttl);
+                .is_none_or(|t| t.elapsed() > self.settings.list_tools_ttl);
             let client = lock(&server.client).clone();
-            if stale && let Some(client) = client {
+            if ready
+                && stale
+                && let Some(client) = client
+            {
                 let _ = self.list(server, &client).await;
             }
         }
@@ -385,6 +391,23 @@ impl Manager {
                     .unwrap_or_default(),
             })
             .collect()
+    }
+
+    /// Pings a ready server (`ping`, at most 2 s): how long it took to answer, or why not.
+    pub async fn ping(&self, name: &str) -> Option<Result<Duration, String>> {
+        let server = self.servers.iter().find(|s| s.config.name == name)?;
+        if !matches!(*lock(&server.state), State::Ready) {
+            return None;
+        }
+        let client = lock(&server.client).clone()?;
+        let started = Instant::now();
+        Some(
+            client
+                .request("ping", json!({}), Duration::from_secs(2))
+                .await
+                .map(|_| started.elapsed())
+                .map_err(|e| e.to_string()),
+        )
     }
 
     /// `/mcp restart NAME`: ends the server's connection and starts it again (restarts

@@ -37,8 +37,9 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
             ("c", "mcp__fake__huge", "{}"),
         ]),
         text(&["done"]),
+        text(&["again"]),
     ]);
-    let run = env.run(&server.base_url, &[], "/mcp\ngo\n/mcp\n");
+    let run = env.run(&server.base_url, &[], "/mcp\ngo\nonce more\n/mcp\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     let request = &server.requests()[0];
     let tools: Vec<&str> = request["tools"]
@@ -77,12 +78,24 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
     assert!(got[2].contains("over 16 MB; refused"), "{}", got[2]);
     let said = std::fs::read_to_string(&notes).unwrap();
     assert!(said.contains(r#"call echo {"text": "hi there"}"#), "{said}");
-    // `/mcp`: ready with the four tools and the log's path; stderr and non-protocol lines in it.
+    // The echo made the server add a tool and say so: the next turn offers it.
+    let requests = server.requests();
+    let later: Vec<&str> = requests[2]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(later.contains(&"mcp__fake__extra"), "{later:?}");
+    assert!(!tools.contains(&"mcp__fake__extra"));
+    // `/mcp`: ready with its five tools and the log's path; stderr and non-protocol lines in it.
     assert!(
-        run.stdout
-            .contains("fake (user): ready (fake 1.0) · 4 tools · log "),
+        run.stdout.contains("fake (user): ready (fake 1.0), ping "),
         "{run:?}"
     );
+    assert!(run.stdout.contains(" ms · 5 tools · log "), "{run:?}");
+    let said = std::fs::read_to_string(&notes).unwrap();
+    assert!(said.contains("got ping"), "{said}");
     let log = std::fs::read_to_string(env.data().join("mcp/fake.log")).unwrap();
     assert!(log.contains("fake server: stderr goes to the log"), "{log}");
     assert!(
@@ -142,7 +155,7 @@ fn a_project_s_servers_run_only_once_trusted_and_bad_entries_are_named() {
     let run = env.run(&server.base_url, &[], "hello\n/mcp\n");
     assert!(
         run.stdout
-            .contains("proj (project): ready (fake 1.0) · 4 tools"),
+            .contains("proj (project): ready (fake 1.0), ping "),
         "{run:?}"
     );
     let tools: Vec<Value> = server.requests()[0]["tools"].as_array().unwrap().clone();
@@ -224,6 +237,9 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("fake (user): ready"), "{stdout}");
+    // Its progress notification, on one line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("  … fake: 1/3 working\n"), "{stderr}");
     // No server outlives `new`.
     let last_pid: i32 = std::fs::read_to_string(&notes)
         .unwrap()
@@ -239,4 +255,48 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
         0,
         "the server still runs"
     );
+}
+
+#[test]
+fn servers_end_with_new_even_when_it_is_killed() {
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    config(&env, &notes, "");
+    let server = Server::start(vec![]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    for _ in 0..100 {
+        if std::fs::read_to_string(&notes)
+            .unwrap_or_default()
+            .contains("got notifications/initialized")
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pid: i32 = std::fs::read_to_string(&notes)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()[4..]
+        .parse()
+        .unwrap();
+    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the server runs");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut gone = false;
+    for _ in 0..50 {
+        if unsafe { libc::kill(pid, 0) } != 0 {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(gone, "the server outlived a killed `new`");
 }

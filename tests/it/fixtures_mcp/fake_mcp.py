@@ -34,7 +34,9 @@ sys.stderr.write("fake server: stderr goes to the log\n")
 sys.stderr.flush()
 
 
-def slow(request_id):
+def slow(request_id, token):
+    send({"jsonrpc": "2.0", "method": "notifications/progress",
+          "params": {"progressToken": token, "progress": 1, "total": 3, "message": "working"}})
     for _ in range(200):
         time.sleep(0.1)
         if request_id in cancelled:
@@ -65,10 +67,15 @@ for line in sys.stdin:
         note("call %s %s" % (name, json.dumps(args, sort_keys=True)))
         if name == "echo":
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "echo: " + args.get("text", "")}]}})
+            # The first echo brings a new tool, and says so.
+            if not any(t["name"] == "extra" for t in TOOLS):
+                TOOLS.append({"name": "extra", "description": "Added later", "inputSchema": {"type": "object"}})
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif name == "fail":
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "it went wrong"}], "isError": True}})
         elif name == "slow":
-            threading.Thread(target=slow, args=(rid,), daemon=True).start()
+            token = (params.get("_meta") or {}).get("progressToken")
+            threading.Thread(target=slow, args=(rid, token), daemon=True).start()
         elif name == "huge":
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (20 << 20)}]}})
         else:
