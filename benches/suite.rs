@@ -201,6 +201,12 @@ fn serve(app: axum::Router) -> (String, tokio::runtime::Runtime) {
     (format!("http://{addr}/v1"), runtime)
 }
 
+/// Lets the tool list a server changed be listed again.
+async fn runtime_settle(manager: &std::sync::Arc<new_agent::mcp::Manager>) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    manager.settle().await;
+}
+
 /// The scripted server: answers every chat request at once with a short streamed text.
 fn start_server() -> (String, tokio::runtime::Runtime) {
     use axum::Router;
@@ -902,6 +908,117 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             ratio,
             target: "≤ 1.1×".into(),
             ok: ratio <= 1.1,
+        });
+
+        // One `tools/call` round trip through `new` (the registry, the manager, the client)
+        // against the same call written and read by a minimal client on the same kind of pipe.
+        let calls = if s.big >= 100_000 { 2_000 } else { 200 };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let settings = new_agent::mcp::McpSettings {
+            servers: vec![new_agent::mcp::ServerConfig {
+                name: "fake".into(),
+                transport: new_agent::mcp::Transport::Stdio {
+                    command: "python3".into(),
+                    args: vec![fake.display().to_string()],
+                    env: Default::default(),
+                    cwd: None,
+                },
+                timeout: Duration::from_secs(30),
+                disabled: false,
+                origin: new_agent::mcp::Origin::User,
+            }],
+            ..Default::default()
+        };
+        let manager = new_agent::mcp::Manager::new(
+            settings,
+            &work_mcp,
+            &data_mcp,
+            Vec::new(),
+            true,
+            runtime.handle().clone(),
+        );
+        let mut registry = new_agent::tools::ToolRegistry::builtin(
+            new_agent::tools::ToolContext {
+                sandbox: new_agent::tools::Sandbox::new(&work_mcp).unwrap(),
+                bash_timeout: Duration::from_secs(30),
+                hidden_env: Vec::new(),
+                skills: Default::default(),
+            },
+            &[],
+        )
+        .unwrap();
+        registry.set_mcp(manager.clone());
+        runtime.block_on(manager.settle());
+        let through_new = runtime.block_on(async {
+            let args = serde_json::json!({"text": "ping"});
+            // The first echo adds a tool to the fake server's list: out of the measurement.
+            registry.run("mcp__fake__echo", &args).await;
+            runtime_settle(&manager).await;
+            let start = Instant::now();
+            for _ in 0..calls {
+                let out = registry.run("mcp__fake__echo", &args).await;
+                assert_eq!(out.content, "echo: ping");
+            }
+            start.elapsed() / calls
+        });
+        runtime.block_on(manager.shutdown());
+        let direct = {
+            use std::io::BufRead;
+            let mut child = Command::new("python3")
+                .arg(&fake)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut input = child.stdin.take().unwrap();
+            let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            let mut exchange = |message: serde_json::Value, answer: bool| {
+                writeln!(input, "{message}").unwrap();
+                input.flush().unwrap();
+                while answer {
+                    line.clear();
+                    output.read_line(&mut line).unwrap();
+                    if line.starts_with('{') && line.contains("\"id\"") {
+                        break;
+                    }
+                }
+            };
+            exchange(
+                serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}}),
+                true,
+            );
+            exchange(
+                serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                false,
+            );
+            let call = |id: u32| serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "ping"}}});
+            exchange(call(1), true);
+            let start = Instant::now();
+            for i in 0..calls {
+                exchange(call(i + 2), true);
+            }
+            let took = start.elapsed() / calls;
+            drop(input);
+            let _ = child.wait();
+            took
+        };
+        let ratio = through_new.as_secs_f64() / direct.as_secs_f64();
+        rows.push(Row {
+            what: "one MCP tools/call round trip through new (registry, manager, client)".into(),
+            measured: format!("{:.1} µs", through_new.as_secs_f64() * 1e6),
+            baseline: format!(
+                "a minimal client on the pipe {:.1} µs",
+                direct.as_secs_f64() * 1e6
+            ),
+            ratio,
+            target: "≤ 1.5×".into(),
+            ok: ratio <= 1.5,
         });
     }
 
