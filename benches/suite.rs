@@ -981,7 +981,10 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             let mut exchange = |message: serde_json::Value, answer: bool| {
                 writeln!(input, "{message}").unwrap();
                 input.flush().unwrap();
-                while answer {
+                if !answer {
+                    return;
+                }
+                loop {
                     line.clear();
                     output.read_line(&mut line).unwrap();
                     if line.starts_with('{') && line.contains("\"id\"") {
