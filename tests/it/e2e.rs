@@ -301,3 +301,106 @@ fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
         assert!(run.stdout.contains(row), "{row}: {run:?}");
     }
 }
+
+/// The reference `everything` server (NEW_E2E_MCP as above): a long-running call interrupted with
+/// Ctrl-C ends the call at once and the turn goes on to the next message; the server killed while
+/// `new` runs is started again.
+#[test]
+fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back() {
+    use std::io::Write;
+    let Ok(script) = std::env::var("NEW_E2E_MCP") else {
+        eprintln!("skipped: set NEW_E2E_MCP to run this test");
+        return;
+    };
+    let out = std::process::Command::new("bash")
+        .args([script.as_str(), "command", "everything"])
+        .output()
+        .unwrap();
+    let mut words: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let program = words.remove(0);
+    let env = Env::new();
+    env.write_config(
+        &serde_json::json!({
+            "retry_initial_ms": 5,
+            "permissions": [{"tool": "mcp__*", "action": "allow"}],
+            "mcp": {"servers": [{"name": "everything", "command": program, "args": words}]},
+        })
+        .to_string(),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "a",
+            "mcp__everything__trigger-long-running-operation",
+            r#"{"duration":30,"steps":30}"#,
+        )]),
+        text(&["still here"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    // The server's process: a child of `new` running server-everything.
+    let server_pid = || -> Option<i32> {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid: u32 = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmdline = std::fs::read_to_string(e.path().join("cmdline")).ok()?;
+            (ppid == child.id() && cmdline.contains("server-everything")).then_some(pid)
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let first = server_pid().expect("the server runs");
+    let started = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Killed while `new` runs: started again after a second.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    unsafe { libc::kill(first, libc::SIGKILL) };
+    let mut again = None;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        again = server_pid().filter(|p| *p != first);
+        if again.is_some() {
+            break;
+        }
+    }
+    // Its handshake done (node starts in about a second), the next turn and `/mcp` see it.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    stdin.write_all(b"still there?\n/mcp\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(again.is_some(), "not started again: {stdout}\n{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(25));
+    assert!(
+        stdout.contains("stopped by the user while it ran"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("everything (user): ready"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("still here"), "{stdout}\n{stderr}");
+    // Its progress notifications were shown, one line each.
+    assert!(stderr.contains("  … everything: "), "{stderr}");
+}

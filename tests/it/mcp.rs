@@ -325,3 +325,64 @@ fn servers_end_with_new_even_when_it_is_killed() {
     }
     assert!(gone, "the server outlived a killed `new`");
 }
+
+#[test]
+fn the_tools_list_chooses_mcp_tools_and_mcp_restart_starts_a_server_again() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    let json = config(&env, &notes, "");
+    // The same config, with a `tools` list naming one built-in and one MCP tool by a pattern.
+    let mut value: Value = serde_json::from_str(&json).unwrap();
+    value["tools"] = serde_json::json!(["read_file", "mcp__fake__e*"]);
+    env.write_config(&value.to_string());
+    let server = Server::start(vec![text(&["ok"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    use std::io::Write;
+    stdin
+        .write_all(b"hello\n/mcp restart fake\n/mcp restart nope\n")
+        .unwrap();
+    // Started twice: for the turn, and by `/mcp restart`.
+    let mut restarted = false;
+    for _ in 0..50 {
+        if std::fs::read_to_string(&notes)
+            .unwrap_or_default()
+            .matches("got notifications/initialized")
+            .count()
+            == 2
+        {
+            restarted = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(restarted, "{}", std::fs::read_to_string(&notes).unwrap());
+    let tools: Vec<String> = server.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools, ["read_file", "mcp__fake__echo"]);
+    assert!(stdout.contains("restarting fake"), "{stdout}");
+    assert!(
+        stderr.contains("no MCP server `nope` that may run (see /mcp)"),
+        "{stderr}"
+    );
+}
