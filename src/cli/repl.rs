@@ -211,7 +211,6 @@ fn announce_project_config(out: &Output, config: &Config) {
 
 /// Asks on the terminal whether to trust a project config that widens what the user allows.
 fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
-    use std::io::Write;
     let list: String = ignored
         .iter()
         .map(|w| format!("  - {}\n", crate::tools::escape_controls(w)))
@@ -221,7 +220,13 @@ fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
         "trust_question",
         &[("file", &file.display()), ("list", &list)],
     );
-    print!("{}", out.bold(&question));
+    ask_yes(out, &question)
+}
+
+/// Prints a question on the terminal (bold) and reads a yes (`y`, `yes`, `是`) or anything else.
+fn ask_yes(out: &Output, question: &str) -> bool {
+    use std::io::Write;
+    print!("{}", out.bold(question));
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
@@ -243,9 +248,37 @@ fn input_waiting() -> bool {
     ready > 0 && fds[0].revents & libc::POLLIN != 0 && !std::io::stdin().is_terminal()
 }
 
+/// Whether a project's entries of one kind (`what`: `mcp` or `hooks`) may run: already trusted,
+/// or trusted now (`yes`, which asks or reads `--trust-project`) and remembered by their text;
+/// otherwise said once.
+fn trust_entries(
+    out: &Output,
+    trust: &crate::trust::Trust,
+    workdir: &Path,
+    (what, trusted, entries): (&str, bool, Option<&str>),
+    yes: impl FnOnce() -> bool,
+) -> Result<bool> {
+    let Some(entries) = entries.filter(|_| !trusted) else {
+        return Ok(true);
+    };
+    if yes() {
+        trust
+            .trust(workdir, what, entries.as_bytes())
+            .with_context(|| {
+                format!("remembering that the project's {what} entries are trusted")
+            })?;
+        return Ok(true);
+    }
+    out.warn(&super::text::tr(
+        out.lang,
+        &format!("{what}_not_trusted"),
+        &[],
+    ));
+    Ok(false)
+}
+
 /// Asks on the terminal whether to trust the project's hooks (they run commands).
 fn ask_hooks_trust(out: &Output, hooks: &crate::hooks::HookSettings) -> bool {
-    use std::io::Write;
     let list: String = hooks
         .entries
         .iter()
@@ -265,18 +298,11 @@ fn ask_hooks_trust(out: &Output, hooks: &crate::hooks::HookSettings) -> bool {
         })
         .collect();
     let question = super::text::tr(out.lang, "hooks_trust_question", &[("list", &list)]);
-    print!("{}", out.bold(&question));
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    if std::io::stdin().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+    ask_yes(out, &question)
 }
 
 /// Asks on the terminal whether to trust the project's MCP servers (they start programs).
 fn ask_mcp_trust(out: &Output, mcp: &crate::mcp::McpSettings) -> bool {
-    use std::io::Write;
     let list: String = mcp
         .servers
         .iter()
@@ -296,13 +322,7 @@ fn ask_mcp_trust(out: &Output, mcp: &crate::mcp::McpSettings) -> bool {
         })
         .collect();
     let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
-    print!("{}", out.bold(&question));
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    if std::io::stdin().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+    ask_yes(out, &question)
 }
 
 /// The one-shot prompt: `-p -` reads it from stdin; otherwise piped stdin, if any, follows the
@@ -424,30 +444,31 @@ impl App {
                 .context("remembering that the project's config is trusted")?;
             config = config::load(&layers, &launch.overrides, &env_var)?;
         }
-        if !config.mcp_trusted
-            && let Some(entries) = config.mcp.project_entries.clone()
-        {
-            if launch.trust_project || (interactive && ask_mcp_trust(&out, &config.mcp)) {
-                crate::trust::Trust::new(layers.user.as_deref())
-                    .trust(&workdir, "mcp", entries.as_bytes())
-                    .context("remembering that the project's MCP servers are trusted")?;
-                config.mcp_trusted = true;
-            } else {
-                out.warn(&super::text::tr(out.lang, "mcp_not_trusted", &[]));
-            }
-        }
-        if !config.hooks_trusted
-            && let Some(entries) = config.hooks.project_entries.clone()
-        {
-            if launch.trust_project || (interactive && ask_hooks_trust(&out, &config.hooks)) {
-                crate::trust::Trust::new(layers.user.as_deref())
-                    .trust(&workdir, "hooks", entries.as_bytes())
-                    .context("remembering that the project's hooks are trusted")?;
-                config.hooks_trusted = true;
-            } else {
-                out.warn(&super::text::tr(out.lang, "hooks_not_trusted", &[]));
-            }
-        }
+        // A project's own entries that start processes run once the user trusts them.
+        let trust = crate::trust::Trust::new(layers.user.as_deref());
+        let ask = |ask: &dyn Fn() -> bool| launch.trust_project || (interactive && ask());
+        config.hooks_trusted = trust_entries(
+            &out,
+            &trust,
+            &workdir,
+            (
+                "hooks",
+                config.hooks_trusted,
+                config.hooks.project_entries.as_deref(),
+            ),
+            || ask(&|| ask_hooks_trust(&out, &config.hooks)),
+        )?;
+        config.mcp_trusted = trust_entries(
+            &out,
+            &trust,
+            &workdir,
+            (
+                "mcp",
+                config.mcp_trusted,
+                config.mcp.project_entries.as_deref(),
+            ),
+            || ask(&|| ask_mcp_trust(&out, &config.mcp)),
+        )?;
         announce_project_config(&out, &config);
         for warning in &config.warnings {
             out.warn(&crate::tools::escape_controls(warning));

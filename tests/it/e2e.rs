@@ -339,14 +339,7 @@ fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back()
         )]),
         text(&["still here"]),
     ]);
-    let mut cmd = env.command(&server.base_url);
-    cmd.arg(env.work())
-        .arg("default")
-        .arg(env.data())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = env.spawn(&server.base_url);
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     // The server's process: a child of `new` running server-everything.

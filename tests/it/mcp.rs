@@ -209,14 +209,7 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
         tool_calls(&[("s", "mcp__fake__slow", "{}")]),
         text(&["after"]),
     ]);
-    let mut cmd = env.command(&server.base_url);
-    cmd.arg(env.work())
-        .arg("default")
-        .arg(env.data())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = env.spawn(&server.base_url);
     let mut stdin = child.stdin.take().unwrap();
     let wait_for = |what: &str| {
         for _ in 0..100 {
@@ -288,14 +281,7 @@ fn servers_end_with_new_even_when_it_is_killed() {
     let notes = env.dir.path().join("notes.txt");
     config(&env, &notes, "");
     let server = Server::start(vec![]);
-    let mut cmd = env.command(&server.base_url);
-    cmd.arg(env.work())
-        .arg("default")
-        .arg(env.data())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = env.spawn(&server.base_url);
     for _ in 0..100 {
         if std::fs::read_to_string(&notes)
             .unwrap_or_default()
@@ -339,14 +325,7 @@ fn the_tools_list_chooses_mcp_tools_and_mcp_restart_starts_a_server_again() {
     value["tools"] = serde_json::json!(["read_file", "mcp__fake__e*"]);
     env.write_config(&value.to_string());
     let server = Server::start(vec![text(&["ok"])]);
-    let mut cmd = env.command(&server.base_url);
-    cmd.arg(env.work())
-        .arg("default")
-        .arg(env.data())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = env.spawn(&server.base_url);
     let mut stdin = child.stdin.take().unwrap();
     use std::io::Write;
     stdin

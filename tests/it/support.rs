@@ -508,6 +508,19 @@ impl Env {
         run_with_stdin(cmd, stdin)
     }
 
+    /// Starts `new WORK default DATA` with every stream piped, for a test that writes its input
+    /// over time and signals the process.
+    pub fn spawn(&self, base_url: &str) -> std::process::Child {
+        let mut cmd = self.command(base_url);
+        cmd.arg(self.work())
+            .arg("default")
+            .arg(self.data())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    }
+
     /// The conversation files in DATADIR.
     pub fn conversation_files(&self) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.data())
