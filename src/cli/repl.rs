@@ -250,13 +250,14 @@ fn input_waiting() -> bool {
 
 /// Whether a project's entries of one kind (`what`: `mcp` or `hooks`) may run: already trusted,
 /// or trusted now (`yes`, which asks or reads `--trust-project`) and remembered by their text;
-/// otherwise said once.
+/// otherwise `not_trusted` is said.
 fn trust_entries(
     out: &Output,
     trust: &crate::trust::Trust,
     workdir: &Path,
     (what, trusted, entries): (&str, bool, Option<&str>),
     yes: impl FnOnce() -> bool,
+    not_trusted: &str,
 ) -> Result<bool> {
     let Some(entries) = entries.filter(|_| !trusted) else {
         return Ok(true);
@@ -269,11 +270,7 @@ fn trust_entries(
             })?;
         return Ok(true);
     }
-    out.warn(&super::text::tr(
-        out.lang,
-        &format!("{what}_not_trusted"),
-        &[],
-    ));
+    out.warn(not_trusted);
     Ok(false)
 }
 
@@ -457,6 +454,7 @@ impl App {
                 config.hooks.project_entries.as_deref(),
             ),
             || ask(&|| ask_hooks_trust(&out, &config.hooks)),
+            &super::text::tr(out.lang, "hooks_not_trusted", &[]),
         )?;
         config.mcp_trusted = trust_entries(
             &out,
@@ -468,6 +466,7 @@ impl App {
                 config.mcp.project_entries.as_deref(),
             ),
             || ask(&|| ask_mcp_trust(&out, &config.mcp)),
+            &super::text::tr(out.lang, "mcp_not_trusted", &[]),
         )?;
         announce_project_config(&out, &config);
         for warning in &config.warnings {
