@@ -236,3 +236,39 @@ fn compaction_and_a_failed_turn_fire_their_events() {
         .expect("an error event");
     assert!(error["error"].as_str().unwrap().contains("500"), "{error}");
 }
+
+#[test]
+fn a_hook_s_ask_asks_where_the_rules_allow_and_its_allow_never_lifts_a_deny() {
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5,
+            "permissions": [{"tool": "bash", "pattern": "echo *", "action": "deny"}],
+            "hook": {"entries": [
+            {"name": "ask-writes", "event": "pre_tool_use",
+             "condition": {"field": "tool_name", "op": "eq", "value": "write_file"},
+             "action": {"command": "echo '{\"permissionDecision\": \"ask\"}'"}},
+            {"name": "allow-all", "event": "pre_tool_use",
+             "condition": {"field": "tool_name", "op": "eq", "value": "bash"},
+             "action": {"command": "echo '{\"permissionDecision\": \"allow\"}'"}}
+        ]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("w", "write_file", r#"{"filepath":"a.txt","content":"x"}"#),
+            ("b", "bash", r#"{"command":"echo denied by a rule"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    // Default mode writes without asking; the hook made it ask, and piped there is no one to ask.
+    let run = env.run(&server.base_url, &[], "go\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let got = results(&server, 1);
+    assert!(
+        got[0].starts_with("Permission denied: `write_file` needs the user's approval"),
+        "{got:?}"
+    );
+    assert!(!env.work().join("a.txt").exists());
+    assert!(got[1].starts_with("Permission denied: "), "{got:?}");
+    assert!(!got[1].contains("denied by a rule\n"), "{got:?}");
+}
