@@ -129,7 +129,31 @@ pub struct FileConfig {
     /// Hooks (CodePilot's `hook` section), read leniently by [`crate::hooks`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<serde_json::Value>,
+    /// Subagents (CodePilot's `subagent` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<SubagentEntry>,
 }
+
+/// The `subagent` section; every key optional.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubagentEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_denied_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_background_timeout_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_definition_size_bytes: Option<u64>,
+}
+
+/// The keys of the `subagent` section.
+const SUBAGENT_KEYS: &[&str] = &[
+    "enabled",
+    "global_denied_tools",
+    "default_background_timeout_seconds",
+    "max_definition_size_bytes",
+];
 
 /// The `compaction` section; every key optional.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
@@ -357,6 +381,7 @@ fn context_settings(
 
 /// The top-level keys a config file may hold; any other gets a warning naming it and the file.
 const KNOWN_KEYS: &[&str] = &[
+    "subagent",
     "hook",
     "mcp",
     "provider",
@@ -475,6 +500,19 @@ impl FileConfig {
                 base.overrides.extend(near.overrides);
                 Some(base)
             }
+            (base, near) => near.or(base),
+        };
+        self.subagent = match (self.subagent.take(), nearer.subagent) {
+            (Some(base), Some(near)) => Some(SubagentEntry {
+                enabled: near.enabled.or(base.enabled),
+                global_denied_tools: near.global_denied_tools.or(base.global_denied_tools),
+                default_background_timeout_seconds: near
+                    .default_background_timeout_seconds
+                    .or(base.default_background_timeout_seconds),
+                max_definition_size_bytes: near
+                    .max_definition_size_bytes
+                    .or(base.max_definition_size_bytes),
+            }),
             (base, near) => near.or(base),
         };
         self.checkpoints = match (self.checkpoints.take(), nearer.checkpoints) {
@@ -683,6 +721,7 @@ pub struct Config {
     pub mcp_trusted: bool,
     /// Hooks, the user's and the project's.
     pub hooks: crate::hooks::HookSettings,
+    pub subagent: crate::agent::defs::SubagentSettings,
     /// Whether the user trusts the project's hooks as they are now (true when it has none).
     pub hooks_trusted: bool,
 }
@@ -780,6 +819,7 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                 ("skill", SKILL_KEYS),
                 ("memory", MEMORY_KEYS),
                 ("checkpoints", CHECKPOINTS_KEYS),
+                ("subagent", SUBAGENT_KEYS),
             ] {
                 if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
                     unknown.extend(
@@ -1028,6 +1068,30 @@ pub fn load(
                     10_000_000,
                 )? as usize,
                 watch: entry.watch.unwrap_or(true),
+            }
+        },
+        subagent: {
+            let entry = merged.subagent.clone().unwrap_or_default();
+            let default = crate::agent::defs::SubagentSettings::default();
+            crate::agent::defs::SubagentSettings {
+                enabled: entry.enabled.unwrap_or(true),
+                global_denied_tools: entry
+                    .global_denied_tools
+                    .unwrap_or(default.global_denied_tools),
+                default_wait: Duration::from_secs(in_range(
+                    "subagent.default_background_timeout_seconds",
+                    entry.default_background_timeout_seconds,
+                    300,
+                    1,
+                    86_400,
+                )?),
+                max_definition_bytes: in_range(
+                    "subagent.max_definition_size_bytes",
+                    entry.max_definition_size_bytes,
+                    64 * 1024,
+                    256,
+                    16 * 1024 * 1024,
+                )? as usize,
             }
         },
         memory: {

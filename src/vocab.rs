@@ -125,6 +125,21 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
 }
 
+impl Usage {
+    /// Adds one answer's token counts to this total.
+    pub fn add(&mut self, u: &Usage) {
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.cache_read_tokens = add(self.cache_read_tokens, u.cache_read_tokens);
+        self.cache_write_tokens = add(self.cache_write_tokens, u.cache_write_tokens);
+        self.reasoning_tokens = add(self.reasoning_tokens, u.reasoning_tokens);
+    }
+}
+
 /// One message of a request, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {

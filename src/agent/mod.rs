@@ -6,6 +6,9 @@
 //! prompt. An interrupted or cut answer keeps what arrived, marked `interrupted`; tool calls that
 //! never ran get an "interrupted" result, so the next request is valid.
 
+pub mod defs;
+pub mod subagent;
+
 use tokio::sync::watch;
 
 use crate::context::Context;
@@ -45,6 +48,9 @@ pub trait Gate {
         self.check(call, tools, args)
     }
 
+    /// Names who asks (a subagent's role) in the approval questions to come; None: the agent.
+    fn set_label(&mut self, _label: Option<String>) {}
+
     /// The user interrupted an automatic compaction: true to go on with the turn uncompacted,
     /// false to stop it.
     fn continue_uncompacted(&mut self) -> bool {
@@ -65,6 +71,10 @@ pub enum GateDecision {
 pub trait Observer {
     /// A hook failed, timed out or crashed: one line, the turn goes on.
     fn hook_failed(&mut self, _line: &str) {}
+    /// Tokens spent on the turn's behalf elsewhere (a subagent's answers).
+    fn usage(&mut self, _usage: &crate::vocab::Usage) {}
+    /// One line of a subagent's work, under the parent's `agent` call.
+    fn subagent_line(&mut self, _line: &str) {}
 
     fn text(&mut self, text: &str);
     fn reasoning(&mut self, text: &str);
@@ -155,6 +165,10 @@ pub struct Agent<'a> {
     pub checkpoints: Option<&'a crate::checkpoint::Checkpoints>,
     /// The user's hooks (iterations, tool calls, compaction).
     pub hooks: Option<&'a crate::hooks::Hooks>,
+    /// Subagent roles (the `agent` tool); None in a subagent (no recursion).
+    pub subagents: Option<&'a subagent::Subagents>,
+    /// In a subagent: its role.
+    pub role: Option<&'a str>,
 }
 
 impl Agent<'_> {
@@ -304,6 +318,11 @@ impl Agent<'_> {
             system.content = format!("{}\n\n{text}", system.content);
         }
         let mut tools = self.tools.specs();
+        if let Some(subagents) = self.subagents.filter(|s| s.settings.enabled)
+            && self.tools.allows("agent")
+        {
+            tools.push(subagents.spec());
+        }
         if let Some(allowed) = self.allowed_tools {
             tools.retain(|t| allowed.contains(&t.name));
         }
@@ -597,11 +616,33 @@ impl Agent<'_> {
                 let narrowed = self
                     .allowed_tools
                     .is_some_and(|allowed| !allowed.iter().any(|a| a == name));
+                // An `agent` call runs its subagent here, in the foreground, to its end.
+                if name == "agent"
+                    && !narrowed
+                    && self.tools.allows("agent")
+                    && let Some(subagents) = self.subagents.filter(|s| s.settings.enabled)
+                {
+                    let (outcome, stopped) = self
+                        .run_subagent(subagents, session, call, observer, gate, interrupts)
+                        .await;
+                    decided.push((call, Err(outcome)));
+                    if stopped {
+                        interrupted = true;
+                        break;
+                    }
+                    continue;
+                }
                 let decision = match self.tools.parse_arguments(name, &call.function.arguments) {
-                    _ if narrowed => Err(ToolOutcome::error(format!(
-                        "`{name}` was not run: the skill running now allows only {}.",
-                        self.allowed_tools.unwrap_or_default().join(", ")
-                    ))),
+                    _ if narrowed => Err(ToolOutcome::error(match self.role {
+                        Some(role) => format!(
+                            "`{name}` was not run: the subagent `{role}` may use only {}.",
+                            self.allowed_tools.unwrap_or_default().join(", ")
+                        ),
+                        None => format!(
+                            "`{name}` was not run: the skill running now allows only {}.",
+                            self.allowed_tools.unwrap_or_default().join(", ")
+                        ),
+                    })),
                     Err(outcome) => Err(outcome),
                     Ok(args) => match self.pre_tool_use(call, &args, observer, gate).await {
                         GateDecision::Run => Ok(args),

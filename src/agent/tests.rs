@@ -197,6 +197,8 @@ async fn run_with(
         allowed_tools: None,
         checkpoints: None,
         hooks: None,
+        subagents: None,
+        role: None,
     };
     let mut recorder = Recorder::default();
     let end = agent
@@ -885,6 +887,8 @@ async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
         allowed_tools: None,
         checkpoints: None,
         hooks: None,
+        subagents: None,
+        role: None,
     };
     let (_tx, mut interrupts) = watch::channel(0u64);
     let mut rec = Recorder::default();

@@ -21,6 +21,8 @@ pub struct Approvals<'a> {
     /// When that file is trusted: the trust store and WORKDIR, to trust it again once the rule is
     /// saved (the user's own answer changed it).
     pub retrust: Option<(crate::trust::Trust, PathBuf)>,
+    /// The subagent asking, when one is (its role names the question).
+    pub label: Option<String>,
 }
 
 impl Approvals<'_> {
@@ -105,8 +107,14 @@ impl Approvals<'_> {
         };
         self.out.say(&format!(
             "{}\n{}\n{}",
-            self.out
-                .bold(&self.tr("needs_your_approval", &[("name", &name)])),
+            self.out.bold(&match &self.label {
+                Some(role) => format!(
+                    "[{}] {}",
+                    crate::tools::escape_controls(role),
+                    self.tr("needs_your_approval", &[("name", &name)])
+                ),
+                None => self.tr("needs_your_approval", &[("name", &name)]),
+            }),
             shown.trim_end(),
             self.out.dim(&options)
         ));
@@ -172,6 +180,10 @@ impl Approvals<'_> {
 }
 
 impl Gate for Approvals<'_> {
+    fn set_label(&mut self, label: Option<String>) {
+        self.label = label;
+    }
+
     fn continue_uncompacted(&mut self) -> bool {
         if !matches!(self.reader, Reader::Editor { .. }) {
             return false;

@@ -33,6 +33,7 @@ pub enum CommandId {
     Checkpoints,
     Mcp,
     Hooks,
+    Agents,
     Help,
     Exit,
 }
@@ -242,6 +243,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/hooks"],
         args: "",
         help: "help_hooks",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Agents,
+        names: &["/agents"],
+        args: "",
+        help: "help_agents",
         takes_conversation: false,
     },
     CommandSpec {

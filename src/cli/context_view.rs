@@ -29,7 +29,7 @@ impl App {
         let has_summary = c.sent(c.cursor()).summary.is_some();
         Breakdown::of(
             &self.prompt_parts,
-            &self.tools.specs(),
+            &self.offered_tools(),
             &messages[1..],
             has_summary,
         )
@@ -53,6 +53,8 @@ impl App {
             allowed_tools: None,
             checkpoints: None,
             hooks: self.hooks.as_ref(),
+            subagents: None,
+            role: None,
         };
         let mut printer = Printer::new(self.out);
         let focus = Some(args.trim()).filter(|a| !a.is_empty());

@@ -523,7 +523,7 @@ impl App {
         let request = ChatRequest {
             model: self.config.model.clone(),
             messages: self.context.request_messages(c, c.cursor(), &results),
-            tools: self.tools.specs(),
+            tools: self.offered_tools(),
             no_tool_calls: false,
         };
         // Exactly what the provider in use would send.

@@ -1,4 +1,5 @@
 //! `/mcp`: the MCP servers, their state, tools and log; `/mcp restart NAME`. `/hooks`: the hooks.
+//! `/agents`: the subagent roles.
 
 use super::repl::App;
 
@@ -87,6 +88,30 @@ impl App {
                     ("fired", &s.fired),
                     ("failed", &s.failed),
                     ("note", &note),
+                ],
+            )));
+        }
+    }
+}
+
+impl App {
+    /// `/agents`: each subagent role, where it was read, its tools.
+    pub(super) fn agents_command(&mut self) {
+        let Some(subagents) = self.subagents.as_ref() else {
+            return self.out.say(&self.tr("agents_off", &[]));
+        };
+        for d in &subagents.defs {
+            let tools = match &d.tools {
+                Some(list) => list.join(", "),
+                None => self.tr("agents_every_tool", &[]),
+            };
+            self.out.say(&crate::tools::escape_controls(&self.tr(
+                "agents_row",
+                &[
+                    ("name", &d.name),
+                    ("source", &d.source),
+                    ("description", &d.description),
+                    ("tools", &tools),
                 ],
             )));
         }

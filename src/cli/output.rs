@@ -96,15 +96,7 @@ fn token_parts(usage: &Usage) -> Vec<String> {
 
 /// Adds one answer's token counts to a total.
 pub fn add_usage(total: &mut Usage, u: &Usage) {
-    total.input_tokens += u.input_tokens;
-    total.output_tokens += u.output_tokens;
-    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    };
-    total.cache_read_tokens = add(total.cache_read_tokens, u.cache_read_tokens);
-    total.cache_write_tokens = add(total.cache_write_tokens, u.cache_write_tokens);
-    total.reasoning_tokens = add(total.reasoning_tokens, u.reasoning_tokens);
+    total.add(u);
 }
 
 /// The status line after a turn: model, the turn's tokens, the context the last request used,
@@ -403,6 +395,16 @@ impl Observer for Printer {
     fn hook_failed(&mut self, line: &str) {
         self.end_line();
         self.out.warn(&crate::tools::escape_controls(line));
+    }
+
+    fn usage(&mut self, usage: &Usage) {
+        add_usage(self.turn.get_or_insert_with(Usage::default), usage);
+    }
+
+    fn subagent_line(&mut self, line: &str) {
+        self.end_line();
+        let line = crate::tools::escape_controls(&preview(line, 160));
+        self.out.say(&self.out.dim(&format!("    ↳ {line}")));
     }
 
     fn checkpoint_failed(&mut self, reason: &str) {

@@ -95,6 +95,8 @@ pub struct App {
     /// `session_start` hooks said, added to the next message.
     pub(super) hooks: Option<crate::hooks::Hooks>,
     pub(super) hook_context: Vec<String>,
+    /// Subagent roles (None when `subagent.enabled` is false).
+    pub(super) subagents: Option<crate::agent::subagent::Subagents>,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
@@ -601,6 +603,20 @@ impl App {
             }
             c
         });
+        // Subagent roles; a definition that cannot be used is said and skipped.
+        let subagents = config.subagent.enabled.then(|| {
+            let known =
+                |t: &str| crate::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__");
+            let (defs, problems) = crate::agent::defs::load(&layers, &config.subagent, &known);
+            for p in problems {
+                out.warn(&crate::tools::escape_controls(&p));
+            }
+            crate::agent::subagent::Subagents {
+                defs,
+                settings: config.subagent.clone(),
+                environment: prompt::environment(&workdir),
+            }
+        });
         let (config_hooks, config_hooks_trusted) = (config.hooks.clone(), config.hooks_trusted);
         let (hooks_workdir, hooks_hidden) = (workdir.clone(), config.secret_vars.clone());
         let mut app = App {
@@ -643,6 +659,7 @@ impl App {
                 )
             }),
             hook_context: Vec::new(),
+            subagents,
         };
         // The memory folders can be read by the read tools (never written).
         if let Some(m) = &app.memory {
@@ -680,6 +697,17 @@ impl App {
         }
         let App { session, .. } = self;
         std::mem::forget(session);
+    }
+
+    /// The tools the model is offered: the registry's and the loop's own (`agent`).
+    pub(super) fn offered_tools(&self) -> Vec<crate::vocab::ToolSpec> {
+        let mut tools = self.tools.specs();
+        if let Some(subagents) = self.subagents.as_ref().filter(|s| s.settings.enabled)
+            && self.tools.allows("agent")
+        {
+            tools.push(subagents.spec());
+        }
+        tools
     }
 
     /// Fires the hooks of `input.event` (when any follows it) and says their failures.
@@ -874,6 +902,7 @@ impl App {
             CommandId::Checkpoints => self.checkpoints_command(args),
             CommandId::Mcp => self.mcp_command(args),
             CommandId::Hooks => self.hooks_command(),
+            CommandId::Agents => self.agents_command(),
             CommandId::Restore => self.restore(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
@@ -990,6 +1019,8 @@ impl App {
             allowed_tools: self.skill_tools.as_deref(),
             checkpoints: self.checkpoints.as_ref(),
             hooks: self.hooks.as_ref(),
+            subagents: self.subagents.as_ref(),
+            role: None,
         };
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,
@@ -1003,6 +1034,7 @@ impl App {
                     self.workdir.clone(),
                 )
             }),
+            label: None,
         };
         self.busy.store(true, Ordering::SeqCst);
         let end = self.runtime.block_on(agent.run(

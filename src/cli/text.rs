@@ -943,6 +943,26 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "{name}（{origin}，{event}）：触发 {fired} 次，失败 {failed} 次{note}",
     ),
     (
+        "help_agents",
+        "the subagent roles the `agent` tool can start: where each was read, what it does, its tools",
+        "`agent` 工具可启动的子代理角色：来源、用途与工具",
+    ),
+    (
+        "agents_off",
+        "subagents are off (`subagent.enabled` is false)",
+        "子代理已关闭（`subagent.enabled` 为 false）",
+    ),
+    (
+        "agents_every_tool",
+        "every tool the session allows",
+        "会话允许的所有工具",
+    ),
+    (
+        "agents_row",
+        "{name} ({source}): {description} · tools: {tools}",
+        "{name}（{source}）：{description} · 工具：{tools}",
+    ),
+    (
         "checkpoints_usage",
         "/checkpoints takes nothing or `gc` (got `{args}`)",
         "/checkpoints 不带参数，或 `gc`（收到 `{args}`）",

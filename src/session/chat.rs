@@ -68,6 +68,14 @@ impl ChatSession {
         self.conversation.move_cursor(id)
     }
 
+    /// The header's metadata, for a conversation not yet written (a subagent's link to its
+    /// parent): it goes into the file with the first message.
+    pub fn set_metadata(&mut self, metadata: serde_json::Value) {
+        if let serde_json::Value::Object(map) = metadata {
+            self.conversation.metadata = map;
+        }
+    }
+
     pub fn set_system_prompt(&mut self, prompt: &str) {
         self.conversation.set_system_prompt(prompt);
     }

@@ -181,10 +181,12 @@ impl ToolRegistry {
     pub fn builtin(ctx: ToolContext, enabled: &[String]) -> Result<Self, UnknownTool> {
         let all = builtin::all();
         let available: Vec<&'static str> = builtin::NAMES.to_vec();
-        if let Some(name) = enabled
-            .iter()
-            .find(|n| !n.starts_with("mcp__") && !available.contains(&n.as_str()))
-        {
+        // `agent` and `task_status` are the subagent tools, offered by the agent loop.
+        if let Some(name) = enabled.iter().find(|n| {
+            !n.starts_with("mcp__")
+                && !available.contains(&n.as_str())
+                && !["agent", "task_status"].contains(&n.as_str())
+        }) {
             return Err(UnknownTool {
                 name: name.clone(),
                 available,
@@ -212,6 +214,13 @@ impl ToolRegistry {
             mcp: None,
             enabled: Vec::new(),
         }
+    }
+
+    /// Whether the config's `tools` list lets a tool the loop itself offers (`agent`) be offered:
+    /// a list that names built-in tools must name it too.
+    pub fn allows(&self, name: &str) -> bool {
+        let builtin_named = self.enabled.iter().any(|n| !n.starts_with("mcp__"));
+        !builtin_named || self.enabled.iter().any(|n| n == name)
     }
 
     /// Offers the tools of `manager`'s servers too.

@@ -41,7 +41,8 @@ fn plain_answer_streams_is_stored_and_shows_usage() {
             "list_files",
             "glob",
             "grep",
-            "bash"
+            "bash",
+            "agent"
         ]
     );
     let msgs = role_contents(&server, 0);
