@@ -191,11 +191,22 @@ impl Agent<'_> {
         } else {
             format!("{}\n\n{}", def.prompt, subagents.environment)
         };
+        // The answer that asked for this call (earlier calls of it may have their results
+        // stored already).
+        let asking = parent_conversation
+            .ancestors(parent_conversation.cursor())
+            .find(|m| {
+                m.tool_calls
+                    .as_ref()
+                    .is_some_and(|calls| calls.iter().any(|c| c.id == call.id))
+            })
+            .map(|m| m.id.clone())
+            .unwrap_or_else(|| parent_conversation.cursor().to_string());
         let mut sub = ChatSession::new(parent.store().clone(), &system);
         sub.set_metadata(json!({
             "parent": {
                 "conversation": parent.id(),
-                "msg_id": parent_conversation.cursor(),
+                "msg_id": asking,
                 "tool_call_id": call.id,
             },
             "agent": def.name,
@@ -203,7 +214,7 @@ impl Agent<'_> {
         if fork {
             // The parent's branch up to (not with) the answer that asked: a valid history.
             let mut branch: Vec<Message> = parent_conversation
-                .ancestors(parent_conversation.cursor())
+                .ancestors(&asking)
                 .filter(|m| m.parent_id.is_some())
                 .skip(1)
                 .cloned()

@@ -13,6 +13,7 @@ mod providers;
 mod pty;
 mod repl;
 mod skills;
+mod subagents;
 mod support;
 mod tree;
 mod trust;

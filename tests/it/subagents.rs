@@ -1,0 +1,235 @@
+//! Subagents through the binary: a defined subagent with a narrowed tool list, a fork that carries
+//! the parent's branch, bad calls answered without starting anything, no recursion, the stored
+//! conversation and its link to the parent, `/agents`.
+
+use crate::support::*;
+use serde_json::Value;
+
+/// The conversation files other than `parent`, parsed.
+fn others(env: &Env, parent: &str) -> Vec<Vec<Value>> {
+    env.conversation_files()
+        .into_iter()
+        .filter(|p| !p.ends_with(format!("{parent}.jsonl")))
+        .map(|p| read_lines(&p))
+        .collect()
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "the needle\n").unwrap();
+    let server = Server::start(vec![
+        // The parent delegates.
+        tool_calls(&[(
+            "call-1",
+            "agent",
+            r#"{"role":"explore","task":"Find the needle."}"#,
+        )]),
+        // The subagent reads, tries a tool its role does not have, and a subagent of its own.
+        tool_calls(&[
+            ("s1", "read_file", r#"{"filepath":"a.txt"}"#),
+            ("s2", "bash", r#"{"command":"ls"}"#),
+            ("s3", "agent", r#"{"task":"recurse"}"#),
+        ]),
+        text(&["The needle is in a.txt:1."]),
+        // The parent answers with what it got.
+        text(&["Found it."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "where is the needle?\n/agents\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    // The parent is offered `agent`; the subagent only its role's read tools.
+    assert!(tool_names(&requests[0]).contains(&"agent".to_string()));
+    assert_eq!(
+        tool_names(&requests[1]),
+        ["read_file", "list_files", "glob", "grep"]
+    );
+    // A fresh context: its role's prompt and the environment, then the task; nothing of the parent.
+    let sub = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(sub.len(), 2);
+    assert!(
+        sub[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are a subagent exploring a codebase")
+    );
+    assert!(
+        sub[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Working folder:"),
+        "{}",
+        sub[0]["content"]
+    );
+    assert_eq!(sub[1]["content"], "Find the needle.");
+    let got = results(&server, 2);
+    assert!(got[0].contains("the needle"), "{got:?}");
+    assert_eq!(
+        got[1],
+        "Error: `bash` was not run: the subagent `explore` may use only read_file, list_files, glob, grep."
+    );
+    assert!(got[2].starts_with("Error: `agent` was not run"), "{got:?}");
+    // The parent's result: the subagent's answer and where its conversation is.
+    let (parent_id, _) = {
+        let files = env.conversation_files();
+        let parent = files
+            .iter()
+            .find(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .contains("where is the needle?")
+            })
+            .unwrap();
+        (
+            parent.file_stem().unwrap().to_string_lossy().into_owned(),
+            (),
+        )
+    };
+    let parent_result = &results(&server, 3)[0];
+    assert!(
+        parent_result.starts_with("The needle is in a.txt:1.\n\n(subagent explore · conversation "),
+        "{parent_result}"
+    );
+    assert!(
+        parent_result.contains(" · 6 messages · "),
+        "{parent_result}"
+    );
+    // Stored as a conversation of its own, linked to the parent and the call.
+    let subs = others(&env, &parent_id);
+    assert_eq!(subs.len(), 1);
+    let header = &subs[0][0];
+    assert_eq!(header["metadata"]["agent"], "explore");
+    assert_eq!(
+        header["metadata"]["parent"]["conversation"],
+        parent_id.as_str()
+    );
+    assert_eq!(header["metadata"]["parent"]["tool_call_id"], "call-1");
+    let sub_id = header["metadata"]["parent"]["msg_id"].as_str().unwrap();
+    assert!(!sub_id.is_empty());
+    assert!(parent_result.contains(&format!("conversation {}", {
+        let files = env.conversation_files();
+        let f = files
+            .iter()
+            .find(|p| !p.ends_with(format!("{parent_id}.jsonl")))
+            .unwrap();
+        f.file_stem().unwrap().to_string_lossy().into_owned()
+    })));
+    // Its calls, one line each under the parent's call; its text is not streamed.
+    assert!(
+        run.stdout.contains("    ↳ explore ✓ read_file: "),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("    ↳ explore ✗ bash: "), "{run:?}");
+    assert!(
+        !run.stdout.contains("The needle is in a.txt:1.\n\n"),
+        "{run:?}"
+    );
+    // `/agents`.
+    assert!(
+        run.stdout
+            .contains("explore (built-in): Finds where things are"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("general-purpose (built-in): Carries out a task on its own with every tool the session allows · tools: every tool the session allows"), "{run:?}");
+}
+
+#[test]
+fn a_fork_starts_from_the_parent_s_branch_and_bad_calls_start_nothing() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join(".new/agents")).unwrap();
+    std::fs::write(
+        env.work().join(".new/agents/broken.md"),
+        "---\nname: broken\ntools: [read_file, warp_drive]\n---\nBody\n",
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        text(&["Noted: the colour is teal."]),
+        tool_calls(&[
+            ("b1", "agent", r#"{"role":"nobody","task":"x"}"#),
+            ("b2", "agent", r#"{"role":"explore","task":"  "}"#),
+            (
+                "f1",
+                "agent",
+                r#"{"type":"fork","role":"general-purpose","task":"What colour did I say?"}"#,
+            ),
+        ]),
+        text(&["You said teal."]),
+        text(&["It was teal."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "remember: the colour is teal\nask a fork\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "broken.md: it names the tool `warp_drive`, which does not exist; it is skipped"
+        ),
+        "{run:?}"
+    );
+    let requests = server.requests();
+    // The fork's request: the parent's branch (first exchange, then its message), then the task.
+    let fork = requests[2]["messages"].as_array().unwrap();
+    let contents: Vec<&str> = fork
+        .iter()
+        .skip(1)
+        .map(|m| m["content"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "remember: the colour is teal",
+            "Noted: the colour is teal.",
+            "ask a fork",
+            "What colour did I say?"
+        ]
+    );
+    assert!(!tool_names(&requests[2]).contains(&"agent".to_string()));
+    let got = results(&server, 3);
+    assert!(
+        got[0].starts_with(
+            "Error: unknown role `nobody`; the roles are explore, plan, general-purpose"
+        ),
+        "{got:?}"
+    );
+    assert_eq!(
+        got[1],
+        "Error: `task` is required: say what the subagent should do"
+    );
+    assert!(
+        got[2].starts_with("You said teal.\n\n(subagent general-purpose · "),
+        "{got:?}"
+    );
+    // Two conversations: the parent and the one fork (the bad calls started nothing).
+    assert_eq!(env.conversation_files().len(), 2);
+}
+
+#[test]
+fn subagents_off_removes_the_tool() {
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "subagent": {"enabled": false}}"#);
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(&server.base_url, &[], "hi\n/agents\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!tool_names(&server.requests()[0]).contains(&"agent".to_string()));
+    assert!(
+        run.stdout
+            .contains("subagents are off (`subagent.enabled` is false)"),
+        "{run:?}"
+    );
+}
