@@ -287,7 +287,11 @@ pub fn format_line(line: &TreeLine, lang: Lang) -> String {
 /// `role: one-line preview`, with tool calls as `[tool call: name(args…)]`; in Chinese the
 /// original design's labels (系统提示词 / 你 / AI / 工具结果, `[工具调用: name]`).
 pub fn describe(m: &Message, lang: Lang) -> String {
-    let mut text = preview(&m.content, PREVIEW_CHARS);
+    let mut text = match subagent_footer(m) {
+        // A subagent's answer: its role, its length and its conversation (`/switch ID`).
+        Some((role, id, n)) => format!("agent {role} → {n} messages · {id}"),
+        None => preview(&m.content, PREVIEW_CHARS),
+    };
     for call in m.calls() {
         if !text.is_empty() {
             text.push(' ');
@@ -312,6 +316,21 @@ pub fn describe(m: &Message, lang: Lang) -> String {
     };
     // The model's text is shown on a terminal: its control characters are escaped.
     crate::tools::escape_controls(&super::text::tr(lang, key, &[("text", &text)]))
+}
+
+/// (role, conversation id, messages) of a tool result that ends with a subagent's footer
+/// (`(subagent explore · conversation a1b2c3d4 · 12 messages · …)`).
+fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
+    if m.role != Role::Tool {
+        return None;
+    }
+    let last = m.content.trim_end().lines().last()?;
+    let inner = last.strip_prefix("(subagent ")?.strip_suffix(')')?;
+    let mut parts = inner.split(" · ");
+    let role = parts.next()?;
+    let id = parts.next()?.strip_prefix("conversation ")?;
+    let n = parts.next()?.strip_suffix(" messages")?;
+    Some((role, id, n))
 }
 
 /// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.

@@ -885,3 +885,33 @@ fn moving_back_offers_to_restore_the_files_of_that_node() {
         "first\n"
     );
 }
+
+#[test]
+fn a_subagent_s_approval_is_asked_in_the_foreground_under_its_role() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "a1",
+            "agent",
+            r#"{"role":"general-purpose","task":"Say hi with bash."}"#,
+        )]),
+        tool_calls(&[("s1", "bash", r#"{"command":"echo hi from the subagent"}"#)]),
+        text(&["It said hi."]),
+        text(&["The subagent said hi."]),
+    ]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("delegate\r");
+    let shown = pty.expect("[y/s/a/N] ");
+    assert!(
+        shown.contains("[general-purpose] ⚠ bash needs your approval:"),
+        "{shown:?}"
+    );
+    pty.send("y\r");
+    let shown = pty.expect("The subagent said hi.");
+    assert!(shown.contains("↳ general-purpose ✓ bash: "), "{shown:?}");
+    assert!(
+        results(&server, 2)[0].contains("hi from the subagent"),
+        "{:?}",
+        results(&server, 2)
+    );
+}

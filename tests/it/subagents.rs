@@ -47,7 +47,7 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     let run = env.run(
         &server.base_url,
         &["--permission-mode", "permissive"],
-        "where is the needle?\n/agents\n",
+        "where is the needle?\n/agents\n/tree\n",
     );
     assert_eq!(run.code, Some(0), "{run:?}");
     let requests = server.requests();
@@ -136,6 +136,11 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     assert!(run.stdout.contains("    ↳ explore ✗ bash: "), "{run:?}");
     assert!(
         !run.stdout.contains("The needle is in a.txt:1.\n\n"),
+        "{run:?}"
+    );
+    // `/tree` marks the call's result with the subagent and its conversation.
+    assert!(
+        run.stdout.contains("tool: agent explore → 6 messages · "),
         "{run:?}"
     );
     // `/agents`.
