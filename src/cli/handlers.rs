@@ -232,12 +232,23 @@ impl App {
                 (s, n)
             })
         } else {
-            self.store.list_recent(LIST_LIMIT)
+            // Subagents' conversations are left out (`/list all` shows them): a few more are
+            // read so that the page stays full.
+            self.store.list_recent(LIST_LIMIT * 2)
         };
-        let (summaries, total) = match listed {
+        let (mut summaries, total) = match listed {
             Ok(listed) => listed,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
+        let mut hidden = 0;
+        if !all {
+            summaries.retain(|s| {
+                let sub = self.store.is_subagent(&s.id);
+                hidden += usize::from(sub);
+                !sub
+            });
+            summaries.truncate(LIST_LIMIT);
+        }
         let current = self.session.id().to_string();
         let mut text = String::new();
         if !self.session.is_persisted() {
@@ -272,11 +283,21 @@ impl App {
                 self.tr("msgs", &[]),
             ));
         }
-        if shown < total {
+        if shown + hidden < total {
             text.push_str(
                 &self
                     .out
-                    .dim(&self.tr("list_more", &[("n", &(total - shown))])),
+                    .dim(&self.tr("list_more", &[("n", &(total - shown - hidden))])),
+            );
+        }
+        if hidden > 0 {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(
+                &self
+                    .out
+                    .dim(&self.tr("list_subagents_hidden", &[("n", &hidden)])),
             );
         }
         self.out.say(text.trim_end_matches('\n'));

@@ -943,6 +943,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "{name}（{origin}，{event}）：触发 {fired} 次，失败 {failed} 次{note}",
     ),
     (
+        "list_subagents_hidden",
+        "({n:subagent conversation} not shown; /list all shows them)",
+        "（未显示 {n} 个子代理对话；/list all 可显示）",
+    ),
+    (
         "help_agents",
         "the subagent roles the `agent` tool can start: where each was read, what it does, its tools",
         "`agent` 工具可启动的子代理角色：来源、用途与工具",

@@ -76,6 +76,23 @@ impl Store {
         self.index.list_recent(limit)
     }
 
+    /// Whether a conversation is a subagent's (its header names an `agent`, DESIGN §10). Reads
+    /// the first line only.
+    pub fn is_subagent(&self, id: &str) -> bool {
+        use std::io::BufRead;
+        let Ok(file) = std::fs::File::open(self.path(id)) else {
+            return false;
+        };
+        let mut first = Vec::new();
+        let mut reader = std::io::BufReader::new(file).take(64 * 1024);
+        if reader.read_until(b'\n', &mut first).is_err() {
+            return false;
+        }
+        serde_json::from_slice::<serde_json::Value>(&first)
+            .ok()
+            .is_some_and(|h| h["metadata"].get("agent").is_some())
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -143,6 +143,33 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
         run.stdout.contains("tool: agent explore → 6 messages · "),
         "{run:?}"
     );
+    // `/list` leaves the subagent's conversation out, `/list all` shows it, `/switch` opens it.
+    let sub_file = env
+        .conversation_files()
+        .into_iter()
+        .find(|p| !p.ends_with(format!("{parent_id}.jsonl")))
+        .unwrap();
+    let sub_conversation = sub_file.file_stem().unwrap().to_string_lossy().into_owned();
+    let server2 = Server::start(vec![]);
+    let run2 = env.run(
+        &server2.base_url,
+        &[],
+        &format!("/list\n/list all\n/switch {sub_conversation}\n/tree\n"),
+    );
+    let (listed, rest) = run2
+        .stdout
+        .split_once("(1 subagent conversation not shown; /list all shows them)")
+        .expect("the hidden line");
+    assert!(
+        listed.contains(&parent_id) && !listed.contains(&sub_conversation),
+        "{run2:?}"
+    );
+    assert!(rest.contains(&sub_conversation), "{run2:?}");
+    assert!(rest.contains("[1] user: Find the needle."), "{run2:?}");
+    assert!(
+        rest.contains("assistant: The needle is in a.txt:1."),
+        "{run2:?}"
+    );
     // `/agents`.
     assert!(
         run.stdout
