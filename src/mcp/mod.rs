@@ -63,6 +63,8 @@ struct Server {
     state: Mutex<State>,
     client: Mutex<Option<Arc<Client>>>,
     tools: Mutex<(Vec<RemoteTool>, Option<Instant>)>,
+    /// Those tools as the registry offers them, made once a listing (not once a request).
+    offered: Mutex<Vec<Arc<dyn Tool>>>,
     /// Bumped on each start, so a stale connection's death does not restart a newer one.
     generation: std::sync::atomic::AtomicU64,
     settled: tokio::sync::Notify,
@@ -126,6 +128,7 @@ impl Manager {
                     state: Mutex::new(state),
                     client: Mutex::new(None),
                     tools: Mutex::new((Vec::new(), None)),
+                    offered: Mutex::new(Vec::new()),
                     generation: Default::default(),
                     settled: tokio::sync::Notify::new(),
                 })
@@ -231,6 +234,7 @@ impl Manager {
                             *lock(&server.state) = State::Failed(why);
                             *lock(&server.client) = None;
                             lock(&server.tools).0.clear();
+                            lock(&server.offered).clear();
                             manager.maybe_restart(&server, generation, attempt);
                         }
                         return;
@@ -259,7 +263,7 @@ impl Manager {
     }
 
     /// `tools/list`, every page.
-    async fn list(&self, server: &Server, client: &Client) -> Result<(), McpError> {
+    async fn list(self: &Arc<Self>, server: &Arc<Server>, client: &Client) -> Result<(), McpError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..100 {
@@ -307,6 +311,16 @@ impl Manager {
                 break;
             }
         }
+        *lock(&server.offered) = tools
+            .iter()
+            .map(|t| {
+                Arc::new(McpTool {
+                    manager: Arc::downgrade(self),
+                    server: Arc::downgrade(server),
+                    tool: t.clone(),
+                }) as Arc<dyn Tool>
+            })
+            .collect();
         *lock(&server.tools) = (tools, Some(Instant::now()));
         Ok(())
     }
@@ -341,18 +355,11 @@ impl Manager {
     }
 
     /// The tools offered now, as tools of the registry.
-    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
         let mut out: Vec<Arc<dyn Tool>> = Vec::new();
         for server in &self.servers {
-            if !matches!(*lock(&server.state), State::Ready) {
-                continue;
-            }
-            for t in lock(&server.tools).0.iter() {
-                out.push(Arc::new(McpTool {
-                    manager: self.clone(),
-                    server: server.clone(),
-                    tool: t.clone(),
-                }));
+            if matches!(*lock(&server.state), State::Ready) {
+                out.extend(lock(&server.offered).iter().cloned());
             }
         }
         out
@@ -613,10 +620,10 @@ pub fn render_result(result: &Value) -> (String, bool) {
     (parts.join("\n"), is_error)
 }
 
-/// A server's tool as a tool of the registry.
+/// A server's tool as a tool of the registry (weak links: the server holds its tools).
 struct McpTool {
-    manager: Arc<Manager>,
-    server: Arc<Server>,
+    manager: std::sync::Weak<Manager>,
+    server: std::sync::Weak<Server>,
     tool: RemoteTool,
 }
 
@@ -646,7 +653,15 @@ impl Tool for McpTool {
     }
 
     fn run<'a>(&'a self, args: &'a Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
-        Box::pin(async move { self.manager.call(&self.server, &self.tool, args).await })
+        Box::pin(async move {
+            let (Some(manager), Some(server)) = (self.manager.upgrade(), self.server.upgrade())
+            else {
+                return Err(ToolError::Failed(
+                    "the MCP servers have been shut down".into(),
+                ));
+            };
+            manager.call(&server, &self.tool, args).await
+        })
     }
 }
 
