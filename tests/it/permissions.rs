@@ -214,3 +214,32 @@ fn search_tools_work_through_the_agent() {
     assert_eq!(got[0], "src/lib.rs\n");
     assert_eq!(got[1], "src/lib.rs:1:// TODO: tests\n");
 }
+
+/// A command is matched as written, never resolved like a path: `./run.sh` stays `./run.sh` (found
+/// by cargo mutants: resolving it would turn it into `run.sh` and slip past this rule).
+#[test]
+fn a_command_rule_matches_the_command_as_written() {
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", r#"{"command":"./run.sh"}"#)]),
+        text(&["ok"]),
+    ]);
+    let env = Env::new();
+    std::fs::write(env.work().join("run.sh"), "#!/bin/sh\necho ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        env.work().join("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "permissions": [{"tool": "bash", "pattern": "./run.sh", "action": "deny"}]}"#,
+    );
+    env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "go\n",
+    );
+    let got = results(&server, 1);
+    assert!(got[0].starts_with("Permission denied: "), "{got:?}");
+    assert!(!got[0].contains("ran"), "{got:?}");
+}
