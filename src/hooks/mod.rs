@@ -1058,4 +1058,35 @@ mod tests {
         let (trusted, _) = hooks(entries, Origin::Project, true, dir.path());
         assert_eq!(trusted.fire(&Input::new("error")).await.context, ["x"]);
     }
+
+    #[tokio::test]
+    async fn several_hooks_answers_combine_deny_over_ask_over_allow_and_eq_is_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let say =
+            |d: &str| json!({"command": format!("echo '{{\"permissionDecision\": \"{d}\"}}'")});
+        let cases = [
+            (["deny", "ask"], Some(Permission::Deny)),
+            (["ask", "deny"], Some(Permission::Deny)),
+            (["allow", "ask"], Some(Permission::Ask)),
+            (["ask", "allow"], Some(Permission::Ask)),
+            (["allow", "allow"], Some(Permission::Allow)),
+            (["deny", "allow"], Some(Permission::Deny)),
+        ];
+        for (answers, want) in cases {
+            let entries: Vec<Value> = answers
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    json!({"name": format!("h{i}"), "event": "pre_tool_use", "action": say(d),
+                           "condition": {"field": "tool_name", "op": "eq", "value": "bash"}})
+                })
+                .collect();
+            let (h, _) = hooks(json!(entries), Origin::User, true, dir.path());
+            let out = h.fire(&tool_input("bash", json!({"command": "ls"}))).await;
+            assert_eq!(out.permission, want, "{answers:?}");
+            // `eq` is exact: another tool is not matched.
+            let out = h.fire(&tool_input("bashful", json!({}))).await;
+            assert_eq!(out.permission, None, "{answers:?}");
+        }
+    }
 }
