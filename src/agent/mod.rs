@@ -622,6 +622,15 @@ impl Agent<'_> {
                     && self.tools.allows("agent")
                     && let Some(subagents) = self.subagents.filter(|s| s.settings.enabled)
                 {
+                    // The user's pre_tool_use hooks see `agent` calls too, and may block them.
+                    let args = serde_json::from_str(&call.function.arguments)
+                        .unwrap_or(serde_json::Value::Null);
+                    if let GateDecision::Refuse(text) =
+                        self.pre_tool_use(call, &args, observer, gate).await
+                    {
+                        decided.push((call, Err(ToolOutcome::error(text))));
+                        continue;
+                    }
                     let (outcome, stopped) = self
                         .run_subagent(subagents, session, call, observer, gate, interrupts)
                         .await;

@@ -256,6 +256,10 @@ impl Agent<'_> {
             role: def.name.clone(),
         };
         let end = Box::pin(agent.run(&mut sub, &mut nested, &mut labelled, interrupts)).await;
+        // The hooks followed the subagent's conversation; the parent's turn goes on.
+        if let Some(hooks) = self.hooks {
+            hooks.set_session(parent.id(), &parent.store().path(parent.id()));
+        }
         let c = sub.conversation();
         let answer = c
             .get(c.cursor())

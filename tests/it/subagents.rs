@@ -265,3 +265,63 @@ fn subagents_off_removes_the_tool() {
         "{run:?}"
     );
 }
+
+#[test]
+fn hooks_fire_inside_a_subagent_under_its_conversation_and_then_the_parent_s_again() {
+    let env = Env::new();
+    let events = env.dir.path().join("events.jsonl");
+    env.write_config(
+        &serde_json::json!({"retry_initial_ms": 5, "hook": {"entries": [
+            {"name": "log", "event": "pre_tool_use",
+             "action": {"command": format!("cat >> {}; echo >> {}", events.display(), events.display())}},
+            {"name": "no-grep", "event": "pre_tool_use",
+             "condition": {"field": "tool_name", "op": "eq", "value": "grep"},
+             "action": {"command": "echo 'grep is off' >&2; exit 2"}}
+        ]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("a1", "agent", r#"{"role":"explore","task":"search"}"#)]),
+        tool_calls(&[("g1", "grep", r#"{"pattern":"x"}"#)]),
+        text(&["nothing"]),
+        tool_calls(&[("l1", "list_files", "{}")]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &[], "go\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // The user's pre_tool_use hook blocked the subagent's call too.
+    assert_eq!(
+        results(&server, 2)[0],
+        "Blocked by a hook: grep is off. The call was not run."
+    );
+    let logged: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sessions: Vec<(&str, &str)> = logged
+        .iter()
+        .map(|e| {
+            (
+                e["tool_name"].as_str().unwrap(),
+                e["session_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(sessions.len(), 3, "{sessions:?}");
+    assert_eq!(sessions[0].0, "agent");
+    assert_eq!(sessions[1].0, "grep");
+    assert_eq!(sessions[2].0, "list_files");
+    assert_eq!(sessions[0].1, sessions[2].1);
+    assert_ne!(
+        sessions[1].1, sessions[2].1,
+        "the subagent's call is under its own conversation"
+    );
+    let parent = env
+        .conversation_files()
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().contains("\"go\""))
+        .unwrap();
+    assert_eq!(parent.file_stem().unwrap().to_string_lossy(), sessions[2].1);
+}
