@@ -1089,4 +1089,45 @@ mod tests {
             assert_eq!(out.permission, None, "{answers:?}");
         }
     }
+
+    #[tokio::test]
+    async fn an_http_hook_posts_the_event_and_its_answer_counts_like_a_command_s() {
+        use std::sync::Arc;
+        let got: Arc<Mutex<Vec<Value>>> = Default::default();
+        let seen = got.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: String| {
+                let seen = seen.clone();
+                async move {
+                    lock(&seen).push(serde_json::from_str(&body).unwrap());
+                    r#"{"decision": "block", "reason": "the web says no"}"#
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let dir = tempfile::tempdir().unwrap();
+        let (h, _) = hooks(
+            json!([
+                {"name": "web", "event": "pre_tool_use", "action": {"type": "http", "url": url}},
+                {"name": "down", "event": "pre_tool_use", "action": {"type": "http", "url": "http://127.0.0.1:9/h", "timeout": "2s"}}
+            ]),
+            Origin::User,
+            true,
+            dir.path(),
+        );
+        let out = h.fire(&tool_input("bash", json!({"command": "ls"}))).await;
+        assert_eq!(out.block.as_deref(), Some("the web says no"));
+        assert_eq!(out.failures.len(), 1, "{out:?}");
+        assert!(
+            out.failures[0].starts_with("hook `down` (pre_tool_use): "),
+            "{out:?}"
+        );
+        let posted = lock(&got).clone();
+        assert_eq!(posted.len(), 1);
+        assert_eq!(posted[0]["hook_event_name"], "pre_tool_use");
+        assert_eq!(posted[0]["tool_input"]["command"], "ls");
+    }
 }

@@ -365,3 +365,19 @@ fn the_tools_list_chooses_mcp_tools_and_mcp_restart_starts_a_server_again() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_disabled_server_is_listed_and_never_started() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "mcp": {"servers": [{"name": "off", "command": "/nonexistent/never", "disabled": true}]}}"#,
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(&server.base_url, &[], "hi\n/mcp\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("off (user): disabled · 0 tools"),
+        "{run:?}"
+    );
+    assert!(!env.data().join("mcp/off.log").exists());
+}
