@@ -325,3 +325,63 @@ fn hooks_fire_inside_a_subagent_under_its_conversation_and_then_the_parent_s_aga
         .unwrap();
     assert_eq!(parent.file_stem().unwrap().to_string_lossy(), sessions[2].1);
 }
+
+#[test]
+fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
+    use std::io::Write;
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "a1",
+            "agent",
+            r#"{"role":"explore","task":"take your time"}"#,
+        )]),
+        // The subagent's answer stalls after its first words.
+        Reply::SseStall(
+            vec![chunk_text("Looking")],
+            std::time::Duration::from_secs(30),
+            vec![chunk_finish("stop"), "[DONE]".into()],
+        ),
+        text(&["after the interrupt"]),
+    ]);
+    let mut child = env.spawn(&server.base_url);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"delegate\n").unwrap();
+    // Wait for the subagent's request, then Ctrl-C.
+    for _ in 0..100 {
+        if server.requests().len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(server.requests().len(), 2);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    stdin.write_all(b"next\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("after the interrupt"), "{stdout}");
+    // The parent's record of the call says the user stopped it; the next turn went on.
+    let parent = env
+        .conversation_files()
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().contains("\"delegate\""))
+        .unwrap();
+    let lines = read_lines(&parent);
+    let result = lines
+        .iter()
+        .find(|l| l["role"] == "tool" && l["tool_call_id"] == "a1")
+        .expect("the agent call's result");
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("the user stopped the subagent; what it said so far: Looking"),
+        "{content}"
+    );
+    assert!(
+        content.contains("(subagent explore · conversation "),
+        "{content}"
+    );
+}
