@@ -311,12 +311,7 @@ impl Agent<'_> {
         if wrap_up {
             messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
         }
-        // What the MCP servers ask the model to know, under their names.
-        if let Some(text) = self.tools.mcp().and_then(|m| m.instructions())
-            && let Some(system) = messages.iter_mut().find(|m| m.role == Role::System)
-        {
-            system.content = format!("{}\n\n{text}", system.content);
-        }
+        add_mcp_instructions(&mut messages, self.tools);
         let mut tools = self.tools.specs();
         if let Some(subagents) = self.subagents.filter(|s| s.settings.enabled)
             && self.tools.allows("agent")
@@ -794,6 +789,16 @@ impl Agent<'_> {
         self.tools
             .get(name)
             .is_some_and(|t| t.kind() == crate::tools::ToolKind::Read)
+    }
+}
+
+/// Adds what the ready MCP servers ask the model to know, under their names, to the system
+/// message of a request (`/dump` shows the same).
+pub fn add_mcp_instructions(messages: &mut [crate::vocab::ChatMessage], tools: &ToolRegistry) {
+    if let Some(text) = tools.mcp().and_then(|m| m.instructions())
+        && let Some(system) = messages.iter_mut().find(|m| m.role == Role::System)
+    {
+        system.content = format!("{}\n\n{text}", system.content);
     }
 }
 

@@ -541,9 +541,11 @@ impl App {
         }
         let c = self.session.conversation();
         let results = crate::context::results_dir(self.store.dir(), c.id.as_str());
+        let mut messages = self.context.request_messages(c, c.cursor(), &results);
+        crate::agent::add_mcp_instructions(&mut messages, &self.tools);
         let request = ChatRequest {
             model: self.config.model.clone(),
-            messages: self.context.request_messages(c, c.cursor(), &results),
+            messages,
             tools: self.offered_tools(),
             no_tool_calls: false,
         };

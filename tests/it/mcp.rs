@@ -55,7 +55,7 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
         text(&["done"]),
         text(&["again"]),
     ]);
-    let run = env.run(&server.base_url, &[], "/mcp\ngo\nonce more\n/mcp\n");
+    let run = env.run(&server.base_url, &[], "/mcp\ngo\nonce more\n/mcp\n/dump\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     let request = &server.requests()[0];
     let tools: Vec<&str> = request["tools"]
@@ -88,6 +88,26 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
         system.contains("## MCP server `fake`\n\nUse echo to repeat things."),
         "{system}"
     );
+    // `/dump` writes what the model gets: the instructions and the MCP tools too.
+    let (id, _) = {
+        let files = env.conversation_files();
+        (
+            files[0].file_stem().unwrap().to_string_lossy().into_owned(),
+            (),
+        )
+    };
+    let dump: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.data().join(format!("{id}.dump.json"))).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        dump["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("## MCP server `fake`"),
+        "{dump}"
+    );
+    assert!(dump["tools"].to_string().contains("mcp__fake__echo"));
     let got = results(&server, 1);
     assert_eq!(got[0], "echo: hi there");
     assert_eq!(got[1], "Error: it went wrong");
