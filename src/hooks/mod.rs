@@ -717,11 +717,8 @@ async fn run(
                 .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true)
                 .process_group(0);
-            for (name, _) in std::env::vars_os() {
-                let name = name.to_string_lossy();
-                if name.ends_with("_API_KEY") || hidden.iter().any(|h| *h == name) {
-                    cmd.env_remove(name.as_ref());
-                }
+            for name in crate::tools::secret_env(hidden) {
+                cmd.env_remove(name);
             }
             for (k, v) in tool_input_vars(payload.get("tool_input")) {
                 cmd.env(k, v);

@@ -129,14 +129,9 @@ impl Client {
                     // Its own process group: Ctrl-C at the terminal is for `new`, not for servers.
                     .process_group(0);
                 // The provider keys the model's commands never see are not the server's either,
-                // unless its entry passes them on.
-                for (name, _) in std::env::vars_os() {
-                    let name = name.to_string_lossy();
-                    if (name.ends_with("_API_KEY") || hidden_env.iter().any(|h| *h == name))
-                        && !env.contains_key(name.as_ref())
-                    {
-                        cmd.env_remove(name.as_ref());
-                    }
+                // unless its entry passes them on (set after the removal).
+                for name in crate::tools::secret_env(hidden_env) {
+                    cmd.env_remove(name);
                 }
                 cmd.envs(env);
                 #[cfg(target_os = "linux")]

@@ -401,3 +401,40 @@ fn a_disabled_server_is_listed_and_never_started() {
     );
     assert!(!env.data().join("mcp/off.log").exists());
 }
+
+/// Provider keys stay out of a server's environment unless its entry passes one on, and out of a
+/// hook's.
+#[test]
+fn no_provider_key_reaches_a_server_or_a_hook_unless_passed_on() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    let seen = env.dir.path().join("hook-env.txt");
+    env.write_config(
+        &serde_json::json!({"retry_initial_ms": 5,
+            "mcp": {"servers": [{"name": "fake", "command": "python3", "args": [fake().display().to_string()],
+                "env": {"FAKE_MCP_NOTES": notes.display().to_string(), "PASSED_API_KEY": "given"}}]},
+            "hook": {"entries": [{"name": "env", "event": "program_start",
+                "action": {"command": format!("env > {}", seen.display())}}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.env("OPENAI_API_KEY", "sk-secret-1")
+        .env("OTHER_API_KEY", "sk-secret-2")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let run = run_with_stdin(cmd, "hi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let said = std::fs::read_to_string(&notes).unwrap();
+    assert!(said.contains("keys PASSED_API_KEY\n"), "{said}");
+    let hook_env = std::fs::read_to_string(&seen).unwrap();
+    assert!(!hook_env.contains("sk-secret"), "{hook_env}");
+    assert!(
+        hook_env.contains("NEW_HOOK_EVENT=program_start"),
+        "{hook_env}"
+    );
+}

@@ -244,11 +244,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         .process_group(0)
         .kill_on_drop(true);
     // Keys for model providers stay out of reach of the commands the model runs.
-    for (name, _) in std::env::vars_os() {
-        let text = name.to_string_lossy();
-        if text.ends_with("_API_KEY") || ctx.hidden_env.iter().any(|h| *h == text) {
-            cmd.env_remove(name);
-        }
+    for name in crate::tools::secret_env(&ctx.hidden_env) {
+        cmd.env_remove(name);
     }
     let mut child = reaper::spawn_own(&mut cmd)
         .map_err(|e| ToolError::Failed(format!("could not start {}: {e}", shell())))?;

@@ -29,6 +29,7 @@ TOOLS = [
 ]
 
 note("pid %d" % os.getpid())
+note("keys " + ",".join(sorted(k for k in os.environ if k.endswith("_API_KEY"))))
 print("starting up (not a protocol message)", flush=True)
 sys.stderr.write("fake server: stderr goes to the log\n")
 sys.stderr.flush()
