@@ -312,12 +312,7 @@ impl Agent<'_> {
             messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
         }
         add_mcp_instructions(&mut messages, self.tools);
-        let mut tools = self.tools.specs();
-        if let Some(subagents) = self.subagents.filter(|s| s.settings.enabled)
-            && self.tools.allows("agent")
-        {
-            tools.push(subagents.spec());
-        }
+        let mut tools = subagent::Subagents::specs(self.subagents, self.tools);
         if let Some(allowed) = self.allowed_tools {
             tools.retain(|t| allowed.contains(&t.name));
         }
@@ -614,8 +609,8 @@ impl Agent<'_> {
                 // An `agent` call runs its subagent here, in the foreground, to its end.
                 if name == "agent"
                     && !narrowed
-                    && self.tools.allows("agent")
-                    && let Some(subagents) = self.subagents.filter(|s| s.settings.enabled)
+                    && let Some(subagents) =
+                        subagent::Subagents::offered(self.subagents, self.tools)
                 {
                     // The user's pre_tool_use hooks see `agent` calls too, and may block them.
                     let args = serde_json::from_str(&call.function.arguments)

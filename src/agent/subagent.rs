@@ -24,6 +24,25 @@ pub struct Subagents {
 }
 
 impl Subagents {
+    /// `subagents` when the `agent` tool is offered: subagents are on and the config's `tools`
+    /// list lets it be.
+    pub fn offered<'s>(
+        subagents: Option<&'s Subagents>,
+        tools: &ToolRegistry,
+    ) -> Option<&'s Subagents> {
+        subagents.filter(|s| s.settings.enabled && tools.allows("agent"))
+    }
+
+    /// The tools the model is offered: the registry's, then `agent` when it is offered (a
+    /// request and `/dump` list the same).
+    pub fn specs(subagents: Option<&Subagents>, tools: &ToolRegistry) -> Vec<ToolSpec> {
+        let mut specs = tools.specs();
+        if let Some(s) = Self::offered(subagents, tools) {
+            specs.push(s.spec());
+        }
+        specs
+    }
+
     /// The `agent` tool as the model sees it.
     pub fn spec(&self) -> ToolSpec {
         let roles: String = self

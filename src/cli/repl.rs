@@ -701,13 +701,7 @@ impl App {
 
     /// The tools the model is offered: the registry's and the loop's own (`agent`).
     pub(super) fn offered_tools(&self) -> Vec<crate::vocab::ToolSpec> {
-        let mut tools = self.tools.specs();
-        if let Some(subagents) = self.subagents.as_ref().filter(|s| s.settings.enabled)
-            && self.tools.allows("agent")
-        {
-            tools.push(subagents.spec());
-        }
-        tools
+        crate::agent::subagent::Subagents::specs(self.subagents.as_ref(), &self.tools)
     }
 
     /// Fires the hooks of `input.event` (when any follows it) and says their failures.
