@@ -366,13 +366,10 @@ fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back()
     std::thread::sleep(std::time::Duration::from_millis(500));
     unsafe { libc::kill(first, libc::SIGKILL) };
     let mut again = None;
-    for _ in 0..50 {
-        std::thread::sleep(std::time::Duration::from_millis(200));
+    eventually(50, std::time::Duration::from_millis(200), || {
         again = server_pid().filter(|p| *p != first);
-        if again.is_some() {
-            break;
-        }
-    }
+        again.is_some()
+    });
     // Its handshake done (node starts in about a second), the next turn and `/mcp` see it.
     std::thread::sleep(std::time::Duration::from_secs(3));
     stdin.write_all(b"still there?\n/mcp\n").unwrap();

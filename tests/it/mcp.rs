@@ -5,6 +5,7 @@
 use crate::support::*;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Whether `python3` runs the scripted server here; without it (a machine with only the Rust
 /// toolchain) these tests say they were skipped. `.ci/run` always has it.
@@ -17,6 +18,16 @@ fn python() -> bool {
         eprintln!("skipped: python3 runs the scripted MCP server");
     }
     ok
+}
+
+/// What the fake server noted so far (its pid, requests, calls, cancellations).
+fn noted(notes: &std::path::Path) -> String {
+    std::fs::read_to_string(notes).unwrap_or_default()
+}
+
+/// The pid the fake server noted first.
+fn first_pid(notes: &std::path::Path) -> i32 {
+    noted(notes).lines().next().unwrap()[4..].parse().unwrap()
 }
 
 fn fake() -> PathBuf {
@@ -232,28 +243,13 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     let mut child = env.spawn(&server.base_url);
     let mut stdin = child.stdin.take().unwrap();
     let wait_for = |what: &str| {
-        for _ in 0..100 {
-            if std::fs::read_to_string(&notes)
-                .unwrap_or_default()
-                .contains(what)
-            {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!(
-            "never noted {what:?}: {}",
-            std::fs::read_to_string(&notes).unwrap_or_default()
-        );
+        let seen = eventually(100, Duration::from_millis(100), || {
+            noted(&notes).contains(what)
+        });
+        assert!(seen, "never noted {what:?}: {}", noted(&notes));
     };
     wait_for("got notifications/initialized");
-    let pid: i32 = std::fs::read_to_string(&notes)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()[4..]
-        .parse()
-        .unwrap();
+    let pid = first_pid(&notes);
     // Killed: started again after a second, and its tools are back.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     std::thread::sleep(std::time::Duration::from_millis(2500));
@@ -302,33 +298,16 @@ fn servers_end_with_new_even_when_it_is_killed() {
     config(&env, &notes, "");
     let server = Server::start(vec![]);
     let mut child = env.spawn(&server.base_url);
-    for _ in 0..100 {
-        if std::fs::read_to_string(&notes)
-            .unwrap_or_default()
-            .contains("got notifications/initialized")
-        {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let pid: i32 = std::fs::read_to_string(&notes)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()[4..]
-        .parse()
-        .unwrap();
+    eventually(100, Duration::from_millis(100), || {
+        noted(&notes).contains("got notifications/initialized")
+    });
+    let pid = first_pid(&notes);
     assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the server runs");
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut gone = false;
-    for _ in 0..50 {
-        if unsafe { libc::kill(pid, 0) } != 0 {
-            gone = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let gone = eventually(50, Duration::from_millis(100), || unsafe {
+        libc::kill(pid, 0) != 0
+    });
     assert!(gone, "the server outlived a killed `new`");
 }
 
@@ -352,19 +331,12 @@ fn the_tools_list_chooses_mcp_tools_and_mcp_restart_starts_a_server_again() {
         .write_all(b"hello\n/mcp restart fake\n/mcp restart nope\n")
         .unwrap();
     // Started twice: for the turn, and by `/mcp restart`.
-    let mut restarted = false;
-    for _ in 0..50 {
-        if std::fs::read_to_string(&notes)
-            .unwrap_or_default()
+    let restarted = eventually(50, Duration::from_millis(100), || {
+        noted(&notes)
             .matches("got notifications/initialized")
             .count()
             == 2
-        {
-            restarted = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    });
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (

@@ -348,12 +348,9 @@ fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"delegate\n").unwrap();
     // Wait for the subagent's request, then Ctrl-C.
-    for _ in 0..100 {
-        if server.requests().len() >= 2 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    eventually(100, std::time::Duration::from_millis(50), || {
+        server.requests().len() >= 2
+    });
     assert_eq!(server.requests().len(), 2);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let started = std::time::Instant::now();

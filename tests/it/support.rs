@@ -439,6 +439,18 @@ pub fn results(server: &Server, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Whether `done` becomes true within `tries` checks `every` apart (for what happens in another
+/// process: a server started, a file written).
+pub fn eventually(tries: u32, every: Duration, mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(every);
+    }
+    done()
+}
+
 pub fn unused_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
