@@ -410,3 +410,43 @@ fn no_provider_key_reaches_a_server_or_a_hook_unless_passed_on() {
         "{hook_env}"
     );
 }
+
+/// A server that never answers the handshake fails after `mcp.handshake_timeout_seconds`; the
+/// turn waited that long at most and went on without it.
+#[test]
+fn a_server_that_hangs_fails_after_the_handshake_timeout_and_the_turn_goes_on() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "mcp": {"handshake_timeout_seconds": 1,
+            "servers": [{"name": "mute", "command": "sleep", "args": ["30"]}]}}"#,
+    );
+    let server = Server::start(vec![text(&["answered anyway"])]);
+    let started = std::time::Instant::now();
+    let run = env.run(&server.base_url, &[], "hi\n/mcp\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(run.stdout.contains("answered anyway"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("mute (user): failed: no answer within 1 s"),
+        "{run:?}"
+    );
+    assert!(
+        !tool_names_of(&server.requests()[0])
+            .iter()
+            .any(|t| t.starts_with("mcp__"))
+    );
+}
+
+fn tool_names_of(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
