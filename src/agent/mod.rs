@@ -8,6 +8,7 @@
 
 pub mod defs;
 pub mod subagent;
+pub mod tasks;
 
 use tokio::sync::watch;
 
@@ -50,6 +51,12 @@ pub trait Gate {
 
     /// Names who asks (a subagent's role) in the approval questions to come; None: the agent.
     fn set_label(&mut self, _label: Option<String>) {}
+
+    /// A gate that decides as this one would without asking anyone (what would be asked is
+    /// refused), for a subagent working in the background. None: such work may run nothing.
+    fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
+        None
+    }
 
     /// The user interrupted an automatic compaction: true to go on with the turn uncompacted,
     /// false to stop it.
@@ -606,19 +613,27 @@ impl Agent<'_> {
                 let narrowed = self
                     .allowed_tools
                     .is_some_and(|allowed| !allowed.iter().any(|a| a == name));
-                // An `agent` call runs its subagent here, in the foreground, to its end.
-                if name == "agent"
+                // The subagent tools are the loop's own: an `agent` call starts its subagent
+                // here (and waits for it in the foreground), `task_status` reads the tasks.
+                if matches!(name, "agent" | "task_status")
                     && !narrowed
                     && let Some(subagents) =
                         subagent::Subagents::offered(self.subagents, self.tools)
                 {
-                    // The user's pre_tool_use hooks see `agent` calls too, and may block them.
+                    // The user's pre_tool_use hooks see these calls too, and may block them.
                     let args = serde_json::from_str(&call.function.arguments)
                         .unwrap_or(serde_json::Value::Null);
                     if let GateDecision::Refuse(text) =
                         self.pre_tool_use(call, &args, observer, gate).await
                     {
                         decided.push((call, Err(ToolOutcome::error(text))));
+                        continue;
+                    }
+                    if name == "task_status" {
+                        let outcome = self
+                            .task_status(subagents, call, observer, interrupts)
+                            .await;
+                        decided.push((call, Err(outcome)));
                         continue;
                     }
                     let (outcome, stopped) = self

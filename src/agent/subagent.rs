@@ -5,14 +5,23 @@
 //! sandbox and blacklist decide each call; approvals name the role). Its conversation is stored
 //! as one of its own, whose header links it to the parent and the call (DESIGN §10).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::defs::{Definition, SubagentSettings, allowed_tools};
+use super::tasks::{TaskState, TaskView, Tasks};
 use super::{Agent, Gate, GateDecision, Interrupts, Observer, TurnEnd};
 use crate::llm::{ChatResponse, ToolCall};
 use crate::session::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
-use crate::vocab::{Role, ToolSpec, Usage};
+use crate::vocab::{Role, ToolSpec};
+
+/// The longest a `task_status` call may wait for a task to end.
+pub const MAX_STATUS_WAIT: Duration = Duration::from_secs(600);
 
 /// What a session knows of subagents.
 #[derive(Debug, Clone, Default)]
@@ -21,6 +30,8 @@ pub struct Subagents {
     pub settings: SubagentSettings,
     /// The environment part of the system prompt, for a defined subagent's fresh context.
     pub environment: String,
+    /// The tasks started this program run (shared by the copies).
+    pub tasks: Tasks,
 }
 
 impl Subagents {
@@ -39,6 +50,7 @@ impl Subagents {
         let mut specs = tools.specs();
         if let Some(s) = Self::offered(subagents, tools) {
             specs.push(s.spec());
+            specs.push(Self::status_spec());
         }
         specs
     }
@@ -56,7 +68,11 @@ impl Subagents {
                 "Delegates a task to a subagent that works in a context of its own and answers \
                  with its findings (its tool output does not fill this conversation). `defined` \
                  (the default) starts fresh with a role; `fork` starts from a copy of this \
-                 conversation. Roles:{roles}"
+                 conversation. It runs in the foreground: you wait for its answer, at most \
+                 `foreground_wait_seconds` (then it goes on in the background and you get its \
+                 task id). With `background: true` you get the task id at once and go on; its \
+                 answer arrives in a later message, and `task_status` tells where it stands. \
+                 Roles:{roles}"
             ),
             parameters: json!({
                 "type": "object",
@@ -64,6 +80,8 @@ impl Subagents {
                     "type": {"type": "string", "enum": ["defined", "fork"]},
                     "role": {"type": "string", "description": "the role (default general-purpose)"},
                     "task": {"type": "string", "description": "what to do, with everything the subagent needs to know"},
+                    "background": {"type": "boolean", "description": "return at once with a task id"},
+                    "foreground_wait_seconds": {"type": "integer", "description": "how long to wait before it goes on in the background"},
                     "model": {"type": "string"},
                     "max_turns": {"type": "integer"}
                 },
@@ -71,50 +89,102 @@ impl Subagents {
             }),
         }
     }
+
+    /// The `task_status` tool as the model sees it.
+    pub fn status_spec() -> ToolSpec {
+        ToolSpec {
+            name: "task_status".into(),
+            description: "Tells where a subagent task started with `agent` stands: its state \
+                          (running, completed, failed, stopped), its final text once it ended, \
+                          its error and its token usage. `wait_seconds` waits up to that long \
+                          for it to end first."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "task_id": {"type": "string"},
+                    "wait_seconds": {"type": "integer", "description": "wait this long at most for it to end (default 0)"}
+                },
+                "required": ["task_id"]
+            }),
+        }
+    }
 }
 
-/// A subagent's observer: its tool calls become one indented line each under the parent's call;
-/// its streamed text is not shown (its answer is the call's result); its tokens count.
-struct Nested<'a> {
-    inner: &'a mut dyn Observer,
+/// What a subagent's thread tells the parent waiting for it.
+enum Up {
+    /// One line of its work (a tool call and how it went).
+    Line(String),
+    /// It spent tokens (counted in the table; the parent takes them from there).
+    Usage,
+    HookFailed(String),
+    Retry {
+        attempt: u32,
+        of: u32,
+        delay: Duration,
+        reason: String,
+    },
+    /// A call of it needs the parent's gate (which may ask the user).
+    Ask {
+        call: ToolCall,
+        args: Value,
+        hook: Option<crate::hooks::Permission>,
+        reply: std::sync::mpsc::SyncSender<GateDecision>,
+    },
+}
+
+/// A subagent's observer: its tool calls become one line each (shown under the parent's call
+/// while the parent waits, kept for `/tasks` always); its streamed text is not shown (its answer
+/// is the call's result); its tokens are counted.
+struct Relay {
+    up: mpsc::UnboundedSender<Up>,
     role: String,
+    id: String,
+    tasks: Tasks,
 }
 
-impl Observer for Nested<'_> {
+impl Observer for Relay {
     fn hook_failed(&mut self, line: &str) {
-        self.inner.hook_failed(line);
+        let _ = self.up.send(Up::HookFailed(line.to_string()));
     }
     fn text(&mut self, _text: &str) {}
     fn reasoning(&mut self, _text: &str) {}
     fn tool_call_started(&mut self, _name: &str) {}
-    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
-        self.inner.retry(attempt, of, delay, reason);
+    fn retry(&mut self, attempt: u32, of: u32, delay: Duration, reason: &str) {
+        let _ = self.up.send(Up::Retry {
+            attempt,
+            of,
+            delay,
+            reason: reason.to_string(),
+        });
     }
     fn answer_end(&mut self, response: &ChatResponse, _complete: bool) {
         if let Some(usage) = &response.usage {
-            self.inner.usage(usage);
+            self.tasks.add_usage(&self.id, usage);
+            let _ = self.up.send(Up::Usage);
         }
     }
     fn tool_call(&mut self, _call: &ToolCall) {}
     fn tool_result(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
         let mark = if outcome.is_error { "✗" } else { "✓" };
-        self.inner.subagent_line(&format!(
+        let line = format!(
             "{} {mark} {}: {}",
             self.role, call.function.name, outcome.summary
-        ));
-    }
-    fn checkpoint_failed(&mut self, reason: &str) {
-        self.inner.checkpoint_failed(reason);
+        );
+        self.tasks.note_call(&self.id, &line);
+        let _ = self.up.send(Up::Line(line));
     }
 }
 
-/// A subagent's gate: the parent's, with approvals naming the role.
-struct Labelled<'a> {
-    inner: &'a mut dyn Gate,
-    role: String,
+/// A subagent's gate: while its parent waits, the parent's (approvals name the role); in the
+/// background, the parent's rules without anyone to ask (what would be asked is refused).
+struct RelayGate {
+    up: mpsc::UnboundedSender<Up>,
+    attached: Arc<AtomicBool>,
+    fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>>,
 }
 
-impl Gate for Labelled<'_> {
+impl Gate for RelayGate {
     fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
         self.check_with_hook(call, tools, args, None)
     }
@@ -126,16 +196,143 @@ impl Gate for Labelled<'_> {
         args: &Value,
         hook: Option<crate::hooks::Permission>,
     ) -> GateDecision {
-        self.inner.set_label(Some(self.role.clone()));
-        let decision = self.inner.check_with_hook(call, tools, args, hook);
-        self.inner.set_label(None);
-        decision
+        if self.attached.load(Ordering::SeqCst) {
+            let (reply, answer) = std::sync::mpsc::sync_channel(1);
+            let asked = self.up.send(Up::Ask {
+                call: call.clone(),
+                args: args.clone(),
+                hook,
+                reply,
+            });
+            // No answer: the parent stopped waiting (the task went to the background meanwhile).
+            if asked.is_ok()
+                && let Ok(decision) = answer.recv()
+            {
+                return decision;
+            }
+        }
+        let mut fallback = self.fallback.lock().unwrap_or_else(|e| e.into_inner());
+        match fallback.as_mut() {
+            Some(gate) => gate.check_with_hook(call, tools, args, hook),
+            None => GateDecision::Refuse(format!(
+                "`{}` was not run: a subagent in the background has no one to approve its calls.",
+                call.function.name
+            )),
+        }
+    }
+}
+
+/// An `agent` call, read.
+struct Start<'d> {
+    def: &'d Definition,
+    task: String,
+    fork: bool,
+    model: Option<String>,
+    max_turns: Option<usize>,
+    background: bool,
+    wait: Option<Duration>,
+}
+
+impl<'d> Start<'d> {
+    fn read(arguments: &str, subagents: &'d Subagents) -> Result<Start<'d>, String> {
+        let args: Value = match serde_json::from_str(arguments) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Err("invalid arguments: send one JSON object with `task`".into()),
+        };
+        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::trim);
+        let Some(task) = text("task").filter(|t| !t.is_empty()) else {
+            return Err("`task` is required: say what the subagent should do".into());
+        };
+        let fork = match text("type").unwrap_or("defined") {
+            "defined" => false,
+            "fork" => true,
+            other => return Err(format!("`type` {other:?} must be defined or fork")),
+        };
+        let role = text("role")
+            .filter(|r| !r.is_empty())
+            .unwrap_or("general-purpose");
+        let Some(def) = subagents.defs.iter().find(|d| d.name == role) else {
+            let known: Vec<&str> = subagents.defs.iter().map(|d| d.name.as_str()).collect();
+            return Err(format!(
+                "unknown role `{role}`; the roles are {}",
+                known.join(", ")
+            ));
+        };
+        Ok(Start {
+            def,
+            task: task.to_string(),
+            fork,
+            model: text("model").filter(|m| !m.is_empty()).map(str::to_string),
+            max_turns: args
+                .get("max_turns")
+                .and_then(Value::as_u64)
+                .map(|n| n as usize),
+            background: args
+                .get("background")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            wait: args
+                .get("foreground_wait_seconds")
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(24.0 * 3600.0))),
+        })
+    }
+}
+
+/// The result of a task that ended while its parent waited.
+fn ended(view: &TaskView) -> (ToolOutcome, bool) {
+    let footer = view.footer();
+    match (view.state, &view.error) {
+        (TaskState::Stopped, _) => (
+            ToolOutcome::error(format!(
+                "the user stopped the subagent; what it said so far: {}\n\n{footer}",
+                view.answer
+            )),
+            true,
+        ),
+        (_, Some(e)) => (
+            ToolOutcome::error(format!("the subagent failed: {e}\n\n{footer}")),
+            false,
+        ),
+        _ => (
+            ToolOutcome {
+                summary: format!("{} → {} messages · {}", view.role, view.messages, view.id),
+                content: format!("{}\n\n{footer}", view.answer),
+                diff: None,
+                is_error: false,
+            },
+            false,
+        ),
+    }
+}
+
+/// The result of a task that goes on in the background.
+fn backgrounded(view: &TaskView, waited: Option<Duration>) -> ToolOutcome {
+    let how = match waited {
+        Some(w) => format!("did not finish within {} s and goes on", w.as_secs()),
+        None => "works".to_string(),
+    };
+    let summary = format!("{} → in the background · {}", view.role, view.id);
+    ToolOutcome {
+        content: format!(
+            "The subagent `{}` {how} in the background as task {}. Its answer will arrive in a \
+             later message; `task_status` with this task_id tells where it stands meanwhile.\n\n{}",
+            view.role,
+            view.id,
+            view.footer()
+        ),
+        summary,
+        diff: None,
+        is_error: false,
     }
 }
 
 impl Agent<'_> {
-    /// Runs an `agent` call in the foreground. Returns its result for the parent, and whether
-    /// the user interrupted it (the parent's turn then stops too).
+    /// Runs an `agent` call: its subagent starts on a thread of its own; in the foreground the
+    /// parent waits for it (relaying its lines and approval questions) until it ends or the wait
+    /// is over, in the background it returns at once. Returns the call's result, and whether the
+    /// user interrupted (the parent's turn then stops too).
     pub(super) async fn run_subagent(
         &self,
         subagents: &Subagents,
@@ -145,53 +342,18 @@ impl Agent<'_> {
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
     ) -> (ToolOutcome, bool) {
-        let args: Value = match serde_json::from_str(&call.function.arguments) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return (
-                    ToolOutcome::error("invalid arguments: send one JSON object with `task`"),
-                    false,
-                );
-            }
+        let start = match Start::read(&call.function.arguments, subagents) {
+            Ok(start) => start,
+            Err(e) => return (ToolOutcome::error(e), false),
         };
-        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::trim);
-        let Some(task) = text("task").filter(|t| !t.is_empty()) else {
-            return (
-                ToolOutcome::error("`task` is required: say what the subagent should do"),
-                false,
-            );
-        };
-        let fork = match text("type").unwrap_or("defined") {
-            "defined" => false,
-            "fork" => true,
-            other => {
-                return (
-                    ToolOutcome::error(format!("`type` {other:?} must be defined or fork")),
-                    false,
-                );
-            }
-        };
-        let role = text("role")
-            .filter(|r| !r.is_empty())
-            .unwrap_or("general-purpose");
-        let Some(def) = subagents.defs.iter().find(|d| d.name == role) else {
-            let known: Vec<&str> = subagents.defs.iter().map(|d| d.name.as_str()).collect();
-            return (
-                ToolOutcome::error(format!(
-                    "unknown role `{role}`; the roles are {}",
-                    known.join(", ")
-                )),
-                false,
-            );
-        };
-        let model = text("model")
-            .map(str::to_string)
+        let def = start.def;
+        let model = start
+            .model
+            .clone()
             .or_else(|| def.model.clone())
             .unwrap_or_else(|| self.model.clone());
-        let max_turns = args
-            .get("max_turns")
-            .and_then(Value::as_u64)
-            .map(|n| n as usize)
+        let max_turns = start
+            .max_turns
             .or(def.max_turns)
             .unwrap_or(self.max_rounds)
             .clamp(1, self.max_rounds.max(1));
@@ -201,14 +363,153 @@ impl Agent<'_> {
             None => self.tools.names(),
         };
         let allowed = allowed_tools(def, &offered, &subagents.settings);
+        let mut sub = match self.subagent_session(subagents, parent, call, &start) {
+            Ok(sub) => sub,
+            Err(e) => {
+                return (
+                    ToolOutcome::error(format!("starting the subagent: {e}")),
+                    false,
+                );
+            }
+        };
+        let id = sub.id().to_string();
+        let tasks = subagents.tasks.clone();
+        let handles = tasks.add(&id, &def.name, parent.id(), &start.task);
+        let (up, mut from_task) = mpsc::unbounded_channel();
+        let mut relay = Relay {
+            up: up.clone(),
+            role: def.name.clone(),
+            id: id.clone(),
+            tasks: tasks.clone(),
+        };
+        let mut relay_gate = RelayGate {
+            up,
+            attached: handles.attached,
+            fallback: handles.fallback,
+        };
+        let mut stop = handles.stop;
+        let provider = self.provider.share();
+        let tools = self.tools.detached();
+        let context = self.context.map(|c| c.for_model(&model));
+        let hooks = self.hooks.map(|h| h.fork());
+        let role = def.name.clone();
+        let thread_tasks = tasks.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let spawned = std::thread::Builder::new()
+            .name(format!("subagent {role}"))
+            .spawn(move || {
+                let end = runtime.block_on(async {
+                    let agent = Agent {
+                        provider: &*provider,
+                        tools: &tools,
+                        model,
+                        max_rounds: max_turns,
+                        context: context.as_ref(),
+                        allowed_tools: Some(&allowed),
+                        checkpoints: None,
+                        hooks: hooks.as_ref(),
+                        subagents: None,
+                        role: Some(&role),
+                    };
+                    agent
+                        .run(&mut sub, &mut relay, &mut relay_gate, &mut stop)
+                        .await
+                });
+                let c = sub.conversation();
+                let answer = c
+                    .get(c.cursor())
+                    .filter(|m| m.role == Role::Assistant)
+                    .map(|m| m.content.trim().to_string())
+                    .unwrap_or_default();
+                let (state, error) = match end {
+                    TurnEnd::Complete | TurnEnd::RoundLimit(_) => (TaskState::Completed, None),
+                    TurnEnd::Interrupted => (TaskState::Stopped, None),
+                    TurnEnd::Failed(e) => (TaskState::Failed, Some(e.to_string())),
+                };
+                let messages = c.len().saturating_sub(1);
+                thread_tasks.finish(&relay.id, state, answer, error, messages);
+                // Dropping the relay (after the table says how it ended) tells the parent.
+                drop(relay);
+            });
+        match spawned {
+            Ok(thread) => tasks.set_thread(&id, thread),
+            Err(e) => {
+                let error = format!("starting the subagent's thread: {e}");
+                tasks.finish(
+                    &id,
+                    TaskState::Failed,
+                    String::new(),
+                    Some(error.clone()),
+                    0,
+                );
+                return (ToolOutcome::error(error), false);
+            }
+        }
+        if start.background {
+            tasks.detach(&id, gate.unattended());
+            let view = tasks.find(&id).expect("just added");
+            return (backgrounded(&view, None), false);
+        }
+        let wait = start.wait.unwrap_or(subagents.settings.default_wait);
+        let deadline = tokio::time::sleep(wait);
+        tokio::pin!(deadline);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                biased;
+                up = from_task.recv() => match up {
+                    Some(Up::Ask { call, args, hook, reply }) => {
+                        gate.set_label(Some(def.name.clone()));
+                        let decision = gate.check_with_hook(&call, self.tools, &args, hook);
+                        gate.set_label(None);
+                        let _ = reply.send(decision);
+                    }
+                    Some(Up::Line(line)) => observer.subagent_line(&line),
+                    Some(Up::Usage) => observer.usage(&tasks.take_pending(&id)),
+                    Some(Up::HookFailed(line)) => observer.hook_failed(&line),
+                    Some(Up::Retry { attempt, of, delay, reason }) => {
+                        observer.retry(attempt, of, delay, &reason)
+                    }
+                    None => break,
+                },
+                _ = interrupts.changed(), if !stopping => {
+                    stopping = true;
+                    let _ = tasks.stop(&id);
+                }
+                _ = &mut deadline, if !stopping => {
+                    tasks.detach(&id, gate.unattended());
+                    let view = tasks.find(&id).expect("just added");
+                    // The task may have ended just now: then its answer is the result after all.
+                    if view.state == TaskState::Running {
+                        return (backgrounded(&view, Some(wait)), false);
+                    }
+                    break;
+                }
+            }
+        }
+        let view = tasks.find(&id).expect("just added");
+        tasks.mark_delivered(&id);
+        observer.usage(&tasks.take_pending(&id));
+        ended(&view)
+    }
+
+    /// The subagent's conversation, ready to run: its system prompt, the parent's branch for a
+    /// fork, then the task; its header links it to the parent and the call (DESIGN §10).
+    fn subagent_session(
+        &self,
+        subagents: &Subagents,
+        parent: &ChatSession,
+        call: &ToolCall,
+        start: &Start<'_>,
+    ) -> Result<ChatSession, crate::session::SessionError> {
         let parent_conversation = parent.conversation();
-        let system = if fork {
+        let system = if start.fork {
             parent_conversation
                 .get(&parent_conversation.root_id)
                 .map(|m| m.content.clone())
                 .unwrap_or_default()
         } else {
-            format!("{}\n\n{}", def.prompt, subagents.environment)
+            format!("{}\n\n{}", start.def.prompt, subagents.environment)
         };
         // The answer that asked for this call (earlier calls of it may have their results
         // stored already).
@@ -228,9 +529,9 @@ impl Agent<'_> {
                 "msg_id": asking,
                 "tool_call_id": call.id,
             },
-            "agent": def.name,
+            "agent": start.def.name,
         }));
-        if fork {
+        if start.fork {
             // The parent's branch up to (not with) the answer that asked: a valid history.
             let mut branch: Vec<Message> = parent_conversation
                 .ancestors(&asking)
@@ -240,86 +541,52 @@ impl Agent<'_> {
                 .collect();
             branch.reverse();
             for m in branch {
-                if let Err(e) = sub.add(m) {
-                    return (
-                        ToolOutcome::error(format!("starting the subagent: {e}")),
-                        false,
-                    );
-                }
+                sub.add(m)?;
             }
         }
-        if let Err(e) = sub.add(Message::new(Role::User, task)) {
-            return (
-                ToolOutcome::error(format!("starting the subagent: {e}")),
-                false,
-            );
+        sub.add(Message::new(Role::User, start.task.as_str()))?;
+        Ok(sub)
+    }
+
+    /// Runs a `task_status` call: the task's state as JSON, after waiting up to `wait_seconds`
+    /// for it to end. A task that ended has thereby given its answer to the parent.
+    pub(super) async fn task_status(
+        &self,
+        subagents: &Subagents,
+        call: &ToolCall,
+        observer: &mut dyn Observer,
+        interrupts: &mut Interrupts,
+    ) -> ToolOutcome {
+        let args: Value = serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
+        let Some(id) = args.get("task_id").and_then(Value::as_str) else {
+            return ToolOutcome::error("`task_id` is required: the id `agent` returned");
+        };
+        let tasks = &subagents.tasks;
+        let view = match tasks.find(id) {
+            Ok(view) => view,
+            Err(e) => return ToolOutcome::error(e),
+        };
+        let wait = args
+            .get("wait_seconds")
+            .and_then(Value::as_f64)
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(|s| Duration::from_secs_f64(s).min(MAX_STATUS_WAIT));
+        let view = match wait {
+            Some(wait) if view.state == TaskState::Running => tokio::select! {
+                v = tasks.wait(&view.id, wait) => v.unwrap_or(view),
+                _ = interrupts.changed() => tasks.find(&view.id).unwrap_or(view),
+            },
+            _ => view,
+        };
+        if view.state != TaskState::Running {
+            tasks.mark_delivered(&view.id);
         }
-        let agent = Agent {
-            provider: self.provider,
-            tools: self.tools,
-            model,
-            max_rounds: max_turns,
-            context: self.context,
-            allowed_tools: Some(&allowed),
-            checkpoints: None,
-            hooks: self.hooks,
-            subagents: None,
-            role: Some(&def.name),
-        };
-        let mut nested = Nested {
-            inner: observer,
-            role: def.name.clone(),
-        };
-        let mut labelled = Labelled {
-            inner: gate,
-            role: def.name.clone(),
-        };
-        let end = Box::pin(agent.run(&mut sub, &mut nested, &mut labelled, interrupts)).await;
-        // The hooks followed the subagent's conversation; the parent's turn goes on.
-        if let Some(hooks) = self.hooks {
-            hooks.set_session(parent.id(), &parent.store().path(parent.id()));
-        }
-        let c = sub.conversation();
-        let answer = c
-            .get(c.cursor())
-            .filter(|m| m.role == Role::Assistant)
-            .map(|m| m.content.trim().to_string())
-            .unwrap_or_default();
-        let usage = c
-            .ancestors(c.cursor())
-            .filter_map(|m| m.usage.as_ref())
-            .fold(Usage::default(), |mut total, u| {
-                total.add(u);
-                total
-            });
-        let footer = format!(
-            "(subagent {} · conversation {} · {} messages · {} in, {} out)",
-            def.name,
-            sub.id(),
-            c.len().saturating_sub(1),
-            usage.input_tokens,
-            usage.output_tokens
-        );
-        match end {
-            TurnEnd::Complete | TurnEnd::RoundLimit(_) => (
-                ToolOutcome {
-                    summary: format!("{} → {} messages · {}", def.name, c.len() - 1, sub.id()),
-                    content: format!("{answer}\n\n{footer}"),
-                    diff: None,
-                    is_error: false,
-                },
-                false,
-            ),
-            TurnEnd::Interrupted => (
-                ToolOutcome::error(format!(
-                    "the user stopped the subagent; what it said so far: {answer}\n\n{footer}"
-                )),
-                true,
-            ),
-            TurnEnd::Failed(e) => (
-                ToolOutcome::error(format!("the subagent failed: {e}\n\n{footer}")),
-                false,
-            ),
+        observer.usage(&tasks.take_pending(&view.id));
+        ToolOutcome {
+            summary: format!("{} {}", view.id, view.state.as_str()),
+            content: serde_json::to_string_pretty(&view.status()).unwrap_or_default(),
+            diff: None,
+            is_error: false,
         }
     }
 }

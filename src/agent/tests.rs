@@ -3,7 +3,7 @@
 //! partial answer.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -23,17 +23,17 @@ enum Step {
     Stall(Vec<&'static str>),
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Scripted {
-    steps: Mutex<VecDeque<Step>>,
-    requests: Mutex<Vec<ChatRequest>>,
+    steps: Arc<Mutex<VecDeque<Step>>>,
+    requests: Arc<Mutex<Vec<ChatRequest>>>,
 }
 
 impl Scripted {
     fn new(steps: Vec<Step>) -> Scripted {
         Scripted {
-            steps: Mutex::new(steps.into()),
-            requests: Mutex::default(),
+            steps: Arc::new(Mutex::new(steps.into())),
+            requests: Arc::default(),
         }
     }
 
@@ -79,6 +79,10 @@ impl Model for Scripted {
                 Step::Stall(_) => std::future::pending().await,
             }
         })
+    }
+
+    fn share(&self) -> Arc<dyn Model + Send + Sync> {
+        Arc::new(self.clone())
     }
 }
 

@@ -206,49 +206,125 @@ impl Gate for Approvals<'_> {
         args: &Value,
         hook: Option<crate::hooks::Permission>,
     ) -> GateDecision {
-        use crate::hooks::Permission;
         let name = call.function.name.as_str();
-        let Some(tool) = tools.get(name) else {
+        let Some(j) = judge(self.policy, call, tools, args, hook) else {
             return GateDecision::Run; // unknown tools are answered by the registry
         };
-        let kind = tool.kind();
-        // File tools are judged by where the path really lands, `..` and links resolved.
-        let subject = tool.subject(args).map(|s| match kind {
-            ToolKind::Execute => s,
-            _ => tools
-                .sandbox()
-                .resolve(&s)
-                .map(|p| tools.sandbox().display(&p))
-                .unwrap_or(s),
-        });
-        // The project's settings and git's hooks decide what runs next time: writing there is
-        // asked every time, in every mode, whatever the rules allow.
-        let protected = kind == ToolKind::Write && subject.as_deref().is_some_and(is_protected);
-        let verdict = match (self.policy.check(name, kind, subject.as_deref()), hook) {
-            // A hook's "allow" spares the question a rule would ask; its "ask" asks where a rule
-            // would allow. Denials (rules, the blacklist) stand.
-            (Verdict::Ask, Some(Permission::Allow)) => Verdict::Allow,
-            (Verdict::Allow, Some(Permission::Ask)) => Verdict::Ask,
-            (verdict, _) => verdict,
-        };
-        match verdict {
-            Verdict::Allow | Verdict::Ask if protected => {
-                self.ask(call, tools, args, kind, subject.as_deref(), true)
+        match j.verdict {
+            Verdict::Allow | Verdict::Ask if j.protected => {
+                self.ask(call, tools, args, j.kind, j.subject.as_deref(), true)
             }
             Verdict::Allow => GateDecision::Run,
             Verdict::Deny(why) => {
                 self.refused(name, &why);
-                GateDecision::Refuse(format!(
-                    "Permission denied: {why}. The call was not run; do not retry it."
-                ))
+                denied(&why)
             }
             Verdict::Refuse(why) => {
                 self.refused(name, &why);
-                GateDecision::Refuse(format!("Refused: {why}. The call was not run."))
+                refused(&why)
             }
-            Verdict::Ask => self.ask(call, tools, args, kind, subject.as_deref(), false),
+            Verdict::Ask => self.ask(call, tools, args, j.kind, j.subject.as_deref(), false),
         }
     }
+
+    fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
+        Some(Box::new(Unattended {
+            policy: self.policy.clone(),
+        }))
+    }
+}
+
+/// The gate of work nobody watches (a subagent in the background): the same rules, sandbox and
+/// blacklist, but what would ask the user is refused with a reason for the model.
+pub struct Unattended {
+    pub policy: Policy,
+}
+
+impl Gate for Unattended {
+    fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
+        self.check_with_hook(call, tools, args, None)
+    }
+
+    fn check_with_hook(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        hook: Option<crate::hooks::Permission>,
+    ) -> GateDecision {
+        let name = call.function.name.as_str();
+        let Some(j) = judge(&self.policy, call, tools, args, hook) else {
+            return GateDecision::Run;
+        };
+        match j.verdict {
+            Verdict::Allow if !j.protected => GateDecision::Run,
+            Verdict::Allow | Verdict::Ask => GateDecision::Refuse(format!(
+                "Permission denied: `{name}` needs the user's approval, and a subagent working in \
+                 the background cannot ask. The call was not run; do without it, or say in your \
+                 answer what the user should allow."
+            )),
+            Verdict::Deny(why) => denied(&why),
+            Verdict::Refuse(why) => refused(&why),
+        }
+    }
+}
+
+fn denied(why: &str) -> GateDecision {
+    GateDecision::Refuse(format!(
+        "Permission denied: {why}. The call was not run; do not retry it."
+    ))
+}
+
+fn refused(why: &str) -> GateDecision {
+    GateDecision::Refuse(format!("Refused: {why}. The call was not run."))
+}
+
+/// What the rules, the hard limits and a hook say of a call, before anyone is asked.
+struct Judgement {
+    verdict: Verdict,
+    kind: ToolKind,
+    subject: Option<String>,
+    /// It writes where the next session's settings live: asked every time, whatever the rules.
+    protected: bool,
+}
+
+/// Judges a call; None for a tool the registry does not know (it answers those itself).
+fn judge(
+    policy: &Policy,
+    call: &ToolCall,
+    tools: &ToolRegistry,
+    args: &Value,
+    hook: Option<crate::hooks::Permission>,
+) -> Option<Judgement> {
+    use crate::hooks::Permission;
+    let name = call.function.name.as_str();
+    let tool = tools.get(name)?;
+    let kind = tool.kind();
+    // File tools are judged by where the path really lands, `..` and links resolved.
+    let subject = tool.subject(args).map(|s| match kind {
+        ToolKind::Execute => s,
+        _ => tools
+            .sandbox()
+            .resolve(&s)
+            .map(|p| tools.sandbox().display(&p))
+            .unwrap_or(s),
+    });
+    // The project's settings and git's hooks decide what runs next time: writing there is
+    // asked every time, in every mode, whatever the rules allow.
+    let protected = kind == ToolKind::Write && subject.as_deref().is_some_and(is_protected);
+    let verdict = match (policy.check(name, kind, subject.as_deref()), hook) {
+        // A hook's "allow" spares the question a rule would ask; its "ask" asks where a rule
+        // would allow. Denials (rules, the blacklist) stand.
+        (Verdict::Ask, Some(Permission::Allow)) => Verdict::Allow,
+        (Verdict::Allow, Some(Permission::Ask)) => Verdict::Ask,
+        (verdict, _) => verdict,
+    };
+    Some(Judgement {
+        verdict,
+        kind,
+        subject,
+        protected,
+    })
 }
 
 /// Whether a path relative to WORKDIR (already resolved) lies in `.new/` or `.git/`, or is the

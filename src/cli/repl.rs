@@ -615,6 +615,7 @@ impl App {
                 defs,
                 settings: config.subagent.clone(),
                 environment: prompt::environment(&workdir),
+                tasks: Default::default(),
             }
         });
         let (config_hooks, config_hooks_trusted) = (config.hooks.clone(), config.hooks_trusted);

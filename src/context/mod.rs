@@ -216,6 +216,14 @@ impl Context {
         }
     }
 
+    /// A fresh accounting for `model` on the same server (a subagent's): the same settings and
+    /// the window the server told, nothing learned yet.
+    pub fn for_model(&self, model: &str) -> Context {
+        let fresh = Context::new(self.settings.clone(), model);
+        fresh.state().server = self.state().server;
+        fresh
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

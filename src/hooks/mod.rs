@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -394,8 +394,9 @@ pub struct Hooks {
     trusted: bool,
     workdir: PathBuf,
     session: Mutex<(String, PathBuf)>,
-    counts: Mutex<BTreeMap<String, (u64, u64)>>,
-    fired_once: Mutex<std::collections::HashSet<String>>,
+    /// Shared with the copies made for subagents (one count, one `once` a program).
+    counts: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
+    fired_once: Arc<Mutex<std::collections::HashSet<String>>>,
     hidden_env: Vec<String>,
 }
 
@@ -422,9 +423,22 @@ impl Hooks {
             trusted,
             workdir: workdir.to_path_buf(),
             session: Mutex::new((String::new(), PathBuf::new())),
-            counts: Mutex::new(BTreeMap::new()),
-            fired_once: Mutex::new(Default::default()),
+            counts: Default::default(),
+            fired_once: Default::default(),
             hidden_env,
+        }
+    }
+
+    /// The same hooks for a subagent's thread: its own conversation, shared counts and `once`.
+    pub fn fork(&self) -> Hooks {
+        Hooks {
+            settings: self.settings.clone(),
+            trusted: self.trusted,
+            workdir: self.workdir.clone(),
+            session: Mutex::new(lock(&self.session).clone()),
+            counts: self.counts.clone(),
+            fired_once: self.fired_once.clone(),
+            hidden_env: self.hidden_env.clone(),
         }
     }
 

@@ -21,6 +21,7 @@ use super::{
 /// The API version this client speaks.
 pub const API_VERSION: &str = "2023-06-01";
 
+#[derive(Clone)]
 pub struct AnthropicClient {
     settings: ProviderSettings,
     http: super::LazyClient,

@@ -377,6 +377,9 @@ pub trait Model {
         request: &'a ChatRequest,
         on_event: &'a mut dyn FnMut(StreamEvent<'_>),
     ) -> ChatFuture<'a>;
+    /// The same model for another thread (a subagent's): same server, same settings, the
+    /// same connections where the client pools them.
+    fn share(&self) -> std::sync::Arc<dyn Model + Send + Sync>;
 }
 
 impl Model for Provider {
@@ -394,9 +397,14 @@ impl Model for Provider {
     ) -> ChatFuture<'a> {
         Box::pin(Provider::chat(self, request, on_event))
     }
+
+    fn share(&self) -> std::sync::Arc<dyn Model + Send + Sync> {
+        std::sync::Arc::new(self.clone())
+    }
 }
 
-/// A configured provider client.
+/// A configured provider client. Clones share the HTTP client (and its connections).
+#[derive(Clone)]
 pub enum Provider {
     OpenAi(openai::OpenAiClient),
     Anthropic(anthropic::AnthropicClient),
@@ -491,10 +499,11 @@ impl Provider {
 
 /// The HTTP client, built on first use: building it loads the system's root certificates, which
 /// start-up should not wait for. A plain-`http` base URL (a local server) gets no certificates at all.
+#[derive(Clone)]
 pub(crate) struct LazyClient {
     connect_timeout: Duration,
     plain_http: bool,
-    cell: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    cell: std::sync::Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>,
 }
 
 impl LazyClient {
@@ -502,7 +511,7 @@ impl LazyClient {
         LazyClient {
             connect_timeout: settings.connect_timeout,
             plain_http: settings.base_url.trim_start().starts_with("http://"),
-            cell: std::sync::OnceLock::new(),
+            cell: Default::default(),
         }
     }
 

@@ -14,6 +14,7 @@ use super::{
     StreamEvent, ToolCall, Usage, error_text, list_models, read_events, send_chat, unreadable,
 };
 
+#[derive(Clone)]
 pub struct OpenAiClient {
     settings: ProviderSettings,
     http: super::LazyClient,

@@ -230,6 +230,19 @@ impl ToolRegistry {
         }
     }
 
+    /// The same tools for a subagent, on a sandbox whose extra read roots are its own.
+    pub fn detached(&self) -> ToolRegistry {
+        ToolRegistry {
+            tools: self.tools.clone(),
+            ctx: ToolContext {
+                sandbox: self.ctx.sandbox.detached(),
+                ..self.ctx.clone()
+            },
+            mcp: self.mcp.clone(),
+            enabled: self.enabled.clone(),
+        }
+    }
+
     /// Whether the config's `tools` list lets a tool the loop itself offers (`agent`) be offered:
     /// a list that names built-in tools must name it too.
     pub fn allows(&self, name: &str) -> bool {

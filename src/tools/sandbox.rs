@@ -69,6 +69,21 @@ impl Sandbox {
         })
     }
 
+    /// A copy whose read-only extra roots are its own from now on (a subagent's: its results
+    /// folder is not its parent's).
+    pub fn detached(&self) -> Sandbox {
+        let roots = self
+            .read_roots
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Sandbox {
+            root: self.root.clone(),
+            read_roots: std::sync::Arc::new(std::sync::RwLock::new(roots)),
+            absolute: self.absolute,
+        }
+    }
+
     /// Sets the read-only extra roots (they need not exist yet).
     pub fn set_read_roots(&self, roots: Vec<PathBuf>) {
         *self.read_roots.write().unwrap_or_else(|e| e.into_inner()) = roots;

@@ -1,0 +1,357 @@
+//! The subagent tasks of this program: each runs on a thread of its own, in the foreground while
+//! its parent waits for it, else in the background. The table says where each stands (for
+//! `task_status` and `/tasks`), stops one or all, and hands a finished background task's answer to
+//! its parent's next turn.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::Gate;
+use crate::vocab::Usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Running,
+    /// It answered (also at its round limit).
+    Completed,
+    Failed,
+    /// Stopped by the user (Ctrl-C in the foreground, `/tasks stop`, the end of the program).
+    Stopped,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Running => "running",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Stopped => "stopped",
+        }
+    }
+}
+
+/// One task as `/tasks` and `task_status` see it.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    /// The subagent's conversation id.
+    pub id: String,
+    pub role: String,
+    /// The parent conversation's id.
+    pub parent: String,
+    pub task: String,
+    pub state: TaskState,
+    pub background: bool,
+    /// Its final answer (what it said so far when stopped).
+    pub answer: String,
+    pub error: Option<String>,
+    pub usage: Usage,
+    /// Messages in its conversation (system prompt aside), once it ended.
+    pub messages: usize,
+    /// Tool calls it made, and the line of the latest.
+    pub calls: usize,
+    pub last: Option<String>,
+    pub elapsed: Duration,
+}
+
+impl TaskView {
+    /// The line that ends its result: role, conversation, size, tokens (`/tree` reads it).
+    pub fn footer(&self) -> String {
+        let size = match self.state {
+            TaskState::Running => "in the background".to_string(),
+            _ => format!("{} messages", self.messages),
+        };
+        format!(
+            "(subagent {} · conversation {} · {size} · {} in, {} out)",
+            self.role, self.id, self.usage.input_tokens, self.usage.output_tokens
+        )
+    }
+
+    /// What `task_status` answers.
+    pub fn status(&self) -> Value {
+        json!({
+            "task_id": self.id,
+            "role": self.role,
+            "state": self.state.as_str(),
+            "final_text": (self.state != TaskState::Running).then_some(&self.answer),
+            "error": self.error,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
+            "tool_calls": self.calls,
+            "messages": self.messages,
+            "elapsed_seconds": self.elapsed.as_secs(),
+        })
+    }
+
+    /// The message a finished background task leaves in its parent's next turn.
+    pub fn delivery(&self) -> String {
+        let body = match (&self.error, self.state) {
+            (Some(e), _) => format!("It failed: {e}"),
+            (None, TaskState::Stopped) => {
+                format!("It was stopped; what it said so far:\n\n{}", self.answer)
+            }
+            _ => self.answer.clone(),
+        };
+        format!(
+            "[Background task {} ({}) {}]\n\n{}\n\n{}",
+            self.id,
+            self.role,
+            self.state.as_str(),
+            body.trim(),
+            self.footer()
+        )
+    }
+}
+
+/// What only the table and the task's thread hold.
+struct Task {
+    view: TaskView,
+    started: Instant,
+    ended: Option<Instant>,
+    /// Its answer went to the parent (a message, or `task_status` once it ended).
+    delivered: bool,
+    /// Tokens no turn of the parent has counted yet.
+    pending: Usage,
+    stop: watch::Sender<u64>,
+    /// Its parent waits for it (approvals are relayed); false once in the background.
+    attached: Arc<AtomicBool>,
+    /// How it decides alone once in the background.
+    fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>>,
+    finished: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The handles a task's thread and its waiting parent use.
+pub(super) struct Handles {
+    pub stop: watch::Receiver<u64>,
+    pub attached: Arc<AtomicBool>,
+    pub fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>>,
+}
+
+/// Every task of the program, shared by its copies.
+#[derive(Clone, Default)]
+pub struct Tasks(Arc<Mutex<Vec<Task>>>);
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tasks({})", self.lock().len())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Tasks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Task>> {
+        lock(&self.0)
+    }
+
+    /// Enters a task about to start; its thread is attached with [`Tasks::set_thread`].
+    pub(super) fn add(&self, id: &str, role: &str, parent: &str, task: &str) -> Handles {
+        let (stop_tx, stop) = watch::channel(0);
+        let attached = Arc::new(AtomicBool::new(true));
+        let fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>> = Default::default();
+        self.lock().push(Task {
+            view: TaskView {
+                id: id.to_string(),
+                role: role.to_string(),
+                parent: parent.to_string(),
+                task: task.to_string(),
+                state: TaskState::Running,
+                background: false,
+                answer: String::new(),
+                error: None,
+                usage: Usage::default(),
+                messages: 0,
+                calls: 0,
+                last: None,
+                elapsed: Duration::ZERO,
+            },
+            started: Instant::now(),
+            ended: None,
+            delivered: false,
+            pending: Usage::default(),
+            stop: stop_tx,
+            attached: attached.clone(),
+            fallback: fallback.clone(),
+            finished: watch::channel(false).0,
+            thread: None,
+        });
+        Handles {
+            stop,
+            attached,
+            fallback,
+        }
+    }
+
+    fn with<R>(&self, id: &str, f: impl FnOnce(&mut Task) -> R) -> Option<R> {
+        self.lock().iter_mut().find(|t| t.view.id == id).map(f)
+    }
+
+    pub(super) fn set_thread(&self, id: &str, thread: std::thread::JoinHandle<()>) {
+        self.with(id, |t| t.thread = Some(thread));
+    }
+
+    /// One tool call of the task: counted, and its line kept for `/tasks`.
+    pub(super) fn note_call(&self, id: &str, line: &str) {
+        self.with(id, |t| {
+            t.view.calls += 1;
+            t.view.last = Some(line.to_string());
+        });
+    }
+
+    pub(super) fn add_usage(&self, id: &str, usage: &Usage) {
+        self.with(id, |t| {
+            t.view.usage.add(usage);
+            t.pending.add(usage);
+        });
+    }
+
+    /// The task ended (its thread's last word).
+    pub(super) fn finish(
+        &self,
+        id: &str,
+        state: TaskState,
+        answer: String,
+        error: Option<String>,
+        messages: usize,
+    ) {
+        self.with(id, |t| {
+            t.view.state = state;
+            t.view.answer = answer;
+            t.view.error = error;
+            t.view.messages = messages;
+            t.ended = Some(Instant::now());
+            t.finished.send_replace(true);
+        });
+    }
+
+    /// Moves a task to the background: from now on it decides alone with `fallback`.
+    pub(super) fn detach(&self, id: &str, fallback: Option<Box<dyn Gate + Send>>) {
+        self.with(id, |t| {
+            *lock(&t.fallback) = fallback;
+            t.view.background = true;
+            t.attached.store(false, Ordering::SeqCst);
+        });
+    }
+
+    fn view(t: &Task) -> TaskView {
+        let mut view = t.view.clone();
+        view.elapsed = t.ended.unwrap_or_else(Instant::now) - t.started;
+        view
+    }
+
+    /// Every task, oldest first.
+    pub fn list(&self) -> Vec<TaskView> {
+        self.lock().iter().map(Self::view).collect()
+    }
+
+    /// The task whose id is `id` or starts with it (at least 4 characters, and only one).
+    pub fn find(&self, id: &str) -> Result<TaskView, String> {
+        let id = id.trim();
+        let tasks = self.lock();
+        if let Some(t) = tasks.iter().find(|t| t.view.id == id) {
+            return Ok(Self::view(t));
+        }
+        let matching: Vec<&Task> = tasks
+            .iter()
+            .filter(|t| id.len() >= 4 && t.view.id.starts_with(id))
+            .collect();
+        match matching.as_slice() {
+            [t] => Ok(Self::view(t)),
+            [] => Err(format!("no task `{id}`")),
+            _ => Err(format!(
+                "`{id}` names {} tasks; give more of the id",
+                matching.len()
+            )),
+        }
+    }
+
+    /// Asks a running task to stop (it keeps what it said). Returns its id.
+    pub fn stop(&self, id: &str) -> Result<String, String> {
+        let view = self.find(id)?;
+        if view.state != TaskState::Running {
+            return Err(format!(
+                "task {} has {} already",
+                view.id,
+                view.state.as_str()
+            ));
+        }
+        self.with(&view.id, |t| t.stop.send_modify(|n| *n += 1));
+        Ok(view.id)
+    }
+
+    /// Waits up to `wait` for a task to end; its view then.
+    pub async fn wait(&self, id: &str, wait: Duration) -> Option<TaskView> {
+        let mut finished = self.with(id, |t| t.finished.subscribe())?;
+        let _ = tokio::time::timeout(wait, finished.wait_for(|done| *done)).await;
+        self.find(id).ok()
+    }
+
+    /// Tokens of a task no turn of its parent has counted yet; counted from now on.
+    pub fn take_pending(&self, id: &str) -> Usage {
+        self.with(id, |t| std::mem::take(&mut t.pending))
+            .unwrap_or_default()
+    }
+
+    /// Marks a finished task's answer as given to its parent.
+    pub fn mark_delivered(&self, id: &str) {
+        self.with(id, |t| {
+            if t.view.state != TaskState::Running {
+                t.delivered = true;
+            }
+        });
+    }
+
+    /// The background tasks of conversation `parent` that ended and whose answer the parent has
+    /// not had; from now on it has.
+    pub fn take_finished(&self, parent: &str) -> Vec<TaskView> {
+        let mut tasks = self.lock();
+        tasks
+            .iter_mut()
+            .filter(|t| {
+                t.view.parent == parent
+                    && t.view.background
+                    && t.view.state != TaskState::Running
+                    && !t.delivered
+            })
+            .map(|t| {
+                t.delivered = true;
+                Self::view(t)
+            })
+            .collect()
+    }
+
+    /// Stops every running task and waits up to `patience` for their threads to store what they
+    /// have. Returns how many were running.
+    pub fn stop_all(&self, patience: Duration) -> usize {
+        let threads: Vec<std::thread::JoinHandle<()>> = {
+            let mut tasks = self.lock();
+            tasks
+                .iter_mut()
+                .filter(|t| t.view.state == TaskState::Running)
+                .filter_map(|t| {
+                    t.stop.send_modify(|n| *n += 1);
+                    t.thread.take()
+                })
+                .collect()
+        };
+        let n = threads.len();
+        let until = Instant::now() + patience;
+        for thread in threads {
+            while !thread.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+        n
+    }
+}
