@@ -115,6 +115,8 @@ struct Task {
     ended: Option<Instant>,
     /// Its answer went to the parent (a message, or `task_status` once it ended).
     delivered: bool,
+    /// The user was told it ended in the background.
+    noticed: bool,
     /// Tokens no turn of the parent has counted yet.
     pending: Usage,
     stop: watch::Sender<u64>,
@@ -176,6 +178,7 @@ impl Tasks {
             started: Instant::now(),
             ended: None,
             delivered: false,
+            noticed: false,
             pending: Usage::default(),
             stop: stop_tx,
             attached: attached.clone(),
@@ -323,6 +326,24 @@ impl Tasks {
             })
             .map(|t| {
                 t.delivered = true;
+                Self::view(t)
+            })
+            .collect()
+    }
+
+    /// The background tasks that ended since the user was last told; told from now on.
+    pub fn take_ended(&self) -> Vec<TaskView> {
+        let mut tasks = self.lock();
+        tasks
+            .iter_mut()
+            .filter(|t| {
+                t.view.background
+                    && t.view.state != TaskState::Running
+                    && !t.noticed
+                    && !t.delivered
+            })
+            .map(|t| {
+                t.noticed = true;
                 Self::view(t)
             })
             .collect()

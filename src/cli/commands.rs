@@ -34,6 +34,7 @@ pub enum CommandId {
     Mcp,
     Hooks,
     Agents,
+    Tasks,
     Help,
     Exit,
 }
@@ -250,6 +251,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/agents"],
         args: "",
         help: "help_agents",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Tasks,
+        names: &["/tasks"],
+        args: "[stop ID]",
+        help: "help_tasks",
         takes_conversation: false,
     },
     CommandSpec {

@@ -116,4 +116,80 @@ impl App {
             )));
         }
     }
+
+    /// `/tasks` (every subagent task of this program run) and `/tasks stop ID`.
+    pub(super) fn tasks_command(&mut self, args: &str) {
+        let Some(subagents) = self.subagents.as_ref() else {
+            return self.out.say(&self.tr("agents_off", &[]));
+        };
+        let words: Vec<&str> = args.split_whitespace().collect();
+        match words.as_slice() {
+            [] => {
+                let tasks = subagents.tasks.list();
+                if tasks.is_empty() {
+                    return self.out.say(&self.tr("tasks_none", &[]));
+                }
+                for t in tasks {
+                    let row = self.tr(
+                        "tasks_row",
+                        &[
+                            ("id", &t.id),
+                            ("role", &t.role),
+                            ("state", &t.state.as_str()),
+                            (
+                                "where",
+                                &if t.background {
+                                    self.tr("tasks_background", &[])
+                                } else {
+                                    String::new()
+                                },
+                            ),
+                            ("elapsed", &t.elapsed.as_secs()),
+                            ("calls", &t.calls),
+                            ("input", &t.usage.input_tokens),
+                            ("output", &t.usage.output_tokens),
+                            ("task", &super::tree_view::preview(&t.task, 60)),
+                        ],
+                    );
+                    self.out.say(&crate::tools::escape_controls(&row));
+                    if t.state == crate::agent::tasks::TaskState::Running
+                        && let Some(last) = &t.last
+                    {
+                        self.out.say(
+                            &self
+                                .out
+                                .dim(&format!("  {}", crate::tools::escape_controls(last))),
+                        );
+                    }
+                }
+            }
+            ["stop", id] => match subagents.tasks.stop(id) {
+                Ok(id) => self.out.say(&self.tr("tasks_stopping", &[("id", &id)])),
+                Err(e) => self.out.error(&crate::tools::escape_controls(&e)),
+            },
+            _ => self
+                .out
+                .error(&self.tr("tasks_usage", &[("args", &args.trim())])),
+        }
+    }
+
+    /// Says which background tasks ended since the last prompt, one line each.
+    pub(super) fn say_task_notes(&mut self) {
+        let Some(subagents) = self.subagents.as_ref() else {
+            return;
+        };
+        for t in subagents.tasks.take_ended() {
+            let line = self.tr(
+                "task_ended",
+                &[
+                    ("id", &t.id),
+                    ("role", &t.role),
+                    ("state", &t.state.as_str()),
+                    ("parent", &t.parent),
+                ],
+            );
+            self.out
+                .say(&self.out.dim(&crate::tools::escape_controls(&line)));
+        }
+    }
 }

@@ -690,8 +690,19 @@ impl App {
     fn leave(mut self) {
         self.fire_hooks(crate::hooks::Input::new("session_end"));
         self.fire_hooks(crate::hooks::Input::new("program_exit"));
-        // Reviews still running stop before they write anything.
+        // Reviews still running stop before they write anything; subagents still running stop
+        // and keep what they said.
         self.leaving.store(true, Ordering::SeqCst);
+        if let Some(subagents) = &self.subagents {
+            let n = subagents.tasks.stop_all(std::time::Duration::from_secs(5));
+            if n > 0 {
+                self.out.say(
+                    &self
+                        .out
+                        .dim(&self.tr("tasks_stopped_at_exit", &[("n", &n)])),
+                );
+            }
+        }
         // MCP servers are ended, not left behind.
         if let Some(mcp) = self.tools.mcp() {
             self.runtime.block_on(mcp.shutdown());
@@ -758,6 +769,7 @@ impl App {
     fn repl(&mut self) -> Result<()> {
         loop {
             self.say_memory_notes();
+            self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
             if let Some(mcp) = self.tools.mcp()
@@ -779,6 +791,7 @@ impl App {
                 ReadOutcome::Interrupted => continue, // Ctrl-C at the prompt clears the line
                 ReadOutcome::Eof => {
                     self.say_memory_notes();
+                    self.say_task_notes();
                     return Ok(());
                 }
             }
@@ -898,6 +911,7 @@ impl App {
             CommandId::Mcp => self.mcp_command(args),
             CommandId::Hooks => self.hooks_command(),
             CommandId::Agents => self.agents_command(),
+            CommandId::Tasks => self.tasks_command(args),
             CommandId::Restore => self.restore(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
@@ -961,6 +975,18 @@ impl App {
                 &[("reason", &crate::tools::escape_controls(&reason))],
             ));
             return None;
+        }
+        // Background subagents of this conversation that ended since its last turn: each
+        // answer is a message before the user's (and the user is told, once).
+        self.say_task_notes();
+        if let Some(subagents) = &self.subagents {
+            for task in subagents.tasks.take_finished(self.session.id()) {
+                observer.usage(&subagents.tasks.take_pending(&task.id));
+                if let Err(e) = self.session.add(Message::new(Role::User, task.delivery())) {
+                    self.out.error(&super::text::error(self.out.lang, &e));
+                    return None;
+                }
+            }
         }
         let mut extra = std::mem::take(&mut self.hook_context);
         extra.extend(hooked.context);

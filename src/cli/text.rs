@@ -963,6 +963,38 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "会话允许的所有工具",
     ),
     (
+        "help_tasks",
+        "the subagent tasks of this session: state, time, calls, tokens; `stop ID` stops one",
+        "本次会话的子代理任务：状态、用时、调用、令牌；`stop ID` 停止一个",
+    ),
+    ("tasks_none", "no subagent tasks yet", "还没有子代理任务"),
+    (
+        "tasks_row",
+        "{id} {role} · {state}{where} · {elapsed} s · {calls:tool call} · {input} in, {output} out · {task}",
+        "{id} {role} · {state}{where} · {elapsed} 秒 · {calls} 次工具调用 · 输入 {input}，输出 {output} · {task}",
+    ),
+    ("tasks_background", " (background)", "（后台）"),
+    (
+        "tasks_usage",
+        "/tasks takes nothing or `stop ID` (got `{args}`)",
+        "/tasks 不带参数，或 `stop ID`（收到 `{args}`）",
+    ),
+    (
+        "tasks_stopping",
+        "stopping task {id}; it keeps what it said",
+        "正在停止任务 {id}；已说的内容会保留",
+    ),
+    (
+        "task_ended",
+        "background task {id} ({role}) {state} · its answer goes with the next message in conversation {parent}",
+        "后台任务 {id}（{role}）{state} · 其答复将随对话 {parent} 的下一条消息送达",
+    ),
+    (
+        "tasks_stopped_at_exit",
+        "stopped {n:subagent task} still running",
+        "已停止 {n} 个仍在运行的子代理任务",
+    ),
+    (
         "agents_row",
         "{name} ({source}): {description} · tools: {tools}",
         "{name}（{source}）：{description} · 工具：{tools}",

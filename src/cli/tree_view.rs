@@ -289,7 +289,7 @@ pub fn format_line(line: &TreeLine, lang: Lang) -> String {
 pub fn describe(m: &Message, lang: Lang) -> String {
     let mut text = match subagent_footer(m) {
         // A subagent's answer: its role, its length and its conversation (`/switch ID`).
-        Some((role, id, n)) => format!("agent {role} → {n} messages · {id}"),
+        Some((role, id, size)) => format!("agent {role} → {size} · {id}"),
         None => preview(&m.content, PREVIEW_CHARS),
     };
     for call in m.calls() {
@@ -318,8 +318,9 @@ pub fn describe(m: &Message, lang: Lang) -> String {
     crate::tools::escape_controls(&super::text::tr(lang, key, &[("text", &text)]))
 }
 
-/// (role, conversation id, messages) of a tool result that ends with a subagent's footer
-/// (`(subagent explore · conversation a1b2c3d4 · 12 messages · …)`).
+/// (role, conversation id, size) of a tool result that ends with a subagent's footer
+/// (`(subagent explore · conversation a1b2c3d4 · 12 messages · …)`; the size of a task that went
+/// on in the background is `in the background`).
 fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
     if m.role != Role::Tool {
         return None;
@@ -329,8 +330,10 @@ fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
     let mut parts = inner.split(" · ");
     let role = parts.next()?;
     let id = parts.next()?.strip_prefix("conversation ")?;
-    let n = parts.next()?.strip_suffix(" messages")?;
-    Some((role, id, n))
+    let size = parts
+        .next()
+        .filter(|s| s.ends_with(" messages") || *s == "in the background")?;
+    Some((role, id, size))
 }
 
 /// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.

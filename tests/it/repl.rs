@@ -42,7 +42,8 @@ fn plain_answer_streams_is_stored_and_shows_usage() {
             "glob",
             "grep",
             "bash",
-            "agent"
+            "agent",
+            "task_status"
         ]
     );
     let msgs = role_contents(&server, 0);

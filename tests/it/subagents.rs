@@ -382,3 +382,340 @@ fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
         "{content}"
     );
 }
+
+/// `reply`'s chunks, each after the first only once the test adds a permit to `gate`.
+fn gated(reply: Reply, gate: &std::sync::Arc<tokio::sync::Semaphore>) -> Reply {
+    let Reply::Sse(chunks) = reply else {
+        panic!("an SSE reply")
+    };
+    Reply::Gated(chunks, gate.clone())
+}
+
+/// The subagent conversations beside `parent`'s (ids and parsed lines).
+fn subagent_files(env: &Env, parent_text: &str) -> Vec<(String, Vec<Value>)> {
+    env.conversation_files()
+        .into_iter()
+        .filter(|p| !std::fs::read_to_string(p).unwrap().contains(parent_text))
+        .map(|p| {
+            (
+                p.file_stem().unwrap().to_string_lossy().into_owned(),
+                read_lines(&p),
+            )
+        })
+        .collect()
+}
+
+/// The requests of the parent (not of built-in roles' subagents), in order.
+fn parent_requests(server: &Server) -> Vec<Value> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| !system_of(r).starts_with(SUBAGENT_START))
+        .collect()
+}
+
+/// The content of the last tool result in a request.
+fn last_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The task id in the result of a background `agent` call.
+fn task_id_in(body: &Value) -> String {
+    let result = last_result(body);
+    let after = result.split_once("as task ").expect("a task id").1;
+    after[..8].to_string()
+}
+
+/// Writes `text` to the child's stdin.
+fn type_in(child: &mut std::process::Child, text: &str) {
+    use std::io::Write;
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(text.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+}
+
+fn file_has(path: &std::path::Path, text: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|s| s.contains(text))
+}
+
+#[test]
+fn a_background_task_answers_at_the_parent_s_next_turn() {
+    let env = Env::new();
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "bg-1",
+            "agent",
+            r#"{"role":"explore","task":"Count the files.","background":true}"#,
+        )]),
+        // The parent asks where it stands (it is still working).
+        with(|body| {
+            let id = task_id_in(body);
+            tool_calls(&[("st-1", "task_status", &format!(r#"{{"task_id":"{id}"}}"#))])
+        }),
+        text(&["Started it."]),
+        // The next turn: the task's answer came before the user's message.
+        text(&["It found 3 files."]),
+    ]);
+    server.answer_subagents(vec![gated(text(&["There are ", "3 files."]), &release)]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "count the files in the background\n");
+    let parent_file = || {
+        env.conversation_files()
+            .into_iter()
+            .find(|p| file_has(p, "count the files in the background"))
+    };
+    assert!(
+        eventually(300, std::time::Duration::from_millis(20), || {
+            parent_file().is_some_and(|p| file_has(&p, "Started it."))
+        }),
+        "the parent's turn ended while its task works"
+    );
+    // The parent's turn did not wait: the subagent has asked once and is still answering.
+    let status = last_result(&parent_requests(&server)[2]);
+    assert!(status.contains(r#""state": "running""#), "{status}");
+    assert!(status.contains(r#""role": "explore""#), "{status}");
+    release.add_permits(8);
+    let parent = parent_file().unwrap();
+    let parent_id = parent.file_stem().unwrap().to_string_lossy().into_owned();
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || {
+            subagent_files(&env, "count the files in the background")
+                .iter()
+                .any(|(_, lines)| lines.iter().any(|l| l["content"] == "There are 3 files."))
+        }
+    ));
+    type_in(&mut child, "what did it find?\n/tasks\n/tree\n");
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let subs = subagent_files(&env, "count the files in the background");
+    assert_eq!(subs.len(), 1);
+    let (sub_id, sub_lines) = &subs[0];
+    assert_eq!(
+        sub_lines[0]["metadata"]["parent"]["conversation"],
+        parent_id.as_str()
+    );
+    assert_eq!(sub_lines[0]["metadata"]["parent"]["tool_call_id"], "bg-1");
+    // The next request carries the task's answer, then the user's message.
+    let last = parent_requests(&server).pop().unwrap();
+    let messages: Vec<(String, String)> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let n = messages.len();
+    assert_eq!(messages[n - 1], ("user".into(), "what did it find?".into()));
+    let (role, delivered) = &messages[n - 2];
+    assert_eq!(role, "user");
+    assert!(
+        delivered.starts_with(&format!(
+            "[Background task {sub_id} (explore) completed]\n\nThere are 3 files.\n\n(subagent explore · conversation {sub_id} · 2 messages · "
+        )),
+        "{delivered}"
+    );
+    // The user was told in one line; `/tasks` lists it; `/tree` marks the call.
+    assert!(
+        stdout.contains(&format!(
+            "background task {sub_id} (explore) completed · its answer goes with the next message in conversation {parent_id}"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{sub_id} explore · completed (background) · ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "tool: agent explore → in the background · {sub_id}"
+        )),
+        "{stdout}"
+    );
+    // Delivered once: a later turn would not carry it again (the table says delivered).
+    assert_eq!(
+        std::fs::read_to_string(&parent)
+            .unwrap()
+            .matches("[Background task ")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn the_foreground_wait_moves_a_task_to_the_background_where_nothing_asks() {
+    let env = Env::new();
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "fg-1",
+            "agent",
+            r#"{"role":"general-purpose","task":"Write the notes.","foreground_wait_seconds":0.3}"#,
+        )]),
+        text(&["It goes on in the background."]),
+    ]);
+    server.answer_subagents(vec![
+        // Its first answer arrives only after the parent stopped waiting.
+        gated(
+            tool_calls(&[("w1", "bash", r#"{"command":"touch notes.txt"}"#)]),
+            &release,
+        ),
+        text(&["I could not write the notes."]),
+    ]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "write the notes\n");
+    let parent_file = || {
+        env.conversation_files()
+            .into_iter()
+            .find(|p| file_has(p, "write the notes\""))
+    };
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { parent_file().is_some_and(|p| file_has(&p, "It goes on in the background.")) }
+    ));
+    let moved = last_result(&parent_requests(&server)[1]);
+    assert!(
+        moved.starts_with("The subagent `general-purpose` did not finish within 0 s and goes on in the background as task "),
+        "{moved}"
+    );
+    release.add_permits(8);
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || {
+            subagent_files(&env, "write the notes\"")
+                .iter()
+                .any(|(_, lines)| {
+                    lines
+                        .iter()
+                        .any(|l| l["content"] == "I could not write the notes.")
+                })
+        }
+    ));
+    type_in(&mut child, "/tasks\n");
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // In the background the write that would be asked was refused, with a reason, unasked.
+    let subs = subagent_files(&env, "write the notes\"");
+    let refused = subs[0].1.iter().find(|l| l["role"] == "tool").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("a subagent working in the background cannot ask"),
+        "{refused}"
+    );
+    assert!(!env.work().join("notes.txt").exists());
+    assert!(!stdout.contains("needs your approval"), "{stdout}");
+    assert!(
+        stdout.contains("general-purpose · completed (background) · "),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" · 1 tool call · "), "{stdout}");
+}
+
+#[test]
+fn tasks_stop_stops_one_and_the_end_of_the_program_stops_the_rest() {
+    let env = Env::new();
+    let stall = || {
+        Reply::SseStall(
+            vec![chunk_text("Working on "), chunk_text("it")],
+            std::time::Duration::from_secs(120),
+            vec!["[DONE]".into()],
+        )
+    };
+    let server = Server::start(vec![
+        tool_calls(&[
+            (
+                "a",
+                "agent",
+                r#"{"role":"explore","task":"First long job.","background":true}"#,
+            ),
+            (
+                "b",
+                "agent",
+                r#"{"role":"plan","task":"Second long job.","background":true}"#,
+            ),
+        ]),
+        text(&["Both started."]),
+    ]);
+    server.answer_subagents(vec![stall(), stall()]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "start two jobs\n");
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { server.requests().len() == 4 }
+    ));
+    let subs = subagent_files(&env, "start two jobs");
+    assert_eq!(subs.len(), 2);
+    let first = subs
+        .iter()
+        .find(|(_, lines)| lines[0]["metadata"]["agent"] == "explore")
+        .unwrap()
+        .0
+        .clone();
+    // By a unique start of its id, then (stopped already) by its id, then one that is not.
+    type_in(&mut child, &format!("/tasks stop {}\n", &first[..5]));
+    let first_file = env.data().join(format!("{first}.jsonl"));
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { file_has(&first_file, "\"interrupted\":true") }
+    ));
+    type_in(
+        &mut child,
+        &format!("/tasks stop {first}\n/tasks stop zz\n/tasks\n"),
+    );
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("stopping task {first}; it keeps what it said")),
+        "{stdout}"
+    );
+    assert!(
+        format!("{stdout}{stderr}").contains(&format!("task {first} has stopped already")),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        format!("{stdout}{stderr}").contains("no task `zz`"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("{first} explore · stopped (background)")),
+        "{stdout}"
+    );
+    // The other one was still working when input ended: stopped, keeping what it said.
+    assert!(
+        stdout.contains("stopped 1 subagent task still running"),
+        "{stdout}"
+    );
+    for (id, _) in subagent_files(&env, "start two jobs") {
+        let lines = read_lines(&env.data().join(format!("{id}.jsonl")));
+        let last = lines.last().unwrap();
+        assert_eq!(last["content"], "Working on it", "{lines:?}");
+        assert_eq!(last["interrupted"], true);
+    }
+}

@@ -51,6 +51,8 @@ pub fn with(make: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Reply {
 
 /// The system prompt of `new`'s summary requests starts so.
 pub const SUMMARIZER_START: &str = "You summarise a conversation";
+/// And that of the built-in roles' subagents.
+pub const SUBAGENT_START: &str = "You are a subagent";
 /// And that of its memory reviews.
 pub const REVIEWER_START: &str = "You maintain the memory of a coding assistant";
 
@@ -101,6 +103,9 @@ struct Shared {
     review: Mutex<Option<(String, Duration)>>,
     reviews: Mutex<Vec<Value>>,
     replies: Mutex<VecDeque<Reply>>,
+    /// Replies to the built-in roles' subagents (their system prompt starts with
+    /// [`SUBAGENT_START`]), kept apart when set: they run beside their parent.
+    subagent_replies: Mutex<Option<VecDeque<Reply>>>,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<HeaderMap>>,
 }
@@ -125,6 +130,7 @@ impl Server {
             review: Mutex::new(None),
             reviews: Mutex::new(Vec::new()),
             replies: Mutex::new(replies.into()),
+            subagent_replies: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             headers: Mutex::new(Vec::new()),
         });
@@ -160,6 +166,12 @@ impl Server {
     /// Answers every memory review with `text`, `after` a delay, outside the script.
     pub fn answer_reviews(&self, text: &str, after: Duration) {
         *self.shared.review.lock().unwrap() = Some((text.to_string(), after));
+    }
+
+    /// Answers the subagents of the built-in roles from `replies`, apart from the script (a
+    /// background subagent's requests come between its parent's).
+    pub fn answer_subagents(&self, replies: Vec<Reply>) {
+        *self.shared.subagent_replies.lock().unwrap() = Some(replies.into());
     }
 
     /// Every memory review request received so far.
@@ -198,7 +210,7 @@ impl Server {
 }
 
 /// The system prompt of a request body (either protocol).
-fn system_of(body: &Value) -> &str {
+pub fn system_of(body: &Value) -> &str {
     body["system"]
         .as_str()
         .or_else(|| body["system"][0]["text"].as_str())
@@ -277,7 +289,10 @@ async fn handle(
         } else {
             self::text(&[&text])
         }),
-        _ => shared.replies.lock().unwrap().pop_front(),
+        _ => match shared.subagent_replies.lock().unwrap().as_mut() {
+            Some(lane) if system_of(&value).starts_with(SUBAGENT_START) => lane.pop_front(),
+            _ => shared.replies.lock().unwrap().pop_front(),
+        },
     };
     if let Some(Reply::With(make)) = &reply {
         reply = Some((make.0)(&value));
