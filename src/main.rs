@@ -50,6 +50,9 @@ struct Args {
     /// Show answers as the model wrote them, without rendering their Markdown
     #[arg(long)]
     no_render: bool,
+    /// Work as the subagent role NAME (`/agents` lists them): its prompt, its tools, its model
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         resume: args.resume,
         trust_project: args.trust_project,
         no_render: args.no_render,
+        agent: args.agent,
         output_format: OutputFormat::parse(&args.output_format).unwrap_or_default(),
     })
 }

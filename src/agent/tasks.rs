@@ -135,9 +135,12 @@ pub(super) struct Handles {
     pub fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>>,
 }
 
+/// Told when a background task ends; true when it told the user (who then is not told again).
+pub type OnEnd = Arc<dyn Fn(&TaskView) -> bool + Send + Sync>;
+
 /// Every task of the program, shared by its copies.
 #[derive(Clone, Default)]
-pub struct Tasks(Arc<Mutex<Vec<Task>>>);
+pub struct Tasks(Arc<Mutex<Vec<Task>>>, Arc<Mutex<Option<OnEnd>>>);
 
 impl std::fmt::Debug for Tasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,6 +155,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Tasks {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Task>> {
         lock(&self.0)
+    }
+
+    /// Who is told, as soon as it happens, that a background task ended (the REPL, while it
+    /// waits at the prompt).
+    pub fn on_end(&self, tell: OnEnd) {
+        *lock(&self.1) = Some(tell);
     }
 
     /// Enters a task about to start; its thread is attached with [`Tasks::set_thread`].
@@ -225,14 +234,22 @@ impl Tasks {
         error: Option<String>,
         messages: usize,
     ) {
-        self.with(id, |t| {
+        let ended = self.with(id, |t| {
             t.view.state = state;
             t.view.answer = answer;
             t.view.error = error;
             t.view.messages = messages;
             t.ended = Some(Instant::now());
             t.finished.send_replace(true);
+            (t.view.background && !t.delivered).then(|| Self::view(t))
         });
+        // Told outside the table's lock (the listener may read the table).
+        let tell = lock(&self.1).clone();
+        if let (Some(Some(view)), Some(tell)) = (ended, tell)
+            && tell(&view)
+        {
+            self.with(id, |t| t.noticed = true);
+        }
     }
 
     /// Moves a task to the background: from now on it decides alone with `fallback`.

@@ -179,17 +179,42 @@ impl App {
             return;
         };
         for t in subagents.tasks.take_ended() {
-            let line = self.tr(
-                "task_ended",
-                &[
-                    ("id", &t.id),
-                    ("role", &t.role),
-                    ("state", &t.state.as_str()),
-                    ("parent", &t.parent),
-                ],
-            );
-            self.out
-                .say(&self.out.dim(&crate::tools::escape_controls(&line)));
+            self.out.say(&task_ended(&self.out, &t));
         }
     }
+
+    /// From now on, a background task that ends while the prompt waits is said at once, above
+    /// the prompt (on a terminal; otherwise at the next prompt).
+    pub(super) fn tell_tasks_at_the_prompt(&mut self) {
+        let Some(subagents) = self.subagents.as_ref() else {
+            return;
+        };
+        let Some(printer) = self.reader.external_printer() else {
+            return;
+        };
+        let printer = std::sync::Mutex::new(printer);
+        let (at_prompt, out) = (self.at_prompt.clone(), self.out);
+        subagents.tasks.on_end(std::sync::Arc::new(move |t| {
+            if !at_prompt.load(std::sync::atomic::Ordering::SeqCst) {
+                return false;
+            }
+            let mut printer = printer.lock().unwrap_or_else(|e| e.into_inner());
+            printer.print(format!("{}\n", task_ended(&out, t))).is_ok()
+        }));
+    }
+}
+
+/// The one line that says a background task ended.
+fn task_ended(out: &super::output::Output, t: &crate::agent::tasks::TaskView) -> String {
+    let line = super::text::tr(
+        out.lang,
+        "task_ended",
+        &[
+            ("id", &t.id),
+            ("role", &t.role),
+            ("state", &t.state.as_str()),
+            ("parent", &t.parent),
+        ],
+    );
+    out.dim(&crate::tools::escape_controls(&line))
 }

@@ -64,6 +64,18 @@ impl Reader {
         Reader::Piped(std::io::stdin().lock().lines())
     }
 
+    /// A way for other threads to print above the prompt while the line editor waits (None
+    /// without a terminal).
+    pub fn external_printer(&mut self) -> Option<Box<dyn rustyline::ExternalPrinter + Send>> {
+        match self {
+            Reader::Editor { editor, .. } => editor
+                .create_external_printer()
+                .ok()
+                .map(|p| Box::new(p) as Box<dyn rustyline::ExternalPrinter + Send>),
+            _ => None,
+        }
+    }
+
     pub fn is_piped(&self) -> bool {
         matches!(self, Reader::Piped(_))
     }

@@ -41,6 +41,8 @@ pub struct Launch {
     pub output_format: super::json_output::OutputFormat,
     /// Answers as the model wrote them (`--no-render`).
     pub no_render: bool,
+    /// Work as this subagent role (`--agent NAME`).
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,12 +93,16 @@ pub struct App {
     pub(super) memory: Option<crate::memory::MemoryStore>,
     pub(super) memory_notes: Arc<std::sync::Mutex<Vec<String>>>,
     pub(super) leaving: Arc<AtomicBool>,
+    /// The main prompt waits for input (what other threads print then goes above it).
+    pub(super) at_prompt: Arc<AtomicBool>,
     /// The user's hooks (None when there are none, or `hook.enabled` is false), and what
     /// `session_start` hooks said, added to the next message.
     pub(super) hooks: Option<crate::hooks::Hooks>,
     pub(super) hook_context: Vec<String>,
     /// Subagent roles (None when `subagent.enabled` is false).
     pub(super) subagents: Option<crate::agent::subagent::Subagents>,
+    /// The role the session works as (`--agent NAME`): its prompt and tools replace the usual.
+    pub(super) agent: Option<crate::agent::defs::Definition>,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
@@ -520,7 +526,7 @@ impl App {
             }
             (None, false) => None,
         };
-        let (session, report) = match resume {
+        let (mut session, report) = match resume {
             Some(id) => {
                 let (session, report) = ChatSession::open(store.clone(), &id, "")?;
                 (session, Some(report))
@@ -618,6 +624,38 @@ impl App {
                 tasks: Default::default(),
             }
         });
+        // `--agent NAME`: the session works as that role, with its model unless `--model` said.
+        let agent = match &launch.agent {
+            None => None,
+            Some(name) => {
+                let Some(subagents) = &subagents else {
+                    anyhow::bail!(
+                        "--agent {name}: subagents are off (`subagent.enabled` is false)"
+                    );
+                };
+                let Some(def) = subagents.defs.iter().find(|d| &d.name == name) else {
+                    let known: Vec<&str> = subagents.defs.iter().map(|d| d.name.as_str()).collect();
+                    anyhow::bail!(
+                        "--agent {name}: no such role; the roles are {}",
+                        known.join(", ")
+                    );
+                };
+                Some(def.clone())
+            }
+        };
+        let mut config = config;
+        let mut context = context;
+        if let Some(model) = agent.as_ref().and_then(|d| d.model.clone())
+            && launch.overrides.model.is_none()
+        {
+            config.model = model;
+            context = crate::context::Context::new(config.context.clone(), &config.model);
+        }
+        if let Some(def) = &agent
+            && report.is_none()
+        {
+            session.set_metadata(serde_json::json!({ "agent": def.name }));
+        }
         let (config_hooks, config_hooks_trusted) = (config.hooks.clone(), config.hooks_trusted);
         let (hooks_workdir, hooks_hidden) = (workdir.clone(), config.secret_vars.clone());
         let mut app = App {
@@ -651,6 +689,7 @@ impl App {
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
+            at_prompt: Default::default(),
             hooks: (!config_hooks.entries.is_empty()).then(|| {
                 crate::hooks::Hooks::new(
                     config_hooks.clone(),
@@ -661,6 +700,7 @@ impl App {
             }),
             hook_context: Vec::new(),
             subagents,
+            agent,
         };
         // The memory folders can be read by the read tools (never written).
         if let Some(m) = &app.memory {
@@ -668,6 +708,7 @@ impl App {
                 app.tools.sandbox().add_read_root(dir.to_path_buf());
             }
         }
+        app.tell_tasks_at_the_prompt();
         app.fire_hooks(crate::hooks::Input::new("program_start"));
         let started = app.fire_hooks(crate::hooks::Input::new("session_start"));
         app.hook_context.extend(started.context);
@@ -711,9 +752,15 @@ impl App {
         std::mem::forget(session);
     }
 
-    /// The tools the model is offered: the registry's and the loop's own (`agent`).
+    /// The tools the model is offered: the registry's and the loop's own (`agent`,
+    /// `task_status`), narrowed as a turn narrows them.
     pub(super) fn offered_tools(&self) -> Vec<crate::vocab::ToolSpec> {
-        crate::agent::subagent::Subagents::specs(self.subagents.as_ref(), &self.tools)
+        let mut specs =
+            crate::agent::subagent::Subagents::specs(self.subagents.as_ref(), &self.tools);
+        if let Some(allowed) = self.turn_tools() {
+            specs.retain(|t| allowed.contains(&t.name));
+        }
+        specs
     }
 
     /// Fires the hooks of `input.event` (when any follows it) and says their failures.
@@ -778,11 +825,10 @@ impl App {
                 mcp.start();
             }
             let prompt = self.prompt_text();
-            match self
-                .reader
-                .read(&prompt, "", true, &self.out)
-                .context("reading input")?
-            {
+            self.at_prompt.store(true, Ordering::SeqCst);
+            let read = self.reader.read(&prompt, "", true, &self.out);
+            self.at_prompt.store(false, Ordering::SeqCst);
+            match read.context("reading input")? {
                 ReadOutcome::Line(line) => {
                     if self.handle_line(&line) == Flow::Exit {
                         return Ok(());
@@ -847,7 +893,17 @@ impl App {
             }
         }
         self.skills = done.skills;
-        self.prompt_parts = done.parts;
+        self.prompt_parts = match &self.agent {
+            // A role's own context: its prompt and the environment, as a defined subagent's.
+            Some(def) => vec![
+                (format!("agent {}", def.name), def.prompt.clone()),
+                (
+                    "environment".to_string(),
+                    format!("\n\n{}", prompt::environment(&self.workdir)),
+                ),
+            ],
+            None => done.parts,
+        };
         self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.session.set_system_prompt(&self.system_prompt);
     }
@@ -1002,6 +1058,24 @@ impl App {
         Some(self.answer_with(observer))
     }
 
+    /// The only tools a turn may offer and run: those of the role the session works as
+    /// (`--agent`), narrowed by a running skill's `allowed-tools`; None: every tool.
+    pub(super) fn turn_tools(&self) -> Option<Vec<String>> {
+        let role = self
+            .agent
+            .as_ref()
+            .zip(self.subagents.as_ref())
+            .map(|(def, s)| {
+                crate::agent::defs::allowed_tools(def, &self.tools.names(), &s.settings)
+            });
+        match (role, &self.skill_tools) {
+            (Some(role), Some(skill)) => {
+                Some(role.into_iter().filter(|t| skill.contains(t)).collect())
+            }
+            (role, skill) => role.or_else(|| skill.clone()),
+        }
+    }
+
     /// Asks the server for its context window once, when neither the config nor the model's
     /// family says.
     pub(super) fn learn_server_window(&mut self) {
@@ -1031,13 +1105,14 @@ impl App {
 
     fn answer_with(&mut self, observer: &mut dyn crate::agent::Observer) -> TurnEnd {
         self.learn_server_window();
+        let allowed = self.turn_tools();
         let agent = Agent {
             provider: &self.provider,
             tools: &self.tools,
             model: self.config.model.clone(),
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
-            allowed_tools: self.skill_tools.as_deref(),
+            allowed_tools: allowed.as_deref(),
             checkpoints: self.checkpoints.as_ref(),
             hooks: self.hooks.as_ref(),
             subagents: self.subagents.as_ref(),

@@ -76,8 +76,8 @@ impl Store {
         self.index.list_recent(limit)
     }
 
-    /// Whether a conversation is a subagent's (its header names an `agent`, DESIGN §10). Reads
-    /// the first line only.
+    /// Whether a conversation is a subagent's (its header links it to a `parent`, DESIGN §10; a session
+    /// run with `--agent` names only its `agent`). Reads the first line only.
     pub fn is_subagent(&self, id: &str) -> bool {
         use std::io::BufRead;
         let Ok(file) = std::fs::File::open(self.path(id)) else {
@@ -90,7 +90,7 @@ impl Store {
         }
         serde_json::from_slice::<serde_json::Value>(&first)
             .ok()
-            .is_some_and(|h| h["metadata"].get("agent").is_some())
+            .is_some_and(|h| h["metadata"].get("parent").is_some())
     }
 
     pub fn dir(&self) -> &Path {

@@ -203,6 +203,49 @@ fn real_server_turn_completes_with_a_review_in_the_background_and_exit_does_not_
     }
 }
 
+/// The `explore` role run through `-p` against the real server: it answers with its own prompt
+/// and read tools only, and its conversation is stored under its role.
+#[test]
+fn real_server_runs_an_explore_subagent_through_p() {
+    let Some(url) = base_url() else { return };
+    let env = Env::new();
+    std::fs::write(env.work().join("notes.txt"), "the needle is here\n").unwrap();
+    let run = env.run(
+        &url,
+        &[
+            "--model",
+            "smollm2",
+            "--agent",
+            "explore",
+            "-p",
+            "Which file mentions the needle? Answer in one sentence.",
+        ],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (_, lines) = env.only_conversation();
+    assert_eq!(lines[0]["metadata"]["agent"], "explore");
+    let system = lines
+        .iter()
+        .find(|l| l["role"] == "system")
+        .expect("the system prompt");
+    assert!(
+        system["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are a subagent exploring a codebase"),
+        "{system}"
+    );
+    assert_eq!(lines.last().unwrap()["role"], "assistant", "{lines:?}");
+    // Whatever the model tried, nothing but the read tools ran: the folder is as it was.
+    let names: Vec<String> = std::fs::read_dir(env.work())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert_eq!(names, ["notes.txt"]);
+}
+
 /// The MCP project's reference servers, started by `../shared/tools/mcp-servers.sh` (set
 /// NEW_E2E_MCP to that script, and NEW_E2E_MCP_HTTP to the URL of `everything` over streamable
 /// HTTP): tools listed and called over stdio and HTTP, results of several kinds, an error result,

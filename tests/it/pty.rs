@@ -915,3 +915,33 @@ fn a_subagent_s_approval_is_asked_in_the_foreground_under_its_role() {
         results(&server, 2)
     );
 }
+
+#[test]
+fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
+    let env = Env::new();
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "b1",
+            "agent",
+            r#"{"role":"explore","task":"Look around.","background":true}"#,
+        )]),
+        text(&["Started."]),
+    ]);
+    let Reply::Sse(chunks) = text(&["Nothing ", "here."]) else {
+        unreachable!()
+    };
+    server.answer_subagents(vec![Reply::Gated(chunks, release.clone())]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("look around in the background\r");
+    pty.expect("Started.");
+    pty.expect("› ");
+    // Nothing typed: the line comes above the prompt once the task ends.
+    release.add_permits(8);
+    let shown = pty.expect("its answer goes with the next message");
+    assert!(shown.contains("(explore) completed"), "{shown:?}");
+    // Said once: not again when the answer goes with the next message.
+    pty.send("/tasks\r");
+    let shown = pty.expect("completed (background)");
+    assert!(!shown.contains("its answer goes"), "{shown:?}");
+}

@@ -719,3 +719,60 @@ fn tasks_stop_stops_one_and_the_end_of_the_program_stops_the_rest() {
         assert_eq!(last["interrupted"], true);
     }
 }
+
+#[test]
+fn a_session_works_as_a_role_with_agent() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join(".new/agents")).unwrap();
+    std::fs::write(
+        env.work().join(".new/agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews\ntools: [read_file, grep]\nmodel: tiny-model\n---\nYou review code.\n",
+    )
+    .unwrap();
+    let server = Server::start(vec![text(&["Nothing to see."]), text(&["Reviewed."])]);
+    let run = env.run(
+        &server.base_url,
+        &["--agent", "explore", "-p", "Find the needle."],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout.trim(), "Nothing to see.");
+    let requests = server.requests();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You are a subagent exploring a codebase"),
+        "{system}"
+    );
+    assert!(system.contains("Working folder:"), "{system}");
+    assert_eq!(
+        tool_names(&requests[0]),
+        ["read_file", "list_files", "glob", "grep"]
+    );
+    // Stored as the user's own conversation: named by its role, listed.
+    let (id, lines) = env.only_conversation();
+    assert_eq!(lines[0]["metadata"]["agent"], "explore");
+    assert!(lines[0]["metadata"].get("parent").is_none());
+    // A project role with its own model; `--model` would win over it.
+    let run = env.run(
+        &server.base_url,
+        &["--agent", "reviewer", "-p", "Review."],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests[1]["model"], "tiny-model");
+    assert_eq!(tool_names(&requests[1]), ["read_file", "grep"]);
+    let run = env.run(&server.base_url, &[], "/list\n");
+    assert!(run.stdout.contains(&id), "{run:?}");
+    assert!(!run.stdout.contains("not shown"), "{run:?}");
+    // An unknown role: said with the roles there are, nothing sent.
+    let run = env.run(&server.base_url, &["--agent", "nobody", "-p", "x"], "");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "--agent nobody: no such role; the roles are reviewer, explore, plan, general-purpose"
+        ),
+        "{run:?}"
+    );
+    assert_eq!(server.requests().len(), 2);
+}
