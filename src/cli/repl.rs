@@ -643,7 +643,6 @@ impl App {
                 Some(def.clone())
             }
         };
-        let mut config = config;
         let mut context = context;
         if let Some(model) = agent.as_ref().and_then(|d| d.model.clone())
             && launch.overrides.model.is_none()
