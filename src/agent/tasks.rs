@@ -393,3 +393,153 @@ impl Tasks {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(i: u64, o: u64) -> Usage {
+        Usage {
+            input_tokens: i,
+            output_tokens: o,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tasks_are_found_by_id_or_a_unique_start() {
+        let tasks = Tasks::default();
+        tasks.add("abcd1234", "explore", "p1", "one");
+        tasks.add("abcd9999", "plan", "p1", "two");
+        assert_eq!(tasks.find("abcd1234").unwrap().role, "explore");
+        assert_eq!(tasks.find(" abcd9 ").unwrap().role, "plan");
+        assert!(tasks.find("abcd").unwrap_err().contains("names 2 tasks"));
+        // Too short a start names nothing, even when one task starts so.
+        assert!(tasks.find("abc").unwrap_err().contains("no task `abc`"));
+        assert!(tasks.find("ffff").is_err());
+        assert_eq!(tasks.list().len(), 2);
+    }
+
+    #[test]
+    fn a_stopped_task_is_told_once_and_cannot_be_stopped_again() {
+        let tasks = Tasks::default();
+        let mut handles = tasks.add("abcd1234", "explore", "p1", "one");
+        assert_eq!(tasks.stop("abcd").unwrap(), "abcd1234");
+        assert!(handles.stop.has_changed().unwrap());
+        handles.stop.borrow_and_update();
+        tasks.finish("abcd1234", TaskState::Stopped, "so far".into(), None, 3);
+        assert!(
+            tasks
+                .stop("abcd1234")
+                .unwrap_err()
+                .contains("has stopped already")
+        );
+        assert!(!handles.stop.has_changed().unwrap());
+        let view = tasks.find("abcd1234").unwrap();
+        assert_eq!(view.state, TaskState::Stopped);
+        assert_eq!(view.messages, 3);
+        assert!(
+            view.delivery()
+                .contains("It was stopped; what it said so far:\n\nso far")
+        );
+    }
+
+    #[test]
+    fn only_ended_undelivered_background_tasks_of_the_parent_are_delivered() {
+        let tasks = Tasks::default();
+        for (id, parent) in [("aaaa0001", "p1"), ("aaaa0002", "p1"), ("aaaa0003", "p2")] {
+            tasks.add(id, "explore", parent, "t");
+            tasks.detach(id, None);
+        }
+        tasks.add("aaaa0004", "plan", "p1", "foreground");
+        tasks.add("aaaa0005", "plan", "p1", "running");
+        tasks.detach("aaaa0005", None);
+        for id in ["aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004"] {
+            tasks.finish(id, TaskState::Completed, format!("answer {id}"), None, 2);
+        }
+        // One was read with task_status already.
+        tasks.mark_delivered("aaaa0002");
+        let told: Vec<String> = tasks.take_ended().into_iter().map(|t| t.id).collect();
+        assert_eq!(told, ["aaaa0001", "aaaa0003"]);
+        assert!(tasks.take_ended().is_empty());
+        let delivered: Vec<String> = tasks
+            .take_finished("p1")
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(delivered, ["aaaa0001"]);
+        assert!(tasks.take_finished("p1").is_empty());
+        // A running task is not marked delivered by a look at it.
+        tasks.mark_delivered("aaaa0005");
+        tasks.finish(
+            "aaaa0005",
+            TaskState::Failed,
+            String::new(),
+            Some("boom".into()),
+            1,
+        );
+        let late = tasks.take_finished("p1");
+        assert_eq!(late.len(), 1);
+        assert!(late[0].delivery().starts_with("[Background task aaaa0005 (plan) failed]\n\nIt failed: boom\n\n(subagent plan · conversation aaaa0005 · 1 messages · "));
+    }
+
+    #[test]
+    fn tokens_are_counted_once() {
+        let tasks = Tasks::default();
+        tasks.add("abcd1234", "explore", "p1", "one");
+        tasks.add_usage("abcd1234", &usage(10, 2));
+        tasks.add_usage("abcd1234", &usage(5, 1));
+        assert_eq!(tasks.take_pending("abcd1234"), usage(15, 3));
+        assert_eq!(tasks.take_pending("abcd1234"), Usage::default());
+        tasks.add_usage("abcd1234", &usage(1, 1));
+        assert_eq!(tasks.take_pending("abcd1234"), usage(1, 1));
+        let view = tasks.find("abcd1234").unwrap();
+        assert_eq!(view.usage, usage(16, 4));
+        assert_eq!(view.status()["usage"]["input_tokens"], 16);
+        assert_eq!(view.status()["final_text"], Value::Null);
+        assert_eq!(view.status()["state"], "running");
+    }
+
+    #[test]
+    fn the_listener_is_told_of_background_tasks_only_and_its_word_counts() {
+        let tasks = Tasks::default();
+        let heard: Arc<Mutex<Vec<String>>> = Default::default();
+        let told = heard.clone();
+        tasks.on_end(Arc::new(move |t| {
+            told.lock().unwrap().push(t.id.clone());
+            t.id != "aaaa0002"
+        }));
+        tasks.add("aaaa0001", "explore", "p1", "t");
+        tasks.detach("aaaa0001", None);
+        tasks.add("aaaa0002", "explore", "p1", "t");
+        tasks.detach("aaaa0002", None);
+        tasks.add("aaaa0003", "explore", "p1", "foreground");
+        for id in ["aaaa0001", "aaaa0002", "aaaa0003"] {
+            tasks.finish(id, TaskState::Completed, String::new(), None, 2);
+        }
+        assert_eq!(*heard.lock().unwrap(), ["aaaa0001", "aaaa0002"]);
+        // The one it did not tell is said at the next prompt.
+        let left: Vec<String> = tasks.take_ended().into_iter().map(|t| t.id).collect();
+        assert_eq!(left, ["aaaa0002"]);
+    }
+
+    #[test]
+    fn stop_all_stops_the_running_and_waits_for_their_threads() {
+        let tasks = Tasks::default();
+        let handles = tasks.add("abcd1234", "explore", "p1", "one");
+        let mut stop = handles.stop;
+        let worker = tasks.clone();
+        let thread = std::thread::spawn(move || {
+            while !stop.has_changed().unwrap_or(true) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            worker.finish("abcd1234", TaskState::Stopped, "kept".into(), None, 2);
+        });
+        tasks.set_thread("abcd1234", thread);
+        tasks.add("abcd5678", "plan", "p1", "done");
+        tasks.finish("abcd5678", TaskState::Completed, String::new(), None, 2);
+        assert_eq!(tasks.stop_all(Duration::from_secs(5)), 1);
+        assert_eq!(tasks.find("abcd1234").unwrap().state, TaskState::Stopped);
+        assert_eq!(tasks.stop_all(Duration::from_secs(5)), 0);
+    }
+}

@@ -357,3 +357,154 @@ fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Permission;
+    use crate::tools::{Mode, Sandbox, ToolContext};
+
+    fn registry(dir: &std::path::Path) -> ToolRegistry {
+        ToolRegistry::builtin(
+            ToolContext {
+                sandbox: Sandbox::new(dir).unwrap(),
+                bash_timeout: std::time::Duration::from_secs(5),
+                hidden_env: Vec::new(),
+                skills: Default::default(),
+            },
+            &[],
+        )
+        .unwrap()
+    }
+
+    fn decide(
+        gate: &mut dyn Gate,
+        tools: &ToolRegistry,
+        name: &str,
+        args: serde_json::Value,
+        hook: Option<Permission>,
+    ) -> GateDecision {
+        let call = ToolCall::new("c1", name, args.to_string());
+        gate.check_with_hook(&call, tools, &args, hook)
+    }
+
+    fn unattended(mode: Mode, rules: Vec<Rule>) -> Unattended {
+        Unattended {
+            policy: Policy::new(mode, rules, vec![]).unwrap(),
+        }
+    }
+
+    const CANNOT_ASK: &str = "a subagent working in the background cannot ask";
+
+    #[test]
+    fn unattended_runs_what_the_rules_allow_and_refuses_what_would_be_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = registry(dir.path());
+        let mut gate = unattended(Mode::Default, vec![]);
+        let read = serde_json::json!({"filepath": "a.txt"});
+        let write = serde_json::json!({"filepath": "a.txt", "content": "x"});
+        let bash = serde_json::json!({"command": "ls"});
+        assert_eq!(
+            decide(&mut gate, &tools, "read_file", read.clone(), None),
+            GateDecision::Run
+        );
+        assert_eq!(
+            decide(&mut gate, &tools, "write_file", write.clone(), None),
+            GateDecision::Run
+        );
+        // `bash` is asked in the default mode: refused, with the reason.
+        assert!(matches!(
+            decide(&mut gate, &tools, "bash", bash.clone(), None),
+            GateDecision::Refuse(t) if t.contains(CANNOT_ASK) && t.contains("`bash`")
+        ));
+        // A hook's allow spares the question; its ask makes one where a rule would allow.
+        assert_eq!(
+            decide(&mut gate, &tools, "bash", bash, Some(Permission::Allow)),
+            GateDecision::Run
+        );
+        assert!(matches!(
+            decide(&mut gate, &tools, "write_file", write, Some(Permission::Ask)),
+            GateDecision::Refuse(t) if t.contains(CANNOT_ASK)
+        ));
+        // Strict mode asks for writes: refused too.
+        let mut strict = unattended(Mode::Strict, vec![]);
+        assert!(matches!(
+            decide(&mut strict, &tools, "write_file", serde_json::json!({"filepath": "b.txt", "content": "x"}), None),
+            GateDecision::Refuse(t) if t.contains(CANNOT_ASK)
+        ));
+        assert_eq!(
+            decide(&mut strict, &tools, "read_file", read, None),
+            GateDecision::Run
+        );
+        // A tool the registry does not know is answered by the registry.
+        assert_eq!(
+            decide(
+                &mut strict,
+                &tools,
+                "warp_drive",
+                serde_json::json!({}),
+                None
+            ),
+            GateDecision::Run
+        );
+    }
+
+    #[test]
+    fn unattended_keeps_denials_hard_limits_and_protected_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = registry(dir.path());
+        let deny = Rule {
+            tool: "write_file".into(),
+            pattern: Some("secret/**".into()),
+            action: Action::Deny,
+            reason: Some("not there".into()),
+        };
+        let mut gate = unattended(Mode::Permissive, vec![deny]);
+        // A rule's denial stands, even against a hook's allow, and says why.
+        assert!(matches!(
+            decide(&mut gate, &tools, "write_file", serde_json::json!({"filepath": "secret/k", "content": "x"}), Some(Permission::Allow)),
+            GateDecision::Refuse(t) if t.starts_with("Permission denied:") && t.contains("not there") && !t.contains(CANNOT_ASK)
+        ));
+        // The blacklist refuses whatever the mode.
+        assert!(matches!(
+            decide(&mut gate, &tools, "bash", serde_json::json!({"command": "rm -rf /"}), None),
+            GateDecision::Refuse(t) if t.starts_with("Refused:")
+        ));
+        // Writing where the next session's settings live is asked every time: never unattended,
+        // also through `..` (judged where the path lands).
+        for path in [
+            ".new/config.json",
+            "sub/../.git/hooks/pre-commit",
+            "AGENTS.md",
+        ] {
+            assert!(
+                matches!(
+                    decide(&mut gate, &tools, "write_file", serde_json::json!({"filepath": path, "content": "x"}), None),
+                    GateDecision::Refuse(t) if t.contains(CANNOT_ASK)
+                ),
+                "{path}"
+            );
+        }
+        // Permissive runs everything else, commands too.
+        assert_eq!(
+            decide(
+                &mut gate,
+                &tools,
+                "bash",
+                serde_json::json!({"command": "ls"}),
+                None
+            ),
+            GateDecision::Run
+        );
+        assert_eq!(
+            decide(
+                &mut gate,
+                &tools,
+                "write_file",
+                serde_json::json!({"filepath": "docs/AGENTS.md", "content": "x"}),
+                None
+            ),
+            GateDecision::Run
+        );
+    }
+}
