@@ -527,7 +527,7 @@ mod tests {
     fn stop_all_stops_the_running_and_waits_for_their_threads() {
         let tasks = Tasks::default();
         let handles = tasks.add("abcd1234", "explore", "p1", "one");
-        let mut stop = handles.stop;
+        let stop = handles.stop;
         let worker = tasks.clone();
         let thread = std::thread::spawn(move || {
             while !stop.has_changed().unwrap_or(true) {
