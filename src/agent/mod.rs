@@ -29,25 +29,16 @@ pub const INTERRUPTED_WHILE_RUNNING: &str =
 
 /// Decides whether a tool call may run: permissions, hard limits, and asking the user.
 pub trait Gate {
+    /// `hook`: a `pre_tool_use` hook's answer to the permission question, if one gave it:
+    /// `Allow` spares the user the question a rule would ask, `Ask` asks where a rule would
+    /// allow. A deny of a rule, the blacklist or the sandbox still wins.
     fn check(
         &mut self,
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &serde_json::Value,
+        hook: Option<crate::hooks::Permission>,
     ) -> GateDecision;
-
-    /// The same, with a `pre_tool_use` hook's answer to the permission question: `Allow` spares
-    /// the user the question a rule would ask, `Ask` asks where a rule would allow. A deny of a
-    /// rule, the blacklist or the sandbox still wins.
-    fn check_with_hook(
-        &mut self,
-        call: &ToolCall,
-        tools: &ToolRegistry,
-        args: &serde_json::Value,
-        _hook: Option<crate::hooks::Permission>,
-    ) -> GateDecision {
-        self.check(call, tools, args)
-    }
 
     /// Names who asks (a subagent's role) in the approval questions to come; None: the agent.
     fn set_label(&mut self, _label: Option<String>) {}
@@ -775,7 +766,7 @@ impl Agent<'_> {
                 "Blocked by a hook: {reason}. The call was not run."
             ));
         }
-        gate.check_with_hook(call, self.tools, args, outcome.permission)
+        gate.check(call, self.tools, args, outcome.permission)
     }
 
     /// Fires the hooks of `input.event` (when any follows it); failures are said on one line.

@@ -185,11 +185,7 @@ struct RelayGate {
 }
 
 impl Gate for RelayGate {
-    fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
-        self.check_with_hook(call, tools, args, None)
-    }
-
-    fn check_with_hook(
+    fn check(
         &mut self,
         call: &ToolCall,
         tools: &ToolRegistry,
@@ -213,7 +209,7 @@ impl Gate for RelayGate {
         }
         let mut fallback = self.fallback.lock().unwrap_or_else(|e| e.into_inner());
         match fallback.as_mut() {
-            Some(gate) => gate.check_with_hook(call, tools, args, hook),
+            Some(gate) => gate.check(call, tools, args, hook),
             None => GateDecision::Refuse(format!(
                 "`{}` was not run: a subagent in the background has no one to approve its calls.",
                 call.function.name
@@ -460,7 +456,7 @@ impl Agent<'_> {
                 up = from_task.recv() => match up {
                     Some(Up::Ask { call, args, hook, reply }) => {
                         gate.set_label(Some(def.name.clone()));
-                        let decision = gate.check_with_hook(&call, self.tools, &args, hook);
+                        let decision = gate.check(&call, self.tools, &args, hook);
                         gate.set_label(None);
                         let _ = reply.send(decision);
                     }

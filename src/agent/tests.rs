@@ -125,7 +125,13 @@ impl Observer for Recorder {
 struct AllowAll;
 
 impl Gate for AllowAll {
-    fn check(&mut self, _: &ToolCall, _: &ToolRegistry, _: &Value) -> GateDecision {
+    fn check(
+        &mut self,
+        _: &ToolCall,
+        _: &ToolRegistry,
+        _: &Value,
+        _: Option<crate::hooks::Permission>,
+    ) -> GateDecision {
         GateDecision::Run
     }
 }

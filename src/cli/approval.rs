@@ -195,11 +195,7 @@ impl Gate for Approvals<'_> {
         )
     }
 
-    fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
-        self.check_with_hook(call, tools, args, None)
-    }
-
-    fn check_with_hook(
+    fn check(
         &mut self,
         call: &ToolCall,
         tools: &ToolRegistry,
@@ -241,11 +237,7 @@ pub struct Unattended {
 }
 
 impl Gate for Unattended {
-    fn check(&mut self, call: &ToolCall, tools: &ToolRegistry, args: &Value) -> GateDecision {
-        self.check_with_hook(call, tools, args, None)
-    }
-
-    fn check_with_hook(
+    fn check(
         &mut self,
         call: &ToolCall,
         tools: &ToolRegistry,
@@ -385,7 +377,7 @@ mod tests {
         hook: Option<Permission>,
     ) -> GateDecision {
         let call = ToolCall::new("c1", name, args.to_string());
-        gate.check_with_hook(&call, tools, &args, hook)
+        gate.check(&call, tools, &args, hook)
     }
 
     fn unattended(mode: Mode, rules: Vec<Rule>) -> Unattended {

@@ -175,19 +175,7 @@ fork from the top\n";
         .iter()
         .position(|r| r.to_string().contains("\"four\""))
         .unwrap();
-    let roles_contents = |r: &Value| -> Vec<(String, String)> {
-        r["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m["role"].as_str().unwrap().to_string(),
-                    m["content"].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect()
-    };
+    let roles_contents = messages_of;
     let sent = roles_contents(&requests[after]);
     let contents: Vec<&str> = sent.iter().map(|(_, c)| c.as_str()).collect();
     assert_eq!(sent[0].0, "system");
@@ -254,7 +242,7 @@ fork from the top\n";
 #[test]
 fn a_big_tool_result_is_previewed_and_the_rest_read_from_its_file() {
     let saved_path = |request: &Value| -> String {
-        let results = results_of_last(request);
+        let results = last_result(request);
         let marker = "The whole result is in ";
         let at = results.find(marker).expect("a preview note") + marker.len();
         results[at..].split(':').next().unwrap().to_string()
@@ -294,7 +282,7 @@ fn a_big_tool_result_is_previewed_and_the_rest_read_from_its_file() {
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "{run:?}");
     // Sent: the start and a note; stored: the whole result.
-    let preview = results_of_last(&requests[1]);
+    let preview = last_result(&requests[1]);
     assert!(
         preview.starts_with("     1\tline 1 of the big file"),
         "{preview}"
@@ -307,10 +295,10 @@ fn a_big_tool_result_is_previewed_and_the_rest_read_from_its_file() {
         .unwrap();
     assert!(stored.contains("line 1800 of the big file"));
     // The model read lines of the rest from the saved file, outside WORKDIR.
-    let read = results_of_last(&requests[2]);
+    let read = last_result(&requests[2]);
     assert!(read.contains("1500\tline 1500 of the big file"), "{read}");
     // And could not write there.
-    let refused = results_of_last(&requests[3]);
+    let refused = last_result(&requests[3]);
     assert!(refused.contains("outside the working folder"), "{refused}");
     let path = saved_path(&requests[1]);
     assert!(
@@ -319,18 +307,6 @@ fn a_big_tool_result_is_previewed_and_the_rest_read_from_its_file() {
             .contains("line 1800")
     );
     assert!(path.starts_with(&env.data().to_string_lossy().to_string()));
-}
-
-/// The last tool result of a request.
-fn results_of_last(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .unwrap_or_default()
 }
 
 /// A summary line that names a message not above it is reported and ignored; the conversation

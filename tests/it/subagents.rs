@@ -414,20 +414,6 @@ fn parent_requests(server: &Server) -> Vec<Value> {
         .collect()
 }
 
-/// The content of the last tool result in a request.
-fn last_result(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// The task id in the result of a background `agent` call.
 fn task_id_in(body: &Value) -> String {
     let result = last_result(body);
@@ -511,17 +497,7 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
     assert_eq!(sub_lines[0]["metadata"]["parent"]["tool_call_id"], "bg-1");
     // The next request carries the task's answer, then the user's message.
     let last = parent_requests(&server).pop().unwrap();
-    let messages: Vec<(String, String)> = last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
+    let messages = messages_of(&last);
     let n = messages.len();
     assert_eq!(messages[n - 1], ("user".into(), "what did it find?".into()));
     let (role, delivered) = &messages[n - 2];

@@ -195,18 +195,35 @@ impl Server {
 
     /// The (role, content) pairs of request `n`.
     pub fn messages(&self, n: usize) -> Vec<(String, String)> {
-        self.requests()[n]["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m["role"].as_str().unwrap().to_string(),
-                    m["content"].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect()
+        messages_of(&self.requests()[n])
     }
+}
+
+/// The content of the last tool result in a request body (empty without one).
+pub fn last_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// The (role, content) pairs of a request body.
+pub fn messages_of(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
 }
 
 /// The system prompt of a request body (either protocol).
