@@ -261,6 +261,16 @@ impl Tasks {
         });
     }
 
+    /// Gives every running background task a new way to decide alone (the user changed the
+    /// permissions: a stricter mode holds for them too).
+    pub fn renew_fallbacks(&self, make: impl Fn() -> Box<dyn Gate + Send>) {
+        for t in self.lock().iter() {
+            if t.view.background && t.view.state == TaskState::Running {
+                *lock(&t.fallback) = Some(make());
+            }
+        }
+    }
+
     fn view(t: &Task) -> TaskView {
         let mut view = t.view.clone();
         view.elapsed = t.ended.unwrap_or_else(Instant::now) - t.started;

@@ -606,6 +606,15 @@ impl App {
                 );
             };
             self.policy.mode = mode;
+            // Background subagents decide by the new mode from their next call on.
+            if let Some(subagents) = &self.subagents {
+                let policy = self.policy.clone();
+                subagents.tasks.renew_fallbacks(|| {
+                    Box::new(super::approval::Unattended {
+                        policy: policy.clone(),
+                    })
+                });
+            }
         }
         let mode = self.policy.mode;
         let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();

@@ -154,7 +154,9 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     let run2 = env.run(
         &server2.base_url,
         &[],
-        &format!("/list\n/list all\n/switch {sub_conversation}\n/tree\n"),
+        &format!(
+            "/list\n/list all\n/switch {sub_conversation}\n/tree\n/switch {parent_id}\n/tree\n"
+        ),
     );
     let (listed, rest) = run2
         .stdout
@@ -168,6 +170,14 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     assert!(rest.contains("[1] user: Find the needle."), "{run2:?}");
     assert!(
         rest.contains("assistant: The needle is in a.txt:1."),
+        "{run2:?}"
+    );
+    // And back: the parent's tree, with the call's node.
+    let (_, back) = rest
+        .rsplit_once(&format!("{parent_id}"))
+        .expect("switched back");
+    assert!(
+        back.contains("tool: agent explore → 6 messages · "),
         "{run2:?}"
     );
     // `/agents`.
@@ -751,4 +761,75 @@ fn a_session_works_as_a_role_with_agent() {
         "{run:?}"
     );
     assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn a_stricter_mode_holds_for_tasks_already_in_the_background() {
+    let env = Env::new();
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "bg-1",
+            "agent",
+            r#"{"role":"general-purpose","task":"Write the notes.","background":true}"#,
+        )]),
+        text(&["Started."]),
+    ]);
+    server.answer_subagents(vec![
+        gated(
+            tool_calls(&[(
+                "w1",
+                "write_file",
+                r#"{"filepath":"notes.txt","content":"hello"}"#,
+            )]),
+            &release,
+        ),
+        text(&["Done."]),
+    ]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "write the notes\n");
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || {
+            env.conversation_files()
+                .iter()
+                .any(|p| file_has(p, "Started."))
+        }
+    ));
+    // Writes run unasked in the default mode; the user turns to strict before the task writes.
+    // (The title, stored after it, says when the mode changed.)
+    type_in(&mut child, "/permissions strict\n/title strict-now\n");
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || {
+            env.conversation_files()
+                .iter()
+                .any(|p| file_has(p, "strict-now"))
+        }
+    ));
+    release.add_permits(8);
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || {
+            subagent_files(&env, "write the notes\"")
+                .iter()
+                .any(|(_, lines)| lines.iter().any(|l| l["content"] == "Done."))
+        }
+    ));
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let subs = subagent_files(&env, "write the notes\"");
+    let refused = subs[0].1.iter().find(|l| l["role"] == "tool").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("a subagent working in the background cannot ask"),
+        "{refused}"
+    );
+    assert!(!env.work().join("notes.txt").exists());
 }
