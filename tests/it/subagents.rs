@@ -173,9 +173,7 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
         "{run2:?}"
     );
     // And back: the parent's tree, with the call's node.
-    let (_, back) = rest
-        .rsplit_once(parent_id.as_str())
-        .expect("switched back");
+    let (_, back) = rest.rsplit_once(parent_id.as_str()).expect("switched back");
     assert!(
         back.contains("tool: agent explore → 6 messages · "),
         "{run2:?}"
