@@ -318,8 +318,7 @@ fn a_subagent_s_requests_are_answered_by_the_real_server() {
     let parent = server
         .requests()
         .into_iter()
-        .filter(|r| !system_of(r).starts_with(SUBAGENT_START))
-        .last()
+        .rfind(|r| !system_of(r).starts_with(SUBAGENT_START))
         .unwrap();
     let result = last_result(&parent);
     eprintln!("the subagent answered: {result}");
