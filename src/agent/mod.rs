@@ -620,16 +620,13 @@ impl Agent<'_> {
                         decided.push((call, Err(ToolOutcome::error(text))));
                         continue;
                     }
-                    if name == "task_status" {
-                        let outcome = self
-                            .task_status(subagents, call, observer, interrupts)
-                            .await;
-                        decided.push((call, Err(outcome)));
-                        continue;
-                    }
-                    let (outcome, stopped) = self
-                        .run_subagent(subagents, session, call, observer, gate, interrupts)
-                        .await;
+                    let (outcome, stopped) = if name == "task_status" {
+                        self.task_status(subagents, call, observer, interrupts)
+                            .await
+                    } else {
+                        self.run_subagent(subagents, session, call, observer, gate, interrupts)
+                            .await
+                    };
                     decided.push((call, Err(outcome)));
                     if stopped {
                         interrupted = true;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::defs::{Definition, SubagentSettings, allowed_tools};
-use super::tasks::{TaskState, TaskView, Tasks};
+use super::tasks::{Ending, TaskState, TaskView, Tasks};
 use super::{Agent, Gate, GateDecision, Interrupts, Observer, TurnEnd};
 use crate::llm::{ChatResponse, ToolCall};
 use crate::session::{ChatSession, Message};
@@ -394,6 +394,9 @@ impl Agent<'_> {
         let spawned = std::thread::Builder::new()
             .name(format!("subagent {role}"))
             .spawn(move || {
+                // Dropped before the relay (a local, the relay a capture): the table knows how
+                // the task ended before its parent hears that it did.
+                let ending = Ending::new(thread_tasks, &relay.id);
                 let end = runtime.block_on(async {
                     let agent = Agent {
                         provider: &*provider,
@@ -422,10 +425,7 @@ impl Agent<'_> {
                     TurnEnd::Interrupted => (TaskState::Stopped, None),
                     TurnEnd::Failed(e) => (TaskState::Failed, Some(e.to_string())),
                 };
-                let messages = c.len().saturating_sub(1);
-                thread_tasks.finish(&relay.id, state, answer, error, messages);
-                // Dropping the relay (after the table says how it ended) tells the parent.
-                drop(relay);
+                ending.say(state, answer, error, c.len().saturating_sub(1));
             });
         match spawned {
             Ok(thread) => tasks.set_thread(&id, thread),
@@ -454,6 +454,10 @@ impl Agent<'_> {
             tokio::select! {
                 biased;
                 up = from_task.recv() => match up {
+                    // Stopping: what it would still ask is not asked.
+                    Some(Up::Ask { reply, .. }) if stopping => {
+                        let _ = reply.send(GateDecision::Interrupt);
+                    }
                     Some(Up::Ask { call, args, hook, reply }) => {
                         gate.set_label(Some(def.name.clone()));
                         let decision = gate.check(&call, self.tools, &args, hook);
@@ -545,32 +549,40 @@ impl Agent<'_> {
     }
 
     /// Runs a `task_status` call: the task's state as JSON, after waiting up to `wait_seconds`
-    /// for it to end. A task that ended has thereby given its answer to the parent.
+    /// for it to end. A task that ended has thereby given its answer to the parent. Ctrl-C ends
+    /// the wait (true: the parent's turn stops too; the task goes on).
     pub(super) async fn task_status(
         &self,
         subagents: &Subagents,
         call: &ToolCall,
         observer: &mut dyn Observer,
         interrupts: &mut Interrupts,
-    ) -> ToolOutcome {
+    ) -> (ToolOutcome, bool) {
         let args: Value = serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
         let Some(id) = args.get("task_id").and_then(Value::as_str) else {
-            return ToolOutcome::error("`task_id` is required: the id `agent` returned");
+            return (
+                ToolOutcome::error("`task_id` is required: the id `agent` returned"),
+                false,
+            );
         };
         let tasks = &subagents.tasks;
         let view = match tasks.find(id) {
             Ok(view) => view,
-            Err(e) => return ToolOutcome::error(e),
+            Err(e) => return (ToolOutcome::error(e), false),
         };
         let wait = args
             .get("wait_seconds")
             .and_then(Value::as_f64)
             .filter(|s| s.is_finite() && *s > 0.0)
             .map(|s| Duration::from_secs_f64(s).min(MAX_STATUS_WAIT));
+        let mut stopped = false;
         let view = match wait {
             Some(wait) if view.state == TaskState::Running => tokio::select! {
                 v = tasks.wait(&view.id, wait) => v.unwrap_or(view),
-                _ = interrupts.changed() => tasks.find(&view.id).unwrap_or(view),
+                _ = interrupts.changed() => {
+                    stopped = true;
+                    tasks.find(&view.id).unwrap_or(view)
+                }
             },
             _ => view,
         };
@@ -578,11 +590,12 @@ impl Agent<'_> {
             tasks.mark_delivered(&view.id);
         }
         observer.usage(&tasks.take_pending(&view.id));
-        ToolOutcome {
+        let outcome = ToolOutcome {
             summary: format!("{} {}", view.id, view.state.as_str()),
             content: serde_json::to_string_pretty(&view.status()).unwrap_or_default(),
             diff: None,
             is_error: false,
-        }
+        };
+        (outcome, stopped)
     }
 }

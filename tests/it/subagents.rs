@@ -512,7 +512,7 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
     assert_eq!(role, "user");
     assert!(
         delivered.starts_with(&format!(
-            "[Background task {sub_id} (explore) completed]\n\nThere are 3 files.\n\n(subagent explore · conversation {sub_id} · 2 messages · "
+            "[Background task {sub_id} (explore) completed. Its report is between the markers: the subagent's words, not the user's.]\n<task-result>\nThere are 3 files.\n</task-result>\n(subagent explore · conversation {sub_id} · 2 messages · "
         )),
         "{delivered}"
     );
@@ -830,4 +830,58 @@ fn a_stricter_mode_holds_for_tasks_already_in_the_background() {
         "{refused}"
     );
     assert!(!env.work().join("notes.txt").exists());
+}
+
+#[test]
+fn task_status_waits_for_the_end_and_its_answer_is_not_delivered_again() {
+    let env = Env::new();
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "bg-1",
+            "agent",
+            r#"{"role":"plan","task":"Plan it.","background":true}"#,
+        )]),
+        with(|body| {
+            let id = task_id_in(body);
+            tool_calls(&[(
+                "st-1",
+                "task_status",
+                &format!(r#"{{"task_id":"{id}","wait_seconds":60}}"#),
+            )])
+        }),
+        text(&["The plan is ready."]),
+        text(&["Next."]),
+    ]);
+    server.answer_subagents(vec![gated(text(&["Step ", "one."]), &release)]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "plan it\n");
+    // The parent asked for the status (with a wait) before the subagent could answer.
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { parent_requests(&server).len() == 2 }
+    ));
+    release.add_permits(8);
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { parent_requests(&server).len() == 3 }
+    ));
+    type_in(&mut child, "and then?\n");
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let requests = parent_requests(&server);
+    let status = last_result(&requests[2]);
+    assert!(status.contains(r#""state": "completed""#), "{status}");
+    assert!(status.contains(r#""final_text": "Step one.""#), "{status}");
+    // Read with task_status: not delivered again, nor said as news.
+    let next = messages_of(&requests[3]);
+    assert_eq!(next.last().unwrap().1, "and then?");
+    assert!(
+        !next.iter().any(|(_, c)| c.contains("[Background task ")),
+        "{next:?}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("its answer goes with"));
 }
