@@ -263,13 +263,26 @@ fn a_fork_starts_from_the_parent_s_branch_and_bad_calls_start_nothing() {
 fn subagents_off_removes_the_tool() {
     let env = Env::new();
     env.write_config(r#"{"retry_initial_ms": 5, "subagent": {"enabled": false}}"#);
-    let server = Server::start(vec![text(&["ok"])]);
-    let run = env.run(&server.base_url, &[], "hi\n/agents\n");
+    let server = Server::start(vec![
+        tool_calls(&[("t1", "task_status", r#"{"task_id":"abcd1234"}"#)]),
+        text(&["ok"]),
+    ]);
+    let run = env.run(&server.base_url, &[], "hi\n/agents\n/tasks\n");
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert!(!tool_names(&server.requests()[0]).contains(&"agent".to_string()));
+    // Neither tool is offered, nor run when asked for anyway.
+    let names = tool_names(&server.requests()[0]);
+    assert!(!names.contains(&"agent".to_string()), "{names:?}");
+    assert!(!names.contains(&"task_status".to_string()), "{names:?}");
+    let got = results(&server, 1);
     assert!(
+        got[0].starts_with("Error: unknown tool `task_status`"),
+        "{got:?}"
+    );
+    assert_eq!(
         run.stdout
-            .contains("subagents are off (`subagent.enabled` is false)"),
+            .matches("subagents are off (`subagent.enabled` is false)")
+            .count(),
+        2,
         "{run:?}"
     );
 }
