@@ -306,7 +306,10 @@ fn ended(view: &TaskView) -> (ToolOutcome, bool) {
 /// The result of a task that goes on in the background.
 fn backgrounded(view: &TaskView, waited: Option<Duration>) -> ToolOutcome {
     let how = match waited {
-        Some(w) => format!("did not finish within {} s and goes on", w.as_secs()),
+        Some(w) if w.subsec_millis() == 0 => {
+            format!("did not finish within {} s and goes on", w.as_secs())
+        }
+        Some(w) => format!("did not finish within {:.1} s and goes on", w.as_secs_f64()),
         None => "works".to_string(),
     };
     let summary = format!("{} → in the background · {}", view.role, view.id);

@@ -590,7 +590,7 @@ fn the_foreground_wait_moves_a_task_to_the_background_where_nothing_asks() {
     ));
     let moved = last_result(&parent_requests(&server)[1]);
     assert!(
-        moved.starts_with("The subagent `general-purpose` did not finish within 0 s and goes on in the background as task "),
+        moved.starts_with("The subagent `general-purpose` did not finish within 0.3 s and goes on in the background as task "),
         "{moved}"
     );
     release.add_permits(8);
