@@ -593,6 +593,51 @@ mod tests {
     }
 
     #[test]
+    fn calls_are_counted_with_the_latest_line() {
+        let tasks = Tasks::default();
+        tasks.add("abcd1234", "explore", "p1", "one");
+        assert_eq!(tasks.find("abcd1234").unwrap().last, None);
+        tasks.note_call("abcd1234", "explore ✓ grep: 2 matches");
+        tasks.note_call("abcd1234", "explore ✓ read_file: a.txt");
+        let view = tasks.find("abcd1234").unwrap();
+        assert_eq!(view.calls, 2);
+        assert_eq!(view.last.as_deref(), Some("explore ✓ read_file: a.txt"));
+        assert_eq!(view.status()["tool_calls"], 2);
+    }
+
+    /// A gate that refuses everything, to see which tasks got it.
+    struct Refuser;
+
+    impl Gate for Refuser {
+        fn check(
+            &mut self,
+            _: &crate::vocab::ToolCall,
+            _: &crate::tools::ToolRegistry,
+            _: &Value,
+            _: Option<crate::hooks::Permission>,
+        ) -> super::super::GateDecision {
+            super::super::GateDecision::Refuse("no".into())
+        }
+    }
+
+    #[test]
+    fn only_running_background_tasks_get_new_fallbacks() {
+        let tasks = Tasks::default();
+        let running = tasks.add("aaaa0001", "explore", "p1", "t");
+        tasks.detach("aaaa0001", None);
+        let ended = tasks.add("aaaa0002", "explore", "p1", "t");
+        tasks.detach("aaaa0002", None);
+        tasks.finish("aaaa0002", TaskState::Completed, String::new(), None, 2);
+        let foreground = tasks.add("aaaa0003", "explore", "p1", "t");
+        tasks.renew_fallbacks(|| Box::new(Refuser));
+        assert!(running.fallback.lock().unwrap().is_some());
+        assert!(ended.fallback.lock().unwrap().is_none());
+        assert!(foreground.fallback.lock().unwrap().is_none());
+        assert!(!running.attached.load(Ordering::SeqCst));
+        assert!(foreground.attached.load(Ordering::SeqCst));
+    }
+
+    #[test]
     fn tokens_are_counted_once() {
         let tasks = Tasks::default();
         tasks.add("abcd1234", "explore", "p1", "one");
