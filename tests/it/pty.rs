@@ -927,6 +927,11 @@ fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
             r#"{"role":"explore","task":"Look around.","background":true}"#,
         )]),
         text(&["Started."]),
+        Reply::SseStall(
+            vec![chunk_text("Meanwhile")],
+            Duration::from_secs(60),
+            vec![chunk_text("never")],
+        ),
     ]);
     let Reply::Sse(chunks) = text(&["Nothing ", "here."]) else {
         unreachable!()
@@ -935,6 +940,12 @@ fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
     let mut pty = start(&env, &server.base_url);
     pty.send("look around in the background\r");
     pty.expect("Started.");
+    pty.expect("› ");
+    // Ctrl-C stops the turn in the foreground, not the task in the background.
+    pty.send("meanwhile, another thing\r");
+    pty.expect("Meanwhile");
+    pty.send("\x03");
+    pty.expect("interrupted; what arrived is kept");
     pty.expect("› ");
     // Nothing typed: the line comes above the prompt once the task ends.
     release.add_permits(8);
