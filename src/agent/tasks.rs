@@ -637,6 +637,37 @@ mod tests {
         assert!(foreground.attached.load(Ordering::SeqCst));
     }
 
+    #[tokio::test]
+    async fn wait_returns_once_the_task_ends_or_the_time_is_up() {
+        let tasks = Tasks::default();
+        tasks.add("abcd1234", "explore", "p1", "one");
+        assert!(
+            tasks
+                .wait("ffff0000", Duration::from_secs(1))
+                .await
+                .is_none()
+        );
+        // Still running when the time is up.
+        let view = tasks
+            .wait("abcd1234", Duration::from_millis(20))
+            .await
+            .unwrap();
+        assert_eq!(view.state, TaskState::Running);
+        let worker = tasks.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            worker.finish("abcd1234", TaskState::Completed, "done".into(), None, 2);
+        });
+        let view = tasks
+            .wait("abcd1234", Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(
+            (view.state, view.answer.as_str()),
+            (TaskState::Completed, "done")
+        );
+    }
+
     #[test]
     fn tokens_are_counted_once() {
         let tasks = Tasks::default();
