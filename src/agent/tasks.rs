@@ -669,6 +669,21 @@ mod tests {
     }
 
     #[test]
+    fn stop_all_does_not_wait_past_its_patience_for_a_thread_that_will_not_end() {
+        let tasks = Tasks::default();
+        tasks.add("abcd1234", "explore", "p1", "stuck");
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = stuck.recv();
+        });
+        tasks.set_thread("abcd1234", thread);
+        // Returns (it would hang otherwise) with the thread still running.
+        assert_eq!(tasks.stop_all(Duration::from_millis(30)), 1);
+        assert_eq!(tasks.find("abcd1234").unwrap().state, TaskState::Running);
+        release.send(()).unwrap();
+    }
+
+    #[test]
     fn tokens_are_counted_once() {
         let tasks = Tasks::default();
         tasks.add("abcd1234", "explore", "p1", "one");
