@@ -733,6 +733,8 @@ mod tests {
             while !stop.has_changed().unwrap_or(true) {
                 std::thread::sleep(Duration::from_millis(5));
             }
+            // Storing what it said takes a while: stop_all waits for it.
+            std::thread::sleep(Duration::from_millis(100));
             worker.finish("abcd1234", TaskState::Stopped, "kept".into(), None, 2);
         });
         tasks.set_thread("abcd1234", thread);
