@@ -435,6 +435,29 @@ fn parent_requests(server: &Server) -> Vec<Value> {
         .collect()
 }
 
+/// Whether a subagent conversation beside the parent's (which holds `parent_text`) has a message
+/// with exactly `content`.
+fn a_subagent_said(env: &Env, parent_text: &str, content: &str) -> bool {
+    subagent_files(env, parent_text)
+        .iter()
+        .any(|(_, lines)| lines.iter().any(|l| l["content"] == content))
+}
+
+/// Checks that the only subagent's first call was refused unasked in the background, and that
+/// `notes.txt` was not written.
+fn assert_refused_in_the_background(env: &Env, parent_text: &str) {
+    let subs = subagent_files(env, parent_text);
+    let refused = subs[0].1.iter().find(|l| l["role"] == "tool").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("a subagent working in the background cannot ask"),
+        "{refused}"
+    );
+    assert!(!env.work().join("notes.txt").exists());
+}
+
 /// The task id in the result of a background `agent` call.
 fn task_id_in(body: &Value) -> String {
     let result = last_result(body);
@@ -497,11 +520,11 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
     assert!(eventually(
         300,
         std::time::Duration::from_millis(20),
-        || {
-            subagent_files(&env, "count the files in the background")
-                .iter()
-                .any(|(_, lines)| lines.iter().any(|l| l["content"] == "There are 3 files."))
-        }
+        || a_subagent_said(
+            &env,
+            "count the files in the background",
+            "There are 3 files."
+        )
     ));
     type_in(&mut child, "what did it find?\n/tasks\n/tree\n");
     drop(child.stdin.take());
@@ -597,31 +620,14 @@ fn the_foreground_wait_moves_a_task_to_the_background_where_nothing_asks() {
     assert!(eventually(
         300,
         std::time::Duration::from_millis(20),
-        || {
-            subagent_files(&env, "write the notes\"")
-                .iter()
-                .any(|(_, lines)| {
-                    lines
-                        .iter()
-                        .any(|l| l["content"] == "I could not write the notes.")
-                })
-        }
+        || a_subagent_said(&env, "write the notes\"", "I could not write the notes.")
     ));
     type_in(&mut child, "/tasks\n");
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     // In the background the write that would be asked was refused, with a reason, unasked.
-    let subs = subagent_files(&env, "write the notes\"");
-    let refused = subs[0].1.iter().find(|l| l["role"] == "tool").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        refused.contains("a subagent working in the background cannot ask"),
-        "{refused}"
-    );
-    assert!(!env.work().join("notes.txt").exists());
+    assert_refused_in_the_background(&env, "write the notes\"");
     assert!(!stdout.contains("needs your approval"), "{stdout}");
     assert!(
         stdout.contains("general-purpose · completed (background) · "),
@@ -824,25 +830,12 @@ fn a_stricter_mode_holds_for_tasks_already_in_the_background() {
     assert!(eventually(
         300,
         std::time::Duration::from_millis(20),
-        || {
-            subagent_files(&env, "write the notes\"")
-                .iter()
-                .any(|(_, lines)| lines.iter().any(|l| l["content"] == "Done."))
-        }
+        || a_subagent_said(&env, "write the notes\"", "Done.")
     ));
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
-    let subs = subagent_files(&env, "write the notes\"");
-    let refused = subs[0].1.iter().find(|l| l["role"] == "tool").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        refused.contains("a subagent working in the background cannot ask"),
-        "{refused}"
-    );
-    assert!(!env.work().join("notes.txt").exists());
+    assert_refused_in_the_background(&env, "write the notes\"");
 }
 
 #[test]
