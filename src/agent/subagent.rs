@@ -55,6 +55,18 @@ impl Subagents {
         specs
     }
 
+    /// The system prompt of a role's fresh context, in its parts (a defined subagent's, and
+    /// a session's run with `--agent`): the role's prompt, then the environment.
+    pub fn fresh_context(&self, def: &Definition) -> Vec<(String, String)> {
+        vec![
+            (format!("agent {}", def.name), def.prompt.clone()),
+            (
+                "environment".to_string(),
+                format!("\n\n{}", self.environment),
+            ),
+        ]
+    }
+
     /// The `agent` tool as the model sees it.
     pub fn spec(&self) -> ToolSpec {
         let roles: String = self
@@ -512,7 +524,11 @@ impl Agent<'_> {
                 .map(|m| m.content.clone())
                 .unwrap_or_default()
         } else {
-            format!("{}\n\n{}", start.def.prompt, subagents.environment)
+            subagents
+                .fresh_context(start.def)
+                .into_iter()
+                .map(|(_, text)| text)
+                .collect()
         };
         // The answer that asked for this call (earlier calls of it may have their results
         // stored already).

@@ -44,6 +44,7 @@ pub struct TaskView {
     pub parent: String,
     pub task: String,
     pub state: TaskState,
+    /// It went to the background (filled in from the table when the view is taken).
     pub background: bool,
     /// Its final answer (what it said so far when stopped).
     pub answer: String,
@@ -130,6 +131,13 @@ struct Task {
     fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>>,
     finished: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Task {
+    /// Whether it went to the background (its parent no longer waits for it).
+    fn background(&self) -> bool {
+        !self.attached.load(Ordering::SeqCst)
+    }
 }
 
 /// The handles a task's thread and its waiting parent use.
@@ -288,7 +296,7 @@ impl Tasks {
             t.view.messages = messages;
             t.ended = Some(Instant::now());
             t.finished.send_replace(true);
-            (t.view.background && !t.delivered).then(|| Self::view(t))
+            (t.background() && !t.delivered).then(|| Self::view(t))
         });
         // Told outside the table's lock (the listener may read the table).
         let tell = lock(&self.1).clone();
@@ -303,7 +311,6 @@ impl Tasks {
     pub(super) fn detach(&self, id: &str, fallback: Option<Box<dyn Gate + Send>>) {
         self.with(id, |t| {
             *lock(&t.fallback) = fallback;
-            t.view.background = true;
             t.attached.store(false, Ordering::SeqCst);
         });
     }
@@ -312,7 +319,7 @@ impl Tasks {
     /// permissions: a stricter mode holds for them too).
     pub fn renew_fallbacks(&self, make: impl Fn() -> Box<dyn Gate + Send>) {
         for t in self.lock().iter() {
-            if t.view.background && t.view.state == TaskState::Running {
+            if t.background() && t.view.state == TaskState::Running {
                 *lock(&t.fallback) = Some(make());
             }
         }
@@ -320,6 +327,7 @@ impl Tasks {
 
     fn view(t: &Task) -> TaskView {
         let mut view = t.view.clone();
+        view.background = t.background();
         view.elapsed = t.ended.unwrap_or_else(Instant::now) - t.started;
         view
     }
@@ -394,7 +402,7 @@ impl Tasks {
             .iter_mut()
             .filter(|t| {
                 t.view.parent == parent
-                    && t.view.background
+                    && t.background()
                     && t.view.state != TaskState::Running
                     && !t.delivered
             })
@@ -411,10 +419,7 @@ impl Tasks {
         tasks
             .iter_mut()
             .filter(|t| {
-                t.view.background
-                    && t.view.state != TaskState::Running
-                    && !t.noticed
-                    && !t.delivered
+                t.background() && t.view.state != TaskState::Running && !t.noticed && !t.delivered
             })
             .map(|t| {
                 t.noticed = true;

@@ -224,9 +224,7 @@ impl Gate for Approvals<'_> {
     }
 
     fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
-        Some(Box::new(Unattended {
-            policy: self.policy.clone(),
-        }))
+        Some(Unattended::boxed(self.policy))
     }
 }
 
@@ -234,6 +232,15 @@ impl Gate for Approvals<'_> {
 /// blacklist, but what would ask the user is refused with a reason for the model.
 pub struct Unattended {
     pub policy: Policy,
+}
+
+impl Unattended {
+    /// One deciding by (a copy of) `policy` as it is now.
+    pub fn boxed(policy: &Policy) -> Box<dyn Gate + Send> {
+        Box::new(Unattended {
+            policy: policy.clone(),
+        })
+    }
 }
 
 impl Gate for Unattended {

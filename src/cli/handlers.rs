@@ -608,12 +608,9 @@ impl App {
             self.policy.mode = mode;
             // Background subagents decide by the new mode from their next call on.
             if let Some(subagents) = &self.subagents {
-                let policy = self.policy.clone();
-                subagents.tasks.renew_fallbacks(|| {
-                    Box::new(super::approval::Unattended {
-                        policy: policy.clone(),
-                    })
-                });
+                subagents
+                    .tasks
+                    .renew_fallbacks(|| super::approval::Unattended::boxed(&self.policy));
             }
         }
         let mode = self.policy.mode;

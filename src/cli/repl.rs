@@ -596,7 +596,6 @@ impl App {
             }
         });
 
-        let context = crate::context::Context::new(config.context.clone(), &config.model);
         let checkpoints = config.checkpoints.enabled.then(|| {
             let c = crate::checkpoint::Checkpoints::new(
                 store.dir(),
@@ -643,13 +642,12 @@ impl App {
                 Some(def.clone())
             }
         };
-        let mut context = context;
         if let Some(model) = agent.as_ref().and_then(|d| d.model.clone())
             && launch.overrides.model.is_none()
         {
             config.model = model;
-            context = crate::context::Context::new(config.context.clone(), &config.model);
         }
+        let context = crate::context::Context::new(config.context.clone(), &config.model);
         if let Some(def) = &agent
             && report.is_none()
         {
@@ -892,16 +890,10 @@ impl App {
             }
         }
         self.skills = done.skills;
-        self.prompt_parts = match &self.agent {
-            // A role's own context: its prompt and the environment, as a defined subagent's.
-            Some(def) => vec![
-                (format!("agent {}", def.name), def.prompt.clone()),
-                (
-                    "environment".to_string(),
-                    format!("\n\n{}", prompt::environment(&self.workdir)),
-                ),
-            ],
-            None => done.parts,
+        self.prompt_parts = match (&self.agent, &self.subagents) {
+            // A role's own context, as a defined subagent's.
+            (Some(def), Some(subagents)) => subagents.fresh_context(def),
+            _ => done.parts,
         };
         self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.session.set_system_prompt(&self.system_prompt);
