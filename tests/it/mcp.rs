@@ -436,17 +436,8 @@ fn a_server_that_hangs_fails_after_the_handshake_timeout_and_the_turn_goes_on() 
         "{run:?}"
     );
     assert!(
-        !tool_names_of(&server.requests()[0])
+        !tool_names(&server.requests()[0])
             .iter()
             .any(|t| t.starts_with("mcp__"))
     );
-}
-
-fn tool_names_of(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect()
 }

@@ -31,17 +31,6 @@ fn system_prompt(request: &Value) -> String {
         .to_string()
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     let env = Env::new();

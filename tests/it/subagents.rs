@@ -14,15 +14,6 @@ fn others(env: &Env, parent: &str) -> Vec<Vec<Value>> {
         .collect()
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     let env = Env::new();

@@ -211,6 +211,16 @@ pub fn last_result(request: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// The names of the tools a request body offers.
+pub fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The (role, content) pairs of a request body.
 pub fn messages_of(request: &Value) -> Vec<(String, String)> {
     request["messages"]
