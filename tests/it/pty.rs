@@ -933,10 +933,7 @@ fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
             vec![chunk_text("never")],
         ),
     ]);
-    let Reply::Sse(chunks) = text(&["Nothing ", "here."]) else {
-        unreachable!()
-    };
-    server.answer_subagents(vec![Reply::Gated(chunks, release.clone())]);
+    server.answer_subagents(vec![gated(text(&["Nothing ", "here."]), &release)]);
     let mut pty = start(&env, &server.base_url);
     pty.send("look around in the background\r");
     pty.expect("Started.");

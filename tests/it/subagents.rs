@@ -395,14 +395,6 @@ fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
     );
 }
 
-/// `reply`'s chunks, each after the first only once the test adds a permit to `gate`.
-fn gated(reply: Reply, gate: &std::sync::Arc<tokio::sync::Semaphore>) -> Reply {
-    let Reply::Sse(chunks) = reply else {
-        panic!("an SSE reply")
-    };
-    Reply::Gated(chunks, gate.clone())
-}
-
 /// The subagent conversations beside `parent`'s (ids and parsed lines).
 fn subagent_files(env: &Env, parent_text: &str) -> Vec<(String, Vec<Value>)> {
     env.conversation_files()

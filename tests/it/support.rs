@@ -68,6 +68,14 @@ pub fn chunk_usage(input: u64, output: u64) -> String {
     json!({"id":"x","choices":[],"usage":{"prompt_tokens":input,"completion_tokens":output,"total_tokens":input+output}}).to_string()
 }
 
+/// `reply`'s chunks, each after the first only once the test adds a permit to `gate`.
+pub fn gated(reply: Reply, gate: &std::sync::Arc<tokio::sync::Semaphore>) -> Reply {
+    let Reply::Sse(chunks) = reply else {
+        panic!("an SSE reply")
+    };
+    Reply::Gated(chunks, gate.clone())
+}
+
 /// A plain answer streamed in the given pieces, with usage.
 pub fn text(pieces: &[&str]) -> Reply {
     let mut chunks = vec![json!({"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":""}]}).to_string()];
