@@ -874,3 +874,125 @@ fn task_status_waits_for_the_end_and_its_answer_is_not_delivered_again() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("its answer goes with"));
 }
+
+/// Attacks on what a task shows and takes: escape sequences in a task and its tool lines reach
+/// the terminal escaped, a project role named with one is refused; `task_status` with ids that are paths or
+/// empty finds nothing; a server that fails a background subagent's request leaves a failed task
+/// whose error is delivered, and the program goes on.
+#[test]
+fn hostile_tasks_ids_and_servers_change_nothing() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join(".new/agents")).unwrap();
+    std::fs::write(
+        env.work().join(".new/agents/evil.md"),
+        "---\nname: \"ev\\u001b[2Jil\"\ndescription: \"clears\\rthe screen\"\ntools: [read_file]\n---\nYou are a subagent that misbehaves.\n",
+    )
+    .unwrap();
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[
+            (
+                "bg-1",
+                "agent",
+                "{\"role\":\"explore\",\"task\":\"Look\\u001b]0;pwned\\u0007 \\r\\u202eright\",\"background\":true}",
+            ),
+            (
+                "bg-2",
+                "agent",
+                r#"{"role":"plan","task":"Fail.","background":true}"#,
+            ),
+        ]),
+        tool_calls(&[
+            ("s1", "task_status", r#"{"task_id":"../../etc/passwd"}"#),
+            ("s2", "task_status", r#"{"task_id":""}"#),
+            ("s3", "task_status", r#"{"task_id":7}"#),
+        ]),
+        text(&["Started."]),
+        text(&["Next."]),
+    ]);
+    // The two run side by side: each request is answered by its role.
+    let explore: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Reply>>> =
+        std::sync::Arc::new(std::sync::Mutex::new(
+            vec![
+                // It reads a file whose name carries escapes, then answers once released.
+                tool_calls(&[("r1", "read_file", "{\"filepath\":\"x\\u001b[31m.txt\"}")]),
+                gated(text(&["Seen."]), &release),
+            ]
+            .into(),
+        ));
+    let route = || {
+        let explore = explore.clone();
+        with(move |body| {
+            if system_of(body).contains("planning") {
+                // The plan task's server refuses its request.
+                Reply::Status(
+                    400,
+                    r#"{"error":{"message":"bad \u001b[2J request"}}"#.into(),
+                )
+            } else {
+                explore.lock().unwrap().pop_front().unwrap()
+            }
+        })
+    };
+    server.answer_subagents(vec![route(), route(), route()]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "go\n/agents\n/tasks\n");
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || {
+            env.conversation_files()
+                .iter()
+                .any(|p| file_has(p, "Started."))
+                && subagent_files(&env, "\"go\"")
+                    .iter()
+                    .any(|(_, l)| l[0]["metadata"]["agent"] == "explore" && l.len() >= 4)
+        }
+    ));
+    release.add_permits(8);
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || a_subagent_said(&env, "\"go\"", "Seen.")
+    ));
+    type_in(&mut child, "/tasks\nand?\n");
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // Nothing raw reaches the terminal: no escape, bell, carriage return or bidi override.
+    for shown in [&stdout, &stderr] {
+        for bad in ['\u{1b}', '\u{7}', '\r', '\u{202e}'] {
+            assert!(!shown.contains(bad), "{bad:?} in {shown}");
+        }
+    }
+    assert!(
+        stdout.contains(r"Look\e]0;pwned\x07 \u{202e}right"),
+        "{stdout}"
+    );
+    // A project role whose name carries an escape is refused, said with the escape visible.
+    assert!(
+        stderr.contains(
+            r#"its name "ev\u{1b}[2Jil" must be letters, digits, `-` or `_`; it is skipped"#
+        ),
+        "{stderr}"
+    );
+    // Ids that are paths, empty or not text find nothing.
+    let all = results_of(&parent_requests(&server)[2]);
+    let got = &all[all.len() - 3..];
+    assert_eq!(got[0], "Error: no task `../../etc/passwd`", "{got:?}");
+    assert_eq!(got[1], "Error: no task ``", "{got:?}");
+    assert!(
+        got[2].starts_with("Error: `task_id` is required"),
+        "{got:?}"
+    );
+    // The failed task: said, and its error delivered with the next message.
+    assert!(stdout.contains("plan · failed (background)"), "{stdout}");
+    let next = messages_of(parent_requests(&server).last().unwrap());
+    assert!(
+        next.iter()
+            .any(|(_, c)| c.contains("(plan) failed. Its error is between the markers")),
+        "{next:?}"
+    );
+}

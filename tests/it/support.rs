@@ -477,10 +477,14 @@ fn status(code: u16, body: &str) -> Response {
         .unwrap()
 }
 
-/// A loopback port nothing listens on (it was free a moment ago).
 /// The tool results the model got in request `n`, in order.
 pub fn results(server: &Server, n: usize) -> Vec<String> {
-    server.requests()[n]["messages"]
+    results_of(&server.requests()[n])
+}
+
+/// The tool results in a request body, in order.
+pub fn results_of(request: &Value) -> Vec<String> {
+    request["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -501,6 +505,7 @@ pub fn eventually(tries: u32, every: Duration, mut done: impl FnMut() -> bool) -
     done()
 }
 
+/// A loopback port nothing listens on (it was free a moment ago).
 pub fn unused_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
