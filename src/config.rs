@@ -132,6 +132,9 @@ pub struct FileConfig {
     /// Subagents (CodePilot's `subagent` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<SubagentEntry>,
+    /// The operating-system sandbox of `bash`, hooks and MCP servers.
+    #[serde(default)]
+    pub sandbox: Option<crate::os_sandbox::SandboxEntry>,
 }
 
 /// The `subagent` section; every key optional.
@@ -381,6 +384,7 @@ fn context_settings(
 
 /// The top-level keys a config file may hold; any other gets a warning naming it and the file.
 const KNOWN_KEYS: &[&str] = &[
+    "sandbox",
     "subagent",
     "hook",
     "mcp",
@@ -535,6 +539,10 @@ impl FileConfig {
             }),
             (base, near) => near.or(base),
         };
+        self.sandbox = match (self.sandbox.take(), nearer.sandbox) {
+            (Some(base), Some(near)) => Some(base.overlay(near)),
+            (base, near) => near.or(base),
+        };
         self.compaction = match (self.compaction.take(), nearer.compaction) {
             (Some(base), Some(near)) => Some(base.overlay(near)),
             (base, near) => near.or(base),
@@ -658,6 +666,8 @@ pub enum ConfigError {
         value: String,
         expected: String,
     },
+    #[error("`{key}` is not valid: {reason}")]
+    Invalid { key: String, reason: String },
     #[error("`{key}` is {value}; it must be between {min} and {max}")]
     OutOfRange {
         key: String,
@@ -722,6 +732,7 @@ pub struct Config {
     /// Hooks, the user's and the project's.
     pub hooks: crate::hooks::HookSettings,
     pub subagent: crate::agent::defs::SubagentSettings,
+    pub sandbox: crate::os_sandbox::SandboxSettings,
     /// Whether the user trusts the project's hooks as they are now (true when it has none).
     pub hooks_trusted: bool,
 }
@@ -764,6 +775,9 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     });
     if let Some(url) = project.base_url.take() {
         ignored.push(format!("base_url `{url}`"));
+    }
+    if let Some(sandbox) = &mut project.sandbox {
+        ignored.extend(sandbox.narrow(farther.sandbox.as_ref()));
     }
     for (name, entry) in &mut project.providers {
         if let Some(url) = entry.base_url.take() {
@@ -820,6 +834,7 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                 ("memory", MEMORY_KEYS),
                 ("checkpoints", CHECKPOINTS_KEYS),
                 ("subagent", SUBAGENT_KEYS),
+                ("sandbox", crate::os_sandbox::KEYS),
             ] {
                 if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
                     unknown.extend(
@@ -1070,6 +1085,11 @@ pub fn load(
                 watch: entry.watch.unwrap_or(true),
             }
         },
+        sandbox: crate::os_sandbox::SandboxSettings::from_entry(
+            &merged.sandbox.clone().unwrap_or_default(),
+            dirs::home_dir().as_deref(),
+        )
+        .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?,
         subagent: {
             let entry = merged.subagent.clone().unwrap_or_default();
             let default = crate::agent::defs::SubagentSettings::default();

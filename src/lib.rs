@@ -24,6 +24,7 @@ pub mod layers;
 pub mod llm;
 pub mod mcp;
 pub mod memory;
+pub mod os_sandbox;
 pub mod prompt;
 pub mod session;
 pub mod skill;

@@ -56,6 +56,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    new_agent::os_sandbox::run_helper_if_asked();
     let args = Args::parse();
     run(Launch {
         workdir: args.workdir,

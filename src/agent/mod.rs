@@ -49,6 +49,12 @@ pub trait Gate {
         None
     }
 
+    /// A sandboxed command wants to reach `host`, which `sandbox.network` does not list: true
+    /// allows it for the rest of the session. Refused unless someone can be asked.
+    fn network(&mut self, _host: &str, _port: u16) -> bool {
+        false
+    }
+
     /// The user interrupted an automatic compaction: true to go on with the turn uncompacted,
     /// false to stop it.
     fn continue_uncompacted(&mut self) -> bool {
@@ -689,11 +695,26 @@ impl Agent<'_> {
                         as std::pin::Pin<Box<dyn std::future::Future<Output = ToolOutcome> + '_>>
                 });
                 let all = join_all(running.collect());
-                tokio::select! {
-                    outcomes = all => outcomes,
-                    _ = interrupts.changed() => {
-                        interrupted = true;
-                        cut_short(INTERRUPTED_WHILE_RUNNING)
+                tokio::pin!(all);
+                // While the calls run, the sandbox's proxy may ask about a domain.
+                let sandbox = self.tools.context().os_sandbox.clone();
+                loop {
+                    let question = async {
+                        match &sandbox {
+                            Some(s) => s.next_question().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        outcomes = &mut all => break outcomes,
+                        _ = interrupts.changed() => {
+                            interrupted = true;
+                            break cut_short(INTERRUPTED_WHILE_RUNNING);
+                        }
+                        q = question => {
+                            let yes = gate.network(&q.host, q.port);
+                            let _ = q.reply.send(yes);
+                        }
                     }
                 }
             };

@@ -39,7 +39,7 @@ impl Approvals<'_> {
     fn rule_for(name: &str, kind: ToolKind, subject: Option<&str>, always: bool) -> Rule {
         let pattern = match kind {
             // One command line, exactly (whitespace aside).
-            ToolKind::Execute => {
+            ToolKind::Execute | ToolKind::Contained => {
                 subject.map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
             }
             // Writes: this file for good, any file for the session.
@@ -62,9 +62,17 @@ impl Approvals<'_> {
         kind: ToolKind,
         subject: Option<&str>,
         protected: bool,
+        leaving: bool,
     ) -> GateDecision {
         let name = call.function.name.as_str();
         if !matches!(self.reader, Reader::Editor { .. }) {
+            if leaving {
+                let why = self.tr("leaving_the_sandbox_needs_a_terminal", &[]);
+                self.refused(name, &why);
+                return GateDecision::Refuse(format!(
+                    "Permission denied: running `{name}` outside the sandbox needs the user's approval, and the user could not be asked (no terminal). The call was not run; run it inside the sandbox, or tell the user what to run themselves."
+                ));
+            }
             let why = if protected {
                 self.tr("writes_to_new_and_git_always", &[])
             } else {
@@ -93,7 +101,9 @@ impl Approvals<'_> {
                 None => r.tool.clone(),
             })
         };
-        let options = if protected {
+        let options = if leaving {
+            self.tr("this_leaves_the_sandbox", &[])
+        } else if protected {
             self.tr("this_writes_inside_new_or_git", &[])
         } else {
             self.tr(
@@ -118,6 +128,7 @@ impl Approvals<'_> {
             shown.trim_end(),
             self.out.dim(&options)
         ));
+        let protected = protected || leaving;
         let prompt = if protected { "[y/N] " } else { "[y/s/a/N] " };
         loop {
             let answer = match self.reader.read(prompt, "", false, &self.out) {
@@ -184,6 +195,48 @@ impl Gate for Approvals<'_> {
         self.label = label;
     }
 
+    fn network(&mut self, host: &str, port: u16) -> bool {
+        if !matches!(self.reader, Reader::Editor { .. }) {
+            return false;
+        }
+        let file = crate::layers::user_dir()
+            .map(|d| d.join(crate::config::CONFIG_FILE))
+            .unwrap_or_default();
+        let host_shown = crate::tools::escape_controls(host);
+        self.out.say(&self.out.dim(&self.tr(
+            "network_question",
+            &[
+                ("host", &host_shown),
+                ("port", &port),
+                ("file", &file.display()),
+            ],
+        )));
+        loop {
+            let answer = match self.reader.read("[s/a/N] ", "", false, &self.out) {
+                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+                _ => return false,
+            };
+            match answer.as_str() {
+                "s" | "session" | "y" | "yes" => return true,
+                "a" | "always" => {
+                    if let Err(e) = save_host(&file, host) {
+                        self.out.error(&self.tr(
+                            "could_not_save_the_rule",
+                            &[("file", &file.display()), ("error", &e)],
+                        ));
+                    } else {
+                        self.out.say(&self.out.dim(
+                            &self.tr("saved_in", &[("file", &file.display())]),
+                        ));
+                    }
+                    return true;
+                }
+                "" | "n" | "no" => return false,
+                _ => self.out.say(&self.tr("answer_s_a_or_n", &[])),
+            }
+        }
+    }
+
     fn continue_uncompacted(&mut self) -> bool {
         if !matches!(self.reader, Reader::Editor { .. }) {
             return false;
@@ -207,9 +260,15 @@ impl Gate for Approvals<'_> {
             return GateDecision::Run; // unknown tools are answered by the registry
         };
         match j.verdict {
-            Verdict::Allow | Verdict::Ask if j.protected => {
-                self.ask(call, tools, args, j.kind, j.subject.as_deref(), true)
-            }
+            Verdict::Allow | Verdict::Ask if j.protected || j.leaving => self.ask(
+                call,
+                tools,
+                args,
+                j.kind,
+                j.subject.as_deref(),
+                j.protected,
+                j.leaving,
+            ),
             Verdict::Allow => GateDecision::Run,
             Verdict::Deny(why) => {
                 self.refused(name, &why);
@@ -219,7 +278,15 @@ impl Gate for Approvals<'_> {
                 self.refused(name, &why);
                 refused(&why)
             }
-            Verdict::Ask => self.ask(call, tools, args, j.kind, j.subject.as_deref(), false),
+            Verdict::Ask => self.ask(
+                call,
+                tools,
+                args,
+                j.kind,
+                j.subject.as_deref(),
+                false,
+                false,
+            ),
         }
     }
 
@@ -256,7 +323,7 @@ impl Gate for Unattended {
             return GateDecision::Run;
         };
         match j.verdict {
-            Verdict::Allow if !j.protected => GateDecision::Run,
+            Verdict::Allow if !j.protected && !j.leaving => GateDecision::Run,
             Verdict::Allow | Verdict::Ask => GateDecision::Refuse(format!(
                 "Permission denied: `{name}` needs the user's approval, and a subagent working in \
                  the background cannot ask. The call was not run; do without it, or say in your \
@@ -285,6 +352,8 @@ struct Judgement {
     subject: Option<String>,
     /// It writes where the next session's settings live: asked every time, whatever the rules.
     protected: bool,
+    /// A command that asks to run outside the OS sandbox: asked every time, `y` or `n`.
+    leaving: bool,
 }
 
 /// Judges a call; None for a tool the registry does not know (it answers those itself).
@@ -298,10 +367,38 @@ fn judge(
     use crate::hooks::Permission;
     let name = call.function.name.as_str();
     let tool = tools.get(name)?;
-    let kind = tool.kind();
+    // A `bash` call inside the OS sandbox is contained by the kernel; one that asks to leave it
+    // is asked for every time, or refused where leaving is forbidden.
+    let is_bash = name == "bash";
+    let leaving = is_bash && crate::tools::builtin::leaves_sandbox(args, tools.context());
+    let kind = match tool.kind() {
+        ToolKind::Execute
+            if is_bash && crate::tools::builtin::sandbox_for(args, tools.context()).is_some() =>
+        {
+            ToolKind::Contained
+        }
+        kind => kind,
+    };
+    if leaving
+        && tools
+            .context()
+            .os_sandbox
+            .as_deref()
+            .is_some_and(|s| !s.may_leave())
+    {
+        return Some(Judgement {
+            verdict: Verdict::Refuse(
+                "running outside the sandbox is forbidden by sandbox.allow_unsandboxed; run the command inside it".into(),
+            ),
+            kind,
+            subject: tool.subject(args),
+            protected: false,
+            leaving,
+        });
+    }
     // File tools are judged by where the path really lands, `..` and links resolved.
     let subject = tool.subject(args).map(|s| match kind {
-        ToolKind::Execute => s,
+        ToolKind::Execute | ToolKind::Contained => s,
         _ => tools
             .sandbox()
             .resolve(&s)
@@ -323,6 +420,7 @@ fn judge(
         kind,
         subject,
         protected,
+        leaving,
     })
 }
 
@@ -340,6 +438,34 @@ fn is_protected(relative: &str) -> bool {
         Some(Component::Normal(first)) if first == ".new" || first == ".git"
             || (only && (first == "AGENTS.md" || first == "CLAUDE.md"))
     )
+}
+
+/// Adds a domain to `sandbox.network` in the user's config (a list; "none" becomes one).
+fn save_host(path: &std::path::Path, host: &str) -> std::io::Result<()> {
+    crate::config::update_file(path, |object| {
+        let sandbox = object
+            .entry("sandbox")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(sandbox) = sandbox.as_object_mut() else {
+            return Err("`sandbox` is not an object".to_string());
+        };
+        let network = sandbox
+            .entry("network")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if network.as_str() == Some("none") {
+            *network = Value::Array(Vec::new());
+        }
+        match network {
+            Value::Array(list) => {
+                if !list.iter().any(|h| h.as_str() == Some(host)) {
+                    list.push(Value::String(host.to_string()));
+                }
+                Ok(())
+            }
+            Value::String(s) if s == "all" => Ok(()),
+            _ => Err("`sandbox.network` is not a list".to_string()),
+        }
+    })
 }
 
 /// Appends a rule to the project config's `permissions`, keeping everything else in the file.
@@ -370,6 +496,7 @@ mod tests {
                 bash_timeout: std::time::Duration::from_secs(5),
                 hidden_env: Vec::new(),
                 skills: Default::default(),
+                os_sandbox: None,
             },
             &[],
         )

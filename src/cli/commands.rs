@@ -22,6 +22,7 @@ pub enum CommandId {
     Context,
     Init,
     Permissions,
+    Sandbox,
     Model,
     Models,
     Status,
@@ -167,6 +168,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/permissions"],
         args: "[MODE]",
         help: "help_permissions",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Sandbox,
+        names: &["/sandbox"],
+        args: "",
+        help: "help_sandbox",
         takes_conversation: false,
     },
     CommandSpec {

@@ -704,8 +704,12 @@ impl App {
             String::new()
         };
         let s = self.provider.settings();
+        let sandbox = match &self.tools.context().os_sandbox {
+            Some(sandbox) => format!("\n{}", sandbox.one_line()),
+            None => String::new(),
+        };
         self.out.say(&format!(
-            "{last}\n{}\n{}",
+            "{last}\n{}\n{}{sandbox}",
             self.tr(
                 "status_setup",
                 &[
@@ -724,6 +728,20 @@ impl App {
                 ],
             )
         ));
+    }
+
+    pub(super) fn sandbox(&mut self, args: &str) {
+        if !self.no_args("/sandbox", args) {
+            return;
+        }
+        match &self.tools.context().os_sandbox {
+            Some(sandbox) => {
+                let text = sandbox.describe();
+                self.out
+                    .say(&crate::tools::escape_controls_keep_lines(text.trim_end()))
+            }
+            None => self.out.say(&self.tr("sandbox_nothing_runs", &[])),
+        }
     }
 
     pub(super) fn model(&mut self, args: &str) {

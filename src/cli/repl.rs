@@ -381,6 +381,43 @@ fn color_for(stream: &impl IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
+/// hook, no MCP server). Files that hooks and MCP servers run from WORKDIR stay read-only in it.
+fn session_sandbox(
+    config: &Config,
+    workdir: &Path,
+    datadir: &Path,
+) -> Option<Arc<crate::os_sandbox::OsSandbox>> {
+    let bash = config.tools.is_empty() || config.tools.iter().any(|t| t == "bash");
+    if !bash && config.hooks.entries.is_empty() && config.mcp.servers.is_empty() {
+        return None;
+    }
+    let mut commands: Vec<String> = config
+        .hooks
+        .entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            crate::hooks::Action::Command { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .collect();
+    for server in &config.mcp.servers {
+        if let crate::mcp::Transport::Stdio { command, args, .. } = &server.transport {
+            commands.push(command.clone());
+            commands.extend(args.iter().cloned());
+        }
+    }
+    let workdir = workdir.canonicalize().unwrap_or_else(|_| workdir.to_path_buf());
+    let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("new"));
+    Some(crate::os_sandbox::OsSandbox::new(
+        config.sandbox.clone(),
+        &workdir,
+        datadir,
+        helper,
+        crate::os_sandbox::files_named(&workdir, &commands),
+    ))
+}
+
 /// The default DATADIR: a folder per project under the user's data dir, keyed by the canonical
 /// WORKDIR, so two projects never share conversations.
 pub fn default_datadir(workdir: &Path) -> PathBuf {
@@ -542,12 +579,22 @@ impl App {
             Reader::piped()
         };
         let provider = Provider::new(config.provider.clone())?;
+        let os_sandbox = session_sandbox(&config, &workdir, &datadir);
+        if let Some(sandbox) = &os_sandbox {
+            if interactive {
+                sandbox.ask_about_hosts();
+            }
+            if !sandbox.is_on() {
+                out.warn(&crate::tools::escape_controls(&sandbox.one_line()));
+            }
+        }
         let mut tools = ToolRegistry::builtin(
             ToolContext {
                 sandbox: Sandbox::new(&workdir)?,
                 bash_timeout: config.bash_timeout,
                 hidden_env: config.secret_vars.clone(),
                 skills: shelf,
+                os_sandbox: os_sandbox.clone(),
             },
             &config.tools,
         )?;
@@ -574,6 +621,7 @@ impl App {
                 runtime.handle().clone(),
             );
             manager.on_progress(Arc::new(|line: &str| eprintln!("  … {line}")));
+            manager.set_sandbox(os_sandbox.clone());
             tools.set_mcp(manager);
         }
         let (tx, interrupts) = watch::channel(0u64);
@@ -694,6 +742,7 @@ impl App {
                     &hooks_workdir,
                     hooks_hidden.clone(),
                 )
+                .with_sandbox(os_sandbox.clone())
             }),
             hook_context: Vec::new(),
             subagents,
@@ -947,6 +996,7 @@ impl App {
             CommandId::Compact => self.compact(args),
             CommandId::Context => self.show_context(args),
             CommandId::Permissions => self.permissions(args),
+            CommandId::Sandbox => self.sandbox(args),
             CommandId::Model => self.model(args),
             CommandId::Models => self.models(args),
             CommandId::Status => self.status(args),

@@ -22,7 +22,38 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "this writes to .new/, .git/ or AGENTS.md (settings, hooks, instructions): it is asked every time · y: allow once · n: deny",
         "此操作写入 .new/、.git/ 或 AGENTS.md（设置、钩子、指令）：每次都会询问 · y：允许一次 · n：拒绝",
     ),
+    (
+        "leaving_the_sandbox_needs_a_terminal",
+        "running outside the sandbox always needs approval and there is no terminal to ask, so it was not run",
+        "在沙箱外运行总是需要批准，但没有终端可询问，因此未运行",
+    ),
+    (
+        "this_leaves_the_sandbox",
+        "this command asks to run outside the sandbox: it is asked every time · y: allow once · n: deny",
+        "此命令要求在沙箱外运行：每次都会询问 · y：允许一次 · n：拒绝",
+    ),
+    (
+        "network_question",
+        "a command wants to reach {host}:{port}, which sandbox.network does not allow · s: allow it for this session · a: always (saved in {file}) · n: refuse",
+        "一个命令想要连接 {host}:{port}，sandbox.network 不允许 · s：本会话允许 · a：总是允许（保存在 {file}） · n：拒绝",
+    ),
+    ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
+    (
+        "help_sandbox",
+        "what the sandbox of bash, hooks and MCP servers enforces: writable, hidden, reachable",
+        "bash、钩子和 MCP 服务器的沙箱限制了什么：可写、隐藏、可达",
+    ),
+    (
+        "sandbox_nothing_runs",
+        "no sandbox: this session runs no program (no bash, hooks or MCP servers)",
+        "没有沙箱：本会话不运行任何程序（没有 bash、钩子或 MCP 服务器）",
+    ),
+    (
+        "err_config_invalid",
+        "`{key}` is not valid: {reason}",
+        "`{key}` 无效：{reason}",
+    ),
     (
         "reason_for_the_model_optional",
         "reason for the model (optional): ",
@@ -1398,6 +1429,9 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
                 "err_bad_value",
                 &[("key", key), ("value", value), ("expected", expected)],
             ),
+            ConfigError::Invalid { key, reason } => {
+                t("err_config_invalid", &[("key", key), ("reason", reason)])
+            }
             ConfigError::OutOfRange {
                 key,
                 value,

@@ -82,6 +82,10 @@ pub struct Entry {
     pub run_async: bool,
     pub once: bool,
     pub origin: crate::mcp::Origin,
+    /// `"sandbox": true|false` (a project's entries run inside the sandbox whatever it says).
+    pub sandbox: Option<bool>,
+    /// `"network": true`: inside the sandbox, the network is on.
+    pub network: bool,
 }
 
 /// The `hook` settings: whether hooks run, the entries, and the project's entries as read (for
@@ -188,7 +192,18 @@ fn duration(v: &Value) -> Option<Duration> {
 fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
     let o = v.as_object().ok_or("an entry must be an object")?;
     for k in o.keys() {
-        if !["name", "event", "condition", "action", "async", "once"].contains(&k.as_str()) {
+        if ![
+            "name",
+            "event",
+            "condition",
+            "action",
+            "async",
+            "once",
+            "sandbox",
+            "network",
+        ]
+        .contains(&k.as_str())
+        {
             return Err(format!("unknown field `{k}`"));
         }
     }
@@ -280,6 +295,8 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
         run_async: flag("async")?,
         once: flag("once")?,
         origin,
+        sandbox: o.contains_key("sandbox").then(|| flag("sandbox")).transpose()?,
+        network: flag("network")?,
     })
 }
 
@@ -398,6 +415,8 @@ pub struct Hooks {
     counts: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
     fired_once: Arc<Mutex<std::collections::HashSet<String>>>,
     hidden_env: Vec<String>,
+    /// The sandbox a project's hooks (and the user's that ask) run in.
+    os_sandbox: Option<Arc<crate::os_sandbox::OsSandbox>>,
 }
 
 /// One row of `/hooks`.
@@ -426,7 +445,14 @@ impl Hooks {
             counts: Default::default(),
             fired_once: Default::default(),
             hidden_env,
+            os_sandbox: None,
         }
+    }
+
+    /// Runs the hooks that belong inside it in `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Option<Arc<crate::os_sandbox::OsSandbox>>) -> Hooks {
+        self.os_sandbox = sandbox;
+        self
     }
 
     /// The same hooks for a subagent's thread: its own conversation, shared counts and `once`.
@@ -439,6 +465,7 @@ impl Hooks {
             counts: self.counts.clone(),
             fired_once: self.fired_once.clone(),
             hidden_env: self.hidden_env.clone(),
+            os_sandbox: self.os_sandbox.clone(),
         }
     }
 
@@ -580,13 +607,21 @@ impl Hooks {
             let payload = self.payload(input);
             if e.run_async {
                 let (entry, hidden) = (e.clone(), self.hidden_env.clone());
-                let workdir = self.workdir.clone();
+                let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
                 tokio::spawn(async move {
-                    let _ = run(&entry, &payload, &workdir, &hidden).await;
+                    let _ = run(&entry, &payload, &workdir, &hidden, sandbox.as_deref()).await;
                 });
                 continue;
             }
-            match run(e, &payload, &self.workdir, &self.hidden_env).await {
+            match run(
+                e,
+                &payload,
+                &self.workdir,
+                &self.hidden_env,
+                self.os_sandbox.as_deref(),
+            )
+            .await
+            {
                 Ok(answer) => answer.apply(&input.event, &mut out),
                 Err(why) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
@@ -675,6 +710,7 @@ async fn run(
     payload: &Value,
     workdir: &Path,
     hidden: &[String],
+    sandbox: Option<&crate::os_sandbox::OsSandbox>,
 ) -> Result<Answer, String> {
     match &e.action {
         Action::Prompt(_) => Ok(Answer::default()),
@@ -718,14 +754,30 @@ async fn run(
             timeout,
         } => {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut cmd = tokio::process::Command::new("sh");
-            cmd.arg("-c")
-                .arg(command)
-                .current_dir(match working_dir {
-                    Some(d) if d.is_absolute() => d.clone(),
-                    Some(d) => workdir.join(d),
-                    None => workdir.to_path_buf(),
-                })
+            let cwd = match working_dir {
+                Some(d) if d.is_absolute() => d.clone(),
+                Some(d) => workdir.join(d),
+                None => workdir.to_path_buf(),
+            };
+            let reach = crate::os_sandbox::entry_reach(
+                e.origin == crate::mcp::Origin::Project,
+                e.sandbox,
+                e.network,
+            );
+            let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
+                (Some(sandbox), Some(reach)) => sandbox.command(
+                    "sh".as_ref(),
+                    &["-c".into(), command.into()],
+                    reach,
+                    &cwd,
+                )?,
+                _ => {
+                    let mut cmd = tokio::process::Command::new("sh");
+                    cmd.arg("-c").arg(command);
+                    cmd
+                }
+            };
+            cmd.current_dir(&cwd)
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())

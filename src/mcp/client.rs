@@ -102,6 +102,7 @@ impl Client {
         log: &Path,
         hidden_env: &[String],
         handshake: Duration,
+        sandbox: Option<(&crate::os_sandbox::OsSandbox, crate::os_sandbox::Reach)>,
     ) -> Result<(Arc<Client>, mpsc::UnboundedReceiver<Event>), McpError> {
         let log_file = open_log(log);
         let (events, receiver) = mpsc::unbounded_channel();
@@ -116,9 +117,21 @@ impl Client {
                 env,
                 cwd,
             } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args)
-                    .current_dir(cwd.as_deref().unwrap_or(workdir))
+                let dir = cwd.as_deref().unwrap_or(workdir);
+                let mut cmd = match sandbox.filter(|(s, _)| s.is_on()) {
+                    Some((sandbox, reach)) => {
+                        let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+                        sandbox
+                            .command(command.as_ref(), &args, reach, dir)
+                            .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?
+                    }
+                    None => {
+                        let mut cmd = tokio::process::Command::new(command);
+                        cmd.args(args);
+                        cmd
+                    }
+                };
+                cmd.current_dir(dir)
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
                     .stderr(match log_file {

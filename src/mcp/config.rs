@@ -39,6 +39,11 @@ pub struct ServerConfig {
     pub timeout: Duration,
     pub disabled: bool,
     pub origin: Origin,
+    /// `"sandbox": true|false` for a stdio server (a project's run inside the sandbox whatever
+    /// it says).
+    pub sandbox: Option<bool>,
+    /// `"network": true`: inside the sandbox, the network is on.
+    pub network: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +70,7 @@ impl Default for McpSettings {
 /// The keys of an `mcp.servers` entry.
 const SERVER_KEYS: &[&str] = &[
     "name", "type", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled",
+    "sandbox", "network",
 ];
 
 /// Builds the settings from each config file's `mcp` section (farthest first) and the project's
@@ -280,17 +286,19 @@ fn server(
             None => return Err("`timeout` must be a number of seconds from 1 to 86400".into()),
         },
     };
-    let disabled = match o.get("disabled") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err("`disabled` must be true or false".into()),
+    let flag = |key: &str| match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(format!("`{key}` must be true or false")),
     };
     Ok(ServerConfig {
         name,
         transport,
         timeout,
-        disabled,
+        disabled: flag("disabled")?.unwrap_or(false),
         origin,
+        sandbox: flag("sandbox")?,
+        network: flag("network")?.unwrap_or(false),
     })
 }
 

@@ -75,6 +75,8 @@ pub struct Manager {
     settings: McpSettings,
     workdir: PathBuf,
     hidden_env: Vec<String>,
+    /// The sandbox a project's stdio servers (and the user's that ask) run in.
+    os_sandbox: Mutex<Option<Arc<crate::os_sandbox::OsSandbox>>>,
     servers: Vec<Arc<Server>>,
     runtime: tokio::runtime::Handle,
     /// One line a progress notification, for the person watching.
@@ -101,6 +103,11 @@ pub struct Status {
 }
 
 impl Manager {
+    /// Starts the servers that belong inside it in `sandbox` (set before [`Manager::start`]).
+    pub fn set_sandbox(&self, sandbox: Option<Arc<crate::os_sandbox::OsSandbox>>) {
+        *lock(&self.os_sandbox) = sandbox;
+    }
+
     /// The servers of `settings`; a project's run only when `project_trusted`. Nothing starts
     /// until [`Manager::start`].
     pub fn new(
@@ -138,6 +145,7 @@ impl Manager {
             settings,
             workdir: workdir.to_path_buf(),
             hidden_env,
+            os_sandbox: Mutex::new(None),
             servers,
             runtime,
             progress: Mutex::new(None),
@@ -179,12 +187,19 @@ impl Manager {
             *why = format!("{why}; trying again ({attempt} of {})", RESTARTS.len());
         }
         self.runtime.spawn(async move {
+            let sandbox = lock(&manager.os_sandbox).clone();
+            let reach = crate::os_sandbox::entry_reach(
+                server.config.origin == Origin::Project,
+                server.config.sandbox,
+                server.config.network,
+            );
             let connected = Client::connect(
                 &server.config.transport,
                 &manager.workdir,
                 &server.log,
                 &manager.hidden_env,
                 manager.settings.handshake_timeout,
+                sandbox.as_deref().zip(reach),
             )
             .await;
             let (client, mut events) = match connected {

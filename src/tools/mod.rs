@@ -85,6 +85,8 @@ pub struct ToolContext {
     pub hidden_env: Vec<String>,
     /// The skills `use_skill` can load.
     pub skills: builtin::Shelf,
+    /// The operating-system sandbox `bash` runs in, when the session has one.
+    pub os_sandbox: Option<std::sync::Arc<crate::os_sandbox::OsSandbox>>,
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -435,6 +437,7 @@ pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
         bash_timeout: Duration::from_secs(30),
         hidden_env: Vec::new(),
         skills: Default::default(),
+        os_sandbox: None,
     }
 }
 

@@ -5,6 +5,7 @@
 //! | read inside WORKDIR | allow | allow | allow |
 //! | write inside WORKDIR | ask | allow | allow |
 //! | execute | ask | ask | allow |
+//! | execute inside the OS sandbox | ask | allow | allow |
 //!
 //! Rules `{tool, pattern, action, reason}` are matched in order, project rules before user rules,
 //! and the first match wins. `tool` is a glob (`mcp__*`). `pattern` is a path glob for file tools
@@ -53,6 +54,8 @@ impl Mode {
             (_, ToolKind::Write) => Action::Allow,
             (Mode::Permissive, ToolKind::Execute) => Action::Allow,
             (_, ToolKind::Execute) => Action::Ask,
+            (Mode::Strict, ToolKind::Contained) => Action::Ask,
+            (_, ToolKind::Contained) => Action::Allow,
         }
     }
 }
@@ -66,6 +69,9 @@ pub enum ToolKind {
     Write,
     /// Runs programs (and, later, external tools).
     Execute,
+    /// Runs a program inside the operating-system sandbox (a `bash` call while it is on): the
+    /// kernel keeps it to WORKDIR, so the default mode runs it without asking.
+    Contained,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,7 +30,10 @@ impl Tool for Bash {
         "Run a shell command (bash) in the working folder and return its exit code, stdout and stderr. \
          Use it to build, run tests, use git and other command-line tools. Commands run without a \
          terminal or standard input; the default timeout is 30 seconds (`timeout_seconds`, at most 600). \
-         Long output keeps its beginning and end."
+         Long output keeps its beginning and end. Where new's sandbox is on, commands run inside it: \
+         they may write only in the working folder and $TMPDIR (not .git or .new), secret folders \
+         look empty, and the network is off unless configured. A command that truly needs more \
+         can be run with `sandbox: false` and a `reason`; the user is asked first."
     }
 
     fn parameters(&self) -> Value {
@@ -38,7 +41,9 @@ impl Tool for Bash {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command line to run"},
-                "timeout_seconds": {"type": "integer", "description": "Kill the command after this many seconds (default 30, at most 600)"}
+                "timeout_seconds": {"type": "integer", "description": "Kill the command after this many seconds (default 30, at most 600)"},
+                "sandbox": {"type": "boolean", "description": "false: run outside the sandbox (asks the user; say why in `reason`). Leave it out otherwise."},
+                "reason": {"type": "string", "description": "Why the command must run outside the sandbox, shown to the user"}
             },
             "required": ["command"]
         })
@@ -52,8 +57,17 @@ impl Tool for Bash {
         args::subject(args, "command")
     }
 
-    fn preview(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
-        args::subject(args, "command").map(|c| format!("$ {c}"))
+    fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        let command = args::subject(args, "command")?;
+        if leaves_sandbox(args, ctx) {
+            let reason = args::subject(args, "reason")
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| "(the model gave no reason)".into());
+            return Some(format!(
+                "$ {command}\n\nto run OUTSIDE the sandbox (it could write anywhere you can and use the network).\nReason: {reason}"
+            ));
+        }
+        Some(format!("$ {command}"))
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
@@ -223,6 +237,21 @@ fn shell() -> &'static str {
     }
 }
 
+/// The session's sandbox, when this call runs inside it: the sandbox is on and the call did not
+/// ask to leave it.
+pub fn sandbox_for<'a>(
+    args: &Value,
+    ctx: &'a ToolContext,
+) -> Option<&'a crate::os_sandbox::OsSandbox> {
+    let sandbox = ctx.os_sandbox.as_deref().filter(|s| s.is_on())?;
+    (args::opt_bool(args, "sandbox").ok().flatten() != Some(false)).then_some(sandbox)
+}
+
+/// Whether the call asks to run outside a sandbox that is on (`"sandbox": false`).
+pub fn leaves_sandbox(args: &Value, ctx: &ToolContext) -> bool {
+    ctx.os_sandbox.as_deref().is_some_and(|s| s.is_on()) && sandbox_for(args, ctx).is_none()
+}
+
 async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let command = args::string(args, "command")?;
     if command.trim().is_empty() {
@@ -232,10 +261,25 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         .map(|s| Duration::from_secs(s as u64).clamp(Duration::from_secs(1), MAX_TIMEOUT))
         .unwrap_or(ctx.bash_timeout);
 
-    let mut cmd = tokio::process::Command::new(shell());
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(ctx.sandbox.root())
+    args::opt_bool(args, "sandbox")?;
+    let sandbox = sandbox_for(args, ctx);
+    let mut cmd = match sandbox {
+        Some(sandbox) => sandbox
+            .command(
+                shell().as_ref(),
+                &["-c".into(), command.into()],
+                crate::os_sandbox::Reach::Configured,
+                ctx.sandbox.root(),
+            )
+            .map_err(|e| ToolError::Failed(format!("cannot start the sandbox: {e}")))?,
+        None => {
+            let mut cmd = tokio::process::Command::new(shell());
+            cmd.arg("-c").arg(command);
+            cmd
+        }
+    };
+    let missing = sandbox.map(|s| s.missing_protected()).unwrap_or_default();
+    cmd.current_dir(ctx.sandbox.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -275,7 +319,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     };
 
     let mut report = String::new();
-    let summary = match &status {
+    let mut summary = match &status {
         None => {
             report.push_str(&format!(
                 "Timed out after {} s; the command and everything it started were killed.\n",
@@ -307,6 +351,31 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     }
     if out.is_empty() && err.is_empty() {
         report.push_str("(no output)\n");
+    }
+    if let Some(sandbox) = sandbox {
+        let failed = !matches!(&status, Some(Ok(s)) if s.success());
+        let refused = sandbox.take_refused();
+        let text = format!("{}\n{}", out.text(), err.text());
+        if let Some(note) = sandbox.refusal_note(&text, failed, &refused) {
+            report.push_str(&note);
+            report.push('\n');
+        }
+        let created: Vec<String> = missing
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .map(|p| ctx.sandbox.display(p))
+            .collect();
+        if !created.is_empty() {
+            summary.push_str(&format!(
+                "; it created {} (protected: check it before the next session)",
+                created.join(", ")
+            ));
+            report.push_str(&format!(
+                "[sandbox] This command created {}, which new protects (it shapes later sessions); \
+                 the user is told.\n",
+                created.join(", ")
+            ));
+        }
     }
     Ok(ToolOutput {
         content: report,

@@ -12,7 +12,7 @@ mod use_skill;
 mod walk;
 mod write_file;
 
-pub use bash::Bash;
+pub use bash::{Bash, leaves_sandbox, sandbox_for};
 pub use change::write_atomically;
 pub use edit_file::EditFile;
 pub use glob::Glob;

@@ -1,0 +1,418 @@
+//! The sandbox helper on Linux: what `new __sandbox SPEC PROGRAM ARGS…` does before it becomes
+//! PROGRAM. It runs in a fresh process (the `new` binary started again), so nothing here happens
+//! between a fork and an exec of a multi-threaded program.
+//!
+//! In order: a new user namespace (the same uid and gid inside) with a private mount namespace and,
+//! unless the network is allowed, a network namespace of its own with only loopback; secret places
+//! are covered (an empty read-only tmpfs over a folder, `/dev/null` over a file); protected paths
+//! inside the writable folders are bind-mounted read-only onto themselves; `/dev/shm` gets a
+//! private tmpfs; then Landlock allows reading and running everywhere and writing only in the
+//! writable folders and a few devices, keeps signals and abstract Unix sockets inside the sandbox,
+//! and sets `no_new_privs`; every capability is dropped. Landlock also forbids mounting from here
+//! on, so nothing inside can undo the mounts. All of it is inherited by every child, for good.
+//!
+//! With a domain allow list, the helper stays as a small forwarder: it listens on 127.0.0.1 inside
+//! the sandbox's network namespace and relays each connection to `new`'s proxy through a Unix
+//! socket (a file, which reaches across network namespaces), while its child runs PROGRAM.
+
+use std::ffi::{CString, OsString};
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, RestrictionStatus, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+
+use super::Spec;
+
+/// The Landlock ABI whose rights are handled: fixed, so the sandbox means the same on every
+/// kernel that has it (older kernels enforce what they know).
+const LANDLOCK_ABI: ABI = ABI::V7;
+
+/// The exit code of a helper that could not set the sandbox up.
+pub const SETUP_FAILED: i32 = 125;
+
+/// Runs the helper; never returns. `args`: the spec as JSON, then the program and its arguments.
+pub fn main(args: Vec<OsString>) -> ! {
+    match run(args) {
+        Ok(never) => match never {},
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "new: the sandbox could not be set up: {e}");
+            std::process::exit(SETUP_FAILED)
+        }
+    }
+}
+
+enum Never {}
+
+fn run(mut args: Vec<OsString>) -> Result<Never, String> {
+    if args.is_empty() {
+        return Err("no sandbox description given".into());
+    }
+    let spec_text = args.remove(0);
+    let spec: Spec = serde_json::from_slice(spec_text.as_bytes())
+        .map_err(|e| format!("reading the sandbox description: {e}"))?;
+    let listener = enter(&spec)?;
+    if spec.probe {
+        std::process::exit(0);
+    }
+    if args.is_empty() {
+        return Err("no program to run".into());
+    }
+    let program = args.remove(0);
+    let mut command = std::process::Command::new(&program);
+    command.args(&args);
+    match listener {
+        None => Err(format!(
+            "cannot run `{}`: {}",
+            program.to_string_lossy(),
+            command.exec()
+        )),
+        Some((listener, socket)) => forward_and_run(listener, &socket, command),
+    }
+}
+
+/// Sets up namespaces, mounts and Landlock for this process. Returns the forwarder's listener
+/// when connections go through the proxy.
+fn enter(spec: &Spec) -> Result<Option<(std::net::TcpListener, std::path::PathBuf)>, String> {
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+    if spec.isolate_network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(format!(
+            "user namespaces are unavailable (unshare: {})",
+            std::io::Error::last_os_error()
+        ));
+    }
+    write_proc("/proc/self/setgroups", "deny")?;
+    write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
+    write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
+    mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|e| format!("making the mounts private: {e}"))?;
+
+    for path in &spec.hidden {
+        hide(path).map_err(|e| format!("hiding {}: {e}", path.display()))?;
+    }
+    if Path::new("/dev/shm").is_dir() {
+        // Shared memory stays inside the sandbox (Python's multiprocessing needs it).
+        mount(
+            Some("tmpfs"),
+            "/dev/shm",
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=1777"),
+        )
+        .map_err(|e| format!("mounting a private /dev/shm: {e}"))?;
+    }
+    for path in &spec.read_only {
+        read_only(path).map_err(|e| format!("protecting {}: {e}", path.display()))?;
+    }
+    let listener = if spec.isolate_network {
+        loopback_up().map_err(|e| format!("bringing up loopback: {e}"))?;
+        match &spec.proxy_socket {
+            Some(socket) => {
+                let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .map_err(|e| format!("listening for the proxy: {e}"))?;
+                let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+                let url = format!("http://127.0.0.1:{port}");
+                for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                    // SAFETY: the helper is single-threaded here.
+                    unsafe { std::env::set_var(name, &url) };
+                }
+                for name in ["NO_PROXY", "no_proxy"] {
+                    // SAFETY: as above.
+                    unsafe { std::env::set_var(name, "localhost,127.0.0.1,::1") };
+                }
+                Some((listener, socket.clone()))
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    landlock(spec)?;
+    drop_capabilities()?;
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| format!("entering {}: {e}", spec.cwd.display()))?;
+    Ok(listener)
+}
+
+fn write_proc(path: &str, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("writing {path}: {e}"))
+}
+
+fn c_path(path: &Path) -> std::io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)
+}
+
+fn mount(
+    source: Option<&str>,
+    target: impl AsRef<Path>,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> std::io::Result<()> {
+    let source = source.map(CString::new).transpose()?;
+    let fstype = fstype.map(CString::new).transpose()?;
+    let data = data.map(CString::new).transpose()?;
+    let target = c_path(target.as_ref())?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string that lives across the call, or null.
+    let rc = unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Binds `source` onto `target`, then makes the new mount read-only. A remount inside a user
+/// namespace must keep the flags the kernel locked on the original mount (nosuid, nodev, noexec,
+/// the atime ones), so they are read and kept.
+fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
+    let source = source
+        .to_str()
+        .ok_or_else(|| std::io::Error::other("the path is not valid UTF-8"))?;
+    mount(Some(source), target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let locked = mount_flags(target)?;
+    mount(
+        None,
+        target,
+        None,
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | locked,
+        None,
+    )
+}
+
+/// The flags of the mount `path` is on that a remount must keep.
+fn mount_flags(path: &Path) -> std::io::Result<libc::c_ulong> {
+    let c = c_path(path)?;
+    // SAFETY: statvfs fills the struct it is given; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    Ok(flags)
+}
+
+/// Covers a secret place: an empty read-only tmpfs over a folder, `/dev/null` over anything else.
+fn hide(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("size=4k,mode=0555"),
+        )
+    } else {
+        bind_read_only(Path::new("/dev/null"), path)
+    }
+}
+
+fn read_only(path: &Path) -> std::io::Result<()> {
+    bind_read_only(path, path)
+}
+
+/// Brings the new network namespace's loopback up, so servers a command starts for itself (a
+/// test suite's) can be reached.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: a plain datagram socket, closed below; the ifreq is zeroed and then named.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo\0".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut rc = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        if rc == 0 {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            rc = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        }
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if rc == 0 { Ok(()) } else { Err(err) }
+    }
+}
+
+fn landlock(spec: &Spec) -> Result<(), String> {
+    let all = AccessFs::from_all(LANDLOCK_ABI);
+    let read = AccessFs::from_read(LANDLOCK_ABI);
+    let fail = |e: landlock::RulesetError| format!("Landlock: {e}");
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(fail)?
+        .scope(Scope::from_all(LANDLOCK_ABI))
+        .map_err(fail)?
+        .create()
+        .map_err(fail)?
+        .add_rules(path_beneath_rules(["/"], read))
+        .map_err(fail)?;
+    let writable: Vec<&Path> = spec
+        .writable
+        .iter()
+        .chain(&spec.devices)
+        .map(|p| p.as_path())
+        .filter(|p| p.exists())
+        .collect();
+    let status: RestrictionStatus = ruleset
+        .add_rules(path_beneath_rules(writable, all))
+        .map_err(fail)?
+        .restrict_self()
+        .map_err(fail)?;
+    if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
+        return Err("Landlock is not available in this kernel".into());
+    }
+    Ok(())
+}
+
+/// Drops every capability the new user namespace gave: from the bounding set (so no program run
+/// later regains one), the ambient set, and the current sets.
+fn drop_capabilities() -> Result<(), String> {
+    // SAFETY: prctl and capset take plain integers and a header/data pair that lives across the
+    // call.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let mut cap = 0;
+        while libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) >= 0 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                return Err(format!(
+                    "dropping capability {cap}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            cap += 1;
+        }
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Default, Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [Data::default(); 2];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(format!(
+                "dropping capabilities: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `command` as a child and relays every connection to `listener` to the proxy's socket
+/// until the child ends; then ends the same way the child did.
+fn forward_and_run(
+    listener: std::net::TcpListener,
+    socket: &Path,
+    mut command: std::process::Command,
+) -> Result<Never, String> {
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot run the command: {e}"))?;
+    drop(command);
+    // The relay keeps no pipe of the command's open: only the command's own end holds them.
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors of this process.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+    let socket = socket.to_path_buf();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let socket = socket.clone();
+            std::thread::spawn(move || relay(stream, &socket));
+        }
+    });
+    let mut child = child;
+    let status = child.wait().map_err(|e| e.to_string())?;
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal() {
+        // SAFETY: restores the default action and sends the signal to this process.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+        }
+    }
+    std::process::exit(status.code().unwrap_or(1))
+}
+
+/// Copies bytes both ways between a connection from inside and the proxy.
+fn relay(inside: std::net::TcpStream, socket: &Path) {
+    let Ok(proxy) = std::os::unix::net::UnixStream::connect(socket) else {
+        return;
+    };
+    let (Ok(mut inside_r), Ok(mut proxy_w)) = (inside.try_clone(), proxy.try_clone()) else {
+        return;
+    };
+    let up = std::thread::spawn(move || {
+        let _ = copy(&mut inside_r, &mut proxy_w);
+        let _ = proxy_w.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut proxy_r, mut inside_w) = (proxy, inside);
+    let _ = copy(&mut proxy_r, &mut inside_w);
+    let _ = inside_w.shutdown(std::net::Shutdown::Write);
+    let _ = up.join();
+}
+
+fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        to.write_all(&buf[..n])?;
+    }
+}

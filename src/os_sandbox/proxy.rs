@@ -1,0 +1,1550 @@
+//! The network proxy for sandboxed commands.
+//!
+//! With `sandbox.network` set to a list of domains, a sandboxed command runs in a network
+//! namespace of its own that has only loopback. Its one way out is this proxy, which `new` runs
+//! *outside* the sandbox on a Unix-domain socket; the sandbox side forwards `127.0.0.1:PORT` to
+//! that socket and points `HTTP_PROXY`/`HTTPS_PROXY` at it.
+//!
+//! What it serves, one request per client connection:
+//! - `CONNECT host:port` (HTTPS and anything else tunnelled): a TCP connection to `host:port`,
+//!   then bytes copied both ways, untouched.
+//! - absolute-form plain HTTP (`GET http://host/path`): the request is rewritten to origin-form
+//!   and sent to `host`, then bytes are copied both ways.
+//!
+//! What it refuses, and why:
+//! - hosts not on the list (`403`), unless the user, asked through [`NetQuestion`], says yes:
+//!   the list is the whole point of the sandbox's network rule;
+//! - origin-form requests, `https://` in absolute form, user info in URLs, malformed or oversized
+//!   header blocks (`400`): the proxy only forwards what it fully understood, so that the host it
+//!   checked is the host it connects to;
+//! - numeric host forms other than dotted IPv4 and IPv6 (`127.1`, `0x7f000001`): the resolver
+//!   would turn them into addresses, which would dodge the rule that IP literals must be listed
+//!   literally.
+//!
+//! Names are resolved here, outside the sandbox, so the sandbox needs no DNS. The proxy checks
+//! names, not what a TLS tunnel carries: a client that puts another name in TLS SNI or an inner
+//! `Host` header (domain fronting) still reaches only the address of the checked name.
+//! For plain HTTP the proxy does rewrite `Host` to the URL's host, as RFC 9112 asks of proxies.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// The largest header block accepted; a client that needs more is not a normal HTTP client.
+const MAX_HEAD: usize = 64 * 1024;
+/// How long a client has to send its header block, so idle connections do not pile up.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long resolving and connecting to the upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long writing a short error reply may take, so a client that never reads can't hold a task.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much a refused client's further input is read (and discarded) before closing.
+const DRAIN_LIMIT: u64 = 1024 * 1024;
+/// Connections served at once; past this the proxy stops accepting until one ends.
+const MAX_CONNECTIONS: usize = 256;
+/// Addresses of one name tried in turn before giving up.
+const MAX_ADDRESSES: usize = 16;
+/// Distinct refused hosts kept between two [`Proxy::take_refused`] calls (the note stays short
+/// and a command that tries many names can't grow memory without bound).
+const MAX_REFUSED: usize = 64;
+
+/// The domains a sandboxed command may reach: `github.com` (that name only), `*.npmjs.org`
+/// (any subdomain of npmjs.org, not npmjs.org itself), `*` (everything). Matching is
+/// case-insensitive and ignores one trailing dot. IP literals match only when listed literally
+/// (`127.0.0.1`, `[::1]` or `::1`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hosts {
+    /// The entries as written, for showing back to the user.
+    patterns: Vec<String>,
+    /// The entries as parsed, in the same order.
+    rules: Vec<Rule>,
+}
+
+/// One parsed entry of [`Hosts`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rule {
+    /// `*`: every host, IP literals included.
+    Any,
+    /// `github.com`: that name only (lowercase, no trailing dot).
+    Exact(String),
+    /// `*.npmjs.org`: names ending in `.npmjs.org` (stored as `npmjs.org`).
+    Subdomains(String),
+    /// `127.0.0.1`, `::1`: that address only.
+    Ip(IpAddr),
+}
+
+impl Hosts {
+    /// Parses `sandbox.network` entries.
+    ///
+    /// Errors name the bad entry: empty, spaces, a scheme (`https://x`), a path, a port, a `*`
+    /// anywhere but a leading `*.`.
+    pub fn parse(patterns: &[String]) -> Result<Hosts, String> {
+        let mut rules = Vec::with_capacity(patterns.len());
+        for (index, pattern) in patterns.iter().enumerate() {
+            let rule = parse_rule(pattern).map_err(|reason| {
+                if pattern.is_empty() {
+                    format!("sandbox.network entry {} is empty", index + 1)
+                } else {
+                    format!("bad sandbox.network entry `{pattern}`: {reason}")
+                }
+            })?;
+            rules.push(rule);
+        }
+        Ok(Hosts {
+            patterns: patterns.to_vec(),
+            rules,
+        })
+    }
+
+    /// Whether `host` (a name or an IP literal, IPv6 with or without brackets, no port) is on
+    /// the list. A host that is not a valid name is never allowed.
+    pub fn allows(&self, host: &str) -> bool {
+        parse_host(host).is_ok_and(|name| self.allows_name(&name))
+    }
+
+    /// Whether every host that the entry `pattern` names is allowed here: `a.npmjs.org` and
+    /// `*.npmjs.org` are covered by `*.npmjs.org`, everything by `*`. For comparing two lists,
+    /// where [`Hosts::allows`] would see `*.x` as no host at all. An invalid entry covers
+    /// nothing.
+    pub fn covers(&self, pattern: &str) -> bool {
+        match parse_rule(pattern) {
+            Ok(Rule::Any) => self.rules.contains(&Rule::Any),
+            Ok(Rule::Exact(domain)) => self.allows_name(&Name::Domain(domain)),
+            Ok(Rule::Ip(ip)) => self.allows_name(&Name::Ip(ip)),
+            Ok(Rule::Subdomains(parent)) => self.rules.iter().any(|rule| match rule {
+                Rule::Any => true,
+                Rule::Subdomains(wider) => *wider == parent || is_subdomain(&parent, wider),
+                Rule::Exact(_) | Rule::Ip(_) => false,
+            }),
+            Err(_) => false,
+        }
+    }
+
+    /// The entries as they were given to [`Hosts::parse`].
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    fn allows_name(&self, name: &Name) -> bool {
+        self.rules.iter().any(|rule| rule.matches(name))
+    }
+}
+
+impl Rule {
+    fn matches(&self, name: &Name) -> bool {
+        match (self, name) {
+            (Rule::Any, _) => true,
+            (Rule::Exact(exact), Name::Domain(domain)) => exact == domain,
+            (Rule::Subdomains(parent), Name::Domain(domain)) => is_subdomain(domain, parent),
+            (Rule::Ip(ip), Name::Ip(addr)) => ip == addr,
+            _ => false,
+        }
+    }
+}
+
+/// Whether `domain` is a proper subdomain of `parent` (`a.npmjs.org` of `npmjs.org`, but not
+/// `npmjs.org` itself nor `evilnpmjs.org`).
+fn is_subdomain(domain: &str, parent: &str) -> bool {
+    domain
+        .strip_suffix(parent)
+        .and_then(|prefix| prefix.strip_suffix('.'))
+        .is_some_and(|label| !label.is_empty())
+}
+
+/// Parses one `sandbox.network` entry; the error is the reason, without the entry.
+fn parse_rule(pattern: &str) -> Result<Rule, String> {
+    if pattern.is_empty() {
+        return Err("it is empty".to_string());
+    }
+    if pattern.chars().any(char::is_whitespace) {
+        return Err("it contains a space".to_string());
+    }
+    if pattern.contains("://") {
+        return Err("write just the host, without a scheme (like `github.com`)".to_string());
+    }
+    if pattern.contains('/') {
+        return Err("write just the host, without a path".to_string());
+    }
+    if pattern == "*" {
+        return Ok(Rule::Any);
+    }
+    if let Some(parent) = pattern.strip_prefix("*.") {
+        if parent.contains('*') {
+            return Err("`*` may only appear once, as a leading `*.`".to_string());
+        }
+        return match parse_host(parent) {
+            Ok(Name::Domain(domain)) => Ok(Rule::Subdomains(domain)),
+            Ok(Name::Ip(_)) => Err("`*.` needs a domain name after it, not an IP".to_string()),
+            Err(reason) => Err(reason),
+        };
+    }
+    if pattern.contains('*') {
+        return Err("`*` may only appear alone or as a leading `*.`".to_string());
+    }
+    if !pattern.starts_with('[') && !is_ipv6_literal(pattern) && pattern.contains(':') {
+        return Err("write just the host, without a port (ports are not filtered)".to_string());
+    }
+    Ok(match parse_host(pattern)? {
+        Name::Domain(domain) => Rule::Exact(domain),
+        Name::Ip(ip) => Rule::Ip(ip),
+    })
+}
+
+/// `::1` or `[::1]`.
+fn is_ipv6_literal(text: &str) -> bool {
+    let inner = text
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .unwrap_or(text);
+    inner.parse::<Ipv6Addr>().is_ok()
+}
+
+/// A host as the proxy checks and connects to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Name {
+    /// A domain name, lowercase, without a trailing dot.
+    Domain(String),
+    /// An IP literal.
+    Ip(IpAddr),
+}
+
+impl Name {
+    /// The form used for the session's allowed set, questions and refusals (IPv6 unbracketed).
+    fn key(&self) -> String {
+        match self {
+            Name::Domain(domain) => domain.clone(),
+            Name::Ip(ip) => ip.to_string(),
+        }
+    }
+
+    /// `host:port`, IPv6 in brackets.
+    fn with_port(&self, port: u16) -> String {
+        match self {
+            Name::Ip(IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+            _ => format!("{}:{port}", self.key()),
+        }
+    }
+}
+
+/// Parses a host without a port: a domain name, a dotted IPv4 address, or an IPv6 address with
+/// or without brackets. One trailing dot is ignored; case is folded.
+fn parse_host(host: &str) -> Result<Name, String> {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest
+            .strip_suffix(']')
+            .and_then(|inner| inner.parse::<Ipv6Addr>().ok())
+            .map(|ip| Name::Ip(IpAddr::V6(ip)))
+            .ok_or_else(|| "it is not a valid bracketed IPv6 address".to_string());
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(Name::Ip(ip));
+    }
+    if host.contains(':') {
+        return Err("it is neither a host name nor an IP address".to_string());
+    }
+    check_domain(host)?;
+    Ok(Name::Domain(host.to_ascii_lowercase()))
+}
+
+/// Checks a domain name's syntax: labels of letters, digits, `-` and `_`, 1 to 63 bytes each,
+/// 253 bytes in all, and not only numeric labels (the resolver reads `127.1` as an address).
+fn check_domain(domain: &str) -> Result<(), String> {
+    if domain.is_empty() {
+        return Err("the host is empty".to_string());
+    }
+    if domain.len() > 253 {
+        return Err("the host name is longer than 253 bytes".to_string());
+    }
+    for label in domain.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err("a part of the host name is empty or over 63 bytes".to_string());
+        }
+        let valid = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        if !label.bytes().all(valid) {
+            return Err(
+                "the host name has a character other than letters, digits, `-`, `_` and `.` \
+                 (write international names in their `xn--` form)"
+                    .to_string(),
+            );
+        }
+    }
+    let numeric = |label: &str| label.bytes().next().is_some_and(|b| b.is_ascii_digit());
+    if domain.split('.').all(numeric) {
+        return Err("it looks numeric but is not a dotted IPv4 address".to_string());
+    }
+    Ok(())
+}
+
+/// A connection to a host not on the list, while someone can be asked.
+pub struct NetQuestion {
+    /// The host as checked: lowercase, no trailing dot, IPv6 without brackets.
+    pub host: String,
+    /// The port asked for (not filtered: a "yes" is for the host, every port).
+    pub port: u16,
+    /// true: allow this host for the rest of the session.
+    pub reply: oneshot::Sender<bool>,
+}
+
+/// The HTTP/HTTPS proxy; it serves until dropped.
+pub struct Proxy {
+    socket: PathBuf,
+    /// Device and inode of the socket file it bound, so drop removes only its own file.
+    socket_id: (u64, u64),
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+/// What the accept task and every connection task share with the [`Proxy`] handle.
+struct Shared {
+    hosts: Hosts,
+    questions: Option<mpsc::UnboundedSender<NetQuestion>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Hosts allowed during the session, by [`Name::key`].
+    allowed: HashSet<String>,
+    /// Questions awaiting an answer, by host: later connections wait on the same answer.
+    pending: HashMap<String, watch::Receiver<Option<bool>>>,
+    /// `host:port` refused since the last [`Proxy::take_refused`], deduplicated, in order.
+    refused: Vec<String>,
+}
+
+impl Proxy {
+    /// Binds a Unix socket at `socket` (its parent folder exists; an old socket file there is
+    /// replaced; the socket is made 0600) and serves on the current tokio runtime (call inside
+    /// one) until dropped. `questions`: where to ask about a host not on the list (None: refuse
+    /// at once).
+    ///
+    /// The mode is set right after binding, so for that instant the socket has the umask's
+    /// mode: the parent folder should be one only the user can enter. Anything at `socket` that
+    /// is not a socket is left alone and is an error.
+    pub fn start(
+        socket: &Path,
+        hosts: Hosts,
+        questions: Option<mpsc::UnboundedSender<NetQuestion>>,
+    ) -> std::io::Result<Proxy> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            std::io::Error::other(format!("the sandbox proxy needs a tokio runtime: {e}"))
+        })?;
+        remove_stale_socket(socket)?;
+        let listener = UnixListener::bind(socket).map_err(|e| with_path(e, "bind", socket))?;
+        let metadata = make_private(socket).inspect_err(|_| {
+            let _ = std::fs::remove_file(socket);
+        })?;
+        let shared = Arc::new(Shared {
+            hosts,
+            questions,
+            state: Mutex::new(State::default()),
+        });
+        let accept = runtime.spawn(accept_loop(listener, Arc::clone(&shared)));
+        Ok(Proxy {
+            socket: socket.to_path_buf(),
+            socket_id: (metadata.dev(), metadata.ino()),
+            shared,
+            accept,
+        })
+    }
+
+    /// The socket the proxy listens on.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Allows `host` for the rest of the session (what a "yes" to a question does too).
+    /// A string that is not a valid host name or IP literal allows nothing.
+    pub fn allow(&self, host: &str) {
+        if let Ok(name) = parse_host(host) {
+            self.shared.lock().allowed.insert(name.key());
+        }
+    }
+
+    /// The hosts refused since the last call, deduplicated, in order (for a note in the tool
+    /// result), as `host:port`.
+    pub fn take_refused(&self) -> Vec<String> {
+        std::mem::take(&mut self.shared.lock().refused)
+    }
+}
+
+impl Drop for Proxy {
+    /// Stops serving (the accept task owns the connection tasks, so aborting it ends them all)
+    /// and removes the socket file, if it is still the one this proxy bound.
+    fn drop(&mut self) {
+        self.accept.abort();
+        let ours = std::fs::symlink_metadata(&self.socket)
+            .is_ok_and(|m| (m.dev(), m.ino()) == self.socket_id);
+        if ours {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+    }
+}
+
+/// Removes an old socket file at `path`, which a crashed session may have left; anything else
+/// there is an error, so a wrong path can't delete a user's file.
+fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.file_type().is_socket() => {
+            std::fs::remove_file(path).map_err(|e| with_path(e, "remove old socket", path))
+        }
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "sandbox proxy: {} exists and is not a socket",
+                path.display()
+            ),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(with_path(e, "stat", path)),
+    }
+}
+
+/// Makes the socket file 0600 and returns its metadata (to recognise it at drop).
+fn make_private(socket: &Path) -> std::io::Result<std::fs::Metadata> {
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| with_path(e, "chmod", socket))?;
+    std::fs::metadata(socket).map_err(|e| with_path(e, "stat", socket))
+}
+
+/// Adds what was being done, and to which path, to an I/O error.
+fn with_path(error: std::io::Error, action: &str, path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        error.kind(),
+        format!("sandbox proxy: {action} {}: {error}", path.display()),
+    )
+}
+
+impl Shared {
+    /// Locks the state; a poisoned lock is still usable (the state stays consistent: every
+    /// update is a single insert, remove or push).
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Decides whether a connection to `name:port` may go ahead, asking if someone can be
+    /// asked; a refusal is recorded and comes back as the reply to send.
+    async fn permit(&self, name: &Name, port: u16) -> Result<(), Reply> {
+        if self.hosts.allows_name(name) {
+            return Ok(());
+        }
+        let key = name.key();
+        let declined = match self.ticket(&key) {
+            Ticket::Allowed => return Ok(()),
+            Ticket::NoOne => false,
+            Ticket::Ask(answer) => match self.ask(&key, port, answer).await {
+                Some(true) => return Ok(()),
+                Some(false) => true,
+                None => false,
+            },
+            Ticket::Wait(answer) => {
+                if wait_for_answer(answer).await {
+                    return Ok(());
+                }
+                true
+            }
+        };
+        let target = name.with_port(port);
+        self.record_refused(&target);
+        Err(Reply::refused(&target, &key, declined))
+    }
+
+    /// What this connection must do to learn whether `key` is allowed.
+    fn ticket(&self, key: &str) -> Ticket {
+        let mut state = self.lock();
+        if state.allowed.contains(key) {
+            return Ticket::Allowed;
+        }
+        if self.questions.is_none() {
+            return Ticket::NoOne;
+        }
+        if let Some(answer) = state.pending.get(key) {
+            return Ticket::Wait(answer.clone());
+        }
+        let (answer, waiters) = watch::channel(None);
+        state.pending.insert(key.to_string(), waiters);
+        Ticket::Ask(answer)
+    }
+
+    /// Asks the question about `key`, records the answer for the session and passes it to the
+    /// connections waiting on it. A dropped reply counts as no; a closed question channel too,
+    /// but comes back as `None` (no one was asked).
+    async fn ask(&self, key: &str, port: u16, answer: watch::Sender<Option<bool>>) -> Option<bool> {
+        let (reply, replied) = oneshot::channel();
+        let question = NetQuestion {
+            host: key.to_string(),
+            port,
+            reply,
+        };
+        let sent = self
+            .questions
+            .as_ref()
+            .is_some_and(|questions| questions.send(question).is_ok());
+        let yes = sent && replied.await.unwrap_or(false);
+        let asked = sent.then_some(yes);
+        {
+            let mut state = self.lock();
+            state.pending.remove(key);
+            if yes {
+                state.allowed.insert(key.to_string());
+            }
+        }
+        answer.send_replace(Some(yes));
+        asked
+    }
+
+    fn record_refused(&self, target: &str) {
+        let mut state = self.lock();
+        if state.refused.len() < MAX_REFUSED && !state.refused.iter().any(|t| t == target) {
+            state.refused.push(target.to_string());
+        }
+    }
+}
+
+/// How a connection learns whether its host is allowed.
+enum Ticket {
+    /// Allowed earlier in the session.
+    Allowed,
+    /// Not allowed, and no one to ask.
+    NoOne,
+    /// This connection asks, and publishes the answer here.
+    Ask(watch::Sender<Option<bool>>),
+    /// Another connection is asking; the answer comes here.
+    Wait(watch::Receiver<Option<bool>>),
+}
+
+/// Waits for another connection's question to be answered; if that connection went away
+/// without an answer, it is a no.
+async fn wait_for_answer(mut answer: watch::Receiver<Option<bool>>) -> bool {
+    match answer.wait_for(Option::is_some).await {
+        Ok(value) => *value == Some(true),
+        Err(_) => false,
+    }
+}
+
+/// Accepts connections until aborted. The connection tasks live in a [`JoinSet`] owned by this
+/// task, so aborting it aborts them too.
+async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        if connections.len() >= MAX_CONNECTIONS {
+            connections.join_next().await;
+            continue;
+        }
+        match listener.accept().await {
+            Ok((client, _)) => {
+                connections.spawn(serve(client, Arc::clone(&shared)));
+            }
+            // Out of file descriptors and the like: wait a little rather than spin.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A short plain-text reply sent before closing a connection.
+#[derive(Debug)]
+struct Reply {
+    status: &'static str,
+    body: String,
+}
+
+impl Reply {
+    fn bad_request(reason: impl std::fmt::Display) -> Reply {
+        Reply {
+            status: "400 Bad Request",
+            body: format!("new's sandbox proxy could not handle the request: {reason}\n"),
+        }
+    }
+
+    fn refused(target: &str, host: &str, declined: bool) -> Reply {
+        let body = if declined {
+            format!(
+                "new's sandbox refused a connection to {target}: {host} is not in sandbox.network and the user did not allow it.\n"
+            )
+        } else {
+            format!(
+                "new's sandbox refused a connection to {target}: {host} is not in sandbox.network. Ask the user to allow it, or run the command with \"sandbox\": false.\n"
+            )
+        };
+        Reply {
+            status: "403 Forbidden",
+            body,
+        }
+    }
+
+    fn bad_gateway(target: &str, reason: &str) -> Reply {
+        Reply {
+            status: "502 Bad Gateway",
+            body: format!("new's sandbox proxy could not reach {target}: {reason}\n"),
+        }
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            self.status,
+            self.body.len(),
+            self.body
+        )
+        .into_bytes()
+    }
+
+    /// Sends the reply, closes the write side, then reads and discards what the client still
+    /// sends (a bounded amount, for a bounded time): closing a socket with unread input resets
+    /// the connection, and the client could lose the reply. Errors are moot here: the
+    /// connection ends anyway.
+    async fn send<S: AsyncRead + AsyncWrite + Unpin>(&self, client: &mut S) {
+        let bytes = self.to_bytes();
+        let _ = tokio::time::timeout(REPLY_TIMEOUT, async {
+            client.write_all(&bytes).await?;
+            client.shutdown().await?;
+            let mut rest = (&mut *client).take(DRAIN_LIMIT);
+            tokio::io::copy(&mut rest, &mut tokio::io::sink()).await
+        })
+        .await;
+    }
+}
+
+/// Serves one client connection: one request, then (if allowed) a byte pipe to its host.
+async fn serve(mut client: UnixStream, shared: Arc<Shared>) {
+    let (buffer, head_len) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
+    {
+        Ok(Ok(head)) => head,
+        Ok(Err(HeadError::TooLarge)) => {
+            let reason = format!("the request header block is over {} KB", MAX_HEAD / 1024);
+            return Reply::bad_request(reason).send(&mut client).await;
+        }
+        // Closed early, an I/O error, or too slow: no one to answer.
+        Ok(Err(HeadError::Closed)) | Err(_) => return,
+    };
+    let request = match parse_request(&buffer[..head_len]) {
+        Ok(request) => request,
+        Err(reason) => return Reply::bad_request(reason).send(&mut client).await,
+    };
+    if let Err(reply) = shared.permit(&request.host, request.port).await {
+        return reply.send(&mut client).await;
+    }
+    let target = request.host.with_port(request.port);
+    let mut upstream = match connect(&request.host, request.port).await {
+        Ok(upstream) => upstream,
+        Err(reason) => return Reply::bad_gateway(&target, &reason).send(&mut client).await,
+    };
+    let early = &buffer[head_len..];
+    let _ = tunnel(&mut client, &mut upstream, &request, early).await;
+}
+
+/// Sends the response to CONNECT or the rewritten request, forwards the bytes the client sent
+/// after its header block, then copies both ways until both sides are done.
+async fn tunnel(
+    client: &mut UnixStream,
+    upstream: &mut TcpStream,
+    request: &Request,
+    early: &[u8],
+) -> std::io::Result<()> {
+    match &request.forward {
+        None => {
+            client
+                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                .await?
+        }
+        Some(head) => upstream.write_all(head).await?,
+    }
+    upstream.write_all(early).await?;
+    tokio::io::copy_bidirectional(client, upstream).await?;
+    Ok(())
+}
+
+/// Resolves `host` here, outside the sandbox, and connects to the first address that answers,
+/// within [`CONNECT_TIMEOUT`]; the error says what failed.
+async fn connect(host: &Name, port: u16) -> Result<TcpStream, String> {
+    let attempt = async {
+        let addresses: Vec<SocketAddr> = match host {
+            Name::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+            Name::Domain(domain) => tokio::net::lookup_host((domain.as_str(), port))
+                .await
+                .map_err(|e| format!("could not resolve {domain}: {e}"))?
+                .take(MAX_ADDRESSES)
+                .collect(),
+        };
+        let mut last_error = format!("{} resolved to no address", host.key());
+        for address in addresses {
+            match TcpStream::connect(address).await {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Err(e) => last_error = format!("could not connect to {address}: {e}"),
+            }
+        }
+        Err(last_error)
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, attempt)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no connection within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            ))
+        })
+}
+
+/// Why no header block could be read.
+#[derive(Debug)]
+enum HeadError {
+    /// Over [`MAX_HEAD`] bytes without an end.
+    TooLarge,
+    /// The client closed, or reading failed, before the end of the header block.
+    Closed,
+}
+
+/// Reads until the end of the header block, at most [`MAX_HEAD`] bytes of it (plus one read's
+/// worth past it). Returns the bytes read and the header block's length; bytes past it are the
+/// start of the body or tunnel, to be forwarded.
+async fn read_head<R: AsyncRead + Unpin>(client: &mut R) -> Result<(Vec<u8>, usize), HeadError> {
+    let mut buffer = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let read = client
+            .read(&mut chunk)
+            .await
+            .map_err(|_| HeadError::Closed)?;
+        if read == 0 {
+            return Err(HeadError::Closed);
+        }
+        let scan_from = buffer.len().saturating_sub(2);
+        buffer.extend_from_slice(&chunk[..read]);
+        if let Some(end) = find_head_end(&buffer, scan_from) {
+            return if end > MAX_HEAD {
+                Err(HeadError::TooLarge)
+            } else {
+                Ok((buffer, end))
+            };
+        }
+        if buffer.len() > MAX_HEAD {
+            return Err(HeadError::TooLarge);
+        }
+    }
+}
+
+/// The length of the header block in `buffer` (through the empty line that ends it), looking
+/// at line ends from `from` on. Accepts CRLF and bare LF line ends.
+fn find_head_end(buffer: &[u8], from: usize) -> Option<usize> {
+    (from..buffer.len())
+        .filter(|&i| buffer[i] == b'\n')
+        .find_map(|i| match (buffer.get(i + 1), buffer.get(i + 2)) {
+            (Some(b'\n'), _) => Some(i + 2),
+            (Some(b'\r'), Some(b'\n')) => Some(i + 3),
+            _ => None,
+        })
+}
+
+/// A request the proxy understood.
+#[derive(Debug)]
+struct Request {
+    host: Name,
+    port: u16,
+    /// For plain HTTP, the header block to send upstream; `None` for CONNECT.
+    forward: Option<Vec<u8>>,
+}
+
+/// Parses a header block: the request line, then header lines, checked strictly enough that
+/// what is forwarded is what was checked.
+fn parse_request(head: &[u8]) -> Result<Request, String> {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let request_line = lines.next().unwrap_or_default();
+    let request_line = std::str::from_utf8(request_line)
+        .ok()
+        .filter(|line| line.is_ascii())
+        .ok_or("the request line is not ASCII")?;
+    let (method, target, version) = split_request_line(request_line)?;
+    let headers = parse_headers(lines)?;
+    if method == "CONNECT" {
+        let (host, port) = parse_authority(target, None)?;
+        return Ok(Request {
+            host,
+            port,
+            forward: None,
+        });
+    }
+    let url = parse_absolute_url(target)?;
+    let forward = rewrite_head(method, &url, version, &headers);
+    Ok(Request {
+        host: url.host,
+        port: url.port,
+        forward: Some(forward),
+    })
+}
+
+/// Splits `METHOD TARGET HTTP/1.x` and checks each part.
+fn split_request_line(line: &str) -> Result<(&str, &str, &str), String> {
+    let parts: Vec<&str> = line.split(' ').collect();
+    let [method, target, version] = parts[..] else {
+        return Err(format!(
+            "the request line `{}` is not `METHOD TARGET HTTP/1.1`",
+            shorten(line)
+        ));
+    };
+    if method.is_empty() || !method.bytes().all(is_token_byte) {
+        return Err(format!("`{}` is not an HTTP method", shorten(method)));
+    }
+    if target.is_empty() || !target.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the request target is empty or has control characters".to_string());
+    }
+    if version != "HTTP/1.1" && version != "HTTP/1.0" {
+        return Err(format!(
+            "unsupported HTTP version `{}` (HTTP/1.0 and HTTP/1.1 only)",
+            shorten(version)
+        ));
+    }
+    Ok((method, target, version))
+}
+
+/// A header line kept for forwarding: its name (for filtering) and the whole line.
+struct Header<'a> {
+    name: &'a str,
+    line: &'a [u8],
+}
+
+/// Parses the header lines up to the empty line that ends the block.
+fn parse_headers<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Result<Vec<Header<'a>>, String> {
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        if line[0] == b' ' || line[0] == b'\t' {
+            return Err("folded (continued) header lines are not supported".to_string());
+        }
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or("a header line has no `:`")?;
+        let name = std::str::from_utf8(&line[..colon])
+            .ok()
+            .filter(|name| !name.is_empty() && name.bytes().all(is_token_byte))
+            .ok_or("a header name is empty or has characters not allowed in names")?;
+        let value = &line[colon + 1..];
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(format!("the `{name}` header has control characters"));
+        }
+        headers.push(Header { name, line });
+    }
+    Ok(headers)
+}
+
+/// RFC 9110 token characters (methods, header names).
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// An `http://` URL from an absolute-form request.
+#[derive(Debug)]
+struct Url {
+    host: Name,
+    port: u16,
+    /// `host[:port]` as written, for the `Host` header.
+    authority: String,
+    /// Origin-form target: path and query, no fragment.
+    path: String,
+}
+
+/// Parses the target of a non-CONNECT request, which must be an absolute `http://` URL.
+fn parse_absolute_url(target: &str) -> Result<Url, String> {
+    let Some((scheme, rest)) = target.split_once("://") else {
+        return Err(if target.starts_with('/') || target == "*" {
+            "this is a proxy: send the full URL (`GET http://host/path`) or use CONNECT".to_string()
+        } else {
+            format!("`{}` is not an http:// URL", shorten(target))
+        });
+    };
+    if scheme.eq_ignore_ascii_case("https") {
+        return Err("https:// URLs must go through CONNECT".to_string());
+    }
+    if !scheme.eq_ignore_ascii_case("http") {
+        return Err(format!("unsupported URL scheme `{}`", shorten(scheme)));
+    }
+    let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(split);
+    if authority.contains('@') {
+        return Err("URLs with user info (`user@host`) are not supported".to_string());
+    }
+    let (host, port) = parse_authority(authority, Some(80))?;
+    let tail = tail.split('#').next().unwrap_or_default();
+    let path = if tail.starts_with('/') {
+        tail.to_string()
+    } else {
+        format!("/{tail}")
+    };
+    Ok(Url {
+        host,
+        port,
+        authority: authority.to_string(),
+        path,
+    })
+}
+
+/// Parses `host:port` (`[v6]:port` for IPv6); the port may be left out when there is a default.
+fn parse_authority(authority: &str, default_port: Option<u16>) -> Result<(Name, u16), String> {
+    let (host, port) = if authority.starts_with('[') {
+        match authority.find(']') {
+            Some(end) => {
+                let (host, after) = authority.split_at(end + 1);
+                let port = match after.strip_prefix(':') {
+                    Some(port) => Some(port),
+                    None if after.is_empty() => None,
+                    None => return Err(format!("`{}` is not host:port", shorten(authority))),
+                };
+                (host, port)
+            }
+            None => return Err(format!("`{}` has an unclosed `[`", shorten(authority))),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, _)) if host.contains(':') => {
+                return Err(format!(
+                    "`{}`: IPv6 addresses need brackets, like `[::1]:443`",
+                    shorten(authority)
+                ));
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    let port = match (port, default_port) {
+        (Some(port), _) => parse_port(port)?,
+        (None, Some(default)) => default,
+        (None, None) => {
+            return Err(format!(
+                "CONNECT needs host:port, not `{}`",
+                shorten(authority)
+            ));
+        }
+    };
+    let name =
+        parse_host(host).map_err(|reason| format!("bad host `{}`: {reason}", shorten(host)))?;
+    Ok((name, port))
+}
+
+fn parse_port(port: &str) -> Result<u16, String> {
+    if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("bad port `{}`", shorten(port)));
+    }
+    match port.parse::<u16>() {
+        Ok(0) | Err(_) => Err(format!("bad port `{port}`")),
+        Ok(port) => Ok(port),
+    }
+}
+
+/// The header block to send upstream for plain HTTP: origin-form request line, `Host` from
+/// the URL (RFC 9112 §3.2.2), no `Proxy-*` credentials or hints, and `Connection: close`
+/// (unless the client asks for an upgrade) so the server ends the connection after one
+/// response: the proxy connection is bound to this host, and a client that reused it for
+/// another host would otherwise get answers from the wrong server.
+fn rewrite_head(method: &str, url: &Url, version: &str, headers: &[Header]) -> Vec<u8> {
+    let upgrade = headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("connection")
+            && h.line[h.name.len() + 1..]
+                .split(|&b| b == b',')
+                .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
+    });
+    let mut head = format!(
+        "{method} {} {version}\r\nHost: {}\r\n",
+        url.path, url.authority
+    )
+    .into_bytes();
+    for header in headers {
+        let dropped = ["host", "proxy-connection", "proxy-authorization"]
+            .iter()
+            .chain(if upgrade {
+                &[][..]
+            } else {
+                &["connection", "keep-alive"][..]
+            })
+            .any(|name| header.name.eq_ignore_ascii_case(name));
+        if !dropped {
+            head.extend_from_slice(header.line);
+            head.extend_from_slice(b"\r\n");
+        }
+    }
+    if !upgrade {
+        head.extend_from_slice(b"Connection: close\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// Cuts hostile input down to a length fit for an error message.
+fn shorten(text: &str) -> String {
+    const MAX: usize = 100;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::net::TcpListener;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn hosts(items: &[&str]) -> Hosts {
+        Hosts::parse(&strings(items)).expect("valid test patterns")
+    }
+
+    /// A fresh folder for one test's socket (short, to fit the 108-byte socket path limit).
+    fn socket_path() -> PathBuf {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("new-px-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create test folder");
+        dir.join("proxy.sock")
+    }
+
+    /// A proxy whose test folder is removed with it.
+    struct TestProxy(Option<Proxy>);
+
+    impl std::ops::Deref for TestProxy {
+        type Target = Proxy;
+        fn deref(&self) -> &Proxy {
+            self.0.as_ref().expect("proxy until drop")
+        }
+    }
+
+    impl Drop for TestProxy {
+        fn drop(&mut self) {
+            if let Some(proxy) = self.0.take() {
+                let socket = proxy.socket().to_path_buf();
+                drop(proxy);
+                remove_test_dir(&socket);
+            }
+        }
+    }
+
+    /// Removes the folder [`socket_path`] made for `socket`.
+    fn remove_test_dir(socket: &Path) {
+        if let Some(dir) = socket.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    fn start(allowed: &[&str], questions: Option<mpsc::UnboundedSender<NetQuestion>>) -> TestProxy {
+        let proxy = Proxy::start(&socket_path(), hosts(allowed), questions).expect("start proxy");
+        TestProxy(Some(proxy))
+    }
+
+    async fn client(proxy: &Proxy) -> UnixStream {
+        UnixStream::connect(proxy.socket())
+            .await
+            .expect("connect to proxy")
+    }
+
+    /// Reads a response's header block, byte by byte so nothing after it is consumed.
+    async fn read_response_head(stream: &mut UnixStream) -> String {
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let byte = stream.read_u8().await.expect("response head");
+            head.push(byte);
+        }
+        String::from_utf8(head).expect("ASCII head")
+    }
+
+    async fn read_all(stream: &mut UnixStream) -> String {
+        let mut bytes = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
+            .await
+            .expect("response within 10 s")
+            .expect("read response");
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Sends `request` and returns the whole response (the proxy closes after errors).
+    async fn exchange(proxy: &Proxy, request: &[u8]) -> String {
+        let mut stream = client(proxy).await;
+        stream.write_all(request).await.expect("send request");
+        read_all(&mut stream).await
+    }
+
+    /// A TCP echo server on 127.0.0.1; returns its port and a count of accepted connections.
+    async fn echo_server() -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind echo");
+        let port = listener.local_addr().expect("echo address").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let (mut reader, mut writer) = stream.split();
+                    let _ = tokio::io::copy(&mut reader, &mut writer).await;
+                });
+            }
+        });
+        (port, accepted)
+    }
+
+    /// A one-shot HTTP server on 127.0.0.1: it sends back the head (and `Content-Length` body)
+    /// it received, and answers `ok`.
+    async fn http_server() -> (u16, oneshot::Receiver<(String, String)>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
+        let port = listener.local_addr().expect("http address").port();
+        let (seen, received) = oneshot::channel();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let (buffer, end) = read_head(&mut stream).await.expect("request head");
+            let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .map_or(0, |n| n.trim().parse::<usize>().expect("length"));
+            let mut body = buffer[end..].to_vec();
+            while body.len() < length {
+                let mut more = [0u8; 1024];
+                let n = stream.read(&mut more).await.expect("body");
+                assert!(n > 0, "body cut short");
+                body.extend_from_slice(&more[..n]);
+            }
+            let _ = seen.send((head, String::from_utf8_lossy(&body).into_owned()));
+            let response = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+            stream.write_all(response).await.expect("respond");
+        });
+        (port, received)
+    }
+
+    /// Opens a tunnel through the proxy to `localhost:port` and checks it echoes.
+    async fn tunnel_through(proxy: &Proxy, port: u16) {
+        let mut stream = client(proxy).await;
+        let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        stream.write_all(connect.as_bytes()).await.expect("send");
+        let head = read_response_head(&mut stream).await;
+        assert_eq!(head, "HTTP/1.1 200 Connection Established\r\n\r\n");
+        stream.write_all(b"ping").await.expect("send ping");
+        let mut echoed = [0u8; 4];
+        stream.read_exact(&mut echoed).await.expect("echo");
+        assert_eq!(&echoed, b"ping");
+    }
+
+    #[test]
+    fn hosts_exact_and_subdomains() {
+        let list = hosts(&["github.com", "*.npmjs.org"]);
+        assert!(list.allows("github.com"));
+        assert!(!list.allows("api.github.com"));
+        assert!(!list.allows("xgithub.com"));
+        assert!(list.allows("registry.npmjs.org"));
+        assert!(list.allows("a.b.npmjs.org"));
+        assert!(!list.allows("npmjs.org"));
+        assert!(!list.allows("evilnpmjs.org"));
+        assert!(!list.allows("npmjs.org.evil.com"));
+        assert_eq!(
+            list.patterns(),
+            &strings(&["github.com", "*.npmjs.org"])[..]
+        );
+    }
+
+    #[test]
+    fn hosts_fold_case_and_one_trailing_dot() {
+        let list = hosts(&["GitHub.com", "*.NPMJS.org."]);
+        assert!(list.allows("github.COM"));
+        assert!(list.allows("github.com."));
+        assert!(!list.allows("github.com.."));
+        assert!(list.allows("Registry.npmjs.org."));
+    }
+
+    #[test]
+    fn hosts_star_allows_everything() {
+        let list = hosts(&["*"]);
+        assert!(list.allows("example.com"));
+        assert!(list.allows("127.0.0.1"));
+        assert!(list.allows("[::1]"));
+        assert!(!list.allows("not a host"));
+        assert!(!Hosts::default().allows("example.com"));
+    }
+
+    #[test]
+    fn hosts_ip_literals_match_only_literally() {
+        let list = hosts(&["127.0.0.1", "[::1]", "localhost", "*.example.com"]);
+        assert!(list.allows("127.0.0.1"));
+        assert!(list.allows("::1"));
+        assert!(list.allows("[::1]"));
+        assert!(list.allows("[0:0::1]"));
+        assert!(!list.allows("127.0.0.2"));
+        assert!(!list.allows("127.1"));
+        assert!(!list.allows("2130706433"));
+        assert!(!hosts(&["localhost"]).allows("127.0.0.1"));
+        assert!(hosts(&["::1"]).allows("[::1]"));
+    }
+
+    #[test]
+    fn hosts_cover_narrower_patterns() {
+        let list = hosts(&["github.com", "*.npmjs.org", "::1"]);
+        assert!(list.covers("github.com"));
+        assert!(list.covers("GitHub.com."));
+        assert!(list.covers("*.npmjs.org"));
+        assert!(list.covers("*.registry.npmjs.org"));
+        assert!(list.covers("registry.npmjs.org"));
+        assert!(list.covers("[::1]"));
+        assert!(!list.covers("npmjs.org"));
+        assert!(!list.covers("*.github.com"));
+        assert!(!list.covers("*"));
+        assert!(!list.covers("https://github.com"));
+        assert!(hosts(&["*"]).covers("*"));
+        assert!(hosts(&["*"]).covers("*.anything.org"));
+    }
+
+    #[test]
+    fn hosts_bad_entries_are_named() {
+        let cases = [
+            ("git hub.com", "space"),
+            ("https://github.com", "scheme"),
+            ("github.com/org", "path"),
+            ("github.com:443", "port"),
+            ("git*.com", "`*`"),
+            ("*github.com", "`*`"),
+            ("a.*.com", "`*`"),
+            ("*.*.com", "`*`"),
+            ("*.", "empty"),
+            ("*.127.0.0.1", "IP"),
+            ("127.1", "numeric"),
+            ("exa$mple.com", "character"),
+            ("[::1", "IPv6"),
+        ];
+        for (entry, reason) in cases {
+            let error = Hosts::parse(&strings(&["ok.com", entry])).expect_err(entry);
+            assert!(error.contains(&format!("`{entry}`")), "{entry}: {error}");
+            assert!(error.contains(reason), "{entry}: {error}");
+        }
+        let error = Hosts::parse(&strings(&["ok.com", ""])).expect_err("empty");
+        assert_eq!(error, "sandbox.network entry 2 is empty");
+    }
+
+    #[test]
+    fn requests_parse_strictly() {
+        let ok = parse_request(b"CONNECT [::1]:443 HTTP/1.1\r\n\r\n").expect("v6 connect");
+        assert_eq!(
+            (ok.host, ok.port),
+            (Name::Ip("::1".parse().expect("ip")), 443)
+        );
+        let ok = parse_request(b"GET http://Example.com?q HTTP/1.0\n\n").expect("bare LF");
+        assert_eq!(ok.port, 80);
+        let head = String::from_utf8(ok.forward.expect("forward")).expect("ascii");
+        assert!(
+            head.starts_with("GET /?q HTTP/1.0\r\nHost: Example.com\r\n"),
+            "{head}"
+        );
+        for bad in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            b"GET https://x.com/ HTTP/1.1\r\n\r\n",
+            b"GET http://u@x.com/ HTTP/1.1\r\n\r\n",
+            b"GET http://x.com:0/ HTTP/1.1\r\n\r\n",
+            b"GET http://x.com:/ HTTP/1.1\r\n\r\n",
+            b"CONNECT x.com HTTP/1.1\r\n\r\n",
+            b"CONNECT x.com:99999 HTTP/1.1\r\n\r\n",
+            b"CONNECT ::1:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT  x.com:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT x.com:443 HTTP/2.0\r\n\r\n",
+            b"CONNECT x.com:443 HTTP/1.1\r\n folded\r\n\r\n",
+            b"CONNECT x.com:443 HTTP/1.1\r\nNoColon\r\n\r\n",
+            b"CONNECT x.com:443 HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            b"CONNECT x.com:443 HTTP/1.1\r\nA: b\rc\r\n\r\n",
+            b"CONNECT x\xff.com:443 HTTP/1.1\r\n\r\n",
+            b"\r\n\r\n",
+        ] {
+            assert!(
+                parse_request(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn connect_tunnels_both_ways_with_early_bytes() {
+        let (port, accepted) = echo_server().await;
+        let proxy = start(&["localhost"], None);
+        let mut stream = client(&proxy).await;
+        let request = format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost\r\n\r\nhello");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let head = read_response_head(&mut stream).await;
+        assert_eq!(head, "HTTP/1.1 200 Connection Established\r\n\r\n");
+        let mut echoed = [0u8; 5];
+        stream.read_exact(&mut echoed).await.expect("early bytes");
+        assert_eq!(&echoed, b"hello");
+        stream.write_all(b" world").await.expect("send more");
+        let mut echoed = [0u8; 6];
+        stream.read_exact(&mut echoed).await.expect("more bytes");
+        assert_eq!(&echoed, b" world");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert!(proxy.take_refused().is_empty());
+    }
+
+    #[tokio::test]
+    async fn connect_to_unlisted_address_is_refused_without_connecting() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let proxy = start(&["localhost"], None);
+        let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
+        let response = exchange(&proxy, request.as_bytes()).await;
+        let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
+        assert!(head.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{head}");
+        assert!(head.contains("\r\nContent-Type: text/plain"), "{head}");
+        assert!(head.contains("\r\nConnection: close"), "{head}");
+        assert!(
+            head.contains(&format!("\r\nContent-Length: {}", body.len())),
+            "{head}"
+        );
+        let target = format!("127.0.0.1:{port}");
+        assert!(
+            body.contains(&format!("refused a connection to {target}")),
+            "{body}"
+        );
+        assert!(
+            body.contains("127.0.0.1 is not in sandbox.network"),
+            "{body}"
+        );
+        let connection = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+        assert!(connection.is_err(), "the proxy connected anyway");
+        assert_eq!(proxy.take_refused(), vec![target.clone()]);
+        exchange(&proxy, request.as_bytes()).await;
+        exchange(&proxy, request.as_bytes()).await;
+        assert_eq!(proxy.take_refused(), vec![target], "deduplicated");
+        assert!(proxy.take_refused().is_empty());
+    }
+
+    #[tokio::test]
+    async fn absolute_get_is_sent_in_origin_form_without_proxy_headers() {
+        let (port, received) = http_server().await;
+        let proxy = start(&["localhost"], None);
+        let request = format!(
+            "GET http://localhost:{port}/path?q=1#frag HTTP/1.1\r\nHost: elsewhere.com\r\n\
+             Proxy-Connection: keep-alive\r\nproxy-authorization: Basic eDp5\r\n\
+             User-Agent: test\r\nAccept: */*\r\n\r\n"
+        );
+        let response = exchange(&proxy, request.as_bytes()).await;
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        assert!(response.ends_with("\r\n\r\nok"), "{response}");
+        let (head, _) = received.await.expect("server saw a request");
+        assert!(head.starts_with("GET /path?q=1 HTTP/1.1\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("\r\nHost: localhost:{port}\r\n")),
+            "{head}"
+        );
+        assert!(!head.contains("elsewhere"), "{head}");
+        assert!(!head.to_ascii_lowercase().contains("proxy-"), "{head}");
+        assert!(head.contains("\r\nUser-Agent: test\r\n"), "{head}");
+        assert!(head.contains("\r\nAccept: */*\r\n"), "{head}");
+        assert!(head.contains("\r\nConnection: close\r\n"), "{head}");
+    }
+
+    #[tokio::test]
+    async fn absolute_post_forwards_the_body_sent_with_the_head() {
+        let (port, received) = http_server().await;
+        let proxy = start(&["localhost"], None);
+        let request = format!(
+            "POST http://localhost:{port}/submit HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world"
+        );
+        let response = exchange(&proxy, request.as_bytes()).await;
+        assert!(response.ends_with("ok"), "{response}");
+        let (head, body) = received.await.expect("server saw a request");
+        assert!(head.starts_with("POST /submit HTTP/1.1\r\n"), "{head}");
+        assert_eq!(body, "hello world");
+    }
+
+    #[tokio::test]
+    async fn one_question_for_concurrent_connections_and_yes_sticks() {
+        let (port, accepted) = echo_server().await;
+        let (ask, mut questions) = mpsc::unbounded_channel();
+        let proxy = start(&[], Some(ask));
+        let first = tunnel_through(&proxy, port);
+        let second = tunnel_through(&proxy, port);
+        let answer = async {
+            let question = questions.recv().await.expect("a question");
+            assert_eq!((question.host.as_str(), question.port), ("localhost", port));
+            // Give the second connection time to reach the proxy and wait on this question.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(questions.try_recv().is_err(), "asked twice");
+            question
+                .reply
+                .send(true)
+                .expect("proxy waits for the reply");
+        };
+        tokio::join!(first, second, answer);
+        tunnel_through(&proxy, port).await;
+        assert!(questions.try_recv().is_err(), "asked again after yes");
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        assert!(proxy.take_refused().is_empty());
+    }
+
+    #[tokio::test]
+    async fn no_or_dropped_reply_refuses() {
+        let (port, accepted) = echo_server().await;
+        let (ask, mut questions) = mpsc::unbounded_channel();
+        let proxy = start(&[], Some(ask));
+        let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+        let (response, ()) = tokio::join!(exchange(&proxy, request.as_bytes()), async {
+            let question = questions.recv().await.expect("a question");
+            question.reply.send(false).expect("proxy waits");
+        });
+        assert!(
+            response.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+            "{response}"
+        );
+        assert!(response.contains("the user did not allow it"), "{response}");
+        let (response, ()) = tokio::join!(exchange(&proxy, request.as_bytes()), async {
+            drop(questions.recv().await.expect("asked again"));
+        });
+        assert!(
+            response.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+            "{response}"
+        );
+        drop(questions);
+        let response = exchange(&proxy, request.as_bytes()).await;
+        assert!(
+            response.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+            "{response}"
+        );
+        assert!(response.contains("Ask the user to allow it"), "{response}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+        assert_eq!(proxy.take_refused(), vec![format!("localhost:{port}")]);
+    }
+
+    #[tokio::test]
+    async fn allow_lets_a_host_through() {
+        let (port, _) = echo_server().await;
+        let proxy = start(&[], None);
+        let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+        let response = exchange(&proxy, request.as_bytes()).await;
+        assert!(
+            response.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+            "{response}"
+        );
+        assert!(response.contains("Ask the user to allow it"), "{response}");
+        proxy.allow("LOCALHOST.");
+        tunnel_through(&proxy, port).await;
+    }
+
+    #[tokio::test]
+    async fn bad_requests_get_400_and_the_proxy_goes_on() {
+        let (port, _) = echo_server().await;
+        let proxy = start(&["*"], None);
+        for bad in [
+            &b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"[..],
+            b"nonsense\r\n\r\n",
+            b"CONNECT localhost HTTP/1.1\r\n\r\n",
+            b"CONNECT 127.1:80 HTTP/1.1\r\n\r\n",
+        ] {
+            let response = exchange(&proxy, bad).await;
+            assert!(
+                response.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+                "{response}"
+            );
+        }
+        // A client that leaves mid-head gets nothing and costs nothing.
+        drop(client(&proxy).await);
+        tunnel_through(&proxy, port).await;
+    }
+
+    #[tokio::test]
+    async fn oversized_head_gets_400() {
+        let proxy = start(&["*"], None);
+        let mut stream = client(&proxy).await;
+        let mut request = b"GET http://localhost/ HTTP/1.1\r\nX-Big: ".to_vec();
+        request.resize(request.len() + 70 * 1024, b'a');
+        let (mut reader, mut writer) = stream.split();
+        let send = async {
+            let _ = writer.write_all(&request).await;
+        };
+        let mut response = Vec::new();
+        let receive = reader.read_to_end(&mut response);
+        let ((), read) = tokio::join!(send, receive);
+        read.expect("read response");
+        let response = String::from_utf8_lossy(&response);
+        assert!(
+            response.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+            "{response}"
+        );
+        assert!(response.contains("over 64 KB"), "{response}");
+    }
+
+    #[tokio::test]
+    async fn unreachable_upstream_gets_502() {
+        let port = {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            listener.local_addr().expect("address").port()
+        };
+        let proxy = start(&["127.0.0.1"], None);
+        let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
+        let response = exchange(&proxy, request.as_bytes()).await;
+        assert!(
+            response.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
+            "{response}"
+        );
+        assert!(
+            response.contains(&format!("could not reach 127.0.0.1:{port}")),
+            "{response}"
+        );
+    }
+
+    #[tokio::test]
+    async fn drop_removes_the_socket_and_ends_tunnels() {
+        let (port, _) = echo_server().await;
+        let path = socket_path();
+        drop(std::os::unix::net::UnixListener::bind(&path).expect("stale socket"));
+        assert!(path.exists(), "a stale socket file is left behind");
+        let proxy = Proxy::start(&path, hosts(&["localhost"]), None).expect("replace stale socket");
+        let mode = std::fs::metadata(&path)
+            .expect("socket")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut stream = client(&proxy).await;
+        let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        read_response_head(&mut stream).await;
+        drop(proxy);
+        assert!(!path.exists(), "socket file left after drop");
+        let mut rest = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest));
+        assert!(ended.await.is_ok(), "tunnel still open after drop");
+        remove_test_dir(&path);
+    }
+
+    #[tokio::test]
+    async fn start_refuses_to_replace_a_regular_file() {
+        let path = socket_path();
+        std::fs::write(&path, "not a socket").expect("write file");
+        let error = Proxy::start(&path, Hosts::default(), None)
+            .err()
+            .expect("refused");
+        assert_eq!(error.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(path.exists());
+        remove_test_dir(&path);
+    }
+
+    #[test]
+    fn start_outside_a_runtime_is_an_error() {
+        let path = socket_path();
+        let error = Proxy::start(&path, Hosts::default(), None)
+            .err()
+            .expect("no runtime");
+        assert!(error.to_string().contains("tokio runtime"), "{error}");
+        assert!(!path.exists());
+        remove_test_dir(&path);
+    }
+}
