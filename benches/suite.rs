@@ -947,6 +947,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 bash_timeout: Duration::from_secs(30),
                 hidden_env: Vec::new(),
                 skills: Default::default(),
+                os_sandbox: None,
             },
             &[],
         )

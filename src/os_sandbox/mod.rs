@@ -328,16 +328,34 @@ pub fn entry_reach(from_project: bool, sandbox: Option<bool>, network: bool) -> 
 /// The files inside `workdir` that these command lines name (a hook's script, an MCP server's
 /// program): kept read-only inside the sandbox, so that a command cannot change what runs next.
 pub fn files_named(workdir: &Path, commands: &[String]) -> Vec<PathBuf> {
+    /// Programs whose next word is the script they run.
+    const RUNNERS: &[&str] = &[
+        "sh", "bash", "zsh", "dash", "python", "python3", "node", "deno", "bun", "perl", "ruby",
+        "php", "exec", "source", ".", "uv", "run", "npx", "tsx",
+    ];
     let mut out = Vec::new();
     for command in commands {
+        // The first word of each command in the line, and the word after a runner; never the
+        // target of a redirection (a hook's log file is not what it runs).
+        let mut program_next = true;
         for word in command.split_whitespace() {
-            let word = word.trim_matches(|c| c == '"' || c == '\'' || c == ';' || c == '&');
-            let word = word.strip_prefix("$WORKDIR/").unwrap_or(word);
-            if word.is_empty() || word.starts_with('-') {
+            let bare = word.trim_matches(|c| c == '"' || c == '\'');
+            if [";", "&&", "||", "|", "&"].contains(&bare) {
+                program_next = true;
                 continue;
             }
-            let path = workdir.join(word);
-            if let Ok(real) = path.canonicalize()
+            if bare.starts_with('>') || bare.starts_with('<') || bare.starts_with('-') {
+                program_next = false;
+                continue;
+            }
+            let is_program = program_next;
+            let name = bare.rsplit('/').next().unwrap_or(bare);
+            program_next = RUNNERS.contains(&name) || bare.contains('=') && is_program;
+            if !is_program {
+                continue;
+            }
+            let word = bare.strip_prefix("$WORKDIR/").unwrap_or(bare);
+            if let Ok(real) = workdir.join(word).canonicalize()
                 && real.is_file()
                 && real.starts_with(workdir)
                 && !out.contains(&real)
@@ -650,6 +668,7 @@ impl OsSandbox {
             "permission denied",
             "read-only file system",
             "operation not permitted",
+            "invalid cross-device link",
         ];
         let net_signs = [
             "network is unreachable",
@@ -659,6 +678,8 @@ impl OsSandbox {
             "failed to resolve",
             "no address associated",
             "connection refused",
+            "couldn't connect to server",
+            "failed to connect",
             "name resolution",
         ];
         let wrote = write_signs.iter().any(|s| lower.contains(s));
@@ -777,6 +798,30 @@ impl OsSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_files_hooks_and_servers_run_are_found_and_their_outputs_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().canonicalize().unwrap();
+        for f in ["guard.sh", "lint.py", "log.txt", "server.js", "data.json"] {
+            std::fs::write(work.join(f), "").unwrap();
+        }
+        let found = files_named(
+            &work,
+            &[
+                "./guard.sh --strict >> log.txt".into(),
+                "python3 lint.py data.json && echo ok > log.txt".into(),
+                "node".into(),
+                "server.js".into(),
+                format!("cat {}", work.join("data.json").display()),
+            ],
+        );
+        let names: Vec<String> = found
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["guard.sh", "lint.py", "server.js"]);
+    }
 
     #[test]
     fn an_untrusted_project_may_only_narrow_the_sandbox() {

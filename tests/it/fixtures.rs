@@ -64,6 +64,7 @@ fn file_tool_fixtures() {
                 bash_timeout: Duration::from_secs(5),
                 hidden_env: Vec::new(),
                 skills: Default::default(),
+                os_sandbox: None,
             },
             &[],
         )

@@ -177,7 +177,8 @@ fn a_blocked_message_is_not_sent_and_a_broken_hook_never_stops_the_turn() {
 #[test]
 fn a_project_s_hooks_run_only_once_trusted() {
     let env = Env::new();
-    let marker = env.dir.path().join("ran.txt");
+    // A project's hook runs inside the sandbox: it may write in WORKDIR only.
+    let marker = env.work().join("ran.txt");
     std::fs::create_dir_all(env.work().join(".new")).unwrap();
     std::fs::write(
         env.work().join(".new/config.json"),

@@ -12,6 +12,7 @@ mod permissions;
 mod providers;
 mod pty;
 mod repl;
+mod sandbox;
 mod skills;
 mod subagents;
 mod support;

@@ -3,8 +3,39 @@
 
 use crate::support::*;
 
+/// With the sandbox on (the default where the kernel has it), a command runs in default mode
+/// without a question: the kernel keeps it inside WORKDIR. `/status` and `/sandbox` say so.
 #[test]
-fn default_mode_writes_with_a_diff_but_cannot_ask_to_run_commands_without_a_terminal() {
+fn with_the_sandbox_default_mode_runs_commands_without_asking() {
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", r#"{"command":"echo hi > hi.txt; cat hi.txt"}"#)]),
+        text(&["done"]),
+    ]);
+    let env = Env::new();
+    let run = env.run(&server.base_url, &[], "go\n/status\n/sandbox\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(results(&server, 1)[0], "Exit code: 0\nstdout:\nhi\n");
+    assert!(!run.stderr.contains("sandbox: off"), "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "sandbox: on (writes in the working folder and $TMPDIR only; network off)"
+        ),
+        "{run:?}"
+    );
+    for line in ["  writable: ", "  read-only inside: ", "  hidden: ", "  network: none"] {
+        assert!(run.stdout.contains(line), "{line}: {run:?}");
+    }
+    // Strict mode still asks (and cannot, here).
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", r#"{"command":"echo hi"}"#)]),
+        text(&["done"]),
+    ]);
+    env.run(&server.base_url, &["--permission-mode", "strict"], "go\n");
+    assert!(results(&server, 1)[0].starts_with("Permission denied"));
+}
+
+#[test]
+fn without_the_sandbox_default_mode_writes_with_a_diff_but_cannot_ask_to_run_commands() {
     let server = Server::start(vec![
         tool_calls(&[
             (
@@ -17,8 +48,15 @@ fn default_mode_writes_with_a_diff_but_cannot_ask_to_run_commands_without_a_term
         text(&["done"]),
     ]);
     let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "sandbox": {"enabled": false}}"#);
     let run = env.run(&server.base_url, &[], "go\n");
     assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "sandbox: off (sandbox.enabled is false in the config); bash commands are asked for"
+        ),
+        "{run:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(env.work().join("hello.txt")).unwrap(),
         "hello\nworld\n"

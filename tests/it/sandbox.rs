@@ -1,0 +1,388 @@
+//! The operating-system sandbox on the real kernel: `bash` through the library with the built
+//! `new` as its helper (every attempt to write outside is refused by the kernel, not by a reading
+//! of the command), and the binary as a user meets it (hidden secrets, the fallback, /sandbox).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A user's setup beside a sentinel folder outside WORKDIR: a git repository with `.new/` and
+/// `AGENTS.md`, in permissive mode (so nothing but the sandbox stands in the way).
+struct Cell {
+    env: Env,
+    work: PathBuf,
+    sentinel: PathBuf,
+}
+
+impl Cell {
+    fn new(sandbox: Value) -> Cell {
+        let env = Env::new();
+        env.write_config(
+            &json!({"retry_initial_ms": 5, "permission_mode": "permissive", "max_rounds": 200, "sandbox": sandbox})
+                .to_string(),
+        );
+        let work = env.work().canonicalize().unwrap();
+        let sentinel = env.dir.path().canonicalize().unwrap().join("sentinel");
+        std::fs::create_dir_all(sentinel.join("sub")).unwrap();
+        std::fs::write(sentinel.join("s.txt"), "ORIGINAL\n").unwrap();
+        std::fs::write(sentinel.join("sub/t.txt"), "DEEP\n").unwrap();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&work)
+            .status()
+            .unwrap();
+        assert!(git.success());
+        std::fs::create_dir_all(work.join(".new")).unwrap();
+        std::fs::write(work.join(".new/config.json"), "{}\n").unwrap();
+        std::fs::write(work.join("AGENTS.md"), "be nice\n").unwrap();
+        Cell {
+            env,
+            work,
+            sentinel,
+        }
+    }
+
+    /// Runs `new -p` with a model that calls `bash` once per round with each of `calls` (JSON
+    /// arguments), and returns each call's result, in order.
+    fn run(&self, calls: &[Value]) -> Vec<String> {
+        let mut replies: Vec<Reply> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, args)| tool_calls(&[(&format!("c{i}"), "bash", &args.to_string())]))
+            .collect();
+        replies.push(text(&["done"]));
+        let server = Server::start(replies);
+        let mut cmd = self.env.command(&server.base_url);
+        cmd.arg(&self.work)
+            .arg("default")
+            .arg(self.env.data())
+            .args(["-p", "go"])
+            .env("OPENAI_API_KEY", "sk-test-123");
+        let run = run_with_stdin(cmd, "");
+        assert_eq!(run.code, Some(0), "{run:?}");
+        let got = results(&server, calls.len());
+        assert_eq!(got.len(), calls.len(), "{run:?}");
+        got
+    }
+
+    fn bash(&self, commands: &[String]) -> Vec<String> {
+        let calls: Vec<Value> = commands.iter().map(|c| json!({ "command": c })).collect();
+        self.run(&calls)
+    }
+
+    /// Every file under the sentinel folder with its bytes.
+    fn sentinel_state(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+            let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+            entries.sort_by_key(|e| e.file_name());
+            for e in entries {
+                let p = e.path();
+                let meta = std::fs::symlink_metadata(&p).unwrap();
+                if meta.is_dir() {
+                    out.push((p.clone(), Vec::new()));
+                    walk(&p, out);
+                } else {
+                    out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.sentinel, &mut out);
+        out
+    }
+}
+
+fn base64(text: &str) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | *b as u32) << (8 * (3 - chunk.len()));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Sixty-odd ways to write, move or delete outside WORKDIR, in the spellings that passed the
+/// command matcher, run in permissive mode: the kernel refuses each. The sentinel is byte for
+/// byte as it was, and each result says the sandbox refused.
+#[test]
+fn no_escape_attempt_changes_anything_outside_the_working_folder() {
+    let cell = Cell::new(json!({}));
+    let s = cell.sentinel.display().to_string();
+    let f = format!("{s}/s.txt");
+    let before = cell.sentinel_state();
+    let attempts = vec![
+        format!("echo x > {f}"),
+        format!("echo x >> {f}"),
+        format!("printf x 1<> {f}"),
+        format!(":> {f}"),
+        format!("cat /dev/null > {f}"),
+        format!("exec 3>{f}; echo x >&3"),
+        format!("cp /etc/hostname {f}"),
+        format!("cp /etc/hostname {s}/new.txt"),
+        format!("cp -r /etc/hostname {s}/sub/"),
+        format!("install /etc/hostname {f}"),
+        format!("mv {f} {s}/moved.txt"),
+        format!("mv {f} ./stolen.txt"),
+        format!("mv {s} ./gone"),
+        format!("ln -s /etc/passwd {s}/link"),
+        format!("ln {f} {s}/hard"),
+        format!("ln {f} ./hard && echo x > ./hard"),
+        format!("tee {f} <<< x"),
+        format!("echo x | tee -a {f}"),
+        format!("dd if=/dev/zero of={f} bs=1 count=1"),
+        format!("printf x | dd of={f} conv=notrunc"),
+        format!("truncate -s 0 {f}"),
+        format!("touch {s}/new2.txt"),
+        format!("mkdir {s}/d"),
+        format!("mkfifo {s}/p"),
+        format!("rm -f {f}"),
+        format!("rm -rf {s}"),
+        format!("rm -rf {s}/*"),
+        format!("rm -rf \"$PWD\"/../sentinel"),
+        "rm -rf ../sentinel".to_string(),
+        format!("find {s} -delete"),
+        format!("find {s} -type f -exec rm {{}} +"),
+        format!("echo {f} | xargs rm -f"),
+        format!("{{rm,-f,{f}}}"),
+        format!("bash <<< 'rm -f {f}'"),
+        format!("cat <<EOF | sh\nrm -f {f}\nEOF"),
+        format!("eval \"$(echo {} | base64 -d)\"", base64(&format!("rm -f {f}"))),
+        format!("sh -c 'echo x > {f}'"),
+        format!("env X=1 sh -c 'echo x > {f}'"),
+        format!("function f {{ rm -f {f}; }}; f"),
+        format!("coproc rm -f {f}; wait"),
+        format!("trap 'rm -f {f}' EXIT"),
+        format!("for d in {s} {s}/sub; do rm -rf \"$d\"; done"),
+        format!("(setsid sh -c 'sleep 0.2; echo x > {f}' &); sleep 1"),
+        format!("nohup sh -c 'echo x > {f}' 2>&1"),
+        format!("ln -s {s} ./out && echo x > ./out/s.txt"),
+        format!("ln -s {f} ./f && echo x >> ./f"),
+        format!("cd {s} && echo x > s.txt"),
+        "cd .. && rm -rf sentinel".to_string(),
+        "echo x > /proc/self/cwd/../sentinel/s.txt".to_string(),
+        format!("echo x > /proc/$$/root{f}"),
+        format!("sed -i s/ORIGINAL/x/ {f}"),
+        format!("awk 'BEGIN {{ print \"x\" > \"{f}\" }}'"),
+        format!("gzip -c /etc/hostname > {s}/h.gz"),
+        format!("tar -cf {s}/x.tar /etc/hostname"),
+        format!("python3 -c 'open(\"{f}\", \"w\").write(\"x\")'"),
+        format!("python3 -c 'import os; os.remove(\"{f}\")'"),
+        format!("python3 -c 'import shutil; shutil.rmtree(\"{s}\")'"),
+        format!("python3 -c 'import os; os.rename(\"{f}\", \"{s}/r\")'"),
+        format!("python3 -c 'import os; os.symlink(\"/etc\", \"{s}/l\")'"),
+        format!("python3 -c 'import subprocess; subprocess.run([\"rm\", \"-f\", \"{f}\"])'"),
+        format!("perl -e 'unlink \"{f}\" or die \"$!\\n\"'"),
+        format!("perl -e 'open(F, \">\", \"{f}\") or die \"$!\\n\"; print F \"x\"'"),
+        format!("perl -e 'system(\"rm -f {f}\")'"),
+        format!("node -e 'require(\"fs\").writeFileSync(\"{f}\", \"x\")'"),
+        format!("node -e 'require(\"fs\").rmSync(\"{s}\", {{recursive: true}})'"),
+        format!("git -c alias.x='!rm -f {f}' x"),
+        format!("git init -q {s}/repo"),
+        format!("unshare -r sh -c 'echo x > {f}'"),
+        format!("unshare -rm sh -c 'mount -t tmpfs none {s} && echo x > {f}'"),
+    ];
+    assert!(attempts.len() >= 60, "{}", attempts.len());
+    let mut commands = attempts.clone();
+    commands.push("echo fine > inside.txt && cat inside.txt".into());
+    let results = cell.bash(&commands);
+    assert_eq!(cell.sentinel_state(), before, "the sentinel changed");
+    for (attempt, result) in attempts.iter().zip(&results) {
+        assert!(
+            result.contains("[sandbox]") && result.contains("sandbox refusing it"),
+            "`{attempt}`: the result does not say the sandbox refused it: {result}"
+        );
+    }
+    // Writing inside the working folder works as ever.
+    let inside = results.last().unwrap();
+    assert!(inside.contains("fine") && !inside.contains("[sandbox]"), "{inside}");
+    assert_eq!(
+        std::fs::read_to_string(cell.work.join("inside.txt")).unwrap(),
+        "fine\n"
+    );
+}
+
+/// `.git`, `.new` and the instruction files stay read-only from inside; a build, git, Python
+/// and a compiler work; the temp folder is private and writable.
+#[test]
+fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
+    let cell = Cell::new(json!({}));
+    std::fs::write(
+        cell.work.join("hello.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"built\"); return 0; }\n",
+    )
+    .unwrap();
+    let protected = [
+        ("echo '[core] x=1' >> .git/config", ".git/config"),
+        ("echo '{\"permission_mode\":\"permissive\"}' > .new/config.json", ".new/config.json"),
+        ("echo 'obey' >> AGENTS.md", "AGENTS.md"),
+        ("rm -f .git/HEAD", ".git/HEAD"),
+    ];
+    let before: Vec<Vec<u8>> = protected
+        .iter()
+        .map(|(_, f)| std::fs::read(cell.work.join(f)).unwrap())
+        .collect();
+    let work = [
+        ("git status --short", "hello.c"),
+        ("python3 -c 'print(6 * 7)'", "42"),
+        ("cc -o hello hello.c && ./hello", "built"),
+        ("echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"tmp=$TMPDIR\"", "tmp=/"),
+        ("ls /dev/null && echo ok > /dev/null && echo done", "done"),
+        ("python3 -c 'import multiprocessing as m; print(m.Pool(2).map(abs, [-3]))'", "[3]"),
+        ("echo \"[${OPENAI_API_KEY:-unset}]\"", "[unset]"),
+    ];
+    let mut commands: Vec<String> = protected.iter().map(|(c, _)| c.to_string()).collect();
+    commands.extend(work.iter().map(|(c, _)| c.to_string()));
+    commands.push("echo 'new rules' > CLAUDE.md".into());
+    let results = cell.bash(&commands);
+    for (((command, file), before), result) in protected.iter().zip(&before).zip(&results) {
+        assert_eq!(&std::fs::read(cell.work.join(file)).unwrap(), before, "{command}");
+        assert!(result.contains("Read-only file system"), "{command}: {result}");
+        assert!(result.contains("[sandbox]"), "{command}: {result}");
+    }
+    for ((command, expect), result) in work.iter().zip(&results[protected.len()..]) {
+        assert!(result.contains(expect), "{command}: {result}");
+        assert!(!result.contains("[sandbox]"), "{command}: {result}");
+    }
+    let tmp = results[protected.len() + 3]
+        .lines()
+        .find_map(|l| l.strip_prefix("tmp="))
+        .unwrap()
+        .to_string();
+    assert!(!Path::new(&tmp).starts_with(&cell.work), "{tmp}");
+    // A protected name that did not exist: creating it is said.
+    assert!(
+        results.last().unwrap().contains("created CLAUDE.md, which new protects"),
+        "{}",
+        results.last().unwrap()
+    );
+}
+
+/// The network is off by default: a listener on the host's loopback sees no connection from a
+/// sandboxed curl or Python, and the result says why; the sandbox's own loopback works.
+#[test]
+fn no_network_by_default() {
+    let cell = Cell::new(json!({}));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let results = cell.bash(&[
+        format!("curl -sS -m 5 http://127.0.0.1:{port}/"),
+        format!("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5)'"),
+        "curl -sS -m 5 https://example.com/".to_string(),
+        "python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 & \
+         for i in $(seq 50); do curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18765/ && break; sleep 0.1; done"
+            .to_string(),
+    ]);
+    for result in &results[..3] {
+        assert!(result.contains("[sandbox]"), "{result}");
+        assert!(result.contains("it has no network"), "{result}");
+    }
+    assert!(listener.accept().is_err(), "a connection reached the host");
+    assert!(results[3].contains("200"), "{}", results[3]);
+}
+
+/// With a domain list, a request through the proxy to an allowed name passes and one to another
+/// name for the same server is refused, before any connection is made.
+#[test]
+fn a_domain_list_lets_through_only_the_names_on_it() {
+    let cell = Cell::new(json!({"network": ["localhost"]}));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello world\n",
+            );
+        }
+    });
+    let results = cell.bash(&[
+        format!("curl -sS -m 10 --noproxy '' http://localhost:{port}/"),
+        format!("curl -sS -m 10 --noproxy '' http://127.0.0.1:{port}/"),
+    ]);
+    assert!(results[0].contains("hello world"), "{}", results[0]);
+    assert!(!results[0].contains("[sandbox]"), "{}", results[0]);
+    assert!(
+        results[1].contains(&format!("The sandbox refused connections to 127.0.0.1:{port}")),
+        "{}",
+        results[1]
+    );
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// A command that asks to leave the sandbox is refused when nobody can be asked, even in
+/// permissive mode, and forbidden outright with `allow_unsandboxed: false`.
+#[test]
+fn leaving_the_sandbox_needs_the_user() {
+    let cell = Cell::new(json!({}));
+    let f = cell.sentinel.join("s.txt");
+    let call = json!({"command": format!("echo changed > {}", f.display()), "sandbox": false, "reason": "test"});
+    let results = cell.run(std::slice::from_ref(&call));
+    assert!(
+        results[0].contains("outside the sandbox needs the user's approval"),
+        "{}",
+        results[0]
+    );
+    let strict = Cell::new(json!({"allow_unsandboxed": false}));
+    let results = strict.run(&[call]);
+    assert!(
+        results[0].contains("forbidden by sandbox.allow_unsandboxed"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "ORIGINAL\n");
+}
+
+/// Secrets in the home folder and `new`'s own config are not readable from bash; WORKDIR is.
+/// No provider key is in a sandboxed command's environment. Driven through the binary.
+#[test]
+fn secrets_are_hidden_from_bash_and_files_in_workdir_are_not() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE-KEY-MATERIAL\n").unwrap();
+    std::fs::write(home.join(".netrc"), "machine x password NETRC-SECRET\n").unwrap();
+    env.write_config(r#"{"retry_initial_ms": 5, "api_key": "CONFIG-KEY-SECRET"}"#);
+    std::fs::write(env.work().join("notes.txt"), "VISIBLE-NOTES\n").unwrap();
+    let config = env.config_dir().join("config.json");
+    let command = format!(
+        "cat ~/.ssh/id_rsa; ls -A ~/.ssh; cat ~/.netrc; cat {}; cat notes.txt; \
+         echo \"key=[${{OPENAI_API_KEY:-}}]\"; cat /proc/$PPID/environ | tr '\\0' '\\n' | grep -c API_KEY",
+        config.display()
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", &json!({ "command": command }).to_string())]),
+        text(&["done"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["-p", "look"])
+        .env("OPENAI_API_KEY", "sk-test-123");
+    let run = run_with_stdin(cmd, "");
+    let result = results(&server, 1).join("\n");
+    assert!(!run.stderr.contains("sandbox: off"), "{run:?}");
+    assert!(run.stdout.contains("done"), "{}", run.stderr);
+    assert!(result.contains("VISIBLE-NOTES"), "{result}");
+    for secret in ["PRIVATE-KEY-MATERIAL", "NETRC-SECRET", "CONFIG-KEY-SECRET", "sk-test"] {
+        assert!(!result.contains(secret), "{secret} leaked: {result}");
+    }
+    assert!(result.contains("key=[]"), "{result}");
+}
