@@ -956,3 +956,49 @@ fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
     let shown = pty.expect("completed (background)");
     assert!(!shown.contains("its answer goes"), "{shown:?}");
 }
+
+/// A command that asks to leave the sandbox is asked for every time, with its reason, `y` or `n`
+/// only; `y` runs it outside (it may write outside WORKDIR), `n` refuses it.
+#[test]
+fn leaving_the_sandbox_is_asked_with_the_reason() {
+    let env = Env::new();
+    let outside = env.dir.path().join("outside.txt");
+    let call = |id: &str, text: &str| {
+        let args = serde_json::json!({
+            "command": format!("echo {text} > {}", outside.display()),
+            "sandbox": false,
+            "reason": "write the release notes beside the project",
+        });
+        tool_calls(&[(id, "bash", &args.to_string())])
+    };
+    let server = Server::start(vec![
+        call("c1", "one"),
+        text(&["wrote it"]),
+        call("c2", "two"),
+        text(&["refused then"]),
+    ]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("write outside\r");
+    let shown = pty.expect("[y/N] ");
+    assert!(shown.contains("bash needs your approval"), "{shown:?}");
+    assert!(shown.contains("to run OUTSIDE the sandbox"), "{shown:?}");
+    assert!(
+        shown.contains("Reason: write the release notes beside the project"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("this command asks to run outside the sandbox"), "{shown:?}");
+    pty.send("s\r");
+    pty.expect("answer y or n");
+    pty.send("y\r");
+    pty.expect("wrote it");
+    pty.expect("› ");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "one\n");
+    pty.send("again\r");
+    pty.expect("[y/N] ");
+    pty.send("n\r");
+    pty.expect("reason for the model (optional): ");
+    pty.send("\r");
+    pty.expect("refused then");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "one\n");
+    assert!(results(&server, 3)[1].starts_with("The user denied this `bash` call"));
+}

@@ -575,9 +575,14 @@ fn the_foreground_wait_moves_a_task_to_the_background_where_nothing_asks() {
         text(&["It goes on in the background."]),
     ]);
     server.answer_subagents(vec![
-        // Its first answer arrives only after the parent stopped waiting.
+        // Its first answer arrives only after the parent stopped waiting. (Inside the sandbox
+        // the command would run unasked; leaving it would be asked.)
         gated(
-            tool_calls(&[("w1", "bash", r#"{"command":"touch notes.txt"}"#)]),
+            tool_calls(&[(
+                "w1",
+                "bash",
+                r#"{"command":"touch notes.txt","sandbox":false}"#,
+            )]),
             &release,
         ),
         text(&["I could not write the notes."]),
