@@ -243,6 +243,15 @@ fn start_tool_server(
     tool: &'static str,
     arguments: &'static str,
 ) -> (String, tokio::runtime::Runtime) {
+    start_batch_server(tool, arguments, 1)
+}
+
+/// [`start_tool_server`] whose every tool turn asks for `per_turn` calls at once.
+fn start_batch_server(
+    tool: &'static str,
+    arguments: &'static str,
+    per_turn: usize,
+) -> (String, tokio::runtime::Runtime) {
     use axum::Router;
     use axum::body::Body;
     use axum::response::Response;
@@ -275,8 +284,11 @@ fn start_tool_server(
                         + &chunk(serde_json::json!({}), Some("stop"))
                 } else {
                     let n = calls.fetch_add(1, Ordering::SeqCst);
+                    let batch: Vec<serde_json::Value> = (0..per_turn)
+                        .map(|i| serde_json::json!({"index":i,"id":format!("call{n}-{i}"),"type":"function","function":{"name":tool,"arguments":arguments}}))
+                        .collect();
                     chunk(
-                        serde_json::json!({"role":"assistant","tool_calls":[{"index":0,"id":format!("call{n}"),"type":"function","function":{"name":tool,"arguments":arguments}}]}),
+                        serde_json::json!({"role":"assistant","tool_calls":batch}),
                         None,
                     ) + &chunk(serde_json::json!({}), Some("tool_calls"))
                 };
@@ -930,6 +942,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 timeout: Duration::from_secs(30),
                 disabled: false,
                 origin: new_agent::mcp::Origin::User,
+                sandbox: None,
+                network: false,
             }],
             ..Default::default()
         };
@@ -1280,6 +1294,102 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             target: "flat: ≤ 1.2×".into(),
             ok: ratio <= 1.2,
         });
+    }
+
+    // 7: the sandbox: one `bash` call of `true` inside it against one outside, through the tool
+    // (interleaved, fastest of several batches), and a whole turn of 20 calls through `new -p`
+    // with the sandbox on against one with `sandbox.enabled: false`.
+    if wanted("sandbox") {
+        let (work_sb, data_sb) = (dir("sandbox-work"), dir("sandbox-data"));
+        let sandbox = new_agent::os_sandbox::OsSandbox::new(
+            Default::default(),
+            &work_sb,
+            &data_sb,
+            PathBuf::from(bin),
+            Vec::new(),
+        );
+        if sandbox.is_on() {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let registry = |os| {
+                new_agent::tools::ToolRegistry::builtin(
+                    new_agent::tools::ToolContext {
+                        sandbox: new_agent::tools::Sandbox::new(&work_sb).unwrap(),
+                        bash_timeout: Duration::from_secs(30),
+                        hidden_env: Vec::new(),
+                        skills: Default::default(),
+                        os_sandbox: os,
+                    },
+                    &[],
+                )
+                .unwrap()
+            };
+            let (inside, outside) = (registry(Some(sandbox.clone())), registry(None));
+            let calls = if s.big >= 100_000 { 40 } else { 10 };
+            let args = serde_json::json!({"command": "true"});
+            let (t_in, t_out) = runtime.block_on(async {
+                let (mut t_in, mut t_out) = (Duration::MAX, Duration::MAX);
+                for _ in 0..5 {
+                    for (registry, best) in [(&inside, &mut t_in), (&outside, &mut t_out)] {
+                        let start = Instant::now();
+                        for _ in 0..calls {
+                            let out = registry.run("bash", &args).await;
+                            assert!(out.content.starts_with("Exit code: 0"), "{}", out.content);
+                        }
+                        *best = (*best).min(start.elapsed() / calls);
+                    }
+                }
+                (t_in, t_out)
+            });
+            let ratio = t_in.as_secs_f64() / t_out.as_secs_f64();
+            rows.push(Row {
+                what: "one bash call (`true`) inside the sandbox".into(),
+                measured: ms(t_in),
+                baseline: format!("unsandboxed {}", ms(t_out)),
+                ratio,
+                target: "≤ 1.3×".into(),
+                ok: ratio <= 1.3,
+            });
+            let (batch_url, _batch_server) = start_batch_server("bash", r#"{"command":"true"}"#, 20);
+            let (on_home, off_home) = (dir("sandbox-on-home"), dir("sandbox-off-home"));
+            for (home, enabled) in [(&on_home, true), (&off_home, false)] {
+                std::fs::create_dir_all(home.join("new")).unwrap();
+                std::fs::write(
+                    home.join("new/config.json"),
+                    format!(r#"{{"sandbox": {{"enabled": {enabled}}}}}"#),
+                )
+                .unwrap();
+            }
+            let turn = |home: &Path| {
+                let mut cmd = Command::new(bin);
+                env(&mut cmd, &batch_url);
+                cmd.env("XDG_CONFIG_HOME", home)
+                    .arg(&work_sb)
+                    .arg("default")
+                    .arg(&data_sb)
+                    .args(["--model", "bench", "--permission-mode", "permissive", "-p", "run"]);
+                run(&mut cmd, b"")
+            };
+            let (mut on, mut off) = (Duration::MAX, Duration::MAX);
+            for _ in 0..s.runs.max(3) {
+                on = on.min(turn(&on_home).0);
+                off = off.min(turn(&off_home).0);
+            }
+            let ratio = on.as_secs_f64() / off.as_secs_f64();
+            rows.push(Row {
+                what: "a turn of 20 bash calls (`new -p`), sandbox on".into(),
+                measured: ms(on),
+                baseline: format!("sandbox off {}", ms(off)),
+                ratio,
+                target: "≤ 1.2×".into(),
+                ok: ratio <= 1.2,
+            });
+        } else {
+            eprintln!("sandbox rows skipped: {}", sandbox.one_line());
+        }
     }
 
     // 6: storing one message in a small and in a big conversation.

@@ -791,7 +791,10 @@ async fn run(
             }
             cmd.env("NEW_HOOK_EVENT", &e.event);
             cmd.envs(env);
-            let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+            // Recorded as started on purpose, so that a `bash` call's clean-up of escaped
+            // processes leaves it alone.
+            let mut child = crate::tools::builtin::reaper::spawn_own(&mut cmd)
+                .map_err(|e| format!("cannot start: {e}"))?;
             let group = child.id();
             let input = serde_json::to_vec(payload).expect("JSON");
             let mut stdin = child.stdin.take().expect("piped");

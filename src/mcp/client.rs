@@ -156,8 +156,9 @@ impl Client {
                         Ok(())
                     });
                 }
-                let mut child = cmd
-                    .spawn()
+                // Recorded as started on purpose: a `bash` call's clean-up of escaped processes
+                // must not take a server for one.
+                let mut child = crate::tools::builtin::reaper::spawn_own(&mut cmd)
                     .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?;
                 let stdin = child.stdin.take().expect("piped");
                 let stdout = child.stdout.take().expect("piped");

@@ -424,3 +424,54 @@ fn a_project_s_hooks_run_inside_the_sandbox() {
         ""
     );
 }
+
+/// A project's stdio MCP server runs inside the sandbox (it cannot write outside WORKDIR); the
+/// user's runs as configured; and neither is taken for an escaped process and ended by the
+/// clean-up after a `bash` call.
+#[test]
+fn mcp_servers_survive_bash_and_a_project_s_runs_inside_the_sandbox() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return;
+    }
+    let cell = Cell::new(json!({}));
+    let fake = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
+    let outside = cell.sentinel.join("mcp.txt");
+    cell.env.write_config(
+        &json!({"retry_initial_ms": 5, "permission_mode": "permissive",
+            "mcp": {"servers": [{"name": "fake", "command": "python3",
+                "args": [fake.display().to_string()],
+                "env": {"FAKE_MCP_NOTES": cell.env.dir.path().join("notes.txt").display().to_string()}}]}})
+        .to_string(),
+    );
+    std::fs::write(
+        cell.work.join(".mcp.json"),
+        json!({"mcpServers": {"proj": {"command": "sh", "args": ["-c",
+            format!("echo x > {}; exec python3 {}", outside.display(), fake.display())]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", r#"{"command":"true"}"#)]),
+        tool_calls(&[("f", "mcp__fake__echo", r#"{"text":"user"}"#)]),
+        tool_calls(&[("p", "mcp__proj__echo", r#"{"text":"project"}"#)]),
+        text(&["done"]),
+    ]);
+    let mut cmd = cell.env.command(&server.base_url);
+    cmd.arg(&cell.work)
+        .arg("default")
+        .arg(cell.env.data())
+        .args(["--trust-project", "-p", "go"]);
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let got = results(&server, 3);
+    assert_eq!(got[1], "echo: user", "{run:?}");
+    assert_eq!(got[2], "echo: project", "{run:?}");
+    assert!(!outside.exists(), "the project's server wrote outside");
+    // One start of the user's server: the bash call's clean-up did not end it.
+    let notes = std::fs::read_to_string(cell.env.dir.path().join("notes.txt")).unwrap();
+    assert_eq!(notes.lines().filter(|l| l.starts_with("pid ")).count(), 1, "{notes}");
+}

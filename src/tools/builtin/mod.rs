@@ -13,6 +13,7 @@ mod walk;
 mod write_file;
 
 pub use bash::{Bash, leaves_sandbox, sandbox_for};
+pub(crate) use bash::reaper;
 pub use change::write_atomically;
 pub use edit_file::EditFile;
 pub use glob::Glob;
