@@ -1353,7 +1353,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 target: "≤ 1.3×".into(),
                 ok: ratio <= 1.3,
             });
-            let (batch_url, _batch_server) = start_batch_server("bash", r#"{"command":"true"}"#, 20);
+            let (batch_url, _batch_server) =
+                start_batch_server("bash", r#"{"command":"true"}"#, 20);
             let (on_home, off_home) = (dir("sandbox-on-home"), dir("sandbox-off-home"));
             for (home, enabled) in [(&on_home, true), (&off_home, false)] {
                 std::fs::create_dir_all(home.join("new")).unwrap();
@@ -1370,7 +1371,14 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                     .arg(&work_sb)
                     .arg("default")
                     .arg(&data_sb)
-                    .args(["--model", "bench", "--permission-mode", "permissive", "-p", "run"]);
+                    .args([
+                        "--model",
+                        "bench",
+                        "--permission-mode",
+                        "permissive",
+                        "-p",
+                        "run",
+                    ]);
                 run(&mut cmd, b"")
             };
             let (mut on, mut off) = (Duration::MAX, Duration::MAX);

@@ -59,11 +59,10 @@ impl Approvals<'_> {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        kind: ToolKind,
-        subject: Option<&str>,
-        protected: bool,
-        leaving: bool,
+        j: &Judgement,
     ) -> GateDecision {
+        let (kind, subject, protected, leaving) =
+            (j.kind, j.subject.as_deref(), j.protected, j.leaving);
         let name = call.function.name.as_str();
         if !matches!(self.reader, Reader::Editor { .. }) {
             if leaving {
@@ -225,9 +224,11 @@ impl Gate for Approvals<'_> {
                             &[("file", &file.display()), ("error", &e)],
                         ));
                     } else {
-                        self.out.say(&self.out.dim(
-                            &self.tr("saved_in", &[("file", &file.display())]),
-                        ));
+                        self.out.say(
+                            &self
+                                .out
+                                .dim(&self.tr("saved_in", &[("file", &file.display())])),
+                        );
                     }
                     return true;
                 }
@@ -260,15 +261,9 @@ impl Gate for Approvals<'_> {
             return GateDecision::Run; // unknown tools are answered by the registry
         };
         match j.verdict {
-            Verdict::Allow | Verdict::Ask if j.protected || j.leaving => self.ask(
-                call,
-                tools,
-                args,
-                j.kind,
-                j.subject.as_deref(),
-                j.protected,
-                j.leaving,
-            ),
+            Verdict::Allow | Verdict::Ask if j.protected || j.leaving => {
+                self.ask(call, tools, args, &j)
+            }
             Verdict::Allow => GateDecision::Run,
             Verdict::Deny(why) => {
                 self.refused(name, &why);
@@ -278,15 +273,7 @@ impl Gate for Approvals<'_> {
                 self.refused(name, &why);
                 refused(&why)
             }
-            Verdict::Ask => self.ask(
-                call,
-                tools,
-                args,
-                j.kind,
-                j.subject.as_deref(),
-                false,
-                false,
-            ),
+            Verdict::Ask => self.ask(call, tools, args, &j),
         }
     }
 

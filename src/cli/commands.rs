@@ -390,7 +390,14 @@ mod tests {
     fn completes_from_the_table() {
         assert_eq!(
             complete_names("/s"),
-            ["/sessions", "/switch", "/search", "/sandbox", "/status", "/skills"]
+            [
+                "/sessions",
+                "/switch",
+                "/search",
+                "/sandbox",
+                "/status",
+                "/skills"
+            ]
         );
         assert_eq!(complete_names("/p"), ["/prev", "/permissions"]);
         assert_eq!(complete_names("/e"), ["/edit", "/export", "/exit"]);

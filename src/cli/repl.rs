@@ -407,7 +407,9 @@ fn session_sandbox(
             commands.extend(args.iter().cloned());
         }
     }
-    let workdir = workdir.canonicalize().unwrap_or_else(|_| workdir.to_path_buf());
+    let workdir = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
     let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("new"));
     Some(crate::os_sandbox::OsSandbox::new(
         config.sandbox.clone(),

@@ -295,7 +295,10 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
         run_async: flag("async")?,
         once: flag("once")?,
         origin,
-        sandbox: o.contains_key("sandbox").then(|| flag("sandbox")).transpose()?,
+        sandbox: o
+            .contains_key("sandbox")
+            .then(|| flag("sandbox"))
+            .transpose()?,
         network: flag("network")?,
     })
 }
@@ -765,12 +768,9 @@ async fn run(
                 e.network,
             );
             let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
-                (Some(sandbox), Some(reach)) => sandbox.command(
-                    "sh".as_ref(),
-                    &["-c".into(), command.into()],
-                    reach,
-                    &cwd,
-                )?,
+                (Some(sandbox), Some(reach)) => {
+                    sandbox.command("sh".as_ref(), &["-c".into(), command.into()], reach, &cwd)?
+                }
                 _ => {
                     let mut cmd = tokio::process::Command::new("sh");
                     cmd.arg("-c").arg(command);

@@ -123,7 +123,9 @@ impl Client {
                         let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
                         sandbox
                             .command(command.as_ref(), &args, reach, dir)
-                            .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?
+                            .map_err(|e| {
+                                McpError::Transport(format!("cannot start `{command}`: {e}"))
+                            })?
                     }
                     None => {
                         let mut cmd = tokio::process::Command::new(command);

@@ -40,7 +40,10 @@ pub fn main(args: Vec<OsString>) -> ! {
     match run(args) {
         Ok(never) => match never {},
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "new: the sandbox could not be set up: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "new: the sandbox could not be set up: {e}"
+            );
             std::process::exit(SETUP_FAILED)
         }
     }
@@ -188,7 +191,13 @@ fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
     let source = source
         .to_str()
         .ok_or_else(|| std::io::Error::other("the path is not valid UTF-8"))?;
-    mount(Some(source), target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    mount(
+        Some(source),
+        target,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )?;
     let locked = mount_flags(target)?;
     mount(
         None,
@@ -361,7 +370,11 @@ fn forward_and_run(
         .map_err(|e| format!("cannot run the command: {e}"))?;
     drop(command);
     // The relay keeps no pipe of the command's open: only the command's own end holds them.
-    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {
             // SAFETY: dup2 onto the standard descriptors of this process.

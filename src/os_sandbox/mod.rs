@@ -270,25 +270,26 @@ impl SandboxSettings {
                 proxy::Hosts::parse(list).map_err(|e| ("sandbox.network".to_string(), e))?,
             ),
         };
-        let paths = |key: &str, list: &Option<Vec<String>>| -> Result<Vec<PathBuf>, (String, String)> {
-            list.iter()
-                .flatten()
-                .map(|p| {
-                    let path = match (p.strip_prefix("~/"), home) {
-                        (Some(rest), Some(home)) => home.join(rest),
-                        _ => PathBuf::from(p),
-                    };
-                    if path.is_absolute() {
-                        Ok(path)
-                    } else {
-                        Err((
-                            format!("sandbox.{key}"),
-                            format!("`{p}` is not an absolute path (or one starting with ~/)"),
-                        ))
-                    }
-                })
-                .collect()
-        };
+        let paths =
+            |key: &str, list: &Option<Vec<String>>| -> Result<Vec<PathBuf>, (String, String)> {
+                list.iter()
+                    .flatten()
+                    .map(|p| {
+                        let path = match (p.strip_prefix("~/"), home) {
+                            (Some(rest), Some(home)) => home.join(rest),
+                            _ => PathBuf::from(p),
+                        };
+                        if path.is_absolute() {
+                            Ok(path)
+                        } else {
+                            Err((
+                                format!("sandbox.{key}"),
+                                format!("`{p}` is not an absolute path (or one starting with ~/)"),
+                            ))
+                        }
+                    })
+                    .collect()
+            };
         Ok(SandboxSettings {
             enabled: entry.enabled.unwrap_or(true),
             network,
@@ -322,7 +323,11 @@ pub enum Reach {
 /// with which network: a project's always, with the network only when its entry says
 /// `"network": true`; the user's own only when its entry says `"sandbox": true`.
 pub fn entry_reach(from_project: bool, sandbox: Option<bool>, network: bool) -> Option<Reach> {
-    (from_project || sandbox == Some(true)).then_some(if network { Reach::All } else { Reach::None })
+    (from_project || sandbox == Some(true)).then_some(if network {
+        Reach::All
+    } else {
+        Reach::None
+    })
 }
 
 /// The files inside `workdir` that these command lines name (a hook's script, an MCP server's
@@ -425,8 +430,12 @@ impl OsSandbox {
         helper: PathBuf,
         also_protected: Vec<PathBuf>,
     ) -> Arc<OsSandbox> {
-        let workdir = workdir.canonicalize().unwrap_or_else(|_| workdir.to_path_buf());
-        let datadir = datadir.canonicalize().unwrap_or_else(|_| datadir.to_path_buf());
+        let workdir = workdir
+            .canonicalize()
+            .unwrap_or_else(|_| workdir.to_path_buf());
+        let datadir = datadir
+            .canonicalize()
+            .unwrap_or_else(|_| datadir.to_path_buf());
         let mut protected: Vec<PathBuf> = PROTECTED.iter().map(|p| workdir.join(p)).collect();
         protected.extend(also_protected);
         let home = dirs::home_dir();
@@ -661,7 +670,12 @@ impl OsSandbox {
     }
 
     /// A note for the model when a sandboxed command's output looks like the sandbox refused it.
-    pub fn refusal_note(&self, output: &str, failed: bool, refused_hosts: &[String]) -> Option<String> {
+    pub fn refusal_note(
+        &self,
+        output: &str,
+        failed: bool,
+        refused_hosts: &[String],
+    ) -> Option<String> {
         let lower = output.to_lowercase();
         let network_off = !matches!(self.settings.network, Network::All);
         let write_signs = [

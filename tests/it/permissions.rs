@@ -17,12 +17,16 @@ fn with_the_sandbox_default_mode_runs_commands_without_asking() {
     assert_eq!(results(&server, 1)[0], "Exit code: 0\nstdout:\nhi\n");
     assert!(!run.stderr.contains("sandbox: off"), "{run:?}");
     assert!(
-        run.stdout.contains(
-            "sandbox: on (writes in the working folder and $TMPDIR only; network off)"
-        ),
+        run.stdout
+            .contains("sandbox: on (writes in the working folder and $TMPDIR only; network off)"),
         "{run:?}"
     );
-    for line in ["  writable: ", "  read-only inside: ", "  hidden: ", "  network: none"] {
+    for line in [
+        "  writable: ",
+        "  read-only inside: ",
+        "  hidden: ",
+        "  network: none",
+    ] {
         assert!(run.stdout.contains(line), "{line}: {run:?}");
     }
     // Strict mode still asks (and cannot, here).

@@ -986,7 +986,10 @@ fn leaving_the_sandbox_is_asked_with_the_reason() {
         shown.contains("Reason: write the release notes beside the project"),
         "{shown:?}"
     );
-    assert!(shown.contains("this command asks to run outside the sandbox"), "{shown:?}");
+    assert!(
+        shown.contains("this command asks to run outside the sandbox"),
+        "{shown:?}"
+    );
     pty.send("s\r");
     pty.expect("answer y or n");
     pty.send("y\r");

@@ -12,8 +12,8 @@ mod use_skill;
 mod walk;
 mod write_file;
 
-pub use bash::{Bash, leaves_sandbox, sandbox_for};
 pub(crate) use bash::reaper;
+pub use bash::{Bash, leaves_sandbox, sandbox_for};
 pub use change::write_atomically;
 pub use edit_file::EditFile;
 pub use glob::Glob;
