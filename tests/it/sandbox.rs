@@ -61,6 +61,12 @@ impl Cell {
             .arg(self.env.data())
             .args(["-p", "go"])
             .env("OPENAI_API_KEY", "sk-test-123");
+        // The toolchain where the tests were built, for `cargo --version` inside.
+        for var in ["RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
         let run = run_with_stdin(cmd, "");
         assert_eq!(run.code, Some(0), "{run:?}");
         let got = results(&server, calls.len());
@@ -255,6 +261,7 @@ fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
             "[3]",
         ),
         ("echo \"[${OPENAI_API_KEY:-unset}]\"", "[unset]"),
+        ("cargo --version", "cargo 1."),
     ];
     let mut commands: Vec<String> = protected.iter().map(|(c, _)| c.to_string()).collect();
     commands.extend(work.iter().map(|(c, _)| c.to_string()));
