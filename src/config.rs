@@ -806,17 +806,43 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
 
 /// Reads one config file; a missing file is an empty config.
 pub fn read_file(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
-    read_file_checked(path).map(|read| read.map(|(file, _)| file))
+    read_file_checked(path, None).map(|read| read.map(|(file, _, _)| file))
 }
 
-/// Reads one config file, and names the top-level keys it holds that `new` does not know.
-fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, ConfigError> {
+/// A config file read: what it says, the keys it holds that `new` does not know, its bytes.
+type CheckedFile = (FileConfig, Vec<String>, Vec<u8>);
+
+/// The largest config file read.
+const MAX_CONFIG_BYTES: usize = 4 * 1024 * 1024;
+
+/// Reads one config file (a project's through the one reader of project files: not a link out of
+/// it, not a FIFO, bounded), and names the top-level keys it holds that `new` does not know.
+/// Also returns the bytes read, for the trust question (the same bytes, not a second read).
+fn read_file_checked(
+    path: &Path,
+    project: Option<&crate::project_file::ProjectFiles>,
+) -> Result<Option<CheckedFile>, ConfigError> {
     let parse_error = |cause| ConfigError::Parse {
         path: path.to_path_buf(),
         cause,
     };
-    match std::fs::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => Ok(Some((FileConfig::default(), Vec::new()))),
+    let read = match project {
+        Some(files) => files.read(path, MAX_CONFIG_BYTES),
+        None => crate::project_file::read_own(path, MAX_CONFIG_BYTES),
+    }
+    .and_then(|r| match r {
+        Some(r) => r.whole_text(path, MAX_CONFIG_BYTES).map(Some),
+        None => Ok(None),
+    });
+    let read = match read {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        Err(why) => Err(std::io::Error::other(why)),
+    };
+    match read {
+        Ok(text) if text.trim().is_empty() => {
+            Ok(Some((FileConfig::default(), Vec::new(), text.into_bytes())))
+        }
         Ok(text) => {
             let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
             let mut unknown: Vec<String> = value
@@ -846,7 +872,7 @@ fn read_file_checked(path: &Path) -> Result<Option<(FileConfig, Vec<String>)>, C
                 }
             }
             let file = serde_json::from_value(value).map_err(parse_error)?;
-            Ok(Some((file, unknown)))
+            Ok(Some((file, unknown, text.into_bytes())))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(ConfigError::Read {
@@ -893,7 +919,10 @@ pub fn load(
     // Farthest first, so nearer files overlay.
     for (kind, dir) in layers.dirs().into_iter().rev() {
         let path = dir.join(CONFIG_FILE);
-        if let Some((mut file, unknown)) = read_file_checked(&path)? {
+        let project_files = (kind == crate::layers::LayerKind::Project)
+            .then(|| crate::project_file::ProjectFiles::new(layers.workdir()));
+        if let Some((mut file, unknown, bytes)) = read_file_checked(&path, project_files.as_ref())?
+        {
             let origin = match kind {
                 crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
                 _ => crate::mcp::Origin::User,
@@ -911,7 +940,6 @@ pub fn load(
             );
             match kind {
                 crate::layers::LayerKind::Project => {
-                    let bytes = std::fs::read(&path).unwrap_or_default();
                     project_trusted = trust.is_trusted(layers.workdir(), "config", &bytes);
                     if !project_trusted {
                         ignored = narrow(&mut file, &merged);

@@ -25,6 +25,7 @@ pub mod llm;
 pub mod mcp;
 pub mod memory;
 pub mod os_sandbox;
+pub mod project_file;
 pub mod prompt;
 pub mod session;
 pub mod skill;

@@ -107,11 +107,12 @@ pub fn load(
 ) -> (Vec<Definition>, Vec<String>) {
     let mut found: Vec<Definition> = Vec::new();
     let mut problems = Vec::new();
-    let mut dirs: Vec<PathBuf> = vec![layers.project.join("agents")];
+    let files = crate::project_file::ProjectFiles::new(layers.workdir());
+    let mut dirs: Vec<(PathBuf, bool)> = vec![(layers.project.join("agents"), true)];
     if let Some(user) = &layers.user {
-        dirs.push(user.join("agents"));
+        dirs.push((user.join("agents"), false));
     }
-    for dir in dirs {
+    for (dir, from_project) in dirs {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -122,7 +123,7 @@ pub fn load(
             .collect();
         paths.sort();
         for path in paths {
-            match read(&path, settings, known_tool) {
+            match read(&path, from_project.then_some(&files), settings, known_tool) {
                 Ok(d) if found.iter().any(|f| f.name == d.name) => {}
                 Ok(d) => found.push(d),
                 Err(why) => problems.push(format!(
@@ -152,17 +153,24 @@ pub fn load(
 
 fn read(
     path: &Path,
+    project: Option<&crate::project_file::ProjectFiles>,
     settings: &SubagentSettings,
     known_tool: &dyn Fn(&str) -> bool,
 ) -> Result<Definition, String> {
-    let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
-    if size > settings.max_definition_bytes as u64 {
+    // Through the one reader: a project's definition may not be a link out of it, nor a FIFO or a
+    // device, and no more than the limit is read.
+    let limit = settings.max_definition_bytes;
+    let got = match project {
+        Some(files) => files.read(path, limit),
+        None => crate::project_file::read_own(path, limit),
+    }?
+    .ok_or("it is gone")?;
+    if got.truncated {
         return Err(format!(
-            "it is {size} bytes, over subagent.max_definition_size_bytes ({})",
-            settings.max_definition_bytes
+            "it is over subagent.max_definition_size_bytes ({limit} bytes)"
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(got.bytes).map_err(|_| "it is not UTF-8 text".to_string())?;
     let parsed = Matter::<YAML>::new()
         .parse::<Front>(&text)
         .map_err(|e| format!("its front matter is not valid YAML ({e})"))?;

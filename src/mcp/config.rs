@@ -67,6 +67,9 @@ impl Default for McpSettings {
     }
 }
 
+/// The largest `.mcp.json` read.
+const MAX_MCP_JSON_BYTES: usize = 1024 * 1024;
+
 /// The keys of an `mcp.servers` entry.
 const SERVER_KEYS: &[&str] = &[
     "name", "type", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled",
@@ -158,8 +161,15 @@ pub fn settings(
     }
     // The project's `.mcp.json`: `{"mcpServers": {NAME: {...}}}`.
     let file = workdir.join(".mcp.json");
-    match std::fs::read_to_string(&file) {
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
+    // Through the one reader of a project's files: not a link out of it, not a FIFO, bounded.
+    let read = crate::project_file::ProjectFiles::new(workdir)
+        .read(&file, MAX_MCP_JSON_BYTES)
+        .and_then(|r| match r {
+            Some(r) => r.whole_text(&file, MAX_MCP_JSON_BYTES).map(Some),
+            None => Ok(None),
+        });
+    match read {
+        Ok(Some(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(value) => match value.get("mcpServers").and_then(Value::as_object) {
                 Some(servers) => {
                     project.insert(".mcp.json".into(), Value::Object(servers.clone()));
@@ -183,8 +193,8 @@ pub fn settings(
                 file.display()
             )),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => warnings.push(format!("reading {}: {e}", file.display())),
+        Ok(None) => {}
+        Err(why) => warnings.push(format!("{why}; ignored")),
     }
     out.servers = order
         .into_iter()

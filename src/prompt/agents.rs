@@ -30,8 +30,23 @@ pub fn load(user_dir: Option<&Path>, workdir: &Path) -> Instructions {
     };
     let mut budget = MAX_BYTES;
     let mut reported = HashSet::new();
+    // Files through the one reader: the project's may not be links out of it, none may be a
+    // FIFO or a device, and no more is read than the instructions may hold.
+    let files = crate::project_file::ProjectFiles::new(workdir);
     let mut read = |path: &Path, out: &mut Instructions, budget: &mut usize| -> Option<String> {
-        let text = std::fs::read_to_string(path).ok()?;
+        let got = if path.starts_with(sandbox.root()) {
+            files.read(path, MAX_BYTES)
+        } else {
+            crate::project_file::read_own(path, MAX_BYTES)
+        };
+        let text = match got {
+            Ok(Some(read)) => read.text(),
+            Ok(None) => return None,
+            Err(why) => {
+                out.problems.push(why);
+                return None;
+            }
+        };
         out.sources.push(path.to_path_buf());
         let mut stack = vec![path.to_path_buf()];
         Some(expand(
@@ -47,10 +62,12 @@ pub fn load(user_dir: Option<&Path>, workdir: &Path) -> Instructions {
     let user = user_dir
         .map(|d| d.join("AGENTS.md"))
         .and_then(|p| read(&p, &mut out, &mut budget));
-    let project = [workdir.join("AGENTS.md"), workdir.join("CLAUDE.md")]
-        .into_iter()
-        .find(|p| p.is_file())
-        .and_then(|p| read(&p, &mut out, &mut budget));
+    let project = [
+        sandbox.root().join("AGENTS.md"),
+        sandbox.root().join("CLAUDE.md"),
+    ]
+    .into_iter()
+    .find_map(|p| read(&p, &mut out, &mut budget));
     out.text = match (user, project) {
         (None, None) => String::new(),
         (Some(u), None) => u.trim().to_string(),
@@ -137,17 +154,28 @@ fn expand(
             continue;
         }
         let text = match sandbox.open_read(&path, target) {
-            Ok(mut f) => {
-                let mut s = String::new();
-                if std::io::Read::read_to_string(&mut f.file, &mut s).is_err() {
-                    refuse(
-                        format!("{shown} refused: not UTF-8 text"),
-                        problems,
-                        reported,
-                    );
+            Ok(f) => {
+                // No more than the instructions may still hold (a 20 GB include is cut here).
+                let mut bytes = Vec::new();
+                let mut f = std::io::Read::take(f.file, *budget as u64 + 1);
+                if let Err(e) = std::io::Read::read_to_end(&mut f, &mut bytes) {
+                    refuse(format!("{shown} refused: {e}"), problems, reported);
                     continue;
                 }
-                s
+                let cut = bytes.len() > *budget;
+                match String::from_utf8(bytes) {
+                    Ok(s) => s,
+                    // A character cut at the limit is replaced; text that is not UTF-8 is not read.
+                    Err(e) if cut => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                    Err(_) => {
+                        refuse(
+                            format!("{shown} refused: not UTF-8 text"),
+                            problems,
+                            reported,
+                        );
+                        continue;
+                    }
+                }
             }
             Err(e) => {
                 refuse(format!("{shown} refused: {e}"), problems, reported);

@@ -31,6 +31,9 @@ pub struct RoleFile {
     pub layer: LayerKind,
 }
 
+/// The largest role file read (a role is the whole system prompt's start).
+pub const MAX_ROLE_BYTES: usize = 256 * 1024;
+
 /// Loads a role by name, nearest layer first.
 pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
     let valid = !name.is_empty()
@@ -39,21 +42,27 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
     if valid {
+        let files = crate::project_file::ProjectFiles::new(layers.workdir());
         for (layer, dir) in layers.dirs() {
             let path = dir.join("roles").join(format!("{name}.md"));
-            match std::fs::read_to_string(&path) {
-                Ok(text) => {
+            // A project's role may not be a link out of it; no role is read past the limit.
+            let got = match layer {
+                LayerKind::Project => files.read(&path, MAX_ROLE_BYTES),
+                _ => crate::project_file::read_own(&path, MAX_ROLE_BYTES),
+            };
+            match got.and_then(|r| r.map(|r| r.whole_text(&path, MAX_ROLE_BYTES)).transpose()) {
+                Ok(Some(text)) => {
                     return Ok(RoleFile {
                         name: name.to_string(),
                         text,
                         layer,
                     });
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
+                Ok(None) => {}
+                Err(why) => {
                     return Err(RoleError::Read {
                         path,
-                        cause: source,
+                        cause: std::io::Error::other(why),
                     });
                 }
             }

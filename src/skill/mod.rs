@@ -88,7 +88,8 @@ impl Skill {
         if self.dir.is_none() {
             return self.body.clone();
         }
-        match std::fs::read_to_string(&self.source).map(|t| parse_skill(&t, max_bytes)) {
+        let text = read_skill_file(self.tier, &self.source, max_bytes + FRONT_MATTER_BYTES);
+        match text.map(|t| parse_skill(&t, max_bytes)) {
             Ok(Ok(parsed)) => parsed.body,
             _ => self.body.clone(),
         }
@@ -99,16 +100,48 @@ impl Skill {
 /// front matter only: its body is read when it is used).
 type Read = (PathBuf, Option<PathBuf>, std::io::Result<String>);
 
+/// Room for the front matter on top of `skill.max_skill_size_bytes`.
+const FRONT_MATTER_BYTES: usize = 4096;
+
+/// The project folder a project tier's file belongs to (the parent of its `.new`, `.agents` or
+/// `.claude`); None for the user's and the built-in tiers.
+fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
+    let marker = match tier {
+        Tier::Project => ".new",
+        Tier::ProjectAgents => ".agents",
+        Tier::ProjectClaude => ".claude",
+        Tier::User | Tier::Builtin => return None,
+    };
+    path.ancestors()
+        .find(|a| a.file_name() == Some(marker.as_ref()))?
+        .parent()
+        .map(Path::to_path_buf)
+}
+
+/// Reads a skill's file through the one reader of project files: a project tier's may not lead
+/// out of the project, none may be a FIFO or a device, and at most `limit` bytes are read.
+fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<String> {
+    let got = match tier_root(tier, path) {
+        Some(root) => crate::project_file::ProjectFiles::new(&root).read(path, limit),
+        None => crate::project_file::read_own(path, limit),
+    };
+    match got {
+        Ok(Some(read)) => Ok(read.text()),
+        Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
+        Err(why) => Err(std::io::Error::other(why)),
+    }
+}
+
 /// Reads the skill files of one tier, in order; many of them on two threads, so that a project
 /// with hundreds of skills starts about as quickly as one with none.
-fn read_all(entries: Vec<(PathBuf, bool)>) -> Vec<Read> {
+fn read_all(tier: Tier, entries: Vec<(PathBuf, bool)>, max_bytes: usize) -> Vec<Read> {
     let read = |(path, is_dir): (PathBuf, bool)| -> Read {
         if is_dir {
             let file = path.join("SKILL.md");
-            let text = read_head(&file);
+            let text = read_head(tier, &file, max_bytes);
             (file, Some(path), text)
         } else {
-            let text = std::fs::read_to_string(&path);
+            let text = read_skill_file(tier, &path, max_bytes + FRONT_MATTER_BYTES);
             (path, None, text)
         }
     };
@@ -128,37 +161,17 @@ fn read_all(entries: Vec<(PathBuf, bool)>) -> Vec<Read> {
     })
 }
 
-/// The start of a file, enough for its front matter: 4 KB, or the whole file when the front matter
-/// goes on past that.
-fn read_head(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut head = vec![0u8; 4096];
-    let mut n = 0;
-    while n < head.len() {
-        match file.read(&mut head[n..])? {
-            0 => break,
-            // A short read of a regular file is its end: no second call to learn it.
-            k if n + k < head.len() => {
-                n += k;
-                break;
-            }
-            k => n += k,
-        }
-    }
-    head.truncate(n);
-    let text = match String::from_utf8(head) {
-        Ok(text) => text,
-        // Cut inside a character at 4 KB, or not UTF-8: decoded leniently.
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    };
+/// The start of a file, enough for its front matter: 4 KB, or more (up to the skill's limit)
+/// when the front matter goes on past that.
+fn read_head(tier: Tier, path: &Path, max_bytes: usize) -> std::io::Result<String> {
+    let text = read_skill_file(tier, path, FRONT_MATTER_BYTES)?;
     let closed = text
         .strip_prefix("---")
         .is_some_and(|rest| rest.contains("\n---"));
-    if n < 4096 || closed {
+    if text.len() < FRONT_MATTER_BYTES || closed {
         return Ok(text);
     }
-    std::fs::read_to_string(path)
+    read_skill_file(tier, path, max_bytes + FRONT_MATTER_BYTES)
 }
 
 #[derive(Deserialize)]
@@ -232,18 +245,34 @@ impl SkillRegistry {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            // The entry's type comes with the listing: no `stat` per skill.
-            let mut paths: Vec<(PathBuf, bool)> = entries
-                .filter_map(|e| {
-                    let e = e.ok()?;
-                    let kind = e.file_type().ok()?;
-                    let is_dir = kind.is_dir() || (kind.is_symlink() && e.path().is_dir());
-                    Some((e.path(), is_dir))
-                })
-                .filter(|(path, is_dir)| *is_dir || path.extension().is_some_and(|x| x == "md"))
-                .collect();
+            // The entry's type comes with the listing: no `stat` per skill. A project's skill
+            // folder that is a link out of its tier is skipped, not offered to `read_file`.
+            let root = tier_root(tier, &dir.join("x"));
+            let files = root.as_deref().map(crate::project_file::ProjectFiles::new);
+            let mut paths: Vec<(PathBuf, bool)> = Vec::new();
+            for e in entries.flatten() {
+                let Ok(kind) = e.file_type() else { continue };
+                let path = e.path();
+                let is_dir = kind.is_dir()
+                    || (kind.is_symlink()
+                        && path.is_dir()
+                        && match &files {
+                            Some(files) if !files.is_folder_within(&path, &dir) => {
+                                registry.problems.push(format!(
+                                    "skill folder {} skipped: it is a link out of {}",
+                                    path.display(),
+                                    dir.display()
+                                ));
+                                continue;
+                            }
+                            _ => true,
+                        });
+                if is_dir || path.extension().is_some_and(|x| x == "md") {
+                    paths.push((path, is_dir));
+                }
+            }
             paths.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
-            for (path, folder, text) in read_all(paths) {
+            for (path, folder, text) in read_all(tier, paths, settings.max_bytes) {
                 match text {
                     Ok(text) => registry.add(tier, &path, folder, &text, settings),
                     // A folder without SKILL.md is not a skill.

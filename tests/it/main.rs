@@ -9,6 +9,7 @@ mod mcp;
 mod memory;
 mod oneshot;
 mod permissions;
+mod project_files;
 mod providers;
 mod pty;
 mod repl;

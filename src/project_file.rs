@@ -1,0 +1,251 @@
+//! One reader for every file a project supplies: `AGENTS.md`, `CLAUDE.md` and what they include,
+//! roles, skills (`SKILL.md` and flat ones), agent definitions, `.mcp.json`, the project's config.
+//!
+//! A cloned repository chooses these files, links included (git stores symlinks): `AGENTS.md`
+//! linked to `/proc/self/environ` would put the user's keys into every system prompt, a `SKILL.md`
+//! linked to `/dev/zero` would grow memory without end, a FIFO would hang the first message. So a
+//! project's file is resolved as the file tools resolve paths (no link may lead out of WORKDIR),
+//! its last component is opened with `O_NOFOLLOW` and `O_NONBLOCK`, only a regular file is read,
+//! and never more than the bytes the caller will use. The user's own files (under the config
+//! folder) may be links anywhere, but are bounded and must be regular files too.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::tools::Sandbox;
+
+/// What was read: at most the limit, and whether the file went on past it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounded {
+    pub bytes: Vec<u8>,
+    pub truncated: bool,
+}
+
+impl Bounded {
+    /// As text; a character cut at the limit, or bytes that are not UTF-8, are replaced.
+    pub fn text(self) -> String {
+        match String::from_utf8(self.bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }
+    }
+
+    /// As text when all of it is UTF-8 and it was not cut; else an error naming `shown`.
+    pub fn whole_text(self, shown: &Path, limit: usize) -> Result<String, String> {
+        if self.truncated {
+            return Err(format!(
+                "{} is larger than {limit} bytes, the most that is read",
+                shown.display()
+            ));
+        }
+        String::from_utf8(self.bytes).map_err(|_| format!("{} is not UTF-8 text", shown.display()))
+    }
+}
+
+/// The files of one project, read safely. Cheap to make; holds WORKDIR resolved.
+#[derive(Debug, Clone)]
+pub struct ProjectFiles {
+    sandbox: Option<Sandbox>,
+}
+
+impl ProjectFiles {
+    pub fn new(workdir: &Path) -> ProjectFiles {
+        ProjectFiles {
+            sandbox: Sandbox::new(workdir).ok(),
+        }
+    }
+
+    /// Reads `path` (absolute inside WORKDIR, or relative to it) as a project file, at most
+    /// `limit` bytes. `Ok(None)`: nothing is there. Errors say what was refused and why.
+    pub fn read(&self, path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(None);
+        };
+        let shown = path.display().to_string();
+        let resolved = match sandbox.resolve(&path.to_string_lossy()) {
+            Ok(p) => p,
+            Err(crate::tools::SandboxError::Outside(_)) => {
+                return Err(format!(
+                    "{shown} is refused: it leads out of the project (a link to a place outside it)"
+                ));
+            }
+            Err(e) => return Err(format!("{shown} is refused: {e}")),
+        };
+        if std::fs::symlink_metadata(&resolved).is_err() {
+            return Ok(None);
+        }
+        let opened = sandbox
+            .open_read(&resolved, &shown)
+            .map_err(|e| format!("{shown} is refused: {e}"))?;
+        bounded(opened.file, limit)
+            .map(Some)
+            .map_err(|e| format!("reading {shown}: {e}"))
+    }
+
+    /// Whether `path` is a folder that stays inside `within` (also through links): a skill
+    /// folder linked out of its tier is not one.
+    pub fn is_folder_within(&self, path: &Path, within: &Path) -> bool {
+        let Ok(tier) = Sandbox::new(within) else {
+            return false;
+        };
+        match tier.resolve(&path.to_string_lossy()) {
+            Ok(p) => {
+                p.is_dir()
+                    && self
+                        .sandbox
+                        .as_ref()
+                        .is_some_and(|s| p.starts_with(s.root()))
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Reads one of the user's own files (their config folder): links are followed, but only a
+/// regular file is read, opened without blocking, and at most `limit` bytes.
+pub fn read_own(path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{} is refused: it is not a regular file",
+            path.display()
+        ));
+    }
+    bounded(file, limit)
+        .map(Some)
+        .map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+/// Reads a file of either kind: the project's when `project` is given and the file lies under its
+/// WORKDIR, the user's own otherwise.
+pub fn read_any(
+    project: Option<&ProjectFiles>,
+    path: &Path,
+    limit: usize,
+) -> Result<Option<Bounded>, String> {
+    match project {
+        Some(files) if files.owns(path) => files.read(path, limit),
+        _ => read_own(path, limit),
+    }
+}
+
+impl ProjectFiles {
+    /// Whether `path` is under WORKDIR as written (so a project file).
+    pub fn owns(&self, path: &Path) -> bool {
+        self.sandbox.as_ref().is_some_and(|s| {
+            let root = s.root();
+            path.starts_with(root)
+                || std::path::absolute(path).is_ok_and(|p| p.starts_with(root))
+                || path.is_relative()
+        })
+    }
+}
+
+/// At most `limit` bytes of `file`, and whether there was more.
+fn bounded(file: std::fs::File, limit: usize) -> std::io::Result<Bounded> {
+    let mut bytes = Vec::with_capacity(limit.min(64 * 1024));
+    let mut taken = file.take(limit as u64 + 1);
+    taken.read_to_end(&mut bytes)?;
+    let truncated = bytes.len() > limit;
+    bytes.truncate(limit);
+    Ok(Bounded { bytes, truncated })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn project() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "OUTSIDE-SECRET\n").unwrap();
+        (dir, work, outside)
+    }
+
+    #[test]
+    fn a_link_out_of_the_project_is_refused_and_one_inside_is_followed() {
+        let (_d, work, outside) = project();
+        let files = ProjectFiles::new(&work);
+        std::os::unix::fs::symlink("/proc/self/environ", work.join("AGENTS.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), work.join("CLAUDE.md"))
+            .unwrap();
+        std::fs::create_dir_all(work.join("docs")).unwrap();
+        std::fs::write(work.join("docs/real.md"), "inside\n").unwrap();
+        std::os::unix::fs::symlink("docs/real.md", work.join("README.md")).unwrap();
+        for name in ["AGENTS.md", "CLAUDE.md"] {
+            let err = files.read(&work.join(name), 1000).unwrap_err();
+            assert!(err.contains("leads out of the project"), "{name}: {err}");
+            let err = files.read(Path::new(name), 1000).unwrap_err();
+            assert!(err.contains("leads out of the project"), "{name}: {err}");
+        }
+        let read = files.read(&work.join("README.md"), 1000).unwrap().unwrap();
+        assert_eq!(read.text(), "inside\n");
+        assert_eq!(files.read(&work.join("missing.md"), 10).unwrap(), None);
+    }
+
+    #[test]
+    fn devices_fifos_and_huge_files_are_never_read_whole() {
+        let (_d, work, _o) = project();
+        let files = ProjectFiles::new(&work);
+        // A FIFO would block until a writer came: refused at once.
+        let fifo = work.join("SKILL.md");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let err = files.read(&fifo, 4096).unwrap_err();
+        assert!(err.contains("named pipe"), "{err}");
+        let err = read_own(&fifo, 4096).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        // A device, even through a link of the user's own.
+        let link = work.join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert!(
+            read_own(&link, 4096)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+        assert!(files.read(&link, 4096).is_err());
+        // A 20 GB sparse file: the limit, and the rest said.
+        let big = work.join("big.md");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(20 << 30).unwrap();
+        let read = files.read(&big, 4096).unwrap().unwrap();
+        assert_eq!(read.bytes.len(), 4096);
+        assert!(read.truncated);
+        let read = read_own(&big, 10).unwrap().unwrap();
+        assert_eq!((read.bytes.len(), read.truncated), (10, true));
+        assert!(
+            read.whole_text(&big, 10)
+                .unwrap_err()
+                .contains("larger than 10 bytes")
+        );
+    }
+
+    #[test]
+    fn a_skill_folder_linked_out_of_its_tier_is_not_a_folder_within_it() {
+        let (_d, work, outside) = project();
+        let tier = work.join(".claude/skills");
+        std::fs::create_dir_all(tier.join("real")).unwrap();
+        std::fs::create_dir_all(work.join("shared")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), tier.join("away")).unwrap();
+        std::os::unix::fs::symlink(work.join("shared"), tier.join("sideways")).unwrap();
+        let files = ProjectFiles::new(&work);
+        assert!(files.is_folder_within(&tier.join("real"), &tier));
+        assert!(!files.is_folder_within(&tier.join("away"), &tier));
+        assert!(!files.is_folder_within(&tier.join("sideways"), &tier));
+    }
+}
