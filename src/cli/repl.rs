@@ -524,6 +524,16 @@ impl App {
             .datadir
             .clone()
             .unwrap_or_else(|| default_datadir(&workdir));
+        let os_sandbox = session_sandbox(&config, &workdir, &datadir);
+        if let Some(sandbox) = &os_sandbox {
+            crate::os_sandbox::set_current(sandbox.clone());
+            if interactive {
+                sandbox.ask_about_hosts();
+            }
+            if !sandbox.is_on() {
+                out.warn(&crate::tools::escape_controls(&sandbox.one_line()));
+            }
+        }
         let memory = config.memory.enabled.then(|| {
             crate::memory::MemoryStore::new(
                 dirs::data_dir().map(|d| d.join("new").join("memory")),
@@ -581,15 +591,6 @@ impl App {
             Reader::piped()
         };
         let provider = Provider::new(config.provider.clone())?;
-        let os_sandbox = session_sandbox(&config, &workdir, &datadir);
-        if let Some(sandbox) = &os_sandbox {
-            if interactive {
-                sandbox.ask_about_hosts();
-            }
-            if !sandbox.is_on() {
-                out.warn(&crate::tools::escape_controls(&sandbox.one_line()));
-            }
-        }
         let mut tools = ToolRegistry::builtin(
             ToolContext {
                 sandbox: Sandbox::new(&workdir)?,

@@ -19,7 +19,7 @@ use std::ffi::{CString, OsString};
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, RestrictionStatus, Ruleset, RulesetAttr,
@@ -68,13 +68,25 @@ fn run(mut args: Vec<OsString>) -> Result<Never, String> {
     let program = args.remove(0);
     let mut command = std::process::Command::new(&program);
     command.args(&args);
+    let block = spec.block_unix_sockets;
     match listener {
-        None => Err(format!(
-            "cannot run `{}`: {}",
-            program.to_string_lossy(),
-            command.exec()
-        )),
-        Some((listener, socket)) => forward_and_run(listener, &socket, command),
+        None => {
+            seccomp(block)?;
+            Err(format!(
+                "cannot run `{}`: {}",
+                program.to_string_lossy(),
+                command.exec()
+            ))
+        }
+        Some((listener, socket)) => {
+            // The relay needs its Unix socket; only the child is filtered. (The helper has no
+            // other thread yet, so the filter is set between fork and exec safely.)
+            // SAFETY: prctl only, in a single-threaded process's child.
+            unsafe {
+                command.pre_exec(move || seccomp(block).map_err(std::io::Error::other));
+            }
+            forward_and_run(listener, &socket, command)
+        }
     }
 }
 
@@ -99,7 +111,16 @@ fn enter(spec: &Spec) -> Result<Option<(std::net::TcpListener, std::path::PathBu
     write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| format!("making the mounts private: {e}"))?;
+    // No controlling terminal: nothing inside can type into the user's (TIOCSTI) or read it.
+    detach_terminal();
 
+    // The folders above what is covered or kept read-only become mount points of their own
+    // (bound onto themselves, still writable): a mount point cannot be renamed or removed, so a
+    // command cannot move `scripts/` aside and put another `scripts/hook.sh` in its place, nor
+    // rename `~/.config` to read the `gcloud` folder a later command would no longer cover.
+    for path in &spec.pinned {
+        pin(path).map_err(|e| format!("pinning {}: {e}", path.display()))?;
+    }
     for path in &spec.hidden {
         hide(path).map_err(|e| format!("hiding {}: {e}", path.display()))?;
     }
@@ -110,10 +131,13 @@ fn enter(spec: &Spec) -> Result<Option<(std::net::TcpListener, std::path::PathBu
             "/dev/shm",
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some("mode=1777"),
+            Some("mode=1777,size=512m"),
         )
         .map_err(|e| format!("mounting a private /dev/shm: {e}"))?;
     }
+    // Terminals of its own only: a new devpts instance, so the user's other terminals
+    // (`/dev/pts/N`) are not there to read or write.
+    let private_pts = private_devpts();
     for path in &spec.read_only {
         read_only(path).map_err(|e| format!("protecting {}: {e}", path.display()))?;
     }
@@ -140,7 +164,7 @@ fn enter(spec: &Spec) -> Result<Option<(std::net::TcpListener, std::path::PathBu
     } else {
         None
     };
-    landlock(spec)?;
+    landlock(spec, private_pts)?;
     drop_capabilities()?;
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| format!("entering {}: {e}", spec.cwd.display()))?;
@@ -184,24 +208,74 @@ fn mount(
     }
 }
 
+/// Opens `path` as a handle on exactly that place: no component may be a symlink (the paths are
+/// canonical; one that became a link since was swapped by someone), so a mount through the
+/// handle lands where it was meant to.
+fn open_exact(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    let c = c_path(path)?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: openat2 with a NUL-terminated path and an open_how of the size given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened and owned here.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The `/proc/self/fd/N` name of a handle, for `mount`.
+fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Binds a folder onto itself: it becomes a mount point, which cannot be renamed or removed.
+fn pin(path: &Path) -> std::io::Result<()> {
+    let fd = open_exact(path)?;
+    let at = fd_path(&fd);
+    let at = at.to_str().expect("ASCII");
+    mount(Some(at), at, None, libc::MS_BIND | libc::MS_REC, None)
+}
+
 /// Binds `source` onto `target`, then makes the new mount read-only. A remount inside a user
 /// namespace must keep the flags the kernel locked on the original mount (nosuid, nodev, noexec,
 /// the atime ones), so they are read and kept.
 fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
-    let source = source
-        .to_str()
-        .ok_or_else(|| std::io::Error::other("the path is not valid UTF-8"))?;
+    let (source_fd, target_fd) = (open_exact(source)?, open_exact(target)?);
+    let source = fd_path(&source_fd);
     mount(
-        Some(source),
-        target,
+        Some(source.to_str().expect("ASCII")),
+        fd_path(&target_fd),
         None,
         libc::MS_BIND | libc::MS_REC,
         None,
     )?;
-    let locked = mount_flags(target)?;
+    // The new mount is on top now: a fresh handle names it (the old one, what lies beneath).
+    let mounted = open_exact(target)?;
+    let locked = mount_flags(&fd_path(&mounted))?;
     mount(
         None,
-        target,
+        fd_path(&mounted),
         None,
         libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | locked,
         None,
@@ -234,11 +308,12 @@ fn mount_flags(path: &Path) -> std::io::Result<libc::c_ulong> {
 
 /// Covers a secret place: an empty read-only tmpfs over a folder, `/dev/null` over anything else.
 fn hide(path: &Path) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(path)?;
+    let fd = open_exact(path)?;
+    let meta = std::fs::metadata(fd_path(&fd))?;
     if meta.is_dir() {
         mount(
             Some("tmpfs"),
-            path,
+            fd_path(&fd),
             Some("tmpfs"),
             libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             Some("size=4k,mode=0555"),
@@ -250,6 +325,45 @@ fn hide(path: &Path) -> std::io::Result<()> {
 
 fn read_only(path: &Path) -> std::io::Result<()> {
     bind_read_only(path, path)
+}
+
+/// Gives up the controlling terminal, if the process has one.
+fn detach_terminal() {
+    // SAFETY: opens /dev/tty (failing when there is no controlling terminal), detaches, closes.
+    unsafe {
+        let fd = libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::ioctl(fd, libc::TIOCNOTTY);
+            libc::close(fd);
+        }
+    }
+}
+
+/// Mounts a devpts of its own on `/dev/pts` and points `/dev/ptmx` at it; false when that
+/// could not be done (then `/dev/pts` is left read-only).
+fn private_devpts() -> bool {
+    if !Path::new("/dev/pts").is_dir() {
+        return false;
+    }
+    let mounted = mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    );
+    mounted.is_ok()
+        && mount(
+            Some("/dev/pts/ptmx"),
+            "/dev/ptmx",
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .is_ok()
 }
 
 /// Brings the new network namespace's loopback up, so servers a command starts for itself (a
@@ -276,7 +390,7 @@ fn loopback_up() -> std::io::Result<()> {
     }
 }
 
-fn landlock(spec: &Spec) -> Result<(), String> {
+fn landlock(spec: &Spec, private_pts: bool) -> Result<(), String> {
     let all = AccessFs::from_all(LANDLOCK_ABI);
     let read = AccessFs::from_read(LANDLOCK_ABI);
     let fail = |e: landlock::RulesetError| format!("Landlock: {e}");
@@ -295,6 +409,8 @@ fn landlock(spec: &Spec) -> Result<(), String> {
         .iter()
         .chain(&spec.devices)
         .map(|p| p.as_path())
+        // Without a devpts of its own, the terminals there are the user's: not writable.
+        .filter(|p| private_pts || !p.starts_with("/dev/pts"))
         .filter(|p| p.exists())
         .collect();
     let status: RestrictionStatus = ruleset
@@ -305,7 +421,14 @@ fn landlock(spec: &Spec) -> Result<(), String> {
     if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
         return Err("Landlock is not available in this kernel".into());
     }
-    Ok(())
+    // Below ABI 6 signals and abstract sockets are not scoped: a command could signal `new`
+    // and every process of the user. That is no sandbox to claim.
+    match status.landlock {
+        landlock::LandlockStatus::Available { effective_abi, .. } if effective_abi >= ABI::V6 => {
+            Ok(())
+        }
+        _ => Err("Landlock is too old in this kernel (ABI 6, Linux 6.12, is needed)".into()),
+    }
 }
 
 /// Drops every capability the new user namespace gave: from the bounding set (so no program run
@@ -356,6 +479,74 @@ fn drop_capabilities() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A seccomp filter for what Landlock does not cover: creating Unix sockets (a socket file
+/// reaches services outside, such as tmux, ssh-agent or D-Bus, whatever the network namespace),
+/// `io_uring` (which could create them unseen), and the kernel keyrings (shared with the user's
+/// session). Refused with EPERM; system calls of a foreign architecture with ENOSYS.
+pub fn seccomp(block_unix_sockets: bool) -> Result<(), String> {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7;
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return Err("no seccomp filter for this architecture".into());
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        const RET_ALLOW: u32 = 0x7fff_0000;
+        const RET_ERRNO: u32 = 0x0005_0000;
+        let (ld, jeq, ret) = (
+            (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            (libc::BPF_RET | libc::BPF_K) as u16,
+        );
+        let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        let eperm = RET_ERRNO | libc::EPERM as u32;
+        let mut f = vec![
+            op(ld, 0, 0, 4), // seccomp_data.arch
+            op(jeq, 1, 0, ARCH),
+            op(ret, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+            op(ld, 0, 0, 0), // seccomp_data.nr
+        ];
+        for nr in [
+            libc::SYS_io_uring_setup,
+            libc::SYS_io_uring_enter,
+            libc::SYS_io_uring_register,
+            libc::SYS_keyctl,
+            libc::SYS_add_key,
+            libc::SYS_request_key,
+        ] {
+            f.push(op(jeq, 0, 1, nr as u32));
+            f.push(op(ret, 0, 0, eperm));
+        }
+        if block_unix_sockets {
+            f.push(op(jeq, 0, 3, libc::SYS_socket as u32));
+            f.push(op(ld, 0, 0, 16)); // the low half of args[0], the family
+            f.push(op(jeq, 0, 1, libc::AF_UNIX as u32));
+            f.push(op(ret, 0, 0, eperm));
+        }
+        f.push(op(ret, 0, 0, RET_ALLOW));
+        let prog = libc::sock_fprog {
+            len: f.len() as u16,
+            filter: f.as_mut_ptr(),
+        };
+        // SAFETY: the program lives across the call; no_new_privs is set (by Landlock) already.
+        let rc = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "installing the seccomp filter: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Runs `command` as a child and relays every connection to `listener` to the proxy's socket

@@ -56,6 +56,13 @@ pub struct Spec {
     pub proxy_socket: Option<PathBuf>,
     /// The folder the program starts in.
     pub cwd: PathBuf,
+    /// Folders above the read-only and hidden paths inside the writable ones: made mount points
+    /// (so they cannot be renamed or removed), parents first.
+    #[serde(default)]
+    pub pinned: Vec<PathBuf>,
+    /// Refuse creating Unix sockets (seccomp).
+    #[serde(default)]
+    pub block_unix_sockets: bool,
     /// Set everything up, then exit 0 instead of running a program.
     #[serde(default)]
     pub probe: bool,
@@ -105,6 +112,21 @@ pub const HIDDEN_IN_HOME: &[&str] = &[
     ".pypirc",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".config/github-copilot",
+    ".password-store",
+    ".pgpass",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".config/hub",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
 ];
 
 /// Sockets that hand out root or the user's other sessions, covered too.
@@ -124,6 +146,9 @@ pub struct SandboxEntry {
     pub deny_read: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_unsandboxed: Option<bool>,
+    /// Let commands create Unix sockets (which can reach services outside: tmux, ssh-agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unix_sockets: Option<bool>,
 }
 
 /// The keys of the `sandbox` section.
@@ -133,6 +158,7 @@ pub const KEYS: &[&str] = &[
     "allow_write",
     "deny_read",
     "allow_unsandboxed",
+    "allow_unix_sockets",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +199,7 @@ impl SandboxEntry {
             allow_write: join(self.allow_write, nearer.allow_write),
             deny_read: join(self.deny_read, nearer.deny_read),
             allow_unsandboxed: nearer.allow_unsandboxed.or(self.allow_unsandboxed),
+            allow_unix_sockets: nearer.allow_unix_sockets.or(self.allow_unix_sockets),
         }
     }
 
@@ -205,6 +232,10 @@ impl SandboxEntry {
         if self.allow_unsandboxed == Some(true) && farther.allow_unsandboxed == Some(false) {
             ignored.push("sandbox.allow_unsandboxed `true`".to_string());
             self.allow_unsandboxed = None;
+        }
+        if self.allow_unix_sockets == Some(true) && farther.allow_unix_sockets != Some(true) {
+            ignored.push("sandbox.allow_unix_sockets `true`".to_string());
+            self.allow_unix_sockets = None;
         }
         ignored
     }
@@ -239,6 +270,7 @@ pub struct SandboxSettings {
     pub allow_write: Vec<PathBuf>,
     pub deny_read: Vec<PathBuf>,
     pub allow_unsandboxed: bool,
+    pub allow_unix_sockets: bool,
 }
 
 impl Default for SandboxSettings {
@@ -249,6 +281,7 @@ impl Default for SandboxSettings {
             allow_write: Vec::new(),
             deny_read: Vec::new(),
             allow_unsandboxed: true,
+            allow_unix_sockets: false,
         }
     }
 }
@@ -296,6 +329,7 @@ impl SandboxSettings {
             allow_write: paths("allow_write", &entry.allow_write)?,
             deny_read: paths("deny_read", &entry.deny_read)?,
             allow_unsandboxed: entry.allow_unsandboxed.unwrap_or(true),
+            allow_unix_sockets: entry.allow_unix_sockets.unwrap_or(false),
         })
     }
 }
@@ -319,6 +353,50 @@ pub enum Reach {
     All,
 }
 
+/// Variables that carry a credential or lead to a service outside (an agent's socket, a
+/// terminal multiplexer, the session bus): not passed into the sandbox.
+pub fn sandbox_secret_env() -> Vec<OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| is_secret_name(&name.to_string_lossy()))
+        .collect()
+}
+
+/// Whether a variable's name looks like it holds a secret or a way out.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    const EXACT: &[&str] = &[
+        "SSH_AUTH_SOCK",
+        "SSH_AGENT_PID",
+        "GPG_AGENT_INFO",
+        "TMUX",
+        "TMUX_PANE",
+        "STY",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "XAUTHORITY",
+        "KRB5CCNAME",
+        "DOCKER_HOST",
+    ];
+    EXACT.contains(&upper.as_str())
+        || [
+            "_API_KEY",
+            "_TOKEN",
+            "_SECRET",
+            "_SECRET_KEY",
+            "_ACCESS_KEY",
+            "_ACCESS_KEY_ID",
+            "_CREDENTIALS",
+            "_AUTH",
+        ]
+        .iter()
+        .any(|s| upper.ends_with(s))
+        || ["PASSWORD", "PASSWD", "PASSPHRASE"]
+            .iter()
+            .any(|s| upper.contains(s))
+}
+
 /// Whether a program a config entry starts (a hook, an MCP server) runs inside the sandbox, and
 /// with which network: a project's always, with the network only when its entry says
 /// `"network": true`; the user's own only when its entry says `"sandbox": true`.
@@ -333,39 +411,48 @@ pub fn entry_reach(from_project: bool, sandbox: Option<bool>, network: bool) -> 
 /// The files inside `workdir` that these command lines name (a hook's script, an MCP server's
 /// program): kept read-only inside the sandbox, so that a command cannot change what runs next.
 pub fn files_named(workdir: &Path, commands: &[String]) -> Vec<PathBuf> {
-    /// Programs whose next word is the script they run.
-    const RUNNERS: &[&str] = &[
-        "sh", "bash", "zsh", "dash", "python", "python3", "node", "deno", "bun", "perl", "ruby",
-        "php", "exec", "source", ".", "uv", "run", "npx", "tsx",
+    /// Programs that read a file of the folder by its usual name.
+    const READS: &[(&str, &[&str])] = &[
+        ("make", &["Makefile", "makefile", "GNUmakefile"]),
+        ("npm", &["package.json"]),
+        ("npx", &["package.json"]),
+        ("yarn", &["package.json"]),
+        ("pnpm", &["package.json"]),
+        ("just", &["justfile", "Justfile"]),
     ];
     let mut out = Vec::new();
+    let mut add = |word: &str| {
+        let word = word.strip_prefix("$WORKDIR/").unwrap_or(word);
+        if let Ok(real) = workdir.join(word).canonicalize()
+            && real.is_file()
+            && real.starts_with(workdir)
+            && !out.contains(&real)
+        {
+            out.push(real);
+        }
+    };
     for command in commands {
-        // The first word of each command in the line, and the word after a runner; never the
-        // target of a redirection (a hook's log file is not what it runs).
-        let mut program_next = true;
+        // Every word that names a file of the folder (a script, its interpreter's argument, a
+        // config it is given), except where output goes: a hook's log is not what it runs.
+        let mut redirect = false;
         for word in command.split_whitespace() {
-            let bare = word.trim_matches(|c| c == '"' || c == '\'');
-            if [";", "&&", "||", "|", "&"].contains(&bare) {
-                program_next = true;
+            let bare =
+                word.trim_matches(|c| c == '"' || c == '\'' || c == ';' || c == '&' || c == '|');
+            if bare.starts_with('>') || bare.starts_with("2>") || bare.starts_with("&>") {
+                // `>file` names its target itself; `>` alone, the next word.
+                redirect = bare.trim_start_matches(['2', '&', '>']).is_empty();
                 continue;
             }
-            if bare.starts_with('>') || bare.starts_with('<') || bare.starts_with('-') {
-                program_next = false;
+            if std::mem::take(&mut redirect) || bare.is_empty() {
                 continue;
             }
-            let is_program = program_next;
+            // `--config=x.toml`, `VAR=./x.sh`: the part after `=`.
+            add(bare.rsplit('=').next().unwrap_or(bare));
             let name = bare.rsplit('/').next().unwrap_or(bare);
-            program_next = RUNNERS.contains(&name) || bare.contains('=') && is_program;
-            if !is_program {
-                continue;
-            }
-            let word = bare.strip_prefix("$WORKDIR/").unwrap_or(bare);
-            if let Ok(real) = workdir.join(word).canonicalize()
-                && real.is_file()
-                && real.starts_with(workdir)
-                && !out.contains(&real)
-            {
-                out.push(real);
+            for (program, files) in READS {
+                if name == *program {
+                    files.iter().for_each(|f| add(f));
+                }
             }
         }
     }
@@ -405,6 +492,19 @@ impl Drop for OsSandbox {
         }
         let _ = std::fs::remove_dir_all(&self.base);
     }
+}
+
+/// The session's sandbox, for what `new` itself runs in the project (its `git status`).
+static CURRENT: OnceLock<Arc<OsSandbox>> = OnceLock::new();
+
+/// Makes `sandbox` the session's (once; later calls change nothing).
+pub fn set_current(sandbox: Arc<OsSandbox>) {
+    let _ = CURRENT.set(sandbox);
+}
+
+/// The session's sandbox, once set.
+pub fn current() -> Option<Arc<OsSandbox>> {
+    CURRENT.get().cloned()
 }
 
 /// Where `new` keeps what a session's sandbox uses.
@@ -559,15 +659,31 @@ impl OsSandbox {
         let mut writable = vec![self.workdir.clone(), self.temp_dir()];
         writable.extend(self.settings.allow_write.iter().cloned());
         let writable = existing(&writable);
+        // Other sessions' private folders are covered too.
+        let mut hidden_now = self.hidden.clone();
+        hidden_now.extend(self.other_sessions());
         // A covered place that holds a writable folder would hide it: it stays visible.
-        let hidden = existing(&self.hidden)
+        let hidden: Vec<PathBuf> = existing(&hidden_now)
             .into_iter()
             .filter(|h| !writable.iter().any(|w| w.starts_with(h)))
             .collect();
-        let read_only = existing(&self.protected)
+        let read_only: Vec<PathBuf> = existing(&self.protected)
             .into_iter()
             .filter(|p| writable.iter().any(|w| p.starts_with(w)))
             .collect();
+        let mut pinned: Vec<PathBuf> = Vec::new();
+        for path in read_only.iter().chain(&hidden) {
+            for above in path.ancestors().skip(1) {
+                if writable
+                    .iter()
+                    .any(|w| above.starts_with(w) && above != w.as_path())
+                    && !pinned.iter().any(|p| p == above)
+                {
+                    pinned.push(above.to_path_buf());
+                }
+            }
+        }
+        pinned.sort_by_key(|p| p.components().count());
         let (isolate_network, proxy_socket) = match (reach, &self.settings.network) {
             (Reach::All, _) | (Reach::Configured, Network::All) => (false, None),
             (Reach::None, _) | (Reach::Configured, Network::None) => (true, None),
@@ -581,8 +697,34 @@ impl OsSandbox {
             isolate_network,
             proxy_socket,
             cwd: self.workdir.clone(),
+            pinned,
+            block_unix_sockets: !self.settings.allow_unix_sockets,
             probe: false,
         })
+    }
+
+    /// The private folders of other sessions of this user.
+    fn other_sessions(&self) -> Vec<PathBuf> {
+        let (Some(parent), Some(mine)) = (self.base.parent(), self.base.file_name()) else {
+            return Vec::new();
+        };
+        let mine = mine.to_string_lossy();
+        let prefix = mine
+            .rsplit_once('-')
+            .map(|(p, _)| format!("{p}-"))
+            .unwrap_or_default();
+        std::fs::read_dir(parent)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        !prefix.is_empty() && name.starts_with(&prefix) && name != *mine
+                    })
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The proxy's socket, the proxy started on first use (inside the runtime).
@@ -657,7 +799,21 @@ impl OsSandbox {
             .arg(program)
             .args(args)
             .env("TMPDIR", self.temp_dir());
+        for name in sandbox_secret_env() {
+            cmd.env_remove(name);
+        }
         Ok(cmd)
+    }
+
+    /// [`OsSandbox::command`] for a program started and waited for without the runtime.
+    pub fn std_command(
+        &self,
+        program: &OsStr,
+        args: &[OsString],
+        reach: Reach,
+        cwd: &Path,
+    ) -> Result<std::process::Command, String> {
+        Ok(self.command(program, args, reach, cwd)?.into_std())
     }
 
     /// The protected names inside WORKDIR that do not exist now (a command could create them).
@@ -666,6 +822,43 @@ impl OsSandbox {
             .iter()
             .filter(|p| p.starts_with(&self.workdir) && std::fs::symlink_metadata(p).is_err())
             .cloned()
+            .collect()
+    }
+
+    /// What each protected name inside WORKDIR is now: missing, a link and where it leads, or
+    /// a file or folder by its inode. A name that is a link, or is missing, is not kept
+    /// read-only by a mount (only its target is), so a command can change it: comparing this
+    /// before and after a command says whether one did.
+    pub fn protected_state(&self) -> Vec<(PathBuf, String)> {
+        use std::os::unix::fs::MetadataExt;
+        self.protected
+            .iter()
+            .filter(|p| p.starts_with(&self.workdir))
+            .map(|p| {
+                let state = match std::fs::symlink_metadata(p) {
+                    Err(_) => "missing".to_string(),
+                    Ok(m) if m.file_type().is_symlink() => format!(
+                        "link to {}",
+                        std::fs::read_link(p).unwrap_or_default().display()
+                    ),
+                    Ok(m) => format!("{}:{}", m.dev(), m.ino()),
+                };
+                (p.clone(), state)
+            })
+            .collect()
+    }
+
+    /// The protected names whose state changed since `before` ([`OsSandbox::protected_state`]).
+    pub fn changed_protected(&self, before: &[(PathBuf, String)]) -> Vec<PathBuf> {
+        let now = self.protected_state();
+        before
+            .iter()
+            .filter(|(path, state)| {
+                now.iter()
+                    .find(|(p, _)| p == path)
+                    .is_some_and(|(_, s)| s != state)
+            })
+            .map(|(p, _)| p.clone())
             .collect()
     }
 
@@ -817,24 +1010,46 @@ mod tests {
     fn the_files_hooks_and_servers_run_are_found_and_their_outputs_are_not() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().canonicalize().unwrap();
-        for f in ["guard.sh", "lint.py", "log.txt", "server.js", "data.json"] {
+        for f in [
+            "guard.sh",
+            "lint.py",
+            "log.txt",
+            "server.js",
+            "data.json",
+            "x.sh",
+            "Makefile",
+            "out.txt",
+            "cfg.toml",
+        ] {
             std::fs::write(work.join(f), "").unwrap();
         }
         let found = files_named(
             &work,
             &[
                 "./guard.sh --strict >> log.txt".into(),
-                "python3 lint.py data.json && echo ok > log.txt".into(),
-                "node".into(),
+                "bash -e lint.py data.json && echo ok >out.txt".into(),
+                "node --inspect".into(),
                 "server.js".into(),
-                format!("cat {}", work.join("data.json").display()),
+                "env FOO=1 sh -c ./x.sh --config=cfg.toml".into(),
+                "make lint 2> log.txt".into(),
             ],
         );
         let names: Vec<String> = found
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["guard.sh", "lint.py", "server.js"]);
+        assert_eq!(
+            names,
+            [
+                "guard.sh",
+                "lint.py",
+                "data.json",
+                "server.js",
+                "x.sh",
+                "cfg.toml",
+                "Makefile"
+            ]
+        );
     }
 
     #[test]
@@ -850,9 +1065,10 @@ mod tests {
             allow_write: Some(vec!["/".into()]),
             deny_read: Some(vec!["/secret".into()]),
             allow_unsandboxed: Some(true),
+            allow_unix_sockets: Some(true),
         };
         let ignored = project.narrow(Some(&user));
-        assert_eq!(ignored.len(), 4, "{ignored:?}");
+        assert_eq!(ignored.len(), 5, "{ignored:?}");
         assert_eq!(
             project,
             SandboxEntry {

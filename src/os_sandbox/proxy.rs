@@ -136,6 +136,40 @@ impl Hosts {
     fn allows_name(&self, name: &Name) -> bool {
         self.rules.iter().any(|rule| rule.matches(name))
     }
+
+    /// Whether `name` is on the list as itself (`localhost`, `127.0.0.1`), not through a
+    /// wildcard: only such a name may lead to an address of this machine or its network.
+    fn lists_exactly(&self, name: &Name) -> bool {
+        self.rules.iter().any(|rule| match (rule, name) {
+            (Rule::Exact(exact), Name::Domain(domain)) => exact == domain,
+            (Rule::Ip(ip), Name::Ip(addr)) => ip == addr,
+            _ => false,
+        })
+    }
+}
+
+/// Loopback, private, link-local, unspecified, unique-local and CGNAT addresses (and IPv4
+/// mapped into IPv6): this machine and its local network.
+fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || (v4.octets()[0] == 100 && (64..128).contains(&v4.octets()[1]))
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_internal(IpAddr::V4(v4)),
+            None => {
+                v6.is_loopback()
+                    || v6.is_unspecified()
+                    || (v6.segments()[0] & 0xfe00) == 0xfc00
+                    || (v6.segments()[0] & 0xffc0) == 0xfe80
+            }
+        },
+    }
 }
 
 impl Rule {
@@ -434,6 +468,19 @@ impl Shared {
 
     /// Decides whether a connection to `name:port` may go ahead, asking if someone can be
     /// asked; a refusal is recorded and comes back as the reply to send.
+    /// Whether `name` was allowed as itself: listed exactly, allowed by the user at a question
+    /// or with [`Proxy::allow`], or everything is (`*`).
+    fn named_exactly(&self, name: &Name) -> bool {
+        self.hosts.lists_exactly(name)
+            || self.hosts.rules.contains(&Rule::Any)
+            || self
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .allowed
+                .contains(&name.key())
+    }
+
     async fn permit(&self, name: &Name, port: u16) -> Result<(), Reply> {
         if self.hosts.allows_name(name) {
             return Ok(());
@@ -636,7 +683,11 @@ async fn serve(mut client: UnixStream, shared: Arc<Shared>) {
         return reply.send(&mut client).await;
     }
     let target = request.host.with_port(request.port);
-    let mut upstream = match connect(&request.host, request.port).await {
+    // A name reached through a wildcard (or asked for) may not lead to this machine or the
+    // local network: its owner could point its DNS at 127.0.0.1 and reach the user's local
+    // services. A name or address listed exactly may.
+    let internal_ok = shared.named_exactly(&request.host);
+    let mut upstream = match connect(&request.host, request.port, internal_ok).await {
         Ok(upstream) => upstream,
         Err(reason) => return Reply::bad_gateway(&target, &reason).send(&mut client).await,
     };
@@ -667,7 +718,7 @@ async fn tunnel(
 
 /// Resolves `host` here, outside the sandbox, and connects to the first address that answers,
 /// within [`CONNECT_TIMEOUT`]; the error says what failed.
-async fn connect(host: &Name, port: u16) -> Result<TcpStream, String> {
+async fn connect(host: &Name, port: u16, internal_ok: bool) -> Result<TcpStream, String> {
     let attempt = async {
         let addresses: Vec<SocketAddr> = match host {
             Name::Ip(ip) => vec![SocketAddr::new(*ip, port)],
@@ -679,6 +730,15 @@ async fn connect(host: &Name, port: u16) -> Result<TcpStream, String> {
         };
         let mut last_error = format!("{} resolved to no address", host.key());
         for address in addresses {
+            if !internal_ok && is_internal(address.ip()) {
+                last_error = format!(
+                    "{} resolves to {}, an address of this machine or its local network; list \
+                     the name exactly in sandbox.network to allow it",
+                    host.key(),
+                    address.ip()
+                );
+                continue;
+            }
             match TcpStream::connect(address).await {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
@@ -1422,6 +1482,29 @@ mod tests {
         assert!(response.contains("Ask the user to allow it"), "{response}");
         assert_eq!(accepted.load(Ordering::SeqCst), 0);
         assert_eq!(proxy.take_refused(), vec![format!("localhost:{port}")]);
+    }
+
+    #[tokio::test]
+    async fn a_name_through_a_wildcard_may_not_lead_to_this_machine() {
+        let (port, _) = echo_server().await;
+        // `localhost` resolves to 127.0.0.1; listed through `*.localhost`-like wildcards only, it
+        // is refused with the reason; listed exactly, it passes.
+        let proxy = start(&["*.example.org", "localhost"], None);
+        tunnel_through(&proxy, port).await;
+        assert!(is_internal("127.0.0.1".parse().unwrap()));
+        assert!(is_internal("10.1.2.3".parse().unwrap()));
+        assert!(is_internal("192.168.0.1".parse().unwrap()));
+        assert!(is_internal("169.254.169.254".parse().unwrap()));
+        assert!(is_internal("100.64.0.1".parse().unwrap()));
+        assert!(is_internal("::1".parse().unwrap()));
+        assert!(is_internal("fd00::1".parse().unwrap()));
+        assert!(is_internal("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_internal("93.184.216.34".parse().unwrap()));
+        assert!(!is_internal("2606:2800:220:1::1".parse().unwrap()));
+        let err = connect(&Name::Domain("localhost".into()), port, false)
+            .await
+            .unwrap_err();
+        assert!(err.contains("an address of this machine"), "{err}");
     }
 
     #[tokio::test]

@@ -242,8 +242,30 @@ fn find_git_dir(workdir: &Path) -> Option<std::path::PathBuf> {
 /// or takes longer.
 fn work_tree_changed(workdir: &Path) -> Option<bool> {
     use std::process::{Command, Stdio};
-    let mut child = Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
+    let args = [
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ];
+    // Inside the session's sandbox when there is one: a `.git` a command planted (with a
+    // `core.fsmonitor` or a clean filter in its config) runs nothing outside it.
+    let mut command = match crate::os_sandbox::current().filter(|s| s.is_on()) {
+        Some(sandbox) => sandbox
+            .std_command(
+                "git".as_ref(),
+                &args.map(std::ffi::OsString::from),
+                crate::os_sandbox::Reach::None,
+                workdir,
+            )
+            .ok()?,
+        None => {
+            let mut c = Command::new("git");
+            c.args(args);
+            c
+        }
+    };
+    let mut child = command
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -48,6 +48,11 @@ impl Cell {
     /// Runs `new -p` with a model that calls `bash` once per round with each of `calls` (JSON
     /// arguments), and returns each call's result, in order.
     fn run(&self, calls: &[Value]) -> Vec<String> {
+        self.run_with(calls, &[])
+    }
+
+    /// [`Cell::run`] with more variables in `new`'s environment.
+    fn run_with(&self, calls: &[Value], vars: &[(&str, &str)]) -> Vec<String> {
         let mut replies: Vec<Reply> = calls
             .iter()
             .enumerate()
@@ -60,7 +65,8 @@ impl Cell {
             .arg("default")
             .arg(self.env.data())
             .args(["-p", "go"])
-            .env("OPENAI_API_KEY", "sk-test-123");
+            .env("OPENAI_API_KEY", "sk-test-123")
+            .envs(vars.iter().copied());
         // The toolchain where the tests were built, for `cargo --version` inside.
         for var in ["RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
             if let Some(v) = std::env::var_os(var) {
@@ -516,5 +522,102 @@ fn mcp_servers_survive_bash_and_a_project_s_runs_inside_the_sandbox() {
         notes.lines().filter(|l| l.starts_with("pid ")).count(),
         1,
         "{notes}"
+    );
+}
+
+/// What the attack on the first version of the sandbox found, each held now: a socket file
+/// reaching a service outside (tmux, ssh-agent), secrets in variables, moving the folder of a
+/// protected script aside, replacing a protected name that is a link, renaming the folder above
+/// a hidden one, the user's terminals, and a planted `.git` whose fsmonitor `new` would run.
+#[test]
+fn what_the_attack_on_the_sandbox_found_holds() {
+    let cell = Cell::new(json!({}));
+    let socket = cell.env.dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::create_dir_all(cell.work.join("scripts")).unwrap();
+    std::fs::write(cell.work.join("scripts/hook.sh"), "echo hook\n").unwrap();
+    std::os::unix::fs::symlink("AGENTS.md", cell.work.join("CLAUDE.md")).unwrap();
+    std::fs::create_dir_all(cell.work.join("conf/secret")).unwrap();
+    std::fs::write(cell.work.join("conf/secret/key"), "CONF-SECRET\n").unwrap();
+    cell.env.write_config(
+        &json!({"retry_initial_ms": 5, "permission_mode": "permissive", "max_rounds": 50,
+            "sandbox": {"deny_read": [cell.work.join("conf/secret").display().to_string()]},
+            "hook": {"entries": [{"name": "mine", "event": "session_end",
+                "action": {"command": "sh -e scripts/hook.sh"}}]}})
+        .to_string(),
+    );
+    let fsmonitor = cell.sentinel.join("fsmonitor-ran");
+    let git = std::process::Command::new("git")
+        .args(["config", "core.fsmonitor"])
+        .arg(format!("touch {}; false", fsmonitor.display()))
+        .current_dir(&cell.work)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let commands = [
+        format!(
+            "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\")'",
+            socket.display()
+        ),
+        "env".to_string(),
+        "mv scripts scripts.old && mkdir scripts && echo evil > scripts/hook.sh".to_string(),
+        "rm CLAUDE.md && echo evil > CLAUDE.md".to_string(),
+        "mv conf conf2; cat conf2/secret/key conf/secret/key".to_string(),
+        "ls -A /dev/pts".to_string(),
+    ];
+    let calls: Vec<Value> = commands.iter().map(|c| json!({ "command": c })).collect();
+    let results = cell.run_with(
+        &calls,
+        &[
+            ("SSH_AUTH_SOCK", "/tmp/agent.sock"),
+            ("GH_TOKEN", "ghp-SECRET-TOKEN"),
+            ("AWS_SECRET_ACCESS_KEY", "AWS-SECRET"),
+            ("DB_PASSWORD", "DB-SECRET"),
+            ("TMUX", "/tmp/tmux-0/default,1,0"),
+        ],
+    );
+    assert!(
+        results[0].contains("Operation not permitted"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the socket"
+    );
+    for secret in [
+        "SSH_AUTH_SOCK",
+        "ghp-SECRET-TOKEN",
+        "AWS-SECRET",
+        "DB-SECRET",
+        "TMUX=",
+    ] {
+        assert!(!results[1].contains(secret), "{secret}: {}", results[1]);
+    }
+    assert!(
+        results[2].contains("Device or resource busy"),
+        "{}",
+        results[2]
+    );
+    assert_eq!(
+        std::fs::read_to_string(cell.work.join("scripts/hook.sh")).unwrap(),
+        "echo hook\n"
+    );
+    assert!(
+        results[3].contains("created or replaced CLAUDE.md"),
+        "{}",
+        results[3]
+    );
+    assert!(
+        results[4].contains("Device or resource busy"),
+        "{}",
+        results[4]
+    );
+    assert!(!results[4].contains("CONF-SECRET"), "{}", results[4]);
+    assert_eq!(results[5], "Exit code: 0\nstdout:\nptmx\n");
+    assert!(
+        !fsmonitor.exists(),
+        "new ran a planted fsmonitor outside the sandbox"
     );
 }

@@ -278,7 +278,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             cmd
         }
     };
-    let missing = sandbox.map(|s| s.missing_protected()).unwrap_or_default();
+    let protected_before = sandbox.map(|s| s.protected_state()).unwrap_or_default();
     cmd.current_dir(ctx.sandbox.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -360,20 +360,20 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             report.push_str(&note);
             report.push('\n');
         }
-        let created: Vec<String> = missing
+        let changed: Vec<String> = sandbox
+            .changed_protected(&protected_before)
             .iter()
-            .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .map(|p| ctx.sandbox.display(p))
             .collect();
-        if !created.is_empty() {
+        if !changed.is_empty() {
             summary.push_str(&format!(
-                "; it created {} (protected: check it before the next session)",
-                created.join(", ")
+                "; it created or replaced {} (protected: check it before the next session)",
+                changed.join(", ")
             ));
             report.push_str(&format!(
-                "[sandbox] This command created {}, which new protects (it shapes later sessions); \
-                 the user is told.\n",
-                created.join(", ")
+                "[sandbox] This command created or replaced {}, which new protects (it shapes \
+                 later sessions); the user is told.\n",
+                changed.join(", ")
             ));
         }
     }
