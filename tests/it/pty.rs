@@ -1005,3 +1005,64 @@ fn leaving_the_sandbox_is_asked_with_the_reason() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "one\n");
     assert!(results(&server, 3)[1].starts_with("The user denied this `bash` call"));
 }
+
+/// On a terminal, a sandboxed command that reaches a domain the list does not name is asked for
+/// once: `s` lets it through for the session (the next connection is not asked again). The
+/// command has no controlling terminal: it cannot type into the user's.
+#[test]
+fn a_domain_off_the_list_is_asked_once_and_commands_have_no_terminal() {
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "sandbox": {"network": ["localhost"]}}"#);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nfound\n",
+            );
+        }
+    });
+    let fetch = format!("curl -sS -m 20 --noproxy '' http://127.0.0.1:{port}/");
+    let call = |id: &str, command: &str| {
+        tool_calls(&[(
+            id,
+            "bash",
+            &serde_json::json!({ "command": command }).to_string(),
+        )])
+    };
+    let server = Server::start(vec![
+        call("c1", &fetch),
+        text(&["fetched"]),
+        call("c2", &fetch),
+        text(&["fetched again"]),
+        call(
+            "c3",
+            "python3 -c 'open(\"/dev/tty\", \"w\")' 2>&1 | tail -1",
+        ),
+        text(&["no terminal"]),
+    ]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("fetch\r");
+    let shown = pty.expect("[s/a/N] ");
+    assert!(
+        shown.contains(&format!("a command wants to reach 127.0.0.1:{port}")),
+        "{shown:?}"
+    );
+    pty.send("s\r");
+    pty.expect("fetched");
+    pty.expect("› ");
+    pty.send("again\r");
+    pty.expect("fetched again");
+    pty.expect("› ");
+    pty.send("tty\r");
+    pty.expect("no terminal");
+    let results = results(&server, 5);
+    assert!(results[0].contains("found"), "{results:?}");
+    assert!(results[1].contains("found"), "{results:?}");
+    assert!(
+        results[2].contains("No such device or address"),
+        "{results:?}"
+    );
+}
