@@ -318,7 +318,7 @@ mod tests {
         for part in [
             "nameless.md: its front matter has no `name`; it is skipped",
             "badtool.md: it names the tool `teleport`, which does not exist",
-            "huge.md: it is 700",
+            "huge.md: it is over subagent.max_definition_size_bytes (65536 bytes)",
         ] {
             assert!(said.contains(part), "{part}: {said}");
         }

@@ -34,10 +34,11 @@ pub fn load(user_dir: Option<&Path>, workdir: &Path) -> Instructions {
     // FIFO or a device, and no more is read than the instructions may hold.
     let files = crate::project_file::ProjectFiles::new(workdir);
     let mut read = |path: &Path, out: &mut Instructions, budget: &mut usize| -> Option<String> {
+        // One byte more than may be used, so that a longer file is said to be cut.
         let got = if path.starts_with(sandbox.root()) {
-            files.read(path, MAX_BYTES)
+            files.read(path, MAX_BYTES + 1)
         } else {
-            crate::project_file::read_own(path, MAX_BYTES)
+            crate::project_file::read_own(path, MAX_BYTES + 1)
         };
         let text = match got {
             Ok(Some(read)) => read.text(),

@@ -300,7 +300,7 @@ fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
         results
             .last()
             .unwrap()
-            .contains("created CLAUDE.md, which new protects"),
+            .contains("created or replaced CLAUDE.md, which new protects"),
         "{}",
         results.last().unwrap()
     );
