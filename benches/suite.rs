@@ -944,6 +944,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 origin: new_agent::mcp::Origin::User,
                 sandbox: None,
                 network: false,
+                raw: String::new(),
+                references: Vec::new(),
             }],
             ..Default::default()
         };

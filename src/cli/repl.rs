@@ -307,27 +307,101 @@ fn ask_hooks_trust(out: &Output, hooks: &crate::hooks::HookSettings) -> bool {
 }
 
 /// Asks on the terminal whether to trust the project's MCP servers (they start programs).
-fn ask_mcp_trust(out: &Output, mcp: &crate::mcp::McpSettings) -> bool {
+fn ask_mcp_trust(out: &Output, mcp: &crate::mcp::McpSettings, hidden: &[String]) -> bool {
     let list: String = mcp
         .servers
         .iter()
         .filter(|s| s.origin == crate::mcp::Origin::Project)
-        .map(|s| {
-            let what = match &s.transport {
-                crate::mcp::Transport::Stdio { command, args, .. } => {
-                    format!("{command} {}", args.join(" "))
-                }
-                crate::mcp::Transport::Http { url, .. } => url.clone(),
-            };
-            format!(
-                "  - {}: {}\n",
-                crate::tools::escape_controls(&s.name),
-                crate::tools::escape_controls(what.trim())
-            )
-        })
+        .map(|s| describe_server(out, s, hidden))
         .collect();
     let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
     ask_yes(out, &question)
+}
+
+/// A project's MCP server as the trust question shows it: everything that runs and everything it
+/// gets (command, arguments, folder, variables, headers, URL), as written, `${…}` unexpanded, and
+/// each reference to a secret-looking variable marked.
+fn describe_server(out: &Output, s: &crate::mcp::ServerConfig, hidden: &[String]) -> String {
+    let mut text = format!(
+        "  - {}: {}\n",
+        crate::tools::escape_controls(&s.name),
+        crate::tools::escape_controls(&s.raw)
+    );
+    for name in s
+        .references
+        .iter()
+        .filter(|n| crate::mcp::config::is_secret_reference(n, hidden))
+    {
+        text.push_str(&format!(
+            "    {}\n",
+            out.bold(&super::text::tr(
+                out.lang,
+                "mcp_passes_a_secret",
+                &[("name", &crate::tools::escape_controls(name))]
+            ))
+        ));
+    }
+    text
+}
+
+/// A project's MCP servers that pass a secret-looking variable on (a provider key in `env`, a
+/// header or the URL) run only once that entry is confirmed on its own, as it is now; the rest
+/// are turned off, each said. Confirmations are remembered like trust.
+fn confirm_secret_servers(
+    out: &Output,
+    trust: &crate::trust::Trust,
+    workdir: &Path,
+    config: &mut Config,
+    interactive: bool,
+) -> Result<()> {
+    let hidden = config.secret_vars.clone();
+    for server in config
+        .mcp
+        .servers
+        .iter_mut()
+        .filter(|s| s.origin == crate::mcp::Origin::Project && !s.disabled)
+    {
+        let secrets: Vec<String> = server
+            .references
+            .iter()
+            .filter(|n| crate::mcp::config::is_secret_reference(n, &hidden))
+            .cloned()
+            .collect();
+        if secrets.is_empty() {
+            continue;
+        }
+        let what = format!("mcp-secret:{}", server.name);
+        if trust.is_trusted(workdir, &what, server.raw.as_bytes()) {
+            continue;
+        }
+        let shown = crate::tools::escape_controls(&server.name);
+        let names = crate::tools::escape_controls(&secrets.join(", "));
+        let yes = interactive && {
+            let question = super::text::tr(
+                out.lang,
+                "mcp_secret_question",
+                &[
+                    ("entry", &describe_server(out, server, &hidden)),
+                    ("name", &shown),
+                    ("secrets", &names),
+                ],
+            );
+            ask_yes(out, &question)
+        };
+        if yes {
+            trust
+                .trust(workdir, &what, server.raw.as_bytes())
+                .context("remembering the confirmed MCP server")?;
+        } else {
+            server.disabled = true;
+            out.warn(&super::text::tr(
+                out.lang,
+                "mcp_secret_refused",
+                &[("name", &shown), ("secrets", &names)],
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The one-shot prompt: `-p -` reads it from stdin; otherwise piped stdin, if any, follows the
@@ -512,9 +586,12 @@ impl App {
                 config.mcp_trusted,
                 config.mcp.project_entries.as_deref(),
             ),
-            || ask(&|| ask_mcp_trust(&out, &config.mcp)),
+            || ask(&|| ask_mcp_trust(&out, &config.mcp, &config.secret_vars)),
             &super::text::tr(out.lang, "mcp_not_trusted", &[]),
         )?;
+        if config.mcp_trusted {
+            confirm_secret_servers(&out, &trust, &workdir, &mut config, interactive)?;
+        }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
             out.warn(&crate::tools::escape_controls(warning));

@@ -40,6 +40,21 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (
+        "mcp_passes_a_secret",
+        "⚠ passes the variable {name} on: a secret of yours",
+        "⚠ 会传出变量 {name}：你的一个机密",
+    ),
+    (
+        "mcp_secret_question",
+        "{entry}The project's MCP server {name} would get {secrets}. Let it have them? [y/N] ",
+        "{entry}项目的 MCP 服务器 {name} 会得到 {secrets}。允许吗？[y/N] ",
+    ),
+    (
+        "mcp_secret_refused",
+        "the project's MCP server {name} references {secrets} and was not confirmed on its own: it does not run (confirm it on a terminal, or move it to your own config)",
+        "项目的 MCP 服务器 {name} 引用了 {secrets}，且未单独确认：它不会运行（请在终端上确认，或把它移到你自己的配置中）",
+    ),
+    (
         "help_sandbox",
         "what the sandbox of bash, hooks and MCP servers enforces: writable, hidden, reachable",
         "bash、钩子和 MCP 服务器的沙箱限制了什么：可写、隐藏、可达",

@@ -44,6 +44,10 @@ pub struct ServerConfig {
     pub sandbox: Option<bool>,
     /// `"network": true`: inside the sandbox, the network is on.
     pub network: bool,
+    /// The entry as written (`${…}` not expanded), for the trust question.
+    pub raw: String,
+    /// The variables it references (`${NAME}`), as written.
+    pub references: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,6 +305,7 @@ fn server(
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(_) => Err(format!("`{key}` must be true or false")),
     };
+    let raw = serde_json::to_string(entry).unwrap_or_default();
     Ok(ServerConfig {
         name,
         transport,
@@ -309,7 +314,31 @@ fn server(
         origin,
         sandbox: flag("sandbox")?,
         network: flag("network")?.unwrap_or(false),
+        references: references(&raw),
+        raw,
     })
+}
+
+/// The names of the variables `text` references as `${NAME}`, in order, once each.
+pub fn references(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        rest = &rest[start + 2..];
+        let Some(end) = rest.find('}') else { break };
+        let name = &rest[..end];
+        if !name.is_empty() && !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+        rest = &rest[end + 1..];
+    }
+    out
+}
+
+/// Whether a variable named like this holds a secret: a provider's key (`hidden`), or a name
+/// that looks like a credential.
+pub fn is_secret_reference(name: &str, hidden: &[String]) -> bool {
+    hidden.iter().any(|h| h == name) || crate::os_sandbox::is_secret_name(name)
 }
 
 /// `${VAR}` from the environment (an unset variable expands to nothing); `$$` is not special.
