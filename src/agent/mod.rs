@@ -723,7 +723,7 @@ impl Agent<'_> {
                 if !interrupted && let Ok(args) = args {
                     let input = crate::hooks::Input {
                         tool_name: Some(call.function.name.clone()),
-                        tool_input: Some(args.clone()),
+                        tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
                         tool_response: Some(outcome.content.clone()),
                         ..crate::hooks::Input::new("post_tool_use")
                     };
@@ -775,7 +775,7 @@ impl Agent<'_> {
     ) -> GateDecision {
         let input = crate::hooks::Input {
             tool_name: Some(call.function.name.clone()),
-            tool_input: Some(args.clone()),
+            tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
             ..crate::hooks::Input::new("pre_tool_use")
         };
         let outcome = self.hook(observer, input).await;

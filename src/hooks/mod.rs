@@ -894,6 +894,13 @@ fn tool_input_vars(input: Option<&Value>) -> Vec<(String, String)> {
         }
         out.push((format!("TOOL_INPUT_{key}"), text));
     }
+    // Two fields that make the same name (`file~path` and `file_path`, or either and the one
+    // derived from `filepath`) are both dropped: neither may stand in for the other.
+    let mut counts = std::collections::HashMap::new();
+    for (k, _) in &out {
+        *counts.entry(k.clone()).or_insert(0) += 1;
+    }
+    out.retain(|(k, _)| counts[k] == 1);
     out
 }
 

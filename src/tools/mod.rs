@@ -337,13 +337,52 @@ impl ToolRegistry {
             return Ok(Value::Object(Default::default()));
         }
         match serde_json::from_str(arguments) {
-            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(Value::Object(o)) => {
+                // A built-in tool's arguments are its declared parameters, no others: an extra
+                // `file_path` beside `filepath` would otherwise tell a user's hook one file while
+                // the tool writes another.
+                let builtin = !name.starts_with("mcp__");
+                let declared = self.declared(name);
+                if builtin
+                    && let Some(declared) = &declared
+                    && let Some(unknown) = o.keys().find(|k| !declared.contains(k))
+                {
+                    return Err(ToolOutcome::error(format!(
+                        "invalid arguments: `{}` is not a parameter of `{name}`; its parameters are {}. The call was not run.",
+                        escape_controls(unknown),
+                        declared.join(", ")
+                    )));
+                }
+                Ok(Value::Object(o))
+            }
             Ok(_) => Err(ToolOutcome::error(
                 "invalid arguments: expected a JSON object",
             )),
             Err(e) => Err(ToolOutcome::error(format!(
                 "invalid arguments: not valid JSON ({e}); send the arguments as one JSON object"
             ))),
+        }
+    }
+
+    /// The parameter names a tool declares (None: its schema names none).
+    fn declared(&self, name: &str) -> Option<Vec<String>> {
+        let props = self.get(name)?.parameters();
+        let props = props.get("properties")?.as_object()?;
+        Some(props.keys().cloned().collect())
+    }
+
+    /// The arguments of a call as a hook is told them: only the parameters the tool declares
+    /// (what the tool itself reads), so that an argument it ignores cannot stand in for one it
+    /// uses.
+    pub fn declared_arguments(&self, name: &str, args: &Value) -> Value {
+        match (self.declared(name), args) {
+            (Some(declared), Value::Object(o)) => Value::Object(
+                o.iter()
+                    .filter(|(k, _)| declared.contains(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            _ => args.clone(),
         }
     }
 

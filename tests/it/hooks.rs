@@ -273,3 +273,42 @@ fn a_hook_s_ask_asks_where_the_rules_allow_and_its_allow_never_lifts_a_deny() {
     assert!(got[1].starts_with("Permission denied: "), "{got:?}");
     assert!(!got[1].contains("denied by a rule\n"), "{got:?}");
 }
+
+/// A guard hook reads the path a tool really uses: arguments the tool ignores (`file~path`,
+/// `file_path` beside `filepath`) are refused before any hook or tool sees them, so a `*.env`
+/// guard cannot be told `notes.txt` while `b.env` is written.
+#[test]
+fn hook_inputs_cannot_be_spoofed_with_arguments_the_tool_ignores() {
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "hook": {"entries": [{"name": "env-guard",
+            "event": "pre_tool_use",
+            "action": {"command": "case \"$TOOL_INPUT_FILE_PATH\" in *.env) echo 'no .env files' >&2; exit 2;; esac"}}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("a", "write_file", r#"{"filepath":"b.env","file~path":"notes.txt","content":"K=1"}"#),
+            ("b", "write_file", r#"{"filepath":"c.env","file_path":"notes.txt","content":"K=1"}"#),
+            ("c", "write_file", r#"{"filepath":"d.env","fileépath":"notes.txt","content":"K=1"}"#),
+            ("d", "write_file", r#"{"filepath":"e.env","content":"K=1"}"#),
+            ("e", "write_file", r#"{"filepath":"notes.txt","content":"fine"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &["-p", "write"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let got = results(&server, 1);
+    for (i, name) in ["file~path", "file_path", "fileépath"].iter().enumerate() {
+        assert!(
+            got[i].contains(&format!("`{name}` is not a parameter of `write_file`")),
+            "{}",
+            got[i]
+        );
+    }
+    assert!(got[3].contains("no .env files"), "{}", got[3]);
+    for f in ["b.env", "c.env", "d.env", "e.env"] {
+        assert!(!env.work().join(f).exists(), "{f} was written");
+    }
+    assert_eq!(std::fs::read_to_string(env.work().join("notes.txt")).unwrap(), "fine");
+}
