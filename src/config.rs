@@ -779,6 +779,120 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     if let Some(sandbox) = &mut project.sandbox {
         ignored.extend(sandbox.narrow(farther.sandbox.as_ref()));
     }
+    // No limit of the user's is raised: rounds, timeouts, retries, budgets, sizes.
+    fn cap<T: Copy + PartialOrd + std::fmt::Display>(
+        ignored: &mut Vec<String>,
+        key: &str,
+        mine: &mut Option<T>,
+        theirs: Option<T>,
+        default: T,
+    ) {
+        if let Some(v) = *mine
+            && v > theirs.unwrap_or(default)
+        {
+            ignored.push(format!(
+                "{key} `{v}` (above yours, {})",
+                theirs.unwrap_or(default)
+            ));
+            *mine = None;
+        }
+    }
+    let i = &mut ignored;
+    cap(
+        i,
+        "max_rounds",
+        &mut project.max_rounds,
+        farther.max_rounds,
+        DEFAULT_MAX_ROUNDS,
+    );
+    cap(
+        i,
+        "bash_timeout_secs",
+        &mut project.bash_timeout_secs,
+        farther.bash_timeout_secs,
+        30,
+    );
+    cap(
+        i,
+        "connect_timeout_secs",
+        &mut project.connect_timeout_secs,
+        farther.connect_timeout_secs,
+        10,
+    );
+    cap(
+        i,
+        "idle_timeout_secs",
+        &mut project.idle_timeout_secs,
+        farther.idle_timeout_secs,
+        120,
+    );
+    cap(
+        i,
+        "max_retries",
+        &mut project.max_retries,
+        farther.max_retries,
+        2,
+    );
+    cap(
+        i,
+        "max_tokens",
+        &mut project.max_tokens,
+        farther.max_tokens,
+        8192,
+    );
+    cap(
+        i,
+        "max_answer_mb",
+        &mut project.max_answer_mb,
+        farther.max_answer_mb,
+        64,
+    );
+    cap(
+        i,
+        "thinking_budget",
+        &mut project.thinking_budget,
+        farther.thinking_budget,
+        0,
+    );
+    if let Some(skill) = &mut project.skill {
+        let theirs = farther.skill.as_ref().and_then(|s| s.max_skill_size_bytes);
+        cap(
+            i,
+            "skill.max_skill_size_bytes",
+            &mut skill.max_skill_size_bytes,
+            theirs,
+            64 * 1024,
+        );
+    }
+    if let Some(sub) = &mut project.subagent {
+        let theirs = farther.subagent.clone().unwrap_or_default();
+        cap(
+            i,
+            "subagent.default_background_timeout_seconds",
+            &mut sub.default_background_timeout_seconds,
+            theirs.default_background_timeout_seconds,
+            300,
+        );
+        cap(
+            i,
+            "subagent.max_definition_size_bytes",
+            &mut sub.max_definition_size_bytes,
+            theirs.max_definition_size_bytes,
+            64 * 1024,
+        );
+    }
+    // Snapshots of the working folder are the user's safeguard: a project file may not switch
+    // them off nor change what they keep or whether a restore asks.
+    if let Some(checkpoints) = project.checkpoints.take() {
+        let keeps = CheckpointsEntry {
+            enabled: checkpoints.enabled.filter(|e| *e),
+            ..Default::default()
+        };
+        if checkpoints != keeps {
+            ignored.push("its `checkpoints` settings".to_string());
+        }
+        project.checkpoints = Some(keeps);
+    }
     for (name, entry) in &mut project.providers {
         if let Some(url) = entry.base_url.take() {
             ignored.push(format!("base_url `{url}` for provider `{name}`"));
@@ -1054,7 +1168,12 @@ pub fn load(
         max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
     let mcp = crate::mcp::config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
-    let hooks = crate::hooks::settings(&hook_sections, &mut warnings);
+    let hooks = crate::hooks::settings(
+        &hook_sections,
+        !project_trusted,
+        &mut ignored,
+        &mut warnings,
+    );
     Ok(Config {
         has_credentials: settings.api_key.is_some() || !settings.key_required,
         provider: settings,

@@ -537,7 +537,7 @@ impl crate::tools::Tool for Probe {
         "probe"
     }
     fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}})
+        json!({"type": "object", "properties": {"tag": {"type": "string"}}})
     }
     fn kind(&self) -> crate::tools::ToolKind {
         self.kind

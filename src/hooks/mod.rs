@@ -101,6 +101,8 @@ pub struct HookSettings {
 /// and field, and left out.
 pub fn settings(
     sections: &[(crate::mcp::Origin, PathBuf, Value)],
+    project_untrusted: bool,
+    ignored: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> HookSettings {
     let mut out = HookSettings {
@@ -125,8 +127,14 @@ pub fn settings(
                 ));
             }
         }
+        // An untrusted project may not switch off, or put its own entry in place of, a hook
+        // of the user's (a guard the user relies on).
+        let narrow_only = project_untrusted && *origin == crate::mcp::Origin::Project;
         match section.get("enabled") {
             None => {}
+            Some(Value::Bool(false)) if narrow_only => {
+                ignored.push("hook.enabled `false`".to_string());
+            }
             Some(Value::Bool(b)) => out.enabled = *b,
             Some(_) => warnings.push(format!(
                 "`hook.enabled` in {} must be true or false; ignored",
@@ -149,6 +157,10 @@ pub fn settings(
         }
         for (i, e) in entries.iter().enumerate() {
             match entry(e, *origin) {
+                Ok(e) if narrow_only && by_name.contains_key(&e.name) => ignored.push(format!(
+                    "the hook entry `{}`, named like one of yours (yours stays)",
+                    e.name
+                )),
                 Ok(e) => {
                     if !order.contains(&e.name) {
                         order.push(e.name.clone());
@@ -917,6 +929,8 @@ mod tests {
                 PathBuf::from("/c/config.json"),
                 json!({"entries": entries}),
             )],
+            false,
+            &mut Vec::new(),
             &mut warnings,
         );
         let h = Hooks::new(settings, trusted, dir, Vec::new());

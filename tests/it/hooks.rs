@@ -288,11 +288,27 @@ fn hook_inputs_cannot_be_spoofed_with_arguments_the_tool_ignores() {
     );
     let server = Server::start(vec![
         tool_calls(&[
-            ("a", "write_file", r#"{"filepath":"b.env","file~path":"notes.txt","content":"K=1"}"#),
-            ("b", "write_file", r#"{"filepath":"c.env","file_path":"notes.txt","content":"K=1"}"#),
-            ("c", "write_file", r#"{"filepath":"d.env","fileépath":"notes.txt","content":"K=1"}"#),
+            (
+                "a",
+                "write_file",
+                r#"{"filepath":"b.env","file~path":"notes.txt","content":"K=1"}"#,
+            ),
+            (
+                "b",
+                "write_file",
+                r#"{"filepath":"c.env","file_path":"notes.txt","content":"K=1"}"#,
+            ),
+            (
+                "c",
+                "write_file",
+                r#"{"filepath":"d.env","fileépath":"notes.txt","content":"K=1"}"#,
+            ),
             ("d", "write_file", r#"{"filepath":"e.env","content":"K=1"}"#),
-            ("e", "write_file", r#"{"filepath":"notes.txt","content":"fine"}"#),
+            (
+                "e",
+                "write_file",
+                r#"{"filepath":"notes.txt","content":"fine"}"#,
+            ),
         ]),
         text(&["done"]),
     ]);
@@ -310,5 +326,8 @@ fn hook_inputs_cannot_be_spoofed_with_arguments_the_tool_ignores() {
     for f in ["b.env", "c.env", "d.env", "e.env"] {
         assert!(!env.work().join(f).exists(), "{f} was written");
     }
-    assert_eq!(std::fs::read_to_string(env.work().join("notes.txt")).unwrap(), "fine");
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("notes.txt")).unwrap(),
+        "fine"
+    );
 }

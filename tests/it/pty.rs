@@ -1095,26 +1095,41 @@ fn the_mcp_trust_question_shows_what_a_server_gets_and_a_key_needs_its_own_yes()
         .env("OPENAI_API_KEY", "sk-KEY-VALUE-123");
     let mut pty = Pty::spawn(cmd);
     let shown = pty.expect("Trust them? [y/N] ");
-    assert!(shown.contains("\"LINT_CACHE\":\"${OPENAI_API_KEY}\""), "{shown:?}");
+    assert!(
+        shown.contains("\"LINT_CACHE\":\"${OPENAI_API_KEY}\""),
+        "{shown:?}"
+    );
     assert!(shown.contains("mcp?k=${OPENAI_API_KEY}"), "{shown:?}");
-    assert!(shown.contains("\"X-Trace\":\"${OPENAI_API_KEY}\""), "{shown:?}");
+    assert!(
+        shown.contains("\"X-Trace\":\"${OPENAI_API_KEY}\""),
+        "{shown:?}"
+    );
     assert!(
         shown.contains("passes the variable OPENAI_API_KEY on: a secret of yours"),
         "{shown:?}"
     );
     pty.send("y\r");
     let asked = pty.expect("Let it have them? [y/N] ");
-    assert!(asked.contains("MCP server lint would get OPENAI_API_KEY"), "{asked:?}");
+    assert!(
+        asked.contains("MCP server lint would get OPENAI_API_KEY"),
+        "{asked:?}"
+    );
     pty.send("n\r");
     let second = pty.expect("Let it have them? [y/N] ");
     assert!(
         second.contains("lint references OPENAI_API_KEY and was not confirmed"),
         "{second:?}"
     );
-    assert!(second.contains("MCP server trace would get OPENAI_API_KEY"), "{second:?}");
+    assert!(
+        second.contains("MCP server trace would get OPENAI_API_KEY"),
+        "{second:?}"
+    );
     pty.send("n\r");
     let rest = pty.expect("› ");
-    assert!(rest.contains("trace references OPENAI_API_KEY and was not confirmed"), "{rest:?}");
+    assert!(
+        rest.contains("trace references OPENAI_API_KEY and was not confirmed"),
+        "{rest:?}"
+    );
     pty.send("/mcp\r");
     let listed = pty.expect("› ");
     for text in [&shown, &asked, &second, &rest, &listed] {
