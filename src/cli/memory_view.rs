@@ -154,6 +154,10 @@ impl App {
         if text.is_empty() {
             return self.out.error(&self.tr("remember_usage", &[]));
         }
+        // Redacted before a name, a file name or a line on screen is made of it.
+        let secrets = self.secrets();
+        let text = crate::memory::redact_secrets(text, &secrets);
+        let text = text.as_str();
         let name: String = text
             .split_whitespace()
             .take(6)
@@ -164,7 +168,7 @@ impl App {
             Level::Project => "project_fact",
         };
         let description: String = text.chars().take(120).collect();
-        match store.write(level, &name, kind, &description, text, &self.secrets()) {
+        match store.write(level, &name, kind, &description, text, &secrets) {
             Ok(_) => self.out.say(&self.tr(
                 "remembered",
                 &[

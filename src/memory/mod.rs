@@ -198,6 +198,14 @@ impl MemoryStore {
         let dir = self
             .dir(level)
             .ok_or_else(|| std::io::Error::other("there is no user memory folder here"))?;
+        // Each part is redacted before anything is made of it: the file's name, the YAML (quoted
+        // after redacting, so a redaction at the start stays valid), the line on screen.
+        let (name, description, content) = (
+            redact_secrets(name, secrets),
+            redact_secrets(description, secrets),
+            redact_secrets(content, secrets),
+        );
+        let (name, description, content) = (name.as_str(), description.as_str(), content.as_str());
         let slug = slug(name).ok_or_else(|| std::io::Error::other("the memory has no name"))?;
         let kind = if KINDS.contains(&kind.trim()) {
             kind.trim()
@@ -339,6 +347,12 @@ pub fn secret_values(vars: impl Iterator<Item = (String, String)>) -> Vec<String
 /// bearer tokens, `password = …`-style assignments and credentials in URLs.
 const SECRET_PATTERNS: &[&str] = &[
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+    r"-----BEGIN PGP PRIVATE KEY BLOCK-----[\s\S]*?(-----END PGP PRIVATE KEY BLOCK-----|\z)",
+    r"\b(sk|pk|rk)_(live|test)_[A-Za-z0-9]{10,}",
+    r"\bnpm_[A-Za-z0-9]{30,}",
+    r"\bhf_[A-Za-z0-9]{30,}",
+    r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+",
+    r"(?i)\bbasic\s+[A-Za-z0-9+/]{8,}=*",
     r"\bsk-(ant-)?[A-Za-z0-9_\-]{16,}",
     r"\b(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}",
     r"\bgithub_pat_[A-Za-z0-9_]{20,}",
@@ -348,7 +362,7 @@ const SECRET_PATTERNS: &[&str] = &[
     r"\bAIza[0-9A-Za-z_\-]{30,}",
     r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{12,}=*",
-    r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)\b(\s*[:=]\s*|\s+is\s+)[^\s,;]{4,}",
+    r"(?i)\b[a-z0-9_]*(password|passwd|pwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[a-z0-9_]*(\s*[:=]\s*|\s+is\s+)[^\s,;]{4,}",
     r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:[^\s/@]+@",
 ];
 

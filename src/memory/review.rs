@@ -136,7 +136,7 @@ pub fn apply(store: &MemoryStore, changes: &[Change], secrets: &[String]) -> Vec
             {
                 done.push(format!(
                     "saved `{}` ({})",
-                    change.name.trim(),
+                    super::redact_secrets(change.name.trim(), secrets),
                     level.as_str()
                 ));
             }

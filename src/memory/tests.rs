@@ -235,3 +235,68 @@ fn review_answers_are_read_leniently_and_applied() {
     );
     assert!(dir.path().join("project/test-command.md").exists());
 }
+
+/// The secrets the third attack saw kept: each is redacted, also at the start of a name (the
+/// note stays valid YAML), and no file name is made of one.
+#[test]
+fn the_secrets_the_attack_found_are_redacted_everywhere() {
+    for (text, secret) in [
+        ("DB_PASSWORD=hunter2hunter2", "hunter2hunter2"),
+        ("MYSQL_ROOT_PASSWORD: rootpass99", "rootpass99"),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMIK7MDENG",
+            "wJalrXUtnFEMIK7MDENG",
+        ),
+        (
+            "stripe sk_live_51HxYzABCDEFGHIJ0123",
+            "sk_live_51HxYzABCDEFGHIJ0123",
+        ),
+        ("passphrase: correct-horse-battery", "correct-horse-battery"),
+        (
+            "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+            "dXNlcjpwYXNzd29yZA==",
+        ),
+        (
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        (
+            "hf_abcdefghijklmnopqrstuvwxyz0123456789",
+            "hf_abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        (
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----",
+            "lQOYBF",
+        ),
+        (
+            "hook https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+            "T000/B000/XXXXXXXX",
+        ),
+    ] {
+        let clean = redact_secrets(text, &[]);
+        assert!(!clean.contains(secret), "{text} -> {clean}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = MemoryStore::new(None, dir.path().join("project"));
+    let key = "sk-0123456789abcdef0123456789abcdef";
+    let path = store
+        .write(
+            Level::Project,
+            &format!("{key} is the deepseek key"),
+            "project_fact",
+            &format!("{key} is the deepseek key"),
+            &format!("{key} is the deepseek key"),
+            &[],
+        )
+        .unwrap();
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(!name.contains("sk-0123"), "{name}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(key), "{text}");
+    let (memories, problems) = store.list();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(
+        memories.iter().any(|m| m.name.starts_with("[redacted]")),
+        "{memories:?}"
+    );
+}
