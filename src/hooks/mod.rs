@@ -751,8 +751,21 @@ async fn run(
                 .await
                 .map_err(|e| crate::llm::describe_reqwest_error(&e))?;
             let status = response.status();
-            let body = response.text().await.unwrap_or_default();
-            let body: String = body.chars().take(MAX_OUTPUT).collect();
+            // At most MAX_OUTPUT bytes are read; then the connection is dropped (a server that
+            // streams without end is not read whole).
+            let mut response = response;
+            let mut kept = Vec::new();
+            while kept.len() < MAX_OUTPUT {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => {
+                        let room = MAX_OUTPUT - kept.len();
+                        kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            drop(response);
+            let body = String::from_utf8_lossy(&kept).into_owned();
             if !status.is_success() {
                 return Err(format!("HTTP {status}"));
             }

@@ -65,6 +65,12 @@ impl SseDecoder {
         events
     }
 
+    /// The bytes held for the event being assembled (its data so far and an unfinished line): a
+    /// reader bounds an event by it, so that one endless `data:` line cannot grow memory.
+    pub fn pending_len(&self) -> usize {
+        self.buffer.len() + self.pending.data.len() + self.pending.event.len()
+    }
+
     /// Ends the stream: an event still open (no blank line after it) is dispatched, as servers that
     /// close the connection right after the last `data:` line expect.
     pub fn finish(&mut self) -> Option<SseEvent> {

@@ -665,6 +665,13 @@ impl Reader {
             for event in decoder.feed(&chunk) {
                 self.event(&event.data, client).await;
             }
+            if decoder.pending_len() > MAX_MESSAGE {
+                self.fail_all(McpError::Transport(format!(
+                    "an event of the server's stream is over {} MB; refused",
+                    MAX_MESSAGE >> 20
+                )));
+                return;
+            }
         }
         if let Some(event) = decoder.finish() {
             self.event(&event.data, client).await;
@@ -680,6 +687,15 @@ impl Reader {
             };
             for event in decoder.feed(&chunk) {
                 self.event(&event.data, Some(&client)).await;
+            }
+            // The same bound per event as on every stream: one endless `data:` line is not
+            // kept growing; the stream is dropped and said.
+            if decoder.pending_len() > MAX_MESSAGE {
+                self.note(&format!(
+                    "an event of the server's GET stream is over {} MB; the stream was closed",
+                    MAX_MESSAGE >> 20
+                ));
+                return;
             }
         }
     }

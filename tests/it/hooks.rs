@@ -331,3 +331,40 @@ fn hook_inputs_cannot_be_spoofed_with_arguments_the_tool_ignores() {
         "fine"
     );
 }
+
+/// An `http` hook whose server streams `{` without end is read to 64 KB and dropped: the turn
+/// goes on at once, memory does not grow.
+#[test]
+fn an_http_hook_is_read_to_64_kb_and_dropped() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 8192];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n");
+            let chunk = vec![b'{'; 64 * 1024];
+            while stream.write_all(&chunk).is_ok() {
+                if counter.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst) > 1 << 30 {
+                    break;
+                }
+            }
+        }
+    });
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "hook": {"entries": [{"name": "slow", "event": "user_prompt_submit",
+            "action": {"type": "http", "url": url, "timeout": "20s"}}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["answered"])]);
+    let started = std::time::Instant::now();
+    let run = env.run(&server.base_url, &["-p", "hi"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("answered"), "{run:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert!(sent.load(std::sync::atomic::Ordering::SeqCst) < 512 << 20);
+}

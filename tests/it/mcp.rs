@@ -3,7 +3,7 @@
 //! dies. The reference servers themselves are driven in `e2e`.
 
 use crate::support::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -440,4 +440,109 @@ fn a_server_that_hangs_fails_after_the_handshake_timeout_and_the_turn_goes_on() 
             .iter()
             .any(|t| t.starts_with("mcp__"))
     );
+}
+
+/// A tiny HTTP MCP server on loopback whose GET stream is one `data:` line that never ends.
+/// Returns its URL; `streamed` counts the bytes it managed to send on that stream.
+fn endless_get_server(streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let streamed = streamed.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut stream = stream;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let method = line.split_whitespace().next().unwrap_or("").to_string();
+                    let mut length = 0;
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if h.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    let _ = reader.read_exact(&mut body);
+                    if method == "GET" {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: ",
+                        );
+                        let chunk = vec![b'a'; 64 * 1024];
+                        while stream.write_all(&chunk).is_ok() {
+                            streamed.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+                            if streamed.load(std::sync::atomic::Ordering::SeqCst) > 200 << 20 {
+                                return;
+                            }
+                        }
+                        return;
+                    }
+                    let message: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let Some(id) = message.get("id").cloned() else {
+                        let _ = stream.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
+                        continue;
+                    };
+                    let result = match message["method"].as_str() {
+                        Some("initialize") => json!({"protocolVersion": "2025-06-18",
+                            "capabilities": {"tools": {}}, "serverInfo": {"name": "endless", "version": "1"}}),
+                        Some("tools/list") => json!({"tools": []}),
+                        _ => json!({}),
+                    };
+                    let answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                    let _ = stream.write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s1\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        )
+                        .as_bytes(),
+                    );
+                }
+            });
+        }
+    });
+    url
+}
+
+/// An HTTP server's GET stream of one endless `data:` line is cut at 16 MB and closed, said in
+/// the server's log; memory does not grow with it.
+#[test]
+fn an_endless_event_on_the_get_stream_is_cut_at_16_mb() {
+    let env = Env::new();
+    let streamed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let url = endless_get_server(streamed.clone());
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [{"name": "endless", "url": url}]}})
+            .to_string(),
+    );
+    let server = Server::start(vec![text(&["hi"])]);
+    let mut child = env.spawn(&server.base_url);
+    let log = env.data().join("mcp/endless.log");
+    assert!(
+        eventually(400, std::time::Duration::from_millis(25), || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("over 16 MB"))
+        }),
+        "the stream was not cut; {} bytes sent",
+        streamed.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(rss_kb < 200 * 1024, "peak memory {rss_kb} kB");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(streamed.load(std::sync::atomic::Ordering::SeqCst) < 100 << 20);
 }
