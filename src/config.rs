@@ -918,6 +918,52 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     ignored
 }
 
+/// Other names for the built-in tools, as Claude Code and CodePilot write them in rules.
+pub const TOOL_ALIASES: &[(&str, &str)] = &[
+    ("Bash", "bash"),
+    ("Read", "read_file"),
+    ("ReadFile", "read_file"),
+    ("Write", "write_file"),
+    ("WriteFile", "write_file"),
+    ("Edit", "edit_file"),
+    ("EditFile", "edit_file"),
+    ("MultiEdit", "edit_file"),
+    ("LS", "list_files"),
+    ("ListFiles", "list_files"),
+    ("Glob", "glob"),
+    ("Grep", "grep"),
+    ("UseSkill", "use_skill"),
+    ("Skill", "use_skill"),
+    ("Task", "agent"),
+    ("Agent", "agent"),
+    ("TaskStatus", "task_status"),
+];
+
+/// The tool a rule names, through [`TOOL_ALIASES`]; an error for a name that is no tool (a rule
+/// that can never match would be a silent no-op: a deny rule that denies nothing).
+fn check_rules(path: &Path, rules: &mut [Rule]) -> Result<(), ConfigError> {
+    for (i, rule) in rules.iter_mut().enumerate() {
+        if let Some((_, name)) = TOOL_ALIASES.iter().find(|(alias, _)| *alias == rule.tool) {
+            rule.tool = name.to_string();
+        }
+        let tool = rule.tool.as_str();
+        let known = tool.contains(['*', '?', '['])
+            || tool.starts_with("mcp__")
+            || crate::tools::builtin::NAMES.contains(&tool)
+            || ["agent", "task_status"].contains(&tool);
+        if !known {
+            return Err(ConfigError::Invalid {
+                key: format!("permissions[{i}].tool in {}", path.display()),
+                reason: format!(
+                    "`{tool}` is not a tool; the tools are {}, agent, task_status and mcp__SERVER__TOOL (or Claude Code's names: Bash, Read, Write, Edit, LS, Glob, Grep, Task)",
+                    crate::tools::builtin::NAMES.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Reads one config file; a missing file is an empty config.
 pub fn read_file(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
     read_file_checked(path, None).map(|read| read.map(|(file, _, _)| file))
@@ -1037,6 +1083,7 @@ pub fn load(
             .then(|| crate::project_file::ProjectFiles::new(layers.workdir()));
         if let Some((mut file, unknown, bytes)) = read_file_checked(&path, project_files.as_ref())?
         {
+            check_rules(&path, &mut file.permissions)?;
             let origin = match kind {
                 crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
                 _ => crate::mcp::Origin::User,

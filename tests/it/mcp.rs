@@ -490,7 +490,8 @@ fn endless_get_server(streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>) 
                     }
                     let message: Value = serde_json::from_slice(&body).unwrap_or_default();
                     let Some(id) = message.get("id").cloned() else {
-                        let _ = stream.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
+                        let _ =
+                            stream.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
                         continue;
                     };
                     let result = match message["method"].as_str() {

@@ -285,3 +285,38 @@ fn a_command_rule_matches_the_command_as_written() {
     assert!(got[0].starts_with("Permission denied: "), "{got:?}");
     assert!(!got[0].contains("ran"), "{got:?}");
 }
+
+/// A rule names a tool by `new`'s name or Claude Code's (`Bash`, `Write`, `Read`): a deny rule
+/// `Bash rm *` denies `rm -f x`. A name that is no tool is an error naming the file and the
+/// entry, never a rule that silently matches nothing.
+#[test]
+fn rules_name_tools_by_alias_and_an_unknown_tool_is_an_error() {
+    let env = Env::new();
+    std::fs::write(env.work().join("x"), "keep\n").unwrap();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "permission_mode": "permissive",
+            "permissions": [{"tool": "Bash", "pattern": "rm *", "action": "deny", "reason": "no rm"},
+                            {"tool": "WriteFile", "pattern": "*.lock", "action": "deny"}]}"#,
+    );
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("b", "bash", r#"{"command":"rm -f x"}"#),
+            ("w", "write_file", r#"{"filepath":"a.lock","content":"x"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &["-p", "go"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let got = results(&server, 1);
+    assert!(
+        got[0].contains("denied by the user rule `deny  bash rm *  (no rm)`"),
+        "{got:?}"
+    );
+    assert!(got[1].starts_with("Permission denied"), "{got:?}");
+    assert!(env.work().join("x").exists() && !env.work().join("a.lock").exists());
+    env.write_config(r#"{"permissions": [{"tool": "Bsh", "pattern": "rm *", "action": "deny"}]}"#);
+    let run = env.run(&server.base_url, &["-p", "go"], "");
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("permissions[0].tool in "), "{run:?}");
+    assert!(run.stderr.contains("`Bsh` is not a tool"), "{run:?}");
+}
