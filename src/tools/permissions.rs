@@ -416,6 +416,11 @@ struct Part {
     opaque: bool,
 }
 
+/// The program of a view (its first word's name).
+fn program_name_of(view: &[String]) -> &str {
+    view.first().map_or("", |w| shell::program_name(w))
+}
+
 impl Part {
     fn plain(text: &str) -> Part {
         Part {
@@ -453,18 +458,85 @@ impl Part {
                             && v.len() > 1
                             && v[1..].iter().any(|w| w.contains("{}")))
                 });
+                // `git -c core.pager=…`, `-c alias.x=!…`, `--config-env`: the command runs what
+                // its options say, so no allow rule for it can be trusted.
+                let embeds = views.iter().any(|v| {
+                    program_name_of(v) == "git"
+                        && (!shell::git_embedded_commands(v).is_empty()
+                            || v.iter().any(|w| {
+                                w.starts_with("--config-env")
+                                    || w.strip_prefix("-c").is_some_and(|s| {
+                                        s.split_once('=').is_some_and(|(k, _)| {
+                                            shell::git_setting_runs(&k.to_ascii_lowercase())
+                                        })
+                                    })
+                            }))
+                });
                 Part {
                     literal: words.join(" "),
                     views: views.into_iter().map(|v| v.join(" ")).collect(),
                     opaque,
                     writes: stage.redirects.iter().any(shell::Redirect::writes_to_path),
-                    dynamic: stage
-                        .command_words()
-                        .first()
-                        .is_some_and(|w| w.dynamic || w.glob),
+                    dynamic: embeds
+                        || stage
+                            .command_words()
+                            .first()
+                            .is_some_and(|w| w.dynamic || w.glob),
                 }
             })
             .collect();
+        // Text fed to a shell on its input (`bash <<< 'cmd'`, `cat <<EOF | sh`, `echo cmd |
+        // bash`): its commands are judged as the shell will run them.
+        for range in &script.pipelines {
+            let stages = &script.stages[range.clone()];
+            let Some(shell_at) = stages.iter().position(|s| {
+                let words = s.command_texts();
+                words
+                    .first()
+                    .is_some_and(|p| shell::is_shell(shell::program_name(p)))
+                    && !words
+                        .iter()
+                        .skip(1)
+                        .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))
+            }) else {
+                continue;
+            };
+            let mut fed = Vec::new();
+            for stage in &stages[..=shell_at] {
+                for r in &stage.redirects {
+                    match (r.op, &r.body) {
+                        (_, Some(body)) => fed.push(body.clone()),
+                        ("<<<", None) => fed.push(r.target.text.clone()),
+                        _ => {}
+                    }
+                }
+            }
+            for stage in &stages[..shell_at] {
+                let words = stage.command_texts();
+                if words
+                    .first()
+                    .is_some_and(|p| matches!(p.as_str(), "echo" | "printf"))
+                {
+                    fed.push(
+                        words[1..]
+                            .iter()
+                            .filter(|w| !w.starts_with('-'))
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    );
+                }
+            }
+            for text in fed {
+                let inner = shell::parse(&text);
+                parts.extend(
+                    Part::of_script(&inner)
+                        .into_iter()
+                        .filter(|p| !p.literal.is_empty())
+                        .map(|p| Part { opaque: true, ..p }),
+                );
+            }
+        }
         if parts.is_empty() {
             parts.push(Part::default());
         }
@@ -716,8 +788,12 @@ mod tests {
             );
         }
         // So is a shell fed a script or its input, or eval/source of text built at run time.
+        // Text piped into a shell is read as the shell will run it: a denied command is denied.
+        assert!(matches!(
+            p.check("bash", ToolKind::Execute, Some("echo 'git push' | sh")),
+            Verdict::Deny(_)
+        ));
         for opaque in [
-            "echo 'git push' | sh",
             "bash deploy.sh",
             "sh < commands.txt",
             "bash -c \"$CMD\"",
@@ -928,5 +1004,68 @@ mod tests {
         let err =
             Policy::new(Mode::Default, vec![rule("[", None, Action::Allow)], vec![]).unwrap_err();
         assert!(err.to_string().starts_with("bad permission rule for `[`"));
+    }
+}
+
+#[cfg(test)]
+mod third_attack {
+    use super::*;
+
+    fn rule(pattern: &str, action: Action) -> Rule {
+        Rule {
+            tool: "bash".into(),
+            pattern: Some(pattern.into()),
+            action,
+            reason: None,
+        }
+    }
+
+    /// The spellings that passed a deny rule `rm *` and an allow rule `git *`: each is judged
+    /// by the command that really runs.
+    #[test]
+    fn deny_rules_see_into_functions_coprocs_traps_aliases_fed_text_and_braces() {
+        let p = Policy::new(Mode::Permissive, vec![], vec![rule("rm *", Action::Deny)]).unwrap();
+        for c in [
+            "function f { rm -f x; }; f",
+            "f() { rm -f x; }; f",
+            "coproc rm -f x",
+            "coproc NAME { rm -f x; }",
+            "trap 'rm -f x' EXIT",
+            "shopt -s expand_aliases; alias z='rm -f x'; z",
+            "bash <<< 'rm -f x'",
+            "cat <<EOF | sh\nrm -f x\nEOF",
+            "{rm,-f,x}",
+            "echo 'rm -f x' | bash",
+            "git -c alias.x='!rm -f x' x",
+        ] {
+            assert!(
+                matches!(
+                    p.check("bash", ToolKind::Execute, Some(c)),
+                    Verdict::Deny(_)
+                ),
+                "{c}"
+            );
+        }
+        let a = Policy::new(Mode::Default, vec![], vec![rule("git *", Action::Allow)]).unwrap();
+        for c in [
+            "git -c alias.x='!touch P7' x",
+            "git --config-env=core.pager=X log",
+            "git -c core.pager='touch P' log",
+            "git -ccore.sshCommand=evil fetch",
+        ] {
+            assert_eq!(
+                a.check("bash", ToolKind::Execute, Some(c)),
+                Verdict::Ask,
+                "{c}"
+            );
+        }
+        assert_eq!(
+            a.check("bash", ToolKind::Execute, Some("git -c user.name=x commit")),
+            Verdict::Allow
+        );
+        assert_eq!(
+            a.check("bash", ToolKind::Execute, Some("git status")),
+            Verdict::Allow
+        );
     }
 }

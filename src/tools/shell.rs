@@ -98,15 +98,7 @@ impl Stage {
             Some(w) => {
                 matches!(
                     w.text.as_str(),
-                    "fi" | "done"
-                        | "esac"
-                        | "}"
-                        | ";;"
-                        | "for"
-                        | "case"
-                        | "select"
-                        | "function"
-                        | "in"
+                    "fi" | "done" | "esac" | "}" | ";;" | "for" | "case" | "select" | "in"
                 ) || (w.text == "[[" && words.last().is_some_and(|l| l.text == "]]"))
             }
         }
@@ -323,8 +315,9 @@ impl Parser {
                 .rev()
                 .take(target.text.len() + 2)
                 .any(|c| *c == '\'' || *c == '"' || *c == '\\');
+            // The stage being read is pushed next: its index is the count so far.
             self.heredocs.push((
-                usize::MAX,
+                self.script.stages.len(),
                 self.stage.redirects.len(),
                 target.text.clone(),
                 op == "<<-",
@@ -342,7 +335,7 @@ impl Parser {
     /// After a newline: the text of pending here-documents, up to each delimiter line.
     fn read_heredocs(&mut self) {
         let pending = std::mem::take(&mut self.heredocs);
-        for (_, redirect, delimiter, strip_tabs, expands) in pending {
+        for (stage_at, redirect, delimiter, strip_tabs, expands) in pending {
             let mut body = String::new();
             loop {
                 let start = self.i;
@@ -370,8 +363,8 @@ impl Parser {
                 let inner = parse_depth(&body, self.depth + 1);
                 self.script.inner.extend(inner.inner);
             }
-            // The stage that asked for it is the last one closed.
-            if let Some(stage) = self.script.stages.last_mut()
+            // The stage that asked for it (in `cat <<EOF | sh`, `cat`, not the last one closed).
+            if let Some(stage) = self.script.stages.get_mut(stage_at)
                 && let Some(r) = stage.redirects.get_mut(redirect)
             {
                 r.body = Some(body);
@@ -878,6 +871,16 @@ fn views_into(words: &[String], out: &mut Vec<Vec<String>>, depth: usize, skip_o
     if i > 0 {
         return views_into(&words[i..], out, depth + 1, skip_options);
     }
+    // Brace expansion in the command word: `{rm,-f,x}` runs `rm -f x`.
+    if let Some(inner) = words[0]
+        .strip_prefix('{')
+        .and_then(|w| w.strip_suffix('}'))
+        .filter(|w| w.contains(','))
+    {
+        let mut expanded: Vec<String> = inner.split(',').map(str::to_string).collect();
+        expanded.extend(words[1..].iter().cloned());
+        return views_into(&expanded, out, depth + 1, skip_options);
+    }
     let program = program_name(&words[0]);
     if let Some((name, takes_value)) = WRAPPERS.iter().find(|(n, _)| *n == program) {
         let mut j = 1;
@@ -941,8 +944,56 @@ fn views_into(words: &[String], out: &mut Vec<Vec<String>>, depth: usize, skip_o
         }
         return;
     }
+    let opens = |w: Option<&String>| w.is_some_and(|w| w == "{" || w == "(");
     match program {
         "eval" => script_views(&words[1..].join(" "), out, depth + 1, skip_options),
+        // `function f { body; }`: the body's commands.
+        "function" => {
+            let mut k = 2;
+            if words.get(k).is_some_and(|w| w == "()") {
+                k += 1;
+            }
+            if opens(words.get(k)) {
+                k += 1;
+            }
+            if k < words.len() {
+                views_into(&words[k..], out, depth + 1, skip_options);
+            }
+        }
+        // `coproc cmd`, `coproc { cmd; }`, `coproc NAME { cmd; }`.
+        "coproc" => {
+            let k = if opens(words.get(1)) {
+                2
+            } else if opens(words.get(2)) {
+                3
+            } else {
+                1
+            };
+            if k < words.len() {
+                views_into(&words[k..], out, depth + 1, skip_options);
+            }
+        }
+        // `trap 'cmd' EXIT`: the command it sets.
+        "trap" => {
+            if let Some(command) = words[1..].iter().find(|w| !w.starts_with('-')) {
+                script_views(command, out, depth + 1, skip_options);
+            }
+        }
+        // `alias z='cmd'`: what the alias would run.
+        "alias" => {
+            for value in words[1..]
+                .iter()
+                .filter_map(|w| w.split_once('=').map(|(_, v)| v))
+            {
+                script_views(value, out, depth + 1, skip_options);
+            }
+        }
+        // `git -c alias.x='!cmd' x`, `-c core.pager=cmd`: commands in git's options.
+        "git" => {
+            for value in git_embedded_commands(words) {
+                script_views(&value, out, depth + 1, skip_options);
+            }
+        }
         "su" => {
             if let Some(at) = words.iter().position(|w| w == "-c" || w == "--command") {
                 if let Some(s) = words.get(at + 1) {
@@ -1017,6 +1068,48 @@ fn views_into(words: &[String], out: &mut Vec<Vec<String>>, depth: usize, skip_o
             }
         }
     }
+}
+
+/// The commands a git command line carries in its options: `-c alias.NAME=!cmd`, `-c
+/// core.pager=cmd` and the other settings that name a program, `--config-env=KEY=VAR`.
+pub fn git_embedded_commands(words: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, w) in words.iter().enumerate() {
+        let setting = if w == "-c" {
+            words.get(k + 1).map(String::as_str)
+        } else {
+            w.strip_prefix("-c").filter(|s| s.contains('='))
+        };
+        let Some((key, value)) = setting.and_then(|s| s.split_once('=')) else {
+            continue;
+        };
+        let key = key.to_ascii_lowercase();
+        if let Some(command) = value
+            .strip_prefix('!')
+            .filter(|_| key.starts_with("alias."))
+        {
+            out.push(command.to_string());
+        } else if git_setting_runs(&key) {
+            out.push(value.to_string());
+        }
+    }
+    out
+}
+
+/// Whether a git setting names a program git may run.
+pub fn git_setting_runs(key: &str) -> bool {
+    key.starts_with("core.")
+        || key.starts_with("alias.")
+        || key.starts_with("filter.")
+        || key.starts_with("diff.")
+        || key.starts_with("merge.")
+        || key.starts_with("credential")
+        || key.ends_with(".command")
+        || key.ends_with(".cmd")
+        || key.ends_with("program")
+        || key.ends_with("sshcommand")
+        || key.ends_with("editor")
+        || key.ends_with("pager")
 }
 
 fn script_views(text: &str, out: &mut Vec<Vec<String>>, depth: usize, skip_options: bool) {
