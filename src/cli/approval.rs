@@ -394,7 +394,15 @@ fn judge(
     });
     // The project's settings and git's hooks decide what runs next time: writing there is
     // asked every time, in every mode, whatever the rules allow.
-    let protected = kind == ToolKind::Write && subject.as_deref().is_some_and(is_protected);
+    let protected = kind == ToolKind::Write
+        && (subject.as_deref().is_some_and(is_protected)
+            || tool.subject(args).is_some_and(|s| {
+                let sandbox = tools.context().os_sandbox.as_deref();
+                tools
+                    .sandbox()
+                    .resolve(&s)
+                    .is_ok_and(|p| sandbox.is_some_and(|os| os.protects(&p)))
+            }));
     let verdict = match (policy.check(name, kind, subject.as_deref()), hook) {
         // A hook's "allow" spares the question a rule would ask; its "ask" asks where a rule
         // would allow. Denials (rules, the blacklist) stand.
@@ -420,10 +428,14 @@ fn is_protected(relative: &str) -> bool {
         .filter(|c| !matches!(c, Component::CurDir));
     let first = parts.next();
     let only = parts.next().is_none();
+    // The settings, skills and agents of `new`, Claude Code, Codex and CodePilot, and the
+    // instructions and MCP servers of later sessions.
     matches!(
         first,
-        Some(Component::Normal(first)) if first == ".new" || first == ".git"
-            || (only && (first == "AGENTS.md" || first == "CLAUDE.md"))
+        Some(Component::Normal(first)) if [".new", ".git", ".claude", ".agents", ".codex", ".codepilot"]
+            .iter()
+            .any(|d| first == *d)
+            || (only && ["AGENTS.md", "CLAUDE.md", ".mcp.json"].iter().any(|f| first == *f))
     )
 }
 

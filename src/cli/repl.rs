@@ -1377,6 +1377,20 @@ pub(super) fn read_prompt(
         skills.all().map(|s| s.name.clone()).collect();
     shelf.set(skills.shelf(skill_settings.max_bytes));
     let instructions = prompt::agents::load(layers.user.as_deref(), workdir);
+    // What the instructions are made of (the files they include) is kept like `.new/`: the
+    // model's writes there are asked for, and commands cannot change them.
+    if let Some(sandbox) = crate::os_sandbox::current() {
+        let root = workdir
+            .canonicalize()
+            .unwrap_or_else(|_| workdir.to_path_buf());
+        sandbox.protect(
+            instructions
+                .sources
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .filter(|p| p.starts_with(&root)),
+        );
+    }
     let mut parts = prompt::system_prompt_parts(role, &instructions.text, &skills, workdir);
     parts.extend(memory_part(memory, memory_settings));
     PromptJob {

@@ -466,8 +466,9 @@ pub struct OsSandbox {
     workdir: PathBuf,
     /// Private to this session (0700): `tmp/` ($TMPDIR inside) and the proxy's socket.
     base: PathBuf,
-    /// Absolute paths kept read-only when they exist.
-    protected: Vec<PathBuf>,
+    /// Absolute paths kept read-only when they exist (more are added once the instructions are
+    /// read: the files they include).
+    protected: std::sync::RwLock<Vec<PathBuf>>,
     /// Absolute paths covered when they exist.
     hidden: Vec<PathBuf>,
     state: OnceLock<State>,
@@ -557,13 +558,36 @@ impl OsSandbox {
             helper,
             workdir,
             base: session_base(),
-            protected,
+            protected: std::sync::RwLock::new(protected),
             hidden,
             state: OnceLock::new(),
             proxy: Mutex::new(None),
             questions: tokio::sync::Mutex::new(None),
             ask: Mutex::new(None),
         })
+    }
+
+    /// Keeps these paths read-only too (the files the instructions include).
+    pub fn protect(&self, paths: impl IntoIterator<Item = PathBuf>) {
+        let mut protected = self.protected.write().unwrap_or_else(|e| e.into_inner());
+        for p in paths {
+            if !protected.contains(&p) {
+                protected.push(p);
+            }
+        }
+    }
+
+    /// Whether `path` (absolute, resolved) is one of the protected paths or inside one: a file
+    /// tool writing there is asked every time, as for `.new/`.
+    pub fn protects(&self, path: &Path) -> bool {
+        self.protected_list().iter().any(|p| path.starts_with(p))
+    }
+
+    fn protected_list(&self) -> Vec<PathBuf> {
+        self.protected
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn settings(&self) -> &SandboxSettings {
@@ -667,7 +691,7 @@ impl OsSandbox {
             .into_iter()
             .filter(|h| !writable.iter().any(|w| w.starts_with(h)))
             .collect();
-        let read_only: Vec<PathBuf> = existing(&self.protected)
+        let read_only: Vec<PathBuf> = existing(&self.protected_list())
             .into_iter()
             .filter(|p| writable.iter().any(|w| p.starts_with(w)))
             .collect();
@@ -818,10 +842,9 @@ impl OsSandbox {
 
     /// The protected names inside WORKDIR that do not exist now (a command could create them).
     pub fn missing_protected(&self) -> Vec<PathBuf> {
-        self.protected
-            .iter()
+        self.protected_list()
+            .into_iter()
             .filter(|p| p.starts_with(&self.workdir) && std::fs::symlink_metadata(p).is_err())
-            .cloned()
             .collect()
     }
 
@@ -831,19 +854,19 @@ impl OsSandbox {
     /// before and after a command says whether one did.
     pub fn protected_state(&self) -> Vec<(PathBuf, String)> {
         use std::os::unix::fs::MetadataExt;
-        self.protected
-            .iter()
+        self.protected_list()
+            .into_iter()
             .filter(|p| p.starts_with(&self.workdir))
             .map(|p| {
-                let state = match std::fs::symlink_metadata(p) {
+                let state = match std::fs::symlink_metadata(&p) {
                     Err(_) => "missing".to_string(),
                     Ok(m) if m.file_type().is_symlink() => format!(
                         "link to {}",
-                        std::fs::read_link(p).unwrap_or_default().display()
+                        std::fs::read_link(&p).unwrap_or_default().display()
                     ),
                     Ok(m) => format!("{}:{}", m.dev(), m.ino()),
                 };
-                (p.clone(), state)
+                (p, state)
             })
             .collect()
     }

@@ -50,15 +50,18 @@ pub fn load(user_dir: Option<&Path>, workdir: &Path) -> Instructions {
         };
         out.sources.push(path.to_path_buf());
         let mut stack = vec![path.to_path_buf()];
-        Some(expand(
+        let mut included = Vec::new();
+        let text = expand(
             &text,
             path,
             &sandbox,
-            &mut stack,
+            (&mut stack, &mut included),
             budget,
             &mut out.problems,
             &mut reported,
-        ))
+        );
+        out.sources.extend(included);
+        Some(text)
     };
     let user = user_dir
         .map(|d| d.join("AGENTS.md"))
@@ -83,7 +86,7 @@ fn expand(
     text: &str,
     from: &Path,
     sandbox: &Sandbox,
-    stack: &mut Vec<PathBuf>,
+    (stack, included): (&mut Vec<PathBuf>, &mut Vec<PathBuf>),
     budget: &mut usize,
     problems: &mut Vec<String>,
     reported: &mut HashSet<String>,
@@ -184,8 +187,17 @@ fn expand(
             }
         };
         stack.push(path.clone());
+        if !included.contains(&path) {
+            included.push(path.clone());
+        }
         out.push_str(&expand(
-            &text, &path, sandbox, stack, budget, problems, reported,
+            &text,
+            &path,
+            sandbox,
+            (&mut *stack, &mut *included),
+            budget,
+            problems,
+            reported,
         ));
         stack.pop();
         if *budget == 0 {

@@ -320,3 +320,64 @@ fn rules_name_tools_by_alias_and_an_unknown_tool_is_an_error() {
     assert!(run.stderr.contains("permissions[0].tool in "), "{run:?}");
     assert!(run.stderr.contains("`Bsh` is not a tool"), "{run:?}");
 }
+
+/// What decides what runs or what later sessions are told is asked for every time, like
+/// `.new/`: the script a hook runs, an MCP server's program, the skill tiers, and every file the
+/// instructions include. With no terminal, those writes are refused; others run.
+#[test]
+fn files_that_run_or_instruct_later_are_protected_from_the_file_tools() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join("scripts")).unwrap();
+    std::fs::create_dir_all(env.work().join("docs")).unwrap();
+    std::fs::write(env.work().join("scripts/after-write.sh"), "echo ok\n").unwrap();
+    std::fs::write(env.work().join("server.py"), "print()\n").unwrap();
+    std::fs::write(env.work().join("docs/rules.md"), "be careful\n").unwrap();
+    std::fs::write(env.work().join("AGENTS.md"), "Read this.\n@docs/rules.md\n").unwrap();
+    std::fs::write(
+        env.work().join(".mcp.json"),
+        r#"{"mcpServers": {"local": {"command": "python3", "args": ["server.py"]}}}"#,
+    )
+    .unwrap();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "hook": {"entries": [{"name": "after", "event": "post_tool_use",
+            "action": {"command": "sh scripts/after-write.sh"}}]}}"#,
+    );
+    let write = |path: &str| format!(r#"{{"filepath":"{path}","content":"x"}}"#);
+    let paths = [
+        "scripts/after-write.sh",
+        "server.py",
+        "docs/rules.md",
+        ".claude/skills/x/SKILL.md",
+        ".agents/skills/y.md",
+        ".mcp.json",
+        "notes.txt",
+    ];
+    let calls: Vec<(String, String)> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("w{i}"), write(p)))
+        .collect();
+    let refs: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "write_file", args.as_str()))
+        .collect();
+    let server = Server::start(vec![tool_calls(&refs), text(&["done"])]);
+    let run = env.run(&server.base_url, &["-p", "go"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let got = results(&server, 1);
+    for (i, path) in paths.iter().enumerate().take(paths.len() - 1) {
+        assert!(
+            got[i].starts_with("Permission denied"),
+            "{path}: {}",
+            got[i]
+        );
+    }
+    assert!(
+        got[paths.len() - 1].starts_with("Created `notes.txt`"),
+        "{got:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("docs/rules.md")).unwrap(),
+        "be careful\n"
+    );
+}
