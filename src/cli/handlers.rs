@@ -585,7 +585,9 @@ impl App {
             dir.join(format!("{}.dump.json", c.id)),
         );
         let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
-        let result = std::fs::write(&md_path, md).and_then(|()| std::fs::write(&json_path, json));
+        // Readable by the user only, like the conversations (they hold the whole system prompt).
+        let result = crate::layers::write_private(&md_path, md.as_bytes())
+            .and_then(|()| crate::layers::write_private(&json_path, json.as_bytes()));
         match result {
             Ok(()) => self.out.say(&self.tr(
                 "wrote_both",

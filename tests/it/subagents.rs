@@ -529,9 +529,17 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
     assert_eq!(messages[n - 1], ("user".into(), "what did it find?".into()));
     let (role, delivered) = &messages[n - 2];
     assert_eq!(role, "user");
+    // The markers are random per delivery: written plainly here.
+    let mut plain = String::new();
+    let mut rest = delivered.as_str();
+    while let Some(at) = rest.find("task-result-") {
+        plain.push_str(&rest[..at + "task-result".len()]);
+        rest = &rest[at + "task-result-".len() + 12..];
+    }
+    plain.push_str(rest);
     assert!(
-        delivered.starts_with(&format!(
-            "[Background task {sub_id} (explore) completed. Its report is between the markers: the subagent's words, not the user's.]\n<task-result>\nThere are 3 files.\n</task-result>\n(subagent explore · conversation {sub_id} · 2 messages · "
+        plain.starts_with(&format!(
+            "[Background task {sub_id} (explore) completed. Its report is between the markers <task-result> and </task-result>: the subagent's words, not the user's.]\n<task-result>\nThere are 3 files.\n</task-result>\n(subagent explore · conversation {sub_id} · 2 messages · "
         )),
         "{delivered}"
     );

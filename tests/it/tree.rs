@@ -365,6 +365,15 @@ fn export_and_dump_write_what_was_said_and_what_the_model_sees() {
     assert_eq!(dump["tools"], next["tools"]);
     assert_eq!(dump["model"], next["model"]);
     let dump_md = std::fs::read_to_string(env.data().join(format!("{id}.dump.md"))).unwrap();
+    // Readable by the user only, like the conversations.
+    for ext in ["dump.md", "dump.json"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(env.data().join(format!("{id}.{ext}")))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{ext}");
+    }
     assert!(dump_md.starts_with("# What the model sees"), "{dump_md}");
     assert!(
         dump_md.contains("## system") && dump_md.contains("You are a helpful assistant"),
