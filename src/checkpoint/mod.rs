@@ -280,6 +280,18 @@ impl CheckpointStore {
 
     /// A stored file's content.
     pub fn object(&self, hash: &str) -> Result<Vec<u8>, CheckpointError> {
+        // Only a SHA-256 in hex names a content: anything else in a damaged or hostile store
+        // (`a`, `../../dev/zero`) is refused before a path is made of it.
+        if hash.len() != 64 || !hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(CheckpointError::Io {
+                action: "checking",
+                path: self.dir.join("objects"),
+                cause: std::io::Error::other(format!(
+                    "`{}` is not a content hash",
+                    crate::tools::escape_controls(hash)
+                )),
+            });
+        }
         let path = self.object_path(hash);
         let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
         if crate::trust::digest(&bytes) != hash {
@@ -526,6 +538,22 @@ pub fn apply(
     use crate::tools::sandbox::Put;
     let (mut done, mut kept) = (0usize, Vec::new());
     for path in paths {
+        // `.git/` and `.new/` decide what runs next: a manifest never writes there.
+        let first = Path::new(path).components().find_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            _ => None,
+        });
+        if first.as_deref().is_some_and(|f| f == ".git" || f == ".new")
+            || Path::new(path)
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            kept.push((
+                path.clone(),
+                "refused: a snapshot never writes here".to_string(),
+            ));
+            continue;
+        }
         let result = match target.files.get(path) {
             None => match now.files.get(path).map(|e| &*e.kind) {
                 Some("skipped") => Err("not stored".to_string()),

@@ -429,3 +429,49 @@ fn a_watched_folder_is_not_walked_again_until_something_in_it_changes() {
             .contains_key("src/deep/new/c.txt")
     );
 }
+
+/// What the third attack did to the store and the walk: a short or path-like hash, a manifest
+/// writing into `.git/` or `.new/`, a FIFO where the walk reads an ignore file.
+#[test]
+fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
+    let (_d, work, store) = fixture();
+    for hash in ["a", "", "../../dev/zero", &"A".repeat(64), &"g".repeat(64)] {
+        let err = store.object(hash).unwrap_err().to_string();
+        assert!(err.contains("is not a content hash"), "{hash}: {err}");
+    }
+    let (_, now) = store.snapshot(&work, &settings(), None).unwrap();
+    let mut target = now.clone();
+    let entry = now.files["src/a.rs"].clone();
+    for path in [
+        ".git/hooks/pre-commit",
+        ".new/config.json",
+        "src/../../outside.txt",
+    ] {
+        target.files.insert(path.to_string(), entry.clone());
+    }
+    let sandbox = crate::tools::Sandbox::new(&work).unwrap();
+    let paths: Vec<String> = [
+        ".git/hooks/pre-commit",
+        ".new/config.json",
+        "src/../../outside.txt",
+    ]
+    .iter()
+    .map(|p| p.to_string())
+    .collect();
+    let (done, kept) = apply(&store, &sandbox, &now, &target, &paths);
+    assert_eq!(done, 0);
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert!(!work.join(".git/hooks/pre-commit").exists());
+    assert!(!work.join(".new").exists());
+    // A FIFO named like an ignore file, and one among the files: the walk does not wait.
+    std::fs::remove_file(work.join(".gitignore")).unwrap();
+    for name in [".gitignore", "src/pipe"] {
+        let c = std::ffi::CString::new(work.join(name).to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+    let started = std::time::Instant::now();
+    let (_, m) = store.snapshot(&work, &settings(), None).unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(!m.files.contains_key("src/pipe"));
+}

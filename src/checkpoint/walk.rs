@@ -243,10 +243,27 @@ impl Walk<'_> {
         let (has_ignore, has_gitignore, has_git) =
             (has(c".ignore"), has(c".gitignore"), has(c".git"));
         let rules = if has_ignore || has_gitignore || has_git {
+            // An ignore file is read only if it is a regular file (a FIFO would block the walk
+            // for ever), through no link, and to 1 MB at most.
             let read = |path: &str| {
-                rustix::fs::openat(&dir, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                    .ok()
-                    .and_then(|fd| std::io::read_to_string(std::fs::File::from(fd)).ok())
+                let fd = rustix::fs::openat(
+                    &dir,
+                    path,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()?;
+                let stat = rustix::fs::fstat(&fd).ok()?;
+                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                    return None;
+                }
+                let mut text = String::new();
+                std::io::Read::read_to_string(
+                    &mut std::io::Read::take(std::fs::File::from(fd), 1 << 20),
+                    &mut text,
+                )
+                .ok()?;
+                Some(text)
             };
             let matcher = |present: bool, path: &str| {
                 let mut builder = GitignoreBuilder::new(self.path(&prefix));
@@ -406,16 +423,29 @@ impl Walk<'_> {
                     Some(old) => old.hash.clone(),
                     None => {
                         let path = self.path(rel);
+                        // Without blocking, and checked again once open: a FIFO or device swapped in
+                        // at the file's name since it was listed is skipped, never waited on.
                         let fd = rustix::fs::openat(
                             dir,
                             name,
-                            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
                             Mode::empty(),
                         )
                         .map_err(|e| super::io("reading", &path)(e.into()))?;
+                        let stat = rustix::fs::fstat(&fd)
+                            .map_err(|e| super::io("reading", &path)(e.into()))?;
+                        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                            return Ok(None);
+                        }
                         let mut bytes = Vec::with_capacity(e.size as usize);
-                        std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut bytes)
-                            .map_err(super::io("reading", &path))?;
+                        std::io::Read::read_to_end(
+                            &mut std::io::Read::take(
+                                std::fs::File::from(fd),
+                                self.settings.max_file_bytes.saturating_add(1),
+                            ),
+                            &mut bytes,
+                        )
+                        .map_err(super::io("reading", &path))?;
                         Some(self.store.store_bytes(&bytes)?)
                     }
                 };
