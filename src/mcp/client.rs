@@ -26,6 +26,8 @@ pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26
 
 /// The biggest message read from a server (a tool result of 100 MB is refused, not buffered).
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+/// The most of a server's `instructions` kept (they go into every system prompt).
+pub const MAX_INSTRUCTIONS: usize = 16 * 1024;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
@@ -188,8 +190,11 @@ impl Client {
             }
             Transport::Http { url, headers } => {
                 crate::llm::install_crypto_provider();
+                // No redirects: one to another origin would carry the entry's headers (a key)
+                // there.
                 let client = reqwest::Client::builder()
                     .connect_timeout(Duration::from_secs(10))
+                    .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .map_err(|e| McpError::Transport(e.to_string()))?;
                 Link::Http {
@@ -266,10 +271,11 @@ impl Client {
             .unwrap_or("");
         let _ = client.info.set(ServerInfo {
             protocol_version: version,
+            // Bounded: a server's instructions go into every system prompt.
             instructions: result
                 .get("instructions")
                 .and_then(Value::as_str)
-                .map(str::to_string),
+                .map(|t| t[..crate::utf8::floor_char_boundary(t, MAX_INSTRUCTIONS)].to_string()),
             name: format!("{name} {server_version}").trim().to_string(),
         });
         client
@@ -498,10 +504,12 @@ impl Client {
             Link::Stdio { child, .. } => {
                 let child = child.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some(mut child) = child {
-                    if let Some(pid) = child.id() {
-                        // SAFETY: signals a process this client started and still owns.
+                    let pid = child.id();
+                    if let Some(pid) = pid {
+                        // SAFETY: signals the process group of a server this client started (it
+                        // leads its own group), so what it started ends too.
                         unsafe {
-                            libc::kill(pid as i32, libc::SIGTERM);
+                            libc::kill(-(pid as i32), libc::SIGTERM);
                         }
                     }
                     if tokio::time::timeout(Duration::from_millis(500), child.wait())
@@ -509,6 +517,12 @@ impl Client {
                         .is_err()
                     {
                         let _ = child.kill().await;
+                    }
+                    if let Some(pid) = pid {
+                        // SAFETY: as above; whatever of the group is left.
+                        unsafe {
+                            libc::kill(-(pid as i32), libc::SIGKILL);
+                        }
                     }
                 }
             }

@@ -70,6 +70,9 @@ struct Server {
     settled: tokio::sync::Notify,
 }
 
+/// The most tools taken from one server.
+pub const MAX_TOOLS: usize = 500;
+
 /// Every configured server, and what they offer now.
 pub struct Manager {
     settings: McpSettings,
@@ -281,6 +284,7 @@ impl Manager {
     async fn list(self: &Arc<Self>, server: &Arc<Server>, client: &Client) -> Result<(), McpError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
+        let mut seen_cursors = std::collections::HashSet::new();
         for _ in 0..100 {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
@@ -322,8 +326,28 @@ impl Manager {
                 .get("nextCursor")
                 .and_then(Value::as_str)
                 .map(str::to_string);
-            if cursor.is_none() {
+            // A cursor seen before would page for ever; a server may offer so many tools.
+            if cursor
+                .as_ref()
+                .is_none_or(|c| !seen_cursors.insert(c.clone()))
+                || tools.len() >= MAX_TOOLS
+            {
                 break;
+            }
+        }
+        if tools.len() > MAX_TOOLS {
+            tools.truncate(MAX_TOOLS);
+        }
+        // Names that came out alike (`dup` twice, `a.b` and `a_b`): a suffix tells them apart.
+        let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for t in &mut tools {
+            if !taken.insert(t.exposed.clone()) {
+                let base: String = t.exposed.chars().take(60).collect();
+                let mut n = 2;
+                while !taken.insert(format!("{base}_{n}")) {
+                    n += 1;
+                }
+                t.exposed = format!("{base}_{n}");
             }
         }
         *lock(&server.offered) = tools

@@ -445,6 +445,22 @@ fn a_server_that_hangs_fails_after_the_handshake_timeout_and_the_turn_goes_on() 
 /// A tiny HTTP MCP server on loopback whose GET stream is one `data:` line that never ends.
 /// Returns its URL; `streamed` counts the bytes it managed to send on that stream.
 fn endless_get_server(streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> String {
+    fake_http_server(streamed, Fake::EndlessGet)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fake {
+    /// GET: one `data:` line without end.
+    EndlessGet,
+    /// `tools/list` always says the same `nextCursor`, with names that come out alike, and the
+    /// instructions are 100 KB. No GET stream.
+    HostileList,
+}
+
+fn fake_http_server(
+    streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    fake: Fake,
+) -> String {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -475,6 +491,12 @@ fn endless_get_server(streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>) 
                     }
                     let mut body = vec![0u8; length];
                     let _ = reader.read_exact(&mut body);
+                    if method == "GET" && fake == Fake::HostileList {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n",
+                        );
+                        continue;
+                    }
                     if method == "GET" {
                         let _ = stream.write_all(
                             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: ",
@@ -494,9 +516,18 @@ fn endless_get_server(streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>) 
                             stream.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
                         continue;
                     };
+                    let hostile = fake == Fake::HostileList;
                     let result = match message["method"].as_str() {
                         Some("initialize") => json!({"protocolVersion": "2025-06-18",
-                            "capabilities": {"tools": {}}, "serverInfo": {"name": "endless", "version": "1"}}),
+                            "capabilities": {"tools": {}}, "serverInfo": {"name": "endless", "version": "1"},
+                            "instructions": if hostile { "i".repeat(100_000) } else { String::new() }}),
+                        Some("tools/list") if hostile => {
+                            streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let tool =
+                                |n: &str| json!({"name": n, "inputSchema": {"type": "object"}});
+                            json!({"tools": [tool("dup"), tool("dup"), tool("a.b"), tool("a_b")],
+                                "nextCursor": "again"})
+                        }
                         Some("tools/list") => json!({"tools": []}),
                         _ => json!({}),
                     };
@@ -546,4 +577,39 @@ fn an_endless_event_on_the_get_stream_is_cut_at_16_mb() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(streamed.load(std::sync::atomic::Ordering::SeqCst) < 100 << 20);
+}
+
+/// A server whose list repeats its `nextCursor` is not paged for ever; names that come out alike
+/// get a suffix; 100 KB of instructions are cut to 16 KB in the system prompt.
+#[test]
+fn a_hostile_tool_list_is_paged_once_named_apart_and_its_instructions_capped() {
+    let env = Env::new();
+    let pages = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let url = fake_http_server(pages.clone(), Fake::HostileList);
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [{"name": "h", "url": url}]}})
+            .to_string(),
+    );
+    let server = Server::start(vec![text(&["hi"])]);
+    let run = env.run(&server.base_url, &["-p", "hello"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        pages.load(std::sync::atomic::Ordering::SeqCst) <= 2,
+        "paged again and again"
+    );
+    let request = &server.requests()[0];
+    let mut names: Vec<String> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .filter(|n| n.starts_with("mcp__h__"))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    assert!(names.contains(&"mcp__h__dup_2".to_string()), "{names:?}");
+    let system = system_of(request);
+    assert!(system.matches('i').count() < 20_000, "{}", system.len());
 }
