@@ -874,6 +874,10 @@ impl App {
         if let Some(mcp) = self.tools.mcp() {
             self.runtime.block_on(mcp.shutdown());
         }
+        // The sandbox's private folder goes with the session.
+        if let Some(sandbox) = &self.tools.context().os_sandbox {
+            sandbox.cleanup();
+        }
         let App { session, .. } = self;
         std::mem::forget(session);
     }

@@ -58,44 +58,124 @@ fn run(mut args: Vec<OsString>) -> Result<Never, String> {
     let spec_text = args.remove(0);
     let spec: Spec = serde_json::from_slice(spec_text.as_bytes())
         .map_err(|e| format!("reading the sandbox description: {e}"))?;
-    let listener = enter(&spec)?;
+    let (listener, private_pts) = enter(&spec)?;
     if spec.probe {
+        confine(&spec, private_pts, false)?;
         std::process::exit(0);
     }
     if args.is_empty() {
         return Err("no program to run".into());
     }
     let program = args.remove(0);
-    let mut command = std::process::Command::new(&program);
-    command.args(&args);
-    let block = spec.block_unix_sockets;
-    match listener {
-        None => {
-            seccomp(block)?;
-            Err(format!(
-                "cannot run `{}`: {}",
-                program.to_string_lossy(),
-                command.exec()
-            ))
-        }
-        Some((listener, socket)) => {
-            // The relay needs its Unix socket; only the child is filtered. (The helper has no
-            // other thread yet, so the filter is set between fork and exec safely.)
-            // SAFETY: prctl only, in a single-threaded process's child.
-            unsafe {
-                command.pre_exec(move || seccomp(block).map_err(std::io::Error::other));
+    // The program runs as the first process of a PID namespace of its own: when it ends, or
+    // when this helper dies (it dies with the thread of `new` that started it, even by
+    // `kill -9`), the kernel ends everything it started, also what left its process group.
+    // SAFETY: the helper has one thread here; the child only runs this code before exec.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if child == 0 {
+        let error = (|| -> Result<Never, String> {
+            // Its own /proc (best effort: a host whose /proc is partly covered keeps the old).
+            let _ = mount(
+                Some("proc"),
+                "/proc",
+                Some("proc"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                None,
+            );
+            confine(&spec, private_pts, spec.block_unix_sockets)?;
+            // This process is the namespace's first: the kernel ignores a parent-death SIGKILL
+            // for it, so it stays as a small init of ours that ends (and so ends the namespace)
+            // when the helper dies, and otherwise waits for the command.
+            init_parent_death();
+            // SAFETY: one thread; the child only execs.
+            let command_pid = unsafe { libc::fork() };
+            if command_pid == 0 {
+                let mut command = std::process::Command::new(&program);
+                command.args(&args);
+                return Err(format!(
+                    "cannot run `{}`: {}",
+                    program.to_string_lossy(),
+                    command.exec()
+                ));
             }
-            forward_and_run(listener, &socket, command)
+            if command_pid < 0 {
+                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+            }
+            init_wait(command_pid)
+        })();
+        let Err(e) = error;
+        let _ = writeln!(
+            std::io::stderr(),
+            "new: the sandbox could not be set up: {e}"
+        );
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(SETUP_FAILED) };
+    }
+    // The helper itself runs only this code (the wait and the relay) and is not confined: a
+    // Landlock domain of its own would keep its death's signal from reaching the init inside.
+    // It dies with the thread of `new` that started it.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    wait_and_relay(child, listener)
+}
+
+extern "C" fn init_exit(_: libc::c_int) {
+    // SAFETY: async-signal-safe; ends the namespace's init, so the kernel ends the rest.
+    unsafe { libc::_exit(137) };
+}
+
+/// The namespace's init ends when its parent, the helper, dies: a handled signal is delivered
+/// to an init where a default SIGKILL is not.
+fn init_parent_death() {
+    // SAFETY: installs a handler that only calls `_exit`, then asks for it at the parent's death.
+    unsafe {
+        libc::signal(libc::SIGUSR1, init_exit as *const () as libc::sighandler_t);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1);
+    }
+}
+
+/// The init's wait: reaps every process of the namespace handed to it until the command ends,
+/// then ends the same way (its end ends the namespace).
+fn init_wait(command: libc::pid_t) -> Result<Never, String> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for a child of this process.
+        let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if rc == command {
+            // SAFETY: ends without the parent's exit handlers.
+            unsafe {
+                if libc::WIFSIGNALED(status) {
+                    libc::_exit(128 + libc::WTERMSIG(status));
+                }
+                libc::_exit(libc::WEXITSTATUS(status));
+            }
+        }
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(format!("waiting: {}", std::io::Error::last_os_error()));
         }
     }
 }
 
+/// Landlock, the seccomp filter and no capabilities, then the working folder entered again.
+fn confine(spec: &Spec, private_pts: bool, block_unix_sockets: bool) -> Result<(), String> {
+    landlock(spec, private_pts)?;
+    seccomp(block_unix_sockets)?;
+    drop_capabilities()?;
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| format!("entering {}: {e}", spec.cwd.display()))
+}
+
 /// Sets up namespaces, mounts and Landlock for this process. Returns the forwarder's listener
 /// when connections go through the proxy.
-fn enter(spec: &Spec) -> Result<Option<(std::net::TcpListener, std::path::PathBuf)>, String> {
+type Listener = Option<(std::net::TcpListener, std::path::PathBuf)>;
+
+fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     // SAFETY: getuid/getgid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
     if spec.isolate_network {
         flags |= libc::CLONE_NEWNET;
     }
@@ -164,11 +244,7 @@ fn enter(spec: &Spec) -> Result<Option<(std::net::TcpListener, std::path::PathBu
     } else {
         None
     };
-    landlock(spec, private_pts)?;
-    drop_capabilities()?;
-    std::env::set_current_dir(&spec.cwd)
-        .map_err(|e| format!("entering {}: {e}", spec.cwd.display()))?;
-    Ok(listener)
+    Ok((listener, private_pts))
 }
 
 fn write_proc(path: &str, text: &str) -> Result<(), String> {
@@ -549,18 +625,10 @@ pub fn seccomp(block_unix_sockets: bool) -> Result<(), String> {
     }
 }
 
-/// Runs `command` as a child and relays every connection to `listener` to the proxy's socket
-/// until the child ends; then ends the same way the child did.
-fn forward_and_run(
-    listener: std::net::TcpListener,
-    socket: &Path,
-    mut command: std::process::Command,
-) -> Result<Never, String> {
-    let child = command
-        .spawn()
-        .map_err(|e| format!("cannot run the command: {e}"))?;
-    drop(command);
-    // The relay keeps no pipe of the command's open: only the command's own end holds them.
+/// Waits for the child `pid`, relaying every connection to `listener` (when there is one) to the
+/// proxy's socket meanwhile; then ends the same way the child did.
+fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, String> {
+    // The helper keeps no pipe of the command's open: only the command's own ends hold them.
     if let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -572,24 +640,53 @@ fn forward_and_run(
             unsafe { libc::dup2(null.as_raw_fd(), fd) };
         }
     }
-    let socket = socket.to_path_buf();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let socket = socket.clone();
-            std::thread::spawn(move || relay(stream, &socket));
+    if let Some((listener, socket)) = listener {
+        // The relay runs in a process of its own inside the command's PID namespace (this one
+        // may start no thread once it made that namespace), and ends with the command.
+        // SAFETY: the helper has one thread; the child runs only the relay.
+        match unsafe { libc::fork() } {
+            0 => {
+                for stream in listener.incoming().flatten() {
+                    let socket = socket.clone();
+                    std::thread::spawn(move || relay(stream, &socket));
+                }
+                // SAFETY: ends the relay without the parent's exit handlers.
+                unsafe { libc::_exit(0) };
+            }
+            n if n < 0 => {
+                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+            }
+            _ => drop(listener),
         }
-    });
-    let mut child = child;
-    let status = child.wait().map_err(|e| e.to_string())?;
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(signal) = status.signal() {
+    }
+    // Every child is reaped, not only the command: the first process of a PID namespace ends
+    // only once the others there (the relay) are reaped.
+    let status;
+    loop {
+        let mut any = 0;
+        // SAFETY: waits for a child of this process.
+        let rc = unsafe { libc::waitpid(-1, &mut any, 0) };
+        if rc == pid {
+            status = any;
+            break;
+        }
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(format!("waiting: {}", std::io::Error::last_os_error()));
+        }
+    }
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
         // SAFETY: restores the default action and sends the signal to this process.
         unsafe {
             libc::signal(signal, libc::SIG_DFL);
             libc::kill(libc::getpid(), signal);
         }
     }
-    std::process::exit(status.code().unwrap_or(1))
+    std::process::exit(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        1
+    })
 }
 
 /// Copies bytes both ways between a connection from inside and the proxy.

@@ -488,10 +488,7 @@ impl std::fmt::Debug for OsSandbox {
 
 impl Drop for OsSandbox {
     fn drop(&mut self) {
-        if let Ok(mut proxy) = self.proxy.lock() {
-            proxy.take();
-        }
-        let _ = std::fs::remove_dir_all(&self.base);
+        self.cleanup();
     }
 }
 
@@ -510,13 +507,56 @@ pub fn current() -> Option<Arc<OsSandbox>> {
 
 /// Where `new` keeps what a session's sandbox uses.
 fn session_base() -> PathBuf {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    std::env::temp_dir().join(format!(
+        "{}{}-{}",
+        session_prefix(),
+        std::process::id(),
+        &id[..8]
+    ))
+}
+
+/// `new-UID-`: the start of the names of this user's session folders (`new-UID-PID-RANDOM`).
+fn session_prefix() -> String {
     // SAFETY: getuid cannot fail.
     #[cfg(unix)]
     let uid = unsafe { libc::getuid() };
     #[cfg(not(unix))]
     let uid = 0;
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    std::env::temp_dir().join(format!("new-{uid}-{}", &id[..12]))
+    format!("new-{uid}-")
+}
+
+/// The other sessions' folders in the temp folder: those of live sessions (covered inside the
+/// sandbox), and those whose session is gone (removed).
+fn session_folders(mine: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let prefix = session_prefix();
+    let (mut live, mut stale) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return (live, stale);
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        if path == mine {
+            continue;
+        }
+        let pid = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let alive = pid.is_some_and(|pid| {
+            // SAFETY: as above.
+            let rc = unsafe { libc::kill(pid, 0) };
+            rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        });
+        if alive {
+            live.push(path);
+        } else {
+            stale.push(path);
+        }
+    }
+    (live, stale)
 }
 
 impl OsSandbox {
@@ -657,6 +697,13 @@ impl OsSandbox {
     /// Creates the session's private folders (once; they are removed when the session ends).
     fn ensure_base(&self) -> Result<(), String> {
         use std::os::unix::fs::DirBuilderExt;
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        // Folders left by sessions that were killed are removed, once.
+        SWEPT.call_once(|| {
+            for stale in session_folders(&self.base).1 {
+                let _ = std::fs::remove_dir_all(stale);
+            }
+        });
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -727,28 +774,18 @@ impl OsSandbox {
         })
     }
 
-    /// The private folders of other sessions of this user.
+    /// The private folders of other live sessions of this user.
     fn other_sessions(&self) -> Vec<PathBuf> {
-        let (Some(parent), Some(mine)) = (self.base.parent(), self.base.file_name()) else {
-            return Vec::new();
-        };
-        let mine = mine.to_string_lossy();
-        let prefix = mine
-            .rsplit_once('-')
-            .map(|(p, _)| format!("{p}-"))
-            .unwrap_or_default();
-        std::fs::read_dir(parent)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter(|e| {
-                        let name = e.file_name().to_string_lossy().into_owned();
-                        !prefix.is_empty() && name.starts_with(&prefix) && name != *mine
-                    })
-                    .map(|e| e.path())
-                    .collect()
-            })
-            .unwrap_or_default()
+        session_folders(&self.base).0
+    }
+
+    /// Removes the session's private folder and stops the proxy (at the end of the session;
+    /// the process may not run destructors then).
+    pub fn cleanup(&self) {
+        if let Ok(mut proxy) = self.proxy.lock() {
+            proxy.take();
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
     }
 
     /// The proxy's socket, the proxy started on first use (inside the runtime).

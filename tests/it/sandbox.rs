@@ -621,3 +621,58 @@ fn what_the_attack_on_the_sandbox_found_holds() {
         "new ran a planted fsmonitor outside the sandbox"
     );
 }
+
+/// Whether any process has `marker` in its command line.
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// A sandboxed command runs in a PID namespace of its own: when `new` is killed with `kill -9`
+/// while it runs, everything it started ends too, also what left its process group.
+#[test]
+fn nothing_a_command_started_outlives_new_killed_with_sigkill() {
+    let cell = Cell::new(json!({}));
+    let tag = std::process::id();
+    let command = format!(
+        "sleep 71.{tag}1 & setsid sleep 71.{tag}2 & (setsid sh -c 'sleep 71.{tag}3' &); sleep 71.{tag}4"
+    );
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "c",
+            "bash",
+            &json!({ "command": command, "timeout_seconds": 120 }).to_string(),
+        )]),
+        text(&["never"]),
+    ]);
+    let mut cmd = cell.env.command(&server.base_url);
+    cmd.arg(&cell.work)
+        .arg("default")
+        .arg(cell.env.data())
+        .args(["-p", "go"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    assert!(eventually(
+        400,
+        std::time::Duration::from_millis(25),
+        || { (1..=4).all(|i| running(&format!("sleep 71.{tag}{i}"))) }
+    ));
+    // SAFETY: SIGKILL to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    assert!(
+        eventually(200, std::time::Duration::from_millis(25), || {
+            (1..=4).all(|i| !running(&format!("sleep 71.{tag}{i}")))
+        }),
+        "a process outlived new"
+    );
+}
