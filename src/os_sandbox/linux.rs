@@ -198,11 +198,18 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     // (bound onto themselves, still writable): a mount point cannot be renamed or removed, so a
     // command cannot move `scripts/` aside and put another `scripts/hook.sh` in its place, nor
     // rename `~/.config` to read the `gcloud` folder a later command would no longer cover.
+    // A path gone since the spec was made (another session's folder, removed as it ended) has
+    // nothing left to cover or keep.
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     for path in &spec.pinned {
-        pin(path).map_err(|e| format!("pinning {}: {e}", path.display()))?;
+        pin(path)
+            .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
+            .map_err(|e| format!("pinning {}: {e}", path.display()))?;
     }
     for path in &spec.hidden {
-        hide(path).map_err(|e| format!("hiding {}: {e}", path.display()))?;
+        hide(path)
+            .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
+            .map_err(|e| format!("hiding {}: {e}", path.display()))?;
     }
     if Path::new("/dev/shm").is_dir() {
         // Shared memory stays inside the sandbox (Python's multiprocessing needs it).
@@ -219,7 +226,9 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     // (`/dev/pts/N`) are not there to read or write.
     let private_pts = private_devpts();
     for path in &spec.read_only {
-        read_only(path).map_err(|e| format!("protecting {}: {e}", path.display()))?;
+        read_only(path)
+            .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
+            .map_err(|e| format!("protecting {}: {e}", path.display()))?;
     }
     let listener = if spec.isolate_network {
         loopback_up().map_err(|e| format!("bringing up loopback: {e}"))?;

@@ -78,15 +78,25 @@ impl Tool for Bash {
 /// Kills the command's whole process group when dropped: on completion, timeout, or cancellation;
 /// then, where the system allows, every process that left the group (`setsid`, a double fork) and
 /// was handed to `new` when its parent died.
-struct GroupGuard(i32);
+/// A sandboxed command (`contained`) runs in a PID namespace of its own, whose processes end
+/// with it: nothing of it can reach `new` as an escapee, so one pass reaps what is left (a
+/// helper's init handed over) without waiting for late arrivals.
+struct GroupGuard {
+    pid: i32,
+    contained: bool,
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         // SAFETY: kill(2) with a negative pid signals the process group; no memory is involved.
         unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
+            libc::kill(-self.pid, libc::SIGKILL);
         }
-        reaper::sweep(self.0);
+        if self.contained {
+            reaper::sweep_once(self.pid);
+        } else {
+            reaper::sweep(self.pid);
+        }
     }
 }
 
@@ -120,6 +130,23 @@ pub(crate) mod reaper {
             own.get_or_insert_with(HashSet::new).insert(pid as i32);
         }
         Ok(child)
+    }
+
+    /// Forgets `pid` and reaps, in one pass, the strays there are now.
+    pub fn sweep_once(pid: i32) {
+        let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+        own.get_or_insert_with(HashSet::new).remove(&pid);
+        #[cfg(target_os = "linux")]
+        for stray in children_of(std::process::id() as i32)
+            .into_iter()
+            .filter(|c| *c != pid && own.as_ref().is_none_or(|o| !o.contains(c)))
+        {
+            // SAFETY: signals and reaps a child of this process; no memory involved.
+            unsafe {
+                libc::kill(stray, libc::SIGKILL);
+                libc::waitpid(stray, std::ptr::null_mut(), 0);
+            }
+        }
     }
 
     /// Forgets `pid` (it ended) and kills every escaped descendant.
@@ -293,7 +320,10 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     }
     let mut child = reaper::spawn_own(&mut cmd)
         .map_err(|e| ToolError::Failed(format!("could not start {}: {e}", shell())))?;
-    let _guard = child.id().map(|pid| GroupGuard(pid as i32));
+    let _guard = child.id().map(|pid| GroupGuard {
+        pid: pid as i32,
+        contained: sandbox.is_some(),
+    });
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let (mut out, mut err) = (Capture::default(), Capture::default());
 
