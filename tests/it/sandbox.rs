@@ -676,3 +676,34 @@ fn nothing_a_command_started_outlives_new_killed_with_sigkill() {
         "a process outlived new"
     );
 }
+
+/// A path gone between the making of the spec and the helper's mounts (another session's
+/// folder, removed as that session ended) is skipped: the command runs, the sandbox holds.
+#[test]
+fn the_helper_skips_a_path_gone_since_the_spec_was_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().canonicalize().unwrap();
+    let gone = work.join("gone");
+    let spec = json!({
+        "writable": [work], "devices": ["/dev/null"],
+        "read_only": [gone.join("ro")], "hidden": [gone.join("secret")], "pinned": [gone],
+        "isolate_network": true, "proxy_socket": null, "cwd": work, "block_unix_sockets": true
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+        .arg("__sandbox")
+        .arg(spec.to_string())
+        .args(["/bin/sh", "-c", "echo inside > ok.txt; echo outside > /tmp/../tmp/.new-helper-probe-$$ 2>/dev/null; echo done"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+    assert_eq!(
+        std::fs::read_to_string(work.join("ok.txt")).unwrap(),
+        "inside\n"
+    );
+}
