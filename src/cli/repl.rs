@@ -607,9 +607,12 @@ impl App {
             if interactive {
                 sandbox.ask_about_hosts();
             }
-            if !sandbox.is_on() {
-                out.warn(&crate::tools::escape_controls(&sandbox.one_line()));
-            }
+            // Found out on a thread of its own (the helper is started once): the prompt does not
+            // wait for it; the first input does (see `ready`), and says when it is off.
+            let probing = sandbox.clone();
+            std::thread::spawn(move || {
+                probing.state();
+            });
         }
         let memory = config.memory.enabled.then(|| {
             crate::memory::MemoryStore::new(
@@ -1011,6 +1014,13 @@ impl App {
         let Ok(done) = job.join() else {
             return self.out.error("reading the skills and AGENTS.md failed");
         };
+        // Said once, before the first turn: a sandbox that could not be set up.
+        if let Some(sandbox) = &self.tools.context().os_sandbox
+            && !sandbox.is_on()
+        {
+            self.out
+                .warn(&crate::tools::escape_controls(&sandbox.one_line()));
+        }
         self.take_prompt(done, true);
     }
 
