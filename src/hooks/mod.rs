@@ -792,18 +792,14 @@ async fn run(
                 e.sandbox,
                 e.network,
             );
-            let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
-                (Some(sandbox), Some(reach)) => {
-                    sandbox.command("sh".as_ref(), &["-c".into(), command.into()], reach, &cwd)?
-                }
-                _ => {
-                    let mut cmd = tokio::process::Command::new("sh");
-                    cmd.arg("-c").arg(command);
-                    cmd
-                }
-            };
-            cmd.current_dir(&cwd)
-                .stdin(std::process::Stdio::piped())
+            let mut cmd = crate::os_sandbox::command(
+                sandbox,
+                reach,
+                "sh".as_ref(),
+                &["-c".into(), command.into()],
+                &cwd,
+            )?;
+            cmd.stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true)

@@ -120,23 +120,16 @@ impl Client {
                 cwd,
             } => {
                 let dir = cwd.as_deref().unwrap_or(workdir);
-                let mut cmd = match sandbox.filter(|(s, _)| s.is_on()) {
-                    Some((sandbox, reach)) => {
-                        let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
-                        sandbox
-                            .command(command.as_ref(), &args, reach, dir)
-                            .map_err(|e| {
-                                McpError::Transport(format!("cannot start `{command}`: {e}"))
-                            })?
-                    }
-                    None => {
-                        let mut cmd = tokio::process::Command::new(command);
-                        cmd.args(args);
-                        cmd
-                    }
-                };
-                cmd.current_dir(dir)
-                    .stdin(std::process::Stdio::piped())
+                let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+                let mut cmd = crate::os_sandbox::command(
+                    sandbox.map(|(s, _)| s),
+                    sandbox.map(|(_, r)| r),
+                    command.as_ref(),
+                    &args,
+                    dir,
+                )
+                .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?;
+                cmd.stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
                     .stderr(match log_file {
                         Some(f) => std::process::Stdio::from(f),

@@ -397,6 +397,28 @@ pub fn is_secret_name(name: &str) -> bool {
             .any(|s| upper.contains(s))
 }
 
+/// The one way a program is started on the model's or a project's behalf (`bash`, hooks, MCP
+/// servers): inside `sandbox` with `reach` when both are given and the sandbox is on, as it is
+/// otherwise; in `cwd` either way.
+pub fn command(
+    sandbox: Option<&OsSandbox>,
+    reach: Option<Reach>,
+    program: &OsStr,
+    args: &[OsString],
+    cwd: &Path,
+) -> Result<tokio::process::Command, String> {
+    let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
+        (Some(sandbox), Some(reach)) => sandbox.command(program, args, reach, cwd)?,
+        _ => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    };
+    cmd.current_dir(cwd);
+    Ok(cmd)
+}
+
 /// Whether a program a config entry starts (a hook, an MCP server) runs inside the sandbox, and
 /// with which network: a project's always, with the network only when its entry says
 /// `"network": true`; the user's own only when its entry says `"sandbox": true`.
@@ -864,17 +886,6 @@ impl OsSandbox {
             cmd.env_remove(name);
         }
         Ok(cmd)
-    }
-
-    /// [`OsSandbox::command`] for a program started and waited for without the runtime.
-    pub fn std_command(
-        &self,
-        program: &OsStr,
-        args: &[OsString],
-        reach: Reach,
-        cwd: &Path,
-    ) -> Result<std::process::Command, String> {
-        Ok(self.command(program, args, reach, cwd)?.into_std())
     }
 
     /// The protected names inside WORKDIR that do not exist now (a command could create them).

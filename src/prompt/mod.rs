@@ -241,7 +241,7 @@ fn find_git_dir(workdir: &Path) -> Option<std::path::PathBuf> {
 /// `git status --porcelain` (tracked files only), given a second; None if git is missing, fails
 /// or takes longer.
 fn work_tree_changed(workdir: &Path) -> Option<bool> {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let args = [
         "--no-optional-locks",
         "status",
@@ -250,21 +250,15 @@ fn work_tree_changed(workdir: &Path) -> Option<bool> {
     ];
     // Inside the session's sandbox when there is one: a `.git` a command planted (with a
     // `core.fsmonitor` or a clean filter in its config) runs nothing outside it.
-    let mut command = match crate::os_sandbox::current().filter(|s| s.is_on()) {
-        Some(sandbox) => sandbox
-            .std_command(
-                "git".as_ref(),
-                &args.map(std::ffi::OsString::from),
-                crate::os_sandbox::Reach::None,
-                workdir,
-            )
-            .ok()?,
-        None => {
-            let mut c = Command::new("git");
-            c.args(args);
-            c
-        }
-    };
+    let mut command = crate::os_sandbox::command(
+        crate::os_sandbox::current().as_deref(),
+        Some(crate::os_sandbox::Reach::None),
+        "git".as_ref(),
+        &args.map(std::ffi::OsString::from),
+        workdir,
+    )
+    .ok()?
+    .into_std();
     let mut child = command
         .current_dir(workdir)
         .stdin(Stdio::null())

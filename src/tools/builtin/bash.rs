@@ -290,24 +290,16 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
     args::opt_bool(args, "sandbox")?;
     let sandbox = sandbox_for(args, ctx);
-    let mut cmd = match sandbox {
-        Some(sandbox) => sandbox
-            .command(
-                shell().as_ref(),
-                &["-c".into(), command.into()],
-                crate::os_sandbox::Reach::Configured,
-                ctx.sandbox.root(),
-            )
-            .map_err(|e| ToolError::Failed(format!("cannot start the sandbox: {e}")))?,
-        None => {
-            let mut cmd = tokio::process::Command::new(shell());
-            cmd.arg("-c").arg(command);
-            cmd
-        }
-    };
+    let mut cmd = crate::os_sandbox::command(
+        sandbox,
+        Some(crate::os_sandbox::Reach::Configured),
+        shell().as_ref(),
+        &["-c".into(), command.into()],
+        ctx.sandbox.root(),
+    )
+    .map_err(|e| ToolError::Failed(format!("cannot start the sandbox: {e}")))?;
     let protected_before = sandbox.map(|s| s.protected_state()).unwrap_or_default();
-    cmd.current_dir(ctx.sandbox.root())
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env("PAGER", "cat")
