@@ -318,9 +318,21 @@ impl Client {
                 .remove(&id);
         };
         let exchange = async {
-            self.send(&message).await?;
-            rx.await
-                .unwrap_or_else(|_| Err(McpError::Closed(String::new())))
+            let mut rx = rx;
+            // The answer may come before the sending ends: an HTTP server may keep the stream
+            // that carried it open. The call completes when its answer arrives.
+            let answered = tokio::select! {
+                answer = &mut rx => Some(answer),
+                sent = self.send(&message) => {
+                    sent?;
+                    None
+                }
+            };
+            let answer = match answered {
+                Some(answer) => answer,
+                None => rx.await,
+            };
+            answer.unwrap_or_else(|_| Err(McpError::Closed(String::new())))
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => {
@@ -438,6 +450,13 @@ impl Client {
                 }
             }
         }
+        // The answer to a request comes in the answer to its POST or never (a stream resumed
+        // after a break is not asked for): a call still waiting now fails at once, not by its
+        // timeout.
+        self.fail_request(
+            message,
+            McpError::Transport("the server ended its answer without a result".into()),
+        );
         Ok(())
     }
 

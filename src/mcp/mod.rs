@@ -68,7 +68,18 @@ struct Server {
     /// Bumped on each start, so a stale connection's death does not restart a newer one.
     generation: std::sync::atomic::AtomicU64,
     settled: tokio::sync::Notify,
+    /// The progress tokens of the calls in flight, each with when its last line was said: a
+    /// notification for any other token is dropped, and a call's lines are said at most once per
+    /// [`PROGRESS_EVERY`].
+    in_flight: Mutex<std::collections::HashMap<String, Option<Instant>>>,
 }
+
+/// The least time between two progress lines of one call.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The least time between two listings a server's `list_changed` notifications ask for: a storm
+/// of them becomes one listing per this much time.
+const RELIST_EVERY: Duration = Duration::from_millis(500);
 
 /// The most tools taken from one server.
 pub const MAX_TOOLS: usize = 500;
@@ -141,6 +152,7 @@ impl Manager {
                     offered: Mutex::new(Vec::new()),
                     generation: Default::default(),
                     settled: tokio::sync::Notify::new(),
+                    in_flight: Mutex::new(Default::default()),
                 })
             })
             .collect();
@@ -220,21 +232,50 @@ impl Manager {
                 Err(e) => *lock(&server.state) = State::Failed(format!("listing its tools: {e}")),
             }
             server.settled.notify_waiters();
-            while let Some(event) = events.recv().await {
+            let mut listed = Instant::now();
+            let mut pending = std::collections::VecDeque::new();
+            loop {
+                let event = match pending.pop_front() {
+                    Some(e) => e,
+                    None => match events.recv().await {
+                        Some(e) => e,
+                        None => break,
+                    },
+                };
                 match event {
                     Event::ToolsChanged => {
                         // Stale until listed again (a turn starting meanwhile lists first).
                         lock(&server.tools).1 = None;
+                        // Coalesced: wait out the least interval, then every notification that
+                        // came meanwhile is answered by this one listing.
+                        tokio::time::sleep_until((listed + RELIST_EVERY).into()).await;
+                        while let Ok(e) = events.try_recv() {
+                            if !matches!(e, Event::ToolsChanged) {
+                                pending.push_back(e);
+                            }
+                        }
                         let _ = manager.list(&server, &client).await;
+                        listed = Instant::now();
                     }
                     Event::Progress {
+                        token,
                         progress,
                         total,
                         message,
-                        ..
                     } => {
+                        let token = match token {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        };
+                        let due = match lock(&server.in_flight).get_mut(&token) {
+                            Some(last) if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) => {
+                                *last = Some(Instant::now());
+                                true
+                            }
+                            _ => false,
+                        };
                         let say = lock(&manager.progress).clone();
-                        if let Some(say) = say {
+                        if let Some(say) = say.filter(|_| due) {
                             let amount = match total {
                                 Some(t) => format!("{progress}/{t}"),
                                 None => format!("{progress}"),
@@ -505,11 +546,21 @@ impl Manager {
             ))
         })?;
         let id = client.new_id();
+        let token = format!("new-{id}");
         let params = json!({
             "name": tool.remote,
             "arguments": args,
-            "_meta": {"progressToken": format!("new-{id}")},
+            "_meta": {"progressToken": token},
         });
+        // In flight while this future lives: its progress notifications are said.
+        struct InFlight<'a>(&'a Server, String);
+        impl Drop for InFlight<'_> {
+            fn drop(&mut self) {
+                lock(&self.0.in_flight).remove(&self.1);
+            }
+        }
+        lock(&server.in_flight).insert(token.clone(), None);
+        let _in_flight = InFlight(server, token);
         // Interrupted (the future dropped): the server is told the call is cancelled.
         struct Cancel {
             client: Option<Arc<Client>>,

@@ -455,6 +455,10 @@ enum Fake {
     /// `tools/list` always says the same `nextCursor`, with names that come out alike, and the
     /// instructions are 100 KB. No GET stream.
     HostileList,
+    /// `tools/call` is answered on an event stream that stays open after the answer, after 50
+    /// progress notifications; meanwhile the GET stream sends 10,000 `list_changed` and 100
+    /// progress notifications for a call never made. `tools/list` is counted.
+    KeptOpen,
 }
 
 fn fake_http_server(
@@ -464,9 +468,21 @@ fn fake_http_server(
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    // KeptOpen: a call has come; the GET stream's storm is over.
+    let calling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stormed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let wait_for = |flag: &std::sync::atomic::AtomicBool| {
+        for _ in 0..3000 {
+            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let streamed = streamed.clone();
+            let (calling, stormed) = (calling.clone(), stormed.clone());
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut stream = stream;
@@ -497,6 +513,28 @@ fn fake_http_server(
                         );
                         continue;
                     }
+                    let event = |m: Value| format!("data: {m}\n\n");
+                    if method == "GET" && fake == Fake::KeptOpen {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+                        );
+                        wait_for(&calling);
+                        let mut storm = String::new();
+                        for _ in 0..10_000 {
+                            storm += &event(json!({"jsonrpc": "2.0",
+                                "method": "notifications/tools/list_changed"}));
+                        }
+                        for n in 0..100 {
+                            storm += &event(
+                                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": "new-999999", "progress": n, "message": "stray"}}),
+                            );
+                        }
+                        let _ = stream.write_all(storm.as_bytes());
+                        stormed.store(true, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_secs(60));
+                        return;
+                    }
                     if method == "GET" {
                         let _ = stream.write_all(
                             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: ",
@@ -517,6 +555,29 @@ fn fake_http_server(
                         continue;
                     };
                     let hostile = fake == Fake::HostileList;
+                    if fake == Fake::KeptOpen && message["method"] == "tools/call" {
+                        calling.store(true, std::sync::atomic::Ordering::SeqCst);
+                        let token = message["params"]["_meta"]["progressToken"].clone();
+                        let mut head = String::from(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+                        );
+                        for n in 0..50 {
+                            head += &event(
+                                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": token, "progress": n, "total": 50, "message": "working"}}),
+                            );
+                        }
+                        let _ = stream.write_all(head.as_bytes());
+                        wait_for(&stormed);
+                        let _ = stream.write_all(
+                            event(json!({"jsonrpc": "2.0", "id": id,
+                            "result": {"content": [{"type": "text", "text": "kept open"}]}}))
+                            .as_bytes(),
+                        );
+                        // The stream stays open after the answer.
+                        std::thread::sleep(std::time::Duration::from_secs(60));
+                        return;
+                    }
                     let result = match message["method"].as_str() {
                         Some("initialize") => json!({"protocolVersion": "2025-06-18",
                             "capabilities": {"tools": {}}, "serverInfo": {"name": "endless", "version": "1"},
@@ -527,6 +588,10 @@ fn fake_http_server(
                                 |n: &str| json!({"name": n, "inputSchema": {"type": "object"}});
                             json!({"tools": [tool("dup"), tool("dup"), tool("a.b"), tool("a_b")],
                                 "nextCursor": "again"})
+                        }
+                        Some("tools/list") if fake == Fake::KeptOpen => {
+                            streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            json!({"tools": [{"name": "wait", "inputSchema": {"type": "object"}}]})
                         }
                         Some("tools/list") => json!({"tools": []}),
                         _ => json!({}),
@@ -612,4 +677,40 @@ fn a_hostile_tool_list_is_paged_once_named_apart_and_its_instructions_capped() {
     assert!(names.contains(&"mcp__h__dup_2".to_string()), "{names:?}");
     let system = system_of(request);
     assert!(system.matches('i').count() < 20_000, "{}", system.len());
+}
+
+/// A call completes when its answer arrives, also on a stream the server keeps open after it; a
+/// storm of 10,000 `list_changed` notifications is a handful of listings; progress lines are
+/// said only for the call in flight, and at most one a second.
+#[test]
+fn an_answer_on_a_kept_open_stream_completes_the_call_and_storms_are_coalesced() {
+    let env = Env::new();
+    let lists = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let url = fake_http_server(lists.clone(), Fake::KeptOpen);
+    env.write_config(
+        &json!({"retry_initial_ms": 5,
+            "permissions": [{"tool": "mcp__k__*", "action": "allow"}],
+            "mcp": {"servers": [{"name": "k", "url": url, "timeout": 30}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("a", "mcp__k__wait", "{}")]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &["-p", "go"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        results(&server, 1),
+        vec!["kept open".to_string()],
+        "{run:?}"
+    );
+    let lists = lists.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(lists <= 10, "{lists} listings");
+    assert!(!run.stderr.contains("stray"), "{}", run.stderr);
+    let said = run.stderr.matches("working").count();
+    assert!(
+        (1..=2).contains(&said),
+        "{said} progress lines: {}",
+        run.stderr
+    );
 }
