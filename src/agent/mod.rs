@@ -201,8 +201,17 @@ impl Agent<'_> {
             hooks.set_session(session.id(), &session.store().path(session.id()));
         }
         for _round in 0..self.max_rounds {
-            self.hook(observer, crate::hooks::Input::new("iteration_start"))
-                .await;
+            if self
+                .hook(
+                    observer,
+                    interrupts,
+                    crate::hooks::Input::new("iteration_start"),
+                )
+                .await
+                .is_none()
+            {
+                return TurnEnd::Interrupted;
+            }
             let (result, partial) = self
                 .exchange(session, observer, gate, interrupts, false)
                 .await;
@@ -230,7 +239,13 @@ impl Agent<'_> {
                 return TurnEnd::Failed(e.into());
             }
             if status == ResponseStatus::Complete {
-                self.hook(observer, crate::hooks::Input::new("iteration_end"))
+                // The answer is whole: a hook stopped by Ctrl-C here does not undo it.
+                let _ = self
+                    .hook(
+                        observer,
+                        interrupts,
+                        crate::hooks::Input::new("iteration_end"),
+                    )
                     .await;
                 return TurnEnd::Complete;
             }
@@ -251,9 +266,15 @@ impl Agent<'_> {
                 let last = session.conversation().cursor().to_string();
                 self.checkpoint(session, observer, &[last]);
             }
-            self.hook(observer, crate::hooks::Input::new("iteration_end"))
+            let ended = self
+                .hook(
+                    observer,
+                    interrupts,
+                    crate::hooks::Input::new("iteration_end"),
+                )
                 .await;
             match ran {
+                Ok(true) if ended.is_none() => return TurnEnd::Interrupted,
                 Ok(true) => {}
                 Ok(false) => return TurnEnd::Interrupted,
                 Err(e) => return TurnEnd::Failed(e.into()),
@@ -497,7 +518,8 @@ impl Agent<'_> {
             tokens_after: info.tokens_after,
         };
         observer.compaction(&CompactionEvent::Done(&done));
-        self.hook(observer, crate::hooks::Input::new("compact"))
+        let _ = self
+            .hook(observer, interrupts, crate::hooks::Input::new("compact"))
             .await;
         Ok(done)
     }
@@ -620,11 +642,20 @@ impl Agent<'_> {
                     // The user's pre_tool_use hooks see these calls too, and may block them.
                     let args = serde_json::from_str(&call.function.arguments)
                         .unwrap_or(serde_json::Value::Null);
-                    if let GateDecision::Refuse(text) =
-                        self.pre_tool_use(call, &args, observer, gate).await
+                    match self
+                        .pre_tool_use(call, &args, observer, gate, interrupts)
+                        .await
                     {
-                        decided.push((call, Err(ToolOutcome::error(text))));
-                        continue;
+                        GateDecision::Refuse(text) => {
+                            decided.push((call, Err(ToolOutcome::error(text))));
+                            continue;
+                        }
+                        GateDecision::Interrupt => {
+                            interrupted = true;
+                            decided.push((call, Err(ToolOutcome::error(INTERRUPTED_RESULT))));
+                            break;
+                        }
+                        GateDecision::Run => {}
                     }
                     let (outcome, stopped) = if name == "task_status" {
                         self.task_status(subagents, call, observer, interrupts)
@@ -652,7 +683,10 @@ impl Agent<'_> {
                         ),
                     })),
                     Err(outcome) => Err(outcome),
-                    Ok(args) => match self.pre_tool_use(call, &args, observer, gate).await {
+                    Ok(args) => match self
+                        .pre_tool_use(call, &args, observer, gate, interrupts)
+                        .await
+                    {
                         GateDecision::Run => Ok(args),
                         GateDecision::Refuse(text) => Err(ToolOutcome {
                             summary: text.clone(),
@@ -718,6 +752,8 @@ impl Agent<'_> {
                     }
                 }
             };
+            // Cut short while running: each result is what the interrupt left.
+            let cut = interrupted;
             for ((call, args), outcome) in decided.iter().zip(outcomes) {
                 observer.tool_result(call, &outcome);
                 if !interrupted && let Ok(args) = args {
@@ -727,9 +763,12 @@ impl Agent<'_> {
                         tool_response: Some(outcome.content.clone()),
                         ..crate::hooks::Input::new("post_tool_use")
                     };
-                    self.hook(observer, input).await;
+                    if self.hook(observer, interrupts, input).await.is_none() {
+                        // The results are stored whole; the hooks still to come are not run.
+                        interrupted = true;
+                    }
                 }
-                let content = if interrupted {
+                let content = if cut {
                     outcome.summary.clone()
                 } else {
                     outcome.content
@@ -772,13 +811,16 @@ impl Agent<'_> {
         args: &serde_json::Value,
         observer: &mut dyn Observer,
         gate: &mut dyn Gate,
+        interrupts: &mut Interrupts,
     ) -> GateDecision {
         let input = crate::hooks::Input {
             tool_name: Some(call.function.name.clone()),
             tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
             ..crate::hooks::Input::new("pre_tool_use")
         };
-        let outcome = self.hook(observer, input).await;
+        let Some(outcome) = self.hook(observer, interrupts, input).await else {
+            return GateDecision::Interrupt;
+        };
         if let Some(reason) = outcome.block {
             return GateDecision::Refuse(format!(
                 "Blocked by a hook: {reason}. The call was not run."
@@ -788,19 +830,31 @@ impl Agent<'_> {
     }
 
     /// Fires the hooks of `input.event` (when any follows it); failures are said on one line.
+    /// None when the user interrupted (the hooks running then are stopped, each with its whole
+    /// process group).
     async fn hook(
         &self,
         observer: &mut dyn Observer,
+        interrupts: &Interrupts,
         input: crate::hooks::Input,
-    ) -> crate::hooks::Outcome {
+    ) -> Option<crate::hooks::Outcome> {
         let Some(hooks) = self.hooks.filter(|h| h.wants(&input.event)) else {
-            return Default::default();
+            return Some(Default::default());
         };
-        let outcome = hooks.fire(&input).await;
+        if interrupts.has_changed().unwrap_or(false) {
+            return None;
+        }
+        // A copy watches, so the interrupt stays unseen for the caller (a compaction's caller
+        // stops the turn on it too).
+        let mut watch = interrupts.clone();
+        let outcome = tokio::select! {
+            outcome = hooks.fire(&input) => outcome,
+            _ = watch.changed() => return None,
+        };
         for line in &outcome.failures {
             observer.hook_failed(line);
         }
-        outcome
+        Some(outcome)
     }
 
     /// Whether a call only reads (and so may run beside others).

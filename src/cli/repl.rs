@@ -839,8 +839,9 @@ impl App {
         }
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(crate::hooks::Input::new("program_start"));
-        let started = app.fire_hooks(crate::hooks::Input::new("session_start"));
-        app.hook_context.extend(started.context);
+        if let Some(started) = app.fire_hooks(crate::hooks::Input::new("session_start")) {
+            app.hook_context.extend(started.context);
+        }
         if let Some(report) = report {
             app.report_load(&report);
             app.out.say(&app.tr(
@@ -896,17 +897,32 @@ impl App {
         specs
     }
 
-    /// Fires the hooks of `input.event` (when any follows it) and says their failures.
-    pub(super) fn fire_hooks(&mut self, input: crate::hooks::Input) -> crate::hooks::Outcome {
+    /// Fires the hooks of `input.event` (when any follows it) and says their failures. None when
+    /// the user pressed Ctrl-C: the hooks running then are stopped, each with its process group.
+    pub(super) fn fire_hooks(
+        &mut self,
+        input: crate::hooks::Input,
+    ) -> Option<crate::hooks::Outcome> {
         let Some(hooks) = self.hooks.as_ref().filter(|h| h.wants(&input.event)) else {
-            return Default::default();
+            return Some(Default::default());
         };
         hooks.set_session(self.session.id(), &self.store.path(self.session.id()));
-        let outcome = self.runtime.block_on(hooks.fire(&input));
+        let Some(outcome) = interruptible(
+            &self.runtime,
+            &self.busy,
+            &mut self.interrupts,
+            hooks.fire(&input),
+        ) else {
+            self.out.warn(&self.tr(
+                "hook_interrupted",
+                &[("event", &crate::tools::escape_controls(&input.event))],
+            ));
+            return None;
+        };
         for line in &outcome.failures {
             self.out.warn(line);
         }
-        outcome
+        Some(outcome)
     }
 
     /// The text for `key` in the interface's language ([`super::text`]).
@@ -1159,7 +1175,7 @@ impl App {
         let hooked = self.fire_hooks(crate::hooks::Input {
             prompt: Some(text.to_string()),
             ..crate::hooks::Input::new("pre_message")
-        });
+        })?;
         if let Some(reason) = hooked.block {
             self.out.error(&self.tr(
                 "blocked_by_hook",

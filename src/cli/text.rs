@@ -974,6 +974,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "消息未发送：被钩子阻止（{reason}）",
     ),
     (
+        "hook_interrupted",
+        "interrupted: the `{event}` hooks were stopped (a `pre_message` hook stopped means the message was not sent)",
+        "已中断：`{event}` 钩子已停止（`pre_message` 钩子被停止时消息不会发送）",
+    ),
+    (
         "help_hooks",
         "hooks: each entry's event, how often it fired and failed, and whether it runs",
         "钩子：每一项的事件、触发与失败次数，以及是否运行",

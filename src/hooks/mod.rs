@@ -817,6 +817,21 @@ async fn run(
             let mut child = crate::tools::builtin::reaper::spawn_own(&mut cmd)
                 .map_err(|e| format!("cannot start: {e}"))?;
             let group = child.id();
+            // Dropped before the end (the user's Ctrl-C drops this future): the hook's whole
+            // process group is killed, not only its shell.
+            struct Group(Option<u32>);
+            impl Drop for Group {
+                fn drop(&mut self) {
+                    if let Some(pid) = self.0.take() {
+                        // SAFETY: signals the process group this hook's shell leads; its shell is
+                        // not reaped yet or its group still has members, so the id is still ours.
+                        unsafe {
+                            libc::kill(-(pid as i32), libc::SIGKILL);
+                        }
+                    }
+                }
+            }
+            let mut guard = Group(group);
             let input = serde_json::to_vec(payload).expect("JSON");
             let mut stdin = child.stdin.take().expect("piped");
             let mut stdout = child.stdout.take().expect("piped");
@@ -848,7 +863,11 @@ async fn run(
                 );
                 (out, err, status)
             };
-            match tokio::time::timeout(*timeout, work).await {
+            let ended = tokio::time::timeout(*timeout, work).await;
+            if ended.is_ok() {
+                guard.0 = None;
+            }
+            match ended {
                 Ok((stdout, stderr, Ok(status))) => {
                     let code = status.code().unwrap_or(-1);
                     if code == 0 || code == 2 {
@@ -868,12 +887,7 @@ async fn run(
                 Ok((_, _, Err(e))) => Err(e.to_string()),
                 Err(_) => {
                     // The hook's whole process group: what its shell started goes too.
-                    if let Some(pid) = group {
-                        // SAFETY: signals the process group this hook's shell leads.
-                        unsafe {
-                            libc::kill(-(pid as i32), libc::SIGKILL);
-                        }
-                    }
+                    drop(guard);
                     Err(format!(
                         "no answer within {} s; stopped",
                         timeout.as_secs_f64()

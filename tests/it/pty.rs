@@ -557,6 +557,75 @@ fn ctrl_c_stops_a_running_command_and_kills_it() {
     );
 }
 
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(marker))
+            .unwrap_or(false)
+    })
+}
+
+/// Ctrl-C while a turn waits on a hook stops the turn and kills the hook's whole process group
+/// (also what it started in the background); a `pre_message` hook stopped so sends nothing.
+#[test]
+fn ctrl_c_stops_a_turn_waiting_on_a_hook_and_kills_its_group() {
+    let env = Env::new();
+    let (pre, bg, msg) = (
+        format!("sleep 58.{}", std::process::id()),
+        format!("sleep 59.{}", std::process::id()),
+        format!("sleep 61.{}", std::process::id()),
+    );
+    env.write_config(
+        &serde_json::json!({"retry_initial_ms": 5, "hook": {"entries": [
+            {"name": "slow-guard", "event": "pre_tool_use",
+             "action": {"command": format!("{bg} & {pre}; echo never"), "timeout": "120s"}},
+            {"name": "slow-note", "event": "pre_message",
+             "condition": {"field": "prompt", "op": "glob", "value": "wait*"},
+             "action": {"command": format!("{msg}"), "timeout": "120s"}}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("c", "list_files", "{}")]),
+        text(&["after"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("list\r");
+    pty.expect("→ list_files");
+    assert!(eventually(200, Duration::from_millis(25), || running(&pre)));
+    pty.send("\x03");
+    pty.expect("interrupted; what arrived is kept");
+    pty.expect("› ");
+    assert!(
+        eventually(200, Duration::from_millis(25), || !running(&pre)
+            && !running(&bg)),
+        "the hook's processes outlived Ctrl-C"
+    );
+    let (_, lines) = env.only_conversation();
+    let results: Vec<_> = lines
+        .iter()
+        .filter(|l| l["type"] == "message" && l["role"] == "tool")
+        .collect();
+    assert_eq!(
+        results[0]["content"],
+        "This tool call was not run: the user interrupted."
+    );
+    // A pre_message hook: stopped, the message is not sent.
+    pty.send("wait for it\r");
+    assert!(eventually(200, Duration::from_millis(25), || running(&msg)));
+    pty.send("\x03");
+    pty.expect("`pre_message` hooks were stopped");
+    pty.expect("› ");
+    assert!(eventually(200, Duration::from_millis(25), || !running(
+        &msg
+    )));
+    assert_eq!(server.requests().len(), 1);
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}
+
 #[test]
 fn a_streaming_tool_call_shows_a_line_that_makes_way_for_the_call() {
     let env = Env::new();
