@@ -1193,9 +1193,9 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 .unwrap()
                 .1;
             restores.push(timed(&mut || {
-                let (done, failed) =
-                    new_agent::checkpoint::apply(&store, &sandbox, &now, &base, &changed);
-                assert_eq!((done, failed.len()), (100, 0));
+                let applied =
+                    new_agent::checkpoint::apply(&store, &sandbox, &now, &base, &changed, true);
+                assert_eq!((applied.done, applied.kept.len()), (100, 0));
             }));
             for p in &changed {
                 std::fs::write(repo.join(p), "edited\n").unwrap();

@@ -524,19 +524,58 @@ impl Checkpoints {
     }
 }
 
+/// What [`apply`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub done: usize,
+    /// Paths not done, with why.
+    pub kept: Vec<(String, String)>,
+    /// Paths left alone because they no longer held what `now` says (changed since the user was
+    /// asked): to ask about again.
+    pub changed: Vec<String>,
+}
+
+/// Whether what is at a path now is what `entry` (None: nothing) recorded.
+fn still(found: &crate::tools::sandbox::Found, entry: Option<&Entry>) -> bool {
+    use crate::tools::sandbox::Found;
+    match (found, entry) {
+        (Found::Nothing, None) => true,
+        (Found::Link { target }, Some(e)) => e.kind == "link" && e.target.as_ref() == Some(target),
+        (
+            Found::File {
+                size,
+                mtime_ns,
+                ino,
+                mode,
+            },
+            Some(e),
+        ) => {
+            (e.kind == "file" || e.kind == "skipped")
+                && e.size == *size
+                && e.mtime_ns == *mtime_ns
+                && e.ino == *ino
+                && e.mode == *mode
+        }
+        _ => false,
+    }
+}
+
 /// Makes the working folder hold `target` where it now holds `now`, for the paths in `paths`
 /// (what [`changes`] listed, less what the user kept): files written beside and renamed over,
 /// links likewise, removed files and links unlinked; a big file never stored is never removed.
-/// Returns (paths done, paths not done with why).
+/// With `recheck`, each path is looked at just before it is written: one that no longer holds
+/// what `now` says (changed since the user was asked) is left alone and listed in
+/// [`Applied::changed`].
 pub fn apply(
     store: &CheckpointStore,
     sandbox: &crate::tools::Sandbox,
     now: &Manifest,
     target: &Manifest,
     paths: &[String],
-) -> (usize, Vec<(String, String)>) {
+    recheck: bool,
+) -> Applied {
     use crate::tools::sandbox::Put;
-    let (mut done, mut kept) = (0usize, Vec::new());
+    let mut out = Applied::default();
     for path in paths {
         // `.git/` and `.new/` decide what runs next: a manifest never writes there.
         let first = Path::new(path).components().find_map(|c| match c {
@@ -548,11 +587,24 @@ pub fn apply(
                 .components()
                 .any(|c| matches!(c, std::path::Component::ParentDir))
         {
-            kept.push((
+            out.kept.push((
                 path.clone(),
                 "refused: a snapshot never writes here".to_string(),
             ));
             continue;
+        }
+        if recheck {
+            match sandbox.found(path) {
+                Ok(found) if still(&found, now.files.get(path)) => {}
+                Ok(_) => {
+                    out.changed.push(path.clone());
+                    continue;
+                }
+                Err(e) => {
+                    out.kept.push((path.clone(), e.to_string()));
+                    continue;
+                }
+            }
         }
         let result = match target.files.get(path) {
             None => match now.files.get(path).map(|e| &*e.kind) {
@@ -585,11 +637,11 @@ pub fn apply(
             },
         };
         match result {
-            Ok(()) => done += 1,
-            Err(why) => kept.push((path.clone(), why)),
+            Ok(()) => out.done += 1,
+            Err(why) => out.kept.push((path.clone(), why)),
         }
     }
-    (done, kept)
+    out
 }
 
 /// Writes a file of the store whole (temporary file, then rename), readable by the user only.

@@ -458,9 +458,9 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
     .iter()
     .map(|p| p.to_string())
     .collect();
-    let (done, kept) = apply(&store, &sandbox, &now, &target, &paths);
-    assert_eq!(done, 0);
-    assert_eq!(kept.len(), 3, "{kept:?}");
+    let applied = apply(&store, &sandbox, &now, &target, &paths, true);
+    assert_eq!(applied.done, 0);
+    assert_eq!(applied.kept.len(), 3, "{applied:?}");
     assert!(!work.join(".git/hooks/pre-commit").exists());
     assert!(!work.join(".new").exists());
     // A FIFO named like an ignore file, and one among the files: the walk does not wait.
@@ -474,4 +474,65 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
     let (_, m) = store.snapshot(&work, &settings(), None).unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(!m.files.contains_key("src/pipe"));
+}
+
+/// A restore looks at each path just before writing it: a file changed, made, removed or turned
+/// into a link since `now` was taken (since the user was asked) is left alone and listed; without
+/// the recheck (the user said yes to those too) it is written.
+#[test]
+fn a_restore_leaves_alone_what_changed_since_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    for name in ["a", "b", "c", "d"] {
+        std::fs::write(work.join(format!("src/{name}.txt")), "old").unwrap();
+    }
+    let store = CheckpointStore::new(&dir.path().join("data"));
+    let (_, target) = store.snapshot(&work, &settings(), None).unwrap();
+    for name in ["a", "b", "c", "d"] {
+        std::fs::write(work.join(format!("src/{name}.txt")), "new!").unwrap();
+    }
+    std::fs::write(work.join("src/e.txt"), "made").unwrap();
+    let (_, now) = store.snapshot(&work, &settings(), None).unwrap();
+    let paths: Vec<String> = changes(&now, &target).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths.len(), 5, "{paths:?}");
+    // After the question: a changed (same size: the mtime and inode tell), b removed, c a link,
+    // e rewritten; d untouched.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(work.join("src/a.tmp"), "mine").unwrap();
+    std::fs::rename(work.join("src/a.tmp"), work.join("src/a.txt")).unwrap();
+    std::fs::remove_file(work.join("src/b.txt")).unwrap();
+    std::fs::remove_file(work.join("src/c.txt")).unwrap();
+    std::os::unix::fs::symlink("d.txt", work.join("src/c.txt")).unwrap();
+    std::fs::write(work.join("src/e.txt"), "mine too").unwrap();
+    let sandbox = crate::tools::Sandbox::new(&work).unwrap();
+    let applied = apply(&store, &sandbox, &now, &target, &paths, true);
+    assert_eq!(applied.done, 1, "{applied:?}");
+    assert_eq!(
+        applied.changed,
+        ["src/a.txt", "src/b.txt", "src/c.txt", "src/e.txt"],
+        "{applied:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("src/d.txt")).unwrap(),
+        "old"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("src/a.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("src/e.txt")).unwrap(),
+        "mine too"
+    );
+    assert!(!work.join("src/b.txt").exists());
+    // Asked again and answered yes: written.
+    let again = apply(&store, &sandbox, &now, &target, &applied.changed, false);
+    assert_eq!(again.done, 4, "{again:?}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("src/a.txt")).unwrap(),
+        "old"
+    );
+    assert!(!work.join("src/e.txt").exists());
+    assert!(!work.join("src/c.txt").is_symlink());
 }

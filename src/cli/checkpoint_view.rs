@@ -273,9 +273,51 @@ impl App {
                 !keep
             })
             .collect();
-        let (done, failed) =
-            crate::checkpoint::apply(&checkpoints.store, &sandbox, &now, &target, &paths);
-        kept.extend(failed.into_iter().map(|(p, why)| format!("{p} ({why})")));
+        let mut applied =
+            crate::checkpoint::apply(&checkpoints.store, &sandbox, &now, &target, &paths, true);
+        // Changed since the question (each looked at just before it would have been written):
+        // asked about again, by name.
+        if !applied.changed.is_empty() {
+            let list: String = applied
+                .changed
+                .iter()
+                .map(|p| format!("  {}\n", crate::tools::escape_controls(p)))
+                .collect();
+            self.out.warn(&format!(
+                "{}\n{}",
+                self.tr(
+                    "restore_changed_meanwhile",
+                    &[("n", &applied.changed.len())]
+                ),
+                list.trim_end()
+            ));
+            let changed = std::mem::take(&mut applied.changed);
+            if yes(self.ask(&self.tr("restore_overwrite_them", &[]), "", false)) {
+                let again = crate::checkpoint::apply(
+                    &self.checkpoints.as_ref().expect("checked above").store,
+                    &sandbox,
+                    &now,
+                    &target,
+                    &changed,
+                    false,
+                );
+                applied.done += again.done;
+                applied.kept.extend(again.kept);
+            } else {
+                let why = self.tr("changed_meanwhile_short", &[]);
+                applied
+                    .kept
+                    .extend(changed.into_iter().map(|p| (p, why.clone())));
+            }
+        }
+        let done = applied.done;
+        kept.extend(
+            applied
+                .kept
+                .into_iter()
+                .map(|(p, why)| format!("{p} ({why})")),
+        );
+        let checkpoints = self.checkpoints.as_ref().expect("checked above");
         // The folder now, written down on the node it was restored to (when it holds that node's
         // state whole): what `new` left. After a partial restore the kept files are asked about
         // again next time, which errs on the side of asking.

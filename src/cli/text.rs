@@ -1097,6 +1097,21 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "在 new 之外被修改",
     ),
     (
+        "restore_changed_meanwhile",
+        "{n:file} changed since you answered (left alone so far):",
+        "{n} 个文件在你回答之后被修改（暂未改动）：",
+    ),
+    (
+        "restore_overwrite_them",
+        "Overwrite them too? [y/N] ",
+        "也覆盖它们吗？[y/N] ",
+    ),
+    (
+        "changed_meanwhile_short",
+        "changed since the question",
+        "在提问之后被修改",
+    ),
+    (
         "restore_would",
         "restoring [{n}] would change:",
         "恢复 [{n}] 将改动：",

@@ -367,7 +367,65 @@ pub enum Put<'a> {
     Nothing,
 }
 
+/// What is at a path below WORKDIR now, as a restore compares it with what it expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Nothing,
+    File {
+        size: u64,
+        mtime_ns: i128,
+        ino: u64,
+        mode: u32,
+    },
+    Link {
+        target: String,
+    },
+    /// A folder, FIFO, device or socket.
+    Other,
+}
+
 impl Sandbox {
+    /// What is at `rel` (as [`Sandbox::put`] names it) now, without following a link anywhere.
+    pub fn found(&self, rel: &str) -> std::io::Result<Found> {
+        let parts: Vec<&OsStr> = Path::new(rel)
+            .components()
+            .map(|c| match c {
+                Component::Normal(name) => Ok(name),
+                _ => Err(std::io::Error::other(format!(
+                    "`{rel}` is not a plain path"
+                ))),
+            })
+            .collect::<std::io::Result<_>>()?;
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(std::io::Error::other("an empty path"));
+        };
+        let dir = match self.open_dirs(dirs, false) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+            Err(e) => return Err(e),
+        };
+        let stat = match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => return Ok(Found::Nothing),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => Found::File {
+                size: stat.st_size as u64,
+                mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000
+                    + i128::from(stat.st_mtime_nsec),
+                ino: stat.st_ino,
+                mode: stat.st_mode & 0o7777,
+            },
+            FileType::Symlink => Found::Link {
+                target: rustix::fs::readlinkat(&dir, *name, Vec::new())
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            },
+            _ => Found::Other,
+        })
+    }
+
     /// Makes a path below WORKDIR (relative, `/`-separated, as a snapshot lists it) hold `what`:
     /// a file with its mode or a link, written beside and renamed over whatever is there (never
     /// torn), or nothing (a file or link removed). Every folder on the way is opened without

@@ -957,6 +957,54 @@ fn moving_back_offers_to_restore_the_files_of_that_node() {
     );
 }
 
+/// A file changed while the restore question is on screen is not overwritten on the first yes: it
+/// is named and asked about again.
+#[test]
+fn a_file_changed_while_the_restore_question_waits_is_asked_about_again() {
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "first\n").unwrap();
+    std::fs::write(env.work().join("b.txt"), "first\n").unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "b",
+            "bash",
+            r#"{"command":"echo second > a.txt; echo second > b.txt"}"#,
+        )]),
+        text(&["Done."]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "permissive"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("change it\r");
+    pty.expect("Done.");
+    pty.expect("› ");
+    pty.send("/1\r");
+    pty.expect("[y/N/d(iff)]");
+    pty.send("n\r");
+    pty.expect("› ");
+    pty.send("/restore\r");
+    pty.expect("restore? [y/N]");
+    // Someone edits a.txt while the question waits.
+    std::fs::write(env.work().join("a.txt"), "mine\n").unwrap();
+    pty.send("y\r");
+    pty.expect("1 file changed since you answered");
+    pty.expect("a.txt");
+    pty.expect("Overwrite them too? [y/N]");
+    pty.send("n\r");
+    pty.expect("restored 1 file to [1]'s state");
+    pty.expect("changed since the question");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    let read = |n: &str| std::fs::read_to_string(env.work().join(n)).unwrap();
+    assert_eq!(read("a.txt"), "mine\n");
+    assert_eq!(read("b.txt"), "first\n");
+}
+
 #[test]
 fn a_subagent_s_approval_is_asked_in_the_foreground_under_its_role() {
     let env = Env::new();
