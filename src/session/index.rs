@@ -253,7 +253,6 @@ impl Index {
                 }
             };
             if meta.len() != entry.size || rescan.contains(id) {
-                *entry = Entry::default();
                 scan(&path, entry).map_err(|e| StoreError::io("reading", &path, e))?;
                 entry.size = meta.len();
                 changed = true;
@@ -443,9 +442,6 @@ impl Index {
             let entry = entries.entry(id.clone()).or_default();
             if entry.size != meta.len() || entry.mtime_ns != mtime_ns {
                 let path = self.path(&id);
-                if meta.len() < entry.scanned {
-                    *entry = Entry::default(); // not an append: start over
-                }
                 scan(&path, entry).map_err(|e| StoreError::io("reading", &path, e))?;
                 entry.size = meta.len();
                 entry.mtime_ns = mtime_ns;
@@ -625,14 +621,18 @@ fn write_snapshot(
     result
 }
 
-/// Scans the file from `entry.scanned` to its last complete line, updating the entry. A line counts
-/// as a message exactly when loading would read it as one.
+/// Scans the file to its last complete line, making the entry anew. A line counts as a message
+/// exactly when loading would keep it as one: a message whose id came before (the root's
+/// included) is dropped by loading, so it is not counted. (Hence always the whole file: what came
+/// before decides.)
 fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
     use super::record::{Loaded, load_line};
+    *entry = Entry::default();
     let mut file = File::open(path)?;
-    file.seek(SeekFrom::Start(entry.scanned))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut root: Option<String> = None;
     let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -640,7 +640,8 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
             continue;
         }
         match load_line(line) {
-            Ok(Loaded::Message(m)) => {
+            Ok(Loaded::Header(h)) if root.is_none() => root = Some(h.root_id),
+            Ok(Loaded::Message(m)) if seen.insert(m.id.clone()) => {
                 entry.messages += 1;
                 if entry.first_user.is_none() && m.role == Role::User {
                     entry.first_user = Some(clean(&m.content));
@@ -654,7 +655,11 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
             _ => {}
         }
     }
-    entry.scanned += complete as u64;
+    // A message with the root's id (before or after the header) is one loading drops too.
+    if root.is_some_and(|r| seen.contains(&r)) {
+        entry.messages -= 1;
+    }
+    entry.scanned = complete as u64;
     Ok(())
 }
 
@@ -725,22 +730,21 @@ mod tests {
         assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 3);
         // A line appended behind new's back to a file the journal wrote is caught by its size (one
         // stat per written file); nothing else is read.
-        let sneak = |id: &str| {
+        let sneak = |id: &str, msg: &str| {
             let mut f = OpenOptions::new()
                 .append(true)
                 .open(store.path(id))
                 .unwrap();
-            f.write_all(br#"{"type":"message","msg_id":"zz","role":"user","content":"sneaky","parent_id":"x","timestamp":"2026-01-01T00:00:00Z"}"#).unwrap();
-            f.write_all(b"\n").unwrap();
+            writeln!(f, r#"{{"type":"message","msg_id":"{msg}","role":"user","content":"sneaky","parent_id":"x","timestamp":"2026-01-01T00:00:00Z"}}"#).unwrap();
         };
         let m = c.add(Message::new(Role::User, "again")).unwrap();
         store
             .append(&c.id, &[Record::message(c.get(&m).unwrap())])
             .unwrap();
-        sneak("abab0001");
+        sneak("abab0001", "zz");
         assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 5);
         // One the journal did not touch since the last listing is not seen: the files were not read.
-        sneak("abab0001");
+        sneak("abab0001", "zy");
         assert_eq!(find(&store.list().unwrap(), "abab0001").messages, 5);
         // Creating a file changes the folder's mtime: then everything is reconciled.
         write_conversation(&store, "abab0002", &["other"]);
@@ -1054,5 +1058,38 @@ mod tests {
         assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
         assert_eq!(mode(&data.join(crate::session::store::TRASH_DIR)), 0o700);
         assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
+    }
+
+    /// A line repeating an earlier message's id (or the root's) is dropped by loading: `/list`
+    /// does not count it, whether the index saw the file whole or as an append.
+    #[test]
+    fn a_repeated_id_is_not_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let c = write_conversation(&store, "d0b10001", &["q", "a"]);
+        store.list().unwrap();
+        let text = fs::read_to_string(store.path(&c.id)).unwrap();
+        let first = text
+            .lines()
+            .find(|l| l.contains(r#""type":"message""#))
+            .unwrap()
+            .to_string();
+        let mut line: serde_json::Value = serde_json::from_str(&first).unwrap();
+        line["msg_id"] = c.root_id.clone().into();
+        let as_root = line.to_string();
+        assert_ne!(as_root, first);
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path(&c.id))
+            .unwrap();
+        writeln!(f, "{first}\n{as_root}").unwrap();
+        drop(f);
+        assert_eq!(loaded(&store, "d0b10001"), 2);
+        assert_eq!(find(&store.list().unwrap(), "d0b10001").messages, 2);
+        // Seen whole, by an index made anew.
+        fs::remove_dir_all(dir.path().join(".index")).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(find(&store.list().unwrap(), "d0b10001").messages, 2);
+        assert_eq!(store.list_recent(5).unwrap().0[0].messages, 2);
     }
 }
