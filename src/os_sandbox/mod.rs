@@ -13,6 +13,8 @@
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod proxy;
+#[cfg(target_os = "linux")]
+mod watch;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -23,11 +25,26 @@ use serde::{Deserialize, Serialize};
 /// The first argument that makes `new` the sandbox helper: `new __sandbox SPEC PROGRAM ARGS…`.
 pub const HELPER_ARG: &str = "__sandbox";
 
-/// Runs the helper and never returns when this process was started as one; returns otherwise.
-/// `main` calls it first of all.
+/// The first argument that makes `new` the watcher of a program outside the sandbox:
+/// `new __watch PID PROGRAM ARGS…` (see `watch.rs`).
+pub const WATCH_ARG: &str = "__watch";
+
+/// Whether this process's binary is `new` with its helpers (`main` asked): not a test binary of
+/// the library, which cannot be the watcher.
+static CAN_WATCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Runs the helper (or the watcher) and never returns when this process was started as one;
+/// returns otherwise. `main` calls it first of all.
 pub fn run_helper_if_asked() {
     let mut args = std::env::args_os();
-    if args.nth(1).as_deref() != Some(OsStr::new(HELPER_ARG)) {
+    let first = args.nth(1);
+    #[cfg(target_os = "linux")]
+    if first.as_deref() == Some(OsStr::new(WATCH_ARG)) {
+        watch::main(args.collect());
+    }
+    if first.as_deref() != Some(OsStr::new(HELPER_ARG)) {
+        // This binary answers `__watch`: programs outside the sandbox may run under the watcher.
+        CAN_WATCH.store(true, std::sync::atomic::Ordering::SeqCst);
         return;
     }
     #[cfg(target_os = "linux")]
@@ -409,14 +426,33 @@ pub fn command(
 ) -> Result<tokio::process::Command, String> {
     let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
         (Some(sandbox), Some(reach)) => sandbox.command(program, args, reach, cwd)?,
-        _ => {
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args);
-            cmd
-        }
+        _ => watched(program, args),
     };
     cmd.current_dir(cwd);
     Ok(cmd)
+}
+
+/// A program outside the sandbox. On Linux it runs under a watcher (`new __watch`, see
+/// `watch.rs`): when `new` dies, even by SIGKILL, the watcher ends the program's process group
+/// (the caller's `process_group(0)` makes one) and every process that left it. Elsewhere,
+/// without `/proc`, or in a binary that is not `new` (the library's tests), the program itself.
+fn watched(program: &OsStr, args: &[OsString]) -> tokio::process::Command {
+    #[cfg(target_os = "linux")]
+    {
+        // `new`'s own binary, also if it was replaced or removed since it started.
+        let own = Path::new("/proc/self/exe");
+        if CAN_WATCH.load(std::sync::atomic::Ordering::SeqCst) && own.exists() {
+            let mut cmd = tokio::process::Command::new(own);
+            cmd.arg(WATCH_ARG)
+                .arg(std::process::id().to_string())
+                .arg(program)
+                .args(args);
+            return cmd;
+        }
+    }
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args);
+    cmd
 }
 
 /// Whether a program a config entry starts (a hook, an MCP server) runs inside the sandbox, and

@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// A user config whose hooks log every event (the JSON they get on stdin, one line each) to
 /// `events`, plus `extra` entries.
@@ -367,4 +368,60 @@ fn an_http_hook_is_read_to_64_kb_and_dropped() {
     assert!(run.stdout.contains("answered"), "{run:?}");
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
     assert!(sent.load(std::sync::atomic::Ordering::SeqCst) < 512 << 20);
+}
+
+/// Outside the sandbox (a user's own hook, `bash` with the sandbox off), what a hook or a command
+/// started ends when `new` is killed with `kill -9`, also what left its process group.
+#[test]
+fn nothing_a_hook_or_an_unsandboxed_command_started_outlives_new_killed_with_sigkill() {
+    let tag = std::process::id();
+    let shapes = |n: u32| {
+        format!(
+            "sleep 72.{tag}{n}1 & setsid sleep 72.{tag}{n}2 & (setsid sh -c 'sleep 72.{tag}{n}3' &); sleep 72.{tag}{n}4"
+        )
+    };
+    for (n, hooked) in [(1, true), (2, false)] {
+        let env = Env::new();
+        let hook = json!([{"name": "slow", "event": "pre_tool_use",
+            "action": {"command": shapes(n), "timeout": "120s"}}]);
+        env.write_config(
+            &json!({"retry_initial_ms": 5, "sandbox": {"enabled": false},
+                "hook": {"entries": if hooked { hook } else { json!([]) }}})
+            .to_string(),
+        );
+        let call = if hooked {
+            ("c", "list_files", "{}".to_string())
+        } else {
+            let args = json!({"command": shapes(n), "timeout_seconds": 120}).to_string();
+            ("c", "bash", args)
+        };
+        let server = Server::start(vec![
+            tool_calls(&[(call.0, call.1, &call.2)]),
+            text(&["never"]),
+        ]);
+        let mut cmd = env.command(&server.base_url);
+        cmd.arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .args(["--permission-mode", "permissive", "-p", "go"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        assert!(
+            eventually(400, Duration::from_millis(25), || {
+                (1..=4).all(|i| running(&format!("sleep 72.{tag}{n}{i}")))
+            }),
+            "{n}: not all started"
+        );
+        // SAFETY: SIGKILL to the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        assert!(
+            eventually(200, Duration::from_millis(25), || {
+                (1..=4).all(|i| !running(&format!("sleep 72.{tag}{n}{i}")))
+            }),
+            "{n}: a process outlived new"
+        );
+    }
 }

@@ -557,14 +557,6 @@ fn ctrl_c_stops_a_running_command_and_kills_it() {
     );
 }
 
-fn running(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(marker))
-            .unwrap_or(false)
-    })
-}
-
 /// Ctrl-C while a turn waits on a hook stops the turn and kills the hook's whole process group
 /// (also what it started in the background); a `pre_message` hook stopped so sends nothing.
 #[test]

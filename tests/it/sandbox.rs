@@ -622,19 +622,6 @@ fn what_the_attack_on_the_sandbox_found_holds() {
     );
 }
 
-/// Whether any process has `marker` in its command line.
-fn running(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .map(|c| {
-                String::from_utf8_lossy(&c)
-                    .replace('\0', " ")
-                    .contains(marker)
-            })
-            .unwrap_or(false)
-    })
-}
-
 /// A sandboxed command runs in a PID namespace of its own: when `new` is killed with `kill -9`
 /// while it runs, everything it started ends too, also what left its process group.
 #[test]

@@ -656,3 +656,16 @@ pub fn run_with_stdin(mut cmd: Command, stdin: &str) -> Run {
         code: status.code(),
     }
 }
+
+/// Whether any process has `marker` in its command line.
+pub fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+            .unwrap_or(false)
+    })
+}
