@@ -32,8 +32,15 @@ impl App {
         false
     }
 
+    /// Moves the cursor and says where it is and what the next message will do; then offers to
+    /// make the folder match.
+    pub(super) fn move_to(&mut self, id: &str) {
+        self.move_and_say(id);
+        self.offer_restore();
+    }
+
     /// Moves the cursor and says where it is and what the next message will do.
-    fn move_to(&mut self, id: &str) {
+    pub(super) fn move_and_say(&mut self, id: &str) {
         self.came_from = Some(self.session.conversation().cursor().to_string());
         self.session
             .move_cursor(id)
@@ -48,7 +55,6 @@ impl App {
         };
         self.out
             .say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
-        self.offer_restore();
     }
 
     pub(super) fn goto(&mut self, n: usize) {
@@ -102,8 +108,19 @@ impl App {
                 " "
             };
             let depth = c.chain(&m.id).len() - 1;
+            let names = c.names_of(&m.id);
+            let named = if names.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", names.join(", "))
+            };
+            let side = if c.is_side(&m.id) {
+                self.tr("side_mark", &[])
+            } else {
+                String::new()
+            };
             let line = format!(
-                "{mark} [{number}] {}  {}",
+                "{mark} {named}[{number}] {}{side}  {}",
                 describe(m, self.out.lang),
                 self.out.dim(&self.tr("depth_messages", &[("n", &depth)]))
             );
@@ -306,6 +323,10 @@ impl App {
     pub(super) fn switch(&mut self, args: &str) {
         if args.is_empty() {
             return self.refuse_text("usage_switch_id_see_list", &[]);
+        }
+        // A branch of this conversation by its name first.
+        if let Some(tip) = self.named_tip(args) {
+            return self.move_to(&tip);
         }
         let id = match self.store.resolve(args) {
             Ok(id) => id,

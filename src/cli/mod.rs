@@ -2,6 +2,7 @@
 //! [`run`] is the whole program once the arguments are parsed.
 
 mod approval;
+mod branch_view;
 mod checkpoint_view;
 pub mod commands;
 pub mod context_view;

@@ -995,12 +995,17 @@ impl App {
 
     fn prompt_text(&self) -> String {
         let c = self.session.conversation();
+        // The branch's name, when it has one and there is more than one branch.
+        let name = match c.names_of(c.cursor()).first() {
+            Some(name) if c.leaves().len() > 1 => format!("[{name}] "),
+            _ => String::new(),
+        };
         if c.is_leaf(c.cursor()) {
-            "› ".to_string()
+            format!("{name}› ")
         } else {
             // The next message starts a new branch: say where.
             let n = c.number_of(c.cursor()).unwrap_or(0);
-            format!("[{n}]⑂ › ")
+            format!("{name}[{n}]⑂ › ")
         }
     }
 
@@ -1091,6 +1096,10 @@ impl App {
         match id {
             CommandId::Tree => self.tree(args),
             CommandId::Branches => self.branches(args),
+            CommandId::Branch => self.branch(args),
+            CommandId::Btw => self.btw(args),
+            CommandId::Undo => self.undo(args),
+            CommandId::Merge => self.merge(args),
             CommandId::Prev => self.flip(args, -1),
             CommandId::Next => self.flip(args, 1),
             CommandId::Retry => self.retry(args),

@@ -616,6 +616,124 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "切换到上方最近分叉处的下一个分支",
     ),
     (
+        "help_branch",
+        "name the current branch (the prompt, /switch NAME and /merge NAME know it); alone: list the names; -d NAME removes one",
+        "为当前分支命名（提示符、/switch NAME 与 /merge NAME 都认得）；单独使用：列出名字；-d NAME 删除一个",
+    ),
+    (
+        "help_btw",
+        "ask a side question in a branch of its own; the cursor stays where it is",
+        "在单独的分支里问一个旁支问题；光标留在原处",
+    ),
+    (
+        "help_undo",
+        "back to before the last message, with the folder as it was (the undone answer stays in the tree, folded)",
+        "回到上一条消息之前，文件夹也恢复原状（被撤销的回答保留在树中，折叠显示）",
+    ),
+    (
+        "help_merge",
+        "bring what branch N (or NAME) concluded into this one, as a summary node",
+        "把分支 N（或 NAME）的结论作为摘要节点带回当前分支",
+    ),
+    (
+        "no_branch_named",
+        "no branch is named {name} (/branch lists the names)",
+        "没有名为 {name} 的分支（/branch 列出名字）",
+    ),
+    (
+        "branch_unnamed",
+        "the name {name} is removed; the branch stays",
+        "名字 {name} 已删除；分支保留",
+    ),
+    (
+        "branch_named",
+        "this branch is {name} (its tip is [{n}]; the name follows it as it grows)",
+        "此分支名为 {name}（末端 [{n}]；名字随分支增长）",
+    ),
+    (
+        "branch_moved",
+        "the name {name} now stands for this branch (its tip is [{n}])",
+        "名字 {name} 现在指向此分支（末端 [{n}]）",
+    ),
+    (
+        "branch_usage",
+        "usage: /branch [NAME | -d NAME]; a name is letters, digits, - _ . /, at most 40, not only digits (got {args})",
+        "用法：/branch [NAME | -d NAME]；名字由字母、数字、- _ . / 组成，最多 40 个，不能全是数字（收到 {args}）",
+    ),
+    (
+        "no_branch_names_yet",
+        "no branch has a name yet: /branch NAME names the one you are on",
+        "还没有分支有名字：/branch NAME 为当前分支命名",
+    ),
+    (
+        "branch_size_age",
+        "({n:message} · {age} ago)",
+        "（{n} 条消息 · {age} 前）",
+    ),
+    (
+        "branch_nothing_yet",
+        "nothing to name yet: send a first message, then /branch NAME",
+        "还没有可命名的：先发送一条消息，再 /branch NAME",
+    ),
+    ("side_mark", " (side question)", "（旁支问题）"),
+    (
+        "tree_undone",
+        " (undone · {n:message} folded)",
+        "（已撤销 · 折叠 {n} 条消息）",
+    ),
+    (
+        "tree_merged",
+        "merged from [{tip}], which left at [{fork}]",
+        "合并自 [{tip}]（分叉于 [{fork}]）",
+    ),
+    ("btw_usage", "usage: /btw QUESTION", "用法：/btw 问题"),
+    (
+        "btw_done",
+        "(a side question, [{side}]: the cursor is back at [{here}]; /merge {side} brings its answer in)",
+        "（旁支问题 [{side}]：光标回到 [{here}]；/merge {side} 可把回答带回）",
+    ),
+    (
+        "nothing_to_undo",
+        "nothing to undo: there is no message of yours above the cursor",
+        "没有可撤销的：光标之上没有你的消息",
+    ),
+    (
+        "undone",
+        "undone: [{n}] and what followed it stay in the tree, folded (/tree --full shows them)",
+        "已撤销：[{n}] 及其后续保留在树中，折叠显示（/tree --full 可见）",
+    ),
+    (
+        "merge_usage",
+        "usage: /merge N or /merge NAME (a node or a branch name)",
+        "用法：/merge N 或 /merge NAME（节点或分支名）",
+    ),
+    (
+        "merge_usage_no_such",
+        "no node or branch {args}: /merge N or /merge NAME (/branches and /branch list them)",
+        "没有节点或分支 {args}：/merge N 或 /merge NAME（/branches 与 /branch 列出它们）",
+    ),
+    (
+        "merge_same_branch",
+        "[{n}] is on this branch already: nothing to bring back",
+        "[{n}] 已在当前分支上：没有可带回的",
+    ),
+    (
+        "merge_asking",
+        "asking the model for what the branch ending at [{n}] found ({count:message})…",
+        "正在请模型总结末端为 [{n}] 的分支（{count} 条消息）…",
+    ),
+    (
+        "merge_empty",
+        "the model gave an empty account; nothing was merged",
+        "模型给出的总结为空；未合并",
+    ),
+    ("merge_failed", "nothing was merged: {why}", "未合并：{why}"),
+    (
+        "merged",
+        "merged branch {from} as [{n}]; the next message carries it: {preview}",
+        "已合并分支 {from}，成为 [{n}]；下一条消息会带上它：{preview}",
+    ),
+    (
         "help_retry",
         "a new answer to the same message, as a new branch (the old one stays)",
         "对同一条消息重新回答，作为新分支（旧回答保留）",

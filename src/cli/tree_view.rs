@@ -153,7 +153,79 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
 pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let mut rows = draw_rows(conversation, full, lang);
     label_summaries(conversation, &mut rows, lang);
+    label_branches(conversation, &mut rows, lang);
     rows
+}
+
+/// Branch names at the tips they stand for (`⟨auth-fix⟩`), side questions, merge nodes (what they
+/// brought back) and undone messages (how much is folded below them).
+fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
+    let order = conversation.preorder();
+    let marked = |m: &Message| m.side || m.merged_from.is_some();
+    if conversation.branches.is_empty()
+        && conversation.undone.is_empty()
+        && !order.iter().any(|(_, m)| marked(m))
+    {
+        return;
+    }
+    let numbers: std::collections::HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(n, (_, m))| (m.id.as_str(), n))
+        .collect();
+    let number = |id: &str| numbers.get(id).map_or("?".to_string(), |n| n.to_string());
+    for row in rows.iter_mut() {
+        let Row::Node(line) = row else { continue };
+        let Some((_, m)) = order.get(line.number) else {
+            continue;
+        };
+        if let Some(from) = &m.merged_from {
+            line.text = super::text::tr(
+                lang,
+                "tree_merged",
+                &[("tip", &number(&from.tip)), ("fork", &number(&from.fork))],
+            );
+        }
+        if m.side {
+            line.text.push_str(&super::text::tr(lang, "side_mark", &[]));
+        }
+        if conversation.undone.contains(&m.id) {
+            let n = conversation.subtree(&m.id).len() - 1;
+            line.text
+                .push_str(&super::text::tr(lang, "tree_undone", &[("n", &n)]));
+        }
+        if conversation.tip(&m.id).is_some_and(|t| t.id == m.id) {
+            let names = conversation.names_of(&m.id);
+            if !names.is_empty() {
+                line.text.push_str(&format!("  ⟨{}⟩", names.join(", ")));
+            }
+        }
+    }
+}
+
+/// The nodes below an undone message, unless the cursor is among them or on it: folded (not
+/// drawn) in the default view.
+fn folded(conversation: &Conversation, nodes: &[Node<'_>], full: bool) -> Vec<bool> {
+    let mut hidden = vec![false; nodes.len()];
+    if full || conversation.undone.is_empty() {
+        return hidden;
+    }
+    let cursor = conversation.cursor();
+    for (i, node) in nodes.iter().enumerate() {
+        let id = node.message.id.as_str();
+        if !conversation.undone.contains(id)
+            || id == cursor
+            || conversation.ancestors(cursor).any(|a| a.id == id)
+        {
+            continue;
+        }
+        // A subtree is contiguous in pre-order, right after its root.
+        let size = conversation.subtree(id).len();
+        for h in hidden.iter_mut().skip(i + 1).take(size.saturating_sub(1)) {
+            *h = true;
+        }
+    }
+    hidden
 }
 
 /// A summary node's line says what it stands for: `summary of [1–40] · 96k → 14k`.
@@ -200,10 +272,12 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
 fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
+    let hidden = folded(conversation, &nodes, full);
     if full || nodes.len() <= COLLAPSE_OVER {
         return nodes
             .iter()
             .enumerate()
+            .filter(|(n, _)| !hidden[*n])
             .map(|(n, node)| Row::Node(node.line(n, cursor, lang)))
             .collect();
     }
@@ -214,7 +288,11 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
         .collect();
     let mut keep: Vec<bool> = nodes
         .iter()
-        .map(|n| !n.interior || near_cursor.contains(&n.message.id.as_str()))
+        .map(|n| {
+            !n.interior
+                || near_cursor.contains(&n.message.id.as_str())
+                || conversation.undone.contains(&n.message.id)
+        })
         .collect();
     // The first node of each run (the message right after a fork or a kept node) stays.
     for i in 1..nodes.len() {
@@ -225,13 +303,17 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut i = 0;
     while i < nodes.len() {
+        if hidden[i] {
+            i += 1;
+            continue;
+        }
         if keep[i] {
             rows.push(Row::Node(nodes[i].line(i, cursor, lang)));
             i += 1;
             continue;
         }
         let start = i;
-        while i < nodes.len() && !keep[i] {
+        while i < nodes.len() && !keep[i] && !hidden[i] {
             i += 1;
         }
         if i - start >= MIN_GAP {

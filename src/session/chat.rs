@@ -123,6 +123,48 @@ impl ChatSession {
         Ok(())
     }
 
+    /// Names the branch whose tip is `tip` (a branch record); a name in use moves here.
+    pub fn name_branch(&mut self, name: &str, tip: &str) -> Result<(), StoreError> {
+        self.append_record(Record::Branch(super::record::BranchRecord {
+            msg_id: tip.to_string(),
+            name: name.to_string(),
+            timestamp: Some(format_timestamp(&now())),
+            deleted: false,
+        }))?;
+        self.conversation
+            .branches
+            .insert(name.to_string(), tip.to_string());
+        Ok(())
+    }
+
+    /// Marks the user message `id` and what is below it undone (an undone record).
+    pub fn mark_undone(&mut self, id: &str) -> Result<(), StoreError> {
+        if self.conversation.undone.contains(id) {
+            return Ok(());
+        }
+        self.append_record(Record::Undone(super::record::UndoneRecord {
+            msg_id: id.to_string(),
+            timestamp: Some(format_timestamp(&now())),
+        }))?;
+        self.conversation.undone.insert(id.to_string());
+        Ok(())
+    }
+
+    /// Removes a branch's name (a branch record with `"deleted": true`); the branch stays.
+    pub fn unname_branch(&mut self, name: &str) -> Result<(), StoreError> {
+        let Some(node) = self.conversation.branches.get(name).cloned() else {
+            return Ok(());
+        };
+        self.append_record(Record::Branch(super::record::BranchRecord {
+            msg_id: node,
+            name: name.to_string(),
+            timestamp: Some(format_timestamp(&now())),
+            deleted: true,
+        }))?;
+        self.conversation.branches.remove(name);
+        Ok(())
+    }
+
     /// Appends a record that is not a message.
     /// Attaches a snapshot of the working folder to node `id` (a checkpoint line).
     pub fn add_checkpoint(&mut self, id: &str, snapshot: &str) -> Result<(), StoreError> {

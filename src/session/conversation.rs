@@ -75,6 +75,11 @@ pub struct Conversation {
     pub checkpoints: HashMap<String, String>,
     /// The snapshot of the latest checkpoint line: the folder as `new` last left or saw it.
     pub latest_checkpoint: Option<String>,
+    /// Branch names (branch records): name → the node it was given at (the branch's tip then).
+    /// The branch it stands for ends at [`Conversation::tip`] of that node.
+    pub branches: std::collections::BTreeMap<String, String>,
+    /// User messages undone with `/undo` (undone records): kept, folded in `/tree`.
+    pub undone: std::collections::HashSet<String>,
 }
 
 /// The root's position.
@@ -112,6 +117,8 @@ impl Conversation {
             title: None,
             checkpoints: HashMap::new(),
             latest_checkpoint: None,
+            branches: Default::default(),
+            undone: Default::default(),
         }
     }
 
@@ -387,23 +394,79 @@ impl Conversation {
             .collect()
     }
 
-    /// The tip of the branch below `id`: follow the newest child down to a leaf.
+    /// The tip of the branch below `id`: follow the newest child that is not a side question
+    /// down to a leaf (or to a node with only side questions below it).
     pub fn tip(&self, id: &str) -> Option<&Message> {
         let mut p = self.position(id)?;
-        while let Some(&last) = self.kids[p].last() {
+        // The newest child that is not a side question (`/btw` is off the branch).
+        while let Some(&last) = self.kids[p]
+            .iter()
+            .rev()
+            .find(|&&k| !self.nodes[k as usize].side)
+        {
             p = last as usize;
         }
         Some(&self.nodes[p])
     }
 
+    /// Whether `id` is in a side branch (`/btw`): it or an ancestor is a side question.
+    pub fn is_side(&self, id: &str) -> bool {
+        self.ancestors(id).any(|m| m.side) || self.get(id).is_some_and(|m| m.side)
+    }
+
+    /// Where a side branch holding `id` was asked from (the parent of its side question); `id`
+    /// itself when it is not in one.
+    pub fn off_side<'a>(&'a self, id: &'a str) -> &'a str {
+        let mut out = id;
+        let mut at = self.get(id);
+        while let Some(m) = at {
+            if m.side {
+                out = m.parent_id.as_deref().unwrap_or(&self.root_id);
+            }
+            at = m.parent_id.as_deref().and_then(|p| self.get(p));
+        }
+        out
+    }
+
+    /// The tip of the branch named `name`, if there is one.
+    pub fn branch_tip(&self, name: &str) -> Option<&Message> {
+        self.branches.get(name).and_then(|id| self.tip(id))
+    }
+
+    /// The names of the branches that `id` is on (its tip's: a name given at that tip or at a
+    /// node above it whose tip is the same), nearest first.
+    pub fn names_of(&self, id: &str) -> Vec<&str> {
+        let Some(tip) = self.tip(id).map(|m| m.id.as_str()) else {
+            return Vec::new();
+        };
+        let mut named: Vec<(usize, &str)> = self
+            .branches
+            .iter()
+            .filter(|(_, node)| self.tip(node).is_some_and(|t| t.id == tip))
+            .map(|(name, node)| (self.chain(node).len(), name.as_str()))
+            .collect();
+        named.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        named.into_iter().map(|(_, n)| n).collect()
+    }
+
     /// The alternatives at the nearest fork above `id`: the fork's children, and which of them
-    /// leads to `id`. None when no ancestor of `id` has more than one child.
+    /// leads to `id`. Side questions (`/btw`) are not alternatives: a fork made only by them is
+    /// passed over (the child toward `id` counts, even when it is one). None when no ancestor of
+    /// `id` has more than one such child.
     pub fn alternatives(&self, id: &str) -> Option<(Vec<&str>, usize)> {
         let chain = self.chain(id);
         for pair in chain.windows(2).rev() {
             let (parent, child) = (pair[0], pair[1]);
             if parent.children_ids.len() > 1 {
-                let siblings: Vec<&str> = parent.children_ids.iter().map(String::as_str).collect();
+                let siblings: Vec<&str> = parent
+                    .children_ids
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|s| *s == child.id || !self.get(s).is_some_and(|m| m.side))
+                    .collect();
+                if siblings.len() < 2 {
+                    continue;
+                }
                 let at = siblings.iter().position(|s| *s == child.id)?;
                 return Some((siblings, at));
             }

@@ -51,6 +51,18 @@ pub struct Message {
         deserialize_with = "lenient_summary"
     )]
     pub summary: Option<SummaryInfo>,
+    /// Set on a merge node (`/merge`): the branch whose conclusion it brings back. Its content is
+    /// what the request carries.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_merge"
+    )]
+    pub merged_from: Option<MergedFrom>,
+    /// A side question (`/btw`): this user message and what is below it are a side branch,
+    /// skipped by `/prev`, `/next` and `--continue`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub side: bool,
     /// Derived from the children's `parent_id`, in creation order; never stored.
     #[serde(skip)]
     pub children_ids: Vec<String>,
@@ -70,6 +82,20 @@ pub struct SummaryInfo {
     pub tokens_after: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub focus: Option<String>,
+}
+
+/// Where a merge node's conclusion comes from (shared/docs/DESIGN.md §11).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedFrom {
+    /// The tip of the merged branch when it was merged.
+    pub tip: String,
+    /// Where that branch left the one it was merged into (their last common node).
+    pub fork: String,
+}
+
+fn lenient_merge<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<MergedFrom>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 fn lenient_summary<'de, D: serde::Deserializer<'de>>(
@@ -123,6 +149,8 @@ impl Message {
             model: None,
             usage: None,
             summary: None,
+            merged_from: None,
+            side: false,
         }
     }
 

@@ -14,8 +14,32 @@ pub enum Record {
     Message(Box<Message>),
     Title(TitleRecord),
     Checkpoint(CheckpointRecord),
+    Branch(BranchRecord),
+    Undone(UndoneRecord),
     #[serde(other)]
     Unknown,
+}
+
+/// `/undo` (an extension record): the user message `msg_id` and what is below it were undone.
+/// They stay in the tree; `/tree` folds them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UndoneRecord {
+    pub msg_id: String,
+    #[serde(default)]
+    pub timestamp: Option<String>,
+}
+
+/// A branch's name (shared/docs/DESIGN.md §11): it stands for the branch through `msg_id`, the
+/// tip when it was named, and follows the branch as it grows (its tip: the newest leaf below
+/// `msg_id`). A later record with the same name moves it; one with `"deleted": true` removes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BranchRecord {
+    pub msg_id: String,
+    pub name: String,
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// A snapshot of the working folder attached to a node (shared/docs/DESIGN.md §10).
@@ -75,6 +99,10 @@ struct Line<'a> {
     msg_id: Option<String>,
     #[serde(default)]
     snapshot: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    deleted: bool,
 }
 
 /// How every message line `new` writes begins; such a line is read into a [`Message`] in one pass.
@@ -87,6 +115,9 @@ pub enum Loaded {
     Title(String),
     /// (node, snapshot)
     Checkpoint(String, String),
+    /// (name, node, deleted)
+    Branch(String, String, bool),
+    Undone(String),
     Unknown,
 }
 
@@ -123,6 +154,14 @@ fn read_line(bytes: &[u8]) -> Result<Loaded, String> {
             line.msg_id.ok_or("a checkpoint without `msg_id`")?,
             line.snapshot.ok_or("a checkpoint without `snapshot`")?,
         )),
+        Some("undone") => Ok(Loaded::Undone(
+            line.msg_id.ok_or("an undone line without `msg_id`")?,
+        )),
+        Some("branch") => Ok(Loaded::Branch(
+            line.name.ok_or("a branch without `name`")?,
+            line.msg_id.ok_or("a branch without `msg_id`")?,
+            line.deleted,
+        )),
         Some(_) => Ok(Loaded::Unknown),
         None => Err("a line without `type`".to_string()),
     }
@@ -143,6 +182,16 @@ pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
             msg_id: line.msg_id.ok_or("a checkpoint without `msg_id`")?,
             snapshot: line.snapshot.ok_or("a checkpoint without `snapshot`")?,
             timestamp: line.timestamp,
+        })),
+        Some("undone") => Ok(Record::Undone(UndoneRecord {
+            msg_id: line.msg_id.ok_or("an undone line without `msg_id`")?,
+            timestamp: line.timestamp,
+        })),
+        Some("branch") => Ok(Record::Branch(BranchRecord {
+            msg_id: line.msg_id.ok_or("a branch without `msg_id`")?,
+            name: line.name.ok_or("a branch without `name`")?,
+            timestamp: line.timestamp,
+            deleted: line.deleted,
         })),
         _ => match load_line(bytes)? {
             Loaded::Header(h) => Ok(Record::Header(h)),

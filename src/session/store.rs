@@ -258,6 +258,8 @@ pub fn parse_conversation(
     let mut waiting: Vec<Message> = Vec::new();
     let mut last: Option<String> = None;
     let mut checkpoints: Vec<(String, String)> = Vec::new();
+    let mut branches: Vec<(String, String, bool)> = Vec::new();
+    let mut undone: Vec<String> = Vec::new();
     // Room for the file's messages and a session's worth of new ones, so that growing the tree
     // does not copy it again soon after loading.
     let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1024;
@@ -290,6 +292,8 @@ pub fn parse_conversation(
             },
             Ok(Loaded::Title(t)) => title = Some(t),
             Ok(Loaded::Checkpoint(node, snapshot)) => checkpoints.push((node, snapshot)),
+            Ok(Loaded::Branch(name, node, deleted)) => branches.push((name, node, deleted)),
+            Ok(Loaded::Undone(node)) => undone.push(node),
             Ok(Loaded::Unknown) => {}
             Err(e) => report.skipped_lines.push((n + 1, e)),
         }
@@ -315,9 +319,25 @@ pub fn parse_conversation(
     for record in waiting {
         attach(&mut conversation, record, &mut report, &mut last);
     }
-    // The cursor of a loaded conversation is its last message.
+    // The cursor of a loaded conversation is its last message; in a side branch (`/btw`), where
+    // that side question was asked from.
     if let Some(last) = last {
-        conversation.move_cursor(&last).expect("attached");
+        let at = conversation.off_side(&last).to_string();
+        conversation.move_cursor(&at).expect("attached");
+    }
+    let undone: Vec<String> = undone
+        .into_iter()
+        .filter(|id| conversation.contains(id))
+        .collect();
+    conversation.undone.extend(undone);
+    // Branch names, the latest record of each winning; one naming a node not in the tree is
+    // passed over.
+    for (name, node, deleted) in branches {
+        if deleted {
+            conversation.branches.remove(&name);
+        } else if conversation.contains(&node) {
+            conversation.branches.insert(name, node);
+        }
     }
     if let Some(h) = header {
         conversation.metadata = h.metadata;

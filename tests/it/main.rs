@@ -1,5 +1,6 @@
 //! Integration tests: the `new` binary driven as a user drives it, against a scripted server.
 
+mod branches;
 mod checkpoints;
 mod context;
 mod e2e;

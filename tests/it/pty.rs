@@ -997,6 +997,34 @@ fn a_file_changed_while_the_restore_question_waits_is_asked_about_again() {
     assert_eq!(read("b.txt"), "first\n");
 }
 
+/// The prompt says the branch's name once there is more than one branch.
+#[test]
+fn the_prompt_shows_the_branch_s_name_when_there_are_branches() {
+    let env = Env::new();
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("first\r");
+    pty.expect("one");
+    pty.expect("› ");
+    pty.send("/branch auth-fix\r");
+    pty.expect("this branch is auth-fix");
+    // One branch: no name in the prompt yet.
+    let seen = pty.expect("› ");
+    assert!(!seen.contains("[auth-fix]"), "{seen:?}");
+    pty.send("/0\r");
+    pty.expect("[0]⑂ › ");
+    pty.send("other\r");
+    pty.expect("two");
+    pty.expect("› ");
+    pty.send("/switch auth-fix\r");
+    pty.expect("[auth-fix] › ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
+
 #[test]
 fn a_subagent_s_approval_is_asked_in_the_foreground_under_its_role() {
     let env = Env::new();

@@ -1,0 +1,344 @@
+//! What only a tree can do: named branches (`/branch`), side questions (`/btw`), `/undo` that
+//! keeps what it undoes, and `/merge`, which brings a branch's conclusion back into another.
+
+use std::sync::atomic::Ordering;
+
+use super::repl::App;
+use super::tree_view::{describe, preview};
+use crate::session::Message;
+use crate::vocab::Role;
+
+/// The longest branch name.
+const MAX_NAME: usize = 40;
+
+/// What a merge node's content starts with: what it is, for the model reading it.
+const MERGE_HEADING: &str = "[What another branch of this conversation found, brought back with /merge. That branch left this one here; its messages are not sent, only this account of them.]";
+
+/// What the summary of a merged branch should say.
+const MERGE_FOCUS: &str = "this is a branch that explored an alternative and is now brought back into the branch it left: say what it tried, what worked, what failed and why, and which files it changed (with paths), so that work can go on from its conclusion";
+
+/// Whether `name` may name a branch: letters, digits, `-`, `_`, `.` and `/`, at most
+/// [`MAX_NAME`] characters, not all digits (`/3` is a node) and not starting with `-`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= MAX_NAME
+        && !name.starts_with('-')
+        && !name.chars().all(|c| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+/// How long ago, shortly: `40s`, `5m`, `3h`, `2d`.
+fn age(d: chrono::TimeDelta) -> String {
+    let s = d.num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+impl App {
+    /// `/branch NAME` names the branch at the cursor (its tip); `/branch` lists the names;
+    /// `/branch -d NAME` removes one (the branch stays).
+    pub(super) fn branch(&mut self, args: &str) {
+        let mut words = args.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (None, _, _) => self.list_branch_names(),
+            (Some("-d" | "--delete"), Some(name), None) => {
+                if !self.session.conversation().branches.contains_key(name) {
+                    return self.out.error(&self.tr(
+                        "no_branch_named",
+                        &[("name", &crate::tools::escape_controls(name))],
+                    ));
+                }
+                match self.session.unname_branch(name) {
+                    Ok(()) => self.out.say(&self.tr("branch_unnamed", &[("name", &name)])),
+                    Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+                }
+            }
+            (Some(name), None, _) if valid_name(name) => {
+                if !self.session.is_persisted() {
+                    return self.out.error(&self.tr("branch_nothing_yet", &[]));
+                }
+                let c = self.session.conversation();
+                let tip = c
+                    .tip(c.cursor())
+                    .expect("the cursor is in the tree")
+                    .id
+                    .clone();
+                let moved = c
+                    .branches
+                    .get(name)
+                    .filter(|node| c.tip(node).is_none_or(|t| t.id != tip))
+                    .is_some();
+                let n = c.number_of(&tip).unwrap_or(0);
+                match self.session.name_branch(name, &tip) {
+                    Ok(()) => {
+                        let args: &[(&str, &dyn std::fmt::Display)] = &[("name", &name), ("n", &n)];
+                        self.out.say(&if moved {
+                            self.tr("branch_moved", args)
+                        } else {
+                            self.tr("branch_named", args)
+                        });
+                    }
+                    Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+                }
+            }
+            _ => self.out.error(&self.tr(
+                "branch_usage",
+                &[("args", &crate::tools::escape_controls(args))],
+            )),
+        }
+    }
+
+    fn list_branch_names(&self) {
+        let c = self.session.conversation();
+        if c.branches.is_empty() {
+            return self.out.say(&self.tr("no_branch_names_yet", &[]));
+        }
+        let here = c.tip(c.cursor()).map(|m| m.id.clone());
+        let now = chrono::Utc::now();
+        let mut text = String::new();
+        for (name, node) in &c.branches {
+            let Some(tip) = c.tip(node) else { continue };
+            let mark = if Some(&tip.id) == here.as_ref() {
+                "*"
+            } else {
+                " "
+            };
+            let n = c.number_of(&tip.id).unwrap_or(0);
+            let size = c.chain(&tip.id).len() - 1;
+            let age = age(now - tip.timestamp);
+            text.push_str(&format!(
+                "{mark} {name}  [{n}] {}  {}\n",
+                describe(tip, self.out.lang),
+                self.out
+                    .dim(&self.tr("branch_size_age", &[("n", &size), ("age", &age)]))
+            ));
+        }
+        self.out.say(text.trim_end());
+    }
+
+    /// The tip of the branch `name`, when the current conversation has one by that name.
+    pub(super) fn named_tip(&self, name: &str) -> Option<String> {
+        self.session
+            .conversation()
+            .branch_tip(name)
+            .map(|m| m.id.clone())
+    }
+
+    /// `/btw QUESTION`: asked in a side branch off the cursor (with the branch as context and
+    /// only the tools that read), answered, and the cursor left where it was.
+    pub(super) fn btw(&mut self, args: &str) {
+        let question = args.trim();
+        if question.is_empty() {
+            return self.out.error(&self.tr("btw_usage", &[]));
+        }
+        let back = self.session.conversation().cursor().to_string();
+        let mut message = Message::new(Role::User, question);
+        message.side = true;
+        let asked = match self.session.add(message) {
+            Ok(id) => id,
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+        };
+        // Only what reads: a side question changes nothing in the folder.
+        let reads: Vec<String> = self
+            .tools
+            .names()
+            .into_iter()
+            .filter(|n| {
+                self.tools
+                    .get(n)
+                    .is_some_and(|t| t.kind() == crate::tools::ToolKind::Read)
+            })
+            .collect();
+        let narrowed = match &self.skill_tools {
+            Some(skill) => reads.into_iter().filter(|t| skill.contains(t)).collect(),
+            None => reads,
+        };
+        let saved = self.skill_tools.replace(narrowed);
+        self.answer();
+        self.skill_tools = saved;
+        self.session
+            .move_cursor(&back)
+            .expect("the cursor was in the tree");
+        let c = self.session.conversation();
+        let (side, here) = (
+            c.number_of(&asked).unwrap_or(0),
+            c.number_of(&back).unwrap_or(0),
+        );
+        self.out.say(
+            &self
+                .out
+                .dim(&self.tr("btw_done", &[("side", &side), ("here", &here)])),
+        );
+    }
+
+    /// `/undo`: the cursor goes to where the last user message was sent from, with the folder
+    /// as it was there (asked, as after any move); what was undone stays, folded in `/tree`.
+    pub(super) fn undo(&mut self, args: &str) {
+        if !args.is_empty() {
+            return self.out.error(&self.tr(
+                "takes_no_argument_got",
+                &[("command", &"/undo"), ("args", &args)],
+            ));
+        }
+        let c = self.session.conversation();
+        let Some(user) = c.nearest_typed(c.cursor()) else {
+            return self.out.error(&self.tr("nothing_to_undo", &[]));
+        };
+        let (user, parent) = (
+            user.id.clone(),
+            user.parent_id.clone().expect("a user message has a parent"),
+        );
+        let n = c.number_of(&user).unwrap_or(0);
+        if let Err(e) = self.session.mark_undone(&user) {
+            return self.out.error(&super::text::error(self.out.lang, &e));
+        }
+        self.out.say(&self.tr("undone", &[("n", &n)]));
+        self.move_and_say(&parent);
+        // The folder as it was there: listed and asked, as `/restore` does.
+        if self.checkpoints.is_some() {
+            self.restore("");
+        }
+    }
+
+    /// `/merge N` or `/merge NAME`: the model's account of that branch, from where it left the
+    /// current one to its tip, appended here as a merge node that the next request carries. The
+    /// folder is not changed.
+    pub(super) fn merge(&mut self, args: &str) {
+        let target = args.trim();
+        if target.is_empty() {
+            return self.out.error(&self.tr("merge_usage", &[]));
+        }
+        self.learn_server_window();
+        let c = self.session.conversation();
+        let node = match self.named_tip(target) {
+            Some(tip) => tip,
+            None => match target
+                .strip_prefix('[')
+                .and_then(|t| t.strip_suffix(']'))
+                .unwrap_or(target)
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| c.id_by_number(n))
+            {
+                Some(id) => c.tip(id).expect("in the tree").id.clone(),
+                None => {
+                    return self.out.error(&self.tr(
+                        "merge_usage_no_such",
+                        &[("args", &crate::tools::escape_controls(target))],
+                    ));
+                }
+            },
+        };
+        let here: std::collections::HashSet<&str> = c
+            .chain(c.cursor())
+            .into_iter()
+            .map(|m| m.id.as_str())
+            .collect();
+        let branch = c.chain(&node);
+        let Some(fork_at) = branch.iter().rposition(|m| here.contains(m.id.as_str())) else {
+            return self.out.error(&self.tr("merge_usage", &[]));
+        };
+        let tip_n = c.number_of(&node).unwrap_or(0);
+        if fork_at + 1 == branch.len() {
+            return self
+                .out
+                .error(&self.tr("merge_same_branch", &[("n", &tip_n)]));
+        }
+        let fork = branch[fork_at].id.clone();
+        let fork_n = c.number_of(&fork).unwrap_or(0);
+        let messages: Vec<&Message> = branch[fork_at + 1..]
+            .iter()
+            .copied()
+            .filter(|m| !m.is_summary())
+            .collect();
+        let plan = crate::context::compact::Plan {
+            previous: None,
+            summarized: messages,
+            kept: Vec::new(),
+        };
+        self.out.say(&self.out.dim(&self.tr(
+            "merge_asking",
+            &[("n", &tip_n), ("count", &plan.summarized.len())],
+        )));
+        self.busy.store(true, Ordering::SeqCst);
+        self.interrupts.borrow_and_update();
+        let summary = {
+            let interrupts = &mut self.interrupts;
+            let mut stop = Box::pin(async move {
+                let _ = interrupts.changed().await;
+            });
+            self.runtime.block_on(crate::context::compact::summarize(
+                &self.provider,
+                &self.config.model,
+                &self.context,
+                &plan,
+                Some(MERGE_FOCUS),
+                &mut stop,
+            ))
+        };
+        self.busy.store(false, Ordering::SeqCst);
+        let summary = match summary {
+            Ok(text) if !text.trim().is_empty() => text,
+            Ok(_) => return self.out.error(&self.tr("merge_empty", &[])),
+            Err(e) => {
+                return self.out.error(&self.tr(
+                    "merge_failed",
+                    &[("why", &crate::tools::escape_controls(&e.to_string()))],
+                ));
+            }
+        };
+        let c = self.session.conversation();
+        let names = c.names_of(&node).join(", ");
+        let from = if names.is_empty() {
+            format!("[{tip_n}]")
+        } else {
+            format!("[{tip_n}] ({names})")
+        };
+        let mut message = Message::new(
+            Role::User,
+            format!(
+                "{MERGE_HEADING}\nBranch {from}, which left at [{fork_n}]:\n\n{}",
+                summary.trim()
+            ),
+        );
+        message.merged_from = Some(crate::session::message::MergedFrom {
+            tip: node.clone(),
+            fork,
+        });
+        match self.session.add(message) {
+            Ok(id) => {
+                let n = self.session.conversation().number_of(&id).unwrap_or(0);
+                self.out.say(&self.tr(
+                    "merged",
+                    &[
+                        ("from", &from),
+                        ("n", &n),
+                        ("preview", &preview(&summary, 120)),
+                    ],
+                ));
+            }
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_are_words_not_numbers_or_options() {
+        for good in ["auth-fix", "v2.1", "feat/login", "試し", "a_b"] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in ["", "12", "-d", "a b", "x;y", &"n".repeat(41), "a\u{1b}"] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}

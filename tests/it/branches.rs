@@ -1,0 +1,295 @@
+//! What only a tree can do: named branches, side questions, `/undo` that keeps what it undoes,
+//! and `/merge`, driven through piped stdin.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The conversation's lines of `type`.
+fn lines_of(env: &Env, kind: &str) -> Vec<Value> {
+    let (_, lines) = env.only_conversation();
+    lines.into_iter().filter(|l| l["type"] == kind).collect()
+}
+
+/// The tree drawing printed last in `run`.
+fn last_tree(run: &Run) -> Vec<String> {
+    let text = run.stdout.rsplit("[0] system").next().unwrap();
+    text.lines()
+        .skip(1)
+        .take_while(|l| l.contains('['))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `/branch NAME` names the branch at the cursor; the name follows its branch as it grows,
+/// survives a reload, is known to `/switch`, `/branches` and `/tree`, and moves when given again;
+/// bad names and unknown ones are refused and change nothing.
+#[test]
+fn named_branches_follow_their_tips_and_survive_a_reload() {
+    let server = Server::start(vec![text(&["one"]), text(&["two"]), text(&["three"])]);
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "/branch early\nfirst\n/branch main\n/0\nsecond way\n/branch alt\n/branch 12\n/branch -d nope\n/switch main\nmore\n/branch\n/tree\n",
+    );
+    assert!(
+        run.stderr
+            .contains("nothing to name yet: send a first message, then /branch NAME"),
+        "a name before any message: {run:?}"
+    );
+    assert!(run.stderr.contains("usage: /branch"), "{run:?}");
+    assert!(run.stderr.contains("no branch is named nope"), "{run:?}");
+    assert!(
+        run.stdout.contains("this branch is main (its tip is [2]"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("→ [2] assistant: one"),
+        "/switch main: {run:?}"
+    );
+    // main grew from `one` to `three`: the name followed it.
+    assert!(
+        run.stdout
+            .contains("  alt  [6] assistant: two  (2 messages · "),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("* main  [4] assistant: three  (4 messages · "),
+        "{run:?}"
+    );
+    assert_eq!(
+        last_tree(&run),
+        [
+            "├─ [1] user: first",
+            "│  [2] assistant: one",
+            "│  [3] user: more",
+            "│  [4] assistant: three  ⟨main⟩ ← current",
+            "└─ [5] user: second way",
+            "   [6] assistant: two  ⟨alt⟩",
+        ]
+    );
+    let records = lines_of(&env, "branch");
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["name"], "main");
+    // Reloaded: the names are there; given again, a name moves; removed, it is gone.
+    let run = env.run(
+        &server.base_url,
+        &["--continue"],
+        "/branch\n/switch alt\n/branch main\n/branch -d alt\n/branch\n",
+    );
+    assert!(
+        run.stdout
+            .contains("  alt  [6] assistant: two  (2 messages · "),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("the name main now stands for this branch (its tip is [6])"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("the name alt is removed; the branch stays"),
+        "{run:?}"
+    );
+    let last = run.stdout.trim_end().lines().last().unwrap();
+    assert!(
+        last.starts_with("* main  [6] assistant: two  (2 messages · "),
+        "{run:?}"
+    );
+    let records = lines_of(&env, "branch");
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert_eq!(records[3]["deleted"], true);
+}
+
+/// `/btw` asks in a side branch with the branch as context and only the tools that read; the
+/// cursor stays, so the next message neither carries the side question nor hangs below it, and
+/// `--continue` does not land in it; `/prev` and `/next` pass it over.
+#[test]
+fn a_side_question_leaves_the_main_line_as_it_was() {
+    let server = Server::start(vec![
+        text(&["main answer"]),
+        text(&["side answer"]),
+        text(&["next answer"]),
+        text(&["after reload"]),
+    ]);
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "hello\n/btw what is x?\nnext\n/prev\n",
+    );
+    assert!(run.stdout.contains("side answer"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("(a side question, [3]: the cursor is back at [2]"),
+        "{run:?}"
+    );
+    let requests = server.requests();
+    // The side question saw the branch, and only reading tools.
+    assert_eq!(
+        messages_of(&requests[1])[1..],
+        [
+            ("user".to_string(), "hello".to_string()),
+            ("assistant".to_string(), "main answer".to_string()),
+            ("user".to_string(), "what is x?".to_string()),
+        ]
+    );
+    let tools = tool_names(&requests[1]);
+    assert!(tools.contains(&"read_file".to_string()), "{tools:?}");
+    for t in ["write_file", "edit_file", "bash"] {
+        assert!(!tools.contains(&t.to_string()), "{t} offered: {tools:?}");
+    }
+    // The main line goes on from its answer, without the side question.
+    assert_eq!(
+        messages_of(&requests[2])[1..],
+        [
+            ("user".to_string(), "hello".to_string()),
+            ("assistant".to_string(), "main answer".to_string()),
+            ("user".to_string(), "next".to_string()),
+        ]
+    );
+    assert!(
+        run.stderr.contains("there is no fork above this point"),
+        "/prev passes the side question over: {run:?}"
+    );
+    let messages = lines_of(&env, "message");
+    assert_eq!(messages[2]["content"], "what is x?");
+    assert_eq!(messages[2]["side"], true);
+    assert!(messages[4].get("side").is_none(), "{messages:?}");
+    // Asked last, a side question is not where --continue lands.
+    let run = env.run(&server.base_url, &["--continue"], "/btw and y?\n/exit\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = env.run(&server.base_url, &["--continue"], "/tree\n");
+    assert!(
+        run.stdout.contains("[6] assistant: next answer ← current"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("user: and y? (side question)"),
+        "{run:?}"
+    );
+}
+
+/// `/undo` goes back to before the last message with the folder as it was there (asked), and
+/// keeps what it undid, folded in `/tree` (drawn whole by `/tree --full`).
+#[test]
+fn undo_goes_back_with_the_folder_and_folds_what_it_undid() {
+    let server = Server::start(vec![
+        text(&["hi"]),
+        tool_calls(&[(
+            "w",
+            "write_file",
+            &json!({"filepath": "a.txt", "content": "made\n"}).to_string(),
+        )]),
+        text(&["written"]),
+        text(&["again"]),
+    ]);
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "hello\nwrite a\n/undo\ny\n/tree\n/tree --full\nafresh\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!env.work().join("a.txt").exists(), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("undone: [3] and what followed it stay in the tree"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("[3] user: write a (undone · 3 messages folded)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("[5] tool:"),
+        "--full draws what is folded: {run:?}"
+    );
+    let undone = lines_of(&env, "undone");
+    assert_eq!(undone.len(), 1, "{undone:?}");
+    // The next message goes on from [2].
+    assert_eq!(
+        messages_of(&server.requests()[3])[1..],
+        [
+            ("user".to_string(), "hello".to_string()),
+            ("assistant".to_string(), "hi".to_string()),
+            ("user".to_string(), "afresh".to_string()),
+        ]
+    );
+}
+
+/// `/merge NAME` asks the model for what that branch found from where it left this one, and
+/// appends it here as a merge node, which the next request carries; the folder is not changed.
+#[test]
+fn merge_brings_a_branch_s_conclusion_back_as_a_node() {
+    let server = Server::start(vec![
+        text(&["start"]),
+        text(&["x failed: the cache is stale"]),
+        text(&["y it is"]),
+        text(&["going on"]),
+    ]);
+    server.answer_summaries("Tried x; it failed because the cache is stale. Changed no files.");
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "begin\ntry x\n/branch x-way\n/2\ntry y\n/merge nope\n/merge 6\n/merge x-way\ngo on\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("no node or branch nope"), "{run:?}");
+    assert!(
+        run.stderr.contains("[6] is on this branch already"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("merged branch [4] (x-way) as [7]"),
+        "{run:?}"
+    );
+    let requests = server.requests();
+    let summary = requests
+        .iter()
+        .find(|r| is_summary_request(r))
+        .expect("a summary request");
+    let asked = serde_json::to_string(summary).unwrap();
+    assert!(
+        asked.contains("try x") && asked.contains("x failed"),
+        "{asked}"
+    );
+    assert!(
+        !asked.contains("begin"),
+        "the shared part is not summarised: {asked}"
+    );
+    let last = requests
+        .iter()
+        .rev()
+        .find(|r| !is_summary_request(r))
+        .unwrap();
+    let sent = messages_of(last);
+    let merged = &sent[sent.len() - 2];
+    assert_eq!(merged.0, "user");
+    assert!(
+        merged
+            .1
+            .contains("Tried x; it failed because the cache is stale.")
+            && merged.1.contains("Branch [4] (x-way), which left at [2]"),
+        "{sent:?}"
+    );
+    assert_eq!(sent.last().unwrap().1, "go on");
+    let messages = lines_of(&env, "message");
+    let node = messages
+        .iter()
+        .find(|m| m.get("merged_from").is_some())
+        .unwrap();
+    assert_eq!(node["merged_from"]["tip"], messages[3]["msg_id"]);
+    assert_eq!(node["merged_from"]["fork"], messages[1]["msg_id"]);
+    let run = env.run(&server.base_url, &["--continue"], "/tree\n");
+    assert!(
+        run.stdout
+            .contains("[7] merged from [4], which left at [2]"),
+        "{run:?}"
+    );
+}
