@@ -128,31 +128,6 @@ pub fn read_own(path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
         .map_err(|e| format!("reading {}: {e}", path.display()))
 }
 
-/// Reads a file of either kind: the project's when `project` is given and the file lies under its
-/// WORKDIR, the user's own otherwise.
-pub fn read_any(
-    project: Option<&ProjectFiles>,
-    path: &Path,
-    limit: usize,
-) -> Result<Option<Bounded>, String> {
-    match project {
-        Some(files) if files.owns(path) => files.read(path, limit),
-        _ => read_own(path, limit),
-    }
-}
-
-impl ProjectFiles {
-    /// Whether `path` is under WORKDIR as written (so a project file).
-    pub fn owns(&self, path: &Path) -> bool {
-        self.sandbox.as_ref().is_some_and(|s| {
-            let root = s.root();
-            path.starts_with(root)
-                || std::path::absolute(path).is_ok_and(|p| p.starts_with(root))
-                || path.is_relative()
-        })
-    }
-}
-
 /// At most `limit` bytes of `file`, and whether there was more.
 fn bounded(file: std::fs::File, limit: usize) -> std::io::Result<Bounded> {
     let mut bytes = Vec::with_capacity(limit.min(64 * 1024));
@@ -235,6 +210,31 @@ mod tests {
         );
     }
 
+    /// A file of exactly the limit is whole; one byte more is cut and said.
+    #[test]
+    fn the_limit_is_exact() {
+        let (_d, work, _o) = project();
+        let files = ProjectFiles::new(&work);
+        std::fs::write(work.join("ten.md"), "0123456789").unwrap();
+        let read = files.read(Path::new("ten.md"), 10).unwrap().unwrap();
+        assert_eq!((read.bytes.len(), read.truncated), (10, false));
+        let read = files.read(Path::new("ten.md"), 9).unwrap().unwrap();
+        assert_eq!((read.bytes.len(), read.truncated), (9, true));
+        let read = read_own(&work.join("ten.md"), 10).unwrap().unwrap();
+        assert_eq!(read.whole_text(Path::new("ten.md"), 10).unwrap(), "0123456789");
+    }
+
+    /// Only a missing file is "nothing there": any other failure to open one of the user's own
+    /// files is an error that names it.
+    #[test]
+    fn an_own_file_that_cannot_be_opened_is_an_error_not_nothing() {
+        let (_d, work, _o) = project();
+        std::fs::write(work.join("plain.txt"), "x").unwrap();
+        assert_eq!(read_own(&work.join("missing.txt"), 10).unwrap(), None);
+        let err = read_own(&work.join("plain.txt/below"), 10).unwrap_err();
+        assert!(err.contains("plain.txt/below"), "{err}");
+    }
+
     #[test]
     fn a_skill_folder_linked_out_of_its_tier_is_not_a_folder_within_it() {
         let (_d, work, outside) = project();
@@ -247,5 +247,10 @@ mod tests {
         assert!(files.is_folder_within(&tier.join("real"), &tier));
         assert!(!files.is_folder_within(&tier.join("away"), &tier));
         assert!(!files.is_folder_within(&tier.join("sideways"), &tier));
+        // A file is not a folder; a folder of a tier outside the project is not the project's.
+        std::fs::write(tier.join("file.md"), "x").unwrap();
+        assert!(!files.is_folder_within(&tier.join("file.md"), &tier));
+        std::fs::create_dir_all(outside.path().join("skill")).unwrap();
+        assert!(!files.is_folder_within(&outside.path().join("skill"), outside.path()));
     }
 }
