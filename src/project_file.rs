@@ -221,7 +221,10 @@ mod tests {
         let read = files.read(Path::new("ten.md"), 9).unwrap().unwrap();
         assert_eq!((read.bytes.len(), read.truncated), (9, true));
         let read = read_own(&work.join("ten.md"), 10).unwrap().unwrap();
-        assert_eq!(read.whole_text(Path::new("ten.md"), 10).unwrap(), "0123456789");
+        assert_eq!(
+            read.whole_text(Path::new("ten.md"), 10).unwrap(),
+            "0123456789"
+        );
     }
 
     /// Only a missing file is "nothing there": any other failure to open one of the user's own

@@ -10,6 +10,7 @@ pub enum CommandId {
     Btw,
     Undo,
     Merge,
+    Compare,
     Prev,
     Next,
     Retry,
@@ -105,6 +106,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         takes_conversation: false,
     },
     CommandSpec {
+        id: CommandId::Compare,
+        names: &["/compare"],
+        args: "",
+        help: "help_compare",
+        takes_conversation: false,
+    },
+    CommandSpec {
         id: CommandId::Prev,
         names: &["/prev"],
         args: "",
@@ -121,7 +129,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         id: CommandId::Retry,
         names: &["/retry"],
-        args: "",
+        args: "[--model NAME] [--n K]",
         help: "help_retry",
         takes_conversation: false,
     },

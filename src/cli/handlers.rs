@@ -163,19 +163,156 @@ impl App {
         self.move_to(&tip);
     }
 
-    /// `/retry`: a new answer to the nearest user message, as a sibling of the old answer.
+    /// `/retry [--model NAME] [--n K]`: a new answer to the nearest user message, as a sibling of
+    /// the old answer; with another model for it alone; K answers, one after another, each from
+    /// the folder as it was at that message (asked, as after any move).
     pub(super) fn retry(&mut self, args: &str) {
-        if !self.no_args("/retry", args) {
-            return;
+        let mut model: Option<String> = None;
+        let mut count = 1usize;
+        let mut words = args.split_whitespace();
+        while let Some(word) = words.next() {
+            match (word, words.next()) {
+                ("--model", Some(name)) => model = Some(name.to_string()),
+                ("--n", Some(n)) => match n.parse::<usize>() {
+                    Ok(n @ 1..=5) => count = n,
+                    _ => return self.refuse_text("retry_usage", &[("args", &args)]),
+                },
+                _ => return self.refuse_text("retry_usage", &[("args", &args)]),
+            }
         }
         let c = self.session.conversation();
         let Some(user) = c.nearest_user(c.cursor()).map(|m| m.id.clone()) else {
             return self.refuse_text("nothing_to_retry_there_is_no", &[]);
         };
-        self.session.move_cursor(&user).expect("from the tree");
-        // The second try starts from the files of the first.
-        self.offer_restore();
-        self.answer();
+        // Another model for these answers only; the session's comes back after.
+        let saved = model.map(|m| {
+            let saved = std::mem::replace(&mut self.config.model, m);
+            self.reset_context();
+            saved
+        });
+        for i in 0..count {
+            if count > 1 {
+                self.out.say(
+                    &self
+                        .out
+                        .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
+                );
+            }
+            self.session.move_cursor(&user).expect("from the tree");
+            // Each try starts from the files of the message it answers.
+            self.offer_restore();
+            if !matches!(self.answer(), crate::agent::TurnEnd::Complete) {
+                break;
+            }
+        }
+        if let Some(saved) = saved {
+            self.config.model = saved;
+            self.reset_context();
+        }
+    }
+
+    /// `/compare`: the alternatives at the nearest fork above the cursor, one after another, each
+    /// with its model, tokens, time, cost and the files it changed.
+    pub(super) fn compare(&mut self, args: &str) {
+        if !self.no_args("/compare", args) {
+            return;
+        }
+        let c = self.session.conversation();
+        let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
+            return self.refuse_text("there_is_no_fork_above_this", &[]);
+        };
+        let fork = c
+            .get(alternatives[0])
+            .and_then(|m| m.parent_id.clone())
+            .expect("an alternative has a parent");
+        let fork_state = c.state_of(&fork).map(str::to_string);
+        let mut text = String::new();
+        for (i, id) in alternatives.iter().enumerate() {
+            let tip = c.tip(id).expect("in the tree");
+            let branch: Vec<&crate::session::Message> = c
+                .chain(&tip.id)
+                .into_iter()
+                .skip_while(|m| m.id != *id)
+                .collect();
+            let mut usage = crate::vocab::Usage::default();
+            let mut models: Vec<&str> = Vec::new();
+            for m in &branch {
+                if let Some(u) = &m.usage {
+                    usage.add(u);
+                }
+                if let Some(model) = m.model.as_deref()
+                    && !models.contains(&model)
+                {
+                    models.push(model);
+                }
+            }
+            // From the message answered (the fork when it is the user's, else the branch's own).
+            let start = match c.get(&fork) {
+                Some(m) if m.role == Role::User => m.timestamp,
+                _ => branch[0].timestamp,
+            };
+            let seconds = tip
+                .timestamp
+                .signed_duration_since(start)
+                .num_seconds()
+                .max(0);
+            let cost = self
+                .config
+                .pricing
+                .map(|p| format!(" · ${:.4}", p.cost(&usage)))
+                .unwrap_or_default();
+            let mark = if i == at { "*" } else { " " };
+            let n = c.number_of(&tip.id).unwrap_or(0);
+            let model = if models.is_empty() {
+                "?".to_string()
+            } else {
+                models.join(", ")
+            };
+            text.push_str(&self.out.bold(&self.tr(
+                "compare_header",
+                &[
+                    ("mark", &mark),
+                    ("i", &(i + 1)),
+                    ("count", &alternatives.len()),
+                    ("n", &n),
+                    ("model", &crate::tools::escape_controls(&model)),
+                    ("input", &usage.input_tokens),
+                    ("output", &usage.output_tokens),
+                    ("seconds", &seconds),
+                    ("cost", &cost),
+                ],
+            )));
+            text.push('\n');
+            // What it answered: the last answer with text on that branch.
+            let answer = branch
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
+                .map_or(String::new(), |m| m.content.trim().to_string());
+            text.push_str(&crate::tools::escape_controls_keep_lines(&answer));
+            text.push('\n');
+            // The files it changed, against the folder at the fork.
+            if let (Some(checkpoints), Some(from)) = (self.checkpoints.as_ref(), &fork_state)
+                && let Some(to) = c.state_of(&tip.id)
+                && to != from
+                && let (Ok(a), Ok(b)) = (checkpoints.store.load(from), checkpoints.store.load(to))
+            {
+                let changed: Vec<String> = crate::checkpoint::changes(&a, &b)
+                    .into_iter()
+                    .map(|(p, w)| format!("{w} {}", crate::tools::escape_controls(&p)))
+                    .collect();
+                if !changed.is_empty() {
+                    text.push_str(
+                        &self
+                            .out
+                            .dim(&self.tr("compare_files", &[("files", &changed.join(", "))])),
+                    );
+                    text.push('\n');
+                }
+            }
+            text.push('\n');
+        }
+        self.out.say(text.trim_end());
     }
 
     /// `/edit [N]`: a changed copy of user message N, as its sibling, then answered.

@@ -1100,6 +1100,7 @@ impl App {
             CommandId::Btw => self.btw(args),
             CommandId::Undo => self.undo(args),
             CommandId::Merge => self.merge(args),
+            CommandId::Compare => self.compare(args),
             CommandId::Prev => self.flip(args, -1),
             CommandId::Next => self.flip(args, 1),
             CommandId::Retry => self.retry(args),

@@ -734,8 +734,29 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "已合并分支 {from}，成为 [{n}]；下一条消息会带上它：{preview}",
     ),
     (
+        "help_compare",
+        "the answers at the nearest fork, one after another: model, tokens, time, cost, files changed",
+        "最近分叉处的各个回答依次列出：模型、令牌、时间、费用、改动的文件",
+    ),
+    (
+        "compare_header",
+        "{mark} {i} of {count} · [{n}] · {model} · {input} in · {output} out · {seconds} s{cost}",
+        "{mark} 第 {i}/{count} 个 · [{n}] · {model} · 输入 {input} · 输出 {output} · {seconds} 秒{cost}",
+    ),
+    ("compare_files", "files: {files}", "文件：{files}"),
+    (
+        "retry_usage",
+        "usage: /retry [--model NAME] [--n K] (K from 1 to 5; got {args})",
+        "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
+    ),
+    (
+        "retry_n_of",
+        "answer {i} of {count}",
+        "第 {i}/{count} 个回答",
+    ),
+    (
         "help_retry",
-        "a new answer to the same message, as a new branch (the old one stays)",
+        "a new answer to the same message, as a new branch (the old one stays); --model NAME with another model, --n K for K answers",
         "对同一条消息重新回答，作为新分支（旧回答保留）",
     ),
     (

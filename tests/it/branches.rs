@@ -293,3 +293,58 @@ fn merge_brings_a_branch_s_conclusion_back_as_a_node() {
         "{run:?}"
     );
 }
+
+/// `/retry --model NAME` answers again with another model for that answer alone; `--n K` gives K
+/// answers; `/compare` shows the answers at the fork with each one's model, tokens and files.
+#[test]
+fn retry_with_another_model_and_compare_the_answers() {
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "w",
+            "write_file",
+            &json!({"filepath": "a.txt", "content": "one\n"}).to_string(),
+        )]),
+        text(&["wrote one"]),
+        text(&["plain two"]),
+        text(&["plain three"]),
+        text(&["plain four"]),
+        text(&["back to the first model"]),
+    ]);
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive", "--model", "first-model"],
+        "make it\n/retry --bogus\n/retry --n 9\n/retry --model other-model\n/retry --n 2\n/compare\nthanks\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stderr.matches("usage: /retry").count(), 2, "{run:?}");
+    let models: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r["model"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            "first-model",
+            "first-model",
+            "other-model",
+            "first-model",
+            "first-model",
+            "first-model"
+        ],
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("answer 2 of 2"), "{run:?}");
+    // Four answers to `make it`: the first wrote a file.
+    let compared = run.stdout.split("1 of 4 · ").nth(1).expect("a comparison");
+    assert!(compared.contains("wrote one"), "{compared}");
+    assert!(compared.contains("files: A a.txt"), "{compared}");
+    assert!(
+        compared.contains("2 of 4 · [5] · other-model"),
+        "{compared}"
+    );
+    assert!(compared.contains("plain two"), "{compared}");
+    assert!(compared.contains("* 4 of 4"), "{compared}");
+    assert!(compared.contains("plain four"), "{compared}");
+}
