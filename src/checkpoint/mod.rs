@@ -649,6 +649,114 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     crate::session::error::write_whole(path, bytes).map_err(io("writing", path))
 }
 
+/// Whether `path` still holds what `entry` (None: nothing) recorded, looked at now.
+pub fn unchanged(
+    sandbox: &crate::tools::Sandbox,
+    path: &str,
+    entry: Option<&Entry>,
+) -> std::io::Result<bool> {
+    sandbox.found(path).map(|found| still(&found, entry))
+}
+
+/// Whether two entries hold the same thing (kind, content, link target, mode), whenever and
+/// however they were written.
+fn same(a: Option<&Entry>, b: Option<&Entry>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.kind == b.kind
+                && a.hash == b.hash
+                && a.target == b.target
+                && a.mode == b.mode
+                && (a.kind != "skipped" || (a.size == b.size && a.mtime_ns == b.mtime_ns))
+        }
+        _ => false,
+    }
+}
+
+/// What bringing a branch's file changes into the folder does to one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeStep {
+    /// The folder has it as at the fork: the branch's version is taken as it is.
+    Take(String),
+    /// Both changed a text file, in places apart: the three-way merge of the two.
+    Merged {
+        path: String,
+        text: String,
+        mode: u32,
+    },
+    /// Both changed it in the same place, or one removed what the other changed, or it is not
+    /// text: left as it is, with why (and, for text, the merge with conflict markers).
+    Conflict { path: String, why: String },
+}
+
+/// For each path the branch changed from `base` (the state where it left) to `theirs` (its
+/// tip), what bringing that change into the folder `ours` does. Paths where the folder already
+/// holds the branch's version are passed over.
+pub fn merge_plan(
+    store: &CheckpointStore,
+    base: &Manifest,
+    ours: &Manifest,
+    theirs: &Manifest,
+) -> Vec<MergeStep> {
+    let text = |e: Option<&Entry>| -> Result<String, String> {
+        match e {
+            None => Ok(String::new()),
+            Some(e) if e.kind == "file" => {
+                let hash = e.hash.as_deref().ok_or("not stored")?;
+                let bytes = store.object(hash).map_err(|e| e.to_string())?;
+                String::from_utf8(bytes).map_err(|_| "not text".to_string())
+            }
+            Some(e) if e.kind == "link" => Err("a link".to_string()),
+            Some(_) => Err("too big to have been stored".to_string()),
+        }
+    };
+    let mut out = Vec::new();
+    for (path, _) in changes(base, theirs) {
+        let (b, o, t) = (
+            base.files.get(&path),
+            ours.files.get(&path),
+            theirs.files.get(&path),
+        );
+        if same(o, t) {
+            continue;
+        }
+        if same(o, b) {
+            out.push(MergeStep::Take(path));
+            continue;
+        }
+        let step = match (o, t) {
+            (None, _) => MergeStep::Conflict {
+                path,
+                why: "removed here, changed on the branch".into(),
+            },
+            (_, None) => MergeStep::Conflict {
+                path,
+                why: "changed here, removed on the branch".into(),
+            },
+            (Some(o_entry), Some(_)) => match (text(b), text(o), text(t)) {
+                (Ok(b), Ok(o), Ok(t)) => match diffy::merge(&b, &o, &t) {
+                    Ok(text) => MergeStep::Merged {
+                        path,
+                        text,
+                        mode: o_entry.mode,
+                    },
+                    Err(marked) => MergeStep::Conflict {
+                        path,
+                        why: format!("both changed the same lines:\n{marked}"),
+                    },
+                },
+                (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => MergeStep::Conflict {
+                    path,
+                    why: format!("changed on both sides, and {why}"),
+                },
+            },
+        };
+        out.push(step);
+    }
+    out
+}
+
 /// What differs from one state to another: (path, `M`/`A`/`D`), in path order.
 pub fn changes(from: &Manifest, to: &Manifest) -> Vec<(String, char)> {
     let mut out = Vec::new();

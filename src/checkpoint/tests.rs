@@ -536,3 +536,71 @@ fn a_restore_leaves_alone_what_changed_since_the_question() {
     assert!(!work.join("src/e.txt").exists());
     assert!(!work.join("src/c.txt").is_symlink());
 }
+
+/// A branch's changes against the folder: taken where the folder is as at the fork, merged
+/// where both changed a text file in different places, a conflict (with markers) where they
+/// changed the same lines or one removed what the other changed; what already matches is
+/// passed over.
+#[test]
+fn a_merge_plan_takes_merges_and_names_conflicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let store = CheckpointStore::new(&dir.path().join("data"));
+    let state = |files: &[(&str, &str)]| {
+        for e in std::fs::read_dir(&work).unwrap().flatten() {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+        for (name, text) in files {
+            std::fs::write(work.join(name), text).unwrap();
+        }
+        store.snapshot(&work, &settings(), None).unwrap().1
+    };
+    let base = state(&[
+        ("apart.txt", "1\n2\n3\n4\n5\n"),
+        ("clash.txt", "x\n"),
+        ("same.txt", "s\n"),
+        ("gone.txt", "g\n"),
+        ("done.txt", "d\n"),
+    ]);
+    let theirs = state(&[
+        ("apart.txt", "1\n2\n3\n4\n5 theirs\n"),
+        ("clash.txt", "x theirs\n"),
+        ("same.txt", "s\n"),
+        ("gone.txt", "g theirs\n"),
+        ("done.txt", "d both\n"),
+        ("new.txt", "n\n"),
+    ]);
+    let ours = state(&[
+        ("apart.txt", "1 ours\n2\n3\n4\n5\n"),
+        ("clash.txt", "x ours\n"),
+        ("same.txt", "s\n"),
+        ("done.txt", "d both\n"),
+    ]);
+    let plan = merge_plan(&store, &base, &ours, &theirs);
+    assert_eq!(plan.len(), 4, "{plan:?}");
+    assert_eq!(
+        plan[0],
+        MergeStep::Merged {
+            path: "apart.txt".into(),
+            text: "1 ours\n2\n3\n4\n5 theirs\n".into(),
+            mode: ours.files["apart.txt"].mode
+        }
+    );
+    let MergeStep::Conflict { path, why } = &plan[1] else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(path, "clash.txt");
+    assert!(
+        why.contains("<<<<<<<") && why.contains("x ours") && why.contains("x theirs"),
+        "{why}"
+    );
+    let MergeStep::Conflict { path, why } = &plan[2] else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(
+        (path.as_str(), why.as_str()),
+        ("gone.txt", "removed here, changed on the branch")
+    );
+    assert_eq!(plan[3], MergeStep::Take("new.txt".into()));
+}

@@ -210,9 +210,14 @@ impl App {
     /// current one to its tip, appended here as a merge node that the next request carries. The
     /// folder is not changed.
     pub(super) fn merge(&mut self, args: &str) {
-        let target = args.trim();
-        if target.is_empty() {
+        let mut words: Vec<&str> = args.split_whitespace().collect();
+        let files = words.contains(&"--files");
+        words.retain(|w| *w != "--files");
+        let [target] = words[..] else {
             return self.out.error(&self.tr("merge_usage", &[]));
+        };
+        if files && self.checkpoints.is_none() {
+            return self.out.error(&self.tr("checkpoints_off", &[]));
         }
         self.learn_server_window();
         let c = self.session.conversation();
@@ -309,8 +314,9 @@ impl App {
         );
         message.merged_from = Some(crate::session::message::MergedFrom {
             tip: node.clone(),
-            fork,
+            fork: fork.clone(),
         });
+        let before = self.session.conversation().cursor().to_string();
         match self.session.add(message) {
             Ok(id) => {
                 let n = self.session.conversation().number_of(&id).unwrap_or(0);
@@ -322,8 +328,150 @@ impl App {
                         ("preview", &preview(&summary, 120)),
                     ],
                 ));
+                if files {
+                    self.merge_files(&fork, &node, &before, &id);
+                }
             }
             Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+        }
+    }
+
+    /// `/merge N --files`: the branch's file changes since `fork` brought into the folder, after
+    /// consent: taken where the folder is as it was at the fork, merged three ways where both
+    /// changed a text file in different places; conflicts are shown and left as they are. The
+    /// folder before is kept as `before`'s state, the folder after as the merge node's.
+    fn merge_files(&mut self, fork: &str, tip: &str, before: &str, node: &str) {
+        use crate::checkpoint::MergeStep;
+        let checkpoints = self.checkpoints.as_ref().expect("checked by the caller");
+        let c = self.session.conversation();
+        let (Some(base_id), Some(theirs_id)) = (c.state_of(fork), c.state_of(tip)) else {
+            return self.out.say(&self.tr("merge_files_none", &[]));
+        };
+        let (base, theirs) = match (
+            checkpoints.store.load(base_id),
+            checkpoints.store.load(theirs_id),
+        ) {
+            (Ok(b), Ok(t)) => (b, t),
+            (Err(e), _) | (_, Err(e)) => return self.out.error(&e.to_string()),
+        };
+        let (now_id, now) = match checkpoints.peek() {
+            Ok(Some(state)) => state,
+            Ok(None) => return self.out.error(&self.tr("checkpoints_off", &[])),
+            Err(e) => return self.out.error(&e.to_string()),
+        };
+        let plan = crate::checkpoint::merge_plan(&checkpoints.store, &base, &now, &theirs);
+        if plan.is_empty() {
+            return self.out.say(&self.tr("merge_files_none", &[]));
+        }
+        let mut list = String::new();
+        for step in &plan {
+            let (what, path) = match step {
+                MergeStep::Take(p) => (self.tr("merge_take", &[]), p),
+                MergeStep::Merged { path, .. } => (self.tr("merge_merged", &[]), path),
+                MergeStep::Conflict { path, .. } => (self.tr("merge_conflict", &[]), path),
+            };
+            list.push_str(&format!(
+                "  {what} {}\n",
+                crate::tools::escape_controls(path)
+            ));
+        }
+        self.out.say(&format!(
+            "{}\n{}",
+            self.tr("merge_files_would", &[]),
+            list.trim_end()
+        ));
+        let writes = plan
+            .iter()
+            .filter(|s| !matches!(s, MergeStep::Conflict { .. }))
+            .count();
+        let yes = writes > 0
+            && self
+                .ask(&self.tr("merge_files_ask", &[("n", &writes)]), "", false)
+                .is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes"));
+        let mut kept: Vec<String> = Vec::new();
+        let mut done = 0usize;
+        if yes {
+            // The folder as it was stays reachable: it is the state of the node merged into.
+            if let Err(e) = self.session.add_checkpoint(before, &now_id) {
+                self.out.warn(&e.to_string());
+            }
+            let checkpoints = self.checkpoints.as_ref().expect("checked by the caller");
+            let sandbox = self.tools.sandbox().clone();
+            let takes: Vec<String> = plan
+                .iter()
+                .filter_map(|s| match s {
+                    MergeStep::Take(p) => Some(p.clone()),
+                    _ => None,
+                })
+                .collect();
+            let applied =
+                crate::checkpoint::apply(&checkpoints.store, &sandbox, &now, &theirs, &takes, true);
+            done += applied.done;
+            kept.extend(
+                applied
+                    .kept
+                    .into_iter()
+                    .map(|(p, why)| format!("{p} ({why})")),
+            );
+            let meanwhile = self.tr("changed_meanwhile_short", &[]);
+            kept.extend(
+                applied
+                    .changed
+                    .into_iter()
+                    .map(|p| format!("{p} ({meanwhile})")),
+            );
+            for step in &plan {
+                let MergeStep::Merged { path, text, mode } = step else {
+                    continue;
+                };
+                // Looked at again just before it is written: a change meanwhile is not lost.
+                match crate::checkpoint::unchanged(&sandbox, path, now.files.get(path)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        kept.push(format!("{path} ({meanwhile})"));
+                        continue;
+                    }
+                    Err(e) => {
+                        kept.push(format!("{path} ({e})"));
+                        continue;
+                    }
+                }
+                let put = crate::tools::sandbox::Put::File {
+                    bytes: text.as_bytes(),
+                    mode: *mode,
+                };
+                match sandbox.put(path, put) {
+                    Ok(()) => done += 1,
+                    Err(e) => kept.push(format!("{path} ({e})")),
+                }
+            }
+            if let Ok(Some(id)) = checkpoints.take()
+                && let Err(e) = self.session.add_checkpoint(node, &id)
+            {
+                self.out.warn(&e.to_string());
+            }
+            self.out
+                .say(&self.tr("merge_files_done", &[("done", &done), ("id", &now_id)]));
+        }
+        for k in kept {
+            self.out.warn(&self.tr(
+                "not_restored",
+                &[("what", &crate::tools::escape_controls(&k))],
+            ));
+        }
+        // Conflicts are the user's: shown, never written.
+        for step in &plan {
+            if let MergeStep::Conflict { path, why } = step {
+                let shown: String = why.lines().take(40).collect::<Vec<_>>().join("\n");
+                self.out.warn(&format!(
+                    "{}\n{}",
+                    self.tr(
+                        "merge_conflict_left",
+                        &[("path", &crate::tools::escape_controls(path))]
+                    ),
+                    crate::tools::escape_controls_keep_lines(&shown)
+                ));
+            }
         }
     }
 }

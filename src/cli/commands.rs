@@ -101,7 +101,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         id: CommandId::Merge,
         names: &["/merge"],
-        args: "N | NAME",
+        args: "N | NAME [--files]",
         help: "help_merge",
         takes_conversation: false,
     },

@@ -704,8 +704,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "merge_usage",
-        "usage: /merge N or /merge NAME (a node or a branch name)",
-        "用法：/merge N 或 /merge NAME（节点或分支名）",
+        "usage: /merge N|NAME [--files] (a node or a branch name; --files brings its file changes too)",
+        "用法：/merge N|NAME [--files]（节点或分支名；--files 同时带回文件改动）",
     ),
     (
         "merge_usage_no_such",
@@ -721,6 +721,38 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "merge_asking",
         "asking the model for what the branch ending at [{n}] found ({count:message})…",
         "正在请模型总结末端为 [{n}] 的分支（{count} 条消息）…",
+    ),
+    (
+        "merge_files_none",
+        "the branch changed no files since it left this one (as its checkpoints know)",
+        "该分支离开当前分支后没有改动文件（据其检查点）",
+    ),
+    ("merge_take", "take ", "采用"),
+    ("merge_merged", "merge", "合并"),
+    (
+        "merge_conflict",
+        "conflict (left as it is)",
+        "冲突（保持原样）",
+    ),
+    (
+        "merge_files_would",
+        "bringing the branch's file changes here would:",
+        "把该分支的文件改动带到这里将会：",
+    ),
+    (
+        "merge_files_ask",
+        "write {n:file}? [y/N] ",
+        "写入 {n} 个文件吗？[y/N] ",
+    ),
+    (
+        "merge_files_done",
+        "wrote {done:file}; the folder as it was is snapshot {id}, the state of the node merged into",
+        "已写入 {done} 个文件；原来的文件夹是快照 {id}，即被合并节点的状态",
+    ),
+    (
+        "merge_conflict_left",
+        "{path}: left as it is for you to merge",
+        "{path}：保持原样，留给你合并",
     ),
     (
         "merge_empty",

@@ -348,3 +348,75 @@ fn retry_with_another_model_and_compare_the_answers() {
     assert!(compared.contains("* 4 of 4"), "{compared}");
     assert!(compared.contains("plain four"), "{compared}");
 }
+
+/// `/merge NAME --files` brings the branch's file changes into the folder, after a yes: a file
+/// untouched here is taken, one changed here in other lines is merged three ways, and one both
+/// changed in the same line is shown with markers and never written.
+#[test]
+fn merge_files_takes_merges_and_leaves_conflicts_alone() {
+    let write = |path: &str, content: &str| {
+        (
+            path.to_string(),
+            json!({"filepath": path, "content": content}).to_string(),
+        )
+    };
+    let x = [
+        write("a.txt", "1\n2\n3\n4\n5 theirs\n"),
+        write("c.txt", "x theirs\n"),
+        write("new.txt", "n\n"),
+    ];
+    let here = [
+        write("a.txt", "1 ours\n2\n3\n4\n5\n"),
+        write("c.txt", "x ours\n"),
+    ];
+    let calls = |w: &[(String, String)]| {
+        let owned: Vec<(String, &str, &str)> = w
+            .iter()
+            .enumerate()
+            .map(|(i, (_, args))| (format!("w{i}"), "write_file", args.as_str()))
+            .collect();
+        let refs: Vec<(&str, &str, &str)> = owned
+            .iter()
+            .map(|(id, n, a)| (id.as_str(), *n, *a))
+            .collect();
+        tool_calls(&refs)
+    };
+    let server = Server::start(vec![
+        text(&["ok"]),
+        calls(&x),
+        text(&["done x"]),
+        calls(&here),
+        text(&["done here"]),
+    ]);
+    server.answer_summaries("Changed a.txt's last line, c.txt, and added new.txt.");
+    let env = Env::new();
+    std::fs::write(env.work().join("a.txt"), "1\n2\n3\n4\n5\n").unwrap();
+    std::fs::write(env.work().join("c.txt"), "x\n").unwrap();
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "begin\nchange on x\n/branch x\n/2\n/restore\ny\nchange here\n/merge x --files\ny\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let read = |n: &str| std::fs::read_to_string(env.work().join(n)).unwrap();
+    assert_eq!(read("a.txt"), "1 ours\n2\n3\n4\n5 theirs\n", "{run:?}");
+    assert_eq!(read("new.txt"), "n\n", "{run:?}");
+    assert_eq!(
+        read("c.txt"),
+        "x ours\n",
+        "a conflict is never written: {run:?}"
+    );
+    assert!(run.stdout.contains("  merge a.txt"), "{run:?}");
+    assert!(run.stdout.contains("  take  new.txt"), "{run:?}");
+    assert!(
+        run.stdout.contains("  conflict (left as it is) c.txt"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("wrote 2 files"), "{run:?}");
+    assert!(
+        run.stderr.contains("c.txt: left as it is for you to merge")
+            && run.stderr.contains("<<<<<<<")
+            && run.stderr.contains("x theirs"),
+        "{run:?}"
+    );
+}
