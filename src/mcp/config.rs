@@ -323,14 +323,14 @@ fn server(
 pub fn references(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        rest = &rest[start + 2..];
-        let Some(end) = rest.find('}') else { break };
-        let name = &rest[..end];
+    while let Some((_, after)) = rest.split_once("${") {
+        let Some((name, tail)) = after.split_once('}') else {
+            break;
+        };
         if !name.is_empty() && !out.iter().any(|n| n == name) {
             out.push(name.to_string());
         }
-        rest = &rest[end + 1..];
+        rest = tail;
     }
     out
 }
@@ -445,5 +445,28 @@ mod tests {
         assert_eq!(expand("a${TOKEN}b${NOPE}c", &env), "as3cretbc");
         assert_eq!(expand("${not a name} ${open", &env), "${not a name} ${open");
         assert_eq!(expand("$TOKEN", &env), "$TOKEN");
+    }
+
+    /// Every `${NAME}` once, in order; an empty or unclosed one is no reference.
+    #[test]
+    fn references_are_found_once_each() {
+        assert_eq!(
+            references("a ${X} ${}b${Y}c ${X} ${Z"),
+            vec!["X".to_string(), "Y".to_string()]
+        );
+        assert!(references("no braces $X").is_empty());
+    }
+
+    /// A secret is a variable of the user's provider keys or one named like a credential; others
+    /// are not.
+    #[test]
+    fn a_secret_reference_is_a_provider_key_or_a_credential_name() {
+        let hidden = vec!["MY_LLM_VAR".to_string()];
+        assert!(is_secret_reference("MY_LLM_VAR", &hidden));
+        assert!(is_secret_reference("GITHUB_TOKEN", &hidden));
+        assert!(is_secret_reference("GITHUB_TOKEN", &[]));
+        assert!(!is_secret_reference("PATH", &hidden));
+        assert!(!is_secret_reference("MY_LLM", &hidden));
+        assert!(!is_secret_reference("HOME", &[]));
     }
 }
