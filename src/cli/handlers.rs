@@ -226,7 +226,8 @@ impl App {
             .and_then(|m| m.parent_id.clone())
             .expect("an alternative has a parent");
         let fork_state = c.state_of(&fork).map(str::to_string);
-        let mut text = String::new();
+        // (header, answer, files changed) of each alternative.
+        let mut blocks: Vec<(String, String, Option<String>)> = Vec::new();
         for (i, id) in alternatives.iter().enumerate() {
             let tip = c.tip(id).expect("in the tree");
             let branch: Vec<&crate::session::Message> = c
@@ -268,7 +269,7 @@ impl App {
             } else {
                 models.join(", ")
             };
-            text.push_str(&self.out.bold(&self.tr(
+            let header = self.tr(
                 "compare_header",
                 &[
                     ("mark", &mark),
@@ -281,17 +282,16 @@ impl App {
                     ("seconds", &seconds),
                     ("cost", &cost),
                 ],
-            )));
-            text.push('\n');
+            );
             // What it answered: the last answer with text on that branch.
             let answer = branch
                 .iter()
                 .rev()
                 .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
                 .map_or(String::new(), |m| m.content.trim().to_string());
-            text.push_str(&crate::tools::escape_controls_keep_lines(&answer));
-            text.push('\n');
+            let answer = crate::tools::escape_controls_keep_lines(&answer);
             // The files it changed, against the folder at the fork.
+            let mut files = None;
             if let (Some(checkpoints), Some(from)) = (self.checkpoints.as_ref(), &fork_state)
                 && let Some(to) = c.state_of(&tip.id)
                 && to != from
@@ -302,17 +302,63 @@ impl App {
                     .map(|(p, w)| format!("{w} {}", crate::tools::escape_controls(&p)))
                     .collect();
                 if !changed.is_empty() {
-                    text.push_str(
-                        &self
-                            .out
-                            .dim(&self.tr("compare_files", &[("files", &changed.join(", "))])),
-                    );
-                    text.push('\n');
+                    files = Some(self.tr("compare_files", &[("files", &changed.join(", "))]));
                 }
             }
+            blocks.push((header, answer, files));
+        }
+        // Side by side when they fit (two or three, 50 columns each), else one after another.
+        let width = super::markdown::terminal_layout(false).width;
+        let text = if blocks.len() <= 3 && width >= blocks.len() * 50 {
+            self.side_by_side(&blocks, width)
+        } else {
+            let mut text = String::new();
+            for (header, answer, files) in &blocks {
+                text.push_str(&format!("{}\n{answer}\n", self.out.bold(header)));
+                if let Some(files) = files {
+                    text.push_str(&format!("{}\n", self.out.dim(files)));
+                }
+                text.push('\n');
+            }
+            text
+        };
+        self.out.say(text.trim_end());
+    }
+
+    /// The alternatives of `/compare` in columns, each wrapped to its width.
+    fn side_by_side(&self, blocks: &[(String, String, Option<String>)], width: usize) -> String {
+        let column = (width - 3 * (blocks.len() - 1)) / blocks.len();
+        // Each column's lines, with how each is styled: 0 bold, 1 plain, 2 dim.
+        let laid: Vec<Vec<(String, u8)>> = blocks
+            .iter()
+            .map(|(header, answer, files)| {
+                let mut lines: Vec<(String, u8)> =
+                    wrap(header, column).into_iter().map(|l| (l, 0)).collect();
+                lines.extend(wrap(answer, column).into_iter().map(|l| (l, 1)));
+                if let Some(files) = files {
+                    lines.extend(wrap(files, column).into_iter().map(|l| (l, 2)));
+                }
+                lines
+            })
+            .collect();
+        let rows = laid.iter().map(Vec::len).max().unwrap_or(0);
+        let mut text = String::new();
+        for row in 0..rows {
+            let mut cells = Vec::new();
+            for lines in &laid {
+                let (line, style) = lines.get(row).cloned().unwrap_or_default();
+                let pad = column.saturating_sub(display_width(&line));
+                let padded = format!("{line}{}", " ".repeat(pad));
+                cells.push(match style {
+                    0 => self.out.bold(&padded),
+                    2 => self.out.dim(&padded),
+                    _ => padded,
+                });
+            }
+            text.push_str(cells.join(" │ ").trim_end());
             text.push('\n');
         }
-        self.out.say(text.trim_end());
+        text
     }
 
     /// `/edit [N]`: a changed copy of user message N, as its sibling, then answered.
@@ -1002,4 +1048,43 @@ impl App {
         )));
         self.out.say(&text);
     }
+}
+
+/// The columns a line takes on a terminal.
+fn display_width(text: &str) -> usize {
+    use unicode_width::UnicodeWidthChar;
+    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// `text` wrapped to `width` columns: at spaces where it can, inside a word too long for a line.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    use unicode_width::UnicodeWidthChar;
+    let width = width.max(1);
+    let mut out = Vec::new();
+    for source in text.lines() {
+        let mut line = String::new();
+        let mut used = 0;
+        for word in source.split(' ') {
+            let w = display_width(word);
+            if used > 0 && used + 1 + w > width {
+                out.push(std::mem::take(&mut line));
+                used = 0;
+            }
+            if used > 0 {
+                line.push(' ');
+                used += 1;
+            }
+            for c in word.chars() {
+                let cw = c.width().unwrap_or(0);
+                if used + cw > width && used > 0 {
+                    out.push(std::mem::take(&mut line));
+                    used = 0;
+                }
+                line.push(c);
+                used += cw;
+            }
+        }
+        out.push(line);
+    }
+    out
 }

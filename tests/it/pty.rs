@@ -1025,6 +1025,44 @@ fn the_prompt_shows_the_branch_s_name_when_there_are_branches() {
     assert_eq!(pty.wait(), Some(0));
 }
 
+/// On a wide terminal `/compare` sets two answers side by side, each wrapped to its column.
+#[test]
+fn compare_sets_two_answers_side_by_side_on_a_wide_terminal() {
+    let env = Env::new();
+    let long = "word ".repeat(30);
+    let server = Server::start(vec![text(&["alpha answer"]), text(&[long.trim()])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("q\r");
+    pty.expect("alpha answer");
+    pty.expect("› ");
+    pty.send("/retry\r");
+    pty.expect("word word");
+    pty.expect("› ");
+    pty.send("/compare\r");
+    let seen = pty.expect("› ");
+    let rows: Vec<&str> = seen.lines().filter(|l| l.contains(" │ ")).collect();
+    assert!(rows.len() >= 3, "{seen:?}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("alpha answer") && r.contains("word word")),
+        "{seen:?}"
+    );
+    // Each side within its half of the 120 columns: the long answer wrapped.
+    assert!(
+        rows.iter().all(|r| r.trim_end().chars().count() <= 120),
+        "{seen:?}"
+    );
+    assert!(
+        rows.iter().filter(|r| r.contains("word")).count() >= 3,
+        "{seen:?}"
+    );
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
+
 #[test]
 fn a_subagent_s_approval_is_asked_in_the_foreground_under_its_role() {
     let env = Env::new();
