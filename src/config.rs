@@ -964,6 +964,51 @@ fn check_rules(path: &Path, rules: &mut [Rule]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The largest Claude Code settings file read.
+const MAX_CLAUDE_SETTINGS_BYTES: usize = 1 << 20;
+
+/// The `hooks` objects of Claude Code's settings files (the user's, the project's, its local
+/// one), farthest first: a project's through the one reader of a project's files. A file that
+/// cannot be read or is not JSON is said and passed over.
+fn claude_hook_sections(
+    workdir: &Path,
+    warnings: &mut Vec<String>,
+) -> Vec<(crate::mcp::Origin, PathBuf, serde_json::Value)> {
+    let project = crate::project_file::ProjectFiles::new(workdir);
+    let mut out = Vec::new();
+    for (origin, path) in crate::hooks::claude::files(workdir) {
+        let read = match origin {
+            crate::mcp::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
+            crate::mcp::Origin::User => {
+                crate::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
+            }
+        };
+        let text = match read.and_then(|r| match r {
+            Some(r) => r.whole_text(&path, MAX_CLAUDE_SETTINGS_BYTES).map(Some),
+            None => Ok(None),
+        }) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(why) => {
+                warnings.push(format!("{why}; its hooks do not run"));
+                continue;
+            }
+        };
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(value) => {
+                if let Some(hooks) = value.get("hooks") {
+                    out.push((origin, path, hooks.clone()));
+                }
+            }
+            Err(e) => warnings.push(format!(
+                "{} is not valid JSON ({e}); its hooks do not run",
+                path.display()
+            )),
+        }
+    }
+    out
+}
+
 /// Reads one config file; a missing file is an empty config.
 pub fn read_file(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
     read_file_checked(path, None).map(|read| read.map(|(file, _, _)| file))
@@ -1215,8 +1260,10 @@ pub fn load(
         max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
     let mcp = crate::mcp::config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
+    let claude_hooks = claude_hook_sections(layers.workdir(), &mut warnings);
     let hooks = crate::hooks::settings(
         &hook_sections,
+        &claude_hooks,
         !project_trusted,
         &mut ignored,
         &mut warnings,

@@ -459,6 +459,13 @@ impl Agent<'_> {
                 }
                 Err(e) => Err(e),
                 Ok(plan) => {
+                    let _ = self
+                        .hook(
+                            observer,
+                            interrupts,
+                            crate::hooks::Input::new("pre_compact"),
+                        )
+                        .await;
                     observer.compaction(&CompactionEvent::Started { automatic });
                     let mut stop = Box::pin(async {
                         let _ = interrupts.changed().await;
@@ -756,6 +763,7 @@ impl Agent<'_> {
             let cut = interrupted;
             for ((call, args), outcome) in decided.iter().zip(outcomes) {
                 observer.tool_result(call, &outcome);
+                let mut feedback: Option<String> = None;
                 if !interrupted && let Ok(args) = args {
                     let input = crate::hooks::Input {
                         tool_name: Some(call.function.name.clone()),
@@ -763,16 +771,26 @@ impl Agent<'_> {
                         tool_response: Some(outcome.content.clone()),
                         ..crate::hooks::Input::new("post_tool_use")
                     };
-                    if self.hook(observer, interrupts, input).await.is_none() {
+                    match self.hook(observer, interrupts, input).await {
                         // The results are stored whole; the hooks still to come are not run.
-                        interrupted = true;
+                        None => interrupted = true,
+                        // A hook that blocks after the call (exit 2, `"decision": "block"`)
+                        // tells the model why, with the result (the call has run).
+                        Some(outcome) => {
+                            if let Some(reason) = outcome.block {
+                                feedback = Some(reason);
+                            }
+                        }
                     }
                 }
-                let content = if cut {
+                let mut content = if cut {
                     outcome.summary.clone()
                 } else {
                     outcome.content
                 };
+                if let Some(reason) = feedback.take() {
+                    content.push_str(&format!("\n\n[A hook after this call says: {reason}]"));
+                }
                 session.add(Message::tool_result(call.id.clone(), content))?;
             }
             // A batch cut short by an interrupt at the gate: the rest of it was not run.

@@ -372,7 +372,20 @@ impl Tasks {
                 view.state.as_str()
             ));
         }
-        self.with(&view.id, |t| t.stop.send_modify(|n| *n += 1));
+        // Asked before and not ended yet (it is writing down what it said): said as such, not
+        // asked again.
+        let asked = self
+            .with(&view.id, |t| {
+                let asked = *t.stop.borrow() > 0;
+                if !asked {
+                    t.stop.send_modify(|n| *n += 1);
+                }
+                asked
+            })
+            .unwrap_or(false);
+        if asked {
+            return Err(format!("task {} is stopping already", view.id));
+        }
         Ok(view.id)
     }
 

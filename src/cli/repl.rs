@@ -105,6 +105,9 @@ pub struct App {
     pub(super) agent: Option<crate::agent::defs::Definition>,
 }
 
+/// How many times in a row a `post_message` hook may ask a turn to go on.
+const STOP_HOOK_ROUNDS: usize = 3;
+
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
 /// rather than the whole [`App`], so that `work` may borrow the rest of it.
 pub(super) fn interruptible<T>(
@@ -1265,6 +1268,16 @@ impl App {
     }
 
     fn answer_with(&mut self, observer: &mut dyn crate::agent::Observer) -> TurnEnd {
+        self.answer_at_depth(observer, 0)
+    }
+
+    /// The turn; `depth`: how many times a `post_message` (Claude Code's `Stop`) hook has asked it
+    /// to go on (at most [`STOP_HOOK_ROUNDS`]).
+    fn answer_at_depth(
+        &mut self,
+        observer: &mut dyn crate::agent::Observer,
+        depth: usize,
+    ) -> TurnEnd {
         self.learn_server_window();
         let allowed = self.turn_tools();
         let agent = Agent {
@@ -1308,10 +1321,27 @@ impl App {
                     .conversation()
                     .get(self.session.conversation().cursor())
                     .map(|m| m.content.clone());
-                self.fire_hooks(crate::hooks::Input {
+                let hooked = self.fire_hooks(crate::hooks::Input {
                     response,
+                    stop_hook_active: depth > 0,
                     ..crate::hooks::Input::new("post_message")
                 });
+                // A hook that blocks the end asks the model to go on, with its reason.
+                if let Some(reason) = hooked.and_then(|h| h.block) {
+                    if depth >= STOP_HOOK_ROUNDS {
+                        self.out
+                            .warn(&self.tr("stop_hook_gave_up", &[("n", &STOP_HOOK_ROUNDS)]));
+                        return end;
+                    }
+                    let text = format!("[A hook asks you to go on: {reason}]");
+                    self.out
+                        .say(&self.out.dim(&crate::tools::escape_controls(&text)));
+                    if let Err(e) = self.session.add(Message::new(Role::User, text)) {
+                        self.out.error(&super::text::error(self.out.lang, &e));
+                        return end;
+                    }
+                    return self.answer_at_depth(observer, depth + 1);
+                }
             }
             TurnEnd::RoundLimit(n) => self.out.warn(&self.tr("round_limit", &[("n", n)])),
             TurnEnd::Interrupted => self

@@ -1145,6 +1145,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "消息未发送：被钩子阻止（{reason}）",
     ),
     (
+        "stop_hook_gave_up",
+        "a hook asked the turn to go on {n} times in a row; it ends here",
+        "钩子已连续 {n} 次要求继续；本轮到此结束",
+    ),
+    (
         "hook_interrupted",
         "interrupted: the `{event}` hooks were stopped (a `pre_message` hook stopped means the message was not sent)",
         "已中断：`{event}` 钩子已停止（`pre_message` 钩子被停止时消息不会发送）",

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub mod claude;
+
 /// The points of the loop a hook can follow.
 pub const EVENTS: &[&str] = &[
     "program_start",
@@ -26,6 +28,7 @@ pub const EVENTS: &[&str] = &[
     "iteration_end",
     "pre_tool_use",
     "post_tool_use",
+    "pre_compact",
     "compact",
     "error",
 ];
@@ -86,6 +89,9 @@ pub struct Entry {
     pub sandbox: Option<bool>,
     /// `"network": true`: inside the sandbox, the network is on.
     pub network: bool,
+    /// Set on an entry from a Claude Code settings file: its tool-name pattern (empty: every
+    /// tool). Such an entry gets the event in Claude Code's words (see `claude.rs`).
+    pub matcher: Option<String>,
 }
 
 /// The `hook` settings: whether hooks run, the entries, and the project's entries as read (for
@@ -101,6 +107,7 @@ pub struct HookSettings {
 /// and field, and left out.
 pub fn settings(
     sections: &[(crate::mcp::Origin, PathBuf, Value)],
+    claude_sections: &[(crate::mcp::Origin, PathBuf, Value)],
     project_untrusted: bool,
     ignored: &mut Vec<String>,
     warnings: &mut Vec<String>,
@@ -178,6 +185,23 @@ pub fn settings(
         .into_iter()
         .filter_map(|n| by_name.remove(&n))
         .collect();
+    // Claude Code's settings files, after ours; a project's behind the same trust (their text is
+    // part of what is trusted).
+    let mut project_claude = serde_json::Map::new();
+    for (origin, path, hooks) in claude_sections {
+        if *origin == crate::mcp::Origin::Project {
+            project_claude.insert(path.display().to_string(), hooks.clone());
+        }
+        out.entries
+            .extend(claude::entries(hooks, path, *origin, warnings));
+    }
+    if !project_claude.is_empty() {
+        let text = serde_json::to_string_pretty(&Value::Object(project_claude)).unwrap_or_default();
+        out.project_entries = Some(match out.project_entries.take() {
+            Some(ours) => format!("{ours}\n{text}"),
+            None => text,
+        });
+    }
     out
 }
 
@@ -312,6 +336,7 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
             .then(|| flag("sandbox"))
             .transpose()?,
         network: flag("network")?,
+        matcher: None,
     })
 }
 
@@ -387,6 +412,9 @@ pub struct Input {
     /// The model's final answer (`post_message`).
     pub response: Option<String>,
     pub error: Option<String>,
+    /// `post_message` fired again after a hook asked the turn to go on (Claude Code's
+    /// `stop_hook_active`).
+    pub stop_hook_active: bool,
 }
 
 impl Input {
@@ -524,24 +552,53 @@ impl Hooks {
             .any(|e| e.event == event && self.runs(e))
     }
 
-    /// The event as the hooks receive it: Claude Code's fields.
-    fn payload(&self, input: &Input) -> Value {
+    /// The event as the hooks receive it: Claude Code's fields; for an entry from Claude Code's
+    /// settings (`claude`), in its words too (event, tool and argument names).
+    fn payload(&self, input: &Input, claude: bool) -> Value {
         let (session_id, transcript) = lock(&self.session).clone();
+        let event = if claude {
+            claude::event_name(&input.event)
+        } else {
+            &input.event
+        };
         let mut v = json!({
             "session_id": session_id,
             "transcript_path": transcript,
             "cwd": self.workdir,
-            "hook_event_name": input.event,
+            "hook_event_name": event,
         });
         let o = v.as_object_mut().expect("an object");
+        if claude {
+            match input.event.as_str() {
+                "post_message" => {
+                    o.insert("stop_hook_active".into(), json!(input.stop_hook_active));
+                }
+                "session_start" => {
+                    o.insert("source".into(), json!("startup"));
+                }
+                "session_end" => {
+                    o.insert("reason".into(), json!("exit"));
+                }
+                "pre_compact" => {
+                    o.insert("trigger".into(), json!("manual"));
+                }
+                _ => {}
+            }
+        }
         if let Some(p) = &input.prompt {
             o.insert("prompt".into(), json!(p));
         }
         if let Some(t) = &input.tool_name {
-            o.insert("tool_name".into(), json!(t));
+            let name = if claude { claude::tool_name(t) } else { t };
+            o.insert("tool_name".into(), json!(name));
         }
         if let Some(t) = &input.tool_input {
-            o.insert("tool_input".into(), t.clone());
+            let args = if claude {
+                claude::tool_input(t, &self.workdir)
+            } else {
+                t.clone()
+            };
+            o.insert("tool_input".into(), args);
         }
         if let Some(t) = &input.tool_response {
             o.insert("tool_response".into(), json!(t));
@@ -611,6 +668,19 @@ impl Hooks {
             {
                 continue;
             }
+            // A Claude Code matcher tests the tool's name in Claude Code's words.
+            if let (Some(pattern), Some(tool)) = (&e.matcher, &input.tool_name) {
+                use grep_matcher::Matcher;
+                let name = claude::tool_name(tool);
+                let hit = match claude::matcher(pattern) {
+                    Ok(None) => true,
+                    Ok(Some(m)) => m.is_match(name.as_bytes()).unwrap_or(false),
+                    Err(_) => false,
+                };
+                if !hit {
+                    continue;
+                }
+            }
             if e.once && !lock(&self.fired_once).insert(e.name.clone()) {
                 continue;
             }
@@ -619,7 +689,7 @@ impl Hooks {
                 out.context.push(text.clone());
                 continue;
             }
-            let payload = self.payload(input);
+            let payload = self.payload(input, e.matcher.is_some());
             if e.run_async {
                 let (entry, hidden) = (e.clone(), self.hidden_env.clone());
                 let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
@@ -811,6 +881,9 @@ async fn run(
                 cmd.env(k, v);
             }
             cmd.env("NEW_HOOK_EVENT", &e.event);
+            // Where the project is, as hook scripts written for Claude Code expect it.
+            cmd.env("CLAUDE_PROJECT_DIR", workdir);
+            cmd.env("NEW_PROJECT_DIR", workdir);
             cmd.envs(env);
             // Recorded as started on purpose, so that a `bash` call's clean-up of escaped
             // processes leaves it alone.
@@ -952,6 +1025,7 @@ mod tests {
                 PathBuf::from("/c/config.json"),
                 json!({"entries": entries}),
             )],
+            &[],
             false,
             &mut Vec::new(),
             &mut warnings,

@@ -425,3 +425,112 @@ fn nothing_a_hook_or_an_unsandboxed_command_started_outlives_new_killed_with_sig
         );
     }
 }
+
+/// Hooks written for Claude Code, in its settings files, work as written: they get its event,
+/// tool and argument names and `$CLAUDE_PROJECT_DIR`; a `PreToolUse` guard blocks by exit 2, a
+/// `PostToolUse` hook's exit 2 reaches the model with the result, a `Stop` hook that blocks makes
+/// the turn go on (and sees `stop_hook_active` the next time).
+#[test]
+fn claude_code_settings_hooks_work_as_written() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return;
+    }
+    let env = Env::new();
+    let hooks_dir = env.work().join(".claude/hooks");
+    std::fs::create_dir_all(&hooks_dir).unwrap();
+    // Shaped like Anthropic's bash_command_validator_example.py and the common .env guard.
+    std::fs::write(
+        hooks_dir.join("guard.py"),
+        r#"import json, sys
+data = json.load(sys.stdin)
+assert data["hook_event_name"] == "PreToolUse", data
+tool, args = data["tool_name"], data["tool_input"]
+if tool == "Bash" and "rm -rf" in args.get("command", ""):
+    print("refusing rm -rf", file=sys.stderr); sys.exit(2)
+if tool in ("Write", "Edit") and args.get("file_path", "").endswith(".env"):
+    assert args["file_path"].startswith("/"), args
+    print("no .env files", file=sys.stderr); sys.exit(2)
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        hooks_dir.join("after.py"),
+        "import json, sys\nd = json.load(sys.stdin)\nprint('checked ' + d['tool_input']['file_path'].split('/')[-1], file=sys.stderr)\nsys.exit(2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.work().join(".claude/settings.json"),
+        json!({"hooks": {
+            "PreToolUse": [{"matcher": "Bash|Write|Edit", "hooks": [
+                {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/guard.py"}]}],
+            "PostToolUse": [{"matcher": "Write", "hooks": [
+                {"type": "command", "command": "python3 $CLAUDE_PROJECT_DIR/.claude/hooks/after.py", "timeout": 30}]}],
+            "Notification": [{"hooks": [{"type": "command", "command": "true"}]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    // The user's own, in ~/.claude/settings.json: a Stop hook that asks once for more.
+    let home = env.dir.path().join("home/.claude");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("settings.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command":
+            "python3 -c \"import json,sys; d=json.load(sys.stdin); print('' if d['stop_hook_active'] else json.dumps({'decision':'block','reason':'run the tests too'}))\""}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("a", "bash", r#"{"command":"rm -rf build"}"#),
+            ("b", "write_file", r#"{"filepath":"b.env","content":"K=1"}"#),
+            (
+                "c",
+                "write_file",
+                r#"{"filepath":"ok.txt","content":"fine"}"#,
+            ),
+        ]),
+        text(&["done"]),
+        text(&["tests ran"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--trust-project", "--permission-mode", "permissive"],
+        "go\n/hooks\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("hooks.Notification in") && run.stderr.contains("not supported yet"),
+        "{run:?}"
+    );
+    let results = results(&server, 1);
+    assert!(results[0].contains("refusing rm -rf"), "{results:?}");
+    assert!(results[1].contains("no .env files"), "{results:?}");
+    assert!(!env.work().join("b.env").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("ok.txt")).unwrap(),
+        "fine"
+    );
+    assert!(
+        results[2].contains("[A hook after this call says: checked ok.txt]"),
+        "{results:?}"
+    );
+    // The Stop hook asked for more once; the second time it let the turn end.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{run:?}");
+    let last = messages_of(&requests[2]);
+    assert_eq!(
+        last.last().unwrap().1,
+        "[A hook asks you to go on: run the tests too]"
+    );
+    assert!(run.stdout.contains("tests ran"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains(".claude/settings.json:PreToolUse[0][0]"),
+        "{run:?}"
+    );
+}

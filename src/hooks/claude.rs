@@ -1,0 +1,296 @@
+//! Claude Code's hooks as written in its settings files (`~/.claude/settings.json`, a project's
+//! `.claude/settings.json` and `.claude/settings.local.json`):
+//! `{"hooks": {"PreToolUse": [{"matcher": "Bash|Write", "hooks": [{"type": "command",
+//! "command": "…", "timeout": 60}]}]}}`. Such a hook gets the event in Claude Code's words: its
+//! event names (`PreToolUse`), its tool names (`Bash`, `Write`, …) and its argument names
+//! (`file_path`, absolute), so that scripts written for Claude Code test what they expect.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::{Action, Entry};
+
+/// Claude Code's events and ours.
+pub const EVENTS: &[(&str, &str)] = &[
+    ("PreToolUse", "pre_tool_use"),
+    ("PostToolUse", "post_tool_use"),
+    ("UserPromptSubmit", "pre_message"),
+    ("Stop", "post_message"),
+    ("SessionStart", "session_start"),
+    ("SessionEnd", "session_end"),
+    ("PreCompact", "pre_compact"),
+];
+
+/// Claude Code's events that have no counterpart here yet: said, never silently dropped.
+const UNSUPPORTED: &[&str] = &["SubagentStop", "Notification", "PermissionRequest"];
+
+/// Our tools by Claude Code's names.
+const TOOLS: &[(&str, &str)] = &[
+    ("bash", "Bash"),
+    ("read_file", "Read"),
+    ("write_file", "Write"),
+    ("edit_file", "Edit"),
+    ("list_files", "LS"),
+    ("glob", "Glob"),
+    ("grep", "Grep"),
+    ("agent", "Task"),
+    ("use_skill", "Skill"),
+];
+
+/// Claude Code's name for one of our events.
+pub fn event_name(ours: &str) -> &str {
+    EVENTS
+        .iter()
+        .find(|(_, o)| *o == ours)
+        .map_or(ours, |(c, _)| c)
+}
+
+/// Claude Code's name for one of our tools (an MCP tool keeps its `mcp__server__tool`).
+pub fn tool_name(ours: &str) -> &str {
+    TOOLS
+        .iter()
+        .find(|(o, _)| *o == ours)
+        .map_or(ours, |(_, c)| c)
+}
+
+/// A tool's arguments as Claude Code names them: `file_path` (absolute) for our `filepath`,
+/// `path` for `dirpath`, `timeout` in milliseconds, `-i` for `ignore_case`; the rest as they are.
+pub fn tool_input(input: &Value, workdir: &Path) -> Value {
+    let Value::Object(o) = input else {
+        return input.clone();
+    };
+    let absolute = |v: &Value| match v.as_str() {
+        Some(p) if !Path::new(p).is_absolute() => json!(workdir.join(p)),
+        _ => v.clone(),
+    };
+    let mut out = Map::new();
+    for (k, v) in o {
+        let (key, value) = match k.as_str() {
+            "filepath" => ("file_path", absolute(v)),
+            "dirpath" => ("path", absolute(v)),
+            "path" => ("path", absolute(v)),
+            "timeout_seconds" => (
+                "timeout",
+                v.as_f64().map_or(v.clone(), |s| json!((s * 1000.0) as u64)),
+            ),
+            "ignore_case" => ("-i", v.clone()),
+            other => (other, v.clone()),
+        };
+        out.insert(key.to_string(), value);
+    }
+    Value::Object(out)
+}
+
+/// What a matcher is: Claude Code's tool-name pattern (`Bash`, `Edit|Write`, `mcp__.*`; empty or
+/// `*` for every tool), anchored at both ends.
+pub fn matcher(pattern: &str) -> Result<Option<grep_regex::RegexMatcher>, String> {
+    let pattern = pattern.trim();
+    if pattern.is_empty() || pattern == "*" {
+        return Ok(None);
+    }
+    grep_regex::RegexMatcher::new(&format!("^(?:{pattern})$"))
+        .map(Some)
+        .map_err(|e| format!("`matcher` {pattern:?} is not a pattern: {e}"))
+}
+
+/// The entries of one settings file's `hooks` object; what cannot be used is said in `warnings`,
+/// naming the file, the event and the entry.
+pub fn entries(
+    hooks: &Value,
+    path: &Path,
+    origin: crate::mcp::Origin,
+    warnings: &mut Vec<String>,
+) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let Some(events) = hooks.as_object() else {
+        warnings.push(format!(
+            "`hooks` in {} must be an object; ignored",
+            path.display()
+        ));
+        return out;
+    };
+    let short = short_name(path);
+    for (event, groups) in events {
+        let Some(ours) = EVENTS.iter().find(|(c, _)| c == event).map(|(_, o)| *o) else {
+            let why = if UNSUPPORTED.contains(&event.as_str()) {
+                "is not supported yet"
+            } else {
+                "is not an event of Claude Code's"
+            };
+            warnings.push(format!(
+                "hooks.{event} in {}: the event {why}; these hooks do not run",
+                path.display()
+            ));
+            continue;
+        };
+        let Some(groups) = groups.as_array() else {
+            warnings.push(format!(
+                "hooks.{event} in {} must be a list; ignored",
+                path.display()
+            ));
+            continue;
+        };
+        for (i, group) in groups.iter().enumerate() {
+            let at = format!("hooks.{event}[{i}] in {}", path.display());
+            let pattern = group.get("matcher").and_then(Value::as_str).unwrap_or("");
+            if let Err(why) = matcher(pattern) {
+                warnings.push(format!("{at}: {why}; left out"));
+                continue;
+            }
+            let Some(list) = group.get("hooks").and_then(Value::as_array) else {
+                warnings.push(format!("{at}: `hooks` must be a list; left out"));
+                continue;
+            };
+            for (j, hook) in list.iter().enumerate() {
+                let kind = hook
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("command");
+                let Some(command) = hook.get("command").and_then(Value::as_str) else {
+                    warnings.push(format!(
+                        "{at}.hooks[{j}]: only `command` hooks are run here (this one is {kind:?}); left out"
+                    ));
+                    continue;
+                };
+                if kind != "command" {
+                    warnings.push(format!(
+                        "{at}.hooks[{j}]: only `command` hooks are run here (this one is {kind:?}); left out"
+                    ));
+                    continue;
+                }
+                // Claude Code's timeout is in seconds (60 when not given).
+                let timeout = hook
+                    .get("timeout")
+                    .and_then(Value::as_f64)
+                    .filter(|s| *s > 0.0)
+                    .map_or(Duration::from_secs(60), Duration::from_secs_f64);
+                out.push(Entry {
+                    name: format!("{short}:{event}[{i}][{j}]"),
+                    event: ours.to_string(),
+                    condition: None,
+                    action: Action::Command {
+                        command: command.to_string(),
+                        working_dir: None,
+                        env: Default::default(),
+                        timeout,
+                    },
+                    run_async: false,
+                    once: false,
+                    origin,
+                    sandbox: None,
+                    network: false,
+                    matcher: Some(pattern.to_string()),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `settings.json`, `settings.local.json`, or `~/.claude/settings.json` shortly, for names.
+fn short_name(path: &Path) -> String {
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let home = dirs::home_dir().map(|h| h.join(".claude"));
+    match path.parent() {
+        Some(parent) if Some(parent.to_path_buf()) == home => format!("~/.claude/{file}"),
+        _ => format!(".claude/{file}"),
+    }
+}
+
+/// The settings files Claude Code reads hooks from, farthest first: the user's, then the
+/// project's shared one, then its local one.
+pub fn files(workdir: &Path) -> Vec<(crate::mcp::Origin, PathBuf)> {
+    let mut out = Vec::new();
+    if let Some(home) = dirs::home_dir() {
+        out.push((
+            crate::mcp::Origin::User,
+            home.join(".claude").join("settings.json"),
+        ));
+    }
+    for name in ["settings.json", "settings.local.json"] {
+        out.push((
+            crate::mcp::Origin::Project,
+            workdir.join(".claude").join(name),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_arguments_are_claude_code_s() {
+        assert_eq!(tool_name("bash"), "Bash");
+        assert_eq!(tool_name("edit_file"), "Edit");
+        assert_eq!(tool_name("mcp__x__y"), "mcp__x__y");
+        assert_eq!(event_name("pre_message"), "UserPromptSubmit");
+        let input = tool_input(
+            &json!({"filepath": "src/a.rs", "content": "x", "timeout_seconds": 2}),
+            Path::new("/w"),
+        );
+        assert_eq!(
+            input,
+            json!({"file_path": "/w/src/a.rs", "content": "x", "timeout": 2000})
+        );
+        assert_eq!(
+            tool_input(&json!({"filepath": "/abs/b"}), Path::new("/w")),
+            json!({"file_path": "/abs/b"})
+        );
+    }
+
+    #[test]
+    fn matchers_are_anchored_patterns_and_empty_matches_all() {
+        use grep_matcher::Matcher;
+        let m = matcher("Edit|Write").unwrap().unwrap();
+        assert!(m.is_match(b"Write").unwrap());
+        assert!(!m.is_match(b"WriteFile").unwrap());
+        assert!(!m.is_match(b"Bash").unwrap());
+        assert!(matcher("").unwrap().is_none());
+        assert!(matcher("*").unwrap().is_none());
+        assert!(matcher("(").is_err());
+    }
+
+    #[test]
+    fn a_settings_file_s_hooks_become_entries_and_what_cannot_run_is_said() {
+        let mut warnings = Vec::new();
+        let hooks = json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh", "timeout": 5}]}],
+            "Notification": [{"hooks": [{"type": "command", "command": "notify.sh"}]}],
+            "Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}]}],
+            "PostToolUse": [{"matcher": "(", "hooks": []}]
+        });
+        let got = entries(
+            &hooks,
+            Path::new("/p/.claude/settings.json"),
+            crate::mcp::Origin::Project,
+            &mut warnings,
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].event, "pre_tool_use");
+        assert_eq!(got[0].matcher.as_deref(), Some("Bash"));
+        assert_eq!(
+            got[0].action,
+            Action::Command {
+                command: "guard.sh".into(),
+                working_dir: None,
+                env: Default::default(),
+                timeout: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("Notification") && w.contains("not supported yet"))
+        );
+        assert!(warnings.iter().any(|w| w.contains("only `command` hooks")));
+        assert!(warnings.iter().any(|w| w.contains("is not a pattern")));
+    }
+}
