@@ -418,7 +418,7 @@ fn nothing_a_hook_or_an_unsandboxed_command_started_outlives_new_killed_with_sig
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();
         assert!(
-            eventually(200, Duration::from_millis(25), || {
+            eventually(600, Duration::from_millis(25), || {
                 (1..=4).all(|i| !running(&format!("sleep 72.{tag}{n}{i}")))
             }),
             "{n}: a process outlived new"
