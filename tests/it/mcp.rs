@@ -714,3 +714,36 @@ fn an_answer_on_a_kept_open_stream_completes_the_call_and_storms_are_coalesced()
         run.stderr
     );
 }
+
+/// Your own servers are trusted as written: one that passes a provider key on (in its `env`)
+/// runs without a question, where a project's would need its own yes.
+#[test]
+fn a_user_s_server_that_passes_a_key_on_runs_without_a_question() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [{"name": "mine", "command": "python3",
+            "args": [fake().display().to_string()],
+            "env": {"FAKE_MCP_NOTES": notes.display().to_string(), "LINT_CACHE": "${OPENAI_API_KEY}"}}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["hi"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["-p", "hello"])
+        .env("OPENAI_API_KEY", "sk-mine-123456789");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("not confirmed"), "{stderr}");
+    assert!(noted(&notes).contains("got initialize"), "{stderr}");
+    assert!(
+        tool_names(&server.requests()[0]).contains(&"mcp__mine__echo".to_string()),
+        "{stderr}"
+    );
+}
