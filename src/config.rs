@@ -735,6 +735,12 @@ pub struct Config {
     pub sandbox: crate::os_sandbox::SandboxSettings,
     /// Whether the user trusts the project's hooks as they are now (true when it has none).
     pub hooks_trusted: bool,
+    /// The allow rules of a project's Claude Code settings: applied only once trusted (they widen
+    /// what runs without a question).
+    pub claude_allow: Vec<Rule>,
+    /// Those rules as the trust question shows them and trust remembers them.
+    pub claude_allow_text: Option<String>,
+    pub claude_allow_trusted: bool,
 }
 
 impl Mode {
@@ -967,15 +973,21 @@ fn check_rules(path: &Path, rules: &mut [Rule]) -> Result<(), ConfigError> {
 /// The largest Claude Code settings file read.
 const MAX_CLAUDE_SETTINGS_BYTES: usize = 1 << 20;
 
-/// The `hooks` objects of Claude Code's settings files (the user's, the project's, its local
-/// one), farthest first: a project's through the one reader of a project's files. A file that
-/// cannot be read or is not JSON is said and passed over.
-fn claude_hook_sections(
-    workdir: &Path,
-    warnings: &mut Vec<String>,
-) -> Vec<(crate::mcp::Origin, PathBuf, serde_json::Value)> {
+/// Claude Code's settings files (the user's, the project's, its local one), farthest first: a
+/// project's through the one reader of a project's files. A file that cannot be read or is not
+/// JSON is said and passed over.
+/// What Claude Code's settings files give: their `hooks` objects, and their `permissions` as
+/// our rules (the user's, the project's).
+#[derive(Debug, Default)]
+struct ClaudeSettings {
+    hooks: Vec<(crate::mcp::Origin, PathBuf, serde_json::Value)>,
+    user_rules: Vec<Rule>,
+    project_rules: Vec<Rule>,
+}
+
+fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings {
     let project = crate::project_file::ProjectFiles::new(workdir);
-    let mut out = Vec::new();
+    let mut out = ClaudeSettings::default();
     for (origin, path) in crate::hooks::claude::files(workdir) {
         let read = match origin {
             crate::mcp::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
@@ -996,8 +1008,16 @@ fn claude_hook_sections(
         };
         match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(value) => {
+                if let Some(permissions) = value.get("permissions") {
+                    let rules =
+                        crate::hooks::claude::permission_rules(permissions, &path, warnings);
+                    match origin {
+                        crate::mcp::Origin::User => out.user_rules.extend(rules),
+                        crate::mcp::Origin::Project => out.project_rules.extend(rules),
+                    }
+                }
                 if let Some(hooks) = value.get("hooks") {
-                    out.push((origin, path, hooks.clone()));
+                    out.hooks.push((origin, path, hooks.clone()));
                 }
             }
             Err(e) => warnings.push(format!(
@@ -1260,10 +1280,32 @@ pub fn load(
         max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
     let mcp = crate::mcp::config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
-    let claude_hooks = claude_hook_sections(layers.workdir(), &mut warnings);
+    let claude = claude_settings(layers.workdir(), &mut warnings);
+    // Claude Code's denials come first (they win there too); its questions and allowances after
+    // ours. A project's allowances wait for the user's trust (`claude_allow`).
+    let split = |rules: Vec<Rule>| -> (Vec<Rule>, Vec<Rule>, Vec<Rule>) {
+        let (deny, rest): (Vec<Rule>, Vec<Rule>) = rules
+            .into_iter()
+            .partition(|r| r.action == crate::tools::permissions::Action::Deny);
+        let (allow, ask) = rest
+            .into_iter()
+            .partition(|r| r.action == crate::tools::permissions::Action::Allow);
+        (deny, ask, allow)
+    };
+    let (deny, ask, allow) = split(claude.user_rules);
+    let user_rules: Vec<Rule> = deny
+        .into_iter()
+        .chain(user_rules)
+        .chain(ask)
+        .chain(allow)
+        .collect();
+    let (deny, ask, claude_allow) = split(claude.project_rules);
+    let project_rules: Vec<Rule> = deny.into_iter().chain(project_rules).chain(ask).collect();
+    let claude_allow_text = (!claude_allow.is_empty())
+        .then(|| serde_json::to_string_pretty(&claude_allow).unwrap_or_default());
     let hooks = crate::hooks::settings(
         &hook_sections,
-        &claude_hooks,
+        &claude.hooks,
         !project_trusted,
         &mut ignored,
         &mut warnings,
@@ -1398,6 +1440,11 @@ pub fn load(
             .project_entries
             .as_ref()
             .is_none_or(|e| trust.is_trusted(layers.workdir(), "hooks", e.as_bytes())),
+        claude_allow_trusted: claude_allow_text
+            .as_ref()
+            .is_none_or(|e| trust.is_trusted(layers.workdir(), "claude-permissions", e.as_bytes())),
+        claude_allow_text,
+        claude_allow,
         hooks,
         warnings,
         pricing: entry.pricing,

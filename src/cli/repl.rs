@@ -595,6 +595,35 @@ impl App {
         if config.mcp_trusted {
             confirm_secret_servers(&out, &trust, &workdir, &mut config, interactive)?;
         }
+        // A project's Claude Code allow rules widen what runs unasked: only once trusted.
+        let claude_allow = trust_entries(
+            &out,
+            &trust,
+            &workdir,
+            (
+                "claude-permissions",
+                config.claude_allow_trusted,
+                config.claude_allow_text.as_deref(),
+            ),
+            || {
+                ask(&|| {
+                    let list: String = config
+                        .claude_allow
+                        .iter()
+                        .map(|r| format!("  - {}\n", crate::tools::escape_controls(&r.describe())))
+                        .collect();
+                    ask_yes(
+                        &out,
+                        &super::text::tr(out.lang, "claude_allow_question", &[("list", &list)]),
+                    )
+                })
+            },
+            &super::text::tr(out.lang, "claude_allow_not_trusted", &[]),
+        )?;
+        if claude_allow {
+            let allow = std::mem::take(&mut config.claude_allow);
+            config.project_rules.extend(allow);
+        }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
             out.warn(&crate::tools::escape_controls(warning));

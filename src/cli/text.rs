@@ -1135,6 +1135,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "此项目配置了钩子，它们会在你的机器上运行命令：\n{list}信任它们吗？[y/N] ",
     ),
     (
+        "claude_allow_question",
+        "This project's .claude/settings.json lets these run without asking you:\n{list}Trust them? [y/N] ",
+        "此项目的 .claude/settings.json 允许以下操作无需询问你：\n{list}信任它们吗？[y/N] ",
+    ),
+    (
+        "claude_allow_not_trusted",
+        "the allow rules of the project's .claude/settings.json are not trusted and do not apply (start with --trust-project, or answer yes on a terminal); its deny and ask rules do",
+        "项目 .claude/settings.json 中的允许规则未被信任，不生效（使用 --trust-project 启动，或在终端中回答 yes）；其拒绝与询问规则生效",
+    ),
+    (
         "hooks_not_trusted",
         "the project's hooks are not trusted and do not run (start with --trust-project, or answer yes on a terminal)",
         "项目的钩子未被信任，不会运行（使用 --trust-project 启动，或在终端中回答 yes）",

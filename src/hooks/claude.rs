@@ -221,6 +221,102 @@ pub fn files(workdir: &Path) -> Vec<(crate::mcp::Origin, PathBuf)> {
     out
 }
 
+/// One of Claude Code's permission rules (`Bash(npm run test:*)`, `Read(./src/**)`, `Edit`,
+/// `mcp__github__*`) as ours: the tool through the alias table, the command pattern (`x:*` is
+/// `x` and anything after it) or the path glob relative to WORKDIR. Err: why it cannot be one
+/// (an unknown tool, a path outside the project, which the file tools refuse anyway).
+pub fn permission_rule(
+    text: &str,
+    action: crate::tools::permissions::Action,
+) -> Result<crate::tools::permissions::Rule, String> {
+    let text = text.trim();
+    let (tool, spec) = match text.split_once('(') {
+        Some((tool, rest)) => {
+            let spec = rest
+                .strip_suffix(')')
+                .ok_or_else(|| format!("`{text}` has no closing `)`"))?;
+            (tool.trim(), Some(spec.trim()))
+        }
+        None => (text, None),
+    };
+    let ours = crate::config::TOOL_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == tool)
+        .map(|(_, name)| name.to_string())
+        .or_else(|| {
+            (tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
+                .then(|| tool.to_string())
+        })
+        .ok_or_else(|| format!("`{tool}` is no tool of `new`'s; the rule does nothing here"))?;
+    let pattern = match spec.filter(|s| !s.is_empty() && *s != "*") {
+        None => None,
+        Some(spec) if ours == "bash" => Some(match spec.strip_suffix(":*") {
+            Some(prefix) => format!("{} *", prefix.trim()),
+            None => spec.to_string(),
+        }),
+        Some(spec) if spec.starts_with("//") || spec.starts_with("~/") => {
+            return Err(format!(
+                "`{text}` names a path outside the project, which the file tools refuse anyway"
+            ));
+        }
+        Some(spec) => Some(
+            spec.trim_start_matches("./")
+                .trim_start_matches('/')
+                .to_string(),
+        ),
+    };
+    Ok(crate::tools::permissions::Rule {
+        tool: ours,
+        pattern,
+        action,
+        reason: Some(format!("Claude Code rule {text}")),
+    })
+}
+
+/// The rules of a settings file's `permissions` (`{"allow": […], "ask": […], "deny": […]}`),
+/// denials first, then questions, then allowances (Claude Code's precedence); what cannot be a
+/// rule is said in `warnings`, naming the file and the rule.
+pub fn permission_rules(
+    permissions: &Value,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Vec<crate::tools::permissions::Rule> {
+    use crate::tools::permissions::Action;
+    let mut out = Vec::new();
+    for (key, action) in [
+        ("deny", Action::Deny),
+        ("ask", Action::Ask),
+        ("allow", Action::Allow),
+    ] {
+        let Some(list) = permissions.get(key) else {
+            continue;
+        };
+        let Some(list) = list.as_array() else {
+            warnings.push(format!(
+                "permissions.{key} in {} must be a list; ignored",
+                path.display()
+            ));
+            continue;
+        };
+        for rule in list {
+            let Some(text) = rule.as_str() else {
+                warnings.push(format!(
+                    "permissions.{key} in {}: {rule} is not a rule; ignored",
+                    path.display()
+                ));
+                continue;
+            };
+            match permission_rule(text, action) {
+                Ok(rule) => out.push(rule),
+                Err(why) => {
+                    warnings.push(format!("permissions.{key} in {}: {why}", path.display()))
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +339,47 @@ mod tests {
             tool_input(&json!({"filepath": "/abs/b"}), Path::new("/w")),
             json!({"file_path": "/abs/b"})
         );
+    }
+
+    #[test]
+    fn claude_code_s_permission_rules_become_ours() {
+        use crate::tools::permissions::Action;
+        let rule = |t: &str| permission_rule(t, Action::Allow).map(|r| (r.tool, r.pattern));
+        assert_eq!(
+            rule("Bash(npm run test:*)"),
+            Ok(("bash".into(), Some("npm run test *".into())))
+        );
+        assert_eq!(
+            rule("Bash(git diff)"),
+            Ok(("bash".into(), Some("git diff".into())))
+        );
+        assert_eq!(
+            rule("Read(./src/**)"),
+            Ok(("read_file".into(), Some("src/**".into())))
+        );
+        assert_eq!(rule("Edit"), Ok(("edit_file".into(), None)));
+        assert_eq!(rule("mcp__gh__*"), Ok(("mcp__gh__*".into(), None)));
+        assert!(
+            rule("WebFetch(domain:x.org)")
+                .unwrap_err()
+                .contains("no tool")
+        );
+        assert!(
+            rule("Read(~/.ssh/**)")
+                .unwrap_err()
+                .contains("outside the project")
+        );
+        assert!(rule("Bash(ls").is_err());
+        let mut warnings = Vec::new();
+        let rules = permission_rules(
+            &json!({"allow": ["Bash(ls:*)"], "deny": ["Read(./.env)", "WebFetch"], "ask": ["Write"]}),
+            Path::new("/p/.claude/settings.json"),
+            &mut warnings,
+        );
+        let actions: Vec<Action> = rules.iter().map(|r| r.action).collect();
+        assert_eq!(actions, [Action::Deny, Action::Ask, Action::Allow]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("WebFetch") && warnings[0].contains("settings.json"));
     }
 
     #[test]

@@ -381,3 +381,65 @@ fn files_that_run_or_instruct_later_are_protected_from_the_file_tools() {
         "be careful\n"
     );
 }
+
+/// Claude Code's permission rules in a project's `.claude/settings.json` apply with their
+/// meaning: its denials always (they only narrow), its allowances only once the project is
+/// trusted; a rule for a tool `new` does not have is said, naming the file.
+#[test]
+fn claude_code_permission_rules_apply_and_allowances_wait_for_trust() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join(".claude")).unwrap();
+    std::fs::write(
+        env.work().join(".claude/settings.json"),
+        serde_json::json!({"permissions": {
+            "allow": ["Bash(echo:*)", "WebFetch(domain:example.com)"],
+            "deny": ["Read(./.env)", "Bash(curl:*)"]}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(env.work().join(".env"), "SECRET=1\n").unwrap();
+    let calls = || {
+        tool_calls(&[
+            ("a", "read_file", r#"{"filepath":".env"}"#),
+            ("b", "bash", r#"{"command":"curl http://example.com"}"#),
+            ("c", "bash", r#"{"command":"echo allowed"}"#),
+        ])
+    };
+    for trusted in [false, true] {
+        let server = Server::start(vec![calls(), text(&["done"])]);
+        let mut args = vec!["--permission-mode", "strict"];
+        if trusted {
+            args.push("--trust-project");
+        }
+        let run = env.run(&server.base_url, &args, "go\n");
+        assert_eq!(run.code, Some(0), "{run:?}");
+        assert!(
+            run.stderr.contains("permissions.allow in")
+                && run.stderr.contains("`WebFetch` is no tool"),
+            "{run:?}"
+        );
+        let results = results(&server, 1);
+        assert!(!results[0].contains("SECRET"), "{results:?}");
+        assert!(
+            results[0].contains("Claude Code rule Read(./.env)"),
+            "{results:?}"
+        );
+        assert!(
+            results[1].contains("Claude Code rule Bash(curl:*)"),
+            "{results:?}"
+        );
+        if trusted {
+            assert!(results[2].contains("allowed"), "{results:?}");
+        } else {
+            assert!(
+                run.stderr
+                    .contains("allow rules of the project's .claude/settings.json are not trusted"),
+                "{run:?}"
+            );
+            assert!(
+                results[2].contains("needs the user's approval and the user could not be asked"),
+                "{results:?}"
+            );
+        }
+    }
+}
