@@ -324,9 +324,11 @@ pub fn references(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut rest = text;
     while let Some((_, after)) = rest.split_once("${") {
-        let Some((name, tail)) = after.split_once('}') else {
+        let Some((inner, tail)) = after.split_once('}') else {
             break;
         };
+        // `${NAME:-default}` references NAME.
+        let name = inner.split_once(":-").map_or(inner, |(name, _)| name);
         if !name.is_empty() && !out.iter().any(|n| n == name) {
             out.push(name.to_string());
         }
@@ -349,9 +351,16 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
         out.push_str(&rest[..at]);
         match rest[at + 2..].find('}') {
             Some(end) => {
-                let name = &rest[at + 2..at + 2 + end];
+                let inner = &rest[at + 2..at + 2 + end];
+                // `${NAME:-default}`: the default when NAME is unset or empty (as Claude Code
+                // and the shell read it).
+                let (name, default) = match inner.split_once(":-") {
+                    Some((name, default)) => (name, Some(default)),
+                    None => (inner, None),
+                };
                 if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !name.is_empty() {
-                    out.push_str(&env(name).unwrap_or_default());
+                    let value = env(name).filter(|v| !v.is_empty() || default.is_none());
+                    out.push_str(&value.or(default.map(str::to_string)).unwrap_or_default());
                 } else {
                     out.push_str(&rest[at..at + 3 + end]);
                 }
@@ -451,8 +460,12 @@ mod tests {
     #[test]
     fn references_are_found_once_each() {
         assert_eq!(
-            references("a ${X} ${}b${Y}c ${X} ${Z"),
-            vec!["X".to_string(), "Y".to_string()]
+            references("a ${X} ${}b${Y}c ${X} ${W:-w} ${Z"),
+            vec!["X".to_string(), "Y".to_string(), "W".to_string()]
+        );
+        assert_eq!(
+            references("${GITHUB_TOKEN:-}"),
+            vec!["GITHUB_TOKEN".to_string()]
         );
         assert!(references("no braces $X").is_empty());
     }
@@ -468,5 +481,21 @@ mod tests {
         assert!(!is_secret_reference("PATH", &hidden));
         assert!(!is_secret_reference("MY_LLM", &hidden));
         assert!(!is_secret_reference("HOME", &[]));
+    }
+
+    /// `${NAME:-default}`: NAME's value, or the default when it is unset or empty.
+    #[test]
+    fn a_default_stands_in_for_an_unset_or_empty_variable() {
+        let env = |name: &str| match name {
+            "SET" => Some("v".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(expand("${SET:-d}", &env), "v");
+        assert_eq!(expand("${EMPTY:-d}", &env), "d");
+        assert_eq!(expand("${UNSET:-d}", &env), "d");
+        assert_eq!(expand("${UNSET:-}", &env), "");
+        assert_eq!(expand("${EMPTY}", &env), "");
+        assert_eq!(expand("a${SET}b", &env), "avb");
     }
 }
