@@ -345,7 +345,15 @@ impl Context {
         if !self.settings.enabled {
             return conversation.api_messages(id);
         }
-        conversation.api_messages_with(id, &mut |m| self.shape_result(m, results))
+        conversation.api_messages_with(id, &mut |m| {
+            if m.content.len() as u64 > self.settings.tool_result_threshold
+                && loaded_skill(conversation, m)
+            {
+                // A skill is instructions to follow: sent whole, never as a preview.
+                return Cow::Borrowed(&m.content);
+            }
+            self.shape_result(m, results)
+        })
     }
 
     /// A tool result as sent: whole, or its start and a note on where the rest is.
@@ -368,6 +376,22 @@ impl Context {
             saved.then_some(path.as_path()),
         ))
     }
+}
+
+/// Whether tool result `m` answers a `use_skill` call (the call is on the nearest assistant
+/// message above it).
+fn loaded_skill(conversation: &Conversation, m: &Message) -> bool {
+    let Some(call) = m.tool_call_id.as_deref() else {
+        return false;
+    };
+    conversation
+        .ancestors(&m.id)
+        .find(|a| a.role == crate::vocab::Role::Assistant)
+        .is_some_and(|a| {
+            a.calls()
+                .iter()
+                .any(|c| c.id == call && c.function.name == "use_skill")
+        })
 }
 
 /// The folder holding the whole tool results of conversation `id` (a read-only extra root).

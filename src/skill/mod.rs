@@ -360,8 +360,8 @@ impl SkillRegistry {
         self.skills.get(name)
     }
 
-    /// What `use_skill` can load: every skill offered on demand (its SKILL.md is read when loaded,
-    /// cut at `max_bytes`), and its folder.
+    /// What `use_skill` can load: every skill offered on demand (its body is read when it is
+    /// loaded, cut at `max_bytes`), and its folder.
     pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, crate::tools::builtin::ShelfEntry> {
         self.on_demand()
             .filter_map(|s| {
@@ -370,6 +370,7 @@ impl SkillRegistry {
                     crate::tools::builtin::ShelfEntry {
                         source: s.source.clone(),
                         dir: s.dir.clone()?,
+                        skill: Box::new(s.clone()),
                         max_bytes,
                     },
                 ))

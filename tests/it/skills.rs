@@ -88,9 +88,10 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     let last = |n: usize| results(&server, n).last().cloned().unwrap();
     assert!(last(1).contains("outside the working folder"));
     let loaded = results(&server, 2);
+    // The body, without its front matter.
     assert!(
-        loaded[1].contains("name: pdf"),
-        "the whole SKILL.md: {}",
+        !loaded[1].contains("name: pdf"),
+        "the front matter is not sent: {}",
         loaded[1]
     );
     assert!(loaded[1].contains("To fill a form, read reference/fields.md first."));
@@ -243,4 +244,33 @@ fn broken_skills_are_reported_once_and_the_rest_load() {
         "{run:?}"
     );
     assert!(system_prompt(&server.requests()[0]).contains("- `twin`"));
+}
+
+/// A long skill reaches the model whole (never the preview a long tool result gets), up to
+/// `skill.max_skill_size_bytes`.
+#[test]
+fn a_long_skill_is_sent_whole_not_as_a_preview() {
+    let env = Env::new();
+    let dir = env.work().join(".claude/skills/big");
+    let body: String = (1..=600)
+        .map(|i| format!("Step {i}: do the thing number {i} carefully and check it.\n"))
+        .collect();
+    write(
+        dir.join("SKILL.md"),
+        &format!("---\nname: big\ndescription: A long procedure\n---\n{body}"),
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "use_skill", r#"{"skill_name":"big"}"#)]),
+        text(&["Done."]),
+    ]);
+    let run = env.run(&server.base_url, &["--trust-project"], "go\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let loaded = results(&server, 1);
+    assert!(loaded[0].len() > 30_000, "{}", loaded[0].len());
+    assert!(
+        loaded[0].contains("Step 600: do the thing number 600"),
+        "{}",
+        &loaded[0][..300]
+    );
+    assert!(!loaded[0].contains("description: A long procedure"));
 }

@@ -1,6 +1,7 @@
 //! `use_skill`: loads a skill offered on demand (a folder `<name>/SKILL.md`, listed by name and
-//! description in the system prompt). The result is the whole SKILL.md; the skill's folder becomes
-//! a read-only extra root, so `read_file` and `grep` can open its reference files.
+//! description in the system prompt). The result is the skill's whole body (never cut to a
+//! preview: the context keeps it whole); the skill's folder becomes a read-only extra root, so
+//! `read_file` and `grep` can open its reference files.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,22 +12,23 @@ use serde_json::{Value, json};
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args};
 
 /// A skill the model can load.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ShelfEntry {
-    /// Its SKILL.md, read when the skill is loaded.
+    /// Its SKILL.md.
     pub source: PathBuf,
     /// Its folder.
     pub dir: PathBuf,
-    /// The most of the file sent (`skill.max_skill_size_bytes`).
+    /// The skill, whose body is read when it is loaded.
+    pub skill: Box<crate::skill::Skill>,
+    /// The most of its body sent (`skill.max_skill_size_bytes`).
     pub max_bytes: usize,
 }
 
 impl ShelfEntry {
-    /// The SKILL.md whole, cut at `max_bytes` with a note.
-    pub fn text(&self) -> std::io::Result<String> {
-        let mut text = std::fs::read_to_string(&self.source)?;
-        crate::skill::cut_to_size(&mut text, self.max_bytes);
-        Ok(text)
+    /// Its SKILL.md's body (the front matter is not sent), read now through the one reader of a
+    /// project's files and cut at `max_bytes`.
+    pub fn body(&self) -> String {
+        self.skill.instructions(self.max_bytes)
     }
 }
 
@@ -90,9 +92,7 @@ impl Tool for UseSkill {
             let Some(entry) = ctx.skills.get(name) else {
                 return Err(ToolError::Failed(format!("skill not found: {name}")));
             };
-            let text = entry
-                .text()
-                .map_err(|e| ToolError::Failed(format!("skill {name} cannot be read: {e}")))?;
+            let text = entry.body();
             ctx.sandbox.add_read_root(entry.dir.clone());
             Ok(ToolOutput {
                 content: format!(
