@@ -698,7 +698,7 @@ mod tests {
         );
         let big = r.get("big").unwrap().instructions(1024);
         assert!(big.len() < 1200 && big.contains("skill.max_skill_size_bytes"));
-        assert!(r.shelf(1024)["big"].text().unwrap().len() < 1200);
+        assert!(r.shelf(1024)["big"].body().len() < 1200);
         assert!(
             r.problems.iter().any(|p| p.contains("holds a space")),
             "{:?}",
