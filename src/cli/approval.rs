@@ -435,7 +435,10 @@ fn is_protected(relative: &str) -> bool {
         Some(Component::Normal(first)) if [".new", ".git", ".claude", ".agents", ".codex", ".codepilot"]
             .iter()
             .any(|d| first == *d)
-            || (only && ["AGENTS.md", "CLAUDE.md", ".mcp.json"].iter().any(|f| first == *f))
+            || (only
+                && ["AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".mcp.json"]
+                    .iter()
+                    .any(|f| first == *f))
     )
 }
 

@@ -110,6 +110,7 @@ pub const PROTECTED: &[&str] = &[
     ".mcp.json",
     "AGENTS.md",
     "CLAUDE.md",
+    "CLAUDE.local.md",
 ];
 
 /// Secret places under the home folder, covered inside the sandbox (besides `new`'s own config

@@ -1,8 +1,10 @@
-//! Instructions a project keeps for agents: `AGENTS.md` (or, without one, `CLAUDE.md`) in WORKDIR,
-//! after the user's own `<config dir>/new/AGENTS.md`. The two are merged by `## ` section, the
-//! project's winning where both have one. A line `@path` includes another file: relative paths only,
-//! inside WORKDIR (resolved as the file tools resolve them), no cycles, five levels at most, 64 KB in
-//! all; a refused include is reported once and skipped.
+//! Instructions a project keeps for agents: `AGENTS.md`, then `CLAUDE.md`, then `CLAUDE.local.md`
+//! in WORKDIR (all that exist, as Codex and Claude Code read them), after the user's own:
+//! `<config dir>/new/AGENTS.md`, `~/.codex/AGENTS.md` and `~/.claude/CLAUDE.md`. The user's and the
+//! project's are merged by `## ` section, the project's winning where both have one. A line `@path`
+//! includes another file: relative paths only, inside WORKDIR (resolved as the file tools resolve
+//! them), no cycles, five levels at most, 64 KB in all; a file already read (a `CLAUDE.md` that says
+//! `@AGENTS.md`) is not read twice; a refused include is reported once and skipped.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -48,9 +50,14 @@ pub fn load(user_dir: Option<&Path>, workdir: &Path) -> Instructions {
                 return None;
             }
         };
-        out.sources.push(path.to_path_buf());
-        let mut stack = vec![path.to_path_buf()];
-        let mut included = Vec::new();
+        // Read already (a link to one read before, or an include of an earlier file's).
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if out.sources.contains(&real) {
+            return None;
+        }
+        out.sources.push(real.clone());
+        let mut stack = vec![real];
+        let mut included = out.sources.clone();
         let text = expand(
             &text,
             path,
@@ -60,18 +67,38 @@ pub fn load(user_dir: Option<&Path>, workdir: &Path) -> Instructions {
             &mut out.problems,
             &mut reported,
         );
-        out.sources.extend(included);
+        for p in included {
+            if !out.sources.contains(&p) {
+                out.sources.push(p);
+            }
+        }
         Some(text)
     };
-    let user = user_dir
-        .map(|d| d.join("AGENTS.md"))
-        .and_then(|p| read(&p, &mut out, &mut budget));
-    let project = [
-        sandbox.root().join("AGENTS.md"),
-        sandbox.root().join("CLAUDE.md"),
+    let home = dirs::home_dir();
+    let join = |parts: Vec<String>| Some(parts.join("\n\n")).filter(|t| !t.trim().is_empty());
+    let user_files: Vec<PathBuf> = [
+        user_dir.map(|d| d.join("AGENTS.md")),
+        home.as_ref().map(|h| h.join(".codex/AGENTS.md")),
+        home.as_ref().map(|h| h.join(".claude/CLAUDE.md")),
     ]
     .into_iter()
-    .find_map(|p| read(&p, &mut out, &mut budget));
+    .flatten()
+    .collect();
+    let user = join(
+        user_files
+            .iter()
+            .filter_map(|p| read(p, &mut out, &mut budget))
+            .map(|t| t.trim().to_string())
+            .collect(),
+    );
+    let project = join(
+        ["AGENTS.md", "CLAUDE.md", "CLAUDE.local.md"]
+            .into_iter()
+            .map(|name| sandbox.root().join(name))
+            .filter_map(|p| read(&p, &mut out, &mut budget))
+            .map(|t| t.trim().to_string())
+            .collect(),
+    );
     out.text = match (user, project) {
         (None, None) => String::new(),
         (Some(u), None) => u.trim().to_string(),
@@ -155,6 +182,10 @@ fn expand(
                 problems,
                 reported,
             );
+            continue;
+        }
+        // In the instructions already (`CLAUDE.md` saying `@AGENTS.md`): not twice.
+        if included.contains(&path) {
             continue;
         }
         let text = match sandbox.open_read(&path, target) {
@@ -285,12 +316,26 @@ mod tests {
     }
 
     #[test]
-    fn claude_md_stands_in_when_there_is_no_agents_md() {
+    fn agents_md_claude_md_and_claude_local_md_are_all_read_and_an_import_not_twice() {
         let (_d, work, _user) = setup();
         std::fs::write(work.join("CLAUDE.md"), "From CLAUDE.md\n").unwrap();
         assert_eq!(load(None, &work).text, "From CLAUDE.md");
         std::fs::write(work.join("AGENTS.md"), "From AGENTS.md\n").unwrap();
-        assert_eq!(load(None, &work).text, "From AGENTS.md");
+        assert_eq!(load(None, &work).text, "From AGENTS.md\n\nFrom CLAUDE.md");
+        // The common CLAUDE.md that points to AGENTS.md and adds its own: AGENTS.md once.
+        std::fs::write(
+            work.join("CLAUDE.md"),
+            "@AGENTS.md\n\n## Claude only\nUse the tools.\n",
+        )
+        .unwrap();
+        std::fs::write(work.join("CLAUDE.local.md"), "My sandbox URL is x.\n").unwrap();
+        let i = load(None, &work);
+        assert_eq!(
+            i.text,
+            "From AGENTS.md\n\n## Claude only\nUse the tools.\n\nMy sandbox URL is x."
+        );
+        assert_eq!(i.sources.len(), 3, "{:?}", i.sources);
+        assert!(i.problems.is_empty(), "{:?}", i.problems);
         assert!(
             load(
                 None,

@@ -274,3 +274,47 @@ fn a_long_skill_is_sent_whole_not_as_a_preview() {
     );
     assert!(!loaded[0].contains("description: A long procedure"));
 }
+
+/// The instruction files users already have are read as the peers read them: `~/.codex/AGENTS.md`
+/// and `~/.claude/CLAUDE.md` with the user's own, a project's `AGENTS.md`, `CLAUDE.md` (its
+/// `@AGENTS.md` not read twice) and `CLAUDE.local.md`.
+#[test]
+fn the_peers_instruction_files_are_all_read() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    write(
+        home.join(".codex/AGENTS.md"),
+        "Codex-wide: prefer small diffs.\n",
+    );
+    write(
+        home.join(".claude/CLAUDE.md"),
+        "Claude-wide: answer in English.\n",
+    );
+    write(env.work().join("AGENTS.md"), "Project: run make check.\n");
+    write(
+        env.work().join("CLAUDE.md"),
+        "@AGENTS.md\n\n## Claude\nProject for Claude: use the tools.\n",
+    );
+    write(
+        env.work().join("CLAUDE.local.md"),
+        "Local: my port is 8123.\n",
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(&server.base_url, &["-p", "hi"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let prompt = system_prompt(&server.requests()[0]);
+    for part in [
+        "Codex-wide: prefer small diffs.",
+        "Claude-wide: answer in English.",
+        "Project: run make check.",
+        "Project for Claude: use the tools.",
+        "Local: my port is 8123.",
+    ] {
+        assert!(prompt.contains(part), "{part}: {prompt}");
+    }
+    assert_eq!(
+        prompt.matches("Project: run make check.").count(),
+        1,
+        "{prompt}"
+    );
+}
