@@ -555,7 +555,14 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
     cut_to_size(&mut body, max_bytes);
     Ok(Parsed {
         name,
-        description: front.description.unwrap_or_default().trim().to_string(),
+        // One line: a YAML block scalar (`description: |`) keeps its line breaks, which a list
+        // of skills shows as `\n`.
+        description: front
+            .description
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
         enabled: front.enabled.unwrap_or(true),
         body,
         args: front.args.map(as_text).filter(|a| !a.trim().is_empty()),
@@ -738,5 +745,18 @@ mod tests {
         );
         assert!(!r.get("pdf").unwrap().enabled);
         assert!(r.enabled().any(|s| s.name == "translator"));
+    }
+
+    #[test]
+    fn a_block_scalar_description_is_one_line() {
+        let parsed = parse_skill(
+            "---\nname: api\ndescription: |\n  Build apps with the API.\n  Use it when asked.\n---\nbody",
+            1024,
+        )
+        .unwrap();
+        assert_eq!(
+            parsed.description,
+            "Build apps with the API. Use it when asked."
+        );
     }
 }
