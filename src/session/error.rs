@@ -20,6 +20,8 @@ pub enum StoreError {
         prefix: String,
         matches: Vec<String>,
     },
+    #[error("{path} is not a conversation of new's (it looks like {what}); it is left alone")]
+    Foreign { path: PathBuf, what: &'static str },
 }
 
 impl StoreError {

@@ -148,7 +148,19 @@ impl Store {
             io::ErrorKind::NotFound => StoreError::NotFound(id.to_string()),
             _ => StoreError::io("reading", &path, e),
         })?;
-        Ok(parse_conversation(id, &bytes, system_prompt))
+        let (conversation, report) = parse_conversation(id, &bytes, system_prompt);
+        // Another program's file in DATADIR (Claude Code's, Codex's or pi's history, say) reads
+        // as nothing: it is never opened, so nothing is appended to it.
+        if conversation.len() == 1
+            && memchr::memmem::find(&bytes, br#""type":"header""#).is_none()
+            && !bytes.iter().all(u8::is_ascii_whitespace)
+        {
+            return Err(StoreError::Foreign {
+                path,
+                what: foreign_kind(&bytes),
+            });
+        }
+        Ok((conversation, report))
     }
 
     /// The conversation with the newest activity, for `--continue`.
@@ -352,6 +364,21 @@ pub fn parse_conversation(
         .map(|m| m.id.clone())
         .collect();
     (conversation, report)
+}
+
+/// What another program's JSONL file looks like it is, from its first lines.
+fn foreign_kind(bytes: &[u8]) -> &'static str {
+    let head = &bytes[..bytes.len().min(64 * 1024)];
+    let has = |needle: &[u8]| memchr::memmem::find(head, needle).is_some();
+    if has(b"\"parentUuid\"") {
+        "Claude Code's history"
+    } else if has(b"\"session_meta\"") || has(b"\"response_item\"") {
+        "Codex's history"
+    } else if has(b"\"parentId\"") {
+        "pi's history"
+    } else {
+        "another program's file"
+    }
 }
 
 /// Adds one stored message to the tree being loaded: under its parent, or under the root when the

@@ -462,3 +462,31 @@ fn a_reload_shows_the_same_tree_titles_and_branches() {
     assert_eq!(listed(&first), listed(&second));
     assert!(listed(&second).ends_with("Kept"));
 }
+
+/// Another agent's history in DATADIR (Claude Code's, here) is never opened as a conversation,
+/// so nothing is appended to it.
+#[test]
+fn another_agent_s_history_is_left_alone() {
+    let server = Server::start(vec![text(&["fine"])]);
+    let env = Env::new();
+    std::fs::create_dir_all(env.data()).unwrap();
+    let foreign = env.data().join("c1a0de01.jsonl");
+    let text = concat!(
+        r#"{"type":"user","uuid":"u1","parentUuid":null,"message":{"role":"user","content":"hi"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","message":{"role":"assistant","content":"hello"}}"#,
+        "\n"
+    );
+    std::fs::write(&foreign, text).unwrap();
+    let run = env.run(&server.base_url, &[], "/switch c1a0de01\nstill here\n");
+    assert!(
+        run.stderr.contains(
+            "is not a conversation of new's (it looks like Claude Code's history); it is left alone"
+        ),
+        "{run:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), text);
+    let run = env.run(&server.base_url, &["--resume", "c1a0de01"], "");
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), text);
+}
