@@ -59,7 +59,9 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, McpError>>>>
 
 enum Link {
     Stdio {
-        stdin: tokio::sync::Mutex<tokio::process::ChildStdin>,
+        /// Whole lines for the one task that writes the server's stdin: a caller that is
+        /// cancelled (Ctrl-C, a timeout, an answer that came first) can never cut a line.
+        stdin: mpsc::UnboundedSender<Vec<u8>>,
         child: Mutex<Option<tokio::process::Child>>,
     },
     Http {
@@ -165,8 +167,17 @@ impl Client {
                     log: log.clone(),
                 };
                 let (replies, mut to_send) = mpsc::unbounded_channel::<Value>();
+                let (lines, mut to_write) = mpsc::unbounded_channel::<Vec<u8>>();
+                tokio::spawn(async move {
+                    let mut stdin = stdin;
+                    while let Some(line) = to_write.recv().await {
+                        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                });
                 let link = Link::Stdio {
-                    stdin: tokio::sync::Mutex::new(stdin),
+                    stdin: lines,
                     child: Mutex::new(Some(child)),
                 };
                 tokio::spawn(reader.stdio(stdout, replies));
@@ -357,15 +368,9 @@ impl Client {
             Link::Stdio { stdin, .. } => {
                 let mut line = serde_json::to_vec(message).expect("a JSON value");
                 line.push(b'\n');
-                let mut stdin = stdin.lock().await;
                 stdin
-                    .write_all(&line)
-                    .await
-                    .map_err(|e| McpError::Closed(format!(" ({e})")))?;
-                stdin
-                    .flush()
-                    .await
-                    .map_err(|e| McpError::Closed(format!(" ({e})")))
+                    .send(line)
+                    .map_err(|_| McpError::Closed(" (its input is closed)".into()))
             }
             Link::Http { .. } => self.post(message).await,
         }
@@ -864,5 +869,77 @@ mod tests {
             read_line_capped(&mut reader, &mut line).await.unwrap(),
             None
         );
+    }
+
+    /// A call that fails while its line is still being written (the server stopped reading, then
+    /// sent a message over 16 MB, which fails every waiting call) never leaves half a line: the
+    /// next call's line arrives whole and is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_call_never_cuts_its_line_in_half() {
+        if std::process::Command::new("python3")
+            .arg("-V")
+            .output()
+            .is_err()
+        {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("server.py");
+        let log = dir.path().join("lines.log");
+        std::fs::write(
+            &script,
+            r#"import sys, json, time
+log = open(sys.argv[1], "w")
+def reply(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+first = json.loads(sys.stdin.readline())
+reply({"jsonrpc": "2.0", "id": first["id"], "result": {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "slow"}}})
+sys.stdin.readline()
+time.sleep(1.0)
+sys.stdout.write("x" * (17 * 1024 * 1024) + "\n"); sys.stdout.flush()
+time.sleep(1.0)
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+        log.write("whole %s\n" % m.get("method")); log.flush()
+        if "id" in m: reply({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+    except ValueError:
+        log.write("cut\n"); log.flush()
+"#,
+        )
+        .unwrap();
+        let transport = Transport::Stdio {
+            command: "python3".into(),
+            args: vec![script.display().to_string(), log.display().to_string()],
+            env: Default::default(),
+            cwd: None,
+        };
+        let (client, _events) = Client::connect(
+            &transport,
+            dir.path(),
+            &dir.path().join("mcp.log"),
+            &[],
+            Duration::from_secs(10),
+            None,
+        )
+        .await
+        .unwrap();
+        let big = "y".repeat(300 * 1024);
+        let first = client
+            .request(
+                "tools/call",
+                json!({"name": "t", "arguments": {"big": big}}),
+                Duration::from_secs(20),
+            )
+            .await;
+        assert!(first.is_err(), "{first:?}");
+        let second = client
+            .request("tools/list", json!({}), Duration::from_secs(10))
+            .await;
+        assert!(second.is_ok(), "{second:?}");
+        let lines = std::fs::read_to_string(&log).unwrap();
+        assert!(!lines.contains("cut"), "{lines}");
+        assert!(lines.contains("whole tools/list"), "{lines}");
+        client.close().await;
     }
 }
