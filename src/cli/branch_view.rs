@@ -200,8 +200,9 @@ impl App {
         }
         self.out.say(&self.tr("undone", &[("n", &n)]));
         self.move_and_say(&parent);
-        // The folder as it was there: listed and asked, as `/restore` does.
-        if self.checkpoints.is_some() {
+        // The folder as it was there (when a snapshot knows it): listed and asked, as `/restore`
+        // does.
+        if self.checkpoints.is_some() && self.session.conversation().state_of(&parent).is_some() {
             self.restore("");
         }
     }

@@ -398,12 +398,11 @@ impl Conversation {
     /// down to a leaf (or to a node with only side questions below it).
     pub fn tip(&self, id: &str) -> Option<&Message> {
         let mut p = self.position(id)?;
-        // The newest child that is not a side question (`/btw` is off the branch).
-        while let Some(&last) = self.kids[p]
-            .iter()
-            .rev()
-            .find(|&&k| !self.nodes[k as usize].side)
-        {
+        // The newest child that is not a side question (`/btw` is off the branch) nor undone.
+        while let Some(&last) = self.kids[p].iter().rev().find(|&&k| {
+            let m = &self.nodes[k as usize];
+            !m.side && !self.undone.contains(&m.id)
+        }) {
             p = last as usize;
         }
         Some(&self.nodes[p])
@@ -414,13 +413,13 @@ impl Conversation {
         self.ancestors(id).any(|m| m.side) || self.get(id).is_some_and(|m| m.side)
     }
 
-    /// Where a side branch holding `id` was asked from (the parent of its side question); `id`
-    /// itself when it is not in one.
-    pub fn off_side<'a>(&'a self, id: &'a str) -> &'a str {
+    /// Where a side branch holding `id` hangs from (the parent of its side question, the
+    /// outermost), or a part of it that `off` says to leave; `id` itself when it is in neither.
+    pub fn off_side<'a>(&'a self, id: &'a str, off: &dyn Fn(&str) -> bool) -> &'a str {
         let mut out = id;
         let mut at = self.get(id);
         while let Some(m) = at {
-            if m.side {
+            if m.side || off(&m.id) {
                 out = m.parent_id.as_deref().unwrap_or(&self.root_id);
             }
             at = m.parent_id.as_deref().and_then(|p| self.get(p));

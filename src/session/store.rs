@@ -271,7 +271,9 @@ pub fn parse_conversation(
     let mut last: Option<String> = None;
     let mut checkpoints: Vec<(String, String)> = Vec::new();
     let mut branches: Vec<(String, String, bool)> = Vec::new();
-    let mut undone: Vec<String> = Vec::new();
+    let mut undone: Vec<(String, usize)> = Vec::new();
+    // The line of the last message, to tell an undo that came after it.
+    let mut last_line = 0;
     // Room for the file's messages and a session's worth of new ones, so that growing the tree
     // does not copy it again soon after loading.
     let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1024;
@@ -298,14 +300,17 @@ pub fn parse_conversation(
                     header = Some(h);
                 }
             }
-            Ok(Loaded::Message(m)) => match conversation.as_mut() {
-                Some(c) => attach(c, *m, &mut report, &mut last),
-                None => waiting.push(*m),
-            },
+            Ok(Loaded::Message(m)) => {
+                last_line = n;
+                match conversation.as_mut() {
+                    Some(c) => attach(c, *m, &mut report, &mut last),
+                    None => waiting.push(*m),
+                }
+            }
             Ok(Loaded::Title(t)) => title = Some(t),
             Ok(Loaded::Checkpoint(node, snapshot)) => checkpoints.push((node, snapshot)),
             Ok(Loaded::Branch(name, node, deleted)) => branches.push((name, node, deleted)),
-            Ok(Loaded::Undone(node)) => undone.push(node),
+            Ok(Loaded::Undone(node)) => undone.push((node, n)),
             Ok(Loaded::Unknown) => {}
             Err(e) => report.skipped_lines.push((n + 1, e)),
         }
@@ -331,17 +336,24 @@ pub fn parse_conversation(
     for record in waiting {
         attach(&mut conversation, record, &mut report, &mut last);
     }
-    // The cursor of a loaded conversation is its last message; in a side branch (`/btw`), where
-    // that side question was asked from.
+    undone.retain(|(id, _)| conversation.contains(id));
+    // Undone after the last message was written: the session ended there, above it.
+    let undone_last: std::collections::HashSet<String> = undone
+        .iter()
+        .filter(|(_, n)| *n > last_line)
+        .map(|(id, _)| id.clone())
+        .collect();
+    conversation
+        .undone
+        .extend(undone.into_iter().map(|(id, _)| id));
+    // The cursor of a loaded conversation is its last message; in a side branch (`/btw`) or an
+    // undone part (`/undo` the last thing done), where that hangs from.
     if let Some(last) = last {
-        let at = conversation.off_side(&last).to_string();
+        let at = conversation
+            .off_side(&last, &|id| undone_last.contains(id))
+            .to_string();
         conversation.move_cursor(&at).expect("attached");
     }
-    let undone: Vec<String> = undone
-        .into_iter()
-        .filter(|id| conversation.contains(id))
-        .collect();
-    conversation.undone.extend(undone);
     // Branch names, the latest record of each winning; one naming a node not in the tree is
     // passed over.
     for (name, node, deleted) in branches {

@@ -420,3 +420,32 @@ fn merge_files_takes_merges_and_leaves_conflicts_alone() {
         "{run:?}"
     );
 }
+
+/// After `/undo` the branch's tip is where the undo went (a name given then lands there), and a
+/// reload resumes there too: the undone part is not sent again.
+#[test]
+fn an_undo_holds_across_a_reload_and_names() {
+    let server = Server::start(vec![text(&["hi"]), text(&["second"]), text(&["third"])]);
+    let env = Env::new();
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "hello\nmore\n/undo\n/branch here\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("this branch is here (its tip is [2]"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("error"), "{run:?}");
+    let run = env.run(&server.base_url, &["--continue"], "next\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        messages_of(server.requests().last().unwrap())[1..],
+        [
+            ("user".to_string(), "hello".to_string()),
+            ("assistant".to_string(), "hi".to_string()),
+            ("user".to_string(), "next".to_string()),
+        ]
+    );
+}
