@@ -674,6 +674,26 @@ fn same(a: Option<&Entry>, b: Option<&Entry>) -> bool {
     }
 }
 
+/// Whether a path of the folder decides what runs next or instructs later sessions (the
+/// settings of `new`, Claude Code, Codex and CodePilot, `.git`, the instructions, `.mcp.json`), or
+/// is not a plain path below the folder.
+pub fn decides_what_runs(path: &str) -> bool {
+    let parts: Vec<std::path::Component> = Path::new(path).components().collect();
+    if parts
+        .iter()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return true;
+    }
+    let first = parts
+        .first()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    [".git", ".new", ".claude", ".agents", ".codex", ".codepilot"].contains(&first.as_str())
+        || (parts.len() == 1
+            && ["AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".mcp.json"].contains(&first.as_str()))
+}
+
 /// What bringing a branch's file changes into the folder does to one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MergeStep {
@@ -713,6 +733,15 @@ pub fn merge_plan(
     };
     let mut out = Vec::new();
     for (path, _) in changes(base, theirs) {
+        // What decides what runs next (settings, hooks, instructions, git) is never written by a
+        // merge: shown, for the user to bring over by hand.
+        if decides_what_runs(&path) {
+            out.push(MergeStep::Conflict {
+                path,
+                why: "refused: it decides what runs next (settings, hooks, instructions); bring it over by hand (/diff shows it)".into(),
+            });
+            continue;
+        }
         let (b, o, t) = (
             base.files.get(&path),
             ours.files.get(&path),

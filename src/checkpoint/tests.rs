@@ -604,3 +604,25 @@ fn a_merge_plan_takes_merges_and_names_conflicts() {
     );
     assert_eq!(plan[3], MergeStep::Take("new.txt".into()));
 }
+
+#[test]
+fn a_merge_never_writes_what_decides_what_runs() {
+    for p in [
+        ".new/config.json",
+        ".git/hooks/x",
+        ".claude/settings.json",
+        "AGENTS.md",
+        ".mcp.json",
+        "a/../b",
+    ] {
+        assert!(decides_what_runs(p), "{p}");
+    }
+    for p in [
+        "src/AGENTS.md",
+        "docs/.mcp.json.md",
+        "a.txt",
+        "src/.newer/x",
+    ] {
+        assert!(!decides_what_runs(p), "{p}");
+    }
+}

@@ -427,11 +427,7 @@ fn merge_files_takes_merges_and_leaves_conflicts_alone() {
 fn an_undo_holds_across_a_reload_and_names() {
     let server = Server::start(vec![text(&["hi"]), text(&["second"]), text(&["third"])]);
     let env = Env::new();
-    let run = env.run(
-        &server.base_url,
-        &[],
-        "hello\nmore\n/undo\n/branch here\n",
-    );
+    let run = env.run(&server.base_url, &[], "hello\nmore\n/undo\n/branch here\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
         run.stdout.contains("this branch is here (its tip is [2]"),
