@@ -8,26 +8,13 @@ use super::tree_view::{describe, preview};
 use crate::session::Message;
 use crate::vocab::Role;
 
-/// The longest branch name.
-const MAX_NAME: usize = 40;
-
 /// What a merge node's content starts with: what it is, for the model reading it.
 const MERGE_HEADING: &str = "[What another branch of this conversation found, brought back with /merge. That branch left this one here; its messages are not sent, only this account of them.]";
 
 /// What the summary of a merged branch should say.
 const MERGE_FOCUS: &str = "this is a branch that explored an alternative and is now brought back into the branch it left: say what it tried, what worked, what failed and why, and which files it changed (with paths), so that work can go on from its conclusion";
 
-/// Whether `name` may name a branch: letters, digits, `-`, `_`, `.` and `/`, at most
-/// [`MAX_NAME`] characters, not all digits (`/3` is a node) and not starting with `-`.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.chars().count() <= MAX_NAME
-        && !name.starts_with('-')
-        && !name.chars().all(|c| c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
+use crate::session::valid_branch_name as valid_name;
 
 /// How long ago, shortly: `40s`, `5m`, `3h`, `2d`.
 fn age(d: chrono::TimeDelta) -> String {
@@ -137,6 +124,23 @@ impl App {
         if question.is_empty() {
             return self.out.error(&self.tr("btw_usage", &[]));
         }
+        // The user's `pre_message` hooks see a side question too, and may block it.
+        let hooked = self.fire_hooks(crate::hooks::Input {
+            prompt: Some(question.to_string()),
+            ..crate::hooks::Input::new("pre_message")
+        });
+        let Some(hooked) = hooked else { return };
+        if let Some(reason) = hooked.block {
+            return self.out.error(&self.tr(
+                "blocked_by_hook",
+                &[("reason", &crate::tools::escape_controls(&reason))],
+            ));
+        }
+        let question = if hooked.context.is_empty() {
+            question.to_string()
+        } else {
+            format!("{question}\n\n{}", hooked.context.join("\n\n"))
+        };
         let back = self.session.conversation().cursor().to_string();
         let mut message = Message::new(Role::User, question);
         message.side = true;
@@ -367,6 +371,10 @@ impl App {
         let mut list = String::new();
         for step in &plan {
             let (what, path) = match step {
+                // A take that removes the file says so.
+                MergeStep::Take(p) if !theirs.files.contains_key(p) => {
+                    (self.tr("merge_remove", &[]), p)
+                }
                 MergeStep::Take(p) => (self.tr("merge_take", &[]), p),
                 MergeStep::Merged { path, .. } => (self.tr("merge_merged", &[]), path),
                 MergeStep::Conflict { path, .. } => (self.tr("merge_conflict", &[]), path),

@@ -728,6 +728,7 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "该分支离开当前分支后没有改动文件（据其检查点）",
     ),
     ("merge_take", "take ", "采用"),
+    ("merge_remove", "remove", "删除"),
     ("merge_merged", "merge", "合并"),
     (
         "merge_conflict",

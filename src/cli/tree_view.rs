@@ -174,6 +174,16 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         .map(|(n, (_, m))| (m.id.as_str(), n))
         .collect();
     let number = |id: &str| numbers.get(id).map_or("?".to_string(), |n| n.to_string());
+    // The names at each named tip, found once (not a walk to the leaf per row).
+    let mut named: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    for (name, node) in &conversation.branches {
+        if let Some(tip) = conversation.tip(node) {
+            named
+                .entry(tip.id.as_str())
+                .or_default()
+                .push(name.as_str());
+        }
+    }
     for row in rows.iter_mut() {
         let Row::Node(line) = row else { continue };
         let Some((_, m)) = order.get(line.number) else {
@@ -194,11 +204,8 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
             line.text
                 .push_str(&super::text::tr(lang, "tree_undone", &[("n", &n)]));
         }
-        if conversation.tip(&m.id).is_some_and(|t| t.id == m.id) {
-            let names = conversation.names_of(&m.id);
-            if !names.is_empty() {
-                line.text.push_str(&format!("  ⟨{}⟩", names.join(", ")));
-            }
+        if let Some(names) = named.get(m.id.as_str()) {
+            line.text.push_str(&format!("  ⟨{}⟩", names.join(", ")));
         }
     }
 }

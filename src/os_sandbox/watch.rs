@@ -114,7 +114,23 @@ fn end_everything() -> ! {
                 break;
             }
             for p in left {
-                libc::kill(p, libc::SIGKILL);
+                // Through a pidfd, checked again once open: a pid read from /proc may have ended
+                // and been reused by then; the pidfd holds the process that was checked.
+                let fd = libc::syscall(libc::SYS_pidfd_open, p, 0);
+                if fd < 0 {
+                    continue;
+                }
+                let fd = fd as libc::c_int;
+                if left_of(me, (group == me).then_some(group)).contains(&p) {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd,
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    );
+                }
+                libc::close(fd);
             }
             // Reaped as they end (what they started comes to this subreaper meanwhile).
             let mut status = 0;
@@ -165,6 +181,12 @@ fn end_as(status: std::process::ExitStatus) -> ! {
         // SAFETY: restores the default action of that signal, unblocks it and raises it at
         // ourselves, so the caller sees the same end; `_exit` if that did not end us.
         unsafe {
+            // No core of the watcher: the program's crash is the program's.
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
             libc::signal(signal, libc::SIG_DFL);
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);

@@ -19,3 +19,16 @@ pub use index::Summary;
 pub use message::{Message, new_id};
 pub use record::Record;
 pub use store::{LoadReport, Store, StoreError};
+
+/// Whether `name` may name a branch: letters, digits, `-`, `_`, `.` and `/`, at most 40
+/// characters, not all digits (`/3` is a node) and not starting with `-`. A name read from a file
+/// that is not one is passed over (it would be printed on the terminal).
+pub fn valid_branch_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= 40
+        && !name.starts_with('-')
+        && !name.chars().all(|c| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}

@@ -359,7 +359,7 @@ pub fn parse_conversation(
     for (name, node, deleted) in branches {
         if deleted {
             conversation.branches.remove(&name);
-        } else if conversation.contains(&node) {
+        } else if conversation.contains(&node) && crate::session::valid_branch_name(&name) {
             conversation.branches.insert(name, node);
         }
     }

@@ -445,3 +445,48 @@ fn an_undo_holds_across_a_reload_and_names() {
         ]
     );
 }
+
+/// A side question passes the user's `pre_message` hooks like any message; a branch name in the
+/// file that is not a name (control characters) is passed over, never printed.
+#[test]
+fn side_questions_meet_the_hooks_and_hostile_names_are_dropped() {
+    let server = Server::start(vec![text(&["hi"])]);
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "hook": {"entries": [{"name": "no-secrets",
+            "event": "pre_message",
+            "condition": {"field": "prompt", "op": "contains", "value": "password"},
+            "action": {"command": "echo 'no passwords' >&2; exit 2"}}]}})
+        .to_string(),
+    );
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "hello\n/btw my password is hunter2\n",
+    );
+    assert!(
+        run.stderr.contains("a hook blocked it (no passwords)"),
+        "{run:?}"
+    );
+    assert_eq!(server.requests().len(), 1, "{run:?}");
+    let (id, _) = env.only_conversation();
+    let file = env.data().join(format!("{id}.jsonl"));
+    let (_, lines) = env.only_conversation();
+    let tip = lines.iter().rev().find(|l| l["type"] == "message").unwrap()["msg_id"].clone();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    use std::io::Write;
+    writeln!(
+        f,
+        "{}",
+        json!({"type": "branch", "msg_id": tip, "name": "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\nfake"})
+    )
+    .unwrap();
+    drop(f);
+    let run = env.run(&server.base_url, &["--continue"], "/branch\n/tree\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
+    assert!(run.stdout.contains("no branch has a name yet"), "{run:?}");
+}
