@@ -442,7 +442,9 @@ fn watched(program: &OsStr, args: &[OsString]) -> tokio::process::Command {
     {
         // `new`'s own binary, also if it was replaced or removed since it started.
         let own = Path::new("/proc/self/exe");
-        if CAN_WATCH.load(std::sync::atomic::Ordering::SeqCst) && own.exists() {
+        // A program that is not there is started plainly, so that starting it fails as such
+        // (`cannot start …: No such file`), not as a watcher that ends at once.
+        if CAN_WATCH.load(std::sync::atomic::Ordering::SeqCst) && own.exists() && found(program) {
             let mut cmd = tokio::process::Command::new(own);
             cmd.arg(WATCH_ARG)
                 .arg(std::process::id().to_string())
@@ -454,6 +456,16 @@ fn watched(program: &OsStr, args: &[OsString]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args);
     cmd
+}
+
+/// Whether `program` names a file to run: a path that is a file, or a name found on `PATH`.
+fn found(program: &OsStr) -> bool {
+    let path = Path::new(program);
+    if path.components().count() > 1 || path.is_absolute() {
+        return path.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| d.join(program).is_file()))
 }
 
 /// Whether a program a config entry starts (a hook, an MCP server) runs inside the sandbox, and
@@ -1112,6 +1124,14 @@ impl OsSandbox {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_program_is_found_by_path_or_on_path() {
+        assert!(super::found("sh".as_ref()));
+        assert!(super::found("/bin/sh".as_ref()));
+        assert!(!super::found("/nonexistent/mcp-server".as_ref()));
+        assert!(!super::found("no-such-program-here".as_ref()));
+    }
     use super::*;
 
     #[test]

@@ -747,3 +747,22 @@ fn a_user_s_server_that_passes_a_key_on_runs_without_a_question() {
         "{stderr}"
     );
 }
+
+/// A server whose program is not there is said as such.
+#[test]
+fn a_missing_server_program_is_said_as_such() {
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [
+            {"name": "missing", "command": "/nonexistent/mcp-server"}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["hi"])]);
+    // A turn waits for the servers still starting.
+    let run = env.run(&server.base_url, &[], "hello\n/mcp\n");
+    assert!(
+        run.stdout
+            .contains("missing (user): failed: cannot start `/nonexistent/mcp-server`"),
+        "{run:?}"
+    );
+}
