@@ -388,7 +388,7 @@ impl Walk<'_> {
             target: None,
             mode: stat.st_mode & 0o7777,
             size: stat.st_size as u64,
-            mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec),
+            mtime_ns: crate::tools::sandbox::mtime_ns(stat),
             ino: stat.st_ino,
         };
         match kind {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
+use super::markdown::display_width;
 use super::repl::{App, interruptible};
 use super::tree_view::{Row, describe, format_row, preview, tree_rows};
 use crate::llm::ChatRequest;
@@ -1048,12 +1049,6 @@ impl App {
         )));
         self.out.say(&text);
     }
-}
-
-/// The columns a line takes on a terminal.
-fn display_width(text: &str) -> usize {
-    use unicode_width::UnicodeWidthChar;
-    text.chars().map(|c| c.width().unwrap_or(0)).sum()
 }
 
 /// `text` wrapped to `width` columns: at spaces where it can, inside a word too long for a line.

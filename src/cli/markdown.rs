@@ -685,7 +685,8 @@ fn paint_prefix(text: &str, code: &str, layout: &Layout) -> String {
     }
 }
 
-fn display_width(s: &str) -> usize {
+/// The columns a text takes on a terminal.
+pub(super) fn display_width(s: &str) -> usize {
     s.chars().map(|c| c.width().unwrap_or(0)).sum()
 }
 

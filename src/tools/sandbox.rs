@@ -384,21 +384,34 @@ pub enum Found {
     Other,
 }
 
+/// The names of a path below WORKDIR (relative, `/`-separated, as a snapshot lists it), at least
+/// one; a path with anything but plain names is refused.
+fn plain_parts(rel: &str) -> std::io::Result<Vec<&OsStr>> {
+    let parts: Vec<&OsStr> = Path::new(rel)
+        .components()
+        .map(|c| match c {
+            Component::Normal(name) => Ok(name),
+            _ => Err(std::io::Error::other(format!(
+                "`{rel}` is not a plain path"
+            ))),
+        })
+        .collect::<std::io::Result<_>>()?;
+    if parts.is_empty() {
+        return Err(std::io::Error::other("an empty path"));
+    }
+    Ok(parts)
+}
+
+/// A file's modification time in nanoseconds since the epoch, as snapshots record it.
+pub fn mtime_ns(stat: &rustix::fs::Stat) -> i128 {
+    i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec)
+}
+
 impl Sandbox {
     /// What is at `rel` (as [`Sandbox::put`] names it) now, without following a link anywhere.
     pub fn found(&self, rel: &str) -> std::io::Result<Found> {
-        let parts: Vec<&OsStr> = Path::new(rel)
-            .components()
-            .map(|c| match c {
-                Component::Normal(name) => Ok(name),
-                _ => Err(std::io::Error::other(format!(
-                    "`{rel}` is not a plain path"
-                ))),
-            })
-            .collect::<std::io::Result<_>>()?;
-        let Some((name, dirs)) = parts.split_last() else {
-            return Err(std::io::Error::other("an empty path"));
-        };
+        let parts = plain_parts(rel)?;
+        let (name, dirs) = parts.split_last().expect("never empty");
         let dir = match self.open_dirs(dirs, false) {
             Ok(dir) => dir,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
@@ -412,8 +425,7 @@ impl Sandbox {
         Ok(match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => Found::File {
                 size: stat.st_size as u64,
-                mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000
-                    + i128::from(stat.st_mtime_nsec),
+                mtime_ns: mtime_ns(&stat),
                 ino: stat.st_ino,
                 mode: stat.st_mode & 0o7777,
             },
@@ -431,18 +443,8 @@ impl Sandbox {
     /// torn), or nothing (a file or link removed). Every folder on the way is opened without
     /// following a link; a path with anything but plain names is refused.
     pub fn put(&self, rel: &str, what: Put<'_>) -> std::io::Result<()> {
-        let parts: Vec<&OsStr> = Path::new(rel)
-            .components()
-            .map(|c| match c {
-                Component::Normal(name) => Ok(name),
-                _ => Err(std::io::Error::other(format!(
-                    "`{rel}` is not a plain path"
-                ))),
-            })
-            .collect::<std::io::Result<_>>()?;
-        let Some((name, dirs)) = parts.split_last() else {
-            return Err(std::io::Error::other("an empty path"));
-        };
+        let parts = plain_parts(rel)?;
+        let (name, dirs) = parts.split_last().expect("never empty");
         let create = !matches!(what, Put::Nothing);
         let dir = match self.open_dirs(dirs, create) {
             Ok(dir) => dir,

@@ -11,16 +11,6 @@ fn lines_of(env: &Env, kind: &str) -> Vec<Value> {
     lines.into_iter().filter(|l| l["type"] == kind).collect()
 }
 
-/// The tree drawing printed last in `run`.
-fn last_tree(run: &Run) -> Vec<String> {
-    let text = run.stdout.rsplit("[0] system").next().unwrap();
-    text.lines()
-        .skip(1)
-        .take_while(|l| l.contains('['))
-        .map(str::to_string)
-        .collect()
-}
-
 /// `/branch NAME` names the branch at the cursor; the name follows its branch as it grows,
 /// survives a reload, is known to `/switch`, `/branches` and `/tree`, and moves when given again;
 /// bad names and unknown ones are refused and change nothing.

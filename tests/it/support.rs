@@ -669,3 +669,13 @@ pub fn running(marker: &str) -> bool {
             .unwrap_or(false)
     })
 }
+
+/// The tree drawing printed last in `run`, below its `[0] system` line.
+pub fn last_tree(run: &Run) -> Vec<String> {
+    let text = run.stdout.rsplit("[0] system").next().unwrap();
+    text.lines()
+        .skip(1)
+        .take_while(|l| l.contains('['))
+        .map(str::to_string)
+        .collect()
+}

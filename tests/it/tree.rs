@@ -14,16 +14,6 @@ fn contents(server: &Server, n: usize) -> Vec<String> {
         .collect()
 }
 
-/// The tree drawing printed last in `run`.
-fn last_tree(run: &Run) -> Vec<String> {
-    let text = run.stdout.rsplit("[0] system").next().unwrap();
-    text.lines()
-        .skip(1)
-        .take_while(|l| l.contains('['))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn retry_answers_the_same_message_again_as_a_sibling() {
     let server = Server::start(vec![text(&["first answer"]), text(&["second answer"])]);
