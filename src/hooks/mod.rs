@@ -460,6 +460,9 @@ pub struct Hooks {
     hidden_env: Vec<String>,
     /// The sandbox a project's hooks (and the user's that ask) run in.
     os_sandbox: Option<Arc<crate::os_sandbox::OsSandbox>>,
+    /// The Claude Code matchers of the entries, compiled once (not at every tool call); None:
+    /// every tool.
+    matchers: Arc<BTreeMap<String, Option<grep_regex::RegexMatcher>>>,
 }
 
 /// One row of `/hooks`.
@@ -480,6 +483,13 @@ impl Hooks {
         workdir: &Path,
         hidden_env: Vec<String>,
     ) -> Hooks {
+        // Entries with a matcher that does not compile were left out when they were read.
+        let matchers = settings
+            .entries
+            .iter()
+            .filter_map(|e| e.matcher.as_ref())
+            .filter_map(|p| Some((p.clone(), claude::matcher(p).ok()?)))
+            .collect();
         Hooks {
             settings,
             trusted,
@@ -489,6 +499,7 @@ impl Hooks {
             fired_once: Default::default(),
             hidden_env,
             os_sandbox: None,
+            matchers: Arc::new(matchers),
         }
     }
 
@@ -509,6 +520,7 @@ impl Hooks {
             fired_once: self.fired_once.clone(),
             hidden_env: self.hidden_env.clone(),
             os_sandbox: self.os_sandbox.clone(),
+            matchers: self.matchers.clone(),
         }
     }
 
@@ -672,10 +684,10 @@ impl Hooks {
             if let (Some(pattern), Some(tool)) = (&e.matcher, &input.tool_name) {
                 use grep_matcher::Matcher;
                 let name = claude::tool_name(tool);
-                let hit = match claude::matcher(pattern) {
-                    Ok(None) => true,
-                    Ok(Some(m)) => m.is_match(name.as_bytes()).unwrap_or(false),
-                    Err(_) => false,
+                let hit = match self.matchers.get(pattern) {
+                    Some(None) => true,
+                    Some(Some(m)) => m.is_match(name.as_bytes()).unwrap_or(false),
+                    None => false,
                 };
                 if !hit {
                     continue;

@@ -121,7 +121,7 @@ fn end_everything() -> ! {
                     continue;
                 }
                 let fd = fd as libc::c_int;
-                if left_of(me, (group == me).then_some(group)).contains(&p) {
+                if belongs(p, me, (group == me).then_some(group)) {
                     libc::syscall(
                         libc::SYS_pidfd_send_signal,
                         fd,
@@ -143,36 +143,32 @@ fn end_everything() -> ! {
 
 /// The processes, other than `me`, whose parent is `me` or that are in `group`, from `/proc`.
 fn left_of(me: libc::pid_t, group: Option<libc::pid_t>) -> Vec<libc::pid_t> {
-    let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
+        return Vec::new();
     };
-    for entry in dir.flatten() {
-        let Some(p) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        if p == me {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses, so after the
-        // last `)`.
-        let mut fields = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace())
-            .into_iter()
-            .flatten()
-            .skip(1);
-        let ppid = fields.next().and_then(|v| v.parse::<libc::pid_t>().ok());
-        let pgrp = fields.next().and_then(|v| v.parse::<libc::pid_t>().ok());
-        // A zombie of ours is reaped, not killed; it still counts until then.
-        if ppid == Some(me) || (group.is_some() && pgrp == group) {
-            out.push(p);
-        }
-    }
-    out
+    dir.flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|n| n.parse().ok()))
+        .filter(|&p| p != me && belongs(p, me, group))
+        .collect()
+}
+
+/// Whether process `p`'s parent is `me` or it is in `group` (a zombie of ours still counts until
+/// it is reaped), from its `/proc` entry.
+fn belongs(p: libc::pid_t, me: libc::pid_t, group: Option<libc::pid_t>) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses, so after the last
+    // `)`.
+    let mut fields = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace())
+        .into_iter()
+        .flatten()
+        .skip(1);
+    let ppid = fields.next().and_then(|v| v.parse::<libc::pid_t>().ok());
+    let pgrp = fields.next().and_then(|v| v.parse::<libc::pid_t>().ok());
+    ppid == Some(me) || (group.is_some() && pgrp == group)
 }
 
 /// Ends the way PROGRAM ended: its exit code, or the signal that ended it.
