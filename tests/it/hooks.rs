@@ -534,3 +534,30 @@ if tool in ("Write", "Edit") and args.get("file_path", "").endswith(".env"):
         "{run:?}"
     );
 }
+
+/// A cloned project's `.claude/settings.json` starts nothing until trusted, and one that is a
+/// link out of the project is refused, trusted or not.
+#[test]
+fn a_project_s_claude_settings_hooks_wait_for_trust_and_links_out_are_refused() {
+    let env = Env::new();
+    let marker = env.dir.path().join("ran.txt");
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": format!("touch {}", marker.display())}]}]}})
+    .to_string();
+    std::fs::create_dir_all(env.work().join(".claude")).unwrap();
+    std::fs::write(env.work().join(".claude/settings.json"), &settings).unwrap();
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let run = env.run(&server.base_url, &[], "hi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("hooks are not trusted"), "{run:?}");
+    assert!(!marker.exists(), "an untrusted project's hook ran");
+    // Linked out of the project: refused even with --trust-project.
+    let outside = env.dir.path().join("elsewhere.json");
+    std::fs::write(&outside, &settings).unwrap();
+    std::fs::remove_file(env.work().join(".claude/settings.json")).unwrap();
+    std::os::unix::fs::symlink(&outside, env.work().join(".claude/settings.json")).unwrap();
+    let run = env.run(&server.base_url, &["--trust-project"], "hi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("leads out of the project"), "{run:?}");
+    assert!(!marker.exists(), "a linked-out settings file's hook ran");
+}
