@@ -7,6 +7,7 @@
 //! never ran get an "interrupted" result, so the next request is valid.
 
 pub mod defs;
+pub mod shared_folder;
 pub mod subagent;
 pub mod tasks;
 
@@ -173,6 +174,8 @@ pub struct Agent<'a> {
     pub subagents: Option<&'a subagent::Subagents>,
     /// In a subagent: its role.
     pub role: Option<&'a str>,
+    /// Answers running side by side (`/retry --n K`): the folder they share.
+    pub folder: Option<&'a shared_folder::SharedFolder>,
 }
 
 impl Agent<'_> {
@@ -183,6 +186,24 @@ impl Agent<'_> {
         observer: &mut dyn Observer,
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
+    ) -> TurnEnd {
+        let mut hold = shared_folder::Hold::Nothing;
+        let end = self
+            .turn(session, observer, gate, interrupts, &mut hold)
+            .await;
+        if let Some(folder) = self.folder {
+            folder.release(hold, self.checkpoints, self.tools.sandbox());
+        }
+        end
+    }
+
+    async fn turn<'f>(
+        &'f self,
+        session: &mut ChatSession,
+        observer: &mut dyn Observer,
+        gate: &mut dyn Gate,
+        interrupts: &mut Interrupts,
+        hold: &mut shared_folder::Hold<'f>,
     ) -> TurnEnd {
         interrupts.borrow_and_update();
         // The whole results of this conversation's tool calls are readable, never writable.
@@ -252,6 +273,11 @@ impl Agent<'_> {
             // The folder's state before a round that may change it (on the answer that asked),
             // and after it (on the round's last result). The first one also stands for the root.
             let changes_files = calls.iter().any(|c| !self.is_read(&c.function.name));
+            // Beside other answers: this round's share of the folder (held to the round's end).
+            let _share = match self.folder {
+                Some(folder) => folder.round(hold, changes_files).await,
+                None => None,
+            };
             if changes_files {
                 let mut nodes = vec![session.conversation().cursor().to_string()];
                 if session.conversation().checkpoints.is_empty() {

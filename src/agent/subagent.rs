@@ -424,6 +424,7 @@ impl Agent<'_> {
                         hooks: hooks.as_ref(),
                         subagents: None,
                         role: Some(&role),
+                        folder: None,
                     };
                     agent
                         .run(&mut sub, &mut relay, &mut relay_gate, &mut stop)

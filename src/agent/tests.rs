@@ -209,6 +209,7 @@ async fn run_with(
         hooks: None,
         subagents: None,
         role: None,
+        folder: None,
     };
     let mut recorder = Recorder::default();
     let end = agent
@@ -899,6 +900,7 @@ async fn a_summary_no_smaller_than_what_it_replaces_is_not_written() {
         hooks: None,
         subagents: None,
         role: None,
+        folder: None,
     };
     let (_tx, mut interrupts) = watch::channel(0u64);
     let mut rec = Recorder::default();

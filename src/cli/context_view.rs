@@ -55,6 +55,7 @@ impl App {
             hooks: self.hooks.as_ref(),
             subagents: None,
             role: None,
+            folder: None,
         };
         let mut printer = Printer::new(self.out);
         let focus = Some(args.trim()).filter(|a| !a.is_empty());

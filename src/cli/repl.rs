@@ -1320,6 +1320,7 @@ impl App {
             hooks: self.hooks.as_ref(),
             subagents: self.subagents.as_ref(),
             role: None,
+            folder: None,
         };
         let mut gate = super::approval::Approvals {
             policy: &mut self.policy,
@@ -1343,6 +1344,17 @@ impl App {
             &mut self.interrupts,
         ));
         self.busy.store(false, Ordering::SeqCst);
+        self.after_turn(end, observer, depth)
+    }
+
+    /// What follows a turn: the `post_message` hooks of an answer (which may ask it to go on),
+    /// the warning of one that did not end well.
+    pub(super) fn after_turn(
+        &mut self,
+        end: TurnEnd,
+        observer: &mut dyn crate::agent::Observer,
+        depth: usize,
+    ) -> TurnEnd {
         match &end {
             TurnEnd::Complete => {
                 let response = self
@@ -1365,6 +1377,8 @@ impl App {
                     let text = format!("[A hook asks you to go on: {reason}]");
                     self.out
                         .say(&self.out.dim(&crate::tools::escape_controls(&text)));
+                    // An answer that ran beside others left the folder as they all began.
+                    self.offer_restore();
                     if let Err(e) = self.session.add(Message::new(Role::User, text)) {
                         self.out.error(&super::text::error(self.out.lang, &e));
                         return end;

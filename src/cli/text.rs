@@ -783,14 +783,24 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
     (
+        "retry_together",
+        "{count} answers side by side: rounds of reading tools run together; an answer that changes files has the folder to itself, then puts it back",
+        "{count} 个回答并行：只读工具的轮次同时运行；修改文件的回答独占文件夹，结束后复原",
+    ),
+    (
+        "not_put_back",
+        "not put back as it was: {what}",
+        "未能复原：{what}",
+    ),
+    (
         "retry_n_of",
         "answer {i} of {count}",
         "第 {i}/{count} 个回答",
     ),
     (
         "help_retry",
-        "a new answer to the same message, as a new branch (the old one stays); --model NAME with another model, --n K for K answers",
-        "对同一条消息重新回答，作为新分支（旧回答保留）",
+        "a new answer to the same message, as a new branch (the old one stays); --model NAME with another model, --n K for K answers side by side",
+        "对同一条消息重新回答，作为新分支（旧回答保留）；--model NAME 换模型，--n K 并行 K 个回答",
     ),
     (
         "help_edit",

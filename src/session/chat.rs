@@ -48,6 +48,17 @@ impl ChatSession {
         ))
     }
 
+    /// A copy that writes to the same file, for answers that run side by side: appends are
+    /// whole lines under the file's lock, and the original learns what the copies added by
+    /// opening the file again.
+    pub fn fork(&self) -> ChatSession {
+        ChatSession {
+            store: self.store.clone(),
+            conversation: self.conversation.clone(),
+            persisted: self.persisted,
+        }
+    }
+
     pub fn conversation(&self) -> &Conversation {
         &self.conversation
     }

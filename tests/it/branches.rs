@@ -1,6 +1,8 @@
 //! What only a tree can do: named branches, side questions, `/undo` that keeps what it undoes,
 //! and `/merge`, driven through piped stdin.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -335,8 +337,14 @@ fn retry_with_another_model_and_compare_the_answers() {
         "{compared}"
     );
     assert!(compared.contains("plain two"), "{compared}");
-    assert!(compared.contains("* 4 of 4"), "{compared}");
+    // The two side by side: the cursor is on the one shown last (either may have ended first).
+    assert!(compared.contains("plain three"), "{compared}");
     assert!(compared.contains("plain four"), "{compared}");
+    assert_eq!(
+        compared.matches("* 3 of 4").count() + compared.matches("* 4 of 4").count(),
+        1,
+        "{compared}"
+    );
 }
 
 /// `/merge NAME --files` brings the branch's file changes into the folder, after a yes: a file
@@ -479,4 +487,93 @@ fn side_questions_meet_the_hooks_and_hostile_names_are_dropped() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
     assert!(run.stdout.contains("no branch has a name yet"), "{run:?}");
+}
+
+/// `/retry --n 3` runs the three answers side by side: their first requests are all out before
+/// any answer ends; the answer that writes has the folder to itself and puts it back when it
+/// ends, so the two that read (and wait for it) see the folder as they all began.
+#[test]
+fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
+    let stalled = |reply: Reply, secs: f64| {
+        let Reply::Sse(mut chunks) = reply else {
+            unreachable!()
+        };
+        let rest = chunks.split_off(chunks.len() - 2);
+        Reply::SseStall(chunks, Duration::from_secs_f64(secs), rest)
+    };
+    let write = json!({"filepath": "b.txt", "content": "after\n"}).to_string();
+    let read = json!({"filepath": "b.txt"}).to_string();
+    let second_round = move |request: &Value| {
+        let last = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned();
+        if last.is_some_and(|m| m["tool_call_id"] == "w") {
+            // The writer keeps the folder a while: the readers' calls come meanwhile.
+            stalled(text(&["wrote b"]), 2.0)
+        } else {
+            text(&["read b"])
+        }
+    };
+    let server = Server::start(vec![
+        text(&["hello to you"]),
+        tool_calls(&[("w", "write_file", &write)]),
+        stalled(tool_calls(&[("r1", "read_file", &read)]), 1.0),
+        stalled(tool_calls(&[("r2", "read_file", &read)]), 1.0),
+        with(second_round),
+        with(second_round),
+        with(second_round),
+    ]);
+    let env = Env::new();
+    std::fs::write(env.work().join("b.txt"), "before\n").unwrap();
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "hello\n/retry --n 3\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 7, "{run:?}");
+    // The three first requests, before any tool result came back.
+    for request in &requests[1..4] {
+        let last = messages_of(request).last().cloned().unwrap();
+        assert_eq!(last, ("user".to_string(), "hello".to_string()), "{run:?}");
+    }
+    // Each reader saw the file as it was, though the writer wrote before they read.
+    let results: Vec<Value> = lines_of(&env, "message")
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    let read_results: Vec<&Value> = results
+        .iter()
+        .filter(|m| m["tool_call_id"] != "w")
+        .collect();
+    assert_eq!(read_results.len(), 2, "{results:?}");
+    for r in read_results {
+        let content = r["content"].as_str().unwrap();
+        assert!(content.contains("before"), "{content}");
+        assert!(!content.contains("after"), "{content}");
+    }
+    // The folder is as they all began; the writer's state is its nodes'.
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        "before\n"
+    );
+    for i in 1..=3 {
+        assert!(run.stdout.contains(&format!("answer {i} of 3")), "{run:?}");
+    }
+    let shown = |s: &str| run.stdout.find(s).unwrap_or_else(|| panic!("{s}: {run:?}"));
+    assert!(shown("answer 1 of 3") < shown("answer 2 of 3"));
+    assert!(shown("answer 2 of 3") < shown("answer 3 of 3"));
+    assert!(run.stdout.contains("wrote b"), "{run:?}");
+    assert_eq!(run.stdout.matches("read b").count(), 2, "{run:?}");
+    // The three answers are siblings under the message they answer.
+    let messages = lines_of(&env, "message");
+    let user = messages.iter().find(|m| m["content"] == "hello").unwrap();
+    let answers = messages
+        .iter()
+        .filter(|m| m["parent_id"] == user["msg_id"])
+        .count();
+    assert_eq!(answers, 4, "the first answer and three more: {messages:?}");
 }

@@ -1312,3 +1312,99 @@ fn the_mcp_trust_question_shows_what_a_server_gets_and_a_key_needs_its_own_yes()
     }
     assert!(!notes.exists(), "the server ran");
 }
+
+/// Answers side by side (`/retry --n 2`) that both change files ask one at a time, each
+/// question naming its answer; one Ctrl-C stops all of them and keeps what arrived of each.
+#[test]
+fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
+    let env = Env::new();
+    let write =
+        |content: &str| serde_json::json!({"filepath": "a.txt", "content": content}).to_string();
+    let (alpha, beta) = (write("alpha\n"), write("beta\n"));
+    let stall = || {
+        Reply::SseStall(
+            vec![chunk_text("Partial ans")],
+            Duration::from_secs(60),
+            vec![chunk_text("never")],
+        )
+    };
+    let server = Server::start(vec![
+        text(&["hello"]),
+        tool_calls(&[("c1", "write_file", &alpha)]),
+        tool_calls(&[("c2", "write_file", &beta)]),
+        text(&["first done"]),
+        text(&["second done"]),
+        stall(),
+        stall(),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "strict"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("hi\r");
+    pty.expect("› ");
+    pty.send("/retry --n 2\r");
+    let shown = pty.expect("[y/s/a/N] ");
+    let first = if shown.contains("[answer 1 of 2] ⚠ write_file needs your approval") {
+        "[answer 2 of 2]"
+    } else {
+        assert!(
+            shown.contains("[answer 2 of 2] ⚠ write_file needs your approval"),
+            "{shown:?}"
+        );
+        "[answer 1 of 2]"
+    };
+    pty.send("y\r");
+    // The other asks only once the first has ended and put the folder back.
+    let shown = pty.expect("[y/s/a/N] ");
+    assert!(
+        shown.contains(&format!("{first} ⚠ write_file needs your approval")),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("--- /dev/null"),
+        "the second sees no a.txt: {shown:?}"
+    );
+    pty.send("n\r");
+    pty.expect("reason for the model");
+    pty.send("\r");
+    // The cursor ends on answer 2: when that one wrote, the folder (put back) differs from it.
+    let mut seen = String::new();
+    if first == "[answer 1 of 2]" {
+        seen += &pty.expect("restore the folder to this node's state?");
+        pty.send("n\r");
+    }
+    seen += &pty.expect("› ");
+    let (one, two) = (seen.find("first done"), seen.find("second done"));
+    assert!(one.is_some() && two.is_some(), "{seen:?}");
+    assert!(!env.work().join("a.txt").exists());
+
+    pty.send("/retry --n 2\r");
+    pty.expect("2 answers side by side");
+    assert!(
+        eventually(200, Duration::from_millis(50), || server.requests().len()
+            == 7),
+        "both asked"
+    );
+    // Time for the first piece of each answer to arrive (the rest stalls for a minute).
+    std::thread::sleep(Duration::from_millis(1000));
+    pty.send("\x03");
+    let shown = pty.expect("› ");
+    assert_eq!(shown.matches("Partial ans").count(), 2, "{shown:?}");
+    assert_eq!(
+        shown.matches("interrupted; what arrived is kept").count(),
+        1,
+        "{shown:?}"
+    );
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    let (_, lines) = env.only_conversation();
+    let cut = lines
+        .iter()
+        .filter(|l| l["content"] == "Partial ans" && l["interrupted"] == true)
+        .count();
+    assert_eq!(cut, 2, "{lines:?}");
+}
