@@ -436,9 +436,8 @@ fn is_protected(relative: &str) -> bool {
             .iter()
             .any(|d| first == *d)
             || (only
-                && ["AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".mcp.json"]
-                    .iter()
-                    .any(|f| first == *f))
+                && (first == ".mcp.json"
+                    || crate::prompt::agents::FILES.iter().any(|f| first == *f)))
     )
 }
 

@@ -109,6 +109,7 @@ pub const PROTECTED: &[&str] = &[
     ".agents",
     ".mcp.json",
     "AGENTS.md",
+    "AGENTS.override.md",
     "CLAUDE.md",
     "CLAUDE.local.md",
 ];

@@ -318,3 +318,46 @@ fn the_peers_instruction_files_are_all_read() {
         "{prompt}"
     );
 }
+
+/// Started in a subfolder of a repository, `new` reads AGENTS.md and CLAUDE.md from the
+/// repository's top down to WORKDIR (nearer last); inline imports are resolved, and a missing
+/// one is said on stderr and marked in the prompt.
+#[test]
+fn a_subfolder_of_a_repository_reads_the_instructions_above_it() {
+    let env = Env::new();
+    let repo = env.work();
+    let api = repo.join("packages/api");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    write(repo.join("AGENTS.md"), "Repo-wide: use pnpm.\n");
+    write(
+        repo.join("CLAUDE.md"),
+        "Repo for Claude: see @docs/style.md first.\n",
+    );
+    write(repo.join("docs/style.md"), "Style: two spaces.\n");
+    write(
+        api.join("AGENTS.md"),
+        "Api: run the api tests. Notes in @notes.md\n",
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(&api)
+        .arg("default")
+        .arg(env.data())
+        .args(["-p", "hi"]);
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let prompt = system_prompt(&server.requests()[0]);
+    let at = |s: &str| prompt.find(s).unwrap_or_else(|| panic!("{s}: {prompt}"));
+    assert!(at("Repo-wide: use pnpm.") < at("Repo for Claude"));
+    assert!(at("Repo for Claude") < at("Style: two spaces."));
+    assert!(at("Style: two spaces.") < at("Api: run the api tests."));
+    assert!(
+        prompt.contains("[@notes.md is not included: there is no such file]"),
+        "{prompt}"
+    );
+    assert!(
+        run.stderr
+            .contains("import `notes.md` refused: there is no such file"),
+        "{run:?}"
+    );
+}
