@@ -24,6 +24,8 @@ use crate::vocab::ToolCall;
 
 /// The result stored for a tool call that the user's interrupt kept from running.
 pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";
+/// The result stored for a tool call that a hook's `"continue": false` kept from running.
+pub const STOPPED_RESULT: &str = "This tool call was not run: a hook of the user stopped the turn.";
 /// The result stored for a tool call stopped by the user while it ran.
 pub const INTERRUPTED_WHILE_RUNNING: &str =
     "This tool call was stopped by the user while it ran; its output is lost.";
@@ -76,6 +78,8 @@ pub enum GateDecision {
 pub trait Observer {
     /// A hook failed, timed out or crashed: one line, the turn goes on.
     fn hook_failed(&mut self, _line: &str) {}
+    /// A hook's line for the user (Claude Code's `systemMessage`).
+    fn hook_notice(&mut self, _line: &str) {}
     /// Tokens spent on the turn's behalf elsewhere (a subagent's answers).
     fn usage(&mut self, _usage: &crate::vocab::Usage) {}
     /// One line of a subagent's work, under the parent's `agent` call.
@@ -133,6 +137,8 @@ pub enum TurnEnd {
     RoundLimit(usize),
     /// The user interrupted; what arrived was stored.
     Interrupted,
+    /// A hook said `"continue": false`, with this reason for the user; what arrived was stored.
+    Stopped(String),
     Failed(AgentError),
 }
 
@@ -142,6 +148,13 @@ pub enum AgentError {
     Llm(#[from] LlmError),
     #[error(transparent)]
     Session(#[from] SessionError),
+}
+
+/// How a round of tools ended.
+enum Flow {
+    Go,
+    Interrupted,
+    Stopped(String),
 }
 
 /// A source of interrupts (Ctrl-C): each new value of the channel is one interrupt.
@@ -222,16 +235,19 @@ impl Agent<'_> {
             hooks.set_session(session.id(), &session.store().path(session.id()));
         }
         for _round in 0..self.max_rounds {
-            if self
+            match self
                 .hook(
                     observer,
                     interrupts,
                     crate::hooks::Input::new("iteration_start"),
                 )
                 .await
-                .is_none()
             {
-                return TurnEnd::Interrupted;
+                None => return TurnEnd::Interrupted,
+                Some(crate::hooks::Outcome {
+                    stop: Some(reason), ..
+                }) => return TurnEnd::Stopped(reason),
+                Some(_) => {}
             }
             let (result, partial) = self
                 .exchange(session, observer, gate, interrupts, false)
@@ -299,11 +315,17 @@ impl Agent<'_> {
                     crate::hooks::Input::new("iteration_end"),
                 )
                 .await;
-            match ran {
-                Ok(true) if ended.is_none() => return TurnEnd::Interrupted,
-                Ok(true) => {}
-                Ok(false) => return TurnEnd::Interrupted,
-                Err(e) => return TurnEnd::Failed(e.into()),
+            match (ran, ended) {
+                (Err(e), _) => return TurnEnd::Failed(e.into()),
+                (Ok(Flow::Interrupted), _) | (Ok(Flow::Go), None) => {
+                    return TurnEnd::Interrupted;
+                }
+                (Ok(Flow::Stopped(reason)), _) => return TurnEnd::Stopped(reason),
+                (Ok(Flow::Go), Some(outcome)) => {
+                    if let Some(reason) = outcome.stop {
+                        return TurnEnd::Stopped(reason);
+                    }
+                }
             }
         }
         self.wrap_up(session, observer, gate, interrupts).await
@@ -619,9 +641,9 @@ impl Agent<'_> {
 
     /// Runs every call, each after the gate allowed it, storing each result in call order. Calls
     /// that only read (the read kind of the permission table) and come one after another run
-    /// together; calls that write or execute run one at a time. Returns false if the user
-    /// interrupted; the calls that were running and those not run yet then get an interrupted
-    /// result.
+    /// together; calls that write or execute run one at a time. When the user interrupted, the
+    /// calls that were running and those not run yet get an interrupted result; when a hook
+    /// stopped the turn (`"continue": false`), those not run yet say so.
     async fn run_tools(
         &self,
         session: &mut ChatSession,
@@ -629,10 +651,16 @@ impl Agent<'_> {
         observer: &mut dyn Observer,
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Flow, SessionError> {
         let mut interrupted = false;
+        let mut stopped: Option<String> = None;
         let mut i = 0;
         while i < calls.len() {
+            if stopped.is_some() && !interrupted {
+                session.add(Message::tool_result(calls[i].id.clone(), STOPPED_RESULT))?;
+                i += 1;
+                continue;
+            }
             if i >= MAX_CALLS_PER_ANSWER {
                 // A model that asks for thousands of calls at once gets the first ones run.
                 session.add(Message::tool_result(calls[i].id.clone(), TOO_MANY_CALLS))?;
@@ -679,16 +707,21 @@ impl Agent<'_> {
                         .pre_tool_use(call, &args, observer, gate, interrupts)
                         .await
                     {
-                        GateDecision::Refuse(text) => {
+                        Err(reason) => {
+                            stopped = Some(reason);
+                            decided.push((call, Err(ToolOutcome::error(STOPPED_RESULT))));
+                            break;
+                        }
+                        Ok(GateDecision::Refuse(text)) => {
                             decided.push((call, Err(ToolOutcome::error(text))));
                             continue;
                         }
-                        GateDecision::Interrupt => {
+                        Ok(GateDecision::Interrupt) => {
                             interrupted = true;
                             decided.push((call, Err(ToolOutcome::error(INTERRUPTED_RESULT))));
                             break;
                         }
-                        GateDecision::Run => {}
+                        Ok(GateDecision::Run) => {}
                     }
                     let (outcome, stopped) = if name == "task_status" {
                         self.task_status(subagents, call, observer, interrupts)
@@ -720,21 +753,25 @@ impl Agent<'_> {
                         .pre_tool_use(call, &args, observer, gate, interrupts)
                         .await
                     {
-                        GateDecision::Run => Ok(args),
-                        GateDecision::Refuse(text) => Err(ToolOutcome {
+                        Ok(GateDecision::Run) => Ok(args),
+                        Ok(GateDecision::Refuse(text)) => Err(ToolOutcome {
                             summary: text.clone(),
                             content: text,
                             diff: None,
                             is_error: true,
                         }),
-                        GateDecision::Interrupt => {
+                        Ok(GateDecision::Interrupt) => {
                             interrupted = true;
                             Err(ToolOutcome::error(INTERRUPTED_RESULT))
+                        }
+                        Err(reason) => {
+                            stopped = Some(reason);
+                            Err(ToolOutcome::error(STOPPED_RESULT))
                         }
                     },
                 };
                 decided.push((call, decision));
-                if interrupted {
+                if interrupted || stopped.is_some() {
                     break;
                 }
             }
@@ -750,6 +787,8 @@ impl Agent<'_> {
             };
             let outcomes: Vec<ToolOutcome> = if interrupted {
                 cut_short(INTERRUPTED_RESULT)
+            } else if stopped.is_some() {
+                cut_short(STOPPED_RESULT)
             } else {
                 let running = decided.iter().map(|(call, d)| {
                     let name = call.function.name.as_str();
@@ -790,7 +829,10 @@ impl Agent<'_> {
             for ((call, args), outcome) in decided.iter().zip(outcomes) {
                 observer.tool_result(call, &outcome);
                 let mut feedback: Option<String> = None;
-                if !interrupted && let Ok(args) = args {
+                if !interrupted
+                    && stopped.is_none()
+                    && let Ok(args) = args
+                {
                     let input = crate::hooks::Input {
                         tool_name: Some(call.function.name.clone()),
                         tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
@@ -806,6 +848,7 @@ impl Agent<'_> {
                             if let Some(reason) = outcome.block {
                                 feedback = Some(reason);
                             }
+                            stopped = stopped.or(outcome.stop);
                         }
                     }
                 }
@@ -820,11 +863,20 @@ impl Agent<'_> {
                 session.add(Message::tool_result(call.id.clone(), content))?;
             }
             // A batch cut short by an interrupt at the gate: the rest of it was not run.
+            let rest = if interrupted {
+                INTERRUPTED_RESULT
+            } else {
+                STOPPED_RESULT
+            };
             for call in &batch[decided.len()..] {
-                session.add(Message::tool_result(call.id.clone(), INTERRUPTED_RESULT))?;
+                session.add(Message::tool_result(call.id.clone(), rest))?;
             }
         }
-        Ok(!interrupted)
+        Ok(match stopped {
+            _ if interrupted => Flow::Interrupted,
+            Some(reason) => Flow::Stopped(reason),
+            None => Flow::Go,
+        })
     }
 
     /// Takes a snapshot of the working folder and attaches it to `nodes`; a failure is said once
@@ -848,7 +900,7 @@ impl Agent<'_> {
     }
 
     /// The `pre_tool_use` hooks, then the gate with their answer: a hook that blocks refuses
-    /// the call with its reason (for the model).
+    /// the call with its reason (for the model). Err: a hook stopped the turn, with its reason.
     async fn pre_tool_use(
         &self,
         call: &ToolCall,
@@ -856,21 +908,24 @@ impl Agent<'_> {
         observer: &mut dyn Observer,
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
-    ) -> GateDecision {
+    ) -> Result<GateDecision, String> {
         let input = crate::hooks::Input {
             tool_name: Some(call.function.name.clone()),
             tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
             ..crate::hooks::Input::new("pre_tool_use")
         };
         let Some(outcome) = self.hook(observer, interrupts, input).await else {
-            return GateDecision::Interrupt;
+            return Ok(GateDecision::Interrupt);
         };
-        if let Some(reason) = outcome.block {
-            return GateDecision::Refuse(format!(
-                "Blocked by a hook: {reason}. The call was not run."
-            ));
+        if let Some(reason) = outcome.stop {
+            return Err(reason);
         }
-        gate.check(call, self.tools, args, outcome.permission)
+        if let Some(reason) = outcome.block {
+            return Ok(GateDecision::Refuse(format!(
+                "Blocked by a hook: {reason}. The call was not run."
+            )));
+        }
+        Ok(gate.check(call, self.tools, args, outcome.permission))
     }
 
     /// Fires the hooks of `input.event` (when any follows it); failures are said on one line.
@@ -897,6 +952,9 @@ impl Agent<'_> {
         };
         for line in &outcome.failures {
             observer.hook_failed(line);
+        }
+        for line in &outcome.notices {
+            observer.hook_notice(line);
         }
         Some(outcome)
     }

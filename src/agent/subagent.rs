@@ -159,6 +159,9 @@ impl Observer for Relay {
     fn hook_failed(&mut self, line: &str) {
         let _ = self.up.send(Up::HookFailed(line.to_string()));
     }
+    fn hook_notice(&mut self, line: &str) {
+        let _ = self.up.send(Up::HookFailed(line.to_string()));
+    }
     fn text(&mut self, _text: &str) {}
     fn reasoning(&mut self, _text: &str) {}
     fn tool_call_started(&mut self, _name: &str) {}
@@ -426,9 +429,46 @@ impl Agent<'_> {
                         role: Some(&role),
                         folder: None,
                     };
-                    agent
+                    let mut end = agent
                         .run(&mut sub, &mut relay, &mut relay_gate, &mut stop)
-                        .await
+                        .await;
+                    // The user's `subagent_stop` hooks (Claude Code's `SubagentStop`) may ask
+                    // a subagent that answered to go on, a few times at most.
+                    for round in 0..crate::hooks::STOP_HOOK_ROUNDS {
+                        let Some(hooks) = hooks.as_ref().filter(|h| h.wants("subagent_stop"))
+                        else {
+                            break;
+                        };
+                        if !matches!(end, TurnEnd::Complete) {
+                            break;
+                        }
+                        let c = sub.conversation();
+                        let input = crate::hooks::Input {
+                            response: c.get(c.cursor()).map(|m| m.content.clone()),
+                            stop_hook_active: round > 0,
+                            ..crate::hooks::Input::new("subagent_stop")
+                        };
+                        let mut watch = stop.clone();
+                        let outcome = tokio::select! {
+                            outcome = hooks.fire(&input) => outcome,
+                            _ = watch.changed() => break,
+                        };
+                        for line in outcome.failures.iter().chain(&outcome.notices) {
+                            relay.hook_failed(line);
+                        }
+                        let (None, Some(reason)) = (outcome.stop, outcome.block) else {
+                            break;
+                        };
+                        let text = format!("[A hook asks you to go on: {reason}]");
+                        if let Err(e) = sub.add(Message::new(Role::User, text)) {
+                            end = TurnEnd::Failed(e.into());
+                            break;
+                        }
+                        end = agent
+                            .run(&mut sub, &mut relay, &mut relay_gate, &mut stop)
+                            .await;
+                    }
+                    end
                 });
                 let c = sub.conversation();
                 let answer = c
@@ -439,6 +479,10 @@ impl Agent<'_> {
                 let (state, error) = match end {
                     TurnEnd::Complete | TurnEnd::RoundLimit(_) => (TaskState::Completed, None),
                     TurnEnd::Interrupted => (TaskState::Stopped, None),
+                    TurnEnd::Stopped(reason) => (
+                        TaskState::Stopped,
+                        Some(format!("a hook stopped the subagent: {reason}")),
+                    ),
                     TurnEnd::Failed(e) => (TaskState::Failed, Some(e.to_string())),
                 };
                 ending.say(state, answer, error, c.len().saturating_sub(1));

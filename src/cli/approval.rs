@@ -23,6 +23,8 @@ pub struct Approvals<'a> {
     pub retrust: Option<(crate::trust::Trust, PathBuf)>,
     /// The subagent asking, when one is (its role names the question).
     pub label: Option<String>,
+    /// The user's hooks: `notification` ones hear that a question waits.
+    pub hooks: Option<&'a crate::hooks::Hooks>,
 }
 
 impl Approvals<'_> {
@@ -83,6 +85,13 @@ impl Approvals<'_> {
             ));
         }
         let tool = tools.get(name).expect("checked by the caller");
+        // Claude Code's `Notification`: the user is needed (a desktop notifier, a sound).
+        if let Some(hooks) = self.hooks {
+            hooks.notify(&format!(
+                "new needs your permission to use {}",
+                crate::hooks::claude::tool_name(name)
+            ));
+        }
         let preview = tool
             .preview(args, tools.context())
             .unwrap_or_else(|| serde_json::to_string_pretty(args).unwrap_or_default());

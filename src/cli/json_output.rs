@@ -110,6 +110,14 @@ pub fn write_line(value: &Value) {
 }
 
 impl Observer for JsonObserver {
+    fn hook_failed(&mut self, line: &str) {
+        self.printer.hook_failed(line);
+    }
+
+    fn hook_notice(&mut self, line: &str) {
+        self.printer.hook_notice(line);
+    }
+
     fn text(&mut self, text: &str) {
         self.printer.text(text);
         self.emit(json!({"type": "text", "text": text}));

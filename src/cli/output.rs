@@ -397,6 +397,10 @@ impl Observer for Printer {
         self.out.warn(&crate::tools::escape_controls(line));
     }
 
+    fn hook_notice(&mut self, line: &str) {
+        self.hook_failed(line);
+    }
+
     fn usage(&mut self, usage: &Usage) {
         add_usage(self.turn.get_or_insert_with(Usage::default), usage);
     }

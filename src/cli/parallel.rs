@@ -34,6 +34,7 @@ enum Event {
     ToolResult(ToolCall, ToolOutcome),
     Compaction(Compaction),
     HookFailed(String),
+    HookNotice(String),
     Usage(Usage),
     SubagentLine(String),
     CheckpointFailed(String),
@@ -77,6 +78,7 @@ impl Recorder {
                     Compaction::Cancelled => CompactionEvent::Cancelled,
                 }),
                 Event::HookFailed(line) => to.hook_failed(&line),
+                Event::HookNotice(line) => to.hook_notice(&line),
                 Event::Usage(u) => to.usage(&u),
                 Event::SubagentLine(line) => to.subagent_line(&line),
                 Event::CheckpointFailed(reason) => to.checkpoint_failed(&reason),
@@ -88,6 +90,9 @@ impl Recorder {
 impl Observer for Recorder {
     fn hook_failed(&mut self, line: &str) {
         self.events.push(Event::HookFailed(line.to_string()));
+    }
+    fn hook_notice(&mut self, line: &str) {
+        self.events.push(Event::HookNotice(line.to_string()));
     }
     fn usage(&mut self, usage: &Usage) {
         self.events.push(Event::Usage(usage.clone()));
@@ -267,6 +272,7 @@ impl App {
                 )
             }),
             label: None,
+            hooks: self.hooks.as_ref(),
         });
         let out = self.out;
         let lang = out.lang;

@@ -105,8 +105,7 @@ pub struct App {
     pub(super) agent: Option<crate::agent::defs::Definition>,
 }
 
-/// How many times in a row a `post_message` hook may ask a turn to go on.
-const STOP_HOOK_ROUNDS: usize = 3;
+use crate::hooks::STOP_HOOK_ROUNDS;
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
 /// rather than the whole [`App`], so that `work` may borrow the rest of it.
@@ -954,6 +953,9 @@ impl App {
         for line in &outcome.failures {
             self.out.warn(line);
         }
+        for line in &outcome.notices {
+            self.out.warn(&crate::tools::escape_controls(line));
+        }
         Some(outcome)
     }
 
@@ -1335,6 +1337,7 @@ impl App {
                 )
             }),
             label: None,
+            hooks: self.hooks.as_ref(),
         };
         self.busy.store(true, Ordering::SeqCst);
         let end = self.runtime.block_on(agent.run(
@@ -1367,8 +1370,15 @@ impl App {
                     stop_hook_active: depth > 0,
                     ..crate::hooks::Input::new("post_message")
                 });
-                // A hook that blocks the end asks the model to go on, with its reason.
-                if let Some(reason) = hooked.and_then(|h| h.block) {
+                // A hook that blocks the end asks the model to go on, with its reason (unless
+                // one also said `"continue": false`).
+                let hooked = hooked.unwrap_or_default();
+                if let Some(reason) = &hooked.stop {
+                    self.out.warn(&self.tr(
+                        "stopped_by_hook",
+                        &[("reason", &crate::tools::escape_controls(reason))],
+                    ));
+                } else if let Some(reason) = hooked.block {
                     if depth >= STOP_HOOK_ROUNDS {
                         self.out
                             .warn(&self.tr("stop_hook_gave_up", &[("n", &STOP_HOOK_ROUNDS)]));
@@ -1377,8 +1387,6 @@ impl App {
                     let text = format!("[A hook asks you to go on: {reason}]");
                     self.out
                         .say(&self.out.dim(&crate::tools::escape_controls(&text)));
-                    // An answer that ran beside others left the folder as they all began.
-                    self.offer_restore();
                     if let Err(e) = self.session.add(Message::new(Role::User, text)) {
                         self.out.error(&super::text::error(self.out.lang, &e));
                         return end;
@@ -1390,6 +1398,10 @@ impl App {
             TurnEnd::Interrupted => self
                 .out
                 .warn(&self.tr("interrupted_what_arrived_is_kept", &[])),
+            TurnEnd::Stopped(reason) => self.out.warn(&self.tr(
+                "stopped_by_hook",
+                &[("reason", &crate::tools::escape_controls(reason))],
+            )),
             TurnEnd::Failed(e) => {
                 self.out.error(&format!(
                     "{}\n{}",
@@ -1422,6 +1434,7 @@ impl App {
             let error = match &end {
                 Some(TurnEnd::Complete) | Some(TurnEnd::RoundLimit(_)) => None,
                 Some(TurnEnd::Interrupted) => Some("interrupted".to_string()),
+                Some(TurnEnd::Stopped(reason)) => Some(format!("stopped by a hook: {reason}")),
                 Some(TurnEnd::Failed(e)) => Some(e.to_string()),
                 None => Some("the message could not be stored".to_string()),
             };

@@ -783,6 +783,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
     (
+        "stopped_by_hook",
+        "stopped by a hook: {reason}",
+        "被钩子停止：{reason}",
+    ),
+    (
         "retry_together",
         "{count} answers side by side: rounds of reading tools run together; an answer that changes files has the folder to itself, then puts it back",
         "{count} 个回答并行：只读工具的轮次同时运行；修改文件的回答独占文件夹，结束后复原",

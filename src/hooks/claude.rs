@@ -21,10 +21,12 @@ pub const EVENTS: &[(&str, &str)] = &[
     ("SessionStart", "session_start"),
     ("SessionEnd", "session_end"),
     ("PreCompact", "pre_compact"),
+    ("SubagentStop", "subagent_stop"),
+    ("Notification", "notification"),
 ];
 
 /// Claude Code's events that have no counterpart here yet: said, never silently dropped.
-const UNSUPPORTED: &[&str] = &["SubagentStop", "Notification", "PermissionRequest"];
+const UNSUPPORTED: &[&str] = &["PermissionRequest"];
 
 /// Our tools by Claude Code's names.
 const TOOLS: &[(&str, &str)] = &[

@@ -30,6 +30,23 @@ pub const EVENTS: &[&str] = &[
     "post_tool_use",
     "pre_compact",
     "compact",
+    "subagent_stop",
+    "notification",
+    "error",
+];
+
+/// How many times in a row a `post_message` (or `subagent_stop`) hook may ask a turn to go on.
+pub const STOP_HOOK_ROUNDS: usize = 3;
+
+/// Events a hook cannot block: exit code 2 shows its stderr to the user, as Claude Code does.
+const UNBLOCKABLE: &[&str] = &[
+    "program_start",
+    "program_exit",
+    "session_start",
+    "session_end",
+    "pre_compact",
+    "compact",
+    "notification",
     "error",
 ];
 
@@ -411,6 +428,8 @@ pub struct Input {
     pub tool_response: Option<String>,
     /// The model's final answer (`post_message`).
     pub response: Option<String>,
+    /// What `new` needs the user for (`notification`).
+    pub message: Option<String>,
     pub error: Option<String>,
     /// `post_message` fired again after a hook asked the turn to go on (Claude Code's
     /// `stop_hook_active`).
@@ -445,6 +464,12 @@ pub struct Outcome {
     pub permission: Option<Permission>,
     /// One line each: hooks that failed, timed out or crashed.
     pub failures: Vec<String>,
+    /// A hook said `"continue": false`: the turn stops here, with this reason for the user
+    /// (Claude Code's `stopReason`).
+    pub stop: Option<String>,
+    /// Lines for the user (Claude Code's `systemMessage`, and what a hook of an event that
+    /// cannot be blocked wrote on stderr with exit code 2).
+    pub notices: Vec<String>,
 }
 
 /// The session's hooks and how often each fired and failed.
@@ -582,7 +607,7 @@ impl Hooks {
         let o = v.as_object_mut().expect("an object");
         if claude {
             match input.event.as_str() {
-                "post_message" => {
+                "post_message" | "subagent_stop" => {
                     o.insert("stop_hook_active".into(), json!(input.stop_hook_active));
                 }
                 "session_start" => {
@@ -621,7 +646,39 @@ impl Hooks {
         if let Some(e) = &input.error {
             o.insert("error".into(), json!(e));
         }
+        if let Some(m) = &input.message {
+            o.insert("message".into(), json!(m));
+        }
         v
+    }
+
+    /// Fires the `notification` hooks (Claude Code's `Notification`) without waiting for them:
+    /// `new` needs the user (a permission question waits). They cannot block anything.
+    pub fn notify(&self, message: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let input = Input {
+            message: Some(message.to_string()),
+            ..Input::new("notification")
+        };
+        for e in &self.settings.entries {
+            if e.event != input.event
+                || !self.runs(e)
+                || e.condition
+                    .as_ref()
+                    .is_some_and(|c| !self.matches(c, &input))
+            {
+                continue;
+            }
+            lock(&self.counts).entry(e.name.clone()).or_default().0 += 1;
+            let payload = self.payload(&input, e.matcher.is_some());
+            let (entry, hidden) = (e.clone(), self.hidden_env.clone());
+            let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
+            runtime.spawn(async move {
+                let _ = run(&entry, &payload, &workdir, &hidden, sandbox.as_deref()).await;
+            });
+        }
     }
 
     /// A field of the event, as conditions see it.
@@ -751,6 +808,13 @@ impl Answer {
         let json = json.filter(Value::is_object);
         if self.code == 2 {
             let reason = self.stderr.trim();
+            // Events that cannot be blocked: what the hook wrote is for the user.
+            if UNBLOCKABLE.contains(&event) {
+                if !reason.is_empty() {
+                    out.notices.push(reason.to_string());
+                }
+                return;
+            }
             out.block.get_or_insert_with(|| {
                 if reason.is_empty() {
                     "blocked by a hook".to_string()
@@ -790,6 +854,22 @@ impl Answer {
             if let Some(extra) = get("additionalContext") {
                 out.context.push(extra.to_string());
             }
+            if let Some(line) = get("systemMessage") {
+                out.notices.push(line.to_string());
+            }
+            // `"continue": false` stops the turn, whatever else was decided.
+            if j.get("continue").and_then(Value::as_bool) == Some(false) {
+                let reason = get("stopReason")
+                    .unwrap_or("a hook stopped the turn")
+                    .to_string();
+                // A message stopped before it is sent is a message blocked.
+                if event == "pre_message" {
+                    out.block.get_or_insert(reason.clone());
+                }
+                out.stop.get_or_insert(reason);
+            }
+            // `suppressOutput` hides a hook's stdout from Claude Code's transcript view; here a
+            // hook's stdout is never shown (only added as context where the protocol says).
             return;
         }
         if self.code == 0

@@ -469,7 +469,7 @@ if tool in ("Write", "Edit") and args.get("file_path", "").endswith(".env"):
                 {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/guard.py"}]}],
             "PostToolUse": [{"matcher": "Write", "hooks": [
                 {"type": "command", "command": "python3 $CLAUDE_PROJECT_DIR/.claude/hooks/after.py", "timeout": 30}]}],
-            "Notification": [{"hooks": [{"type": "command", "command": "true"}]}]
+            "PermissionRequest": [{"hooks": [{"type": "command", "command": "true"}]}]
         }})
         .to_string(),
     )
@@ -504,7 +504,8 @@ if tool in ("Write", "Edit") and args.get("file_path", "").endswith(".env"):
     );
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
-        run.stderr.contains("hooks.Notification in") && run.stderr.contains("not supported yet"),
+        run.stderr.contains("hooks.PermissionRequest in")
+            && run.stderr.contains("not supported yet"),
         "{run:?}"
     );
     let results = results(&server, 1);
@@ -560,4 +561,66 @@ fn a_project_s_claude_settings_hooks_wait_for_trust_and_links_out_are_refused() 
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stderr.contains("leads out of the project"), "{run:?}");
     assert!(!marker.exists(), "a linked-out settings file's hook ran");
+}
+
+/// Claude Code's JSON answers as its hooks reference documents them: `"continue": false` stops
+/// the turn (the call is not run, the reason is the user's, no further request), `systemMessage`
+/// is shown to the user, and exit code 2 of an event that cannot be blocked (`SessionStart`)
+/// is shown, never taken as a block.
+#[test]
+fn claude_code_s_continue_false_stop_reason_and_system_message() {
+    let env = Env::new();
+    let home = env.dir.path().join("home/.claude");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("settings.json"),
+        json!({"hooks": {
+            "SessionStart": [{"hooks": [{"type": "command", "command": "echo 'start note' >&2; exit 2"}]}],
+            "PostToolUse": [{"matcher": "Read", "hooks": [{"type": "command",
+                "command": r#"echo '{"systemMessage": "read seen"}'"#}]}],
+            "PreToolUse": [{"matcher": "Write", "hooks": [{"type": "command",
+                "command": r#"echo '{"continue": false, "stopReason": "tests are red", "decision": "approve"}'"#}]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(env.work().join("a.txt"), "alpha\n").unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[("r", "read_file", r#"{"filepath":"a.txt"}"#)]),
+        tool_calls(&[
+            ("w", "write_file", r#"{"filepath":"b.txt","content":"x"}"#),
+            ("w2", "write_file", r#"{"filepath":"c.txt","content":"y"}"#),
+        ]),
+        text(&["never asked for"]),
+        text(&["next turn"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "go\nagain\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("start note"), "{run:?}");
+    assert!(run.stderr.contains("read seen"), "{run:?}");
+    assert!(
+        run.stderr.contains("stopped by a hook: tests are red"),
+        "{run:?}"
+    );
+    assert!(!env.work().join("b.txt").exists() && !env.work().join("c.txt").exists());
+    // The turn ended at the hook: the next request is the next message's, and valid.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{run:?}");
+    let results = results_of(&requests[2]);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(
+        results[1].contains("a hook of the user stopped the turn"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].contains("a hook of the user stopped the turn"),
+        "{results:?}"
+    );
+    assert_eq!(messages_of(&requests[2]).last().unwrap().1, "again");
+    // The first message was sent (exit 2 at SessionStart blocks nothing).
+    assert_eq!(messages_of(&requests[0]).last().unwrap().1, "go");
 }

@@ -1408,3 +1408,51 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
         .count();
     assert_eq!(cut, 2, "{lines:?}");
 }
+
+/// Claude Code's `Notification` hook hears that a permission question waits, while it waits.
+#[test]
+fn a_notification_hook_hears_that_a_question_waits() {
+    let env = Env::new();
+    let home = env.dir.path().join("home/.claude");
+    std::fs::create_dir_all(&home).unwrap();
+    let heard = env.dir.path().join("heard.json");
+    std::fs::write(
+        home.join("settings.json"),
+        serde_json::json!({"hooks": {"Notification": [{"hooks": [{"type": "command",
+            "command": format!("cat > {}", heard.display())}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "c1",
+            "write_file",
+            r#"{"filepath":"a.txt","content":"alpha\n"}"#,
+        )]),
+        text(&["wrote a"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "strict"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("write a\r");
+    pty.expect("[y/s/a/N] ");
+    assert!(
+        eventually(100, Duration::from_millis(50), || {
+            std::fs::read_to_string(&heard).is_ok_and(|t| t.ends_with('}'))
+        }),
+        "the hook ran while the question waited"
+    );
+    let event: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&heard).unwrap()).unwrap();
+    assert_eq!(event["hook_event_name"], "Notification");
+    assert_eq!(event["message"], "new needs your permission to use Write");
+    pty.send("y\r");
+    pty.expect("wrote a");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}

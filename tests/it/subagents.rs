@@ -1012,3 +1012,56 @@ fn hostile_tasks_ids_and_servers_change_nothing() {
         "{next:?}"
     );
 }
+
+/// Claude Code's `SubagentStop` hook sees a subagent's answer and may ask it to go on, once per
+/// `stop_hook_active`; the parent gets the answer after that.
+#[test]
+fn a_subagent_stop_hook_asks_the_subagent_to_go_on() {
+    let env = Env::new();
+    let home = env.dir.path().join("home/.claude");
+    std::fs::create_dir_all(&home).unwrap();
+    let log = env.dir.path().join("subagent-stop.log");
+    std::fs::write(
+        home.join("settings.json"),
+        serde_json::json!({"hooks": {"SubagentStop": [{"hooks": [{"type": "command", "command": format!(
+            r#"i=$(cat); printf '%s\n' "$i" >> {}; case "$i" in *'"stop_hook_active":true'*) ;; *) echo '{{"decision": "block", "reason": "check the tests too"}}' ;; esac"#,
+            log.display()
+        )}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "call-1",
+            "agent",
+            r#"{"role":"explore","task":"Find the needle."}"#,
+        )]),
+        text(&["Needle in a.txt."]),
+        text(&["Tests are in tests/."]),
+        text(&["Found it."]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "where is the needle?\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    let asked = messages_of(&requests[2]);
+    assert_eq!(
+        asked.last().unwrap().1,
+        "[A hook asks you to go on: check the tests too]"
+    );
+    // The parent's result is the subagent's last answer.
+    assert!(results(&server, 3)[0].contains("Tests are in tests/."));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<Value> = logged
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2, "{logged}");
+    assert_eq!(events[0]["hook_event_name"], "SubagentStop");
+    assert_eq!(events[0]["stop_hook_active"], false);
+    assert_eq!(events[1]["stop_hook_active"], true);
+}
