@@ -291,7 +291,22 @@ impl Agent<'_> {
             let changes_files = calls.iter().any(|c| !self.is_read(&c.function.name));
             // Beside other answers: this round's share of the folder (held to the round's end).
             let _share = match self.folder {
-                Some(folder) => folder.round(hold, changes_files).await,
+                Some(folder) => {
+                    let mut watch = interrupts.clone();
+                    tokio::select! {
+                        share = folder.round(hold, changes_files, self.checkpoints) => share,
+                        // Ctrl-C while waiting for the folder: none of the calls runs.
+                        _ = watch.changed() => {
+                            for call in &calls {
+                                let result = Message::tool_result(call.id.clone(), INTERRUPTED_RESULT);
+                                if let Err(e) = session.add(result) {
+                                    return TurnEnd::Failed(e.into());
+                                }
+                            }
+                            return TurnEnd::Interrupted;
+                        }
+                    }
+                }
                 None => None,
             };
             if changes_files {

@@ -1,18 +1,17 @@
 //! Answers that run side by side in one working folder (`/retry --n K`). Rounds of tools that only
 //! read run together; the first round of an answer that may change files waits until no other
 //! answer is reading or writing, and from then on that answer has the folder to itself until it
-//! ends, when the folder is put back as it was when they all began. So every answer starts from
-//! the same folder state, and no answer reads what another wrote.
+//! ends, when what it changed is put back as it was when it took the folder. So every answer
+//! starts from the same folder state, no answer reads what another wrote, and what someone else
+//! changed meanwhile is left alone.
 
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint::{Checkpoints, Manifest};
 
+#[derive(Default)]
 pub struct SharedFolder {
     lock: RwLock<()>,
-    /// The folder as the answers began; None when checkpoints are off (then nothing can be put
-    /// back, and the answers that change files still run one after another).
-    start: Option<Manifest>,
     /// What could not be put back after an answer, to be said once they are all done.
     problems: std::sync::Mutex<Vec<String>>,
 }
@@ -21,19 +20,12 @@ pub struct SharedFolder {
 pub enum Hold<'f> {
     /// Nothing yet, or between rounds of reading tools.
     Nothing,
-    /// This answer may change files: no other answer runs tools until it ends.
-    Owner(RwLockWriteGuard<'f, ()>),
+    /// This answer may change files: no other answer runs tools until it ends. With the
+    /// folder as it was when this answer took it (None when checkpoints are off).
+    Owner(RwLockWriteGuard<'f, ()>, Option<Manifest>),
 }
 
 impl SharedFolder {
-    pub fn new(start: Option<Manifest>) -> Self {
-        SharedFolder {
-            lock: RwLock::new(()),
-            start,
-            problems: Default::default(),
-        }
-    }
-
     /// Before a round of tools: a round that may change files makes this answer the folder's
     /// owner (waiting for the others' rounds to end); one that only reads waits while another
     /// answer owns it and holds a share for the round (the guard returned).
@@ -41,31 +33,38 @@ impl SharedFolder {
         &'f self,
         hold: &mut Hold<'f>,
         changes_files: bool,
+        checkpoints: Option<&Checkpoints>,
     ) -> Option<RwLockReadGuard<'f, ()>> {
         match hold {
-            Hold::Owner(_) => None,
+            Hold::Owner(..) => None,
             Hold::Nothing if changes_files => {
-                *hold = Hold::Owner(self.lock.write().await);
+                let guard = self.lock.write().await;
+                let base = checkpoints
+                    .and_then(|c| c.peek().ok().flatten())
+                    .map(|(_, manifest)| manifest);
+                *hold = Hold::Owner(guard, base);
                 None
             }
             Hold::Nothing => Some(self.lock.read().await),
         }
     }
 
-    /// At the end of an answer: if it owned the folder, puts the folder back as it was at the
-    /// start (files changed meanwhile by someone else are left alone, and said), then lets the
-    /// others go on.
+    /// At the end of an answer: if it owned the folder, puts back what it changed (as its last
+    /// snapshot says) to what was there when it took the folder; a path changed since by
+    /// someone else is left alone, and said. Then the others go on.
     pub fn release(
         &self,
         hold: Hold<'_>,
         checkpoints: Option<&Checkpoints>,
         sandbox: &crate::tools::Sandbox,
     ) {
-        let Hold::Owner(guard) = hold else {
+        let Hold::Owner(guard, base) = hold else {
             return;
         };
-        if let (Some(checkpoints), Some(start)) = (checkpoints, &self.start) {
-            self.put_back(checkpoints, start, sandbox);
+        if let (Some(checkpoints), Some(base)) = (checkpoints, base)
+            && let Some((_, last)) = checkpoints.last()
+        {
+            self.put_back(checkpoints, &base, &last, sandbox);
         }
         drop(guard);
     }
@@ -73,30 +72,27 @@ impl SharedFolder {
     fn put_back(
         &self,
         checkpoints: &Checkpoints,
-        start: &Manifest,
+        base: &Manifest,
+        last: &Manifest,
         sandbox: &crate::tools::Sandbox,
     ) {
         let mut problems = self.problems.lock().unwrap_or_else(|e| e.into_inner());
-        let now = match checkpoints.peek() {
-            Ok(Some((_, now))) => now,
-            Ok(None) => return,
-            Err(e) => return problems.push(e.to_string()),
-        };
-        let paths: Vec<String> = crate::checkpoint::changes(&now, start)
+        let paths: Vec<String> = crate::checkpoint::changes(last, base)
             .into_iter()
             .map(|(path, _)| path)
             .collect();
         if paths.is_empty() {
             return;
         }
+        // Each path is put back only while it still holds what the answer left there.
         let applied =
-            crate::checkpoint::apply(&checkpoints.store, sandbox, &now, start, &paths, true);
+            crate::checkpoint::apply(&checkpoints.store, sandbox, last, base, &paths, true);
         for (path, why) in applied.kept {
             problems.push(format!("{path}: {why}"));
         }
         for path in applied.changed {
             problems.push(format!(
-                "{path}: changed while it was being put back; left as it is"
+                "{path}: changed by someone else since the answer wrote it; left as it is"
             ));
         }
         // What `new` saw last is the folder put back.

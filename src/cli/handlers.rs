@@ -165,8 +165,9 @@ impl App {
     }
 
     /// `/retry [--model NAME] [--n K]`: a new answer to the nearest user message, as a sibling of
-    /// the old answer; with another model for it alone; K answers side by side, each from the
-    /// folder as it was at that message (asked, as after any move).
+    /// the old answer; with another model for it alone; K answers side by side (or, where they
+    /// cannot be, one after another), each from the folder as it was at that message (asked, as
+    /// after any move).
     pub(super) fn retry(&mut self, args: &str) {
         let mut model: Option<String> = None;
         let mut count = 1usize;
@@ -191,13 +192,26 @@ impl App {
             self.reset_context();
             saved
         });
-        if count > 1 {
-            self.retry_together(&user, count);
-        } else {
-            self.session.move_cursor(&user).expect("from the tree");
-            // The try starts from the files of the message it answers.
-            self.offer_restore();
-            self.answer();
+        let refusal = (count > 1).then(|| self.side_by_side_refusal()).flatten();
+        if let Some(why) = &refusal {
+            self.out.say(&self.out.dim(why));
+        }
+        if count == 1 || refusal.is_some() || !self.retry_together(&user, count) {
+            for i in 0..count {
+                if count > 1 {
+                    self.out.say(
+                        &self
+                            .out
+                            .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
+                    );
+                }
+                self.session.move_cursor(&user).expect("from the tree");
+                // Each try starts from the files of the message it answers.
+                self.offer_restore();
+                if !matches!(self.answer(), crate::agent::TurnEnd::Complete) {
+                    break;
+                }
+            }
         }
         if let Some(saved) = saved {
             self.config.model = saved;

@@ -158,6 +158,8 @@ impl Observer for Recorder {
 /// answer asking (questions never overlap: a gate decides without waiting on the others).
 struct SharedGate<'g, G: Gate> {
     gate: &'g RefCell<G>,
+    /// Stops every answer: Ctrl-C at one question is an interrupt of them all.
+    all: &'g tokio::sync::watch::Sender<u64>,
     label: String,
     /// A subagent of this answer asking.
     sub: Option<String>,
@@ -182,7 +184,11 @@ impl<G: Gate> Gate for SharedGate<'_, G> {
         args: &serde_json::Value,
         hook: Option<crate::hooks::Permission>,
     ) -> GateDecision {
-        self.labelled().check(call, tools, args, hook)
+        let decision = self.labelled().check(call, tools, args, hook);
+        if decision == GateDecision::Interrupt {
+            self.all.send_modify(|n| *n += 1);
+        }
+        decision
     }
     fn set_label(&mut self, label: Option<String>) {
         self.sub = label;
@@ -228,18 +234,39 @@ async fn in_order<F: Future>(futures: Vec<F>, mut done: impl FnMut(usize, F::Out
 }
 
 impl App {
+    /// Why `/retry --n K` cannot run its answers side by side here (then they run one after
+    /// another): without checkpoints nothing can be put back between the answers that change
+    /// files; a `post_message` hook checks an answer's end in the folder as that answer left it.
+    pub(super) fn side_by_side_refusal(&self) -> Option<String> {
+        if self.checkpoints.is_none() {
+            return Some(self.tr("one_after_another_no_checkpoints", &[]));
+        }
+        if self.hooks.as_ref().is_some_and(|h| h.wants("post_message")) {
+            return Some(self.tr("one_after_another_stop_hooks", &[]));
+        }
+        None
+    }
+
     /// `count` answers to the user message `user`, side by side; the cursor ends on the last,
-    /// as when they run one after another.
-    pub(super) fn retry_together(&mut self, user: &str, count: usize) {
+    /// as when they run one after another. False when the folder could not be snapshotted (said;
+    /// nothing ran): they must run one after another.
+    pub(super) fn retry_together(&mut self, user: &str, count: usize) -> bool {
         self.session.move_cursor(user).expect("from the tree");
         // They all start from the files of the message they answer (asked, as after any move)…
         self.offer_restore();
-        // …or from the folder as the user keeps it: what an answer that changes files put back.
-        let start = self.checkpoints.as_ref().and_then(|c| {
-            c.take().ok().flatten()?;
-            c.last().map(|(_, manifest)| manifest)
-        });
-        let folder = SharedFolder::new(start);
+        // …or from the folder as the user keeps it: what `new` sees of it now.
+        match self.checkpoints.as_ref().map(|c| c.take()) {
+            Some(Ok(Some(_))) => {}
+            Some(Err(e)) => {
+                self.out.warn(&self.tr(
+                    "checkpoint_failed",
+                    &[("reason", &crate::tools::escape_controls(&e.to_string()))],
+                ));
+                return false;
+            }
+            _ => return false,
+        }
+        let folder = SharedFolder::default();
         self.out.say(
             &self
                 .out
@@ -256,7 +283,9 @@ impl App {
             allowed_tools: allowed.as_deref(),
             checkpoints: self.checkpoints.as_ref(),
             hooks: self.hooks.as_ref(),
-            subagents: self.subagents.as_ref(),
+            // A subagent may go on in the background after its answer ended and gave the
+            // folder back: side by side, answers work alone.
+            subagents: None,
             role: None,
             folder: Some(&folder),
         };
@@ -274,6 +303,9 @@ impl App {
             label: None,
             hooks: self.hooks.as_ref(),
         });
+        // One interrupt for all: Ctrl-C (through the session's channel), or Ctrl-C at one
+        // answer's question.
+        let (all, stop) = tokio::sync::watch::channel(0u64);
         let out = self.out;
         let lang = out.lang;
         let pricing = self.config.pricing;
@@ -281,9 +313,10 @@ impl App {
         let futures: Vec<_> = (0..count)
             .map(|i| {
                 let mut session = self.session.fork();
-                let mut interrupts = self.interrupts.clone();
+                let mut interrupts = stop.clone();
                 let mut gate = SharedGate {
                     gate: &gate,
+                    all: &all,
                     label: super::text::tr(
                         lang,
                         "retry_n_of",
@@ -307,27 +340,39 @@ impl App {
         let mut ended: Vec<(TurnEnd, String, Option<Usage>, Option<f64>)> = Vec::new();
         self.busy.store(true, Ordering::SeqCst);
         self.interrupts.borrow_and_update();
-        self.runtime
-            .block_on(in_order(futures, |i, (end, recorder, tip, took)| {
-                out.say(&out.bold(&super::text::tr(
-                    lang,
-                    "retry_n_of",
-                    &[("i", &(i + 1)), ("count", &count)],
-                )));
-                let mut printer = Printer::new(out);
-                recorder.replay(&mut printer);
-                let cost = pricing.zip(printer.turn.as_ref()).map(|(p, u)| p.cost(u));
-                let line = super::output::status_line(
-                    lang,
-                    &model,
-                    printer.turn.as_ref(),
-                    None,
-                    took.as_secs_f64(),
-                    cost,
-                );
-                out.say(&out.dim(&line));
-                ended.push((end, tip, printer.turn, cost));
-            }));
+        let outer = &mut self.interrupts;
+        let answers = in_order(futures, |i, (end, recorder, tip, took)| {
+            out.say(&out.bold(&super::text::tr(
+                lang,
+                "retry_n_of",
+                &[("i", &(i + 1)), ("count", &count)],
+            )));
+            let mut printer = Printer::new(out);
+            recorder.replay(&mut printer);
+            let cost = pricing.zip(printer.turn.as_ref()).map(|(p, u)| p.cost(u));
+            let line = super::output::status_line(
+                lang,
+                &model,
+                printer.turn.as_ref(),
+                None,
+                took.as_secs_f64(),
+                cost,
+            );
+            out.say(&out.dim(&line));
+            ended.push((end, tip, printer.turn, cost));
+        });
+        self.runtime.block_on(async {
+            let forward = async {
+                while outer.changed().await.is_ok() {
+                    all.send_modify(|n| *n += 1);
+                }
+                std::future::pending::<()>().await
+            };
+            tokio::select! {
+                _ = answers => {}
+                _ = forward => {}
+            }
+        });
         self.busy.store(false, Ordering::SeqCst);
         self.interrupts.borrow_and_update();
         drop(agent);
@@ -344,7 +389,16 @@ impl App {
                 self.session = session;
                 self.report_load(&report);
             }
-            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+            Err(e) => {
+                self.out.error(&super::text::error(self.out.lang, &e));
+                return true;
+            }
+        }
+        // What `new` saw last is the folder as they all began (put back): the message's state.
+        if let Some(Ok(Some(snapshot))) = self.checkpoints.as_ref().map(|c| c.take())
+            && let Err(e) = self.session.add_checkpoint(user, &snapshot)
+        {
+            self.out.error(&super::text::error(self.out.lang, &e));
         }
         let mut interrupted = false;
         for (end, tip, usage, cost) in ended {
@@ -370,5 +424,6 @@ impl App {
         }
         // The folder is as they all began; the cursor's answer may have left it otherwise.
         self.offer_restore();
+        true
     }
 }

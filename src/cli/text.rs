@@ -788,8 +788,18 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "被钩子停止：{reason}",
     ),
     (
+        "one_after_another_no_checkpoints",
+        "the answers run one after another: with checkpoints off, what one changes could not be put back for the next",
+        "回答将依次运行：检查点已关闭，无法在回答之间复原文件",
+    ),
+    (
+        "one_after_another_stop_hooks",
+        "the answers run one after another: a post_message (Stop) hook checks each answer's end in the folder as it left it",
+        "回答将依次运行：post_message（Stop）钩子需在各回答留下的文件夹中检查其结果",
+    ),
+    (
         "retry_together",
-        "{count} answers side by side: rounds of reading tools run together; an answer that changes files has the folder to itself, then puts it back",
+        "{count} answers side by side: rounds of reading tools run together; an answer that changes files has the folder to itself, then puts back what it changed",
         "{count} 个回答并行：只读工具的轮次同时运行；修改文件的回答独占文件夹，结束后复原",
     ),
     (

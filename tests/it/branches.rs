@@ -503,16 +503,23 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
     };
     let write = json!({"filepath": "b.txt", "content": "after\n"}).to_string();
     let read = json!({"filepath": "b.txt"}).to_string();
-    let second_round = move |request: &Value| {
-        let last = request["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .cloned();
-        if last.is_some_and(|m| m["tool_call_id"] == "w") {
-            // The writer keeps the folder a while: the readers' calls come meanwhile.
-            stalled(text(&["wrote b"]), 2.0)
-        } else {
-            text(&["read b"])
+    let env = Env::new();
+    let work = env.work();
+    let second_round = || {
+        let work = work.clone();
+        move |request: &Value| {
+            let last = request["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .cloned();
+            if last.is_some_and(|m| m["tool_call_id"] == "w") {
+                // Someone else writes a file meanwhile: the writer's put-back leaves it alone.
+                std::fs::write(work.join("mine.txt"), "not the answer's\n").unwrap();
+                // The writer keeps the folder a while: the readers' calls come meanwhile.
+                stalled(text(&["wrote b"]), 2.0)
+            } else {
+                text(&["read b"])
+            }
         }
     };
     let server = Server::start(vec![
@@ -520,11 +527,10 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
         tool_calls(&[("w", "write_file", &write)]),
         stalled(tool_calls(&[("r1", "read_file", &read)]), 1.0),
         stalled(tool_calls(&[("r2", "read_file", &read)]), 1.0),
-        with(second_round),
-        with(second_round),
-        with(second_round),
+        with(second_round()),
+        with(second_round()),
+        with(second_round()),
     ]);
-    let env = Env::new();
     std::fs::write(env.work().join("b.txt"), "before\n").unwrap();
     let run = env.run(
         &server.base_url,
@@ -555,11 +561,17 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
         assert!(content.contains("before"), "{content}");
         assert!(!content.contains("after"), "{content}");
     }
-    // The folder is as they all began; the writer's state is its nodes'.
+    // The folder is as they all began, but for what someone else wrote meanwhile; the
+    // writer's state is its nodes'.
     assert_eq!(
         std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
         "before\n"
     );
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("mine.txt")).unwrap(),
+        "not the answer's\n"
+    );
+    assert!(!run.stderr.contains("not put back"), "{run:?}");
     for i in 1..=3 {
         assert!(run.stdout.contains(&format!("answer {i} of 3")), "{run:?}");
     }
@@ -576,4 +588,46 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
         .filter(|m| m["parent_id"] == user["msg_id"])
         .count();
     assert_eq!(answers, 4, "the first answer and three more: {messages:?}");
+}
+
+/// Where answers cannot run side by side (checkpoints off: nothing could be put back; a Stop
+/// hook: it checks each answer in the folder that answer left), `/retry --n K` says so and runs
+/// them one after another.
+#[test]
+fn retry_n_runs_one_after_another_without_checkpoints_or_with_a_stop_hook() {
+    for config in [
+        json!({"retry_initial_ms": 5, "checkpoints": {"enabled": false}}),
+        json!({"retry_initial_ms": 5, "hook": {"entries": [
+            {"name": "done", "event": "post_message", "action": {"command": "true"}}]}}),
+    ] {
+        let server = Server::start(vec![
+            text(&["one"]),
+            Reply::SseStall(
+                vec![chunk_text("two")],
+                Duration::from_millis(300),
+                vec![chunk_finish("stop"), "[DONE]".into()],
+            ),
+            text(&["three"]),
+        ]);
+        let env = Env::new();
+        env.write_config(&config.to_string());
+        let run = env.run(
+            &server.base_url,
+            &["--permission-mode", "permissive"],
+            "hi\n/retry --n 2\n",
+        );
+        assert_eq!(run.code, Some(0), "{run:?}");
+        assert!(
+            run.stdout.contains("the answers run one after another"),
+            "{run:?}"
+        );
+        assert!(!run.stdout.contains("side by side"), "{run:?}");
+        // One after another: the second answer printed after the first whole.
+        let (two, three) = (
+            run.stdout.find("two").unwrap(),
+            run.stdout.find("three").unwrap(),
+        );
+        assert!(two < three, "{run:?}");
+        assert!(run.stdout.contains("answer 2 of 2"), "{run:?}");
+    }
 }

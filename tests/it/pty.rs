@@ -1336,6 +1336,8 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
         text(&["second done"]),
         stall(),
         stall(),
+        tool_calls(&[("c3", "write_file", &alpha)]),
+        tool_calls(&[("c4", "write_file", &beta)]),
     ]);
     let mut cmd = env.command(&server.base_url);
     cmd.arg(env.work())
@@ -1359,11 +1361,12 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
     };
     pty.send("y\r");
     // The other asks only once the first has ended and put the folder back.
-    let shown = pty.expect("[y/s/a/N] ");
+    let mut seen = pty.expect("[y/s/a/N] ");
     assert!(
-        shown.contains(&format!("{first} ⚠ write_file needs your approval")),
-        "{shown:?}"
+        seen.contains(&format!("{first} ⚠ write_file needs your approval")),
+        "{seen:?}"
     );
+    let shown = seen.clone();
     assert!(
         shown.contains("--- /dev/null"),
         "the second sees no a.txt: {shown:?}"
@@ -1372,7 +1375,6 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
     pty.expect("reason for the model");
     pty.send("\r");
     // The cursor ends on answer 2: when that one wrote, the folder (put back) differs from it.
-    let mut seen = String::new();
     if first == "[answer 1 of 2]" {
         seen += &pty.expect("restore the folder to this node's state?");
         pty.send("n\r");
@@ -1399,6 +1401,19 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
         1,
         "{shown:?}"
     );
+
+    // Ctrl-C at one answer's question stops the other too: no second question.
+    pty.send("/retry --n 2\r");
+    pty.expect("[y/s/a/N] ");
+    // (While a question waits, the other answers wait too: the gate is the terminal's.)
+    pty.send("\x03");
+    let shown = pty.expect("› ");
+    assert!(!shown.contains("needs your approval"), "{shown:?}");
+    assert_eq!(
+        server.requests().len(),
+        9,
+        "nothing asked after the interrupt"
+    );
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
     let (_, lines) = env.only_conversation();
@@ -1407,6 +1422,17 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
         .filter(|l| l["content"] == "Partial ans" && l["interrupted"] == true)
         .count();
     assert_eq!(cut, 2, "{lines:?}");
+    let not_run = lines
+        .iter()
+        .filter(|l| {
+            l["role"] == "tool"
+                && (l["tool_call_id"] == "c3" || l["tool_call_id"] == "c4")
+                && l["content"].as_str().is_some_and(|c| c.contains("not run"))
+        })
+        .count();
+    // The asking answer's call; the other's, when its answer had arrived whole.
+    assert!((1..=2).contains(&not_run), "{lines:?}");
+    assert!(!env.work().join("a.txt").exists());
 }
 
 /// Claude Code's `Notification` hook hears that a permission question waits, while it waits.
