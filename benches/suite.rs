@@ -946,6 +946,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 network: false,
                 raw: String::new(),
                 references: Vec::new(),
+                disabled_tools: Vec::new(),
+                always_allow: Vec::new(),
             }],
             ..Default::default()
         };

@@ -416,6 +416,10 @@ fn judge(
         // A hook's "allow" spares the question a rule would ask; its "ask" asks where a rule
         // would allow. Denials (rules, the blacklist) stand.
         (Verdict::Ask, Some(Permission::Allow)) => Verdict::Allow,
+        // What the user's trusted entry lists as `alwaysAllow` (a hook may still ask).
+        (Verdict::Ask, hook) if tool.preapproved() && hook != Some(Permission::Ask) => {
+            Verdict::Allow
+        }
         (Verdict::Allow, Some(Permission::Ask)) => Verdict::Ask,
         (verdict, _) => verdict,
     };

@@ -394,12 +394,6 @@ impl App {
                 return true;
             }
         }
-        // What `new` saw last is the folder as they all began (put back): the message's state.
-        if let Some(Ok(Some(snapshot))) = self.checkpoints.as_ref().map(|c| c.take())
-            && let Err(e) = self.session.add_checkpoint(user, &snapshot)
-        {
-            self.out.error(&super::text::error(self.out.lang, &e));
-        }
         let mut interrupted = false;
         for (end, tip, usage, cost) in ended {
             if let Some(usage) = &usage {

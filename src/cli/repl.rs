@@ -1439,13 +1439,20 @@ impl App {
                 None => Some("the message could not be stored".to_string()),
             };
             let answered = current.role == Role::Assistant;
-            let result = observer.result(ResultFields {
+            let mut result = observer.result(ResultFields {
                 text: if answered { &current.content } else { "" },
                 conversation_id: self.session.id(),
                 node_id: &current.id,
                 model: &self.config.model,
                 error,
             });
+            let failed = self.mcp_failures();
+            result["mcp_errors"] = serde_json::json!(
+                failed
+                    .iter()
+                    .map(|(server, error)| serde_json::json!({"server": server, "error": error}))
+                    .collect::<Vec<_>>()
+            );
             write_line(&result);
             return match end {
                 Some(TurnEnd::Complete) | Some(TurnEnd::RoundLimit(_)) => ExitCode::SUCCESS,
@@ -1454,6 +1461,15 @@ impl App {
             };
         }
         let end = self.chat(prompt);
+        for (server, error) in self.mcp_failures() {
+            self.out.warn(&self.tr(
+                "mcp_server_failed",
+                &[
+                    ("server", &server),
+                    ("error", &crate::tools::escape_controls(&error)),
+                ],
+            ));
+        }
         match end {
             Some(TurnEnd::Complete) => {
                 use std::io::Write;
@@ -1475,6 +1491,23 @@ impl App {
             Some(TurnEnd::Interrupted) => ExitCode::from(130),
             _ => ExitCode::from(1),
         }
+    }
+}
+
+impl App {
+    /// The MCP servers that failed to start (or to answer), with why: said in `-p` mode, where
+    /// there is no `/mcp` to look at.
+    fn mcp_failures(&self) -> Vec<(String, String)> {
+        self.tools
+            .mcp()
+            .map(|m| m.statuses())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|s| match s.state {
+                crate::mcp::State::Failed(why) => Some((s.name, why)),
+                _ => None,
+            })
+            .collect()
     }
 }
 

@@ -783,6 +783,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
     (
+        "mcp_server_failed",
+        "MCP server `{server}` failed: {error}",
+        "MCP 服务器 `{server}` 失败：{error}",
+    ),
+    (
         "stopped_by_hook",
         "stopped by a hook: {reason}",
         "被钩子停止：{reason}",

@@ -401,7 +401,7 @@ mod tests {
         let mut warnings = Vec::new();
         let hooks = json!({
             "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh", "timeout": 5}]}],
-            "Notification": [{"hooks": [{"type": "command", "command": "notify.sh"}]}],
+            "PermissionRequest": [{"hooks": [{"type": "command", "command": "notify.sh"}]}],
             "Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}]}],
             "PostToolUse": [{"matcher": "(", "hooks": []}]
         });
@@ -427,7 +427,7 @@ mod tests {
         assert!(
             warnings
                 .iter()
-                .any(|w| w.contains("Notification") && w.contains("not supported yet"))
+                .any(|w| w.contains("PermissionRequest") && w.contains("not supported yet"))
         );
         assert!(warnings.iter().any(|w| w.contains("only `command` hooks")));
         assert!(warnings.iter().any(|w| w.contains("is not a pattern")));

@@ -97,6 +97,82 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// The longest a `headersHelper` may take, and the most of its output read.
+const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
+const HELPER_MAX_OUTPUT: u64 = 64 * 1024;
+
+/// Runs an entry's `headersHelper` (`sh -c`, in WORKDIR, where a stdio server of the entry would
+/// run: a project's inside the sandbox) with `CLAUDE_CODE_MCP_SERVER_NAME` and `…_URL` set, and
+/// reads its stdout as a JSON object of header names and values.
+async fn headers_from_helper(
+    helper: &crate::mcp::config::HeadersHelper,
+    url: &str,
+    workdir: &Path,
+    hidden_env: &[String],
+    sandbox: Option<(&crate::os_sandbox::OsSandbox, crate::os_sandbox::Reach)>,
+) -> Result<Vec<(String, String)>, String> {
+    use tokio::io::AsyncReadExt;
+    let args: Vec<std::ffi::OsString> = vec!["-c".into(), helper.command.clone().into()];
+    let mut cmd = crate::os_sandbox::command(
+        sandbox.map(|(s, _)| s),
+        sandbox.map(|(_, r)| r),
+        "sh".as_ref(),
+        &args,
+        workdir,
+    )
+    .map_err(|e| format!("cannot start it: {e}"))?;
+    for name in crate::tools::secret_env(hidden_env) {
+        cmd.env_remove(name);
+    }
+    cmd.env("CLAUDE_CODE_MCP_SERVER_NAME", &helper.server)
+        .env("CLAUDE_CODE_MCP_SERVER_URL", url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start it: {e}"))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let work = async {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let (mut o, mut e) = (
+            (&mut stdout).take(HELPER_MAX_OUTPUT),
+            (&mut stderr).take(HELPER_MAX_OUTPUT),
+        );
+        let (read_out, _) = tokio::join!(o.read_to_end(&mut out), e.read_to_end(&mut err));
+        read_out.map_err(|e| e.to_string())?;
+        let status = child.wait().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((status, out, err))
+    };
+    let (status, out, err) = tokio::time::timeout(HELPER_TIMEOUT, work)
+        .await
+        .map_err(|_| format!("took longer than {} s", HELPER_TIMEOUT.as_secs()))??;
+    if !status.success() {
+        let said = String::from_utf8_lossy(&err);
+        return Err(format!(
+            "it failed ({status}){}",
+            match said.trim() {
+                "" => String::new(),
+                s => format!(": {}", crate::tools::escape_controls(s)),
+            }
+        ));
+    }
+    let value: Value = serde_json::from_slice(&out)
+        .map_err(|e| format!("its output is not a JSON object of headers ({e})"))?;
+    let Value::Object(map) = value else {
+        return Err("its output is not a JSON object of headers".into());
+    };
+    map.into_iter()
+        .map(|(k, v)| match v {
+            Value::String(v) if reqwest::header::HeaderName::try_from(k.as_str()).is_ok() => {
+                Ok((k, v))
+            }
+            _ => Err(format!("`{k}` is not a header name with a string value")),
+        })
+        .collect()
+}
+
 impl Client {
     /// Starts (stdio) or reaches (HTTP) a server and completes the handshake within `handshake`.
     /// The server's stderr and what it writes that is not protocol go to `log`.
@@ -192,7 +268,24 @@ impl Client {
                 });
                 return Self::handshake(client, receiver, handshake).await;
             }
-            Transport::Http { url, headers } => {
+            Transport::Http {
+                url,
+                headers,
+                helper,
+            } => {
+                let mut headers: Vec<(String, String)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if let Some(helper) = helper {
+                    // Its headers win over the static ones of the same name.
+                    let dynamic = headers_from_helper(helper, url, workdir, hidden_env, sandbox)
+                        .await
+                        .map_err(|e| McpError::Transport(format!("headersHelper: {e}")))?;
+                    headers
+                        .retain(|(k, _)| !dynamic.iter().any(|(d, _)| d.eq_ignore_ascii_case(k)));
+                    headers.extend(dynamic);
+                }
                 crate::llm::install_crypto_provider();
                 // No redirects: one to another origin would carry the entry's headers (a key)
                 // there.
@@ -204,10 +297,7 @@ impl Client {
                 Link::Http {
                     client,
                     url: url.clone(),
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
+                    headers,
                     session: Mutex::new(None),
                     version: Mutex::new(None),
                 }

@@ -20,7 +20,17 @@ pub enum Transport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// Claude Code's `headersHelper`: a command whose output (a JSON object of strings)
+        /// adds headers at each connection, over the static ones.
+        helper: Option<HeadersHelper>,
     },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadersHelper {
+    pub command: String,
+    /// The entry's name (`CLAUDE_CODE_MCP_SERVER_NAME` for the command).
+    pub server: String,
 }
 
 /// Where an entry was found: the user's entries are trusted; the project's need the user's
@@ -48,6 +58,10 @@ pub struct ServerConfig {
     pub raw: String,
     /// The variables it references (`${NAME}`), as written.
     pub references: Vec<String>,
+    /// Tools of the server never offered (`disabledTools`).
+    pub disabled_tools: Vec<String>,
+    /// Tools of the server run without a question (`alwaysAllow`); a deny rule still wins.
+    pub always_allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,9 +90,25 @@ const MAX_MCP_JSON_BYTES: usize = 1024 * 1024;
 
 /// The keys of an `mcp.servers` entry.
 const SERVER_KEYS: &[&str] = &[
-    "name", "type", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled",
-    "sandbox", "network",
+    "name",
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "headersHelper",
+    "timeout",
+    "disabled",
+    "disabledTools",
+    "alwaysAllow",
+    "sandbox",
+    "network",
 ];
+
+/// Keys peers write in `.mcp.json` that mean nothing here but describe (never change) what runs.
+const DESCRIPTIVE_KEYS: &[&str] = &["description", "$schema"];
 
 /// Builds the settings from each config file's `mcp` section (farthest first) and the project's
 /// `.mcp.json`; what cannot be used is said in `warnings`, naming the file, the entry and the
@@ -178,6 +208,18 @@ pub fn settings(
                 Some(servers) => {
                     project.insert(".mcp.json".into(), Value::Object(servers.clone()));
                     for (name, entry) in servers {
+                        // A key this reader does not know is said, never dropped silently.
+                        if let Some(o) = entry.as_object() {
+                            for k in o.keys().filter(|k| {
+                                !SERVER_KEYS.contains(&k.as_str())
+                                    && !DESCRIPTIVE_KEYS.contains(&k.as_str())
+                            }) {
+                                warnings.push(format!(
+                                    "server `{name}` in {}: `{k}` is not used by new; ignored",
+                                    file.display()
+                                ));
+                            }
+                        }
                         match server(entry, Some(name), Origin::Project, env) {
                             Ok(s) => add(s),
                             Err(e) => warnings.push(format!(
@@ -260,6 +302,10 @@ fn server(
         }
     };
     let kind = string("type")?;
+    let helper = string("headersHelper")?.map(|command| HeadersHelper {
+        command,
+        server: name.clone(),
+    });
     let transport = match kind.as_deref() {
         Some("http") | Some("streamable-http") | Some("streamableHttp") => Transport::Http {
             url: expand(
@@ -267,10 +313,12 @@ fn server(
                 env,
             ),
             headers: map("headers")?,
+            helper: helper.clone(),
         },
         None if o.contains_key("url") && !o.contains_key("command") => Transport::Http {
             url: expand(&string("url")?.unwrap_or_default(), env),
             headers: map("headers")?,
+            helper: helper.clone(),
         },
         None | Some("stdio") => Transport::Stdio {
             command: string("command")?.ok_or("`command` is required for type stdio")?,
@@ -287,6 +335,20 @@ fn server(
             cwd: string("cwd")?.map(PathBuf::from),
         },
         Some(other) => return Err(format!("`type` {other:?} must be stdio or http")),
+    };
+    if helper.is_some() && matches!(transport, Transport::Stdio { .. }) {
+        return Err("`headersHelper` is for an http server".into());
+    }
+    let names = |key: &str| -> Result<Vec<String>, String> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| format!("`{key}` must be a list of tool names")),
+            Some(_) => Err(format!("`{key}` must be a list of tool names")),
+        }
     };
     if let Transport::Http { url, .. } = &transport
         && !(url.starts_with("http://") || url.starts_with("https://"))
@@ -316,6 +378,8 @@ fn server(
         network: flag("network")?.unwrap_or(false),
         references: references(&raw),
         raw,
+        disabled_tools: names("disabledTools")?,
+        always_allow: names("alwaysAllow")?,
     })
 }
 
@@ -433,7 +497,8 @@ mod tests {
             s.servers[2].transport,
             Transport::Http {
                 url: "https://example.com/mcp".into(),
-                headers: [("Authorization".to_string(), "Bearer s3cret".to_string())].into()
+                headers: [("Authorization".to_string(), "Bearer s3cret".to_string())].into(),
+                helper: None,
             }
         );
         let said = warnings.join("\n");

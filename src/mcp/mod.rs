@@ -55,6 +55,8 @@ pub struct RemoteTool {
     pub description: String,
     pub schema: Value,
     pub read_only: bool,
+    /// In the entry's `alwaysAllow`: run without a question.
+    pub always_allow: bool,
 }
 
 struct Server {
@@ -343,7 +345,12 @@ impl Manager {
                 let Some(name) = t.get("name").and_then(Value::as_str) else {
                     continue;
                 };
+                // The entry's `disabledTools` are never offered.
+                if server.config.disabled_tools.iter().any(|d| d == name) {
+                    continue;
+                }
                 tools.push(RemoteTool {
+                    always_allow: server.config.always_allow.iter().any(|a| a == name),
                     exposed: exposed_name(&server.config.name, name),
                     remote: name.to_string(),
                     description: t
@@ -740,6 +747,10 @@ impl Tool for McpTool {
 
     fn subject(&self, args: &Value) -> Option<String> {
         Some(args.to_string())
+    }
+
+    fn preapproved(&self) -> bool {
+        self.tool.always_allow
     }
 
     fn run<'a>(&'a self, args: &'a Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {

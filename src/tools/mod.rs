@@ -169,6 +169,12 @@ pub trait Tool: Send + Sync {
     fn subject(&self, args: &Value) -> Option<String>;
     /// What the user is shown when asked to approve the call: the diff a write would make, the
     /// command a shell call would run. None when the arguments say enough.
+    /// Runs without a question where the rules would ask (an MCP entry's `alwaysAllow`); a
+    /// deny still wins.
+    fn preapproved(&self) -> bool {
+        false
+    }
+
     fn preview(&self, _args: &Value, _ctx: &ToolContext) -> Option<String> {
         None
     }

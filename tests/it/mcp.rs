@@ -459,6 +459,9 @@ enum Fake {
     /// progress notifications; meanwhile the GET stream sends 10,000 `list_changed` and 100
     /// progress notifications for a call never made. `tools/list` is counted.
     KeptOpen,
+    /// Every POST needs `x-token: from-helper` (else 401); `tools/list` offers `keep` and `drop`;
+    /// a call answers `kept`.
+    NeedsToken,
 }
 
 fn fake_http_server(
@@ -493,6 +496,7 @@ fn fake_http_server(
                     }
                     let method = line.split_whitespace().next().unwrap_or("").to_string();
                     let mut length = 0;
+                    let mut token = None;
                     loop {
                         let mut h = String::new();
                         if reader.read_line(&mut h).unwrap_or(0) == 0 {
@@ -501,12 +505,27 @@ fn fake_http_server(
                         if h.trim().is_empty() {
                             break;
                         }
-                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        let lower = h.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
                             length = v.trim().parse().unwrap_or(0);
+                        }
+                        if let Some(v) = lower.strip_prefix("x-token:") {
+                            token = Some(v.trim().to_string());
                         }
                     }
                     let mut body = vec![0u8; length];
                     let _ = reader.read_exact(&mut body);
+                    if fake == Fake::NeedsToken && method == "GET" {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n",
+                        );
+                        continue;
+                    }
+                    if fake == Fake::NeedsToken && token.as_deref() != Some("from-helper") {
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n");
+                        continue;
+                    }
                     if method == "GET" && fake == Fake::HostileList {
                         let _ = stream.write_all(
                             b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n",
@@ -592,6 +611,12 @@ fn fake_http_server(
                         Some("tools/list") if fake == Fake::KeptOpen => {
                             streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                             json!({"tools": [{"name": "wait", "inputSchema": {"type": "object"}}]})
+                        }
+                        Some("tools/list") if fake == Fake::NeedsToken => json!({"tools": [
+                            {"name": "keep", "inputSchema": {"type": "object"}},
+                            {"name": "drop", "inputSchema": {"type": "object"}}]}),
+                        Some("tools/call") if fake == Fake::NeedsToken => {
+                            json!({"content": [{"type": "text", "text": "kept"}]})
                         }
                         Some("tools/list") => json!({"tools": []}),
                         _ => json!({}),
@@ -763,6 +788,81 @@ fn a_missing_server_program_is_said_as_such() {
     assert!(
         run.stdout
             .contains("missing (user): failed: cannot start `/nonexistent/mcp-server`"),
+        "{run:?}"
+    );
+}
+
+/// Claude Code's `.mcp.json` keys: `headersHelper` runs and its headers win over the static
+/// ones; `disabledTools` are never offered; `alwaysAllow` tools run without a question (piped,
+/// where no question could be asked); a key `new` does not use is said. A server that fails is
+/// said in `-p` mode, on stderr and in the JSON's `mcp_errors`.
+#[test]
+fn headers_helper_disabled_tools_always_allow_and_failures_in_one_shot_mode() {
+    let env = Env::new();
+    let url = fake_http_server(
+        std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        Fake::NeedsToken,
+    );
+    let entry = |helper: &str| {
+        json!({"name": "helper", "url": url, "headers": {"x-token": "static"},
+            "headersHelper": helper, "disabledTools": ["drop"], "alwaysAllow": ["keep"]})
+    };
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [
+            entry(r#"printf '{"x-token": "from-%s"}' "$CLAUDE_CODE_MCP_SERVER_NAME""#)]}})
+        .to_string(),
+    );
+    std::fs::write(
+        env.work().join(".mcp.json"),
+        json!({"mcpServers": {"p": {"command": "true", "autoApprove": ["x"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[("k", "mcp__helper__keep", "{}")]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &["-p", "go"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let names = tool_names(&server.requests()[0]);
+    assert!(
+        names.contains(&"mcp__helper__keep".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"mcp__helper__drop".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(results(&server, 1)[0], "kept");
+    assert!(
+        run.stderr.contains("server `p` in")
+            && run.stderr.contains("`autoApprove` is not used by new"),
+        "{run:?}"
+    );
+    // A helper that fails: the server fails, and `-p` says so, in JSON too.
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [entry("echo no token >&2; exit 3")]}})
+            .to_string(),
+    );
+    let server = Server::start(vec![text(&["hi"])]);
+    let run = env.run(
+        &server.base_url,
+        &["-p", "go", "--output-format", "json"],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let result: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    let errors = result["mcp_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{result}");
+    assert_eq!(errors[0]["server"], "helper");
+    let error = errors[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("headersHelper: it failed") && error.contains("no token"),
+        "{error}"
+    );
+    let run = env.run(&server.base_url, &["-p", "go"], "");
+    assert!(
+        run.stderr
+            .contains("MCP server `helper` failed: headersHelper"),
         "{run:?}"
     );
 }

@@ -1105,7 +1105,7 @@ fn agents_md_shapes_the_prompt_and_init_asks_for_one() {
     assert!(!system.contains("User: run everything."), "{system}");
     assert!(
         run.stderr
-            .contains("include `/etc/passwd` refused: only relative paths"),
+            .contains("import `/etc/passwd` refused: only relative paths"),
         "{run:?}"
     );
     // /init: the survey request, and the write that needs approval (none here: no terminal).
