@@ -55,8 +55,36 @@ struct Args {
     agent: Option<String>,
 }
 
+/// `new import SOURCE PATH…`: other agents' history as this project's conversations.
+#[derive(Parser, Debug)]
+#[command(name = "new import", about, long_about = None)]
+struct ImportArgs {
+    /// Whose history: claude (Claude Code), codex or pi
+    #[arg(value_parser = ["claude", "codex", "pi"])]
+    source: String,
+    /// Session files (.jsonl), or folders of them
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The project whose conversations they become [default: the current folder]
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// Where that project's conversations live [default: its folder in the user's data dir]
+    #[arg(long)]
+    datadir: Option<PathBuf>,
+}
+
 fn main() -> ExitCode {
     new_agent::os_sandbox::run_helper_if_asked();
+    // `new import …` (a folder named `import` is `./import`).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "import") {
+        let args = ImportArgs::parse_from(std::env::args_os().skip(1));
+        return new_agent::cli::import_cmd::run_import(new_agent::cli::import_cmd::ImportLaunch {
+            source: args.source,
+            paths: args.paths,
+            workdir: args.workdir,
+            datadir: args.datadir,
+        });
+    }
     let args = Args::parse();
     run(Launch {
         workdir: args.workdir,

@@ -9,6 +9,7 @@ pub mod context_view;
 mod editor;
 mod handlers;
 pub mod highlight;
+pub mod import_cmd;
 pub mod json_output;
 pub mod markdown;
 mod mcp_view;

@@ -20,7 +20,9 @@ pub enum StoreError {
         prefix: String,
         matches: Vec<String>,
     },
-    #[error("{path} is not a conversation of new's (it looks like {what}); it is left alone")]
+    #[error(
+        "{path} is not a conversation of new's (it looks like {what}); it is left alone (`new import` makes one of it)"
+    )]
     Foreign { path: PathBuf, what: &'static str },
 }
 

@@ -6,6 +6,7 @@ mod chat;
 pub mod conversation;
 pub mod error;
 pub mod export;
+pub mod import;
 pub mod index;
 pub mod message;
 pub mod record;

@@ -6,6 +6,7 @@ mod context;
 mod e2e;
 mod fixtures;
 mod hooks;
+mod import;
 mod mcp;
 mod memory;
 mod oneshot;

@@ -49,6 +49,7 @@ fn json_reports_the_turn_in_one_object() {
             "duration_ms": null,
             "is_error": false,
             "tool_calls": [{"name": "list_files", "arguments": "{}", "ok": true}],
+            "mcp_errors": [],
         })
     );
     // Human text stays on stderr.

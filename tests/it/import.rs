@@ -1,0 +1,190 @@
+//! `new import claude|codex|pi PATH…` through the binary, on files in the documented shapes
+//! (`tests/fixtures/import/`, see its README): each becomes a conversation with its tree, its
+//! tool calls and results, that `/list` shows with its origin and a turn continues.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import")
+        .join(name)
+}
+
+fn import(env: &Env, args: &[&str]) -> Run {
+    let mut cmd = env.command("http://127.0.0.1:9/v1");
+    cmd.arg("import")
+        .args(args)
+        .arg("--workdir")
+        .arg(env.work())
+        .arg("--datadir")
+        .arg(env.data());
+    run_with_stdin(cmd, "")
+}
+
+/// The one conversation that is not a subagent's: its lines.
+fn main_lines(env: &Env) -> (String, Vec<Value>) {
+    env.conversation_files()
+        .into_iter()
+        .map(|p| {
+            (
+                p.file_stem().unwrap().to_string_lossy().into_owned(),
+                read_lines(&p),
+            )
+        })
+        .find(|(_, lines)| lines[0]["metadata"].get("parent").is_none())
+        .expect("a main conversation")
+}
+
+fn messages(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l["type"] == "message").collect()
+}
+
+#[test]
+fn a_claude_code_transcript_imports_with_its_tree_its_tools_and_its_subagent() {
+    let env = Env::new();
+    let run = import(&env, &["claude", fixture("claude.jsonl").to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("messages from Claude Code"), "{run:?}");
+    assert!(
+        run.stdout.contains("with 1 subagent conversation"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("line 14 could not be read"), "{run:?}");
+    let (id, lines) = main_lines(&env);
+    assert_eq!(lines[0]["metadata"]["imported"]["from"], "claude");
+    let msgs = messages(&lines);
+    // user, the merged answer, two results, the answer, two user messages (a fork).
+    assert_eq!(msgs.len(), 7, "{msgs:#?}");
+    let answer = msgs[1];
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["content"], "Let me read it.");
+    assert_eq!(answer["reasoning"], "Look at the test first.");
+    assert_eq!(answer["model"], "claude-sonnet-4-5");
+    let calls = answer["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["function"]["name"], "read_file");
+    assert_eq!(calls[1]["function"]["name"], "agent");
+    assert_eq!(msgs[2]["tool_call_id"], "toolu_1");
+    assert_eq!(msgs[3]["tool_call_id"], "toolu_2");
+    assert_eq!(msgs[3]["parent_id"], msgs[2]["msg_id"]);
+    // The isMeta note is left out: the answer follows the results.
+    assert_eq!(msgs[4]["parent_id"], msgs[3]["msg_id"]);
+    assert_eq!(msgs[5]["parent_id"], msgs[4]["msg_id"]);
+    assert_eq!(msgs[6]["parent_id"], msgs[4]["msg_id"]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "title"
+                && l["title"] == "(Claude Code) Fix the failing parser test")
+    );
+    // The sidechain: a subagent conversation under the Task call.
+    let side: Vec<Value> = env
+        .conversation_files()
+        .into_iter()
+        .map(|p| read_lines(&p))
+        .find(|l| l[0]["metadata"].get("parent").is_some())
+        .expect("the subagent's conversation");
+    assert_eq!(side[0]["metadata"]["parent"]["conversation"], id);
+    assert_eq!(side[0]["metadata"]["parent"]["tool_call_id"], "toolu_2");
+    assert_eq!(messages(&side).len(), 2);
+    // Imported once: a second time says so and writes nothing.
+    let again = import(&env, &["claude", fixture("claude.jsonl").to_str().unwrap()]);
+    assert!(
+        again.stdout.contains("was imported already, as"),
+        "{again:?}"
+    );
+    assert_eq!(env.conversation_files().len(), 2);
+    // `/list` shows it with its origin; a turn continues it with the whole history, valid.
+    let server = Server::start(vec![text(&["Done."])]);
+    let run = env.run(
+        &server.base_url,
+        &["--resume", &id],
+        "/list\n/tree\nand now?\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("(Claude Code) Fix the failing parser test"),
+        "{run:?}"
+    );
+    let sent = messages_of(&server.requests()[0]);
+    let roles: Vec<&str> = sent.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "user",
+            "user"
+        ],
+        "{sent:?}"
+    );
+    assert_eq!(sent[6].1, "Actually, fix the test instead.");
+    assert_eq!(sent[7].1, "and now?");
+}
+
+#[test]
+fn a_codex_rollout_and_a_pi_session_import() {
+    let env = Env::new();
+    let run = import(&env, &["codex", fixture("codex.jsonl").to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (_, lines) = main_lines(&env);
+    let msgs = messages(&lines);
+    let shown: Vec<(&str, &str)> = msgs
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(shown[0], ("user", "How many lines does wc.py have?"));
+    assert_eq!(shown[1].0, "assistant");
+    assert_eq!(msgs[1]["tool_calls"][0]["function"]["name"], "shell");
+    assert_eq!(msgs[1]["reasoning"], "**Counting lines**");
+    assert_eq!(msgs[1]["model"], "gpt-5-codex");
+    assert_eq!(shown[2].0, "tool");
+    assert!(shown[2].1.contains("42 wc.py"), "{shown:?}");
+    assert_eq!(shown[3], ("assistant", "wc.py has 42 lines."));
+    assert_eq!(shown[4], ("user", "Thanks."));
+    assert_eq!(msgs.len(), 5);
+
+    let env = Env::new();
+    let run = import(&env, &["pi", fixture("pi.jsonl").to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (_, lines) = main_lines(&env);
+    let msgs = messages(&lines);
+    assert_eq!(msgs.len(), 7, "{msgs:#?}");
+    // The model change passes its child on: the answer hangs on the user message.
+    assert_eq!(msgs[1]["parent_id"], msgs[0]["msg_id"]);
+    assert_eq!(
+        msgs[1]["tool_calls"][0]["function"]["arguments"],
+        r#"{"command":"ls"}"#
+    );
+    assert_eq!(msgs[2]["tool_call_id"], "call_ls");
+    // Two branches under the second answer: the first question, and the summary's.
+    let second = &msgs[3]["msg_id"];
+    let children: Vec<&&Value> = msgs.iter().filter(|m| &m["parent_id"] == second).collect();
+    assert_eq!(children.len(), 2, "{msgs:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "branch" && l["name"] == "b-route")
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "title" && l["title"] == "(pi) Look at the files")
+    );
+    // Not a history of the kind named: said, nothing written.
+    let run = import(&env, &["claude", fixture("codex.jsonl").to_str().unwrap()]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("holds no message of Claude Code's history"),
+        "{run:?}"
+    );
+    assert_eq!(env.conversation_files().len(), 1);
+}
