@@ -53,6 +53,14 @@ struct Args {
     /// Work as the subagent role NAME (`/agents` lists them): its prompt, its tools, its model
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
+    /// Start the REPL with TEXT as the first message
+    #[arg(
+        short = 'q',
+        long = "query",
+        value_name = "TEXT",
+        conflicts_with = "prompt"
+    )]
+    query: Option<String>,
 }
 
 /// `new import SOURCE PATH…`: other agents' history as this project's conversations.
@@ -102,6 +110,7 @@ fn main() -> ExitCode {
         trust_project: args.trust_project,
         no_render: args.no_render,
         agent: args.agent,
+        query: args.query,
         output_format: OutputFormat::parse(&args.output_format).unwrap_or_default(),
     })
 }

@@ -405,11 +405,19 @@ impl Agent<'_> {
             tools.retain(|t| allowed.contains(&t.name));
         }
         let estimate = crate::context::estimate_request(&messages, &tools);
+        // What the window leaves for the answer (servers refuse a request whose prompt and cap
+        // together exceed it), a little kept aside for the estimate's error.
+        let max_tokens = self.context.map(|ctx| {
+            let (window, _) = ctx.window();
+            let left = window.saturating_sub(ctx.scale(estimate) + window / 20);
+            left.clamp(256, u64::from(u32::MAX)) as u32
+        });
         let request = ChatRequest {
             model: self.model.clone(),
             messages,
             tools,
             no_tool_calls: wrap_up,
+            max_tokens,
         };
         (request, estimate)
     }

@@ -760,6 +760,7 @@ impl App {
             messages,
             tools: self.offered_tools(),
             no_tool_calls: false,
+            max_tokens: None,
         };
         // Exactly what the provider in use would send.
         let body = crate::llm::Model::request_body(&self.provider, &request);

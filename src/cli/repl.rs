@@ -43,6 +43,8 @@ pub struct Launch {
     pub no_render: bool,
     /// Work as this subagent role (`--agent NAME`).
     pub agent: Option<String>,
+    /// The REPL's first message, sent as if typed at the first prompt (`-q TEXT`).
+    pub query: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +174,18 @@ pub fn run(launch: Launch) -> ExitCode {
     if launch.continue_latest || launch.resume.is_some() {
         app.ready();
         app.offer_restore();
+    }
+    // `-q TEXT`: the first message, sent as if typed.
+    if let Some(query) = &launch.query {
+        app.out.say(&format!(
+            "{}{}",
+            app.prompt_text(),
+            crate::tools::escape_controls(query)
+        ));
+        if app.handle_line(query) == Flow::Exit {
+            app.leave();
+            return ExitCode::SUCCESS;
+        }
     }
     let code = match app.repl() {
         Ok(()) => ExitCode::SUCCESS,
@@ -496,6 +510,12 @@ fn session_sandbox(
     ))
 }
 
+/// Whether a WORKDIR that does not exist was meant as a message: words with spaces, or a
+/// question.
+fn looks_like_a_sentence(text: &str) -> bool {
+    text.trim().contains(char::is_whitespace) || text.trim_end().ends_with('?')
+}
+
 /// The default DATADIR: a folder per project under the user's data dir, keyed by the canonical
 /// WORKDIR, so two projects never share conversations.
 pub fn default_datadir(workdir: &Path) -> PathBuf {
@@ -528,6 +548,18 @@ pub fn default_datadir(workdir: &Path) -> PathBuf {
 impl App {
     pub fn new(launch: Launch, interactive: bool) -> Result<App> {
         let workdir = launch.workdir.clone().unwrap_or_else(|| PathBuf::from("."));
+        // `new "what does wc.py do"`, the habit of the peers: a sentence, not a folder.
+        if !workdir.exists() && looks_like_a_sentence(&workdir.to_string_lossy()) {
+            let text = crate::tools::escape_controls(&workdir.to_string_lossy());
+            anyhow::bail!(
+                "{}",
+                super::text::tr(
+                    Lang::from_locale(&env_var),
+                    "a_sentence_not_a_folder",
+                    &[("text", &text)]
+                )
+            );
+        }
         let workdir = workdir
             .canonicalize()
             .with_context(|| format!("working folder {} cannot be used", workdir.display()))?;

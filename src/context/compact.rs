@@ -247,6 +247,7 @@ pub async fn summarize(
             ],
             tools: Vec::new(),
             no_tool_calls: false,
+            max_tokens: None,
         };
         let text = ask(model, &request, (summary_budget * 5) as usize, stop).await?;
         summary = Some(text);

@@ -245,7 +245,10 @@ pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
     let cache = json!({"type": "ephemeral"});
     let mut body = json!({
         "model": request.model,
-        "max_tokens": s.max_tokens,
+        // Above the thinking budget, which Anthropic requires.
+        "max_tokens": s.thinking_budget.map_or(s.answer_cap(request), |b| {
+            s.answer_cap(request).max(b.saturating_add(1))
+        }),
         "messages": [],
         "stream": true,
     });

@@ -96,6 +96,16 @@ pub struct ProviderSettings {
     pub max_answer_bytes: usize,
 }
 
+impl ProviderSettings {
+    /// The most tokens to ask for in one answer: `max_tokens`, or less when the request says the
+    /// context window leaves less.
+    pub fn answer_cap(&self, request: &ChatRequest) -> u32 {
+        request
+            .max_tokens
+            .map_or(self.max_tokens, |room| room.min(self.max_tokens))
+    }
+}
+
 impl std::fmt::Debug for ProviderSettings {
     // Hand-written so that the key can never reach a log or an error message.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -385,7 +395,7 @@ pub trait Model {
 impl Model for Provider {
     fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
         match self {
-            Provider::OpenAi(c) => openai::request_body(request, c.settings().stream_usage),
+            Provider::OpenAi(c) => openai::request_body(request, c.settings()),
             Provider::Anthropic(c) => anthropic::request_body(request, c.settings()),
         }
     }

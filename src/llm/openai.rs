@@ -84,7 +84,7 @@ impl OpenAiClient {
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let url = self.url();
-        let body = request_body(request, s.stream_usage);
+        let body = request_body(request, s);
         let mut builder = self.http.get()?.post(&url).body(body.to_string());
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key);
@@ -115,8 +115,24 @@ impl OpenAiClient {
     }
 }
 
-/// The JSON body of a Chat Completions request.
-pub fn request_body(request: &ChatRequest, stream_usage: bool) -> Value {
+/// The JSON body of a Chat Completions request to the server of `s`, its answer capped.
+pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
+    // OpenAI's own API takes the newer name (its reasoning models refuse the older one);
+    // compatible servers (llama.cpp, vLLM, Ollama, DeepSeek, …) the older.
+    let field = if s.base_url.contains("api.openai.com") {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body(
+        request,
+        s.stream_usage,
+        Some((field, s.answer_cap(request))),
+    )
+}
+
+/// The body; `cap`: the field that caps the answer's tokens, and its value.
+fn body(request: &ChatRequest, stream_usage: bool, cap: Option<(&str, u32)>) -> Value {
     // Reasoning goes back only within the current turn (after the last user message), on the
     // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
     // reject or ignore it elsewhere.
@@ -147,6 +163,9 @@ pub fn request_body(request: &ChatRequest, stream_usage: bool) -> Value {
     });
     if stream_usage {
         body["stream_options"] = json!({"include_usage": true});
+    }
+    if let Some((field, n)) = cap {
+        body[field] = json!(n);
     }
     if !request.tools.is_empty() && request.no_tool_calls {
         body["tool_choice"] = json!("none");
@@ -609,7 +628,7 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = request_body(&req, false);
+        let body = body(&req, false, None);
         let sent: Vec<bool> = body["messages"]
             .as_array()
             .unwrap()
@@ -634,7 +653,7 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = request_body(&req, true);
+        let body = body(&req, true, Some(("max_tokens", 77)));
         assert_eq!(body["messages"][1]["content"], Value::Null);
         assert_eq!(
             body["messages"][1]["tool_calls"][0]["function"]["name"],
@@ -642,6 +661,38 @@ mod tests {
         );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(body["max_tokens"], 77);
         assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn the_cap_is_the_window_s_room_at_most_max_tokens_named_as_the_host_wants() {
+        let mut s = ProviderSettings {
+            name: "openai".into(),
+            kind: crate::llm::ProviderKind::OpenAi,
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: None,
+            api_key_var: "OPENAI_API_KEY".into(),
+            base_url_var: "OPENAI_BASE_URL".into(),
+            connect_timeout: std::time::Duration::from_secs(1),
+            idle_timeout: std::time::Duration::from_secs(1),
+            stream_usage: false,
+            key_required: true,
+            retry: crate::llm::RetryPolicy::default(),
+            max_tokens: 1000,
+            thinking_budget: None,
+            prompt_cache: false,
+            max_answer_bytes: 1 << 20,
+        };
+        let mut req = ChatRequest::default();
+        let body = request_body(&req, &s);
+        assert_eq!(body["max_completion_tokens"], 1000);
+        assert!(body.get("max_tokens").is_none());
+        req.max_tokens = Some(300);
+        s.base_url = "http://127.0.0.1:8080/v1".into();
+        let body = request_body(&req, &s);
+        assert_eq!(body["max_tokens"], 300);
+        req.max_tokens = Some(5000);
+        assert_eq!(request_body(&req, &s)["max_tokens"], 1000);
     }
 }

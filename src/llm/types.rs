@@ -12,6 +12,9 @@ pub struct ChatRequest {
     /// The tools are described but may not be called (`tool_choice` none): the wrap-up answer
     /// at the round limit, where the history holds tool calls the provider needs described.
     pub no_tool_calls: bool,
+    /// The most tokens the answer may take, when the caller knows what the context window
+    /// leaves after the request; the provider sends at most its `max_tokens` setting.
+    pub max_tokens: Option<u32>,
 }
 
 /// Why an answer ended, in the original design's terms.

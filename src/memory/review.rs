@@ -93,6 +93,7 @@ pub async fn ask(
         ],
         tools: Vec::new(),
         no_tool_calls: false,
+        max_tokens: None,
     };
     let response = model.chat(&request, &mut |_| {}).await?;
     parse(&response.content)

@@ -490,3 +490,37 @@ fn dump_writes_the_body_the_server_receives_for_each_provider() {
         "{body}"
     );
 }
+
+/// Every answer is capped (a small local model runs away without it): `max_tokens` (8192 by
+/// default), or less when the context window leaves less after the request; OpenAI's own API
+/// gets the field under its newer name. An answer cut by the cap says so.
+#[test]
+fn answers_are_capped_by_max_tokens_or_what_the_window_leaves() {
+    let env = Env::new();
+    let cut = {
+        let Reply::Sse(mut chunks) = text(&["cut sh"]) else {
+            unreachable!()
+        };
+        let at = chunks.len() - 3;
+        chunks[at] = chunk_finish("length");
+        Reply::Sse(chunks)
+    };
+    let server = Server::start(vec![text(&["one"]), cut, text(&["three"])]);
+    let run = env.run(&server.base_url, &["-p", "hi"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    env.write_config(r#"{"retry_initial_ms": 5, "max_tokens": 100}"#);
+    let run = env.run(&server.base_url, &[], "hi\n");
+    assert!(run.stdout.contains("stopped at the token limit"), "{run:?}");
+    env.write_config(r#"{"retry_initial_ms": 5, "context_window_size": 3000}"#);
+    env.run(&server.base_url, &["-p", "hi"], "");
+    let requests = server.requests();
+    assert_eq!(requests[0]["max_tokens"], 8192);
+    assert_eq!(requests[1]["max_tokens"], 100);
+    let room = requests[2]["max_tokens"].as_u64().unwrap();
+    assert!((256..3000).contains(&room), "{room}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.get("max_completion_tokens").is_none())
+    );
+}

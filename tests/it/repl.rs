@@ -1121,3 +1121,34 @@ fn agents_md_shapes_the_prompt_and_init_asks_for_one() {
     );
     assert!(!env.work().join("AGENTS.md").exists());
 }
+
+/// `new "what does wc.py do"` (the peers' habit) says how to send a prompt or start with one;
+/// `-q TEXT` starts the REPL with TEXT as its first message.
+#[test]
+fn a_sentence_for_a_folder_is_explained_and_q_starts_with_a_first_message() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        text(&["It counts words."]),
+        text(&["You're welcome."]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg("what does wc.py do");
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains(r#"new -p "what does wc.py do""#)
+            && run.stderr.contains(r#"new -q "what does wc.py do""#),
+        "{run:?}"
+    );
+    assert!(server.requests().is_empty());
+    let run = env.run(&server.base_url, &["-q", "what does wc.py do"], "thanks\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("› what does wc.py do"), "{run:?}");
+    assert!(run.stdout.contains("It counts words."), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(
+        messages_of(&requests[0]).last().unwrap().1,
+        "what does wc.py do"
+    );
+    assert_eq!(messages_of(&requests[1]).last().unwrap().1, "thanks");
+}
