@@ -456,7 +456,11 @@ impl Agent<'_> {
                         for line in outcome.failures.iter().chain(&outcome.notices) {
                             relay.hook_failed(line);
                         }
-                        let (None, Some(reason)) = (outcome.stop, outcome.block) else {
+                        if let Some(reason) = outcome.stop {
+                            end = TurnEnd::Stopped(reason);
+                            break;
+                        }
+                        let Some(reason) = outcome.block else {
                             break;
                         };
                         let text = format!("[A hook asks you to go on: {reason}]");

@@ -25,13 +25,17 @@ fn files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
-    for p in entries {
-        // Links are not followed into folders: a loop of links would never end.
-        let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
-        if is_dir {
-            files(&p, out)?;
-        } else if p.extension().is_some_and(|e| e == "jsonl") {
-            out.push(p);
+    // Links are not followed (a loop of links would never end), nor anything but regular files
+    // read; a folder's files before its folders (a session before its subagents' files).
+    let kind = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.file_type()).ok();
+    for p in &entries {
+        if kind(p).is_some_and(|t| t.is_file()) && p.extension().is_some_and(|e| e == "jsonl") {
+            out.push(p.clone());
+        }
+    }
+    for p in &entries {
+        if kind(p).is_some_and(|t| t.is_dir()) {
+            files(p, out)?;
         }
     }
     Ok(())

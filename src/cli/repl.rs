@@ -492,6 +492,13 @@ fn session_sandbox(
         })
         .collect();
     for server in &config.mcp.servers {
+        if let crate::mcp::Transport::Http {
+            helper: Some(helper),
+            ..
+        } = &server.transport
+        {
+            commands.push(helper.command.clone());
+        }
         if let crate::mcp::Transport::Stdio { command, args, .. } = &server.transport {
             commands.push(command.clone());
             commands.extend(args.iter().cloned());

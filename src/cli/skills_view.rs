@@ -48,16 +48,17 @@ impl App {
                 (true, false) => self.out.green(&self.tr("skill_injected", &[])),
                 (false, _) => self.out.dim(&self.tr("skill_off", &[])),
             };
-            let source = if skill.tier == Tier::Builtin {
-                self.tr("built_in", &[])
+            // Where it comes from: a built-in one is said once, not "(built-in, built in)".
+            let whence = if skill.tier == Tier::Builtin {
+                skill.tier.label().to_string()
             } else {
-                skill.source.display().to_string()
+                format!("{}, {}", skill.tier.label(), skill.source.display())
             };
-            text.push_str(&crate::tools::escape_controls(&format!(
-                "{state}  {} ({}, {source})",
-                skill.name,
-                skill.tier.label(),
-            )));
+            // What the skill's files say is escaped; the colour of the state is ours.
+            text.push_str(&format!(
+                "{state}  {}",
+                crate::tools::escape_controls(&format!("{} ({whence})", skill.name))
+            ));
             if !skill.description.is_empty() {
                 text.push_str(&format!(
                     " {}",

@@ -619,6 +619,10 @@ impl Hooks {
                 "pre_compact" => {
                     o.insert("trigger".into(), json!("manual"));
                 }
+                // The one kind of notification `new` sends.
+                "notification" => {
+                    o.insert("notification_type".into(), json!("permission_prompt"));
+                }
                 _ => {}
             }
         }
@@ -669,6 +673,21 @@ impl Hooks {
                     .as_ref()
                     .is_some_and(|c| !self.matches(c, &input))
             {
+                continue;
+            }
+            // A Claude Code matcher on a notification tests its type.
+            if let Some(pattern) = &e.matcher {
+                use grep_matcher::Matcher;
+                let hit = match self.matchers.get(pattern) {
+                    Some(None) => true,
+                    Some(Some(m)) => m.is_match(b"permission_prompt").unwrap_or(false),
+                    None => false,
+                };
+                if !hit {
+                    continue;
+                }
+            }
+            if e.once && !lock(&self.fired_once).insert(e.name.clone()) {
                 continue;
             }
             lock(&self.counts).entry(e.name.clone()).or_default().0 += 1;

@@ -132,6 +132,8 @@ async fn headers_from_helper(
         .kill_on_drop(true)
         .process_group(0);
     let mut child = cmd.spawn().map_err(|e| format!("cannot start it: {e}"))?;
+    // Its own process group (`process_group(0)`): ended whole if it takes too long.
+    let group = child.id();
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let work = async {
@@ -145,9 +147,16 @@ async fn headers_from_helper(
         let status = child.wait().await.map_err(|e| e.to_string())?;
         Ok::<_, String>((status, out, err))
     };
-    let (status, out, err) = tokio::time::timeout(HELPER_TIMEOUT, work)
-        .await
-        .map_err(|_| format!("took longer than {} s", HELPER_TIMEOUT.as_secs()))??;
+    let (status, out, err) = match tokio::time::timeout(HELPER_TIMEOUT, work).await {
+        Ok(done) => done?,
+        Err(_) => {
+            if let Some(pgid) = group.and_then(|p| i32::try_from(p).ok()) {
+                // SAFETY: killpg has no memory effects; the group is the helper's own.
+                unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            }
+            return Err(format!("took longer than {} s", HELPER_TIMEOUT.as_secs()));
+        }
+    };
     if !status.success() {
         let said = String::from_utf8_lossy(&err);
         return Err(format!(

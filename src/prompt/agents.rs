@@ -51,6 +51,9 @@ enum Origin {
     User,
     /// The project's: inside the project, relative imports only.
     Project,
+    /// Imported by one of the user's files from elsewhere (another repository, say): relative
+    /// imports only, below its own folder.
+    Elsewhere,
 }
 
 /// Reads the user's and the project's instructions.
@@ -70,6 +73,15 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
     let mut reading = Reading {
         files: ProjectFiles::new(&root),
         sandbox,
+        user_dirs: user_dir
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(
+                home.iter()
+                    .flat_map(|h| [h.join(".claude"), h.join(".codex")]),
+            )
+            .filter_map(|d| d.canonicalize().ok())
+            .collect(),
         home: home.clone(),
         budget: MAX_BYTES,
         reported: HashSet::new(),
@@ -123,10 +135,15 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
 fn project_root(work: &Path, home: Option<&Path>) -> PathBuf {
     let home = home.and_then(|h| h.canonicalize().ok());
     for dir in work.ancestors() {
+        // The home folder is nobody's repository top (a `~/.git` of dotfiles would make every
+        // unpacked download a folder of it), unless it is WORKDIR itself.
+        if home.as_deref() == Some(dir) && dir != work {
+            break;
+        }
         if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
             return dir.to_path_buf();
         }
-        // Not above the home folder, and only through the user's own folders.
+        // Only through the user's own folders, which nobody else may write.
         if home.as_deref() == Some(dir) || !dir.parent().is_some_and(own_folder) {
             break;
         }
@@ -139,7 +156,7 @@ fn own_folder(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o002 == 0)
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0)
 }
 
 #[cfg(not(unix))]
@@ -196,6 +213,9 @@ struct Reading {
     sandbox: Sandbox,
     files: ProjectFiles,
     home: Option<PathBuf>,
+    /// The user's own folders (the config folder, `~/.claude`, `~/.codex`), resolved: what a
+    /// user's file imports from there is the user's too.
+    user_dirs: Vec<PathBuf>,
     /// Bytes the instructions may still hold.
     budget: usize,
     reported: HashSet<String>,
@@ -212,7 +232,20 @@ impl Reading {
     fn read(&self, path: &Path, origin: Origin, limit: usize) -> Result<Option<Bounded>, String> {
         match origin {
             Origin::Project => self.files.read(path, limit),
-            Origin::User => crate::project_file::read_own(path, limit),
+            Origin::User | Origin::Elsewhere => {
+                // What the kernel makes up is nobody's instructions (`/proc/self/environ`).
+                let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+                if ["/proc", "/sys", "/dev"]
+                    .iter()
+                    .any(|p| real.starts_with(p))
+                {
+                    return Err(format!(
+                        "{} is refused: not a file of instructions",
+                        path.display()
+                    ));
+                }
+                crate::project_file::read_own(path, limit)
+            }
         }
     }
 
@@ -340,7 +373,24 @@ impl Reading {
                     None if Path::new(target).is_absolute() => PathBuf::from(target),
                     None => from.parent().unwrap_or(Path::new("")).join(target),
                 };
-                Ok((path, Origin::User))
+                // The user's own folders stay the user's; a file elsewhere reaches no further
+                // than its own folder.
+                let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+                let own = self.user_dirs.iter().any(|d| real.starts_with(d));
+                Ok((path, if own { Origin::User } else { Origin::Elsewhere }))
+            }
+            Origin::Elsewhere => {
+                if Path::new(target).is_absolute() || target.starts_with('~') {
+                    return Err("only relative paths are imported by this file".into());
+                }
+                let folder = from.parent().unwrap_or(Path::new(""));
+                let path = folder.join(target);
+                let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+                let within = folder.canonicalize().is_ok_and(|f| real.starts_with(&f));
+                if !within {
+                    return Err("it leads out of the importing file's folder".into());
+                }
+                Ok((path, Origin::Elsewhere))
             }
         }
     }
@@ -713,5 +763,45 @@ mod tests {
             assert!(crate::os_sandbox::PROTECTED.contains(name), "{name}");
             assert!(crate::checkpoint::decides_what_runs(name), "{name}");
         }
+    }
+
+    #[test]
+    fn the_home_folder_is_no_repository_top_and_a_file_from_elsewhere_reaches_no_further() {
+        let (d, _work, user) = setup();
+        let home = d.path().canonicalize().unwrap().join("home");
+        // Dotfiles in git: `~/.git`. A download below home is no part of that repository.
+        std::fs::create_dir_all(home.join(".git")).unwrap();
+        write(&home.join(".ssh/id_ed25519"), "PRIVATE KEY\n");
+        let download = home.join("Downloads/x");
+        write(&download.join("AGENTS.md"), "@../../.ssh/id_ed25519\n");
+        let i = load_with(None, &download, Some(home.clone()));
+        assert!(!i.text.contains("PRIVATE KEY"), "{}", i.text);
+        assert!(i.text.contains("is not included"), "{}", i.text);
+        // The user's file imports another repository's; that one gets no `~/`, no way up.
+        let team = home.join("work/team");
+        write(
+            &team.join("CONVENTIONS.md"),
+            "Team rules.\n@~/.ssh/id_ed25519\n@../../.ssh/id_ed25519\n",
+        );
+        write(
+            &user.join("AGENTS.md"),
+            "@~/work/team/CONVENTIONS.md\n@/proc/self/environ\n",
+        );
+        let i = load_with(Some(&user), &download, Some(home.clone()));
+        assert!(i.text.contains("Team rules."), "{}", i.text);
+        assert!(!i.text.contains("PRIVATE KEY"), "{}", i.text);
+        let problems = i.problems.join("\n");
+        assert!(
+            problems.contains("only relative paths are imported by this file"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("leads out of the importing file's folder"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("not a file of instructions"),
+            "{problems}"
+        );
     }
 }

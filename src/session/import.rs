@@ -91,6 +91,9 @@ struct Draft {
     /// The foreign session's id, to know a file imported twice.
     session: Option<String>,
     cwd: Option<String>,
+    /// A file of one subagent's work alone (Claude Code's `agent-*.jsonl`): the session it
+    /// belongs to, and the agent's id.
+    sidechain_of: Option<(String, Option<String>)>,
 }
 
 impl Draft {
@@ -102,6 +105,7 @@ impl Draft {
             skipped: Vec::new(),
             session: None,
             cwd: None,
+            sidechain_of: None,
         }
     }
 }
@@ -112,6 +116,11 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
         path: path.to_path_buf(),
         source,
     };
+    // A regular file only (a FIFO would hang, a device never end), links followed.
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(read_err(std::io::Error::other("not a regular file")));
+    }
     let file = std::fs::File::open(path).map_err(read_err)?;
     let mut lines: Vec<(usize, Value)> = Vec::new();
     let mut skipped = Vec::new();
@@ -131,6 +140,23 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
         Source::Pi => (pi(&lines), Vec::new()),
     };
     main.skipped = skipped;
+    // One subagent's file (newer Claude Code keeps each in `<session>/subagents/agent-*.jsonl`):
+    // its own key, and a subagent conversation under its session's, once that is imported.
+    let mut under: Option<Value> = None;
+    if let Some((session, agent)) = main.sidechain_of.clone() {
+        let key = format!(
+            "{session}/agent-{}",
+            agent.unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+        );
+        if let Some(parent) = already(store, source, &session) {
+            under = Some(json!({"conversation": parent, "msg_id": null, "tool_call_id": null}));
+        }
+        main.session = Some(key);
+    }
     if main.messages.is_empty() {
         return Err(ImportError::Empty {
             path: path.to_path_buf(),
@@ -145,7 +171,7 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
             id,
         });
     }
-    let id = write(store, source, path, &mut main, None)?;
+    let id = write(store, source, path, &mut main, under)?;
     let mut subagents = Vec::new();
     for mut side in sidechains {
         // Under the `Task` call whose prompt started it, else under the conversation.
@@ -231,6 +257,7 @@ fn write(
         metadata.insert("agent".into(), json!("imported"));
     }
     conversation.metadata = metadata;
+    unique_call_ids(&mut draft.messages);
     let known: HashSet<String> = draft.messages.iter().map(|m| m.id.clone()).collect();
     for m in &mut draft.messages {
         if m.parent_id.as_ref().is_none_or(|p| !known.contains(p)) {
@@ -286,6 +313,41 @@ fn write(
     }
     store.create(&conversation, &records).map_err(write_err)?;
     Ok(id)
+}
+
+/// Gives a tool call with no id, or one an earlier call has, an id of its own, and the result
+/// that answers it (the next one naming the old id) the same: providers refuse a request whose
+/// calls share an id.
+fn unique_call_ids(messages: &mut [Message]) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut renamed: HashMap<String, std::collections::VecDeque<String>> = HashMap::new();
+    let mut n = 0;
+    for m in messages.iter_mut() {
+        if let Some(calls) = &mut m.tool_calls {
+            for c in calls {
+                if c.id.is_empty() || seen.contains(&c.id) {
+                    let fresh = loop {
+                        n += 1;
+                        let id = format!("imported_call_{n}");
+                        if !seen.contains(&id) {
+                            break id;
+                        }
+                    };
+                    renamed
+                        .entry(std::mem::replace(&mut c.id, fresh.clone()))
+                        .or_default()
+                        .push_back(fresh);
+                }
+                seen.insert(c.id.clone());
+            }
+        }
+        if m.role == Role::Tool {
+            let old = m.tool_call_id.clone().unwrap_or_default();
+            if let Some(fresh) = renamed.get_mut(&old).and_then(|q| q.pop_front()) {
+                m.tool_call_id = Some(fresh);
+            }
+        }
+    }
 }
 
 fn timestamp(v: &Value) -> Option<DateTime<Utc>> {
@@ -368,6 +430,12 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
         .filter(|(_, v)| matches!(v["type"].as_str(), Some("user" | "assistant")))
         .all(|(_, v)| v["isSidechain"] == true);
     let mut main = Draft::new();
+    if all_side && let Some((_, v)) = lines.iter().find(|(_, v)| v["sessionId"].is_string()) {
+        main.sidechain_of = Some((
+            v["sessionId"].as_str().unwrap_or("").to_string(),
+            v["agentId"].as_str().map(str::to_string),
+        ));
+    }
     let mut sides: Vec<Draft> = Vec::new();
     // A sidechain's tree, by the uuid of any of its entries.
     let mut side_of: HashMap<String, usize> = HashMap::new();

@@ -188,3 +188,80 @@ fn a_codex_rollout_and_a_pi_session_import() {
     );
     assert_eq!(env.conversation_files().len(), 1);
 }
+
+/// Newer Claude Code keeps each subagent's work in `<session>/subagents/agent-*.jsonl`: a folder
+/// of them imports the session first and each agent's file as a subagent conversation under it
+/// (never "imported already" for the session). Calls without ids get ids of their own; a FIFO
+/// is refused, not waited on.
+#[test]
+fn a_claude_project_folder_with_subagent_files_and_odd_inputs() {
+    let env = Env::new();
+    let dir = env.dir.path().join("claude-project");
+    let session = "5e55ion0-0000-4000-8000-000000000002";
+    std::fs::create_dir_all(dir.join(session).join("subagents")).unwrap();
+    let line = |v: Value| v.to_string() + "\n";
+    std::fs::write(
+        dir.join(format!("{session}.jsonl")),
+        line(serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null, "sessionId": session,
+            "isSidechain": false, "message": {"role": "user", "content": "Explore it."}}))
+            + &line(serde_json::json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": session,
+            "isSidechain": false, "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "Done."}]}})),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(session).join("subagents/agent-abc.jsonl"),
+        line(serde_json::json!({"type": "user", "uuid": "s1", "parentUuid": null, "sessionId": session,
+            "agentId": "abc", "isSidechain": true, "message": {"role": "user", "content": "Look around."}}))
+            + &line(serde_json::json!({"type": "assistant", "uuid": "s2", "parentUuid": "s1", "sessionId": session,
+            "agentId": "abc", "isSidechain": true, "message": {"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "Looked."}]}})),
+    )
+    .unwrap();
+    let run = import(&env, &["claude", dir.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout.matches("imported /").count(), 2, "{run:?}");
+    assert!(!run.stdout.contains("imported already"), "{run:?}");
+    let (id, _) = main_lines(&env);
+    let side: Vec<Value> = env
+        .conversation_files()
+        .into_iter()
+        .map(|p| read_lines(&p))
+        .find(|l| l[0]["metadata"].get("parent").is_some())
+        .expect("the agent's file as a subagent conversation");
+    assert_eq!(side[0]["metadata"]["parent"]["conversation"], id);
+    assert_eq!(messages(&side)[1]["content"], "Looked.");
+
+    // Codex calls written without ids: each gets its own, and its result follows it.
+    let env = Env::new();
+    let codex = env.dir.path().join("old.jsonl");
+    let item = |p: Value| line(serde_json::json!({"type": "response_item", "payload": p}));
+    std::fs::write(
+        &codex,
+        item(serde_json::json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Two calls."}]}))
+            + &item(serde_json::json!({"type": "function_call", "name": "shell", "arguments": "{}"}))
+            + &item(serde_json::json!({"type": "function_call", "name": "shell", "arguments": "{}"}))
+            + &item(serde_json::json!({"type": "function_call_output", "output": "first"}))
+            + &item(serde_json::json!({"type": "function_call_output", "output": "second"})),
+    )
+    .unwrap();
+    let run = import(&env, &["codex", codex.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (_, lines) = main_lines(&env);
+    let msgs = messages(&lines);
+    let calls = msgs[1]["tool_calls"].as_array().unwrap();
+    assert_ne!(calls[0]["id"], calls[1]["id"]);
+    assert!(!calls[0]["id"].as_str().unwrap().is_empty());
+    assert_eq!(msgs[2]["tool_call_id"], calls[0]["id"]);
+    assert_eq!(msgs[3]["tool_call_id"], calls[1]["id"]);
+
+    let fifo = env.dir.path().join("pipe.jsonl");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let run = import(&env, &["pi", fifo.to_str().unwrap()]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(run.stderr.contains("not a regular file"), "{run:?}");
+}

@@ -1476,6 +1476,7 @@ fn a_notification_hook_hears_that_a_question_waits() {
         serde_json::from_str(&std::fs::read_to_string(&heard).unwrap()).unwrap();
     assert_eq!(event["hook_event_name"], "Notification");
     assert_eq!(event["message"], "new needs your permission to use Write");
+    assert_eq!(event["notification_type"], "permission_prompt");
     pty.send("y\r");
     pty.expect("wrote a");
     pty.expect("› ");
