@@ -161,6 +161,9 @@ pub fn run(launch: Launch) -> ExitCode {
         app.leave();
         return code;
     }
+    // The terminal echoes no `^C` into a streaming answer (the interrupt is said on a line of
+    // its own); put back as it was when `new` ends.
+    let _echo = interactive.then(QuietControlKeys::new);
     if interactive {
         app.banner();
     }
@@ -515,6 +518,39 @@ fn session_sandbox(
         helper,
         crate::os_sandbox::files_named(&workdir, &commands),
     ))
+}
+
+/// While it lives, the terminal does not echo control keys (`^C`) as text: the line editor
+/// keeps the setting it finds, so it holds for the session.
+struct QuietControlKeys(Option<libc::termios>);
+
+impl QuietControlKeys {
+    fn new() -> Self {
+        // SAFETY: termios is plain data; tcgetattr/tcsetattr only read and write it for fd 0.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return QuietControlKeys(None);
+            }
+            let saved = t;
+            t.c_lflag &= !libc::ECHOCTL;
+            if libc::tcsetattr(0, libc::TCSANOW, &t) != 0 {
+                return QuietControlKeys(None);
+            }
+            QuietControlKeys(Some(saved))
+        }
+    }
+}
+
+impl Drop for QuietControlKeys {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            // SAFETY: as above; the settings found at the start are put back.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, saved);
+            }
+        }
+    }
 }
 
 /// Whether a WORKDIR that does not exist was meant as a message: words with spaces, or a
@@ -1527,7 +1563,19 @@ impl App {
                 let _ = writeln!(stdout, "{shown}").and_then(|()| stdout.flush());
                 ExitCode::SUCCESS
             }
-            Some(TurnEnd::Interrupted) => ExitCode::from(130),
+            Some(TurnEnd::Interrupted) => {
+                // What arrived goes where the answer would have (`-p … > out.txt`), and stderr
+                // says it is partial and where it is kept; the exit code is 130.
+                use std::io::Write;
+                let current = self.session.conversation().current();
+                if current.role == Role::Assistant && !current.content.is_empty() {
+                    let mut stdout = std::io::stdout().lock();
+                    let _ = writeln!(stdout, "{}", current.content).and_then(|()| stdout.flush());
+                    self.out
+                        .warn(&self.tr("partial_answer_on_stdout", &[("id", &self.session.id())]));
+                }
+                ExitCode::from(130)
+            }
             _ => ExitCode::from(1),
         }
     }

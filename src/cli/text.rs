@@ -783,6 +783,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
     (
+        "partial_answer_on_stdout",
+        "the answer on stdout is partial (interrupted); it is kept in conversation {id} (new --resume {id})",
+        "标准输出中的回答不完整（已中断）；它保存在对话 {id} 中（new --resume {id}）",
+    ),
+    (
         "a_sentence_not_a_folder",
         "`{text}` is not a folder (the first argument is the working folder). To send it as a prompt and print the answer: new -p \"{text}\"; to start the REPL with it as the first message: new -q \"{text}\"",
         "`{text}` 不是文件夹（第一个参数是工作文件夹）。要把它作为提示发送并打印回答：new -p \"{text}\"；要以它为第一条消息启动 REPL：new -q \"{text}\"",

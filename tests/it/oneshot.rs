@@ -195,3 +195,47 @@ fn stream_json_reports_a_compaction() {
     assert!(compaction[1]["tokens_after"].as_u64() < compaction[1]["tokens_before"].as_u64());
     assert_eq!(events.last().unwrap()["result"], "Short answer.");
 }
+
+/// Ctrl-C during `-p … > out.txt`: what arrived goes to stdout (the file is not left empty),
+/// stderr says it is partial and where it is kept, and the exit code is 130.
+#[test]
+fn an_interrupted_one_shot_prints_what_arrived() {
+    let server = Server::start(vec![Reply::SseStall(
+        vec![chunk_text("Partial ans")],
+        std::time::Duration::from_secs(60),
+        vec![chunk_text("never")],
+    )]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["-p", "tell me"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    assert!(
+        eventually(100, std::time::Duration::from_millis(50), || !server
+            .requests()
+            .is_empty()),
+        "the request went out"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: a plain signal to the child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "Partial ans\n");
+    let (id, _) = env.only_conversation();
+    assert!(
+        stderr.contains(&format!(
+            "the answer on stdout is partial (interrupted); it is kept in conversation {id}"
+        )),
+        "{stderr}"
+    );
+}

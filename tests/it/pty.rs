@@ -192,7 +192,10 @@ fn ctrl_c_during_an_answer_keeps_the_partial_answer_and_returns_to_the_prompt() 
     pty.expect("Partial ans");
     let sent = Instant::now();
     pty.send("\x03");
-    pty.expect("interrupted; what arrived is kept");
+    let shown = pty.expect("interrupted; what arrived is kept");
+    // No `^C` glued to the partial line: the interrupt is said on a line of its own.
+    assert!(!shown.contains("^C"), "{shown:?}");
+    assert!(shown.contains("\r\n"), "{shown:?}");
     assert!(
         sent.elapsed() < Duration::from_secs(2),
         "took {:?}",
@@ -1480,6 +1483,32 @@ fn a_notification_hook_hears_that_a_question_waits() {
     pty.send("y\r");
     pty.expect("wrote a");
     pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
+
+/// `/skills` on a terminal: its colours are colours (never escaped again into `\e[…`), and a
+/// built-in skill says so once.
+#[test]
+fn skills_shows_its_colours_on_a_terminal() {
+    let env = Env::new();
+    let server = Server::start(vec![]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("/skills\r");
+    let shown = pty.expect("› ");
+    assert!(shown.contains("\x1b[32m"), "a green state: {shown:?}");
+    assert!(
+        !shown.contains("\\e[") && !shown.contains("\\x1b"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("(built-in)"), "{shown:?}");
+    assert!(!shown.contains("built-in, built in"), "{shown:?}");
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
 }
