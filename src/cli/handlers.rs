@@ -40,6 +40,73 @@ impl App {
         self.offer_restore();
     }
 
+    /// After `--continue` or `--resume`: which conversation, its last exchange on this branch
+    /// (the user's message and the answer, a few lines each) and where the branch stands.
+    pub(super) fn show_resumed(&self) {
+        let c = self.session.conversation();
+        self.out.say(&self.tr(
+            "resumed",
+            &[("id", &self.session.id()), ("n", &(c.len() - 1))],
+        ));
+        let width = super::markdown::terminal_layout(false).width.clamp(20, 160);
+        let chain = c.chain(c.cursor());
+        let user = chain
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User && m.summary.is_none());
+        let answer = chain
+            .iter()
+            .rev()
+            .take_while(|m| user.is_none_or(|u| m.id != u.id))
+            .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty());
+        let fold = |text: &str| -> String {
+            const LINES: usize = 4;
+            let lines: Vec<&str> = text.trim().lines().collect();
+            let mut out: Vec<String> = lines
+                .iter()
+                .take(LINES)
+                .map(|l| {
+                    let l = crate::tools::escape_controls(l);
+                    match l.char_indices().nth(width - 4) {
+                        Some((at, _)) => format!("  {}…", &l[..at]),
+                        None => format!("  {l}"),
+                    }
+                })
+                .collect();
+            if lines.len() > LINES {
+                out.push(format!("  … ({} more lines)", lines.len() - LINES));
+            }
+            out.join("\n")
+        };
+        if let Some(user) = user {
+            let n = c.number_of(&user.id).unwrap_or(0);
+            self.out.say(&self.out.dim(&format!(
+                "[{n}] {}\n{}",
+                self.tr("you_said", &[]),
+                fold(&user.content)
+            )));
+        }
+        if let Some(answer) = answer {
+            let n = c.number_of(&answer.id).unwrap_or(0);
+            self.out.say(&format!(
+                "[{n}] {}\n{}",
+                self.tr("the_answer", &[]),
+                fold(&answer.content)
+            ));
+        }
+        let n = c.number_of(c.cursor()).unwrap_or(0);
+        let branches = c.leaves().len();
+        let name = c
+            .names_of(c.cursor())
+            .first()
+            .map(|n| format!(" `{}`", crate::tools::escape_controls(n)))
+            .unwrap_or_default();
+        self.out.say(&self.out.dim(&self.tr(
+            "resumed_place",
+            &[("n", &n), ("name", &name), ("branches", &branches)],
+        )));
+    }
+
     /// Moves the cursor and says where it is and what the next message will do.
     pub(super) fn move_and_say(&mut self, id: &str) {
         self.came_from = Some(self.session.conversation().cursor().to_string());
@@ -479,11 +546,14 @@ impl App {
                         .to_string()
                 })
                 .unwrap_or_else(|| "-".repeat(16));
-            let title = if s.title.is_empty() {
+            let mut title = if s.title.is_empty() {
                 "-".to_string()
             } else {
                 preview(&s.title, 60)
             };
+            if self.store.is_one_shot(&s.id) {
+                title.push_str(&self.out.dim(&self.tr("list_one_shot", &[])));
+            }
             text.push_str(&format!(
                 "{mark} {}  {:>4} {}  {when}  {title}\n",
                 s.id,

@@ -173,8 +173,10 @@ pub fn run(launch: Launch) -> ExitCode {
             app.offer_setup();
         }
     }
-    // `--continue` and `--resume` land on a node whose files may not be the folder's.
-    if launch.continue_latest || launch.resume.is_some() {
+    // `--continue` and `--resume`: where the conversation stands, under the banner; the node
+    // they land on may hold files other than the folder's.
+    if (launch.continue_latest || launch.resume.is_some()) && app.session.is_persisted() {
+        app.show_resumed();
         app.ready();
         app.offer_restore();
     }
@@ -753,7 +755,13 @@ impl App {
         let resume = match (&launch.resume, launch.continue_latest) {
             (Some(id), _) => Some(store.resolve(id)?),
             (None, true) => {
-                let latest = store.latest()?;
+                // A one-shot goes on from the latest of any kind; the REPL from the latest
+                // conversation that was one (`-p` ones are reachable with /list).
+                let latest = if one_shot {
+                    store.latest()?
+                } else {
+                    store.latest_interactive()?
+                };
                 if latest.is_none() {
                     out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
                 }
@@ -766,7 +774,13 @@ impl App {
                 let (session, report) = ChatSession::open(store.clone(), &id, "")?;
                 (session, Some(report))
             }
-            None => (ChatSession::new(store.clone(), ""), None),
+            None => {
+                let mut session = ChatSession::new(store.clone(), "");
+                if one_shot {
+                    session.set_metadata(serde_json::json!({"one_shot": true}));
+                }
+                (session, None)
+            }
         };
         let reader = if one_shot {
             Reader::Closed
@@ -950,13 +964,6 @@ impl App {
         }
         if let Some(report) = report {
             app.report_load(&report);
-            app.out.say(&app.tr(
-                "resumed",
-                &[
-                    ("id", &app.session.id()),
-                    ("n", &(app.session.conversation().len() - 1)),
-                ],
-            ));
         }
         Ok(app)
     }

@@ -782,6 +782,14 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "usage: /retry [--model NAME] [--n K] (K from 1 to 5; got {args})",
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
+    ("list_one_shot", "  (-p)", "  (-p)"),
+    ("you_said", "you:", "你："),
+    ("the_answer", "answer:", "回答："),
+    (
+        "resumed_place",
+        "at [{n}]{name} ({branches:branch} in all); the next message continues from here; /tree shows the tree",
+        "位于 [{n}]{name}（共 {branches} 个分支）；下一条消息从这里继续；/tree 显示整棵树",
+    ),
     (
         "partial_answer_on_stdout",
         "the answer on stdout is partial (interrupted); it is kept in conversation {id} (new --resume {id})",

@@ -79,18 +79,36 @@ impl Store {
     /// Whether a conversation is a subagent's (its header links it to a `parent`, DESIGN §10; a session
     /// run with `--agent` names only its `agent`). Reads the first line only.
     pub fn is_subagent(&self, id: &str) -> bool {
+        self.header(id)
+            .is_some_and(|h| h["metadata"].get("parent").is_some())
+    }
+
+    /// Whether a conversation was a one-shot (`-p`): its header says so.
+    pub fn is_one_shot(&self, id: &str) -> bool {
+        self.header(id)
+            .is_some_and(|h| h["metadata"]["one_shot"] == true)
+    }
+
+    /// A conversation's header line, parsed (the first 64 KB of the file at most).
+    fn header(&self, id: &str) -> Option<serde_json::Value> {
         use std::io::BufRead;
-        let Ok(file) = std::fs::File::open(self.path(id)) else {
-            return false;
-        };
+        let file = std::fs::File::open(self.path(id)).ok()?;
         let mut first = Vec::new();
         let mut reader = std::io::BufReader::new(file).take(64 * 1024);
-        if reader.read_until(b'\n', &mut first).is_err() {
-            return false;
-        }
-        serde_json::from_slice::<serde_json::Value>(&first)
-            .ok()
-            .is_some_and(|h| h["metadata"].get("parent").is_some())
+        reader.read_until(b'\n', &mut first).ok()?;
+        serde_json::from_slice(&first).ok()
+    }
+
+    /// The conversation with the newest activity that was neither a one-shot (`-p`) nor a
+    /// subagent's, for an interactive `--continue`; the newest of all when there is none.
+    pub fn latest_interactive(&self) -> Result<Option<String>, StoreError> {
+        let (recent, _) = self.list_recent(50)?;
+        let chosen = recent
+            .iter()
+            .find(|s| !self.is_one_shot(&s.id) && !self.is_subagent(&s.id))
+            .or(recent.first())
+            .map(|s| s.id.clone());
+        Ok(chosen)
     }
 
     pub fn dir(&self) -> &Path {

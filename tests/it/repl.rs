@@ -737,8 +737,7 @@ fn skills_are_listed_and_broken_ones_reported() {
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains("injected   code-reviewer (built-in, built in)"),
+        run.stdout.contains("injected   code-reviewer (built-in)"),
         "{run:?}"
     );
     assert!(
@@ -1151,4 +1150,50 @@ fn a_sentence_for_a_folder_is_explained_and_q_starts_with_a_first_message() {
         "what does wc.py do"
     );
     assert_eq!(messages_of(&requests[1]).last().unwrap().1, "thanks");
+}
+
+/// `--continue` shows where the conversation stands (its last exchange, folded, and its place)
+/// and prefers the latest conversation of the REPL over a newer `-p` one, which `/list` marks.
+#[test]
+fn continue_shows_the_last_exchange_and_passes_over_one_shots() {
+    let env = Env::new();
+    let long: String = (1..=9).map(|i| format!("line {i}\n")).collect();
+    let server = Server::start(vec![
+        text(&[&long]),
+        text(&["quick answer"]),
+        text(&["more"]),
+    ]);
+    env.run(&server.base_url, &[], "hello there\n");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let run = env.run(&server.base_url, &["-p", "a quick one"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = env.run(&server.base_url, &["--continue"], "/list\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("you:\n  hello there"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("answer:\n  line 1\n  line 2\n  line 3\n  line 4\n  … (5 more lines)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("(1 branch in all); the next message continues from here"),
+        "{run:?}"
+    );
+    let list_line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("a quick one"))
+        .expect("the one-shot is listed");
+    assert!(list_line.contains("(-p)"), "{list_line}");
+    assert!(
+        !run.stdout.contains("quick answer"),
+        "not the one-shot's: {run:?}"
+    );
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with('*') && l.contains("hello there")),
+        "the REPL's conversation is the current one: {run:?}"
+    );
 }
