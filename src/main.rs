@@ -11,48 +11,37 @@ use new_agent::tools::Mode;
 
 /// A terminal AI agent whose conversations are trees.
 #[derive(Parser, Debug)]
-#[command(name = "new", version, about, long_about = None)]
+#[command(
+    name = "new",
+    version,
+    about = "A terminal AI agent whose conversations are trees (and: new import)",
+    long_about = None
+)]
 struct Args {
-    /// The only folder the tools may touch [default: the current folder]
+    /// The only folder the tools may touch [default: .]
     workdir: Option<PathBuf>,
-    /// Role: the system prompt comes from roles/<ROLE>.md [default: default]
+    /// The system prompt's role, roles/<ROLE>.md [default: default]
     role: Option<String>,
-    /// Where this project's conversations live [default: a per-project folder in the user's data dir]
+    /// Where the conversations live [default: one per project]
     datadir: Option<PathBuf>,
-    /// Provider: openai, anthropic, deepseek, qwen, ollama, llamacpp, or one named in the config
-    #[arg(long)]
+    /// openai, anthropic, ollama, llamacpp, …
+    #[arg(long, value_name = "NAME")]
     provider: Option<String>,
-    /// Model name to request
-    #[arg(long)]
+    /// The model to ask
+    #[arg(long, value_name = "NAME")]
     model: Option<String>,
-    /// Interface language
-    #[arg(long, value_parser = ["en", "zh"])]
+    /// The interface's language: en or zh (LANG decides otherwise)
+    #[arg(long, value_name = "LANG", value_parser = ["en", "zh"], hide_possible_values = true, hide = true)]
     lang: Option<String>,
-    /// Which tool calls need your approval
-    #[arg(long, value_parser = ["strict", "default", "permissive"])]
+    /// strict, default or permissive
+    #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
     permission_mode: Option<String>,
-    /// Send one prompt, print the final answer and exit (`-` reads it from stdin; piped stdin
-    /// otherwise follows the text)
+    /// Send TEXT, print the answer and exit (-: stdin)
     #[arg(short = 'p', long = "prompt", value_name = "TEXT")]
     prompt: Option<String>,
-    /// What -p prints on stdout
-    #[arg(long, value_parser = ["text", "json", "stream-json"], default_value = "text", requires = "prompt")]
+    /// What -p prints: text, json or stream-json
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json", "stream-json"], default_value = "text", hide_default_value = true, hide_possible_values = true, requires = "prompt")]
     output_format: String,
-    /// Reopen this project's latest conversation
-    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
-    continue_latest: bool,
-    /// Reopen conversation ID (an unambiguous prefix is enough)
-    #[arg(short = 'r', long, value_name = "ID")]
-    resume: Option<String>,
-    /// Trust this project's .new/config.json as it is now (it may then widen permissions)
-    #[arg(long)]
-    trust_project: bool,
-    /// Show answers as the model wrote them, without rendering their Markdown
-    #[arg(long)]
-    no_render: bool,
-    /// Work as the subagent role NAME (`/agents` lists them): its prompt, its tools, its model
-    #[arg(long, value_name = "NAME")]
-    agent: Option<String>,
     /// Start the REPL with TEXT as the first message
     #[arg(
         short = 'q',
@@ -61,23 +50,43 @@ struct Args {
         conflicts_with = "prompt"
     )]
     query: Option<String>,
+    /// Reopen this project's latest conversation
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    continue_latest: bool,
+    /// Reopen conversation ID (a prefix is enough)
+    #[arg(short = 'r', long, value_name = "ID")]
+    resume: Option<String>,
+    /// Trust the project's .new/config.json as it is
+    #[arg(long)]
+    trust_project: bool,
+    /// Show answers as written (Markdown unrendered)
+    #[arg(long)]
+    no_render: bool,
+    /// Work as subagent role NAME (see /agents)
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
 }
 
 /// `new import SOURCE PATH…`: other agents' history as this project's conversations.
 #[derive(Parser, Debug)]
-#[command(name = "new import", about, long_about = None)]
+#[command(
+    name = "new import",
+    bin_name = "new import",
+    about = "Other agents' history (Claude Code, Codex, pi) as this project's conversations",
+    long_about = None
+)]
 struct ImportArgs {
     /// Whose history: claude (Claude Code), codex or pi
-    #[arg(value_parser = ["claude", "codex", "pi"])]
+    #[arg(value_parser = ["claude", "codex", "pi"], hide_possible_values = true)]
     source: String,
     /// Session files (.jsonl), or folders of them
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// The project whose conversations they become [default: the current folder]
-    #[arg(long)]
+    /// The project they become conversations of [default: .]
+    #[arg(long, value_name = "DIR")]
     workdir: Option<PathBuf>,
-    /// Where that project's conversations live [default: its folder in the user's data dir]
-    #[arg(long)]
+    /// Where its conversations live [default: its own folder]
+    #[arg(long, value_name = "DIR")]
     datadir: Option<PathBuf>,
 }
 

@@ -325,7 +325,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         id: CommandId::Help,
         names: &["/help", "/?"],
-        args: "",
+        args: "[COMMAND]",
         help: "help_help",
         takes_conversation: false,
     },

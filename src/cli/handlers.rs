@@ -1088,30 +1088,165 @@ impl App {
         self.out.say(&text);
     }
 
+    /// `/help`: the commands by group, `/N` first among the tree's, with the keys and the skills
+    /// that can be called as commands, in aligned columns that wrap at the terminal's width;
+    /// `/help COMMAND`: that command whole.
     pub(super) fn help(&mut self, args: &str) {
-        if !self.no_args("/help", args) {
-            return;
-        }
+        use super::commands::{CommandId as C, CommandSpec};
         let lang = self.out.lang;
-        let mut text = String::new();
-        for c in COMMANDS {
-            let usage = if c.args.is_empty() {
+        let width = super::markdown::terminal_layout(false).width.clamp(40, 120);
+        let usage = |c: &CommandSpec| {
+            if c.args.is_empty() {
                 c.names[0].to_string()
             } else {
                 format!("{} {}", c.names[0], c.args)
+            }
+        };
+        if !args.is_empty() {
+            let name = format!("/{}", args.trim().trim_start_matches('/'));
+            let Some(c) = COMMANDS.iter().find(|c| c.names.contains(&name.as_str())) else {
+                return self.refuse_text("help_no_such_command", &[("name", &name)]);
             };
-            text.push_str(&format!("  {usage:<18} {}\n", c.help(lang)));
+            let mut text = format!("{}\n", self.out.bold(&usage(c)));
+            for line in wrap(&c.help(lang), width - 2) {
+                text.push_str(&format!("  {line}\n"));
+            }
+            if c.names.len() > 1 {
+                text.push_str(&self.out.dim(&format!(
+                    "  {} {}\n",
+                    self.tr("aliases", &[]),
+                    c.names[1..].join(", ")
+                )));
+            }
+            return self.out.say(text.trim_end());
         }
-        text.push_str(&format!(
-            "  {:<18} {}\n",
-            "/N",
-            self.tr("move_to_node_n_of_tree", &[])
-        ));
-        text.push_str(&format!(
-            "  {:<18} {}\n",
-            "//text",
-            self.tr("send_text_that_starts_with", &[])
-        ));
+        const COLUMN: usize = 24;
+        let groups: &[(&str, &[C])] = &[
+            (
+                "help_group_tree",
+                &[
+                    C::Tree,
+                    C::Branches,
+                    C::Branch,
+                    C::Prev,
+                    C::Next,
+                    C::Retry,
+                    C::Edit,
+                    C::Undo,
+                    C::Btw,
+                    C::Merge,
+                    C::Compare,
+                ],
+            ),
+            (
+                "help_group_conversations",
+                &[
+                    C::List,
+                    C::Switch,
+                    C::New,
+                    C::Title,
+                    C::Search,
+                    C::Export,
+                    C::Delete,
+                ],
+            ),
+            (
+                "help_group_project",
+                &[
+                    C::Diff,
+                    C::Restore,
+                    C::Checkpoints,
+                    C::Init,
+                    C::Permissions,
+                    C::Sandbox,
+                ],
+            ),
+            (
+                "help_group_context",
+                &[C::Context, C::Compact, C::Status, C::Dump],
+            ),
+            (
+                "help_group_extensions",
+                &[
+                    C::Skills,
+                    C::Memory,
+                    C::Remember,
+                    C::Mcp,
+                    C::Hooks,
+                    C::Agents,
+                    C::Tasks,
+                ],
+            ),
+            (
+                "help_group_settings",
+                &[C::Model, C::Models, C::Help, C::Exit],
+            ),
+        ];
+        let mut text = String::new();
+        let row = |text: &mut String, left: &str, help: &str| {
+            let lines = wrap(help, width.saturating_sub(COLUMN + 1).max(20));
+            // A usage too long for its column has its text on the lines below.
+            let own_line = display_width(left) + 3 > COLUMN;
+            if own_line {
+                text.push_str(&format!("  {left}\n"));
+            }
+            for (i, line) in lines.iter().enumerate() {
+                if i == 0 && !own_line {
+                    let pad = COLUMN - display_width(left) - 2;
+                    text.push_str(&format!("  {left}{}{line}\n", " ".repeat(pad)));
+                } else {
+                    text.push_str(&format!("{}{line}\n", " ".repeat(COLUMN)));
+                }
+            }
+        };
+        for (title, ids) in groups {
+            text.push_str(&self.out.bold(&self.tr(title, &[])));
+            text.push('\n');
+            if *title == "help_group_tree" {
+                row(&mut text, "/N", &self.tr("move_to_node_n_of_tree", &[]));
+            }
+            for id in *ids {
+                if let Some(c) = COMMANDS.iter().find(|c| c.id == *id) {
+                    row(&mut text, &usage(c), &c.help(lang));
+                }
+            }
+            text.push('\n');
+        }
+        // Any command a group leaves out still shows.
+        let grouped: Vec<C> = groups
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
+        for c in COMMANDS.iter().filter(|c| !grouped.contains(&c.id)) {
+            row(&mut text, &usage(c), &c.help(lang));
+        }
+        let skills: Vec<String> = self
+            .skills
+            .all()
+            .filter(|s| s.enabled)
+            .map(|s| format!("/{}", s.name))
+            .collect();
+        if !skills.is_empty() {
+            text.push_str(&self.out.bold(&self.tr("help_group_skills", &[])));
+            text.push('\n');
+            for line in wrap(&skills.join("  "), width - 2) {
+                text.push_str(&format!("  {line}\n"));
+            }
+            text.push('\n');
+        }
+        text.push_str(&self.out.bold(&self.tr("help_group_keys", &[])));
+        text.push('\n');
+        for (keys, what) in [
+            ("Enter", "help_key_enter"),
+            ("Alt-Enter, Ctrl-J, \\", "help_key_newline"),
+            ("Tab", "help_key_tab"),
+            ("Ctrl-C", "help_key_ctrl_c"),
+            ("Ctrl-L", "help_key_ctrl_l"),
+            ("Ctrl-D", "help_key_ctrl_d"),
+            ("//text", "send_text_that_starts_with"),
+        ] {
+            row(&mut text, keys, &self.tr(what, &[]));
+        }
         let aliases: Vec<String> = COMMANDS
             .iter()
             .flat_map(|c| {
@@ -1120,11 +1255,16 @@ impl App {
                     .map(move |a| format!("{a} = {}", c.names[0]))
             })
             .collect();
-        text.push_str(&self.out.dim(&format!(
-            "{}\n{}",
-            self.tr("aliases", &[]) + " " + &aliases.join(", "),
-            self.tr("alt_enter_ctrl_j_or_a", &[])
-        )));
+        let mut tail = String::new();
+        for line in wrap(
+            &format!("{} {}", self.tr("aliases", &[]), aliases.join(", ")),
+            width,
+        ) {
+            tail.push_str(&line);
+            tail.push('\n');
+        }
+        tail.push_str(&self.tr("help_command_details", &[]));
+        text.push_str(&self.out.dim(&tail));
         self.out.say(&text);
     }
 }

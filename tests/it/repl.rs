@@ -863,6 +863,34 @@ fn help_lists_every_command_of_the_table() {
             "{name}: {run:?}"
         );
     }
+    // By group, `/N` first among the tree's, the keys listed, nothing past 80 columns.
+    let at = |s: &str| run.stdout.find(s).unwrap_or_else(|| panic!("{s}: {run:?}"));
+    let order = [
+        "The tree\n  /N ",
+        "  /tree [--full]",
+        "Conversations\n",
+        "The project's files\n",
+        "Context\n",
+        "Extensions\n",
+        "Settings\n",
+        "Keys\n",
+    ];
+    for pair in order.windows(2) {
+        assert!(at(pair[0]) < at(pair[1]), "{pair:?}: {run:?}");
+    }
+    for key in ["Ctrl-C", "Ctrl-L", "Alt-Enter", "Tab"] {
+        assert!(run.stdout.contains(&format!("  {key}")), "{key}: {run:?}");
+    }
+    for line in run.stdout.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80: {line:?}");
+    }
+    let run = env.run("http://127.0.0.1:9/v1", &[], "/help retry\n/help nope\n");
+    assert!(
+        run.stdout
+            .contains("/retry [--model NAME] [--n K]\n  a new answer"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("no command /nope"), "{run:?}");
 }
 
 #[test]
@@ -1196,4 +1224,21 @@ fn continue_shows_the_last_exchange_and_passes_over_one_shots() {
             .any(|l| l.starts_with('*') && l.contains("hello there")),
         "the REPL's conversation is the current one: {run:?}"
     );
+}
+
+/// `new --help` fits a screen of 80 × 24 (the README has the rest); `new import --help` too.
+#[test]
+fn help_fits_a_screen() {
+    for args in [&["--help"][..], &["import", "--help"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.lines().count() <= 24, "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{line:?}");
+        }
+    }
 }
