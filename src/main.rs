@@ -30,8 +30,8 @@ struct Args {
     /// The model to ask
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
-    /// The interface's language: en or zh (LANG decides otherwise)
-    #[arg(long, value_name = "LANG", value_parser = ["en", "zh"], hide_possible_values = true, hide = true)]
+    /// The interface's language: en or zh
+    #[arg(long, value_name = "LANG", value_parser = ["en", "zh"], hide_possible_values = true)]
     lang: Option<String>,
     /// strict, default or permissive
     #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
