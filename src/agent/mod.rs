@@ -100,6 +100,19 @@ pub trait Observer {
     fn compaction(&mut self, _event: &CompactionEvent<'_>) {}
     /// A snapshot of the working folder failed (said once a session).
     fn checkpoint_failed(&mut self, _reason: &str) {}
+    /// The turn waits with nothing to show yet: what for (until the next event).
+    fn waiting(&mut self, _what: Waiting<'_>) {}
+}
+
+/// What a turn waits for.
+#[derive(Debug, Clone, Copy)]
+pub enum Waiting<'a> {
+    /// MCP servers still starting, before the first request.
+    Servers,
+    /// The model's answer, before its first token.
+    Model,
+    /// Tools running, by name.
+    Tools(&'a [&'a str]),
 }
 
 /// What happened to a compaction.
@@ -226,6 +239,7 @@ impl Agent<'_> {
         // MCP servers still starting are waited for (at most their handshake timeout), so that
         // their tools are offered; Ctrl-C stops the wait, not the turn.
         if let Some(mcp) = self.tools.mcp() {
+            observer.waiting(Waiting::Servers);
             tokio::select! {
                 _ = mcp.settle() => {}
                 _ = interrupts.changed() => {}
@@ -611,6 +625,7 @@ impl Agent<'_> {
         interrupts: &mut Interrupts,
     ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse) {
         let mut partial = ChatResponse::default();
+        observer.waiting(Waiting::Model);
         let result = {
             let mut on_event = |event: StreamEvent<'_>| match event {
                 StreamEvent::Text(t) => {
@@ -823,6 +838,14 @@ impl Agent<'_> {
                     })
                         as std::pin::Pin<Box<dyn std::future::Future<Output = ToolOutcome> + '_>>
                 });
+                let names: Vec<&str> = decided
+                    .iter()
+                    .filter(|(_, d)| d.is_ok())
+                    .map(|(c, _)| c.function.name.as_str())
+                    .collect();
+                if !names.is_empty() {
+                    observer.waiting(Waiting::Tools(&names));
+                }
                 let all = join_all(running.collect());
                 tokio::pin!(all);
                 // While the calls run, the sandbox's proxy may ask about a domain.

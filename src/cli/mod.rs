@@ -20,6 +20,7 @@ mod reader;
 mod repl;
 mod setup;
 mod skills_view;
+mod spinner;
 pub mod text;
 pub mod tree_view;
 

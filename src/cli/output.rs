@@ -216,11 +216,32 @@ pub struct Printer {
     /// The Markdown renderers of the answer and of the reasoning being streamed.
     answer: Option<super::markdown::Renderer>,
     thinking: Option<super::markdown::Renderer>,
+    /// The line that says what the turn waits for, on a terminal.
+    spinner: Option<super::spinner::Spinner>,
+    /// Who answers, for that line (`waiting for local`).
+    server: String,
 }
 
 impl Printer {
+    /// Names who answers, for the line that says the turn waits for it.
+    pub fn waiting_for(mut self, server: &str) -> Self {
+        self.server = crate::tools::escape_controls(server);
+        self
+    }
+
+    /// The waiting line goes, before anything else is written.
+    fn hush(&self) {
+        if let Some(s) = &self.spinner {
+            s.hush();
+        }
+    }
+
     pub fn new(out: Output) -> Self {
         Printer {
+            spinner: (!out.one_shot)
+                .then(|| super::spinner::Spinner::for_stdout(out.color))
+                .flatten(),
+            server: super::text::tr(out.lang, "spinner_the_model", &[]),
             out,
             at_line_start: true,
             in_reasoning: false,
@@ -293,6 +314,7 @@ impl Printer {
 
 impl Observer for Printer {
     fn text(&mut self, text: &str) {
+        self.hush();
         self.end_preparing();
         self.end_reasoning();
         if self.out.one_shot {
@@ -311,6 +333,7 @@ impl Observer for Printer {
     }
 
     fn reasoning(&mut self, text: &str) {
+        self.hush();
         if !self.in_reasoning {
             self.end_line();
             self.in_reasoning = true;
@@ -337,6 +360,7 @@ impl Observer for Printer {
     /// On a terminal, a dim "⋯ name" line while the call's arguments stream (a long file can take
     /// a while); piped output stays as it is.
     fn tool_call_started(&mut self, name: &str) {
+        self.hush();
         if !self.out.color || self.out.one_shot {
             return;
         }
@@ -350,7 +374,22 @@ impl Observer for Printer {
     }
 
     fn compaction(&mut self, event: &crate::agent::CompactionEvent<'_>) {
+        self.hush();
         use crate::agent::CompactionEvent;
+        // After its line: the summary takes a while.
+        if matches!(event, CompactionEvent::Started { .. }) {
+            let line = if matches!(event, CompactionEvent::Started { automatic: true }) {
+                super::text::tr(self.out.lang, "compacting_automatic", &[])
+            } else {
+                super::text::tr(self.out.lang, "compacting", &[])
+            };
+            self.end_line();
+            self.out.say(&self.out.dim(&line));
+            if let Some(s) = &self.spinner {
+                s.wait(super::text::tr(self.out.lang, "spinner_compacting", &[]));
+            }
+            return;
+        }
         self.end_line();
         let lang = self.out.lang;
         match event {
@@ -393,11 +432,13 @@ impl Observer for Printer {
     }
 
     fn hook_failed(&mut self, line: &str) {
+        self.hush();
         self.end_line();
         self.out.warn(&crate::tools::escape_controls(line));
     }
 
     fn hook_notice(&mut self, line: &str) {
+        self.hush();
         self.hook_failed(line);
     }
 
@@ -406,12 +447,14 @@ impl Observer for Printer {
     }
 
     fn subagent_line(&mut self, line: &str) {
+        self.hush();
         self.end_line();
         let line = crate::tools::escape_controls(&preview(line, 160));
         self.out.say(&self.out.dim(&format!("    ↳ {line}")));
     }
 
     fn checkpoint_failed(&mut self, reason: &str) {
+        self.hush();
         self.end_line();
         self.out.warn(&super::text::tr(
             self.out.lang,
@@ -421,6 +464,7 @@ impl Observer for Printer {
     }
 
     fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
+        self.hush();
         self.end_line();
         let secs = format!("{:.1}", delay.as_secs_f64());
         let line = super::text::tr(
@@ -434,9 +478,12 @@ impl Observer for Printer {
             ],
         );
         self.out.say(&self.out.paint(YELLOW, &line));
+        // The request goes again: waited for again.
+        self.waiting(crate::agent::Waiting::Model);
     }
 
     fn answer_end(&mut self, response: &ChatResponse, complete: bool) {
+        self.hush();
         self.end_reasoning();
         self.end_line();
         if matches!(
@@ -464,6 +511,7 @@ impl Observer for Printer {
     }
 
     fn tool_call(&mut self, call: &ToolCall) {
+        self.hush();
         self.end_line();
         let line = format!(
             "→ {}({})",
@@ -474,6 +522,7 @@ impl Observer for Printer {
     }
 
     fn tool_result(&mut self, _call: &ToolCall, outcome: &ToolOutcome) {
+        self.hush();
         let line = if outcome.is_error {
             self.out.paint(
                 RED,
@@ -492,6 +541,20 @@ impl Observer for Printer {
         if let Some(diff) = outcome.diff.as_deref().filter(|d| !d.is_empty()) {
             self.out.say(colour_diff(&self.out, diff).trim_end());
         }
+    }
+
+    fn waiting(&mut self, what: crate::agent::Waiting<'_>) {
+        use crate::agent::Waiting;
+        let Some(spinner) = &self.spinner else {
+            return;
+        };
+        let lang = self.out.lang;
+        let label = match what {
+            Waiting::Servers => super::text::tr(lang, "spinner_servers", &[]),
+            Waiting::Model => super::text::tr(lang, "spinner_model", &[("server", &self.server)]),
+            Waiting::Tools(names) => crate::tools::escape_controls(&names.join(", ")),
+        };
+        spinner.wait(label);
     }
 }
 

@@ -1256,7 +1256,7 @@ impl App {
     /// Sends a user message and runs the agent loop. Returns how the turn ended, or None when the
     /// message could not even be stored.
     pub(super) fn chat(&mut self, text: &str) -> Option<TurnEnd> {
-        let mut printer = Printer::new(self.out);
+        let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
         let end = self.chat_with(text, &mut printer);
         if end.is_some() {
             self.report_turn(&printer);
@@ -1374,7 +1374,7 @@ impl App {
 
     /// Runs the agent loop on the branch at the cursor and reports how it ended.
     pub(super) fn answer(&mut self) -> TurnEnd {
-        let mut printer = Printer::new(self.out);
+        let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
         let end = self.answer_with(&mut printer);
         self.report_turn(&printer);
         end

@@ -1512,3 +1512,51 @@ fn skills_shows_its_colours_on_a_terminal() {
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// While the model thinks (nothing streamed yet) and while a tool runs long, one line says what
+/// the turn waits for and for how long; the first token (and the tool's result) erases it. Piped
+/// output never shows it.
+#[test]
+fn a_waiting_line_shows_while_nothing_arrives_and_goes_with_the_first_token() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        Reply::SseStall(vec![], Duration::from_millis(1500), {
+            let Reply::Sse(chunks) = tool_calls(&[("c1", "bash", r#"{"command":"sleep 1.5"}"#)])
+            else {
+                unreachable!()
+            };
+            chunks
+        }),
+        text(&["Slept well."]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "permissive"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("sleep a bit\r");
+    let shown = pty.expect("waiting for openai · 1 s");
+    assert!(
+        shown.contains('⠙') || shown.contains('⠹') || shown.contains('⠸'),
+        "{shown:?}"
+    );
+    let shown = pty.expect("bash · 1 s");
+    // The waiting line was erased before the call's line.
+    assert!(shown.contains("\r\x1b[2K"), "{shown:?}");
+    let shown = pty.expect("Slept well.");
+    assert!(shown.contains("\r\x1b[2K"), "{shown:?}");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    // Piped: never.
+    let server = Server::start(vec![Reply::SseStall(vec![], Duration::from_millis(800), {
+        let Reply::Sse(chunks) = text(&["ok"]) else {
+            unreachable!()
+        };
+        chunks
+    })]);
+    let run = env.run(&server.base_url, &[], "hi\n");
+    assert!(!run.stdout.contains("waiting for"), "{run:?}");
+}

@@ -1,0 +1,108 @@
+//! While a turn waits with nothing to show (the model thinking before its first token, a tool
+//! running, a compaction, MCP servers starting), one dim line says what it waits for and for how
+//! long (`⠹ waiting for local · 3 s`, `⠼ bash · 12 s`); the first output erases it. Only on a
+//! terminal, never in pipes; `NEW_SPINNER=0` turns it off.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a wait goes unshown (a quick tool or a fast server draws nothing).
+const AFTER: Duration = Duration::from_millis(400);
+const EVERY: Duration = Duration::from_millis(100);
+const FRAMES: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+#[derive(Default)]
+struct State {
+    /// What is waited for, and since when; None: nothing shows.
+    waiting: Option<(String, Instant)>,
+    /// The line is on the screen (to be erased before anything else is written).
+    shown: bool,
+    frame: usize,
+}
+
+pub struct Spinner {
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Spinner {
+    /// A spinner for stdout when it is a terminal (None otherwise). `dim`: the line is dimmed.
+    pub fn for_stdout(dim: bool) -> Option<Spinner> {
+        if !std::io::stdout().is_terminal()
+            || std::env::var_os("NEW_SPINNER").is_some_and(|v| v == "0")
+        {
+            return None;
+        }
+        let state: Arc<Mutex<State>> = Default::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (state, stop) = (state.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("spinner".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        std::thread::park_timeout(EVERY);
+                        let mut s = lock(&state);
+                        let Some((what, since)) = s.waiting.clone() else {
+                            continue;
+                        };
+                        let waited = since.elapsed();
+                        if waited < AFTER || stop.load(Ordering::SeqCst) {
+                            continue;
+                        }
+                        s.frame = (s.frame + 1) % FRAMES.len();
+                        let line = format!("{} {what} · {} s", FRAMES[s.frame], waited.as_secs());
+                        let line = if dim {
+                            format!("\x1b[2m{line}\x1b[0m")
+                        } else {
+                            line
+                        };
+                        let mut out = std::io::stdout().lock();
+                        let _ = write!(out, "\r\x1b[2K{line}").and_then(|()| out.flush());
+                        s.shown = true;
+                    }
+                })
+                .ok()
+        };
+        Some(Spinner {
+            state,
+            stop,
+            thread,
+        })
+    }
+
+    /// Starts showing (after a moment) that `what` is waited for.
+    pub fn wait(&self, what: String) {
+        let mut s = lock(&self.state);
+        s.waiting = Some((what, Instant::now()));
+    }
+
+    /// Nothing is waited for any more: the line goes (before the caller writes anything).
+    pub fn hush(&self) {
+        let mut s = lock(&self.state);
+        s.waiting = None;
+        if s.shown {
+            s.shown = false;
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.hush();
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
