@@ -23,5 +23,6 @@ mod skills_view;
 mod spinner;
 pub mod text;
 pub mod tree_view;
+mod typeahead;
 
 pub use repl::{App, Flow, Launch, default_datadir, run};

@@ -24,6 +24,8 @@ pub enum Reader {
     Editor {
         editor: Box<Editor<ReplHelper, FileHistory>>,
         history: Option<PathBuf>,
+        /// What is typed while a turn runs.
+        typeahead: super::typeahead::TypeAhead,
     },
     Piped(std::io::Lines<StdinLock<'static>>),
     /// One-shot mode: there is nobody to ask.
@@ -57,6 +59,7 @@ impl Reader {
         Ok(Reader::Editor {
             editor: Box::new(editor),
             history,
+            typeahead: Default::default(),
         })
     }
 
@@ -76,6 +79,29 @@ impl Reader {
         }
     }
 
+    /// A turn (or a command) starts: keys typed from now on are collected, not echoed.
+    pub fn begin_typeahead(&mut self) {
+        if let Reader::Editor { typeahead, .. } = self {
+            typeahead.start();
+        }
+    }
+
+    /// It ended: the lines typed meanwhile (ended by Enter).
+    pub fn end_typeahead(&mut self) -> Vec<String> {
+        match self {
+            Reader::Editor { typeahead, .. } => typeahead.finish(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// What was typed without an Enter, for the next prompt's line.
+    pub fn typed_ahead(&mut self) -> String {
+        match self {
+            Reader::Editor { typeahead, .. } => typeahead.take_partial(),
+            _ => String::new(),
+        }
+    }
+
     pub fn is_piped(&self) -> bool {
         matches!(self, Reader::Piped(_))
     }
@@ -90,8 +116,18 @@ impl Reader {
         out: &Output,
     ) -> std::io::Result<ReadOutcome> {
         match self {
-            Reader::Editor { editor, history } => {
-                match editor.readline_with_initial(prompt, (initial, "")) {
+            Reader::Editor {
+                editor,
+                history,
+                typeahead,
+            } => {
+                // A question during a turn: the line editor has the terminal meanwhile.
+                let collecting = typeahead.pause();
+                let read = editor.readline_with_initial(prompt, (initial, ""));
+                if collecting {
+                    typeahead.start();
+                }
+                match read {
                     Ok(line) => {
                         if remember && !line.trim().is_empty() {
                             let _ = editor.add_history_entry(line.as_str());

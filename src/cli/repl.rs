@@ -1091,12 +1091,40 @@ impl App {
             }
             let prompt = self.prompt_text();
             self.at_prompt.store(true, Ordering::SeqCst);
-            let read = self.reader.read(&prompt, "", true, &self.out);
+            // What was typed during the last turn without an Enter: this prompt's line.
+            let typed_ahead = self.reader.typed_ahead();
+            let read = self.reader.read(&prompt, &typed_ahead, true, &self.out);
             self.at_prompt.store(false, Ordering::SeqCst);
             match read.context("reading input")? {
                 ReadOutcome::Line(line) => {
-                    if self.handle_line(&line) == Flow::Exit {
-                        return Ok(());
+                    // Lines typed during a turn run after it, in order, as if typed then.
+                    let mut lines = std::collections::VecDeque::from([line]);
+                    while let Some(line) = lines.pop_front() {
+                        let before = *self.interrupts.borrow();
+                        self.reader.begin_typeahead();
+                        let flow = self.handle_line(&line);
+                        let typed = self.reader.end_typeahead();
+                        if flow == Flow::Exit {
+                            return Ok(());
+                        }
+                        // Ctrl-C drops what was queued with the turn it stopped.
+                        if *self.interrupts.borrow() != before {
+                            if !typed.is_empty() || !lines.is_empty() {
+                                let n = typed.len() + lines.len();
+                                self.out
+                                    .say(&self.out.dim(&self.tr("queued_dropped", &[("n", &n)])));
+                            }
+                            lines.clear();
+                            break;
+                        }
+                        lines.extend(typed);
+                        if let Some(next) = lines.front() {
+                            self.out.say(&format!(
+                                "{}{}",
+                                self.out.dim(&self.prompt_text()),
+                                crate::tools::escape_controls(next)
+                            ));
+                        }
                     }
                 }
                 ReadOutcome::Interrupted => continue, // Ctrl-C at the prompt clears the line

@@ -782,6 +782,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "usage: /retry [--model NAME] [--n K] (K from 1 to 5; got {args})",
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
+    (
+        "queued_dropped",
+        "dropped {n:line} typed during the interrupted turn",
+        "已丢弃在被中断的一轮中输入的 {n} 行",
+    ),
     ("spinner_model", "waiting for {server}", "等待 {server}"),
     ("spinner_the_model", "the model", "模型"),
     (

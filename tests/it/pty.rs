@@ -1560,3 +1560,62 @@ fn a_waiting_line_shows_while_nothing_arrives_and_goes_with_the_first_token() {
     let run = env.run(&server.base_url, &[], "hi\n");
     assert!(!run.stdout.contains("waiting for"), "{run:?}");
 }
+
+/// Typing while an answer streams: nothing is echoed into the answer; a line ended by Enter runs
+/// after the turn (and Enter submits it); what has no Enter yet waits on the next prompt's line.
+/// Ctrl-C drops what was queued with the turn.
+#[test]
+fn lines_typed_during_a_turn_are_queued_not_echoed() {
+    use std::sync::Arc;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        gated(text(&["First ", "answer."]), &gate),
+        text(&["Second answer."]),
+        text(&["Third answer."]),
+        Reply::SseStall(
+            vec![chunk_text("Cut")],
+            Duration::from_secs(60),
+            vec![chunk_text("never")],
+        ),
+        text(&["Fourth answer."]),
+    ]);
+    let env = Env::new();
+    let mut pty = start(&env, &server.base_url);
+    pty.send("first\r");
+    gate.add_permits(1);
+    pty.expect("First ");
+    pty.send("second question\r");
+    pty.send("half typ");
+    std::thread::sleep(Duration::from_millis(300));
+    gate.add_permits(10);
+    let shown = pty.expect("Second answer.");
+    let before_queue = shown.split("› second question").next().unwrap();
+    assert!(
+        !before_queue.contains("second question"),
+        "echoed into the answer: {shown:?}"
+    );
+    assert!(!before_queue.contains("half typ"), "{shown:?}");
+    // The partial line is on the next prompt; Enter sends it.
+    let shown = pty.expect("› half typ");
+    let _ = shown;
+    pty.send("ed\r");
+    pty.expect("Third answer.");
+    pty.expect("› ");
+    let requests = server.requests();
+    assert_eq!(
+        messages_of(&requests[1]).last().unwrap().1,
+        "second question"
+    );
+    assert_eq!(messages_of(&requests[2]).last().unwrap().1, "half typed");
+    // Queued during a turn that Ctrl-C stops: dropped.
+    pty.send("long one\r");
+    pty.expect("Cut");
+    pty.send("never sent\r");
+    std::thread::sleep(Duration::from_millis(300));
+    pty.send("\x03");
+    pty.expect("dropped 1 line typed during the interrupted turn");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    assert_eq!(server.requests().len(), 4);
+}
