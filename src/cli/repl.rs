@@ -596,13 +596,13 @@ impl App {
         // `new "what does wc.py do"`, the habit of the peers: a sentence, not a folder.
         if !workdir.exists() && looks_like_a_sentence(&workdir.to_string_lossy()) {
             let text = crate::tools::escape_controls(&workdir.to_string_lossy());
+            let lang = launch
+                .overrides
+                .lang
+                .unwrap_or_else(|| Lang::from_locale(&env_var));
             anyhow::bail!(
                 "{}",
-                super::text::tr(
-                    Lang::from_locale(&env_var),
-                    "a_sentence_not_a_folder",
-                    &[("text", &text)]
-                )
+                super::text::tr(lang, "a_sentence_not_a_folder", &[("text", &text)])
             );
         }
         let workdir = workdir

@@ -202,7 +202,6 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("skill_injected", "injected ", "注入    "),
     ("skill_on_demand", "on demand", "按需    "),
     ("skill_off", "off      ", "已停用  "),
-    ("built_in", "built in", "内置"),
     (
         "help_memory",
         "list what is remembered across sessions (kind, level, name); forget one",
@@ -277,11 +276,6 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "发送以 / 开头的文字",
     ),
     ("aliases", "Aliases:", "别名："),
-    (
-        "alt_enter_ctrl_j_or_a",
-        "Alt-Enter, Ctrl-J or a trailing \\ starts a new line; Ctrl-C stops an answer or clears the line; Ctrl-D leaves.",
-        "Alt-Enter、Ctrl-J 或行尾 \\ 换行；Ctrl-C 中断回答或清空输入；Ctrl-D 退出。",
-    ),
     ("provider", "provider", "服务"),
     ("model", "model", "模型"),
     ("role", "role", "角色"),
@@ -839,7 +833,7 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "no command {name}; /help lists them",
         "没有命令 {name}；/help 列出所有命令",
     ),
-    ("list_one_shot", "  (-p)", "  (-p)"),
+    ("list_one_shot", "  (-p)", "  （-p 单次）"),
     ("you_said", "you:", "你："),
     ("the_answer", "answer:", "回答："),
     (
@@ -1897,6 +1891,13 @@ mod tests {
             ("=>{t(\"", ""),
             (";t(\"", ""),
             ("=>\"hint_model_", "hint_model_"),
+            // `/help`'s groups and keys, named in tables.
+            ("\"help_group_", "help_group_"),
+            ("\"help_key_", "help_key_"),
+            (
+                "\"send_text_that_starts_with\"",
+                "send_text_that_starts_with",
+            ),
         ] {
             if call == format!("\"{kept}\"") {
                 if sources.contains(call) {

@@ -17,14 +17,19 @@ struct Pty {
 }
 
 impl Pty {
-    fn spawn(mut cmd: Command) -> Pty {
+    fn spawn(cmd: Command) -> Pty {
+        Self::spawn_sized(cmd, 120, 40)
+    }
+
+    fn spawn_sized(mut cmd: Command, cols: u16, rows: u16) -> Pty {
         let (mut master, mut slave) = (0, 0);
         let size = libc::winsize {
-            ws_row: 40,
-            ws_col: 120,
+            ws_row: rows,
+            ws_col: cols,
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
+        let _ = (rows, cols);
         // SAFETY: openpty fills two valid descriptors on success, checked below.
         let rc = unsafe {
             libc::openpty(
@@ -1618,4 +1623,33 @@ fn lines_typed_during_a_turn_are_queued_not_echoed() {
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
     assert_eq!(server.requests().len(), 4);
+}
+
+/// On an 80 × 24 terminal, `new`'s own lines wrap at spaces under their indent (a `error: `
+/// line's continuation under its text), never mid-word at the edge.
+#[test]
+fn its_own_text_wraps_at_80_columns_under_its_indent() {
+    let env = Env::new();
+    let server = Server::start(vec![]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut pty = Pty::spawn_sized(cmd, 80, 24);
+    pty.expect("› ");
+    pty.send("/skills enable a b c d e f g h i j k l m n o p q r s t\r");
+    let mut shown = pty.expect("error: /skills takes");
+    shown += &pty.expect("› ");
+    let lines: Vec<&str> = shown.split("\r\n").collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("error: /skills takes"))
+        .unwrap_or_else(|| panic!("{shown:?}"));
+    assert!(lines[at].chars().count() <= 80, "{:?}", lines[at]);
+    assert!(lines[at + 1].starts_with("       "), "{:?}", lines[at + 1]);
+    assert!(
+        !lines[at + 1].starts_with("        "),
+        "{:?}",
+        lines[at + 1]
+    );
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
 }
