@@ -197,6 +197,12 @@ pub struct MemoryEntry {
     pub enabled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_model: Option<String>,
+    /// `memory.model`: the same as `review_model` (a cheaper model for the reviews).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// How many turns worth reviewing go into one review request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_every: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_max_lines: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -228,6 +234,8 @@ const CHECKPOINTS_KEYS: &[&str] = &["enabled", "max_file_bytes", "max_files", "r
 const MEMORY_KEYS: &[&str] = &[
     "enabled",
     "review_model",
+    "model",
+    "review_every",
     "index_max_lines",
     "index_max_bytes",
     "review_timeout_seconds",
@@ -533,6 +541,8 @@ impl FileConfig {
             (Some(base), Some(near)) => Some(MemoryEntry {
                 enabled: near.enabled.or(base.enabled),
                 review_model: near.review_model.or(base.review_model),
+                model: near.model.or(base.model),
+                review_every: near.review_every.or(base.review_every),
                 index_max_lines: near.index_max_lines.or(base.index_max_lines),
                 index_max_bytes: near.index_max_bytes.or(base.index_max_bytes),
                 review_timeout_seconds: near.review_timeout_seconds.or(base.review_timeout_seconds),
@@ -1401,7 +1411,12 @@ pub fn load(
             let entry = merged.memory.clone().unwrap_or_default();
             crate::memory::MemorySettings {
                 enabled: entry.enabled.unwrap_or(true),
-                review_model: entry.review_model.filter(|m| !m.trim().is_empty()),
+                review_model: entry
+                    .review_model
+                    .or(entry.model)
+                    .filter(|m| !m.trim().is_empty()),
+                review_every: in_range("memory.review_every", entry.review_every, 3, 1, 50)?
+                    as usize,
                 index_max_lines: in_range(
                     "memory.index_max_lines",
                     entry.index_max_lines,

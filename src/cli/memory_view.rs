@@ -32,7 +32,25 @@ impl App {
             .skip_while(|m| m.id != user.id)
             .flat_map(|m| m.calls().iter().map(|call| call.function.name.clone()))
             .collect();
-        let turn = review::digest(&user.content, &tools, &answer);
+        // Small talk holds nothing to keep: not reviewed at all.
+        if !review::worth_reviewing(&user.content, &tools) {
+            return;
+        }
+        self.memory_batch
+            .push(review::digest(&user.content, &tools, &answer));
+        let every = self.config.memory.review_every;
+        if !self.memory_said {
+            self.memory_said = true;
+            self.out.say(
+                &self
+                    .out
+                    .dim(&self.tr("memory_reviews_run", &[("n", &every)])),
+            );
+        }
+        if self.memory_batch.len() < every {
+            return;
+        }
+        let turn = std::mem::take(&mut self.memory_batch).join("\n\n---\n\n");
         let settings = self.config.provider.clone();
         let model = self
             .config
@@ -44,6 +62,7 @@ impl App {
         let secrets = self.secrets();
         let notes = self.memory_notes.clone();
         let leaving = self.leaving.clone();
+        let busy = self.busy.clone();
         std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -54,6 +73,13 @@ impl App {
             let Ok(provider) = crate::llm::Provider::new(settings) else {
                 return;
             };
+            // Never beside a turn: a local server's slot is the turn's.
+            while busy.load(Ordering::SeqCst) {
+                if leaving.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
             let asked = runtime.block_on(async {
                 tokio::time::timeout(timeout, review::ask(&provider, &model, &store, &turn)).await
             });

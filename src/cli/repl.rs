@@ -94,6 +94,10 @@ pub struct App {
     /// background leave for the next prompt, and whether the session is over (reviews then stop).
     pub(super) memory: Option<crate::memory::MemoryStore>,
     pub(super) memory_notes: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Turns worth reviewing not sent for review yet (`memory.review_every` go in one request),
+    /// and whether the session was told that reviews run.
+    pub(super) memory_batch: Vec<String>,
+    pub(super) memory_said: bool,
     pub(super) leaving: Arc<AtomicBool>,
     /// The main prompt waits for input (what other threads print then goes above it).
     pub(super) at_prompt: Arc<AtomicBool>,
@@ -934,6 +938,11 @@ impl App {
             prompt_job: Some(prompt_job),
             checkpoints,
             came_from: None,
+            memory_batch: memory
+                .as_ref()
+                .map(|m| crate::memory::review::load_pending(m, true))
+                .unwrap_or_default(),
+            memory_said: false,
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
@@ -975,8 +984,13 @@ impl App {
         self.fire_hooks(crate::hooks::Input::new("session_end"));
         self.fire_hooks(crate::hooks::Input::new("program_exit"));
         // Reviews still running stop before they write anything; subagents still running stop
-        // and keep what they said.
+        // and keep what they said. Turns not reviewed yet wait for the next session.
         self.leaving.store(true, Ordering::SeqCst);
+        if let Some(memory) = &self.memory
+            && !self.memory_batch.is_empty()
+        {
+            let _ = crate::memory::review::save_pending(memory, &self.memory_batch);
+        }
         if let Some(subagents) = &self.subagents {
             let n = subagents.tasks.stop_all(std::time::Duration::from_secs(5));
             if n > 0 {

@@ -777,6 +777,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "用法：/retry [--model NAME] [--n K]（K 为 1 到 5；收到 {args}）",
     ),
     (
+        "memory_reviews_run",
+        "memory: every {n:turn} worth it (not small talk) are reviewed in the background for what to keep, never beside a turn; memory.enabled: false turns it off, memory.model picks a cheaper model",
+        "记忆：每 {n} 个值得的回合（不含闲聊）会在后台回顾以决定要记住什么，从不与回合同时进行；memory.enabled: false 可关闭，memory.model 可选更便宜的模型",
+    ),
+    (
         "queued_dropped",
         "dropped {n:line} typed during the interrupted turn",
         "已丢弃在被中断的一轮中输入的 {n} 行",

@@ -25,8 +25,11 @@ pub const KINDS: &[&str] = &[
 pub struct MemorySettings {
     /// `memory.enabled`: false turns learning and injection off.
     pub enabled: bool,
-    /// `memory.review_model`: the model that reviews turns (the current one when absent).
+    /// `memory.review_model` (or `memory.model`): the model that reviews turns (the current one
+    /// when absent).
     pub review_model: Option<String>,
+    /// `memory.review_every` (3): the turns worth reviewing that one review request takes.
+    pub review_every: usize,
     pub index_max_lines: usize,
     pub index_max_bytes: usize,
     /// `memory.review_timeout_seconds` (60).
@@ -38,6 +41,7 @@ impl Default for MemorySettings {
         MemorySettings {
             enabled: true,
             review_model: None,
+            review_every: 3,
             index_max_lines: 200,
             index_max_bytes: 25_600,
             review_timeout: Duration::from_secs(60),

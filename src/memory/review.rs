@@ -51,6 +51,74 @@ struct Changes {
     changes: Vec<Change>,
 }
 
+/// Whether a turn may hold something worth keeping: one that used tools, or whose message is
+/// more than small talk (six words or more, or one saying what to remember, prefer, always or
+/// never do). `hi`, `thanks`, `ok` are not reviewed.
+pub fn worth_reviewing(user: &str, tools: &[String]) -> bool {
+    if !tools.is_empty() {
+        return true;
+    }
+    let lower = user.to_lowercase();
+    let words = lower.split_whitespace().count();
+    const SAYS: &[&str] = &[
+        "remember",
+        "always",
+        "never",
+        "prefer",
+        "don't",
+        "do not",
+        "we use",
+        "i use",
+        "i like",
+        "i want",
+        "our ",
+        "my ",
+        "记住",
+        "总是",
+        "不要",
+        "喜欢",
+        "我们用",
+    ];
+    // Chinese has no spaces: its characters count as words.
+    let cjk = lower
+        .chars()
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
+    words >= 6 || cjk >= 8 || SAYS.iter().any(|s| lower.contains(s))
+}
+
+/// Where turns not reviewed yet wait between sessions (the session ended before a batch was full).
+const PENDING: &str = ".pending-review.json";
+/// The most turns kept waiting, and the most bytes of them.
+const PENDING_MAX: usize = 20;
+const PENDING_MAX_BYTES: usize = 256 * 1024;
+
+/// Keeps `turns` for the next session's first review (with those already waiting, the newest
+/// kept when there are too many).
+pub fn save_pending(store: &super::MemoryStore, turns: &[String]) -> std::io::Result<()> {
+    let mut all = load_pending(store, false);
+    all.extend(turns.iter().cloned());
+    let skip = all.len().saturating_sub(PENDING_MAX);
+    let all: Vec<String> = all.into_iter().skip(skip).collect();
+    crate::session::error::create_private_dir(&store.project)?;
+    let text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+    crate::session::error::write_whole(&store.project.join(PENDING), &text)
+}
+
+/// The turns waiting from an earlier session; with `take`, they are no longer waiting.
+pub fn load_pending(store: &super::MemoryStore, take: bool) -> Vec<String> {
+    let path = store.project.join(PENDING);
+    let read = crate::project_file::read_own(&path, PENDING_MAX_BYTES)
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<Vec<String>>(&b.bytes).ok())
+        .unwrap_or_default();
+    if take && path.exists() {
+        let _ = std::fs::remove_file(&path);
+    }
+    read
+}
+
 /// What a turn was, for the review: the user's message, the tools called, the final answer.
 pub fn digest(user: &str, tools: &[String], answer: &str) -> String {
     let clip = |s: &str, max: usize| -> String {

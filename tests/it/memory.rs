@@ -60,6 +60,7 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
     }]});
     server.answer_reviews(&review.to_string(), Duration::ZERO);
     let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "memory": {"review_every": 1}}"#);
     let file = project_memory(&env).join("package-manager.md");
     let indexed = || {
         std::fs::read_to_string(project_memory(&env).join("MEMORY.md"))
@@ -115,7 +116,9 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
 #[test]
 fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
     let env = Env::new();
-    env.write_config(r#"{"retry_initial_ms": 5, "memory": {"review_timeout_seconds": 1}}"#);
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "memory": {"review_timeout_seconds": 1, "review_every": 1}}"#,
+    );
     // Not JSON.
     let server = Server::start(vec![text(&["One."]), text(&["Two."])]);
     server.answer_reviews("I think nothing is worth keeping.", Duration::ZERO);
@@ -123,7 +126,10 @@ fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
     let run = run_paced(
         &env,
         &server.base_url,
-        &[("hi\n", &|| true), ("again\n", &asked)],
+        &[
+            ("we always deploy on fridays\n", &|| true),
+            ("and what about mondays then\n", &asked),
+        ],
     );
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!project_memory(&env).exists());
@@ -132,7 +138,11 @@ fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
     let review = json!({"changes": [{"action": "write", "level": "project", "name": "late", "content": "x"}]});
     server.answer_reviews(&review.to_string(), Duration::from_secs(3));
     let started = Instant::now();
-    let run = run_paced(&env, &server.base_url, &[("hi\n", &|| true)]);
+    let run = run_paced(
+        &env,
+        &server.base_url,
+        &[("remember that we use pnpm\n", &|| true)],
+    );
     assert_eq!(run.code, Some(0), "{run:?}");
     // Input ended while the review was in flight: `new` left without waiting for it.
     assert!(
@@ -193,4 +203,77 @@ fn remember_forget_and_memory_off() {
     assert!(server.reviews().is_empty());
     let system = requests[0]["messages"][0]["content"].as_str().unwrap();
     assert!(!system.contains("## Memory"), "{system}");
+}
+
+/// Reviews are cheap and visible: small talk is never reviewed, turns worth it go by
+/// `memory.review_every` in one request (said once a session, on stdout), with `memory.model`;
+/// what a session ended before reviewing waits for the next one.
+#[test]
+fn reviews_skip_small_talk_go_in_batches_and_wait_across_sessions() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "memory": {"review_every": 2, "model": "cheap-model"}}"#,
+    );
+    let server = Server::start(vec![
+        text(&["Hi!"]),
+        text(&["Noted, pnpm."]),
+        text(&["Deploys on Fridays."]),
+        text(&["Tabs, then."]),
+        text(&["Sure."]),
+    ]);
+    server.answer_reviews(r#"{"changes": []}"#, Duration::ZERO);
+    let asked = || !server.reviews().is_empty();
+    let run = run_paced(
+        &env,
+        &server.base_url,
+        &[
+            ("hi\n", &|| true),
+            ("we use pnpm in this project\n", &|| true),
+            ("we always deploy on fridays here\n", &|| true),
+            ("/memory\n", &asked),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        run.stdout.matches("are reviewed in the background").count(),
+        1,
+        "{run:?}"
+    );
+    let reviews = server.reviews();
+    assert_eq!(
+        reviews.len(),
+        1,
+        "two turns in one request, small talk left out"
+    );
+    assert_eq!(reviews[0]["model"], "cheap-model");
+    let asked = reviews[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        asked.contains("we use pnpm") && asked.contains("deploy on fridays"),
+        "{asked}"
+    );
+    assert!(!asked.contains("## The user wrote\nhi\n"), "{asked}");
+    // One turn worth it, then the session ends: it waits for the next session's review.
+    let run = env.run(&server.base_url, &[], "I prefer tabs over spaces always\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(server.reviews().len(), 1);
+    assert!(project_memory(&env).join(".pending-review.json").exists());
+    let asked = || server.reviews().len() == 2;
+    let run = run_paced(
+        &env,
+        &server.base_url,
+        &[
+            ("remember to run the tests first\n", &|| true),
+            ("/memory\n", &asked),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let last = server.reviews()[1]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains("tabs over spaces") && last.contains("run the tests first"),
+        "{last}"
+    );
+    assert!(!project_memory(&env).join(".pending-review.json").exists());
 }
