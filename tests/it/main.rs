@@ -3,6 +3,7 @@
 mod branches;
 mod checkpoints;
 mod context;
+mod docs;
 mod e2e;
 mod fixtures;
 mod hooks;
