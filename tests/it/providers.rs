@@ -321,8 +321,13 @@ fn reasoning_streams_are_shown_apart_stored_and_sent_back_after_tool_calls() {
         ),
         "{run:?}"
     );
+    let status = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("[gpt-4o-mini · "))
+        .unwrap_or_else(|| panic!("{run:?}"));
     assert!(
-        run.stdout.ends_with(" s]\n") && !run.stdout.contains(" in · "),
+        status.ends_with(" s]") && !status.contains(" in · "),
         "{run:?}"
     );
     let second = &server.requests()[1]["messages"];
