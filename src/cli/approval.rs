@@ -27,7 +27,36 @@ pub struct Approvals<'a> {
     pub hooks: Option<&'a crate::hooks::Hooks>,
 }
 
-impl Approvals<'_> {
+impl<'a> Approvals<'a> {
+    /// The gate of the session's turns: its policy, its line editor to ask with, its project's
+    /// config for "always" rules (trusted again when the user trusted it), its hooks.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn for_session(
+        policy: &'a mut Policy,
+        reader: &'a mut Reader,
+        out: Output,
+        layers: &crate::layers::Layers,
+        project_trusted: bool,
+        workdir: &std::path::Path,
+        hooks: Option<&'a crate::hooks::Hooks>,
+    ) -> Self {
+        Approvals {
+            policy,
+            reader,
+            out,
+            project_config: layers.project.join(crate::config::CONFIG_FILE),
+            // A file the user trusted (or none yet) stays trusted with the rule they add to it.
+            retrust: project_trusted.then(|| {
+                (
+                    crate::trust::Trust::new(layers.user.as_deref()),
+                    workdir.to_path_buf(),
+                )
+            }),
+            label: None,
+            hooks,
+        }
+    }
+
     fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
         super::text::tr(self.out.lang, key, args)
     }

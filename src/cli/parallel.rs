@@ -289,20 +289,15 @@ impl App {
             role: None,
             folder: Some(&folder),
         };
-        let gate = RefCell::new(super::approval::Approvals {
-            policy: &mut self.policy,
-            reader: &mut self.reader,
-            out: self.out,
-            project_config: self.layers.project.join(crate::config::CONFIG_FILE),
-            retrust: self.config.project_trusted.then(|| {
-                (
-                    crate::trust::Trust::new(self.layers.user.as_deref()),
-                    self.workdir.clone(),
-                )
-            }),
-            label: None,
-            hooks: self.hooks.as_ref(),
-        });
+        let gate = RefCell::new(super::approval::Approvals::for_session(
+            &mut self.policy,
+            &mut self.reader,
+            self.out,
+            &self.layers,
+            self.config.project_trusted,
+            &self.workdir,
+            self.hooks.as_ref(),
+        ));
         // One interrupt for all: Ctrl-C (through the session's channel), or Ctrl-C at one
         // answer's question.
         let (all, stop) = tokio::sync::watch::channel(0u64);

@@ -1448,21 +1448,15 @@ impl App {
             role: None,
             folder: None,
         };
-        let mut gate = super::approval::Approvals {
-            policy: &mut self.policy,
-            reader: &mut self.reader,
-            out: self.out,
-            project_config: self.layers.project.join(config::CONFIG_FILE),
-            // A file the user trusted (or none yet) stays trusted with the rule they add to it.
-            retrust: self.config.project_trusted.then(|| {
-                (
-                    crate::trust::Trust::new(self.layers.user.as_deref()),
-                    self.workdir.clone(),
-                )
-            }),
-            label: None,
-            hooks: self.hooks.as_ref(),
-        };
+        let mut gate = super::approval::Approvals::for_session(
+            &mut self.policy,
+            &mut self.reader,
+            self.out,
+            &self.layers,
+            self.config.project_trusted,
+            &self.workdir,
+            self.hooks.as_ref(),
+        );
         self.busy.store(true, Ordering::SeqCst);
         let end = self.runtime.block_on(agent.run(
             &mut self.session,

@@ -656,6 +656,28 @@ impl Hooks {
         v
     }
 
+    /// Whether entry `e` runs for `subject` (a tool's name in Claude Code's words, a
+    /// notification's type; None: the event has none to test): its Claude Code matcher, if it
+    /// has one, matches it, and a `once` entry has not run yet. Counted as fired when it does.
+    fn claims(&self, e: &Entry, subject: Option<&str>) -> bool {
+        use grep_matcher::Matcher;
+        if let (Some(pattern), Some(subject)) = (&e.matcher, subject) {
+            let hit = match self.matchers.get(pattern) {
+                Some(None) => true,
+                Some(Some(m)) => m.is_match(subject.as_bytes()).unwrap_or(false),
+                None => false,
+            };
+            if !hit {
+                return false;
+            }
+        }
+        if e.once && !lock(&self.fired_once).insert(e.name.clone()) {
+            return false;
+        }
+        lock(&self.counts).entry(e.name.clone()).or_default().0 += 1;
+        true
+    }
+
     /// Fires the `notification` hooks (Claude Code's `Notification`) without waiting for them:
     /// `new` needs the user (a permission question waits). They cannot block anything.
     pub fn notify(&self, message: &str) {
@@ -676,21 +698,9 @@ impl Hooks {
                 continue;
             }
             // A Claude Code matcher on a notification tests its type.
-            if let Some(pattern) = &e.matcher {
-                use grep_matcher::Matcher;
-                let hit = match self.matchers.get(pattern) {
-                    Some(None) => true,
-                    Some(Some(m)) => m.is_match(b"permission_prompt").unwrap_or(false),
-                    None => false,
-                };
-                if !hit {
-                    continue;
-                }
-            }
-            if e.once && !lock(&self.fired_once).insert(e.name.clone()) {
+            if !self.claims(e, Some("permission_prompt")) {
                 continue;
             }
-            lock(&self.counts).entry(e.name.clone()).or_default().0 += 1;
             let payload = self.payload(&input, e.matcher.is_some());
             let (entry, hidden) = (e.clone(), self.hidden_env.clone());
             let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
@@ -757,22 +767,9 @@ impl Hooks {
                 continue;
             }
             // A Claude Code matcher tests the tool's name in Claude Code's words.
-            if let (Some(pattern), Some(tool)) = (&e.matcher, &input.tool_name) {
-                use grep_matcher::Matcher;
-                let name = claude::tool_name(tool);
-                let hit = match self.matchers.get(pattern) {
-                    Some(None) => true,
-                    Some(Some(m)) => m.is_match(name.as_bytes()).unwrap_or(false),
-                    None => false,
-                };
-                if !hit {
-                    continue;
-                }
-            }
-            if e.once && !lock(&self.fired_once).insert(e.name.clone()) {
+            if !self.claims(e, input.tool_name.as_deref().map(claude::tool_name)) {
                 continue;
             }
-            lock(&self.counts).entry(e.name.clone()).or_default().0 += 1;
             if let Action::Prompt(text) = &e.action {
                 out.context.push(text.clone());
                 continue;
