@@ -227,12 +227,8 @@ impl<'a> Approvals<'a> {
     }
 }
 
-impl Gate for Approvals<'_> {
-    fn set_label(&mut self, label: Option<String>) {
-        self.label = label;
-    }
-
-    fn network(&mut self, host: &str, port: u16) -> bool {
+impl Approvals<'_> {
+    fn ask_network(&mut self, host: &str, port: u16) -> bool {
         if !matches!(self.reader, Reader::Editor { .. }) {
             return false;
         }
@@ -276,7 +272,7 @@ impl Gate for Approvals<'_> {
         }
     }
 
-    fn continue_uncompacted(&mut self) -> bool {
+    fn ask_continue_uncompacted(&mut self) -> bool {
         if !matches!(self.reader, Reader::Editor { .. }) {
             return false;
         }
@@ -287,7 +283,7 @@ impl Gate for Approvals<'_> {
         )
     }
 
-    fn check(
+    fn decide(
         &mut self,
         call: &ToolCall,
         tools: &ToolRegistry,
@@ -315,8 +311,45 @@ impl Gate for Approvals<'_> {
         }
     }
 
-    fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
+    fn unattended_gate(&self) -> Option<Box<dyn Gate + Send>> {
         Some(Unattended::boxed(self.policy))
+    }
+}
+
+/// The gate's questions pause the collection of what is typed during the turn (the line editor
+/// has the keyboard); it goes on once the gate has decided, not between two questions of one
+/// decision (keys typed for the second must reach it).
+impl Gate for Approvals<'_> {
+    fn set_label(&mut self, label: Option<String>) {
+        self.label = label;
+    }
+
+    fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
+        self.unattended_gate()
+    }
+
+    fn network(&mut self, host: &str, port: u16) -> bool {
+        let yes = self.ask_network(host, port);
+        self.reader.resume_typeahead();
+        yes
+    }
+
+    fn continue_uncompacted(&mut self) -> bool {
+        let yes = self.ask_continue_uncompacted();
+        self.reader.resume_typeahead();
+        yes
+    }
+
+    fn check(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        hook: Option<crate::hooks::Permission>,
+    ) -> GateDecision {
+        let decision = self.decide(call, tools, args, hook);
+        self.reader.resume_typeahead();
+        decision
     }
 }
 

@@ -26,6 +26,8 @@ pub enum Reader {
         history: Option<PathBuf>,
         /// What is typed while a turn runs.
         typeahead: super::typeahead::TypeAhead,
+        /// A question paused it: it goes on at [`Reader::resume_typeahead`].
+        paused: bool,
     },
     Piped(std::io::Lines<StdinLock<'static>>),
     /// One-shot mode: there is nobody to ask.
@@ -60,6 +62,7 @@ impl Reader {
             editor: Box::new(editor),
             history,
             typeahead: Default::default(),
+            paused: false,
         })
     }
 
@@ -89,8 +92,24 @@ impl Reader {
     /// It ended: the lines typed meanwhile (ended by Enter).
     pub fn end_typeahead(&mut self) -> Vec<String> {
         match self {
-            Reader::Editor { typeahead, .. } => typeahead.finish(),
+            Reader::Editor {
+                typeahead, paused, ..
+            } => {
+                *paused = false;
+                typeahead.finish()
+            }
             _ => Vec::new(),
+        }
+    }
+
+    /// Collecting goes on after the questions that paused it.
+    pub fn resume_typeahead(&mut self) {
+        if let Reader::Editor {
+            typeahead, paused, ..
+        } = self
+            && std::mem::take(paused)
+        {
+            typeahead.start();
         }
     }
 
@@ -120,13 +139,14 @@ impl Reader {
                 editor,
                 history,
                 typeahead,
+                paused,
             } => {
-                // A question during a turn: the line editor has the terminal meanwhile.
-                let collecting = typeahead.pause();
-                let read = editor.readline_with_initial(prompt, (initial, ""));
-                if collecting {
-                    typeahead.start();
+                // A question during a turn: the line editor has the terminal, until whoever
+                // asked is done asking (`resume_typeahead`).
+                if typeahead.pause() {
+                    *paused = true;
                 }
+                let read = editor.readline_with_initial(prompt, (initial, ""));
                 match read {
                     Ok(line) => {
                         if remember && !line.trim().is_empty() {
