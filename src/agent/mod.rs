@@ -421,10 +421,15 @@ impl Agent<'_> {
         let estimate = crate::context::estimate_request(&messages, &tools);
         // What the window leaves for the answer (servers refuse a request whose prompt and cap
         // together exceed it), a little kept aside for the estimate's error.
-        let max_tokens = self.context.map(|ctx| {
-            let (window, _) = ctx.window();
+        // Only a window known (configured, told, learned, the family's): a guessed one would cap
+        // answers for nothing.
+        let max_tokens = self.context.and_then(|ctx| {
+            let (window, source) = ctx.window();
+            if source == crate::context::WindowSource::Fallback {
+                return None;
+            }
             let left = window.saturating_sub(ctx.scale(estimate) + window / 20);
-            left.clamp(256, u64::from(u32::MAX)) as u32
+            Some(left.clamp(256, u64::from(u32::MAX)) as u32)
         });
         let request = ChatRequest {
             model: self.model.clone(),

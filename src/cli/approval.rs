@@ -152,19 +152,17 @@ impl<'a> Approvals<'a> {
                 ],
             )
         };
-        self.out.say(&format!(
-            "{}\n{}\n{}",
-            self.out.bold(&match &self.label {
-                Some(role) => format!(
-                    "[{}] {}",
-                    crate::tools::escape_controls(role),
-                    self.tr("needs_your_approval", &[("name", &name)])
-                ),
-                None => self.tr("needs_your_approval", &[("name", &name)]),
-            }),
-            shown.trim_end(),
-            self.out.dim(&options)
-        ));
+        self.out.say(&self.out.bold(&match &self.label {
+            Some(role) => format!(
+                "[{}] {}",
+                crate::tools::escape_controls(role),
+                self.tr("needs_your_approval", &[("name", &name)])
+            ),
+            None => self.tr("needs_your_approval", &[("name", &name)]),
+        }));
+        // What would run or change, as it is: a diff or a command keeps its columns.
+        self.out.say_verbatim(shown.trim_end());
+        self.out.say(&self.out.dim(&options));
         let protected = protected || leaving;
         let prompt = if protected { "[y/N] " } else { "[y/s/a/N] " };
         loop {

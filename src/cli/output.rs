@@ -52,11 +52,24 @@ impl Output {
     /// Command output: stdout in the REPL, stderr in one-shot mode; on a terminal, lines wider
     /// than it are wrapped at spaces, under their own indent.
     pub fn say(&self, text: &str) {
+        self.say_as(text, true);
+    }
+
+    /// The same, never rewrapped: a diff, a command or a file's lines keep their columns.
+    pub fn say_verbatim(&self, text: &str) {
+        self.say_as(text, false);
+    }
+
+    fn say_as(&self, text: &str, wrap: bool) {
+        super::spinner::hush_any();
+        let shown = |fd| {
+            if wrap { fit(text, fd, 0) } else { text.into() }
+        };
         if self.one_shot {
-            eprintln!("{}", fit(text, libc::STDERR_FILENO, 0));
+            eprintln!("{}", shown(libc::STDERR_FILENO));
         } else {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", fit(text, libc::STDOUT_FILENO, 0));
+            let _ = writeln!(out, "{}", shown(libc::STDOUT_FILENO));
             let _ = out.flush();
         }
     }
@@ -75,6 +88,7 @@ impl Output {
 
     /// `warning: …` and `error: …` on stderr, continued lines under the text.
     fn prefixed(&self, line: &str, prefix: &str, colour: &str) {
+        super::spinner::hush_any();
         let indent = visible_width(prefix);
         eprintln!(
             "{}",
@@ -240,6 +254,10 @@ pub(super) fn visible_width(s: &str) -> usize {
     let mut width = 0;
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
+        if c == '\t' {
+            width += 8 - width % 8;
+            continue;
+        }
         if c != '\x1b' {
             width += c.width().unwrap_or(0);
             continue;
@@ -651,7 +669,8 @@ impl Observer for Printer {
         };
         self.out.say(&line);
         if let Some(diff) = outcome.diff.as_deref().filter(|d| !d.is_empty()) {
-            self.out.say(colour_diff(&self.out, diff).trim_end());
+            self.out
+                .say_verbatim(colour_diff(&self.out, diff).trim_end());
         }
     }
 
@@ -664,7 +683,27 @@ impl Observer for Printer {
         let label = match what {
             Waiting::Servers => super::text::tr(lang, "spinner_servers", &[]),
             Waiting::Model => super::text::tr(lang, "spinner_model", &[("server", &self.server)]),
-            Waiting::Tools(names) => crate::tools::escape_controls(&names.join(", ")),
+            Waiting::Tools(names) => {
+                // `read_file ×8`, not eight times the name.
+                let mut counted: Vec<(&str, usize)> = Vec::new();
+                for name in names {
+                    match counted.iter_mut().find(|(n, _)| n == name) {
+                        Some((_, k)) => *k += 1,
+                        None => counted.push((name, 1)),
+                    }
+                }
+                let parts: Vec<String> = counted
+                    .iter()
+                    .map(|(n, k)| {
+                        if *k > 1 {
+                            format!("{n} ×{k}")
+                        } else {
+                            n.to_string()
+                        }
+                    })
+                    .collect();
+                crate::tools::escape_controls(&parts.join(", "))
+            }
         };
         spinner.wait(label);
     }

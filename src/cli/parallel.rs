@@ -408,6 +408,7 @@ impl App {
             }
         }
         if interrupted {
+            self.turn_interrupted = true;
             self.out
                 .warn(&self.tr("interrupted_what_arrived_is_kept", &[]));
         }

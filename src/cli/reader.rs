@@ -142,7 +142,8 @@ impl Reader {
                 paused,
             } => {
                 // A question during a turn: the line editor has the terminal, until whoever
-                // asked is done asking (`resume_typeahead`).
+                // asked is done asking (`resume_typeahead`); no waiting line over it.
+                super::spinner::hush_any();
                 if typeahead.pause() {
                     *paused = true;
                 }

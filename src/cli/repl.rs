@@ -98,6 +98,8 @@ pub struct App {
     /// and whether the session was told that reviews run.
     pub(super) memory_batch: Vec<String>,
     pub(super) memory_said: bool,
+    /// The last turn ended interrupted (Ctrl-C, also at a question, where it is a key).
+    pub(super) turn_interrupted: bool,
     pub(super) leaving: Arc<AtomicBool>,
     /// The main prompt waits for input (what other threads print then goes above it).
     pub(super) at_prompt: Arc<AtomicBool>,
@@ -137,6 +139,9 @@ pub(super) fn interruptible<T>(
 /// arguments or configuration, 130 interrupted.
 pub fn run(launch: Launch) -> ExitCode {
     let interactive = launch.prompt.is_none() && std::io::stdin().is_terminal();
+    // The terminal echoes no `^C` into a streaming answer (the interrupt is said on a line of
+    // its own); put back as it was when `new` ends, after everything else that set it.
+    let _echo = interactive.then(QuietControlKeys::new);
     let mut app = match App::new(launch.clone(), interactive) {
         Ok(app) => app,
         Err(e) => {
@@ -165,9 +170,6 @@ pub fn run(launch: Launch) -> ExitCode {
         app.leave();
         return code;
     }
-    // The terminal echoes no `^C` into a streaming answer (the interrupt is said on a line of
-    // its own); put back as it was when `new` ends.
-    let _echo = interactive.then(QuietControlKeys::new);
     if interactive {
         app.banner();
     }
@@ -185,18 +187,7 @@ pub fn run(launch: Launch) -> ExitCode {
         app.offer_restore();
     }
     // `-q TEXT`: the first message, sent as if typed.
-    if let Some(query) = &launch.query {
-        app.out.say(&format!(
-            "{}{}",
-            app.prompt_text(),
-            crate::tools::escape_controls(query)
-        ));
-        if app.handle_line(query) == Flow::Exit {
-            app.leave();
-            return ExitCode::SUCCESS;
-        }
-    }
-    let code = match app.repl() {
+    let code = match app.repl(launch.query.clone()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             app.out.error(&chain(app.out.lang, &e));
@@ -827,7 +818,10 @@ impl App {
                 config.mcp_trusted,
                 runtime.handle().clone(),
             );
-            manager.on_progress(Arc::new(|line: &str| eprintln!("  … {line}")));
+            manager.on_progress(Arc::new(|line: &str| {
+                super::spinner::hush_any();
+                eprintln!("  … {line}")
+            }));
             manager.set_sandbox(os_sandbox.clone());
             tools.set_mcp(manager);
         }
@@ -938,11 +932,14 @@ impl App {
             prompt_job: Some(prompt_job),
             checkpoints,
             came_from: None,
+            // A one-shot reviews nothing: what waits is the next REPL's.
             memory_batch: memory
                 .as_ref()
+                .filter(|_| !one_shot)
                 .map(|m| crate::memory::review::load_pending(m, true))
                 .unwrap_or_default(),
             memory_said: false,
+            turn_interrupted: false,
             memory,
             memory_notes: Default::default(),
             leaving: Default::default(),
@@ -1092,7 +1089,18 @@ impl App {
     }
 
     /// The read-process loop, typed or piped.
-    fn repl(&mut self) -> Result<()> {
+    /// The REPL: `first` (`-q TEXT`) as if typed at the first prompt, then line after line.
+    fn repl(&mut self, first: Option<String>) -> Result<()> {
+        if let Some(line) = first {
+            self.out.say(&format!(
+                "{}{}",
+                self.prompt_text(),
+                crate::tools::escape_controls(&line)
+            ));
+            if self.run_lines(line) == Flow::Exit {
+                return Ok(());
+            }
+        }
         loop {
             self.say_memory_notes();
             self.say_task_notes();
@@ -1111,34 +1119,8 @@ impl App {
             self.at_prompt.store(false, Ordering::SeqCst);
             match read.context("reading input")? {
                 ReadOutcome::Line(line) => {
-                    // Lines typed during a turn run after it, in order, as if typed then.
-                    let mut lines = std::collections::VecDeque::from([line]);
-                    while let Some(line) = lines.pop_front() {
-                        let before = *self.interrupts.borrow();
-                        self.reader.begin_typeahead();
-                        let flow = self.handle_line(&line);
-                        let typed = self.reader.end_typeahead();
-                        if flow == Flow::Exit {
-                            return Ok(());
-                        }
-                        // Ctrl-C drops what was queued with the turn it stopped.
-                        if *self.interrupts.borrow() != before {
-                            if !typed.is_empty() || !lines.is_empty() {
-                                let n = typed.len() + lines.len();
-                                self.out
-                                    .say(&self.out.dim(&self.tr("queued_dropped", &[("n", &n)])));
-                            }
-                            lines.clear();
-                            break;
-                        }
-                        lines.extend(typed);
-                        if let Some(next) = lines.front() {
-                            self.out.say(&format!(
-                                "{}{}",
-                                self.out.dim(&self.prompt_text()),
-                                crate::tools::escape_controls(next)
-                            ));
-                        }
+                    if self.run_lines(line) == Flow::Exit {
+                        return Ok(());
                     }
                 }
                 ReadOutcome::Interrupted => continue, // Ctrl-C at the prompt clears the line
@@ -1149,6 +1131,39 @@ impl App {
                 }
             }
         }
+    }
+
+    /// Runs a line, then the lines typed while it ran, in order, as if typed then; Ctrl-C
+    /// drops those with the turn it stopped.
+    fn run_lines(&mut self, line: String) -> Flow {
+        let mut lines = std::collections::VecDeque::from([line]);
+        while let Some(line) = lines.pop_front() {
+            let before = *self.interrupts.borrow();
+            self.turn_interrupted = false;
+            self.reader.begin_typeahead();
+            let flow = self.handle_line(&line);
+            let typed = self.reader.end_typeahead();
+            if flow == Flow::Exit {
+                return Flow::Exit;
+            }
+            if *self.interrupts.borrow() != before || std::mem::take(&mut self.turn_interrupted) {
+                if !typed.is_empty() || !lines.is_empty() {
+                    let n = typed.len() + lines.len();
+                    self.out
+                        .say(&self.out.dim(&self.tr("queued_dropped", &[("n", &n)])));
+                }
+                return Flow::Continue;
+            }
+            lines.extend(typed);
+            if let Some(next) = lines.front() {
+                self.out.say(&format!(
+                    "{}{}",
+                    self.out.dim(&self.prompt_text()),
+                    crate::tools::escape_controls(next)
+                ));
+            }
+        }
+        Flow::Continue
     }
 
     fn prompt_text(&self) -> String {
@@ -1513,9 +1528,11 @@ impl App {
                 }
             }
             TurnEnd::RoundLimit(n) => self.out.warn(&self.tr("round_limit", &[("n", n)])),
-            TurnEnd::Interrupted => self
-                .out
-                .warn(&self.tr("interrupted_what_arrived_is_kept", &[])),
+            TurnEnd::Interrupted => {
+                self.turn_interrupted = true;
+                self.out
+                    .warn(&self.tr("interrupted_what_arrived_is_kept", &[]))
+            }
             TurnEnd::Stopped(reason) => self.out.warn(&self.tr(
                 "stopped_by_hook",
                 &[("reason", &crate::tools::escape_controls(reason))],

@@ -32,6 +32,29 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The spinner showing now, if any: whatever else writes to the terminal (a question, a line
+/// from another thread) hushes it first.
+static SHOWING: Mutex<Option<std::sync::Weak<Mutex<State>>>> = Mutex::new(None);
+
+/// Takes the waiting line off the screen, whoever drew it; the wait goes on unshown until the
+/// next event says what is waited for.
+pub fn hush_any() {
+    let current = SHOWING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(std::sync::Weak::upgrade);
+    if let Some(state) = current {
+        let mut s = lock(&state);
+        s.waiting = None;
+        if s.shown {
+            s.shown = false;
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
+        }
+    }
+}
+
 impl Spinner {
     /// A spinner for stdout when it is a terminal (None otherwise). `dim`: the line is dimmed.
     pub fn for_stdout(dim: bool) -> Option<Spinner> {
@@ -41,6 +64,7 @@ impl Spinner {
             return None;
         }
         let state: Arc<Mutex<State>> = Default::default();
+        *SHOWING.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&state));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (state, stop) = (state.clone(), stop.clone());
@@ -58,7 +82,13 @@ impl Spinner {
                             continue;
                         }
                         s.frame = (s.frame + 1) % FRAMES.len();
-                        let line = format!("{} {what} · {} s", FRAMES[s.frame], waited.as_secs());
+                        let mut line =
+                            format!("{} {what} · {} s", FRAMES[s.frame], waited.as_secs());
+                        // One row, or `\r` would not take it all back.
+                        let width = super::markdown::terminal_layout(false).width.max(10) - 1;
+                        if let Some((at, _)) = line.char_indices().nth(width) {
+                            line.truncate(at);
+                        }
                         let line = if dim {
                             format!("\x1b[2m{line}\x1b[0m")
                         } else {

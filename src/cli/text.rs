@@ -988,8 +988,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "token_limit_note",
-        "(the answer stopped at the token limit: max_tokens in the config)",
-        "（回答达到了令牌上限：配置项 max_tokens）",
+        "(the answer stopped at the token limit: max_tokens in the config, or what the context window left)",
+        "（回答达到了令牌上限：配置项 max_tokens，或上下文窗口所余）",
     ),
     (
         "empty_answer_note",

@@ -20,8 +20,11 @@ struct Keys {
     typed: Typed,
     /// Bytes of a character not whole yet.
     pending: Vec<u8>,
-    /// Inside an escape sequence (arrows and the like are not text).
+    /// Inside an escape sequence (arrows and the like are not text), and its parameters.
     escape: Escape,
+    params: Vec<u8>,
+    /// Inside a bracketed paste: its line breaks are the text's, not Enter.
+    pasting: bool,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +56,17 @@ impl Keys {
                 Escape::Sequence => {
                     if (0x40..=0x7e).contains(&b) {
                         self.escape = Escape::No;
+                        // ESC [ 200 ~ opens a paste, ESC [ 201 ~ closes it.
+                        if b == b'~' {
+                            match self.params.as_slice() {
+                                b"200" => self.pasting = true,
+                                b"201" => self.pasting = false,
+                                _ => {}
+                            }
+                        }
+                        self.params.clear();
+                    } else {
+                        self.params.push(b);
                     }
                     continue;
                 }
@@ -60,6 +74,7 @@ impl Keys {
             }
             match b {
                 0x1b => self.escape = Escape::Started,
+                b'\r' | b'\n' if self.pasting => self.typed.partial.push('\n'),
                 b'\r' | b'\n' => {
                     let line = std::mem::take(&mut self.typed.partial);
                     self.pending.clear();
@@ -107,6 +122,15 @@ struct Running {
     thread: std::thread::JoinHandle<()>,
 }
 
+/// Asks the terminal to bracket pastes (or no longer).
+fn bracketed_paste(on: bool) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(if on { b"\x1b[?2004h" } else { b"\x1b[?2004l" })
+        .and_then(|()| out.flush());
+}
+
 fn lock(m: &Mutex<Keys>) -> std::sync::MutexGuard<'_, Keys> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -135,6 +159,8 @@ impl TypeAhead {
             }
             saved
         };
+        // A paste arrives bracketed: its lines are one message.
+        bracketed_paste(true);
         let stop = Arc::new(AtomicBool::new(false));
         let (keys, flag) = (self.keys.clone(), stop.clone());
         let thread = std::thread::Builder::new()
@@ -175,6 +201,7 @@ impl TypeAhead {
         };
         r.stop.store(true, Ordering::SeqCst);
         let _ = r.thread.join();
+        bracketed_paste(false);
         // SAFETY: the settings found at the start are put back.
         unsafe {
             libc::tcsetattr(0, libc::TCSANOW, &r.saved);
@@ -188,6 +215,8 @@ impl TypeAhead {
         self.pause();
         let mut keys = lock(&self.keys);
         keys.escape = Escape::No;
+        keys.params.clear();
+        keys.pasting = false;
         std::mem::take(&mut keys.typed.lines)
     }
 
@@ -217,6 +246,10 @@ mod tests {
         k.feed(b"\x7f\x7f\x7forld\x1b[A\r");
         k.feed(b"second\x1b\rline\r\r");
         k.feed(b"gone\x15kept");
+        // A paste's line breaks are the message's.
+        let mut p = Keys::default();
+        p.feed(b"\x1b[200~one\rtwo\x1b[201~ three\r");
+        assert_eq!(p.typed.lines, ["one\ntwo three"]);
         // A character split across reads.
         let e = "é".as_bytes();
         k.feed(&e[..1]);

@@ -96,27 +96,56 @@ const PENDING_MAX_BYTES: usize = 256 * 1024;
 /// Keeps `turns` for the next session's first review (with those already waiting, the newest
 /// kept when there are too many).
 pub fn save_pending(store: &super::MemoryStore, turns: &[String]) -> std::io::Result<()> {
-    let mut all = load_pending(store, false);
+    crate::session::error::create_private_dir(&store.project)?;
+    // Two sessions ending together: one after the other, neither losing the other's turns.
+    let _lock = pending_lock(store)?;
+    let mut all = read_pending(&store.project.join(PENDING));
     all.extend(turns.iter().cloned());
     let skip = all.len().saturating_sub(PENDING_MAX);
-    let all: Vec<String> = all.into_iter().skip(skip).collect();
-    crate::session::error::create_private_dir(&store.project)?;
-    let text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+    let mut all: Vec<String> = all.into_iter().skip(skip).collect();
+    let mut text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+    while text.len() > PENDING_MAX_BYTES && !all.is_empty() {
+        all.remove(0);
+        text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+    }
     crate::session::error::write_whole(&store.project.join(PENDING), &text)
 }
 
-/// The turns waiting from an earlier session; with `take`, they are no longer waiting.
+/// The turns waiting from an earlier session, no longer waiting: one session takes them (two
+/// starting together do not both review them).
 pub fn load_pending(store: &super::MemoryStore, take: bool) -> Vec<String> {
     let path = store.project.join(PENDING);
-    let read = crate::project_file::read_own(&path, PENDING_MAX_BYTES)
+    if !take {
+        return read_pending(&path);
+    }
+    if !path.exists() {
+        return Vec::new();
+    }
+    let Ok(_lock) = pending_lock(store) else {
+        return Vec::new();
+    };
+    let read = read_pending(&path);
+    let _ = std::fs::remove_file(&path);
+    read
+}
+
+fn read_pending(path: &std::path::Path) -> Vec<String> {
+    crate::project_file::read_own(path, PENDING_MAX_BYTES)
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice::<Vec<String>>(&b.bytes).ok())
-        .unwrap_or_default();
-    if take && path.exists() {
-        let _ = std::fs::remove_file(&path);
-    }
-    read
+        .unwrap_or_default()
+}
+
+/// The pending file's lock (a file of its own beside it), held while the guard lives.
+fn pending_lock(store: &super::MemoryStore) -> std::io::Result<std::fs::File> {
+    let file = crate::session::error::private_options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(store.project.join(".pending-review.lock"))?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// What a turn was, for the review: the user's message, the tools called, the final answer.
