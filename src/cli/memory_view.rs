@@ -36,6 +36,14 @@ impl App {
         if !review::worth_reviewing(&user.content, &tools) {
             return;
         }
+        // A review a turn cut short gave its turns back: they go first.
+        let returned: Vec<String> = std::mem::take(
+            &mut *self
+                .memory_returned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        self.memory_batch.splice(0..0, returned);
         self.memory_batch
             .push(review::digest(&user.content, &tools, &answer));
         let every = self.config.memory.review_every;
@@ -50,7 +58,11 @@ impl App {
         if self.memory_batch.len() < every {
             return;
         }
-        let turn = std::mem::take(&mut self.memory_batch).join("\n\n---\n\n");
+        let batch = std::mem::take(&mut self.memory_batch);
+        let turn = batch.join("\n\n---\n\n");
+        let returned = self.memory_returned.clone();
+        let turns = self.turns_started.clone();
+        let at = turns.load(Ordering::SeqCst);
         let settings = self.config.provider.clone();
         let model = self
             .config
@@ -81,8 +93,27 @@ impl App {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             let asked = runtime.block_on(async {
-                tokio::time::timeout(timeout, review::ask(&provider, &model, &store, &turn)).await
+                let ask =
+                    tokio::time::timeout(timeout, review::ask(&provider, &model, &store, &turn));
+                // A turn that starts meanwhile has the server: the review gives way.
+                let turn_started = async {
+                    while turns.load(Ordering::SeqCst) == at {
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                };
+                tokio::select! {
+                    asked = ask => Some(asked),
+                    () = turn_started => None,
+                }
             });
+            let Some(asked) = asked else {
+                // Reviewed with the next batch instead (or kept for the next session).
+                returned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(batch);
+                return;
+            };
             // A review that failed, timed out or outlived the session changes nothing.
             let Ok(Ok(changes)) = asked else { return };
             if leaving.load(Ordering::SeqCst) {

@@ -333,6 +333,7 @@ impl App {
             .collect();
         // (how it ended, where, its tokens and cost) of each answer.
         let mut ended: Vec<(TurnEnd, String, Option<Usage>, Option<f64>)> = Vec::new();
+        self.turns_started.fetch_add(1, Ordering::SeqCst);
         self.busy.store(true, Ordering::SeqCst);
         self.interrupts.borrow_and_update();
         let outer = &mut self.interrupts;

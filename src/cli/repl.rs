@@ -98,6 +98,10 @@ pub struct App {
     /// and whether the session was told that reviews run.
     pub(super) memory_batch: Vec<String>,
     pub(super) memory_said: bool,
+    /// The turns of a review that gave way to a turn, to be reviewed again; how many turns
+    /// have started (a review in flight gives way when it grows).
+    pub(super) memory_returned: Arc<std::sync::Mutex<Vec<String>>>,
+    pub(super) turns_started: Arc<std::sync::atomic::AtomicU64>,
     /// The last turn ended interrupted (Ctrl-C, also at a question, where it is a key).
     pub(super) turn_interrupted: bool,
     pub(super) leaving: Arc<AtomicBool>,
@@ -939,6 +943,8 @@ impl App {
                 .map(|m| crate::memory::review::load_pending(m, true))
                 .unwrap_or_default(),
             memory_said: false,
+            memory_returned: Default::default(),
+            turns_started: Default::default(),
             turn_interrupted: false,
             memory,
             memory_notes: Default::default(),
@@ -983,6 +989,13 @@ impl App {
         // Reviews still running stop before they write anything; subagents still running stop
         // and keep what they said. Turns not reviewed yet wait for the next session.
         self.leaving.store(true, Ordering::SeqCst);
+        let returned: Vec<String> = std::mem::take(
+            &mut *self
+                .memory_returned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        self.memory_batch.splice(0..0, returned);
         if let Some(memory) = &self.memory
             && !self.memory_batch.is_empty()
         {
@@ -1472,6 +1485,7 @@ impl App {
             &self.workdir,
             self.hooks.as_ref(),
         );
+        self.turns_started.fetch_add(1, Ordering::SeqCst);
         self.busy.store(true, Ordering::SeqCst);
         let end = self.runtime.block_on(agent.run(
             &mut self.session,

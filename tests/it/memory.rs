@@ -277,3 +277,39 @@ fn reviews_skip_small_talk_go_in_batches_and_wait_across_sessions() {
     );
     assert!(!project_memory(&env).join(".pending-review.json").exists());
 }
+
+/// A review in flight when the next turn starts gives way (the server's slot is the turn's):
+/// its turns are reviewed with the next batch.
+#[test]
+fn a_review_gives_way_to_the_next_turn_and_its_turns_come_back() {
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "memory": {"review_every": 1}}"#);
+    // The second turn takes a moment, as real ones do: the review in flight sees it start.
+    let server = Server::start(vec![
+        text(&["Noted."]),
+        Reply::SseStall(
+            vec![chunk_text("Fridays")],
+            Duration::from_millis(300),
+            vec![chunk_text(", then."), chunk_finish("stop"), "[DONE]".into()],
+        ),
+    ]);
+    server.answer_reviews(r#"{"changes": []}"#, Duration::from_secs(2));
+    let first = || server.reviews().len() == 1;
+    let second = || server.reviews().len() == 2;
+    let run = run_paced(
+        &env,
+        &server.base_url,
+        &[
+            ("we use pnpm in this project\n", &|| true),
+            ("we always deploy on fridays here\n", &first),
+            ("/memory\n", &second),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let reviews = server.reviews();
+    let again = reviews[1]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        again.contains("we use pnpm") && again.contains("deploy on fridays"),
+        "{again}"
+    );
+}
