@@ -934,34 +934,13 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     ignored
 }
 
-/// Other names for the built-in tools, as Claude Code and CodePilot write them in rules.
-pub const TOOL_ALIASES: &[(&str, &str)] = &[
-    ("Bash", "bash"),
-    ("Read", "read_file"),
-    ("ReadFile", "read_file"),
-    ("Write", "write_file"),
-    ("WriteFile", "write_file"),
-    ("Edit", "edit_file"),
-    ("EditFile", "edit_file"),
-    ("MultiEdit", "edit_file"),
-    ("LS", "list_files"),
-    ("ListFiles", "list_files"),
-    ("Glob", "glob"),
-    ("Grep", "grep"),
-    ("UseSkill", "use_skill"),
-    ("Skill", "use_skill"),
-    ("Task", "agent"),
-    ("Agent", "agent"),
-    ("TaskStatus", "task_status"),
-];
+pub use crate::tools::TOOL_ALIASES;
 
 /// The tool a rule names, through [`TOOL_ALIASES`]; an error for a name that is no tool (a rule
 /// that can never match would be a silent no-op: a deny rule that denies nothing).
 fn check_rules(path: &Path, rules: &mut [Rule]) -> Result<(), ConfigError> {
     for (i, rule) in rules.iter_mut().enumerate() {
-        if let Some((_, name)) = TOOL_ALIASES.iter().find(|(alias, _)| *alias == rule.tool) {
-            rule.tool = name.to_string();
-        }
+        rule.tool = crate::tools::canonical(&rule.tool).to_string();
         let tool = rule.tool.as_str();
         let known = tool.contains(['*', '?', '['])
             || tool.starts_with("mcp__")
@@ -1390,6 +1369,11 @@ pub fn load(
                 enabled: entry.enabled.unwrap_or(true),
                 global_denied_tools: entry
                     .global_denied_tools
+                    .map(|list| {
+                        list.iter()
+                            .map(|t| crate::tools::canonical(t).to_string())
+                            .collect()
+                    })
                     .unwrap_or(default.global_denied_tools),
                 default_wait: Duration::from_secs(in_range(
                     "subagent.default_background_timeout_seconds",
@@ -1440,7 +1424,13 @@ pub fn load(
                 )?),
             }
         },
-        tools: merged.tools.unwrap_or_default(),
+        // Claude Code's and CodePilot's names are ours.
+        tools: merged
+            .tools
+            .unwrap_or_default()
+            .iter()
+            .map(|t| crate::tools::canonical(t).to_string())
+            .collect(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,
         project_trusted: project_trusted || project_file.is_none(),

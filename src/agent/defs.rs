@@ -195,7 +195,7 @@ fn read(
             serde_json::Value::Array(items) => items
                 .into_iter()
                 .map(|i| match i {
-                    serde_json::Value::String(s) => s.trim().to_string(),
+                    serde_json::Value::String(s) => crate::tools::canonical(s.trim()).to_string(),
                     other => other.to_string(),
                 })
                 .filter(|s| !s.is_empty())
@@ -204,7 +204,7 @@ fn read(
                 .split([',', ' '])
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(str::to_string)
+                .map(|s| crate::tools::canonical(s).to_string())
                 .collect(),
             _ => Vec::new(),
         })

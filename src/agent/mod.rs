@@ -248,13 +248,13 @@ impl Agent<'_> {
         if let Some(hooks) = self.hooks {
             hooks.set_session(session.id(), &session.store().path(session.id()));
         }
-        for _round in 0..self.max_rounds {
+        for round in 0..self.max_rounds {
+            let numbered = |event: &str| crate::hooks::Input {
+                iteration: Some(round as u64 + 1),
+                ..crate::hooks::Input::new(event)
+            };
             match self
-                .hook(
-                    observer,
-                    interrupts,
-                    crate::hooks::Input::new("iteration_start"),
-                )
+                .hook(observer, interrupts, numbered("iteration_start"))
                 .await
             {
                 None => return TurnEnd::Interrupted,
@@ -292,11 +292,7 @@ impl Agent<'_> {
             if status == ResponseStatus::Complete {
                 // The answer is whole: a hook stopped by Ctrl-C here does not undo it.
                 let _ = self
-                    .hook(
-                        observer,
-                        interrupts,
-                        crate::hooks::Input::new("iteration_end"),
-                    )
+                    .hook(observer, interrupts, numbered("iteration_end"))
                     .await;
                 return TurnEnd::Complete;
             }
@@ -338,11 +334,7 @@ impl Agent<'_> {
                 self.checkpoint(session, observer, &[last]);
             }
             let ended = self
-                .hook(
-                    observer,
-                    interrupts,
-                    crate::hooks::Input::new("iteration_end"),
-                )
+                .hook(observer, interrupts, numbered("iteration_end"))
                 .await;
             match (ran, ended) {
                 (Err(e), _) => return TurnEnd::Failed(e.into()),

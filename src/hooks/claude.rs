@@ -241,15 +241,11 @@ pub fn permission_rule(
         }
         None => (text, None),
     };
-    let ours = crate::config::TOOL_ALIASES
-        .iter()
-        .find(|(alias, _)| *alias == tool)
-        .map(|(_, name)| name.to_string())
-        .or_else(|| {
-            (tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
-                .then(|| tool.to_string())
-        })
-        .ok_or_else(|| format!("`{tool}` is no tool of `new`'s; the rule does nothing here"))?;
+    let ours = crate::tools::canonical(tool);
+    let ours =
+        (ours != tool || tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
+            .then(|| ours.to_string())
+            .ok_or_else(|| format!("`{tool}` is no tool of `new`'s; the rule does nothing here"))?;
     let pattern = match spec.filter(|s| !s.is_empty() && *s != "*") {
         None => None,
         Some(spec) if ours == "bash" => Some(match spec.strip_suffix(":*") {

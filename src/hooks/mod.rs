@@ -386,10 +386,12 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
         "prompt",
         "cwd",
         "session_id",
+        "event",
+        "iteration",
     ];
     if !known.contains(&field) && !field.starts_with("tool_input.") {
         return Err(format!(
-            "`{at}.field` {field:?} must be tool_name, tool_input.<name>, tool_response, prompt, cwd or session_id"
+            "`{at}.field` {field:?} must be tool_name, tool_input.<name>, tool_response, response, prompt, cwd, session_id, event or iteration"
         ));
     }
     let op = match o.get("op").and_then(Value::as_str).unwrap_or("eq") {
@@ -411,6 +413,12 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
     if op == Op::Glob {
         globset::Glob::new(&value).map_err(|e| format!("`{at}.value`: {e}"))?;
     }
+    // A tool named as Claude Code or CodePilot name it (`WriteFile`, `Bash`) is ours.
+    let value = if field == "tool_name" && op != Op::Glob {
+        crate::tools::canonical(&value).to_string()
+    } else {
+        value
+    };
     Ok(Condition::Test {
         field: field.to_string(),
         op,
@@ -430,6 +438,8 @@ pub struct Input {
     pub response: Option<String>,
     /// What `new` needs the user for (`notification`).
     pub message: Option<String>,
+    /// The round of the loop, from 1 (`iteration_start`, `iteration_end`).
+    pub iteration: Option<u64>,
     pub error: Option<String>,
     /// `post_message` fired again after a hook asked the turn to go on (Claude Code's
     /// `stop_hook_active`).
@@ -719,11 +729,18 @@ impl Hooks {
             "prompt" => input.prompt.clone(),
             "cwd" => Some(self.workdir.display().to_string()),
             "session_id" => Some(lock(&self.session).0.clone()),
+            "event" => Some(input.event.clone()),
+            "iteration" => input.iteration.map(|n| n.to_string()),
             _ => {
                 let path = field.strip_prefix("tool_input.")?;
                 let mut v = input.tool_input.as_ref()?;
-                for part in path.split('.') {
-                    v = v.get(part)?;
+                for (i, part) in path.split('.').enumerate() {
+                    // The argument as CodePilot and Claude Code name it (`file_path`).
+                    let ours = match (i, part) {
+                        (0, "file_path") => "filepath",
+                        (_, part) => part,
+                    };
+                    v = v.get(part).or_else(|| v.get(ours))?;
                 }
                 Some(match v {
                     Value::String(s) => s.clone(),

@@ -406,18 +406,7 @@ fn text_of(content: &Value) -> String {
 
 /// Claude Code's tool names as ours, where we have the tool.
 fn our_tool_name(claude: &str) -> String {
-    match claude {
-        "Bash" => "bash",
-        "Read" => "read_file",
-        "Write" => "write_file",
-        "Edit" | "MultiEdit" => "edit_file",
-        "LS" => "list_files",
-        "Glob" => "glob",
-        "Grep" => "grep",
-        "Task" => "agent",
-        other => other,
-    }
-    .to_string()
+    crate::tools::canonical(claude).to_string()
 }
 
 /// Claude Code: a tree of entries by `uuid`/`parentUuid`; one API answer is written as several

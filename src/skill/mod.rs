@@ -489,17 +489,7 @@ fn tool_name(name: &str) -> String {
     let name = name.trim();
     // `Bash(git:*)`: the tool, whatever the pattern.
     let base = name.split('(').next().unwrap_or(name).trim();
-    match base {
-        "Read" => "read_file",
-        "Write" => "write_file",
-        "Edit" | "MultiEdit" => "edit_file",
-        "Bash" => "bash",
-        "Grep" => "grep",
-        "Glob" => "glob",
-        "LS" => "list_files",
-        other => other,
-    }
-    .to_string()
+    crate::tools::canonical(base).to_string()
 }
 
 /// A skill file's front matter and body, or why it is broken. A body longer than `max_bytes` is

@@ -624,3 +624,55 @@ fn claude_code_s_continue_false_stop_reason_and_system_message() {
     // The first message was sent (exit 2 at SessionStart blocks nothing).
     assert_eq!(messages_of(&requests[0]).last().unwrap().1, "go");
 }
+
+/// CodePilot's and Claude Code's tool names work wherever a person names a tool: a deny rule on
+/// `Bash`, a hook condition on `WriteFile` with `tool_input.file_path` (CodePilot's own example),
+/// a `tools` list of `ReadFile` and `Bash`; conditions on `event` and `iteration` hold.
+#[test]
+fn tool_names_of_the_peers_work_in_rules_hooks_and_tool_lists() {
+    let env = Env::new();
+    let log = env.dir.path().join("hook.log");
+    env.write_config(
+        &json!({"retry_initial_ms": 5,
+            "permissions": [{"tool": "Bash", "pattern": "rm *", "action": "deny"}],
+            "tools": ["ReadFile", "WriteFile", "Bash"],
+            "hook": {"entries": [
+                {"name": "fmt", "event": "post_tool_use",
+                 "condition": {"all": [{"field": "tool_name", "op": "eq", "value": "WriteFile"},
+                                       {"field": "tool_input.file_path", "op": "glob", "value": "*.go"}]},
+                 "action": {"type": "command", "command": format!("echo formatted $TOOL_INPUT_FILE_PATH >> {}", log.display())}},
+                {"name": "second-round", "event": "iteration_start",
+                 "condition": {"all": [{"field": "iteration", "op": "eq", "value": "2"},
+                                       {"field": "event", "op": "eq", "value": "iteration_start"}]},
+                 "action": {"type": "command", "command": format!("echo round two >> {}", log.display())}}
+            ]}})
+        .to_string(),
+    );
+    std::fs::write(env.work().join("keep.txt"), "x").unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[
+            (
+                "w",
+                "write_file",
+                r#"{"filepath":"main.go","content":"package main\n"}"#,
+            ),
+            ("r", "bash", r#"{"command":"rm keep.txt"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "go\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        env.work().join("keep.txt").exists(),
+        "the deny on `Bash` held: {run:?}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(logged.contains("formatted main.go"), "{logged}");
+    assert_eq!(logged.matches("round two").count(), 1, "{logged}");
+    let names = tool_names(&server.requests()[0]);
+    assert_eq!(names, ["read_file", "write_file", "bash"], "{names:?}");
+}
