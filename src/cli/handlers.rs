@@ -600,11 +600,13 @@ impl App {
         }
         match ChatSession::open(self.store.clone(), &id, &self.system_prompt) {
             Ok((session, report)) => {
+                self.end_session_hooks();
                 self.session = session;
                 self.report_load(&report);
                 let n = self.session.conversation().len() - 1;
                 self.out
                     .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
+                self.start_session_hooks();
                 self.offer_restore();
             }
             Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
@@ -658,9 +660,23 @@ impl App {
                 .warn(&self.tr("keeping_the_role", &[("error", &e)])),
         }
         self.reload_skills(true);
+        self.end_session_hooks();
         self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
         self.out
             .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
+        self.start_session_hooks();
+    }
+
+    /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
+    fn end_session_hooks(&mut self) {
+        self.fire_hooks(crate::hooks::Input::new("session_end"));
+    }
+
+    /// …and another starts (`session_start`: what its hooks print goes with the next message).
+    fn start_session_hooks(&mut self) {
+        if let Some(started) = self.fire_hooks(crate::hooks::Input::new("session_start")) {
+            self.hook_context = started.context;
+        }
     }
 
     /// The title shown by `/list`: the latest title record, else the first user message.

@@ -676,3 +676,45 @@ fn tool_names_of_the_peers_work_in_rules_hooks_and_tool_lists() {
     let names = tool_names(&server.requests()[0]);
     assert_eq!(names, ["read_file", "write_file", "bash"], "{names:?}");
 }
+
+/// `/new` (and `/switch`) end one session and start another for the hooks, each event under its
+/// own conversation's id.
+#[test]
+fn new_and_switch_end_a_session_and_start_another() {
+    let env = Env::new();
+    let events = env.dir.path().join("events.jsonl");
+    config(&env, &events, vec![]);
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let run = env.run(&server.base_url, &[], "hi\n/new\nhello\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let log = logged(&events);
+    let sessions: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["hook_event_name"].as_str(),
+                Some("session_start" | "session_end")
+            )
+        })
+        .map(|e| {
+            (
+                e["hook_event_name"].as_str().unwrap(),
+                e["session_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    let kinds: Vec<&str> = sessions.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        kinds,
+        [
+            "session_start",
+            "session_end",
+            "session_start",
+            "session_end"
+        ]
+    );
+    assert_eq!(sessions[0].1, sessions[1].1);
+    assert_eq!(sessions[2].1, sessions[3].1);
+    assert_ne!(sessions[1].1, sessions[2].1);
+}
