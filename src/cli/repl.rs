@@ -1318,7 +1318,10 @@ impl App {
             CommandId::Restore => self.restore(args),
             CommandId::Remember => self.remember(args),
             CommandId::Help => self.help(args),
-            CommandId::Exit => return Flow::Exit,
+            CommandId::Exit => {
+                self.out.say(&self.tr("bye", &[]));
+                return Flow::Exit;
+            }
         }
         Flow::Continue
     }

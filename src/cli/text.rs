@@ -786,6 +786,7 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "dropped {n:line} typed during the interrupted turn",
         "已丢弃在被中断的一轮中输入的 {n} 行",
     ),
+    ("bye", "bye", "再见！"),
     ("spinner_model", "waiting for {server}", "等待 {server}"),
     ("spinner_the_model", "the model", "模型"),
     (

@@ -1242,3 +1242,16 @@ fn help_fits_a_screen() {
         }
     }
 }
+
+/// `/exit` says goodbye, as CodePilot does (`再见！` in Chinese); the end of input leaves quietly.
+#[test]
+fn exit_says_goodbye() {
+    let env = Env::new();
+    let run = env.run("http://127.0.0.1:9/v1", &[], "/exit\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.trim_end().ends_with("bye"), "{run:?}");
+    let run = env.run("http://127.0.0.1:9/v1", &["--lang", "zh"], "/exit\n");
+    assert!(run.stdout.trim_end().ends_with("再见！"), "{run:?}");
+    let run = env.run("http://127.0.0.1:9/v1", &[], "");
+    assert!(!run.stdout.contains("bye"), "{run:?}");
+}
