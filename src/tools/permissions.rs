@@ -667,7 +667,7 @@ mod tests {
         ));
     }
 
-    /// The README's own rules (`git push*` deny, `git *` allow) and every way found, and more, to
+    /// The docs' own rules (`git push*` deny, `git *` allow) and every way found, and more, to
     /// run something else under the allow rule or to slip past the deny rule.
     #[test]
     fn allow_rules_pass_no_embedded_command_and_deny_rules_see_through_wrappers() {

@@ -104,7 +104,7 @@ impl Drop for GroupGuard {
 /// that a process whose parent dies is re-parented to `new` rather than to init: after a command
 /// ends, every child of `new` that `new` did not start itself is such an escapee, and is killed
 /// (its own children then come to `new` in turn, and go the same way). Elsewhere only the process
-/// group is killed; the README says so.
+/// group is killed; the docs say so (tools, permissions and the sandbox).
 pub(crate) mod reaper {
     use std::collections::HashSet;
     use std::sync::{Mutex, Once};
