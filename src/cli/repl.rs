@@ -1245,6 +1245,10 @@ impl App {
             (Some(def), Some(subagents)) => subagents.fresh_context(def),
             _ => done.parts,
         };
+        // CodePilot's template variables (`{{OS}}`, `{{CWD}}`, `{{MODEL}}`, …) filled.
+        for (_, text) in &mut self.prompt_parts {
+            *text = prompt::fill_variables(text, &self.workdir, &self.config.model);
+        }
         self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.session.set_system_prompt(&self.system_prompt);
     }

@@ -10,7 +10,11 @@ impl App {
         let Some(skill) = self.skills.get(name).cloned() else {
             return;
         };
-        let mut text = skill.instructions(self.config.skill.max_bytes);
+        let mut text = crate::prompt::fill_variables(
+            &skill.instructions(self.config.skill.max_bytes),
+            &self.workdir,
+            &self.config.model,
+        );
         if let Some(dir) = &skill.dir {
             self.tools.sandbox().add_read_root(dir.clone());
             text.push_str(&format!(

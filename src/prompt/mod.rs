@@ -183,6 +183,40 @@ pub fn environment(workdir: &Path) -> String {
     text
 }
 
+/// CodePilot's template variables, in roles, instructions and skills: `{{OS}}`, `{{CWD}}` and
+/// `{{WORKDIR}}` (the working folder), `{{GIT_BRANCH}}` (empty outside a repository or on a
+/// detached HEAD), `{{DATE}}` (`YYYY-MM-DD`), `{{MODEL}}`. Other `{{…}}` stay as written.
+pub fn fill_variables(text: &str, workdir: &Path, model: &str) -> String {
+    if !text.contains("{{") {
+        return text.to_string();
+    }
+    let branch = find_git_dir(workdir)
+        .and_then(|g| std::fs::read_to_string(g.join("HEAD")).ok())
+        .and_then(|h| {
+            h.trim()
+                .strip_prefix("ref: refs/heads/")
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let folder = workdir.display().to_string();
+    let values = [
+        ("{{OS}}", operating_system()),
+        ("{{CWD}}", folder.clone()),
+        ("{{WORKDIR}}", folder),
+        ("{{GIT_BRANCH}}", branch),
+        (
+            "{{DATE}}",
+            chrono::Local::now().format("%Y-%m-%d").to_string(),
+        ),
+        ("{{MODEL}}", model.to_string()),
+    ];
+    let mut out = text.to_string();
+    for (name, value) in &values {
+        out = out.replace(name, value);
+    }
+    out
+}
+
 fn operating_system() -> String {
     let os = std::env::consts::OS;
     let pretty = std::fs::read_to_string("/etc/os-release")

@@ -360,3 +360,31 @@ fn a_subfolder_of_a_repository_reads_the_instructions_above_it() {
         "{run:?}"
     );
 }
+
+/// CodePilot's template variables in instructions and skills are filled: `{{CWD}}`, `{{OS}}`,
+/// `{{MODEL}}`, `{{DATE}}`, `{{GIT_BRANCH}}`; others stay as written.
+#[test]
+fn template_variables_are_filled_in_the_system_prompt() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work().join(".git")).unwrap();
+    std::fs::write(env.work().join(".git/HEAD"), "ref: refs/heads/feature-x\n").unwrap();
+    write(
+        env.work().join("AGENTS.md"),
+        "Work in {{CWD}} on {{OS}} as {{MODEL}}, branch {{GIT_BRANCH}}, today {{DATE}}; keep {{UNKNOWN}}.\n",
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(&server.base_url, &["-p", "hi", "--model", "tiny-model"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let prompt = system_prompt(&server.requests()[0]);
+    let work = env.work().canonicalize().unwrap();
+    assert!(
+        prompt.contains(&format!("Work in {} on ", work.display())),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains(" as tiny-model, branch feature-x, today 20"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("keep {{UNKNOWN}}."), "{prompt}");
+    assert!(!prompt.contains("{{OS}}"), "{prompt}");
+}
