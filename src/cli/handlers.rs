@@ -144,7 +144,12 @@ impl App {
                 return self.refuse_text("tree_takes_no_argument_but_full", &[("args", &args)]);
             }
         };
-        let mut text = String::new();
+        // The conversation's line first, as the original design draws it.
+        let mut text = format!(
+            "{}\n",
+            self.out
+                .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
+        );
         for row in tree_rows(self.session.conversation(), full, self.out.lang) {
             let drawn = format_row(&row, self.out.lang);
             match &row {
@@ -156,7 +161,8 @@ impl App {
             }
             text.push('\n');
         }
-        self.out.say(text.trim_end_matches('\n'));
+        // A tree keeps its rows: never rewrapped (each is cut to fit already).
+        self.out.say_verbatim(text.trim_end_matches('\n'));
     }
 
     pub(super) fn branches(&mut self, args: &str) {

@@ -787,6 +787,7 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "已丢弃在被中断的一轮中输入的 {n} 行",
     ),
     ("bye", "bye", "再见！"),
+    ("tree_title", "conversation [{id}]:", "会话 [{id}]:"),
     ("spinner_model", "waiting for {server}", "等待 {server}"),
     ("spinner_the_model", "the model", "模型"),
     (

@@ -1255,3 +1255,23 @@ fn exit_says_goodbye() {
     let run = env.run("http://127.0.0.1:9/v1", &[], "");
     assert!(!run.stdout.contains("bye"), "{run:?}");
 }
+
+/// `/tree` starts with the conversation's line, as the original design draws it.
+#[test]
+fn tree_starts_with_the_conversation_s_line() {
+    let env = Env::new();
+    let server = Server::start(vec![text(&["ok"]), text(&["ok"])]);
+    let run = env.run(&server.base_url, &[], "hi\n/tree\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (id, _) = env.only_conversation();
+    assert!(
+        run.stdout
+            .contains(&format!("conversation [{id}]:\n[0] system")),
+        "{run:?}"
+    );
+    let run = env.run(&server.base_url, &["--continue", "--lang", "zh"], "/tree\n");
+    assert!(
+        run.stdout.contains(&format!("会话 [{id}]:\n[0] ")),
+        "{run:?}"
+    );
+}
