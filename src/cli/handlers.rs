@@ -517,16 +517,23 @@ impl App {
             // read so that the page stays full.
             self.store.list_recent(LIST_LIMIT * 2)
         };
-        let (mut summaries, total) = match listed {
+        let (summaries, total) = match listed {
             Ok(listed) => listed,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
+        // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
+        let mut summaries: Vec<(crate::session::Summary, crate::session::store::Kind)> = summaries
+            .into_iter()
+            .map(|s| {
+                let kind = self.store.kind(&s.id);
+                (s, kind)
+            })
+            .collect();
         let mut hidden = 0;
         if !all {
-            summaries.retain(|s| {
-                let sub = self.store.is_subagent(&s.id);
-                hidden += usize::from(sub);
-                !sub
+            summaries.retain(|(_, kind)| {
+                hidden += usize::from(kind.subagent);
+                !kind.subagent
             });
             summaries.truncate(LIST_LIMIT);
         }
@@ -542,7 +549,7 @@ impl App {
             text.push_str(&self.tr("no_conversations_yet", &[]));
         }
         let shown = summaries.len();
-        for s in &summaries {
+        for (s, kind) in &summaries {
             let mark = if s.id == current { "*" } else { " " };
             let when = s
                 .last_activity
@@ -557,7 +564,7 @@ impl App {
             } else {
                 preview(&s.title, 60)
             };
-            if self.store.is_one_shot(&s.id) {
+            if kind.one_shot {
                 title.push_str(&self.out.dim(&self.tr("list_one_shot", &[])));
             }
             text.push_str(&format!(

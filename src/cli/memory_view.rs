@@ -36,16 +36,10 @@ impl App {
         if !review::worth_reviewing(&user.content, &tools) {
             return;
         }
+        let digest = review::digest(&user.content, &tools, &answer);
         // A review a turn cut short gave its turns back: they go first.
-        let returned: Vec<String> = std::mem::take(
-            &mut *self
-                .memory_returned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        self.memory_batch.splice(0..0, returned);
-        self.memory_batch
-            .push(review::digest(&user.content, &tools, &answer));
+        self.take_returned_reviews();
+        self.memory_batch.push(digest);
         let every = self.config.memory.review_every;
         if !self.memory_said {
             self.memory_said = true;
@@ -127,6 +121,17 @@ impl App {
                     .push(done.join(", "));
             }
         });
+    }
+
+    /// The turns a review gave back (a turn started while it ran) go first in the batch.
+    pub(super) fn take_returned_reviews(&mut self) {
+        let returned: Vec<String> = std::mem::take(
+            &mut *self
+                .memory_returned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        self.memory_batch.splice(0..0, returned);
     }
 
     /// Says what reviews changed since the last prompt, one dim line each.

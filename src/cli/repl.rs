@@ -989,13 +989,7 @@ impl App {
         // Reviews still running stop before they write anything; subagents still running stop
         // and keep what they said. Turns not reviewed yet wait for the next session.
         self.leaving.store(true, Ordering::SeqCst);
-        let returned: Vec<String> = std::mem::take(
-            &mut *self
-                .memory_returned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        self.memory_batch.splice(0..0, returned);
+        self.take_returned_reviews();
         if let Some(memory) = &self.memory
             && !self.memory_batch.is_empty()
         {

@@ -38,6 +38,15 @@ impl LoadReport {
     }
 }
 
+/// What a conversation's header says of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kind {
+    /// A subagent's (its header links it to a parent).
+    pub subagent: bool,
+    /// A one-shot's (`-p`).
+    pub one_shot: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
@@ -79,14 +88,17 @@ impl Store {
     /// Whether a conversation is a subagent's (its header links it to a `parent`, DESIGN §10; a session
     /// run with `--agent` names only its `agent`). Reads the first line only.
     pub fn is_subagent(&self, id: &str) -> bool {
-        self.header(id)
-            .is_some_and(|h| h["metadata"].get("parent").is_some())
+        self.kind(id).subagent
     }
 
-    /// Whether a conversation was a one-shot (`-p`): its header says so.
-    pub fn is_one_shot(&self, id: &str) -> bool {
-        self.header(id)
-            .is_some_and(|h| h["metadata"]["one_shot"] == true)
+    /// What a conversation's header says it is, from one read of it.
+    pub fn kind(&self, id: &str) -> Kind {
+        let header = self.header(id);
+        let metadata = header.as_ref().map(|h| &h["metadata"]);
+        Kind {
+            subagent: metadata.is_some_and(|m| m.get("parent").is_some()),
+            one_shot: metadata.is_some_and(|m| m["one_shot"] == true),
+        }
     }
 
     /// A conversation's header line, parsed (the first 64 KB of the file at most).
@@ -105,7 +117,10 @@ impl Store {
         let (recent, _) = self.list_recent(50)?;
         let chosen = recent
             .iter()
-            .find(|s| !self.is_one_shot(&s.id) && !self.is_subagent(&s.id))
+            .find(|s| {
+                let kind = self.kind(&s.id);
+                !kind.one_shot && !kind.subagent
+            })
             .or(recent.first())
             .map(|s| s.id.clone());
         Ok(chosen)
