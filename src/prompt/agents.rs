@@ -804,4 +804,27 @@ mod tests {
             "{problems}"
         );
     }
+
+    #[test]
+    fn files_above_workdir_linked_out_of_the_repository_are_refused() {
+        let (d, _work, _user) = setup();
+        let top = d.path().canonicalize().unwrap();
+        let repo = top.join("repo");
+        let sub = repo.join("sub");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join(".claude")).unwrap();
+        write(&top.join("secret.txt"), "SECRET\n");
+        std::os::unix::fs::symlink(top.join("secret.txt"), repo.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink(top.join("secret.txt"), repo.join(".claude/CLAUDE.md")).unwrap();
+        write(&repo.join("AGENTS.md"), "@../secret.txt\nTop.\n");
+        write(&sub.join("AGENTS.md"), "Sub.\n");
+        let i = load_with(None, &sub, None);
+        assert!(!i.text.contains("SECRET"), "{}", i.text);
+        assert!(
+            i.text.contains("Top.") && i.text.contains("Sub."),
+            "{}",
+            i.text
+        );
+        assert!(i.problems.len() >= 3, "{:?}", i.problems);
+    }
 }

@@ -265,3 +265,30 @@ fn a_claude_project_folder_with_subagent_files_and_odd_inputs() {
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(run.stderr.contains("not a regular file"), "{run:?}");
 }
+
+/// A hostile transcript: control characters in its title and messages never reach the terminal
+/// raw (`/list`, `/tree` escape them), and a path with them is shown escaped.
+#[test]
+fn a_hostile_transcript_s_escapes_never_reach_the_terminal() {
+    let env = Env::new();
+    let file = env.dir.path().join("evil\x1b[2J.jsonl");
+    let line = |v: Value| v.to_string() + "\n";
+    std::fs::write(
+        &file,
+        line(serde_json::json!({"type": "summary", "summary": "title \u{1b}]0;owned\u{7} \u{1b}[31mred"}))
+            + &line(serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null,
+                "sessionId": "s-evil", "message": {"role": "user", "content": "hi \u{1b}[2J there"}})),
+    )
+    .unwrap();
+    let run = import(&env, &["claude", file.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stdout.contains('\x1b'), "{run:?}");
+    let (id, _) = main_lines(&env);
+    let server = Server::start(vec![]);
+    let run = env.run(&server.base_url, &["--resume", &id], "/list\n/tree\n");
+    assert!(
+        !run.stdout.contains('\x1b') && !run.stdout.contains('\x07'),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("(Claude Code) title"), "{run:?}");
+}
