@@ -26,6 +26,8 @@ pub struct Layers {
     pub project: PathBuf,
     /// `<config dir>/new`, when the platform has a config dir.
     pub user: Option<PathBuf>,
+    /// CodePilot's folder of the user's, `~/.codepilot`, read beside `user` (farther than it).
+    pub codepilot_user: Option<PathBuf>,
 }
 
 impl Layers {
@@ -33,12 +35,18 @@ impl Layers {
         Layers {
             project: workdir.join(".new"),
             user: user_dir(),
+            codepilot_user: dirs::home_dir().map(|h| h.join(crate::config::codepilot::FOLDER)),
         }
     }
 
     /// The project's folder (WORKDIR), the parent of `project`.
     pub fn workdir(&self) -> &Path {
         self.project.parent().unwrap_or(&self.project)
+    }
+
+    /// CodePilot's folder of the project's, `<WORKDIR>/.codepilot`, read beside `project`.
+    pub fn codepilot_project(&self) -> PathBuf {
+        self.workdir().join(crate::config::codepilot::FOLDER)
     }
 
     /// The on-disk layers, nearest first.

@@ -23,6 +23,12 @@ pub struct SubagentSettings {
     pub default_wait: Duration,
     /// `subagent.max_definition_size_bytes`: a bigger definition is refused.
     pub max_definition_bytes: usize,
+    /// `subagent.background_allowed_tools`: what a subagent in the background may run where the
+    /// user would be asked (a deny rule, the hard limits and protected files still hold).
+    pub background_allowed_tools: Vec<String>,
+    /// `subagent.auto_continue`: a background result that arrives while the parent waits at the
+    /// prompt starts the parent's next turn with it.
+    pub auto_continue: bool,
 }
 
 impl Default for SubagentSettings {
@@ -32,6 +38,8 @@ impl Default for SubagentSettings {
             global_denied_tools: vec!["agent".into(), "task_status".into()],
             default_wait: Duration::from_secs(300),
             max_definition_bytes: 64 * 1024,
+            background_allowed_tools: Vec::new(),
+            auto_continue: false,
         }
     }
 }
@@ -265,6 +273,7 @@ mod tests {
         Layers {
             project: dir.join("p/.new"),
             user: Some(dir.join("u/new")),
+            codepilot_user: Some(dir.join("u/.codepilot")),
         }
     }
 

@@ -152,6 +152,9 @@ pub enum TurnEnd {
     Interrupted,
     /// A hook said `"continue": false`, with this reason for the user; what arrived was stored.
     Stopped(String),
+    /// The context window was nearly full and compaction was off or could not make room: the
+    /// model was told to wrap up, and its answer was stored.
+    ContextFull,
     Failed(AgentError),
 }
 
@@ -182,6 +185,13 @@ pub const TOO_MANY_CALLS: &str = "This tool call was not run: at most 64 calls a
 pub const WRAP_UP_PROMPT: &str = "You have used every tool round this request allows. Do not call any \
      more tools. Reply to the user now: say briefly what you did, where things stand, and what is left \
      to do.";
+
+/// The last request's extra instruction when the context window is nearly full and cannot be
+/// compacted (CodePilot's `context_safety_margin`).
+pub const CONTEXT_FULL_PROMPT: &str = "The conversation has nearly filled your context window and \
+     cannot be compacted. Do not call any more tools. Reply to the user now: say briefly what you \
+     did, where things stand, and what is left to do, so that the work can go on in a fresh \
+     branch.";
 
 pub struct Agent<'a> {
     pub provider: &'a dyn Model,
@@ -263,9 +273,12 @@ impl Agent<'_> {
                 }) => return TurnEnd::Stopped(reason),
                 Some(_) => {}
             }
-            let (result, partial) = self
-                .exchange(session, observer, gate, interrupts, false)
+            let (result, partial, full) = self
+                .exchange(session, observer, gate, interrupts, None)
                 .await;
+            if full {
+                return self.store_wrap_up(session, observer, result, partial, TurnEnd::ContextFull);
+            }
             let response = match result {
                 Some(Ok(response)) => response,
                 Some(Err(e)) => {
@@ -362,18 +375,37 @@ impl Agent<'_> {
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
     ) -> TurnEnd {
-        let (result, partial) = self
-            .exchange(session, observer, gate, interrupts, true)
+        let (result, partial, _) = self
+            .exchange(session, observer, gate, interrupts, Some(WRAP_UP_PROMPT))
             .await;
+        self.store_wrap_up(
+            session,
+            observer,
+            result,
+            partial,
+            TurnEnd::RoundLimit(self.max_rounds),
+        )
+    }
+
+    /// Stores the answer of a request that may not call tools (tool calls it made anyway are
+    /// dropped) and ends the turn with `end`, or as it failed.
+    fn store_wrap_up(
+        &self,
+        session: &mut ChatSession,
+        observer: &mut dyn Observer,
+        result: Option<Result<ChatResponse, LlmError>>,
+        partial: ChatResponse,
+        end: TurnEnd,
+    ) -> TurnEnd {
         let (response, end) = match result {
             Some(Ok(mut response)) => {
                 response.tool_calls.clear();
-                (response, TurnEnd::RoundLimit(self.max_rounds))
+                (response, end)
             }
             Some(Err(e)) => (partial, TurnEnd::Failed(e.into())),
             None => (partial, TurnEnd::Interrupted),
         };
-        let complete = matches!(end, TurnEnd::RoundLimit(_));
+        let complete = matches!(end, TurnEnd::RoundLimit(_) | TurnEnd::ContextFull);
         observer.answer_end(&response, complete);
         let stored = if complete {
             session
@@ -394,16 +426,17 @@ impl Agent<'_> {
         crate::context::results_dir(session.store().dir(), session.id())
     }
 
-    /// The request for the branch at the cursor and its estimated tokens. `wrap_up`: the answer
-    /// at the round limit, with tools described but not callable and an extra instruction.
-    fn build(&self, session: &ChatSession, wrap_up: bool) -> (ChatRequest, u64) {
+    /// The request for the branch at the cursor and its estimated tokens. `wrap_up`: the
+    /// instruction of a last answer (at the round limit, or with the window full), with tools
+    /// described but not callable.
+    fn build(&self, session: &ChatSession, wrap_up: Option<&str>) -> (ChatRequest, u64) {
         let c = session.conversation();
         let mut messages = match self.context {
             Some(ctx) => ctx.request_messages(c, c.cursor(), &self.results_dir(session)),
             None => c.api_messages(c.cursor()),
         };
-        if wrap_up {
-            messages.push(crate::vocab::ChatMessage::text(Role::User, WRAP_UP_PROMPT));
+        if let Some(prompt) = wrap_up {
+            messages.push(crate::vocab::ChatMessage::text(Role::User, prompt));
         }
         add_mcp_instructions(&mut messages, self.tools);
         let mut tools = subagent::Subagents::specs(self.subagents, self.tools);
@@ -427,7 +460,7 @@ impl Agent<'_> {
             model: self.model.clone(),
             messages,
             tools,
-            no_tool_calls: wrap_up,
+            no_tool_calls: wrap_up.is_some(),
             max_tokens,
         };
         (request, estimate)
@@ -435,15 +468,17 @@ impl Agent<'_> {
 
     /// One request for the branch at the cursor, with context management around it: a
     /// compaction first when the window is nearly full, and when the server refuses the request
-    /// as too long, one compaction and one retry (never more). Returns as [`Agent::stream`] does.
+    /// as too long, one compaction and one retry (never more). When the window is still nearly
+    /// full after that (compaction off or failed), the request becomes a last answer
+    /// ([`CONTEXT_FULL_PROMPT`]). Returns as [`Agent::stream`] does, and whether it became that.
     async fn exchange(
         &self,
         session: &mut ChatSession,
         observer: &mut dyn Observer,
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
-        wrap_up: bool,
-    ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse) {
+        mut wrap_up: Option<&'static str>,
+    ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse, bool) {
         // Built once; again only after a compaction changed what is sent.
         let (mut request, mut estimate) = self.build(session, wrap_up);
         if let Some(ctx) = self.context
@@ -455,16 +490,21 @@ impl Agent<'_> {
             {
                 Ok(_) => (request, estimate) = self.build(session, wrap_up),
                 Err(CompactError::Cancelled) if !gate.continue_uncompacted() => {
-                    return (None, ChatResponse::default());
+                    return (None, ChatResponse::default(), false);
                 }
                 Err(_) => {}
             }
+        }
+        let full = wrap_up.is_none() && self.context.is_some_and(|ctx| ctx.nearly_full(estimate));
+        if full {
+            wrap_up = Some(CONTEXT_FULL_PROMPT);
+            (request, estimate) = self.build(session, wrap_up);
         }
         let mut retried = false;
         loop {
             let (result, partial) = self.stream(&request, observer, interrupts).await;
             let Some(ctx) = self.context else {
-                return (result, partial);
+                return (result, partial, full);
             };
             match &result {
                 Some(Ok(response)) => {
@@ -490,13 +530,13 @@ impl Agent<'_> {
                             (request, estimate) = self.build(session, wrap_up);
                             continue;
                         }
-                        Err(CompactError::Cancelled) => return (None, partial),
+                        Err(CompactError::Cancelled) => return (None, partial, full),
                         Err(_) => {}
                     }
                 }
                 _ => {}
             }
-            return (result, partial);
+            return (result, partial, full);
         }
     }
 
@@ -514,7 +554,7 @@ impl Agent<'_> {
         let Some(ctx) = self.context else {
             return Err(CompactError::Nothing);
         };
-        let (request, before) = self.build(session, false);
+        let (request, before) = self.build(session, None);
         let fixed = crate::context::estimate_message(&request.messages[0])
             + crate::context::estimate_tools(&request.tools);
         drop(request);
@@ -522,8 +562,13 @@ impl Agent<'_> {
         let result = {
             let c = session.conversation();
             let window = ctx.window().0;
+            let margin = if automatic {
+                ctx.margin()
+            } else {
+                ctx.manual_margin()
+            };
             let cap = ((window
-                .saturating_sub(ctx.margin())
+                .saturating_sub(margin)
                 .saturating_sub(ctx.scale(fixed))
                 .saturating_sub(ctx.summary_budget())) as f64
                 / ctx.factor()) as u64;

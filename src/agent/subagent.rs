@@ -481,7 +481,9 @@ impl Agent<'_> {
                     .map(|m| m.content.trim().to_string())
                     .unwrap_or_default();
                 let (state, error) = match end {
-                    TurnEnd::Complete | TurnEnd::RoundLimit(_) => (TaskState::Completed, None),
+                    TurnEnd::Complete | TurnEnd::RoundLimit(_) | TurnEnd::ContextFull => {
+                        (TaskState::Completed, None)
+                    }
                     TurnEnd::Interrupted => (TaskState::Stopped, None),
                     TurnEnd::Stopped(reason) => (
                         TaskState::Stopped,

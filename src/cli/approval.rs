@@ -380,6 +380,13 @@ impl Gate for Unattended {
         };
         match j.verdict {
             Verdict::Allow if !j.protected && !j.leaving => GateDecision::Run,
+            Verdict::Ask
+                if !j.protected
+                    && !j.leaving
+                    && self.policy.background_allowed.iter().any(|t| t == name) =>
+            {
+                GateDecision::Run
+            }
             Verdict::Allow | Verdict::Ask => GateDecision::Refuse(format!(
                 "Permission denied: `{name}` needs the user's approval, and a subagent working in \
                  the background cannot ask. The call was not run; do without it, or say in your \

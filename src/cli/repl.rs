@@ -205,9 +205,15 @@ pub fn run(launch: Launch) -> ExitCode {
 /// One line when a project config is in force: whether it is trusted, and the mode and base URL
 /// that apply; then what an untrusted one asked for and did not get. To stderr, as warnings go.
 fn announce_project_config(out: &Output, config: &Config) {
-    let Some(file) = &config.project_file else {
+    if config.project_files.is_empty() {
         return;
-    };
+    }
+    let file = config
+        .project_files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
         crate::tools::escape_controls(&super::text::tr(out.lang, key, args))
     };
@@ -222,7 +228,7 @@ fn announce_project_config(out: &Output, config: &Config) {
     let line = tr(
         "project_config_in_force",
         &[
-            ("file", &file.display()),
+            ("file", &file),
             ("trust", &trust),
             ("mode", &config.permission_mode.as_str()),
             ("url", &config.provider.base_url),
@@ -232,13 +238,18 @@ fn announce_project_config(out: &Output, config: &Config) {
     for what in &config.ignored {
         out.warn(&tr(
             "ignored_from_project",
-            &[("what", what), ("file", &file.display())],
+            &[("what", what), ("file", &file)],
         ));
     }
 }
 
 /// Asks on the terminal whether to trust a project config that widens what the user allows.
-fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
+fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
+    let file = files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let list: String = ignored
         .iter()
         .map(|w| format!("  - {}\n", crate::tools::escape_controls(w)))
@@ -246,7 +257,7 @@ fn ask_trust(out: &Output, file: &Path, ignored: &[String]) -> bool {
     let question = super::text::tr(
         out.lang,
         "trust_question",
-        &[("file", &file.display()), ("list", &list)],
+        &[("file", &file), ("list", &list)],
     );
     ask_yes(out, &question)
 }
@@ -627,17 +638,19 @@ impl App {
             render: config.render && !launch.no_render && color_for(&std::io::stdout()),
         };
         if !config.project_trusted
-            && let Some(file) = config.project_file.clone()
+            && !config.project_files.is_empty()
             && (launch.trust_project
                 || (interactive
                     && !config.ignored.is_empty()
-                    && ask_trust(&out, &file, &config.ignored)))
+                    && ask_trust(&out, &config.project_files, &config.ignored)))
         {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            crate::trust::Trust::new(layers.user.as_deref())
-                .trust(&workdir, "config", &bytes)
-                .context("remembering that the project's config is trusted")?;
+            for file in &config.project_files {
+                let bytes =
+                    std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+                crate::trust::Trust::new(layers.user.as_deref())
+                    .trust(&workdir, config::trust_kind(file), &bytes)
+                    .context("remembering that the project's config is trusted")?;
+            }
             config = config::load(&layers, &launch.overrides, &env_var)?;
         }
         // A project's own entries that start processes run once the user trusts them.
@@ -800,12 +813,13 @@ impl App {
             },
             &config.tools,
         )?;
-        let policy = Policy::new(
+        let mut policy = Policy::new(
             config.permission_mode,
             config.project_rules.clone(),
             config.user_rules.clone(),
         )?
         .project_untrusted(!config.project_trusted);
+        policy.background_allowed = config.subagent.background_allowed_tools.clone();
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -1543,6 +1557,7 @@ impl App {
                 }
             }
             TurnEnd::RoundLimit(n) => self.out.warn(&self.tr("round_limit", &[("n", n)])),
+            TurnEnd::ContextFull => self.out.warn(&self.tr("context_full", &[])),
             TurnEnd::Interrupted => {
                 self.turn_interrupted = true;
                 self.out
@@ -1582,7 +1597,9 @@ impl App {
             let end = self.chat_with(prompt, &mut observer);
             let current = self.session.conversation().current();
             let error = match &end {
-                Some(TurnEnd::Complete) | Some(TurnEnd::RoundLimit(_)) => None,
+                Some(TurnEnd::Complete)
+                | Some(TurnEnd::RoundLimit(_))
+                | Some(TurnEnd::ContextFull) => None,
                 Some(TurnEnd::Interrupted) => Some("interrupted".to_string()),
                 Some(TurnEnd::Stopped(reason)) => Some(format!("stopped by a hook: {reason}")),
                 Some(TurnEnd::Failed(e)) => Some(e.to_string()),
@@ -1605,7 +1622,9 @@ impl App {
             );
             write_line(&result);
             return match end {
-                Some(TurnEnd::Complete) | Some(TurnEnd::RoundLimit(_)) => ExitCode::SUCCESS,
+                Some(TurnEnd::Complete)
+                | Some(TurnEnd::RoundLimit(_))
+                | Some(TurnEnd::ContextFull) => ExitCode::SUCCESS,
                 Some(TurnEnd::Interrupted) => ExitCode::from(130),
                 _ => ExitCode::from(1),
             };

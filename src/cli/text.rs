@@ -565,6 +565,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "不压缩，继续本轮吗？[y/N] ",
     ),
     (
+        "context_full",
+        "the context window is nearly full and compaction could not make room (context_safety_margin): the answer above wraps up; go on in a fresh branch (/clear, or /N from /tree)",
+        "上下文窗口即将用满，且压缩无法腾出空间（context_safety_margin）：上面的回答已作收尾；请在新分支中继续（/clear，或 /tree 后 /N）",
+    ),
+    (
         "round_limit",
         "stopped after {n:round} of tool calls (max_rounds in the config); send a message to let it go on",
         "工具调用已达 {n} 轮上限（配置项 max_rounds）；发送消息可继续",
@@ -1734,9 +1739,28 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
                 "err_config_read",
                 &[("path", &path.display()), ("cause", cause)],
             ),
-            ConfigError::Parse { path, cause } => t(
+            ConfigError::Parse { path, key, cause } => t(
                 "err_config_parse",
-                &[("path", &path.display()), ("cause", cause)],
+                &[
+                    ("path", &path.display()),
+                    (
+                        "cause",
+                        &match key {
+                            Some(k) => format!("`{k}`: {cause}"),
+                            None => cause.to_string(),
+                        },
+                    ),
+                ],
+            ),
+            ConfigError::At {
+                path,
+                line,
+                column,
+                source,
+            } => format!(
+                "{}:{line}:{column}: {}",
+                path.display(),
+                error(lang, source.as_ref())
             ),
             ConfigError::UnknownProvider { name, known } => t(
                 "err_unknown_provider",

@@ -64,6 +64,12 @@ pub struct Settings {
     pub keep_recent_tokens: u64,
     pub keep_recent_min_messages: usize,
     pub breaker_threshold: u32,
+    /// `context_safety_margin`: tokens kept free when compaction cannot make room; past it the
+    /// model is told to wrap up instead of sending what the server would refuse.
+    pub safety_margin: u64,
+    /// `compaction.manual_target_margin`: the room `/compact` leaves, at least the automatic
+    /// margin; None: the automatic margin.
+    pub manual_target_margin: Option<u64>,
 }
 
 impl Default for Settings {
@@ -77,6 +83,8 @@ impl Default for Settings {
             keep_recent_tokens: 10_000,
             keep_recent_min_messages: 5,
             breaker_threshold: 3,
+            safety_margin: 8_192,
+            manual_target_margin: None,
         }
     }
 }
@@ -285,6 +293,28 @@ impl Context {
     /// small windows (a quarter of the window at most).
     pub fn margin(&self) -> u64 {
         self.settings.auto_trigger_margin.min(self.window().0 / 4)
+    }
+
+    /// The room `/compact` leaves: `manual_target_margin` (a half of the window at most), never
+    /// less than the automatic margin.
+    pub fn manual_margin(&self) -> u64 {
+        let window = self.window().0;
+        self.settings
+            .manual_target_margin
+            .map_or(0, |m| m.min(window / 2))
+            .max(self.margin())
+    }
+
+    /// Whether a request estimated at `estimate` leaves less than `context_safety_margin` of a
+    /// known window (an eighth of it at most) while compaction cannot help: it is off, its breaker
+    /// is open, or it left the branch this full. A guessed window never says so.
+    pub fn nearly_full(&self, estimate: u64) -> bool {
+        let (window, source) = self.window();
+        if source == WindowSource::Fallback || self.settings.safety_margin == 0 {
+            return false;
+        }
+        let room = window.saturating_sub(self.scale(estimate));
+        room <= self.settings.safety_margin.min(window / 8)
     }
 
     /// The recent part kept verbatim by a compaction, in tokens: `keep_recent_tokens`, a quarter

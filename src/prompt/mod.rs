@@ -326,6 +326,7 @@ mod tests {
         Layers {
             project: dir.join("p/.new"),
             user: Some(dir.join("u/new")),
+            codepilot_user: Some(dir.join("u/.codepilot")),
         }
     }
 

@@ -568,6 +568,7 @@ mod tests {
         Layers {
             project: dir.join("project/.new"),
             user: Some(dir.join("user/new")),
+            codepilot_user: Some(dir.join("user/.codepilot")),
         }
     }
 

@@ -236,6 +236,9 @@ pub struct Policy {
     /// The project's rules come from a file the user has not trusted: they may only make a call
     /// stricter (ask or deny), never looser than the user's rules and the mode would have it.
     project_narrows_only: bool,
+    /// Tools work in the background may run where the user would be asked
+    /// (`subagent.background_allowed_tools`); a deny rule and the hard limits still hold.
+    pub background_allowed: Vec<String>,
 }
 
 impl Policy {
@@ -251,6 +254,7 @@ impl Policy {
             rules,
             session: Vec::new(),
             project_narrows_only: false,
+            background_allowed: Vec::new(),
         })
     }
 

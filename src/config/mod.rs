@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod codepilot;
+pub mod locate;
+
 use crate::layers::Layers;
 use crate::llm::{ProviderKind, ProviderSettings, RetryPolicy};
 use crate::tools::{Mode, Rule};
@@ -87,12 +90,31 @@ pub struct FileConfig {
     /// `strict`, `default` or `permissive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
-    /// Permission rules, checked in order (this file's before farther files').
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub permissions: Vec<Rule>,
-    /// The tools offered to the model; empty or absent: all of them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Permission rules, checked in order (this file's before farther files'); CodePilot's
+    /// `{"mode": …, "rules": […]}` as well.
+    #[serde(default, skip_serializing_if = "codepilot::Permissions::is_empty")]
+    pub permissions: codepilot::Permissions,
+    /// The tools offered to the model; empty or absent: all of them. CodePilot's
+    /// `{"enabled": […]}` as well.
+    #[serde(
+        default,
+        deserialize_with = "codepilot::tools",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tools: Option<Vec<String>>,
+    /// Tokens kept free of the window when compaction is off or cannot help: past it the model is
+    /// told to wrap up (CodePilot's `context_safety_margin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_safety_margin: Option<u64>,
+    /// CodePilot's names, folded into ours by [`codepilot::fold`].
+    #[serde(default, skip_serializing)]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing)]
+    pub tool_execution_timeout_seconds: Option<u64>,
+    #[serde(default, skip_serializing)]
+    pub tool_working_directory: Option<String>,
+    #[serde(default, skip_serializing)]
+    pub max_agent_loop_iterations: Option<usize>,
     /// `bash`'s default timeout in seconds (30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bash_timeout_secs: Option<u64>,
@@ -148,6 +170,13 @@ pub struct SubagentEntry {
     pub default_background_timeout_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_definition_size_bytes: Option<u64>,
+    /// The tools a background subagent may run without asking (it has no terminal to ask on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_allowed_tools: Option<Vec<String>>,
+    /// When a background task ends while the parent waits at the prompt, the parent goes on with
+    /// its result without waiting for the user (CodePilot's behaviour; off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_continue: Option<bool>,
 }
 
 /// The keys of the `subagent` section.
@@ -156,6 +185,8 @@ const SUBAGENT_KEYS: &[&str] = &[
     "global_denied_tools",
     "default_background_timeout_seconds",
     "max_definition_size_bytes",
+    "background_allowed_tools",
+    "auto_continue",
 ];
 
 /// The `compaction` section; every key optional.
@@ -175,6 +206,9 @@ pub struct CompactionEntry {
     pub keep_recent_min_messages: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker_threshold: Option<u64>,
+    /// `/compact` leaves this many tokens of room below the auto-trigger point (CodePilot's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_target_margin: Option<u64>,
 }
 
 /// The `skill` section; every key optional.
@@ -253,6 +287,7 @@ const COMPACTION_KEYS: &[&str] = &[
     "keep_recent_tokens",
     "keep_recent_min_messages",
     "breaker_threshold",
+    "manual_target_margin",
 ];
 
 impl CompactionEntry {
@@ -267,6 +302,7 @@ impl CompactionEntry {
                 .keep_recent_min_messages
                 .or(self.keep_recent_min_messages),
             breaker_threshold: nearer.breaker_threshold.or(self.breaker_threshold),
+            manual_target_margin: nearer.manual_target_margin.or(self.manual_target_margin),
         }
     }
 }
@@ -387,6 +423,17 @@ fn context_settings(
             1,
             100,
         )? as u32,
+        safety_margin: in_range(
+            "context_safety_margin",
+            merged.context_safety_margin,
+            d.safety_margin,
+            0,
+            10_000_000,
+        )?,
+        manual_target_margin: c
+            .manual_target_margin
+            .map(|m| in_range("compaction.manual_target_margin", Some(m), 0, 0, 10_000_000))
+            .transpose()?,
     })
 }
 
@@ -422,6 +469,11 @@ const KNOWN_KEYS: &[&str] = &[
     "skill",
     "memory",
     "checkpoints",
+    "context_safety_margin",
+    "timeout",
+    "tool_execution_timeout_seconds",
+    "tool_working_directory",
+    "max_agent_loop_iterations",
     "$schema",
 ];
 
@@ -503,6 +555,7 @@ impl FileConfig {
             api_key,
             base_url,
             context_window_size,
+            context_safety_margin,
             render
         );
         self.skill = match (self.skill.take(), nearer.skill) {
@@ -524,6 +577,10 @@ impl FileConfig {
                 max_definition_size_bytes: near
                     .max_definition_size_bytes
                     .or(base.max_definition_size_bytes),
+                background_allowed_tools: near
+                    .background_allowed_tools
+                    .or(base.background_allowed_tools),
+                auto_continue: near.auto_continue.or(base.auto_continue),
             }),
             (base, near) => near.or(base),
         };
@@ -558,9 +615,9 @@ impl FileConfig {
             (base, near) => near.or(base),
         };
         // Rules add up: the nearer file's are checked first.
-        let mut rules = nearer.permissions;
-        rules.append(&mut self.permissions);
-        self.permissions = rules;
+        let mut rules = nearer.permissions.rules;
+        rules.append(&mut self.permissions.rules);
+        self.permissions.rules = rules;
         for (name, entry) in nearer.providers {
             let merged = match self.providers.remove(&name) {
                 Some(base) => ProviderEntry {
@@ -655,10 +712,20 @@ pub enum ConfigError {
         path: PathBuf,
         cause: std::io::Error,
     },
-    #[error("config file {path} is not valid: {cause}")]
+    #[error("config file {path} is not valid: {}{cause}", .key.as_ref().map(|k| format!("`{k}`: ")).unwrap_or_default())]
     Parse {
         path: PathBuf,
+        /// Where in the file, as a key path (`permissions.rules[3].action`), when known.
+        key: Option<String>,
         cause: serde_json::Error,
+    },
+    /// An error about a value, with the place in the file that holds it.
+    #[error("{}:{line}:{column}: {source}", .path.display())]
+    At {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        source: Box<ConfigError>,
     },
     #[error("unknown provider `{name}`; known providers: {}. Add others under \"providers\" in {CONFIG_FILE}", .known.join(", "))]
     UnknownProvider { name: String, known: Vec<String> },
@@ -685,6 +752,44 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
+}
+
+impl ConfigError {
+    /// The key paths that may hold the value this error is about, as a file would write them.
+    fn keys(&self) -> Vec<String> {
+        match self {
+            ConfigError::BadValue { key, .. }
+            | ConfigError::Invalid { key, .. }
+            | ConfigError::OutOfRange { key, .. } => vec![key.clone()],
+            ConfigError::UnknownLang(_) => vec!["lang".into()],
+            ConfigError::UnknownMode(_) => vec!["permission_mode".into(), "permissions.mode".into()],
+            ConfigError::UnknownKind { name, .. } => vec![format!("providers.{name}.kind")],
+            ConfigError::NoBaseUrl { .. } | ConfigError::UnknownProvider { .. } => {
+                vec!["provider".into()]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// This error with the place of its value in the nearest file that holds one of its keys.
+    fn located(self, texts: &[(PathBuf, String)]) -> ConfigError {
+        for key in self.keys() {
+            let Some(steps) = locate::parse_path(&key) else {
+                continue;
+            };
+            for (path, text) in texts {
+                if let Some((line, column)) = locate::locate(text, &steps) {
+                    return ConfigError::At {
+                        path: path.clone(),
+                        line,
+                        column,
+                        source: Box::new(self),
+                    };
+                }
+            }
+        }
+        self
+    }
 }
 
 /// What the command line says; `None` leaves the decision to the other layers.
@@ -717,9 +822,9 @@ pub struct Config {
     /// Every variable that holds a provider's key: the presets', each configured provider's
     /// `api_key_env`, the one in use. Commands the model runs never see them.
     pub secret_vars: Vec<String>,
-    /// The project's config file, when there is one.
-    pub project_file: Option<PathBuf>,
-    /// Whether the user trusts the project's config file as it is now.
+    /// The project's config files (ours, CodePilot's), nearest first.
+    pub project_files: Vec<PathBuf>,
+    /// Whether the user trusts the project's config files as they are now (true when none).
     pub project_trusted: bool,
     /// What the untrusted project file asked for and did not get (it would widen what the user
     /// allows), one description each.
@@ -782,7 +887,7 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
             project.permission_mode = None;
         }
     }
-    project.permissions.retain(|rule| {
+    project.permissions.rules.retain(|rule| {
         let widens = rule.action == crate::tools::Action::Allow;
         if widens {
             ignored.push(format!("the allow rule `{}`", rule.describe().trim()));
@@ -897,6 +1002,18 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
             64 * 1024,
         );
     }
+    // What runs without the user: not a project's to widen.
+    if let Some(sub) = &mut project.subagent {
+        if let Some(tools) = sub.background_allowed_tools.take() {
+            ignored.push(format!(
+                "subagent.background_allowed_tools `{}`",
+                tools.join(", ")
+            ));
+        }
+        if sub.auto_continue.take() == Some(true) {
+            ignored.push("subagent.auto_continue `true`".to_string());
+        }
+    }
     // Snapshots of the working folder are the user's safeguard: a project file may not switch
     // them off nor change what they keep or whether a restore asks.
     if let Some(checkpoints) = project.checkpoints.take() {
@@ -938,7 +1055,7 @@ pub use crate::tools::TOOL_ALIASES;
 
 /// The tool a rule names, through [`TOOL_ALIASES`]; an error for a name that is no tool (a rule
 /// that can never match would be a silent no-op: a deny rule that denies nothing).
-fn check_rules(path: &Path, rules: &mut [Rule]) -> Result<(), ConfigError> {
+fn check_rules(text: &str, rules: &mut [Rule]) -> Result<(), ConfigError> {
     for (i, rule) in rules.iter_mut().enumerate() {
         rule.tool = crate::tools::canonical(&rule.tool).to_string();
         let tool = rule.tool.as_str();
@@ -947,10 +1064,18 @@ fn check_rules(path: &Path, rules: &mut [Rule]) -> Result<(), ConfigError> {
             || crate::tools::builtin::NAMES.contains(&tool)
             || ["agent", "task_status"].contains(&tool);
         if !known {
+            // The rule's place, in whichever shape the file has.
+            let key = [
+                format!("permissions[{i}].tool"),
+                format!("permissions.rules[{i}].tool"),
+            ]
+            .into_iter()
+            .find(|k| locate::parse_path(k).is_some_and(|s| locate::locate(text, &s).is_some()))
+            .unwrap_or_else(|| format!("permissions[{i}].tool"));
             return Err(ConfigError::Invalid {
-                key: format!("permissions[{i}].tool in {}", path.display()),
+                key,
                 reason: format!(
-                    "`{tool}` is not a tool; the tools are {}, agent, task_status and mcp__SERVER__TOOL (or Claude Code's names: Bash, Read, Write, Edit, LS, Glob, Grep, Task)",
+                    "`{tool}` is not a tool; the tools are {}, agent, task_status and mcp__SERVER__TOOL (or Claude Code's and CodePilot's names: Bash, Read, ReadFile, Write, WriteFile, Edit, EditFile, LS, ListFiles, Glob, Grep, Task, Agent, TaskStatus, UseSkill)",
                     crate::tools::builtin::NAMES.join(", ")
                 ),
             });
@@ -1023,21 +1148,23 @@ pub fn read_file(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
     read_file_checked(path, None).map(|read| read.map(|(file, _, _)| file))
 }
 
-/// A config file read: what it says, the keys it holds that `new` does not know, its bytes.
-type CheckedFile = (FileConfig, Vec<String>, Vec<u8>);
+/// A config file read: what it says, the keys it holds that `new` does not know, its text.
+type CheckedFile = (FileConfig, Vec<String>, String);
 
 /// The largest config file read.
 const MAX_CONFIG_BYTES: usize = 4 * 1024 * 1024;
 
 /// Reads one config file (a project's through the one reader of project files: not a link out of
-/// it, not a FIFO, bounded), and names the top-level keys it holds that `new` does not know.
-/// Also returns the bytes read, for the trust question (the same bytes, not a second read).
+/// it, not a FIFO, bounded), and names the keys it holds that `new` does not know. Also returns
+/// the text read, for the trust question (the same bytes, not a second read) and for the places
+/// of later errors. A wrong value is named by its key path, line and column.
 fn read_file_checked(
     path: &Path,
     project: Option<&crate::project_file::ProjectFiles>,
 ) -> Result<Option<CheckedFile>, ConfigError> {
-    let parse_error = |cause| ConfigError::Parse {
+    let parse_error = |key: Option<String>, cause| ConfigError::Parse {
         path: path.to_path_buf(),
+        key,
         cause,
     };
     let read = match project {
@@ -1048,52 +1175,61 @@ fn read_file_checked(
         Some(r) => r.whole_text(path, MAX_CONFIG_BYTES).map(Some),
         None => Ok(None),
     });
-    let read = match read {
-        Ok(Some(text)) => Ok(text),
-        Ok(None) => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
-        Err(why) => Err(std::io::Error::other(why)),
+    let text = match read {
+        Ok(Some(text)) => text,
+        Ok(None) => return Ok(None),
+        Err(why) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                cause: std::io::Error::other(why),
+            });
+        }
     };
-    match read {
-        Ok(text) if text.trim().is_empty() => {
-            Ok(Some((FileConfig::default(), Vec::new(), text.into_bytes())))
-        }
-        Ok(text) => {
-            let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
-            let mut unknown: Vec<String> = value
-                .as_object()
-                .map(|o| {
-                    o.keys()
-                        .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default();
-            for (name, keys) in [
-                ("compaction", COMPACTION_KEYS),
-                ("skill", SKILL_KEYS),
-                ("memory", MEMORY_KEYS),
-                ("checkpoints", CHECKPOINTS_KEYS),
-                ("subagent", SUBAGENT_KEYS),
-                ("sandbox", crate::os_sandbox::KEYS),
-            ] {
-                if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
-                    unknown.extend(
-                        section
-                            .keys()
-                            .filter(|k| !keys.contains(&k.as_str()))
-                            .map(|k| format!("{name}.{k}")),
-                    );
-                }
-            }
-            let file = serde_json::from_value(value).map_err(parse_error)?;
-            Ok(Some((file, unknown, text.into_bytes())))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ConfigError::Read {
-            path: path.to_path_buf(),
-            cause: source,
-        }),
+    if text.trim().is_empty() {
+        return Ok(Some((FileConfig::default(), Vec::new(), text)));
     }
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| parse_error(None, e))?;
+    let unknown = unknown_keys(&value);
+    let mut de = serde_json::Deserializer::from_str(&text);
+    let file: FileConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let key = e.path().to_string();
+        parse_error((key != ".").then_some(key), e.into_inner())
+    })?;
+    Ok(Some((file, unknown, text)))
+}
+
+/// The keys of a config file that `new` does not know, as key paths.
+fn unknown_keys(value: &serde_json::Value) -> Vec<String> {
+    let mut unknown: Vec<String> = value
+        .as_object()
+        .map(|o| {
+            o.keys()
+                .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    for (name, keys) in [
+        ("compaction", COMPACTION_KEYS),
+        ("skill", SKILL_KEYS),
+        ("memory", MEMORY_KEYS),
+        ("checkpoints", CHECKPOINTS_KEYS),
+        ("subagent", SUBAGENT_KEYS),
+        ("sandbox", crate::os_sandbox::KEYS),
+        ("permissions", codepilot::PERMISSIONS_KEYS),
+        ("tools", codepilot::TOOLS_KEYS),
+    ] {
+        if let Some(section) = value.get(name).and_then(|v| v.as_object()) {
+            unknown.extend(
+                section
+                    .keys()
+                    .filter(|k| !keys.contains(&k.as_str()))
+                    .map(|k| format!("{name}.{k}")),
+            );
+        }
+    }
+    unknown
 }
 
 /// A provider's name as the stem of its variables: `my-lab` → `MY_LAB`.
@@ -1116,28 +1252,80 @@ fn key_var_of(name: &str, entry: &ProviderEntry) -> String {
         .unwrap_or_else(|| format!("{}_API_KEY", env_name(name)))
 }
 
+/// What the trust of a project's config file is remembered as: ours and CodePilot's apart.
+pub fn trust_kind(path: &Path) -> &'static str {
+    if path.file_name() == Some(std::ffi::OsStr::new(codepilot::SETTING_FILE)) {
+        "codepilot-config"
+    } else {
+        "config"
+    }
+}
+
+/// The config files read, farthest first: CodePilot's `~/.codepilot/setting.json`, the user's
+/// `config.json`, CodePilot's `<WORKDIR>/.codepilot/setting.json`, the project's `.new/config.json`.
+/// At each level ours is nearer, so it wins over CodePilot's.
+fn config_files(layers: &Layers) -> Vec<(crate::layers::LayerKind, PathBuf)> {
+    use crate::layers::LayerKind;
+    let mut files = Vec::new();
+    if let Some(dir) = &layers.codepilot_user {
+        files.push((LayerKind::User, dir.join(codepilot::SETTING_FILE)));
+    }
+    if let Some(dir) = &layers.user {
+        files.push((LayerKind::User, dir.join(CONFIG_FILE)));
+    }
+    files.push((
+        LayerKind::Project,
+        layers.codepilot_project().join(codepilot::SETTING_FILE),
+    ));
+    files.push((LayerKind::Project, layers.project.join(CONFIG_FILE)));
+    files
+}
+
 /// Resolves the configuration from every layer. `env` reads a variable (injected for tests).
+/// An error about a value names the file, line and column that hold it.
 pub fn load(
     layers: &Layers,
     overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    let mut texts = Vec::new();
+    load_from(layers, overrides, env, &mut texts).map_err(|e| {
+        // A provider named on the command line is not the file's to answer for.
+        if overrides.provider.is_some()
+            && matches!(
+                e,
+                ConfigError::UnknownProvider { .. } | ConfigError::NoBaseUrl { .. }
+            )
+        {
+            return e;
+        }
+        texts.reverse();
+        e.located(&texts)
+    })
+}
+
+fn load_from(
+    layers: &Layers,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    texts: &mut Vec<(PathBuf, String)>,
+) -> Result<Config, ConfigError> {
     let mut merged = FileConfig::default();
     let mut files = Vec::new();
     let (mut project_rules, mut user_rules) = (Vec::new(), Vec::new());
-    let (mut project_file, mut project_trusted, mut ignored) = (None, true, Vec::new());
+    let (mut project_files, mut project_trusted, mut ignored) = (Vec::new(), true, Vec::new());
     let mut warnings = Vec::new();
     let mut mcp_sections = Vec::new();
     let mut hook_sections = Vec::new();
     let trust = crate::trust::Trust::new(layers.user.as_deref());
     // Farthest first, so nearer files overlay.
-    for (kind, dir) in layers.dirs().into_iter().rev() {
-        let path = dir.join(CONFIG_FILE);
-        let project_files = (kind == crate::layers::LayerKind::Project)
+    for (kind, path) in config_files(layers) {
+        let reader = (kind == crate::layers::LayerKind::Project)
             .then(|| crate::project_file::ProjectFiles::new(layers.workdir()));
-        if let Some((mut file, unknown, bytes)) = read_file_checked(&path, project_files.as_ref())?
-        {
-            check_rules(&path, &mut file.permissions)?;
+        if let Some((mut file, unknown, text)) = read_file_checked(&path, reader.as_ref())? {
+            codepilot::fold(&mut file, &path, layers.workdir(), &mut warnings);
+            check_rules(&text, &mut file.permissions.rules)
+                .map_err(|e| e.located(&[(path.clone(), text.clone())]))?;
             let origin = match kind {
                 crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
                 _ => crate::mcp::Origin::User,
@@ -1153,18 +1341,28 @@ pub fn load(
                     .into_iter()
                     .map(|key| format!("unknown key `{key}` in {} is ignored", path.display())),
             );
+            // Rules nearest first, as the overlay puts them.
+            let mut rules = file.permissions.rules.clone();
             match kind {
                 crate::layers::LayerKind::Project => {
-                    project_trusted = trust.is_trusted(layers.workdir(), "config", &bytes);
-                    if !project_trusted {
-                        ignored = narrow(&mut file, &merged);
+                    let trusted =
+                        trust.is_trusted(layers.workdir(), trust_kind(&path), text.as_bytes());
+                    if !trusted {
+                        project_trusted = false;
+                        ignored.extend(narrow(&mut file, &merged));
+                        rules = file.permissions.rules.clone();
                     }
-                    project_rules = file.permissions.clone();
-                    project_file = Some(path.clone());
+                    rules.append(&mut project_rules);
+                    project_rules = rules;
+                    project_files.insert(0, path.clone());
                 }
-                _ => user_rules = file.permissions.clone(),
+                _ => {
+                    rules.append(&mut user_rules);
+                    user_rules = rules;
+                }
             }
             merged = merged.overlay(file);
+            texts.push((path.clone(), text));
             files.insert(0, path);
         }
     }
@@ -1389,6 +1587,13 @@ pub fn load(
                     256,
                     16 * 1024 * 1024,
                 )? as usize,
+                background_allowed_tools: entry
+                    .background_allowed_tools
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|t| crate::tools::canonical(t).to_string())
+                    .collect(),
+                auto_continue: entry.auto_continue.unwrap_or(false),
             }
         },
         memory: {
@@ -1433,8 +1638,8 @@ pub fn load(
             .collect(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,
-        project_trusted: project_trusted || project_file.is_none(),
-        project_file,
+        project_trusted,
+        project_files,
         ignored,
         mcp_trusted: mcp
             .project_entries
@@ -1465,6 +1670,7 @@ mod tests {
         Layers {
             project: dir.join("p/.new"),
             user: Some(dir.join("u/new")),
+            codepilot_user: Some(dir.join("u/.codepilot")),
         }
     }
 
