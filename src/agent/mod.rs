@@ -277,7 +277,13 @@ impl Agent<'_> {
                 .exchange(session, observer, gate, interrupts, None)
                 .await;
             if full {
-                return self.store_wrap_up(session, observer, result, partial, TurnEnd::ContextFull);
+                return self.store_wrap_up(
+                    session,
+                    observer,
+                    result,
+                    partial,
+                    TurnEnd::ContextFull,
+                );
             }
             let response = match result {
                 Some(Ok(response)) => response,

@@ -652,6 +652,8 @@ fn small_window(window: u64) -> Context {
         crate::context::Settings {
             window: Some(window),
             keep_recent_min_messages: 2,
+            // These tests are of compaction; wrapping up a full window is tested end to end.
+            safety_margin: 0,
             ..Default::default()
         },
         "scripted",

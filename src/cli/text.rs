@@ -1756,11 +1756,11 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
                 path,
                 line,
                 column,
-                source,
+                inner,
             } => format!(
                 "{}:{line}:{column}: {}",
                 path.display(),
-                error(lang, source.as_ref())
+                error(lang, inner.as_ref())
             ),
             ConfigError::UnknownProvider { name, known } => t(
                 "err_unknown_provider",

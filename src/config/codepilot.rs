@@ -132,7 +132,8 @@ pub fn fold(
     }
     if let Some(dir) = file.tool_working_directory.take() {
         let same = |p: &std::path::Path| std::fs::canonicalize(p).ok();
-        if same(std::path::Path::new(&dir)).is_some_and(|d| Some(d) == same(workdir)) {
+        // A relative folder is WORKDIR's, as CodePilot reads it from the project.
+        if same(&workdir.join(&dir)).is_some_and(|d| Some(d) == same(workdir)) {
             return;
         }
         warnings.push(format!(

@@ -720,12 +720,13 @@ pub enum ConfigError {
         cause: serde_json::Error,
     },
     /// An error about a value, with the place in the file that holds it.
-    #[error("{}:{line}:{column}: {source}", .path.display())]
+    #[error("{}:{line}:{column}: {inner}", .path.display())]
     At {
         path: PathBuf,
         line: usize,
         column: usize,
-        source: Box<ConfigError>,
+        /// Shown in this error's own text (not as its source: the chain would say it twice).
+        inner: Box<ConfigError>,
     },
     #[error("unknown provider `{name}`; known providers: {}. Add others under \"providers\" in {CONFIG_FILE}", .known.join(", "))]
     UnknownProvider { name: String, known: Vec<String> },
@@ -762,7 +763,9 @@ impl ConfigError {
             | ConfigError::Invalid { key, .. }
             | ConfigError::OutOfRange { key, .. } => vec![key.clone()],
             ConfigError::UnknownLang(_) => vec!["lang".into()],
-            ConfigError::UnknownMode(_) => vec!["permission_mode".into(), "permissions.mode".into()],
+            ConfigError::UnknownMode(_) => {
+                vec!["permission_mode".into(), "permissions.mode".into()]
+            }
             ConfigError::UnknownKind { name, .. } => vec![format!("providers.{name}.kind")],
             ConfigError::NoBaseUrl { .. } | ConfigError::UnknownProvider { .. } => {
                 vec!["provider".into()]
@@ -783,7 +786,7 @@ impl ConfigError {
                         path: path.clone(),
                         line,
                         column,
-                        source: Box::new(self),
+                        inner: Box::new(self),
                     };
                 }
             }
@@ -1188,8 +1191,7 @@ fn read_file_checked(
     if text.trim().is_empty() {
         return Ok(Some((FileConfig::default(), Vec::new(), text)));
     }
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| parse_error(None, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| parse_error(None, e))?;
     let unknown = unknown_keys(&value);
     let mut de = serde_json::Deserializer::from_str(&text);
     let file: FileConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -1986,6 +1988,176 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("p/.new/config.json is not valid"), "{err}");
+    }
+
+    /// CodePilot's own example `setting.json`, copied to `~/.codepilot/`, loads with no error and
+    /// no warning, and what it says is what holds.
+    #[test]
+    fn codepilots_example_setting_loads_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        std::fs::create_dir_all(l.workdir()).unwrap();
+        write(
+            l.codepilot_user
+                .clone()
+                .unwrap()
+                .join(codepilot::SETTING_FILE),
+            include_str!("../../tests/fixtures/codepilot/setting.json"),
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        assert_eq!(c.files.len(), 1);
+        assert_eq!((c.model.as_str(), c.max_rounds), ("gpt-4o", 50));
+        assert_eq!(c.provider.max_tokens, 16384);
+        assert_eq!(c.provider.idle_timeout, Duration::from_secs(180));
+        assert_eq!(c.bash_timeout, Duration::from_secs(120));
+        assert_eq!(c.permission_mode, Mode::Default);
+        assert_eq!(c.user_rules.len(), 4);
+        assert_eq!(c.user_rules[0].tool, "bash");
+        assert_eq!(c.user_rules[2].tool, "read_file");
+        assert_eq!(
+            c.tools,
+            [
+                "read_file",
+                "write_file",
+                "edit_file",
+                "list_files",
+                "bash",
+                "glob",
+                "grep",
+                "use_skill",
+                "agent",
+                "task_status"
+            ]
+        );
+        assert_eq!(c.context.safety_margin, 4096);
+        assert_eq!(c.context.manual_target_margin, Some(40_000));
+        assert_eq!(c.context.window, Some(128_000));
+        assert_eq!(
+            c.subagent.background_allowed_tools,
+            ["read_file", "grep", "glob"]
+        );
+        assert_eq!(c.subagent.global_denied_tools, ["agent", "task_status"]);
+        assert_eq!(c.hooks.entries.len(), 1);
+        assert_eq!(c.mcp.servers.len(), 1);
+        // Ours is nearer than CodePilot's: it wins where both speak.
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"max_rounds": 7, "permissions": [{"tool": "bash", "action": "ask"}]}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(c.max_rounds, 7);
+        assert_eq!(c.user_rules.len(), 5);
+        assert_eq!(c.user_rules[0].action, crate::tools::Action::Ask);
+    }
+
+    /// A project's `.codepilot/setting.json` is a project file: what widens waits for trust,
+    /// remembered apart from `.new/config.json`.
+    #[test]
+    fn a_projects_codepilot_setting_waits_for_trust() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        let file = l.codepilot_project().join(codepilot::SETTING_FILE);
+        write(
+            file.clone(),
+            r#"{"permissions": {"mode": "permissive", "rules": [
+                {"tool": "Bash", "action": "allow"}, {"tool": "Bash", "pattern": "rm *", "action": "deny"}]},
+              "tool_working_directory": "/elsewhere",
+              "subagent": {"background_allowed_tools": ["Bash"], "auto_continue": true}}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert!(!c.project_trusted);
+        assert_eq!(c.project_files, std::slice::from_ref(&file));
+        assert_eq!(c.permission_mode, Mode::Default);
+        assert_eq!(
+            c.project_rules.len(),
+            1,
+            "only the deny: {:?}",
+            c.project_rules
+        );
+        assert!(c.subagent.background_allowed_tools.is_empty());
+        assert!(!c.subagent.auto_continue);
+        assert_eq!(c.ignored.len(), 4, "{:?}", c.ignored);
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("`tool_working_directory` (`/elsewhere`)")),
+            "{:?}",
+            c.warnings
+        );
+        let text = std::fs::read(&file).unwrap();
+        let trust = crate::trust::Trust::new(l.user.as_deref());
+        // Trusting `.new/config.json`'s kind does not trust this one.
+        trust.trust(l.workdir(), "config", &text).unwrap();
+        assert!(
+            !load_with(dir.path(), Overrides::default(), &[])
+                .unwrap()
+                .project_trusted
+        );
+        trust.trust(l.workdir(), trust_kind(&file), &text).unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert!(c.project_trusted);
+        assert_eq!(c.permission_mode, Mode::Permissive);
+        assert_eq!(c.subagent.background_allowed_tools, ["bash"]);
+        assert!(c.subagent.auto_continue);
+    }
+
+    /// Every error about a value names the file, the key path, and the line and column.
+    #[test]
+    fn errors_name_the_key_path_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        let user = l.user.clone().unwrap().join(CONFIG_FILE);
+        let err = |text: &str| {
+            write(user.clone(), text);
+            load_with(dir.path(), Overrides::default(), &[])
+                .unwrap_err()
+                .to_string()
+        };
+        // CodePilot's example shapes, with a wrong value deep inside.
+        let e = err(
+            "{\n  \"permissions\": {\"mode\": \"default\", \"rules\": [\n    {\"tool\": \"Bash\", \"action\": \"allow\"},\n    {\"tool\": \"Bash\", \"action\": \"dney\"}\n  ]}\n}",
+        );
+        assert!(e.contains("u/new/config.json is not valid"), "{e}");
+        assert!(e.contains("`permissions.rules[1].action`"), "{e}");
+        assert!(e.contains("line 4 column"), "{e}");
+        let e = err("{\"tools\": {\"enabled\": [\"bash\", 3]}}");
+        assert!(e.contains("`tools.enabled[1]`"), "{e}");
+        assert!(e.contains("line 1 column"), "{e}");
+        // Found after parsing: the rule names no tool.
+        let e = err(
+            "{\"permissions\": {\"rules\": [\n  {\"tool\": \"bash\", \"action\": \"ask\"},\n  {\"tool\": \"Nope\", \"action\": \"deny\"}]}}",
+        );
+        assert!(e.contains("u/new/config.json:3:12:"), "{e}");
+        assert!(e.contains("`permissions.rules[1].tool`"), "{e}");
+        let e = err("{\"permissions\": [{\"tool\": \"Nope\", \"action\": \"deny\"}]}");
+        assert!(e.contains("config.json:1:27: `permissions[0].tool`"), "{e}");
+        // Out of range after the merge: the nearest file holding it is named.
+        let e = err("{\n\"compaction\": {\n  \"preview_tokens\": 5}}");
+        assert!(
+            e.contains("config.json:3:21: `compaction.preview_tokens` is 5"),
+            "{e}"
+        );
+        let e = err("{\"checkpoints\": {\"restore\": \"sometimes\"}}");
+        assert!(e.contains("config.json:1:29: `checkpoints.restore`"), "{e}");
+        let e = err("{\"lang\": \"klingon\"}");
+        assert!(e.contains("config.json:1:10: unknown language"), "{e}");
+        let e = err("{\"permissions\": {\"mode\": \"lax\"}}");
+        assert!(
+            e.contains("config.json:1:26: unknown permission mode"),
+            "{e}"
+        );
+        // Unknown keys in CodePilot's sections are named.
+        write(
+            user.clone(),
+            "{\"tools\": {\"enabled\": [], \"colour\": 1}}",
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert!(
+            c.warnings.iter().any(|w| w.contains("`tools.colour`")),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]

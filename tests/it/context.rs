@@ -337,3 +337,57 @@ fn a_misplaced_summary_is_reported_and_ignored() {
         "{sent}"
     );
 }
+
+/// `context_safety_margin`: with compaction off, a request that would leave less than the margin
+/// of the window becomes a last answer: the model is told to wrap up, may not call tools (a call
+/// it makes anyway is dropped, not run), the user is told why, and the answer is stored.
+#[test]
+fn a_full_window_that_cannot_be_compacted_wraps_up() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5, "context_window_size": 4096, "context_safety_margin": 1000,
+            "compaction": {"enabled": false}}"#,
+    );
+    std::fs::write(env.work().join("keep.txt"), "x").unwrap();
+    let server = Server::start(vec![
+        text(&["hello"]),
+        tool_calls(&[("r", "bash", r#"{"command":"rm keep.txt"}"#)]),
+    ]);
+    // Usage as the server counts (the estimate is calibrated by it); the server itself would
+    // take more than the config's window.
+    server.set_window(1_000_000);
+    let long = format!("read this: {}\n", "word ".repeat(8000));
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        &format!("hi\n{long}"),
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{run:?}");
+    let last = |r: &Value| {
+        messages_of(r)
+            .last()
+            .map(|(_, content)| content.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(last(&requests[0]), "hi");
+    assert!(
+        last(&requests[1]).contains("nearly filled your context window"),
+        "{:?}",
+        last(&requests[1])
+    );
+    assert!(env.work().join("keep.txt").exists(), "the call was not run");
+    assert!(
+        run.stderr.contains("the context window is nearly full"),
+        "{run:?}"
+    );
+    // The instruction is not stored; the question and the answer are.
+    let (_, lines) = env.only_conversation();
+    assert!(!lines.iter().any(|l| {
+        l["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("nearly filled"))
+    }));
+    assert_eq!(lines.iter().filter(|l| l["role"] == "assistant").count(), 2);
+}

@@ -718,3 +718,48 @@ fn new_and_switch_end_a_session_and_start_another() {
     assert_eq!(sessions[2].1, sessions[3].1);
     assert_ne!(sessions[1].1, sessions[2].1);
 }
+
+/// CodePilot's example `setting.json` in `~/.codepilot/`, as its users have it: its hook fires on
+/// `WriteFile` with `$TOOL_INPUT_FILE_PATH` set, and its deny rule written `Bash` denies.
+#[test]
+fn codepilots_example_setting_in_its_own_folder_works_as_written() {
+    let env = Env::new();
+    let log = env.dir.path().join("gofmt.log");
+    let mut setting: Value =
+        serde_json::from_str(include_str!("../fixtures/codepilot/setting.json")).unwrap();
+    // The example as written, but for a formatter that is not installed here and a server that
+    // is not started: the hook's command logs what `gofmt -w` would have been given.
+    setting["hook"]["entries"][0]["action"]["command"] = json!(format!(
+        "echo \"gofmt -w $TOOL_INPUT_FILE_PATH\" >> {}",
+        log.display()
+    ));
+    setting.as_object_mut().unwrap().remove("mcp");
+    setting.as_object_mut().unwrap().remove("base_url");
+    let folder = env.dir.path().join("home/.codepilot");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("setting.json"), setting.to_string()).unwrap();
+    std::fs::create_dir(env.work().join("tree")).unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[
+            (
+                "w",
+                "write_file",
+                r#"{"filepath":"main.go","content":"package main\n"}"#,
+            ),
+            ("r", "bash", r#"{"command":"rm -rf tree"}"#),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "go\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stderr.contains("unknown key"), "{run:?}");
+    assert!(env.work().join("tree").exists(), "the deny held: {run:?}");
+    let results = results(&server, 1);
+    assert!(results[1].contains("never remove trees"), "{results:?}");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(logged.trim(), "gofmt -w main.go", "{run:?}");
+}

@@ -317,7 +317,11 @@ fn rules_name_tools_by_alias_and_an_unknown_tool_is_an_error() {
     env.write_config(r#"{"permissions": [{"tool": "Bsh", "pattern": "rm *", "action": "deny"}]}"#);
     let run = env.run(&server.base_url, &["-p", "go"], "");
     assert_ne!(run.code, Some(0), "{run:?}");
-    assert!(run.stderr.contains("permissions[0].tool in "), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("new/config.json:1:27: `permissions[0].tool`"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("`Bsh` is not a tool"), "{run:?}");
 }
 
