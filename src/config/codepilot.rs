@@ -38,9 +38,19 @@ pub const PERMISSIONS_KEYS: &[&str] = &["mode", "rules"];
 pub const TOOLS_KEYS: &[&str] = &["enabled"];
 
 impl Serialize for Permissions {
+    /// In the shape it was read in (a file rewritten by `/setup` keeps its mode): CodePilot's
+    /// when it has a mode, ours otherwise.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Written in our shape; a mode goes to `permission_mode` when the file is folded.
-        self.rules.serialize(s)
+        use serde::ser::SerializeMap;
+        match &self.mode {
+            None => self.rules.serialize(s),
+            Some(mode) => {
+                let mut map = s.serialize_map(Some(2))?;
+                map.serialize_entry("mode", mode)?;
+                map.serialize_entry("rules", &self.rules)?;
+                map.end()
+            }
+        }
     }
 }
 
@@ -130,12 +140,11 @@ pub fn fold(
     if let Some(n) = file.timeout.take() {
         file.idle_timeout_secs.get_or_insert(n);
     }
-    if let Some(dir) = file.tool_working_directory.take() {
-        let same = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    let same = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    if let Some(dir) = file.tool_working_directory.take()
         // A relative folder is WORKDIR's, as CodePilot reads it from the project.
-        if same(&workdir.join(&dir)).is_some_and(|d| Some(d) == same(workdir)) {
-            return;
-        }
+        && same(&workdir.join(&dir)).is_none_or(|d| Some(d) != same(workdir))
+    {
         warnings.push(format!(
             "`tool_working_directory` (`{dir}`) in {} is ignored: the tools work in the folder `new` is started in (WORKDIR), the one the sandbox, the checkpoints and the conversations belong to; start `new` there instead",
             path.display()
