@@ -208,12 +208,7 @@ fn announce_project_config(out: &Output, config: &Config) {
     if config.project_files.is_empty() {
         return;
     }
-    let file = config
-        .project_files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let file = file_list(&config.project_files);
     let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
         crate::tools::escape_controls(&super::text::tr(out.lang, key, args))
     };
@@ -243,13 +238,18 @@ fn announce_project_config(out: &Output, config: &Config) {
     }
 }
 
-/// Asks on the terminal whether to trust a project config that widens what the user allows.
-fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
-    let file = files
+/// The project's config files, as the lines about them name them.
+fn file_list(files: &[PathBuf]) -> String {
+    files
         .iter()
         .map(|f| f.display().to_string())
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(", ")
+}
+
+/// Asks on the terminal whether to trust a project config that widens what the user allows.
+fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
+    let file = file_list(files);
     let list: String = ignored
         .iter()
         .map(|w| format!("  - {}\n", crate::tools::escape_controls(w)))
@@ -644,10 +644,11 @@ impl App {
                     && !config.ignored.is_empty()
                     && ask_trust(&out, &config.project_files, &config.ignored)))
         {
+            let trust = crate::trust::Trust::new(layers.user.as_deref());
             for file in &config.project_files {
                 let bytes =
                     std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-                crate::trust::Trust::new(layers.user.as_deref())
+                trust
                     .trust(&workdir, config::trust_kind(file), &bytes)
                     .context("remembering that the project's config is trusted")?;
             }
