@@ -307,10 +307,15 @@ impl Context {
 
     /// Whether a request estimated at `estimate` leaves less than `context_safety_margin` of a
     /// known window (an eighth of it at most) while compaction cannot help: it is off, its breaker
-    /// is open, or it left the branch this full. A guessed window never says so.
+    /// is open, or it left the branch this full. A guessed window never says so, nor does an
+    /// estimate no server has counted yet: the guess for tool definitions alone can be several
+    /// times what a server's template sends, and a first question must not be told to wrap up.
     pub fn nearly_full(&self, estimate: u64) -> bool {
         let (window, source) = self.window();
-        if source == WindowSource::Fallback || self.settings.safety_margin == 0 {
+        if source == WindowSource::Fallback
+            || self.settings.safety_margin == 0
+            || self.state().factor.is_none()
+        {
             return false;
         }
         let room = window.saturating_sub(self.scale(estimate));

@@ -404,3 +404,43 @@ fn when_the_nearest_cut_is_too_big_a_later_user_message_that_fits_starts_the_kep
     assert_eq!(plan_roles(&p).1.first(), Some(&Role::User));
     assert_eq!(p.kept.len(), 4, "{:?}", plan_roles(&p));
 }
+
+#[test]
+fn the_window_is_nearly_full_only_when_known_counted_and_past_the_margin() {
+    let settings = Settings {
+        window: Some(2_048),
+        safety_margin: 8_192,
+        ..Settings::default()
+    };
+    let ctx = Context::new(settings.clone(), "x");
+    // No server has counted a request yet: an estimate past the window is only a guess.
+    assert!(!ctx.nearly_full(2_000));
+    ctx.calibrate(1_000, 1_000);
+    // The margin is an eighth of a small window at most: 256 of 2,048.
+    assert!(!ctx.nearly_full(1_791));
+    assert!(ctx.nearly_full(1_792));
+    assert!(ctx.nearly_full(5_000));
+    // The calibration counts: estimates at half what the server counts.
+    ctx.calibrate(1_000, 2_000);
+    assert!(ctx.nearly_full(900));
+    assert!(!ctx.nearly_full(800));
+    // Off, or a guessed window: never.
+    let off = Context::new(
+        Settings {
+            safety_margin: 0,
+            ..settings.clone()
+        },
+        "x",
+    );
+    off.calibrate(1_000, 1_000);
+    assert!(!off.nearly_full(5_000));
+    let guessed = Context::new(
+        Settings {
+            window: None,
+            ..settings
+        },
+        "an-unknown-model",
+    );
+    guessed.calibrate(1_000, 1_000);
+    assert!(!guessed.nearly_full(1_000_000));
+}
