@@ -116,9 +116,22 @@ pub fn load(
     let mut found: Vec<Definition> = Vec::new();
     let mut problems = Vec::new();
     let files = crate::project_file::ProjectFiles::new(layers.workdir());
-    let mut dirs: Vec<(PathBuf, bool)> = vec![(layers.project.join("agents"), true)];
+    // Nearest first; the first definition of a name wins. CodePilot's and Claude Code's folders
+    // beside ours, read as written.
+    let workdir = layers.workdir();
+    let mut dirs: Vec<(PathBuf, bool)> = vec![
+        (layers.project.join("agents"), true),
+        (layers.codepilot_project().join("agents"), true),
+        (workdir.join(".claude/agents"), true),
+    ];
     if let Some(user) = &layers.user {
         dirs.push((user.join("agents"), false));
+    }
+    if let Some(codepilot) = &layers.codepilot_user {
+        dirs.push((codepilot.join("agents"), false));
+    }
+    if let Some(home) = layers.codepilot_user.as_deref().and_then(Path::parent) {
+        dirs.push((home.join(".claude/agents"), false));
     }
     for (dir, from_project) in dirs {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -331,6 +344,76 @@ mod tests {
         ] {
             assert!(said.contains(part), "{part}: {said}");
         }
+    }
+
+    #[test]
+    fn codepilots_and_claude_codes_agent_folders_are_read_after_ours_and_links_out_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        let write = |p: PathBuf, text: &str| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        let work = dir.path().join("p");
+        write(
+            work.join(".codepilot/agents/tester.md"),
+            "---\nname: tester\ndescription: Runs the tests\ntools: [ReadFile, Bash]\n---\nRun them.\n",
+        );
+        write(
+            work.join(".claude/agents/tester.md"),
+            "---\nname: tester\ndescription: loses to CodePilot's\n---\nx\n",
+        );
+        write(
+            work.join(".claude/agents/doc.md"),
+            "---\nname: doc\ndescription: Writes docs\ntools: Read, Write, Grep\n---\nWrite.\n",
+        );
+        write(
+            dir.path().join("u/.codepilot/agents/mine.md"),
+            "---\nname: mine\ndescription: The user's\n---\nMine.\n",
+        );
+        write(
+            dir.path().join("u/.claude/agents/theirs.md"),
+            "---\nname: theirs\ndescription: Claude Code's user agent\n---\nTheirs.\n",
+        );
+        // A project's definition that is a link out of the project is not read.
+        write(dir.path().join("outside.md"), "---\nname: leak\n---\nx\n");
+        std::os::unix::fs::symlink(
+            dir.path().join("outside.md"),
+            work.join(".codepilot/agents/leak.md"),
+        )
+        .unwrap();
+        let (defs, problems) = load(&l, &SubagentSettings::default(), &known);
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tester",
+                "doc",
+                "mine",
+                "theirs",
+                "explore",
+                "plan",
+                "general-purpose"
+            ],
+            "{problems:?}"
+        );
+        assert_eq!(defs[0].description, "Runs the tests");
+        assert_eq!(
+            defs[0].tools.as_deref(),
+            Some(&["read_file".to_string(), "bash".to_string()][..])
+        );
+        assert_eq!(
+            defs[1].tools.as_deref(),
+            Some(
+                &[
+                    "read_file".to_string(),
+                    "write_file".to_string(),
+                    "grep".to_string()
+                ][..]
+            )
+        );
+        let said = problems.join("\n");
+        assert!(said.contains("leak.md"), "{said}");
     }
 
     #[test]

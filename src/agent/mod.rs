@@ -7,6 +7,7 @@
 //! never ran get an "interrupted" result, so the next request is valid.
 
 pub mod defs;
+pub mod hook_agent;
 pub mod shared_folder;
 pub mod subagent;
 pub mod tasks;

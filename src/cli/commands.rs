@@ -18,6 +18,7 @@ pub enum CommandId {
     List,
     Switch,
     New,
+    Clear,
     Title,
     Delete,
     Search,
@@ -159,6 +160,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/new"],
         args: "",
         help: "help_new",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Clear,
+        names: &["/clear"],
+        args: "",
+        help: "help_clear",
         takes_conversation: false,
     },
     CommandSpec {

@@ -680,6 +680,28 @@ impl App {
         self.start_session_hooks();
     }
 
+    /// `/clear` (CodePilot's): the next message starts a fresh branch from the root of this
+    /// conversation, and the screen is cleared. Nothing is lost: the branch left stays in `/tree`;
+    /// the working folder stays as it is.
+    pub(super) fn clear(&mut self, args: &str) {
+        if !self.no_args("/clear", args) {
+            return;
+        }
+        let root = self.session.conversation().root_id.clone();
+        if let Err(e) = self.session.move_cursor(&root) {
+            return self.out.error(&e.to_string());
+        }
+        use std::io::{IsTerminal, Write};
+        let mut stdout = std::io::stdout();
+        if stdout.is_terminal() {
+            // Home, erase the screen and the scrollback.
+            let _ = stdout.write_all(b"\x1b[H\x1b[2J\x1b[3J");
+            let _ = stdout.flush();
+        }
+        self.out
+            .say(&self.tr("cleared", &[("id", &self.session.id())]));
+    }
+
     /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
     fn end_session_hooks(&mut self) {
         self.fire_hooks(crate::hooks::Input::new("session_end"));

@@ -281,7 +281,7 @@ impl App {
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
             allowed_tools: allowed.as_deref(),
-            checkpoints: self.checkpoints.as_ref(),
+            checkpoints: self.checkpoints.as_deref(),
             hooks: self.hooks.as_ref(),
             // A subagent may go on in the background after its answer ended and gave the
             // folder back: side by side, answers work alone.

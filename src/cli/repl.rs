@@ -61,6 +61,9 @@ pub struct App {
     pub(super) system_prompt: String,
     /// The system prompt by source, for `/context`.
     pub(super) prompt_parts: Vec<(String, String)>,
+    /// The same parts as written, their template variables unfilled (filled again after
+    /// `/model`).
+    pub(super) prompt_written: Vec<(String, String)>,
     pub(super) store: Store,
     pub(super) session: ChatSession,
     pub(super) provider: Provider,
@@ -86,7 +89,7 @@ pub struct App {
     pub(super) skill_names: super::editor::SkillNames,
     /// Snapshots of the working folder (None when `checkpoints.enabled` is false), and the node the
     /// cursor last moved from (a restore keeps the folder as it was there).
-    pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
+    pub(super) checkpoints: Option<std::sync::Arc<crate::checkpoint::Checkpoints>>,
     pub(super) came_from: Option<String>,
     /// The system prompt's parts being read at start-up, until [`App::ready`] takes them.
     pub(super) prompt_job: Option<std::thread::JoinHandle<PromptJob>>,
@@ -324,6 +327,7 @@ fn ask_hooks_trust(out: &Output, hooks: &crate::hooks::HookSettings) -> bool {
                 crate::hooks::Action::Command { command, .. } => command.clone(),
                 crate::hooks::Action::Http { url, .. } => format!("POST {url}"),
                 crate::hooks::Action::Prompt(text) => format!("adds: {text}"),
+                crate::hooks::Action::Agent { role, .. } => format!("runs the subagent {role}"),
             };
             format!(
                 "  - {} ({}): {}\n",
@@ -874,7 +878,7 @@ impl App {
             if let Some(latest) = &session.conversation().latest_checkpoint {
                 c.hint(latest);
             }
-            c
+            std::sync::Arc::new(c)
         });
         // Subagent roles; a definition that cannot be used is said and skipped.
         let subagents = config.subagent.enabled.then(|| {
@@ -930,6 +934,7 @@ impl App {
             skills: SkillRegistry::default(),
             system_prompt: String::new(),
             prompt_parts: Vec::new(),
+            prompt_written: Vec::new(),
             store,
             session,
             provider,
@@ -978,6 +983,8 @@ impl App {
             subagents,
             agent,
         };
+        app.install_hook_agents();
+        app.install_self_skills();
         // The memory folders can be read by the read tools (never written).
         if let Some(m) = &app.memory {
             for (_, dir) in m.dirs() {
@@ -993,6 +1000,84 @@ impl App {
             app.report_load(&report);
         }
         Ok(app)
+    }
+
+    /// Gives the hooks what runs their `agent` actions, when any has one and subagents are on.
+    fn install_hook_agents(&mut self) {
+        let wanted = self
+            .config
+            .hooks
+            .entries
+            .iter()
+            .any(|e| matches!(e.action, crate::hooks::Action::Agent { .. }));
+        let (Some(hooks), Some(subagents)) = (self.hooks.take(), &self.subagents) else {
+            return;
+        };
+        if !wanted {
+            self.hooks = Some(hooks);
+            return;
+        }
+        let policy = self.policy.clone();
+        let runner = crate::agent::hook_agent::HookAgents {
+            provider: crate::llm::Model::share(&self.provider),
+            tools: self.tools.detached(),
+            subagents: subagents.clone(),
+            model: self.config.model.clone(),
+            max_rounds: self.config.max_rounds,
+            context: crate::context::Context::new(self.config.context.clone(), &self.config.model),
+            store: self.store.clone(),
+            gate: std::sync::Arc::new(move || super::approval::Unattended::boxed(&policy)),
+        };
+        self.hooks = Some(hooks.with_agent(std::sync::Arc::new(runner)));
+    }
+
+    /// What writes the built-in skills that describe `new` and the project
+    /// (`config-management`, `codebase-overview`), and the template variables of skills.
+    pub(super) fn install_self_skills(&mut self) {
+        let shelf = self.tools.context().skills.clone();
+        shelf.set_variables(&self.workdir, &self.config.model);
+        let current = self.config.describe();
+        let workdir = self.workdir.clone();
+        let checkpoints = self.checkpoints.clone();
+        let cache: std::sync::Arc<std::sync::Mutex<Option<(String, String)>>> = Default::default();
+        let body = |kind| {
+            crate::skill::builtin::GENERATED
+                .iter()
+                .find(|(k, _, _)| *k == kind)
+                .map(|(_, _, text)| text.split_once("\n---\n").map_or(*text, |(_, b)| b))
+                .unwrap_or_default()
+        };
+        shelf.set_generator(std::sync::Arc::new(move |kind| match kind {
+            crate::skill::Generated::ConfigManagement => {
+                crate::skill::builtin::config_management(body(kind), &current)
+            }
+            crate::skill::Generated::CodebaseOverview => {
+                let write = |files: &mut dyn Iterator<Item = (&str, u64)>| {
+                    crate::skill::builtin::codebase_overview(body(kind), &workdir, files)
+                };
+                // Cached per checkpoint: the same snapshot is the same survey.
+                if let Some(Ok(Some((id, manifest)))) = checkpoints.as_deref().map(|c| c.peek()) {
+                    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some((cached, text)) = cache.as_ref()
+                        && *cached == id
+                    {
+                        return text.clone();
+                    }
+                    let text = write(
+                        &mut manifest
+                            .files
+                            .iter()
+                            .filter(|(_, e)| e.kind != "link")
+                            .map(|(p, e)| (p.as_str(), e.size)),
+                    );
+                    *cache = Some((id, text.clone()));
+                    return text;
+                }
+                let files =
+                    crate::skill::builtin::walk(&workdir, crate::skill::builtin::SURVEY_MAX_FILES);
+                write(&mut files.iter().map(|(p, s)| (p.as_str(), *s)))
+            }
+        }));
     }
 
     /// Ends the application without freeing the conversation tree: every message is on disk
@@ -1249,15 +1334,32 @@ impl App {
             }
         }
         self.skills = done.skills;
-        self.prompt_parts = match (&self.agent, &self.subagents) {
+        self.prompt_written = match (&self.agent, &self.subagents) {
             // A role's own context, as a defined subagent's.
             (Some(def), Some(subagents)) => subagents.fresh_context(def),
-            _ => done.parts,
+            _ => {
+                let mut parts = done.parts;
+                // One line each on the hooks and the MCP servers in force.
+                if let Some(lines) = self.config.prompt_lines() {
+                    parts.push(("configuration".to_string(), lines));
+                }
+                parts
+            }
         };
-        // CodePilot's template variables (`{{OS}}`, `{{CWD}}`, `{{MODEL}}`, …) filled.
-        for (_, text) in &mut self.prompt_parts {
-            *text = prompt::fill_variables(text, &self.workdir, &self.config.model);
-        }
+        self.fill_prompt();
+    }
+
+    /// The system prompt from its parts, CodePilot's template variables (`{{OS}}`, `{{CWD}}`,
+    /// `{{MODEL}}`, …) filled for the model in use.
+    pub(super) fn fill_prompt(&mut self) {
+        self.prompt_parts = self
+            .prompt_written
+            .iter()
+            .map(|(source, text)| {
+                let filled = prompt::fill_variables(text, &self.workdir, &self.config.model);
+                (source.clone(), filled)
+            })
+            .collect();
         self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.session.set_system_prompt(&self.system_prompt);
     }
@@ -1307,6 +1409,7 @@ impl App {
             CommandId::List => self.list(args),
             CommandId::Switch => self.switch(args),
             CommandId::New => self.new_conversation(args),
+            CommandId::Clear => self.clear(args),
             CommandId::Title => self.title(args),
             CommandId::Delete => self.delete(args),
             CommandId::Search => self.search(args),
@@ -1456,6 +1559,11 @@ impl App {
         self.context =
             crate::context::Context::new(self.config.context.clone(), &self.config.model);
         self.asked_server_window = false;
+        // `{{MODEL}}` says the model in use, in the system prompt and in skills.
+        if !self.prompt_written.is_empty() {
+            self.fill_prompt();
+        }
+        self.install_self_skills();
     }
 
     /// Runs the agent loop on the branch at the cursor and reports how it ended.
@@ -1486,7 +1594,7 @@ impl App {
             max_rounds: self.config.max_rounds,
             context: Some(&self.context),
             allowed_tools: allowed.as_deref(),
-            checkpoints: self.checkpoints.as_ref(),
+            checkpoints: self.checkpoints.as_deref(),
             hooks: self.hooks.as_ref(),
             subagents: self.subagents.as_ref(),
             role: None,

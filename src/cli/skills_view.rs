@@ -10,11 +10,11 @@ impl App {
         let Some(skill) = self.skills.get(name).cloned() else {
             return;
         };
-        let mut text = crate::prompt::fill_variables(
-            &skill.instructions(self.config.skill.max_bytes),
-            &self.workdir,
-            &self.config.model,
-        );
+        let mut text = self
+            .tools
+            .context()
+            .skills
+            .instructions(&skill, self.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
             self.tools.sandbox().add_read_root(dir.clone());
             text.push_str(&format!(

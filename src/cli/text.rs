@@ -924,6 +924,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "开始新对话（重新读取角色和技能）",
     ),
     (
+        "help_clear",
+        "clear the screen and start a fresh branch from the start of this conversation (the branch left stays in /tree)",
+        "清屏并从本对话开头开启新分支（原分支仍保留在 /tree 中）",
+    ),
+    (
+        "cleared",
+        "a fresh branch from the start of conversation [{id}]: the next message begins it (the earlier branch stays in /tree)",
+        "已回到会话 [{id}] 的开头：下一条消息将开启新分支（之前的分支仍在 /tree 中）",
+    ),
+    (
         "help_title",
         "name this conversation (shown by /list); without TEXT, show its title",
         "为当前对话命名（/list 中显示）；不带参数则显示标题",

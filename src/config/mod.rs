@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub mod codepilot;
+mod describe;
 pub mod locate;
 
 use crate::layers::Layers;

@@ -91,6 +91,39 @@ pub enum Action {
     },
     /// Text added to the user's message of this turn.
     Prompt(String),
+    /// A subagent role given the event as its task (CodePilot's fourth action); its answer is the
+    /// hook's context, or its decision when it answers in the hooks' JSON (`{"decision":
+    /// "block", "reason": …}`, `{"ok": false, "reason": …}` as Claude Code's agent hooks do).
+    Agent {
+        role: String,
+        /// What the role is asked to do with the event (before the event's JSON).
+        prompt: Option<String>,
+        timeout: Duration,
+    },
+}
+
+impl Action {
+    /// `command`, `http`, `prompt` or `agent`, as the config names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Command { .. } => "command",
+            Action::Http { .. } => "http",
+            Action::Prompt(_) => "prompt",
+            Action::Agent { .. } => "agent",
+        }
+    }
+}
+
+/// Runs an `agent` hook's subagent: `role` with `task`, its last answer as text. Given to
+/// [`Hooks`] by whoever can run subagents (the REPL); without it an `agent` hook fails, said.
+pub trait AgentRunner: Send + Sync + std::fmt::Debug {
+    /// `parent`: the conversation whose event it is.
+    fn run(
+        &self,
+        role: &str,
+        task: String,
+        parent: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,7 +335,7 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
         }
     };
     let kind = text("type").unwrap_or_else(|| {
-        ["command", "url", "prompt"]
+        ["command", "url", "prompt", "agent"]
             .into_iter()
             .find(|k| a.contains_key(*k))
             .map(|k| if k == "url" { "http" } else { k })
@@ -334,9 +367,19 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
                 .or_else(|| text("text"))
                 .ok_or("`action.prompt` is required")?,
         ),
+        "agent" => Action::Agent {
+            role: text("agent")
+                .or_else(|| text("role"))
+                .ok_or("`action.agent` (the subagent role) is required")?,
+            prompt: text("prompt"),
+            timeout: match a.get("timeout") {
+                None | Some(Value::Null) => Duration::from_secs(300),
+                Some(_) => timeout,
+            },
+        },
         other => {
             return Err(format!(
-                "`action.type` {other:?} must be command, http or prompt"
+                "`action.type` {other:?} must be command, http, prompt or agent"
             ));
         }
     };
@@ -498,6 +541,8 @@ pub struct Hooks {
     /// The Claude Code matchers of the entries, compiled once (not at every tool call); None:
     /// every tool.
     matchers: Arc<BTreeMap<String, Option<grep_regex::RegexMatcher>>>,
+    /// What runs `agent` actions (none in a subagent's copy: no hook starts a subagent there).
+    agent: Option<Arc<dyn AgentRunner>>,
 }
 
 /// One row of `/hooks`.
@@ -535,7 +580,14 @@ impl Hooks {
             hidden_env,
             os_sandbox: None,
             matchers: Arc::new(matchers),
+            agent: None,
         }
+    }
+
+    /// Runs `agent` actions with `runner`.
+    pub fn with_agent(mut self, runner: Arc<dyn AgentRunner>) -> Hooks {
+        self.agent = Some(runner);
+        self
     }
 
     /// Runs the hooks that belong inside it in `sandbox`.
@@ -556,6 +608,7 @@ impl Hooks {
             hidden_env: self.hidden_env.clone(),
             os_sandbox: self.os_sandbox.clone(),
             matchers: self.matchers.clone(),
+            agent: None,
         }
     }
 
@@ -712,11 +765,23 @@ impl Hooks {
                 continue;
             }
             let payload = self.payload(&input, e.matcher.is_some());
-            let (entry, hidden) = (e.clone(), self.hidden_env.clone());
-            let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
-            runtime.spawn(async move {
-                let _ = run(&entry, &payload, &workdir, &hidden, sandbox.as_deref()).await;
-            });
+            runtime.spawn(self.detached(e, payload));
+        }
+    }
+
+    /// One entry's run that nobody waits for (`async` entries, notifications).
+    fn detached(&self, e: &Entry, payload: Value) -> impl Future<Output = ()> + Send + 'static {
+        let (entry, hidden) = (e.clone(), self.hidden_env.clone());
+        let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
+        let agent = self.agent.clone();
+        async move {
+            let places = Places {
+                workdir: &workdir,
+                hidden: &hidden,
+                sandbox: sandbox.as_deref(),
+                agent: agent.as_deref(),
+            };
+            let _ = run(&entry, &payload, places).await;
         }
     }
 
@@ -793,22 +858,16 @@ impl Hooks {
             }
             let payload = self.payload(input, e.matcher.is_some());
             if e.run_async {
-                let (entry, hidden) = (e.clone(), self.hidden_env.clone());
-                let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
-                tokio::spawn(async move {
-                    let _ = run(&entry, &payload, &workdir, &hidden, sandbox.as_deref()).await;
-                });
+                tokio::spawn(self.detached(e, payload));
                 continue;
             }
-            match run(
-                e,
-                &payload,
-                &self.workdir,
-                &self.hidden_env,
-                self.os_sandbox.as_deref(),
-            )
-            .await
-            {
+            let places = Places {
+                workdir: &self.workdir,
+                hidden: &self.hidden_env,
+                sandbox: self.os_sandbox.as_deref(),
+                agent: self.agent.as_deref(),
+            };
+            match run(e, &payload, places).await {
                 Ok(answer) => answer.apply(&input.event, &mut out),
                 Err(why) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
@@ -833,11 +892,22 @@ struct Answer {
     code: i32,
     stdout: String,
     stderr: String,
+    /// A subagent's answer: its text is context at every event, its JSON may sit in a fence.
+    from_agent: bool,
 }
 
 impl Answer {
     fn apply(self, event: &str, out: &mut Outcome) {
-        let json: Option<Value> = serde_json::from_str(self.stdout.trim()).ok();
+        let mut text = self.stdout.trim();
+        if self.from_agent {
+            // Models fence their JSON.
+            text = text
+                .strip_prefix("```json")
+                .or_else(|| text.strip_prefix("```"))
+                .and_then(|t| t.strip_suffix("```"))
+                .map_or(text, str::trim);
+        }
+        let json: Option<Value> = serde_json::from_str(text).ok();
         let json = json.filter(Value::is_object);
         if self.code == 2 {
             let reason = self.stderr.trim();
@@ -868,7 +938,9 @@ impl Answer {
                 .or_else(|| get("permissionDecisionReason"))
                 .unwrap_or("blocked by a hook")
                 .to_string();
-            if get("decision") == Some("block") {
+            if get("decision") == Some("block")
+                || j.get("ok").and_then(Value::as_bool) == Some(false)
+            {
                 out.block.get_or_insert(reason.clone());
             }
             match get("permissionDecision") {
@@ -906,7 +978,7 @@ impl Answer {
             return;
         }
         if self.code == 0
-            && matches!(event, "pre_message" | "session_start")
+            && (self.from_agent || matches!(event, "pre_message" | "session_start"))
             && !self.stdout.trim().is_empty()
         {
             out.context.push(self.stdout.trim().to_string());
@@ -914,16 +986,56 @@ impl Answer {
     }
 }
 
-/// Runs one command or HTTP hook.
-async fn run(
-    e: &Entry,
-    payload: &Value,
-    workdir: &Path,
-    hidden: &[String],
-    sandbox: Option<&crate::os_sandbox::OsSandbox>,
-) -> Result<Answer, String> {
+/// What a hook runs with.
+#[derive(Clone, Copy)]
+struct Places<'a> {
+    workdir: &'a Path,
+    hidden: &'a [String],
+    sandbox: Option<&'a crate::os_sandbox::OsSandbox>,
+    agent: Option<&'a dyn AgentRunner>,
+}
+
+/// Runs one command, HTTP or agent hook.
+async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, String> {
+    let Places {
+        workdir,
+        hidden,
+        sandbox,
+        agent,
+    } = places;
     match &e.action {
         Action::Prompt(_) => Ok(Answer::default()),
+        Action::Agent {
+            role,
+            prompt,
+            timeout,
+        } => {
+            let runner = agent.ok_or("agent hooks cannot run here (no subagents)")?;
+            let event = serde_json::to_string_pretty(payload).expect("JSON");
+            let task = format!(
+                "{}\n\nThe event, as JSON:\n```json\n{event}\n```\n\nAnswer with what the \
+                 session should know (it is added as context), or to stop what is about to happen \
+                 answer only with JSON: {{\"decision\": \"block\", \"reason\": \"…\"}}.",
+                prompt.as_deref().unwrap_or(
+                    "A hook of the session asks you to look at the event below and act on it."
+                )
+            );
+            let parent = payload["session_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let answer = tokio::time::timeout(*timeout, runner.run(role, task, parent))
+                .await
+                .map_err(|_| {
+                    format!("the subagent did not answer within {} s", timeout.as_secs())
+                })??;
+            Ok(Answer {
+                code: 0,
+                stdout: answer,
+                stderr: String::new(),
+                from_agent: true,
+            })
+        }
         Action::Http {
             url,
             headers,
@@ -967,7 +1079,7 @@ async fn run(
             Ok(Answer {
                 code: 0,
                 stdout: body,
-                stderr: String::new(),
+                ..Answer::default()
             })
         }
         Action::Command {
@@ -1073,6 +1185,7 @@ async fn run(
                             code,
                             stdout,
                             stderr,
+                            from_agent: false,
                         })
                     } else {
                         let why = stderr.lines().next().unwrap_or_default().to_string();

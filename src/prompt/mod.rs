@@ -143,7 +143,8 @@ pub fn system_prompt_parts(
     let index: Vec<String> = skills
         .on_demand()
         .map(|s| {
-            let mut line = format!("- `{}`", s.name);
+            // Where it comes from: a project's skill is the project's word, not the user's.
+            let mut line = format!("- `{}` ({})", s.name, s.tier.label());
             if !s.description.is_empty() {
                 line.push_str(": ");
                 line.push_str(&s.description.replace('\n', " "));

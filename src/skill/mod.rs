@@ -9,9 +9,9 @@
 //!   model loads it when a task calls for it (the `use_skill` tool), or the user runs it
 //!   (`/<name> args`).
 //!
-//! Tiers, nearest wins by name: the project's `<WORKDIR>/.new/skills/`, its `.agents/skills/` and
-//! `.claude/skills/` (so skills written for other agents work), the user's `<config>/new/skills/`,
-//! the built-in ones. A broken file, or a second skill of one name in one tier, is reported and
+//! Tiers, nearest wins by name: the project's `<WORKDIR>/.new/skills/`, its `.codepilot/skills/`,
+//! `.agents/skills/` and `.claude/skills/` (so skills written for other agents work), the user's
+//! `<config>/new/skills/`, CodePilot's `~/.codepilot/skill/`, the built-in ones. A broken file, or a second skill of one name in one tier, is reported and
 //! skipped, never fatal.
 
 use std::collections::BTreeMap;
@@ -23,13 +23,19 @@ use serde::Deserialize;
 
 use crate::layers::{BUILTIN_SKILLS, LayerKind, Layers};
 
+pub mod builtin;
+
 /// Where a skill comes from, nearest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tier {
     Project,
+    /// CodePilot's `<WORKDIR>/.codepilot/skills/`.
+    ProjectCodepilot,
     ProjectAgents,
     ProjectClaude,
     User,
+    /// CodePilot's `~/.codepilot/skill/` (singular, as CodePilot names it).
+    UserCodepilot,
     Builtin,
 }
 
@@ -37,9 +43,11 @@ impl Tier {
     pub fn label(self) -> &'static str {
         match self {
             Tier::Project => "project",
+            Tier::ProjectCodepilot => "project .codepilot",
             Tier::ProjectAgents => "project .agents",
             Tier::ProjectClaude => "project .claude",
             Tier::User => "user",
+            Tier::UserCodepilot => "user .codepilot",
             Tier::Builtin => "built-in",
         }
     }
@@ -47,8 +55,10 @@ impl Tier {
     /// The layer of the original design it belongs to.
     pub fn layer(self) -> LayerKind {
         match self {
-            Tier::Project | Tier::ProjectAgents | Tier::ProjectClaude => LayerKind::Project,
-            Tier::User => LayerKind::User,
+            Tier::Project | Tier::ProjectCodepilot | Tier::ProjectAgents | Tier::ProjectClaude => {
+                LayerKind::Project
+            }
+            Tier::User | Tier::UserCodepilot => LayerKind::User,
             Tier::Builtin => LayerKind::Builtin,
         }
     }
@@ -70,12 +80,23 @@ pub struct Skill {
     pub args: Option<String>,
     /// The tools its turn may use (`allowed-tools`), in `new`'s names.
     pub allowed_tools: Option<Vec<String>>,
+    /// A built-in skill whose body is written when it is loaded, from the session's own state.
+    pub generated: Option<Generated>,
+}
+
+/// The built-in skills written when loaded (CodePilot's "self-awareness" sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Generated {
+    /// `config-management`: how `new` is configured, with the session's current values.
+    ConfigManagement,
+    /// `codebase-overview`: how WORKDIR is laid out, surveyed afresh (cached per checkpoint).
+    CodebaseOverview,
 }
 
 impl Skill {
     /// Loaded by the model when needed rather than injected.
     pub fn on_demand(&self) -> bool {
-        self.dir.is_some()
+        self.dir.is_some() || self.generated.is_some()
     }
 
     pub fn layer(&self) -> LayerKind {
@@ -108,9 +129,10 @@ const FRONT_MATTER_BYTES: usize = 4096;
 fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
     let marker = match tier {
         Tier::Project => ".new",
+        Tier::ProjectCodepilot => crate::config::codepilot::FOLDER,
         Tier::ProjectAgents => ".agents",
         Tier::ProjectClaude => ".claude",
-        Tier::User | Tier::Builtin => return None,
+        Tier::User | Tier::UserCodepilot | Tier::Builtin => return None,
     };
     path.ancestors()
         .find(|a| a.file_name() == Some(marker.as_ref()))?
@@ -221,11 +243,18 @@ fn tier_dirs(layers: &Layers) -> Vec<(Tier, PathBuf)> {
     let workdir = layers.workdir();
     let mut dirs = vec![
         (Tier::Project, layers.project.join("skills")),
+        (
+            Tier::ProjectCodepilot,
+            layers.codepilot_project().join("skills"),
+        ),
         (Tier::ProjectAgents, workdir.join(".agents/skills")),
         (Tier::ProjectClaude, workdir.join(".claude/skills")),
     ];
     if let Some(user) = &layers.user {
         dirs.push((Tier::User, user.join("skills")));
+    }
+    if let Some(codepilot) = &layers.codepilot_user {
+        dirs.push((Tier::UserCodepilot, codepilot.join("skill")));
     }
     dirs
 }
@@ -240,6 +269,17 @@ impl SkillRegistry {
         // Farthest first, so that nearer tiers override by name.
         for (file, text) in BUILTIN_SKILLS {
             registry.add(Tier::Builtin, Path::new(file), None, text, settings);
+        }
+        for (kind, file, text) in builtin::GENERATED {
+            registry.add(Tier::Builtin, Path::new(file), None, text, settings);
+            if let Some(skill) = registry
+                .skills
+                .values_mut()
+                .find(|s| s.source == Path::new(file))
+            {
+                skill.generated = Some(*kind);
+                skill.enabled = true;
+            }
         }
         for (tier, dir) in tier_dirs(layers).into_iter().rev() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -333,6 +373,7 @@ impl SkillRegistry {
                         dir,
                         args: parsed.args,
                         allowed_tools: parsed.allowed_tools,
+                        generated: None,
                     },
                 );
             }
@@ -364,16 +405,16 @@ impl SkillRegistry {
     /// loaded, cut at `max_bytes`), and its folder.
     pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, crate::tools::builtin::ShelfEntry> {
         self.on_demand()
-            .filter_map(|s| {
-                Some((
+            .map(|s| {
+                (
                     s.name.clone(),
                     crate::tools::builtin::ShelfEntry {
                         source: s.source.clone(),
-                        dir: s.dir.clone()?,
+                        dir: s.dir.clone(),
                         skill: Box::new(s.clone()),
                         max_bytes,
                     },
-                ))
+                )
             })
             .collect()
     }
@@ -583,7 +624,28 @@ mod tests {
         let r = SkillRegistry::load(&layers(dir.path()));
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         let names: Vec<_> = r.all().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["code-reviewer", "data-analyst", "translator"]);
+        assert_eq!(
+            names,
+            [
+                "code-reviewer",
+                "codebase-overview",
+                "config-management",
+                "data-analyst",
+                "translator"
+            ]
+        );
+        // The two that describe `new` and the project are written when loaded.
+        let generated: Vec<_> = r
+            .on_demand()
+            .filter_map(|s| s.generated.map(|g| (s.name.as_str(), g)))
+            .collect();
+        assert_eq!(
+            generated,
+            [
+                ("codebase-overview", Generated::CodebaseOverview),
+                ("config-management", Generated::ConfigManagement)
+            ]
+        );
         assert!(
             r.all()
                 .all(|s| !s.body.is_empty() && !s.description.is_empty())
@@ -642,6 +704,63 @@ mod tests {
     }
 
     #[test]
+    fn codepilots_skill_folders_are_tiers_with_their_place_and_the_safe_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        write(
+            dir.path().join("project/.codepilot/skills/deploy/SKILL.md"),
+            "---\nname: deploy\ndescription: Ship it\nallowed-tools: [Bash, ReadFile]\n---\nSteps for {{WORKDIR}}",
+        );
+        write(
+            dir.path().join("user/.codepilot/skill/notes/SKILL.md"),
+            "---\nname: notes\ndescription: The user's notes\n---\nbody",
+        );
+        // Nearer wins: the project's .codepilot over .claude, ours over .codepilot.
+        write(
+            dir.path().join("project/.claude/skills/deploy/SKILL.md"),
+            "---\nname: deploy\ndescription: loses\n---\nbody",
+        );
+        write(
+            dir.path().join("user/.codepilot/skill/notes2/SKILL.md"),
+            "---\nname: shadow\ndescription: loses to the user's own\n---\nbody",
+        );
+        write(
+            dir.path().join("user/new/skills/shadow/SKILL.md"),
+            "---\nname: shadow\ndescription: ours\n---\nbody",
+        );
+        // A project skill folder linked out of the project is skipped, said.
+        write(
+            dir.path().join("elsewhere/leak/SKILL.md"),
+            "---\nname: leak\ndescription: x\n---\nbody",
+        );
+        std::os::unix::fs::symlink(
+            dir.path().join("elsewhere/leak"),
+            dir.path().join("project/.codepilot/skills/leak"),
+        )
+        .unwrap();
+        let r = SkillRegistry::load(&l);
+        let deploy = r.get("deploy").unwrap();
+        assert_eq!(deploy.tier, Tier::ProjectCodepilot);
+        assert_eq!(deploy.description, "Ship it");
+        assert_eq!(
+            deploy.allowed_tools.as_deref(),
+            Some(&["bash".to_string(), "read_file".to_string()][..])
+        );
+        assert_eq!(r.get("notes").unwrap().tier, Tier::UserCodepilot);
+        assert_eq!(r.get("shadow").unwrap().description, "ours");
+        assert!(r.get("leak").is_none());
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("leak") && p.contains("link out")),
+            "{:?}",
+            r.problems
+        );
+        assert_eq!(Tier::ProjectCodepilot.label(), "project .codepilot");
+        assert_eq!(Tier::UserCodepilot.layer(), LayerKind::User);
+    }
+
+    #[test]
     fn folder_skills_are_on_demand_with_their_tools_in_our_names() {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
@@ -696,7 +815,12 @@ mod tests {
         );
         let big = r.get("big").unwrap().instructions(1024);
         assert!(big.len() < 1200 && big.contains("skill.max_skill_size_bytes"));
-        assert!(r.shelf(1024)["big"].body().len() < 1200);
+        assert!(
+            crate::tools::builtin::Shelf::default()
+                .instructions(&r.shelf(1024)["big"].skill, 1024)
+                .len()
+                < 1200
+        );
         assert!(
             r.problems.iter().any(|p| p.contains("holds a space")),
             "{:?}",
@@ -712,7 +836,16 @@ mod tests {
             r.problems
         );
         let on_demand: Vec<&str> = r.on_demand().map(|s| s.name.as_str()).collect();
-        assert_eq!(on_demand, ["big", "list", "pdf"]);
+        assert_eq!(
+            on_demand,
+            [
+                "big",
+                "codebase-overview",
+                "config-management",
+                "list",
+                "pdf"
+            ]
+        );
         assert!(r.enabled().all(|s| !s.on_demand()));
         // `skill.enabled: false` offers none; overrides turn one off.
         let off = SkillRegistry::load_with(

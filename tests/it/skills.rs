@@ -78,7 +78,10 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     // Only the index is in the prompt: name and description, not the body.
     let prompt = system_prompt(&requests[0]);
     assert!(prompt.contains("## Skills"), "{prompt}");
-    assert!(prompt.contains("- `pdf`: Fill in PDF forms"), "{prompt}");
+    assert!(
+        prompt.contains("- `pdf` (project): Fill in PDF forms"),
+        "{prompt}"
+    );
     assert!(
         !prompt.contains("read reference/fields.md first"),
         "{prompt}"
@@ -192,7 +195,7 @@ fn skills_are_listed_by_tier_and_turned_on_and_off_for_the_project() {
     let prompt = system_prompt(&server.requests()[0]);
     assert!(!prompt.contains("`pdf`"), "{prompt}");
     assert!(
-        prompt.contains("- `review`: the .agents one wins"),
+        prompt.contains("- `review` (project .agents): the .agents one wins"),
         "{prompt}"
     );
     assert!(prompt.contains("## Skill: translator"), "{prompt}");

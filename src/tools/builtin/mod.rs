@@ -20,7 +20,7 @@ pub use glob::Glob;
 pub use grep::Grep;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
-pub use use_skill::{Shelf, ShelfEntry, UseSkill};
+pub use use_skill::{Generator, Shelf, ShelfEntry, UseSkill};
 pub use write_file::WriteFile;
 
 use super::Tool;

@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
+use crate::skill::{Generated, Skill};
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args};
 
 /// A skill the model can load.
@@ -16,34 +17,52 @@ use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutpu
 pub struct ShelfEntry {
     /// Its SKILL.md.
     pub source: PathBuf,
-    /// Its folder.
-    pub dir: PathBuf,
+    /// Its folder (none for a built-in skill written when loaded).
+    pub dir: Option<PathBuf>,
     /// The skill, whose body is read when it is loaded.
     pub skill: Box<crate::skill::Skill>,
     /// The most of its body sent (`skill.max_skill_size_bytes`).
     pub max_bytes: usize,
 }
 
-impl ShelfEntry {
-    /// Its SKILL.md's body (the front matter is not sent), read now through the one reader of a
-    /// project's files and cut at `max_bytes`.
-    pub fn body(&self) -> String {
-        self.skill.instructions(self.max_bytes)
+/// Writes the body of a built-in skill from the session's state when it is loaded.
+pub type Generator = Arc<dyn Fn(Generated) -> String + Send + Sync>;
+
+/// The skills offered on demand, by name; shared with the REPL, which refills it when skills are
+/// reloaded, and sets what writes the generated ones.
+#[derive(Clone, Default)]
+pub struct Shelf {
+    entries: Arc<RwLock<BTreeMap<String, ShelfEntry>>>,
+    generator: Arc<RwLock<Option<Generator>>>,
+    /// The working folder and the model, for the template variables (`{{CWD}}`, `{{MODEL}}`, …).
+    variables: Arc<RwLock<Option<(PathBuf, String)>>>,
+}
+
+impl std::fmt::Debug for Shelf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shelf")
+            .field("entries", &self.entries)
+            .finish_non_exhaustive()
     }
 }
 
-/// The skills offered on demand, by name; shared with the REPL, which refills it when skills are
-/// reloaded.
-#[derive(Debug, Clone, Default)]
-pub struct Shelf(Arc<RwLock<BTreeMap<String, ShelfEntry>>>);
-
 impl Shelf {
     pub fn set(&self, entries: BTreeMap<String, ShelfEntry>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = entries;
+        *self.entries.write().unwrap_or_else(|e| e.into_inner()) = entries;
+    }
+
+    pub fn set_generator(&self, generator: Generator) {
+        *self.generator.write().unwrap_or_else(|e| e.into_inner()) = Some(generator);
+    }
+
+    /// Where and with which model the session works: skills' template variables say it.
+    pub fn set_variables(&self, workdir: &std::path::Path, model: &str) {
+        *self.variables.write().unwrap_or_else(|e| e.into_inner()) =
+            Some((workdir.to_path_buf(), model.to_string()));
     }
 
     pub fn get(&self, name: &str) -> Option<ShelfEntry> {
-        self.0
+        self.entries
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
@@ -51,7 +70,37 @@ impl Shelf {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).is_empty()
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// A skill's instructions: a folder skill's SKILL.md body, or a generated skill's text written
+    /// now (its static part alone when nothing writes it), cut at `max_bytes`, with the template
+    /// variables filled.
+    pub fn instructions(&self, skill: &Skill, max_bytes: usize) -> String {
+        let text = match skill.generated {
+            None => skill.instructions(max_bytes),
+            // Written by `new` itself: its own text may quote the variables (the docs do).
+            Some(kind) => {
+                let generator = self
+                    .generator
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                let mut text = match generator {
+                    Some(write) => write(kind),
+                    None => skill.body.clone(),
+                };
+                crate::skill::cut_to_size(&mut text, max_bytes);
+                return text;
+            }
+        };
+        match &*self.variables.read().unwrap_or_else(|e| e.into_inner()) {
+            Some((workdir, model)) => crate::prompt::fill_variables(&text, workdir, model),
+            None => text,
+        }
     }
 }
 
@@ -92,14 +141,17 @@ impl Tool for UseSkill {
             let Some(entry) = ctx.skills.get(name) else {
                 return Err(ToolError::Failed(format!("skill not found: {name}")));
             };
-            let text = entry.body();
-            ctx.sandbox.add_read_root(entry.dir.clone());
+            let mut content = ctx.skills.instructions(&entry.skill, entry.max_bytes);
+            content.truncate(content.trim_end().len());
+            if let Some(dir) = &entry.dir {
+                ctx.sandbox.add_read_root(dir.clone());
+                content.push_str(&format!(
+                    "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
+                    dir.display()
+                ));
+            }
             Ok(ToolOutput {
-                content: format!(
-                    "{}\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
-                    text.trim_end(),
-                    entry.dir.display()
-                ),
+                content,
                 summary: format!("skill {name} loaded"),
                 diff: None,
             })

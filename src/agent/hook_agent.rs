@@ -1,0 +1,154 @@
+//! The subagent of an `agent` hook (CodePilot's fourth hook action): a defined role, started fresh
+//! with the event as its task, working unattended (what would ask the user is refused), with no
+//! hooks of its own. Its conversation is stored like any subagent's, linked to the conversation
+//! whose event it answered.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::defs::allowed_tools;
+use super::subagent::Subagents;
+use super::{Agent, Gate, Observer, TurnEnd};
+use crate::llm::{ChatResponse, Model, ToolCall};
+use crate::session::{ChatSession, Message, Store};
+use crate::tools::{ToolOutcome, ToolRegistry};
+use crate::vocab::Role;
+
+/// Makes the gate of one run: unattended, deciding by the session's permissions.
+pub type GateFactory = Arc<dyn Fn() -> Box<dyn Gate + Send> + Send + Sync>;
+
+/// Runs `agent` hooks' subagents for a session.
+pub struct HookAgents {
+    pub provider: Arc<dyn Model + Send + Sync>,
+    pub tools: ToolRegistry,
+    pub subagents: Subagents,
+    pub model: String,
+    pub max_rounds: usize,
+    pub context: crate::context::Context,
+    pub store: Store,
+    pub gate: GateFactory,
+}
+
+impl std::fmt::Debug for HookAgents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookAgents")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sees nothing: a hook's subagent works out of sight; its conversation keeps what it did.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn text(&mut self, _: &str) {}
+    fn reasoning(&mut self, _: &str) {}
+    fn tool_call_started(&mut self, _: &str) {}
+    fn retry(&mut self, _: u32, _: u32, _: std::time::Duration, _: &str) {}
+    fn answer_end(&mut self, _: &ChatResponse, _: bool) {}
+    fn tool_call(&mut self, _: &ToolCall) {}
+    fn tool_result(&mut self, _: &ToolCall, _: &ToolOutcome) {}
+}
+
+impl crate::hooks::AgentRunner for HookAgents {
+    fn run(
+        &self,
+        role: &str,
+        task: String,
+        parent: String,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+        let Some(def) = self.subagents.defs.iter().find(|d| d.name == role).cloned() else {
+            let known: Vec<String> = self.subagents.defs.iter().map(|d| d.name.clone()).collect();
+            let why = format!(
+                "no subagent role `{role}`; the roles are {}",
+                known.join(", ")
+            );
+            return Box::pin(async move { Err(why) });
+        };
+        let system: String = self
+            .subagents
+            .fresh_context(&def)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        let mut sub = ChatSession::new(self.store.clone(), &system);
+        sub.set_metadata(json!({
+            "parent": {"conversation": parent, "hook": true},
+            "agent": def.name,
+        }));
+        if let Err(e) = sub.add(Message::new(Role::User, task)) {
+            let why = format!("storing the hook's task: {e}");
+            return Box::pin(async move { Err(why) });
+        }
+        let offered = self.tools.names();
+        let allowed = allowed_tools(&def, &offered, &self.subagents.settings);
+        let model = def.model.clone().unwrap_or_else(|| self.model.clone());
+        let max_rounds = def
+            .max_turns
+            .unwrap_or(self.max_rounds)
+            .clamp(1, self.max_rounds.max(1));
+        let (provider, tools) = (self.provider.clone(), self.tools.detached());
+        let context = self.context.for_model(&model);
+        let mut gate = (self.gate)();
+        let (done, answer) = tokio::sync::oneshot::channel();
+        // Dropped (the hook timed out, the user interrupted): the subagent stops.
+        struct StopOnDrop(tokio::sync::watch::Sender<u64>);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.send_modify(|n| *n += 1);
+            }
+        }
+        let (stopper, mut stop) = tokio::sync::watch::channel(0u64);
+        let stopper = StopOnDrop(stopper);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Box::pin(async { Err("no runtime to run the subagent on".to_string()) });
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("hook agent {}", def.name))
+            .spawn(move || {
+                let end = runtime.block_on(async {
+                    let agent = Agent {
+                        provider: &*provider,
+                        tools: &tools,
+                        model,
+                        max_rounds,
+                        context: Some(&context),
+                        allowed_tools: Some(&allowed),
+                        checkpoints: None,
+                        hooks: None,
+                        subagents: None,
+                        role: Some(&def.name),
+                        folder: None,
+                    };
+                    agent.run(&mut sub, &mut Quiet, &mut *gate, &mut stop).await
+                });
+                let c = sub.conversation();
+                let text = c
+                    .get(c.cursor())
+                    .filter(|m| m.role == Role::Assistant)
+                    .map(|m| m.content.trim().to_string())
+                    .unwrap_or_default();
+                let result = match end {
+                    TurnEnd::Failed(e) => Err(format!("the subagent failed: {e}")),
+                    TurnEnd::Stopped(reason) => Err(format!("the subagent stopped: {reason}")),
+                    TurnEnd::Interrupted => Err("the subagent was interrupted".to_string()),
+                    _ if text.is_empty() => Err("the subagent gave no answer".to_string()),
+                    _ => Ok(text),
+                };
+                let _ = done.send(result);
+            });
+        if let Err(e) = spawned {
+            let why = format!("starting the subagent's thread: {e}");
+            return Box::pin(async move { Err(why) });
+        }
+        Box::pin(async move {
+            let _stopper = stopper;
+            answer
+                .await
+                .unwrap_or_else(|_| Err("the subagent ended without an answer".to_string()))
+        })
+    }
+}
