@@ -763,3 +763,105 @@ fn codepilots_example_setting_in_its_own_folder_works_as_written() {
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(logged.trim(), "gofmt -w main.go", "{run:?}");
 }
+
+/// An `agent` hook (CodePilot's fourth action): a subagent role gets the event as its task; its
+/// plain answer is context for the turn, its JSON decision blocks a call; its conversation is
+/// stored, linked to the one whose event it answered.
+#[test]
+fn an_agent_hook_runs_a_subagent_whose_answer_is_context_or_a_decision() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.config_dir().join("agents")).unwrap();
+    std::fs::write(
+        env.config_dir().join("agents/guard.md"),
+        "---\nname: guard\ndescription: Watches the session\ntools: [read_file]\n---\nYou guard this project.\n",
+    )
+    .unwrap();
+    env.write_config(
+        r#"{"hook": {"entries": [
+            {"name": "brief", "event": "pre_message", "action": {"type": "agent", "agent": "guard", "prompt": "Brief the assistant."}},
+            {"name": "veto", "event": "pre_tool_use", "condition": {"field": "tool_name", "op": "eq", "value": "Bash"},
+             "action": {"type": "agent", "agent": "guard"}}
+        ]}}"#,
+    );
+    std::fs::write(env.work().join("keep.txt"), "x").unwrap();
+    let server = Server::start(vec![
+        text(&["The user likes tea."]),
+        tool_calls(&[("r", "bash", r#"{"command":"rm keep.txt"}"#)]),
+        text(&["```json\n{\"decision\": \"block\", \"reason\": \"keep.txt stays\"}\n```"]),
+        text(&["done"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "tidy up\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{run:?}");
+    // The subagent's context: its role's prompt, the hook's prompt and the event.
+    assert!(system_of(&requests[0]).starts_with("You guard this project."));
+    let task = messages_of(&requests[0]).last().unwrap().1.clone();
+    assert!(task.starts_with("Brief the assistant."), "{task}");
+    assert!(
+        task.contains("\"hook_event_name\": \"pre_message\""),
+        "{task}"
+    );
+    assert!(task.contains("tidy up"), "{task}");
+    assert_eq!(tool_names(&requests[0]), ["read_file"]);
+    // Its answer goes with the user's message.
+    let sent = messages_of(&requests[1]).last().unwrap().1.clone();
+    assert!(sent.contains("The user likes tea."), "{sent}");
+    // The second hook's subagent saw the call, and its decision held.
+    let task = messages_of(&requests[2]).last().unwrap().1.clone();
+    assert!(task.contains("rm keep.txt"), "{task}");
+    assert!(env.work().join("keep.txt").exists(), "{run:?}");
+    assert!(results(&server, 3)[0].contains("keep.txt stays"), "{run:?}");
+    // Both subagents' conversations are kept, linked to the session's, out of its list.
+    let files = env.conversation_files();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let texts: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let main: Vec<&std::path::PathBuf> = files
+        .iter()
+        .zip(&texts)
+        .filter(|(_, t)| !t.contains("\"parent\""))
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(main.len(), 1, "{texts:?}");
+    let main = main[0].file_stem().unwrap().to_string_lossy().into_owned();
+    let linked = files
+        .iter()
+        .filter(|f| {
+            let first = std::fs::read_to_string(f).unwrap();
+            first.contains(&format!("\"conversation\":\"{main}\"")) && first.contains("\"guard\"")
+        })
+        .count();
+    assert_eq!(linked, 2, "{files:?}");
+}
+
+/// An `agent` hook naming a role that does not exist fails on one line and blocks nothing.
+#[test]
+fn an_agent_hook_with_an_unknown_role_is_said_and_blocks_nothing() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"hook": {"entries": [{"name": "who", "event": "pre_tool_use", "action": {"type": "agent", "agent": "nobody"}}]}}"#,
+    );
+    let server = Server::start(vec![
+        tool_calls(&[("w", "write_file", r#"{"filepath":"a.txt","content":"a"}"#)]),
+        text(&["done"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive"],
+        "write\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(env.work().join("a.txt").exists(), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("hook `who` (pre_tool_use): no subagent role `nobody`"),
+        "{run:?}"
+    );
+}

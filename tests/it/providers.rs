@@ -56,8 +56,8 @@ fn anthropic_streams_text_runs_tools_and_reports_cache_usage() {
             .starts_with("You are a helpful assistant")
     );
     assert_eq!(first["system"][0]["cache_control"]["type"], "ephemeral");
-    // The seven built-in tools, `agent` and `task_status`.
-    assert_eq!(first["tools"].as_array().unwrap().len(), 9);
+    // The seven built-in tools, `use_skill` (for the built-in skills), `agent` and `task_status`.
+    assert_eq!(first["tools"].as_array().unwrap().len(), 10);
     assert_eq!(
         first["messages"],
         json!([{"role":"user","content":[{"type":"text","text":"read a.txt","cache_control":{"type":"ephemeral"}}]}])

@@ -42,6 +42,8 @@ fn plain_answer_streams_is_stored_and_shows_usage() {
             "glob",
             "grep",
             "bash",
+            // The built-in skills that describe `new` and the project are offered on demand.
+            "use_skill",
             "agent",
             "task_status"
         ]

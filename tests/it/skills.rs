@@ -79,7 +79,7 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     let prompt = system_prompt(&requests[0]);
     assert!(prompt.contains("## Skills"), "{prompt}");
     assert!(
-        prompt.contains("- `pdf` (project): Fill in PDF forms"),
+        prompt.contains("- `pdf` (user): Fill in PDF forms"),
         "{prompt}"
     );
     assert!(
@@ -390,4 +390,86 @@ fn template_variables_are_filled_in_the_system_prompt() {
     );
     assert!(prompt.contains("keep {{UNKNOWN}}."), "{prompt}");
     assert!(!prompt.contains("{{OS}}"), "{prompt}");
+}
+
+/// The built-in skills that describe `new` and the project are written when loaded:
+/// `config-management` with this session's files and values (and no secret), `codebase-overview`
+/// with the folder as it is; the index names each skill's tier, the prompt names the hooks and
+/// MCP servers in one line each, and a skill's template variables are filled in `use_skill`.
+#[test]
+fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"api_key": "sk-test-SECRET-9999", "max_rounds": 12,
+            "mcp": {"servers": [{"name": "tracker", "url": "https://mcp.example/api?token=SECRET-TOKEN", "headers": {"Authorization": "Bearer SECRET-HEADER"}}]},
+            "hook": {"entries": [{"name": "fmt", "event": "post_tool_use", "action": {"command": "true"}}]}}"#,
+    );
+    write(
+        env.config_dir().join("skills/where/SKILL.md"),
+        "---\nname: where\ndescription: Says where\n---\nYou work in {{WORKDIR}} with {{MODEL}}.",
+    );
+    write(
+        env.work().join("Cargo.toml"),
+        "[package]\nname = \"demo\"\n",
+    );
+    write(env.work().join("src/main.rs"), "fn main() {}\n");
+    let load = |name: &str| format!(r#"{{"skill_name":"{name}"}}"#);
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("a", "use_skill", &load("config-management")),
+            ("b", "use_skill", &load("codebase-overview")),
+            ("c", "use_skill", &load("where")),
+        ]),
+        text(&["done"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--model", "m-test"],
+        "how do I add an MCP server?\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    let prompt = system_prompt(&requests[0]);
+    assert!(
+        prompt.contains("- `config-management` (built-in): How new itself is configured"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("- `where` (user): Says where"), "{prompt}");
+    assert!(
+        prompt.contains("MCP servers configured: tracker"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("Hooks configured"), "{prompt}");
+    assert!(prompt.contains("post_tool_use (1)"), "{prompt}");
+    let results = results(&server, 1);
+    let config = &results[0];
+    assert!(
+        config.contains("# This session's configuration"),
+        "{config}"
+    );
+    assert!(config.contains("- model: `m-test`"), "{config}");
+    assert!(config.contains("max_rounds: 12"), "{config}");
+    assert!(config.contains(&env.config_dir().join("config.json").display().to_string()));
+    assert!(
+        config
+            .contains("- `tracker` (user's): HTTP, https://mcp.example/api, headers Authorization"),
+        "{config}"
+    );
+    assert!(config.contains("- `fmt` on `post_tool_use` (user's): command action"));
+    let reference = config.split("# Reference").nth(1).unwrap_or_default();
+    assert!(reference.contains("\n## MCP servers\n"), "{config}");
+    for secret in ["SECRET-9999", "SECRET-TOKEN", "SECRET-HEADER"] {
+        assert!(!config.contains(secret), "{secret} in {config}");
+    }
+    let overview = &results[1];
+    assert!(overview.contains("- `src/`: 1 files"), "{overview}");
+    assert!(overview.contains("package `demo`"), "{overview}");
+    let filled = &results[2];
+    assert!(
+        filled.starts_with(&format!(
+            "You work in {} with m-test.",
+            env.work().display()
+        )),
+        "{filled}"
+    );
 }

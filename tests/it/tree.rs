@@ -480,3 +480,43 @@ fn another_agent_s_history_is_left_alone() {
     assert_ne!(run.code, Some(0), "{run:?}");
     assert_eq!(std::fs::read_to_string(&foreign).unwrap(), text);
 }
+
+/// `/clear` (CodePilot's): the next message starts a fresh branch from the root; the branch left
+/// stays in `/tree`; said in English and Chinese, and listed in `/help`.
+#[test]
+fn clear_starts_a_fresh_branch_from_the_root_and_keeps_the_old_one() {
+    for (lang, said, help) in [
+        (
+            "en",
+            "a fresh branch from the start of conversation",
+            "clear the screen",
+        ),
+        ("zh", "下一条消息将开启新分支", "清屏"),
+    ] {
+        let env = Env::new();
+        let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+        let run = env.run(
+            &server.base_url,
+            &["--lang", lang],
+            "first\n/clear\nsecond\n/tree\n/help\n/clear now\n",
+        );
+        assert_eq!(run.code, Some(0), "{run:?}");
+        assert!(run.stdout.contains(said), "{run:?}");
+        assert!(run.stdout.contains(help), "{run:?}");
+        // The second question was sent without the first exchange.
+        let sent = messages_of(&server.requests()[1]);
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[1].1, "second");
+        let (_, lines) = env.only_conversation();
+        let root = lines[0]["root_id"].as_str().unwrap().to_string();
+        let users: Vec<&Value> = lines.iter().filter(|l| l["role"] == "user").collect();
+        assert_eq!(users.len(), 2);
+        assert!(
+            users.iter().all(|u| u["parent_id"] == root.as_str()),
+            "{lines:?}"
+        );
+        assert!(run.stdout.contains("first") && run.stdout.contains("second"));
+        // Arguments are refused, and nothing moves.
+        assert!(run.stderr.contains("/clear"), "{run:?}");
+    }
+}
