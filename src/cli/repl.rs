@@ -732,7 +732,7 @@ impl App {
             // wait for it; the first input does (see `ready`), and says when it is off.
             let probing = sandbox.clone();
             std::thread::spawn(move || {
-                probing.state();
+                tracing::info!(state = ?probing.state(), "sandbox");
             });
         }
         let memory = config.memory.enabled.then(|| {
@@ -916,6 +916,8 @@ impl App {
             config.model = model;
         }
         let context = crate::context::Context::new(config.context.clone(), &config.model);
+        tracing::info!(workdir = ?workdir, provider = ?config.provider.name, model = ?config.model,
+            sandbox = os_sandbox.is_some(), interactive, "configured");
         if let Some(def) = &agent
             && report.is_none()
         {
@@ -986,6 +988,7 @@ impl App {
         }
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(crate::hooks::Input::new("program_start"));
+        tracing::info!(session = %app.session.id(), "session start");
         if let Some(started) = app.fire_hooks(crate::hooks::Input::new("session_start")) {
             app.hook_context.extend(started.context);
         }
@@ -999,6 +1002,7 @@ impl App {
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
     fn leave(mut self) {
+        tracing::info!(session = %self.session.id(), "session end");
         self.fire_hooks(crate::hooks::Input::new("session_end"));
         self.fire_hooks(crate::hooks::Input::new("program_exit"));
         // Reviews still running stop before they write anything; subagents still running stop

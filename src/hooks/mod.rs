@@ -796,10 +796,13 @@ impl Hooks {
                 let (entry, hidden) = (e.clone(), self.hidden_env.clone());
                 let (workdir, sandbox) = (self.workdir.clone(), self.os_sandbox.clone());
                 tokio::spawn(async move {
-                    let _ = run(&entry, &payload, &workdir, &hidden, sandbox.as_deref()).await;
+                    let started = std::time::Instant::now();
+                    let ran = run(&entry, &payload, &workdir, &hidden, sandbox.as_deref()).await;
+                    log_run(&entry, started, ran.as_ref().map(|a| a.code));
                 });
                 continue;
             }
+            let started = std::time::Instant::now();
             match run(
                 e,
                 &payload,
@@ -808,6 +811,8 @@ impl Hooks {
                 self.os_sandbox.as_deref(),
             )
             .await
+            .inspect(|a| log_run(e, started, Ok(a.code)))
+            .inspect_err(|why| log_run(e, started, Err(why)))
             {
                 Ok(answer) => answer.apply(&input.event, &mut out),
                 Err(why) => {
@@ -825,6 +830,22 @@ impl Hooks {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One line in the log for a hook that ran: its name, event, kind of action, how long it took
+/// and its exit code (never its input, its output or why it failed, which may quote them).
+fn log_run(e: &Entry, started: std::time::Instant, ran: Result<i32, &String>) {
+    let kind = match &e.action {
+        Action::Command { .. } => "command",
+        Action::Http { .. } => "http",
+        Action::Prompt(_) => "prompt",
+    };
+    let (hook, event) = (e.name.as_str(), e.event.as_str());
+    let ms = started.elapsed().as_millis() as u64;
+    match ran {
+        Ok(code) => tracing::info!(hook, event, kind, ms, code, "hook ran"),
+        Err(_) => tracing::warn!(hook, event, kind, ms, outcome = "failed", "hook ran"),
+    }
 }
 
 /// What one hook answered.
