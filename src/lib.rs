@@ -12,7 +12,8 @@
 //! - [`hooks`]: the user's programs run at points of the loop;
 //! - [`agent`]: one user input → model ⇄ tools → final answer;
 //! - [`cli`]: the REPL, its command table, tree drawing and output;
-//! - [`config`]: layered configuration.
+//! - [`config`]: layered configuration;
+//! - [`log`]: the program's own log file (timings and counts, never contents).
 
 pub mod agent;
 pub mod checkpoint;
@@ -22,6 +23,7 @@ pub mod context;
 pub mod hooks;
 pub mod layers;
 pub mod llm;
+pub mod log;
 pub mod mcp;
 pub mod memory;
 pub mod os_sandbox;

@@ -92,6 +92,7 @@ struct ImportArgs {
 
 fn main() -> ExitCode {
     new_agent::os_sandbox::run_helper_if_asked();
+    let _log = new_agent::log::init();
     // `new import …` (a folder named `import` is `./import`).
     if std::env::args_os().nth(1).is_some_and(|a| a == "import") {
         let args = ImportArgs::parse_from(std::env::args_os().skip(1));

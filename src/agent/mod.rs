@@ -1016,11 +1016,16 @@ impl Agent<'_> {
             return Err(reason);
         }
         if let Some(reason) = outcome.block {
+            tracing::info!(tool = ?call.function.name, outcome = "denied", "tool call");
             return Ok(GateDecision::Refuse(format!(
                 "Blocked by a hook: {reason}. The call was not run."
             )));
         }
-        Ok(gate.check(call, self.tools, args, outcome.permission))
+        let decision = gate.check(call, self.tools, args, outcome.permission);
+        if matches!(decision, GateDecision::Refuse(_)) {
+            tracing::info!(tool = ?call.function.name, outcome = "denied", "tool call");
+        }
+        Ok(decision)
     }
 
     /// Fires the hooks of `input.event` (when any follows it); failures are said on one line.

@@ -411,6 +411,17 @@ impl Tasks {
         });
     }
 
+    /// Whether a background task of conversation `parent` ended and the parent has not had its
+    /// answer yet (`subagent.auto_continue` then lets the parent go on with it).
+    pub fn has_finished(&self, parent: &str) -> bool {
+        self.lock().iter().any(|t| {
+            t.view.parent == parent
+                && t.background()
+                && t.view.state != TaskState::Running
+                && !t.delivered
+        })
+    }
+
     /// The background tasks of conversation `parent` that ended and whose answer the parent has
     /// not had; from now on it has.
     pub fn take_finished(&self, parent: &str) -> Vec<TaskView> {

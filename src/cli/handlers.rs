@@ -704,11 +704,13 @@ impl App {
 
     /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
     fn end_session_hooks(&mut self) {
+        tracing::info!(session = %self.session.id(), "session end");
         self.fire_hooks(crate::hooks::Input::new("session_end"));
     }
 
     /// …and another starts (`session_start`: what its hooks print goes with the next message).
     fn start_session_hooks(&mut self) {
+        tracing::info!(session = %self.session.id(), "session start");
         if let Some(started) = self.fire_hooks(crate::hooks::Input::new("session_start")) {
             self.hook_context = started.context;
         }

@@ -194,12 +194,18 @@ impl App {
         };
         let printer = std::sync::Mutex::new(printer);
         let (at_prompt, out) = (self.at_prompt.clone(), self.out);
+        let auto = subagents.settings.auto_continue;
         subagents.tasks.on_end(std::sync::Arc::new(move |t| {
             if !at_prompt.load(std::sync::atomic::Ordering::SeqCst) {
                 return false;
             }
+            let mut line = task_ended(&out, t);
+            // The line editor cannot be woken: an empty Enter lets the conversation go on.
+            if auto {
+                line.push_str(&out.dim(&super::text::tr(out.lang, "enter_to_go_on", &[])));
+            }
             let mut printer = printer.lock().unwrap_or_else(|e| e.into_inner());
-            printer.print(format!("{}\n", task_ended(&out, t))).is_ok()
+            printer.print(format!("{line}\n")).is_ok()
         }));
     }
 }

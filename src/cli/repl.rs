@@ -736,7 +736,7 @@ impl App {
             // wait for it; the first input does (see `ready`), and says when it is off.
             let probing = sandbox.clone();
             std::thread::spawn(move || {
-                probing.state();
+                tracing::info!(state = ?probing.state(), "sandbox");
             });
         }
         let memory = config.memory.enabled.then(|| {
@@ -920,6 +920,8 @@ impl App {
             config.model = model;
         }
         let context = crate::context::Context::new(config.context.clone(), &config.model);
+        tracing::info!(workdir = ?workdir, provider = ?config.provider.name, model = ?config.model,
+            sandbox = os_sandbox.is_some(), interactive, "configured");
         if let Some(def) = &agent
             && report.is_none()
         {
@@ -993,6 +995,7 @@ impl App {
         }
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(crate::hooks::Input::new("program_start"));
+        tracing::info!(session = %app.session.id(), "session start");
         if let Some(started) = app.fire_hooks(crate::hooks::Input::new("session_start")) {
             app.hook_context.extend(started.context);
         }
@@ -1000,6 +1003,32 @@ impl App {
             app.report_load(&report);
         }
         Ok(app)
+    }
+
+    /// With `subagent.auto_continue` on and an ended background task's answer not yet given to
+    /// this conversation: gives it (with the answers of any others) and runs a turn on it, as
+    /// if the user had asked to go on. True when it did.
+    fn auto_continue(&mut self) -> bool {
+        let Some(subagents) = self.subagents.as_ref().filter(|s| s.settings.auto_continue) else {
+            return false;
+        };
+        if self.agent.is_some() || !subagents.tasks.has_finished(self.session.id()) {
+            return false;
+        }
+        let tasks = subagents.tasks.take_finished(self.session.id());
+        let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
+        for task in &tasks {
+            crate::agent::Observer::usage(&mut printer, &subagents.tasks.take_pending(&task.id));
+            if let Err(e) = self.session.add(Message::new(Role::User, task.delivery())) {
+                self.out.error(&super::text::error(self.out.lang, &e));
+                return false;
+            }
+        }
+        self.out
+            .say(&self.tr("auto_continuing", &[("n", &tasks.len().to_string())]));
+        self.answer_with(&mut printer);
+        self.report_turn(&printer);
+        true
     }
 
     /// Gives the hooks what runs their `agent` actions, when any has one and subagents are on.
@@ -1084,6 +1113,7 @@ impl App {
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
     fn leave(mut self) {
+        tracing::info!(session = %self.session.id(), "session end");
         self.fire_hooks(crate::hooks::Input::new("session_end"));
         self.fire_hooks(crate::hooks::Input::new("program_exit"));
         // Reviews still running stop before they write anything; subagents still running stop
@@ -1217,6 +1247,11 @@ impl App {
                 && !input_waiting()
             {
                 mcp.start();
+            }
+            // `subagent.auto_continue` (CodePilot's): a background answer that came in goes to
+            // the conversation at once, and the model goes on with it.
+            if self.auto_continue() {
+                continue;
             }
             let prompt = self.prompt_text();
             self.at_prompt.store(true, Ordering::SeqCst);

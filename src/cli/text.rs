@@ -924,6 +924,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "开始新对话（重新读取角色和技能）",
     ),
     (
+        "auto_continuing",
+        "going on with the answer of {n} background task(s) (subagent.auto_continue)",
+        "根据 {n} 个后台任务的回答继续（subagent.auto_continue）",
+    ),
+    (
+        "enter_to_go_on",
+        " (auto_continue: press Enter and the conversation goes on with it)",
+        "（auto_continue：按回车，对话将据此继续）",
+    ),
+    (
         "help_clear",
         "clear the screen and start a fresh branch from the start of this conversation (the branch left stays in /tree)",
         "清屏并从本对话开头开启新分支（原分支仍保留在 /tree 中）",

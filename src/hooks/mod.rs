@@ -781,7 +781,9 @@ impl Hooks {
                 sandbox: sandbox.as_deref(),
                 agent: agent.as_deref(),
             };
-            let _ = run(&entry, &payload, places).await;
+            let started = std::time::Instant::now();
+            let ran = run(&entry, &payload, places).await;
+            log_run(&entry, started, ran.as_ref().map(|a| a.code));
         }
     }
 
@@ -867,7 +869,12 @@ impl Hooks {
                 sandbox: self.os_sandbox.as_deref(),
                 agent: self.agent.as_deref(),
             };
-            match run(e, &payload, places).await {
+            let started = std::time::Instant::now();
+            match run(e, &payload, places)
+                .await
+                .inspect(|a| log_run(e, started, Ok(a.code)))
+                .inspect_err(|why| log_run(e, started, Err(why)))
+            {
                 Ok(answer) => answer.apply(&input.event, &mut out),
                 Err(why) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
@@ -884,6 +891,18 @@ impl Hooks {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One line in the log for a hook that ran: its name, event, kind of action, how long it took
+/// and its exit code (never its input, its output or why it failed, which may quote them).
+fn log_run(e: &Entry, started: std::time::Instant, ran: Result<i32, &String>) {
+    let kind = e.action.kind();
+    let (hook, event) = (e.name.as_str(), e.event.as_str());
+    let ms = started.elapsed().as_millis() as u64;
+    match ran {
+        Ok(code) => tracing::info!(hook, event, kind, ms, code, "hook ran"),
+        Err(_) => tracing::warn!(hook, event, kind, ms, outcome = "failed", "hook ran"),
+    }
 }
 
 /// What one hook answered.

@@ -282,6 +282,21 @@ impl LlmError {
         }
     }
 
+    /// What went wrong in a few fixed words and numbers, for the log: never the server's text,
+    /// which may echo the request (or, from a careless proxy, its headers).
+    pub fn kind(&self) -> String {
+        match self {
+            LlmError::MissingKey { .. } => "missing key".into(),
+            LlmError::Connect { .. } => "connection failed".into(),
+            LlmError::Http { status, .. } => format!("http {status}"),
+            LlmError::Server { .. } => "server error".into(),
+            LlmError::StreamCut(_) => "stream cut".into(),
+            LlmError::Silent { secs, .. } => format!("silent for {secs} s"),
+            LlmError::Client(_) => "client error".into(),
+            LlmError::ContextOverflow { .. } => "context overflow".into(),
+        }
+    }
+
     /// A few words for the retry notice.
     fn short_reason(&self) -> String {
         match self {
@@ -292,6 +307,48 @@ impl LlmError {
             LlmError::Server { message, .. } => first_words(message),
             other => first_words(&other.to_string()),
         }
+    }
+}
+
+/// One line in the log for a request that ended: who was asked, how long the answer took
+/// (retries and their waits included), and what came back, in counts.
+fn log_request(
+    s: &ProviderSettings,
+    model: &str,
+    started: std::time::Instant,
+    retries: u32,
+    result: &Result<ChatResponse, LlmError>,
+) {
+    let ms = started.elapsed().as_millis() as u64;
+    let (provider, kind) = (s.name.as_str(), s.kind.as_str());
+    match result {
+        Ok(r) => {
+            let usage = r.usage.clone().unwrap_or_default();
+            tracing::info!(
+                provider,
+                kind,
+                model,
+                ms,
+                status = "ok",
+                retries,
+                input_tokens = usage.input_tokens,
+                output_tokens = usage.output_tokens,
+                cache_read_tokens = usage.cache_read_tokens.unwrap_or(0),
+                tool_calls = r.tool_calls.len(),
+                finish = r.finish_reason.as_deref().unwrap_or(""),
+                "llm request"
+            );
+        }
+        Err(e) => tracing::warn!(
+            provider,
+            kind,
+            model,
+            ms,
+            status = "error",
+            retries,
+            error = e.kind(),
+            "llm request"
+        ),
     }
 }
 
@@ -462,7 +519,16 @@ impl Provider {
         }
         let policy = s.retry;
         let mut retry = 0;
+        let started = std::time::Instant::now();
         loop {
+            tracing::debug!(
+                provider = s.name.as_str(),
+                model = request.model.as_str(),
+                messages = request.messages.len(),
+                tools = request.tools.len(),
+                attempt = retry + 1,
+                "llm request sent"
+            );
             let mut received = false;
             let result = {
                 let mut inner = |event: StreamEvent<'_>| {
@@ -476,13 +542,27 @@ impl Provider {
             };
             let error = match result.map_err(|e| e.redacted(s.api_key.as_deref())) {
                 Err(e) if !received && retry < policy.max_retries && e.is_retryable() => e,
-                other => return other,
+                other => {
+                    log_request(s, &request.model, started, retry, &other);
+                    return other;
+                }
             };
             let delay = policy.delay(retry, error.retry_after());
             if delay > policy.max_delay {
-                return Err(error);
+                let error = Err(error);
+                log_request(s, &request.model, started, retry, &error);
+                return error;
             }
             retry += 1;
+            tracing::warn!(
+                provider = s.name.as_str(),
+                model = request.model.as_str(),
+                attempt = retry + 1,
+                of = policy.max_retries + 1,
+                reason = error.kind(),
+                wait_ms = delay.as_millis() as u64,
+                "llm retry"
+            );
             let reason = error.short_reason();
             on_event(StreamEvent::Retry {
                 attempt: retry + 1,

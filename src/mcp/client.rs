@@ -41,6 +41,19 @@ pub enum McpError {
     Transport(String),
 }
 
+impl McpError {
+    /// What went wrong in fixed words, for the log: never the text, which may quote a
+    /// server's answer, its URL or its stderr.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpError::Rpc(_) => "error answer",
+            McpError::Closed(_) => "closed",
+            McpError::Timeout(_) => "timeout",
+            McpError::Transport(_) => "transport error",
+        }
+    }
+}
+
 /// What the server says without being asked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {

@@ -210,6 +210,13 @@ impl Manager {
                 server.config.sandbox,
                 server.config.network,
             );
+            let name = server.config.name.as_str();
+            let transport = match &server.config.transport {
+                Transport::Stdio { .. } => "stdio",
+                Transport::Http { .. } => "http",
+            };
+            tracing::info!(server = name, transport, attempt, "mcp server starting");
+            let started = Instant::now();
             let connected = Client::connect(
                 &server.config.transport,
                 &manager.workdir,
@@ -222,6 +229,11 @@ impl Manager {
             let (client, mut events) = match connected {
                 Ok(c) => c,
                 Err(e) => {
+                    tracing::warn!(
+                        server = name,
+                        error = e.kind(),
+                        "mcp server failed to start"
+                    );
                     *lock(&server.state) = State::Failed(e.to_string());
                     server.settled.notify_waiters();
                     manager.maybe_restart(&server, generation, attempt);
@@ -229,9 +241,17 @@ impl Manager {
                 }
             };
             *lock(&server.client) = Some(client.clone());
+            let ms = started.elapsed().as_millis() as u64;
             match manager.list(&server, &client).await {
-                Ok(()) => *lock(&server.state) = State::Ready,
-                Err(e) => *lock(&server.state) = State::Failed(format!("listing its tools: {e}")),
+                Ok(()) => {
+                    let tools = lock(&server.tools).0.len();
+                    tracing::info!(server = name, ms, tools, "mcp server connected");
+                    *lock(&server.state) = State::Ready
+                }
+                Err(e) => {
+                    tracing::warn!(server = name, ms, error = e.kind(), "mcp tools/list failed");
+                    *lock(&server.state) = State::Failed(format!("listing its tools: {e}"))
+                }
             }
             server.settled.notify_waiters();
             let mut listed = Instant::now();
@@ -292,6 +312,7 @@ impl Manager {
                     Event::Closed(why) => {
                         if server.generation.load(std::sync::atomic::Ordering::SeqCst) == generation
                         {
+                            tracing::warn!(server = name, "mcp server closed the connection");
                             *lock(&server.state) = State::Failed(why);
                             *lock(&server.client) = None;
                             lock(&server.tools).0.clear();
@@ -521,6 +542,7 @@ impl Manager {
         if let Some(old) = old {
             old.close().await;
         }
+        tracing::info!(server = name, "mcp server restarted by the user");
         self.launch(server.clone(), 0);
         true
     }
@@ -534,6 +556,7 @@ impl Manager {
             let client = lock(&server.client).take();
             if let Some(client) = client {
                 client.close().await;
+                tracing::info!(server = server.config.name.as_str(), "mcp server stopped");
             }
         }
     }

@@ -393,19 +393,29 @@ impl ToolRegistry {
     }
 
     /// Runs one call with already parsed arguments.
+    /// The log gets the tool's name, how long it took and whether it failed (never the
+    /// arguments or the output).
     pub async fn run(&self, name: &str, args: &Value) -> ToolOutcome {
-        let Some(tool) = self.get(name) else {
-            return ToolOutcome::error(format!("unknown tool `{name}`"));
-        };
-        match tool.run(args, &self.ctx).await {
-            Ok(out) => ToolOutcome {
-                content: out.content,
-                summary: out.summary,
-                diff: out.diff,
-                is_error: false,
+        let started = std::time::Instant::now();
+        let outcome = match self.get(name) {
+            None => ToolOutcome::error(format!("unknown tool `{name}`")),
+            Some(tool) => match tool.run(args, &self.ctx).await {
+                Ok(out) => ToolOutcome {
+                    content: out.content,
+                    summary: out.summary,
+                    diff: out.diff,
+                    is_error: false,
+                },
+                Err(e) => ToolOutcome::error(e.to_string()),
             },
-            Err(e) => ToolOutcome::error(e.to_string()),
-        }
+        };
+        tracing::info!(
+            tool = name,
+            ms = started.elapsed().as_millis() as u64,
+            outcome = if outcome.is_error { "error" } else { "ok" },
+            "tool call"
+        );
+        outcome
     }
 
     /// Parses and runs one call. Unknown tools and unreadable arguments are answered, not raised.

@@ -8,6 +8,7 @@ mod e2e;
 mod fixtures;
 mod hooks;
 mod import;
+mod log;
 mod mcp;
 mod memory;
 mod oneshot;

@@ -1065,3 +1065,63 @@ fn a_subagent_stop_hook_asks_the_subagent_to_go_on() {
     assert_eq!(events[0]["stop_hook_active"], false);
     assert_eq!(events[1]["stop_hook_active"], true);
 }
+
+/// `subagent.auto_continue` (CodePilot's): a background answer that came in goes to the
+/// conversation, and the model goes on with it without a question from the user (at the next
+/// read of input: here an empty line, as an Enter at an idle prompt).
+#[test]
+fn auto_continue_lets_the_parent_go_on_with_a_background_answer() {
+    let env = Env::new();
+    env.write_config(r#"{"subagent": {"auto_continue": true}}"#);
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "bg-1",
+            "agent",
+            r#"{"role":"explore","task":"Count the files.","background":true}"#,
+        )]),
+        text(&["Started it."]),
+        text(&["It found 3 files, so we are done."]),
+    ]);
+    server.answer_subagents(vec![gated(text(&["There are 3 files."]), &release)]);
+    let mut child = env.spawn(&server.base_url);
+    type_in(&mut child, "count them in the background\n");
+    let parent_file = || {
+        env.conversation_files()
+            .into_iter()
+            .find(|p| file_has(p, "count them in the background"))
+    };
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { parent_file().is_some_and(|p| file_has(&p, "Started it.")) }
+    ));
+    release.add_permits(8);
+    assert!(eventually(
+        300,
+        std::time::Duration::from_millis(20),
+        || { a_subagent_said(&env, "count them in the background", "There are 3 files.") }
+    ));
+    type_in(&mut child, "\n");
+    assert!(
+        eventually(300, std::time::Duration::from_millis(20), || {
+            parent_file().is_some_and(|p| file_has(&p, "so we are done"))
+        }),
+        "the parent went on by itself"
+    );
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("going on with the answer of 1 background task(s)"),
+        "{stdout}"
+    );
+    // The request that went on: the task's answer last, no message of the user's after it.
+    let last = parent_requests(&server).pop().unwrap();
+    let messages = messages_of(&last);
+    let (role, delivered) = messages.last().unwrap();
+    assert_eq!(role, "user");
+    assert!(delivered.contains("There are 3 files."), "{delivered}");
+    assert_eq!(parent_requests(&server).len(), 3);
+}
