@@ -1657,3 +1657,27 @@ fn its_own_text_wraps_at_80_columns_under_its_indent() {
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// `/clear` on a terminal erases the screen and its scrollback, and says where the next message
+/// goes; Tab completes it like any command.
+#[test]
+fn clear_erases_the_screen_on_a_terminal() {
+    let env = Env::new();
+    let server = Server::start(vec![text(&["one"])]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("first\r");
+    pty.expect("one");
+    pty.expect("› ");
+    pty.send("/cle\t");
+    pty.expect("/clear");
+    pty.send("\r");
+    let seen = pty.expect("the next message begins it");
+    let erased = seen
+        .rfind("\x1b[H\x1b[2J\x1b[3J")
+        .expect("the screen is erased");
+    let said = seen.rfind("a fresh branch from the start").unwrap();
+    assert!(erased < said, "erased before the notice: {seen:?}");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}

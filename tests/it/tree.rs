@@ -516,7 +516,8 @@ fn clear_starts_a_fresh_branch_from_the_root_and_keeps_the_old_one() {
             "{lines:?}"
         );
         assert!(run.stdout.contains("first") && run.stdout.contains("second"));
-        // Arguments are refused, and nothing moves.
+        // Arguments are refused, and nothing moves; piped, nothing erases a screen.
         assert!(run.stderr.contains("/clear"), "{run:?}");
+        assert!(!run.stdout.contains("\x1b[2J"), "{run:?}");
     }
 }
