@@ -107,7 +107,7 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
     assert!(system.contains("## Memory"), "{system}");
     assert!(
         system.contains(
-            "- [package manager](package-manager.md) (project_fact): This project uses pnpm"
+            "## Project facts\n\n- [package manager](package-manager.md) — This project uses pnpm\n"
         ),
         "{system}"
     );
