@@ -230,7 +230,7 @@ impl MemoryStore {
 
     /// The folders there are, user first, ours before CodePilot's. The repository's folder only
     /// when it is a folder inside WORKDIR (not a link out of it).
-    fn folders(&self) -> Vec<Folder<'_>> {
+    fn folders<'a>(&'a self) -> Vec<Folder<'a>> {
         let repository = match (&self.codepilot_project, &self.workdir) {
             (Some(dir), Some(workdir))
                 if ProjectFiles::new(workdir).is_folder_within(dir, workdir) =>
@@ -239,11 +239,27 @@ impl MemoryStore {
             }
             _ => None,
         };
+        let ours: Vec<PathBuf> = [self.user.as_deref(), Some(self.project.as_path())]
+            .into_iter()
+            .flatten()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+            .collect();
+        // A folder of CodePilot's that is one of ours (DATADIR put there) is read once, as ours.
+        let theirs = |path: Option<&'a Path>| {
+            path.filter(|p| {
+                let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+                !ours.contains(&p)
+            })
+        };
         [
             (Level::User, Tier::Ours, self.user.as_deref()),
-            (Level::User, Tier::CodePilot, self.codepilot_user.as_deref()),
+            (
+                Level::User,
+                Tier::CodePilot,
+                theirs(self.codepilot_user.as_deref()),
+            ),
             (Level::Project, Tier::Ours, Some(self.project.as_path())),
-            (Level::Project, Tier::CodePilot, repository),
+            (Level::Project, Tier::CodePilot, theirs(repository)),
         ]
         .into_iter()
         .filter_map(|(level, tier, path)| {

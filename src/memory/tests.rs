@@ -722,6 +722,23 @@ fn both_codepilot_folders_are_read_and_never_written() {
         "# Memory\n\n## Project facts\n\n- [deploy](deploy.md) — Deploys with fly\n"
     );
     assert_eq!(std::fs::read_dir(&repo).unwrap().count(), 2);
+    // DATADIR put in the repository's folder: read once, as ours.
+    let layers = crate::layers::Layers {
+        project: dir.path().join("work/.new"),
+        user: None,
+        codepilot_user: None,
+    };
+    let same = MemoryStore::new(None, repo.clone()).with_codepilot(&layers);
+    let (memories, _) = same.list();
+    assert_eq!(memories.len(), 1, "{memories:?}");
+    assert_eq!(memories[0].tier, Tier::Ours);
+    assert_eq!(
+        same.prompt_part(200, 25_600)
+            .unwrap()
+            .matches("deploy.md")
+            .count(),
+        1
+    );
 }
 
 /// A note or an index linked out of its memory folder is refused (said, not read), and a
