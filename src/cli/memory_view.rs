@@ -32,15 +32,16 @@ impl App {
             .skip_while(|m| m.id != user.id)
             .flat_map(|m| m.calls().iter().map(|call| call.function.name.clone()))
             .collect();
-        // Small talk holds nothing to keep: not reviewed at all.
-        if !review::worth_reviewing(&user.content, &tools) {
-            return;
-        }
-        let digest = review::digest(&user.content, &tools, &answer);
+        let user = user.content.clone();
         // A review a turn cut short gave its turns back: they go first.
         self.take_returned_reviews();
-        self.memory_batch.push(digest);
         let every = self.config.memory.review_every;
+        // Small talk holds nothing to keep: not reviewed at all, not counted.
+        let batch = match review::offer(&mut self.memory_batch, every, &user, &tools, &answer) {
+            review::Offered::SmallTalk => return,
+            review::Offered::Waiting => None,
+            review::Offered::Full(batch) => Some(batch),
+        };
         if !self.memory_said {
             self.memory_said = true;
             self.out.say(
@@ -49,10 +50,9 @@ impl App {
                     .dim(&self.tr("memory_reviews_run", &[("n", &every)])),
             );
         }
-        if self.memory_batch.len() < every {
+        let Some(batch) = batch else {
             return;
-        }
-        let batch = std::mem::take(&mut self.memory_batch);
+        };
         let turn = batch.join("\n\n---\n\n");
         let returned = self.memory_returned.clone();
         let turns = self.turns_started.clone();
@@ -167,7 +167,19 @@ impl App {
                     "no_memory_named",
                     &[("name", &crate::tools::escape_controls(name))],
                 )),
-                Err(e) => self.out.error(&e.to_string()),
+                Err(crate::memory::MemoryError::NotOurs(m)) => self.out.error(&self.tr(
+                    "memory_not_ours",
+                    &[
+                        ("name", &crate::tools::escape_controls(&m.name)),
+                        (
+                            "path",
+                            &crate::tools::escape_controls(&m.path.display().to_string()),
+                        ),
+                    ],
+                )),
+                Err(e) => self
+                    .out
+                    .error(&crate::tools::escape_controls(&e.to_string())),
             };
         }
         if !args.is_empty() {
@@ -179,7 +191,7 @@ impl App {
             text.push_str(&crate::tools::escape_controls(&format!(
                 "{:<16} {:<8} {}",
                 m.kind,
-                m.level.as_str(),
+                m.place(),
                 m.name
             )));
             if !m.description.is_empty() {

@@ -744,6 +744,7 @@ impl App {
                 dirs::data_dir().map(|d| d.join("new").join("memory")),
                 datadir.join("memory"),
             )
+            .with_codepilot(&layers)
         });
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
         // status`) are read on a second thread from here: the prompt shows without waiting for

@@ -233,6 +233,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "no memory is named `{name}`; /memory lists them",
         "没有名为 `{name}` 的记忆；/memory 可列出全部",
     ),
+    (
+        "memory_not_ours",
+        "`{name}` is CodePilot's ({path}): new reads CodePilot's memory but never changes it; edit or delete the file yourself",
+        "`{name}` 属于 CodePilot（{path}）：new 读取 CodePilot 的记忆但从不修改；请自行编辑或删除该文件",
+    ),
     ("no_memories", "nothing remembered yet", "还没有任何记忆"),
     (
         "remember_usage",

@@ -1,7 +1,14 @@
 //! Memory across sessions (CodePilot's automatic memory): Markdown files with front matter (`name`,
-//! `kind`, `description`) at user level and project level, each folder with a `MEMORY.md` index that
-//! goes into the system prompt. After a turn, a background review ([`review`]) may write, update or
-//! delete memories; whatever is written is first filtered for secrets ([`redact_secrets`]).
+//! `kind`, `description`, `created`, `updated`) at user level and project level, each folder with
+//! a `MEMORY.md` index ([`index`]) that goes into the system prompt. After a turn, a background
+//! review ([`review`]) may write, update or delete memories; whatever is written is first filtered
+//! for secrets ([`redact_secrets`]).
+//!
+//! Our folders are `<data dir>/new/memory/` (the user's) and `DATADIR/memory/` (the project's).
+//! CodePilot's, `~/.codepilot/memory/` and `<WORKDIR>/.codepilot/memory/` (memory that travels with
+//! the repository), are read beside them and never written. Every note and index is read through
+//! the project's bounded, link-safe reader rooted at its own folder: a file linked out of its
+//! folder is refused, and a repository's folder that is itself a link out of WORKDIR is not read.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,6 +17,9 @@ use gray_matter::Matter;
 use gray_matter::engine::YAML;
 use serde::Deserialize;
 
+use crate::project_file::{Bounded, ProjectFiles};
+
+pub mod index;
 pub mod review;
 
 /// The kinds of memory.
@@ -73,6 +83,14 @@ impl Level {
     }
 }
 
+/// Whose folder a memory is in: ours (written by reviews, `/remember`, `/memory forget`) or
+/// CodePilot's (read only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    Ours,
+    CodePilot,
+}
+
 /// One memory file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Memory {
@@ -80,41 +98,186 @@ pub struct Memory {
     pub kind: String,
     pub description: String,
     pub level: Level,
+    pub tier: Tier,
     pub path: PathBuf,
+    /// When the note was first written (`created`), as written.
+    pub created: Option<String>,
+}
+
+impl Memory {
+    /// The level as `/memory` shows it: `user`, `project`, or with CodePilot's folder named.
+    pub fn place(&self) -> String {
+        match self.tier {
+            Tier::Ours => self.level.as_str().to_string(),
+            Tier::CodePilot => format!("{} (.codepilot)", self.level.as_str()),
+        }
+    }
+}
+
+/// What went wrong writing or forgetting a memory.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("there is no user memory folder here")]
+    NoUserFolder,
+    #[error("the memory has no name")]
+    NoName,
+    /// The note is in CodePilot's folder, which `new` reads and never changes.
+    #[error("`{}` is in CodePilot's folder ({}), which new does not change", .0.name, .0.path.display())]
+    NotOurs(Box<Memory>),
+    #[error("{}: {why}", path.display())]
+    Refused { path: PathBuf, why: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl MemoryError {
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError + '_ {
+        move |source| MemoryError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// A front-matter value that may be written as text, a number or a date: read as text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Scalar {
+    fn text(self) -> String {
+        match self {
+            Scalar::Text(s) => s,
+            Scalar::Int(n) => n.to_string(),
+            Scalar::Float(n) => n.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
 struct FrontMatter {
-    name: Option<String>,
-    #[serde(default)]
+    name: Option<Scalar>,
+    /// CodePilot's notes may say `type`.
+    #[serde(default, alias = "type")]
     kind: Option<String>,
+    #[serde(default, alias = "summary")]
+    description: Option<Scalar>,
     #[serde(default)]
-    description: Option<String>,
+    created: Option<Scalar>,
 }
 
 /// The index file of a memory folder.
 pub const INDEX: &str = "MEMORY.md";
+/// The folder of memories inside `~/.codepilot` and `<WORKDIR>/.codepilot`.
+pub const CODEPILOT_FOLDER: &str = "memory";
+/// The most read of one note (its front matter is at the top) and of an index being updated.
+const NOTE_MAX_BYTES: usize = 256 * 1024;
+const INDEX_MAX_BYTES: usize = 1024 * 1024;
 
-/// The memory folders: the user's (`<data dir>/new/memory/`) and the project's (`DATADIR/memory/`).
+/// The memory folders: ours, the user's (`<data dir>/new/memory/`) and the project's
+/// (`DATADIR/memory/`), and CodePilot's beside them, read only.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     pub user: Option<PathBuf>,
     pub project: PathBuf,
+    /// `~/.codepilot/memory/`.
+    pub codepilot_user: Option<PathBuf>,
+    /// `<WORKDIR>/.codepilot/memory/`, read only while it stays inside WORKDIR.
+    pub codepilot_project: Option<PathBuf>,
+    workdir: Option<PathBuf>,
+}
+
+/// One folder of memories.
+#[derive(Debug, Clone, Copy)]
+struct Folder<'a> {
+    level: Level,
+    tier: Tier,
+    path: &'a Path,
 }
 
 impl MemoryStore {
     pub fn new(user: Option<PathBuf>, project: PathBuf) -> Self {
-        MemoryStore { user, project }
+        MemoryStore {
+            user,
+            project,
+            codepilot_user: None,
+            codepilot_project: None,
+            workdir: None,
+        }
     }
 
-    /// The folders, user first.
+    /// With CodePilot's folders read beside ours: `~/.codepilot/memory/` and the project's
+    /// `<WORKDIR>/.codepilot/memory/`.
+    pub fn with_codepilot(mut self, layers: &crate::layers::Layers) -> Self {
+        self.codepilot_user = layers
+            .codepilot_user
+            .as_ref()
+            .map(|d| d.join(CODEPILOT_FOLDER));
+        self.codepilot_project = Some(layers.codepilot_project().join(CODEPILOT_FOLDER));
+        self.workdir = Some(layers.workdir().to_path_buf());
+        self
+    }
+
+    /// The folders there are, user first, ours before CodePilot's. The repository's folder only
+    /// when it is a folder inside WORKDIR (not a link out of it).
+    fn folders<'a>(&'a self) -> Vec<Folder<'a>> {
+        let repository = match (&self.codepilot_project, &self.workdir) {
+            (Some(dir), Some(workdir))
+                if ProjectFiles::new(workdir).is_folder_within(dir, workdir) =>
+            {
+                Some(dir.as_path())
+            }
+            _ => None,
+        };
+        let ours: Vec<PathBuf> = [self.user.as_deref(), Some(self.project.as_path())]
+            .into_iter()
+            .flatten()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+            .collect();
+        // A folder of CodePilot's that is one of ours (DATADIR put there) is read once, as ours.
+        let theirs = |path: Option<&'a Path>| {
+            path.filter(|p| {
+                let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+                !ours.contains(&p)
+            })
+        };
+        [
+            (Level::User, Tier::Ours, self.user.as_deref()),
+            (
+                Level::User,
+                Tier::CodePilot,
+                theirs(self.codepilot_user.as_deref()),
+            ),
+            (Level::Project, Tier::Ours, Some(self.project.as_path())),
+            (Level::Project, Tier::CodePilot, theirs(repository)),
+        ]
+        .into_iter()
+        .filter_map(|(level, tier, path)| {
+            Some(Folder {
+                level,
+                tier,
+                path: path?,
+            })
+        })
+        .collect()
+    }
+
+    /// The folders (for the read tools' extra roots), user first.
     pub fn dirs(&self) -> Vec<(Level, &Path)> {
-        let mut dirs = Vec::new();
-        if let Some(user) = &self.user {
-            dirs.push((Level::User, user.as_path()));
-        }
-        dirs.push((Level::Project, self.project.as_path()));
-        dirs
+        self.folders()
+            .into_iter()
+            .map(|f| (f.level, f.path))
+            .collect()
     }
 
     fn dir(&self, level: Level) -> Option<&Path> {
@@ -127,26 +290,34 @@ impl MemoryStore {
     /// Every memory, and one line per file that cannot be read (reported, skipped).
     pub fn list(&self) -> (Vec<Memory>, Vec<String>) {
         let (mut memories, mut problems) = (Vec::new(), Vec::new());
-        for (level, dir) in self.dirs() {
-            let Ok(entries) = std::fs::read_dir(dir) else {
+        for folder in self.folders() {
+            let Ok(entries) = std::fs::read_dir(folder.path) else {
                 continue;
             };
-            let mut paths: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension().is_some_and(|x| x == "md")
-                        && p.file_name().is_some_and(|n| n != INDEX)
-                        && p.is_file()
-                })
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".md") && n != INDEX && !n.starts_with('.'))
                 .collect();
-            paths.sort();
-            for path in paths {
-                match read_memory(&path, level) {
+            names.sort();
+            let files = ProjectFiles::new(folder.path);
+            for name in names {
+                let path = folder.path.join(&name);
+                match read_note(&files, folder.path, &name)
+                    .and_then(|text| parse_note(&text, folder, &path))
+                {
                     Ok(m) => memories.push(m),
                     Err(why) => {
                         problems.push(format!("memory file {} skipped: {why}", path.display()))
                     }
                 }
+            }
+            if let Err(why) = read_in(&files, folder.path, INDEX, 0) {
+                problems.push(format!(
+                    "memory index {} skipped: {why}",
+                    folder.path.join(INDEX).display()
+                ));
             }
         }
         (memories, problems)
@@ -156,29 +327,44 @@ impl MemoryStore {
     /// when there is no memory.
     pub fn prompt_part(&self, max_lines: usize, max_bytes: usize) -> Option<String> {
         let mut text = String::new();
-        for (level, dir) in self.dirs() {
-            let Ok(index) = std::fs::read_to_string(dir.join(INDEX)) else {
+        for folder in self.folders() {
+            let files = ProjectFiles::new(folder.path);
+            let Ok(Some(read)) = read_in(&files, folder.path, INDEX, max_bytes) else {
                 continue;
             };
+            let more = read.truncated;
+            let mut index = read.text();
+            if more {
+                // The last line read is cut: it is left out with the rest.
+                index.truncate(index.rfind('\n').map_or(0, |n| n + 1));
+            }
             let mut body = String::new();
+            let mut cut = more;
             for (n, line) in index.lines().enumerate() {
                 if n >= max_lines || body.len() + line.len() + 1 > max_bytes {
-                    body.push_str("[… the rest of the index is left out]\n");
+                    cut = true;
                     break;
                 }
                 body.push_str(line);
                 body.push('\n');
             }
+            if cut {
+                body.push_str("[… the rest of the index is left out]\n");
+            }
             if body.trim().is_empty() {
                 continue;
             }
-            let about = match level {
-                Level::User => "the user",
-                Level::Project => "this project",
+            let about = match (folder.level, folder.tier) {
+                (Level::User, Tier::Ours) => "the user",
+                (Level::Project, Tier::Ours) => "this project",
+                (Level::User, Tier::CodePilot) => "the user, kept by CodePilot",
+                (Level::Project, Tier::CodePilot) => {
+                    "this project, kept in the repository's .codepilot/memory"
+                }
             };
             text.push_str(&format!(
                 "\n### About {about} (files in {})\n\n{}",
-                dir.display(),
+                folder.path.display(),
                 body
             ));
         }
@@ -189,7 +375,8 @@ impl MemoryStore {
         })
     }
 
-    /// Writes (or replaces) a memory, its text filtered for secrets first, and updates the index.
+    /// Writes (or replaces) a memory, its text filtered for secrets first, and updates its line
+    /// in the index. A replaced note keeps its `created` date.
     pub fn write(
         &self,
         level: Level,
@@ -198,10 +385,8 @@ impl MemoryStore {
         description: &str,
         content: &str,
         secrets: &[String],
-    ) -> std::io::Result<PathBuf> {
-        let dir = self
-            .dir(level)
-            .ok_or_else(|| std::io::Error::other("there is no user memory folder here"))?;
+    ) -> Result<PathBuf, MemoryError> {
+        let dir = self.dir(level).ok_or(MemoryError::NoUserFolder)?;
         // Each part is redacted before anything is made of it: the file's name, the YAML (quoted
         // after redacting, so a redaction at the start stays valid), the line on screen.
         let (name, description, content) = (
@@ -210,62 +395,139 @@ impl MemoryStore {
             redact_secrets(content, secrets),
         );
         let (name, description, content) = (name.as_str(), description.as_str(), content.as_str());
-        let slug = slug(name).ok_or_else(|| std::io::Error::other("the memory has no name"))?;
+        let slug = slug(name).ok_or(MemoryError::NoName)?;
         let kind = if KINDS.contains(&kind.trim()) {
             kind.trim()
         } else {
             "reference"
         };
+        let file = format!("{slug}.md");
+        let path = dir.join(&file);
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let created = created_of(dir, &file).unwrap_or_else(|| now.clone());
         let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let (name, description) = (one_line(name), one_line(description));
         let text = format!(
-            "---\nname: {}\nkind: {kind}\ndescription: {}\n---\n\n{}\n",
-            yaml_scalar(&one_line(name)),
-            yaml_scalar(&one_line(description)),
+            "---\nname: {}\nkind: {kind}\ndescription: {}\ncreated: {}\nupdated: {}\n---\n\n{}\n",
+            yaml_scalar(&name),
+            yaml_scalar(&description),
+            yaml_scalar(&one_line(&created)),
+            yaml_scalar(&now),
             content.trim()
         );
         let text = redact_secrets(&text, secrets);
-        crate::session::error::create_private_dir(dir)?;
-        let path = dir.join(format!("{slug}.md"));
-        write_private(&path, &text)?;
-        self.reindex(level)?;
+        crate::session::error::create_private_dir(dir).map_err(MemoryError::io(dir))?;
+        // The index is read before the note is written: one that cannot be updated changes nothing.
+        let old = read_index(dir)?;
+        write_private(&path, &text).map_err(MemoryError::io(&path))?;
+        let line = index::entry_line(&name, &file, &description);
+        let new = index::update(&old, &file, Some((kind, line)));
+        let index_path = dir.join(INDEX);
+        write_private(&index_path, &new).map_err(MemoryError::io(&index_path))?;
         Ok(path)
     }
 
-    /// Moves a memory to the folder's `.trash/`; false when there is none of that name.
-    pub fn forget(&self, name: &str) -> std::io::Result<Option<Memory>> {
+    /// Moves a memory of ours to its folder's `.trash/`; None when there is none of that name. One
+    /// only in CodePilot's folders is not ours to move.
+    pub fn forget(&self, name: &str) -> Result<Option<Memory>, MemoryError> {
         let (memories, _) = self.list();
         let target = slug(name);
+        let named = |m: &&Memory| m.name == name || Some(file_stem(&m.path)) == target;
         let Some(m) = memories
-            .into_iter()
-            .find(|m| m.name == name || Some(file_stem(&m.path)) == target)
+            .iter()
+            .find(|m| m.tier == Tier::Ours && named(m))
+            .cloned()
         else {
-            return Ok(None);
+            return match memories.into_iter().find(|m| named(&m)) {
+                Some(theirs) => Err(MemoryError::NotOurs(Box::new(theirs))),
+                None => Ok(None),
+            };
         };
         let dir = m.path.parent().unwrap_or(Path::new("."));
+        let old = read_index(dir)?;
         let trash = dir.join(".trash");
-        crate::session::error::create_private_dir(&trash)?;
+        crate::session::error::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
         let to = trash.join(format!("{}-{stamp}.md", file_stem(&m.path)));
-        std::fs::rename(&m.path, to)?;
-        self.reindex(m.level)?;
+        std::fs::rename(&m.path, to).map_err(MemoryError::io(&m.path))?;
+        let file = m.path.file_name().unwrap_or_default().to_string_lossy();
+        let new = index::update(&old, &file, None);
+        let index_path = dir.join(INDEX);
+        write_private(&index_path, &new).map_err(MemoryError::io(&index_path))?;
         Ok(Some(m))
     }
+}
 
-    /// Writes a folder's `MEMORY.md` from its memory files.
-    fn reindex(&self, level: Level) -> std::io::Result<()> {
-        let Some(dir) = self.dir(level) else {
-            return Ok(());
+/// The index of one of our folders as it is now (empty when there is none yet), whole.
+fn read_index(dir: &Path) -> Result<String, MemoryError> {
+    let path = dir.join(INDEX);
+    let refused = |why: String| MemoryError::Refused {
+        path: path.clone(),
+        why,
+    };
+    match read_in(&ProjectFiles::new(dir), dir, INDEX, INDEX_MAX_BYTES).map_err(refused)? {
+        None => Ok(String::new()),
+        Some(read) => read
+            .whole_text(&path, INDEX_MAX_BYTES)
+            .map_err(|why| MemoryError::Refused {
+                path: path.clone(),
+                why,
+            }),
+    }
+}
+
+/// The `created` date of a note about to be replaced: its front matter's, or for a note written
+/// before there was one, when the file was made (its last change where that is not kept).
+fn created_of(dir: &Path, file: &str) -> Option<String> {
+    let text = read_note(&ProjectFiles::new(dir), dir, file).ok()?;
+    let front = Matter::<YAML>::new()
+        .parse::<FrontMatter>(&text)
+        .ok()
+        .and_then(|p| p.data);
+    if let Some(created) = front
+        .and_then(|f| f.created)
+        .map(Scalar::text)
+        .filter(|c| !c.trim().is_empty())
+    {
+        return Some(created);
+    }
+    let meta = std::fs::symlink_metadata(dir.join(file)).ok()?;
+    let made = meta.created().or_else(|_| meta.modified()).ok()?;
+    Some(
+        chrono::DateTime::<chrono::Utc>::from(made)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
+}
+
+/// Reads `name` in `folder` with the bounded, link-safe reader rooted at the folder.
+fn read_in(
+    files: &ProjectFiles,
+    folder: &Path,
+    name: &str,
+    limit: usize,
+) -> Result<Option<Bounded>, String> {
+    let path = folder.join(name);
+    // Said plainly before the reader refuses it in its own words.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        let inside = match (path.canonicalize(), folder.canonicalize()) {
+            (Ok(target), Ok(folder)) => target.starts_with(&folder),
+            _ => false,
         };
-        let (memories, _) = self.list();
-        let mut text = String::from("# Memory\n\n");
-        for m in memories.iter().filter(|m| m.level == level) {
-            let file = m.path.file_name().unwrap_or_default().to_string_lossy();
-            text.push_str(&format!(
-                "- [{}]({file}) ({}): {}\n",
-                m.name, m.kind, m.description
+        if !inside {
+            return Err(format!(
+                "{} is refused: it is a link that leads out of its memory folder",
+                path.display()
             ));
         }
-        write_private(&dir.join(INDEX), &text)
+    }
+    files.read(Path::new(name), limit)
+}
+
+/// A note's text, whole or cut at [`NOTE_MAX_BYTES`] (its front matter is at the top).
+fn read_note(files: &ProjectFiles, folder: &Path, name: &str) -> Result<String, String> {
+    match read_in(files, folder, name, NOTE_MAX_BYTES)? {
+        Some(read) => Ok(read.text()),
+        None => Err("it is not there".to_string()),
     }
 }
 
@@ -306,25 +568,26 @@ fn yaml_scalar(s: &str) -> String {
     }
 }
 
-fn read_memory(path: &Path, level: Level) -> Result<Memory, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+fn parse_note(text: &str, folder: Folder<'_>, path: &Path) -> Result<Memory, String> {
     let parsed = Matter::<YAML>::new()
-        .parse::<FrontMatter>(&text)
+        .parse::<FrontMatter>(text)
         .map_err(|e| format!("its front matter is not valid YAML ({e})"))?;
     let front = parsed
         .data
         .ok_or_else(|| "it has no front matter".to_string())?;
     let name = front
         .name
-        .map(|n| n.trim().to_string())
+        .map(|n| n.text().trim().to_string())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| "its front matter has no `name`".to_string())?;
     Ok(Memory {
         name,
         kind: front.kind.unwrap_or_else(|| "reference".into()),
-        description: front.description.unwrap_or_default(),
-        level,
+        description: front.description.map(Scalar::text).unwrap_or_default(),
+        level: folder.level,
+        tier: folder.tier,
         path: path.to_path_buf(),
+        created: front.created.map(Scalar::text),
     })
 }
 

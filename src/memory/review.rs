@@ -51,10 +51,16 @@ struct Changes {
     changes: Vec<Change>,
 }
 
-/// Whether a turn may hold something worth keeping: one that used tools, or whose message is
-/// more than small talk (six words or more, or one saying what to remember, prefer, always or
-/// never do). `hi`, `thanks`, `ok` are not reviewed.
-pub fn worth_reviewing(user: &str, tools: &[String]) -> bool {
+/// A turn shorter than this, its message and answer together (in characters), is small talk
+/// unless it called a tool or says what to remember (CodePilot's throttle).
+pub const SMALL_TALK_CHARS: usize = 200;
+
+/// Whether a turn may hold something worth keeping. A turn that called a tool is; one whose
+/// message says what to remember, prefer, always or never do is. Any other is small talk, not
+/// reviewed, when it is short: its message and answer together under [`SMALL_TALK_CHARS`]
+/// characters, or its message under six words (eight Chinese characters). `hi`, `thanks`, `ok`
+/// are not reviewed, whatever the answer.
+pub fn worth_reviewing(user: &str, answer: &str, tools: &[String]) -> bool {
     if !tools.is_empty() {
         return true;
     }
@@ -79,12 +85,47 @@ pub fn worth_reviewing(user: &str, tools: &[String]) -> bool {
         "喜欢",
         "我们用",
     ];
+    if SAYS.iter().any(|s| lower.contains(s)) {
+        return true;
+    }
     // Chinese has no spaces: its characters count as words.
     let cjk = lower
         .chars()
         .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
         .count();
-    words >= 6 || cjk >= 8 || SAYS.iter().any(|s| lower.contains(s))
+    let short_message = words < 6 && cjk < 8;
+    let short_exchange =
+        user.trim().chars().count() + answer.trim().chars().count() < SMALL_TALK_CHARS;
+    !(short_message || short_exchange)
+}
+
+/// What became of a completed turn offered to the batch of turns waiting for review.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offered {
+    /// Small talk: not kept, not counted toward `memory.review_every`.
+    SmallTalk,
+    /// Kept; the batch is not full yet.
+    Waiting,
+    /// The batch is full: these turns go in one review request.
+    Full(Vec<String>),
+}
+
+/// Offers a completed turn to `batch` (the turns waiting, `every` to a review).
+pub fn offer(
+    batch: &mut Vec<String>,
+    every: usize,
+    user: &str,
+    tools: &[String],
+    answer: &str,
+) -> Offered {
+    if !worth_reviewing(user, answer, tools) {
+        return Offered::SmallTalk;
+    }
+    batch.push(digest(user, tools, answer));
+    if batch.len() < every {
+        return Offered::Waiting;
+    }
+    Offered::Full(std::mem::take(batch))
 }
 
 /// Where turns not reviewed yet wait between sessions (the session ended before a batch was full).

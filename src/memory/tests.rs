@@ -51,11 +51,11 @@ fn memories_are_written_indexed_listed_and_forgotten() {
     let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(
         index,
-        "# Memory\n\n- [build](build.md) (project_fact): How to build: just\n"
+        "# Memory\n\n## Project facts\n\n- [build](build.md) — How to build: just\n"
     );
     let part = s.prompt_part(200, 25_600).unwrap();
     assert!(part.contains("### About the user"));
-    assert!(part.contains("- [Tabs: no](tabs-no.md) (user_preference): Spaces, never tabs"));
+    assert!(part.contains("- [Tabs: no](tabs-no.md) — Spaces, never tabs"));
     // Private files.
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &str| {
@@ -100,8 +100,8 @@ fn the_index_in_the_prompt_is_capped() {
     let part = s.prompt_part(10, 25_600).unwrap();
     assert_eq!(
         part.matches("- [fact").count(),
-        8,
-        "two lines of heading, then 8 entries"
+        6,
+        "four lines of headings, then 6 entries"
     );
     assert!(part.contains("the rest of the index is left out"));
     let part = s.prompt_part(200, 600).unwrap();
@@ -299,4 +299,521 @@ fn the_secrets_the_attack_found_are_redacted_everywhere() {
         memories.iter().any(|m| m.name.starts_with("[redacted]")),
         "{memories:?}"
     );
+}
+
+/// Each kind has its block, in the order of the kinds, whatever the order of the writes; a line
+/// is `- [name](slug.md) — summary`.
+#[test]
+fn the_index_has_a_block_by_kind_in_codepilots_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    for (name, kind, about) in [
+        ("docs", "reference", "The API docs are in docs/api"),
+        ("tests need docker", "project_fact", "Start Docker first"),
+        ("short answers", "user_preference", "Answers of a few lines"),
+        (
+            "no mocks",
+            "user_feedback",
+            "Integration tests hit a real database",
+        ),
+        ("a kind nobody knows", "gossip", "Counted as a reference"),
+    ] {
+        s.write(Level::Project, name, kind, about, "text", &[])
+            .unwrap();
+    }
+    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    assert_eq!(
+        index,
+        "# Memory\n\
+         \n\
+         ## User preferences\n\
+         \n\
+         - [short answers](short-answers.md) — Answers of a few lines\n\
+         \n\
+         ## User feedback\n\
+         \n\
+         - [no mocks](no-mocks.md) — Integration tests hit a real database\n\
+         \n\
+         ## Project facts\n\
+         \n\
+         - [tests need docker](tests-need-docker.md) — Start Docker first\n\
+         \n\
+         ## References\n\
+         \n\
+         - [docs](docs.md) — The API docs are in docs/api\n\
+         - [a kind nobody knows](a-kind-nobody-knows.md) — Counted as a reference\n"
+    );
+    // A note whose kind changes moves to its new block; one forgotten leaves, and so does its
+    // block when it was the last.
+    s.write(
+        Level::Project,
+        "docs",
+        "project_fact",
+        "Docs: docs/api",
+        "t",
+        &[],
+    )
+    .unwrap();
+    s.forget("no mocks").unwrap().unwrap();
+    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    assert_eq!(
+        index,
+        "# Memory\n\
+         \n\
+         ## User preferences\n\
+         \n\
+         - [short answers](short-answers.md) — Answers of a few lines\n\
+         \n\
+         ## Project facts\n\
+         \n\
+         - [tests need docker](tests-need-docker.md) — Start Docker first\n\
+         - [docs](docs.md) — Docs: docs/api\n\
+         \n\
+         ## References\n\
+         \n\
+         - [a kind nobody knows](a-kind-nobody-knows.md) — Counted as a reference\n"
+    );
+    // Brackets in a name do not break the link.
+    s.write(Level::Project, "a [b](c.md) d", "reference", "x", "t", &[])
+        .unwrap();
+    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    assert!(
+        index.contains("- [a \\[b\\](c.md) d](a-b-c-md-d.md) — x\n"),
+        "{index}"
+    );
+    s.write(Level::Project, "a [b](c.md) d", "reference", "y", "t", &[])
+        .unwrap();
+    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    assert_eq!(index.matches("a-b-c-md-d.md").count(), 1, "{index}");
+    assert!(index.contains("d](a-b-c-md-d.md) — y\n"), "{index}");
+}
+
+/// An index the earlier format wrote (`- [name](slug.md) (kind): summary`, no blocks) goes into
+/// the prompt as it is, and the next write moves its lines into their blocks, none lost.
+#[test]
+fn an_index_in_the_earlier_format_is_still_read_and_carried_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("build.md"),
+        "---\nname: build\nkind: project_fact\ndescription: \"How to build: make\"\n---\n\nRun make.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("tabs.md"),
+        "---\nname: tabs\nkind: user_preference\ndescription: Spaces\n---\n\nNo tabs.\n",
+    )
+    .unwrap();
+    let old = "# Memory\n\n- [build](build.md) (project_fact): How to build: make\n- [tabs](tabs.md) (user_preference): Spaces\n";
+    std::fs::write(project.join(INDEX), old).unwrap();
+    let part = s.prompt_part(200, 25_600).unwrap();
+    assert!(part.contains(old), "{part}");
+    let (memories, problems) = s.list();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(memories.len(), 2);
+
+    s.write(
+        Level::Project,
+        "ci",
+        "reference",
+        "CI is in .github",
+        "t",
+        &[],
+    )
+    .unwrap();
+    let index = std::fs::read_to_string(project.join(INDEX)).unwrap();
+    assert_eq!(
+        index,
+        "# Memory\n\
+         \n\
+         ## User preferences\n\
+         \n\
+         - [tabs](tabs.md) — Spaces\n\
+         \n\
+         ## Project facts\n\
+         \n\
+         - [build](build.md) — How to build: make\n\
+         \n\
+         ## References\n\
+         \n\
+         - [ci](ci.md) — CI is in .github\n"
+    );
+    // A note written before `created` existed gets one on its next write.
+    s.write(
+        Level::Project,
+        "build",
+        "project_fact",
+        "make all",
+        "t",
+        &[],
+    )
+    .unwrap();
+    let (memories, _) = s.list();
+    let build = memories.iter().find(|m| m.name == "build").unwrap();
+    assert!(build.created.is_some(), "{build:?}");
+}
+
+/// An update keeps the note's `created` date and sets `updated`.
+#[test]
+fn an_update_keeps_the_creation_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let path = s
+        .write(
+            Level::User,
+            "editor",
+            "user_preference",
+            "vim",
+            "Uses vim.",
+            &[],
+        )
+        .unwrap();
+    let first = std::fs::read_to_string(&path).unwrap();
+    assert!(first.contains("\ncreated: \"20"), "{first}");
+    assert!(first.contains("\nupdated: \"20"), "{first}");
+    // As if written long ago (by hand, as a YAML date).
+    std::fs::write(
+        &path,
+        first.replace(
+            first.lines().find(|l| l.starts_with("created:")).unwrap(),
+            "created: 2021-03-04",
+        ),
+    )
+    .unwrap();
+    s.write(
+        Level::User,
+        "editor",
+        "user_preference",
+        "helix now",
+        "Uses helix.",
+        &[],
+    )
+    .unwrap();
+    let second = std::fs::read_to_string(&path).unwrap();
+    assert!(second.contains("\ncreated: 2021-03-04\n"), "{second}");
+    assert!(second.contains("Uses helix."), "{second}");
+    assert!(!second.contains("updated: 2021"), "{second}");
+    let (memories, _) = s.list();
+    assert_eq!(memories[0].created.as_deref(), Some("2021-03-04"));
+    // A new note's date is now's.
+    let now = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let other = s
+        .write(
+            Level::User,
+            "shell",
+            "user_preference",
+            "fish",
+            "Fish.",
+            &[],
+        )
+        .unwrap();
+    let text = std::fs::read_to_string(other).unwrap();
+    assert!(text.contains(&format!("created: \"{now}T")), "{text}");
+}
+
+/// The lines a person wrote in an index stay as they were, where they were; a note that is not in
+/// the index (left out on purpose) stays out when another is written.
+#[test]
+fn lines_written_by_hand_in_the_index_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    s.write(Level::Project, "build", "project_fact", "make", "t", &[])
+        .unwrap();
+    s.write(Level::Project, "old", "reference", "to forget", "t", &[])
+        .unwrap();
+    s.write(Level::Project, "hidden", "reference", "left out", "t", &[])
+        .unwrap();
+    let project = dir.path().join("project");
+    let by_hand = "# Memory\n\
+                   \n\
+                   Notes kept by me, not by the tool.\n\
+                   \n\
+                   ## Project facts\n\
+                   \n\
+                   - [build](build.md) — make\n\
+                   - Ask Dana before touching the schema.\n\
+                   \n\
+                   ## References\n\
+                   \n\
+                   - [old](old.md) — to forget\n\
+                   - [Team wiki](https://wiki.example.com) — everything else\n\
+                   \n\
+                   ## Mine\n\
+                   \n\
+                   - [scratch](scratch.md) — a note of mine\n";
+    std::fs::write(project.join(INDEX), by_hand).unwrap();
+    s.write(Level::Project, "build", "project_fact", "just", "t", &[])
+        .unwrap();
+    s.write(Level::Project, "lint", "project_fact", "clippy", "t", &[])
+        .unwrap();
+    s.forget("old").unwrap().unwrap();
+    let index = std::fs::read_to_string(project.join(INDEX)).unwrap();
+    assert_eq!(
+        index,
+        "# Memory\n\
+         \n\
+         Notes kept by me, not by the tool.\n\
+         \n\
+         ## Project facts\n\
+         \n\
+         - [build](build.md) — just\n\
+         - Ask Dana before touching the schema.\n\
+         - [lint](lint.md) — clippy\n\
+         \n\
+         ## References\n\
+         \n\
+         - [Team wiki](https://wiki.example.com) — everything else\n\
+         \n\
+         ## Mine\n\
+         \n\
+         - [scratch](scratch.md) — a note of mine\n"
+    );
+    assert!(!index.contains("hidden"), "{index}");
+}
+
+/// Small talk (no tool, a short exchange) neither counts toward `review_every` nor starts a
+/// review; a turn that used a tool, says what to remember, or is long does.
+#[test]
+fn small_talk_is_not_reviewed() {
+    use super::review::{Offered, offer, worth_reviewing};
+    let mut batch = Vec::new();
+    let none: &[String] = &[];
+    for (user, answer) in [
+        ("hi", "Hello! How can I help you today?"),
+        ("thanks", "You're welcome."),
+        (
+            "what time zone is UTC+8 again?",
+            "China Standard Time, among others.",
+        ),
+        ("你好", "你好！有什么可以帮你的吗？"),
+        ("ok", &"A long answer to a short word. ".repeat(20)),
+    ] {
+        assert_eq!(
+            offer(&mut batch, 2, user, none, answer),
+            Offered::SmallTalk,
+            "{user}"
+        );
+    }
+    assert!(batch.is_empty());
+    // Worth it: a tool call, a preference said, a long exchange.
+    let tools = ["read_file".to_string()];
+    assert!(worth_reviewing("hi", "ok", &tools));
+    assert!(worth_reviewing("remember: tabs", "Noted.", none));
+    assert!(worth_reviewing("我们用 pnpm", "好的。", none));
+    let long = "why does the build of the parser crate fail on the second run but not the first";
+    assert!(!worth_reviewing(long, "Caching.", none));
+    assert!(worth_reviewing(
+        long,
+        &"Because the build script ".repeat(8),
+        none
+    ));
+    assert_eq!(offer(&mut batch, 2, "hi", &tools, "done"), Offered::Waiting);
+    assert_eq!(
+        offer(&mut batch, 2, "thanks", none, "ok"),
+        Offered::SmallTalk
+    );
+    match offer(&mut batch, 2, "remember: tabs", none, "Noted.") {
+        Offered::Full(turns) => {
+            assert_eq!(turns.len(), 2);
+            assert!(turns.iter().all(|t| !t.contains("thanks")), "{turns:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(batch.is_empty());
+}
+
+fn codepilot_store(root: &Path) -> (MemoryStore, PathBuf, PathBuf) {
+    let work = root.join("work");
+    let home = root.join("home");
+    std::fs::create_dir_all(work.join(".codepilot/memory")).unwrap();
+    std::fs::create_dir_all(home.join(".codepilot/memory")).unwrap();
+    let layers = crate::layers::Layers {
+        project: work.join(".new"),
+        user: None,
+        codepilot_user: Some(home.join(".codepilot")),
+    };
+    let s = store(root).with_codepilot(&layers);
+    (
+        s,
+        work.join(".codepilot/memory"),
+        home.join(".codepilot/memory"),
+    )
+}
+
+/// `~/.codepilot/memory/` and `<WORKDIR>/.codepilot/memory/` are read beside ours: their notes
+/// are listed, their indexes are in the prompt; nothing is written or moved there.
+#[test]
+fn both_codepilot_folders_are_read_and_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, repo, home) = codepilot_store(dir.path());
+    std::fs::write(
+        repo.join("deploy.md"),
+        "---\nname: deploy\ntype: project_fact\ndescription: Deploys with fly\n---\n\nfly deploy\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join(INDEX),
+        "# Memory\n\n## Project facts\n\n- [deploy](deploy.md) — Deploys with fly\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join("terse.md"),
+        "---\nname: terse\nkind: user_preference\ndescription: Terse answers\n---\n\nBe terse.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(INDEX),
+        "# Memory\n\n## User preferences\n\n- [terse](terse.md) — Terse answers\n",
+    )
+    .unwrap();
+    s.write(Level::Project, "ours", "project_fact", "mine", "t", &[])
+        .unwrap();
+    let (memories, problems) = s.list();
+    assert!(problems.is_empty(), "{problems:?}");
+    let seen: Vec<(&str, &str, Level, Tier)> = memories
+        .iter()
+        .map(|m| (m.name.as_str(), m.kind.as_str(), m.level, m.tier))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("terse", "user_preference", Level::User, Tier::CodePilot),
+            ("ours", "project_fact", Level::Project, Tier::Ours),
+            ("deploy", "project_fact", Level::Project, Tier::CodePilot),
+        ]
+    );
+    let part = s.prompt_part(200, 25_600).unwrap();
+    assert!(
+        part.contains("- [terse](terse.md) — Terse answers"),
+        "{part}"
+    );
+    assert!(
+        part.contains("- [deploy](deploy.md) — Deploys with fly"),
+        "{part}"
+    );
+    assert!(
+        part.contains("kept in the repository's .codepilot/memory"),
+        "{part}"
+    );
+    assert!(part.contains("- [ours](ours.md) — mine"), "{part}");
+    // The read tools may read all four folders.
+    let dirs: Vec<&Path> = s.dirs().into_iter().map(|(_, d)| d).collect();
+    assert!(dirs.contains(&repo.as_path()) && dirs.contains(&home.as_path()));
+    // Not ours to forget, nor to write into.
+    match s.forget("deploy") {
+        Err(MemoryError::NotOurs(m)) => assert_eq!(m.path, repo.join("deploy.md")),
+        other => panic!("{other:?}"),
+    }
+    assert!(repo.join("deploy.md").exists());
+    s.write(
+        Level::Project,
+        "deploy",
+        "project_fact",
+        "fly, then smoke tests",
+        "t",
+        &[],
+    )
+    .unwrap();
+    assert!(dir.path().join("project/deploy.md").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(INDEX)).unwrap(),
+        "# Memory\n\n## Project facts\n\n- [deploy](deploy.md) — Deploys with fly\n"
+    );
+    assert_eq!(std::fs::read_dir(&repo).unwrap().count(), 2);
+    // DATADIR put in the repository's folder: read once, as ours.
+    let layers = crate::layers::Layers {
+        project: dir.path().join("work/.new"),
+        user: None,
+        codepilot_user: None,
+    };
+    let same = MemoryStore::new(None, repo.clone()).with_codepilot(&layers);
+    let (memories, _) = same.list();
+    assert_eq!(memories.len(), 1, "{memories:?}");
+    assert_eq!(memories[0].tier, Tier::Ours);
+    assert_eq!(
+        same.prompt_part(200, 25_600)
+            .unwrap()
+            .matches("deploy.md")
+            .count(),
+        1
+    );
+}
+
+/// A note or an index linked out of its memory folder is refused (said, not read), and a
+/// repository whose `.codepilot/memory` is itself a link out of it gives no memory at all.
+#[test]
+fn a_memory_file_linked_out_of_its_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, repo, home) = codepilot_store(dir.path());
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(
+        outside.join("secret.md"),
+        "---\nname: SECRET-NOTE\n---\n\nOUTSIDE-SECRET\n",
+    )
+    .unwrap();
+    std::fs::write(outside.join("index.md"), "- [x](x.md) — OUTSIDE-INDEX\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.md"), repo.join("stolen.md")).unwrap();
+    std::os::unix::fs::symlink(outside.join("index.md"), repo.join(INDEX)).unwrap();
+    // Even in the user's own CodePilot folder, and in ours.
+    std::os::unix::fs::symlink(outside.join("secret.md"), home.join("away.md")).unwrap();
+    std::fs::create_dir_all(dir.path().join("project")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("index.md"),
+        dir.path().join("project/MEMORY.md"),
+    )
+    .unwrap();
+    // A link that stays inside its folder is followed.
+    std::fs::write(
+        home.join("real.md"),
+        "---\nname: real\ndescription: inside\n---\n\nfine\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("real.md", home.join("alias.md")).unwrap();
+
+    let (memories, problems) = s.list();
+    assert!(
+        memories.iter().all(|m| m.name != "SECRET-NOTE"),
+        "{memories:?}"
+    );
+    assert_eq!(
+        memories.iter().filter(|m| m.name == "real").count(),
+        2,
+        "{memories:?}"
+    );
+    for refused in ["stolen.md", "away.md", "work/.codepilot/memory/MEMORY.md"] {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains(refused) && p.contains("leads out of its memory folder")),
+            "{refused}: {problems:?}"
+        );
+    }
+    let part = s.prompt_part(200, 25_600).unwrap_or_default();
+    assert!(!part.contains("OUTSIDE"), "{part}");
+    // Our own index linked out: a write refuses to build on it and changes nothing.
+    assert!(matches!(
+        s.write(Level::Project, "x", "reference", "x", "x", &[]),
+        Err(MemoryError::Refused { .. })
+    ));
+    assert_eq!(
+        std::fs::read_to_string(outside.join("index.md")).unwrap(),
+        "- [x](x.md) — OUTSIDE-INDEX\n"
+    );
+
+    // The repository's whole folder a link out of WORKDIR: not read, not a read root.
+    let other = tempfile::tempdir().unwrap();
+    let (s, repo, _) = codepilot_store(other.path());
+    std::fs::remove_dir(&repo).unwrap();
+    std::os::unix::fs::symlink(&outside, &repo).unwrap();
+    std::fs::write(outside.join(INDEX), "- [y](y.md) — OUTSIDE-FOLDER\n").unwrap();
+    let (memories, _) = s.list();
+    assert!(
+        memories.iter().all(|m| m.name != "SECRET-NOTE"),
+        "{memories:?}"
+    );
+    assert!(s.prompt_part(200, 25_600).is_none());
+    assert!(s.dirs().iter().all(|(_, d)| *d != repo.as_path()));
 }

@@ -107,7 +107,7 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
     assert!(system.contains("## Memory"), "{system}");
     assert!(
         system.contains(
-            "- [package manager](package-manager.md) (project_fact): This project uses pnpm"
+            "## Project facts\n\n- [package manager](package-manager.md) — This project uses pnpm\n"
         ),
         "{system}"
     );
@@ -312,4 +312,67 @@ fn a_review_gives_way_to_the_next_turn_and_its_turns_come_back() {
         again.contains("we use pnpm") && again.contains("deploy on fridays"),
         "{again}"
     );
+}
+
+/// CodePilot's memory folders, `~/.codepilot/memory/` and the project's `.codepilot/memory/`, are
+/// read beside ours: listed by `/memory`, their indexes in the system prompt; `/memory forget`
+/// leaves their files alone and says so, in English and Chinese.
+#[test]
+fn codepilot_s_memory_folders_are_read_and_left_alone() {
+    let env = Env::new();
+    let repo = env.work().join(".codepilot/memory");
+    let home = env.dir.path().join("home/.codepilot/memory");
+    for (dir, name, kind, about) in [
+        (&repo, "deploy", "project_fact", "Deploys with fly"),
+        (&home, "terse", "user_preference", "Terse answers"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join(format!("{name}.md")),
+            format!("---\nname: {name}\ntype: {kind}\ndescription: {about}\n---\n\nx\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("MEMORY.md"),
+            format!("# Memory\n\n- [{name}]({name}.md) — {about}\n"),
+        )
+        .unwrap();
+    }
+    let server = Server::start(vec![text(&["ok"])]);
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "hello\n/memory\n/memory forget deploy\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("project_fact     project (.codepilot) deploy"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("user_preference  user (.codepilot) terse"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("`deploy` is CodePilot's") && run.stderr.contains("never changes it"),
+        "{run:?}"
+    );
+    assert!(repo.join("deploy.md").exists());
+    let system = server.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for line in [
+        "- [deploy](deploy.md) — Deploys with fly",
+        "- [terse](terse.md) — Terse answers",
+        "kept in the repository's .codepilot/memory",
+    ] {
+        assert!(system.contains(line), "{line}: {system}");
+    }
+    env.write_config(r#"{"retry_initial_ms": 5, "lang": "zh"}"#);
+    let run = env.run(&server.base_url, &[], "/memory forget deploy\n");
+    assert!(run.stderr.contains("`deploy` 属于 CodePilot"), "{run:?}");
+    assert!(repo.join("deploy.md").exists());
 }
