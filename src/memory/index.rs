@@ -1,6 +1,6 @@
 //! The `MEMORY.md` index of a memory folder, in CodePilot's layout: a block by kind (the four
 //! [`KINDS`], in that order, each under its heading, a kind with no note without one), one line per
-//! note, `- [name](slug.md) — summary`.
+//! note, `- [type](slug.md) — summary`.
 //!
 //! The index is also a file people edit. An update changes only the line of the note written or
 //! forgotten, and moves the lines the earlier format wrote (`- [name](slug.md) (kind): summary`,
@@ -17,10 +17,11 @@ pub const HEADINGS: &[(&str, &str)] = &[
     ("reference", "## References"),
 ];
 
-/// The line of a note in the index.
-pub fn entry_line(name: &str, file: &str, summary: &str) -> String {
+/// The line of a note in the index, CodePilot's `- [type](slug.md) — summary` (the kind in the
+/// link: a note's name is its file's).
+pub fn entry_line(kind: &str, file: &str, summary: &str) -> String {
     let mut text = String::new();
-    for c in name.chars() {
+    for c in kind.chars() {
         if matches!(c, '\\' | '[' | ']') {
             text.push('\\');
         }
@@ -47,9 +48,7 @@ pub fn update(index: &str, file: &str, entry: Option<(&str, String)>) -> String 
         match parse(&line) {
             Some(e) if e.file == file => kept.push(Line::Written),
             Some(e) => match e.old_kind() {
-                Some((kind, summary)) => {
-                    moved.push((kind, entry_line(&unescape(e.text), e.file, summary)))
-                }
+                Some((kind, summary)) => moved.push((kind, entry_line(kind, e.file, summary))),
                 None => kept.push(Line::Other(line)),
             },
             None => kept.push(Line::Other(line)),
@@ -98,7 +97,6 @@ enum Line {
 
 /// One `- [text](file.md)…` line whose link is a note of the folder (a plain file name).
 struct Entry<'a> {
-    text: &'a str,
     file: &'a str,
     tail: &'a str,
 }
@@ -137,22 +135,9 @@ fn parse(line: &str) -> Option<Entry<'_>> {
         && !file.starts_with('.')
         && !file.contains(['/', '\\', ' ', '<', '>']);
     plain.then(|| Entry {
-        text: &rest[..end],
         file,
         tail: &after[close + 1..],
     })
-}
-
-fn unescape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.extend(chars.next()),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn heading_kind(line: &str) -> Option<&'static str> {

@@ -420,7 +420,7 @@ impl MemoryStore {
         // The index is read before the note is written: one that cannot be updated changes nothing.
         let old = read_index(dir)?;
         write_private(&path, &text).map_err(MemoryError::io(&path))?;
-        let line = index::entry_line(&name, &file, &description);
+        let line = index::entry_line(kind, &file, &description);
         let new = index::update(&old, &file, Some((kind, line)));
         let index_path = dir.join(INDEX);
         write_private(&index_path, &new).map_err(MemoryError::io(&index_path))?;

@@ -51,11 +51,11 @@ fn memories_are_written_indexed_listed_and_forgotten() {
     let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(
         index,
-        "# Memory\n\n## Project facts\n\n- [build](build.md) — How to build: just\n"
+        "# Memory\n\n## Project facts\n\n- [project_fact](build.md) — How to build: just\n"
     );
     let part = s.prompt_part(200, 25_600).unwrap();
     assert!(part.contains("### About the user"));
-    assert!(part.contains("- [Tabs: no](tabs-no.md) — Spaces, never tabs"));
+    assert!(part.contains("- [user_preference](tabs-no.md) — Spaces, never tabs"));
     // Private files.
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &str| {
@@ -99,7 +99,7 @@ fn the_index_in_the_prompt_is_capped() {
     }
     let part = s.prompt_part(10, 25_600).unwrap();
     assert_eq!(
-        part.matches("- [fact").count(),
+        part.matches("- [project_fact](fact-").count(),
         6,
         "four lines of headings, then 6 entries"
     );
@@ -302,7 +302,7 @@ fn the_secrets_the_attack_found_are_redacted_everywhere() {
 }
 
 /// Each kind has its block, in the order of the kinds, whatever the order of the writes; a line
-/// is `- [name](slug.md) — summary`.
+/// is `- [type](slug.md) — summary`.
 #[test]
 fn the_index_has_a_block_by_kind_in_codepilots_format() {
     let dir = tempfile::tempdir().unwrap();
@@ -328,20 +328,20 @@ fn the_index_has_a_block_by_kind_in_codepilots_format() {
          \n\
          ## User preferences\n\
          \n\
-         - [short answers](short-answers.md) — Answers of a few lines\n\
+         - [user_preference](short-answers.md) — Answers of a few lines\n\
          \n\
          ## User feedback\n\
          \n\
-         - [no mocks](no-mocks.md) — Integration tests hit a real database\n\
+         - [user_feedback](no-mocks.md) — Integration tests hit a real database\n\
          \n\
          ## Project facts\n\
          \n\
-         - [tests need docker](tests-need-docker.md) — Start Docker first\n\
+         - [project_fact](tests-need-docker.md) — Start Docker first\n\
          \n\
          ## References\n\
          \n\
-         - [docs](docs.md) — The API docs are in docs/api\n\
-         - [a kind nobody knows](a-kind-nobody-knows.md) — Counted as a reference\n"
+         - [reference](docs.md) — The API docs are in docs/api\n\
+         - [reference](a-kind-nobody-knows.md) — Counted as a reference\n"
     );
     // A note whose kind changes moves to its new block; one forgotten leaves, and so does its
     // block when it was the last.
@@ -362,30 +362,33 @@ fn the_index_has_a_block_by_kind_in_codepilots_format() {
          \n\
          ## User preferences\n\
          \n\
-         - [short answers](short-answers.md) — Answers of a few lines\n\
+         - [user_preference](short-answers.md) — Answers of a few lines\n\
          \n\
          ## Project facts\n\
          \n\
-         - [tests need docker](tests-need-docker.md) — Start Docker first\n\
-         - [docs](docs.md) — Docs: docs/api\n\
+         - [project_fact](tests-need-docker.md) — Start Docker first\n\
+         - [project_fact](docs.md) — Docs: docs/api\n\
          \n\
          ## References\n\
          \n\
-         - [a kind nobody knows](a-kind-nobody-knows.md) — Counted as a reference\n"
+         - [reference](a-kind-nobody-knows.md) — Counted as a reference\n"
     );
-    // Brackets in a name do not break the link.
+    // Brackets in a name do not break the link: the link is the kind's and the file's.
     s.write(Level::Project, "a [b](c.md) d", "reference", "x", "t", &[])
         .unwrap();
     let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert!(
-        index.contains("- [a \\[b\\](c.md) d](a-b-c-md-d.md) — x\n"),
+        index.contains("- [reference](a-b-c-md-d.md) — x\n"),
         "{index}"
     );
     s.write(Level::Project, "a [b](c.md) d", "reference", "y", "t", &[])
         .unwrap();
     let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(index.matches("a-b-c-md-d.md").count(), 1, "{index}");
-    assert!(index.contains("d](a-b-c-md-d.md) — y\n"), "{index}");
+    assert!(
+        index.contains("- [reference](a-b-c-md-d.md) — y\n"),
+        "{index}"
+    );
 }
 
 /// An index the earlier format wrote (`- [name](slug.md) (kind): summary`, no blocks) goes into
@@ -430,15 +433,15 @@ fn an_index_in_the_earlier_format_is_still_read_and_carried_over() {
          \n\
          ## User preferences\n\
          \n\
-         - [tabs](tabs.md) — Spaces\n\
+         - [user_preference](tabs.md) — Spaces\n\
          \n\
          ## Project facts\n\
          \n\
-         - [build](build.md) — How to build: make\n\
+         - [project_fact](build.md) — How to build: make\n\
          \n\
          ## References\n\
          \n\
-         - [ci](ci.md) — CI is in .github\n"
+         - [reference](ci.md) — CI is in .github\n"
     );
     // A note written before `created` existed gets one on its next write.
     s.write(
@@ -558,9 +561,9 @@ fn lines_written_by_hand_in_the_index_are_kept() {
          \n\
          ## Project facts\n\
          \n\
-         - [build](build.md) — just\n\
+         - [project_fact](build.md) — just\n\
          - Ask Dana before touching the schema.\n\
-         - [lint](lint.md) — clippy\n\
+         - [project_fact](lint.md) — clippy\n\
          \n\
          ## References\n\
          \n\
@@ -697,7 +700,7 @@ fn both_codepilot_folders_are_read_and_never_written() {
         part.contains("kept in the repository's .codepilot/memory"),
         "{part}"
     );
-    assert!(part.contains("- [ours](ours.md) — mine"), "{part}");
+    assert!(part.contains("- [project_fact](ours.md) — mine"), "{part}");
     // The read tools may read all four folders.
     let dirs: Vec<&Path> = s.dirs().into_iter().map(|(_, d)| d).collect();
     assert!(dirs.contains(&repo.as_path()) && dirs.contains(&home.as_path()));

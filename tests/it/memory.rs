@@ -107,7 +107,7 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
     assert!(system.contains("## Memory"), "{system}");
     assert!(
         system.contains(
-            "## Project facts\n\n- [package manager](package-manager.md) — This project uses pnpm\n"
+            "## Project facts\n\n- [project_fact](package-manager.md) — This project uses pnpm\n"
         ),
         "{system}"
     );
