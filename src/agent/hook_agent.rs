@@ -30,6 +30,9 @@ pub struct HookAgents {
     pub context: crate::context::Context,
     pub store: Store,
     pub gate: GateFactory,
+    /// The project's folder: a role defined there (which a cloned repository can supply) answers
+    /// only the project's own hooks.
+    pub workdir: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for HookAgents {
@@ -59,6 +62,7 @@ impl crate::hooks::AgentRunner for HookAgents {
         role: &str,
         task: String,
         parent: String,
+        project_roles: bool,
     ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
         let Some(def) = self.subagents.defs.iter().find(|d| d.name == role).cloned() else {
             let known: Vec<String> = self.subagents.defs.iter().map(|d| d.name.clone()).collect();
@@ -68,6 +72,15 @@ impl crate::hooks::AgentRunner for HookAgents {
             );
             return Box::pin(async move { Err(why) });
         };
+        // A cloned repository's role of the same name must not answer the user's own hook.
+        if !project_roles && std::path::Path::new(&def.source).starts_with(&self.workdir) {
+            let why = format!(
+                "the role `{role}` is the project's ({}): a hook of yours runs only your own roles \
+                 and the built-in ones",
+                def.source
+            );
+            return Box::pin(async move { Err(why) });
+        }
         let system: String = self
             .subagents
             .fresh_context(&def)

@@ -414,10 +414,11 @@ impl Tasks {
     /// Whether a background task of conversation `parent` ended and the parent has not had its
     /// answer yet (`subagent.auto_continue` then lets the parent go on with it).
     pub fn has_finished(&self, parent: &str) -> bool {
+        // A task the user stopped is not a reason to go on.
         self.lock().iter().any(|t| {
             t.view.parent == parent
                 && t.background()
-                && t.view.state != TaskState::Running
+                && matches!(t.view.state, TaskState::Completed | TaskState::Failed)
                 && !t.delivered
         })
     }

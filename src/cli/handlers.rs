@@ -688,6 +688,8 @@ impl App {
             return;
         }
         let root = self.session.conversation().root_id.clone();
+        // Where it was, for a later `/restore` of the files, as for any move.
+        self.came_from = Some(self.session.conversation().cursor().to_string());
         if let Err(e) = self.session.move_cursor(&root) {
             return self.out.error(&e.to_string());
         }

@@ -194,7 +194,7 @@ impl App {
         };
         let printer = std::sync::Mutex::new(printer);
         let (at_prompt, out) = (self.at_prompt.clone(), self.out);
-        let auto = subagents.settings.auto_continue;
+        let auto = subagents.settings.auto_continue && self.agent.is_none();
         subagents.tasks.on_end(std::sync::Arc::new(move |t| {
             if !at_prompt.load(std::sync::atomic::Ordering::SeqCst) {
                 return false;

@@ -64,6 +64,8 @@ pub struct App {
     /// The same parts as written, their template variables unfilled (filled again after
     /// `/model`).
     pub(super) prompt_written: Vec<(String, String)>,
+    /// `subagent.auto_continue` went on once since the user's last input.
+    pub(super) auto_continued: bool,
     pub(super) store: Store,
     pub(super) session: ChatSession,
     pub(super) provider: Provider,
@@ -938,6 +940,7 @@ impl App {
             system_prompt: String::new(),
             prompt_parts: Vec::new(),
             prompt_written: Vec::new(),
+            auto_continued: false,
             store,
             session,
             provider,
@@ -1013,9 +1016,15 @@ impl App {
         let Some(subagents) = self.subagents.as_ref().filter(|s| s.settings.auto_continue) else {
             return false;
         };
-        if self.agent.is_some() || !subagents.tasks.has_finished(self.session.id()) {
+        // Once for each input of the user's: a model that starts a task in every turn it goes
+        // on with does not go on alone for ever.
+        if self.agent.is_some()
+            || self.auto_continued
+            || !subagents.tasks.has_finished(self.session.id())
+        {
             return false;
         }
+        self.auto_continued = true;
         let tasks = subagents.tasks.take_finished(self.session.id());
         let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
         for task in &tasks {
@@ -1057,6 +1066,7 @@ impl App {
             context: crate::context::Context::new(self.config.context.clone(), &self.config.model),
             store: self.store.clone(),
             gate: std::sync::Arc::new(move || super::approval::Unattended::boxed(&policy)),
+            workdir: self.workdir.clone(),
         };
         self.hooks = Some(hooks.with_agent(std::sync::Arc::new(runner)));
     }
@@ -1262,6 +1272,7 @@ impl App {
             self.at_prompt.store(false, Ordering::SeqCst);
             match read.context("reading input")? {
                 ReadOutcome::Line(line) => {
+                    self.auto_continued = false;
                     if self.run_lines(line) == Flow::Exit {
                         return Ok(());
                     }
@@ -1600,6 +1611,7 @@ impl App {
             self.fill_prompt();
         }
         self.install_self_skills();
+        self.install_hook_agents();
     }
 
     /// Runs the agent loop on the branch at the cursor and reports how it ended.

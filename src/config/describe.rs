@@ -7,15 +7,22 @@ use std::fmt::Write as _;
 use super::Config;
 use crate::mcp::{Origin, Transport};
 
-/// A URL without its query or fragment (where tokens travel) nor user information.
+/// A URL as `scheme://host:port`, with `/…` for a path: user information, a path (where some
+/// services put a token), a query and a fragment are left out; what does not parse is hidden.
 fn plain_url(url: &str) -> String {
-    let cut = url.find(['?', '#']).map_or(url, |i| &url[..i]);
-    let Some((scheme, rest)) = cut.split_once("://") else {
-        return cut.to_string();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{path}")
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.host_str().is_some() => {
+            let mut out = format!("{}://{}", u.scheme(), u.host_str().unwrap_or_default());
+            if let Some(port) = u.port() {
+                out.push_str(&format!(":{port}"));
+            }
+            if u.path() != "/" && !u.path().is_empty() {
+                out.push_str("/…");
+            }
+            out
+        }
+        _ => "(a URL that does not parse; not shown)".to_string(),
+    }
 }
 
 fn origin(o: Origin) -> &'static str {
@@ -190,7 +197,7 @@ impl Config {
                 let _ = writeln!(
                     t,
                     "- `{}` on `{}` ({}'s): {} action{trust}",
-                    e.name,
+                    crate::tools::escape_controls(&e.name).replace('`', "'"),
                     e.event,
                     origin(e.origin),
                     e.action.kind()
@@ -247,15 +254,21 @@ mod tests {
     fn urls_lose_their_query_fragment_and_user_information() {
         assert_eq!(
             plain_url("https://u:secret@host.example/mcp?token=abc#x"),
-            "https://host.example/mcp"
+            "https://host.example/…"
         );
+        // Odd forms never show the password, whatever the parser makes of them.
+        for odd in [
+            "https://me:SECRET?PW@h.example/",
+            "https://me:SECRET/PW@h.example/x",
+        ] {
+            let shown = plain_url(odd);
+            assert!(!shown.contains("SECRET"), "{shown}");
+        }
+        assert_eq!(plain_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
         assert_eq!(
-            plain_url("http://127.0.0.1:8080/v1"),
-            "http://127.0.0.1:8080/v1"
+            plain_url("https://hooks.example/s/SECRET-IN-PATH/mcp"),
+            "https://hooks.example/…"
         );
-        assert_eq!(
-            plain_url("https://host.example/a@b/c"),
-            "https://host.example/a@b/c"
-        );
+        assert!(plain_url("sk-not-a-url").contains("not shown"));
     }
 }

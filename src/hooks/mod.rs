@@ -117,12 +117,14 @@ impl Action {
 /// Runs an `agent` hook's subagent: `role` with `task`, its last answer as text. Given to
 /// [`Hooks`] by whoever can run subagents (the REPL); without it an `agent` hook fails, said.
 pub trait AgentRunner: Send + Sync + std::fmt::Debug {
-    /// `parent`: the conversation whose event it is.
+    /// `parent`: the conversation whose event it is; `project_roles`: the hook is the project's
+    /// own (trusted, or it would not run), so a role the project defines may answer it.
     fn run(
         &self,
         role: &str,
         task: String,
         parent: String,
+        project_roles: bool,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
 }
 
@@ -541,7 +543,7 @@ pub struct Hooks {
     /// The Claude Code matchers of the entries, compiled once (not at every tool call); None:
     /// every tool.
     matchers: Arc<BTreeMap<String, Option<grep_regex::RegexMatcher>>>,
-    /// What runs `agent` actions (none in a subagent's copy: no hook starts a subagent there).
+    /// What runs `agent` actions (shared with the copies for subagents).
     agent: Option<Arc<dyn AgentRunner>>,
 }
 
@@ -608,7 +610,8 @@ impl Hooks {
             hidden_env: self.hidden_env.clone(),
             os_sandbox: self.os_sandbox.clone(),
             matchers: self.matchers.clone(),
-            agent: None,
+            // A subagent's calls meet the same agent hooks (whose own subagents run no hooks).
+            agent: self.agent.clone(),
         }
     }
 
@@ -962,6 +965,18 @@ impl Answer {
             {
                 out.block.get_or_insert(reason.clone());
             }
+            // A subagent read the event, which the model and the project's files shape: its
+            // answer may block or deny, never allow, ask less, or stop the turn.
+            if self.from_agent {
+                if get("permissionDecision") == Some("deny") {
+                    out.permission = Some(Permission::Deny);
+                    out.block.get_or_insert(reason);
+                }
+                if let Some(extra) = get("additionalContext") {
+                    out.context.push(extra.to_string());
+                }
+                return;
+            }
             match get("permissionDecision") {
                 Some("deny") => {
                     out.permission = Some(Permission::Deny);
@@ -1043,7 +1058,8 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let answer = tokio::time::timeout(*timeout, runner.run(role, task, parent))
+            let project = e.origin == crate::mcp::Origin::Project;
+            let answer = tokio::time::timeout(*timeout, runner.run(role, task, parent, project))
                 .await
                 .map_err(|_| {
                     format!("the subagent did not answer within {} s", timeout.as_secs())
@@ -1272,6 +1288,44 @@ fn tool_input_vars(input: Option<&Value>) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_s_answer_may_block_or_deny_but_never_allow_or_stop() {
+        let answer = |text: &str, from_agent: bool, event: &str| {
+            let mut out = Outcome::default();
+            Answer {
+                code: 0,
+                stdout: text.to_string(),
+                stderr: String::new(),
+                from_agent,
+            }
+            .apply(event, &mut out);
+            out
+        };
+        let allow = r#"{"permissionDecision": "allow", "continue": false}"#;
+        let out = answer(allow, true, "pre_tool_use");
+        assert_eq!((out.permission, out.stop, out.block), (None, None, None));
+        // A command's answer says the same and is believed.
+        let out = answer(allow, false, "pre_tool_use");
+        assert_eq!(out.permission, Some(Permission::Allow));
+        assert!(out.stop.is_some());
+        let out = answer(
+            "```json\n{\"permissionDecision\": \"deny\", \"reason\": \"no\"}\n```",
+            true,
+            "pre_tool_use",
+        );
+        assert_eq!(out.permission, Some(Permission::Deny));
+        assert_eq!(out.block.as_deref(), Some("no"));
+        let out = answer(
+            r#"{"ok": false, "reason": "not yet"}"#,
+            true,
+            "pre_tool_use",
+        );
+        assert_eq!(out.block.as_deref(), Some("not yet"));
+        // Plain words are context, at any event.
+        let out = answer("The user likes tea.", true, "post_tool_use");
+        assert_eq!(out.context, ["The user likes tea."]);
+    }
     use crate::mcp::Origin;
 
     fn hooks(entries: Value, origin: Origin, trusted: bool, dir: &Path) -> (Hooks, Vec<String>) {

@@ -451,8 +451,7 @@ fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
     assert!(config.contains("max_rounds: 12"), "{config}");
     assert!(config.contains(&env.config_dir().join("config.json").display().to_string()));
     assert!(
-        config
-            .contains("- `tracker` (user's): HTTP, https://mcp.example/api, headers Authorization"),
+        config.contains("- `tracker` (user's): HTTP, https://mcp.example/…, headers Authorization"),
         "{config}"
     );
     assert!(config.contains("- `fmt` on `post_tool_use` (user's): command action"));

@@ -136,15 +136,17 @@ impl Tool for UseSkill {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let name = args::string(args, "skill_name")?.trim();
-            let Some(entry) = ctx.skills.get(name) else {
+        let (args, shelf, sandbox) = (args.clone(), ctx.skills.clone(), ctx.sandbox.clone());
+        // Off the runtime's threads: a generated skill may survey the working folder.
+        crate::tools::blocking(move |_| {
+            let name = args::string(&args, "skill_name")?.trim();
+            let Some(entry) = shelf.get(name) else {
                 return Err(ToolError::Failed(format!("skill not found: {name}")));
             };
-            let mut content = ctx.skills.instructions(&entry.skill, entry.max_bytes);
+            let mut content = shelf.instructions(&entry.skill, entry.max_bytes);
             content.truncate(content.trim_end().len());
             if let Some(dir) = &entry.dir {
-                ctx.sandbox.add_read_root(dir.clone());
+                sandbox.add_read_root(dir.clone());
                 content.push_str(&format!(
                     "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
                     dir.display()
