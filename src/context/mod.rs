@@ -225,10 +225,17 @@ impl Context {
     }
 
     /// A fresh accounting for `model` on the same server (a subagent's): the same settings and
-    /// the window the server told, nothing learned yet.
+    /// the window the server told; for the same model, also the calibration of its estimates (the
+    /// same tokenizer counts the same way), so that its first request is judged as the parent's.
     pub fn for_model(&self, model: &str) -> Context {
         let fresh = Context::new(self.settings.clone(), model);
-        fresh.state().server = self.state().server;
+        let state = self.state();
+        let mut new = fresh.state();
+        new.server = state.server;
+        if model == self.model {
+            new.factor = state.factor;
+        }
+        drop((new, state));
         fresh
     }
 

@@ -443,4 +443,7 @@ fn the_window_is_nearly_full_only_when_known_counted_and_past_the_margin() {
     );
     guessed.calibrate(1_000, 1_000);
     assert!(!guessed.nearly_full(1_000_000));
+    // A subagent of the same model starts calibrated; of another model, not.
+    assert!(ctx.for_model("x").nearly_full(900));
+    assert!(!ctx.for_model("y").nearly_full(900));
 }
