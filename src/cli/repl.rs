@@ -1492,6 +1492,9 @@ impl App {
     /// Sends a user message and runs the agent loop. Returns how the turn ended, or None when the
     /// message could not even be stored.
     pub(super) fn chat(&mut self, text: &str) -> Option<TurnEnd> {
+        // The hooks' subagents decide by the permissions as they are now (a `/permissions`
+        // change, a rule allowed for the session).
+        self.install_hook_agents();
         let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
         let end = self.chat_with(text, &mut printer);
         if end.is_some() {
