@@ -753,6 +753,96 @@ fn main() {
         });
     }
 
+    // 15: building the text of one request for a 2,000-message branch, the way the agent does each
+    // round (the branch's messages, then the OpenAI-compatible body), against `serde_json` writing
+    // the same messages as borrowed structs: the floor of any request.
+    if wanted("request") {
+        #[derive(serde::Serialize)]
+        struct Borrowed<'a> {
+            role: &'a str,
+            content: &'a str,
+        }
+        let mut c = new_agent::session::Conversation::new("bench", "system prompt");
+        for i in 0..2_000 {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            c.add(Message::new(
+                role,
+                format!("message {i} {}", "w".repeat(300)),
+            ))
+            .unwrap();
+        }
+        let ctx = new_agent::context::Context::new(Default::default(), "bench");
+        let results = tmp.path().join("request-results");
+        let settings = new_agent::llm::ProviderSettings {
+            name: "llamacpp".into(),
+            kind: new_agent::llm::ProviderKind::OpenAi,
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            api_key: None,
+            api_key_var: "LLAMACPP_API_KEY".into(),
+            base_url_var: "LLAMACPP_BASE_URL".into(),
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            stream_usage: true,
+            key_required: false,
+            retry: Default::default(),
+            max_tokens: 8192,
+            thinking_budget: None,
+            prompt_cache: false,
+            max_answer_bytes: 1 << 20,
+        };
+        let rounds = 50;
+        let ours = || {
+            let start = Instant::now();
+            for _ in 0..rounds {
+                let request = new_agent::llm::ChatRequest {
+                    model: "bench".into(),
+                    messages: ctx.request_messages(&c, c.cursor(), &results),
+                    ..Default::default()
+                };
+                let text = new_agent::llm::openai::request_text(&request, &settings);
+                assert!(text.len() > 600_000);
+            }
+            start.elapsed() / rounds
+        };
+        let floor = || {
+            let start = Instant::now();
+            for _ in 0..rounds {
+                let mut messages: Vec<Borrowed<'_>> = c
+                    .ancestors(c.cursor())
+                    .map(|m| Borrowed {
+                        role: m.role.as_str(),
+                        content: &m.content,
+                    })
+                    .collect();
+                messages.reverse();
+                let text = serde_json::to_string(&messages).unwrap();
+                assert!(text.len() > 600_000);
+            }
+            start.elapsed() / rounds
+        };
+        let (mut a, mut b) = (Duration::MAX, Duration::MAX);
+        for _ in 0..7 {
+            a = a.min(ours());
+            b = b.min(floor());
+        }
+        let ratio = a.as_secs_f64() / b.as_secs_f64();
+        rows.push(Row {
+            what: "building one request's text for a 2,000-message branch".into(),
+            measured: format!("{:.2} ms", a.as_secs_f64() * 1e3),
+            baseline: format!(
+                "serde_json of the same messages as borrowed structs: {:.2} ms",
+                b.as_secs_f64() * 1e3
+            ),
+            ratio,
+            target: "≤ 2×".into(),
+            ok: ratio <= 2.0,
+        });
+    }
+
     // 12: rendering a 200 KB Markdown answer as it streams, against writing it raw the way an
     // unrendered answer is written (each streamed piece escaped, written and flushed).
     if wanted("render") {

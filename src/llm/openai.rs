@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::sse::SseEvent;
 use super::{
@@ -84,8 +84,8 @@ impl OpenAiClient {
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let url = self.url();
-        let body = request_body(request, s);
-        let mut builder = self.http.get()?.post(&url).body(body.to_string());
+        let body = request_text(request, s);
+        let mut builder = self.http.get()?.post(&url).body(body);
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -115,24 +115,87 @@ impl OpenAiClient {
     }
 }
 
-/// The JSON body of a Chat Completions request to the server of `s`, its answer capped.
+/// The JSON body of a Chat Completions request to the server of `s`, its answer capped (for
+/// `/dump` and the tests; a request sends [`request_text`]).
 pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
-    // OpenAI's own API takes the newer name (its reasoning models refuse the older one);
-    // compatible servers (llama.cpp, vLLM, Ollama, DeepSeek, …) the older.
-    let field = if s.base_url.contains("api.openai.com") {
-        "max_completion_tokens"
-    } else {
-        "max_tokens"
-    };
-    body(
-        request,
-        s.stream_usage,
-        Some((field, s.answer_cap(request))),
-    )
+    serde_json::to_value(wire_body(request, s)).expect("a request body is JSON")
 }
 
-/// The body; `cap`: the field that caps the answer's tokens, and its value.
-fn body(request: &ChatRequest, stream_usage: bool, cap: Option<(&str, u32)>) -> Value {
+/// The same body as the text sent: serialised in one pass from the request, borrowing every
+/// string (no `Value` tree in between).
+pub fn request_text(request: &ChatRequest, s: &ProviderSettings) -> String {
+    serde_json::to_string(&wire_body(request, s)).expect("a request body is JSON")
+}
+
+fn wire_body<'a>(request: &'a ChatRequest, s: &ProviderSettings) -> WireBody<'a> {
+    // OpenAI's own API takes the newer name (its reasoning models refuse the older one);
+    // compatible servers (llama.cpp, vLLM, Ollama, DeepSeek, …) the older.
+    let cap = s.answer_cap(request);
+    let (max_tokens, max_completion_tokens) = if s.base_url.contains("api.openai.com") {
+        (None, Some(cap))
+    } else {
+        (Some(cap), None)
+    };
+    body(request, s.stream_usage, max_tokens, max_completion_tokens)
+}
+
+/// A request body as sent, borrowed from the request.
+#[derive(Serialize)]
+struct WireBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// One message: `content` is null on an assistant message that only calls tools.
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<&'a [crate::vocab::ToolCall]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// The body; `max_tokens` or `max_completion_tokens`: the field that caps the answer's tokens.
+fn body(
+    request: &ChatRequest,
+    stream_usage: bool,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+) -> WireBody<'_> {
     // Reasoning goes back only within the current turn (after the last user message), on the
     // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
     // reject or ignore it elsewhere.
@@ -141,64 +204,63 @@ fn body(request: &ChatRequest, stream_usage: bool, cap: Option<(&str, u32)>) -> 
         .iter()
         .rposition(|m| m.role == Role::User)
         .unwrap_or(0);
-    let messages: Vec<Value> = request
+    let messages = request
         .messages
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            let mut v = message_json(m);
-            if i > turn_start
-                && !m.tool_calls.is_empty()
-                && let Some(r) = m.reasoning.as_deref().filter(|r| !r.is_empty())
-            {
-                v["reasoning_content"] = Value::String(r.to_string());
+            let mut w = wire_message(m);
+            if i > turn_start && !m.tool_calls.is_empty() {
+                w.reasoning_content = m.reasoning.as_deref().filter(|r| !r.is_empty());
             }
-            v
+            w
         })
         .collect();
-    let mut body = json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-    });
-    if stream_usage {
-        body["stream_options"] = json!({"include_usage": true});
+    let tools = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    WireBody {
+        model: &request.model,
+        messages,
+        stream: true,
+        stream_options: stream_usage.then_some(StreamOptions {
+            include_usage: true,
+        }),
+        max_tokens,
+        max_completion_tokens,
+        tool_choice: (!request.tools.is_empty() && request.no_tool_calls).then_some("none"),
+        tools,
     }
-    if let Some((field, n)) = cap {
-        body[field] = json!(n);
-    }
-    if !request.tools.is_empty() && request.no_tool_calls {
-        body["tool_choice"] = json!("none");
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-    }
-    body
 }
 
-fn message_json(m: &ChatMessage) -> Value {
+fn wire_message(m: &ChatMessage) -> WireMessage<'_> {
+    let plain = WireMessage {
+        role: m.role.as_str(),
+        tool_call_id: None,
+        content: Some(&m.content),
+        tool_calls: None,
+        reasoning_content: None,
+    };
     match m.role {
-        Role::Assistant if !m.tool_calls.is_empty() => {
-            let content = if m.content.is_empty() {
-                Value::Null
-            } else {
-                Value::String(m.content.clone())
-            };
-            json!({"role": "assistant", "content": content, "tool_calls": m.tool_calls})
-        }
-        Role::Tool => json!({
-            "role": "tool",
-            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
-            "content": m.content,
-        }),
-        role => json!({"role": role.as_str(), "content": m.content}),
+        Role::Assistant if !m.tool_calls.is_empty() => WireMessage {
+            content: (!m.content.is_empty()).then_some(m.content.as_str()),
+            tool_calls: Some(&m.tool_calls),
+            ..plain
+        },
+        Role::Tool => WireMessage {
+            tool_call_id: Some(m.tool_call_id.as_deref().unwrap_or_default()),
+            ..plain
+        },
+        _ => plain,
     }
 }
 
@@ -506,6 +568,7 @@ impl AnswerBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn run(chunks: &[&str]) -> (ChatResponse, Vec<String>) {
         let mut b = AnswerBuilder::default();
@@ -628,7 +691,7 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = body(&req, false, None);
+        let body = serde_json::to_value(body(&req, false, None, None)).unwrap();
         let sent: Vec<bool> = body["messages"]
             .as_array()
             .unwrap()
@@ -653,8 +716,17 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = body(&req, true, Some(("max_tokens", 77)));
+        let body = serde_json::to_value(body(&req, true, Some(77), None)).unwrap();
         assert_eq!(body["messages"][1]["content"], Value::Null);
+        // Every message keeps its content field.
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "sys"})
+        );
+        assert_eq!(
+            body["messages"][2],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "done"})
+        );
         assert_eq!(
             body["messages"][1]["tool_calls"][0]["function"]["name"],
             "f"
@@ -694,5 +766,8 @@ mod tests {
         assert_eq!(body["max_tokens"], 300);
         req.max_tokens = Some(5000);
         assert_eq!(request_body(&req, &s)["max_tokens"], 1000);
+        // The text sent is that body.
+        let text: Value = serde_json::from_str(&request_text(&req, &s)).unwrap();
+        assert_eq!(text, request_body(&req, &s));
     }
 }
