@@ -8,8 +8,10 @@
 //! `thinking` blocks with their signature. The stable prefix (tools, system prompt, the conversation
 //! so far) is marked with `cache_control` for prompt caching.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::sse::SseEvent;
@@ -67,8 +69,8 @@ impl AnthropicClient {
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let url = self.url("messages");
-        let body = request_body(request, s);
-        let builder = self.with_headers(self.http.get()?.post(&url).body(body.to_string()));
+        let body = request_text(request, s);
+        let builder = self.with_headers(self.http.get()?.post(&url).body(body));
         let mut answer = Answer::default();
         match send_chat(builder, &url, s, &request.model).await? {
             Reply::Whole(text) => {
@@ -124,17 +126,17 @@ fn tool_input(arguments: &str) -> Value {
     }
 }
 
-/// One turn of the request while it is built.
+/// One turn of the request while it is built, borrowing from the request's messages.
 #[derive(Default)]
-struct Turn {
+struct Turn<'a> {
     role: &'static str,
-    thinking: Vec<Value>,
-    results: Vec<Value>,
-    texts: Vec<String>,
-    tool_uses: Vec<Value>,
+    thinking: Vec<WireBlock<'a>>,
+    results: Vec<WireBlock<'a>>,
+    texts: Vec<&'a str>,
+    tool_uses: Vec<WireBlock<'a>>,
 }
 
-impl Turn {
+impl<'a> Turn<'a> {
     fn is_empty(&self) -> bool {
         self.thinking.is_empty()
             && self.results.is_empty()
@@ -142,7 +144,7 @@ impl Turn {
             && self.tool_uses.is_empty()
     }
 
-    fn merge(&mut self, other: Turn) {
+    fn merge(&mut self, other: Turn<'a>) {
         self.thinking.extend(other.thinking);
         self.results.extend(other.results);
         self.texts.extend(other.texts);
@@ -151,65 +153,131 @@ impl Turn {
 
     /// Blocks in the order the API wants: thinking first in an assistant turn, tool results first
     /// in a user turn, text joined by a blank line, tool uses last.
-    fn into_json(self) -> Value {
+    fn into_wire(self) -> WireTurn<'a> {
         let mut blocks = self.thinking;
         blocks.extend(self.results);
-        let text = self.texts.join("\n\n");
+        let text: Cow<'a, str> = match self.texts.as_slice() {
+            [one] => Cow::Borrowed(one),
+            many => Cow::Owned(many.join("\n\n")),
+        };
         if !text.trim().is_empty() {
-            blocks.push(json!({"type": "text", "text": text}));
+            blocks.push(WireBlock::Text {
+                text,
+                cache_control: None,
+            });
         }
         blocks.extend(self.tool_uses);
-        json!({"role": self.role, "content": blocks})
+        WireTurn {
+            role: self.role,
+            content: blocks,
+        }
     }
 }
 
-/// The system prompt and the messages of a request, mapped from the OpenAI shape.
-pub fn map_messages(messages: &[ChatMessage]) -> (String, Vec<Value>) {
-    let mut system = Vec::new();
-    let mut turns: Vec<Turn> = Vec::new();
+/// `{"type": "ephemeral"}`: the prompt cache's mark.
+#[derive(Serialize, Clone, Copy)]
+struct Cache {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Cache = Cache { kind: "ephemeral" };
+
+/// One content block as sent.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+    Text {
+        text: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+    ToolUse {
+        id: String,
+        name: &'a str,
+        input: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+}
+
+impl WireBlock<'_> {
+    fn mark(&mut self) {
+        let (WireBlock::Thinking { cache_control, .. }
+        | WireBlock::ToolResult { cache_control, .. }
+        | WireBlock::Text { cache_control, .. }
+        | WireBlock::ToolUse { cache_control, .. }) = self;
+        *cache_control = Some(EPHEMERAL);
+    }
+}
+
+#[derive(Serialize)]
+struct WireTurn<'a> {
+    role: &'static str,
+    content: Vec<WireBlock<'a>>,
+}
+
+/// The system prompt and the messages of a request, mapped from the OpenAI shape, borrowed.
+fn turns(messages: &[ChatMessage]) -> (Cow<'_, str>, Vec<WireTurn<'_>>) {
+    let mut system: Vec<&str> = Vec::new();
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     for m in messages {
         let mut turn = Turn::default();
         match m.role {
             Role::System => {
-                system.push(m.content.clone());
+                system.push(&m.content);
                 continue;
             }
             Role::User => {
                 turn.role = "user";
-                turn.texts.push(m.content.clone());
+                turn.texts.push(&m.content);
             }
             Role::Tool => {
                 turn.role = "user";
-                let content = if m.content.is_empty() {
-                    "(no output)".to_string()
-                } else {
-                    m.content.clone()
-                };
-                turn.results.push(json!({
-                    "type": "tool_result",
-                    "tool_use_id": tool_id(m.tool_call_id.as_deref().unwrap_or("")),
-                    "content": content,
-                }));
+                turn.results.push(WireBlock::ToolResult {
+                    tool_use_id: tool_id(m.tool_call_id.as_deref().unwrap_or("")),
+                    content: if m.content.is_empty() {
+                        "(no output)"
+                    } else {
+                        &m.content
+                    },
+                    cache_control: None,
+                });
             }
             Role::Assistant => {
                 turn.role = "assistant";
                 if let (Some(thinking), Some(signature)) =
                     (m.reasoning.as_deref(), m.reasoning_signature.as_deref())
                 {
-                    turn.thinking.push(json!({
-                        "type": "thinking", "thinking": thinking, "signature": signature}));
+                    turn.thinking.push(WireBlock::Thinking {
+                        thinking,
+                        signature,
+                        cache_control: None,
+                    });
                 }
                 if !m.content.trim().is_empty() {
                     // The API refuses trailing whitespace at the end of an assistant turn.
-                    turn.texts.push(m.content.trim_end().to_string());
+                    turn.texts.push(m.content.trim_end());
                 }
                 for call in &m.tool_calls {
-                    turn.tool_uses.push(json!({
-                        "type": "tool_use",
-                        "id": tool_id(&call.id),
-                        "name": call.function.name,
-                        "input": tool_input(&call.function.arguments),
-                    }));
+                    turn.tool_uses.push(WireBlock::ToolUse {
+                        id: tool_id(&call.id),
+                        name: &call.function.name,
+                        input: tool_input(&call.function.arguments),
+                        cache_control: None,
+                    });
                 }
             }
         }
@@ -226,69 +294,131 @@ pub fn map_messages(messages: &[ChatMessage]) -> (String, Vec<Value>) {
             0,
             Turn {
                 role: "user",
-                texts: vec!["(The conversation continues.)".into()],
+                texts: vec!["(The conversation continues.)"],
                 ..Turn::default()
             },
         );
     }
-    let messages = turns
+    let turns = turns
         .into_iter()
-        .map(Turn::into_json)
-        .filter(|m| !m["content"].as_array().is_some_and(Vec::is_empty))
+        .map(Turn::into_wire)
+        .filter(|t| !t.content.is_empty())
         .collect();
-    (system.join("\n\n"), messages)
+    let system = match system.as_slice() {
+        [one] => Cow::Borrowed(*one),
+        many => Cow::Owned(many.join("\n\n")),
+    };
+    (system, turns)
 }
 
-/// The JSON body of a Messages request.
-pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
-    let (system, mut messages) = map_messages(&request.messages);
-    let cache = json!({"type": "ephemeral"});
-    let mut body = json!({
-        "model": request.model,
-        // Above the thinking budget, which Anthropic requires.
-        "max_tokens": s.thinking_budget.map_or(s.answer_cap(request), |b| {
-            s.answer_cap(request).max(b.saturating_add(1))
-        }),
-        "messages": [],
-        "stream": true,
-    });
-    if !system.is_empty() {
-        let mut block = json!({"type": "text", "text": system});
-        if s.prompt_cache {
-            block["cache_control"] = cache.clone();
-        }
-        body["system"] = json!([block]);
-    }
-    if !request.tools.is_empty() {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        if s.prompt_cache
-            && let Some(last) = tools.last_mut()
-        {
-            last["cache_control"] = cache.clone();
-        }
-        body["tools"] = Value::Array(tools);
-        if request.no_tool_calls {
-            body["tool_choice"] = json!({"type": "none"});
-        }
+/// The system prompt and the messages of a request, mapped from the OpenAI shape (as JSON, for
+/// the tests and `/dump`).
+pub fn map_messages(messages: &[ChatMessage]) -> (String, Vec<Value>) {
+    let (system, turns) = turns(messages);
+    let values = turns
+        .iter()
+        .map(|t| serde_json::to_value(t).expect("a turn is JSON"))
+        .collect();
+    (system.into_owned(), values)
+}
+
+/// A Messages request body as sent, borrowed from the request.
+#[derive(Serialize)]
+struct WireBody<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<WireTurn<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<WireBlock<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Kind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Cache>,
+}
+
+#[derive(Serialize)]
+struct Kind {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
+fn wire_body<'a>(request: &'a ChatRequest, s: &ProviderSettings) -> WireBody<'a> {
+    let (system, mut messages) = turns(&request.messages);
+    let cache = s.prompt_cache.then_some(EPHEMERAL);
+    let system = if system.is_empty() {
+        Vec::new()
+    } else {
+        vec![WireBlock::Text {
+            text: system,
+            cache_control: cache,
+        }]
+    };
+    let mut tools: Vec<WireTool<'_>> = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.parameters,
+            cache_control: None,
+        })
+        .collect();
+    if let Some(last) = tools.last_mut() {
+        last.cache_control = cache;
     }
     // The conversation so far is the prefix of the next request too: cache up to its last block.
     if s.prompt_cache
-        && let Some(block) = messages
-            .last_mut()
-            .and_then(|m| m["content"].as_array_mut())
-            .and_then(|blocks| blocks.last_mut())
+        && let Some(block) = messages.last_mut().and_then(|m| m.content.last_mut())
     {
-        block["cache_control"] = cache;
+        block.mark();
     }
-    body["messages"] = Value::Array(messages);
-    if let Some(budget) = s.thinking_budget {
-        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    WireBody {
+        model: &request.model,
+        // Above the thinking budget, which Anthropic requires.
+        max_tokens: s.thinking_budget.map_or(s.answer_cap(request), |b| {
+            s.answer_cap(request).max(b.saturating_add(1))
+        }),
+        messages,
+        stream: true,
+        system,
+        tool_choice: (!request.tools.is_empty() && request.no_tool_calls)
+            .then_some(Kind { kind: "none" }),
+        tools,
+        thinking: s.thinking_budget.map(|budget| Thinking {
+            kind: "enabled",
+            budget_tokens: budget,
+        }),
     }
-    body
+}
+
+/// The JSON body of a Messages request (for `/dump` and the tests; a request sends
+/// [`request_text`]).
+pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
+    serde_json::to_value(wire_body(request, s)).expect("a request body is JSON")
+}
+
+/// The same body as the text sent: serialised in one pass, borrowing the request's strings.
+pub fn request_text(request: &ChatRequest, s: &ProviderSettings) -> String {
+    serde_json::to_string(&wire_body(request, s)).expect("a request body is JSON")
 }
 
 #[derive(Default)]
@@ -751,6 +881,15 @@ mod tests {
         let body = request_body(&req, &s);
         assert!(!body.to_string().contains("cache_control"));
         assert_eq!(body["thinking"]["budget_tokens"], 2048);
+        assert_eq!(body["thinking"]["type"], "enabled");
+        // The text sent is that body, block for block.
+        let sent: Value = serde_json::from_str(&request_text(&req, &s)).unwrap();
+        assert_eq!(sent, body);
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+        );
+        assert_eq!(body["system"], json!([{"type": "text", "text": "sys"}]));
     }
 
     #[test]
