@@ -824,10 +824,24 @@ fn main() {
             }
             start.elapsed() / rounds
         };
-        let (mut a, mut b) = (Duration::MAX, Duration::MAX);
+        let anthropic = || {
+            let start = Instant::now();
+            for _ in 0..rounds {
+                let request = new_agent::llm::ChatRequest {
+                    model: "bench".into(),
+                    messages: ctx.request_messages(&c, c.cursor(), &results),
+                    ..Default::default()
+                };
+                let text = new_agent::llm::anthropic::request_text(&request, &settings);
+                assert!(text.len() > 600_000);
+            }
+            start.elapsed() / rounds
+        };
+        let (mut a, mut b, mut an) = (Duration::MAX, Duration::MAX, Duration::MAX);
         for _ in 0..7 {
             a = a.min(ours());
             b = b.min(floor());
+            an = an.min(anthropic());
         }
         let ratio = a.as_secs_f64() / b.as_secs_f64();
         rows.push(Row {
@@ -837,6 +851,15 @@ fn main() {
                 "serde_json of the same messages as borrowed structs: {:.2} ms",
                 b.as_secs_f64() * 1e3
             ),
+            ratio,
+            target: "≤ 2×".into(),
+            ok: ratio <= 2.0,
+        });
+        let ratio = an.as_secs_f64() / b.as_secs_f64();
+        rows.push(Row {
+            what: "the same, Anthropic's Messages body".into(),
+            measured: format!("{:.2} ms", an.as_secs_f64() * 1e3),
+            baseline: format!("the same floor: {:.2} ms", b.as_secs_f64() * 1e3),
             ratio,
             target: "≤ 2×".into(),
             ok: ratio <= 2.0,
