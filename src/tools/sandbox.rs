@@ -44,6 +44,13 @@ fn kind_name(t: FileType) -> &'static str {
     }
 }
 
+/// The folder handle kept between the opens of one search ([`Sandbox::open_read_in`]); one per
+/// thread.
+#[derive(Default)]
+pub struct FolderHandle {
+    open: Option<(PathBuf, OwnedFd)>,
+}
+
 /// A regular file opened for reading inside the sandbox.
 pub struct OpenedFile {
     pub file: std::fs::File,
@@ -265,10 +272,32 @@ impl Sandbox {
     /// without following a symlink and without blocking (a FIFO would otherwise wait for a
     /// writer), and what was opened is checked before anything is read.
     pub fn open_read(&self, path: &Path, shown: &str) -> std::io::Result<OpenedFile> {
+        self.open_read_in(path, shown, &mut FolderHandle::default())
+    }
+
+    /// [`Sandbox::open_read`] for a search that opens many files: the handle on the last folder
+    /// opened is kept in `folder` and used again for the next file of the same folder, instead
+    /// of walking down from WORKDIR for every file. The handle was opened link-free, so it names
+    /// the folder that was checked even if that folder's path is swapped for a link afterwards;
+    /// the file itself is still opened without following a link.
+    pub fn open_read_in(
+        &self,
+        path: &Path,
+        shown: &str,
+        folder: &mut FolderHandle,
+    ) -> std::io::Result<OpenedFile> {
         let (dirs, name) = self.split(path)?;
-        let dir = self.open_dirs(&dirs, false)?;
+        let parent = path.parent().unwrap_or(path);
+        let dir = match &folder.open {
+            Some((kept, fd)) if kept == parent => fd,
+            _ => {
+                folder.open = None;
+                let fd = self.open_dirs(&dirs, false)?;
+                &folder.open.insert((parent.to_path_buf(), fd)).1
+            }
+        };
         let fd = rustix::fs::openat(
-            &dir,
+            dir,
             name,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
@@ -276,7 +305,7 @@ impl Sandbox {
         .map_err(|e| match e {
             rustix::io::Errno::LOOP => not_regular(shown, FileType::Symlink),
             // A socket cannot be opened at all: say what it is rather than "no such device".
-            e => match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            e => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile => {
                     not_regular(shown, FileType::from_raw_mode(stat.st_mode))
                 }
