@@ -1,14 +1,15 @@
 //! `glob`: files whose names match a pattern, newest first, .gitignore-aware.
 
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
 use super::plural;
 use super::walk::{Found, NameFilter, files};
+use crate::tools::sandbox::mtime_ns;
 use crate::tools::{
-    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
+    Cancel, FolderHandle, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput,
+    args, blocking,
 };
 
 /// Most paths returned.
@@ -69,27 +70,25 @@ impl Glob {
         let all = Mutex::new(Vec::new());
         files(&root, cancel, || {
             let mut found = Found::new(&all);
+            let mut folder = FolderHandle::default();
             let (filter, root) = (&filter, root.as_path());
             move |entry| {
-                let path = entry.path();
-                if path.strip_prefix(root).is_ok_and(|rel| filter.matches(rel)) {
-                    // The entry's own metadata: a file swapped for a link is not followed.
-                    let modified = entry
-                        .metadata()
-                        .and_then(|m| Ok(m.modified()?))
-                        .unwrap_or(UNIX_EPOCH);
+                if filter.matches_entry(root, entry) {
+                    let path = entry.path();
+                    // Through the folder handles, as grep opens files: a link is not followed.
+                    let modified = sandbox
+                        .stat_in(path, &mut folder)
+                        .map_or(0, |stat| mtime_ns(&stat));
                     found.items.push((modified, sandbox.display(path)));
                 }
                 true
             }
         });
         cancel.check()?;
-        let mut found: Vec<(SystemTime, String)> =
-            all.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut found: Vec<(i128, String)> = all.into_inner().unwrap_or_else(|e| e.into_inner());
         // Newest first, then by name; only the first MAX_RESULTS are sorted.
-        let order = |a: &(SystemTime, String), b: &(SystemTime, String)| {
-            b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1))
-        };
+        let order =
+            |a: &(i128, String), b: &(i128, String)| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
         if found.len() > MAX_RESULTS {
             found.select_nth_unstable_by(MAX_RESULTS, order);
         }

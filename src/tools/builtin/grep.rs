@@ -215,11 +215,9 @@ impl Grep {
                     let filter = filter.as_ref();
                     let root = root.as_path();
                     move |entry| {
-                        let path = entry.path();
-                        let wanted = filter.is_none_or(|f| {
-                            f.matches(path.strip_prefix(root).unwrap_or(Path::new("")))
-                        });
-                        if wanted && let Some(lines) = search.search(path) {
+                        if filter.is_none_or(|f| f.matches_entry(root, entry))
+                            && let Some(lines) = search.search(entry.path())
+                        {
                             found.items.push(lines);
                         }
                         taken.load(Ordering::Relaxed) < MAX_MATCHES

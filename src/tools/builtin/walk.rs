@@ -92,14 +92,16 @@ impl NameFilter {
         })
     }
 
-    /// `relative` is the path from the search root.
-    pub fn matches(&self, relative: &Path) -> bool {
+    /// Whether a file the walk of `root` found matches: by its name alone when the pattern has
+    /// no `/`, without working out its path from the root.
+    pub fn matches_entry(&self, root: &Path, entry: &DirEntry) -> bool {
         if self.by_path {
-            self.matcher.is_match(relative)
+            entry
+                .path()
+                .strip_prefix(root)
+                .is_ok_and(|rel| self.matcher.is_match(rel))
         } else {
-            relative
-                .file_name()
-                .is_some_and(|name| self.matcher.is_match(Path::new(name)))
+            self.matcher.is_match(Path::new(entry.file_name()))
         }
     }
 }
