@@ -371,7 +371,210 @@ fn llm_cli() -> Option<PathBuf> {
     Some(bin)
 }
 
-/// `NEW_BENCH_ONLY=oneshot|list|tree|bushy|sse|store` runs one part (for profiling).
+/// A source tree for the search rows: `files` files of source-like text (about 15 KB each, a
+/// third of them `.rs`), a `.gitignore`d `target/` beside them, and the word `needle_hit` twice in
+/// each of 50 files.
+fn generate_corpus(root: &Path, files: usize) {
+    let words = [
+        "let", "fn", "match", "self", "value", "return", "struct", "impl", "for", "in", "if",
+        "else", "Some", "None", "Ok", "Err", "config", "path", "buffer", "len", "index", "iter",
+        "map", "collect", "String", "Vec", "usize", "mut", "pub", "use", "crate", "error",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let exts = ["rs", "py", "ts", "md", "rs", "txt", "go", "rs", "c"];
+    let needles: std::collections::BTreeSet<usize> = (0..50).map(|i| i * (files / 50)).collect();
+    let mut write = |rel: String, lines: usize, needle: bool| {
+        let lines = lines + (next() % 240) as usize;
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut text = String::with_capacity(lines * 48);
+        for line in 0..lines {
+            let indent = (next() % 4) as usize * 4;
+            text.extend(std::iter::repeat_n(' ', indent));
+            for _ in 0..(3 + next() % 7) {
+                text.push_str(words[(next() % words.len() as u64) as usize]);
+                text.push(' ');
+            }
+            if needle && (line == lines / 3 || line == 2 * lines / 3) {
+                text.push_str("needle_hit");
+            }
+            text.push_str(";\n");
+        }
+        std::fs::write(path, text).unwrap();
+    };
+    for i in 0..files {
+        let rel = format!(
+            "src/d{:02}/m{:02}/f{i}.{}",
+            i % 40,
+            (i / 40) % 25,
+            exts[i % exts.len()]
+        );
+        write(rel, 200, needles.contains(&i));
+    }
+    for i in 0..files / 20 {
+        write(format!("target/debug/g{i}.rs"), 100, i % 7 == 0);
+    }
+    std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+}
+
+/// Times `ours` and `rg args…` alternately, `runs` pairs after one warm-up of each: the median of
+/// each, and the median of the pair ratios (ours / rg).
+fn against_rg(
+    runs: usize,
+    root: &Path,
+    args: &[&str],
+    ours: &mut dyn FnMut(),
+) -> (Duration, Duration, f64) {
+    let rg = || {
+        let start = Instant::now();
+        let status = Command::new("rg")
+            .args(args)
+            .current_dir(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("rg");
+        // 1 is "nothing found".
+        assert!(
+            matches!(status.code(), Some(0 | 1)),
+            "rg {args:?}: {status}"
+        );
+        start.elapsed()
+    };
+    let timed = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    };
+    timed(ours);
+    rg();
+    let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (x, y) = (timed(ours), rg());
+        ratios.push(x.as_secs_f64() / y.as_secs_f64());
+        a.push(x);
+        b.push(y);
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    ratios.sort_by(f64::total_cmp);
+    (median(&mut a), median(&mut b), ratios[ratios.len() / 2])
+}
+
+fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
+    use new_agent::tools::builtin::{Glob, Grep};
+    use new_agent::tools::{Cancel, Sandbox};
+    if Command::new("rg").arg("--version").output().is_err() {
+        eprintln!("search rows skipped: ripgrep (`rg`) is not installed");
+        rows.push(Row {
+            what: "grep and glob tools against ripgrep: skipped, `rg` is not installed".into(),
+            measured: "-".into(),
+            baseline: "-".into(),
+            ratio: f64::NAN,
+            target: "-".into(),
+            ok: true,
+        });
+        return;
+    }
+    let full = s.big >= 100_000;
+    let files = if full { 20_000 } else { 300 };
+    generate_corpus(root, files);
+    let sandbox = Sandbox::new(root).unwrap();
+    let cancel = Cancel::default();
+    let size: u64 = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .build()
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let corpus = format!("{:.0} MB / {files} files", size as f64 / 1e6);
+    // Both sides see the same files: hidden ones too, and .gitignore outside a git repository.
+    let rg_common = ["--hidden", "--no-require-git"];
+    let runs = s.runs.max(5);
+    struct Case {
+        what: &'static str,
+        args: serde_json::Value,
+        rg: &'static [&'static str],
+        expect: &'static str,
+        target: f64,
+        shown: &'static str,
+    }
+    let cases = [
+        Case {
+            what: "grep tool, no match",
+            args: serde_json::json!({"pattern": "zq_no_such_word"}),
+            rg: &["zq_no_such_word"],
+            expect: "No matches",
+            target: 1.1,
+            shown: "rg",
+        },
+        Case {
+            what: "grep tool, 100 matches in 50 files",
+            args: serde_json::json!({"pattern": "needle_hit"}),
+            rg: &["-n", "needle_hit"],
+            expect: "needle_hit",
+            target: 1.1,
+            shown: "rg -n",
+        },
+        Case {
+            what: "glob tool `*.rs`, newest 200",
+            args: serde_json::json!({"pattern": "*.rs"}),
+            rg: &["--files", "-g", "*.rs"],
+            expect: ".rs\n",
+            target: 1.2,
+            shown: "rg --files -g '*.rs'",
+        },
+    ];
+    for Case {
+        what,
+        args,
+        rg: rg_args,
+        expect,
+        target,
+        shown,
+    } in cases
+    {
+        let glob = what.starts_with("glob");
+        let mut ours = || {
+            let out = if glob {
+                Glob.find(&args, &sandbox, &cancel)
+            } else {
+                Grep.search(&args, &sandbox, &cancel)
+            }
+            .unwrap();
+            assert!(out.content.contains(expect), "{}", out.content);
+        };
+        for single in [false, true] {
+            let mut all: Vec<&str> = rg_common.to_vec();
+            if single {
+                all.push("-j1");
+            }
+            all.extend(rg_args);
+            let (a, b, ratio) = against_rg(runs, root, &all, &mut ours);
+            let limit = if single { 1.0 } else { target };
+            rows.push(Row {
+                what: format!("{what}, {corpus}"),
+                measured: ms(a),
+                baseline: format!("`{shown}{}` {}", if single { " -j1" } else { "" }, ms(b)),
+                ratio,
+                target: format!("≤ {limit:.1}×"),
+                ok: ratio <= limit,
+            });
+        }
+    }
+}
+
+/// `NEW_BENCH_ONLY=oneshot|list|tree|bushy|sse|store|search|…` (a name given to `wanted` below)
+/// runs one part (for profiling).
 fn wanted(part: &str) -> bool {
     std::env::var("NEW_BENCH_ONLY").map_or(true, |only| only == part)
 }
@@ -1515,6 +1718,11 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         } else {
             eprintln!("sandbox rows skipped: {}", sandbox.one_line());
         }
+    }
+
+    // 15: the search tools over a generated source tree, against ripgrep on all cores and on one.
+    if wanted("search") {
+        search_rows(&s, &dir("search-corpus"), &mut rows);
     }
 
     // 6: storing one message in a small and in a big conversation.

@@ -23,7 +23,7 @@ use serde_json::Value;
 pub use builtin::write_atomically;
 pub use escape::{escape_controls, escape_controls_keep_lines};
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
-pub use sandbox::{Sandbox, SandboxError};
+pub use sandbox::{FolderHandle, Sandbox, SandboxError};
 
 use crate::vocab::ToolSpec;
 

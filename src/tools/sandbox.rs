@@ -19,7 +19,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SandboxError {
@@ -42,6 +42,41 @@ fn kind_name(t: FileType) -> &'static str {
         FileType::Directory => "a folder",
         _ => "not a regular file",
     }
+}
+
+/// The folder handles kept between the opens of one search ([`Sandbox::open_read_in`]): WORKDIR's
+/// and each folder's below it down to the last file's, each opened link-free from the one above.
+/// One per thread.
+#[derive(Default)]
+pub struct FolderHandle {
+    root: Option<(PathBuf, OwnedFd)>,
+    chain: Vec<(std::ffi::OsString, OwnedFd)>,
+}
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC);
+
+/// The folder `name` inside `dir`, never through a link; with `create`, made if missing.
+fn open_step(dir: &OwnedFd, name: &OsStr, create: bool) -> std::io::Result<OwnedFd> {
+    let step = DIR_FLAGS | OFlags::NOFOLLOW;
+    match rustix::fs::openat(dir, name, step, Mode::empty()) {
+        Err(rustix::io::Errno::NOENT) if create => {
+            match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            rustix::fs::openat(dir, name, step, Mode::empty())
+        }
+        other => other,
+    }
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(format!(
+            "`{}` is not a folder (it may have been replaced by a link since it was checked)",
+            name.to_string_lossy()
+        )),
+        e => e.into(),
+    })
 }
 
 /// A regular file opened for reading inside the sandbox.
@@ -232,43 +267,77 @@ impl Sandbox {
     /// A handle on the folder `dirs` below WORKDIR, each step opened without following symlinks;
     /// with `create`, missing folders are made inside the handle above them.
     fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> std::io::Result<OwnedFd> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())?;
-        // Every step below WORKDIR: a folder, never through a link.
-        let step = flags | OFlags::NOFOLLOW;
+        let mut dir = self.open_root()?;
         for name in dirs {
-            let next = match rustix::fs::openat(&dir, *name, step, Mode::empty()) {
-                Err(rustix::io::Errno::NOENT) if create => {
-                    match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(0o777)) {
-                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    rustix::fs::openat(&dir, *name, step, Mode::empty())
-                }
-                other => other,
-            }
-            .map_err(|e| match e {
-                rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(
-                    format!(
-                        "`{}` is not a folder (it may have been replaced by a link since it was checked)",
-                        name.to_string_lossy()
-                    ),
-                ),
-                e => e.into(),
-            })?;
-            dir = next;
+            dir = open_step(&dir, name, create)?;
         }
         Ok(dir)
+    }
+
+    fn open_root(&self) -> std::io::Result<OwnedFd> {
+        Ok(rustix::fs::open(&self.root, DIR_FLAGS, Mode::empty())?)
+    }
+
+    /// [`Sandbox::open_dirs`] (never creating) through the handles kept in `folder`: only the
+    /// folders below the part shared with the last path are opened.
+    fn open_dirs_in<'f>(
+        &self,
+        dirs: &[&OsStr],
+        folder: &'f mut FolderHandle,
+    ) -> std::io::Result<&'f OwnedFd> {
+        if folder
+            .root
+            .as_ref()
+            .is_none_or(|(root, _)| *root != self.root)
+        {
+            *folder = FolderHandle {
+                root: Some((self.root.clone(), self.open_root()?)),
+                chain: Vec::new(),
+            };
+        }
+        let shared = folder
+            .chain
+            .iter()
+            .zip(dirs)
+            .take_while(|((kept, _), name)| kept == *name)
+            .count();
+        folder.chain.truncate(shared);
+        for name in &dirs[shared..] {
+            let above = match folder.chain.last() {
+                Some((_, fd)) => fd,
+                None => &folder.root.as_ref().expect("opened above").1,
+            };
+            let fd = open_step(above, name, false)?;
+            folder.chain.push((name.to_os_string(), fd));
+        }
+        Ok(match folder.chain.last() {
+            Some((_, fd)) => fd,
+            None => &folder.root.as_ref().expect("opened above").1,
+        })
     }
 
     /// Opens a resolved path for reading, if it is a regular file. The last component is opened
     /// without following a symlink and without blocking (a FIFO would otherwise wait for a
     /// writer), and what was opened is checked before anything is read.
     pub fn open_read(&self, path: &Path, shown: &str) -> std::io::Result<OpenedFile> {
+        self.open_read_in(path, shown, &mut FolderHandle::default())
+    }
+
+    /// [`Sandbox::open_read`] for a search that opens many files: the handle on the last folder
+    /// opened is kept in `folder` and used again for the next file of the same folder, instead
+    /// of walking down from WORKDIR for every file. The handle was opened link-free, so it names
+    /// the folder that was checked even if that folder's path is swapped for a link afterwards;
+    /// the file itself is still opened without following a link.
+    pub fn open_read_in(
+        &self,
+        path: &Path,
+        shown: &str,
+        folder: &mut FolderHandle,
+    ) -> std::io::Result<OpenedFile> {
         let (dirs, name) = self.split(path)?;
-        let dir = self.open_dirs(&dirs, false)?;
+        let dir = self.open_dirs_in(&dirs, folder)?;
         let fd = rustix::fs::openat(
-            &dir,
+            dir,
             name,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
@@ -276,7 +345,7 @@ impl Sandbox {
         .map_err(|e| match e {
             rustix::io::Errno::LOOP => not_regular(shown, FileType::Symlink),
             // A socket cannot be opened at all: say what it is rather than "no such device".
-            e => match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            e => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile => {
                     not_regular(shown, FileType::from_raw_mode(stat.st_mode))
                 }
@@ -292,6 +361,14 @@ impl Sandbox {
             file: std::fs::File::from(fd),
             len: stat.st_size as u64,
         })
+    }
+
+    /// The status of a resolved path inside the folder handles of `folder` (as
+    /// [`Sandbox::open_read_in`] opens), without following a final symlink.
+    pub fn stat_in(&self, path: &Path, folder: &mut FolderHandle) -> std::io::Result<Stat> {
+        let (dirs, name) = self.split(path)?;
+        let dir = self.open_dirs_in(&dirs, folder)?;
+        Ok(rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?)
     }
 
     /// What kind of thing a resolved path names, without following a final symlink; None when
@@ -518,6 +595,40 @@ mod tests {
     /// Read-only extra roots: absolute paths inside them resolve (by the same rules: links judged
     /// by their target, `..` never leaving the root), relative paths never do, and the results
     /// root is replaced while other roots stay.
+    #[test]
+    fn kept_folder_handles_open_the_right_files_and_never_follow_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        for rel in ["a/b/x", "a/c/y", "a/b/z", "w", "a/b/deep/v"] {
+            let p = work.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, rel).unwrap();
+        }
+        std::fs::write(dir.path().join("secret"), "outside").unwrap();
+        let s = Sandbox::new(&work).unwrap();
+        let root = s.root().to_path_buf();
+        let mut folder = FolderHandle::default();
+        let mut read = |rel: &str| -> std::io::Result<String> {
+            let mut f = s.open_read_in(&root.join(rel), rel, &mut folder)?;
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut f.file, &mut text)?;
+            Ok(text)
+        };
+        for rel in ["a/b/x", "a/c/y", "a/b/z", "w", "a/b/deep/v", "a/b/x"] {
+            assert_eq!(read(rel).unwrap(), rel);
+        }
+        // A file swapped for a link after its folder's handle was kept is refused.
+        std::fs::remove_file(work.join("a/b/z")).unwrap();
+        symlink(dir.path().join("secret"), work.join("a/b/z")).unwrap();
+        assert!(read("a/b/z").unwrap_err().to_string().contains("link"));
+        // A folder below the kept ones swapped for a link is refused too.
+        std::fs::remove_dir_all(work.join("a/c")).unwrap();
+        symlink(dir.path(), work.join("a/c")).unwrap();
+        assert!(read("a/c/secret").is_err());
+        assert_eq!(read("w").unwrap(), "w");
+        assert!(read("a/c/secret").is_err());
+    }
+
     #[test]
     fn extra_roots_are_readable_by_the_same_rules_and_nothing_else() {
         let (d, s) = setup();

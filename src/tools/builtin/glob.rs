@@ -1,11 +1,15 @@
 //! `glob`: files whose names match a pattern, newest first, .gitignore-aware.
 
+use std::sync::Mutex;
+
 use serde_json::{Value, json};
 
 use super::plural;
-use super::walk::{NameFilter, files};
+use super::walk::{Found, NameFilter, files};
+use crate::tools::sandbox::mtime_ns;
 use crate::tools::{
-    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
+    Cancel, FolderHandle, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput,
+    args, blocking,
 };
 
 /// Most paths returned.
@@ -63,18 +67,33 @@ impl Glob {
             return Err(ToolError::Failed(format!("`{shown_root}` is not a folder")));
         }
         let filter = NameFilter::new(pattern)?;
-        let mut found: Vec<(std::time::SystemTime, String)> = files(&root, cancel)
-            .filter(|p| p.strip_prefix(&root).is_ok_and(|rel| filter.matches(rel)))
-            .map(|p| {
-                let modified = p
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .unwrap_or(std::time::UNIX_EPOCH);
-                (modified, sandbox.display(&p))
-            })
-            .collect();
+        let all = Mutex::new(Vec::new());
+        files(&root, cancel, || {
+            let mut found = Found::new(&all);
+            let mut folder = FolderHandle::default();
+            let (filter, root) = (&filter, root.as_path());
+            move |entry| {
+                if filter.matches_entry(root, entry) {
+                    let path = entry.path();
+                    // Through the folder handles, as grep opens files: a link is not followed.
+                    let modified = sandbox
+                        .stat_in(path, &mut folder)
+                        .map_or(0, |stat| mtime_ns(&stat));
+                    found.items.push((modified, sandbox.display(path)));
+                }
+                true
+            }
+        });
         cancel.check()?;
-        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut found: Vec<(i128, String)> = all.into_inner().unwrap_or_else(|e| e.into_inner());
+        // Newest first, then by name; only the first MAX_RESULTS are sorted.
+        let order =
+            |a: &(i128, String), b: &(i128, String)| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
+        if found.len() > MAX_RESULTS {
+            found.select_nth_unstable_by(MAX_RESULTS, order);
+        }
+        let shown = found.len().min(MAX_RESULTS);
+        found[..shown].sort_unstable_by(order);
         let total = found.len();
         let mut out: String = found
             .iter()
@@ -197,5 +216,42 @@ mod tests {
             out.content
                 .ends_with("[5 more not shown; narrow the pattern or the path]\n")
         );
+    }
+
+    #[test]
+    fn newest_first_then_by_name_the_same_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::time::SystemTime::now() - std::time::Duration::from_secs(10_000);
+        let mut expected = Vec::new();
+        for i in 0..(MAX_RESULTS + 100) {
+            let rel = format!("d{}/sub{}/f{i}.txt", i % 7, i % 3);
+            let p = dir.path().join(&rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "").unwrap();
+            // Ten files share each time: the name breaks the tie.
+            let modified = base + std::time::Duration::from_secs((i / 10) as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(modified)
+                .unwrap();
+            expected.push((modified, rel));
+        }
+        expected.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut want: String = expected
+            .iter()
+            .take(MAX_RESULTS)
+            .map(|(_, p)| format!("{p}\n"))
+            .collect();
+        want.push_str("[100 more not shown; narrow the pattern or the path]\n");
+        let s = Sandbox::new(dir.path()).unwrap();
+        for _ in 0..5 {
+            let out = Glob
+                .find(&json!({"pattern": "*.txt"}), &s, &Cancel::default())
+                .unwrap();
+            assert_eq!(out.content, want);
+            assert_eq!(out.summary, "*.txt: 300 files");
+        }
     }
 }

@@ -1,16 +1,19 @@
 //! `grep`: a regular expression over the working folder, with ripgrep's own crates: .gitignore-aware,
 //! binary files skipped, results as `path:line:text` (context lines as `path-line-text`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use grep_regex::RegexMatcherBuilder;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use serde_json::{Value, json};
 
 use super::plural;
-use super::walk::{NameFilter, files};
+use super::walk::{Found, NameFilter, files};
 use crate::tools::{
-    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
+    Cancel, FolderHandle, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput,
+    args, blocking,
 };
 
 /// Most matching lines returned.
@@ -61,12 +64,21 @@ impl Tool for Grep {
     }
 }
 
-/// Collects the lines of one file.
+/// The lines found in one file.
+struct FileLines {
+    path: PathBuf,
+    lines: Vec<String>,
+    matches: usize,
+}
+
+/// Collects the lines of one file. The matching lines of the whole search are counted in `taken`,
+/// shared by every thread: a line is kept only if it gets one of the first [`MAX_MATCHES`] places,
+/// so a capped search holds exactly that many.
 struct Collector<'a> {
     shown: &'a str,
-    lines: &'a mut Vec<String>,
-    matches: &'a mut usize,
-    file_matched: bool,
+    lines: Vec<String>,
+    matches: usize,
+    taken: &'a AtomicUsize,
 }
 
 impl Collector<'_> {
@@ -85,11 +97,15 @@ impl Sink for Collector<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
-        if *self.matches >= MAX_MATCHES {
+        let place = self
+            .taken
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_MATCHES).then_some(n + 1)
+            });
+        if place.is_err() {
             return Ok(false);
         }
-        *self.matches += 1;
-        self.file_matched = true;
+        self.matches += 1;
         let line = self.line(':', m.line_number(), m.bytes());
         self.lines.push(line);
         Ok(true)
@@ -104,6 +120,46 @@ impl Sink for Collector<'_> {
     fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
         self.lines.push("--".into());
         Ok(true)
+    }
+}
+
+/// What one thread needs to search files: its own searcher and folder handle.
+struct FileSearch<'a> {
+    sandbox: &'a Sandbox,
+    matcher: RegexMatcher,
+    searcher: Searcher,
+    folder: FolderHandle,
+    taken: &'a AtomicUsize,
+}
+
+impl FileSearch<'_> {
+    /// The lines of `path` if it has a match. An unreadable file is skipped, as ripgrep does.
+    fn search(&mut self, path: &Path) -> Option<FileLines> {
+        if self.taken.load(Ordering::Relaxed) >= MAX_MATCHES {
+            return None;
+        }
+        let shown = self.sandbox.display(path);
+        let mut sink = Collector {
+            shown: &shown,
+            lines: Vec::new(),
+            matches: 0,
+            taken: self.taken,
+        };
+        // Opened through the sandbox: a file swapped for a link since the walk is not followed.
+        let searched = self
+            .sandbox
+            .open_read_in(path, &shown, &mut self.folder)
+            .and_then(|f| self.searcher.search_file(&self.matcher, &f.file, &mut sink));
+        if searched.is_err() {
+            // The places its lines took go back, for other files' lines.
+            self.taken.fetch_sub(sink.matches, Ordering::Relaxed);
+            return None;
+        }
+        (sink.matches > 0).then(|| FileLines {
+            path: path.to_path_buf(),
+            lines: sink.lines,
+            matches: sink.matches,
+        })
     }
 }
 
@@ -130,7 +186,7 @@ impl Grep {
             .line_terminator(Some(b'\n'))
             .build(pattern)
             .map_err(|e| ToolError::Arguments(format!("bad regular expression: {e}")))?;
-        let mut searcher = SearcherBuilder::new()
+        let searcher = SearcherBuilder::new()
             .line_number(true)
             .before_context(context)
             .after_context(context)
@@ -141,9 +197,34 @@ impl Grep {
         let kind = sandbox
             .kind(&root)
             .map_err(|e| ToolError::io("searching", &shown_root, e))?;
-        let candidates: Box<dyn Iterator<Item = std::path::PathBuf>> = match kind {
-            Some(FileType::RegularFile) => Box::new(std::iter::once(root.clone())),
-            Some(FileType::Directory) => Box::new(files(&root, cancel)),
+        let taken = &AtomicUsize::new(0);
+        let new_search = || FileSearch {
+            sandbox,
+            matcher: matcher.clone(),
+            searcher: searcher.clone(),
+            folder: FolderHandle::default(),
+            taken,
+        };
+        let mut found: Vec<FileLines> = match kind {
+            Some(FileType::RegularFile) => new_search().search(&root).into_iter().collect(),
+            Some(FileType::Directory) => {
+                let all = Mutex::new(Vec::new());
+                files(&root, cancel, || {
+                    let mut search = new_search();
+                    let mut found = Found::new(&all);
+                    let filter = filter.as_ref();
+                    let root = root.as_path();
+                    move |entry| {
+                        if filter.is_none_or(|f| f.matches_entry(root, entry))
+                            && let Some(lines) = search.search(entry.path())
+                        {
+                            found.items.push(lines);
+                        }
+                        taken.load(Ordering::Relaxed) < MAX_MATCHES
+                    }
+                });
+                all.into_inner().unwrap_or_else(|e| e.into_inner())
+            }
             None => return Err(ToolError::Failed(format!("`{shown_root}` does not exist"))),
             Some(_) => {
                 return Err(ToolError::Failed(format!(
@@ -151,53 +232,16 @@ impl Grep {
                 )));
             }
         };
-
-        let mut lines = Vec::new();
-        let mut matches = 0usize;
-        let mut files_matched = 0usize;
-        for path in candidates {
-            if matches >= MAX_MATCHES {
-                break;
-            }
-            cancel.check()?;
-            let relative = path.strip_prefix(&root).unwrap_or(Path::new(""));
-            if let Some(f) = &filter
-                && root.is_dir()
-                && !f.matches(relative)
-            {
-                continue;
-            }
-            let shown = sandbox.display(&path);
-            let before = lines.len();
-            let mut sink = Collector {
-                shown: &shown,
-                lines: &mut lines,
-                matches: &mut matches,
-                file_matched: false,
-            };
-            // An unreadable file is skipped, as ripgrep does.
-            // Opened through the sandbox: a file swapped for a link since the walk is not followed.
-            let searched = sandbox
-                .open_read(&path, &shown)
-                .and_then(|f| searcher.search_file(&matcher, &f.file, &mut sink));
-            if searched.is_err() {
-                lines.truncate(before);
-                continue;
-            }
-            if sink.file_matched {
-                files_matched += 1;
-                if context > 0 {
-                    lines.push("--".into());
-                }
-            } else {
-                lines.truncate(before);
-            }
-        }
         cancel.check()?;
-        if lines.last().is_some_and(|l| l == "--") {
-            lines.pop();
-        }
-        let mut out = lines.join("\n");
+        found.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        let matches: usize = found.iter().map(|f| f.matches).sum();
+        let files_matched = found.len();
+        let separator = if context > 0 { "\n--\n" } else { "\n" };
+        let mut out = found
+            .iter()
+            .map(|f| f.lines.join("\n"))
+            .collect::<Vec<_>>()
+            .join(separator);
         if matches == 0 {
             out = format!("No matches for `{pattern}` in `{shown_root}`.");
         } else if matches >= MAX_MATCHES {
@@ -321,5 +365,134 @@ mod tests {
             .unwrap();
         assert_eq!(out.content.lines().count(), MAX_MATCHES + 1);
         assert!(out.content.contains("[stopped at 200 matching lines"));
+    }
+
+    /// Files in nested folders, named so that ordering paths as strings would differ from
+    /// ordering them by folder (`a-b.txt` sorts before `a/…` as a string, after it as a path).
+    fn spread(dir: &Path, files: usize, hits_per_file: usize) {
+        for i in 0..files {
+            let rel = match i % 4 {
+                0 => format!("a/f{i}.txt"),
+                1 => format!("a-b/f{i}.txt"),
+                2 => format!("a/deep/er/f{i}.txt"),
+                _ => format!("f{i}.txt"),
+            };
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            let text: String = (0..hits_per_file * 2)
+                .map(|l| {
+                    if l % 2 == 0 {
+                        format!("hit {i} {l}\n")
+                    } else {
+                        "miss\n".into()
+                    }
+                })
+                .collect();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    /// Each `path:line:text` line of an answer, checked against the file it names.
+    fn real_matches(dir: &Path, content: &str) -> Vec<(PathBuf, u64)> {
+        content
+            .lines()
+            .filter(|l| !l.starts_with('['))
+            .map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (path, number, text) = (
+                    parts.next().unwrap(),
+                    parts.next().unwrap().parse::<u64>().unwrap(),
+                    parts.next().unwrap(),
+                );
+                let file = std::fs::read_to_string(dir.join(path)).unwrap();
+                assert_eq!(file.lines().nth(number as usize - 1), Some(text), "{l}");
+                assert!(text.starts_with("hit"), "{l}");
+                (PathBuf::from(path), number)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn results_are_sorted_by_path_and_the_same_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        spread(dir.path(), 60, 3);
+        let s = Sandbox::new(dir.path()).unwrap();
+        let first = Grep
+            .search(&json!({"pattern": "hit"}), &s, &Cancel::default())
+            .unwrap();
+        assert_eq!(first.summary, "hit: 180 matches in 60 files");
+        let found = real_matches(dir.path(), &first.content);
+        assert_eq!(found.len(), 180);
+        let mut sorted = found.clone();
+        sorted.sort();
+        assert_eq!(found, sorted);
+        assert!(first.content.starts_with("a/deep/er/f10.txt:1:hit 10 0\n"));
+        for _ in 0..5 {
+            let again = Grep
+                .search(&json!({"pattern": "hit"}), &s, &Cancel::default())
+                .unwrap();
+            assert_eq!(again.content, first.content);
+            assert_eq!(again.summary, first.summary);
+        }
+        // With context, files are set apart by `--` in the same order.
+        let out = Grep
+            .search(
+                &json!({"pattern": "hit 1[0-3] 0", "context": 1}),
+                &s,
+                &Cancel::default(),
+            )
+            .unwrap();
+        assert_eq!(
+            out.content,
+            "a/deep/er/f10.txt:1:hit 10 0\na/deep/er/f10.txt-2-miss\n--\n\
+             a/f12.txt:1:hit 12 0\na/f12.txt-2-miss\n--\n\
+             a-b/f13.txt:1:hit 13 0\na-b/f13.txt-2-miss\n--\n\
+             f11.txt:1:hit 11 0\nf11.txt-2-miss\n"
+        );
+    }
+
+    #[test]
+    fn a_capped_search_holds_exactly_the_cap_of_real_matches_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        spread(dir.path(), 80, 10);
+        let s = Sandbox::new(dir.path()).unwrap();
+        for _ in 0..5 {
+            let out = Grep
+                .search(&json!({"pattern": "hit"}), &s, &Cancel::default())
+                .unwrap();
+            let lines: Vec<&str> = out.content.lines().collect();
+            assert_eq!(lines.len(), MAX_MATCHES + 1);
+            assert_eq!(
+                lines[MAX_MATCHES],
+                "[stopped at 200 matching lines; narrow the pattern, the path or the glob]"
+            );
+            let found = real_matches(dir.path(), &out.content);
+            assert_eq!(found.len(), MAX_MATCHES);
+            let mut sorted = found.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(found, sorted);
+            let files: std::collections::BTreeSet<_> = found.iter().map(|f| &f.0).collect();
+            assert_eq!(
+                out.summary,
+                format!("hit: 200 matches in {} files", files.len())
+            );
+        }
+    }
+
+    #[test]
+    fn a_cancelled_search_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        spread(dir.path(), 20, 1);
+        let cancel = Cancel::default();
+        cancel.set();
+        let err = Grep
+            .search(
+                &json!({"pattern": "hit"}),
+                &Sandbox::new(dir.path()).unwrap(),
+                &cancel,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("stopped by the user"), "{err}");
     }
 }

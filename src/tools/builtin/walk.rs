@@ -1,27 +1,74 @@
 //! Walking the working folder as ripgrep does: `.gitignore`, `.ignore` and git's excludes are
-//! honoured (inside a git repository or not), `.git` itself is skipped, symlinks are not followed.
-//! And the name filter shared by `glob` and `grep`.
+//! honoured (inside a git repository or not), `.git` itself is skipped, symlinks are not followed,
+//! and the folders are read on every core. And the name filter shared by `glob` and `grep`.
+//!
+//! The walk visits files in no particular order: the tools sort what they found, which is only
+//! the matches.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Mutex;
 
 use globset::{GlobBuilder, GlobMatcher};
+use ignore::{DirEntry, WalkState};
 
 use crate::tools::{Cancel, ToolError};
 
-/// Every file under `root`, in a stable order (sorted by path); the walk ends early once `cancel`
-/// is set.
-pub fn files<'a>(root: &Path, cancel: &'a Cancel) -> impl Iterator<Item = PathBuf> + 'a {
+/// Walks every file under `root` on as many threads as ripgrep uses. `worker` is called once per
+/// thread and makes that thread's visitor; a visitor returning false ends the whole walk, and so
+/// does `cancel`.
+pub fn files<'s, V>(root: &Path, cancel: &'s Cancel, mut worker: impl FnMut() -> V)
+where
+    V: FnMut(&DirEntry) -> bool + Send + 's,
+{
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(12));
     ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
         .follow_links(false)
-        .sort_by_file_path(|a, b| a.cmp(b))
         .filter_entry(|e| e.file_name() != ".git")
-        .build()
-        .take_while(move |_| !cancel.is_set())
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-        .map(|e| e.into_path())
+        .threads(threads)
+        .build_parallel()
+        .run(|| {
+            let mut visit = worker();
+            Box::new(move |entry| {
+                if cancel.is_set() {
+                    return WalkState::Quit;
+                }
+                match entry {
+                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
+                        if visit(&e) {
+                            WalkState::Continue
+                        } else {
+                            WalkState::Quit
+                        }
+                    }
+                    _ => WalkState::Continue,
+                }
+            })
+        });
+}
+
+/// What one walking thread found, added to the shared list when the thread ends (one lock per
+/// thread, not per find).
+pub struct Found<'a, T> {
+    pub items: Vec<T>,
+    all: &'a Mutex<Vec<T>>,
+}
+
+impl<'a, T> Found<'a, T> {
+    pub fn new(all: &'a Mutex<Vec<T>>) -> Self {
+        Found {
+            items: Vec::new(),
+            all,
+        }
+    }
+}
+
+impl<T> Drop for Found<'_, T> {
+    fn drop(&mut self) {
+        let mut all = self.all.lock().unwrap_or_else(|e| e.into_inner());
+        all.append(&mut self.items);
+    }
 }
 
 /// A file-name pattern. Without a `/` it matches the file name anywhere (`*.rs`); with one, the
@@ -45,14 +92,16 @@ impl NameFilter {
         })
     }
 
-    /// `relative` is the path from the search root.
-    pub fn matches(&self, relative: &Path) -> bool {
+    /// Whether a file the walk of `root` found matches: by its name alone when the pattern has
+    /// no `/`, without working out its path from the root.
+    pub fn matches_entry(&self, root: &Path, entry: &DirEntry) -> bool {
         if self.by_path {
-            self.matcher.is_match(relative)
+            entry
+                .path()
+                .strip_prefix(root)
+                .is_ok_and(|rel| self.matcher.is_match(rel))
         } else {
-            relative
-                .file_name()
-                .is_some_and(|name| self.matcher.is_match(Path::new(name)))
+            self.matcher.is_match(Path::new(entry.file_name()))
         }
     }
 }
