@@ -592,9 +592,8 @@ mod tests {
         (dir, sandbox)
     }
 
-    /// Read-only extra roots: absolute paths inside them resolve (by the same rules: links judged
-    /// by their target, `..` never leaving the root), relative paths never do, and the results
-    /// root is replaced while other roots stay.
+    /// Folder handles kept between the opens of a search open the right files, never through a
+    /// link swapped in since.
     #[test]
     fn kept_folder_handles_open_the_right_files_and_never_follow_a_link() {
         let dir = tempfile::tempdir().unwrap();
@@ -629,6 +628,9 @@ mod tests {
         assert!(read("a/c/secret").is_err());
     }
 
+    /// Read-only extra roots: absolute paths inside them resolve (by the same rules: links judged
+    /// by their target, `..` never leaving the root), relative paths never do, and the results
+    /// root is replaced while other roots stay.
     #[test]
     fn extra_roots_are_readable_by_the_same_rules_and_nothing_else() {
         let (d, s) = setup();
