@@ -967,17 +967,8 @@ impl Answer {
             }
             // A subagent read the event, which the model and the project's files shape: its
             // answer may block or deny, never allow, ask less, or stop the turn.
-            if self.from_agent {
-                if get("permissionDecision") == Some("deny") {
-                    out.permission = Some(Permission::Deny);
-                    out.block.get_or_insert(reason);
-                }
-                if let Some(extra) = get("additionalContext") {
-                    out.context.push(extra.to_string());
-                }
-                return;
-            }
-            match get("permissionDecision") {
+            let decision = get("permissionDecision").filter(|d| !self.from_agent || *d == "deny");
+            match decision {
                 Some("deny") => {
                     out.permission = Some(Permission::Deny);
                     out.block.get_or_insert(reason);
@@ -992,6 +983,9 @@ impl Answer {
             }
             if let Some(extra) = get("additionalContext") {
                 out.context.push(extra.to_string());
+            }
+            if self.from_agent {
+                return;
             }
             if let Some(line) = get("systemMessage") {
                 out.notices.push(line.to_string());
