@@ -81,13 +81,7 @@ impl crate::hooks::AgentRunner for HookAgents {
             );
             return Box::pin(async move { Err(why) });
         }
-        let system: String = self
-            .subagents
-            .fresh_context(&def)
-            .into_iter()
-            .map(|(_, t)| t)
-            .collect();
-        let mut sub = ChatSession::new(self.store.clone(), &system);
+        let mut sub = ChatSession::new(self.store.clone(), &self.subagents.fresh_prompt(&def));
         sub.set_metadata(json!({
             "parent": {"conversation": parent, "hook": true},
             "agent": def.name,
@@ -138,12 +132,7 @@ impl crate::hooks::AgentRunner for HookAgents {
                     };
                     agent.run(&mut sub, &mut Quiet, &mut *gate, &mut stop).await
                 });
-                let c = sub.conversation();
-                let text = c
-                    .get(c.cursor())
-                    .filter(|m| m.role == Role::Assistant)
-                    .map(|m| m.content.trim().to_string())
-                    .unwrap_or_default();
+                let text = super::subagent::last_answer(&sub);
                 let result = match end {
                     TurnEnd::Failed(e) => Err(format!("the subagent failed: {e}")),
                     TurnEnd::Stopped(reason) => Err(format!("the subagent stopped: {reason}")),

@@ -67,6 +67,14 @@ impl Subagents {
         ]
     }
 
+    /// That context as one system prompt.
+    pub fn fresh_prompt(&self, def: &Definition) -> String {
+        self.fresh_context(def)
+            .into_iter()
+            .map(|(_, text)| text)
+            .collect()
+    }
+
     /// The `agent` tool as the model sees it.
     pub fn spec(&self) -> ToolSpec {
         let roles: String = self
@@ -121,6 +129,15 @@ impl Subagents {
             }),
         }
     }
+}
+
+/// What a subagent said last: the answer at its cursor, trimmed (empty when it ended elsewhere).
+pub(super) fn last_answer(sub: &ChatSession) -> String {
+    let c = sub.conversation();
+    c.get(c.cursor())
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| m.content.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// What a subagent's thread tells the parent waiting for it.
@@ -474,12 +491,8 @@ impl Agent<'_> {
                     }
                     end
                 });
+                let answer = last_answer(&sub);
                 let c = sub.conversation();
-                let answer = c
-                    .get(c.cursor())
-                    .filter(|m| m.role == Role::Assistant)
-                    .map(|m| m.content.trim().to_string())
-                    .unwrap_or_default();
                 let (state, error) = match end {
                     TurnEnd::Complete | TurnEnd::RoundLimit(_) | TurnEnd::ContextFull => {
                         (TaskState::Completed, None)
@@ -575,11 +588,7 @@ impl Agent<'_> {
                 .map(|m| m.content.clone())
                 .unwrap_or_default()
         } else {
-            subagents
-                .fresh_context(start.def)
-                .into_iter()
-                .map(|(_, text)| text)
-                .collect()
+            subagents.fresh_prompt(start.def)
         };
         // The answer that asked for this call (earlier calls of it may have their results
         // stored already).
