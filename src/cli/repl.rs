@@ -1025,20 +1025,36 @@ impl App {
             return false;
         }
         self.auto_continued = true;
-        let tasks = subagents.tasks.take_finished(self.session.id());
         let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
-        for task in &tasks {
-            crate::agent::Observer::usage(&mut printer, &subagents.tasks.take_pending(&task.id));
-            if let Err(e) = self.session.add(Message::new(Role::User, task.delivery())) {
-                self.out.error(&super::text::error(self.out.lang, &e));
-                return false;
-            }
-        }
+        let Some(n) = self.deliver_finished_tasks(&mut printer) else {
+            return false;
+        };
         self.out
-            .say(&self.tr("auto_continuing", &[("n", &tasks.len().to_string())]));
+            .say(&self.tr("auto_continuing", &[("n", &n.to_string())]));
         self.answer_with(&mut printer);
         self.report_turn(&printer);
         true
+    }
+
+    /// The answers of this conversation's background tasks that ended since its last turn, each
+    /// a message of its own, their tokens counted by `observer`. How many; None when one could not
+    /// be stored (said).
+    fn deliver_finished_tasks(
+        &mut self,
+        observer: &mut dyn crate::agent::Observer,
+    ) -> Option<usize> {
+        let Some(subagents) = &self.subagents else {
+            return Some(0);
+        };
+        let tasks = subagents.tasks.take_finished(self.session.id());
+        for task in &tasks {
+            observer.usage(&subagents.tasks.take_pending(&task.id));
+            if let Err(e) = self.session.add(Message::new(Role::User, task.delivery())) {
+                self.out.error(&super::text::error(self.out.lang, &e));
+                return None;
+            }
+        }
+        Some(tasks.len())
     }
 
     /// Gives the hooks what runs their `agent` actions, when any has one and subagents are on.
@@ -1049,13 +1065,12 @@ impl App {
             .entries
             .iter()
             .any(|e| matches!(e.action, crate::hooks::Action::Agent { .. }));
-        let (Some(hooks), Some(subagents)) = (self.hooks.take(), &self.subagents) else {
+        let Some(subagents) = self.subagents.as_ref().filter(|_| wanted) else {
             return;
         };
-        if !wanted {
-            self.hooks = Some(hooks);
+        let Some(hooks) = self.hooks.take() else {
             return;
-        }
+        };
         let policy = self.policy.clone();
         let runner = crate::agent::hook_agent::HookAgents {
             provider: crate::llm::Model::share(&self.provider),
@@ -1080,20 +1095,13 @@ impl App {
         let workdir = self.workdir.clone();
         let checkpoints = self.checkpoints.clone();
         let cache: std::sync::Arc<std::sync::Mutex<Option<(String, String)>>> = Default::default();
-        let body = |kind| {
-            crate::skill::builtin::GENERATED
-                .iter()
-                .find(|(k, _, _)| *k == kind)
-                .map(|(_, _, text)| text.split_once("\n---\n").map_or(*text, |(_, b)| b))
-                .unwrap_or_default()
-        };
-        shelf.set_generator(std::sync::Arc::new(move |kind| match kind {
+        shelf.set_generator(std::sync::Arc::new(move |kind, body| match kind {
             crate::skill::Generated::ConfigManagement => {
-                crate::skill::builtin::config_management(body(kind), &current)
+                crate::skill::builtin::config_management(body, &current)
             }
             crate::skill::Generated::CodebaseOverview => {
                 let write = |files: &mut dyn Iterator<Item = (&str, u64)>| {
-                    crate::skill::builtin::codebase_overview(body(kind), &workdir, files)
+                    crate::skill::builtin::codebase_overview(body, &workdir, files)
                 };
                 // Cached per checkpoint: the same snapshot is the same survey.
                 if let Some(Ok(Some((id, manifest)))) = checkpoints.as_deref().map(|c| c.peek()) {
@@ -1551,15 +1559,7 @@ impl App {
         // Background subagents of this conversation that ended since its last turn: each
         // answer is a message before the user's (and the user is told, once).
         self.say_task_notes();
-        if let Some(subagents) = &self.subagents {
-            for task in subagents.tasks.take_finished(self.session.id()) {
-                observer.usage(&subagents.tasks.take_pending(&task.id));
-                if let Err(e) = self.session.add(Message::new(Role::User, task.delivery())) {
-                    self.out.error(&super::text::error(self.out.lang, &e));
-                    return None;
-                }
-            }
-        }
+        self.deliver_finished_tasks(observer)?;
         let mut extra = std::mem::take(&mut self.hook_context);
         extra.extend(hooked.context);
         let text = if extra.is_empty() {

@@ -25,8 +25,9 @@ pub struct ShelfEntry {
     pub max_bytes: usize,
 }
 
-/// Writes the body of a built-in skill from the session's state when it is loaded.
-pub type Generator = Arc<dyn Fn(Generated) -> String + Send + Sync>;
+/// Writes the body of a built-in skill from the session's state when it is loaded, given the
+/// skill file's own body (its instructions).
+pub type Generator = Arc<dyn Fn(Generated, &str) -> String + Send + Sync>;
 
 /// The skills offered on demand, by name; shared with the REPL, which refills it when skills are
 /// reloaded, and sets what writes the generated ones.
@@ -90,7 +91,7 @@ impl Shelf {
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 let mut text = match generator {
-                    Some(write) => write(kind),
+                    Some(write) => write(kind, &skill.body),
                     None => skill.body.clone(),
                 };
                 crate::skill::cut_to_size(&mut text, max_bytes);
