@@ -49,6 +49,17 @@ impl Layers {
         self.workdir().join(crate::config::codepilot::FOLDER)
     }
 
+    /// The layers of a project in `workdir` and a user whose home is `home` (where the tests put
+    /// them): `workdir/.new`, `home/new` as the config folder, `home/.codepilot`.
+    #[cfg(test)]
+    pub fn at(workdir: &Path, home: &Path) -> Self {
+        Layers {
+            project: workdir.join(".new"),
+            user: Some(home.join("new")),
+            codepilot_user: Some(home.join(crate::config::codepilot::FOLDER)),
+        }
+    }
+
     /// The on-disk layers, nearest first.
     pub fn dirs(&self) -> Vec<(LayerKind, &Path)> {
         let mut dirs = vec![(LayerKind::Project, self.project.as_path())];

@@ -283,11 +283,7 @@ mod tests {
     use super::*;
 
     fn layers(dir: &Path) -> Layers {
-        Layers {
-            project: dir.join("p/.new"),
-            user: Some(dir.join("u/new")),
-            codepilot_user: Some(dir.join("u/.codepilot")),
-        }
+        Layers::at(&dir.join("p"), &dir.join("u"))
     }
 
     fn known(t: &str) -> bool {

@@ -1671,11 +1671,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn layers(dir: &Path) -> Layers {
-        Layers {
-            project: dir.join("p/.new"),
-            user: Some(dir.join("u/new")),
-            codepilot_user: Some(dir.join("u/.codepilot")),
-        }
+        Layers::at(&dir.join("p"), &dir.join("u"))
     }
 
     fn write(path: PathBuf, text: &str) {

@@ -619,11 +619,7 @@ mod tests {
     use super::*;
 
     fn layers(dir: &Path) -> Layers {
-        Layers {
-            project: dir.join("project/.new"),
-            user: Some(dir.join("user/new")),
-            codepilot_user: Some(dir.join("user/.codepilot")),
-        }
+        Layers::at(&dir.join("project"), &dir.join("user"))
     }
 
     fn write(path: PathBuf, text: &str) {
