@@ -998,7 +998,11 @@ fn main() {
             max_answer_bytes: 1 << 20,
         };
         let rounds = 50;
-        let ours = || {
+        // One provider's body: the branch's messages, then the request's text.
+        let body = |text: fn(
+            &new_agent::llm::ChatRequest,
+            &new_agent::llm::ProviderSettings,
+        ) -> String| {
             let start = Instant::now();
             for _ in 0..rounds {
                 let request = new_agent::llm::ChatRequest {
@@ -1006,11 +1010,12 @@ fn main() {
                     messages: ctx.request_messages(&c, c.cursor(), &results),
                     ..Default::default()
                 };
-                let text = new_agent::llm::openai::request_text(&request, &settings);
-                assert!(text.len() > 600_000);
+                assert!(text(&request, &settings).len() > 600_000);
             }
             start.elapsed() / rounds
         };
+        let ours = || body(new_agent::llm::openai::request_text);
+        let anthropic = || body(new_agent::llm::anthropic::request_text);
         let floor = || {
             let start = Instant::now();
             for _ in 0..rounds {
@@ -1023,19 +1028,6 @@ fn main() {
                     .collect();
                 messages.reverse();
                 let text = serde_json::to_string(&messages).unwrap();
-                assert!(text.len() > 600_000);
-            }
-            start.elapsed() / rounds
-        };
-        let anthropic = || {
-            let start = Instant::now();
-            for _ in 0..rounds {
-                let request = new_agent::llm::ChatRequest {
-                    model: "bench".into(),
-                    messages: ctx.request_messages(&c, c.cursor(), &results),
-                    ..Default::default()
-                };
-                let text = new_agent::llm::anthropic::request_text(&request, &settings);
                 assert!(text.len() > 600_000);
             }
             start.elapsed() / rounds
