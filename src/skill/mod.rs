@@ -93,6 +93,16 @@ pub enum Generated {
     CodebaseOverview,
 }
 
+impl Generated {
+    /// Its name, which no skill file may take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Generated::ConfigManagement => "config-management",
+            Generated::CodebaseOverview => "codebase-overview",
+        }
+    }
+}
+
 impl Skill {
     /// Loaded by the model when needed rather than injected.
     pub fn on_demand(&self) -> bool {
@@ -272,11 +282,7 @@ impl SkillRegistry {
         }
         for (kind, file, text) in builtin::GENERATED {
             registry.add(Tier::Builtin, Path::new(file), None, text, settings);
-            if let Some(skill) = registry
-                .skills
-                .values_mut()
-                .find(|s| s.source == Path::new(file))
-            {
+            if let Some(skill) = registry.skills.get_mut(kind.name()) {
                 skill.generated = Some(*kind);
                 skill.enabled = true;
             }
@@ -350,7 +356,7 @@ impl SkillRegistry {
                 if tier != Tier::Builtin
                     && builtin::GENERATED
                         .iter()
-                        .any(|(_, file, _)| file.strip_suffix(".md") == Some(name.as_str()))
+                        .any(|(kind, _, _)| kind.name() == name)
                 {
                     self.problems.push(format!(
                         "skill file {} skipped: `{name}` is the name of a skill new writes itself",
