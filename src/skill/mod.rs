@@ -428,8 +428,6 @@ impl SkillRegistry {
                 (
                     s.name.clone(),
                     crate::tools::builtin::ShelfEntry {
-                        source: s.source.clone(),
-                        dir: s.dir.clone(),
                         skill: Box::new(s.clone()),
                         max_bytes,
                     },

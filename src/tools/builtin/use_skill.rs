@@ -15,11 +15,8 @@ use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutpu
 /// A skill the model can load.
 #[derive(Debug, Clone)]
 pub struct ShelfEntry {
-    /// Its SKILL.md.
-    pub source: PathBuf,
-    /// Its folder (none for a built-in skill written when loaded).
-    pub dir: Option<PathBuf>,
-    /// The skill, whose body is read when it is loaded.
+    /// The skill (its file, its folder, none for a built-in skill written when loaded), whose
+    /// body is read when it is loaded.
     pub skill: Box<crate::skill::Skill>,
     /// The most of its body sent (`skill.max_skill_size_bytes`).
     pub max_bytes: usize,
@@ -146,7 +143,7 @@ impl Tool for UseSkill {
             };
             let mut content = shelf.instructions(&entry.skill, entry.max_bytes);
             content.truncate(content.trim_end().len());
-            if let Some(dir) = &entry.dir {
+            if let Some(dir) = &entry.skill.dir {
                 sandbox.add_read_root(dir.clone());
                 content.push_str(&format!(
                     "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
