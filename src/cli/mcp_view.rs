@@ -17,10 +17,7 @@ impl App {
                     return self.out.say(&self.tr("mcp_none", &[]));
                 }
                 for s in statuses {
-                    let origin = match s.origin {
-                        crate::mcp::Origin::User => "user",
-                        crate::mcp::Origin::Project => "project",
-                    };
+                    let origin = s.origin.label();
                     let mut state = crate::mcp::describe(&s.state);
                     if !s.server.is_empty() {
                         state = format!("{state} ({})", s.server);
@@ -68,10 +65,7 @@ impl App {
             return self.out.say(&self.tr("hooks_none", &[]));
         };
         for s in hooks.statuses() {
-            let origin = match s.origin {
-                crate::mcp::Origin::User => "user",
-                crate::mcp::Origin::Project => "project",
-            };
+            let origin = s.origin.label();
             let note = if s.runs {
                 String::new()
             } else if !hooks.enabled() {

@@ -25,13 +25,6 @@ fn plain_url(url: &str) -> String {
     }
 }
 
-fn origin(o: Origin) -> &'static str {
-    match o {
-        Origin::User => "user",
-        Origin::Project => "project",
-    }
-}
-
 impl Config {
     /// The files read and the values in force, as `config-management` shows them.
     pub fn describe(&self) -> String {
@@ -178,7 +171,7 @@ impl Config {
                 t,
                 "- `{}` ({}'s): {how}{state}{trust}",
                 server.name,
-                origin(server.origin)
+                server.origin.label()
             );
         }
         t.push_str("\n## Hooks\n\n");
@@ -199,7 +192,7 @@ impl Config {
                     "- `{}` on `{}` ({}'s): {} action{trust}",
                     crate::tools::escape_controls(&e.name).replace('`', "'"),
                     e.event,
-                    origin(e.origin),
+                    e.origin.label(),
                     e.action.kind()
                 );
             }

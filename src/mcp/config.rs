@@ -41,6 +41,16 @@ pub enum Origin {
     Project,
 }
 
+impl Origin {
+    /// `user` or `project`, as the views say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Project => "project",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub name: String,
