@@ -25,6 +25,11 @@ fn plain_url(url: &str) -> String {
     }
 }
 
+/// A name from a config file (a project's may be hostile) as the text shows it.
+fn safe(name: &str) -> String {
+    crate::tools::code_span_safe(name, 200)
+}
+
 impl Config {
     /// The files read and the values in force, as `config-management` shows them.
     pub fn describe(&self) -> String {
@@ -87,11 +92,11 @@ impl Config {
         let rules: Vec<String> = self
             .project_rules
             .iter()
-            .map(|r| format!("project: {}", r.describe()))
+            .map(|r| format!("project: {}", safe(&r.describe())))
             .chain(
                 self.user_rules
                     .iter()
-                    .map(|r| format!("user: {}", r.describe())),
+                    .map(|r| format!("user: {}", safe(&r.describe()))),
             )
             .collect();
         if rules.is_empty() {
@@ -144,10 +149,10 @@ impl Config {
                 Transport::Stdio {
                     command, args, env, ..
                 } => {
-                    let program = command.rsplit('/').next().unwrap_or(command);
+                    let program = safe(command.rsplit('/').next().unwrap_or(command));
                     let mut how = format!("stdio, runs `{program}` with {} arguments", args.len());
                     if !env.is_empty() {
-                        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+                        let names: Vec<String> = env.keys().map(|k| safe(k)).collect();
                         let _ = write!(how, ", environment {}", names.join(", "));
                     }
                     how
@@ -155,7 +160,7 @@ impl Config {
                 Transport::Http { url, headers, .. } => {
                     let mut how = format!("HTTP, {}", plain_url(url));
                     if !headers.is_empty() {
-                        let names: Vec<&str> = headers.keys().map(String::as_str).collect();
+                        let names: Vec<String> = headers.keys().map(|k| safe(k)).collect();
                         let _ = write!(how, ", headers {}", names.join(", "));
                     }
                     how
@@ -190,7 +195,7 @@ impl Config {
                 let _ = writeln!(
                     t,
                     "- `{}` on `{}` ({}'s): {} action{trust}",
-                    crate::tools::escape_controls(&e.name).replace('`', "'"),
+                    safe(&e.name),
                     e.event,
                     e.origin.label(),
                     e.action.kind()

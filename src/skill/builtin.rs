@@ -347,19 +347,9 @@ pub fn codebase_overview(
     text
 }
 
-/// A name from the project's files as the survey shows it: control characters escaped, no
-/// backtick (it would end the code span), at most 120 characters; a file name cannot pass for a
-/// line or a heading of `new`'s.
+/// A name from the project's files as the survey shows it.
 fn clean(name: &str) -> String {
-    let mut text: String = crate::tools::escape_controls(name)
-        .replace('`', "'")
-        .chars()
-        .take(120)
-        .collect();
-    if text.len() < name.len() && name.chars().count() > 120 {
-        text.push('…');
-    }
-    text
+    crate::tools::code_span_safe(name, 120)
 }
 
 fn backticked(names: &[&str]) -> String {

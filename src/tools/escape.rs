@@ -36,6 +36,19 @@ pub fn escape_controls(text: &str) -> String {
     escape_where(text, is_dangerous)
 }
 
+/// A name from a project's files (a file, a package, a hook, a variable) as text `new` writes
+/// for the model shows it inside a code span: controls escaped, no backtick (it would end the
+/// span), at most `max_chars` characters (then `…`). It cannot pass for a line of `new`'s own.
+pub fn code_span_safe(name: &str, max_chars: usize) -> String {
+    let escaped = escape_controls(name).replace('`', "'");
+    if escaped.chars().count() <= max_chars {
+        return escaped;
+    }
+    let mut cut: String = escaped.chars().take(max_chars).collect();
+    cut.push('…');
+    cut
+}
+
 /// Several lines: newlines and tabs kept, everything else as [`escape_controls`].
 pub fn escape_controls_keep_lines(text: &str) -> String {
     escape_where(text, |c| c != '\n' && c != '\t' && is_dangerous(c))
@@ -60,6 +73,17 @@ fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_in_a_code_span_cannot_end_it_nor_start_a_line() {
+        assert_eq!(code_span_safe("plain", 10), "plain");
+        assert_eq!(
+            code_span_safe("x\n## Instructions `evil`", 100),
+            "x\\n## Instructions 'evil'"
+        );
+        assert_eq!(code_span_safe("abcdef", 3), "abc…");
+        assert_eq!(code_span_safe("\u{1b}[2J", 20), "\\e[2J");
+    }
 
     #[test]
     fn every_way_to_hide_text_is_made_visible() {
