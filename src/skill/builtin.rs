@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::Generated;
+use crate::tools::builtin::human_size;
 
 /// (kind, file name, text with front matter) of each generated skill.
 pub const GENERATED: &[(Generated, &str, &str)] = &[
@@ -448,16 +449,6 @@ fn make_targets(text: &str) -> String {
         return String::new();
     }
     format!("; targets: {}", backticked(&targets))
-}
-
-/// `1.2 MB`, `3 KB`, `12 B`.
-fn human_size(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1024 * 1024 * 1024 => format!("{:.1} GB", b as f64 / (1024.0 * 1024.0 * 1024.0)),
-        b if b >= 1024 * 1024 => format!("{:.1} MB", b as f64 / (1024.0 * 1024.0)),
-        b if b >= 1024 => format!("{} KB", b / 1024),
-        b => format!("{b} B"),
-    }
 }
 
 #[cfg(test)]

@@ -260,7 +260,8 @@ fn top_is_dir(root: &Path, top: &str) -> bool {
     root.join(top).symlink_metadata().is_ok_and(|m| m.is_dir())
 }
 
-fn human_size(bytes: u64) -> String {
+/// `12 bytes`, `3.0 KB`, `1.2 MB`, as the tools and the survey say sizes.
+pub fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
     if bytes < 1024 {
         return plural(bytes as usize, "byte");

@@ -19,6 +19,7 @@ pub use edit_file::EditFile;
 pub use glob::Glob;
 pub use grep::Grep;
 pub use list_files::ListFiles;
+pub use list_files::human_size;
 pub use read_file::ReadFile;
 pub use use_skill::{Generator, Shelf, ShelfEntry, UseSkill};
 pub use write_file::WriteFile;
