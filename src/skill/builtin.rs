@@ -55,31 +55,30 @@ pub fn config_management(static_body: &str, current: &str) -> String {
 /// The most files a survey walks (a checkpoint's manifest is taken whole).
 pub const SURVEY_MAX_FILES: usize = 50_000;
 
-/// The files of `workdir` with their sizes, relative and `/`-separated, as a checkpoint would list
-/// them (what `.gitignore` and `.ignore` exclude and `.git/` left out), at most `max` of them; links
-/// are not followed.
+/// The files of `workdir` with their sizes, relative and `/`-separated, as the search tools walk
+/// (what `.gitignore` and `.ignore` exclude and `.git/` left out, links not followed), at most
+/// `max` of them.
 pub fn walk(workdir: &Path, max: usize) -> Vec<(String, u64)> {
-    let mut files = Vec::new();
-    let walker = ignore::WalkBuilder::new(workdir)
-        .hidden(false)
-        .parents(false)
-        .require_git(false)
-        .filter_entry(|e| e.file_name() != ".git")
-        .build();
-    for entry in walker.flatten() {
-        if files.len() >= max {
-            break;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let all = std::sync::Mutex::new(Vec::new());
+    let seen = AtomicUsize::new(0);
+    crate::tools::builtin::walk::files(workdir, &crate::tools::Cancel::default(), || {
+        let mut found = crate::tools::builtin::walk::Found::new(&all);
+        let seen = &seen;
+        move |entry| {
+            if seen.fetch_add(1, Ordering::Relaxed) >= max {
+                return false;
+            }
+            if let Ok(rel) = entry.path().strip_prefix(workdir) {
+                let size = entry.metadata().map_or(0, |m| m.len());
+                found
+                    .items
+                    .push((rel.to_string_lossy().replace('\\', "/"), size));
+            }
+            true
         }
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(workdir) else {
-            continue;
-        };
-        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        files.push((rel.to_string_lossy().replace('\\', "/"), size));
-    }
-    files
+    });
+    all.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Languages by file extension, for the survey.

@@ -9,7 +9,7 @@ mod grep;
 mod list_files;
 mod read_file;
 mod use_skill;
-mod walk;
+pub(crate) mod walk;
 mod write_file;
 
 pub(crate) use bash::reaper;
