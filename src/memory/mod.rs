@@ -480,11 +480,8 @@ fn read_index(dir: &Path) -> Result<String, MemoryError> {
 /// before there was one, when the file was made (its last change where that is not kept).
 fn created_of(dir: &Path, file: &str) -> Option<String> {
     let text = read_note(&ProjectFiles::new(dir), dir, file).ok()?;
-    let front = Matter::<YAML>::new()
-        .parse::<FrontMatter>(&text)
+    if let Some(created) = front_matter(&text)
         .ok()
-        .and_then(|p| p.data);
-    if let Some(created) = front
         .and_then(|f| f.created)
         .map(Scalar::text)
         .filter(|c| !c.trim().is_empty())
@@ -568,13 +565,17 @@ fn yaml_scalar(s: &str) -> String {
     }
 }
 
-fn parse_note(text: &str, folder: Folder<'_>, path: &Path) -> Result<Memory, String> {
-    let parsed = Matter::<YAML>::new()
+/// A note's front matter, or why it has none that can be read.
+fn front_matter(text: &str) -> Result<FrontMatter, String> {
+    Matter::<YAML>::new()
         .parse::<FrontMatter>(text)
-        .map_err(|e| format!("its front matter is not valid YAML ({e})"))?;
-    let front = parsed
+        .map_err(|e| format!("its front matter is not valid YAML ({e})"))?
         .data
-        .ok_or_else(|| "it has no front matter".to_string())?;
+        .ok_or_else(|| "it has no front matter".to_string())
+}
+
+fn parse_note(text: &str, folder: Folder<'_>, path: &Path) -> Result<Memory, String> {
+    let front = front_matter(text)?;
     let name = front
         .name
         .map(|n| n.text().trim().to_string())
