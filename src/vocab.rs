@@ -3,6 +3,8 @@
 //! and a tool as the model sees it ([`ToolSpec`]). Conversations (`session`) and providers (`llm`)
 //! both stand on it; it knows neither.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Who wrote a message.
@@ -140,34 +142,49 @@ impl Usage {
     }
 }
 
-/// One message of a request, in provider-neutral form.
+/// One message of a request, in provider-neutral form, borrowing from the conversation what it
+/// sends as stored (a request copies no message of the branch, only what it changes: a result
+/// sent as a preview, the marker of an interrupted answer).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatMessage {
+pub struct ChatMessage<'a> {
     pub role: Role,
-    pub content: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub tool_call_id: Option<String>,
-    pub reasoning: Option<String>,
+    pub content: Cow<'a, str>,
+    pub tool_calls: Cow<'a, [ToolCall]>,
+    pub tool_call_id: Option<Cow<'a, str>>,
+    pub reasoning: Option<Cow<'a, str>>,
     /// The provider's signature of the reasoning (Anthropic thinking blocks), sent back with it.
-    pub reasoning_signature: Option<String>,
+    pub reasoning_signature: Option<Cow<'a, str>>,
 }
 
-impl ChatMessage {
-    pub fn text(role: Role, content: impl Into<String>) -> Self {
+impl<'a> ChatMessage<'a> {
+    pub fn text(role: Role, content: impl Into<Cow<'a, str>>) -> Self {
         ChatMessage {
             role,
             content: content.into(),
-            tool_calls: Vec::new(),
+            tool_calls: Cow::Borrowed(&[]),
             tool_call_id: None,
             reasoning: None,
             reasoning_signature: None,
         }
     }
 
-    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+    pub fn tool_result(call_id: impl Into<Cow<'a, str>>, content: impl Into<Cow<'a, str>>) -> Self {
         ChatMessage {
             tool_call_id: Some(call_id.into()),
             ..ChatMessage::text(Role::Tool, content)
+        }
+    }
+
+    /// The same message owning its texts (to keep it beyond the conversation it came from).
+    pub fn into_owned(self) -> ChatMessage<'static> {
+        let owned = |c: Option<Cow<'a, str>>| c.map(|c| Cow::Owned(c.into_owned()));
+        ChatMessage {
+            role: self.role,
+            content: Cow::Owned(self.content.into_owned()),
+            tool_calls: Cow::Owned(self.tool_calls.into_owned()),
+            tool_call_id: owned(self.tool_call_id),
+            reasoning: owned(self.reasoning),
+            reasoning_signature: owned(self.reasoning_signature),
         }
     }
 }

@@ -14,6 +14,8 @@ pub mod tasks;
 
 use tokio::sync::watch;
 
+use std::borrow::Cow;
+
 use crate::context::Context;
 use crate::context::compact::{self, CompactError};
 use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
@@ -213,6 +215,15 @@ pub struct Agent<'a> {
     pub role: Option<&'a str>,
     /// Answers running side by side (`/retry --n K`): the folder they share.
     pub folder: Option<&'a shared_folder::SharedFolder>,
+}
+
+/// Where one exchange stands before its request is sent: the window is looked at once for a
+/// compaction, then once for a last answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Compaction,
+    Window,
+    Sending,
 }
 
 impl Agent<'_> {
@@ -436,7 +447,11 @@ impl Agent<'_> {
     /// The request for the branch at the cursor and its estimated tokens. `wrap_up`: the
     /// instruction of a last answer (at the round limit, or with the window full), with tools
     /// described but not callable.
-    fn build(&self, session: &ChatSession, wrap_up: Option<&str>) -> (ChatRequest, u64) {
+    fn build<'s>(
+        &self,
+        session: &'s ChatSession,
+        wrap_up: Option<&'s str>,
+    ) -> (ChatRequest<'s>, u64) {
         let c = session.conversation();
         let mut messages = match self.context {
             Some(ctx) => ctx.request_messages(c, c.cursor(), &self.results_dir(session)),
@@ -486,30 +501,40 @@ impl Agent<'_> {
         interrupts: &mut Interrupts,
         mut wrap_up: Option<&'static str>,
     ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse, bool) {
-        // Built once; again only after a compaction changed what is sent.
-        let (mut request, mut estimate) = self.build(session, wrap_up);
-        if let Some(ctx) = self.context
-            && ctx.should_compact(estimate)
-        {
-            match self
-                .compact(session, observer, interrupts, None, true)
-                .await
-            {
-                Ok(_) => (request, estimate) = self.build(session, wrap_up),
-                Err(CompactError::Cancelled) if !gate.continue_uncompacted() => {
-                    return (None, ChatResponse::default(), false);
-                }
-                Err(_) => {}
-            }
-        }
-        let full = wrap_up.is_none() && self.context.is_some_and(|ctx| ctx.nearly_full(estimate));
-        if full {
-            wrap_up = Some(CONTEXT_FULL_PROMPT);
-            (request, estimate) = self.build(session, wrap_up);
-        }
+        // Built once; again only after a compaction changed what is sent, or as a last answer.
+        // A request borrows the branch: it is let go before a compaction adds to it.
+        let mut stage = Stage::Compaction;
+        let mut full = false;
         let mut retried = false;
         loop {
+            let (request, estimate) = self.build(session, wrap_up);
+            if stage == Stage::Compaction {
+                stage = Stage::Window;
+                if let Some(ctx) = self.context
+                    && ctx.should_compact(estimate)
+                {
+                    drop(request);
+                    match self
+                        .compact(session, observer, interrupts, None, true)
+                        .await
+                    {
+                        Err(CompactError::Cancelled) if !gate.continue_uncompacted() => {
+                            return (None, ChatResponse::default(), false);
+                        }
+                        _ => continue,
+                    }
+                }
+            }
+            if stage == Stage::Window {
+                stage = Stage::Sending;
+                if wrap_up.is_none() && self.context.is_some_and(|ctx| ctx.nearly_full(estimate)) {
+                    full = true;
+                    wrap_up = Some(CONTEXT_FULL_PROMPT);
+                    continue;
+                }
+            }
             let (result, partial) = self.stream(&request, observer, interrupts).await;
+            drop(request);
             let Some(ctx) = self.context else {
                 return (result, partial, full);
             };
@@ -533,10 +558,7 @@ impl Agent<'_> {
                         .compact(session, observer, interrupts, None, true)
                         .await
                     {
-                        Ok(_) => {
-                            (request, estimate) = self.build(session, wrap_up);
-                            continue;
-                        }
+                        Ok(_) => continue,
                         Err(CompactError::Cancelled) => return (None, partial, full),
                         Err(_) => {}
                     }
@@ -669,7 +691,7 @@ impl Agent<'_> {
     /// user interrupted) and what had arrived of the answer, for keeping when it did not finish.
     async fn stream(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         observer: &mut dyn Observer,
         interrupts: &mut Interrupts,
     ) -> (Option<Result<ChatResponse, LlmError>>, ChatResponse) {
@@ -1073,7 +1095,7 @@ pub fn add_mcp_instructions(messages: &mut [crate::vocab::ChatMessage], tools: &
     if let Some(text) = tools.mcp().and_then(|m| m.instructions())
         && let Some(system) = messages.iter_mut().find(|m| m.role == Role::System)
     {
-        system.content = format!("{}\n\n{text}", system.content);
+        system.content = Cow::Owned(format!("{}\n\n{text}", system.content));
     }
 }
 

@@ -26,7 +26,7 @@ enum Step {
 #[derive(Default, Clone)]
 struct Scripted {
     steps: Arc<Mutex<VecDeque<Step>>>,
-    requests: Arc<Mutex<Vec<ChatRequest>>>,
+    requests: Arc<Mutex<Vec<ChatRequest<'static>>>>,
 }
 
 impl Scripted {
@@ -37,22 +37,22 @@ impl Scripted {
         }
     }
 
-    fn requests(&self) -> Vec<ChatRequest> {
+    fn requests(&self) -> Vec<ChatRequest<'static>> {
         self.requests.lock().unwrap().clone()
     }
 }
 
 impl Model for Scripted {
-    fn request_body(&self, request: &ChatRequest) -> Value {
+    fn request_body(&self, request: &ChatRequest<'_>) -> Value {
         json!({ "messages": request.messages.len() })
     }
 
     fn chat<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ChatRequest<'_>,
         on_event: &'a mut dyn FnMut(StreamEvent<'_>),
     ) -> ChatFuture<'a> {
-        self.requests.lock().unwrap().push(request.clone());
+        self.requests.lock().unwrap().push(request.to_owned());
         let step = self
             .steps
             .lock()
@@ -234,12 +234,12 @@ fn branch(f: &Fixture) -> Vec<(Role, String)> {
         .collect()
 }
 
-fn tool_results(request: &ChatRequest) -> Vec<String> {
+fn tool_results(request: &ChatRequest<'_>) -> Vec<String> {
     request
         .messages
         .iter()
         .filter(|m: &&ChatMessage| m.role == Role::Tool)
-        .map(|m| m.content.clone())
+        .map(|m| m.content.to_string())
         .collect()
 }
 

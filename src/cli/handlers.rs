@@ -906,7 +906,7 @@ impl App {
                 md.push_str(&export::fenced(&m.content));
                 md.push('\n');
             }
-            for call in &m.tool_calls {
+            for call in m.tool_calls.iter() {
                 md.push_str(&format!(
                     "\nTool call `{}` (`{}`): `{}`\n",
                     call.function.name, call.id, call.function.arguments

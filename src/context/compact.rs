@@ -259,7 +259,7 @@ pub async fn summarize(
 /// the window it was asked to free.
 async fn ask(
     model: &dyn Model,
-    request: &ChatRequest,
+    request: &ChatRequest<'_>,
     cap: usize,
     stop: &mut (dyn std::future::Future<Output = ()> + Unpin),
 ) -> Result<String, CompactError> {

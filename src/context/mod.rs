@@ -30,7 +30,7 @@ pub fn estimate_text(text: &str) -> u64 {
 /// Tokens one request message takes: its text, its calls and reasoning, and its framing.
 pub fn estimate_message(m: &ChatMessage) -> u64 {
     let mut n = 4 + estimate_text(&m.content);
-    for call in &m.tool_calls {
+    for call in m.tool_calls.iter() {
         n += 8 + estimate_text(&call.function.name) + estimate_text(&call.function.arguments);
     }
     if let Some(r) = &m.reasoning {
@@ -378,12 +378,12 @@ impl Context {
     /// The request messages for node `id`: [`Conversation::api_messages`] with each tool result
     /// over the threshold sent as a preview, its whole text saved in `results` for the model to
     /// read.
-    pub fn request_messages(
+    pub fn request_messages<'a>(
         &self,
-        conversation: &Conversation,
+        conversation: &'a Conversation,
         id: &str,
         results: &Path,
-    ) -> Vec<ChatMessage> {
+    ) -> Vec<ChatMessage<'a>> {
         if !self.settings.enabled {
             return conversation.api_messages(id);
         }

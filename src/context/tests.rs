@@ -163,7 +163,7 @@ fn summary(replaces: &str, text: &str) -> Message {
 }
 
 fn contents(messages: &[ChatMessage]) -> Vec<String> {
-    messages.iter().map(|m| m.content.clone()).collect()
+    messages.iter().map(|m| m.content.to_string()).collect()
 }
 
 /// DESIGN.md §10: below a summary S, a request sends the system prompt, S, the messages after
@@ -172,7 +172,11 @@ fn contents(messages: &[ChatMessage]) -> Vec<String> {
 fn requests_below_a_summary_send_it_and_the_kept_part_only() {
     let mut c = branch(3, "r");
     let chain: Vec<String> = c.chain(c.cursor()).iter().map(|m| m.id.clone()).collect();
-    let full = c.api_messages(c.cursor());
+    let full: Vec<_> = c
+        .api_messages(c.cursor())
+        .into_iter()
+        .map(ChatMessage::into_owned)
+        .collect();
     assert_eq!(full.len(), 13);
     // Summarise the first two turns (8 messages); keep the third.
     let tip = c.cursor().to_string();

@@ -64,7 +64,7 @@ impl AnthropicClient {
 
     pub async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
@@ -230,7 +230,7 @@ struct WireTurn<'a> {
 }
 
 /// The system prompt and the messages of a request, mapped from the OpenAI shape, borrowed.
-fn turns(messages: &[ChatMessage]) -> (Cow<'_, str>, Vec<WireTurn<'_>>) {
+fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>>) {
     let mut system: Vec<&str> = Vec::new();
     let mut turns: Vec<Turn<'_>> = Vec::new();
     for m in messages {
@@ -271,7 +271,7 @@ fn turns(messages: &[ChatMessage]) -> (Cow<'_, str>, Vec<WireTurn<'_>>) {
                     // The API refuses trailing whitespace at the end of an assistant turn.
                     turn.texts.push(m.content.trim_end());
                 }
-                for call in &m.tool_calls {
+                for call in m.tool_calls.iter() {
                     turn.tool_uses.push(WireBlock::ToolUse {
                         id: tool_id(&call.id),
                         name: &call.function.name,
@@ -361,7 +361,7 @@ struct Thinking {
     budget_tokens: u32,
 }
 
-fn wire_body<'a>(request: &'a ChatRequest, s: &ProviderSettings) -> WireBody<'a> {
+fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody<'a> {
     let (system, mut messages) = turns(&request.messages);
     let cache = s.prompt_cache.then_some(EPHEMERAL);
     let system = if system.is_empty() {
@@ -412,12 +412,12 @@ fn wire_body<'a>(request: &'a ChatRequest, s: &ProviderSettings) -> WireBody<'a>
 
 /// The JSON body of a Messages request (for `/dump` and the tests; a request sends
 /// [`request_text`]).
-pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
+pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
     serde_json::to_value(wire_body(request, s)).expect("a request body is JSON")
 }
 
 /// The same body as the text sent: serialised in one pass, borrowing the request's strings.
-pub fn request_text(request: &ChatRequest, s: &ProviderSettings) -> String {
+pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
     serde_json::to_string(&wire_body(request, s)).expect("a request body is JSON")
 }
 

@@ -99,7 +99,7 @@ pub struct ProviderSettings {
 impl ProviderSettings {
     /// The most tokens to ask for in one answer: `max_tokens`, or less when the request says the
     /// context window leaves less.
-    pub fn answer_cap(&self, request: &ChatRequest) -> u32 {
+    pub fn answer_cap(&self, request: &ChatRequest<'_>) -> u32 {
         request
             .max_tokens
             .map_or(self.max_tokens, |room| room.min(self.max_tokens))
@@ -437,11 +437,11 @@ pub type ChatFuture<'a> =
 /// What the agent loop talks to: a provider, or in tests a scripted model in the same process.
 pub trait Model {
     /// The JSON body this model's provider sends for `request`: `/dump` writes exactly this.
-    fn request_body(&self, request: &ChatRequest) -> serde_json::Value;
+    fn request_body(&self, request: &ChatRequest<'_>) -> serde_json::Value;
     /// Sends one request and streams the answer, calling `on_event` for each piece as it arrives.
     fn chat<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ChatRequest<'_>,
         on_event: &'a mut dyn FnMut(StreamEvent<'_>),
     ) -> ChatFuture<'a>;
     /// The same model for another thread (a subagent's): same server, same settings, the
@@ -450,7 +450,7 @@ pub trait Model {
 }
 
 impl Model for Provider {
-    fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
+    fn request_body(&self, request: &ChatRequest<'_>) -> serde_json::Value {
         match self {
             Provider::OpenAi(c) => openai::request_body(request, c.settings()),
             Provider::Anthropic(c) => anthropic::request_body(request, c.settings()),
@@ -459,7 +459,7 @@ impl Model for Provider {
 
     fn chat<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ChatRequest<'_>,
         on_event: &'a mut dyn FnMut(StreamEvent<'_>),
     ) -> ChatFuture<'a> {
         Box::pin(Provider::chat(self, request, on_event))
@@ -507,7 +507,7 @@ impl Provider {
     /// again per the provider's [`RetryPolicy`], each retry announced as a [`StreamEvent::Retry`].
     pub async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
         let s = self.settings();

@@ -79,7 +79,7 @@ impl OpenAiClient {
 
     pub async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
@@ -117,17 +117,17 @@ impl OpenAiClient {
 
 /// The JSON body of a Chat Completions request to the server of `s`, its answer capped (for
 /// `/dump` and the tests; a request sends [`request_text`]).
-pub fn request_body(request: &ChatRequest, s: &ProviderSettings) -> Value {
+pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
     serde_json::to_value(wire_body(request, s)).expect("a request body is JSON")
 }
 
 /// The same body as the text sent: serialised in one pass from the request, borrowing every
 /// string (no `Value` tree in between).
-pub fn request_text(request: &ChatRequest, s: &ProviderSettings) -> String {
+pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
     serde_json::to_string(&wire_body(request, s)).expect("a request body is JSON")
 }
 
-fn wire_body<'a>(request: &'a ChatRequest, s: &ProviderSettings) -> WireBody<'a> {
+fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody<'a> {
     // OpenAI's own API takes the newer name (its reasoning models refuse the older one);
     // compatible servers (llama.cpp, vLLM, Ollama, DeepSeek, …) the older.
     let cap = s.answer_cap(request);
@@ -190,12 +190,12 @@ struct WireFunction<'a> {
 }
 
 /// The body; `max_tokens` or `max_completion_tokens`: the field that caps the answer's tokens.
-fn body(
-    request: &ChatRequest,
+fn body<'a>(
+    request: &'a ChatRequest<'_>,
     stream_usage: bool,
     max_tokens: Option<u32>,
     max_completion_tokens: Option<u32>,
-) -> WireBody<'_> {
+) -> WireBody<'a> {
     // Reasoning goes back only within the current turn (after the last user message), on the
     // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
     // reject or ignore it elsewhere.
@@ -242,7 +242,7 @@ fn body(
     }
 }
 
-fn wire_message(m: &ChatMessage) -> WireMessage<'_> {
+fn wire_message<'a>(m: &'a ChatMessage<'_>) -> WireMessage<'a> {
     let plain = WireMessage {
         role: m.role.as_str(),
         tool_call_id: None,
@@ -252,7 +252,7 @@ fn wire_message(m: &ChatMessage) -> WireMessage<'_> {
     };
     match m.role {
         Role::Assistant if !m.tool_calls.is_empty() => WireMessage {
-            content: (!m.content.is_empty()).then_some(m.content.as_str()),
+            content: (!m.content.is_empty()).then_some(&*m.content),
             tool_calls: Some(&m.tool_calls),
             ..plain
         },
@@ -669,12 +669,12 @@ mod tests {
 
     #[test]
     fn reasoning_goes_back_only_with_tool_calls_of_the_current_turn() {
-        let with_reasoning = |m: ChatMessage| ChatMessage {
+        let with_reasoning = |m: ChatMessage<'static>| ChatMessage {
             reasoning: Some("thought".into()),
             ..m
         };
         let call = |id: &str| ChatMessage {
-            tool_calls: vec![ToolCall::new(id, "f", "{}")],
+            tool_calls: vec![ToolCall::new(id, "f", "{}")].into(),
             ..ChatMessage::text(Role::Assistant, "")
         };
         let req = ChatRequest {
@@ -708,7 +708,7 @@ mod tests {
             messages: vec![
                 ChatMessage::text(Role::System, "sys"),
                 ChatMessage {
-                    tool_calls: vec![ToolCall::new("c1", "f", "{}")],
+                    tool_calls: vec![ToolCall::new("c1", "f", "{}")].into(),
                     ..ChatMessage::text(Role::Assistant, "")
                 },
                 ChatMessage::tool_result("c1", "done"),

@@ -5,9 +5,9 @@ pub use crate::vocab::*;
 
 /// Everything one request needs.
 #[derive(Debug, Clone, Default)]
-pub struct ChatRequest {
+pub struct ChatRequest<'a> {
     pub model: String,
-    pub messages: Vec<ChatMessage>,
+    pub messages: Vec<ChatMessage<'a>>,
     pub tools: Vec<ToolSpec>,
     /// The tools are described but may not be called (`tool_choice` none): the wrap-up answer
     /// at the round limit, where the history holds tool calls the provider needs described.
@@ -15,6 +15,23 @@ pub struct ChatRequest {
     /// The most tokens the answer may take, when the caller knows what the context window
     /// leaves after the request; the provider sends at most its `max_tokens` setting.
     pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest<'_> {
+    /// The same request owning its messages' texts.
+    pub fn to_owned(&self) -> ChatRequest<'static> {
+        ChatRequest {
+            model: self.model.clone(),
+            messages: self
+                .messages
+                .iter()
+                .map(|m| m.clone().into_owned())
+                .collect(),
+            tools: self.tools.clone(),
+            no_tool_calls: self.no_tool_calls,
+            max_tokens: self.max_tokens,
+        }
+    }
 }
 
 /// Why an answer ended, in the original design's terms.

@@ -488,39 +488,46 @@ impl Conversation {
     /// gets a synthetic result saying it was not run, placed right after the call, because providers
     /// reject calls without results. Results are put in call order; a result whose call is not on the
     /// branch (possible only in a damaged file) is sent as user text rather than dropped.
-    pub fn api_messages(&self, id: &str) -> Vec<ChatMessage> {
+    pub fn api_messages(&self, id: &str) -> Vec<ChatMessage<'_>> {
         self.api_messages_with(id, &mut |m| Cow::Borrowed(m.content.as_str()))
     }
 
     /// The same, with each tool result's text given by `result_text` (context management sends
     /// big results as previews). Below a summary node only the summary and what follows its
-    /// `replaces` are sent ([`Conversation::sent`]).
+    /// `replaces` are sent ([`Conversation::sent`]). Every text sent as stored is borrowed.
     pub fn api_messages_with<'a>(
         &'a self,
         id: &str,
         result_text: &mut dyn FnMut(&'a Message) -> Cow<'a, str>,
-    ) -> Vec<ChatMessage> {
+    ) -> Vec<ChatMessage<'a>> {
         let sent = self.sent(id);
         let chain = sent.messages;
         let mut out = Vec::with_capacity(chain.len() + 2);
-        out.push(ChatMessage::text(Role::System, self.root().content.clone()));
+        out.push(ChatMessage::text(
+            Role::System,
+            self.root().content.as_str(),
+        ));
         if let Some(summary) = sent.summary {
-            out.push(ChatMessage::text(Role::User, summary.content.clone()));
+            out.push(ChatMessage::text(Role::User, summary.content.as_str()));
         }
+        let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| ChatMessage {
+            reasoning: m.reasoning.as_deref().map(Cow::Borrowed),
+            reasoning_signature: m.reasoning_signature.as_deref().map(Cow::Borrowed),
+            ..message
+        };
         let mut i = 0;
         while i < chain.len() {
             let m = chain[i];
             i += 1;
             match m.role {
                 Role::Assistant if !m.calls().is_empty() => {
-                    out.push(ChatMessage {
-                        role: Role::Assistant,
-                        content: sent_content(m),
-                        tool_calls: m.calls().to_vec(),
-                        tool_call_id: None,
-                        reasoning: m.reasoning.clone(),
-                        reasoning_signature: m.reasoning_signature.clone(),
-                    });
+                    out.push(with_reasoning(
+                        m,
+                        ChatMessage {
+                            tool_calls: Cow::Borrowed(m.calls()),
+                            ..ChatMessage::text(Role::Assistant, sent_content(m))
+                        },
+                    ));
                     let mut results: HashMap<&str, &Message> = HashMap::new();
                     while i < chain.len() && chain[i].role == Role::Tool {
                         let r = chain[i];
@@ -533,19 +540,15 @@ impl Conversation {
                         i += 1;
                     }
                     for call in m.calls() {
-                        let content = results
-                            .get(call.id.as_str())
-                            .map(|r| result_text(r).into_owned())
-                            .unwrap_or_else(|| NOT_RUN_RESULT.to_string());
-                        out.push(ChatMessage::tool_result(call.id.clone(), content));
+                        let content = match results.get(call.id.as_str()) {
+                            Some(r) => result_text(r),
+                            None => Cow::Borrowed(NOT_RUN_RESULT),
+                        };
+                        out.push(ChatMessage::tool_result(call.id.as_str(), content));
                     }
                 }
                 Role::Tool => out.push(orphan_result(m, &result_text(m))),
-                role => out.push(ChatMessage {
-                    reasoning: m.reasoning.clone(),
-                    reasoning_signature: m.reasoning_signature.clone(),
-                    ..ChatMessage::text(role, sent_content(m))
-                }),
+                role => out.push(with_reasoning(m, ChatMessage::text(role, sent_content(m)))),
             }
         }
         out
@@ -556,15 +559,15 @@ impl Conversation {
 /// keeps the answer as it arrived, with `interrupted: true`).
 pub const INTERRUPTED_MARKER: &str = "[This answer was interrupted before it was complete.]";
 
-fn sent_content(m: &Message) -> String {
+fn sent_content(m: &Message) -> Cow<'_, str> {
     match (m.role, m.interrupted) {
-        (Role::Assistant, true) if m.content.is_empty() => INTERRUPTED_MARKER.to_string(),
-        (Role::Assistant, true) => format!("{}\n\n{INTERRUPTED_MARKER}", m.content),
-        _ => m.content.clone(),
+        (Role::Assistant, true) if m.content.is_empty() => Cow::Borrowed(INTERRUPTED_MARKER),
+        (Role::Assistant, true) => Cow::Owned(format!("{}\n\n{INTERRUPTED_MARKER}", m.content)),
+        _ => Cow::Borrowed(&m.content),
     }
 }
 
-fn orphan_result(m: &Message, text: &str) -> ChatMessage {
+fn orphan_result(m: &Message, text: &str) -> ChatMessage<'static> {
     ChatMessage::text(
         Role::User,
         format!(
@@ -621,7 +624,9 @@ mod tests {
         }
     }
     fn roles(msgs: &[ChatMessage]) -> Vec<(Role, String)> {
-        msgs.iter().map(|m| (m.role, m.content.clone())).collect()
+        msgs.iter()
+            .map(|m| (m.role, m.content.to_string()))
+            .collect()
     }
 
     #[test]
