@@ -312,13 +312,13 @@ fn compacted_branch(n: usize) -> new_agent::session::Conversation {
         if i == n - 40 {
             let replaces = ids[ids.len() - 10].clone();
             c.add(Message {
-                summary: Some(SummaryInfo {
+                summary: Some(Box::new(SummaryInfo {
                     replaces,
                     messages: (n - 50) as u64,
                     tokens_before: 0,
                     tokens_after: 0,
                     focus: None,
-                }),
+                })),
                 ..Message::new(Role::User, "summary ".repeat(400))
             })
             .unwrap();

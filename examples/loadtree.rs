@@ -1,7 +1,9 @@
 //! Profiling aid: generate a conversation of N messages (forks every 100), then, unless the second
 //! argument is `gen`, load it and draw `/tree` (or, with `values`, only parse its lines into
 //! `serde_json::Value`s, the benchmark's floor). Run under `valgrind --tool=callgrind` to count
-//! instructions for each part.
+//! instructions for each part. `loadtree N bushy DIR` writes the benchmark's bushy tree of N
+//! messages (forks everywhere, tool calls) into DIR as `bushy.jsonl` and keeps it, for timing and
+//! profiling the binary's `--resume` of it.
 
 use new_agent::cli::tree_view::{render_rows, tree_rows};
 use new_agent::config::Lang;
@@ -13,6 +15,14 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000);
     let only_generate = std::env::args().nth(2).as_deref() == Some("gen");
+    if std::env::args().nth(2).as_deref() == Some("bushy") {
+        let dir = std::env::args().nth(3).expect("loadtree N bushy DIR");
+        let store = Store::open(std::path::Path::new(&dir)).unwrap();
+        let (conv, records) = sample::bushy("bushy", n);
+        let _ = std::fs::remove_file(store.path("bushy"));
+        store.create(&conv, &records).unwrap();
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let (conv, records) = sample::branching("big", n);

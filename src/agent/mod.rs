@@ -729,7 +729,7 @@ impl Agent<'_> {
             reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
             reasoning_signature: response.reasoning_signature,
             model: Some(self.model.clone()),
-            usage: response.usage,
+            usage: response.usage.map(Box::new),
             interrupted,
             ..Message::new(Role::Assistant, response.content)
         }

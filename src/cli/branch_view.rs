@@ -317,10 +317,10 @@ impl App {
                 summary.trim()
             ),
         );
-        message.merged_from = Some(crate::session::message::MergedFrom {
+        message.merged_from = Some(Box::new(crate::session::message::MergedFrom {
             tip: node.clone(),
             fork: fork.clone(),
-        });
+        }));
         let before = self.session.conversation().cursor().to_string();
         match self.session.add(message) {
             Ok(id) => {

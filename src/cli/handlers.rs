@@ -173,7 +173,7 @@ impl App {
         let current_tip = c.tip(c.cursor()).map(|m| m.id.clone());
         let mut text = String::new();
         for (number, (_, m)) in c.preorder().into_iter().enumerate() {
-            if !m.children_ids.is_empty() {
+            if !c.is_leaf(&m.id) {
                 continue;
             }
             let mark = if Some(&m.id) == current_tip.as_ref() {

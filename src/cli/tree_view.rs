@@ -95,6 +95,8 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
         depth: 0,
         only_child: false,
     }];
+    // The children of a fork, reused from one fork to the next.
+    let mut children: Vec<usize> = Vec::new();
     while let Some(Visit {
         position,
         body,
@@ -104,16 +106,17 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
         only_child,
     }) = stack.pop()
     {
-        let children = conversation.child_positions(position);
+        let fan_out = conversation.fan_out(position);
         nodes.push(Node {
             message: conversation.at(position),
             body,
             branch,
-            interior: only_child && children.len() == 1,
+            interior: only_child && fan_out == 1,
         });
-        if children.len() == 1 {
+        if fan_out == 1 {
+            let only = conversation.child_positions(position).next();
             stack.push(Visit {
-                position: children[0] as usize,
+                position: only.expect("one child"),
                 body: under.clone(),
                 branch: "",
                 under,
@@ -121,6 +124,8 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
                 only_child: true,
             });
         } else {
+            children.clear();
+            children.extend(conversation.child_positions(position));
             let last = children.len().saturating_sub(1);
             for (i, &child) in children.iter().enumerate().rev() {
                 let (piece, extend) = if i == last {
@@ -134,7 +139,7 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
                     under.clone()
                 };
                 stack.push(Visit {
-                    position: child as usize,
+                    position: child,
                     body: under.clone(),
                     branch: piece,
                     under: deeper,

@@ -318,7 +318,7 @@ pub fn summary_message(
             .map_or(0, |s| s.messages);
     let tokens_after = fixed + 4 + estimate_text(&content) + kept;
     Some(Message {
-        summary: Some(SummaryInfo {
+        summary: Some(Box::new(SummaryInfo {
             replaces: last.id.clone(),
             messages,
             tokens_before,
@@ -327,7 +327,7 @@ pub fn summary_message(
                 .map(str::trim)
                 .filter(|f| !f.is_empty())
                 .map(str::to_string),
-        }),
+        })),
         ..Message::new(Role::User, content)
     })
 }

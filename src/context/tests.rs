@@ -151,13 +151,13 @@ fn branch(turns: usize, result: &str) -> Conversation {
 
 fn summary(replaces: &str, text: &str) -> Message {
     Message {
-        summary: Some(SummaryInfo {
+        summary: Some(Box::new(SummaryInfo {
             replaces: replaces.into(),
             messages: 1,
             tokens_before: 0,
             tokens_after: 0,
             focus: None,
-        }),
+        })),
         ..Message::new(Role::User, text)
     }
 }

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use serde_json::{Map, Value};
 
@@ -54,7 +53,45 @@ pub struct Sent<'a> {
     pub messages: Vec<&'a Message>,
 }
 
-type IdMap<V> = HashMap<String, V, BuildHasherDefault<IdHasher>>;
+/// A message id's hash, for the index of positions.
+fn id_hash(id: &str) -> u64 {
+    use std::hash::Hasher;
+    let mut h = IdHasher::default();
+    h.write(id.as_bytes());
+    h.finish()
+}
+
+/// "No such node" in [`Links`].
+const NONE: u32 = u32::MAX;
+
+/// How a node links to the others, by positions: its parent, its first and last child, and its
+/// next sibling (children in creation order). Sixteen bytes a node, and no allocation.
+#[derive(Debug, Clone, Copy)]
+struct Links {
+    parent: u32,
+    first: u32,
+    last: u32,
+    next: u32,
+}
+
+impl Links {
+    const LONE: Links = Links {
+        parent: NONE,
+        first: NONE,
+        last: NONE,
+        next: NONE,
+    };
+}
+
+/// `/tree`'s numbers (depth-first pre-order), worked out when first asked for and forgotten
+/// when the tree grows.
+#[derive(Debug, Clone, Default)]
+struct Numbering {
+    /// The positions in pre-order, with their depths.
+    order: Vec<(u32, u32)>,
+    /// Each position's number.
+    number: Vec<u32>,
+}
 
 #[derive(Debug, Clone)]
 pub struct Conversation {
@@ -62,10 +99,11 @@ pub struct Conversation {
     /// Every message in creation order, the root first. A message's place here is its *position*:
     /// walking a big tree by positions touches memory in order instead of hashing every id.
     nodes: Vec<Message>,
-    /// The children of each node, as positions, in creation order (the same as `children_ids`).
-    kids: Vec<Vec<u32>>,
-    /// The position of each message, by id.
-    index: IdMap<u32>,
+    /// How each node links to the others, by positions.
+    links: Vec<Links>,
+    /// The position of each message, found by its id's hash (the id is not kept twice).
+    index: hashbrown::HashTable<u32>,
+    numbering: std::sync::OnceLock<Numbering>,
     pub root_id: String,
     cursor: String,
     pub metadata: Map<String, Value>,
@@ -100,17 +138,18 @@ impl Conversation {
     /// The same, with room for `capacity` messages, so that loading a big file never reallocates.
     pub fn with_root_and_capacity(id: impl Into<String>, root: Message, capacity: usize) -> Self {
         let root_id = root.id.clone();
-        let mut index = IdMap::with_capacity_and_hasher(capacity, Default::default());
-        index.insert(root_id.clone(), ROOT as u32);
+        let mut index = hashbrown::HashTable::with_capacity(capacity);
+        index.insert_unique(id_hash(&root_id), ROOT as u32, |_| 0);
         let mut nodes = Vec::with_capacity(capacity);
         nodes.push(root);
-        let mut kids = Vec::with_capacity(capacity);
-        kids.push(Vec::new());
+        let mut links = Vec::with_capacity(capacity);
+        links.push(Links::LONE);
         Conversation {
             id: id.into(),
             nodes,
-            kids,
+            links,
             index,
+            numbering: Default::default(),
             cursor: root_id.clone(),
             root_id,
             metadata: Map::new(),
@@ -123,7 +162,35 @@ impl Conversation {
     }
 
     fn position(&self, id: &str) -> Option<usize> {
-        self.index.get(id).map(|&p| p as usize)
+        self.index
+            .find(id_hash(id), |&p| self.nodes[p as usize].id == id)
+            .map(|&p| p as usize)
+    }
+
+    /// The positions of the children of the node at `position`, in creation order.
+    fn kids(&self, position: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut next = self.links[position].first;
+        std::iter::from_fn(move || {
+            let p = (next != NONE).then_some(next as usize)?;
+            next = self.links[p].next;
+            Some(p)
+        })
+    }
+
+    fn parent_position(&self, position: usize) -> Option<usize> {
+        let parent = self.links[position].parent;
+        (parent != NONE).then_some(parent as usize)
+    }
+
+    fn numbering(&self) -> &Numbering {
+        self.numbering.get_or_init(|| {
+            let order = self.preorder_positions(ROOT);
+            let mut number = vec![0; self.nodes.len()];
+            for (n, &(p, _)) in order.iter().enumerate() {
+                number[p as usize] = n as u32;
+            }
+            Numbering { order, number }
+        })
     }
 
     pub fn root(&self) -> &Message {
@@ -154,12 +221,22 @@ impl Conversation {
     }
 
     /// The positions of a position's children, in creation order; the root is at position 0.
-    pub fn child_positions(&self, position: usize) -> &[u32] {
-        &self.kids[position]
+    pub fn child_positions(&self, position: usize) -> impl Iterator<Item = usize> + '_ {
+        self.kids(position)
+    }
+
+    /// How many children the node at `position` has: 0, 1 or more (2).
+    pub fn fan_out(&self, position: usize) -> usize {
+        let links = self.links[position];
+        match (links.first, links.last) {
+            (NONE, _) => 0,
+            (first, last) if first == last => 1,
+            _ => 2,
+        }
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.index.contains_key(id)
+        self.position(id).is_some()
     }
 
     /// Number of messages, the root included.
@@ -200,14 +277,23 @@ impl Conversation {
     }
 
     /// Links a new message under the node at `parent`.
-    fn insert(&mut self, parent: usize, mut message: Message) {
-        let position = self.nodes.len();
-        message.children_ids.clear();
-        self.nodes[parent].children_ids.push(message.id.clone());
-        self.kids[parent].push(position as u32);
-        self.index.insert(message.id.clone(), position as u32);
+    fn insert(&mut self, parent: usize, message: Message) {
+        let position = self.nodes.len() as u32;
+        let hash = id_hash(&message.id);
         self.nodes.push(message);
-        self.kids.push(Vec::new());
+        self.links.push(Links {
+            parent: parent as u32,
+            ..Links::LONE
+        });
+        match self.links[parent].last {
+            NONE => self.links[parent].first = position,
+            last => self.links[last as usize].next = position,
+        }
+        self.links[parent].last = position;
+        let nodes = &self.nodes;
+        self.index
+            .insert_unique(hash, position, |&p| id_hash(&nodes[p as usize].id));
+        self.numbering = Default::default();
     }
 
     /// Adds a stored message while loading: under its `parent_id`, or under the root when that
@@ -233,17 +319,13 @@ impl Conversation {
 
     pub fn children(&self, id: &str) -> Vec<&Message> {
         self.position(id)
-            .map(|p| {
-                self.kids[p]
-                    .iter()
-                    .map(|&k| &self.nodes[k as usize])
-                    .collect()
-            })
+            .map(|p| self.kids(p).map(|k| &self.nodes[k]).collect())
             .unwrap_or_default()
     }
 
     pub fn is_leaf(&self, id: &str) -> bool {
-        self.position(id).is_some_and(|p| self.kids[p].is_empty())
+        self.position(id)
+            .is_some_and(|p| self.links[p].first == NONE)
     }
 
     /// The messages from the root down to `id`, both included.
@@ -255,14 +337,14 @@ impl Conversation {
 
     /// `id` and the messages above it, nearest first, up to the root.
     pub fn ancestors<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a Message> + 'a {
-        let mut next = self.get(id);
+        let mut next = self.position(id);
         // Parent links cannot loop in a tree built by `insert`; the bound is a second guard.
         let mut left = self.nodes.len();
         std::iter::from_fn(move || {
-            let m = next.filter(|_| left > 0)?;
+            let p = next.filter(|_| left > 0)?;
             left -= 1;
-            next = m.parent_id.as_deref().and_then(|p| self.get(p));
-            Some(m)
+            next = self.parent_position(p);
+            Some(&self.nodes[p])
         })
     }
 
@@ -273,41 +355,69 @@ impl Conversation {
 
     /// The messages without children, in depth-first order.
     pub fn leaves(&self) -> Vec<&Message> {
-        self.subtree(&self.root_id)
-            .into_iter()
-            .filter(|m| m.children_ids.is_empty())
+        self.numbering()
+            .order
+            .iter()
+            .filter(|&&(p, _)| self.links[p as usize].first == NONE)
+            .map(|&(p, _)| &self.nodes[p as usize])
             .collect()
     }
 
     /// Every message in depth-first pre-order with its depth: the order that gives `/tree` numbers.
     pub fn preorder(&self) -> Vec<(usize, &Message)> {
-        self.preorder_from(&self.root_id)
+        self.numbering()
+            .order
+            .iter()
+            .map(|&(p, depth)| (depth as usize, &self.nodes[p as usize]))
+            .collect()
     }
 
     fn preorder_from(&self, id: &str) -> Vec<(usize, &Message)> {
-        let mut out = Vec::new();
         let Some(start) = self.position(id) else {
-            return out;
+            return Vec::new();
         };
-        // An explicit stack: a linear conversation of 100,000 messages must not overflow the real one.
-        let mut stack = vec![(0usize, start)];
-        while let Some((depth, p)) = stack.pop() {
-            out.push((depth, &self.nodes[p]));
-            for &child in self.kids[p].iter().rev() {
-                stack.push((depth + 1, child as usize));
+        self.preorder_positions(start)
+            .into_iter()
+            .map(|(p, depth)| (depth as usize, &self.nodes[p as usize]))
+            .collect()
+    }
+
+    /// The positions under `start` (itself first) in pre-order, with their depths below it:
+    /// down to the first child, else on to the next sibling of the nearest node that has one.
+    fn preorder_positions(&self, start: usize) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        let (mut p, mut depth) = (start, 0u32);
+        loop {
+            out.push((p as u32, depth));
+            if let Some(child) = self.kids(p).next() {
+                (p, depth) = (child, depth + 1);
+                continue;
+            }
+            loop {
+                if p == start {
+                    return out;
+                }
+                let next = self.links[p].next;
+                if next != NONE {
+                    p = next as usize;
+                    break;
+                }
+                p = self.links[p].parent as usize;
+                depth -= 1;
             }
         }
-        out
     }
 
     /// The id of the node numbered `n` by `/tree`.
     pub fn id_by_number(&self, n: usize) -> Option<&str> {
-        self.preorder().get(n).map(|(_, m)| m.id.as_str())
+        let &(p, _) = self.numbering().order.get(n)?;
+        Some(self.nodes[p as usize].id.as_str())
     }
 
     /// The `/tree` number of a message (its depth-first pre-order index).
     pub fn number_of(&self, id: &str) -> Option<usize> {
-        self.preorder().iter().position(|(_, m)| m.id == id)
+        let p = self.position(id)?;
+        Some(self.numbering().number[p] as usize)
     }
 
     /// The nearest user message at or above `id`: what `/retry` answers again (a summary node
@@ -399,11 +509,15 @@ impl Conversation {
     pub fn tip(&self, id: &str) -> Option<&Message> {
         let mut p = self.position(id)?;
         // The newest child that is not a side question (`/btw` is off the branch) nor undone.
-        while let Some(&last) = self.kids[p].iter().rev().find(|&&k| {
-            let m = &self.nodes[k as usize];
-            !m.side && !self.undone.contains(&m.id)
-        }) {
-            p = last as usize;
+        while let Some(last) = self
+            .kids(p)
+            .filter(|&k| {
+                let m = &self.nodes[k];
+                !m.side && !self.undone.contains(&m.id)
+            })
+            .last()
+        {
+            p = last;
         }
         Some(&self.nodes[p])
     }
@@ -456,12 +570,13 @@ impl Conversation {
         let chain = self.chain(id);
         for pair in chain.windows(2).rev() {
             let (parent, child) = (pair[0], pair[1]);
-            if parent.children_ids.len() > 1 {
-                let siblings: Vec<&str> = parent
-                    .children_ids
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|s| *s == child.id || !self.get(s).is_some_and(|m| m.side))
+            let at = self.position(&parent.id).expect("on the chain");
+            if self.fan_out(at) > 1 {
+                let siblings: Vec<&str> = self
+                    .kids(at)
+                    .map(|k| &self.nodes[k])
+                    .filter(|m| m.id == child.id || !m.side)
+                    .map(|m| m.id.as_str())
                     .collect();
                 if siblings.len() < 2 {
                     continue;
@@ -636,7 +751,7 @@ mod tests {
         let a = c.add(assistant("hello")).unwrap();
         assert_eq!(c.cursor(), a);
         assert_eq!(c.get(&a).unwrap().parent_id.as_deref(), Some(u.as_str()));
-        assert_eq!(c.get(&u).unwrap().children_ids, vec![a.clone()]);
+        assert_eq!(c.children(&u)[0].id, a);
         assert!(c.is_leaf(&a) && !c.is_leaf(&u));
         assert_eq!(c.len(), 3);
     }
@@ -677,8 +792,30 @@ mod tests {
         let ids: Vec<_> = (0..5)
             .map(|n| c.id_by_number(n).unwrap().to_string())
             .collect();
-        assert_eq!(ids, vec![root, u1, a1, a2, u2]);
+        assert_eq!(
+            ids,
+            vec![root.clone(), u1.clone(), a1.clone(), a2.clone(), u2.clone()]
+        );
         assert_eq!(c.id_by_number(5), None);
+        // Numbers asked for, then a message added in the middle: the later ones move down.
+        assert_eq!(c.number_of(&u2), Some(4));
+        c.move_cursor(&a1).unwrap();
+        let deep = c.add(user("e")).unwrap();
+        assert_eq!(c.number_of(&deep), Some(3));
+        assert_eq!(c.number_of(&a2), Some(4));
+        assert_eq!(c.number_of(&u2), Some(5));
+        assert_eq!(c.id_by_number(5), Some(u2.as_str()));
+        // The subtree and the depths agree with the numbers.
+        let under: Vec<&str> = c.subtree(&u1).iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(
+            under,
+            vec![u1.as_str(), a1.as_str(), deep.as_str(), a2.as_str()]
+        );
+        let depths: Vec<usize> = c.preorder().iter().map(|(d, _)| *d).collect();
+        assert_eq!(depths, vec![0, 1, 2, 3, 2, 1]);
+        let leaves: Vec<&str> = c.leaves().iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(leaves, vec![deep.as_str(), a2.as_str(), u2.as_str()]);
+        assert_eq!(c.subtree(&deep).len(), 1);
     }
 
     #[test]

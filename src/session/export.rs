@@ -100,7 +100,12 @@ pub fn tree_json(c: &Conversation, title: &str) -> Value {
         .map(|(number, (_, m))| {
             let mut v = serde_json::to_value(m).expect("messages serialize");
             v["number"] = json!(number);
-            v["children_ids"] = json!(m.children_ids);
+            v["children_ids"] = json!(
+                c.children(&m.id)
+                    .iter()
+                    .map(|k| k.id.as_str())
+                    .collect::<Vec<_>>()
+            );
             v
         })
         .collect();

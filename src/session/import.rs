@@ -526,13 +526,13 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 }
             }
             if let Some(u) = body.get("usage").filter(|u| u.is_object()) {
-                m.usage = Some(Usage {
+                m.usage = Some(Box::new(Usage {
                     input_tokens: u["input_tokens"].as_u64().unwrap_or(0),
                     output_tokens: u["output_tokens"].as_u64().unwrap_or(0),
                     cache_read_tokens: u["cache_read_input_tokens"].as_u64(),
                     cache_write_tokens: u["cache_creation_input_tokens"].as_u64(),
                     ..Default::default()
-                });
+                }));
             }
             let id = m.id.clone();
             if let Some(answer) = answer {
@@ -775,13 +775,13 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                         m.content = texts.join("\n\n");
                         m.model = msg["model"].as_str().map(str::to_string);
                         if let Some(u) = msg.get("usage").filter(|u| u.is_object()) {
-                            m.usage = Some(Usage {
+                            m.usage = Some(Box::new(Usage {
                                 input_tokens: u["input"].as_u64().unwrap_or(0),
                                 output_tokens: u["output"].as_u64().unwrap_or(0),
                                 cache_read_tokens: u["cacheRead"].as_u64(),
                                 cache_write_tokens: u["cacheWrite"].as_u64(),
                                 ..Default::default()
-                            });
+                            }));
                         }
                         m.interrupted = msg["stopReason"] == "aborted";
                         Some(m)

@@ -42,7 +42,7 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     /// Set on a summary node (context compaction): what the summary stands for. A value that
     /// cannot be read leaves an ordinary user message.
     #[serde(
@@ -50,7 +50,7 @@ pub struct Message {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient_summary"
     )]
-    pub summary: Option<SummaryInfo>,
+    pub summary: Option<Box<SummaryInfo>>,
     /// Set on a merge node (`/merge`): the branch whose conclusion it brings back. Its content is
     /// what the request carries.
     #[serde(
@@ -58,14 +58,11 @@ pub struct Message {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient_merge"
     )]
-    pub merged_from: Option<MergedFrom>,
+    pub merged_from: Option<Box<MergedFrom>>,
     /// A side question (`/btw`): this user message and what is below it are a side branch,
     /// skipped by `/prev`, `/next` and `--continue`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub side: bool,
-    /// Derived from the children's `parent_id`, in creation order; never stored.
-    #[serde(skip)]
-    pub children_ids: Vec<String>,
 }
 
 /// What a summary node replaces (shared/docs/DESIGN.md §10).
@@ -93,14 +90,16 @@ pub struct MergedFrom {
     pub fork: String,
 }
 
-fn lenient_merge<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<MergedFrom>, D::Error> {
+fn lenient_merge<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Box<MergedFrom>>, D::Error> {
     let value = Option::<serde_json::Value>::deserialize(d)?;
     Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 fn lenient_summary<'de, D: serde::Deserializer<'de>>(
     d: D,
-) -> Result<Option<SummaryInfo>, D::Error> {
+) -> Result<Option<Box<SummaryInfo>>, D::Error> {
     let value = Option::<serde_json::Value>::deserialize(d)?;
     Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
@@ -140,7 +139,6 @@ impl Message {
             parent_id: None,
             content: content.into(),
             timestamp: now(),
-            children_ids: Vec::new(),
             tool_call_id: None,
             tool_calls: None,
             interrupted: false,

@@ -203,10 +203,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
 
 impl Record {
     pub fn message(m: &Message) -> Record {
-        Record::Message(Box::new(Message {
-            children_ids: Vec::new(),
-            ..m.clone()
-        }))
+        Record::Message(Box::new(m.clone()))
     }
 
     /// One line of JSON, without the newline.

@@ -177,21 +177,29 @@ impl Store {
         system_prompt: &str,
     ) -> Result<(Conversation, LoadReport), StoreError> {
         let path = self.path(id);
-        let bytes = fs::read(&path).map_err(|e| match e.kind() {
+        let file = fs::File::open(&path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => StoreError::NotFound(id.to_string()),
             _ => StoreError::io("reading", &path, e),
         })?;
-        let (conversation, report) = parse_conversation(id, &bytes, system_prompt);
+        // Read a line at a time: the file is never held whole beside the tree made of it.
+        let size = file.metadata().map_or(0, |m| m.len());
+        let reader = io::BufReader::with_capacity(256 * 1024, file);
+        let (conversation, report, shape) =
+            parse_lines(id, reader, system_prompt, estimated_lines(size))
+                .map_err(|e| StoreError::io("reading", &path, e))?;
         // Another program's file in DATADIR (Claude Code's, Codex's or pi's history, say) reads
         // as nothing: it is never opened, so nothing is appended to it.
-        if conversation.len() == 1
-            && memchr::memmem::find(&bytes, br#""type":"header""#).is_none()
-            && !bytes.iter().all(u8::is_ascii_whitespace)
-        {
-            return Err(StoreError::Foreign {
-                path,
-                what: foreign_kind(&bytes),
-            });
+        if conversation.len() == 1 && !shape.header && !shape.blank {
+            let mut head = Vec::new();
+            let read = fs::File::open(&path)
+                .and_then(|f| io::Read::read_to_end(&mut io::Read::take(f, 64 * 1024), &mut head));
+            read.map_err(|e| StoreError::io("reading", &path, e))?;
+            if memchr::memmem::find(&head, br#""type":"header""#).is_none() {
+                return Err(StoreError::Foreign {
+                    path,
+                    what: foreign_kind(&head),
+                });
+            }
         }
         Ok((conversation, report))
     }
@@ -294,6 +302,37 @@ pub fn parse_conversation(
     bytes: &[u8],
     system_prompt: &str,
 ) -> (Conversation, LoadReport) {
+    let lines = memchr::memchr_iter(b'\n', bytes).count() + 1;
+    let (conversation, report, _) =
+        parse_lines(id, bytes, system_prompt, lines).expect("reading from memory cannot fail");
+    (conversation, report)
+}
+
+/// What a file's lines were, beyond the conversation read from them.
+struct Shape {
+    /// A header line was read.
+    header: bool,
+    /// Nothing but white space.
+    blank: bool,
+}
+
+/// Room for about as many messages as a file of `size` bytes holds (the shortest lines `new`
+/// writes take some 150 bytes): the tree then grows without being copied while it loads.
+fn estimated_lines(size: u64) -> usize {
+    (size / 150).min(4_000_000) as usize + 1
+}
+
+/// Reads a conversation's lines from `reader`, one at a time (see [`parse_conversation`]).
+fn parse_lines(
+    id: &str,
+    mut reader: impl io::BufRead,
+    system_prompt: &str,
+    lines: usize,
+) -> io::Result<(Conversation, LoadReport, Shape)> {
+    let mut shape = Shape {
+        header: false,
+        blank: true,
+    };
     let mut report = LoadReport::default();
     let mut header: Option<HeaderRecord> = None;
     let mut title = None;
@@ -309,23 +348,27 @@ pub fn parse_conversation(
     let mut last_line = 0;
     // Room for the file's messages and a session's worth of new ones, so that growing the tree
     // does not copy it again soon after loading.
-    let capacity = memchr::memchr_iter(b'\n', bytes).count() + 1024;
+    let capacity = lines + 1024;
     let start = |root_id: String| {
         let mut root = Message::new(Role::System, system_prompt);
         root.id = root_id;
         Conversation::with_root_and_capacity(id, root, capacity)
     };
-    let mut from = 0;
-    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
-    for (n, end) in ends.enumerate() {
-        let line = &bytes[from..end];
-        from = (end + 1).min(bytes.len());
+    let mut buffer = Vec::new();
+    for n in 0.. {
+        buffer.clear();
+        if reader.read_until(b'\n', &mut buffer)? == 0 {
+            break;
+        }
+        let line = buffer.strip_suffix(b"\n").unwrap_or(&buffer);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        shape.blank = false;
         match super::record::load_line(line) {
             Ok(Loaded::Header(h)) => {
+                shape.header = true;
                 if header.is_none() {
                     if conversation.is_none() && waiting.is_empty() {
                         conversation = Some(start(h.root_id.clone()));
@@ -408,7 +451,7 @@ pub fn parse_conversation(
         .iter()
         .map(|m| m.id.clone())
         .collect();
-    (conversation, report)
+    Ok((conversation, report, shape))
 }
 
 /// What another program's JSONL file looks like it is, from its first lines.
@@ -448,6 +491,48 @@ fn attach(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file is read a line at a time: Windows line ends, a last line without its newline, a
+    /// torn line in the middle (reported by its number) and blank lines all read as before; a
+    /// file of another program's lines is refused, an empty one is a conversation.
+    #[test]
+    fn loading_reads_lines_as_they_come() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let text = "{\"type\":\"header\",\"root_id\":\"r0\",\"metadata\":{}}\r\n\
+{\"type\":\"message\",\"msg_id\":\"u1\",\"role\":\"user\",\"content\":\"hi\",\"parent_id\":\"r0\",\"timestamp\":\"2026-07-24T12:35:55Z\"}\r\n\
+\r\n\
+{\"type\":\"message\",\"msg_id\":\"a1\",\"ro\n\
+{\"type\":\"message\",\"msg_id\":\"a2\",\"role\":\"assistant\",\"content\":\"yes\",\"parent_id\":\"u1\",\"timestamp\":\"2026-07-24T12:35:56Z\"}";
+        std::fs::write(store.path("lines"), text).unwrap();
+        let (c, report) = store.load("lines", "sys").unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.cursor(), "a2");
+        assert_eq!(c.get("a2").unwrap().content, "yes");
+        assert_eq!(report.skipped_lines.len(), 1);
+        assert_eq!(report.skipped_lines[0].0, 4);
+        std::fs::write(store.path("blank"), "\n\n").unwrap();
+        assert_eq!(store.load("blank", "sys").unwrap().0.len(), 1);
+        std::fs::write(
+            store.path("theirs"),
+            "{\"parentUuid\":null,\"type\":\"user\"}\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            store.load("theirs", "sys"),
+            Err(StoreError::Foreign {
+                what: "Claude Code's history",
+                ..
+            })
+        ));
+        // A header alone (a conversation not yet answered) is ours.
+        std::fs::write(
+            store.path("header"),
+            "{\"type\":\"header\",\"root_id\":\"r0\",\"metadata\":{}}\n",
+        )
+        .unwrap();
+        assert_eq!(store.load("header", "sys").unwrap().0.root_id, "r0");
+    }
 
     #[test]
     fn flat_tool_calls_load_with_their_results_attached() {
