@@ -123,6 +123,66 @@ fn session_peak(cmd: &mut Command, stdin: &[u8], done: impl Fn() -> bool) -> (Du
     (elapsed, peak)
 }
 
+/// Wall time and peak memory (KB) of a child process, fed `stdin`, measured by a copy of this
+/// program started for it: the kernel counts in a child's peak the memory of the process that
+/// started it, up to its `exec` (this one holds the suite's data; that copy holds nothing). The
+/// command's environment must be set in full (`env_clear`, as `env` in `main` does).
+fn run_measured(cmd: &Command, stdin: &[u8]) -> (Duration, u64) {
+    let mut wrapper = Command::new(std::env::current_exe().expect("the suite's own path"));
+    wrapper
+        .arg(MEASURE)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear();
+    for (key, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            wrapper.env(key, value);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapper.current_dir(dir);
+    }
+    let start = Instant::now();
+    let mut child = wrapper
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().expect("the measuring copy");
+    let elapsed = start.elapsed();
+    assert!(out.status.success(), "{cmd:?} failed");
+    let peak = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a peak in KB");
+    (elapsed, peak)
+}
+
+/// The argument that makes this program the measuring copy of [`run_measured`].
+const MEASURE: &str = "--measure-child";
+
+/// The measuring copy: runs the command given after [`MEASURE`] with this process's input and
+/// environment, and prints its peak resident memory in KB.
+fn measure_child(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> ! {
+    let child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: rusage is plain data filled by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    std::mem::forget(child); // already reaped
+    let ok = rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    println!("{}", usage.ru_maxrss);
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
 fn times(runs: usize, mut f: impl FnMut() -> (Duration, u64)) -> (Duration, u64) {
     f(); // warm the page cache
     let results: Vec<(Duration, u64)> = (0..runs).map(|_| f()).collect();
@@ -580,6 +640,10 @@ fn wanted(part: &str) -> bool {
 }
 
 fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == MEASURE) {
+        measure_child(&args[2], &args[3..]);
+    }
     let s = scale();
     let bin = env!("CARGO_BIN_EXE_new");
     let tmp = tempfile::tempdir().unwrap();
@@ -687,7 +751,7 @@ fn main() {
             let mut cmd = Command::new(bin);
             env(&mut cmd, "http://127.0.0.1:9/v1");
             cmd.arg(&work).arg("default").arg(data);
-            run(&mut cmd, b"/list\n")
+            run_measured(&cmd, b"/list\n")
         };
         list(&full); // the first /list builds the index
         let (t_full, m_full) = times(s.runs, || list(&full));
@@ -813,7 +877,7 @@ fn main() {
                 .arg("default")
                 .arg(&bushy_dir)
                 .args(["--resume", "bushy"]);
-            run(&mut cmd, b"/exit\n")
+            run_measured(&cmd, b"/exit\n")
         };
         let (ours, peak) = times(s.runs.min(7), resume);
         let floor = best(|| parse_values(&bushy_store.path("bushy")), s.runs.min(7));

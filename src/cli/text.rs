@@ -1604,7 +1604,17 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
 /// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the
 /// tests catch) shows as the key itself rather than failing.
 pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
-    let Some((_, en, zh)) = TEXTS.iter().find(|(k, _, _)| *k == key) else {
+    // Found by a map made on first use: `/tree` asks for a text on each of its lines.
+    static BY_KEY: std::sync::OnceLock<std::collections::HashMap<&str, usize>> =
+        std::sync::OnceLock::new();
+    let by_key = BY_KEY.get_or_init(|| {
+        TEXTS
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _, _))| (*k, i))
+            .collect()
+    });
+    let Some((_, en, zh)) = by_key.get(key).map(|&i| &TEXTS[i]) else {
         debug_assert!(false, "no text `{key}`");
         return key.to_string();
     };

@@ -45,6 +45,16 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
+/// Where a loaded message went ([`Conversation::attach_loaded`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Attached {
+    UnderParent,
+    /// Its parent is not in the file: it hangs from the root.
+    UnderRoot,
+    /// Not added: its id (given back) is taken.
+    Repeated(String),
+}
+
 /// What a request for one node sends from the tree; see [`Conversation::sent`].
 pub struct Sent<'a> {
     /// The summary node in force, sent first.
@@ -278,8 +288,12 @@ impl Conversation {
 
     /// Links a new message under the node at `parent`.
     fn insert(&mut self, parent: usize, message: Message) {
-        let position = self.nodes.len() as u32;
         let hash = id_hash(&message.id);
+        self.insert_hashed(parent, message, hash);
+    }
+
+    fn insert_hashed(&mut self, parent: usize, message: Message, hash: u64) {
+        let position = self.nodes.len() as u32;
         self.nodes.push(message);
         self.links.push(Links {
             parent: parent as u32,
@@ -297,15 +311,39 @@ impl Conversation {
     }
 
     /// Adds a stored message while loading: under its `parent_id`, or under the root when that
-    /// parent is missing (returns false then). The cursor is not moved; the caller sets it once.
-    /// The id must be new.
-    pub(crate) fn attach_loaded(&mut self, mut message: Message) -> bool {
-        let parent = message.parent_id.as_deref().and_then(|p| self.position(p));
+    /// parent is missing. The cursor is not moved; the caller sets it once. A message whose id
+    /// is taken (a repeated line) is left out.
+    pub(crate) fn attach_loaded(&mut self, mut message: Message) -> Attached {
+        let hash = id_hash(&message.id);
+        if self
+            .index
+            .find(hash, |&p| self.nodes[p as usize].id == message.id)
+            .is_some()
+        {
+            return Attached::Repeated(message.id);
+        }
+        // Most messages answer the one written just before them: that parent is found without
+        // a look-up.
+        let newest = self.nodes.len() - 1;
+        let parent = match message.parent_id.as_deref() {
+            Some(p) if self.nodes[newest].id == p => Some(newest),
+            Some(p) => self.position(p),
+            None => None,
+        };
         if parent.is_none() {
             message.parent_id = Some(self.root_id.clone());
         }
-        self.insert(parent.unwrap_or(ROOT), message);
-        parent.is_some()
+        self.insert_hashed(parent.unwrap_or(ROOT), message, hash);
+        if parent.is_some() {
+            Attached::UnderParent
+        } else {
+            Attached::UnderRoot
+        }
+    }
+
+    /// The id of the newest message (the last one added or loaded).
+    pub(crate) fn newest_id(&self) -> &str {
+        &self.nodes[self.nodes.len() - 1].id
     }
 
     /// Moves the cursor; the next message forks from there.

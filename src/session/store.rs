@@ -9,7 +9,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::conversation::Conversation;
+use super::conversation::{Attached, Conversation};
 use super::error::{create_private_dir, private_options};
 use super::index::{Change, Index};
 use super::message::{Message, new_id};
@@ -340,7 +340,8 @@ fn parse_lines(
     // wait, since the root of a file without a header is inferred from all of them.
     let mut conversation: Option<Conversation> = None;
     let mut waiting: Vec<Message> = Vec::new();
-    let mut last: Option<String> = None;
+    // Whether a message was attached: the newest one is then where the cursor goes.
+    let mut attached = false;
     let mut checkpoints: Vec<(String, String)> = Vec::new();
     let mut branches: Vec<(String, String, bool)> = Vec::new();
     let mut undone: Vec<(String, usize)> = Vec::new();
@@ -379,7 +380,7 @@ fn parse_lines(
             Ok(Loaded::Message(m)) => {
                 last_line = n;
                 match conversation.as_mut() {
-                    Some(c) => attach(c, *m, &mut report, &mut last),
+                    Some(c) => attach(c, *m, &mut report, &mut attached),
                     None => waiting.push(*m),
                 }
             }
@@ -410,7 +411,7 @@ fn parse_lines(
         start(root_id)
     });
     for record in waiting {
-        attach(&mut conversation, record, &mut report, &mut last);
+        attach(&mut conversation, record, &mut report, &mut attached);
     }
     undone.retain(|(id, _)| conversation.contains(id));
     // Undone after the last message was written: the session ended there, above it.
@@ -424,9 +425,10 @@ fn parse_lines(
         .extend(undone.into_iter().map(|(id, _)| id));
     // The cursor of a loaded conversation is its last message; in a side branch (`/btw`) or an
     // undone part (`/undo` the last thing done), where that hangs from.
-    if let Some(last) = last {
+    if attached {
+        let last = conversation.newest_id();
         let at = conversation
-            .off_side(&last, &|id| undone_last.contains(id))
+            .off_side(last, &|id| undone_last.contains(id))
             .to_string();
         conversation.move_cursor(&at).expect("attached");
     }
@@ -475,17 +477,16 @@ fn attach(
     conversation: &mut Conversation,
     message: Message,
     report: &mut LoadReport,
-    last: &mut Option<String>,
+    attached: &mut bool,
 ) {
-    if conversation.contains(&message.id) {
-        report.duplicates.push(message.id);
-        return;
+    match conversation.attach_loaded(message) {
+        Attached::UnderParent => *attached = true,
+        Attached::UnderRoot => {
+            report.orphans.push(conversation.newest_id().to_string());
+            *attached = true;
+        }
+        Attached::Repeated(id) => report.duplicates.push(id),
     }
-    let id = message.id.clone();
-    if !conversation.attach_loaded(message) {
-        report.orphans.push(id.clone());
-    }
-    *last = Some(id);
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ pub fn escape_controls_keep_lines(text: &str) -> String {
 
 /// `text` with the characters `escape` picks shown as escapes.
 fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> String {
-    if !text.chars().any(&escape) {
+    // Printable ASCII holds nothing to escape: one pass over the bytes tells (most text is).
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) || !text.chars().any(&escape) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 16);
