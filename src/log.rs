@@ -20,6 +20,8 @@ use tracing_subscriber::filter::LevelFilter;
 
 /// The variable holding the level: an `EnvFilter` directive such as `debug` or `new::llm=trace`.
 pub const VAR: &str = "NEW_LOG";
+/// How many log lines may wait for the writer thread.
+const LINES_QUEUED: usize = 4_096;
 /// The most one log file holds before it is moved aside.
 pub const MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// How many older files are kept beside the current one (`new.log.1` is the newest).
@@ -53,7 +55,12 @@ pub fn init() -> Option<Guard> {
             return None;
         }
     };
-    let (writer, guard) = tracing_appender::non_blocking(file);
+    // Room for a burst of lines (the default's 128,000 slots take 4 MB of memory up front, a
+    // quarter of what `new` needs at start); a line that finds the queue full is dropped.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LINES_QUEUED)
+        .lossy(true)
+        .finish(file);
     let subscriber = tracing_subscriber::fmt()
         .with_ansi(false)
         .with_writer(writer)

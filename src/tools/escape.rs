@@ -54,10 +54,28 @@ pub fn escape_controls_keep_lines(text: &str) -> String {
     escape_where(text, |c| c != '\n' && c != '\t' && is_dangerous(c))
 }
 
+/// Whether `text` may hold a character [`is_dangerous`] picks, told from its UTF-8 bytes in one
+/// pass (most text, box drawing and CJK included, has none of the bytes that begin one).
+fn may_be_dangerous(text: &str) -> bool {
+    let b = text.as_bytes();
+    let next = |i: usize| b.get(i + 1).copied().unwrap_or(0);
+    b.iter().enumerate().any(|(i, &c)| match c {
+        0x00..=0x1f | 0x7f => true,
+        // U+0080–U+009F
+        0xc2 => (0x80..=0x9f).contains(&next(i)),
+        // U+061C
+        0xd8 => next(i) == 0x9c,
+        // U+2000–U+207F: the marks, separators, embeddings and isolates
+        0xe2 => matches!(next(i), 0x80 | 0x81),
+        // U+FEC0–U+FEFF and U+FFC0–U+FFFF: the byte-order mark and the annotation characters
+        0xef => matches!(next(i), 0xbb | 0xbf),
+        _ => false,
+    })
+}
+
 /// `text` with the characters `escape` picks shown as escapes.
 fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> String {
-    // Printable ASCII holds nothing to escape: one pass over the bytes tells (most text is).
-    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) || !text.chars().any(&escape) {
+    if !may_be_dangerous(text) || !text.chars().any(&escape) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -73,6 +91,25 @@ fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The byte scan passes over nothing a character-by-character look would escape.
+    #[test]
+    fn the_byte_scan_misses_no_dangerous_character() {
+        for c in (0..0x3000u32)
+            .chain(0xfe00..0x10000)
+            .filter_map(char::from_u32)
+        {
+            let text = format!("a{c}b");
+            if super::is_dangerous(c) {
+                assert!(super::may_be_dangerous(&text), "U+{:04X}", c as u32);
+                assert_ne!(super::escape_controls(&text), text, "U+{:04X}", c as u32);
+            }
+        }
+        assert!(!super::may_be_dangerous(
+            "├─ 你好 plain text · no…"[..].trim_end_matches('…')
+        ));
+        assert!(super::may_be_dangerous("a\u{202e}b"));
+    }
+
     use super::*;
 
     #[test]
