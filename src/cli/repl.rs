@@ -849,6 +849,13 @@ impl App {
                 eprintln!("  … {line}")
             }));
             manager.set_sandbox(os_sandbox.clone());
+            manager.set_token_store(
+                layers
+                    .user
+                    .as_deref()
+                    .map(crate::mcp::oauth::TokenStore::in_dir),
+            );
+            manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
             tools.set_mcp(manager);
         }
         let (tx, interrupts) = watch::channel(0u64);

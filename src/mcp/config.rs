@@ -72,6 +72,8 @@ pub struct ServerConfig {
     pub disabled_tools: Vec<String>,
     /// Tools of the server run without a question (`alwaysAllow`); a deny rule still wins.
     pub always_allow: Vec<String>,
+    /// The entry's `oauth` object (an http server's client, scopes and grant).
+    pub oauth: crate::mcp::oauth::Settings,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +117,17 @@ const SERVER_KEYS: &[&str] = &[
     "alwaysAllow",
     "sandbox",
     "network",
+    "oauth",
+];
+
+/// The keys of an entry's `oauth` object.
+const OAUTH_KEYS: &[&str] = &[
+    "clientId",
+    "clientSecret",
+    "scopes",
+    "grant",
+    "callbackPort",
+    "clientMetadataUrl",
 ];
 
 /// Keys peers write in `.mcp.json` that mean nothing here but describe (never change) what runs.
@@ -377,6 +390,10 @@ fn server(
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(_) => Err(format!("`{key}` must be true or false")),
     };
+    let oauth = oauth(o.get("oauth"), env)?;
+    if o.contains_key("oauth") && matches!(transport, Transport::Stdio { .. }) {
+        return Err("`oauth` is for an http server".into());
+    }
     let raw = serde_json::to_string(entry).unwrap_or_default();
     Ok(ServerConfig {
         name,
@@ -390,7 +407,79 @@ fn server(
         raw,
         disabled_tools: names("disabledTools")?,
         always_allow: names("alwaysAllow")?,
+        oauth,
     })
+}
+
+/// An entry's `oauth` object: `clientId`, `clientSecret` (`${VAR}` expanded), `scopes`,
+/// `grant` (`authorization_code` or `client_credentials`), `callbackPort`, `clientMetadataUrl`.
+fn oauth(
+    value: Option<&Value>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::mcp::oauth::Settings, String> {
+    use crate::mcp::oauth::{Grant, Settings};
+    let o = match value {
+        None | Some(Value::Null) => return Ok(Settings::default()),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err("`oauth` must be an object".into()),
+    };
+    if let Some(k) = o.keys().find(|k| !OAUTH_KEYS.contains(&k.as_str())) {
+        return Err(format!("unknown field `oauth.{k}`"));
+    }
+    let string = |key: &str| -> Result<Option<String>, String> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(expand(s, env))),
+            Some(_) => Err(format!("`oauth.{key}` must be a string")),
+        }
+    };
+    let scopes = match o.get("scopes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("`oauth.scopes` must be a list of strings")?,
+        Some(_) => return Err("`oauth.scopes` must be a list of strings".into()),
+    };
+    let grant = match string("grant")?.as_deref() {
+        None | Some("authorization_code") => Grant::AuthorizationCode,
+        Some("client_credentials") => Grant::ClientCredentials,
+        Some(other) => {
+            return Err(format!(
+                "`oauth.grant` {other:?} must be authorization_code or client_credentials"
+            ));
+        }
+    };
+    let callback_port = match o.get("callbackPort") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .ok_or("`oauth.callbackPort` must be a port number")?,
+    };
+    let client_metadata_url = string("clientMetadataUrl")?;
+    if client_metadata_url
+        .as_deref()
+        .is_some_and(|u| !u.starts_with("https://"))
+    {
+        return Err("`oauth.clientMetadataUrl` must be an https:// URL".into());
+    }
+    let settings = Settings {
+        client_id: string("clientId")?,
+        client_secret: string("clientSecret")?,
+        scopes,
+        grant,
+        callback_port,
+        client_metadata_url,
+    };
+    if grant == Grant::ClientCredentials
+        && (settings.client_id.is_none() || settings.client_secret.is_none())
+    {
+        return Err("`oauth.grant` client_credentials needs `clientId` and `clientSecret`".into());
+    }
+    Ok(settings)
 }
 
 /// The names of the variables `text` references as `${NAME}`, in order, once each.

@@ -27,10 +27,7 @@ if ctx.get("client_id"):
     oauth["clientId"] = ctx["client_id"]
 if ctx.get("client_secret"):
     oauth["clientSecret"] = ctx["client_secret"]
-if ctx.get("private_key_pem"):
-    oauth["privateKeyPem"] = ctx["private_key_pem"]
-    oauth["signingAlgorithm"] = ctx.get("signing_algorithm") or "ES256"
-if ctx.get("name", "").startswith("auth/client-credentials"):
+if ctx.get("name", "").startswith("auth/client-credentials") and "client_secret" in ctx:
     oauth["grant"] = "client_credentials"
 if oauth:
     entry["oauth"] = oauth
@@ -61,8 +58,16 @@ read -r port <&3
 model_pid=$!
 
 cd "$home/work"
-env -i PATH="$PATH" HOME="$home/home" XDG_DATA_HOME="$home/xdg-data" \
-  XDG_CONFIG_HOME="$home/xdg-config" LANG=C NO_COLOR=1 BROWSER="$home/browser" \
-  OPENAI_BASE_URL="http://127.0.0.1:$port/v1" OPENAI_API_KEY=scripted \
-  "$bin" "$home/work" default "$home/data" -p "Call each tool of the MCP server once." \
-  --output-format json
+run=(env -i PATH="$PATH" HOME="$home/home" XDG_DATA_HOME="$home/xdg-data"
+  XDG_CONFIG_HOME="$home/xdg-config" LANG=C NO_COLOR=1 TERM=dumb BROWSER="$home/browser"
+  OPENAI_BASE_URL="http://127.0.0.1:$port/v1" OPENAI_API_KEY=scripted
+  "$bin" "$home/work" default "$home/data" -p "Call each tool of the MCP server once."
+  --output-format json)
+case "${MCP_CONFORMANCE_SCENARIO:-}" in
+  elicitation-*)
+    # A server's form is asked on a terminal: new runs on a pseudo-terminal (util-linux
+    # `script`) and the person at it presses Enter at each field, keeping the defaults, then
+    # Enter to send.
+    printf '\n\n\n\n\n\n\n\n\n\n' | script -qefc "$(printf '%q ' "${run[@]}")" /dev/null ;;
+  *) "${run[@]}" ;;
+esac
