@@ -1781,6 +1781,16 @@ impl App {
                 error,
             });
             let failed = self.mcp_failures();
+            // Said on stderr too: whoever reads only the JSON's `result` still hears of it.
+            for (server, error) in &failed {
+                self.out.warn(&self.tr(
+                    "mcp_server_failed",
+                    &[
+                        ("server", server),
+                        ("error", &crate::tools::escape_controls(error)),
+                    ],
+                ));
+            }
             result["mcp_errors"] = serde_json::json!(
                 failed
                     .iter()

@@ -685,7 +685,23 @@ impl Client {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, McpError> {
-        self.start(method, params, timeout).await?.answer().await
+        let mut again = 0;
+        loop {
+            let answer = self
+                .start(method, params.clone(), timeout)
+                .await?
+                .answer()
+                .await;
+            // Refused for want of an authorization or a scope: authorized again, asked again.
+            if let Err(McpError::Unauthorized { challenge, .. }) = &answer
+                && again < super::oauth::MAX_STEP_UPS
+                && self.authorize_again(challenge).await?
+            {
+                again += 1;
+                continue;
+            }
+            return answer;
+        }
     }
 
     /// Sends a request; its answer is [`Call::answer`]'s. A tool call refused for want of a
@@ -730,9 +746,10 @@ impl Client {
         }
     }
 
-    /// Authorizes again for a 403's challenge (`insufficient_scope`: a wider scope), at most
-    /// [`super::oauth::MAX_STEP_UPS`] times a connection. False for a server without OAuth.
-    pub async fn step_up(&self, challenge: &str) -> Result<bool, McpError> {
+    /// Authorizes again for a challenge met after the handshake (a 401: the token is gone; a
+    /// 403 `insufficient_scope`: a wider scope, at most [`super::oauth::MAX_STEP_UPS`] times a
+    /// connection). False for a server without OAuth.
+    pub async fn authorize_again(&self, challenge: &str) -> Result<bool, McpError> {
         let Some((login, session, url)) = &self.oauth else {
             return Ok(false);
         };

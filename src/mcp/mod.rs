@@ -655,13 +655,12 @@ impl Manager {
             lock(&server.in_flight).insert(call.token.clone(), None);
             let _in_flight = InFlight(server, call.token.clone());
             result = call.answer().await;
-            // A 403 for want of a scope: authorized again for it, and asked again.
+            // A 401 or a 403 for want of a scope: authorized again, and asked again.
             if let Err(McpError::Unauthorized { challenge, .. }) = &result
-                && challenge.contains("insufficient_scope")
                 && step_ups < oauth::MAX_STEP_UPS
             {
                 step_ups += 1;
-                match client.step_up(challenge).await {
+                match client.authorize_again(challenge).await {
                     Ok(true) => continue,
                     Ok(false) => {}
                     Err(e) => result = Err(e),

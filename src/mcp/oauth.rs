@@ -357,9 +357,9 @@ impl Login {
         url: &str,
         challenge: Option<&str>,
     ) -> Result<AuthorizationManager, OAuthError> {
-        if !self.browser {
+        if !self.browser || !browser_reachable() {
             return Err(OAuthError::Browser(format!(
-                "the server `{}` needs an authorization and there is no one to ask here (run `/mcp login {}` in the REPL)",
+                "the server `{}` needs an OAuth authorization and there is no browser or terminal here (run `/mcp login {}` in the REPL, or give the entry a client-credentials grant)",
                 self.server, self.server
             )));
         }
@@ -406,6 +406,16 @@ impl Login {
             .into_authorization_manager()
             .ok_or_else(|| OAuthError::Sdk("the authorization gave no token".into()))
     }
+}
+
+/// Whether someone can take the browser step: a terminal to read the address on, a `$BROWSER`,
+/// or a desktop. Without any (a job in CI) the authorization fails at once instead of waiting.
+fn browser_reachable() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+        || std::env::var_os("BROWSER").is_some_and(|b| !b.is_empty())
+        || std::env::var_os("DISPLAY").is_some()
+        || std::env::var_os("WAYLAND_DISPLAY").is_some()
 }
 
 /// Opens `address` in the user's browser: `$BROWSER`, else `xdg-open` on a desktop. Nothing

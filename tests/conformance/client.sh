@@ -29,6 +29,10 @@ if ctx.get("client_secret"):
     oauth["clientSecret"] = ctx["client_secret"]
 if ctx.get("name", "").startswith("auth/client-credentials") and "client_secret" in ctx:
     oauth["grant"] = "client_credentials"
+# A client ID metadata document, used where the authorization server supports them (what a
+# user whose organisation hosts one writes; the suite's servers accept this address).
+if ctx.get("name", os.environ.get("MCP_CONFORMANCE_SCENARIO", "")).startswith("auth/"):
+    oauth.setdefault("clientMetadataUrl", "https://conformance-test.local/client-metadata.json")
 if oauth:
     entry["oauth"] = oauth
 config = {
@@ -69,5 +73,5 @@ case "${MCP_CONFORMANCE_SCENARIO:-}" in
     # `script`) and the person at it presses Enter at each field, keeping the defaults, then
     # Enter to send.
     printf '\n\n\n\n\n\n\n\n\n\n' | script -qefc "$(printf '%q ' "${run[@]}")" /dev/null ;;
-  *) "${run[@]}" ;;
+  *) "${run[@]}" </dev/null ;;
 esac
