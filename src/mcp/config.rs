@@ -128,6 +128,7 @@ const OAUTH_KEYS: &[&str] = &[
     "grant",
     "callbackPort",
     "clientMetadataUrl",
+    "privateKeyFile",
 ];
 
 /// Keys peers write in `.mcp.json` that mean nothing here but describe (never change) what runs.
@@ -412,7 +413,8 @@ fn server(
 }
 
 /// An entry's `oauth` object: `clientId`, `clientSecret` (`${VAR}` expanded), `scopes`,
-/// `grant` (`authorization_code` or `client_credentials`), `callbackPort`, `clientMetadataUrl`.
+/// `grant` (`authorization_code` or `client_credentials`), `callbackPort`, `clientMetadataUrl`,
+/// `privateKeyFile` (the client-credentials grant signed with a key instead of a secret).
 fn oauth(
     value: Option<&Value>,
     env: &dyn Fn(&str) -> Option<String>,
@@ -473,11 +475,16 @@ fn oauth(
         grant,
         callback_port,
         client_metadata_url,
+        private_key_file: string("privateKeyFile")?.map(PathBuf::from),
     };
     if grant == Grant::ClientCredentials
-        && (settings.client_id.is_none() || settings.client_secret.is_none())
+        && (settings.client_id.is_none()
+            || (settings.client_secret.is_none() && settings.private_key_file.is_none()))
     {
-        return Err("`oauth.grant` client_credentials needs `clientId` and `clientSecret`".into());
+        return Err(
+            "`oauth.grant` client_credentials needs `clientId`, and `clientSecret` or `privateKeyFile`"
+                .into(),
+        );
     }
     Ok(settings)
 }
@@ -611,6 +618,56 @@ mod tests {
             assert!(said.contains(part), "{part}: {said}");
         }
         assert!(s.project_entries.unwrap().contains("npx"));
+    }
+
+    /// An http entry's `oauth` object is read (its `${VAR}` expanded); one on a stdio entry, an
+    /// unknown key, or a client-credentials grant without a secret or a key is refused, named.
+    #[test]
+    fn an_oauth_object_is_read_and_bad_ones_refused() {
+        use crate::mcp::oauth::Grant;
+        let entry = |oauth: serde_json::Value| {
+            server(
+                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
+                None,
+                Origin::User,
+                &env,
+            )
+        };
+        let s = entry(
+            json!({"clientId": "c", "clientSecret": "${TOKEN}", "scopes": "read write",
+            "grant": "client_credentials", "callbackPort": 8976}),
+        )
+        .unwrap();
+        assert_eq!(s.oauth.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(s.oauth.scopes, ["read", "write"]);
+        assert_eq!(s.oauth.grant, Grant::ClientCredentials);
+        assert_eq!(s.oauth.callback_port, 8976);
+        for (bad, said) in [
+            (json!({"clientID": "c"}), "unknown field `oauth.clientID`"),
+            (
+                json!({"grant": "client_credentials", "clientId": "c"}),
+                "needs `clientId`",
+            ),
+            (
+                json!({"grant": "password"}),
+                "must be authorization_code or client_credentials",
+            ),
+            (
+                json!({"clientMetadataUrl": "http://x"}),
+                "must be an https:// URL",
+            ),
+        ] {
+            let e = entry(bad).unwrap_err();
+            assert!(e.contains(said), "{e}");
+        }
+        let e = server(
+            &json!({"name": "s", "command": "x", "oauth": {}}),
+            None,
+            Origin::User,
+            &env,
+        )
+        .unwrap_err();
+        assert!(e.contains("`oauth` is for an http server"), "{e}");
     }
 
     #[test]

@@ -107,6 +107,9 @@ pub struct Settings {
     /// A client ID metadata document (an https URL) to use as client ID where the
     /// authorization server supports them.
     pub client_metadata_url: Option<String>,
+    /// The client-credentials grant with `private_key_jwt`: a PKCS#8 P-256 key (PEM) that signs
+    /// the client's assertion (ES256), instead of a secret.
+    pub private_key_file: Option<PathBuf>,
 }
 
 /// The token store: `{"<server> <url>": credentials}` in one file, 0600.
@@ -304,6 +307,9 @@ impl Login {
     }
 
     async fn client_credentials(&self, url: &str) -> Result<AuthorizationManager, OAuthError> {
+        if let (Some(id), Some(key)) = (&self.settings.client_id, &self.settings.private_key_file) {
+            return self.client_credentials_jwt(url, id, key).await;
+        }
         let (Some(id), Some(secret)) = (&self.settings.client_id, &self.settings.client_secret)
         else {
             return Err(OAuthError::Sdk(
@@ -319,6 +325,81 @@ impl Login {
                 resource: Some(url.to_string()),
             })
             .await?;
+        state
+            .into_authorization_manager()
+            .ok_or_else(|| OAuthError::Sdk("the client-credentials grant gave no token".into()))
+    }
+
+    /// The client-credentials grant authenticated with a signed assertion (RFC 7523,
+    /// `private_key_jwt`, ES256): the token endpoint and issuer from the server's metadata, the
+    /// assertion signed with the entry's key (ring), the token handed to the SDK's manager.
+    async fn client_credentials_jwt(
+        &self,
+        url: &str,
+        client_id: &str,
+        key_file: &Path,
+    ) -> Result<AuthorizationManager, OAuthError> {
+        let manager = self.manager(url).await?;
+        let metadata = manager.resolve_metadata().await?.metadata;
+        let audience = metadata
+            .issuer
+            .clone()
+            .unwrap_or_else(|| metadata.token_endpoint.clone());
+        let pem = std::fs::read_to_string(key_file)
+            .map_err(|e| OAuthError::Sdk(format!("reading the key {}: {e}", key_file.display())))?;
+        let assertion = es256_assertion(&pem, client_id, &audience)?;
+        let mut form = vec![
+            ("grant_type", "client_credentials".to_string()),
+            ("client_id", client_id.to_string()),
+            (
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_string(),
+            ),
+            ("client_assertion", assertion),
+            ("resource", url.to_string()),
+        ];
+        if !self.settings.scopes.is_empty() {
+            form.push(("scope", self.settings.scopes.join(" ")));
+        }
+        let body = form
+            .iter()
+            .map(|(k, v)| format!("{k}={}", form_escape(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        crate::llm::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| OAuthError::Sdk(e.to_string()))?;
+        let response = http
+            .post(&metadata.token_endpoint)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| OAuthError::Sdk(crate::llm::describe_reqwest_error(&e)))?;
+        let status = response.status();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| OAuthError::Sdk(crate::llm::describe_reqwest_error(&e)))?;
+        if !status.is_success() {
+            // The error code only: the rest of the body is the server's.
+            let code = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            return Err(OAuthError::Sdk(format!(
+                "the token endpoint refused the client's assertion ({status} {})",
+                crate::tools::escape_controls(&code)
+            )));
+        }
+        let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_slice(&bytes)
+            .map_err(|e| OAuthError::Sdk(format!("the token endpoint's answer: {e}")))?;
+        let mut state = OAuthState::Unauthorized(manager);
+        state.set_credentials(client_id, token).await?;
         state
             .into_authorization_manager()
             .ok_or_else(|| OAuthError::Sdk("the client-credentials grant gave no token".into()))
@@ -502,6 +583,62 @@ async fn receive_redirect(
     }
 }
 
+/// A value of an `application/x-www-form-urlencoded` body.
+fn form_escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
+}
+
+/// A client assertion (RFC 7523): a JWT from `client_id` to `audience`, valid five minutes,
+/// signed ES256 with the PKCS#8 P-256 key in `pem`.
+fn es256_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String, OAuthError> {
+    use base64::Engine as _;
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    let body: String = pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect::<Vec<_>>()
+        .concat();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body.trim())
+        .map_err(|_| OAuthError::Sdk("the private key is not a PEM file".into()))?;
+    let rng = ring::rand::SystemRandom::new();
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
+        .map_err(|_| OAuthError::Sdk("the private key is not a PKCS#8 P-256 key".into()))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let header = serde_json::json!({"alg": "ES256", "typ": "JWT"});
+    let claims = serde_json::json!({
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": now,
+        "exp": now + 300,
+        "jti": uuid::Uuid::new_v4().to_string(),
+    });
+    let signing_input = format!(
+        "{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes())
+    );
+    let signature = key
+        .sign(&rng, signing_input.as_bytes())
+        .map_err(|_| OAuthError::Sdk("signing the client's assertion failed".into()))?;
+    Ok(format!("{signing_input}.{}", b64(signature.as_ref())))
+}
+
 /// `a=1&b=x%20y` as pairs, percent-decoded (`+` is a space).
 fn parse_query(query: &str) -> Vec<(String, String)> {
     let decode = |s: &str| -> String {
@@ -579,6 +716,41 @@ mod tests {
             let path = entry.unwrap().path();
             assert_eq!(path, store.path(), "a stray file {path:?}");
         }
+    }
+
+    /// The assertion is a JWT from the client to the audience whose ES256 signature the key's
+    /// public half verifies.
+    #[test]
+    fn client_assertions_are_signed_es256_jwts() {
+        use base64::Engine as _;
+        use ring::signature::{
+            ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair,
+            UnparsedPublicKey,
+        };
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref());
+        let pem = format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n");
+        let jwt = es256_assertion(&pem, "client-7", "https://as.example").unwrap();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let claims: serde_json::Value =
+            serde_json::from_slice(&url.decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(claims["iss"], "client-7");
+        assert_eq!(claims["sub"], "client-7");
+        assert_eq!(claims["aud"], "https://as.example");
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, key.public_key().as_ref());
+        let signed = format!("{}.{}", parts[0], parts[1]);
+        assert!(
+            public
+                .verify(signed.as_bytes(), &url.decode(parts[2]).unwrap())
+                .is_ok()
+        );
+        assert!(es256_assertion("not a key", "c", "a").is_err());
+        assert_eq!(form_escape("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
     }
 
     #[test]

@@ -27,7 +27,13 @@ if ctx.get("client_id"):
     oauth["clientId"] = ctx["client_id"]
 if ctx.get("client_secret"):
     oauth["clientSecret"] = ctx["client_secret"]
-if ctx.get("name", "").startswith("auth/client-credentials") and "client_secret" in ctx:
+if ctx.get("private_key_pem"):
+    key = os.path.join(os.path.dirname(path), "client-key.pem")
+    with open(key, "w") as f:
+        f.write(ctx["private_key_pem"])
+    os.chmod(key, 0o600)
+    oauth["privateKeyFile"] = key
+if ctx.get("name", "").startswith("auth/client-credentials"):
     oauth["grant"] = "client_credentials"
 # A client ID metadata document, used where the authorization server supports them (what a
 # user whose organisation hosts one writes; the suite's servers accept this address).
