@@ -1403,6 +1403,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 references: Vec::new(),
                 disabled_tools: Vec::new(),
                 always_allow: Vec::new(),
+                oauth: Default::default(),
             }],
             ..Default::default()
         };

@@ -40,6 +40,44 @@ impl App {
                     )));
                 }
             }
+            ["login", name] | ["logout", name] => {
+                let Some(store) = self
+                    .layers
+                    .user
+                    .as_deref()
+                    .map(crate::mcp::oauth::TokenStore::in_dir)
+                else {
+                    return self.out.error(&self.tr("mcp_no_token_store", &[]));
+                };
+                let shown = crate::tools::escape_controls(name);
+                let removed = match store.remove(name) {
+                    Ok(removed) => removed,
+                    Err(e) => {
+                        return self
+                            .out
+                            .error(&crate::tools::escape_controls(&e.to_string()));
+                    }
+                };
+                if words[0] == "logout" {
+                    if removed {
+                        self.out.say(&self.tr(
+                            "mcp_logged_out",
+                            &[("name", &shown), ("file", &store.path().display())],
+                        ));
+                    } else {
+                        self.out
+                            .say(&self.tr("mcp_not_logged_in", &[("name", &shown)]));
+                    }
+                    // The connection drops the token it holds.
+                    self.runtime.block_on(manager.restart(name));
+                } else if self.runtime.block_on(manager.restart(name)) {
+                    self.out
+                        .say(&self.tr("mcp_login_started", &[("name", &shown)]));
+                } else {
+                    self.out
+                        .error(&self.tr("mcp_no_such_server", &[("name", &shown)]));
+                }
+            }
             ["restart", name] => {
                 if self.runtime.block_on(manager.restart(name)) {
                     self.out.say(&self.tr("mcp_restarting", &[("name", name)]));
@@ -217,4 +255,71 @@ fn task_ended(out: &super::output::Output, t: &crate::agent::tasks::TaskView) ->
         ],
     );
     out.dim(&crate::tools::escape_controls(&line))
+}
+
+/// The answerer of servers' forms: the terminal, when `new` has one (each field asked on
+/// /dev/tty, the type-ahead held meanwhile); none without a terminal (the forms are declined).
+pub(super) fn terminal_elicitor(lang: crate::config::Lang) -> Option<crate::mcp::elicit::Elicitor> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return None;
+    }
+    Some(std::sync::Arc::new(
+        move |form: crate::mcp::elicit::Form| {
+            Box::pin(async move {
+                tokio::task::spawn_blocking(move || ask_on_terminal(lang, &form))
+                    .await
+                    .unwrap_or(crate::mcp::elicit::Answer::Cancel)
+            })
+        },
+    ))
+}
+
+/// One form at a time, on the terminal in its line mode (echo on), put back as it was after.
+fn ask_on_terminal(
+    lang: crate::config::Lang,
+    form: &crate::mcp::elicit::Form,
+) -> crate::mcp::elicit::Answer {
+    use crate::mcp::elicit::{Answer, Words, dialogue};
+    use std::os::fd::AsRawFd;
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return Answer::Decline;
+    };
+    let server = crate::tools::escape_controls(&form.server);
+    let words = Words {
+        heading: super::text::tr(lang, "elicit_heading", &[("server", &server)]),
+        invalid: super::text::tr(lang, "elicit_invalid", &[]),
+        required: super::text::tr(lang, "elicit_required", &[]),
+        send: super::text::tr(lang, "elicit_send", &[]),
+    };
+    super::spinner::hush_any();
+    super::typeahead::held(|| {
+        let fd = tty.as_raw_fd();
+        // SAFETY: termios is plain data; these calls only read and set the terminal's settings.
+        let saved = unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            (libc::tcgetattr(fd, &mut t) == 0).then(|| {
+                let saved = t;
+                t.c_lflag |= libc::ICANON | libc::ECHO;
+                libc::tcsetattr(fd, libc::TCSANOW, &t);
+                saved
+            })
+        };
+        let mut input = std::io::BufReader::new(&tty);
+        let mut output = &tty;
+        let answer = dialogue(form, &words, &mut input, &mut output);
+        if let Some(saved) = saved {
+            // SAFETY: as above; the settings found are put back.
+            unsafe {
+                libc::tcsetattr(fd, libc::TCSANOW, &saved);
+            }
+        }
+        answer
+    })
 }

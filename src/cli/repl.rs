@@ -849,6 +849,13 @@ impl App {
                 eprintln!("  … {line}")
             }));
             manager.set_sandbox(os_sandbox.clone());
+            manager.set_token_store(
+                layers
+                    .user
+                    .as_deref()
+                    .map(crate::mcp::oauth::TokenStore::in_dir),
+            );
+            manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
             tools.set_mcp(manager);
         }
         let (tx, interrupts) = watch::channel(0u64);
@@ -1774,6 +1781,16 @@ impl App {
                 error,
             });
             let failed = self.mcp_failures();
+            // Said on stderr too: whoever reads only the JSON's `result` still hears of it.
+            for (server, error) in &failed {
+                self.out.warn(&self.tr(
+                    "mcp_server_failed",
+                    &[
+                        ("server", server),
+                        ("error", &crate::tools::escape_controls(error)),
+                    ],
+                ));
+            }
             result["mcp_errors"] = serde_json::json!(
                 failed
                     .iter()

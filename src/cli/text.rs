@@ -1232,13 +1232,49 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "help_mcp",
-        "MCP servers: state, tools and log; restart NAME starts one again",
-        "MCP 服务器：状态、工具与日志；restart NAME 重新启动一个",
+        "MCP servers: state, tools and log; restart NAME starts one again; login NAME / logout NAME: its OAuth authorization",
+        "MCP 服务器：状态、工具与日志；restart NAME 重新启动一个；login NAME / logout NAME：它的 OAuth 授权",
     ),
     (
         "mcp_usage",
-        "/mcp takes nothing or `restart NAME` (got `{args}`)",
-        "/mcp 不带参数，或 `restart NAME`（收到 `{args}`）",
+        "/mcp takes nothing, `restart NAME`, `login NAME` or `logout NAME` (got `{args}`)",
+        "/mcp 不带参数，或 `restart NAME`、`login NAME`、`logout NAME`（收到 `{args}`）",
+    ),
+    (
+        "mcp_login_started",
+        "{name}: its stored authorization is forgotten and it connects again; when it asks for one, the address to open is said here",
+        "{name}：已忘记它保存的授权并重新连接；当它要求授权时，会在此显示要打开的地址",
+    ),
+    (
+        "mcp_logged_out",
+        "{name}: its OAuth tokens are deleted from {file}",
+        "{name}：它的 OAuth 令牌已从 {file} 删除",
+    ),
+    (
+        "mcp_not_logged_in",
+        "{name} has no stored OAuth tokens",
+        "{name} 没有保存的 OAuth 令牌",
+    ),
+    (
+        "mcp_no_token_store",
+        "there is no user config folder to keep OAuth tokens in",
+        "没有可保存 OAuth 令牌的用户配置文件夹",
+    ),
+    (
+        "elicit_heading",
+        "The MCP server {server} asks (Enter keeps the value in brackets; * is required):",
+        "MCP 服务器 {server} 请求（回车保留方括号中的值；* 为必填）：",
+    ),
+    (
+        "elicit_invalid",
+        "that is not a value this field takes",
+        "这不是此字段可接受的值",
+    ),
+    ("elicit_required", "this field is required", "此字段为必填"),
+    (
+        "elicit_send",
+        "Send these answers to the server? [Y/n]",
+        "把这些回答发送给服务器吗？[Y/n]",
     ),
     (
         "mcp_none",

@@ -8,6 +8,20 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Set while another reader has the terminal (a server's question, asked from the MCP task): the
+/// collecting thread leaves the keys alone.
+static HELD: AtomicBool = AtomicBool::new(false);
+
+/// Runs `ask` with the terminal to itself: the collecting thread, if any, stops reading first.
+pub fn held<T>(ask: impl FnOnce() -> T) -> T {
+    HELD.store(true, Ordering::SeqCst);
+    // A read in progress returns within a tenth of a second (VTIME).
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let answer = ask();
+    HELD.store(false, Ordering::SeqCst);
+    answer
+}
+
 /// What was typed: lines ended by Enter, and the line being typed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Typed {
@@ -168,6 +182,10 @@ impl TypeAhead {
             .spawn(move || {
                 let mut buf = [0u8; 256];
                 while !flag.load(Ordering::SeqCst) {
+                    if HELD.load(Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        continue;
+                    }
                     // SAFETY: reads into a buffer of ours, at most its length.
                     let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
                     if n > 0 {

@@ -1,28 +1,38 @@
-//! A Model Context Protocol client: JSON-RPC 2.0 over a server's stdin and stdout (one message a
-//! line) or over streamable HTTP (a POST a message, answered with JSON or an SSE stream;
-//! `Mcp-Session-Id` kept, `MCP-Protocol-Version` sent, a GET stream for the server's own messages
-//! where it offers one, DELETE on close).
+//! One connection to one MCP server, on the official Rust SDK (`rmcp`): the protocol, both
+//! transports (stdio; streamable HTTP with resumable SSE streams: `id`/`retry`, `Last-Event-ID`,
+//! a GET to resume, a call completed by its answer on whichever stream it arrives) and the OAuth
+//! client are the SDK's. What `new` adds around them lives here and in [`super::oauth`]: the
+//! server's process (started through the sandbox, in its own process group, its stderr to a
+//! log), headers and `headersHelper`, no redirects, the answers `new` gives a server's own
+//! requests (`roots/list`: WORKDIR; `elicitation/create`: asked on a terminal, declined without
+//! one), and errors in `new`'s words.
 //!
-//! Lenient where servers differ: non-JSON lines on stdout are logged and passed over, a message
-//! over [`MAX_MESSAGE`] is refused (and a call waiting for it fails), unknown notifications are
-//! ignored, and requests from the server other than `ping` are answered "method not found".
+//! The SDK's types stay inside this module and `oauth`: the rest of `new` sees JSON values and
+//! [`Event`]s.
+
+// Roots and logging are deprecated by the SDK for the 2026 draft (SEP-2577); the servers of the
+// versions spoken here (2025-03-26 to 2025-11-25) use them.
+#![allow(deprecated)]
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientNotification, ClientRequest, ElicitRequestParams,
+    ElicitResult, ErrorData, Implementation, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProtocolVersion, RequestId, Root,
+};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::config::Transport;
-
-/// The protocol versions spoken, newest first: what `initialize` offers, and what a server's
-/// answer may choose.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+use super::elicit::{Answer, Elicitor};
 
 /// The biggest message read from a server (a tool result of 100 MB is refused, not buffered).
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
@@ -39,6 +49,10 @@ pub enum McpError {
     Timeout(u64),
     #[error("{0}")]
     Transport(String),
+    /// The server wants an OAuth authorization `new` does not have (or it was refused), with
+    /// the `WWW-Authenticate` challenge it answered.
+    #[error("{why}")]
+    Unauthorized { why: String, challenge: String },
 }
 
 impl McpError {
@@ -50,6 +64,7 @@ impl McpError {
             McpError::Closed(_) => "closed",
             McpError::Timeout(_) => "timeout",
             McpError::Transport(_) => "transport error",
+            McpError::Unauthorized { .. } => "unauthorized",
         }
     }
 }
@@ -68,40 +83,42 @@ pub enum Event {
     Closed(String),
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, McpError>>>>>;
-
-enum Link {
-    Stdio {
-        /// Whole lines for the one task that writes the server's stdin: a caller that is
-        /// cancelled (Ctrl-C, a timeout, an answer that came first) can never cut a line.
-        stdin: mpsc::UnboundedSender<Vec<u8>>,
-        child: Mutex<Option<tokio::process::Child>>,
-    },
-    Http {
-        client: reqwest::Client,
-        url: String,
-        headers: Vec<(String, String)>,
-        session: Mutex<Option<String>>,
-        version: Mutex<Option<String>>,
-    },
-}
-
-/// One connection to one server.
-pub struct Client {
-    link: Link,
-    pending: Pending,
-    next_id: AtomicU64,
-    events: mpsc::UnboundedSender<Event>,
-    log: Arc<Mutex<Option<std::fs::File>>>,
-    info: std::sync::OnceLock<ServerInfo>,
-}
-
 /// What `initialize` answered: the version agreed, the server's instructions and name.
 #[derive(Debug, Clone, Default)]
 pub struct ServerInfo {
     pub protocol_version: String,
     pub instructions: Option<String>,
     pub name: String,
+}
+
+/// Everything a connection needs besides the entry's transport.
+#[derive(Clone)]
+pub struct Connect<'a> {
+    pub workdir: &'a Path,
+    /// The server's stderr and `new`'s notes about it.
+    pub log: &'a Path,
+    pub hidden_env: &'a [String],
+    pub handshake: Duration,
+    pub sandbox: Option<(&'a crate::os_sandbox::OsSandbox, crate::os_sandbox::Reach)>,
+    /// Who answers the server's `elicitation/create` (none: declined).
+    pub elicitor: Option<Elicitor>,
+    /// OAuth for an HTTP server: the server's name, its entry's settings, where tokens live.
+    pub oauth: Option<super::oauth::Login>,
+}
+
+type Log = Arc<Mutex<Option<std::fs::File>>>;
+
+/// One connection to one server.
+pub struct Client {
+    peer: Peer<RoleClient>,
+    stop: CancellationToken,
+    child: Mutex<Option<tokio::process::Child>>,
+    info: ServerInfo,
+    /// A stdio server's count of messages refused for their size.
+    refused: Option<tokio::sync::watch::Receiver<u64>>,
+    /// An HTTP server's OAuth: how to authorize, the session, the server's URL (kept to
+    /// authorize again on a 403 `insufficient_scope`).
+    oauth: Option<(super::oauth::Login, Arc<super::oauth::Session>, String)>,
 }
 
 impl std::fmt::Debug for Client {
@@ -195,35 +212,326 @@ async fn headers_from_helper(
         .collect()
 }
 
+/// What answers the server: its notifications become [`Event`]s, its requests are answered.
+struct Handler {
+    events: mpsc::UnboundedSender<Event>,
+    log: Log,
+    roots: Vec<Root>,
+    elicitor: Option<Elicitor>,
+}
+
+impl Handler {
+    fn note(&self, text: &str) {
+        note(&self.log, text);
+    }
+}
+
+fn note(log: &Log, text: &str) {
+    if let Some(f) = log.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let _ = writeln!(f, "[new] {text}");
+    }
+}
+
+impl rmcp::ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        // Form elicitation (a terminal asks, or it is declined) and roots (WORKDIR).
+        let capabilities: ClientCapabilities = serde_json::from_value(json!({
+            "elicitation": {"form": {}},
+            "roots": {"listChanged": false},
+        }))
+        .unwrap_or_default();
+        // The newest released version: the 2026 draft's stateless lifecycle is not spoken yet.
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("new", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(self.roots.clone()))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let request = serde_json::to_value(&request).unwrap_or(Value::Null);
+        let answer = match (&self.elicitor, super::elicit::Form::from_request(&request)) {
+            (Some(elicitor), Some(form)) => elicitor(form).await,
+            _ => Answer::Decline,
+        };
+        let result = match answer {
+            Answer::Accept(content) => json!({"action": "accept", "content": content}),
+            Answer::Decline => json!({"action": "decline"}),
+            Answer::Cancel => json!({"action": "cancel"}),
+        };
+        serde_json::from_value(result).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.events.send(Event::Progress {
+            token: serde_json::to_value(&params.progress_token).unwrap_or(Value::Null),
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        });
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let p = serde_json::to_value(&params).unwrap_or(Value::Null);
+        self.note(&format!("log: {p}"));
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Event::ToolsChanged);
+    }
+}
+
+/// The SDK's error of a request in `new`'s words.
+fn service_error(e: rmcp::ServiceError, timeout: Duration) -> McpError {
+    use rmcp::ServiceError as S;
+    if let Some(challenge) = e.auth_challenge() {
+        return McpError::Unauthorized {
+            why: super::oauth::refused(challenge),
+            challenge: challenge.to_string(),
+        };
+    }
+    match e {
+        S::McpError(data) => McpError::Rpc(data.message.to_string()),
+        S::Timeout { .. } => McpError::Timeout(timeout.as_secs()),
+        S::TransportClosed => McpError::Closed(String::new()),
+        S::Cancelled { .. } => McpError::Closed(" (the call was cancelled)".into()),
+        S::TransportSend(e) => McpError::Transport(transport_words(&e.to_string())),
+        other => McpError::Transport(other.to_string()),
+    }
+}
+
+/// The SDK's words for a failed send, with what only repeats the request left out.
+fn transport_words(text: &str) -> String {
+    let text = text
+        .strip_prefix("Transport send error: ")
+        .unwrap_or(text)
+        .trim();
+    crate::tools::escape_controls(&text.chars().take(400).collect::<String>())
+}
+
+/// The SDK's error of a handshake in `new`'s words.
+fn initialize_error(e: rmcp::service::ClientInitializeError) -> McpError {
+    use rmcp::service::ClientInitializeError as I;
+    if let Some(challenge) = e.auth_challenge() {
+        return McpError::Unauthorized {
+            why: super::oauth::refused(challenge),
+            challenge: challenge.to_string(),
+        };
+    }
+    match e {
+        I::ConnectionClosed(why) => McpError::Closed(format!(" ({why})")),
+        I::JsonRpcError(data) => McpError::Rpc(data.message.to_string()),
+        I::TransportError { error, .. } => {
+            McpError::Transport(transport_words(&error.error.to_string()))
+        }
+        other => McpError::Rpc(crate::tools::escape_controls(&other.to_string())),
+    }
+}
+
+/// A request of the protocol from its method and params.
+fn client_request(method: &str, params: Value) -> Result<ClientRequest, McpError> {
+    let mut message = json!({"method": method});
+    if params.as_object().is_some_and(|p| !p.is_empty()) {
+        message["params"] = params;
+    }
+    serde_json::from_value(message)
+        .map_err(|e| McpError::Rpc(format!("cannot send `{method}`: {e}")))
+}
+
+/// A stdio server's stdout as the SDK reads it, watched for lines over [`MAX_MESSAGE`] and lines
+/// that are not JSON. The SDK passes over both; here they are said in the log, and on a refused
+/// line every call waiting fails at once (its answer may have been that line) instead of by its
+/// timeout.
+struct Capped<R> {
+    inner: R,
+    /// The length of the line being read, and whether it was already refused.
+    line: usize,
+    over: bool,
+    /// The start of the line being read (what the log shows of a line that is not JSON).
+    start: Vec<u8>,
+    refused: tokio::sync::watch::Sender<u64>,
+    log: Log,
+}
+
+/// How much of a line that is not a message the log shows.
+const SHOWN_OF_A_LINE: usize = 200;
+
+impl<R> Capped<R> {
+    /// `data` is the next part of the current line (no line break in it).
+    fn take(&mut self, data: &[u8]) {
+        let room = SHOWN_OF_A_LINE.saturating_sub(self.start.len());
+        self.start.extend_from_slice(&data[..data.len().min(room)]);
+        self.grow(data.len());
+    }
+
+    /// The current line ended.
+    fn end_line(&mut self) {
+        let text = String::from_utf8_lossy(&self.start);
+        let text = text.trim();
+        if !text.is_empty() && !text.starts_with('{') && !text.starts_with('[') {
+            let shown: String = text.chars().take(SHOWN_OF_A_LINE).collect();
+            note(
+                &self.log,
+                &format!(
+                    "not a protocol message on stdout: {}",
+                    crate::tools::escape_controls(&shown)
+                ),
+            );
+        }
+        self.start.clear();
+        self.line = 0;
+        self.over = false;
+    }
+
+    fn grow(&mut self, by: usize) {
+        self.line += by;
+        if self.line > MAX_MESSAGE && !self.over {
+            self.over = true;
+            note(
+                &self.log,
+                &format!("a message over {} MB was refused", MAX_MESSAGE >> 20),
+            );
+            self.refused.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Capped<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &read {
+            let mut data = &buf.filled()[before..];
+            while let Some(end) = memchr::memchr(b'\n', data) {
+                this.take(&data[..end]);
+                this.end_line();
+                data = &data[end + 1..];
+            }
+            this.take(data);
+        }
+        read
+    }
+}
+
+/// A call sent and not answered yet: its progress token; dropped before its answer, the
+/// server is told it is cancelled.
+pub struct Call {
+    handle: Option<rmcp::service::RequestHandle<RoleClient>>,
+    pub token: String,
+    timeout: Duration,
+    /// A stdio server's count of refused messages, as it was when the call was sent.
+    refused: Option<tokio::sync::watch::Receiver<u64>>,
+}
+
+impl Call {
+    /// Waits for the answer (at most the call's timeout).
+    pub async fn answer(mut self) -> Result<Value, McpError> {
+        let handle = self.handle.take().expect("answered once");
+        // Dropped while waiting (an interrupted turn): the server hears of it.
+        struct Cancel(Option<(Peer<RoleClient>, RequestId)>);
+        impl Drop for Cancel {
+            fn drop(&mut self) {
+                if let Some((peer, id)) = self.0.take()
+                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                {
+                    runtime.spawn(async move {
+                        let cancelled = json!({
+                            "method": "notifications/cancelled",
+                            "params": {"requestId": id, "reason": "the user interrupted"},
+                        });
+                        if let Ok(n) = serde_json::from_value::<ClientNotification>(cancelled) {
+                            let _ = peer.send_notification(n).await;
+                        }
+                    });
+                }
+            }
+        }
+        let mut guard = Cancel(Some((handle.peer.clone(), handle.id.clone())));
+        let timeout = self.timeout;
+        let answer = match self.refused.take() {
+            Some(mut refused) => {
+                let refusal = async move {
+                    if refused.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    answer = handle.await_response() => answer.map_err(|e| service_error(e, timeout)),
+                    () = refusal => Err(McpError::Transport(format!(
+                        "the server sent a message over {} MB; refused",
+                        MAX_MESSAGE >> 20
+                    ))),
+                }
+            }
+            None => handle
+                .await_response()
+                .await
+                .map_err(|e| service_error(e, timeout)),
+        };
+        guard.0 = None;
+        let answer = answer?;
+        Ok(serde_json::to_value(answer).unwrap_or(Value::Null))
+    }
+}
+
 impl Client {
-    /// Starts (stdio) or reaches (HTTP) a server and completes the handshake within `handshake`.
-    /// The server's stderr and what it writes that is not protocol go to `log`.
+    /// Starts (stdio) or reaches (HTTP) a server and completes the handshake within
+    /// `how.handshake`. The server's stderr and what it writes that is not protocol go to
+    /// `how.log`.
     pub async fn connect(
         transport: &Transport,
-        workdir: &Path,
-        log: &Path,
-        hidden_env: &[String],
-        handshake: Duration,
-        sandbox: Option<(&crate::os_sandbox::OsSandbox, crate::os_sandbox::Reach)>,
+        how: Connect<'_>,
     ) -> Result<(Arc<Client>, mpsc::UnboundedReceiver<Event>), McpError> {
-        let log_file = open_log(log);
+        let log_file = open_log(how.log);
         let (events, receiver) = mpsc::unbounded_channel();
-        let pending: Pending = Default::default();
-        let log = Arc::new(Mutex::new(
+        let log: Log = Arc::new(Mutex::new(
             log_file.as_ref().and_then(|f| f.try_clone().ok()),
         ));
-        let link = match transport {
+        let handler = Handler {
+            events: events.clone(),
+            log: log.clone(),
+            roots: vec![root(how.workdir)],
+            elicitor: how.elicitor.clone(),
+        };
+        let stop = CancellationToken::new();
+        let (refusals, refused) = tokio::sync::watch::channel(0u64);
+        let mut stdio = false;
+        let (running, child, oauth) = match transport {
             Transport::Stdio {
                 command,
                 args,
                 env,
                 cwd,
             } => {
-                let dir = cwd.as_deref().unwrap_or(workdir);
+                let dir = cwd.as_deref().unwrap_or(how.workdir);
                 let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
                 let mut cmd = crate::os_sandbox::command(
-                    sandbox.map(|(s, _)| s),
-                    sandbox.map(|(_, r)| r),
+                    how.sandbox.map(|(s, _)| s),
+                    how.sandbox.map(|(_, r)| r),
                     command.as_ref(),
                     &args,
                     dir,
@@ -240,7 +548,7 @@ impl Client {
                     .process_group(0);
                 // The provider keys the model's commands never see are not the server's either,
                 // unless its entry passes them on (set after the removal).
-                for name in crate::tools::secret_env(hidden_env) {
+                for name in crate::tools::secret_env(how.hidden_env) {
                     cmd.env_remove(name);
                 }
                 cmd.envs(env);
@@ -259,36 +567,32 @@ impl Client {
                     .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?;
                 let stdin = child.stdin.take().expect("piped");
                 let stdout = child.stdout.take().expect("piped");
-                let reader = Reader {
-                    pending: pending.clone(),
-                    events: events.clone(),
+                let stdout = Capped {
+                    inner: stdout,
+                    line: 0,
+                    over: false,
+                    start: Vec::new(),
+                    refused: refusals,
                     log: log.clone(),
                 };
-                let (replies, mut to_send) = mpsc::unbounded_channel::<Value>();
-                let (lines, mut to_write) = mpsc::unbounded_channel::<Vec<u8>>();
-                tokio::spawn(async move {
-                    let mut stdin = stdin;
-                    while let Some(line) = to_write.recv().await {
-                        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
-                            return;
-                        }
+                stdio = true;
+                let serving = handler.serve_with_ct((stdout, stdin), stop.clone());
+                let running = match tokio::time::timeout(how.handshake, serving).await {
+                    Ok(Ok(running)) => running,
+                    Ok(Err(e)) => {
+                        end_child(&mut child).await;
+                        return Err(match initialize_error(e) {
+                            // Why the process is gone, when it is.
+                            McpError::Closed(_) => McpError::Closed(" (it exited)".into()),
+                            other => other,
+                        });
                     }
-                });
-                let link = Link::Stdio {
-                    stdin: lines,
-                    child: Mutex::new(Some(child)),
+                    Err(_) => {
+                        end_child(&mut child).await;
+                        return Err(McpError::Timeout(how.handshake.as_secs()));
+                    }
                 };
-                tokio::spawn(reader.stdio(stdout, replies));
-                let client = Arc::new(Client::new(link, pending, events, log));
-                // Answers to the server's own requests (ping), written in order.
-                let weak = Arc::downgrade(&client);
-                tokio::spawn(async move {
-                    while let Some(message) = to_send.recv().await {
-                        let Some(client) = weak.upgrade() else { return };
-                        let _ = client.send(&message).await;
-                    }
-                });
-                return Self::handshake(client, receiver, handshake).await;
+                (running, Some(child), None)
             }
             Transport::Http {
                 url,
@@ -301,107 +605,77 @@ impl Client {
                     .collect();
                 if let Some(helper) = helper {
                     // Its headers win over the static ones of the same name.
-                    let dynamic = headers_from_helper(helper, url, workdir, hidden_env, sandbox)
-                        .await
-                        .map_err(|e| McpError::Transport(format!("headersHelper: {e}")))?;
+                    let dynamic =
+                        headers_from_helper(helper, url, how.workdir, how.hidden_env, how.sandbox)
+                            .await
+                            .map_err(|e| McpError::Transport(format!("headersHelper: {e}")))?;
                     headers
                         .retain(|(k, _)| !dynamic.iter().any(|(d, _)| d.eq_ignore_ascii_case(k)));
                     headers.extend(dynamic);
                 }
-                crate::llm::install_crypto_provider();
-                // No redirects: one to another origin would carry the entry's headers (a key)
-                // there.
-                let client = reqwest::Client::builder()
-                    .connect_timeout(Duration::from_secs(10))
-                    .redirect(reqwest::redirect::Policy::none())
-                    .build()
-                    .map_err(|e| McpError::Transport(e.to_string()))?;
-                Link::Http {
-                    client,
-                    url: url.clone(),
-                    headers,
-                    session: Mutex::new(None),
-                    version: Mutex::new(None),
+                let mut custom = HashMap::new();
+                for (k, v) in &headers {
+                    let (Ok(k), Ok(v)) = (
+                        reqwest::header::HeaderName::try_from(k.as_str()),
+                        reqwest::header::HeaderValue::try_from(v.as_str()),
+                    ) else {
+                        return Err(McpError::Transport(format!(
+                            "the header `{}` cannot be sent",
+                            crate::tools::escape_controls(k)
+                        )));
+                    };
+                    custom.insert(k, v);
                 }
+                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let http = http_client()?;
+                let connected = connect_http(handler, http, config, &how, url, &stop).await?;
+                (connected.0, None, connected.1)
             }
         };
-        let client = Arc::new(Client::new(link, pending, events, log));
-        Self::handshake(client, receiver, handshake).await
-    }
-
-    fn new(
-        link: Link,
-        pending: Pending,
-        events: mpsc::UnboundedSender<Event>,
-        log: Arc<Mutex<Option<std::fs::File>>>,
-    ) -> Client {
-        Client {
-            link,
-            pending,
-            next_id: AtomicU64::new(1),
-            events,
-            log,
-            info: std::sync::OnceLock::new(),
-        }
+        let peer = running.peer().clone();
+        let info = running
+            .peer_info()
+            .map(|i| {
+                let server = i.server_info.clone().unwrap_or_default();
+                ServerInfo {
+                    protocol_version: i.protocol_version.to_string(),
+                    // Bounded: a server's instructions go into every system prompt.
+                    instructions: i.instructions.as_deref().map(|t| {
+                        t[..crate::utf8::floor_char_boundary(t, MAX_INSTRUCTIONS)].to_string()
+                    }),
+                    name: format!("{} {}", server.name, server.version)
+                        .trim()
+                        .to_string(),
+                }
+            })
+            .unwrap_or_default();
+        // The connection's end (a process that exited, a stream that broke) is an event.
+        let closed = events.clone();
+        let watched = log.clone();
+        tokio::spawn(async move {
+            let why = match running.waiting().await {
+                Ok(rmcp::service::QuitReason::Cancelled) => return,
+                Ok(_) => "it exited".to_string(),
+                Err(e) => format!("its connection failed: {e}"),
+            };
+            note(&watched, &format!("the connection ended: {why}"));
+            let _ = closed.send(Event::Closed(why));
+        });
+        let client = Arc::new(Client {
+            peer,
+            stop,
+            child: Mutex::new(child),
+            info,
+            refused: stdio.then_some(refused),
+            oauth,
+        });
+        Ok((client, receiver))
     }
 
     /// What the handshake learnt.
     pub fn info(&self) -> ServerInfo {
-        self.info.get().cloned().unwrap_or_default()
-    }
-
-    async fn handshake(
-        client: Arc<Client>,
-        receiver: mpsc::UnboundedReceiver<Event>,
-        handshake: Duration,
-    ) -> Result<(Arc<Client>, mpsc::UnboundedReceiver<Event>), McpError> {
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSIONS[0],
-            "capabilities": {},
-            "clientInfo": {"name": "new", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let result = client.request("initialize", params, handshake).await?;
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if !PROTOCOL_VERSIONS.contains(&version.as_str()) {
-            client.close().await;
-            return Err(McpError::Rpc(format!(
-                "the server speaks protocol version {version:?}; new speaks {}",
-                PROTOCOL_VERSIONS.join(", ")
-            )));
-        }
-        if let Link::Http { version: v, .. } = &client.link {
-            *v.lock().unwrap_or_else(|e| e.into_inner()) = Some(version.clone());
-        }
-        let info = result.get("serverInfo");
-        let name = info
-            .and_then(|i| i.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        let server_version = info
-            .and_then(|i| i.get("version"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let _ = client.info.set(ServerInfo {
-            protocol_version: version,
-            // Bounded: a server's instructions go into every system prompt.
-            instructions: result
-                .get("instructions")
-                .and_then(Value::as_str)
-                .map(|t| t[..crate::utf8::floor_char_boundary(t, MAX_INSTRUCTIONS)].to_string()),
-            name: format!("{name} {server_version}").trim().to_string(),
-        });
-        client
-            .notify("notifications/initialized", json!({}))
-            .await?;
-        if matches!(client.link, Link::Http { .. }) {
-            let listener = client.clone();
-            tokio::spawn(async move { listener.listen().await });
-        }
-        Ok((client, receiver))
+        self.info.clone()
     }
 
     /// Sends a request and waits for its answer at most `timeout`.
@@ -411,271 +685,390 @@ impl Client {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, McpError> {
-        self.request_as(self.new_id(), method, params, timeout)
-            .await
+        let mut again = 0;
+        loop {
+            let answer = self
+                .start(method, params.clone(), timeout)
+                .await?
+                .answer()
+                .await;
+            // Refused for want of an authorization or a scope: authorized again, asked again.
+            if let Err(McpError::Unauthorized { challenge, .. }) = &answer
+                && again < super::oauth::MAX_STEP_UPS
+                && self.authorize_again(challenge).await?
+            {
+                again += 1;
+                continue;
+            }
+            return answer;
+        }
     }
 
-    /// A fresh request id (for a request whose cancellation must name it).
-    pub fn new_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::SeqCst)
-    }
-
-    /// [`Client::request`] with an id from [`Client::new_id`].
-    pub async fn request_as(
+    /// Sends a request; its answer is [`Call::answer`]'s. A tool call refused for want of a
+    /// scope is authorized again with the scope the server asked for (step-up), at most a few
+    /// times, and sent again.
+    pub async fn start(
         &self,
-        id: u64,
         method: &str,
         params: Value,
         timeout: Duration,
-    ) -> Result<Value, McpError> {
-        let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let forget = || {
-            self.pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
-        };
-        let exchange = async {
-            let mut rx = rx;
-            // The answer may come before the sending ends: an HTTP server may keep the stream
-            // that carried it open. The call completes when its answer arrives.
-            let answered = tokio::select! {
-                answer = &mut rx => Some(answer),
-                sent = self.send(&message) => {
-                    sent?;
-                    None
-                }
-            };
-            let answer = match answered {
-                Some(answer) => answer,
-                None => rx.await,
-            };
-            answer.unwrap_or_else(|_| Err(McpError::Closed(String::new())))
-        };
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(result) => {
-                forget();
-                result
-            }
-            Err(_) => {
-                forget();
-                Err(McpError::Timeout(timeout.as_secs()))
-            }
-        }
-    }
-
-    pub async fn notify(&self, method: &str, params: Value) -> Result<(), McpError> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    ) -> Result<Call, McpError> {
+        let request = client_request(method, params)?;
+        let handle = self
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
             .await
-    }
-
-    /// Writes one message: a line on stdin, or a POST whose answer is read here.
-    async fn send(&self, message: &Value) -> Result<(), McpError> {
-        match &self.link {
-            Link::Stdio { stdin, .. } => {
-                let mut line = serde_json::to_vec(message).expect("a JSON value");
-                line.push(b'\n');
-                stdin
-                    .send(line)
-                    .map_err(|_| McpError::Closed(" (its input is closed)".into()))
-            }
-            Link::Http { .. } => self.post(message).await,
-        }
-    }
-
-    fn http_request(&self, method: reqwest::Method) -> Option<reqwest::RequestBuilder> {
-        let Link::Http {
-            client,
-            url,
-            headers,
-            session,
-            version,
-        } = &self.link
-        else {
-            return None;
+            .map_err(|e| service_error(e, timeout))?;
+        let token = match serde_json::to_value(&handle.progress_token) {
+            Ok(Value::String(s)) => s,
+            Ok(other) => other.to_string(),
+            Err(_) => String::new(),
         };
-        let mut request = client
-            .request(method, url)
-            .header("accept", "application/json, text/event-stream");
-        for (k, v) in headers {
-            request = request.header(k, v);
-        }
-        if let Some(id) = session.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-            request = request.header("mcp-session-id", id);
-        }
-        if let Some(v) = version.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-            request = request.header("mcp-protocol-version", v);
-        }
-        Some(request)
+        let refused = self.refused.clone().map(|mut r| {
+            r.mark_unchanged();
+            r
+        });
+        Ok(Call {
+            handle: Some(handle),
+            token,
+            timeout,
+            refused,
+        })
     }
 
-    async fn post(&self, message: &Value) -> Result<(), McpError> {
-        let request = self
-            .http_request(reqwest::Method::POST)
-            .expect("an HTTP link")
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(message).expect("a JSON value"));
-        let response = request
-            .send()
-            .await
-            .map_err(|e| McpError::Transport(crate::llm::describe_reqwest_error(&e)))?;
-        if let Link::Http { session, .. } = &self.link
-            && let Some(id) = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-        {
-            *session.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.to_string());
-        }
-        let status = response.status();
-        if status.as_u16() == 202 || (status.is_success() && message.get("id").is_none()) {
-            return Ok(());
-        }
-        if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            let text: String = body.chars().take(300).collect();
-            let e = McpError::Transport(format!("HTTP {status}: {}", text.trim()));
-            self.fail_request(message, e.clone());
-            return Err(e);
-        }
-        let is_sse = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
-        let reader = self.reader();
-        if is_sse {
-            reader.sse(response, Some(self)).await;
-        } else {
-            let bytes = read_capped(response).await?;
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(Value::Array(batch)) => {
-                    for m in batch {
-                        reader.dispatch(m, Some(self)).await;
-                    }
-                }
-                Ok(m) => reader.dispatch(m, Some(self)).await,
-                Err(e) => {
-                    let e = McpError::Transport(format!("the server's answer is not JSON ({e})"));
-                    self.fail_request(message, e.clone());
-                    return Err(e);
-                }
-            }
-        }
-        // The answer to a request comes in the answer to its POST or never (a stream resumed
-        // after a break is not asked for): a call still waiting now fails at once, not by its
-        // timeout.
-        self.fail_request(
-            message,
-            McpError::Transport("the server ended its answer without a result".into()),
-        );
-        Ok(())
-    }
-
-    /// Fails the call waiting for `message`'s answer.
-    fn fail_request(&self, message: &Value, e: McpError) {
-        if let Some(id) = message.get("id").and_then(Value::as_u64)
-            && let Some(tx) = self
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id)
-        {
-            let _ = tx.send(Err(e));
-        }
-    }
-
-    fn reader(&self) -> Reader {
-        Reader {
-            pending: self.pending.clone(),
-            events: self.events.clone(),
-            log: self.log.clone(),
-        }
-    }
-
-    /// The GET stream of an HTTP server's own messages, where it offers one.
-    async fn listen(self: Arc<Self>) {
-        let Some(request) = self.http_request(reqwest::Method::GET) else {
-            return;
-        };
-        let Ok(response) = request.send().await else {
-            return;
-        };
-        let is_sse = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
-        if response.status().is_success() && is_sse {
-            let weak = Arc::downgrade(&self);
-            drop(self);
-            let reader = match weak.upgrade() {
-                Some(c) => c.reader(),
-                None => return,
-            };
-            reader.sse_weak(response, weak).await;
-        }
-    }
-
-    /// Ends the connection: DELETE for HTTP; for stdio, stdin closed, then the process ended.
+    /// Ends the connection: the SDK closes the stream (HTTP: DELETE of the session); for stdio,
+    /// stdin closed, then the process group ended.
     pub async fn close(&self) {
-        match &self.link {
-            Link::Http { .. } => {
-                if let Some(request) = self.http_request(reqwest::Method::DELETE) {
-                    let _ = tokio::time::timeout(Duration::from_secs(2), request.send()).await;
-                }
-            }
-            Link::Stdio { child, .. } => {
-                let child = child.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(mut child) = child {
-                    let pid = child.id();
-                    if let Some(pid) = pid {
-                        // SAFETY: signals the process group of a server this client started (it
-                        // leads its own group), so what it started ends too.
-                        unsafe {
-                            libc::kill(-(pid as i32), libc::SIGTERM);
-                        }
-                    }
-                    if tokio::time::timeout(Duration::from_millis(500), child.wait())
-                        .await
-                        .is_err()
-                    {
-                        let _ = child.kill().await;
-                    }
-                    if let Some(pid) = pid {
-                        // SAFETY: as above; whatever of the group is left.
-                        unsafe {
-                            libc::kill(-(pid as i32), libc::SIGKILL);
-                        }
-                    }
-                }
-            }
+        self.stop.cancel();
+        let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut child) = child {
+            end_child(&mut child).await;
         }
+    }
+
+    /// Authorizes again for a challenge met after the handshake (a 401: the token is gone; a
+    /// 403 `insufficient_scope`: a wider scope, at most [`super::oauth::MAX_STEP_UPS`] times a
+    /// connection). False for a server without OAuth.
+    pub async fn authorize_again(&self, challenge: &str) -> Result<bool, McpError> {
+        let Some((login, session, url)) = &self.oauth else {
+            return Ok(false);
+        };
+        login
+            .authorize(url, session, Some(challenge))
+            .await
+            .map_err(|e| McpError::Unauthorized {
+                why: e.to_string(),
+                challenge: challenge.to_string(),
+            })?;
+        Ok(true)
     }
 
     /// The process id of a stdio server.
     pub fn pid(&self) -> Option<u32> {
-        match &self.link {
-            Link::Stdio { child, .. } => child
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .and_then(|c| c.id()),
-            Link::Http { .. } => None,
+        self.child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|c| c.id())
+    }
+}
+
+/// The HTTP client of MCP requests: no redirects (one to another origin would carry the entry's
+/// headers, a key, there).
+fn http_client() -> Result<reqwest::Client, McpError> {
+    crate::llm::install_crypto_provider();
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| McpError::Transport(e.to_string()))
+}
+
+/// An HTTP client of the SDK's whose SSE streams are watched: a stream that breaks (an event
+/// over [`MAX_MESSAGE`], a cut connection) is said in the server's log.
+#[derive(Clone)]
+struct Watched<C> {
+    inner: C,
+    log: Log,
+}
+
+type SseStream = futures_util::stream::BoxStream<
+    'static,
+    Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>,
+>;
+
+impl<C> Watched<C> {
+    fn watch(&self, stream: SseStream, which: &'static str) -> SseStream {
+        use futures_util::StreamExt as _;
+        let log = self.log.clone();
+        stream
+            .inspect(move |item| {
+                if let Err(e) = item {
+                    let e = e.to_string();
+                    let why = if e.contains("exceeded the maximum size") {
+                        format!("an event over {} MB", MAX_MESSAGE >> 20)
+                    } else {
+                        transport_words(&e)
+                    };
+                    note(
+                        &log,
+                        &format!("the server's {which} stream was closed: {why}"),
+                    );
+                }
+            })
+            .boxed()
+    }
+}
+
+impl<C> rmcp::transport::streamable_http_client::StreamableHttpClient for Watched<C>
+where
+    C: rmcp::transport::streamable_http_client::StreamableHttpClient + Sync,
+{
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    ) -> Result<
+        rmcp::transport::streamable_http_client::StreamableHttpPostResponse,
+        rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>,
+    > {
+        use rmcp::transport::streamable_http_client::StreamableHttpPostResponse as R;
+        match self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await?
+        {
+            R::Sse(stream, session) => Ok(R::Sse(self.watch(stream, "answer"), session)),
+            other => Ok(other),
+        }
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        limits: rmcp::transport::streamable_http_client::StreamableHttpResponseLimits,
+    ) -> Result<
+        rmcp::transport::streamable_http_client::StreamableHttpPostResponse,
+        rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>,
+    > {
+        use rmcp::transport::streamable_http_client::StreamableHttpPostResponse as R;
+        match self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?
+        {
+            R::Sse(stream, session) => Ok(R::Sse(self.watch(stream, "answer"), session)),
+            other => Ok(other),
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    ) -> Result<(), rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    ) -> Result<SseStream, rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>>
+    {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            MAX_MESSAGE,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<SseStream, rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>>
+    {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.watch(stream, "GET"))
+    }
+}
+
+type Running = rmcp::service::RunningService<RoleClient, Handler>;
+type Authorized = (super::oauth::Login, Arc<super::oauth::Session>, String);
+
+/// The handshake over streamable HTTP: with the stored token when there is one (or one of the
+/// client-credentials grant); on a 401, the OAuth flow of [`super::oauth`], then the handshake
+/// again.
+async fn connect_http(
+    handler: Handler,
+    http: reqwest::Client,
+    config: rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+    how: &Connect<'_>,
+    url: &str,
+    stop: &CancellationToken,
+) -> Result<(Running, Option<Authorized>), McpError> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    // Each handshake within the handshake timeout (the browser step has its own).
+    async fn within<T>(limit: Duration, serving: impl Future<Output = T>) -> Result<T, McpError> {
+        tokio::time::timeout(limit, serving)
+            .await
+            .map_err(|_| McpError::Timeout(limit.as_secs()))
+    }
+    let Some(login) = &how.oauth else {
+        let watched = Watched {
+            inner: http,
+            log: handler.log.clone(),
+        };
+        let transport = StreamableHttpClientTransport::with_client(watched, config);
+        let running = within(
+            how.handshake,
+            handler.serve_with_ct(transport, stop.clone()),
+        )
+        .await?
+        .map_err(initialize_error)?;
+        return Ok((running, None));
+    };
+    let unauthorized = |e: super::oauth::OAuthError| {
+        note(&handler.log, &format!("oauth: {}", e.kind()));
+        McpError::Unauthorized {
+            why: e.to_string(),
+            challenge: String::new(),
+        }
+    };
+    let session = login.session(url, &http).await.map_err(unauthorized)?;
+    let watched = |client| Watched {
+        inner: client,
+        log: handler.log.clone(),
+    };
+    let transport =
+        StreamableHttpClientTransport::with_client(watched(session.client()), config.clone());
+    let challenge = match within(
+        how.handshake,
+        handler
+            .clone_for_retry()
+            .serve_with_ct(transport, stop.clone()),
+    )
+    .await?
+    {
+        Ok(running) => return Ok((running, Some((login.clone(), session, url.to_string())))),
+        Err(e) => match e.auth_challenge() {
+            Some(challenge) => challenge.to_string(),
+            None => return Err(initialize_error(e)),
+        },
+    };
+    login
+        .authorize(url, &session, Some(&challenge))
+        .await
+        .map_err(unauthorized)?;
+    let transport = StreamableHttpClientTransport::with_client(watched(session.client()), config);
+    let running = within(
+        how.handshake,
+        handler.serve_with_ct(transport, stop.clone()),
+    )
+    .await?
+    .map_err(initialize_error)?;
+    Ok((running, Some((login.clone(), session, url.to_string()))))
+}
+
+impl Handler {
+    /// The same answers for a second attempt at the handshake.
+    fn clone_for_retry(&self) -> Handler {
+        Handler {
+            events: self.events.clone(),
+            log: self.log.clone(),
+            roots: self.roots.clone(),
+            elicitor: self.elicitor.clone(),
+        }
+    }
+}
+
+/// WORKDIR as a root: a `file://` URI.
+fn root(workdir: &Path) -> Root {
+    let path: PathBuf = std::fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
+    let mut uri = String::from("file://");
+    for byte in path.to_string_lossy().bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                uri.push(byte as char)
+            }
+            other => uri.push_str(&format!("%{other:02X}")),
+        }
+    }
+    let mut root = Root::new(uri);
+    root.name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    root
+}
+
+/// Ends a stdio server: its process group is asked to end, then ended.
+async fn end_child(child: &mut tokio::process::Child) {
+    let pid = child.id();
+    if let Some(pid) = pid {
+        // SAFETY: signals the process group of a server this client started (it leads its own
+        // group), so what it started ends too.
+        unsafe {
+            libc::kill(-(pid as i32), libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(Duration::from_millis(500), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+    if let Some(pid) = pid {
+        // SAFETY: as above; whatever of the group is left.
+        unsafe {
+            libc::kill(-(pid as i32), libc::SIGKILL);
         }
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Link::Stdio { child, .. } = &self.link
-            && let Some(mut child) = child.lock().unwrap_or_else(|e| e.into_inner()).take()
-        {
+        self.stop.cancel();
+        if let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = child.start_kill();
         }
     }
@@ -694,298 +1087,32 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
         .ok()
 }
 
-async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, McpError> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| McpError::Transport(crate::llm::describe_reqwest_error(&e)))?
-    {
-        if bytes.len() + chunk.len() > MAX_MESSAGE {
-            return Err(McpError::Transport(format!(
-                "the server's answer is over {} MB; refused",
-                MAX_MESSAGE >> 20
-            )));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
-}
-
-/// What reads the server's messages: answers go to the waiting calls, notifications become
-/// [`Event`]s, requests are answered.
-struct Reader {
-    pending: Pending,
-    events: mpsc::UnboundedSender<Event>,
-    log: Arc<Mutex<Option<std::fs::File>>>,
-}
-
-impl Reader {
-    fn note(&self, text: &str) {
-        if let Some(f) = self.log.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            let _ = writeln!(f, "[new] {text}");
-        }
-    }
-
-    /// Lines from a stdio server until it closes its stdout.
-    async fn stdio(
-        self,
-        stdout: tokio::process::ChildStdout,
-        replies: mpsc::UnboundedSender<Value>,
-    ) {
-        let mut lines = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
-        let mut line = Vec::new();
-        let reason = loop {
-            line.clear();
-            match read_line_capped(&mut lines, &mut line).await {
-                Ok(None) => break "it exited".to_string(),
-                Ok(Some(false)) => {
-                    self.note(&format!(
-                        "a message over {} MB was refused",
-                        MAX_MESSAGE >> 20
-                    ));
-                    // The call it answered (unknown: the id is inside) fails by its timeout;
-                    // every call now waiting is told at once instead.
-                    self.fail_all(McpError::Transport(format!(
-                        "the server sent a message over {} MB; refused",
-                        MAX_MESSAGE >> 20
-                    )));
-                    continue;
-                }
-                Ok(Some(true)) => {}
-                Err(e) => break format!("reading its output failed: {e}"),
-            }
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim();
-            if text.is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Value>(text) {
-                Ok(Value::Array(batch)) => {
-                    for m in batch {
-                        if let Some(reply) = self.handle(m) {
-                            let _ = replies.send(reply);
-                        }
-                    }
-                }
-                Ok(m) => {
-                    if let Some(reply) = self.handle(m) {
-                        let _ = replies.send(reply);
-                    }
-                }
-                Err(_) => {
-                    let shown: String = text.chars().take(200).collect();
-                    self.note(&format!("not a protocol message on stdout: {shown}"));
-                }
-            }
-        };
-        self.fail_all(McpError::Closed(format!(" ({reason})")));
-        let _ = self.events.send(Event::Closed(reason));
-    }
-
-    fn fail_all(&self, e: McpError) {
-        let waiting: Vec<_> = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .collect();
-        for (_, tx) in waiting {
-            let _ = tx.send(Err(e.clone()));
-        }
-    }
-
-    /// An SSE answer to a POST: each event's data is a message.
-    async fn sse(&self, mut response: reqwest::Response, client: Option<&Client>) {
-        let mut decoder = crate::llm::sse::SseDecoder::new();
-        let mut seen = 0usize;
-        while let Ok(Some(chunk)) = response.chunk().await {
-            seen += chunk.len();
-            if seen > MAX_MESSAGE * 4 {
-                self.fail_all(McpError::Transport("the server's stream is too big".into()));
-                return;
-            }
-            for event in decoder.feed(&chunk) {
-                self.event(&event.data, client).await;
-            }
-            if decoder.pending_len() > MAX_MESSAGE {
-                self.fail_all(McpError::Transport(format!(
-                    "an event of the server's stream is over {} MB; refused",
-                    MAX_MESSAGE >> 20
-                )));
-                return;
-            }
-        }
-        if let Some(event) = decoder.finish() {
-            self.event(&event.data, client).await;
-        }
-    }
-
-    /// The GET stream, holding the client only while a message is handled.
-    async fn sse_weak(&self, mut response: reqwest::Response, client: std::sync::Weak<Client>) {
-        let mut decoder = crate::llm::sse::SseDecoder::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            let Some(client) = client.upgrade() else {
-                return;
-            };
-            for event in decoder.feed(&chunk) {
-                self.event(&event.data, Some(&client)).await;
-            }
-            // The same bound per event as on every stream: one endless `data:` line is not
-            // kept growing; the stream is dropped and said.
-            if decoder.pending_len() > MAX_MESSAGE {
-                self.note(&format!(
-                    "an event of the server's GET stream is over {} MB; the stream was closed",
-                    MAX_MESSAGE >> 20
-                ));
-                return;
-            }
-        }
-    }
-
-    async fn event(&self, data: &str, client: Option<&Client>) {
-        if data.trim().is_empty() {
-            return;
-        }
-        match serde_json::from_str::<Value>(data) {
-            Ok(m) => self.dispatch(m, client).await,
-            Err(_) => self.note(&format!(
-                "not a protocol message in the stream: {}",
-                data.chars().take(200).collect::<String>()
-            )),
-        }
-    }
-
-    async fn dispatch(&self, message: Value, client: Option<&Client>) {
-        if let Some(reply) = self.handle(message)
-            && let Some(client) = client
-        {
-            // A reply to the server's request is itself a POST, answered with 202.
-            let _ = Box::pin(client.send(&reply)).await;
-        }
-    }
-
-    /// One message; a reply when it was a request.
-    fn handle(&self, message: Value) -> Option<Value> {
-        let method = message.get("method").and_then(Value::as_str);
-        let id = message.get("id").cloned();
-        match (method, id) {
-            (None, Some(id)) => {
-                let id = id.as_u64()?;
-                let tx = self
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-                if let Some(tx) = tx {
-                    let result = match message.get("error") {
-                        Some(e) => Err(McpError::Rpc(
-                            e.get("message")
-                                .and_then(Value::as_str)
-                                .unwrap_or("the server answered with an error")
-                                .to_string(),
-                        )),
-                        None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
-                    };
-                    let _ = tx.send(result);
-                }
-                None
-            }
-            (Some("ping"), Some(id)) => Some(json!({"jsonrpc": "2.0", "id": id, "result": {}})),
-            (Some(method), Some(id)) => Some(json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": {"code": -32601, "message": format!("method not found: {method}")}
-            })),
-            (Some("notifications/tools/list_changed"), None) => {
-                let _ = self.events.send(Event::ToolsChanged);
-                None
-            }
-            (Some("notifications/progress"), None) => {
-                let p = message.get("params").cloned().unwrap_or(Value::Null);
-                let _ = self.events.send(Event::Progress {
-                    token: p.get("progressToken").cloned().unwrap_or(Value::Null),
-                    progress: p.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
-                    total: p.get("total").and_then(Value::as_f64),
-                    message: p.get("message").and_then(Value::as_str).map(str::to_string),
-                });
-                None
-            }
-            (Some("notifications/message"), None) => {
-                let p = message.get("params").cloned().unwrap_or(Value::Null);
-                self.note(&format!("log: {p}"));
-                None
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Reads one line into `line` (without its end). Ok(None) at the end of input; Ok(Some(false))
-/// for a line over [`MAX_MESSAGE`], whose bytes are passed over, not kept.
-async fn read_line_capped<R: tokio::io::AsyncBufRead + Unpin>(
-    reader: &mut R,
-    line: &mut Vec<u8>,
-) -> std::io::Result<Option<bool>> {
-    let mut too_long = false;
-    loop {
-        let buffer = reader.fill_buf().await?;
-        if buffer.is_empty() {
-            return Ok(if line.is_empty() && !too_long {
-                None
-            } else {
-                Some(!too_long)
-            });
-        }
-        let (take, done) = match memchr::memchr(b'\n', buffer) {
-            Some(at) => (at + 1, true),
-            None => (buffer.len(), false),
-        };
-        if !too_long {
-            if line.len() + take > MAX_MESSAGE {
-                too_long = true;
-                line.clear();
-            } else {
-                line.extend_from_slice(&buffer[..take]);
-            }
-        }
-        reader.consume(take);
-        if done {
-            return Ok(Some(!too_long));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn long_lines_are_passed_over_and_the_next_ones_read() {
-        let mut input = vec![b'x'; MAX_MESSAGE + 10];
-        input.extend_from_slice(b"\n{\"a\":1}\n");
-        let mut reader = tokio::io::BufReader::new(&input[..]);
-        let mut line = Vec::new();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line).await.unwrap(),
-            Some(false)
-        );
-        line.clear();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line).await.unwrap(),
-            Some(true)
-        );
-        assert_eq!(line, b"{\"a\":1}\n");
-        line.clear();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line).await.unwrap(),
-            None
-        );
+    #[test]
+    fn requests_are_made_from_their_method_and_params() {
+        assert!(client_request("tools/list", json!({})).is_ok());
+        assert!(client_request("tools/list", json!({"cursor": "2"})).is_ok());
+        assert!(client_request("ping", json!({})).is_ok());
+        assert!(client_request("tools/call", json!({"name": "t", "arguments": {"a": 1}})).is_ok());
+    }
+
+    #[test]
+    fn workdir_is_a_file_uri_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a b");
+        std::fs::create_dir(&sub).unwrap();
+        let root = root(&sub);
+        assert!(root.uri.starts_with("file:///"), "{}", root.uri);
+        assert!(root.uri.ends_with("/a%20b"), "{}", root.uri);
+        assert_eq!(root.name.as_deref(), Some("a b"));
     }
 
     /// A call that fails while its line is still being written (the server stopped reading, then
-    /// sent a message over 16 MB, which fails every waiting call) never leaves half a line: the
-    /// next call's line arrives whole and is answered.
+    /// sent a message over 16 MB, which the SDK passes over) never leaves half a line: the next
+    /// call's line arrives whole and is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_call_never_cuts_its_line_in_half() {
         if std::process::Command::new("python3")
@@ -1005,7 +1132,7 @@ log = open(sys.argv[1], "w")
 def reply(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 first = json.loads(sys.stdin.readline())
-reply({"jsonrpc": "2.0", "id": first["id"], "result": {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "slow"}}})
+reply({"jsonrpc": "2.0", "id": first["id"], "result": {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "slow", "version": "1"}}})
 sys.stdin.readline()
 time.sleep(1.0)
 sys.stdout.write("x" * (17 * 1024 * 1024) + "\n"); sys.stdout.flush()
@@ -1014,7 +1141,7 @@ for line in sys.stdin:
     try:
         m = json.loads(line)
         log.write("whole %s\n" % m.get("method")); log.flush()
-        if "id" in m: reply({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+        if "id" in m and m.get("method") != "tools/call": reply({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": []}})
     except ValueError:
         log.write("cut\n"); log.flush()
 "#,
@@ -1026,13 +1153,18 @@ for line in sys.stdin:
             env: Default::default(),
             cwd: None,
         };
+        let mcp_log = dir.path().join("mcp.log");
         let (client, _events) = Client::connect(
             &transport,
-            dir.path(),
-            &dir.path().join("mcp.log"),
-            &[],
-            Duration::from_secs(10),
-            None,
+            Connect {
+                workdir: dir.path(),
+                log: &mcp_log,
+                hidden_env: &[],
+                handshake: Duration::from_secs(10),
+                sandbox: None,
+                elicitor: None,
+                oauth: None,
+            },
         )
         .await
         .unwrap();
@@ -1041,7 +1173,7 @@ for line in sys.stdin:
             .request(
                 "tools/call",
                 json!({"name": "t", "arguments": {"big": big}}),
-                Duration::from_secs(20),
+                Duration::from_secs(4),
             )
             .await;
         assert!(first.is_err(), "{first:?}");

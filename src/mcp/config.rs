@@ -72,6 +72,8 @@ pub struct ServerConfig {
     pub disabled_tools: Vec<String>,
     /// Tools of the server run without a question (`alwaysAllow`); a deny rule still wins.
     pub always_allow: Vec<String>,
+    /// The entry's `oauth` object (an http server's client, scopes and grant).
+    pub oauth: crate::mcp::oauth::Settings,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +117,18 @@ const SERVER_KEYS: &[&str] = &[
     "alwaysAllow",
     "sandbox",
     "network",
+    "oauth",
+];
+
+/// The keys of an entry's `oauth` object.
+const OAUTH_KEYS: &[&str] = &[
+    "clientId",
+    "clientSecret",
+    "scopes",
+    "grant",
+    "callbackPort",
+    "clientMetadataUrl",
+    "privateKeyFile",
 ];
 
 /// Keys peers write in `.mcp.json` that mean nothing here but describe (never change) what runs.
@@ -377,6 +391,10 @@ fn server(
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(_) => Err(format!("`{key}` must be true or false")),
     };
+    let oauth = oauth(o.get("oauth"), env)?;
+    if o.contains_key("oauth") && matches!(transport, Transport::Stdio { .. }) {
+        return Err("`oauth` is for an http server".into());
+    }
     let raw = serde_json::to_string(entry).unwrap_or_default();
     Ok(ServerConfig {
         name,
@@ -390,7 +408,85 @@ fn server(
         raw,
         disabled_tools: names("disabledTools")?,
         always_allow: names("alwaysAllow")?,
+        oauth,
     })
+}
+
+/// An entry's `oauth` object: `clientId`, `clientSecret` (`${VAR}` expanded), `scopes`,
+/// `grant` (`authorization_code` or `client_credentials`), `callbackPort`, `clientMetadataUrl`,
+/// `privateKeyFile` (the client-credentials grant signed with a key instead of a secret).
+fn oauth(
+    value: Option<&Value>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::mcp::oauth::Settings, String> {
+    use crate::mcp::oauth::{Grant, Settings};
+    let o = match value {
+        None | Some(Value::Null) => return Ok(Settings::default()),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err("`oauth` must be an object".into()),
+    };
+    if let Some(k) = o.keys().find(|k| !OAUTH_KEYS.contains(&k.as_str())) {
+        return Err(format!("unknown field `oauth.{k}`"));
+    }
+    let string = |key: &str| -> Result<Option<String>, String> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(expand(s, env))),
+            Some(_) => Err(format!("`oauth.{key}` must be a string")),
+        }
+    };
+    let scopes = match o.get("scopes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("`oauth.scopes` must be a list of strings")?,
+        Some(_) => return Err("`oauth.scopes` must be a list of strings".into()),
+    };
+    let grant = match string("grant")?.as_deref() {
+        None | Some("authorization_code") => Grant::AuthorizationCode,
+        Some("client_credentials") => Grant::ClientCredentials,
+        Some(other) => {
+            return Err(format!(
+                "`oauth.grant` {other:?} must be authorization_code or client_credentials"
+            ));
+        }
+    };
+    let callback_port = match o.get("callbackPort") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .ok_or("`oauth.callbackPort` must be a port number")?,
+    };
+    let client_metadata_url = string("clientMetadataUrl")?;
+    if client_metadata_url
+        .as_deref()
+        .is_some_and(|u| !u.starts_with("https://"))
+    {
+        return Err("`oauth.clientMetadataUrl` must be an https:// URL".into());
+    }
+    let settings = Settings {
+        client_id: string("clientId")?,
+        client_secret: string("clientSecret")?,
+        scopes,
+        grant,
+        callback_port,
+        client_metadata_url,
+        private_key_file: string("privateKeyFile")?.map(PathBuf::from),
+    };
+    if grant == Grant::ClientCredentials
+        && (settings.client_id.is_none()
+            || (settings.client_secret.is_none() && settings.private_key_file.is_none()))
+    {
+        return Err(
+            "`oauth.grant` client_credentials needs `clientId`, and `clientSecret` or `privateKeyFile`"
+                .into(),
+        );
+    }
+    Ok(settings)
 }
 
 /// The names of the variables `text` references as `${NAME}`, in order, once each.
@@ -522,6 +618,56 @@ mod tests {
             assert!(said.contains(part), "{part}: {said}");
         }
         assert!(s.project_entries.unwrap().contains("npx"));
+    }
+
+    /// An http entry's `oauth` object is read (its `${VAR}` expanded); one on a stdio entry, an
+    /// unknown key, or a client-credentials grant without a secret or a key is refused, named.
+    #[test]
+    fn an_oauth_object_is_read_and_bad_ones_refused() {
+        use crate::mcp::oauth::Grant;
+        let entry = |oauth: serde_json::Value| {
+            server(
+                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
+                None,
+                Origin::User,
+                &env,
+            )
+        };
+        let s = entry(
+            json!({"clientId": "c", "clientSecret": "${TOKEN}", "scopes": "read write",
+            "grant": "client_credentials", "callbackPort": 8976}),
+        )
+        .unwrap();
+        assert_eq!(s.oauth.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(s.oauth.scopes, ["read", "write"]);
+        assert_eq!(s.oauth.grant, Grant::ClientCredentials);
+        assert_eq!(s.oauth.callback_port, 8976);
+        for (bad, said) in [
+            (json!({"clientID": "c"}), "unknown field `oauth.clientID`"),
+            (
+                json!({"grant": "client_credentials", "clientId": "c"}),
+                "needs `clientId`",
+            ),
+            (
+                json!({"grant": "password"}),
+                "must be authorization_code or client_credentials",
+            ),
+            (
+                json!({"clientMetadataUrl": "http://x"}),
+                "must be an https:// URL",
+            ),
+        ] {
+            let e = entry(bad).unwrap_err();
+            assert!(e.contains(said), "{e}");
+        }
+        let e = server(
+            &json!({"name": "s", "command": "x", "oauth": {}}),
+            None,
+            Origin::User,
+            &env,
+        )
+        .unwrap_err();
+        assert!(e.contains("`oauth` is for an http server"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,8 @@
 
 pub mod client;
 pub mod config;
+pub mod elicit;
+pub mod oauth;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -95,8 +97,15 @@ pub struct Manager {
     os_sandbox: Mutex<Option<Arc<crate::os_sandbox::OsSandbox>>>,
     servers: Vec<Arc<Server>>,
     runtime: tokio::runtime::Handle,
-    /// One line a progress notification, for the person watching.
+    /// One line a progress notification, for the person watching (and the address of an
+    /// authorization to open).
     progress: Mutex<Option<Say>>,
+    /// Where HTTP servers' OAuth tokens are kept (the user's config folder); none: no OAuth.
+    tokens: Mutex<Option<oauth::TokenStore>>,
+    /// Who answers a server's `elicitation/create`; none: declined.
+    elicitor: Mutex<Option<elicit::Elicitor>>,
+    /// Whether an authorization may ask the user through the browser step.
+    browser: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Manager {
@@ -166,6 +175,43 @@ impl Manager {
             servers,
             runtime,
             progress: Mutex::new(None),
+            tokens: Mutex::new(None),
+            elicitor: Mutex::new(None),
+            browser: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    /// Keeps HTTP servers' OAuth tokens in `store` (set before [`Manager::start`]).
+    pub fn set_token_store(&self, store: Option<oauth::TokenStore>) {
+        *lock(&self.tokens) = store;
+    }
+
+    /// Answers servers' `elicitation/create` with `elicitor` (set before [`Manager::start`]).
+    pub fn set_elicitor(&self, elicitor: Option<elicit::Elicitor>) {
+        *lock(&self.elicitor) = elicitor;
+    }
+
+    /// Whether an authorization may print its address and wait for the browser (false: only
+    /// stored tokens and the client-credentials grant).
+    pub fn allow_browser(&self, allowed: bool) {
+        self.browser
+            .store(allowed, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// What an HTTP server's OAuth needs, when there is a token store.
+    fn login(&self, server: &Server) -> Option<oauth::Login> {
+        let store = lock(&self.tokens).clone()?;
+        let progress = lock(&self.progress).clone();
+        let name = server.config.name.clone();
+        Some(oauth::Login {
+            server: name.clone(),
+            settings: server.config.oauth.clone(),
+            store,
+            say: Arc::new(move |line: &str| match &progress {
+                Some(say) => say(line),
+                None => tracing::info!(server = name.as_str(), "mcp authorization needed"),
+            }),
+            browser: self.browser.load(std::sync::atomic::Ordering::SeqCst),
         })
     }
 
@@ -217,13 +263,22 @@ impl Manager {
             };
             tracing::info!(server = name, transport, attempt, "mcp server starting");
             let started = Instant::now();
+            let login = match &server.config.transport {
+                Transport::Http { .. } => manager.login(&server),
+                Transport::Stdio { .. } => None,
+            };
+            let elicitor = lock(&manager.elicitor).clone();
             let connected = Client::connect(
                 &server.config.transport,
-                &manager.workdir,
-                &server.log,
-                &manager.hidden_env,
-                manager.settings.handshake_timeout,
-                sandbox.as_deref().zip(reach),
+                client::Connect {
+                    workdir: &manager.workdir,
+                    log: &server.log,
+                    hidden_env: &manager.hidden_env,
+                    handshake: manager.settings.handshake_timeout,
+                    sandbox: sandbox.as_deref().zip(reach),
+                    elicitor: elicitor.map(|e| named(e, &server.config.name)),
+                    oauth: login,
+                },
             )
             .await;
             let (client, mut events) = match connected {
@@ -575,13 +630,7 @@ impl Manager {
                 describe(&lock(&server.state))
             ))
         })?;
-        let id = client.new_id();
-        let token = format!("new-{id}");
-        let params = json!({
-            "name": tool.remote,
-            "arguments": args,
-            "_meta": {"progressToken": token},
-        });
+        let params = json!({"name": tool.remote, "arguments": args});
         // In flight while this future lives: its progress notifications are said.
         struct InFlight<'a>(&'a Server, String);
         impl Drop for InFlight<'_> {
@@ -589,38 +638,36 @@ impl Manager {
                 lock(&self.0.in_flight).remove(&self.1);
             }
         }
-        lock(&server.in_flight).insert(token.clone(), None);
-        let _in_flight = InFlight(server, token);
-        // Interrupted (the future dropped): the server is told the call is cancelled.
-        struct Cancel {
-            client: Option<Arc<Client>>,
-            id: u64,
-            runtime: tokio::runtime::Handle,
-        }
-        impl Drop for Cancel {
-            fn drop(&mut self) {
-                if let Some(client) = self.client.take() {
-                    let id = self.id;
-                    self.runtime.spawn(async move {
-                        let _ = client
-                            .notify(
-                                "notifications/cancelled",
-                                json!({"requestId": id, "reason": "the user interrupted"}),
-                            )
-                            .await;
-                    });
+        let mut result;
+        let mut step_ups = 0;
+        loop {
+            // Interrupted (this future dropped while waiting): the call says so to the server.
+            let call = match client
+                .start("tools/call", params.clone(), server.config.timeout)
+                .await
+            {
+                Ok(call) => call,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            lock(&server.in_flight).insert(call.token.clone(), None);
+            let _in_flight = InFlight(server, call.token.clone());
+            result = call.answer().await;
+            // A 401 or a 403 for want of a scope: authorized again, and asked again.
+            if let Err(McpError::Unauthorized { challenge, .. }) = &result
+                && step_ups < oauth::MAX_STEP_UPS
+            {
+                step_ups += 1;
+                match client.authorize_again(challenge).await {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => result = Err(e),
                 }
             }
+            break;
         }
-        let mut guard = Cancel {
-            client: Some(client.clone()),
-            id,
-            runtime: self.runtime.clone(),
-        };
-        let result = client
-            .request_as(id, "tools/call", params, server.config.timeout)
-            .await;
-        guard.client = None;
         let result = result.map_err(|e| {
             ToolError::Failed(format!("the MCP server `{}`: {e}", server.config.name))
         })?;
@@ -639,6 +686,15 @@ impl Manager {
             diff: None,
         })
     }
+}
+
+/// An elicitor that tells the form which server asks.
+fn named(elicitor: elicit::Elicitor, server: &str) -> elicit::Elicitor {
+    let server = server.to_string();
+    Arc::new(move |mut form: elicit::Form| {
+        form.server = server.clone();
+        elicitor(form)
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
