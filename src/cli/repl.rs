@@ -282,14 +282,7 @@ fn ask_yes(out: &Output, question: &str) -> bool {
 /// Whether standard input already holds something to read (piped input read ahead): then
 /// the next line is handled before anything is started in the background.
 fn input_waiting() -> bool {
-    let mut fds = [libc::pollfd {
-        fd: 0,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: one valid pollfd, no timeout.
-    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
-    ready > 0 && fds[0].revents & libc::POLLIN != 0 && !std::io::stdin().is_terminal()
+    crate::platform::stdin_has_input() && !std::io::stdin().is_terminal()
 }
 
 /// Whether a project's entries of one kind (`what`: `mcp` or `hooks`) may run: already trusted,
@@ -540,33 +533,14 @@ fn session_sandbox(
 
 /// While it lives, the terminal does not echo control keys (`^C`) as text: the line editor
 /// keeps the setting it finds, so it holds for the session.
-struct QuietControlKeys(Option<libc::termios>);
+struct QuietControlKeys {
+    _saved: Option<crate::platform::SavedTerminal>,
+}
 
 impl QuietControlKeys {
     fn new() -> Self {
-        // SAFETY: termios is plain data; tcgetattr/tcsetattr only read and write it for fd 0.
-        unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut t) != 0 {
-                return QuietControlKeys(None);
-            }
-            let saved = t;
-            t.c_lflag &= !libc::ECHOCTL;
-            if libc::tcsetattr(0, libc::TCSANOW, &t) != 0 {
-                return QuietControlKeys(None);
-            }
-            QuietControlKeys(Some(saved))
-        }
-    }
-}
-
-impl Drop for QuietControlKeys {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.0 {
-            // SAFETY: as above; the settings found at the start are put back.
-            unsafe {
-                libc::tcsetattr(0, libc::TCSANOW, saved);
-            }
+        QuietControlKeys {
+            _saved: crate::platform::SavedTerminal::quiet_control_keys(),
         }
     }
 }
@@ -1910,6 +1884,6 @@ pub(super) fn memory_part(
 }
 
 /// A stream of SIGINTs, registered when this is called (it must run inside the runtime).
-fn interrupt_signal() -> std::io::Result<tokio::signal::unix::Signal> {
-    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+fn interrupt_signal() -> std::io::Result<crate::platform::Interrupts> {
+    crate::platform::Interrupts::new()
 }

@@ -88,10 +88,7 @@ struct GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        // SAFETY: kill(2) with a negative pid signals the process group; no memory is involved.
-        unsafe {
-            libc::kill(-self.pid, libc::SIGKILL);
-        }
+        crate::platform::end_group(self.pid as u32, true);
         if self.contained {
             reaper::sweep_once(self.pid);
         } else {
@@ -304,8 +301,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         .stderr(Stdio::piped())
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
-        .process_group(0)
         .kill_on_drop(true);
+    crate::platform::own_process_group(&mut cmd);
     // Keys for model providers stay out of reach of the commands the model runs.
     for name in crate::tools::secret_env(&ctx.hidden_env) {
         cmd.env_remove(name);
@@ -355,8 +352,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
                 format!("exit code {code}")
             }
             None => {
-                use std::os::unix::process::ExitStatusExt;
-                let signal = s.signal().unwrap_or(0);
+                let signal = crate::platform::exit_signal(s).unwrap_or(0);
                 report.push_str(&format!("Killed by signal {signal}\n"));
                 format!("killed by signal {signal}")
             }
