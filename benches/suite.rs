@@ -107,8 +107,9 @@ fn terminal_sink() -> std::fs::File {
             &mut master,
             &mut slave,
             std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
+            // Mutable pointers: macOS declares them so (Linux takes them as const).
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
         )
     };
     assert_eq!(rc, 0, "openpty");

@@ -16,6 +16,7 @@ use crate::agent::{Agent, Interrupts, TurnEnd};
 use crate::config::{self, Config, Lang, Overrides};
 use crate::layers::Layers;
 use crate::llm::Provider;
+use crate::platform::winpath::Refusal;
 use crate::prompt::{self, RoleFile};
 use crate::session::{ChatSession, Message, Store};
 use crate::skill::SkillRegistry;
@@ -482,7 +483,9 @@ fn env_var(name: &str) -> Option<String> {
 }
 
 fn color_for(stream: &impl IsTerminal) -> bool {
-    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    stream.is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && crate::platform::terminal_colours()
 }
 
 /// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
@@ -593,6 +596,24 @@ impl App {
             anyhow::bail!(
                 "{}",
                 super::text::tr(lang, "a_sentence_not_a_folder", &[("text", &text)])
+            );
+        }
+        // `new D:project` on Windows: relative to a drive's current folder, which `new` would
+        // guess wrong. Drive and UNC paths (`D:\project`, `D:/project`, `\\server\share`) pass.
+        if let Some(reason @ (Refusal::DriveRelative(_) | Refusal::RootRelative)) =
+            crate::platform::path_refusal(&workdir.to_string_lossy())
+        {
+            let lang = launch
+                .overrides
+                .lang
+                .unwrap_or_else(|| Lang::from_locale(&env_var));
+            anyhow::bail!(
+                "{}",
+                super::text::tr(
+                    lang,
+                    "workdir_windows_refused",
+                    &[("text", &workdir.display()), ("reason", &reason)]
+                )
             );
         }
         let workdir = workdir

@@ -1128,11 +1128,12 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 e.sandbox,
                 e.network,
             );
+            let shell = crate::platform::posix_shell();
             let mut cmd = crate::os_sandbox::command(
                 sandbox,
                 reach,
-                "sh".as_ref(),
-                &["-c".into(), command.into()],
+                shell.program.as_os_str(),
+                &shell.args(command),
                 &cwd,
             )?;
             cmd.stdin(std::process::Stdio::piped())

@@ -125,11 +125,12 @@ async fn headers_from_helper(
     sandbox: Option<(&crate::os_sandbox::OsSandbox, crate::os_sandbox::Reach)>,
 ) -> Result<Vec<(String, String)>, String> {
     use tokio::io::AsyncReadExt;
-    let args: Vec<std::ffi::OsString> = vec!["-c".into(), helper.command.clone().into()];
+    let shell = crate::platform::posix_shell();
+    let args = shell.args(&helper.command);
     let mut cmd = crate::os_sandbox::command(
         sandbox.map(|(s, _)| s),
         sandbox.map(|(_, r)| r),
-        "sh".as_ref(),
+        shell.program.as_os_str(),
         &args,
         workdir,
     )

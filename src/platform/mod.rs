@@ -89,3 +89,28 @@ pub enum ShellKind {
     /// not apply, only rules about whole commands.
     PowerShell,
 }
+
+/// How the shell tool (and hooks, and helpers) run a command line.
+#[derive(Debug)]
+pub struct Shell {
+    pub program: std::path::PathBuf,
+    /// The arguments before the command line (`-c`; PowerShell's `-Command`).
+    pub flags: &'static [&'static str],
+    pub kind: ShellKind,
+}
+
+impl Shell {
+    /// The arguments that run `command`.
+    pub fn args(&self, command: &str) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = self.flags.iter().map(Into::into).collect();
+        args.push(command.into());
+        args
+    }
+}
+
+/// Whether the terminal shows colour escapes: always on Unix; on Windows once the console is
+/// switched to VT mode (done the first time this is asked).
+pub fn terminal_colours() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(enable_terminal_colours)
+}

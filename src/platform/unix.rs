@@ -6,12 +6,12 @@ use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-use super::{FileKind, Stat};
+use super::{FileKind, Shell, ShellKind, Stat};
 
 /// A handle on a folder, opened without following a link (below the root it was opened from):
 /// names are looked up in it, not by path, so a folder swapped for a link after the check
@@ -23,8 +23,8 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
     .union(OFlags::CLOEXEC);
 
-fn kind_of(mode: u32) -> FileKind {
-    match FileType::from_raw_mode(mode) {
+fn kind_of(t: FileType) -> FileKind {
+    match t {
         FileType::RegularFile => FileKind::File,
         FileType::Directory => FileKind::Dir,
         FileType::Symlink => FileKind::Symlink,
@@ -40,7 +40,7 @@ fn kind_of(mode: u32) -> FileKind {
 #[allow(clippy::unnecessary_cast)]
 fn stat_of(s: &rustix::fs::Stat) -> Stat {
     Stat {
-        kind: kind_of(s.st_mode as u32),
+        kind: kind_of(FileType::from_raw_mode(s.st_mode)),
         size: s.st_size as u64,
         mtime_ns: i128::from(s.st_mtime) * 1_000_000_000 + i128::from(s.st_mtime_nsec),
         ino: s.st_ino as u64,
@@ -115,7 +115,7 @@ impl Dir {
             &self.0,
             name,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(mode),
+            Mode::from_raw_mode(mode as _),
         )?;
         Ok(File::from(fd))
     }
@@ -153,10 +153,7 @@ impl Dir {
             if name == b"." || name == b".." {
                 continue;
             }
-            let kind = match entry.file_type() {
-                FileType::Unknown => FileKind::Unknown,
-                t => kind_of(t.as_raw_mode()),
-            };
+            let kind = kind_of(entry.file_type());
             each(OsStr::from_bytes(name), kind);
         }
         Ok(())
@@ -167,7 +164,7 @@ impl Dir {
 pub fn set_mode(file: &File, mode: u32) -> io::Result<()> {
     Ok(rustix::fs::fchmod(
         file,
-        Mode::from_raw_mode(mode & 0o7777),
+        Mode::from_raw_mode((mode & 0o7777) as _),
     )?)
 }
 
@@ -291,15 +288,6 @@ pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
     status.signal()
 }
 
-/// How the shell tool runs a command line.
-#[derive(Debug)]
-pub struct Shell {
-    pub program: PathBuf,
-    /// The arguments before the command line (`-c`).
-    pub flags: &'static [&'static str],
-    pub kind: super::ShellKind,
-}
-
 /// The shell for commands: bash where installed, otherwise `sh`.
 pub fn shell() -> &'static Shell {
     static SHELL: OnceLock<Shell> = OnceLock::new();
@@ -310,7 +298,7 @@ pub fn shell() -> &'static Shell {
             "/bin/sh".into()
         },
         flags: &["-c"],
-        kind: super::ShellKind::Bash,
+        kind: ShellKind::Bash,
     })
 }
 
@@ -320,7 +308,7 @@ pub fn posix_shell() -> &'static Shell {
     SHELL.get_or_init(|| Shell {
         program: "sh".into(),
         flags: &["-c"],
-        kind: super::ShellKind::Posix,
+        kind: ShellKind::Posix,
     })
 }
 
@@ -368,4 +356,9 @@ pub fn process_alive(pid: u32) -> bool {
 pub fn file_identity(_path: &Path, meta: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
     format!("{}:{}", meta.dev(), meta.ino())
+}
+
+/// A relative path with `/` between its names (as it is on Unix).
+pub fn slash_path(rel: &Path) -> String {
+    rel.display().to_string()
 }

@@ -21,7 +21,7 @@ use windows_sys::Win32::Storage::FileSystem::{
     GetFinalPathNameByHandleW, VOLUME_NAME_DOS,
 };
 
-use super::{FileKind, Stat};
+use super::{FileKind, Shell, ShellKind, Stat};
 
 /// A handle on a folder, and on every folder above it up to the root, each opened without
 /// following a reparse point and without sharing deletion: while the handles are held, none of
@@ -438,15 +438,6 @@ pub fn exit_signal(_status: &std::process::ExitStatus) -> Option<i32> {
     None
 }
 
-/// How the shell tool runs a command line.
-#[derive(Debug)]
-pub struct Shell {
-    pub program: PathBuf,
-    /// The arguments before the command line.
-    pub flags: &'static [&'static str],
-    pub kind: super::ShellKind,
-}
-
 /// A program on `PATH` (with `.exe`), not in the Windows folder (whose `bash.exe` starts WSL).
 fn on_path(program: &str) -> Option<PathBuf> {
     let windows = std::env::var_os("SystemRoot").map(PathBuf::from);
@@ -495,12 +486,12 @@ pub fn shell() -> &'static Shell {
         Some(program) => Shell {
             program,
             flags: &["-c"],
-            kind: super::ShellKind::Bash,
+            kind: ShellKind::Bash,
         },
         None => Shell {
             program: on_path("pwsh.exe").unwrap_or_else(|| "powershell.exe".into()),
             flags: &["-NoLogo", "-NoProfile", "-NonInteractive", "-Command"],
-            kind: super::ShellKind::PowerShell,
+            kind: ShellKind::PowerShell,
         },
     })
 }
@@ -600,4 +591,10 @@ pub fn file_identity(path: &Path, meta: &std::fs::Metadata) -> String {
             )
         });
     by_handle.unwrap_or_else(|| format!("{}:{}", meta.len(), meta.last_write_time()))
+}
+
+/// A relative path with `/` between its names, as the model writes them and snapshots list
+/// them (Windows accepts both).
+pub fn slash_path(rel: &Path) -> String {
+    rel.display().to_string().replace('\\', "/")
 }

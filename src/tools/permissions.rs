@@ -300,6 +300,17 @@ impl Policy {
         let is_shell = tool == "bash";
         // A command line is read once, for the hard limits and for the rules.
         let parts = match (is_shell, subject) {
+            // No reader of PowerShell here: the line is one part that no allow rule can match,
+            // and that deny and ask rules match as a whole (said in the tool's description). The
+            // hard limits still read it as bash would: that can only refuse more.
+            (true, Some(command))
+                if crate::platform::shell().kind == crate::platform::ShellKind::PowerShell =>
+            {
+                if let Some(reason) = blacklist::check(command) {
+                    return Verdict::Refuse(reason);
+                }
+                vec![Part::unread(command)]
+            }
             (true, Some(command)) => {
                 let script = shell::parse(command);
                 if let Some(reason) = blacklist::check_parsed(command, &script) {
@@ -429,6 +440,16 @@ impl Part {
     fn plain(text: &str) -> Part {
         Part {
             literal: text.to_string(),
+            ..Part::default()
+        }
+    }
+
+    /// A command line in a language the reader does not know: its programs are unknown.
+    fn unread(text: &str) -> Part {
+        Part {
+            literal: text.to_string(),
+            dynamic: true,
+            opaque: true,
             ..Part::default()
         }
     }

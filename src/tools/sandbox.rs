@@ -233,14 +233,15 @@ impl Sandbox {
         }
     }
 
-    /// A path inside WORKDIR as the model should see it: relative, `.` for WORKDIR itself.
+    /// A path inside WORKDIR as the model should see it: relative, `.` for WORKDIR itself, with
+    /// `/` between names on every system (as the model writes them, and snapshots list them).
     pub fn display(&self, path: &Path) -> String {
         if self.absolute {
             return path.display().to_string();
         }
         match path.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
-            Ok(rel) => rel.display().to_string(),
+            Ok(rel) => crate::platform::slash_path(rel),
             Err(_) => path.display().to_string(),
         }
     }
@@ -544,6 +545,7 @@ fn not_regular(shown: &str, kind: FileKind) -> std::io::Error {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
     use rustix::fs::{FileType, Mode};
     use std::os::unix::fs::symlink;
 
@@ -894,6 +896,8 @@ mod tests {
         );
     }
 
+    // Device nodes and FIFOs are made with `mknodat`, which rustix offers on Linux.
+    #[cfg(target_os = "linux")]
     #[test]
     fn fifos_sockets_and_devices_are_refused() {
         let (_d, s) = setup();

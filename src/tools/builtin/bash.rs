@@ -27,13 +27,8 @@ impl Tool for Bash {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command (bash) in the working folder and return its exit code, stdout and stderr. \
-         Use it to build, run tests, use git and other command-line tools. Commands run without a \
-         terminal or standard input; the default timeout is 30 seconds (`timeout_seconds`, at most 600). \
-         Long output keeps its beginning and end. Where new's sandbox is on, commands run inside it: \
-         they may write only in the working folder and $TMPDIR (not .git or .new), secret folders \
-         look empty, and the network is off unless configured. A command that truly needs more \
-         can be run with `sandbox: false` and a `reason`; the user is asked first."
+        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        TEXT.get_or_init(|| describe(crate::platform::shell().kind, cfg!(windows)))
     }
 
     fn parameters(&self) -> Value {
@@ -73,6 +68,38 @@ impl Tool for Bash {
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(run(args, ctx))
     }
+}
+
+/// The tool's description for the shell commands run in: bash (Git Bash on Windows) or
+/// PowerShell, which the model must be told, since its commands are another language.
+fn describe(kind: crate::platform::ShellKind, windows: bool) -> String {
+    use crate::platform::ShellKind;
+    let shell = match (kind, windows) {
+        (ShellKind::PowerShell, _) => {
+            "Run a PowerShell command (Windows PowerShell or PowerShell 7; there is no bash on this \
+             machine: write PowerShell, e.g. `Get-ChildItem`, `Select-String`, `;` between commands) \
+             in the working folder and return its exit code, stdout and stderr. Permission rules \
+             cannot read PowerShell: they allow or deny whole command lines only, so most commands \
+             are asked about."
+        }
+        (_, true) => {
+            "Run a shell command (Git Bash on Windows: bash syntax and Unix tools, drives as /c/…) \
+             in the working folder and return its exit code, stdout and stderr."
+        }
+        _ => {
+            "Run a shell command (bash) in the working folder and return its exit code, stdout and \
+             stderr."
+        }
+    };
+    format!(
+        "{shell} Use it to build, run tests, use git and other command-line tools. Commands run \
+         without a terminal or standard input; the default timeout is 30 seconds \
+         (`timeout_seconds`, at most 600). Long output keeps its beginning and end. Where new's \
+         sandbox is on, commands run inside it: they may write only in the working folder and \
+         $TMPDIR (not .git or .new), secret folders look empty, and the network is off unless \
+         configured. A command that truly needs more can be run with `sandbox: false` and a \
+         `reason`; the user is asked first."
+    )
 }
 
 /// Kills the command's whole process group when dropped: on completion, timeout, or cancellation;
@@ -253,14 +280,6 @@ async fn drain(stream: Option<impl AsyncRead + Unpin>, capture: &mut Capture) {
     }
 }
 
-fn shell() -> &'static str {
-    if std::path::Path::new("/bin/bash").exists() {
-        "/bin/bash"
-    } else {
-        "/bin/sh"
-    }
-}
-
 /// The session's sandbox, when this call runs inside it: the sandbox is on and the call did not
 /// ask to leave it.
 pub fn sandbox_for<'a>(
@@ -287,11 +306,12 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
     args::opt_bool(args, "sandbox")?;
     let sandbox = sandbox_for(args, ctx);
+    let shell = crate::platform::shell();
     let mut cmd = crate::os_sandbox::command(
         sandbox,
         Some(crate::os_sandbox::Reach::Configured),
-        shell().as_ref(),
-        &["-c".into(), command.into()],
+        shell.program.as_os_str(),
+        &shell.args(command),
         ctx.sandbox.root(),
     )
     .map_err(|e| ToolError::Failed(format!("cannot start the sandbox: {e}")))?;
@@ -307,8 +327,9 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     for name in crate::tools::secret_env(&ctx.hidden_env) {
         cmd.env_remove(name);
     }
-    let mut child = reaper::spawn_own(&mut cmd)
-        .map_err(|e| ToolError::Failed(format!("could not start {}: {e}", shell())))?;
+    let mut child = reaper::spawn_own(&mut cmd).map_err(|e| {
+        ToolError::Failed(format!("could not start {}: {e}", shell.program.display()))
+    })?;
     let _guard = child.id().map(|pid| GroupGuard {
         pid: pid as i32,
         contained: sandbox.is_some(),
