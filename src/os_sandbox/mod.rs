@@ -13,6 +13,7 @@
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod proxy;
+pub mod seatbelt;
 #[cfg(target_os = "linux")]
 mod watch;
 
