@@ -69,19 +69,73 @@ fn run(cmd: &mut Command, stdin: &[u8]) -> (Duration, u64) {
         .spawn()
         .expect("spawn");
     child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let (ok, peak_kb) = wait_measured(child);
+    let elapsed = start.elapsed();
+    assert!(ok, "{cmd:?} failed");
+    (elapsed, peak_kb)
+}
+
+/// Waits for the child: whether it succeeded, and its peak memory in KB (from `wait4`).
+#[cfg(unix)]
+fn wait_measured(child: std::process::Child) -> (bool, u64) {
     let pid = child.id() as i32;
     let mut status = 0;
     // SAFETY: rusage is plain data filled by wait4 for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let elapsed = start.elapsed();
     assert_eq!(rc, pid, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed"
-    );
     std::mem::forget(child); // already reaped
-    (elapsed, usage.ru_maxrss as u64)
+    (
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        usage.ru_maxrss as u64,
+    )
+}
+
+/// Waits for the child; Windows has no `wait4`, so its peak memory is not measured (0).
+#[cfg(not(unix))]
+fn wait_measured(mut child: std::process::Child) -> (bool, u64) {
+    (child.wait().is_ok_and(|s| s.success()), 0)
+}
+
+/// A terminal to write to: a pseudo-terminal whose other side is read as fast as it is written.
+#[cfg(unix)]
+fn terminal_sink() -> std::fs::File {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two descriptors we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            // Mutable pointers: macOS declares them so (Linux takes them as const).
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    use std::os::fd::FromRawFd;
+    // SAFETY: both descriptors come from openpty above and are used only through these.
+    let (mut master, terminal) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = vec![0u8; 1 << 16];
+        while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    terminal
+}
+
+/// A terminal to write to: the console's screen buffer.
+#[cfg(not(unix))]
+fn terminal_sink() -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("CONOUT$")
+        .expect("a console")
 }
 
 /// Wall time and peak resident memory (KB, the process's own `VmHWM`) of an interactive session
@@ -172,14 +226,8 @@ fn measure_child(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> ! {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: rusage is plain data filled by wait4 for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    std::mem::forget(child); // already reaped
-    let ok = rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    println!("{}", usage.ru_maxrss);
+    let (ok, peak) = wait_measured(child);
+    println!("{peak}");
     std::process::exit(if ok { 0 } else { 1 });
 }
 
@@ -1280,32 +1328,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             }
             start.elapsed()
         };
-        // A terminal: a pseudo-terminal whose other side is read as fast as it is written.
-        let (mut master, mut slave) = (0, 0);
-        // SAFETY: openpty fills two descriptors we then own.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty");
-        use std::os::fd::FromRawFd;
-        // SAFETY: both descriptors come from openpty above and are used only through these.
-        let (mut master, terminal) = unsafe {
-            (
-                std::fs::File::from_raw_fd(master),
-                std::fs::File::from_raw_fd(slave),
-            )
-        };
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut buf = vec![0u8; 1 << 16];
-            while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
-        });
+        let terminal = terminal_sink();
         // Interleaved, so that both meet the same moments of a noisy machine; the fastest of each.
         let (mut on_terminal, mut raw_terminal) = (Duration::MAX, Duration::MAX);
         for _ in 0..(2 * s.runs).max(11) {

@@ -74,19 +74,14 @@ impl Layers {
 /// the text goes to a temporary 0600 file beside it, is synced, and renamed over the old one.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    crate::platform::private_dir_builder().create(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", crate::session::new_id()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
+        let mut f = crate::platform::private_file_options()
             .write(true)
             .create_new(true)
-            .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;

@@ -27,6 +27,7 @@ pub mod log;
 pub mod mcp;
 pub mod memory;
 pub mod os_sandbox;
+pub mod platform;
 pub mod project_file;
 pub mod prompt;
 pub mod session;

@@ -104,12 +104,7 @@ impl ProjectFiles {
 /// Reads one of the user's own files (their config folder): links are followed, but only a
 /// regular file is read, opened without blocking, and at most `limit` bytes.
 pub fn read_own(path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-    {
+    let file = match crate::platform::nonblocking_read_options().open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("reading {}: {e}", path.display())),
@@ -151,6 +146,7 @@ mod tests {
         (dir, work, outside)
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_link_out_of_the_project_is_refused_and_one_inside_is_followed() {
         let (_d, work, outside) = project();
@@ -172,6 +168,7 @@ mod tests {
         assert_eq!(files.read(&work.join("missing.md"), 10).unwrap(), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn devices_fifos_and_huge_files_are_never_read_whole() {
         let (_d, work, _o) = project();
@@ -238,6 +235,7 @@ mod tests {
         assert!(err.contains("plain.txt/below"), "{err}");
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_skill_folder_linked_out_of_its_tier_is_not_a_folder_within_it() {
         let (_d, work, outside) = project();

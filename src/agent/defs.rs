@@ -342,6 +342,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn codepilots_and_claude_codes_agent_folders_are_read_after_ours_and_links_out_are_refused() {
         let dir = tempfile::tempdir().unwrap();

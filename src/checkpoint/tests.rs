@@ -1,3 +1,6 @@
+//! Snapshot tests build their folders with links and Unix modes.
+#![cfg(unix)]
+
 use super::*;
 
 fn fixture() -> (tempfile::TempDir, PathBuf, CheckpointStore) {

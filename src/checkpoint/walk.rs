@@ -8,15 +8,14 @@
 //! they do for ripgrep without `require_git`); `.git` itself is never listed or entered; hidden
 //! files are included; nothing above WORKDIR is read.
 
-use std::ffi::CStr;
-use std::os::fd::OwnedFd;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::platform::{Dir, FileKind, Stat};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::{CheckpointError, CheckpointSettings, Entry, Manifest};
 
@@ -56,7 +55,7 @@ impl Rules {
 
 /// A folder still to read: its parent's handle, its path under WORKDIR, and where its result goes.
 struct Job {
-    parent: Option<Arc<OwnedFd>>,
+    parent: Option<Arc<Dir>>,
     name: String,
     rules: Option<Arc<Rules>>,
     slot: usize,
@@ -200,13 +199,9 @@ impl Walk<'_> {
 
     /// Reads one folder: its ignore files first, then each entry.
     fn folder(&self, job: Job) -> Result<Items, CheckpointError> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let opened = match &job.parent {
-            None => rustix::fs::open(self.workdir, flags, Mode::empty()),
-            Some(parent) => {
-                let name = job.name.rsplit('/').next().unwrap_or_default();
-                rustix::fs::openat(&**parent, name, flags, Mode::empty())
-            }
+            None => Dir::open_no_link(self.workdir),
+            Some(parent) => parent.dir(OsStr::new(job.name.rsplit('/').next().unwrap_or_default())),
         };
         // A folder that cannot be read (no permission, gone, replaced by a link) holds nothing a
         // snapshot can list; it is passed over, as the walk of ripgrep does.
@@ -222,47 +217,36 @@ impl Walk<'_> {
         } else {
             format!("{}/", job.name)
         };
-        // The names, each with its NUL, one after the other in one buffer (no allocation a name).
+        // The names one after the other in one buffer (no allocation a name).
         let (mut buffer, mut names) = (Vec::new(), Vec::new());
-        let Ok(mut reader) = rustix::fs::Dir::read_from(&dir) else {
+        if dir
+            .for_each_entry(|name, kind| {
+                let name = name.as_encoded_bytes();
+                names.push((buffer.len()..buffer.len() + name.len(), kind));
+                buffer.extend_from_slice(name);
+            })
+            .is_err()
+        {
             return Ok(Vec::new());
-        };
-        while let Some(entry) = reader.read() {
-            let Ok(entry) = entry else { break };
-            let name = entry.file_name().to_bytes_with_nul();
-            if name == b".\0" || name == b"..\0" {
-                continue;
-            }
-            names.push((buffer.len()..buffer.len() + name.len(), entry.file_type()));
-            buffer.extend_from_slice(name);
         }
         let name_at = |at: &std::ops::Range<usize>| {
-            CStr::from_bytes_with_nul(&buffer[at.clone()]).expect("one NUL, at the end")
+            // SAFETY: the range holds exactly the bytes of one name taken from an `OsStr` by
+            // `as_encoded_bytes`, unchanged.
+            unsafe { OsStr::from_encoded_bytes_unchecked(&buffer[at.clone()]) }
         };
-        let has = |n: &CStr| names.iter().any(|(at, _)| name_at(at) == n);
-        let (has_ignore, has_gitignore, has_git) =
-            (has(c".ignore"), has(c".gitignore"), has(c".git"));
+        let has = |n: &str| names.iter().any(|(at, _)| name_at(at) == n);
+        let (has_ignore, has_gitignore, has_git) = (has(".ignore"), has(".gitignore"), has(".git"));
         let rules = if has_ignore || has_gitignore || has_git {
             // An ignore file is read only if it is a regular file (a FIFO would block the walk
             // for ever), through no link, and to 1 MB at most.
             let read = |path: &str| {
-                let fd = rustix::fs::openat(
-                    &dir,
-                    path,
-                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .ok()?;
-                let stat = rustix::fs::fstat(&fd).ok()?;
-                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                let (file, stat) = dir.open_file(OsStr::new(path)).ok()?;
+                if stat.kind != FileKind::File {
                     return None;
                 }
                 let mut text = String::new();
-                std::io::Read::read_to_string(
-                    &mut std::io::Read::take(std::fs::File::from(fd), 1 << 20),
-                    &mut text,
-                )
-                .ok()?;
+                std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
+                    .ok()?;
                 Some(text)
             };
             let matcher = |present: bool, path: &str| {
@@ -302,20 +286,20 @@ impl Walk<'_> {
             }
             let name = name_at(&at);
             // A name that is not UTF-8 cannot be recorded (the manifest's paths are strings).
-            let Ok(text) = name.to_str() else { continue };
+            let Some(text) = name.to_str() else { continue };
             let rel = format!("{prefix}{text}");
             let mut stat = None;
-            if kind == FileType::Unknown {
-                let Ok(s) = rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            if kind == FileKind::Unknown {
+                let Ok(s) = dir.stat(name) else {
                     continue;
                 };
-                kind = FileType::from_raw_mode(s.st_mode);
+                kind = s.kind;
                 stat = Some(s);
             }
             if text == ".git" {
                 continue;
             }
-            let is_dir = kind == FileType::Directory;
+            let is_dir = kind == FileKind::Dir;
             if rules
                 .as_ref()
                 .is_some_and(|r| r.active && r.ignored(&rel, is_dir))
@@ -341,14 +325,15 @@ impl Walk<'_> {
                 self.wake.notify_one();
                 continue;
             }
-            if !matches!(kind, FileType::RegularFile | FileType::Symlink) {
+            if !matches!(kind, FileKind::File | FileKind::Symlink) {
                 // FIFOs, sockets, devices: not files a snapshot can hold.
                 continue;
             }
             let stat = match stat {
                 Some(s) => s,
-                None => rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(|e| super::io("reading", &self.path(&rel))(e.into()))?,
+                None => dir
+                    .stat(name)
+                    .map_err(super::io("reading", &self.path(&rel)))?,
             };
             if let Some(entry) = self.entry(&dir, name, &rel, &stat)? {
                 items.push((rel, Item::Entry(entry)));
@@ -376,32 +361,30 @@ impl Walk<'_> {
     /// One file or link as a snapshot entry; a file's content is stored when it changed.
     fn entry(
         &self,
-        dir: &OwnedFd,
-        name: &CStr,
+        dir: &Dir,
+        name: &OsStr,
         rel: &str,
-        stat: &rustix::fs::Stat,
+        stat: &Stat,
     ) -> Result<Option<Entry>, CheckpointError> {
-        let kind = FileType::from_raw_mode(stat.st_mode);
+        let kind = stat.kind;
         let mut e = Entry {
             kind: "".into(),
             hash: None,
             target: None,
-            mode: stat.st_mode & 0o7777,
-            size: stat.st_size as u64,
-            mtime_ns: crate::tools::sandbox::mtime_ns(stat),
-            ino: stat.st_ino,
+            mode: stat.mode,
+            size: stat.size,
+            mtime_ns: stat.mtime_ns,
+            ino: stat.ino,
         };
         match kind {
-            FileType::Symlink => {
+            FileKind::Symlink => {
                 e.kind = "link".into();
-                e.target = rustix::fs::readlinkat(dir, name, Vec::new())
-                    .ok()
-                    .map(|t| t.to_string_lossy().into_owned());
+                e.target = dir.read_link(name).ok();
             }
-            FileType::RegularFile if e.size > self.settings.max_file_bytes => {
+            FileKind::File if e.size > self.settings.max_file_bytes => {
                 e.kind = "skipped".into();
             }
-            FileType::RegularFile => {
+            FileKind::File => {
                 e.kind = "file".into();
                 // Metadata proves nothing of a file modified within the tick the previous walk
                 // began in (as git's "racily clean" entries): two seconds cover the coarsest
@@ -425,22 +408,15 @@ impl Walk<'_> {
                         let path = self.path(rel);
                         // Without blocking, and checked again once open: a FIFO or device swapped in
                         // at the file's name since it was listed is skipped, never waited on.
-                        let fd = rustix::fs::openat(
-                            dir,
-                            name,
-                            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                            Mode::empty(),
-                        )
-                        .map_err(|e| super::io("reading", &path)(e.into()))?;
-                        let stat = rustix::fs::fstat(&fd)
-                            .map_err(|e| super::io("reading", &path)(e.into()))?;
-                        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                        let (file, stat) =
+                            dir.open_file(name).map_err(super::io("reading", &path))?;
+                        if stat.kind != FileKind::File {
                             return Ok(None);
                         }
                         let mut bytes = Vec::with_capacity(e.size as usize);
                         std::io::Read::read_to_end(
                             &mut std::io::Read::take(
-                                std::fs::File::from(fd),
+                                file,
                                 self.settings.max_file_bytes.saturating_add(1),
                             ),
                             &mut bytes,

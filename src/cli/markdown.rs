@@ -34,13 +34,8 @@ pub struct Layout {
 /// do set; `NEW_HYPERLINKS=0` or `1` decides).
 pub fn terminal_layout(dim: bool) -> Layout {
     let (mut width, mut height) = (0usize, 0usize);
-    // SAFETY: TIOCGWINSZ fills a plain `winsize` for a descriptor we own for the whole call.
-    unsafe {
-        let mut size: libc::winsize = std::mem::zeroed();
-        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) == 0 {
-            width = size.ws_col as usize;
-            height = size.ws_row as usize;
-        }
+    if let Some((w, h)) = crate::platform::terminal_size(crate::platform::Stream::Stdout) {
+        (width, height) = (w, h);
     }
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let number = |name: &str| var(name).and_then(|v| v.parse::<usize>().ok());

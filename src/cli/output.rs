@@ -6,6 +6,7 @@ use std::io::Write;
 use crate::agent::Observer;
 use crate::config::Lang;
 use crate::llm::ChatResponse;
+use crate::platform::Stream;
 use crate::tools::ToolOutcome;
 use crate::vocab::{ToolCall, Usage};
 
@@ -66,10 +67,10 @@ impl Output {
             if wrap { fit(text, fd, 0) } else { text.into() }
         };
         if self.one_shot {
-            eprintln!("{}", shown(libc::STDERR_FILENO));
+            eprintln!("{}", shown(Stream::Stderr));
         } else {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", shown(libc::STDOUT_FILENO));
+            let _ = writeln!(out, "{}", shown(Stream::Stdout));
             let _ = out.flush();
         }
     }
@@ -90,10 +91,7 @@ impl Output {
     fn prefixed(&self, line: &str, prefix: &str, colour: &str) {
         super::spinner::hush_any();
         let indent = visible_width(prefix);
-        eprintln!(
-            "{}",
-            self.paint(colour, &fit(line, libc::STDERR_FILENO, indent))
-        );
+        eprintln!("{}", self.paint(colour, &fit(line, Stream::Stderr, indent)));
     }
 
     pub fn usage_line(&self, usage: &Usage) -> String {
@@ -228,20 +226,15 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
 }
 
 /// The width of the terminal on `fd`; None when it is not one.
-fn terminal_width(fd: libc::c_int) -> Option<usize> {
-    // SAFETY: TIOCGWINSZ fills a plain `winsize`; the descriptor is one of the standard three.
-    unsafe {
-        let mut size: libc::winsize = std::mem::zeroed();
-        (libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) == 0 && size.ws_col > 0)
-            .then_some(size.ws_col as usize)
-    }
+fn terminal_width(stream: Stream) -> Option<usize> {
+    crate::platform::terminal_size(stream).map(|(width, _)| width)
 }
 
 /// `text` for the terminal on `fd`: each line wider than it wrapped at spaces, the continuation
 /// under the line's own indent (or `hang` columns, for a `warning: ` line). Unchanged when `fd`
 /// is not a terminal, and for a line with no space to break at.
-fn fit(text: &str, fd: libc::c_int, hang: usize) -> std::borrow::Cow<'_, str> {
-    let Some(width) = terminal_width(fd) else {
+fn fit(text: &str, stream: Stream, hang: usize) -> std::borrow::Cow<'_, str> {
+    let Some(width) = terminal_width(stream) else {
         return text.into();
     };
     wrap_to(text, width, hang)

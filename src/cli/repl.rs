@@ -16,6 +16,7 @@ use crate::agent::{Agent, Interrupts, TurnEnd};
 use crate::config::{self, Config, Lang, Overrides};
 use crate::layers::Layers;
 use crate::llm::Provider;
+use crate::platform::winpath::Refusal;
 use crate::prompt::{self, RoleFile};
 use crate::session::{ChatSession, Message, Store};
 use crate::skill::SkillRegistry;
@@ -282,14 +283,7 @@ fn ask_yes(out: &Output, question: &str) -> bool {
 /// Whether standard input already holds something to read (piped input read ahead): then
 /// the next line is handled before anything is started in the background.
 fn input_waiting() -> bool {
-    let mut fds = [libc::pollfd {
-        fd: 0,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: one valid pollfd, no timeout.
-    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
-    ready > 0 && fds[0].revents & libc::POLLIN != 0 && !std::io::stdin().is_terminal()
+    crate::platform::stdin_has_input() && !std::io::stdin().is_terminal()
 }
 
 /// Whether a project's entries of one kind (`what`: `mcp` or `hooks`) may run: already trusted,
@@ -489,7 +483,9 @@ fn env_var(name: &str) -> Option<String> {
 }
 
 fn color_for(stream: &impl IsTerminal) -> bool {
-    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    stream.is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && crate::platform::terminal_colours()
 }
 
 /// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
@@ -540,33 +536,14 @@ fn session_sandbox(
 
 /// While it lives, the terminal does not echo control keys (`^C`) as text: the line editor
 /// keeps the setting it finds, so it holds for the session.
-struct QuietControlKeys(Option<libc::termios>);
+struct QuietControlKeys {
+    _saved: Option<crate::platform::SavedTerminal>,
+}
 
 impl QuietControlKeys {
     fn new() -> Self {
-        // SAFETY: termios is plain data; tcgetattr/tcsetattr only read and write it for fd 0.
-        unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut t) != 0 {
-                return QuietControlKeys(None);
-            }
-            let saved = t;
-            t.c_lflag &= !libc::ECHOCTL;
-            if libc::tcsetattr(0, libc::TCSANOW, &t) != 0 {
-                return QuietControlKeys(None);
-            }
-            QuietControlKeys(Some(saved))
-        }
-    }
-}
-
-impl Drop for QuietControlKeys {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.0 {
-            // SAFETY: as above; the settings found at the start are put back.
-            unsafe {
-                libc::tcsetattr(0, libc::TCSANOW, saved);
-            }
+        QuietControlKeys {
+            _saved: crate::platform::SavedTerminal::quiet_control_keys(),
         }
     }
 }
@@ -619,6 +596,24 @@ impl App {
             anyhow::bail!(
                 "{}",
                 super::text::tr(lang, "a_sentence_not_a_folder", &[("text", &text)])
+            );
+        }
+        // `new D:project` on Windows: relative to a drive's current folder, which `new` would
+        // guess wrong. Drive and UNC paths (`D:\project`, `D:/project`, `\\server\share`) pass.
+        if let Some(reason @ (Refusal::DriveRelative(_) | Refusal::RootRelative)) =
+            crate::platform::path_refusal(&workdir.to_string_lossy())
+        {
+            let lang = launch
+                .overrides
+                .lang
+                .unwrap_or_else(|| Lang::from_locale(&env_var));
+            anyhow::bail!(
+                "{}",
+                super::text::tr(
+                    lang,
+                    "workdir_windows_refused",
+                    &[("text", &workdir.display()), ("reason", &reason)]
+                )
             );
         }
         let workdir = workdir
@@ -1927,6 +1922,6 @@ pub(super) fn memory_part(
 }
 
 /// A stream of SIGINTs, registered when this is called (it must run inside the runtime).
-fn interrupt_signal() -> std::io::Result<tokio::signal::unix::Signal> {
-    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+fn interrupt_signal() -> std::io::Result<crate::platform::Interrupts> {
+    crate::platform::Interrupts::new()
 }

@@ -169,19 +169,9 @@ fn write_private(path: &Path, file: &FileConfig) -> std::io::Result<()> {
 
 /// Runs `read` with the terminal's echo turned off, restoring it afterwards.
 fn without_echo<T>(read: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
-    let fd = libc::STDIN_FILENO;
-    // SAFETY: termios is plain data; tcgetattr fills it or fails, checked.
-    let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-    if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
-        return read(); // not a terminal: nothing to hide from
-    }
-    let mut quiet = saved;
-    quiet.c_lflag &= !libc::ECHO;
-    quiet.c_lflag |= libc::ECHONL;
-    // SAFETY: fd is stdin and `quiet` a valid termios copied from it.
-    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &quiet) };
+    // Not a terminal: nothing to hide from, and nothing changed.
+    let quiet = crate::platform::SavedTerminal::without_echo();
     let result = read();
-    // SAFETY: restores the settings read above.
-    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &saved) };
+    drop(quiet);
     result
 }

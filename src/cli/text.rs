@@ -869,6 +869,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "`{text}` 不是文件夹（第一个参数是工作文件夹）。要把它作为提示发送并打印回答：new -p \"{text}\"；要以它为第一条消息启动 REPL：new -q \"{text}\"",
     ),
     (
+        "workdir_windows_refused",
+        "`{text}` cannot be the working folder: {reason}",
+        "`{text}` 不能作为工作文件夹：{reason}",
+    ),
+    (
         "mcp_server_failed",
         "MCP server `{server}` failed: {error}",
         "MCP 服务器 `{server}` 失败：{error}",

@@ -131,7 +131,7 @@ pub struct TypeAhead {
 }
 
 struct Running {
-    saved: libc::termios,
+    saved: crate::platform::SavedTerminal,
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -156,22 +156,10 @@ impl TypeAhead {
         if self.running.is_some() {
             return;
         }
-        // SAFETY: termios is plain data; these calls only read and set fd 0's settings.
-        let saved = unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut t) != 0 {
-                return;
-            }
-            let saved = t;
-            t.c_lflag &= !(libc::ICANON | libc::ECHO);
-            // A read returns after a tenth of a second even with nothing typed, so the thread
-            // sees that it should stop.
-            t.c_cc[libc::VMIN] = 0;
-            t.c_cc[libc::VTIME] = 1;
-            if libc::tcsetattr(0, libc::TCSANOW, &t) != 0 {
-                return;
-            }
-            saved
+        // A read returns after a tenth of a second even with nothing typed, so the thread
+        // sees that it should stop.
+        let Some(saved) = crate::platform::SavedTerminal::raw_keys() else {
+            return;
         };
         // A paste arrives bracketed: its lines are one message.
         bracketed_paste(true);
@@ -186,14 +174,11 @@ impl TypeAhead {
                         std::thread::sleep(std::time::Duration::from_millis(20));
                         continue;
                     }
-                    // SAFETY: reads into a buffer of ours, at most its length.
-                    let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-                    if n > 0 {
-                        lock(&keys).feed(&buf[..n as usize]);
-                    } else if n < 0
-                        && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-                    {
-                        return;
+                    match crate::platform::read_keys(&mut buf) {
+                        Ok(n) if n > 0 => lock(&keys).feed(&buf[..n]),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => return,
                     }
                 }
             });
@@ -205,10 +190,8 @@ impl TypeAhead {
                     thread,
                 })
             }
-            // SAFETY: as above: the settings found are put back.
-            Err(_) => unsafe {
-                libc::tcsetattr(0, libc::TCSANOW, &saved);
-            },
+            // The settings found are put back as `saved` is dropped.
+            Err(_) => drop(saved),
         }
     }
 
@@ -220,10 +203,8 @@ impl TypeAhead {
         r.stop.store(true, Ordering::SeqCst);
         let _ = r.thread.join();
         bracketed_paste(false);
-        // SAFETY: the settings found at the start are put back.
-        unsafe {
-            libc::tcsetattr(0, libc::TCSANOW, &r.saved);
-        }
+        // The settings found at the start are put back.
+        drop(r.saved);
         true
     }
 

@@ -2125,6 +2125,7 @@ mod tests {
         assert!(c.subagent.auto_continue);
     }
 
+    #[cfg(unix)]
     /// What a cloned project's `.codepilot/setting.json` would start (hooks, MCP servers) waits
     /// for the user's trust; a link out of the project is refused, not followed.
     #[test]

@@ -312,6 +312,7 @@ fn a_long_single_turn_keeps_nothing_rather_than_splitting_it() {
     assert!(info.tokens_after < info.tokens_before);
 }
 
+#[cfg(unix)]
 #[test]
 fn big_results_are_sent_as_previews_and_saved_whole_under_a_safe_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -1128,18 +1128,19 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 e.sandbox,
                 e.network,
             );
+            let shell = crate::platform::posix_shell();
             let mut cmd = crate::os_sandbox::command(
                 sandbox,
                 reach,
-                "sh".as_ref(),
-                &["-c".into(), command.into()],
+                shell.program.as_os_str(),
+                &shell.args(command),
                 &cwd,
             )?;
             cmd.stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
-                .kill_on_drop(true)
-                .process_group(0);
+                .kill_on_drop(true);
+            crate::platform::own_process_group(&mut cmd);
             for name in crate::tools::secret_env(hidden) {
                 cmd.env_remove(name);
             }
@@ -1162,11 +1163,9 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             impl Drop for Group {
                 fn drop(&mut self) {
                     if let Some(pid) = self.0.take() {
-                        // SAFETY: signals the process group this hook's shell leads; its shell is
-                        // not reaped yet or its group still has members, so the id is still ours.
-                        unsafe {
-                            libc::kill(-(pid as i32), libc::SIGKILL);
-                        }
+                        // The process group this hook's shell leads; its shell is not reaped yet
+                        // or its group still has members, so the id is still ours.
+                        crate::platform::end_group(pid, true);
                     }
                 }
             }

@@ -142,11 +142,12 @@ async fn headers_from_helper(
     sandbox: Option<(&crate::os_sandbox::OsSandbox, crate::os_sandbox::Reach)>,
 ) -> Result<Vec<(String, String)>, String> {
     use tokio::io::AsyncReadExt;
-    let args: Vec<std::ffi::OsString> = vec!["-c".into(), helper.command.clone().into()];
+    let shell = crate::platform::posix_shell();
+    let args = shell.args(&helper.command);
     let mut cmd = crate::os_sandbox::command(
         sandbox.map(|(s, _)| s),
         sandbox.map(|(_, r)| r),
-        "sh".as_ref(),
+        shell.program.as_os_str(),
         &args,
         workdir,
     )
@@ -159,10 +160,10 @@ async fn headers_from_helper(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
+        .kill_on_drop(true);
+    crate::platform::own_process_group(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("cannot start it: {e}"))?;
-    // Its own process group (`process_group(0)`): ended whole if it takes too long.
+    // Its own process group: ended whole if it takes too long.
     let group = child.id();
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
@@ -180,9 +181,8 @@ async fn headers_from_helper(
     let (status, out, err) = match tokio::time::timeout(HELPER_TIMEOUT, work).await {
         Ok(done) => done?,
         Err(_) => {
-            if let Some(pgid) = group.and_then(|p| i32::try_from(p).ok()) {
-                // SAFETY: killpg has no memory effects; the group is the helper's own.
-                unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            if let Some(pid) = group {
+                crate::platform::end_group(pid, true);
             }
             return Err(format!("took longer than {} s", HELPER_TIMEOUT.as_secs()));
         }
@@ -543,9 +543,9 @@ impl Client {
                         Some(f) => std::process::Stdio::from(f),
                         None => std::process::Stdio::null(),
                     })
-                    .kill_on_drop(true)
-                    // Its own process group: Ctrl-C at the terminal is for `new`, not for servers.
-                    .process_group(0);
+                    .kill_on_drop(true);
+                // Its own process group: Ctrl-C at the terminal is for `new`, not for servers.
+                crate::platform::own_process_group(&mut cmd);
                 // The provider keys the model's commands never see are not the server's either,
                 // unless its entry passes them on (set after the removal).
                 for name in crate::tools::secret_env(how.hidden_env) {
@@ -1045,11 +1045,9 @@ fn root(workdir: &Path) -> Root {
 async fn end_child(child: &mut tokio::process::Child) {
     let pid = child.id();
     if let Some(pid) = pid {
-        // SAFETY: signals the process group of a server this client started (it leads its own
-        // group), so what it started ends too.
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGTERM);
-        }
+        // The process group of a server this client started (it leads its own group), so what
+        // it started ends too.
+        crate::platform::end_group(pid, false);
     }
     if tokio::time::timeout(Duration::from_millis(500), child.wait())
         .await
@@ -1058,10 +1056,8 @@ async fn end_child(child: &mut tokio::process::Child) {
         let _ = child.kill().await;
     }
     if let Some(pid) = pid {
-        // SAFETY: as above; whatever of the group is left.
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGKILL);
-        }
+        // Whatever of the group is left.
+        crate::platform::end_group(pid, true);
     }
 }
 
@@ -1075,14 +1071,12 @@ impl Drop for Client {
 }
 
 fn open_log(path: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         let _ = crate::session::error::create_private_dir(dir);
     }
-    std::fs::OpenOptions::new()
+    crate::platform::private_file_options()
         .create(true)
         .append(true)
-        .mode(0o600)
         .open(path)
         .ok()
 }

@@ -5,6 +5,7 @@ fn store(dir: &Path) -> MemoryStore {
     MemoryStore::new(Some(dir.join("user")), dir.join("project"))
 }
 
+#[cfg(unix)]
 #[test]
 fn memories_are_written_indexed_listed_and_forgotten() {
     let dir = tempfile::tempdir().unwrap();
@@ -744,6 +745,7 @@ fn both_codepilot_folders_are_read_and_never_written() {
     );
 }
 
+#[cfg(unix)]
 /// A note or an index linked out of its memory folder is refused (said, not read), and a
 /// repository whose `.codepilot/memory` is itself a link out of it gives no memory at all.
 #[test]

@@ -13,6 +13,7 @@
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod proxy;
+pub mod seatbelt;
 #[cfg(target_os = "linux")]
 mod watch;
 
@@ -460,6 +461,7 @@ fn watched(program: &OsStr, args: &[OsString]) -> tokio::process::Command {
 }
 
 /// Whether `program` names a file to run: a path that is a file, or a name found on `PATH`.
+#[cfg(target_os = "linux")]
 fn found(program: &OsStr) -> bool {
     let path = Path::new(program);
     if path.components().count() > 1 || path.is_absolute() {
@@ -615,13 +617,8 @@ fn session_folders(mine: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
         if path == mine {
             continue;
         }
-        let pid = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
-        // SAFETY: kill with signal 0 only asks whether the process exists.
-        let alive = pid.is_some_and(|pid| {
-            // SAFETY: as above.
-            let rc = unsafe { libc::kill(pid, 0) };
-            rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-        });
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        let alive = pid.is_some_and(crate::platform::process_alive);
         if alive {
             live.push(path);
         } else {
@@ -768,7 +765,6 @@ impl OsSandbox {
 
     /// Creates the session's private folders (once; they are removed when the session ends).
     fn ensure_base(&self) -> Result<(), String> {
-        use std::os::unix::fs::DirBuilderExt;
         static SWEPT: std::sync::Once = std::sync::Once::new();
         // Folders left by sessions that were killed are removed, once.
         SWEPT.call_once(|| {
@@ -776,9 +772,7 @@ impl OsSandbox {
                 let _ = std::fs::remove_dir_all(stale);
             }
         });
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
+        crate::platform::private_dir_builder()
             .create(self.temp_dir())
             .map_err(|e| format!("creating {}: {e}", self.temp_dir().display()))
     }
@@ -951,7 +945,6 @@ impl OsSandbox {
     /// read-only by a mount (only its target is), so a command can change it: comparing this
     /// before and after a command says whether one did.
     pub fn protected_state(&self) -> Vec<(PathBuf, String)> {
-        use std::os::unix::fs::MetadataExt;
         self.protected_list()
             .into_iter()
             .filter(|p| p.starts_with(&self.workdir))
@@ -962,7 +955,7 @@ impl OsSandbox {
                         "link to {}",
                         std::fs::read_link(&p).unwrap_or_default().display()
                     ),
-                    Ok(m) => format!("{}:{}", m.dev(), m.ino()),
+                    Ok(m) => crate::platform::file_identity(&p, &m),
                 };
                 (p, state)
             })
@@ -1126,6 +1119,7 @@ impl OsSandbox {
 #[cfg(test)]
 mod tests {
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_program_is_found_by_path_or_on_path() {
         assert!(super::found("sh".as_ref()));

@@ -26,17 +26,26 @@
 //! `Host` header (domain fronting) still reaches only the address of the checked name.
 //! For plain HTTP the proxy does rewrite `Host` to the URL's host, as RFC 9112 asks of proxies.
 
+// The proxy listens on a Unix-domain socket: where there are none (Windows, whose sandbox is
+// unavailable anyway), it cannot start, and its serving code is unused.
+#![cfg_attr(not(unix), allow(dead_code))]
+
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+#[cfg(unix)]
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::TcpStream;
+#[cfg(unix)]
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
+#[cfg(unix)]
+use tokio::task::JoinSet;
 
 /// The largest header block accepted; a client that needs more is not a normal HTTP client.
 const MAX_HEAD: usize = 64 * 1024;
@@ -355,6 +364,19 @@ struct State {
 }
 
 impl Proxy {
+    /// Where there are no Unix-domain sockets, the proxy cannot start.
+    #[cfg(not(unix))]
+    pub fn start(
+        _socket: &Path,
+        _hosts: Hosts,
+        _questions: Option<mpsc::UnboundedSender<NetQuestion>>,
+    ) -> std::io::Result<Proxy> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "the sandbox proxy needs Unix-domain sockets, which this system does not offer",
+        ))
+    }
+
     /// Binds a Unix socket at `socket` (its parent folder exists; an old socket file there is
     /// replaced; the socket is made 0600) and serves on the current tokio runtime (call inside
     /// one) until dropped. `questions`: where to ask about a host not on the list (None: refuse
@@ -363,6 +385,7 @@ impl Proxy {
     /// The mode is set right after binding, so for that instant the socket has the umask's
     /// mode: the parent folder should be one only the user can enter. Anything at `socket` that
     /// is not a socket is left alone and is an error.
+    #[cfg(unix)]
     pub fn start(
         socket: &Path,
         hosts: Hosts,
@@ -410,6 +433,7 @@ impl Proxy {
     }
 }
 
+#[cfg(unix)]
 impl Drop for Proxy {
     /// Stops serving (the accept task owns the connection tasks, so aborting it ends them all)
     /// and removes the socket file, if it is still the one this proxy bound.
@@ -425,6 +449,7 @@ impl Drop for Proxy {
 
 /// Removes an old socket file at `path`, which a crashed session may have left; anything else
 /// there is an error, so a wrong path can't delete a user's file.
+#[cfg(unix)]
 fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(metadata) if metadata.file_type().is_socket() => {
@@ -443,6 +468,7 @@ fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
 }
 
 /// Makes the socket file 0600 and returns its metadata (to recognise it at drop).
+#[cfg(unix)]
 fn make_private(socket: &Path) -> std::io::Result<std::fs::Metadata> {
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| with_path(e, "chmod", socket))?;
@@ -581,6 +607,7 @@ async fn wait_for_answer(mut answer: watch::Receiver<Option<bool>>) -> bool {
 
 /// Accepts connections until aborted. The connection tasks live in a [`JoinSet`] owned by this
 /// task, so aborting it aborts them too.
+#[cfg(unix)]
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     loop {
@@ -664,6 +691,7 @@ impl Reply {
 }
 
 /// Serves one client connection: one request, then (if allowed) a byte pipe to its host.
+#[cfg(unix)]
 async fn serve(mut client: UnixStream, shared: Arc<Shared>) {
     let (buffer, head_len) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
     {
@@ -697,8 +725,8 @@ async fn serve(mut client: UnixStream, shared: Arc<Shared>) {
 
 /// Sends the response to CONNECT or the rewritten request, forwards the bytes the client sent
 /// after its header block, then copies both ways until both sides are done.
-async fn tunnel(
-    client: &mut UnixStream,
+async fn tunnel<C: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut C,
     upstream: &mut TcpStream,
     request: &Request,
     early: &[u8],
@@ -1055,7 +1083,7 @@ fn shorten(text: &str) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -563,6 +563,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn includes_are_guarded() {
         let (d, work, _user) = setup();
@@ -693,6 +694,7 @@ mod tests {
         assert!(i.problems.is_empty(), "{:?}", i.problems);
     }
 
+    #[cfg(unix)]
     #[test]
     fn without_a_repository_or_through_a_folder_others_may_write_only_workdir_is_read() {
         let (d, work, _user) = setup();
@@ -805,6 +807,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn files_above_workdir_linked_out_of_the_repository_are_refused() {
         let (d, _work, _user) = setup();

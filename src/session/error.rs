@@ -38,11 +38,7 @@ impl StoreError {
 
 /// Creates a folder (and its parents) readable by the user only: conversations are private.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    crate::platform::private_dir_builder().create(dir)
 }
 
 /// Writes a file of `new`'s own data whole: a temporary 0600 file in its (0700) folder, renamed
@@ -67,8 +63,5 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Options that create files readable and writable by the user only (0600).
 pub fn private_options() -> OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut options = OpenOptions::new();
-    options.mode(0o600);
-    options
+    crate::platform::private_file_options()
 }

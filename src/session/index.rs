@@ -1042,6 +1042,7 @@ mod tests {
         assert!(recent.iter().all(|s| s.messages == 41));
     }
 
+    #[cfg(unix)]
     #[test]
     fn conversations_and_the_index_are_private() {
         use std::os::unix::fs::PermissionsExt;

@@ -538,6 +538,7 @@ mod tests {
         assert_eq!(walk(dir.path(), 4).len(), 4);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_manifest_linked_out_of_the_project_is_not_read() {
         let outside = tempfile::tempdir().unwrap();

@@ -716,6 +716,7 @@ mod tests {
         assert!(r.problems.iter().any(|p| p.contains("zdup.md")));
     }
 
+    #[cfg(unix)]
     #[test]
     fn codepilots_skill_folders_are_tiers_with_their_place_and_the_safe_reader() {
         let dir = tempfile::tempdir().unwrap();

@@ -531,6 +531,7 @@ pub fn canonical(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use serde_json::json;
 
     fn registry() -> (tempfile::TempDir, ToolRegistry) {
@@ -557,6 +558,7 @@ mod tests {
         assert!(out.is_error && out.content.contains("`filepath` is required"));
     }
 
+    #[cfg(unix)]
     /// The escape found by attacking the tools: a missing component, `..`, then a link to outside.
     /// Every file tool, several spellings each; nothing outside is read, listed or written.
     #[tokio::test]

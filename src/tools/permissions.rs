@@ -297,9 +297,29 @@ impl Policy {
     /// Decides one call. `subject` is the path relative to WORKDIR for file tools, the command line
     /// for `bash`.
     pub fn check(&self, tool: &str, kind: ToolKind, subject: Option<&str>) -> Verdict {
+        self.check_for(tool, kind, subject, crate::platform::shell().kind)
+    }
+
+    /// [`Policy::check`] for commands run by a shell of `shell_kind`.
+    fn check_for(
+        &self,
+        tool: &str,
+        kind: ToolKind,
+        subject: Option<&str>,
+        shell_kind: crate::platform::ShellKind,
+    ) -> Verdict {
         let is_shell = tool == "bash";
         // A command line is read once, for the hard limits and for the rules.
         let parts = match (is_shell, subject) {
+            // No reader of PowerShell here: the line is one part that no allow rule can match,
+            // and that deny and ask rules match as a whole (said in the tool's description). The
+            // hard limits still read it as bash would: that can only refuse more.
+            (true, Some(command)) if shell_kind == crate::platform::ShellKind::PowerShell => {
+                if let Some(reason) = blacklist::check(command) {
+                    return Verdict::Refuse(reason);
+                }
+                vec![Part::unread(command)]
+            }
             (true, Some(command)) => {
                 let script = shell::parse(command);
                 if let Some(reason) = blacklist::check_parsed(command, &script) {
@@ -433,6 +453,16 @@ impl Part {
         }
     }
 
+    /// A command line in a language the reader does not know: its programs are unknown.
+    fn unread(text: &str) -> Part {
+        Part {
+            literal: text.to_string(),
+            dynamic: true,
+            opaque: true,
+            ..Part::default()
+        }
+    }
+
     /// Whether an allow rule may match it at all.
     fn plain_enough(&self) -> bool {
         !self.writes && !self.dynamic
@@ -559,6 +589,40 @@ mod tests {
             action,
             reason: None,
         }
+    }
+
+    /// Under PowerShell (Windows without Git Bash) no allow rule matches a command line, deny
+    /// and ask rules match it whole, and the hard limits still refuse what bash would run.
+    #[test]
+    fn powershell_lines_are_judged_whole_and_never_allowed_by_a_rule() {
+        use crate::platform::ShellKind::PowerShell;
+        let user = vec![
+            rule("bash", Some("Remove-Item *"), Action::Deny),
+            rule("bash", Some("git status"), Action::Allow),
+            rule("bash", Some("git *"), Action::Allow),
+        ];
+        let p = Policy::new(Mode::Default, vec![], user).unwrap();
+        let check = |line: &str| p.check_for("bash", ToolKind::Execute, Some(line), PowerShell);
+        assert_eq!(
+            check("git status"),
+            Verdict::Ask,
+            "an allow rule allows nothing"
+        );
+        assert_eq!(check("git status; Remove-Item -Recurse C:\\"), Verdict::Ask);
+        assert!(matches!(check("Remove-Item -Recurse x"), Verdict::Deny(_)));
+        // Not split at `;` as bash would: the deny rule sees the line whole.
+        assert_eq!(check("ls; Remove-Item x"), Verdict::Ask);
+        assert!(matches!(check("rm -rf /"), Verdict::Refuse(_)));
+        // The same rules read bash as bash.
+        assert_eq!(
+            p.check_for(
+                "bash",
+                ToolKind::Execute,
+                Some("git status"),
+                crate::platform::ShellKind::Bash
+            ),
+            Verdict::Allow
+        );
     }
 
     #[test]

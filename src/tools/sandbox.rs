@@ -16,10 +16,10 @@
 
 use std::ffi::OsStr;
 use std::io::Write;
-use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use crate::platform::{Dir, winpath};
+pub use crate::platform::{FileKind, Stat};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SandboxError {
@@ -29,19 +29,11 @@ pub enum SandboxError {
     DanglingLink(String),
     #[error("cannot resolve `{path}`: {reason}")]
     Unresolvable { path: String, reason: String },
-}
-
-/// What a path names, when it is not a regular file or folder the tools may use.
-fn kind_name(t: FileType) -> &'static str {
-    match t {
-        FileType::Fifo => "a named pipe (FIFO)",
-        FileType::Socket => "a socket",
-        FileType::CharacterDevice => "a character device",
-        FileType::BlockDevice => "a block device",
-        FileType::Symlink => "a symbolic link",
-        FileType::Directory => "a folder",
-        _ => "not a regular file",
-    }
+    #[error("`{path}` cannot be used on Windows: {reason}")]
+    Windows {
+        path: String,
+        reason: winpath::Refusal,
+    },
 }
 
 /// The folder handles kept between the opens of one search ([`Sandbox::open_read_in`]): WORKDIR's
@@ -49,33 +41,25 @@ fn kind_name(t: FileType) -> &'static str {
 /// One per thread.
 #[derive(Default)]
 pub struct FolderHandle {
-    root: Option<(PathBuf, OwnedFd)>,
-    chain: Vec<(std::ffi::OsString, OwnedFd)>,
+    root: Option<(PathBuf, Dir)>,
+    chain: Vec<(std::ffi::OsString, Dir)>,
 }
 
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::CLOEXEC);
-
 /// The folder `name` inside `dir`, never through a link; with `create`, made if missing.
-fn open_step(dir: &OwnedFd, name: &OsStr, create: bool) -> std::io::Result<OwnedFd> {
-    let step = DIR_FLAGS | OFlags::NOFOLLOW;
-    match rustix::fs::openat(dir, name, step, Mode::empty()) {
-        Err(rustix::io::Errno::NOENT) if create => {
-            match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(e.into()),
-            }
-            rustix::fs::openat(dir, name, step, Mode::empty())
+fn open_step(dir: &Dir, name: &OsStr, create: bool) -> std::io::Result<Dir> {
+    match dir.dir(name) {
+        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+            dir.make_dir(name)?;
+            dir.dir(name)
         }
         other => other,
     }
-    .map_err(|e| match e {
-        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(format!(
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotADirectory => std::io::Error::other(format!(
             "`{}` is not a folder (it may have been replaced by a link since it was checked)",
             name.to_string_lossy()
         )),
-        e => e.into(),
+        _ => e,
     })
 }
 
@@ -184,9 +168,16 @@ impl Sandbox {
 
     /// Resolves a path given by the model to an absolute path inside WORKDIR.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, SandboxError> {
+        if let Some(reason) = crate::platform::path_refusal(path) {
+            return Err(SandboxError::Windows {
+                path: path.to_string(),
+                reason,
+            });
+        }
         let requested = Path::new(path.trim());
+        // An absolute path starts from its own root (and drive, or share, on Windows).
         let mut current = if requested.is_absolute() {
-            PathBuf::from("/")
+            PathBuf::new()
         } else {
             self.root.clone()
         };
@@ -195,12 +186,15 @@ impl Sandbox {
         let outside = || SandboxError::Outside(path.to_string());
         for component in requested.components() {
             match component {
+                Component::Prefix(_) | Component::RootDir if requested.is_absolute() => {
+                    current.push(component)
+                }
                 Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
                 Component::ParentDir => {
                     if missing.pop().is_none() {
                         current.pop();
                     }
-                    if !current.starts_with(&self.root) {
+                    if !crate::platform::path_within(&current, &self.root) {
                         return Err(outside());
                     }
                 }
@@ -232,21 +226,22 @@ impl Sandbox {
             }
         }
         current.extend(missing);
-        if current.starts_with(&self.root) {
+        if crate::platform::path_within(&current, &self.root) {
             Ok(current)
         } else {
             Err(outside())
         }
     }
 
-    /// A path inside WORKDIR as the model should see it: relative, `.` for WORKDIR itself.
+    /// A path inside WORKDIR as the model should see it: relative, `.` for WORKDIR itself, with
+    /// `/` between names on every system (as the model writes them, and snapshots list them).
     pub fn display(&self, path: &Path) -> String {
         if self.absolute {
             return path.display().to_string();
         }
         match path.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
-            Ok(rel) => rel.display().to_string(),
+            Ok(rel) => crate::platform::slash_path(rel),
             Err(_) => path.display().to_string(),
         }
     }
@@ -266,7 +261,7 @@ impl Sandbox {
 
     /// A handle on the folder `dirs` below WORKDIR, each step opened without following symlinks;
     /// with `create`, missing folders are made inside the handle above them.
-    fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> std::io::Result<OwnedFd> {
+    fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> std::io::Result<Dir> {
         let mut dir = self.open_root()?;
         for name in dirs {
             dir = open_step(&dir, name, create)?;
@@ -274,8 +269,8 @@ impl Sandbox {
         Ok(dir)
     }
 
-    fn open_root(&self) -> std::io::Result<OwnedFd> {
-        Ok(rustix::fs::open(&self.root, DIR_FLAGS, Mode::empty())?)
+    fn open_root(&self) -> std::io::Result<Dir> {
+        Dir::open(&self.root)
     }
 
     /// [`Sandbox::open_dirs`] (never creating) through the handles kept in `folder`: only the
@@ -284,7 +279,7 @@ impl Sandbox {
         &self,
         dirs: &[&OsStr],
         folder: &'f mut FolderHandle,
-    ) -> std::io::Result<&'f OwnedFd> {
+    ) -> std::io::Result<&'f Dir> {
         if folder
             .root
             .as_ref()
@@ -336,30 +331,20 @@ impl Sandbox {
     ) -> std::io::Result<OpenedFile> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs_in(&dirs, folder)?;
-        let fd = rustix::fs::openat(
-            dir,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| match e {
-            rustix::io::Errno::LOOP => not_regular(shown, FileType::Symlink),
-            // A socket cannot be opened at all: say what it is rather than "no such device".
-            e => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile => {
-                    not_regular(shown, FileType::from_raw_mode(stat.st_mode))
-                }
-                _ => e.into(),
-            },
+        let (file, stat) = dir.open_file(name).map_err(|e| {
+            // A link, or a socket (which cannot be opened at all): say what it is rather than
+            // "too many levels of links" or "no such device".
+            match dir.stat(name) {
+                Ok(stat) if stat.kind != FileKind::File => not_regular(shown, stat.kind),
+                _ => e,
+            }
         })?;
-        let stat = rustix::fs::fstat(&fd)?;
-        let kind = FileType::from_raw_mode(stat.st_mode);
-        if kind != FileType::RegularFile {
-            return Err(not_regular(shown, kind));
+        if stat.kind != FileKind::File {
+            return Err(not_regular(shown, stat.kind));
         }
         Ok(OpenedFile {
-            file: std::fs::File::from(fd),
-            len: stat.st_size as u64,
+            file,
+            len: stat.size,
         })
     }
 
@@ -368,14 +353,14 @@ impl Sandbox {
     pub fn stat_in(&self, path: &Path, folder: &mut FolderHandle) -> std::io::Result<Stat> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs_in(&dirs, folder)?;
-        Ok(rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?)
+        dir.stat(name)
     }
 
     /// What kind of thing a resolved path names, without following a final symlink; None when
     /// nothing is there.
-    pub fn kind(&self, path: &Path) -> std::io::Result<Option<FileType>> {
+    pub fn kind(&self, path: &Path) -> std::io::Result<Option<FileKind>> {
         if path == self.root {
-            return Ok(Some(FileType::Directory));
+            return Ok(Some(FileKind::Dir));
         }
         let (dirs, name) = self.split(path)?;
         let dir = match self.open_dirs(&dirs, false) {
@@ -383,10 +368,10 @@ impl Sandbox {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
-            Err(rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) => Err(e.into()),
+        match dir.stat(name) {
+            Ok(stat) => Ok(Some(stat.kind)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -397,40 +382,34 @@ impl Sandbox {
     pub fn write(&self, path: &Path, shown: &str, bytes: &[u8]) -> std::io::Result<()> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs(&dirs, true)?;
-        let mode = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let mode = match dir.stat(name) {
             Ok(stat) => {
-                let kind = FileType::from_raw_mode(stat.st_mode);
-                if kind != FileType::RegularFile {
-                    return Err(not_regular(shown, kind));
+                if stat.kind != FileKind::File {
+                    return Err(not_regular(shown, stat.kind));
                 }
-                Some(Mode::from_raw_mode(stat.st_mode & 0o7777))
+                Some(stat.mode)
             }
-            Err(rustix::io::Errno::NOENT) => None,
-            Err(e) => return Err(e.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
         };
         let tmp = format!(
             ".{}.{}.tmp",
             name.to_string_lossy(),
             crate::session::new_id()
         );
-        let fd = rustix::fs::openat(
-            &dir,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
-        )?;
+        let tmp = OsStr::new(&tmp);
+        let mut file = dir.create_new(tmp, 0o666)?;
         let result = (|| {
             if let Some(mode) = mode {
-                rustix::fs::fchmod(&fd, mode)?;
+                crate::platform::set_mode(&file, mode)?;
             }
-            let mut file = std::fs::File::from(fd);
             file.write_all(bytes)?;
             file.sync_all()?;
-            rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)?;
-            Ok(())
+            drop(file);
+            dir.rename(tmp, name)
         })();
         if result.is_err() {
-            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+            let _ = dir.remove_file(tmp);
         }
         result
     }
@@ -480,8 +459,8 @@ fn plain_parts(rel: &str) -> std::io::Result<Vec<&OsStr>> {
 }
 
 /// A file's modification time in nanoseconds since the epoch, as snapshots record it.
-pub fn mtime_ns(stat: &rustix::fs::Stat) -> i128 {
-    i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec)
+pub fn mtime_ns(stat: &Stat) -> i128 {
+    stat.mtime_ns
 }
 
 impl Sandbox {
@@ -494,22 +473,20 @@ impl Sandbox {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
             Err(e) => return Err(e),
         };
-        let stat = match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
+        let stat = match dir.stat(name) {
             Ok(stat) => stat,
-            Err(rustix::io::Errno::NOENT) => return Ok(Found::Nothing),
-            Err(e) => return Err(e.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+            Err(e) => return Err(e),
         };
-        Ok(match FileType::from_raw_mode(stat.st_mode) {
-            FileType::RegularFile => Found::File {
-                size: stat.st_size as u64,
-                mtime_ns: mtime_ns(&stat),
-                ino: stat.st_ino,
-                mode: stat.st_mode & 0o7777,
+        Ok(match stat.kind {
+            FileKind::File => Found::File {
+                size: stat.size,
+                mtime_ns: stat.mtime_ns,
+                ino: stat.ino,
+                mode: stat.mode,
             },
-            FileType::Symlink => Found::Link {
-                target: rustix::fs::readlinkat(&dir, *name, Vec::new())
-                    .map(|t| t.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+            FileKind::Symlink => Found::Link {
+                target: dir.read_link(name).unwrap_or_default(),
             },
             _ => Found::Other,
         })
@@ -533,53 +510,43 @@ impl Sandbox {
             name.to_string_lossy(),
             crate::session::new_id()
         );
+        let tmp = OsStr::new(&tmp);
         let placed = match what {
             Put::Nothing => {
-                return match rustix::fs::unlinkat(&dir, *name, AtFlags::empty()) {
-                    Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-                    Err(e) => Err(e.into()),
+                return match dir.remove_file(name) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
                 };
             }
-            Put::Link { target } => rustix::fs::symlinkat(target, &dir, tmp.as_str()),
+            Put::Link { target } => dir.symlink(target, tmp),
             Put::File { bytes, mode } => (|| {
-                let fd = rustix::fs::openat(
-                    &dir,
-                    tmp.as_str(),
-                    OFlags::WRONLY
-                        | OFlags::CREATE
-                        | OFlags::EXCL
-                        | OFlags::NOFOLLOW
-                        | OFlags::CLOEXEC,
-                    Mode::from_raw_mode(0o600),
-                )?;
-                rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
-                let mut file = std::fs::File::from(fd);
+                let mut file = dir.create_new(tmp, 0o600)?;
+                crate::platform::set_mode(&file, mode)?;
                 // No fsync: the rename is what keeps a file whole if `new` is killed; like `git
                 // checkout`, a restore does not wait for the disk.
-                file.write_all(bytes).map_err(|e| {
-                    rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO)
-                })?;
-                Ok(())
+                file.write_all(bytes)
             })(),
         };
-        let result = placed.and_then(|()| rustix::fs::renameat(&dir, tmp.as_str(), &dir, *name));
+        let result = placed.and_then(|()| dir.rename(tmp, name));
         if result.is_err() {
-            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+            let _ = dir.remove_file(tmp);
         }
-        result.map_err(Into::into)
+        result
     }
 }
 
-fn not_regular(shown: &str, kind: FileType) -> std::io::Error {
+fn not_regular(shown: &str, kind: FileKind) -> std::io::Error {
     std::io::Error::other(format!(
         "`{shown}` is {}; only regular files can be used",
-        kind_name(kind)
+        kind.describe()
     ))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use rustix::fs::{FileType, Mode};
     use std::os::unix::fs::symlink;
 
     fn setup() -> (tempfile::TempDir, Sandbox) {
@@ -901,7 +868,7 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
         assert!(!root.join("missing").exists(), "reading created a folder");
         assert_eq!(s.kind(&p).unwrap(), None);
-        assert_eq!(s.kind(&root).unwrap(), Some(FileType::Directory));
+        assert_eq!(s.kind(&root).unwrap(), Some(FileKind::Dir));
         // Below a file: an error, not "nothing there".
         assert!(s.kind(&root.join("src/a.txt/x")).is_err());
         // A file where a folder should be is not taken for one.
@@ -929,6 +896,8 @@ mod tests {
         );
     }
 
+    // Device nodes and FIFOs are made with `mknodat`, which rustix offers on Linux.
+    #[cfg(target_os = "linux")]
     #[test]
     fn fifos_sockets_and_devices_are_refused() {
         let (_d, s) = setup();
@@ -1052,5 +1021,95 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    }
+}
+
+/// What holds on every system, Windows included (the tests above make links, FIFOs and devices,
+/// which need Unix).
+#[cfg(test)]
+mod portable_tests {
+    use super::*;
+
+    #[test]
+    fn files_are_written_read_and_confined_on_every_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("Work");
+        std::fs::create_dir_all(work.join("src")).unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
+        let s = Sandbox::new(&work).unwrap();
+        let p = s.resolve("src/new/a.txt").unwrap();
+        assert_eq!(p, s.root().join("src").join("new").join("a.txt"));
+        s.write(&p, "src/new/a.txt", b"hello").unwrap();
+        s.write(&p, "src/new/a.txt", b"hello again").unwrap();
+        let mut opened = s.open_read(&p, "src/new/a.txt").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut opened.file, &mut text).unwrap();
+        assert_eq!((text.as_str(), opened.len), ("hello again", 11));
+        assert_eq!(s.kind(&p).unwrap(), Some(FileKind::File));
+        assert_eq!(s.kind(&s.root().join("src")).unwrap(), Some(FileKind::Dir));
+        let err = s.open_read(&s.root().join("src"), "src").err().unwrap();
+        assert!(err.to_string().contains("a folder"), "{err}");
+        for outside in [
+            "../secret.txt",
+            "src/../../secret.txt",
+            "src/new/../../../x",
+        ] {
+            assert!(
+                matches!(s.resolve(outside), Err(SandboxError::Outside(_))),
+                "{outside}"
+            );
+        }
+        let absolute = dir.path().join("secret.txt").display().to_string();
+        assert!(matches!(
+            s.resolve(&absolute),
+            Err(SandboxError::Outside(_))
+        ));
+        let inside = s.root().join("src").display().to_string();
+        assert_eq!(s.resolve(&inside).unwrap(), s.root().join("src"));
+        s.put(
+            "src/b.txt",
+            Put::File {
+                bytes: b"b",
+                mode: 0o644,
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            s.found("src/b.txt").unwrap(),
+            Found::File { size: 1, .. }
+        ));
+        s.put("src/b.txt", Put::Nothing).unwrap();
+        assert_eq!(s.found("src/b.txt").unwrap(), Found::Nothing);
+    }
+
+    /// Windows' own refusals reach the model as such; elsewhere these are ordinary names.
+    #[test]
+    fn windows_names_are_refused_on_windows_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sandbox::new(dir.path()).unwrap();
+        for name in ["NUL", "notes.txt:hidden", "con.txt", "D:notes.txt"] {
+            let resolved = s.resolve(name);
+            if cfg!(windows) {
+                assert!(
+                    matches!(resolved, Err(SandboxError::Windows { .. })),
+                    "{name}: {resolved:?}"
+                );
+            } else {
+                assert!(resolved.is_ok(), "{name}: {resolved:?}");
+            }
+        }
+    }
+
+    /// A path given with the letters of WORKDIR in another case is inside it on Windows, whose
+    /// file systems ignore case.
+    #[cfg(windows)]
+    #[test]
+    fn workdir_compares_without_case_on_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("Work")).unwrap();
+        let s = Sandbox::new(&dir.path().join("Work")).unwrap();
+        let upper = dir.path().join("WORK").join("x.txt").display().to_string();
+        let resolved = s.resolve(&upper).unwrap();
+        assert!(crate::platform::path_within(&resolved, s.root()));
     }
 }

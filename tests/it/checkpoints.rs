@@ -78,6 +78,7 @@ fn rounds_that_change_files_are_checkpointed_and_diff_shows_the_changes() {
     );
 }
 
+#[cfg(unix)]
 /// Every file, link and mode under a folder: (path → (kind, content or target, mode)).
 fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, Vec<u8>, u32)> {
     use std::os::unix::fs::PermissionsExt;
@@ -105,6 +106,7 @@ fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, Ve
     out
 }
 
+#[cfg(unix)]
 /// `/N` back and `/restore` give the earlier folder byte for byte (a deleted file, a new subfolder,
 /// a mode change, a link changed); restoring the later node gives the later folder; an edit made
 /// outside `new` is flagged and kept unless the user says otherwise.

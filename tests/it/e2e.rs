@@ -437,6 +437,7 @@ fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
     }
 }
 
+#[cfg(unix)]
 /// The reference `everything` server (NEW_E2E_MCP as above): a long-running call interrupted with
 /// Ctrl-C ends the call at once and the turn goes on to the next message; the server killed while
 /// `new` runs is started again.

@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
+#[cfg(unix)]
 use std::time::Duration;
 
 /// A user config whose hooks log every event (the JSON they get on stdin, one line each) to
@@ -370,6 +371,7 @@ fn an_http_hook_is_read_to_64_kb_and_dropped() {
     assert!(sent.load(std::sync::atomic::Ordering::SeqCst) < 512 << 20);
 }
 
+#[cfg(unix)]
 /// Outside the sandbox (a user's own hook, `bash` with the sandbox off), what a hook or a command
 /// started ends when `new` is killed with `kill -9`, also what left its process group.
 #[test]
@@ -536,6 +538,7 @@ if tool in ("Write", "Edit") and args.get("file_path", "").endswith(".env"):
     );
 }
 
+#[cfg(unix)]
 /// A cloned project's `.claude/settings.json` starts nothing until trusted, and one that is a
 /// link out of the project is refused, trusted or not.
 #[test]

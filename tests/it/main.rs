@@ -16,8 +16,10 @@ mod oneshot;
 mod permissions;
 mod project_files;
 mod providers;
+#[cfg(unix)]
 mod pty;
 mod repl;
+#[cfg(unix)]
 mod sandbox;
 mod skills;
 mod subagents;

@@ -25,6 +25,7 @@ fn noted(notes: &std::path::Path) -> String {
     std::fs::read_to_string(notes).unwrap_or_default()
 }
 
+#[cfg(unix)]
 /// The pid the fake server noted first.
 fn first_pid(notes: &std::path::Path) -> i32 {
     noted(notes).lines().next().unwrap()[4..].parse().unwrap()
@@ -227,6 +228,7 @@ fn a_project_s_servers_run_only_once_trusted_and_bad_entries_are_named() {
     );
 }
 
+#[cfg(unix)]
 #[test]
 fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     if !python() {
@@ -288,6 +290,7 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     );
 }
 
+#[cfg(unix)]
 #[test]
 fn servers_end_with_new_even_when_it_is_killed() {
     if !python() {

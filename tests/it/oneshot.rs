@@ -196,6 +196,7 @@ fn stream_json_reports_a_compaction() {
     assert_eq!(events.last().unwrap()["result"], "Short answer.");
 }
 
+#[cfg(unix)]
 /// Ctrl-C during `-p … > out.txt`: what arrived goes to stdout (the file is not left empty),
 /// stderr says it is partial and where it is kept, and the exit code is 130.
 #[test]

@@ -257,6 +257,7 @@ fn search_tools_work_through_the_agent() {
     assert_eq!(got[1], "src/lib.rs:1:// TODO: tests\n");
 }
 
+#[cfg(unix)]
 /// A command is matched as written, never resolved like a path: `./run.sh` stays `./run.sh` (found
 /// by cargo mutants: resolving it would turn it into `run.sh` and slip past this rule).
 #[test]

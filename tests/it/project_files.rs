@@ -4,12 +4,14 @@
 
 use crate::support::*;
 
+#[cfg(unix)]
 fn mkfifo(path: &std::path::Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
 }
 
+#[cfg(unix)]
 #[test]
 fn links_out_fifos_devices_and_huge_files_in_a_project_are_refused_and_said() {
     let env = Env::new();

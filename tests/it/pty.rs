@@ -23,7 +23,7 @@ impl Pty {
 
     fn spawn_sized(mut cmd: Command, cols: u16, rows: u16) -> Pty {
         let (mut master, mut slave) = (0, 0);
-        let size = libc::winsize {
+        let mut size = libc::winsize {
             ws_row: rows,
             ws_col: cols,
             ws_xpixel: 0,
@@ -36,8 +36,9 @@ impl Pty {
                 &mut master,
                 &mut slave,
                 std::ptr::null_mut(),
-                std::ptr::null(),
-                &size,
+                // Mutable pointers: macOS declares them so (Linux takes them as const).
+                std::ptr::null_mut(),
+                &raw mut size,
             )
         };
         assert_eq!(rc, 0, "openpty failed");

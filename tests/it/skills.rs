@@ -31,6 +31,7 @@ fn system_prompt(request: &Value) -> String {
         .to_string()
 }
 
+#[cfg(unix)]
 #[test]
 fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     let env = Env::new();

@@ -338,6 +338,7 @@ fn hooks_fire_inside_a_subagent_under_its_conversation_and_then_the_parent_s_aga
     assert_eq!(parent.file_stem().unwrap().to_string_lossy(), sessions[2].1);
 }
 
+#[cfg(unix)]
 #[test]
 fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
     use std::io::Write;

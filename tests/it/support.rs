@@ -657,6 +657,7 @@ pub fn run_with_stdin(mut cmd: Command, stdin: &str) -> Run {
     }
 }
 
+#[cfg(unix)]
 /// Whether any process has `marker` in its command line.
 pub fn running(marker: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {

@@ -289,6 +289,7 @@ fn titles_and_deletion_are_appended_records_and_moves() {
     assert!(env.data().join(format!("{other}.jsonl")).exists());
 }
 
+#[cfg(unix)]
 #[test]
 fn export_and_dump_write_what_was_said_and_what_the_model_sees() {
     let server = Server::start(vec![

@@ -3,6 +3,7 @@
 
 use crate::support::*;
 
+#[cfg(unix)]
 /// The model tries to rewrite its own rules: every spelling of a write into `.new/` (and git's
 /// hooks) is asked for, and with no terminal to ask, refused, even in permissive mode with a rule
 /// that allows every write.

@@ -27,13 +27,8 @@ impl Tool for Bash {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command (bash) in the working folder and return its exit code, stdout and stderr. \
-         Use it to build, run tests, use git and other command-line tools. Commands run without a \
-         terminal or standard input; the default timeout is 30 seconds (`timeout_seconds`, at most 600). \
-         Long output keeps its beginning and end. Where new's sandbox is on, commands run inside it: \
-         they may write only in the working folder and $TMPDIR (not .git or .new), secret folders \
-         look empty, and the network is off unless configured. A command that truly needs more \
-         can be run with `sandbox: false` and a `reason`; the user is asked first."
+        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        TEXT.get_or_init(|| describe(crate::platform::shell().kind, cfg!(windows)))
     }
 
     fn parameters(&self) -> Value {
@@ -75,6 +70,38 @@ impl Tool for Bash {
     }
 }
 
+/// The tool's description for the shell commands run in: bash (Git Bash on Windows) or
+/// PowerShell, which the model must be told, since its commands are another language.
+fn describe(kind: crate::platform::ShellKind, windows: bool) -> String {
+    use crate::platform::ShellKind;
+    let shell = match (kind, windows) {
+        (ShellKind::PowerShell, _) => {
+            "Run a PowerShell command (Windows PowerShell or PowerShell 7; there is no bash on this \
+             machine: write PowerShell, e.g. `Get-ChildItem`, `Select-String`, `;` between commands) \
+             in the working folder and return its exit code, stdout and stderr. Permission rules \
+             cannot read PowerShell: they allow or deny whole command lines only, so most commands \
+             are asked about."
+        }
+        (_, true) => {
+            "Run a shell command (Git Bash on Windows: bash syntax and Unix tools, drives as /c/…) \
+             in the working folder and return its exit code, stdout and stderr."
+        }
+        _ => {
+            "Run a shell command (bash) in the working folder and return its exit code, stdout and \
+             stderr."
+        }
+    };
+    format!(
+        "{shell} Use it to build, run tests, use git and other command-line tools. Commands run \
+         without a terminal or standard input; the default timeout is 30 seconds \
+         (`timeout_seconds`, at most 600). Long output keeps its beginning and end. Where new's \
+         sandbox is on, commands run inside it: they may write only in the working folder and \
+         $TMPDIR (not .git or .new), secret folders look empty, and the network is off unless \
+         configured. A command that truly needs more can be run with `sandbox: false` and a \
+         `reason`; the user is asked first."
+    )
+}
+
 /// Kills the command's whole process group when dropped: on completion, timeout, or cancellation;
 /// then, where the system allows, every process that left the group (`setsid`, a double fork) and
 /// was handed to `new` when its parent died.
@@ -88,10 +115,7 @@ struct GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        // SAFETY: kill(2) with a negative pid signals the process group; no memory is involved.
-        unsafe {
-            libc::kill(-self.pid, libc::SIGKILL);
-        }
+        crate::platform::end_group(self.pid as u32, true);
         if self.contained {
             reaper::sweep_once(self.pid);
         } else {
@@ -256,14 +280,6 @@ async fn drain(stream: Option<impl AsyncRead + Unpin>, capture: &mut Capture) {
     }
 }
 
-fn shell() -> &'static str {
-    if std::path::Path::new("/bin/bash").exists() {
-        "/bin/bash"
-    } else {
-        "/bin/sh"
-    }
-}
-
 /// The session's sandbox, when this call runs inside it: the sandbox is on and the call did not
 /// ask to leave it.
 pub fn sandbox_for<'a>(
@@ -290,11 +306,12 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
     args::opt_bool(args, "sandbox")?;
     let sandbox = sandbox_for(args, ctx);
+    let shell = crate::platform::shell();
     let mut cmd = crate::os_sandbox::command(
         sandbox,
         Some(crate::os_sandbox::Reach::Configured),
-        shell().as_ref(),
-        &["-c".into(), command.into()],
+        shell.program.as_os_str(),
+        &shell.args(command),
         ctx.sandbox.root(),
     )
     .map_err(|e| ToolError::Failed(format!("cannot start the sandbox: {e}")))?;
@@ -304,14 +321,15 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         .stderr(Stdio::piped())
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
-        .process_group(0)
         .kill_on_drop(true);
+    crate::platform::own_process_group(&mut cmd);
     // Keys for model providers stay out of reach of the commands the model runs.
     for name in crate::tools::secret_env(&ctx.hidden_env) {
         cmd.env_remove(name);
     }
-    let mut child = reaper::spawn_own(&mut cmd)
-        .map_err(|e| ToolError::Failed(format!("could not start {}: {e}", shell())))?;
+    let mut child = reaper::spawn_own(&mut cmd).map_err(|e| {
+        ToolError::Failed(format!("could not start {}: {e}", shell.program.display()))
+    })?;
     let _guard = child.id().map(|pid| GroupGuard {
         pid: pid as i32,
         contained: sandbox.is_some(),
@@ -355,8 +373,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
                 format!("exit code {code}")
             }
             None => {
-                use std::os::unix::process::ExitStatusExt;
-                let signal = s.signal().unwrap_or(0);
+                let signal = crate::platform::exit_signal(s).unwrap_or(0);
                 report.push_str(&format!("Killed by signal {signal}\n"));
                 format!("killed by signal {signal}")
             }

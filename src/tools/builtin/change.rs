@@ -23,7 +23,7 @@ impl FileChange {
         let path = sandbox.resolve(filepath)?;
         let shown = sandbox.display(&path);
         if path == sandbox.root()
-            || sandbox.kind(&path).ok().flatten() == Some(rustix::fs::FileType::Directory)
+            || sandbox.kind(&path).ok().flatten() == Some(crate::tools::sandbox::FileKind::Dir)
         {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder, not a file"

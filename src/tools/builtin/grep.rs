@@ -193,7 +193,7 @@ impl Grep {
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .build();
         let shown_root = sandbox.display(&root);
-        use rustix::fs::FileType;
+        use crate::tools::sandbox::FileKind;
         let kind = sandbox
             .kind(&root)
             .map_err(|e| ToolError::io("searching", &shown_root, e))?;
@@ -206,8 +206,8 @@ impl Grep {
             taken,
         };
         let mut found: Vec<FileLines> = match kind {
-            Some(FileType::RegularFile) => new_search().search(&root).into_iter().collect(),
-            Some(FileType::Directory) => {
+            Some(FileKind::File) => new_search().search(&root).into_iter().collect(),
+            Some(FileKind::Dir) => {
                 let all = Mutex::new(Vec::new());
                 files(&root, cancel, || {
                     let mut search = new_search();

@@ -342,6 +342,7 @@ mod tests {
         assert!(!out.content.contains("f299"));
     }
 
+    #[cfg(unix)]
     #[test]
     fn files_and_escapes_are_refused_and_links_not_followed() {
         let dir = tempfile::tempdir().unwrap();

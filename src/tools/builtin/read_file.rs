@@ -65,7 +65,7 @@ impl ReadFile {
         let (sandbox, path) = sandbox.resolve_read(filepath)?;
         let sandbox = &sandbox;
         let shown = sandbox.display(&path);
-        if sandbox.kind(&path).ok().flatten() == Some(rustix::fs::FileType::Directory) {
+        if sandbox.kind(&path).ok().flatten() == Some(crate::tools::sandbox::FileKind::Dir) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder; use list_files to see what it holds"
             )));

@@ -102,6 +102,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn keeps_permissions_and_refuses_folders_and_escapes() {
         use std::os::unix::fs::PermissionsExt;
