@@ -281,16 +281,8 @@ fn ask_on_terminal(
     form: &crate::mcp::elicit::Form,
 ) -> crate::mcp::elicit::Answer {
     use crate::mcp::elicit::{Answer, Words, dialogue};
-    use std::os::fd::AsRawFd;
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Ok(tty) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-    else {
-        return Answer::Decline;
-    };
     let server = crate::tools::escape_controls(&form.server);
     let words = Words {
         heading: super::text::tr(lang, "elicit_heading", &[("server", &server)]),
@@ -300,26 +292,7 @@ fn ask_on_terminal(
     };
     super::spinner::hush_any();
     super::typeahead::held(|| {
-        let fd = tty.as_raw_fd();
-        // SAFETY: termios is plain data; these calls only read and set the terminal's settings.
-        let saved = unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            (libc::tcgetattr(fd, &mut t) == 0).then(|| {
-                let saved = t;
-                t.c_lflag |= libc::ICANON | libc::ECHO;
-                libc::tcsetattr(fd, libc::TCSANOW, &t);
-                saved
-            })
-        };
-        let mut input = std::io::BufReader::new(&tty);
-        let mut output = &tty;
-        let answer = dialogue(form, &words, &mut input, &mut output);
-        if let Some(saved) = saved {
-            // SAFETY: as above; the settings found are put back.
-            unsafe {
-                libc::tcsetattr(fd, libc::TCSANOW, &saved);
-            }
-        }
-        answer
+        crate::platform::with_line_terminal(|input, output| dialogue(form, &words, input, output))
+            .unwrap_or(Answer::Decline)
     })
 }

@@ -155,7 +155,6 @@ impl TokenStore {
     /// Writes the whole store: a private file written beside it, then renamed over it.
     fn write_all(&self, all: &BTreeMap<String, serde_json::Value>) -> Result<(), OAuthError> {
         use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt;
         if let Some(dir) = self.path.parent() {
             crate::session::error::create_private_dir(dir).map_err(|e| self.error(e))?;
         }
@@ -163,11 +162,10 @@ impl TokenStore {
             .path
             .with_extension(format!("tmp{}", std::process::id()));
         let write = || -> std::io::Result<()> {
-            let mut f = std::fs::OpenOptions::new()
+            let mut f = crate::platform::private_file_options()
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .mode(0o600)
                 .open(&tmp)?;
             f.write_all(&serde_json::to_vec_pretty(all).unwrap_or_default())?;
             f.sync_all()?;
@@ -690,7 +688,6 @@ mod tests {
 
     #[test]
     fn the_store_is_private_and_keyed_by_server_and_url() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let store = TokenStore::in_dir(&dir.path().join("new"));
         store
@@ -700,11 +697,15 @@ mod tests {
                 &credentials("secret-token-1"),
             )
             .unwrap();
-        let mode = std::fs::metadata(store.path())
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(store.path())
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         assert!(store.load("gh", "https://a.example/mcp").unwrap().is_some());
         // The same name at another URL gets nothing: a token goes to the server it was for.
         assert!(store.load("gh", "https://b.example/mcp").unwrap().is_none());

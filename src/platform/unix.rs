@@ -362,3 +362,38 @@ pub fn file_identity(_path: &Path, meta: &std::fs::Metadata) -> String {
 pub fn slash_path(rel: &Path) -> String {
     rel.display().to_string()
 }
+
+/// The controlling terminal (`/dev/tty`) in its line mode with echo on, for a question asked
+/// while the program's own input may be elsewhere; its settings are put back after. None
+/// without a terminal.
+pub fn with_line_terminal<T>(
+    ask: impl FnOnce(&mut dyn io::BufRead, &mut dyn io::Write) -> T,
+) -> Option<T> {
+    use std::os::fd::AsRawFd;
+    let tty = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let fd = tty.as_raw_fd();
+    // SAFETY: termios is plain data; these calls only read and set the terminal's settings.
+    let saved = unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        (libc::tcgetattr(fd, &mut t) == 0).then(|| {
+            let saved = t;
+            t.c_lflag |= libc::ICANON | libc::ECHO;
+            libc::tcsetattr(fd, libc::TCSANOW, &t);
+            saved
+        })
+    };
+    let mut input = io::BufReader::new(&tty);
+    let mut output = &tty;
+    let answer = ask(&mut input, &mut output);
+    if let Some(saved) = saved {
+        // SAFETY: as above; the settings found are put back.
+        unsafe {
+            libc::tcsetattr(fd, libc::TCSANOW, &saved);
+        }
+    }
+    Some(answer)
+}

@@ -598,3 +598,18 @@ pub fn file_identity(path: &Path, meta: &std::fs::Metadata) -> String {
 pub fn slash_path(rel: &Path) -> String {
     rel.display().to_string().replace('\\', "/")
 }
+
+/// The console (`CONIN$`, `CONOUT$`), whose line mode echoes, for a question asked while the
+/// program's own input may be elsewhere. None without a console.
+pub fn with_line_terminal<T>(
+    ask: impl FnOnce(&mut dyn io::BufRead, &mut dyn io::Write) -> T,
+) -> Option<T> {
+    let input = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("CONIN$")
+        .ok()?;
+    let mut output = OpenOptions::new().write(true).open("CONOUT$").ok()?;
+    let mut input = io::BufReader::new(input);
+    Some(ask(&mut input, &mut output))
+}

@@ -10,6 +10,7 @@ mod hooks;
 mod import;
 mod log;
 mod mcp;
+#[cfg(unix)]
 mod mcp_oauth;
 mod memory;
 mod oneshot;
