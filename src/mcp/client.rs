@@ -1027,15 +1027,23 @@ impl Handler {
 /// WORKDIR as a root: a `file://` URI.
 fn root(workdir: &Path) -> Root {
     let path: PathBuf = std::fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
-    let mut uri = String::from("file://");
-    for byte in path.to_string_lossy().bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
-                uri.push(byte as char)
+    // The URL library knows each system's paths (`C:\`, `\\?\C:\`, UNC shares on Windows).
+    let uri = match reqwest::Url::from_file_path(&path) {
+        Ok(url) => String::from(url),
+        // Only a relative path (WORKDIR is made absolute at start): percent-encoded as it is.
+        Err(()) => {
+            let mut uri = String::from("file://");
+            for byte in path.to_string_lossy().bytes() {
+                match byte {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                        uri.push(byte as char)
+                    }
+                    other => uri.push_str(&format!("%{other:02X}")),
+                }
             }
-            other => uri.push_str(&format!("%{other:02X}")),
+            uri
         }
-    }
+    };
     let mut root = Root::new(uri);
     root.name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     root
