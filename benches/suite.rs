@@ -1984,7 +1984,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
     let table = table(&rows);
     println!("\n{table}\nmachine: {cores} cores, {cpu}");
     // `cargo bench --bench suite -- --write-docs`: the table of this run replaces the one in the
-    // README and in the performance page, with the run's date, scale and machine.
+    // performance page, with the run's date, scale and machine.
     if std::env::args().any(|a| a == "--write-docs") {
         let whole = std::env::var_os("NEW_BENCH_ONLY").is_none();
         let scale = if s.big >= 100_000 { "full" } else { "small" };
@@ -1995,7 +1995,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             if whole { "" } else { "some rows only, " },
         );
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for doc in ["README.md", "docs/src/performance.md"] {
+        for doc in ["docs/src/performance.md"] {
             let path = root.join(doc);
             let text = std::fs::read_to_string(&path).unwrap();
             let written = replace_block(&text, &block)
