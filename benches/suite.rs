@@ -231,6 +231,16 @@ fn measure_child(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> ! {
     std::process::exit(if ok { 0 } else { 1 });
 }
 
+/// Every conversation file in a DATADIR, one after the other (to count what sessions stored).
+fn conversations_text(data: &Path) -> String {
+    std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect()
+}
+
 fn times(runs: usize, mut f: impl FnMut() -> (Duration, u64)) -> (Duration, u64) {
     f(); // warm the page cache
     let results: Vec<(Duration, u64)> = (0..runs).map(|_| f()).collect();
@@ -1051,14 +1061,6 @@ fn main() {
         let session_work = dir("context-work");
         let line: String = format!("{}\n", "x".repeat(49));
         std::fs::write(session_work.join("big.txt"), line.repeat(1024)).unwrap();
-        let conversation = |data: &Path| -> String {
-            std::fs::read_dir(data)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                .collect()
-        };
         let session = |data: &Path, input: &[u8], answers: usize| {
             let mut cmd = Command::new(bin);
             env(&mut cmd, &tool_url);
@@ -1071,7 +1073,7 @@ fn main() {
                 if answers == 0 {
                     return started.elapsed() > Duration::from_millis(500);
                 }
-                conversation(data).matches("\"Read it.\"").count() >= answers
+                conversations_text(data).matches("\"Read it.\"").count() >= answers
             })
         };
         let (_, at_start) = session(&dir("context-empty"), b"", 0);
@@ -1080,7 +1082,7 @@ fn main() {
             .map(|i| format!("read big.txt ({i})\n"))
             .collect();
         let (took, peak) = session(&long_data, input.as_bytes(), turns);
-        let file_kb = conversation(&long_data).len() as u64 / 1024;
+        let file_kb = conversations_text(&long_data).len() as u64 / 1024;
         let allowed = at_start + 2 * file_kb;
         rows.push(Row {
             what: format!(
@@ -1103,14 +1105,6 @@ fn main() {
     // nothing a turn leaves behind but what it stored.
     if wanted("turns") {
         let turns = if s.big >= 100_000 { 2_000 } else { 300 };
-        let conversation = |data: &Path| -> String {
-            std::fs::read_dir(data)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                .collect()
-        };
         let session = |data: &Path, input: &[u8], answers: usize| {
             let mut cmd = Command::new(bin);
             env(&mut cmd, &url);
@@ -1123,7 +1117,7 @@ fn main() {
                 if answers == 0 {
                     return started.elapsed() > Duration::from_millis(500);
                 }
-                conversation(data).matches("Hello there.").count() >= answers
+                conversations_text(data).matches("Hello there.").count() >= answers
             })
         };
         let (_, at_start) = session(&dir("turns-empty"), b"", 0);
@@ -1132,7 +1126,7 @@ fn main() {
             .map(|i| format!("a short question, number {i}\n"))
             .collect();
         let (took, peak) = session(&data, input.as_bytes(), turns);
-        let file_kb = conversation(&data).len() as u64 / 1024;
+        let file_kb = conversations_text(&data).len() as u64 / 1024;
         let allowed = at_start + 2 * file_kb;
         rows.push(Row {
             what: format!(
@@ -1741,16 +1735,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 "permissive",
             ]);
             let input: String = (0..turns).map(|i| format!("run it ({i})\n")).collect();
-            let answers = || {
-                std::fs::read_dir(data)
-                    .unwrap()
-                    .map(|e| e.unwrap().path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                    .collect::<String>()
-                    .matches("\"Read it.\"")
-                    .count()
-            };
+            let answers = || conversations_text(data).matches("\"Read it.\"").count();
             let before = answers();
             session_peak(&mut cmd, input.as_bytes(), || answers() >= before + turns).0
         };
@@ -1798,16 +1783,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 .arg(data)
                 .args(["--model", "bench", "--permission-mode", "permissive"]);
             let input: String = (0..turns).map(|i| format!("change it ({i})\n")).collect();
-            let answers = || {
-                std::fs::read_dir(data)
-                    .unwrap()
-                    .map(|e| e.unwrap().path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                    .collect::<String>()
-                    .matches("\"Read it.\"")
-                    .count()
-            };
+            let answers = || conversations_text(data).matches("\"Read it.\"").count();
             let before = answers();
             session_peak(&mut cmd, input.as_bytes(), || answers() >= before + turns).0
         };
