@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::commands::COMMANDS;
 use super::markdown::display_width;
 use super::repl::{App, interruptible};
-use super::tree_view::{Row, describe, format_row, preview, tree_rows};
+use super::tree_view::{Row, describe, format_row, preview, push_row, tree_rows};
 use crate::llm::ChatRequest;
 use crate::prompt;
 use crate::session::{ChatSession, LoadReport, export};
@@ -150,14 +150,20 @@ impl App {
             self.out
                 .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
         );
-        for row in tree_rows(self.session.conversation(), full, self.out.lang) {
-            let drawn = format_row(&row, self.out.lang);
-            match &row {
+        let rows = tree_rows(self.session.conversation(), full, self.out.lang);
+        text.reserve(rows.len() * 96);
+        for row in &rows {
+            match row {
                 Row::Node(line) if line.is_current => {
+                    let drawn = format_row(row, self.out.lang);
                     text.push_str(&self.out.bold(&self.out.green(&drawn)))
                 }
-                Row::Gap { .. } => text.push_str(&self.out.dim(&drawn)),
-                Row::Node(_) => text.push_str(&drawn),
+                Row::Gap { .. } => {
+                    let drawn = format_row(row, self.out.lang);
+                    text.push_str(&self.out.dim(&drawn))
+                }
+                // Most rows: drawn straight into the one buffer.
+                Row::Node(_) => push_row(&mut text, row, self.out.lang),
             }
             text.push('\n');
         }

@@ -1645,6 +1645,18 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
 /// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the
 /// tests catch) shows as the key itself rather than failing.
 pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    match template(lang, key) {
+        Some(template) => fill(lang, template, args),
+        None => {
+            debug_assert!(false, "no text `{key}`");
+            key.to_string()
+        }
+    }
+}
+
+/// The template of a text, placeholders unfilled: for a caller that fills one placeholder itself
+/// on every line of a long drawing (`/tree`'s role labels).
+pub fn template(lang: Lang, key: &str) -> Option<&'static str> {
     // Found by a map made on first use: `/tree` asks for a text on each of its lines.
     static BY_KEY: std::sync::OnceLock<std::collections::HashMap<&str, usize>> =
         std::sync::OnceLock::new();
@@ -1655,15 +1667,11 @@ pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> Str
             .map(|(i, (k, _, _))| (*k, i))
             .collect()
     });
-    let Some((_, en, zh)) = by_key.get(key).map(|&i| &TEXTS[i]) else {
-        debug_assert!(false, "no text `{key}`");
-        return key.to_string();
-    };
-    let template = match lang {
+    let (_, en, zh) = by_key.get(key).map(|&i| &TEXTS[i])?;
+    Some(match lang {
         Lang::En => en,
         Lang::Zh => zh,
-    };
-    fill(lang, template, args)
+    })
 }
 
 fn fill(lang: Lang, template: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {

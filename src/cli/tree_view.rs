@@ -58,7 +58,10 @@ struct Node<'a> {
 
 impl Node<'_> {
     fn lead(&self) -> String {
-        format!("{}{}", self.body, self.branch)
+        let mut lead = String::with_capacity(self.body.len() + self.branch.len());
+        lead.push_str(&self.body);
+        lead.push_str(self.branch);
+        lead
     }
 
     fn line(&self, number: usize, cursor: &str, lang: Lang) -> TreeLine {
@@ -165,14 +168,15 @@ pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row
 /// Branch names at the tips they stand for (`⟨auth-fix⟩`), side questions, merge nodes (what they
 /// brought back) and undone messages (how much is folded below them).
 fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
-    let order = conversation.preorder();
     let marked = |m: &Message| m.side || m.merged_from.is_some();
+    // Told in creation order, without numbering the tree: most trees have nothing to label.
     if conversation.branches.is_empty()
         && conversation.undone.is_empty()
-        && !order.iter().any(|(_, m)| marked(m))
+        && !(0..conversation.len()).any(|p| marked(conversation.at(p)))
     {
         return;
     }
+    let order = conversation.preorder();
     let numbers: std::collections::HashMap<&str, usize> = order
         .iter()
         .enumerate()
@@ -347,69 +351,100 @@ pub fn render_plain(conversation: &Conversation, lang: Lang) -> String {
 }
 
 pub fn render_rows(rows: &[Row], lang: Lang) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(rows.len() * 96);
     for row in rows {
-        out.push_str(&format_row(row, lang));
+        push_row(&mut out, row, lang);
         out.push('\n');
     }
     out
 }
 
 pub fn format_row(row: &Row, lang: Lang) -> String {
+    let mut out = String::new();
+    push_row(&mut out, row, lang);
+    out
+}
+
+/// [`format_row`] appended to `out`: a drawing of many rows is made in one buffer.
+pub fn push_row(out: &mut String, row: &Row, lang: Lang) {
     match row {
-        Row::Node(line) => format_line(line, lang),
+        Row::Node(line) => push_line(out, line, lang),
         Row::Gap { lead, first, last } => {
             let n = last - first + 1;
-            super::text::tr(
+            out.push_str(&super::text::tr(
                 lang,
                 "tree_gap",
                 &[("lead", lead), ("first", first), ("last", last), ("n", &n)],
-            )
+            ));
         }
     }
 }
 
 pub fn format_line(line: &TreeLine, lang: Lang) -> String {
-    let mark = if line.is_current {
-        super::text::tr(lang, "current_mark", &[])
-    } else {
-        String::new()
-    };
-    format!("{}[{}] {}{}", line.lead, line.number, line.text, mark)
+    let mut out = String::new();
+    push_line(&mut out, line, lang);
+    out
+}
+
+fn push_line(out: &mut String, line: &TreeLine, lang: Lang) {
+    use std::fmt::Write;
+    out.push_str(&line.lead);
+    let _ = write!(out, "[{}] ", line.number);
+    out.push_str(&line.text);
+    if line.is_current {
+        out.push_str(&super::text::tr(lang, "current_mark", &[]));
+    }
 }
 
 /// `role: one-line preview`, with tool calls as `[tool call: name(args…)]`; in Chinese the
 /// original design's labels (系统提示词 / 你 / AI / 工具结果, `[工具调用: name]`).
 pub fn describe(m: &Message, lang: Lang) -> String {
-    let mut text = match subagent_footer(m) {
-        // A subagent's answer: its role, its length and its conversation (`/switch ID`).
-        Some((role, id, size)) => format!("agent {role} → {size} · {id}"),
-        None => preview(&m.content, PREVIEW_CHARS),
-    };
-    for call in m.calls() {
-        if !text.is_empty() {
-            text.push(' ');
-        }
-        text.push_str(&super::text::tr(
-            lang,
-            "tree_tool_call",
-            &[
-                ("name", &call.function.name),
-                ("args", &preview(&call.function.arguments, 40)),
-            ],
-        ));
-    }
-    if m.interrupted {
-        text.push_str(&super::text::tr(lang, "tree_interrupted", &[]));
-    }
+    let mut out = String::with_capacity(PREVIEW_CHARS + 32);
+    push_description(&mut out, m, lang);
+    out
+}
+
+/// [`describe`] appended to `out`. The model's text is shown on a terminal, so each piece comes
+/// out with its control characters escaped as it is appended (no second pass over the line).
+fn push_description(out: &mut String, m: &Message, lang: Lang) {
+    use crate::tools::push_escaped_controls;
     let key = match m.role {
         Role::System => "tree_system",
         Role::User => "tree_user",
         Role::Assistant => "tree_assistant",
         Role::Tool => "tree_tool",
     };
-    // The model's text is shown on a terminal: its control characters are escaped.
-    crate::tools::escape_controls(&super::text::tr(lang, key, &[("text", &text)]))
+    let template = super::text::template(lang, key).unwrap_or("{text}");
+    let (before, after) = template.split_once("{text}").unwrap_or((template, ""));
+    push_escaped_controls(out, before);
+    let start = out.len();
+    match subagent_footer(m) {
+        // A subagent's answer: its role, its length and its conversation (`/switch ID`).
+        Some((role, id, size)) => {
+            push_escaped_controls(out, &format!("agent {role} → {size} · {id}"))
+        }
+        None => push_preview(out, &m.content, PREVIEW_CHARS),
+    }
+    for call in m.calls() {
+        if out.len() > start {
+            out.push(' ');
+        }
+        push_escaped_controls(
+            out,
+            &super::text::tr(
+                lang,
+                "tree_tool_call",
+                &[
+                    ("name", &call.function.name),
+                    ("args", &preview(&call.function.arguments, 40)),
+                ],
+            ),
+        );
+    }
+    if m.interrupted {
+        push_escaped_controls(out, &super::text::tr(lang, "tree_interrupted", &[]));
+    }
+    push_escaped_controls(out, after);
 }
 
 /// (role, conversation id, size) of a tool result that ends with a subagent's footer
@@ -433,23 +468,39 @@ fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
 /// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.
 /// The text is shown on a terminal, so its control characters come out escaped.
 pub fn preview(text: &str, max: usize) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(max.min(text.len()) + 4);
+    push_preview(&mut out, text, max);
+    out
+}
+
+/// [`preview`] appended to `out`, escaped as it goes.
+fn push_preview(out: &mut String, text: &str, max: usize) {
+    use crate::tools::push_escaped_controls;
     let mut count = 0;
     'words: for word in text.split_whitespace() {
         if count > 0 {
             out.push(' ');
             count += 1;
         }
+        // A word that fits in bytes fits in characters: taken whole.
+        if count + word.len() <= max {
+            push_escaped_controls(out, word);
+            count += if word.is_ascii() {
+                word.len()
+            } else {
+                word.chars().count()
+            };
+            continue;
+        }
         for c in word.chars() {
             if count >= max {
                 out.push('…');
                 break 'words;
             }
-            out.push(c);
+            push_escaped_controls(out, c.encode_utf8(&mut [0; 4]));
             count += 1;
         }
     }
-    crate::tools::escape_controls(&out)
 }
 
 #[cfg(test)]
@@ -616,6 +667,21 @@ mod tests {
         assert!(rows.len() < 80, "{} rows", rows.len());
         let text = render_rows(&rows, Lang::En);
         assert!(text.contains("← current"));
+    }
+
+    #[test]
+    fn previews_escape_controls_as_they_are_drawn() {
+        let long = format!("{}\u{1b}[31mred", "x".repeat(55));
+        assert_eq!(preview(&long, 60), format!("{}\\e[31m…", "x".repeat(55)));
+        assert_eq!(preview("a\u{202e}b  c\n d", 60), "a\\u{202e}b c d");
+        let m = Message {
+            tool_calls: Some(vec![ToolCall::new("c1", "evil\rname", "{}")]),
+            ..Message::new(Role::Assistant, "héllo wörld")
+        };
+        assert_eq!(
+            describe(&m, Lang::En),
+            "assistant: héllo wörld [tool call: evil\\rname({})]"
+        );
     }
 
     #[test]

@@ -36,6 +36,22 @@ pub fn escape_controls(text: &str) -> String {
     escape_where(text, is_dangerous)
 }
 
+/// [`escape_controls`] appended to `out`, with no copy of its own: for text drawn line after line
+/// (`/tree`), where most pieces have nothing to escape.
+pub fn push_escaped_controls(out: &mut String, text: &str) {
+    if !may_be_dangerous(text) {
+        out.push_str(text);
+        return;
+    }
+    for c in text.chars() {
+        if is_dangerous(c) {
+            push_escaped(out, c);
+        } else {
+            out.push(c);
+        }
+    }
+}
+
 /// A name from a project's files (a file, a package, a hook, a variable) as text `new` writes
 /// for the model shows it inside a code span: controls escaped, no backtick (it would end the
 /// span), at most `max_chars` characters (then `…`). It cannot pass for a line of `new`'s own.

@@ -21,7 +21,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use builtin::write_atomically;
-pub use escape::{code_span_safe, escape_controls, escape_controls_keep_lines};
+pub use escape::{
+    code_span_safe, escape_controls, escape_controls_keep_lines, push_escaped_controls,
+};
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
 pub use sandbox::{FolderHandle, Sandbox, SandboxError};
 
