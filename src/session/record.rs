@@ -72,6 +72,9 @@ pub fn format_timestamp(t: &DateTime<Utc>) -> String {
 
 /// Reads RFC 3339 and, leniently, the naive ISO forms other writers produce (taken as UTC).
 pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
+    if let Some(t) = parse_written_timestamp(s) {
+        return Some(t);
+    }
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Some(t.with_timezone(&Utc));
     }
@@ -79,6 +82,32 @@ pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
         .iter()
         .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
         .map(|n| n.and_utc())
+}
+
+/// The form [`format_timestamp`] writes (`2026-07-24T12:35:55Z`), read without the general
+/// parser: a big file has one on every line. Anything else (a leap second, an offset, a fraction)
+/// is left to the general parser.
+fn parse_written_timestamp(s: &str) -> Option<DateTime<Utc>> {
+    let b = s.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        b[range].iter().try_fold(0u32, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
+    };
+    let shape = b.len() == 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'Z';
+    if !shape {
+        return None;
+    }
+    let date =
+        chrono::NaiveDate::from_ymd_opt(digits(0..4)? as i32, digits(5..7)?, digits(8..10)?)?;
+    let time = date.and_hms_opt(digits(11..13)?, digits(14..16)?, digits(17..19)?)?;
+    Some(time.and_utc())
 }
 
 /// What a line that is not a standard message line is read as: its type and the fields of the
@@ -108,10 +137,12 @@ struct Line<'a> {
 /// How every message line `new` writes begins; such a line is read into a [`Message`] in one pass.
 const MESSAGE_START: &[u8] = br#"{"type":"message","#;
 
-/// A line read for loading: messages come out ready for the tree, with no record in between.
+/// A line read for loading: messages come out ready for the tree, with no record in between (nor
+/// a box: the message moves straight into the tree, and nearly every line is one).
+#[allow(clippy::large_enum_variant)]
 pub enum Loaded {
     Header(HeaderRecord),
-    Message(Box<Message>),
+    Message(Message),
     Title(String),
     /// (node, snapshot)
     Checkpoint(String, String),
@@ -136,7 +167,7 @@ pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
 fn read_line(bytes: &[u8]) -> Result<Loaded, String> {
     let message = |bytes: &[u8]| {
         serde_json::from_slice::<Message>(bytes)
-            .map(|m| Loaded::Message(Box::new(m)))
+            .map(Loaded::Message)
             .map_err(|e| e.to_string())
     };
     if bytes.starts_with(MESSAGE_START) {
@@ -170,7 +201,7 @@ fn read_line(bytes: &[u8]) -> Result<Loaded, String> {
 /// Reads one line of a conversation file as a record.
 pub fn parse_line(bytes: &[u8]) -> Result<Record, String> {
     if let Ok(Loaded::Message(m)) = load_line(bytes) {
-        return Ok(Record::Message(m));
+        return Ok(Record::Message(Box::new(m)));
     }
     let line: Line = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     match line.kind.as_deref() {
@@ -260,6 +291,27 @@ mod tests {
         assert!(parse_line(br#"{"type":"message","role":"user"}"#).is_err());
         assert!(parse_line(br#"{"type":"message","msg_id":"a","role":"wizard"}"#).is_err());
         assert!(parse_line(b"not json").is_err());
+    }
+
+    #[test]
+    fn the_written_timestamp_form_reads_as_the_general_parser_reads_it() {
+        for s in [
+            "2026-07-24T12:35:55Z",
+            "2024-02-29T23:59:59Z",
+            "0001-01-01T00:00:00Z",
+            "2016-12-31T23:59:60Z",
+            "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-07-24T24:00:00Z",
+            "2026-07-24T12:35:5xZ",
+            "2026-07-24T12:35:55+02:00",
+            "2026-07-24t12:35:55z",
+        ] {
+            let general = DateTime::parse_from_rfc3339(s)
+                .ok()
+                .map(|t| t.with_timezone(&Utc));
+            assert_eq!(parse_timestamp(s), general, "{s}");
+        }
     }
 
     #[test]

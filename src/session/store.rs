@@ -380,8 +380,8 @@ fn parse_lines(
             Ok(Loaded::Message(m)) => {
                 last_line = n;
                 match conversation.as_mut() {
-                    Some(c) => attach(c, *m, &mut report, &mut attached),
-                    None => waiting.push(*m),
+                    Some(c) => attach(c, m, &mut report, &mut attached),
+                    None => waiting.push(m),
                 }
             }
             Ok(Loaded::Title(t)) => title = Some(t),
