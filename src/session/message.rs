@@ -116,18 +116,41 @@ fn epoch() -> DateTime<Utc> {
 /// timestamp that cannot be read is the epoch rather than a lost message.
 mod timestamp {
     use chrono::{DateTime, Utc};
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&super::super::record::format_timestamp(t))
     }
 
+    /// Read in place by a visitor: no copy of the text (a big file has one on every line).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
-        let text = Option::<std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Ok(text
-            .as_deref()
-            .and_then(super::super::record::parse_timestamp)
-            .unwrap_or_default())
+        d.deserialize_option(Stamp)
+    }
+
+    struct Stamp;
+
+    impl<'de> serde::de::Visitor<'de> for Stamp {
+        type Value = DateTime<Utc>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a timestamp or null")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            Ok(super::super::record::parse_timestamp(text).unwrap_or_default())
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(DateTime::default())
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(DateTime::default())
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(self)
+        }
     }
 }
 

@@ -315,6 +315,29 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_read_escaped_null_or_unreadable_and_refuse_other_types() {
+        let line = |stamp: &str| {
+            format!(
+                r#"{{"type":"message","msg_id":"a","role":"user","content":"x","parent_id":"r","timestamp":{stamp}}}"#
+            )
+        };
+        let stamp = |stamp: &str| match parse_line(line(stamp).as_bytes()) {
+            Ok(Record::Message(m)) => Some(format_timestamp(&m.timestamp)),
+            _ => None,
+        };
+        let read = |s: &str| stamp(s).unwrap();
+        assert_eq!(
+            read(r#""2026-07-24T12:35:55\u005a""#),
+            "2026-07-24T12:35:55Z"
+        );
+        assert_eq!(read("null"), "1970-01-01T00:00:00Z");
+        assert_eq!(read(r#""yesterday""#), "1970-01-01T00:00:00Z");
+        assert_eq!(stamp("12"), None);
+        let no_stamp = r#"{"type":"message","msg_id":"a","role":"user","content":"x"}"#;
+        assert!(parse_line(no_stamp.as_bytes()).is_ok());
+    }
+
+    #[test]
     fn extensions_are_written_only_when_set() {
         let mut m = Message::new(Role::Assistant, "x");
         m.parent_id = Some("p".into());
