@@ -38,6 +38,26 @@ impl App {
                             ("log", &s.log.display()),
                         ],
                     )));
+                    // What it offers besides tools, by name (the server's words, escaped).
+                    for (key, names) in [
+                        ("mcp_resources", &s.offers.resources),
+                        ("mcp_prompts", &s.offers.prompts),
+                    ] {
+                        if names.is_empty() {
+                            continue;
+                        }
+                        let mut list = names
+                            .iter()
+                            .take(10)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        if names.len() > 10 {
+                            list.push_str(&format!(", … (+{})", names.len() - 10));
+                        }
+                        let line = self.tr(key, &[("n", &names.len()), ("list", &list)]);
+                        self.out.say(&crate::tools::escape_controls(&line));
+                    }
                 }
             }
             ["login", name] | ["logout", name] => {

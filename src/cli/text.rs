@@ -1291,6 +1291,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "{name} ({origin}): {state} · {tools:tool} · log {log}",
         "{name}（{origin}）：{state} · {tools} 个工具 · 日志 {log}",
     ),
+    (
+        "mcp_resources",
+        "  {n:resource}: {list}",
+        "  {n} 个资源：{list}",
+    ),
+    (
+        "mcp_prompts",
+        "  {n:prompt}: {list}",
+        "  {n} 个提示：{list}",
+    ),
     ("mcp_restarting", "restarting {name}", "正在重启 {name}"),
     (
         "mcp_no_such_server",

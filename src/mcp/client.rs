@@ -89,6 +89,9 @@ pub struct ServerInfo {
     pub protocol_version: String,
     pub instructions: Option<String>,
     pub name: String,
+    /// Whether it offers resources and prompts (its capabilities say so).
+    pub resources: bool,
+    pub prompts: bool,
 }
 
 /// Everything a connection needs besides the entry's transport.
@@ -647,6 +650,8 @@ impl Client {
                     name: format!("{} {}", server.name, server.version)
                         .trim()
                         .to_string(),
+                    resources: i.capabilities.resources.is_some(),
+                    prompts: i.capabilities.prompts.is_some(),
                 }
             })
             .unwrap_or_default();

@@ -69,6 +69,8 @@ struct Server {
     tools: Mutex<(Vec<RemoteTool>, Option<Instant>)>,
     /// Those tools as the registry offers them, made once a listing (not once a request).
     offered: Mutex<Vec<Arc<dyn Tool>>>,
+    /// Its resources' URIs and its prompts' names, as first listed after it connected.
+    offers: Mutex<Offers>,
     /// Bumped on each start, so a stale connection's death does not restart a newer one.
     generation: std::sync::atomic::AtomicU64,
     settled: tokio::sync::Notify,
@@ -116,12 +118,21 @@ impl std::fmt::Debug for Manager {
     }
 }
 
+/// What a server offers besides tools: its resources' URIs and its prompts' names (each list
+/// at most [`MAX_TOOLS`] long).
+#[derive(Debug, Clone, Default)]
+pub struct Offers {
+    pub resources: Vec<String>,
+    pub prompts: Vec<String>,
+}
+
 /// One row of `/mcp`.
 #[derive(Debug, Clone)]
 pub struct Status {
     pub name: String,
     pub state: State,
     pub tools: usize,
+    pub offers: Offers,
     pub log: PathBuf,
     pub origin: Origin,
     pub server: String,
@@ -161,6 +172,7 @@ impl Manager {
                     client: Mutex::new(None),
                     tools: Mutex::new((Vec::new(), None)),
                     offered: Mutex::new(Vec::new()),
+                    offers: Mutex::new(Offers::default()),
                     generation: Default::default(),
                     settled: tokio::sync::Notify::new(),
                     in_flight: Mutex::new(Default::default()),
@@ -309,6 +321,12 @@ impl Manager {
                 }
             }
             server.settled.notify_waiters();
+            // Resources and prompts are listed beside the events (a server slow to list them
+            // delays nothing).
+            tokio::spawn({
+                let (manager, server, client) = (manager.clone(), server.clone(), client.clone());
+                async move { manager.list_offers(&server, &client).await }
+            });
             let mut listed = Instant::now();
             let mut pending = std::collections::VecDeque::new();
             loop {
@@ -372,6 +390,7 @@ impl Manager {
                             *lock(&server.client) = None;
                             lock(&server.tools).0.clear();
                             lock(&server.offered).clear();
+                            *lock(&server.offers) = Offers::default();
                             manager.maybe_restart(&server, generation, attempt);
                         }
                         return;
@@ -488,6 +507,50 @@ impl Manager {
         Ok(())
     }
 
+    /// The first pages of a server's `resources/list` and `prompts/list`, where its capabilities
+    /// offer them (for `/mcp`; a failure leaves the list empty and is noted in the log).
+    async fn list_offers(&self, server: &Server, client: &Client) {
+        let info = client.info();
+        let mut offers = Offers::default();
+        for (offered, method, key, field) in [
+            (info.resources, "resources/list", "resources", "uri"),
+            (info.prompts, "prompts/list", "prompts", "name"),
+        ] {
+            if !offered {
+                continue;
+            }
+            let page = match client
+                .request(method, json!({}), self.settings.handshake_timeout)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(
+                        server = server.config.name.as_str(),
+                        error = e.kind(),
+                        "mcp {method} failed"
+                    );
+                    continue;
+                }
+            };
+            let names: Vec<String> = page
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.get(field).and_then(Value::as_str))
+                .take(MAX_TOOLS)
+                .map(str::to_string)
+                .collect();
+            if key == "resources" {
+                offers.resources = names;
+            } else {
+                offers.prompts = names;
+            }
+        }
+        *lock(&server.offers) = offers;
+    }
+
     /// Waits for servers still starting, each at most the handshake timeout; lists again the
     /// tools of servers whose list is older than `mcp.list_tools_cache_ttl_seconds`.
     pub async fn settle(self: &Arc<Self>) {
@@ -553,6 +616,7 @@ impl Manager {
                 name: s.config.name.clone(),
                 state: lock(&s.state).clone(),
                 tools: lock(&s.tools).0.len(),
+                offers: lock(&s.offers).clone(),
                 log: s.log.clone(),
                 origin: s.config.origin,
                 server: lock(&s.client)

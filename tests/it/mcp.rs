@@ -57,7 +57,12 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
     }
     let env = Env::new();
     let notes = env.dir.path().join("notes.txt");
-    config(&env, &notes, "");
+    // This server offers resources and prompts too.
+    let json = config(&env, &notes, "");
+    env.write_config(&json.replace(
+        r#""FAKE_MCP_NOTES""#,
+        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
+    ));
     let server = Server::start(vec![
         tool_calls(&[
             ("a", "mcp__fake__echo", r#"{"text":"hi there"}"#),
@@ -142,6 +147,13 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
         "{run:?}"
     );
     assert!(run.stdout.contains(" ms · 5 tools · log "), "{run:?}");
+    // What it offers besides tools, listed beside them (a server's URI escaped).
+    assert!(
+        run.stdout
+            .contains("  2 resources: mem://notes, mem://\\e[31mred\n"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("  1 prompt: greet\n"), "{run:?}");
     let said = std::fs::read_to_string(&notes).unwrap();
     assert!(said.contains("got ping"), "{said}");
     let log = std::fs::read_to_string(env.data().join("mcp/fake.log")).unwrap();

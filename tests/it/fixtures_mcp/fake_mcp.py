@@ -53,9 +53,13 @@ for line in sys.stdin:
     if method:
         note("got " + method)
     if method == "initialize":
+        capabilities = {"tools": {"listChanged": True}}
+        # With FAKE_MCP_OFFERS set: resources and prompts too.
+        if os.environ.get("FAKE_MCP_OFFERS"):
+            capabilities.update({"resources": {}, "prompts": {}})
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": params["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": capabilities,
             "serverInfo": {"name": "fake", "version": "1.0"},
             "instructions": "Use echo to repeat things."}})
     elif method == "tools/list":
@@ -81,6 +85,11 @@ for line in sys.stdin:
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (20 << 20)}]}})
         else:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no tool " + str(name)}})
+    elif method == "resources/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"resources": [
+            {"uri": "mem://notes", "name": "notes"}, {"uri": "mem://\u001b[31mred", "name": "red"}]}})
+    elif method == "prompts/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": [{"name": "greet"}]}})
     elif method == "notifications/cancelled":
         cancelled.add(params.get("requestId"))
     elif method == "ping":
