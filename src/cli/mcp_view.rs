@@ -1,9 +1,145 @@
 //! `/mcp`: the MCP servers, their state, tools and log; `/mcp restart NAME`. `/hooks`: the hooks.
 //! `/agents`: the subagent roles.
 
-use super::repl::App;
+use super::repl::{App, interruptible};
+
+/// The most of one resource's contents a message takes (`@server:uri`).
+const MAX_RESOURCE_BYTES: usize = 256 * 1024;
+
+/// The `@server:uri` words of a message whose server is one of `servers`: (server, uri), a
+/// sentence's `,.;!?` after the URI left out.
+pub(super) fn resource_mentions<'t>(text: &'t str, servers: &[String]) -> Vec<(&'t str, &'t str)> {
+    text.split_whitespace()
+        .filter_map(|word| word.strip_prefix('@')?.split_once(':'))
+        // A sentence's punctuation after the word is not the URI's.
+        .map(|(server, uri)| (server, uri.trim_end_matches([',', '.', ';', '!', '?'])))
+        .filter(|(server, uri)| !uri.is_empty() && servers.iter().any(|s| s == server))
+        .collect()
+}
+
+/// A prompt's arguments from what followed its command: in the order the prompt lists them,
+/// a word each, the last taking the rest of the line. Err names a required one missing.
+pub(super) fn prompt_arguments(
+    prompt: &crate::mcp::Prompt,
+    args: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let mut out = serde_json::Map::new();
+    let mut rest = args.trim();
+    for (i, (name, required)) in prompt.arguments.iter().enumerate() {
+        let value = if i + 1 == prompt.arguments.len() {
+            std::mem::take(&mut rest)
+        } else {
+            let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            rest = after.trim_start();
+            word
+        };
+        if value.is_empty() {
+            if *required {
+                return Err(name.clone());
+            }
+            continue;
+        }
+        out.insert(name.clone(), serde_json::Value::String(value.to_string()));
+    }
+    Ok(out)
+}
 
 impl App {
+    /// A message with the contents of each `@server:uri` it names appended (read from the
+    /// server, so the stored message holds them and its branch stands on its own). None, with
+    /// the reason said, when one cannot be read: then nothing is sent.
+    pub(super) fn with_resources(&mut self, text: &str) -> Option<String> {
+        let Some(manager) = self.tools.mcp().cloned() else {
+            return Some(text.to_string());
+        };
+        let servers: Vec<String> = manager.statuses().into_iter().map(|s| s.name).collect();
+        let mentions = resource_mentions(text, &servers);
+        if mentions.is_empty() {
+            return Some(text.to_string());
+        }
+        let mut out = text.to_string();
+        for (server, uri) in mentions {
+            let read = interruptible(
+                &self.runtime,
+                &self.busy,
+                &mut self.interrupts,
+                manager.read_resource(server, uri, MAX_RESOURCE_BYTES),
+            );
+            match read {
+                Some(Ok(contents)) => out.push_str(&format!(
+                    "\n\n<mcp_resource server=\"{server}\" uri=\"{uri}\">\n{contents}\n</mcp_resource>"
+                )),
+                Some(Err(why)) => {
+                    self.out.error(&crate::tools::escape_controls(&self.tr(
+                        "mcp_resource_unread",
+                        &[("why", &why)],
+                    )));
+                    return None;
+                }
+                None => {
+                    self.out.warn(&self.tr("interrupted", &[]));
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// `/mcp__server__prompt ARGS`: the server's prompt, filled with ARGS, sent as a message.
+    /// False when no server offers a prompt of that command.
+    pub(super) fn run_mcp_prompt(&mut self, command: &str, args: &str) -> bool {
+        let Some(manager) = self.tools.mcp().cloned() else {
+            return false;
+        };
+        let found = interruptible(
+            &self.runtime,
+            &self.busy,
+            &mut self.interrupts,
+            manager.prompt_for(command),
+        );
+        let Some(Some((server, prompt))) = found else {
+            return false;
+        };
+        let arguments = match prompt_arguments(&prompt, args) {
+            Ok(a) => a,
+            Err(missing) => {
+                let usage: Vec<String> = prompt
+                    .arguments
+                    .iter()
+                    .map(|(n, required)| {
+                        if *required {
+                            n.clone()
+                        } else {
+                            format!("[{n}]")
+                        }
+                    })
+                    .collect();
+                self.out.error(&crate::tools::escape_controls(&self.tr(
+                    "mcp_prompt_needs",
+                    &[
+                        ("name", &missing),
+                        ("usage", &format!("/{command} {}", usage.join(" "))),
+                    ],
+                )));
+                return true;
+            }
+        };
+        let got = interruptible(
+            &self.runtime,
+            &self.busy,
+            &mut self.interrupts,
+            manager.get_prompt(&server, &prompt.name, arguments),
+        );
+        match got {
+            Some(Ok(text)) => {
+                self.chat(&text);
+            }
+            Some(Err(why)) => self.out.error(&crate::tools::escape_controls(&why)),
+            None => self.out.warn(&self.tr("interrupted", &[])),
+        }
+        true
+    }
+
     pub(super) fn mcp_command(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
         let Some(manager) = self.tools.mcp().cloned() else {
@@ -39,10 +175,14 @@ impl App {
                         ],
                     )));
                     // What it offers besides tools, by name (the server's words, escaped).
-                    for (key, names) in [
-                        ("mcp_resources", &s.offers.resources),
-                        ("mcp_prompts", &s.offers.prompts),
-                    ] {
+                    let prompts: Vec<String> = s
+                        .offers
+                        .prompts
+                        .iter()
+                        .map(|p| crate::mcp::exposed_name(&s.name, &p.name))
+                        .map(|c| format!("/{c}"))
+                        .collect();
+                    for (resources, names) in [(true, &s.offers.resources), (false, &prompts)] {
                         if names.is_empty() {
                             continue;
                         }
@@ -55,7 +195,13 @@ impl App {
                         if names.len() > 10 {
                             list.push_str(&format!(", … (+{})", names.len() - 10));
                         }
-                        let line = self.tr(key, &[("n", &names.len()), ("list", &list)]);
+                        let args: [(&str, &dyn std::fmt::Display); 2] =
+                            [("n", &names.len()), ("list", &list)];
+                        let line = if resources {
+                            self.tr("mcp_resources", &args)
+                        } else {
+                            self.tr("mcp_prompts", &args)
+                        };
                         self.out.say(&crate::tools::escape_controls(&line));
                     }
                 }
@@ -315,4 +461,38 @@ fn ask_on_terminal(
         crate::platform::with_line_terminal(|input, output| dialogue(form, &words, input, output))
             .unwrap_or(Answer::Decline)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_are_words_naming_a_configured_server() {
+        let servers = vec!["docs".to_string(), "gh".to_string()];
+        assert_eq!(
+            resource_mentions(
+                "see @docs:file:///a.md and @gh:repo://x/y, mail me@docs:x, @other:u @docs: @gh",
+                &servers
+            ),
+            vec![("docs", "file:///a.md"), ("gh", "repo://x/y")]
+        );
+        assert!(resource_mentions("no mentions here", &servers).is_empty());
+    }
+
+    #[test]
+    fn a_prompt_s_arguments_fill_in_order_and_the_last_takes_the_rest() {
+        let prompt = crate::mcp::Prompt {
+            name: "review".into(),
+            arguments: vec![("file".into(), true), ("focus".into(), false)],
+        };
+        let args = prompt_arguments(&prompt, " a.rs  error handling ").unwrap();
+        assert_eq!(args["file"], "a.rs");
+        assert_eq!(args["focus"], "error handling");
+        let args = prompt_arguments(&prompt, "a.rs").unwrap();
+        assert_eq!(args.len(), 1);
+        assert_eq!(prompt_arguments(&prompt, "  "), Err("file".to_string()));
+        let none = crate::mcp::Prompt::default();
+        assert!(prompt_arguments(&none, "ignored words").unwrap().is_empty());
+    }
 }

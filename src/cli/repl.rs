@@ -1430,14 +1430,17 @@ impl App {
         match parse(line) {
             Input::Empty => {}
             Input::Chat(text) => {
-                self.chat(text);
+                if let Some(text) = self.with_resources(text) {
+                    self.chat(&text);
+                }
             }
             Input::Goto(n) => self.goto(n),
             Input::Unknown(word) => {
                 let name = word.trim_start_matches('/');
+                let args = line.trim().strip_prefix(word).unwrap_or("").trim();
                 if self.skills.get(name).is_some() {
-                    let args = line.trim().strip_prefix(word).unwrap_or("").trim();
                     self.run_skill(name, args);
+                } else if name.starts_with("mcp__") && self.run_mcp_prompt(name, args) {
                 } else {
                     self.out.error(&self.tr(
                         "unknown_command_help_lists_the_commands",

@@ -1237,8 +1237,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "help_mcp",
-        "MCP servers: state, tools and log; restart NAME starts one again; login NAME / logout NAME: its OAuth authorization",
-        "MCP 服务器：状态、工具与日志；restart NAME 重新启动一个；login NAME / logout NAME：它的 OAuth 授权",
+        "MCP servers: state, tools, resources, prompts and log; restart NAME starts one again; login NAME / logout NAME: its OAuth authorization; @server:uri in a message attaches a resource, /mcp__server__prompt ARGS runs a prompt",
+        "MCP 服务器：状态、工具、资源、提示与日志；restart NAME 重新启动一个；login NAME / logout NAME：它的 OAuth 授权；消息中的 @server:uri 附加一个资源，/mcp__server__prompt ARGS 运行一个提示",
     ),
     (
         "mcp_usage",
@@ -1300,6 +1300,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "mcp_prompts",
         "  {n:prompt}: {list}",
         "  {n} 个提示：{list}",
+    ),
+    (
+        "mcp_resource_unread",
+        "{why}; the message was not sent (Up brings it back)",
+        "{why}；消息未发送（按上箭头可找回）",
+    ),
+    (
+        "mcp_prompt_needs",
+        "the prompt needs `{name}`: {usage}",
+        "该提示需要 `{name}`：{usage}",
     ),
     ("mcp_restarting", "restarting {name}", "正在重启 {name}"),
     (

@@ -123,7 +123,14 @@ impl std::fmt::Debug for Manager {
 #[derive(Debug, Clone, Default)]
 pub struct Offers {
     pub resources: Vec<String>,
-    pub prompts: Vec<String>,
+    pub prompts: Vec<Prompt>,
+}
+
+/// One prompt of a server: its name and its arguments in the order listed (name, required).
+#[derive(Debug, Clone, Default)]
+pub struct Prompt {
+    pub name: String,
+    pub arguments: Vec<(String, bool)>,
 }
 
 /// One row of `/mcp`.
@@ -533,19 +540,34 @@ impl Manager {
                     continue;
                 }
             };
-            let names: Vec<String> = page
+            let listed = page
                 .get(key)
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter_map(|r| r.get(field).and_then(Value::as_str))
-                .take(MAX_TOOLS)
-                .map(str::to_string)
-                .collect();
+                .filter(|r| r.get(field).and_then(Value::as_str).is_some())
+                .take(MAX_TOOLS);
             if key == "resources" {
-                offers.resources = names;
+                offers.resources = listed
+                    .filter_map(|r| r[field].as_str().map(str::to_string))
+                    .collect();
             } else {
-                offers.prompts = names;
+                offers.prompts = listed
+                    .map(|p| Prompt {
+                        name: p[field].as_str().unwrap_or_default().to_string(),
+                        arguments: p
+                            .get("arguments")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|a| {
+                                let name = a.get("name").and_then(Value::as_str)?;
+                                let required = a.get("required").and_then(Value::as_bool);
+                                Some((name.to_string(), required.unwrap_or(false)))
+                            })
+                            .collect(),
+                    })
+                    .collect();
             }
         }
         *lock(&server.offers) = offers;
@@ -625,6 +647,138 @@ impl Manager {
                     .unwrap_or_default(),
             })
             .collect()
+    }
+
+    /// A server's client once it is ready (waiting for one still starting), or why there is none.
+    async fn ready_client(self: &Arc<Self>, name: &str) -> Result<Arc<Client>, String> {
+        let Some(server) = self.servers.iter().find(|s| s.config.name == name) else {
+            return Err(format!("there is no MCP server `{name}`"));
+        };
+        self.settle().await;
+        let state = lock(&server.state).clone();
+        match (state, lock(&server.client).clone()) {
+            (State::Ready, Some(client)) => Ok(client),
+            (state, _) => Err(format!("the MCP server `{name}` is {}", describe(&state))),
+        }
+    }
+
+    /// `resources/read` of one resource: its contents as text for a message (binary contents
+    /// named with their size), at most `cap` bytes of it.
+    pub async fn read_resource(
+        self: &Arc<Self>,
+        name: &str,
+        uri: &str,
+        cap: usize,
+    ) -> Result<String, String> {
+        let client = self.ready_client(name).await?;
+        let timeout = self.timeout_of(name);
+        let answer = client
+            .request("resources/read", json!({"uri": uri}), timeout)
+            .await
+            .map_err(|e| format!("reading `{uri}` from `{name}`: {e}"))?;
+        let mut parts = Vec::new();
+        for item in answer
+            .get("contents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let field = |k: &str| item.get(k).and_then(Value::as_str);
+            match (field("text"), field("blob")) {
+                (Some(text), _) => parts.push(text.to_string()),
+                (None, Some(blob)) => parts.push(format!(
+                    "[{} {}, {} bytes]",
+                    field("uri").unwrap_or(uri),
+                    field("mimeType").unwrap_or("binary"),
+                    blob.len() / 4 * 3
+                )),
+                _ => {}
+            }
+        }
+        let mut text = parts.join("\n");
+        if text.len() > cap {
+            let kept = crate::utf8::floor_char_boundary(&text, cap);
+            let dropped = text.len() - kept;
+            text.truncate(kept);
+            text.push_str(&format!("\n[… {dropped} more bytes not included]"));
+        }
+        Ok(text)
+    }
+
+    /// The server and prompt a command (`mcp__server__prompt`) runs: from the listing, or, when
+    /// it is not there, from the servers listed again (the first listing may not have been
+    /// answered yet, or the server's prompts changed).
+    pub async fn prompt_for(self: &Arc<Self>, command: &str) -> Option<(String, Prompt)> {
+        self.settle().await;
+        let find = |s: &Server| {
+            lock(&s.offers)
+                .prompts
+                .iter()
+                .find(|p| exposed_name(&s.config.name, &p.name) == command)
+                .cloned()
+        };
+        for server in &self.servers {
+            if let Some(p) = find(server) {
+                return Some((server.config.name.clone(), p));
+            }
+            let client = lock(&server.client).clone();
+            if let Some(client) = client {
+                self.list_offers(server, &client).await;
+                if let Some(p) = find(server) {
+                    return Some((server.config.name.clone(), p));
+                }
+            }
+        }
+        None
+    }
+
+    /// `prompts/get`: the prompt's messages as one text for a user message (each message's text;
+    /// one of the assistant's marked as such).
+    pub async fn get_prompt(
+        self: &Arc<Self>,
+        name: &str,
+        prompt: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<String, String> {
+        let client = self.ready_client(name).await?;
+        let timeout = self.timeout_of(name);
+        let answer = client
+            .request(
+                "prompts/get",
+                json!({"name": prompt, "arguments": arguments}),
+                timeout,
+            )
+            .await
+            .map_err(|e| format!("getting the prompt `{prompt}` of `{name}`: {e}"))?;
+        let mut parts = Vec::new();
+        for message in answer
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let content = message.get("content").cloned().unwrap_or(Value::Null);
+            let (text, _) = render_result(&json!({"content": [content]}));
+            if text.trim().is_empty() {
+                continue;
+            }
+            match message.get("role").and_then(Value::as_str) {
+                Some("assistant") => parts.push(format!("[assistant]\n{text}")),
+                _ => parts.push(text),
+            }
+        }
+        if parts.is_empty() {
+            return Err(format!("the prompt `{prompt}` of `{name}` has no text"));
+        }
+        Ok(parts.join("\n\n"))
+    }
+
+    fn timeout_of(&self, name: &str) -> Duration {
+        self.servers
+            .iter()
+            .find(|s| s.config.name == name)
+            .map(|s| s.config.timeout)
+            .unwrap_or(Duration::from_secs(60))
     }
 
     /// Pings a ready server (`ping`, at most 2 s): how long it took to answer, or why not.

@@ -153,7 +153,10 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
             .contains("  2 resources: mem://notes, mem://\\e[31mred\n"),
         "{run:?}"
     );
-    assert!(run.stdout.contains("  1 prompt: greet\n"), "{run:?}");
+    assert!(
+        run.stdout.contains("  1 prompt: /mcp__fake__greet\n"),
+        "{run:?}"
+    );
     let said = std::fs::read_to_string(&notes).unwrap();
     assert!(said.contains("got ping"), "{said}");
     let log = std::fs::read_to_string(env.data().join("mcp/fake.log")).unwrap();
@@ -878,6 +881,75 @@ fn headers_helper_disabled_tools_always_allow_and_failures_in_one_shot_mode() {
     assert!(
         run.stderr
             .contains("MCP server `helper` failed: headersHelper"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_resource_is_attached_with_at_and_a_prompt_runs_as_a_command() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    let json = config(&env, &notes, "");
+    env.write_config(&json.replace(
+        r#""FAKE_MCP_NOTES""#,
+        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
+    ));
+    let server = Server::start(vec![text(&["seen"]), text(&["hello Ada"])]);
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "what is in @fake:mem://notes ?\n\
+         @fake:mem://missing this one is not there\n\
+         /mcp__fake__greet\n\
+         /mcp__fake__greet Ada very kindly\n\
+         /mcp__fake__nothing x\n\
+         /tree\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    // Two turns: the resource's and the prompt's; the missing resource and argument sent nothing.
+    assert_eq!(requests.len(), 2, "{run:?}");
+    let last_user = |r: &serde_json::Value| {
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = last_user(&requests[0]);
+    assert!(
+        first.starts_with("what is in @fake:mem://notes ?\n\n<mcp_resource server=\"fake\" uri=\"mem://notes\">\nthe notes say hello\n</mcp_resource>"),
+        "{first}"
+    );
+    assert_eq!(last_user(&requests[1]), "Greet Ada, very kindly.");
+    assert!(
+        run.stderr
+            .contains("no resource mem://missing; the message was not sent"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("the prompt needs `who`: /mcp__fake__greet who [how]"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("/mcp__fake__nothing"), "{run:?}");
+    let said = noted(&notes);
+    assert!(said.contains("read mem://notes"), "{said}");
+    assert!(
+        said.contains(r#"prompt greet {"how": "very kindly", "who": "Ada"}"#),
+        "{said}"
+    );
+    // The stored message holds the resource: the branch stands on its own.
+    assert!(
+        run.stdout.contains("what is in @fake:mem://notes ?"),
         "{run:?}"
     );
 }

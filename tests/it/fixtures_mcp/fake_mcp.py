@@ -89,7 +89,21 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"resources": [
             {"uri": "mem://notes", "name": "notes"}, {"uri": "mem://\u001b[31mred", "name": "red"}]}})
     elif method == "prompts/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": [{"name": "greet"}]}})
+        send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": [{"name": "greet", "arguments": [
+            {"name": "who", "required": True}, {"name": "how"}]}]}})
+    elif method == "resources/read":
+        uri = params.get("uri")
+        note("read " + str(uri))
+        if uri == "mem://notes":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"contents": [
+                {"uri": uri, "mimeType": "text/plain", "text": "the notes say hello"}]}})
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32002, "message": "no resource " + str(uri)}})
+    elif method == "prompts/get":
+        args = params.get("arguments") or {}
+        note("prompt %s %s" % (params.get("name"), json.dumps(args, sort_keys=True)))
+        send({"jsonrpc": "2.0", "id": rid, "result": {"messages": [
+            {"role": "user", "content": {"type": "text", "text": "Greet %s, %s." % (args.get("who"), args.get("how", "warmly"))}}]}})
     elif method == "notifications/cancelled":
         cancelled.add(params.get("requestId"))
     elif method == "ping":
