@@ -129,6 +129,7 @@ const OAUTH_KEYS: &[&str] = &[
     "callbackPort",
     "clientMetadataUrl",
     "privateKeyFile",
+    "idp",
 ];
 
 /// Keys peers write in `.mcp.json` that mean nothing here but describe (never change) what runs.
@@ -414,7 +415,8 @@ fn server(
 
 /// An entry's `oauth` object: `clientId`, `clientSecret` (`${VAR}` expanded), `scopes`,
 /// `grant` (`authorization_code` or `client_credentials`), `callbackPort`, `clientMetadataUrl`,
-/// `privateKeyFile` (the client-credentials grant signed with a key instead of a secret).
+/// `privateKeyFile` (the client-credentials grant signed with a key instead of a secret), `idp`
+/// (the identity provider of the `enterprise_managed` grant).
 fn oauth(
     value: Option<&Value>,
     env: &dyn Fn(&str) -> Option<String>,
@@ -448,9 +450,10 @@ fn oauth(
     let grant = match string("grant")?.as_deref() {
         None | Some("authorization_code") => Grant::AuthorizationCode,
         Some("client_credentials") => Grant::ClientCredentials,
+        Some("enterprise_managed") => Grant::EnterpriseManaged,
         Some(other) => {
             return Err(format!(
-                "`oauth.grant` {other:?} must be authorization_code or client_credentials"
+                "`oauth.grant` {other:?} must be authorization_code, client_credentials or enterprise_managed"
             ));
         }
     };
@@ -476,7 +479,18 @@ fn oauth(
         callback_port,
         client_metadata_url,
         private_key_file: string("privateKeyFile")?.map(PathBuf::from),
+        idp: match o.get("idp") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(idp_settings(v, env)?),
+        },
     };
+    if grant == Grant::EnterpriseManaged && (settings.client_id.is_none() || settings.idp.is_none())
+    {
+        return Err(
+            "`oauth.grant` enterprise_managed needs `clientId` and `idp` (issuer, tokenEndpoint, clientId, idTokenFile)"
+                .into(),
+        );
+    }
     if grant == Grant::ClientCredentials
         && (settings.client_id.is_none()
             || (settings.client_secret.is_none() && settings.private_key_file.is_none()))
@@ -487,6 +501,44 @@ fn oauth(
         );
     }
     Ok(settings)
+}
+
+/// An entry's `oauth.idp`: the organisation's identity provider of enterprise-managed
+/// authorization (`issuer`, `tokenEndpoint`, `clientId`, optional `clientSecret`, and
+/// `idTokenFile`: where the user's sign-in tool keeps their ID token, read at each exchange).
+fn idp_settings(
+    v: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::mcp::oauth::IdpSettings, String> {
+    let o = v.as_object().ok_or("`oauth.idp` must be an object")?;
+    for key in o.keys() {
+        if ![
+            "issuer",
+            "tokenEndpoint",
+            "clientId",
+            "clientSecret",
+            "idTokenFile",
+        ]
+        .contains(&key.as_str())
+        {
+            return Err(format!("`oauth.idp` has an unknown key `{key}`"));
+        }
+    }
+    let string = |k: &str| -> Result<Option<String>, String> {
+        match o.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(expand(s, env))),
+            Some(_) => Err(format!("`oauth.idp.{k}` must be a string")),
+        }
+    };
+    let needed = |k: &str| string(k)?.ok_or_else(|| format!("`oauth.idp` needs `{k}`"));
+    Ok(crate::mcp::oauth::IdpSettings {
+        issuer: needed("issuer")?,
+        token_endpoint: needed("tokenEndpoint")?,
+        client_id: needed("clientId")?,
+        client_secret: string("clientSecret")?,
+        id_token_file: PathBuf::from(needed("idTokenFile")?),
+    })
 }
 
 /// The names of the variables `text` references as `${NAME}`, in order, once each.
@@ -642,7 +694,30 @@ mod tests {
         assert_eq!(s.oauth.scopes, ["read", "write"]);
         assert_eq!(s.oauth.grant, Grant::ClientCredentials);
         assert_eq!(s.oauth.callback_port, 8976);
+        let s = entry(
+            json!({"clientId": "c", "grant": "enterprise_managed", "idp": {
+            "issuer": "https://idp.example", "tokenEndpoint": "https://idp.example/token",
+            "clientId": "i", "clientSecret": "${TOKEN}", "idTokenFile": "/run/me/id-token"}}),
+        )
+        .unwrap();
+        assert_eq!(s.oauth.grant, Grant::EnterpriseManaged);
+        let idp = s.oauth.idp.unwrap();
+        assert_eq!(idp.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(idp.id_token_file, std::path::Path::new("/run/me/id-token"));
+        assert_eq!(idp.token_endpoint, "https://idp.example/token");
         for (bad, said) in [
+            (
+                json!({"grant": "enterprise_managed", "clientId": "c"}),
+                "enterprise_managed needs `clientId` and `idp`",
+            ),
+            (
+                json!({"idp": {"issuer": "i", "tokenEndpoint": "t", "clientId": "c"}}),
+                "`oauth.idp` needs `idTokenFile`",
+            ),
+            (
+                json!({"idp": {"issuer": "i", "idToken": "x"}}),
+                "`oauth.idp` has an unknown key `idToken`",
+            ),
             (json!({"clientID": "c"}), "unknown field `oauth.clientID`"),
             (
                 json!({"grant": "client_credentials", "clientId": "c"}),
@@ -650,7 +725,7 @@ mod tests {
             ),
             (
                 json!({"grant": "password"}),
-                "must be authorization_code or client_credentials",
+                "must be authorization_code, client_credentials or enterprise_managed",
             ),
             (
                 json!({"clientMetadataUrl": "http://x"}),

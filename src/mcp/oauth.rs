@@ -93,6 +93,21 @@ pub enum Grant {
     AuthorizationCode,
     /// Unattended: the entry's client ID and secret.
     ClientCredentials,
+    /// Enterprise-managed authorization: the user's ID token from the organisation's identity
+    /// provider exchanged there for an ID-JAG (RFC 8693), redeemed at the server's
+    /// authorization server (RFC 7523 jwt-bearer).
+    EnterpriseManaged,
+}
+
+/// The identity provider of [`Grant::EnterpriseManaged`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdpSettings {
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    /// The user's ID token (a file their sign-in tool keeps fresh), read at each exchange.
+    pub id_token_file: PathBuf,
 }
 
 /// An entry's `oauth` object.
@@ -110,6 +125,8 @@ pub struct Settings {
     /// The client-credentials grant with `private_key_jwt`: a PKCS#8 P-256 key (PEM) that signs
     /// the client's assertion (ES256), instead of a secret.
     pub private_key_file: Option<PathBuf>,
+    /// The identity provider of the enterprise-managed grant.
+    pub idp: Option<IdpSettings>,
 }
 
 /// The token store: `{"<server> <url>": credentials}` in one file, 0600.
@@ -297,6 +314,8 @@ impl Login {
             let _ = manager.initialize_from_store().await;
         } else if self.settings.grant == Grant::ClientCredentials {
             manager = self.client_credentials(url).await?;
+        } else if self.settings.grant == Grant::EnterpriseManaged {
+            manager = self.enterprise_managed(url).await?;
         }
         Ok(Arc::new(Session {
             client: AuthClient::new(http.clone(), manager),
@@ -403,6 +422,78 @@ impl Login {
             .ok_or_else(|| OAuthError::Sdk("the client-credentials grant gave no token".into()))
     }
 
+    /// Enterprise-managed authorization: the ID token exchanged at the identity provider for an
+    /// ID-JAG bound to this server's authorization server and resource, redeemed there for an
+    /// access token, handed to the SDK's manager. No browser step; a failure names the stage.
+    async fn enterprise_managed(&self, url: &str) -> Result<AuthorizationManager, OAuthError> {
+        use rmcp::transport::auth::enterprise::{
+            EmaAuthorizationServer, EmaClientAuthentication, EmaExchangeRequest,
+        };
+        let (Some(client_id), Some(idp)) = (&self.settings.client_id, &self.settings.idp) else {
+            return Err(OAuthError::Sdk(
+                "the enterprise-managed grant needs the entry's oauth.clientId and oauth.idp"
+                    .into(),
+            ));
+        };
+        let manager = self.manager(url).await?;
+        let metadata = manager.resolve_metadata().await?.metadata;
+        let issuer = metadata
+            .issuer
+            .clone()
+            .unwrap_or_else(|| metadata.token_endpoint.clone());
+        let secret = |s: &Option<String>| match s {
+            Some(s) => {
+                EmaClientAuthentication::ClientSecretBasic(oauth2::ClientSecret::new(s.clone()))
+            }
+            None => EmaClientAuthentication::None,
+        };
+        let resource_as = EmaAuthorizationServer::new(issuer, &metadata.token_endpoint, client_id)
+            .with_client_authentication(secret(&self.settings.client_secret));
+        let idp_server =
+            EmaAuthorizationServer::new(&idp.issuer, &idp.token_endpoint, &idp.client_id)
+                .with_client_authentication(secret(&idp.client_secret));
+        let shown = idp.id_token_file.display();
+        let id_token = crate::project_file::read_own(&idp.id_token_file, 64 * 1024)
+            .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
+            .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
+            .text();
+        let mut request =
+            EmaExchangeRequest::new_with_id_token(idp_server, resource_as, url, id_token.trim());
+        if !self.settings.scopes.is_empty() {
+            request = request.with_scopes(self.settings.scopes.iter().cloned());
+        }
+        crate::llm::install_crypto_provider();
+        let http = rmcp::transport::auth::default_oauth_http_client()?;
+        let token = request
+            .exchange(&http, &http)
+            .await
+            .map_err(|e| OAuthError::Sdk(format!("the enterprise-managed exchange failed: {e}")))?;
+        let mut answer = serde_json::json!({
+            "access_token": token.access_token.secret(),
+            "token_type": "Bearer",
+        });
+        if let Some(expires) = token.expires_in {
+            answer["expires_in"] = expires.as_secs().into();
+        }
+        if !token.scopes.is_empty() {
+            let mut scopes: Vec<&String> = token.scopes.iter().collect();
+            scopes.sort();
+            answer["scope"] = scopes
+                .into_iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .into();
+        }
+        let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(answer)
+            .map_err(|e| OAuthError::Sdk(format!("the exchanged token: {e}")))?;
+        let mut state = OAuthState::Unauthorized(manager);
+        state.set_credentials(client_id, token).await?;
+        state
+            .into_authorization_manager()
+            .ok_or_else(|| OAuthError::Sdk("the enterprise-managed grant gave no token".into()))
+    }
+
     /// Authorizes anew for `challenge` (a 401's or a 403's `WWW-Authenticate`) and puts the
     /// new authorization into `session`.
     pub async fn authorize(
@@ -422,6 +513,8 @@ impl Login {
         }
         let manager = if self.settings.grant == Grant::ClientCredentials {
             self.client_credentials(url).await?
+        } else if self.settings.grant == Grant::EnterpriseManaged {
+            self.enterprise_managed(url).await?
         } else {
             self.browser_step(url, challenge).await?
         };

@@ -35,9 +35,20 @@ if ctx.get("private_key_pem"):
     oauth["privateKeyFile"] = key
 if ctx.get("name", "").startswith("auth/client-credentials"):
     oauth["grant"] = "client_credentials"
+# Enterprise-managed authorization: the IdP's details, and the user's ID token in a file (as a
+# sign-in tool would keep it).
+if ctx.get("idp_id_token"):
+    token = os.path.join(os.path.dirname(path), "id-token")
+    with open(token, "w") as f:
+        f.write(ctx["idp_id_token"])
+    os.chmod(token, 0o600)
+    oauth["grant"] = "enterprise_managed"
+    oauth["idp"] = {"issuer": ctx["idp_issuer"], "tokenEndpoint": ctx["idp_token_endpoint"],
+                    "clientId": ctx["idp_client_id"], "idTokenFile": token}
 # A client ID metadata document, used where the authorization server supports them (what a
 # user whose organisation hosts one writes; the suite's servers accept this address).
-if ctx.get("name", os.environ.get("MCP_CONFORMANCE_SCENARIO", "")).startswith("auth/"):
+if ctx.get("name", os.environ.get("MCP_CONFORMANCE_SCENARIO", "")).startswith("auth/") \
+        and "idp" not in oauth:
     oauth.setdefault("clientMetadataUrl", "https://conformance-test.local/client-metadata.json")
 if oauth:
     entry["oauth"] = oauth
