@@ -1751,6 +1751,9 @@ impl App {
     fn one_shot(&mut self, prompt: &str, format: super::json_output::OutputFormat) -> ExitCode {
         self.ready();
         use super::json_output::{JsonObserver, OutputFormat, ResultFields, write_line};
+        // `@server:uri` is read before anything is sent, as at the prompt; one that cannot be
+        // read is said (on stderr, and in the JSON's `error`) and nothing is sent.
+        let expanded = self.with_resources(prompt);
         if format != OutputFormat::Text {
             let stream = format == OutputFormat::StreamJson;
             let mut observer = JsonObserver::new(Printer::new(self.out), stream);
@@ -1759,9 +1762,15 @@ impl App {
                 "conversation_id": self.session.id(),
                 "model": self.config.model,
             }));
-            let end = self.chat_with(prompt, &mut observer);
+            let end = match &expanded {
+                Some(prompt) => self.chat_with(prompt, &mut observer),
+                None => None,
+            };
             let current = self.session.conversation().current();
             let error = match &end {
+                None if expanded.is_none() => {
+                    Some("an @server:uri resource could not be read".to_string())
+                }
                 Some(TurnEnd::Complete)
                 | Some(TurnEnd::RoundLimit(_))
                 | Some(TurnEnd::ContextFull) => None,
@@ -1804,7 +1813,10 @@ impl App {
                 _ => ExitCode::from(1),
             };
         }
-        let end = self.chat(prompt);
+        let Some(prompt) = expanded else {
+            return ExitCode::from(1);
+        };
+        let end = self.chat(&prompt);
         for (server, error) in self.mcp_failures() {
             self.out.warn(&self.tr(
                 "mcp_server_failed",

@@ -953,3 +953,56 @@ fn a_resource_is_attached_with_at_and_a_prompt_runs_as_a_command() {
         "{run:?}"
     );
 }
+
+#[test]
+fn a_one_shot_prompt_attaches_a_resource_and_a_missing_one_sends_nothing() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let notes = env.dir.path().join("notes.txt");
+    let json = config(&env, &notes, "");
+    env.write_config(&json.replace(
+        r#""FAKE_MCP_NOTES""#,
+        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
+    ));
+    let server = Server::start(vec![text(&["summed up"])]);
+    let run = env.run(&server.base_url, &["-p", "sum up @fake:mem://notes."], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout.trim(), "summed up", "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{run:?}");
+    let messages = requests[0]["messages"].as_array().unwrap();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    assert!(
+        user["content"]
+            .as_str()
+            .unwrap()
+            .contains("<mcp_resource server=\"fake\" uri=\"mem://notes\">\nthe notes say hello\n</mcp_resource>"),
+        "{user}"
+    );
+    // A resource the server does not have: said on stderr and in the JSON, nothing sent.
+    let run = env.run(
+        &server.base_url,
+        &[
+            "-p",
+            "look at @fake:mem://missing",
+            "--output-format",
+            "json",
+        ],
+        "",
+    );
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(server.requests().len(), 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("no resource mem://missing; the message was not sent"),
+        "{run:?}"
+    );
+    let result: serde_json::Value = serde_json::from_str(run.stdout.trim().lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    assert!(
+        result["error"].as_str().unwrap().contains("@server:uri"),
+        "{result}"
+    );
+}
