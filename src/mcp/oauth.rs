@@ -435,6 +435,12 @@ impl Login {
                     .into(),
             ));
         };
+        // Read first: without it nothing is asked of any server.
+        let shown = idp.id_token_file.display();
+        let id_token = crate::project_file::read_own(&idp.id_token_file, 64 * 1024)
+            .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
+            .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
+            .text();
         let manager = self.manager(url).await?;
         let metadata = manager.resolve_metadata().await?.metadata;
         let issuer = metadata
@@ -452,11 +458,6 @@ impl Login {
         let idp_server =
             EmaAuthorizationServer::new(&idp.issuer, &idp.token_endpoint, &idp.client_id)
                 .with_client_authentication(secret(&idp.client_secret));
-        let shown = idp.id_token_file.display();
-        let id_token = crate::project_file::read_own(&idp.id_token_file, 64 * 1024)
-            .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
-            .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
-            .text();
         let mut request =
             EmaExchangeRequest::new_with_id_token(idp_server, resource_as, url, id_token.trim());
         if !self.settings.scopes.is_empty() {
@@ -768,6 +769,59 @@ fn parse_query(query: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn enterprise_login(dir: &std::path::Path, id_token_file: PathBuf) -> Login {
+        Login {
+            server: "corp".into(),
+            settings: Settings {
+                client_id: Some("mcp-client".into()),
+                grant: Grant::EnterpriseManaged,
+                idp: Some(IdpSettings {
+                    issuer: "https://idp.invalid".into(),
+                    token_endpoint: "https://idp.invalid/token".into(),
+                    client_id: "idp-client".into(),
+                    client_secret: None,
+                    id_token_file,
+                }),
+                ..Settings::default()
+            },
+            store: TokenStore::in_dir(&dir.join("new")),
+            say: Arc::new(|_| {}),
+            browser: false,
+        }
+    }
+
+    #[test]
+    fn an_enterprise_login_without_its_id_token_says_where_it_looked_and_asks_no_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("id-token");
+        let login = enterprise_login(dir.path(), missing.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // An unroutable server: reaching it would fail differently (or hang), not name the file.
+        let err = runtime
+            .block_on(login.enterprise_managed("http://192.0.2.1:9/mcp"))
+            .err()
+            .expect("no ID token, no login");
+        assert_eq!(
+            err.to_string(),
+            format!("OAuth: there is no ID token at {}", missing.display()),
+        );
+        // A folder where the file should be is refused, and still nothing is asked.
+        std::fs::create_dir(&missing).unwrap();
+        let err = runtime
+            .block_on(login.enterprise_managed("http://192.0.2.1:9/mcp"))
+            .err()
+            .expect("a folder is not an ID token");
+        assert!(
+            err.to_string().starts_with("OAuth: the ID token: ")
+                && err.to_string().ends_with("it is not a regular file"),
+            "{err}"
+        );
+        assert!(!login.store.path().exists(), "nothing stored");
+    }
 
     fn credentials(token: &str) -> StoredCredentials {
         serde_json::from_value(serde_json::json!({
