@@ -18,6 +18,51 @@ pub struct ReplHelper {
     pub color: bool,
     /// The skills `/<name>` runs, completed like commands.
     pub skills: SkillNames,
+    /// The MCP servers, once started: their prompts complete as `/mcp__server__prompt`, their
+    /// resources as `@server:uri` anywhere in a line.
+    pub mcp: McpSlot,
+}
+
+/// Where the REPL puts the MCP manager once it has one (after the editor is made).
+pub type McpSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<crate::mcp::Manager>>>;
+
+/// A server's word is offered only when it can be typed back as one word and shown as is.
+fn plain_word(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// The `@server:uri` of every resource the servers listed, starting with `word`.
+fn resource_candidates(statuses: &[crate::mcp::Status], word: &str) -> Vec<String> {
+    let mut out: Vec<String> = statuses
+        .iter()
+        .flat_map(|s| {
+            s.offers
+                .resources
+                .iter()
+                .map(move |uri| format!("@{}:{uri}", s.name))
+        })
+        .filter(|c| c.starts_with(word) && plain_word(c))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The `/mcp__server__prompt` commands of the servers' prompts, starting with `prefix`.
+fn prompt_candidates(statuses: &[crate::mcp::Status], prefix: &str) -> Vec<String> {
+    let mut out: Vec<String> = statuses
+        .iter()
+        .flat_map(|s| {
+            s.offers
+                .prompts
+                .iter()
+                .map(move |p| format!("/{}", crate::mcp::exposed_name(&s.name, &p.name)))
+        })
+        .filter(|c| c.starts_with(prefix))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The names of the skills, kept current by the REPL as skills are reloaded.
@@ -33,13 +78,21 @@ impl Completer for ReplHelper {
         _: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = &line[..pos];
-        if !before.starts_with('/') {
-            return Ok((pos, Vec::new()));
-        }
         let pair = |s: &str| Pair {
             display: s.to_string(),
             replacement: s.to_string(),
         };
+        let statuses = || self.mcp.get().map(|m| m.statuses()).unwrap_or_default();
+        let word_start = before.rfind(char::is_whitespace).map_or(0, |i| {
+            i + before[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        if before[word_start..].starts_with('@') {
+            let found = resource_candidates(&statuses(), &before[word_start..]);
+            return Ok((word_start, found.iter().map(|c| pair(c)).collect()));
+        }
+        if !before.starts_with('/') {
+            return Ok((pos, Vec::new()));
+        }
         match before.split_once(' ') {
             None => {
                 let mut names: Vec<String> = complete_names(before)
@@ -53,6 +106,11 @@ impl Completer for ReplHelper {
                     .filter(|s| s.starts_with(before) && !names.contains(s))
                     .collect();
                 names.extend(extra);
+                let prompts: Vec<String> = prompt_candidates(&statuses(), before)
+                    .into_iter()
+                    .filter(|p| !names.contains(p))
+                    .collect();
+                names.extend(prompts);
                 Ok((0, names.iter().map(|n| pair(&format!("{n} "))).collect()))
             }
             Some((command, arg)) => {
@@ -110,4 +168,66 @@ impl Helper for ReplHelper {}
 /// Turns the `\`-newline continuations of a multi-line entry into plain newlines.
 pub fn join_continuations(input: &str) -> String {
     input.replace("\\\n", "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::{Offers, Origin, Prompt, State, Status};
+
+    fn server(name: &str, resources: &[&str], prompts: &[&str]) -> Status {
+        Status {
+            name: name.into(),
+            state: State::Ready,
+            tools: 0,
+            offers: Offers {
+                resources: resources.iter().map(|r| r.to_string()).collect(),
+                prompts: prompts
+                    .iter()
+                    .map(|p| Prompt {
+                        name: p.to_string(),
+                        arguments: Vec::new(),
+                    })
+                    .collect(),
+            },
+            log: Default::default(),
+            origin: Origin::User,
+            server: String::new(),
+        }
+    }
+
+    #[test]
+    fn resources_complete_as_at_server_uri_and_odd_ones_are_left_out() {
+        let servers = [
+            server(
+                "docs",
+                &["mem://b", "mem://a", "has space", "esc\x1b[2J"],
+                &[],
+            ),
+            server("db", &["pg://t"], &[]),
+        ];
+        assert_eq!(
+            resource_candidates(&servers, "@"),
+            ["@db:pg://t", "@docs:mem://a", "@docs:mem://b"]
+        );
+        assert_eq!(
+            resource_candidates(&servers, "@docs:mem://b"),
+            ["@docs:mem://b"]
+        );
+        assert!(resource_candidates(&servers, "@x").is_empty());
+    }
+
+    #[test]
+    fn prompts_complete_as_commands_with_their_exposed_names() {
+        let servers = [server("docs", &[], &["review", "sum up"])];
+        assert_eq!(
+            prompt_candidates(&servers, "/mcp"),
+            ["/mcp__docs__review", "/mcp__docs__sum_up"]
+        );
+        assert_eq!(
+            prompt_candidates(&servers, "/mcp__docs__r"),
+            ["/mcp__docs__review"]
+        );
+        assert!(prompt_candidates(&servers, "/tree").is_empty());
+    }
 }

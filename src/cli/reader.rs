@@ -39,6 +39,7 @@ impl Reader {
         store: Store,
         color: bool,
         skills: super::editor::SkillNames,
+        mcp: super::editor::McpSlot,
     ) -> rustyline::Result<Reader> {
         let config = rustyline::Config::builder()
             .auto_add_history(false)
@@ -51,6 +52,7 @@ impl Reader {
             store,
             color,
             skills,
+            mcp,
         }));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         editor.bind_sequence(KeyEvent::ctrl('J'), Cmd::Newline);

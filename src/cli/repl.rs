@@ -797,11 +797,17 @@ impl App {
                 (session, None)
             }
         };
+        let mcp_slot: super::editor::McpSlot = Default::default();
         let reader = if one_shot {
             Reader::Closed
         } else if interactive {
-            Reader::editor(store.clone(), out.color, skill_names.clone())
-                .context("starting the line editor")?
+            Reader::editor(
+                store.clone(),
+                out.color,
+                skill_names.clone(),
+                mcp_slot.clone(),
+            )
+            .context("starting the line editor")?
         } else {
             Reader::piped()
         };
@@ -851,6 +857,7 @@ impl App {
                     .map(crate::mcp::oauth::TokenStore::in_dir),
             );
             manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
+            let _ = mcp_slot.set(manager.clone());
             tools.set_mcp(manager);
         }
         let (tx, interrupts) = watch::channel(0u64);

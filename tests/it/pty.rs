@@ -1682,3 +1682,64 @@ fn clear_erases_the_screen_on_a_terminal() {
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// Tab completes an MCP server's resources as `@server:uri` anywhere in a line and its prompts
+/// as `/mcp__server__prompt`; what it completes is what is sent.
+#[test]
+fn tab_completes_mcp_resources_and_prompts() {
+    let env = Env::new();
+    let fake = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures_mcp/fake_mcp.py");
+    env.write_config(
+        &serde_json::json!({"mcp": {"servers": [
+            {"name": "fake", "command": "python3", "args": [fake.display().to_string()],
+             "env": {"FAKE_MCP_OFFERS": "1"}, "timeout": 5}
+        ]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["seen"]), text(&["greeted"])]);
+    let mut pty = start(&env, &server.base_url);
+    // The servers start once the prompt is idle and list their offers after their tools.
+    let mut listed = false;
+    for _ in 0..50 {
+        pty.send("/mcp\r");
+        if pty.expect("› ").contains("mem://notes") {
+            listed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(listed, "the server's resources were never listed");
+    pty.send("what is in @fa\t");
+    pty.expect("@fake:mem://notes");
+    pty.send("\r");
+    pty.expect("seen");
+    pty.expect("› ");
+    pty.send("/mcp__fake__gr\t");
+    pty.expect("/mcp__fake__greet ");
+    pty.send("Ada\r");
+    pty.expect("greeted");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let last_user = |r: &serde_json::Value| {
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        last_user(&requests[0]).starts_with("what is in @fake:mem://notes\n\n<mcp_resource"),
+        "{:?}",
+        requests[0]
+    );
+    assert!(last_user(&requests[1]).contains("Ada"), "{:?}", requests[1]);
+}
