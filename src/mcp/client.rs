@@ -350,6 +350,24 @@ fn initialize_error(e: rmcp::service::ClientInitializeError) -> McpError {
     }
 }
 
+/// A `tools/call` request, made directly (the call of every turn: no JSON round trip through
+/// the protocol's types). Arguments that are not an object (nor null) cannot be sent.
+pub fn tool_call_request(name: &str, arguments: &Value) -> Result<ClientRequest, McpError> {
+    let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
+    match arguments {
+        Value::Object(map) => params = params.with_arguments(map.clone()),
+        Value::Null => {}
+        _ => {
+            return Err(McpError::Rpc(
+                "cannot send `tools/call`: its arguments are not an object".into(),
+            ));
+        }
+    }
+    Ok(ClientRequest::CallToolRequest(rmcp::model::Request::new(
+        params,
+    )))
+}
+
 /// A request of the protocol from its method and params.
 fn client_request(method: &str, params: Value) -> Result<ClientRequest, McpError> {
     let mut message = json!({"method": method});
@@ -718,7 +736,11 @@ impl Client {
         params: Value,
         timeout: Duration,
     ) -> Result<Call, McpError> {
-        let request = client_request(method, params)?;
+        self.send(client_request(method, params)?, timeout).await
+    }
+
+    /// Sends a request made already ([`tool_call_request`]); as [`Client::start`].
+    pub async fn send(&self, request: ClientRequest, timeout: Duration) -> Result<Call, McpError> {
         let handle = self
             .peer
             .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
@@ -1097,6 +1119,21 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_call_made_directly_is_the_one_made_from_json() {
+        let args = json!({"text": "ping", "n": [1, {"a": null}]});
+        let direct = tool_call_request("echo", &args).unwrap();
+        let from_json =
+            client_request("tools/call", json!({"name": "echo", "arguments": args})).unwrap();
+        assert_eq!(
+            serde_json::to_value(&direct).unwrap(),
+            serde_json::to_value(&from_json).unwrap()
+        );
+        let bare = serde_json::to_value(tool_call_request("echo", &Value::Null).unwrap()).unwrap();
+        assert_eq!(bare["params"], json!({"name": "echo"}));
+        assert!(tool_call_request("echo", &json!([1])).is_err());
+    }
 
     #[test]
     fn requests_are_made_from_their_method_and_params() {

@@ -848,7 +848,6 @@ impl Manager {
                 describe(&lock(&server.state))
             ))
         })?;
-        let params = json!({"name": tool.remote, "arguments": args});
         // In flight while this future lives: its progress notifications are said.
         struct InFlight<'a>(&'a Server, String);
         impl Drop for InFlight<'_> {
@@ -860,10 +859,11 @@ impl Manager {
         let mut step_ups = 0;
         loop {
             // Interrupted (this future dropped while waiting): the call says so to the server.
-            let call = match client
-                .start("tools/call", params.clone(), server.config.timeout)
-                .await
-            {
+            let sent = match client::tool_call_request(&tool.remote, args) {
+                Ok(request) => client.send(request, server.config.timeout).await,
+                Err(e) => Err(e),
+            };
+            let call = match sent {
                 Ok(call) => call,
                 Err(e) => {
                     result = Err(e);
