@@ -1121,13 +1121,19 @@ fn main() {
             })
         };
         let (_, at_start) = session(&dir("turns-empty"), b"", 0);
+        // The first turn maps in the code of a turn (the HTTP client, the stream, the store:
+        // some 2 MB of the binary's pages, not memory that grows): the growth is measured from
+        // there.
+        let one = dir("turns-one");
+        let (_, after_one) = session(&one, b"a short question, number 0\n", 1);
+        let one_kb = conversations_text(&one).len() as u64 / 1024;
         let data = dir("turns-long");
         let input: String = (0..turns)
             .map(|i| format!("a short question, number {i}\n"))
             .collect();
         let (took, peak) = session(&data, input.as_bytes(), turns);
         let file_kb = conversations_text(&data).len() as u64 / 1024;
-        let allowed = at_start + 2 * file_kb;
+        let allowed = after_one + 2 * file_kb.saturating_sub(one_kb);
         rows.push(Row {
             what: format!(
                 "peak memory after {turns} short turns ({:.1} s)",
@@ -1135,8 +1141,9 @@ fn main() {
             ),
             measured: format!("{:.1} MB", peak as f64 / 1024.0),
             baseline: format!(
-                "start {:.1} MB + 2 × file {:.2} MB",
+                "start {:.1} MB, after one turn {:.1} MB + 2 × file {:.2} MB",
                 at_start as f64 / 1024.0,
+                after_one as f64 / 1024.0,
                 file_kb as f64 / 1024.0
             ),
             ratio: peak as f64 / allowed as f64,

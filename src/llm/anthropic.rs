@@ -418,7 +418,7 @@ pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
 
 /// The same body as the text sent: serialised in one pass, borrowing the request's strings.
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    serde_json::to_string(&wire_body(request, s)).expect("a request body is JSON")
+    super::body_text(request, &wire_body(request, s))
 }
 
 #[derive(Default)]

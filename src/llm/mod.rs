@@ -352,6 +352,15 @@ fn log_request(
     }
 }
 
+/// A request's body as text, written into room for what is known of it (its messages' texts),
+/// so a long branch's text is not copied over and over as it grows.
+fn body_text(request: &ChatRequest<'_>, body: &impl serde::Serialize) -> String {
+    let texts: usize = request.messages.iter().map(|m| m.content.len() + 64).sum();
+    let mut out = Vec::with_capacity(texts + 4096);
+    serde_json::to_writer(&mut out, body).expect("a request body is JSON");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
 /// `text` with every occurrence of `secret` and every `Bearer` token replaced by `[redacted]`.
 pub fn redact(text: &str, secret: Option<&str>) -> String {
     let mut out = match secret.map(str::trim).filter(|k| k.len() >= 4) {

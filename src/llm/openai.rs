@@ -124,7 +124,7 @@ pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
 /// The same body as the text sent: serialised in one pass from the request, borrowing every
 /// string (no `Value` tree in between).
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    serde_json::to_string(&wire_body(request, s)).expect("a request body is JSON")
+    super::body_text(request, &wire_body(request, s))
 }
 
 fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody<'a> {
@@ -143,7 +143,7 @@ fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody
 #[derive(Serialize)]
 struct WireBody<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
+    messages: WireMessages<'a>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -155,6 +155,25 @@ struct WireBody<'a> {
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+}
+
+/// The messages, each made as it is written (no list of them beside the request's).
+struct WireMessages<'a> {
+    messages: &'a [ChatMessage<'a>],
+    /// Reasoning goes back only after this one (the last user message).
+    turn_start: usize,
+}
+
+impl Serialize for WireMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.messages.iter().enumerate().map(|(i, m)| {
+            let mut w = wire_message(m);
+            if i > self.turn_start && !m.tool_calls.is_empty() {
+                w.reasoning_content = m.reasoning.as_deref().filter(|r| !r.is_empty());
+            }
+            w
+        }))
+    }
 }
 
 #[derive(Serialize)]
@@ -204,18 +223,10 @@ fn body<'a>(
         .iter()
         .rposition(|m| m.role == Role::User)
         .unwrap_or(0);
-    let messages = request
-        .messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let mut w = wire_message(m);
-            if i > turn_start && !m.tool_calls.is_empty() {
-                w.reasoning_content = m.reasoning.as_deref().filter(|r| !r.is_empty());
-            }
-            w
-        })
-        .collect();
+    let messages = WireMessages {
+        messages: &request.messages,
+        turn_start,
+    };
     let tools = request
         .tools
         .iter()
