@@ -132,7 +132,8 @@ struct Turn<'a> {
     role: &'static str,
     thinking: Vec<WireBlock<'a>>,
     results: Vec<WireBlock<'a>>,
-    texts: Vec<&'a str>,
+    /// The texts so far, joined by a blank line (borrowed while there is one).
+    text: Option<Cow<'a, str>>,
     tool_uses: Vec<WireBlock<'a>>,
 }
 
@@ -140,27 +141,44 @@ impl<'a> Turn<'a> {
     fn is_empty(&self) -> bool {
         self.thinking.is_empty()
             && self.results.is_empty()
-            && self.texts.is_empty()
+            && self.text.is_none()
             && self.tool_uses.is_empty()
+    }
+
+    fn push_text(&mut self, text: Cow<'a, str>) {
+        self.text = Some(match self.text.take() {
+            None => text,
+            Some(before) => {
+                let mut joined = before.into_owned();
+                joined.push_str("\n\n");
+                joined.push_str(&text);
+                Cow::Owned(joined)
+            }
+        });
     }
 
     fn merge(&mut self, other: Turn<'a>) {
         self.thinking.extend(other.thinking);
         self.results.extend(other.results);
-        self.texts.extend(other.texts);
+        if let Some(text) = other.text {
+            self.push_text(text);
+        }
         self.tool_uses.extend(other.tool_uses);
     }
 
     /// Blocks in the order the API wants: thinking first in an assistant turn, tool results first
     /// in a user turn, text joined by a blank line, tool uses last.
     fn into_wire(self) -> WireTurn<'a> {
-        let mut blocks = self.thinking;
+        let text = self.text.filter(|t| !t.trim().is_empty());
+        let mut blocks = Vec::with_capacity(
+            self.thinking.len()
+                + self.results.len()
+                + usize::from(text.is_some())
+                + self.tool_uses.len(),
+        );
+        blocks.extend(self.thinking);
         blocks.extend(self.results);
-        let text: Cow<'a, str> = match self.texts.as_slice() {
-            [one] => Cow::Borrowed(one),
-            many => Cow::Owned(many.join("\n\n")),
-        };
-        if !text.trim().is_empty() {
+        if let Some(text) = text {
             blocks.push(WireBlock::Text {
                 text,
                 cache_control: None,
@@ -242,7 +260,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
             }
             Role::User => {
                 turn.role = "user";
-                turn.texts.push(&m.content);
+                turn.push_text(Cow::Borrowed(&m.content));
             }
             Role::Tool => {
                 turn.role = "user";
@@ -269,7 +287,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
                 }
                 if !m.content.trim().is_empty() {
                     // The API refuses trailing whitespace at the end of an assistant turn.
-                    turn.texts.push(m.content.trim_end());
+                    turn.push_text(Cow::Borrowed(m.content.trim_end()));
                 }
                 for call in m.tool_calls.iter() {
                     turn.tool_uses.push(WireBlock::ToolUse {
@@ -294,7 +312,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
             0,
             Turn {
                 role: "user",
-                texts: vec!["(The conversation continues.)"],
+                text: Some(Cow::Borrowed("(The conversation continues.)")),
                 ..Turn::default()
             },
         );
