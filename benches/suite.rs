@@ -429,17 +429,15 @@ fn compacted_branch(n: usize) -> new_agent::session::Conversation {
     for i in 0..n {
         if i == n - 40 {
             let replaces = ids[ids.len() - 10].clone();
-            c.add(Message {
-                summary: Some(Box::new(SummaryInfo {
-                    replaces,
-                    messages: (n - 50) as u64,
-                    tokens_before: 0,
-                    tokens_after: 0,
-                    focus: None,
-                })),
-                ..Message::new(Role::User, "summary ".repeat(400))
-            })
-            .unwrap();
+            let mut summary = Message::new(Role::User, "summary ".repeat(400));
+            summary.extra.summary = Some(Box::new(SummaryInfo {
+                replaces,
+                messages: (n - 50) as u64,
+                tokens_before: 0,
+                tokens_after: 0,
+                focus: None,
+            }));
+            c.add(summary).unwrap();
         }
         let role = if i % 2 == 0 {
             Role::User

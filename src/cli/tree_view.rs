@@ -168,7 +168,7 @@ pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row
 /// Branch names at the tips they stand for (`⟨auth-fix⟩`), side questions, merge nodes (what they
 /// brought back) and undone messages (how much is folded below them).
 fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
-    let marked = |m: &Message| m.side || m.merged_from.is_some();
+    let marked = |m: &Message| m.side || m.extra.merged_from.is_some();
     // Told in creation order, without numbering the tree: most trees have nothing to label.
     if conversation.branches.is_empty()
         && conversation.undone.is_empty()
@@ -198,7 +198,7 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         let Some((_, m)) = order.get(line.number) else {
             continue;
         };
-        if let Some(from) = &m.merged_from {
+        if let Some(from) = &m.extra.merged_from {
             line.text = super::text::tr(
                 lang,
                 "tree_merged",
@@ -208,7 +208,7 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         if m.side {
             line.text.push_str(&super::text::tr(lang, "side_mark", &[]));
         }
-        if conversation.undone.contains(&m.id) {
+        if conversation.undone.contains(m.id.as_str()) {
             let n = conversation.subtree(&m.id).len() - 1;
             line.text
                 .push_str(&super::text::tr(lang, "tree_undone", &[("n", &n)]));
@@ -260,7 +260,9 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         let Some((_, m)) = order.get(line.number) else {
             continue;
         };
-        let Some(info) = &m.summary else { continue };
+        let Some(info) = &m.extra.summary else {
+            continue;
+        };
         let last = numbers.get(info.replaces.as_str()).copied();
         // The first message of the branch: the root's child on the summary's path.
         let first = conversation
@@ -307,7 +309,7 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
         .map(|n| {
             !n.interior
                 || near_cursor.contains(&n.message.id.as_str())
-                || conversation.undone.contains(&n.message.id)
+                || conversation.undone.contains(n.message.id.as_str())
         })
         .collect();
     // The first node of each run (the message right after a fork or a kept node) stays.
@@ -514,14 +516,13 @@ mod tests {
         c.add(Message::new(Role::Assistant, "Hi! How can I help?"))
             .unwrap();
         c.add(Message::new(Role::User, "Read main.rs")).unwrap();
-        c.add(Message {
-            tool_calls: Some(vec![ToolCall::new(
+        c.add(
+            Message::new(Role::Assistant, "").with_calls(vec![ToolCall::new(
                 "c1",
                 "read_file",
                 r#"{"filepath":"main.rs"}"#,
             )]),
-            ..Message::new(Role::Assistant, "")
-        })
+        )
         .unwrap();
         c.add(Message::tool_result("c1", "     1\tfn main() {}"))
             .unwrap();
@@ -674,10 +675,11 @@ mod tests {
         let long = format!("{}\u{1b}[31mred", "x".repeat(55));
         assert_eq!(preview(&long, 60), format!("{}\\e[31m…", "x".repeat(55)));
         assert_eq!(preview("a\u{202e}b  c\n d", 60), "a\\u{202e}b c d");
-        let m = Message {
-            tool_calls: Some(vec![ToolCall::new("c1", "evil\rname", "{}")]),
-            ..Message::new(Role::Assistant, "héllo wörld")
-        };
+        let m = Message::new(Role::Assistant, "héllo wörld").with_calls(vec![ToolCall::new(
+            "c1",
+            "evil\rname",
+            "{}",
+        )]);
         assert_eq!(
             describe(&m, Lang::En),
             "assistant: héllo wörld [tool call: evil\\rname({})]"

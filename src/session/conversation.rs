@@ -142,13 +142,21 @@ impl Conversation {
 
     /// A conversation around an existing root message (used when loading).
     pub fn with_root(id: impl Into<String>, root: Message) -> Self {
-        Self::with_root_and_capacity(id, root, 1)
+        Self::with_root_and_capacity(id, root, (1, 1))
     }
 
-    /// The same, with room for `capacity` messages, so that loading a big file never reallocates.
-    pub fn with_root_and_capacity(id: impl Into<String>, root: Message, capacity: usize) -> Self {
-        let root_id = root.id.clone();
-        let mut index = hashbrown::HashTable::with_capacity(capacity);
+    /// The same, with room for as many messages as `capacity` says: (at most, likely). The
+    /// vectors get the first, so that loading a big file never reallocates them (room never used
+    /// is never touched, so it costs no memory); the index of ids the second, since all of a
+    /// hash table's room is touched (it grows, and rehashes, if the file holds more).
+    pub fn with_root_and_capacity(
+        id: impl Into<String>,
+        root: Message,
+        capacity: (usize, usize),
+    ) -> Self {
+        let (capacity, likely) = capacity;
+        let root_id = root.id.to_string();
+        let mut index = hashbrown::HashTable::with_capacity(likely);
         index.insert_unique(id_hash(&root_id), ROOT as u32, |_| 0);
         let mut nodes = Vec::with_capacity(capacity);
         nodes.push(root);
@@ -265,7 +273,7 @@ impl Conversation {
     /// one twice: a new message whose id is taken gets a fresh one.
     pub fn add(&mut self, mut message: Message) -> Result<String, TreeError> {
         while self.contains(&message.id) {
-            message.id = new_id();
+            message.id = new_id().into();
         }
         let parent = self.cursor.clone();
         self.add_under(&parent, message)
@@ -277,10 +285,10 @@ impl Conversation {
             return Err(TreeError::UnknownMessage(parent.to_string()));
         };
         if self.contains(&message.id) {
-            return Err(TreeError::DuplicateMessage(message.id));
+            return Err(TreeError::DuplicateMessage(message.id.into()));
         }
-        let id = message.id.clone();
-        message.parent_id = Some(parent.to_string());
+        let id = message.id.to_string();
+        message.parent_id = Some(parent.into());
         self.insert(at, message);
         self.cursor = id.clone();
         Ok(id)
@@ -320,7 +328,7 @@ impl Conversation {
             .find(hash, |&p| self.nodes[p as usize].id == message.id)
             .is_some()
         {
-            return Attached::Repeated(message.id);
+            return Attached::Repeated(message.id.into());
         }
         // Most messages answer the one written just before them: that parent is found without
         // a look-up.
@@ -331,7 +339,7 @@ impl Conversation {
             None => None,
         };
         if parent.is_none() {
-            message.parent_id = Some(self.root_id.clone());
+            message.parent_id = Some(self.root_id.as_str().into());
         }
         self.insert_hashed(parent.unwrap_or(ROOT), message, hash);
         if parent.is_some() {
@@ -420,30 +428,65 @@ impl Conversation {
             .collect()
     }
 
-    /// The positions under `start` (itself first) in pre-order, with their depths below it:
-    /// down to the first child, else on to the next sibling of the nearest node that has one.
+    /// The positions under `start` (itself first) in pre-order, with their depths below it.
     fn preorder_positions(&self, start: usize) -> Vec<(u32, u32)> {
-        let mut out = Vec::new();
-        let (mut p, mut depth) = (start, 0u32);
-        loop {
-            out.push((p as u32, depth));
-            if let Some(child) = self.kids(p).next() {
-                (p, depth) = (child, depth + 1);
-                continue;
+        self.preorder_walk(start).collect()
+    }
+
+    /// [`Conversation::preorder_positions`] one at a time: down to the first child, else on to
+    /// the next sibling of the nearest node that has one.
+    fn preorder_walk(&self, start: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut at = Some((start, 0u32));
+        std::iter::from_fn(move || {
+            let (mut p, mut depth) = at?;
+            let here = (p as u32, depth);
+            at = match self.kids(p).next() {
+                Some(child) => Some((child, depth + 1)),
+                None => loop {
+                    if p == start {
+                        break None;
+                    }
+                    let next = self.links[p].next;
+                    if next != NONE {
+                        break Some((next as usize, depth));
+                    }
+                    p = self.links[p].parent as usize;
+                    depth -= 1;
+                },
+            };
+            Some(here)
+        })
+    }
+
+    /// The `/tree` numbers of a few messages, without keeping the numbering of the whole tree when
+    /// it has not been made yet (resuming a big conversation asks for three).
+    pub fn numbers_of(&self, ids: &[&str]) -> Vec<Option<usize>> {
+        let positions: Vec<Option<usize>> = ids.iter().map(|id| self.position(id)).collect();
+        if let Some(numbering) = self.numbering.get() {
+            return positions
+                .iter()
+                .map(|p| p.map(|p| numbering.number[p] as usize))
+                .collect();
+        }
+        let mut numbers = vec![None; ids.len()];
+        let mut left = positions.iter().filter(|p| p.is_some()).count();
+        for (n, (p, _)) in self.preorder_walk(ROOT).enumerate() {
+            if left == 0 {
+                break;
             }
-            loop {
-                if p == start {
-                    return out;
+            for (i, wanted) in positions.iter().enumerate() {
+                if *wanted == Some(p as usize) && numbers[i].is_none() {
+                    numbers[i] = Some(n);
+                    left -= 1;
                 }
-                let next = self.links[p].next;
-                if next != NONE {
-                    p = next as usize;
-                    break;
-                }
-                p = self.links[p].parent as usize;
-                depth -= 1;
             }
         }
+        numbers
+    }
+
+    /// How many messages have no children.
+    pub fn leaf_count(&self) -> usize {
+        self.links.iter().filter(|l| l.first == NONE).count()
     }
 
     /// The id of the node numbered `n` by `/tree`.
@@ -484,7 +527,7 @@ impl Conversation {
                 if m.parent_id.is_none() {
                     break;
                 }
-                match (summary, &m.summary) {
+                match (summary, &m.extra.summary) {
                     (Some((_, replaces)), _) if m.id == replaces => {
                         reached = true;
                         break;
@@ -518,7 +561,7 @@ impl Conversation {
             return None;
         }
         self.ancestors(id)
-            .find_map(|m| self.checkpoints.get(&m.id))
+            .find_map(|m| self.checkpoints.get(m.id.as_str()))
             .map(String::as_str)
     }
 
@@ -532,7 +575,7 @@ impl Conversation {
         self.nodes
             .iter()
             .filter(|m| {
-                m.summary.as_ref().is_some_and(|info| {
+                m.extra.summary.as_ref().is_some_and(|info| {
                     !self
                         .ancestors(&m.id)
                         .skip(1)
@@ -551,7 +594,7 @@ impl Conversation {
             .kids(p)
             .filter(|&k| {
                 let m = &self.nodes[k];
-                !m.side && !self.undone.contains(&m.id)
+                !m.side && !self.undone.contains(m.id.as_str())
             })
             .last()
         {
@@ -664,8 +707,8 @@ impl Conversation {
             out.push(ChatMessage::text(Role::User, summary.content.as_str()));
         }
         let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| ChatMessage {
-            reasoning: m.reasoning.as_deref().map(Cow::Borrowed),
-            reasoning_signature: m.reasoning_signature.as_deref().map(Cow::Borrowed),
+            reasoning: m.extra.reasoning.as_deref().map(Cow::Borrowed),
+            reasoning_signature: m.extra.reasoning_signature.as_deref().map(Cow::Borrowed),
             ..message
         };
         let mut i = 0;
@@ -751,7 +794,7 @@ mod marker_tests {
         // One cut before its first word still tells the model.
         let mut empty = Message::new(Role::Assistant, "");
         empty.interrupted = true;
-        empty.tool_calls = Some(vec![crate::vocab::ToolCall::new("t", "f", "{}")]);
+        empty.extra.tool_calls = Some(vec![crate::vocab::ToolCall::new("t", "f", "{}")]);
         c.add(empty).unwrap();
         let sent = c.api_messages(c.cursor());
         assert_eq!(sent[4].content, INTERRUPTED_MARKER);
@@ -771,10 +814,7 @@ mod tests {
         Message::new(Role::Assistant, text)
     }
     fn calling(ids: &[&str]) -> Message {
-        Message {
-            tool_calls: Some(ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect()),
-            ..assistant("")
-        }
+        assistant("").with_calls(ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect())
     }
     fn roles(msgs: &[ChatMessage]) -> Vec<(Role, String)> {
         msgs.iter()
