@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::commands::COMMANDS;
 use super::markdown::display_width;
 use super::repl::{App, interruptible};
-use super::tree_view::{Row, describe, format_row, preview, push_row, tree_rows};
+use super::tree_view::{Highlight, describe, preview, push_tree};
 use crate::llm::ChatRequest;
 use crate::prompt;
 use crate::session::{ChatSession, LoadReport, export};
@@ -156,23 +156,17 @@ impl App {
             self.out
                 .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
         );
-        let rows = tree_rows(self.session.conversation(), full, self.out.lang);
-        text.reserve(rows.len() * 96);
-        for row in &rows {
-            match row {
-                Row::Node(line) if line.is_current => {
-                    let drawn = format_row(row, self.out.lang);
-                    text.push_str(&self.out.bold(&self.out.green(&drawn)))
-                }
-                Row::Gap { .. } => {
-                    let drawn = format_row(row, self.out.lang);
-                    text.push_str(&self.out.dim(&drawn))
-                }
-                // Most rows: drawn straight into the one buffer.
-                Row::Node(_) => push_row(&mut text, row, self.out.lang),
-            }
-            text.push('\n');
-        }
+        // Most rows are drawn straight into the one buffer.
+        push_tree(
+            &mut text,
+            self.session.conversation(),
+            full,
+            self.out.lang,
+            &|highlight, drawn| match highlight {
+                Highlight::Current => self.out.bold(&self.out.green(drawn)),
+                Highlight::Gap => self.out.dim(drawn),
+            },
+        );
         // A tree keeps its rows: never rewrapped (each is cut to fit already).
         self.out.say_verbatim(text.trim_end_matches('\n'));
     }

@@ -130,16 +130,23 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             children.clear();
             children.extend(conversation.child_positions(position));
             let last = children.len().saturating_sub(1);
-            for (i, &child) in children.iter().enumerate().rev() {
-                let (piece, extend) = if i == last {
-                    ("└─ ", "   ")
-                } else {
-                    ("├─ ", "│  ")
-                };
-                let deeper: Rc<str> = if depth < MAX_DEPTH {
-                    Rc::from(format!("{under}{extend}"))
+            // The prefix under a branch is one of two, shared by the branches of this fork.
+            let deeper = |extend: &str| -> Rc<str> {
+                if depth < MAX_DEPTH {
+                    let mut prefix = String::with_capacity(under.len() + extend.len());
+                    prefix.push_str(&under);
+                    prefix.push_str(extend);
+                    Rc::from(prefix)
                 } else {
                     under.clone()
+                }
+            };
+            let under_last = deeper("   ");
+            let under_others = (last > 0).then(|| deeper("│  "));
+            for (i, &child) in children.iter().enumerate().rev() {
+                let (piece, deeper) = match &under_others {
+                    Some(others) if i != last => ("├─ ", others.clone()),
+                    _ => ("└─ ", under_last.clone()),
                 };
                 stack.push(Visit {
                     position: child,
@@ -290,14 +297,43 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
 fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
-    let hidden = folded(conversation, &nodes, full);
+    let mut rows = Vec::new();
+    each_row(conversation, &nodes, full, |row| {
+        rows.push(match row {
+            Drawn::Node(node, n) => Row::Node(node.line(n, cursor, lang)),
+            Drawn::Gap(node, first, last) => Row::Gap {
+                lead: node.lead(),
+                first,
+                last,
+            },
+        })
+    });
+    rows
+}
+
+/// A row as the drawing meets it, before any text is made for it: a node and its number, or a
+/// gap (its first node, its first and last numbers).
+enum Drawn<'n, 'a> {
+    Node(&'n Node<'a>, usize),
+    Gap(&'n Node<'a>, usize, usize),
+}
+
+/// The rows of the view, in order: which nodes are drawn and which runs fold into a gap.
+fn each_row<'a>(
+    conversation: &'a Conversation,
+    nodes: &[Node<'a>],
+    full: bool,
+    mut emit: impl FnMut(Drawn<'_, 'a>),
+) {
+    let cursor = conversation.cursor();
+    let hidden = folded(conversation, nodes, full);
     if full || nodes.len() <= COLLAPSE_OVER {
-        return nodes
-            .iter()
-            .enumerate()
-            .filter(|(n, _)| !hidden[*n])
-            .map(|(n, node)| Row::Node(node.line(n, cursor, lang)))
-            .collect();
+        for (n, node) in nodes.iter().enumerate() {
+            if !hidden[n] {
+                emit(Drawn::Node(node, n));
+            }
+        }
+        return;
     }
     let near_cursor: Vec<&str> = conversation
         .ancestors(cursor)
@@ -318,7 +354,6 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
             keep[i] = true;
         }
     }
-    let mut rows = Vec::new();
     let mut i = 0;
     while i < nodes.len() {
         if hidden[i] {
@@ -326,7 +361,7 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
             continue;
         }
         if keep[i] {
-            rows.push(Row::Node(nodes[i].line(i, cursor, lang)));
+            emit(Drawn::Node(&nodes[i], i));
             i += 1;
             continue;
         }
@@ -335,16 +370,92 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
             i += 1;
         }
         if i - start >= MIN_GAP {
-            rows.push(Row::Gap {
-                lead: nodes[start].lead(),
-                first: start,
-                last: i - 1,
-            });
+            emit(Drawn::Gap(&nodes[start], start, i - 1));
         } else {
-            rows.extend((start..i).map(|n| Row::Node(nodes[n].line(n, cursor, lang))));
+            for (n, node) in nodes.iter().enumerate().take(i).skip(start) {
+                emit(Drawn::Node(node, n));
+            }
         }
     }
-    rows
+}
+
+/// What a drawing's caller may colour: the current node's line and the gap lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Highlight {
+    Current,
+    Gap,
+}
+
+/// The drawing of [`tree_rows`] appended to `out`, one line per row, each ending in a newline,
+/// with `paint` applied to the current node's line and to gap lines: the text of
+/// [`render_rows`], made straight into `out` (no row, no line of its own for most nodes; a big
+/// tree draws nearly every node).
+pub fn push_tree(
+    out: &mut String,
+    conversation: &Conversation,
+    full: bool,
+    lang: Lang,
+    paint: &dyn Fn(Highlight, &str) -> String,
+) {
+    // Labels rewrite a row's text after it is made: such a tree is drawn by rows.
+    if needs_labels(conversation) {
+        for row in tree_rows(conversation, full, lang) {
+            match &row {
+                Row::Node(line) if line.is_current => {
+                    out.push_str(&paint(Highlight::Current, &format_row(&row, lang)))
+                }
+                Row::Gap { .. } => out.push_str(&paint(Highlight::Gap, &format_row(&row, lang))),
+                Row::Node(_) => push_row(out, &row, lang),
+            }
+            out.push('\n');
+        }
+        return;
+    }
+    let cursor = conversation.cursor();
+    let nodes = walk(conversation);
+    out.reserve(nodes.len() * 96);
+    each_row(conversation, &nodes, full, |row| {
+        match row {
+            Drawn::Node(node, n) if node.message.id == cursor => {
+                let mut line = String::new();
+                push_node(&mut line, node, n, true, lang);
+                out.push_str(&paint(Highlight::Current, &line));
+            }
+            Drawn::Node(node, n) => push_node(out, node, n, false, lang),
+            Drawn::Gap(node, first, last) => {
+                let gap = Row::Gap {
+                    lead: node.lead(),
+                    first,
+                    last,
+                };
+                out.push_str(&paint(Highlight::Gap, &format_row(&gap, lang)));
+            }
+        }
+        out.push('\n');
+    });
+}
+
+/// Whether any row of the tree gets a label ([`label_summaries`], [`label_branches`]).
+fn needs_labels(conversation: &Conversation) -> bool {
+    conversation.has_summaries()
+        || !conversation.branches.is_empty()
+        || !conversation.undone.is_empty()
+        || (0..conversation.len()).any(|p| {
+            let m = conversation.at(p);
+            m.side || m.extra.merged_from.is_some()
+        })
+}
+
+/// [`push_line`] of a node's [`Node::line`], without making the line.
+fn push_node(out: &mut String, node: &Node<'_>, number: usize, is_current: bool, lang: Lang) {
+    use std::fmt::Write;
+    out.push_str(&node.body);
+    out.push_str(node.branch);
+    let _ = write!(out, "[{number}] ");
+    push_description(out, node.message, lang);
+    if is_current {
+        out.push_str(&super::text::tr(lang, "current_mark", &[]));
+    }
 }
 
 /// The whole drawing as plain text, one line per row.
@@ -684,6 +795,53 @@ mod tests {
             describe(&m, Lang::En),
             "assistant: héllo wörld [tool call: evil\\rname({})]"
         );
+    }
+
+    /// The drawing made straight into a buffer is the drawing of the rows, byte for byte, with the
+    /// same lines painted: small and big trees, folded runs, forks everywhere, labels.
+    #[test]
+    fn drawing_into_the_buffer_is_drawing_the_rows() {
+        let paint = |h: Highlight, s: &str| format!("<{h:?}>{s}</>");
+        let by_rows = |c: &Conversation, full: bool, lang: Lang| {
+            let mut out = String::new();
+            for row in tree_rows(c, full, lang) {
+                let drawn = format_row(&row, lang);
+                match &row {
+                    Row::Node(line) if line.is_current => {
+                        out.push_str(&paint(Highlight::Current, &drawn))
+                    }
+                    Row::Gap { .. } => out.push_str(&paint(Highlight::Gap, &drawn)),
+                    Row::Node(_) => out.push_str(&drawn),
+                }
+                out.push('\n');
+            }
+            out
+        };
+        let mut moved = long_tree();
+        let id = moved.id_by_number(20).unwrap().to_string();
+        moved.move_cursor(&id).unwrap();
+        let mut named = long_tree();
+        let tip = named.cursor().to_string();
+        named.branches.insert("retry".into(), tip);
+        let (bushy, _) = crate::session::sample::bushy("b", 3000);
+        let mut deep = Conversation::new("d", "sys");
+        for i in 0..200 {
+            let fork = deep.cursor().to_string();
+            deep.add(Message::new(Role::User, format!("a{i}"))).unwrap();
+            let on = deep.cursor().to_string();
+            deep.move_cursor(&fork).unwrap();
+            deep.add(Message::new(Role::User, format!("b{i}"))).unwrap();
+            deep.move_cursor(&on).unwrap();
+        }
+        for c in [sample(), long_tree(), moved, named, bushy, deep] {
+            for full in [false, true] {
+                for lang in [Lang::En, Lang::Zh] {
+                    let mut direct = String::new();
+                    push_tree(&mut direct, &c, full, lang, &paint);
+                    assert_eq!(direct, by_rows(&c, full, lang), "full: {full}");
+                }
+            }
+        }
     }
 
     #[test]
