@@ -430,7 +430,7 @@ fn compacted_branch(n: usize) -> new_agent::session::Conversation {
         if i == n - 40 {
             let replaces = ids[ids.len() - 10].clone();
             let mut summary = Message::new(Role::User, "summary ".repeat(400));
-            summary.extra.summary = Some(Box::new(SummaryInfo {
+            summary.extra.rare.summary = Some(Box::new(SummaryInfo {
                 replaces,
                 messages: (n - 50) as u64,
                 tokens_before: 0,

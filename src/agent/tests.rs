@@ -739,7 +739,7 @@ async fn a_nearly_full_window_is_compacted_before_the_request_into_a_summary_nod
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].parent_id.as_deref(), Some(asked.as_str()));
     assert!(s[0].content.ends_with("the gist"));
-    let info = s[0].extra.summary.as_ref().unwrap();
+    let info = s[0].extra.rare.summary.as_ref().unwrap();
     assert!(info.tokens_after < info.tokens_before, "{info:?}");
     // The answer hangs below it; the request sent the summary, then the kept part.
     assert_eq!(f.session.conversation().current().content, "done");

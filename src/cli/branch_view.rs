@@ -317,7 +317,7 @@ impl App {
                 summary.trim()
             ),
         );
-        message.extra.merged_from = Some(Box::new(crate::session::message::MergedFrom {
+        message.extra.rare.merged_from = Some(Box::new(crate::session::message::MergedFrom {
             tip: node.clone(),
             fork: fork.clone(),
         }));

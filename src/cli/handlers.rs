@@ -53,7 +53,7 @@ impl App {
         let user = chain
             .iter()
             .rev()
-            .find(|m| m.role == Role::User && m.extra.summary.is_none());
+            .find(|m| m.role == Role::User && m.extra.rare.summary.is_none());
         let answer = chain
             .iter()
             .rev()
@@ -325,10 +325,10 @@ impl App {
             let mut usage = crate::vocab::Usage::default();
             let mut models: Vec<&str> = Vec::new();
             for m in &branch {
-                if let Some(u) = &m.extra.usage {
+                if let Some(u) = &m.extra.rare.usage {
                     usage.add(u);
                 }
-                if let Some(model) = m.extra.model.as_deref()
+                if let Some(model) = m.extra.rare.model.as_deref()
                     && !models.contains(&model)
                 {
                     models.push(model);

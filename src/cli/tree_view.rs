@@ -175,7 +175,7 @@ pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row
 /// Branch names at the tips they stand for (`⟨auth-fix⟩`), side questions, merge nodes (what they
 /// brought back) and undone messages (how much is folded below them).
 fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
-    let marked = |m: &Message| m.side || m.extra.merged_from.is_some();
+    let marked = |m: &Message| m.side || m.extra.rare.merged_from.is_some();
     // Told in creation order, without numbering the tree: most trees have nothing to label.
     if conversation.branches.is_empty()
         && conversation.undone.is_empty()
@@ -205,7 +205,7 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         let Some((_, m)) = order.get(line.number) else {
             continue;
         };
-        if let Some(from) = &m.extra.merged_from {
+        if let Some(from) = &m.extra.rare.merged_from {
             line.text = super::text::tr(
                 lang,
                 "tree_merged",
@@ -267,7 +267,7 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         let Some((_, m)) = order.get(line.number) else {
             continue;
         };
-        let Some(info) = &m.extra.summary else {
+        let Some(info) = &m.extra.rare.summary else {
             continue;
         };
         let last = numbers.get(info.replaces.as_str()).copied();
@@ -442,7 +442,7 @@ fn needs_labels(conversation: &Conversation) -> bool {
         || !conversation.undone.is_empty()
         || (0..conversation.len()).any(|p| {
             let m = conversation.at(p);
-            m.side || m.extra.merged_from.is_some()
+            m.side || m.extra.rare.merged_from.is_some()
         })
 }
 

@@ -151,7 +151,7 @@ fn branch(turns: usize, result: &str) -> Conversation {
 
 fn summary(replaces: &str, text: &str) -> Message {
     let mut m = Message::new(Role::User, text);
-    m.extra.summary = Some(Box::new(SummaryInfo {
+    m.extra.rare.summary = Some(Box::new(SummaryInfo {
         replaces: replaces.into(),
         messages: 1,
         tokens_before: 0,
@@ -311,7 +311,7 @@ fn a_long_single_turn_keeps_nothing_rather_than_splitting_it() {
     assert!(p.kept.is_empty(), "the only user message starts the branch");
     assert_eq!(p.summarized.len(), 41);
     let m = summary_message(&p, &ctx(100_000), "text", Some(" tests "), 9000, 100).unwrap();
-    let info = m.extra.summary.clone().unwrap();
+    let info = m.extra.rare.summary.clone().unwrap();
     assert_eq!(info.replaces, c.cursor());
     assert_eq!(info.messages, 41);
     assert_eq!(info.focus.as_deref(), Some("tests"));

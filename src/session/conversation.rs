@@ -527,7 +527,7 @@ impl Conversation {
                 if m.parent_id.is_none() {
                     break;
                 }
-                match (summary, &m.extra.summary) {
+                match (summary, &m.extra.rare.summary) {
                     (Some((_, replaces)), _) if m.id == replaces => {
                         reached = true;
                         break;
@@ -575,7 +575,7 @@ impl Conversation {
         self.nodes
             .iter()
             .filter(|m| {
-                m.extra.summary.as_ref().is_some_and(|info| {
+                m.extra.rare.summary.as_ref().is_some_and(|info| {
                     !self
                         .ancestors(&m.id)
                         .skip(1)
@@ -707,8 +707,13 @@ impl Conversation {
             out.push(ChatMessage::text(Role::User, summary.content.as_str()));
         }
         let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| ChatMessage {
-            reasoning: m.extra.reasoning.as_deref().map(Cow::Borrowed),
-            reasoning_signature: m.extra.reasoning_signature.as_deref().map(Cow::Borrowed),
+            reasoning: m.extra.rare.reasoning.as_deref().map(Cow::Borrowed),
+            reasoning_signature: m
+                .extra
+                .rare
+                .reasoning_signature
+                .as_deref()
+                .map(Cow::Borrowed),
             ..message
         };
         let mut i = 0;
@@ -727,7 +732,7 @@ impl Conversation {
                     let mut results: HashMap<&str, &Message> = HashMap::new();
                     while i < chain.len() && chain[i].role == Role::Tool {
                         let r = chain[i];
-                        let call = r.tool_call_id.as_deref().unwrap_or("");
+                        let call = r.extra.tool_call_id.as_deref().unwrap_or("");
                         if m.calls().iter().any(|c| c.id == call) && !results.contains_key(call) {
                             results.insert(call, r);
                         } else {
@@ -768,7 +773,7 @@ fn orphan_result(m: &Message, text: &str) -> ChatMessage<'static> {
         Role::User,
         format!(
             "[result of tool call {}]\n{text}",
-            m.tool_call_id.as_deref().unwrap_or("?"),
+            m.extra.tool_call_id.as_deref().unwrap_or("?"),
         ),
     )
 }

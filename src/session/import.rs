@@ -342,9 +342,9 @@ fn unique_call_ids(messages: &mut [Message]) {
             }
         }
         if m.role == Role::Tool {
-            let old = m.tool_call_id.as_deref().unwrap_or_default();
+            let old = m.extra.tool_call_id.as_deref().unwrap_or_default();
             if let Some(fresh) = renamed.get_mut(old).and_then(|q| q.pop_front()) {
-                m.tool_call_id = Some(fresh.into());
+                m.extra.tool_call_id = Some(fresh.into());
             }
         }
     }
@@ -486,7 +486,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 Some(i) => i,
                 None => {
                     let mut m = message(Role::Assistant, String::new(), parent.clone(), at);
-                    m.extra.model = body["model"].as_str().map(str::to_string);
+                    m.extra.rare.model = body["model"].as_str().map(str::to_string);
                     draft.messages.push(m);
                     draft.messages.len() - 1
                 }
@@ -508,7 +508,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                     }
                     Some("thinking") => {
                         let t = b["thinking"].as_str().unwrap_or("");
-                        m.extra.reasoning = Some(match m.extra.reasoning.take() {
+                        m.extra.rare.reasoning = Some(match m.extra.rare.reasoning.take() {
                             Some(r) => format!("{r}\n\n{t}"),
                             None => t.to_string(),
                         });
@@ -526,7 +526,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 }
             }
             if let Some(u) = body.get("usage").filter(|u| u.is_object()) {
-                m.extra.usage = Some(Box::new(Usage {
+                m.extra.rare.usage = Some(Box::new(Usage {
                     input_tokens: u["input_tokens"].as_u64().unwrap_or(0),
                     output_tokens: u["output_tokens"].as_u64().unwrap_or(0),
                     cache_read_tokens: u["cache_read_input_tokens"].as_u64(),
@@ -559,7 +559,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 result = format!("Error: {result}");
             }
             let mut m = message(Role::Tool, result, last.clone(), at);
-            m.tool_call_id = b["tool_use_id"].as_str().map(Id::new);
+            m.extra.tool_call_id = b["tool_use_id"].as_str().map(Id::new);
             last = Some(m.id.to_string());
             draft.messages.push(m);
         }
@@ -646,8 +646,8 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                 }
                 let mut m = message(role, text, last.clone(), at);
                 if role == Role::Assistant {
-                    m.extra.model = model.clone();
-                    m.extra.reasoning = pending_reasoning.take();
+                    m.extra.rare.model = model.clone();
+                    m.extra.rare.reasoning = pending_reasoning.take();
                 }
                 last = Some(m.id.to_string());
                 draft.messages.push(m);
@@ -685,8 +685,8 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                 // Calls made together belong to one answer.
                 if !last_is_asking(&draft, &last) {
                     let mut m = message(Role::Assistant, String::new(), last.clone(), at);
-                    m.extra.model = model.clone();
-                    m.extra.reasoning = pending_reasoning.take();
+                    m.extra.rare.model = model.clone();
+                    m.extra.rare.reasoning = pending_reasoning.take();
                     last = Some(m.id.to_string());
                     draft.messages.push(m);
                 }
@@ -707,7 +707,7 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                     other => text_of(other),
                 };
                 let mut m = message(Role::Tool, output, last.clone(), at);
-                m.tool_call_id = item["call_id"].as_str().map(Id::new);
+                m.extra.tool_call_id = item["call_id"].as_str().map(Id::new);
                 last = Some(m.id.to_string());
                 draft.messages.push(m);
             }
@@ -757,7 +757,7 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                                     texts.push(b["text"].as_str().unwrap_or("").to_string())
                                 }
                                 Some("thinking") => {
-                                    m.extra.reasoning =
+                                    m.extra.rare.reasoning =
                                         Some(b["thinking"].as_str().unwrap_or("").to_string());
                                 }
                                 Some("toolCall") => {
@@ -774,9 +774,9 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                             texts.push(s.clone());
                         }
                         m.content = texts.join("\n\n");
-                        m.extra.model = msg["model"].as_str().map(str::to_string);
+                        m.extra.rare.model = msg["model"].as_str().map(str::to_string);
                         if let Some(u) = msg.get("usage").filter(|u| u.is_object()) {
-                            m.extra.usage = Some(Box::new(Usage {
+                            m.extra.rare.usage = Some(Box::new(Usage {
                                 input_tokens: u["input"].as_u64().unwrap_or(0),
                                 output_tokens: u["output"].as_u64().unwrap_or(0),
                                 cache_read_tokens: u["cacheRead"].as_u64(),
@@ -793,7 +793,7 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                             text = format!("Error: {text}");
                         }
                         let mut m = message(Role::Tool, text, parent.clone(), at);
-                        m.tool_call_id = msg["toolCallId"].as_str().map(Id::new);
+                        m.extra.tool_call_id = msg["toolCallId"].as_str().map(Id::new);
                         Some(m)
                     }
                     "bashExecution" if msg["excludeFromContext"] != true => Some(message(

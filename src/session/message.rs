@@ -17,7 +17,9 @@ pub fn new_id() -> String {
 /// a naive ISO form is taken as UTC, tool calls may be flat (`{"id","name","arguments"}`).
 ///
 /// A big conversation holds every message in memory, so a message is kept small (80 bytes beside
-/// its text): ids inline ([`Id`]), and the fields most messages lack in one box ([`Extra`]).
+/// its text): ids inline ([`Id`]), and the fields most messages lack in a box ([`Extra`]), itself
+/// small (the fields of tool calls and their results), with the rarest in a box of its own
+/// ([`Rare`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub id: Id,
@@ -26,22 +28,29 @@ pub struct Message {
     /// None for the root (the system prompt).
     pub parent_id: Option<Id>,
     pub timestamp: DateTime<Utc>,
-    /// For tool messages: the call this result answers.
-    pub tool_call_id: Option<Id>,
     /// The answer was cut short by the user or the network.
     pub interrupted: bool,
     /// A side question (`/btw`): this user message and what is below it are a side branch,
     /// skipped by `/prev`, `/next` and `--continue`.
     pub side: bool,
-    /// The rest (`m.extra.model`, `m.extra.tool_calls = ..`): none of it allocates until set.
+    /// The rest (`m.extra.tool_calls`, `m.extra.rare.model = ..`): none of it allocates until set.
     pub extra: Extras,
 }
 
-/// The fields of a message that most messages lack.
+/// The fields of a message that most messages lack: those of tool calls and their results, and
+/// the rarer ones.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Extra {
     /// For assistant messages that asked for tools.
     pub tool_calls: Option<Vec<ToolCall>>,
+    /// For tool messages: the call this result answers.
+    pub tool_call_id: Option<Id>,
+    pub rare: Thin<Rare>,
+}
+
+/// What fewer messages still have.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rare {
     pub reasoning: Option<String>,
     pub reasoning_signature: Option<String>,
     pub model: Option<String>,
@@ -54,57 +63,74 @@ pub struct Extra {
     pub merged_from: Option<Box<MergedFrom>>,
 }
 
-static NO_EXTRA: Extra = Extra {
-    tool_calls: None,
-    reasoning: None,
-    reasoning_signature: None,
-    model: None,
-    usage: None,
-    summary: None,
-    merged_from: None,
-};
+/// A message's [`Extra`].
+pub type Extras = Thin<Extra>;
 
-/// A message's [`Extra`], boxed when any of it is set: read through it as if it were there (all
-/// unset when it is not), and writing through it makes it.
+/// A value with nothing set, to read through a [`Thin`] that holds none.
+pub trait Unset: Default + PartialEq + 'static {
+    const UNSET: &'static Self;
+}
+
+impl Unset for Extra {
+    const UNSET: &'static Extra = &Extra {
+        tool_calls: None,
+        tool_call_id: None,
+        rare: Thin(None),
+    };
+}
+
+impl Unset for Rare {
+    const UNSET: &'static Rare = &Rare {
+        reasoning: None,
+        reasoning_signature: None,
+        model: None,
+        usage: None,
+        summary: None,
+        merged_from: None,
+    };
+}
+
+/// A value boxed when any of it is set (a pointer's size otherwise): read through it as if it
+/// were there (all unset when it is not), and writing through it makes it.
 #[derive(Clone, Default)]
-pub struct Extras(Option<Box<Extra>>);
+pub struct Thin<T>(Option<Box<T>>);
 
-impl std::ops::Deref for Extras {
-    type Target = Extra;
-    fn deref(&self) -> &Extra {
-        self.0.as_deref().unwrap_or(&NO_EXTRA)
+impl<T: Unset> std::ops::Deref for Thin<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_deref().unwrap_or(T::UNSET)
     }
 }
 
-impl std::ops::DerefMut for Extras {
-    fn deref_mut(&mut self) -> &mut Extra {
+impl<T: Unset> std::ops::DerefMut for Thin<T> {
+    fn deref_mut(&mut self) -> &mut T {
         self.0.get_or_insert_with(Default::default)
     }
 }
 
 /// Compared by what is set: a box with nothing in it equals none.
-impl PartialEq for Extras {
+impl<T: Unset> PartialEq for Thin<T> {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl std::fmt::Debug for Extras {
+impl<T: Unset + std::fmt::Debug> std::fmt::Debug for Thin<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&**self, f)
     }
 }
 
-impl From<Extra> for Extras {
-    fn from(extra: Extra) -> Self {
-        Extras((extra != NO_EXTRA).then(|| Box::new(extra)))
+impl<T: Unset> From<T> for Thin<T> {
+    fn from(value: T) -> Self {
+        Thin((value != *T::UNSET).then(|| Box::new(value)))
     }
 }
 
-impl Extras {
+impl<T: Unset> Thin<T> {
     /// Whether anything is set (a box is kept).
     pub fn is_set(&self) -> bool {
-        self.0.as_deref().is_some_and(|e| *e != NO_EXTRA)
+        self.0.as_deref().is_some_and(|v| v != T::UNSET)
     }
 }
 
@@ -112,33 +138,34 @@ impl Serialize for Message {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let x = &*self.extra;
+        let r = &*x.rare;
         let mut out = s.serialize_struct("Message", 15)?;
         out.serialize_field("msg_id", &self.id)?;
         out.serialize_field("role", &self.role)?;
         out.serialize_field("content", &self.content)?;
         out.serialize_field("parent_id", &self.parent_id)?;
         out.serialize_field("timestamp", &timestamp::Written(&self.timestamp))?;
-        out.serialize_field("tool_call_id", &self.tool_call_id)?;
+        out.serialize_field("tool_call_id", &x.tool_call_id)?;
         out.serialize_field("tool_calls", &x.tool_calls)?;
         if self.interrupted {
             out.serialize_field("interrupted", &true)?;
         }
-        if let Some(v) = &x.reasoning {
+        if let Some(v) = &r.reasoning {
             out.serialize_field("reasoning", v)?;
         }
-        if let Some(v) = &x.reasoning_signature {
+        if let Some(v) = &r.reasoning_signature {
             out.serialize_field("reasoning_signature", v)?;
         }
-        if let Some(v) = &x.model {
+        if let Some(v) = &r.model {
             out.serialize_field("model", v)?;
         }
-        if let Some(v) = &x.usage {
+        if let Some(v) = &r.usage {
             out.serialize_field("usage", v)?;
         }
-        if let Some(v) = &x.summary {
+        if let Some(v) = &r.summary {
             out.serialize_field("summary", v)?;
         }
-        if let Some(v) = &x.merged_from {
+        if let Some(v) = &r.merged_from {
             out.serialize_field("merged_from", v)?;
         }
         if self.side {
@@ -255,8 +282,7 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
         if let Some(calls) = &mut tool_calls {
             calls.shrink_to_fit();
         }
-        let extra = Extra {
-            tool_calls,
+        let rare = Rare {
             reasoning: reasoning.flatten(),
             reasoning_signature: reasoning_signature.flatten(),
             model: model.flatten(),
@@ -264,13 +290,17 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
             summary: summary.and_then(|s| s.0).map(Box::new),
             merged_from: merged_from.and_then(|m| m.0).map(Box::new),
         };
+        let extra = Extra {
+            tool_calls,
+            tool_call_id: tool_call_id.flatten(),
+            rare: rare.into(),
+        };
         Ok(Message {
             id: id.ok_or_else(|| A::Error::missing_field("msg_id"))?,
             role: role.ok_or_else(|| A::Error::missing_field("role"))?,
             content: content.flatten().unwrap_or_default(),
             parent_id: parent_id.flatten(),
             timestamp: stamp.map_or_else(epoch, |s| s.0),
-            tool_call_id: tool_call_id.flatten(),
             interrupted: interrupted.unwrap_or(false),
             side: side.unwrap_or(false),
             extra: extra.into(),
@@ -367,7 +397,6 @@ impl Message {
             parent_id: None,
             content: content.into(),
             timestamp: now(),
-            tool_call_id: None,
             interrupted: false,
             side: false,
             extra: Extras::default(),
@@ -375,10 +404,9 @@ impl Message {
     }
 
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            tool_call_id: Some(Id::from(call_id.into())),
-            ..Message::new(Role::Tool, content)
-        }
+        let mut m = Message::new(Role::Tool, content);
+        m.extra.tool_call_id = Some(Id::from(call_id.into()));
+        m
     }
 
     /// The same message asking for `calls`.
@@ -389,7 +417,7 @@ impl Message {
 
     /// Whether this is a summary node (context compaction).
     pub fn is_summary(&self) -> bool {
-        self.extra.summary.is_some()
+        self.extra.rare.summary.is_some()
     }
 
     /// The tool calls of an assistant message, empty for any other.
@@ -412,14 +440,18 @@ mod tests {
 
     #[test]
     fn a_message_is_small_and_its_extras_are_boxed_only_when_set() {
-        assert!(std::mem::size_of::<Message>() <= 96);
+        assert!(std::mem::size_of::<Message>() <= 80);
+        assert!(std::mem::size_of::<Extra>() <= 48);
         let mut m = Message::new(Role::User, "x");
         assert!(!m.extra.is_set());
-        assert_eq!(m.extra.model, None);
-        m.extra.model = Some("gpt".into());
-        assert!(m.extra.is_set());
+        assert_eq!(m.extra.rare.model, None);
+        m.extra.rare.model = Some("gpt".into());
+        assert!(m.extra.is_set() && m.extra.rare.is_set());
+        // A tool result sets the small box only.
+        let result = Message::tool_result("c1", "ok");
+        assert!(result.extra.is_set() && !result.extra.rare.is_set());
         // An emptied box is the same as none.
-        m.extra.model = None;
+        m.extra.rare.model = None;
         let mut plain = m.clone();
         plain.extra = Extras::default();
         assert_eq!(m, plain);
@@ -438,10 +470,10 @@ mod tests {
         assert!(!m.id.is_inline());
         assert_eq!(m.parent_id.as_deref(), Some("a-parent-of-another-writer"));
         assert_eq!(
-            m.tool_call_id.as_deref(),
+            m.extra.tool_call_id.as_deref(),
             Some("call_abcdefghijklmnopqrstuvwx")
         );
-        assert!(!m.extra.is_set());
+        assert!(!m.extra.rare.is_set());
         // What `new` writes of it: the known fields, in the original order.
         assert_eq!(
             Record::message(&m).to_line(),
@@ -465,14 +497,15 @@ mod tests {
         assert!(m.interrupted && m.side);
         assert_eq!(m.calls().len(), 1);
         assert_eq!(m.extra.tool_calls.as_ref().map(Vec::capacity), Some(1));
-        assert_eq!(m.extra.reasoning.as_deref(), Some("r"));
-        assert_eq!(m.extra.summary.as_ref().map(|s| s.messages), Some(3));
+        assert_eq!(m.extra.rare.reasoning.as_deref(), Some("r"));
+        assert_eq!(m.extra.rare.summary.as_ref().map(|s| s.messages), Some(3));
         assert_eq!(
-            m.extra.merged_from.as_ref().map(|f| f.fork.as_str()),
+            m.extra.rare.merged_from.as_ref().map(|f| f.fork.as_str()),
             Some("f")
         );
         let usage: Option<String> = m
             .extra
+            .rare
             .usage
             .as_ref()
             .map(|u| serde_json::to_string(u).unwrap());

@@ -344,7 +344,7 @@ mod tests {
         let line = Record::message(&m).to_line();
         assert!(!line.contains("interrupted") && !line.contains("reasoning"));
         m.interrupted = true;
-        m.extra.reasoning = Some("r".into());
+        m.extra.rare.reasoning = Some("r".into());
         let line = Record::message(&m).to_line();
         assert!(line.ends_with(r#""tool_calls":null,"interrupted":true,"reasoning":"r"}"#));
     }
