@@ -377,7 +377,7 @@ fn message(
 fn call(id: &str, name: &str, arguments: &Value) -> ToolCall {
     ToolCall {
         id: id.to_string(),
-        kind: "function".to_string(),
+        kind: "function".into(),
         function: FunctionCall {
             name: name.to_string(),
             arguments: match arguments {

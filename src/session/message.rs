@@ -519,6 +519,22 @@ mod tests {
     }
 
     #[test]
+    fn a_call_of_the_usual_kind_allocates_no_kind_and_another_kind_is_kept() {
+        let m: Message = serde_json::from_str(
+            r#"{"msg_id":"a","role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"d","type":"custom","name":"g","arguments":"{}"}]}"#,
+        )
+        .unwrap();
+        let calls = m.calls();
+        assert!(matches!(
+            calls[0].kind,
+            std::borrow::Cow::Borrowed("function")
+        ));
+        assert_eq!(calls[1].kind, "custom");
+        let line = serde_json::to_string(&m).unwrap();
+        assert!(line.contains(r#""type":"custom""#) && line.contains(r#""type":"function""#));
+    }
+
+    #[test]
     fn unreadable_lines_stay_unreadable() {
         for bad in [
             r#"{"type":"message","role":"user"}"#,
