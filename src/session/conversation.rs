@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::message::{Message, new_id};
+use super::message::{Id, Message, new_id};
 use crate::vocab::{ChatMessage, Role};
 
 /// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
@@ -64,10 +64,10 @@ pub struct Sent<'a> {
 }
 
 /// A message id's hash, for the index of positions.
-fn id_hash(id: &str) -> u64 {
+fn id_hash(id: &[u8]) -> u64 {
     use std::hash::Hasher;
     let mut h = IdHasher::default();
-    h.write(id.as_bytes());
+    h.write(id);
     h.finish()
 }
 
@@ -157,7 +157,7 @@ impl Conversation {
         let (capacity, likely) = capacity;
         let root_id = root.id.to_string();
         let mut index = hashbrown::HashTable::with_capacity(likely);
-        index.insert_unique(id_hash(&root_id), ROOT as u32, |_| 0);
+        index.insert_unique(id_hash(root_id.as_bytes()), ROOT as u32, |_| 0);
         let mut nodes = Vec::with_capacity(capacity);
         nodes.push(root);
         let mut links = Vec::with_capacity(capacity);
@@ -181,7 +181,16 @@ impl Conversation {
 
     fn position(&self, id: &str) -> Option<usize> {
         self.index
-            .find(id_hash(id), |&p| self.nodes[p as usize].id == id)
+            .find(id_hash(id.as_bytes()), |&p| self.nodes[p as usize].id == id)
+            .map(|&p| p as usize)
+    }
+
+    /// [`Conversation::position`] of an id as kept (compared without reading it as text).
+    fn position_of(&self, id: &Id) -> Option<usize> {
+        self.index
+            .find(id_hash(id.as_bytes()), |&p| {
+                self.nodes[p as usize].id == *id
+            })
             .map(|&p| p as usize)
     }
 
@@ -296,7 +305,7 @@ impl Conversation {
 
     /// Links a new message under the node at `parent`.
     fn insert(&mut self, parent: usize, message: Message) {
-        let hash = id_hash(&message.id);
+        let hash = id_hash(message.id.as_bytes());
         self.insert_hashed(parent, message, hash);
     }
 
@@ -313,8 +322,9 @@ impl Conversation {
         }
         self.links[parent].last = position;
         let nodes = &self.nodes;
-        self.index
-            .insert_unique(hash, position, |&p| id_hash(&nodes[p as usize].id));
+        self.index.insert_unique(hash, position, |&p| {
+            id_hash(nodes[p as usize].id.as_bytes())
+        });
         self.numbering = Default::default();
     }
 
@@ -322,7 +332,7 @@ impl Conversation {
     /// parent is missing. The cursor is not moved; the caller sets it once. A message whose id
     /// is taken (a repeated line) is left out.
     pub(crate) fn attach_loaded(&mut self, mut message: Message) -> Attached {
-        let hash = id_hash(&message.id);
+        let hash = id_hash(message.id.as_bytes());
         if self
             .index
             .find(hash, |&p| self.nodes[p as usize].id == message.id)
@@ -333,9 +343,9 @@ impl Conversation {
         // Most messages answer the one written just before them: that parent is found without
         // a look-up.
         let newest = self.nodes.len() - 1;
-        let parent = match message.parent_id.as_deref() {
-            Some(p) if self.nodes[newest].id == p => Some(newest),
-            Some(p) => self.position(p),
+        let parent = match &message.parent_id {
+            Some(p) if self.nodes[newest].id == *p => Some(newest),
+            Some(p) => self.position_of(p),
             None => None,
         };
         if parent.is_none() {

@@ -35,13 +35,27 @@ impl Id {
     }
 
     pub fn as_str(&self) -> &str {
+        // Made from a `&str` cut at a NUL-free end: always UTF-8.
+        std::str::from_utf8(self.as_bytes()).expect("an id is UTF-8")
+    }
+
+    /// The id's text as bytes, without reading them as UTF-8 (hashing needs no more).
+    pub fn as_bytes(&self) -> &[u8] {
         match &self.0 {
             Repr::Inline(bytes) => {
                 let len = memchr::memchr(0, bytes).unwrap_or(INLINE);
-                // Made from a `&str` cut at a NUL-free end: always UTF-8.
-                std::str::from_utf8(&bytes[..len]).expect("an inline id is UTF-8")
+                &bytes[..len]
             }
-            Repr::Heap(text) => text,
+            Repr::Heap(text) => text.as_bytes(),
+        }
+    }
+
+    /// Whether the id is `text`, told without reading the id as UTF-8 again (loading a big tree
+    /// compares ids on every line).
+    pub fn is(&self, text: &str) -> bool {
+        match &self.0 {
+            Repr::Inline(bytes) => inline(text).is_some_and(|other| other == *bytes),
+            Repr::Heap(own) => own.as_str() == text,
         }
     }
 
@@ -161,37 +175,37 @@ impl From<&Id> for String {
 
 impl PartialEq<str> for Id {
     fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
+        self.is(other)
     }
 }
 
 impl PartialEq<&str> for Id {
     fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
+        self.is(other)
     }
 }
 
 impl PartialEq<String> for Id {
     fn eq(&self, other: &String) -> bool {
-        self.as_str() == other.as_str()
+        self.is(other)
     }
 }
 
 impl PartialEq<Id> for str {
     fn eq(&self, other: &Id) -> bool {
-        self == other.as_str()
+        other.is(self)
     }
 }
 
 impl PartialEq<Id> for &str {
     fn eq(&self, other: &Id) -> bool {
-        *self == other.as_str()
+        other.is(self)
     }
 }
 
 impl PartialEq<Id> for String {
     fn eq(&self, other: &Id) -> bool {
-        self.as_str() == other.as_str()
+        other.is(self)
     }
 }
 
@@ -267,6 +281,20 @@ mod tests {
         assert!(Id::new("b") > Id::new("a-long-foreign-id"));
         assert_eq!(Id::new("x"), "x");
         assert_eq!("x", Id::new("x"));
+        for (a, b) in [
+            ("82981a45", "82981a45"),
+            ("82981a45", "82981a4"),
+            ("82981a4", "82981a45"),
+            ("", ""),
+            ("", "\0"),
+            ("a", "a\0"),
+            ("a-long-foreign-id", "a-long-foreign-id"),
+            ("a-long-foreign-id", "a-long-foreign-i"),
+            ("日本", "日本"),
+        ] {
+            assert_eq!(Id::new(a) == b, a == b, "{a:?} {b:?}");
+            assert_eq!(b == Id::new(a), a == b, "{a:?} {b:?}");
+        }
         assert_eq!(format!("{} {:?}", Id::new("x"), Id::new("x")), "x \"x\"");
     }
 }
