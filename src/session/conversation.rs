@@ -822,6 +822,55 @@ mod tests {
     use super::*;
     use crate::vocab::ToolCall;
 
+    /// Numbers found without numbering the tree are the numbers of the numbering, before it is
+    /// made and after; the leaves are counted without it too.
+    #[test]
+    fn a_few_numbers_without_the_numbering() {
+        let (c, _) = crate::session::sample::bushy("b", 500);
+        let ids: Vec<String> = (0..c.len())
+            .step_by(7)
+            .map(|p| c.at(p).id.to_string())
+            .collect();
+        let mut asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+        asked.extend(["not-in-the-tree", asked[3]]);
+        let fresh = c.numbers_of(&asked);
+        assert!(c.numbering.get().is_none(), "nothing kept");
+        let expected: Vec<Option<usize>> = asked.iter().map(|id| c.number_of(id)).collect();
+        assert_eq!(fresh, expected);
+        assert_eq!(c.numbers_of(&asked), expected);
+        assert_eq!(fresh[fresh.len() - 2], None);
+        assert_eq!(c.leaf_count(), c.leaves().len());
+    }
+
+    /// An index made for fewer messages than come grows: every message is still found, and
+    /// foreign ids (long, short, not ASCII) beside ours.
+    #[test]
+    fn an_index_too_small_grows_and_finds_every_id() {
+        let mut root = Message::new(Role::System, "sys");
+        root.id = "a-root-of-another-writer".into();
+        let mut c = Conversation::with_root_and_capacity("c", root, (4, 1));
+        let mut ids = vec![c.root_id.clone()];
+        for i in 0..1000 {
+            let mut m = user(&format!("m{i}"));
+            m.id = match i % 4 {
+                0 => format!("foreign-message-{i}").into(),
+                1 => format!("{i}").into(),
+                2 => format!("日{i}").into(),
+                _ => m.id,
+            };
+            m.parent_id = Some(
+                ids[ids.len() - 1 - (i % 3).min(ids.len() - 1)]
+                    .as_str()
+                    .into(),
+            );
+            ids.push(m.id.to_string());
+            assert_eq!(c.attach_loaded(m), Attached::UnderParent);
+        }
+        for (p, id) in ids.iter().enumerate() {
+            assert_eq!(c.position(id), Some(p), "{id}");
+        }
+    }
+
     fn user(text: &str) -> Message {
         Message::new(Role::User, text)
     }
