@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use new_agent::cli::tree_view::{render_rows, tree_rows};
+use new_agent::cli::tree_view::push_tree;
 use new_agent::config::Lang;
 use new_agent::llm::Role;
 use new_agent::session::{ChatSession, Message, Store, sample};
@@ -274,7 +274,10 @@ fn load_and_draw(store: &Store, id: &str, out: &Path) -> Duration {
     let start = Instant::now();
     let (conv, _) = store.load(id, "system prompt").unwrap();
     let loaded = start.elapsed();
-    let text = render_rows(&tree_rows(&conv, false, Lang::En), Lang::En);
+    let mut text = String::new();
+    push_tree(&mut text, &conv, false, Lang::En, &|_, line| {
+        line.to_string()
+    });
     std::fs::write(out, text).unwrap();
     let elapsed = start.elapsed();
     if std::env::var_os("NEW_BENCH_PHASES").is_some() {
@@ -429,17 +432,15 @@ fn compacted_branch(n: usize) -> new_agent::session::Conversation {
     for i in 0..n {
         if i == n - 40 {
             let replaces = ids[ids.len() - 10].clone();
-            c.add(Message {
-                summary: Some(Box::new(SummaryInfo {
-                    replaces,
-                    messages: (n - 50) as u64,
-                    tokens_before: 0,
-                    tokens_after: 0,
-                    focus: None,
-                })),
-                ..Message::new(Role::User, "summary ".repeat(400))
-            })
-            .unwrap();
+            let mut summary = Message::new(Role::User, "summary ".repeat(400));
+            summary.extra.rare.summary = Some(Box::new(SummaryInfo {
+                replaces,
+                messages: (n - 50) as u64,
+                tokens_before: 0,
+                tokens_after: 0,
+                focus: None,
+            }));
+            c.add(summary).unwrap();
         }
         let role = if i % 2 == 0 {
             Role::User

@@ -34,13 +34,15 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolCall {
     pub id: String,
+    /// Always `function` in practice: kept without an allocation then (a big conversation holds
+    /// many calls).
     #[serde(rename = "type", default = "function_kind")]
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     pub function: FunctionCall,
 }
 
-fn function_kind() -> String {
-    "function".to_string()
+fn function_kind() -> Cow<'static, str> {
+    Cow::Borrowed("function")
 }
 
 impl<'de> Deserialize<'de> for ToolCall {
@@ -70,7 +72,10 @@ impl<'de> Deserialize<'de> for ToolCall {
         };
         Ok(ToolCall {
             id: raw.id.unwrap_or_default(),
-            kind: raw.kind.unwrap_or_else(function_kind),
+            kind: match raw.kind {
+                Some(kind) if kind != "function" => Cow::Owned(kind),
+                _ => function_kind(),
+            },
             function,
         })
     }

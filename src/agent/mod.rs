@@ -20,6 +20,7 @@ use crate::context::Context;
 use crate::context::compact::{self, CompactError};
 use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
 use crate::session::SessionError;
+use crate::session::message::{Extra, Rare};
 use crate::session::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
@@ -633,7 +634,7 @@ impl Agent<'_> {
                                 compact::summary_message(&plan, ctx, &text, focus, before, fixed)
                                     .ok_or(CompactError::Nothing)?;
                             // Stored in the provider's tokens, as far as the calibration knows.
-                            let info = message.summary.as_mut().expect("a summary node");
+                            let info = message.extra.rare.summary.as_mut().expect("a summary node");
                             info.tokens_before = ctx.scale(info.tokens_before);
                             info.tokens_after = ctx.scale(info.tokens_after);
                             if info.tokens_after >= info.tokens_before {
@@ -661,7 +662,7 @@ impl Agent<'_> {
                 return Err(e);
             }
         };
-        let info = message.summary.clone().expect("a summary node");
+        let info = message.extra.rare.summary.clone().expect("a summary node");
         let summary_id = match session.add(message) {
             Ok(id) => id,
             Err(e) => {
@@ -725,12 +726,20 @@ impl Agent<'_> {
 
     fn assistant_message(&self, response: ChatResponse, interrupted: bool) -> Message {
         Message {
-            tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
-            reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
-            reasoning_signature: response.reasoning_signature,
-            model: Some(self.model.clone()),
-            usage: response.usage.map(Box::new),
             interrupted,
+            extra: Extra {
+                tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
+                rare: Rare {
+                    reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
+                    reasoning_signature: response.reasoning_signature,
+                    model: Some(self.model.clone()),
+                    usage: response.usage.map(Box::new),
+                    ..Rare::default()
+                }
+                .into(),
+                ..Extra::default()
+            }
+            .into(),
             ..Message::new(Role::Assistant, response.content)
         }
     }

@@ -595,11 +595,12 @@ impl Agent<'_> {
         let asking = parent_conversation
             .ancestors(parent_conversation.cursor())
             .find(|m| {
-                m.tool_calls
+                m.extra
+                    .tool_calls
                     .as_ref()
                     .is_some_and(|calls| calls.iter().any(|c| c.id == call.id))
             })
-            .map(|m| m.id.clone())
+            .map(|m| m.id.to_string())
             .unwrap_or_else(|| parent_conversation.cursor().to_string());
         let mut sub = ChatSession::new(parent.store().clone(), &system);
         sub.set_metadata(json!({

@@ -354,7 +354,7 @@ async fn the_round_limit_ends_with_a_word_from_the_model_that_cannot_call_tools(
         stored.content,
         "I read the notes twice; what is left: nothing."
     );
-    assert!(stored.tool_calls.is_none());
+    assert!(stored.extra.tool_calls.is_none());
     assert!(!branch(&f).iter().any(|(_, c)| c == WRAP_UP_PROMPT));
     assert!(
         rec.events
@@ -739,7 +739,7 @@ async fn a_nearly_full_window_is_compacted_before_the_request_into_a_summary_nod
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].parent_id.as_deref(), Some(asked.as_str()));
     assert!(s[0].content.ends_with("the gist"));
-    let info = s[0].summary.as_ref().unwrap();
+    let info = s[0].extra.rare.summary.as_ref().unwrap();
     assert!(info.tokens_after < info.tokens_before, "{info:?}");
     // The answer hangs below it; the request sent the summary, then the kept part.
     assert_eq!(f.session.conversation().current().content, "done");

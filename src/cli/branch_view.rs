@@ -114,7 +114,7 @@ impl App {
         self.session
             .conversation()
             .branch_tip(name)
-            .map(|m| m.id.clone())
+            .map(|m| m.id.to_string())
     }
 
     /// `/btw QUESTION`: asked in a side branch off the cursor (with the branch as context and
@@ -236,7 +236,7 @@ impl App {
                 .ok()
                 .and_then(|n| c.id_by_number(n))
             {
-                Some(id) => c.tip(id).expect("in the tree").id.clone(),
+                Some(id) => c.tip(id).expect("in the tree").id.to_string(),
                 None => {
                     return self.out.error(&self.tr(
                         "merge_usage_no_such",
@@ -260,7 +260,7 @@ impl App {
                 .out
                 .error(&self.tr("merge_same_branch", &[("n", &tip_n)]));
         }
-        let fork = branch[fork_at].id.clone();
+        let fork = branch[fork_at].id.to_string();
         let fork_n = c.number_of(&fork).unwrap_or(0);
         let messages: Vec<&Message> = branch[fork_at + 1..]
             .iter()
@@ -317,7 +317,7 @@ impl App {
                 summary.trim()
             ),
         );
-        message.merged_from = Some(Box::new(crate::session::message::MergedFrom {
+        message.extra.rare.merged_from = Some(Box::new(crate::session::message::MergedFrom {
             tip: node.clone(),
             fork: fork.clone(),
         }));

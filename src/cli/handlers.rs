@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::commands::COMMANDS;
 use super::markdown::display_width;
 use super::repl::{App, interruptible};
-use super::tree_view::{Row, describe, format_row, preview, push_row, tree_rows};
+use super::tree_view::{Highlight, describe, preview, push_tree};
 use crate::llm::ChatRequest;
 use crate::prompt;
 use crate::session::{ChatSession, LoadReport, export};
@@ -53,7 +53,7 @@ impl App {
         let user = chain
             .iter()
             .rev()
-            .find(|m| m.role == Role::User && m.summary.is_none());
+            .find(|m| m.role == Role::User && m.extra.rare.summary.is_none());
         let answer = chain
             .iter()
             .rev()
@@ -78,8 +78,14 @@ impl App {
             }
             out.join("\n")
         };
+        // Three numbers, found in one walk: a big tree is not numbered whole to resume it.
+        let numbers = c.numbers_of(&[
+            user.map_or("", |m| m.id.as_str()),
+            answer.map_or("", |m| m.id.as_str()),
+            c.cursor(),
+        ]);
         if let Some(user) = user {
-            let n = c.number_of(&user.id).unwrap_or(0);
+            let n = numbers[0].unwrap_or(0);
             self.out.say(&self.out.dim(&format!(
                 "[{n}] {}\n{}",
                 self.tr("you_said", &[]),
@@ -87,15 +93,15 @@ impl App {
             )));
         }
         if let Some(answer) = answer {
-            let n = c.number_of(&answer.id).unwrap_or(0);
+            let n = numbers[1].unwrap_or(0);
             self.out.say(&format!(
                 "[{n}] {}\n{}",
                 self.tr("the_answer", &[]),
                 fold(&answer.content)
             ));
         }
-        let n = c.number_of(c.cursor()).unwrap_or(0);
-        let branches = c.leaves().len();
+        let n = numbers[2].unwrap_or(0);
+        let branches = c.leaf_count();
         let name = c
             .names_of(c.cursor())
             .first()
@@ -150,23 +156,17 @@ impl App {
             self.out
                 .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
         );
-        let rows = tree_rows(self.session.conversation(), full, self.out.lang);
-        text.reserve(rows.len() * 96);
-        for row in &rows {
-            match row {
-                Row::Node(line) if line.is_current => {
-                    let drawn = format_row(row, self.out.lang);
-                    text.push_str(&self.out.bold(&self.out.green(&drawn)))
-                }
-                Row::Gap { .. } => {
-                    let drawn = format_row(row, self.out.lang);
-                    text.push_str(&self.out.dim(&drawn))
-                }
-                // Most rows: drawn straight into the one buffer.
-                Row::Node(_) => push_row(&mut text, row, self.out.lang),
-            }
-            text.push('\n');
-        }
+        // Most rows are drawn straight into the one buffer.
+        push_tree(
+            &mut text,
+            self.session.conversation(),
+            full,
+            self.out.lang,
+            &|highlight, drawn| match highlight {
+                Highlight::Current => self.out.bold(&self.out.green(drawn)),
+                Highlight::Gap => self.out.dim(drawn),
+            },
+        );
         // A tree keeps its rows: never rewrapped (each is cut to fit already).
         self.out.say_verbatim(text.trim_end_matches('\n'));
     }
@@ -325,10 +325,10 @@ impl App {
             let mut usage = crate::vocab::Usage::default();
             let mut models: Vec<&str> = Vec::new();
             for m in &branch {
-                if let Some(u) = &m.usage {
+                if let Some(u) = &m.extra.rare.usage {
                     usage.add(u);
                 }
-                if let Some(model) = m.model.as_deref()
+                if let Some(model) = m.extra.rare.model.as_deref()
                     && !models.contains(&model)
                 {
                     models.push(model);
@@ -453,7 +453,7 @@ impl App {
         let c = self.session.conversation();
         let target = if args.is_empty() {
             match c.nearest_typed(c.cursor()) {
-                Some(m) => m.id.clone(),
+                Some(m) => m.id.to_string(),
                 None => {
                     return self.refuse_text("nothing_to_edit_there_is_no", &[]);
                 }

@@ -130,16 +130,23 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             children.clear();
             children.extend(conversation.child_positions(position));
             let last = children.len().saturating_sub(1);
-            for (i, &child) in children.iter().enumerate().rev() {
-                let (piece, extend) = if i == last {
-                    ("└─ ", "   ")
-                } else {
-                    ("├─ ", "│  ")
-                };
-                let deeper: Rc<str> = if depth < MAX_DEPTH {
-                    Rc::from(format!("{under}{extend}"))
+            // The prefix under a branch is one of two, shared by the branches of this fork.
+            let deeper = |extend: &str| -> Rc<str> {
+                if depth < MAX_DEPTH {
+                    let mut prefix = String::with_capacity(under.len() + extend.len());
+                    prefix.push_str(&under);
+                    prefix.push_str(extend);
+                    Rc::from(prefix)
                 } else {
                     under.clone()
+                }
+            };
+            let under_last = deeper("   ");
+            let under_others = (last > 0).then(|| deeper("│  "));
+            for (i, &child) in children.iter().enumerate().rev() {
+                let (piece, deeper) = match &under_others {
+                    Some(others) if i != last => ("├─ ", others.clone()),
+                    _ => ("└─ ", under_last.clone()),
                 };
                 stack.push(Visit {
                     position: child,
@@ -168,7 +175,7 @@ pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row
 /// Branch names at the tips they stand for (`⟨auth-fix⟩`), side questions, merge nodes (what they
 /// brought back) and undone messages (how much is folded below them).
 fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
-    let marked = |m: &Message| m.side || m.merged_from.is_some();
+    let marked = |m: &Message| m.side || m.extra.rare.merged_from.is_some();
     // Told in creation order, without numbering the tree: most trees have nothing to label.
     if conversation.branches.is_empty()
         && conversation.undone.is_empty()
@@ -198,7 +205,7 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         let Some((_, m)) = order.get(line.number) else {
             continue;
         };
-        if let Some(from) = &m.merged_from {
+        if let Some(from) = &m.extra.rare.merged_from {
             line.text = super::text::tr(
                 lang,
                 "tree_merged",
@@ -208,7 +215,7 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         if m.side {
             line.text.push_str(&super::text::tr(lang, "side_mark", &[]));
         }
-        if conversation.undone.contains(&m.id) {
+        if conversation.undone.contains(m.id.as_str()) {
             let n = conversation.subtree(&m.id).len() - 1;
             line.text
                 .push_str(&super::text::tr(lang, "tree_undone", &[("n", &n)]));
@@ -260,7 +267,9 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         let Some((_, m)) = order.get(line.number) else {
             continue;
         };
-        let Some(info) = &m.summary else { continue };
+        let Some(info) = &m.extra.rare.summary else {
+            continue;
+        };
         let last = numbers.get(info.replaces.as_str()).copied();
         // The first message of the branch: the root's child on the summary's path.
         let first = conversation
@@ -288,14 +297,43 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
 fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
-    let hidden = folded(conversation, &nodes, full);
+    let mut rows = Vec::new();
+    each_row(conversation, &nodes, full, |row| {
+        rows.push(match row {
+            Drawn::Node(node, n) => Row::Node(node.line(n, cursor, lang)),
+            Drawn::Gap(node, first, last) => Row::Gap {
+                lead: node.lead(),
+                first,
+                last,
+            },
+        })
+    });
+    rows
+}
+
+/// A row as the drawing meets it, before any text is made for it: a node and its number, or a
+/// gap (its first node, its first and last numbers).
+enum Drawn<'n, 'a> {
+    Node(&'n Node<'a>, usize),
+    Gap(&'n Node<'a>, usize, usize),
+}
+
+/// The rows of the view, in order: which nodes are drawn and which runs fold into a gap.
+fn each_row<'a>(
+    conversation: &'a Conversation,
+    nodes: &[Node<'a>],
+    full: bool,
+    mut emit: impl FnMut(Drawn<'_, 'a>),
+) {
+    let cursor = conversation.cursor();
+    let hidden = folded(conversation, nodes, full);
     if full || nodes.len() <= COLLAPSE_OVER {
-        return nodes
-            .iter()
-            .enumerate()
-            .filter(|(n, _)| !hidden[*n])
-            .map(|(n, node)| Row::Node(node.line(n, cursor, lang)))
-            .collect();
+        for (n, node) in nodes.iter().enumerate() {
+            if !hidden[n] {
+                emit(Drawn::Node(node, n));
+            }
+        }
+        return;
     }
     let near_cursor: Vec<&str> = conversation
         .ancestors(cursor)
@@ -307,7 +345,7 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
         .map(|n| {
             !n.interior
                 || near_cursor.contains(&n.message.id.as_str())
-                || conversation.undone.contains(&n.message.id)
+                || conversation.undone.contains(n.message.id.as_str())
         })
         .collect();
     // The first node of each run (the message right after a fork or a kept node) stays.
@@ -316,7 +354,6 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
             keep[i] = true;
         }
     }
-    let mut rows = Vec::new();
     let mut i = 0;
     while i < nodes.len() {
         if hidden[i] {
@@ -324,7 +361,7 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
             continue;
         }
         if keep[i] {
-            rows.push(Row::Node(nodes[i].line(i, cursor, lang)));
+            emit(Drawn::Node(&nodes[i], i));
             i += 1;
             continue;
         }
@@ -333,16 +370,92 @@ fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
             i += 1;
         }
         if i - start >= MIN_GAP {
-            rows.push(Row::Gap {
-                lead: nodes[start].lead(),
-                first: start,
-                last: i - 1,
-            });
+            emit(Drawn::Gap(&nodes[start], start, i - 1));
         } else {
-            rows.extend((start..i).map(|n| Row::Node(nodes[n].line(n, cursor, lang))));
+            for (n, node) in nodes.iter().enumerate().take(i).skip(start) {
+                emit(Drawn::Node(node, n));
+            }
         }
     }
-    rows
+}
+
+/// What a drawing's caller may colour: the current node's line and the gap lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Highlight {
+    Current,
+    Gap,
+}
+
+/// The drawing of [`tree_rows`] appended to `out`, one line per row, each ending in a newline,
+/// with `paint` applied to the current node's line and to gap lines: the text of
+/// [`render_rows`], made straight into `out` (no row, no line of its own for most nodes; a big
+/// tree draws nearly every node).
+pub fn push_tree(
+    out: &mut String,
+    conversation: &Conversation,
+    full: bool,
+    lang: Lang,
+    paint: &dyn Fn(Highlight, &str) -> String,
+) {
+    // Labels rewrite a row's text after it is made: such a tree is drawn by rows.
+    if needs_labels(conversation) {
+        for row in tree_rows(conversation, full, lang) {
+            match &row {
+                Row::Node(line) if line.is_current => {
+                    out.push_str(&paint(Highlight::Current, &format_row(&row, lang)))
+                }
+                Row::Gap { .. } => out.push_str(&paint(Highlight::Gap, &format_row(&row, lang))),
+                Row::Node(_) => push_row(out, &row, lang),
+            }
+            out.push('\n');
+        }
+        return;
+    }
+    let cursor = conversation.cursor();
+    let nodes = walk(conversation);
+    out.reserve(nodes.len() * 96);
+    each_row(conversation, &nodes, full, |row| {
+        match row {
+            Drawn::Node(node, n) if node.message.id == cursor => {
+                let mut line = String::new();
+                push_node(&mut line, node, n, true, lang);
+                out.push_str(&paint(Highlight::Current, &line));
+            }
+            Drawn::Node(node, n) => push_node(out, node, n, false, lang),
+            Drawn::Gap(node, first, last) => {
+                let gap = Row::Gap {
+                    lead: node.lead(),
+                    first,
+                    last,
+                };
+                out.push_str(&paint(Highlight::Gap, &format_row(&gap, lang)));
+            }
+        }
+        out.push('\n');
+    });
+}
+
+/// Whether any row of the tree gets a label ([`label_summaries`], [`label_branches`]).
+fn needs_labels(conversation: &Conversation) -> bool {
+    conversation.has_summaries()
+        || !conversation.branches.is_empty()
+        || !conversation.undone.is_empty()
+        || (0..conversation.len()).any(|p| {
+            let m = conversation.at(p);
+            m.side || m.extra.rare.merged_from.is_some()
+        })
+}
+
+/// [`push_line`] of a node's [`Node::line`], without making the line.
+fn push_node(out: &mut String, node: &Node<'_>, number: usize, is_current: bool, lang: Lang) {
+    use std::fmt::Write;
+    out.push_str(&node.body);
+    out.push_str(node.branch);
+    let _ = write!(out, "[{number}] ");
+    push_description(out, node.message, lang);
+    if is_current {
+        out.push_str(&super::text::tr(lang, "current_mark", &[]));
+    }
 }
 
 /// The whole drawing as plain text, one line per row.
@@ -514,14 +627,13 @@ mod tests {
         c.add(Message::new(Role::Assistant, "Hi! How can I help?"))
             .unwrap();
         c.add(Message::new(Role::User, "Read main.rs")).unwrap();
-        c.add(Message {
-            tool_calls: Some(vec![ToolCall::new(
+        c.add(
+            Message::new(Role::Assistant, "").with_calls(vec![ToolCall::new(
                 "c1",
                 "read_file",
                 r#"{"filepath":"main.rs"}"#,
             )]),
-            ..Message::new(Role::Assistant, "")
-        })
+        )
         .unwrap();
         c.add(Message::tool_result("c1", "     1\tfn main() {}"))
             .unwrap();
@@ -674,14 +786,62 @@ mod tests {
         let long = format!("{}\u{1b}[31mred", "x".repeat(55));
         assert_eq!(preview(&long, 60), format!("{}\\e[31m…", "x".repeat(55)));
         assert_eq!(preview("a\u{202e}b  c\n d", 60), "a\\u{202e}b c d");
-        let m = Message {
-            tool_calls: Some(vec![ToolCall::new("c1", "evil\rname", "{}")]),
-            ..Message::new(Role::Assistant, "héllo wörld")
-        };
+        let m = Message::new(Role::Assistant, "héllo wörld").with_calls(vec![ToolCall::new(
+            "c1",
+            "evil\rname",
+            "{}",
+        )]);
         assert_eq!(
             describe(&m, Lang::En),
             "assistant: héllo wörld [tool call: evil\\rname({})]"
         );
+    }
+
+    /// The drawing made straight into a buffer is the drawing of the rows, byte for byte, with the
+    /// same lines painted: small and big trees, folded runs, forks everywhere, labels.
+    #[test]
+    fn drawing_into_the_buffer_is_drawing_the_rows() {
+        let paint = |h: Highlight, s: &str| format!("<{h:?}>{s}</>");
+        let by_rows = |c: &Conversation, full: bool, lang: Lang| {
+            let mut out = String::new();
+            for row in tree_rows(c, full, lang) {
+                let drawn = format_row(&row, lang);
+                match &row {
+                    Row::Node(line) if line.is_current => {
+                        out.push_str(&paint(Highlight::Current, &drawn))
+                    }
+                    Row::Gap { .. } => out.push_str(&paint(Highlight::Gap, &drawn)),
+                    Row::Node(_) => out.push_str(&drawn),
+                }
+                out.push('\n');
+            }
+            out
+        };
+        let mut moved = long_tree();
+        let id = moved.id_by_number(20).unwrap().to_string();
+        moved.move_cursor(&id).unwrap();
+        let mut named = long_tree();
+        let tip = named.cursor().to_string();
+        named.branches.insert("retry".into(), tip);
+        let (bushy, _) = crate::session::sample::bushy("b", 3000);
+        let mut deep = Conversation::new("d", "sys");
+        for i in 0..200 {
+            let fork = deep.cursor().to_string();
+            deep.add(Message::new(Role::User, format!("a{i}"))).unwrap();
+            let on = deep.cursor().to_string();
+            deep.move_cursor(&fork).unwrap();
+            deep.add(Message::new(Role::User, format!("b{i}"))).unwrap();
+            deep.move_cursor(&on).unwrap();
+        }
+        for c in [sample(), long_tree(), moved, named, bushy, deep] {
+            for full in [false, true] {
+                for lang in [Lang::En, Lang::Zh] {
+                    let mut direct = String::new();
+                    push_tree(&mut direct, &c, full, lang, &paint);
+                    assert_eq!(direct, by_rows(&c, full, lang), "full: {full}");
+                }
+            }
+        }
     }
 
     #[test]

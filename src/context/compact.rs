@@ -314,20 +314,19 @@ pub fn summary_message(
     let messages = plan.summarized.len() as u64
         + plan
             .previous
-            .and_then(|p| p.summary.as_ref())
+            .and_then(|p| p.extra.rare.summary.as_ref())
             .map_or(0, |s| s.messages);
     let tokens_after = fixed + 4 + estimate_text(&content) + kept;
-    Some(Message {
-        summary: Some(Box::new(SummaryInfo {
-            replaces: last.id.clone(),
-            messages,
-            tokens_before,
-            tokens_after,
-            focus: focus
-                .map(str::trim)
-                .filter(|f| !f.is_empty())
-                .map(str::to_string),
-        })),
-        ..Message::new(Role::User, content)
-    })
+    let mut summary = Message::new(Role::User, content);
+    summary.extra.rare.summary = Some(Box::new(SummaryInfo {
+        replaces: last.id.to_string(),
+        messages,
+        tokens_before,
+        tokens_after,
+        focus: focus
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_string),
+    }));
+    Some(summary)
 }

@@ -423,7 +423,7 @@ impl Context {
 /// Whether tool result `m` answers a `use_skill` call (the call is on the nearest assistant
 /// message above it).
 fn loaded_skill(conversation: &Conversation, m: &Message) -> bool {
-    let Some(call) = m.tool_call_id.as_deref() else {
+    let Some(call) = m.extra.tool_call_id.as_deref() else {
         return false;
     };
     conversation

@@ -139,7 +139,7 @@ fn branch(turns: usize, result: &str) -> Conversation {
         c.add(Message::new(Role::User, format!("question {t}")))
             .unwrap();
         let mut asking = Message::new(Role::Assistant, "");
-        asking.tool_calls = Some(vec![call(&format!("call{t}"))]);
+        asking.extra.tool_calls = Some(vec![call(&format!("call{t}"))]);
         c.add(asking).unwrap();
         c.add(Message::tool_result(format!("call{t}"), result))
             .unwrap();
@@ -150,16 +150,15 @@ fn branch(turns: usize, result: &str) -> Conversation {
 }
 
 fn summary(replaces: &str, text: &str) -> Message {
-    Message {
-        summary: Some(Box::new(SummaryInfo {
-            replaces: replaces.into(),
-            messages: 1,
-            tokens_before: 0,
-            tokens_after: 0,
-            focus: None,
-        })),
-        ..Message::new(Role::User, text)
-    }
+    let mut m = Message::new(Role::User, text);
+    m.extra.rare.summary = Some(Box::new(SummaryInfo {
+        replaces: replaces.into(),
+        messages: 1,
+        tokens_before: 0,
+        tokens_after: 0,
+        focus: None,
+    }));
+    m
 }
 
 fn contents(messages: &[ChatMessage]) -> Vec<String> {
@@ -171,7 +170,11 @@ fn contents(messages: &[ChatMessage]) -> Vec<String> {
 #[test]
 fn requests_below_a_summary_send_it_and_the_kept_part_only() {
     let mut c = branch(3, "r");
-    let chain: Vec<String> = c.chain(c.cursor()).iter().map(|m| m.id.clone()).collect();
+    let chain: Vec<String> = c
+        .chain(c.cursor())
+        .iter()
+        .map(|m| m.id.to_string())
+        .collect();
     let full: Vec<_> = c
         .api_messages(c.cursor())
         .into_iter()
@@ -211,7 +214,11 @@ fn requests_below_a_summary_send_it_and_the_kept_part_only() {
 #[test]
 fn a_newer_summary_supersedes_an_older_one_and_a_misplaced_one_is_ignored() {
     let mut c = branch(2, "r");
-    let chain: Vec<String> = c.chain(c.cursor()).iter().map(|m| m.id.clone()).collect();
+    let chain: Vec<String> = c
+        .chain(c.cursor())
+        .iter()
+        .map(|m| m.id.to_string())
+        .collect();
     // S1 replaces turn 0 and keeps turn 1.
     c.add(summary(&chain[4], "S1")).unwrap();
     c.add(Message::new(Role::User, "q2")).unwrap();
@@ -295,7 +302,7 @@ fn a_long_single_turn_keeps_nothing_rather_than_splitting_it() {
     c.add(Message::new(Role::User, "do it all")).unwrap();
     for t in 0..20 {
         let mut asking = Message::new(Role::Assistant, "");
-        asking.tool_calls = Some(vec![call(&format!("k{t}"))]);
+        asking.extra.tool_calls = Some(vec![call(&format!("k{t}"))]);
         c.add(asking).unwrap();
         c.add(Message::tool_result(format!("k{t}"), "y".repeat(400)))
             .unwrap();
@@ -304,7 +311,7 @@ fn a_long_single_turn_keeps_nothing_rather_than_splitting_it() {
     assert!(p.kept.is_empty(), "the only user message starts the branch");
     assert_eq!(p.summarized.len(), 41);
     let m = summary_message(&p, &ctx(100_000), "text", Some(" tests "), 9000, 100).unwrap();
-    let info = m.summary.unwrap();
+    let info = m.extra.rare.summary.clone().unwrap();
     assert_eq!(info.replaces, c.cursor());
     assert_eq!(info.messages, 41);
     assert_eq!(info.focus.as_deref(), Some("tests"));
@@ -373,7 +380,11 @@ fn big_results_are_sent_as_previews_and_saved_whole_under_a_safe_name() {
 fn the_breakdown_counts_each_kind() {
     let c = branch(2, "result");
     let mut c2 = c.clone();
-    let chain: Vec<String> = c.chain(c.cursor()).iter().map(|m| m.id.clone()).collect();
+    let chain: Vec<String> = c
+        .chain(c.cursor())
+        .iter()
+        .map(|m| m.id.to_string())
+        .collect();
     c2.add(summary(&chain[4], "S")).unwrap();
     let sent = c2.api_messages(c2.cursor());
     let b = Breakdown::of(

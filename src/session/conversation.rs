@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::message::{Message, new_id};
+use super::message::{Id, Message, new_id};
 use crate::vocab::{ChatMessage, Role};
 
 /// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
@@ -64,10 +64,10 @@ pub struct Sent<'a> {
 }
 
 /// A message id's hash, for the index of positions.
-fn id_hash(id: &str) -> u64 {
+fn id_hash(id: &[u8]) -> u64 {
     use std::hash::Hasher;
     let mut h = IdHasher::default();
-    h.write(id.as_bytes());
+    h.write(id);
     h.finish()
 }
 
@@ -142,14 +142,22 @@ impl Conversation {
 
     /// A conversation around an existing root message (used when loading).
     pub fn with_root(id: impl Into<String>, root: Message) -> Self {
-        Self::with_root_and_capacity(id, root, 1)
+        Self::with_root_and_capacity(id, root, (1, 1))
     }
 
-    /// The same, with room for `capacity` messages, so that loading a big file never reallocates.
-    pub fn with_root_and_capacity(id: impl Into<String>, root: Message, capacity: usize) -> Self {
-        let root_id = root.id.clone();
-        let mut index = hashbrown::HashTable::with_capacity(capacity);
-        index.insert_unique(id_hash(&root_id), ROOT as u32, |_| 0);
+    /// The same, with room for as many messages as `capacity` says: (at most, likely). The
+    /// vectors get the first, so that loading a big file never reallocates them (room never used
+    /// is never touched, so it costs no memory); the index of ids the second, since all of a
+    /// hash table's room is touched (it grows, and rehashes, if the file holds more).
+    pub fn with_root_and_capacity(
+        id: impl Into<String>,
+        root: Message,
+        capacity: (usize, usize),
+    ) -> Self {
+        let (capacity, likely) = capacity;
+        let root_id = root.id.to_string();
+        let mut index = hashbrown::HashTable::with_capacity(likely);
+        index.insert_unique(id_hash(root_id.as_bytes()), ROOT as u32, |_| 0);
         let mut nodes = Vec::with_capacity(capacity);
         nodes.push(root);
         let mut links = Vec::with_capacity(capacity);
@@ -173,7 +181,16 @@ impl Conversation {
 
     fn position(&self, id: &str) -> Option<usize> {
         self.index
-            .find(id_hash(id), |&p| self.nodes[p as usize].id == id)
+            .find(id_hash(id.as_bytes()), |&p| self.nodes[p as usize].id == id)
+            .map(|&p| p as usize)
+    }
+
+    /// [`Conversation::position`] of an id as kept (compared without reading it as text).
+    fn position_of(&self, id: &Id) -> Option<usize> {
+        self.index
+            .find(id_hash(id.as_bytes()), |&p| {
+                self.nodes[p as usize].id == *id
+            })
             .map(|&p| p as usize)
     }
 
@@ -265,7 +282,7 @@ impl Conversation {
     /// one twice: a new message whose id is taken gets a fresh one.
     pub fn add(&mut self, mut message: Message) -> Result<String, TreeError> {
         while self.contains(&message.id) {
-            message.id = new_id();
+            message.id = new_id().into();
         }
         let parent = self.cursor.clone();
         self.add_under(&parent, message)
@@ -277,10 +294,10 @@ impl Conversation {
             return Err(TreeError::UnknownMessage(parent.to_string()));
         };
         if self.contains(&message.id) {
-            return Err(TreeError::DuplicateMessage(message.id));
+            return Err(TreeError::DuplicateMessage(message.id.into()));
         }
-        let id = message.id.clone();
-        message.parent_id = Some(parent.to_string());
+        let id = message.id.to_string();
+        message.parent_id = Some(parent.into());
         self.insert(at, message);
         self.cursor = id.clone();
         Ok(id)
@@ -288,7 +305,7 @@ impl Conversation {
 
     /// Links a new message under the node at `parent`.
     fn insert(&mut self, parent: usize, message: Message) {
-        let hash = id_hash(&message.id);
+        let hash = id_hash(message.id.as_bytes());
         self.insert_hashed(parent, message, hash);
     }
 
@@ -305,8 +322,9 @@ impl Conversation {
         }
         self.links[parent].last = position;
         let nodes = &self.nodes;
-        self.index
-            .insert_unique(hash, position, |&p| id_hash(&nodes[p as usize].id));
+        self.index.insert_unique(hash, position, |&p| {
+            id_hash(nodes[p as usize].id.as_bytes())
+        });
         self.numbering = Default::default();
     }
 
@@ -314,24 +332,24 @@ impl Conversation {
     /// parent is missing. The cursor is not moved; the caller sets it once. A message whose id
     /// is taken (a repeated line) is left out.
     pub(crate) fn attach_loaded(&mut self, mut message: Message) -> Attached {
-        let hash = id_hash(&message.id);
+        let hash = id_hash(message.id.as_bytes());
         if self
             .index
             .find(hash, |&p| self.nodes[p as usize].id == message.id)
             .is_some()
         {
-            return Attached::Repeated(message.id);
+            return Attached::Repeated(message.id.into());
         }
         // Most messages answer the one written just before them: that parent is found without
         // a look-up.
         let newest = self.nodes.len() - 1;
-        let parent = match message.parent_id.as_deref() {
-            Some(p) if self.nodes[newest].id == p => Some(newest),
-            Some(p) => self.position(p),
+        let parent = match &message.parent_id {
+            Some(p) if self.nodes[newest].id == *p => Some(newest),
+            Some(p) => self.position_of(p),
             None => None,
         };
         if parent.is_none() {
-            message.parent_id = Some(self.root_id.clone());
+            message.parent_id = Some(self.root_id.as_str().into());
         }
         self.insert_hashed(parent.unwrap_or(ROOT), message, hash);
         if parent.is_some() {
@@ -420,30 +438,65 @@ impl Conversation {
             .collect()
     }
 
-    /// The positions under `start` (itself first) in pre-order, with their depths below it:
-    /// down to the first child, else on to the next sibling of the nearest node that has one.
+    /// The positions under `start` (itself first) in pre-order, with their depths below it.
     fn preorder_positions(&self, start: usize) -> Vec<(u32, u32)> {
-        let mut out = Vec::new();
-        let (mut p, mut depth) = (start, 0u32);
-        loop {
-            out.push((p as u32, depth));
-            if let Some(child) = self.kids(p).next() {
-                (p, depth) = (child, depth + 1);
-                continue;
+        self.preorder_walk(start).collect()
+    }
+
+    /// [`Conversation::preorder_positions`] one at a time: down to the first child, else on to
+    /// the next sibling of the nearest node that has one.
+    fn preorder_walk(&self, start: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut at = Some((start, 0u32));
+        std::iter::from_fn(move || {
+            let (mut p, mut depth) = at?;
+            let here = (p as u32, depth);
+            at = match self.kids(p).next() {
+                Some(child) => Some((child, depth + 1)),
+                None => loop {
+                    if p == start {
+                        break None;
+                    }
+                    let next = self.links[p].next;
+                    if next != NONE {
+                        break Some((next as usize, depth));
+                    }
+                    p = self.links[p].parent as usize;
+                    depth -= 1;
+                },
+            };
+            Some(here)
+        })
+    }
+
+    /// The `/tree` numbers of a few messages, without keeping the numbering of the whole tree when
+    /// it has not been made yet (resuming a big conversation asks for three).
+    pub fn numbers_of(&self, ids: &[&str]) -> Vec<Option<usize>> {
+        let positions: Vec<Option<usize>> = ids.iter().map(|id| self.position(id)).collect();
+        if let Some(numbering) = self.numbering.get() {
+            return positions
+                .iter()
+                .map(|p| p.map(|p| numbering.number[p] as usize))
+                .collect();
+        }
+        let mut numbers = vec![None; ids.len()];
+        let mut left = positions.iter().filter(|p| p.is_some()).count();
+        for (n, (p, _)) in self.preorder_walk(ROOT).enumerate() {
+            if left == 0 {
+                break;
             }
-            loop {
-                if p == start {
-                    return out;
+            for (i, wanted) in positions.iter().enumerate() {
+                if *wanted == Some(p as usize) && numbers[i].is_none() {
+                    numbers[i] = Some(n);
+                    left -= 1;
                 }
-                let next = self.links[p].next;
-                if next != NONE {
-                    p = next as usize;
-                    break;
-                }
-                p = self.links[p].parent as usize;
-                depth -= 1;
             }
         }
+        numbers
+    }
+
+    /// How many messages have no children.
+    pub fn leaf_count(&self) -> usize {
+        self.links.iter().filter(|l| l.first == NONE).count()
     }
 
     /// The id of the node numbered `n` by `/tree`.
@@ -484,7 +537,7 @@ impl Conversation {
                 if m.parent_id.is_none() {
                     break;
                 }
-                match (summary, &m.summary) {
+                match (summary, &m.extra.rare.summary) {
                     (Some((_, replaces)), _) if m.id == replaces => {
                         reached = true;
                         break;
@@ -518,7 +571,7 @@ impl Conversation {
             return None;
         }
         self.ancestors(id)
-            .find_map(|m| self.checkpoints.get(&m.id))
+            .find_map(|m| self.checkpoints.get(m.id.as_str()))
             .map(String::as_str)
     }
 
@@ -532,7 +585,7 @@ impl Conversation {
         self.nodes
             .iter()
             .filter(|m| {
-                m.summary.as_ref().is_some_and(|info| {
+                m.extra.rare.summary.as_ref().is_some_and(|info| {
                     !self
                         .ancestors(&m.id)
                         .skip(1)
@@ -551,7 +604,7 @@ impl Conversation {
             .kids(p)
             .filter(|&k| {
                 let m = &self.nodes[k];
-                !m.side && !self.undone.contains(&m.id)
+                !m.side && !self.undone.contains(m.id.as_str())
             })
             .last()
         {
@@ -664,8 +717,13 @@ impl Conversation {
             out.push(ChatMessage::text(Role::User, summary.content.as_str()));
         }
         let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| ChatMessage {
-            reasoning: m.reasoning.as_deref().map(Cow::Borrowed),
-            reasoning_signature: m.reasoning_signature.as_deref().map(Cow::Borrowed),
+            reasoning: m.extra.rare.reasoning.as_deref().map(Cow::Borrowed),
+            reasoning_signature: m
+                .extra
+                .rare
+                .reasoning_signature
+                .as_deref()
+                .map(Cow::Borrowed),
             ..message
         };
         let mut i = 0;
@@ -684,7 +742,7 @@ impl Conversation {
                     let mut results: HashMap<&str, &Message> = HashMap::new();
                     while i < chain.len() && chain[i].role == Role::Tool {
                         let r = chain[i];
-                        let call = r.tool_call_id.as_deref().unwrap_or("");
+                        let call = r.extra.tool_call_id.as_deref().unwrap_or("");
                         if m.calls().iter().any(|c| c.id == call) && !results.contains_key(call) {
                             results.insert(call, r);
                         } else {
@@ -725,7 +783,7 @@ fn orphan_result(m: &Message, text: &str) -> ChatMessage<'static> {
         Role::User,
         format!(
             "[result of tool call {}]\n{text}",
-            m.tool_call_id.as_deref().unwrap_or("?"),
+            m.extra.tool_call_id.as_deref().unwrap_or("?"),
         ),
     )
 }
@@ -751,7 +809,7 @@ mod marker_tests {
         // One cut before its first word still tells the model.
         let mut empty = Message::new(Role::Assistant, "");
         empty.interrupted = true;
-        empty.tool_calls = Some(vec![crate::vocab::ToolCall::new("t", "f", "{}")]);
+        empty.extra.tool_calls = Some(vec![crate::vocab::ToolCall::new("t", "f", "{}")]);
         c.add(empty).unwrap();
         let sent = c.api_messages(c.cursor());
         assert_eq!(sent[4].content, INTERRUPTED_MARKER);
@@ -764,6 +822,55 @@ mod tests {
     use super::*;
     use crate::vocab::ToolCall;
 
+    /// Numbers found without numbering the tree are the numbers of the numbering, before it is
+    /// made and after; the leaves are counted without it too.
+    #[test]
+    fn a_few_numbers_without_the_numbering() {
+        let (c, _) = crate::session::sample::bushy("b", 500);
+        let ids: Vec<String> = (0..c.len())
+            .step_by(7)
+            .map(|p| c.at(p).id.to_string())
+            .collect();
+        let mut asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+        asked.extend(["not-in-the-tree", asked[3]]);
+        let fresh = c.numbers_of(&asked);
+        assert!(c.numbering.get().is_none(), "nothing kept");
+        let expected: Vec<Option<usize>> = asked.iter().map(|id| c.number_of(id)).collect();
+        assert_eq!(fresh, expected);
+        assert_eq!(c.numbers_of(&asked), expected);
+        assert_eq!(fresh[fresh.len() - 2], None);
+        assert_eq!(c.leaf_count(), c.leaves().len());
+    }
+
+    /// An index made for fewer messages than come grows: every message is still found, and
+    /// foreign ids (long, short, not ASCII) beside ours.
+    #[test]
+    fn an_index_too_small_grows_and_finds_every_id() {
+        let mut root = Message::new(Role::System, "sys");
+        root.id = "a-root-of-another-writer".into();
+        let mut c = Conversation::with_root_and_capacity("c", root, (4, 1));
+        let mut ids = vec![c.root_id.clone()];
+        for i in 0..1000 {
+            let mut m = user(&format!("m{i}"));
+            m.id = match i % 4 {
+                0 => format!("foreign-message-{i}").into(),
+                1 => format!("{i}").into(),
+                2 => format!("日{i}").into(),
+                _ => m.id,
+            };
+            m.parent_id = Some(
+                ids[ids.len() - 1 - (i % 3).min(ids.len() - 1)]
+                    .as_str()
+                    .into(),
+            );
+            ids.push(m.id.to_string());
+            assert_eq!(c.attach_loaded(m), Attached::UnderParent);
+        }
+        for (p, id) in ids.iter().enumerate() {
+            assert_eq!(c.position(id), Some(p), "{id}");
+        }
+    }
+
     fn user(text: &str) -> Message {
         Message::new(Role::User, text)
     }
@@ -771,10 +878,7 @@ mod tests {
         Message::new(Role::Assistant, text)
     }
     fn calling(ids: &[&str]) -> Message {
-        Message {
-            tool_calls: Some(ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect()),
-            ..assistant("")
-        }
+        assistant("").with_calls(ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect())
     }
     fn roles(msgs: &[ChatMessage]) -> Vec<(Role, String)> {
         msgs.iter()

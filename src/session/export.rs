@@ -32,7 +32,7 @@ pub fn branch_markdown(c: &Conversation, title: &str) -> String {
                 out.push_str("\n\n</details>\n");
             }
             Role::User if m.is_summary() => {
-                let info = m.summary.as_ref().expect("a summary");
+                let info = m.extra.rare.summary.as_ref().expect("a summary");
                 let focus = info
                     .focus
                     .as_deref()
@@ -52,12 +52,14 @@ pub fn branch_markdown(c: &Conversation, title: &str) -> String {
             }
             Role::Assistant => {
                 let model = m
+                    .extra
+                    .rare
                     .model
                     .as_deref()
                     .map(|m| format!(" · {m}"))
                     .unwrap_or_default();
                 out.push_str(&format!("\n## Assistant\n\n_{when}{model}_\n\n"));
-                if let Some(r) = m.reasoning.as_deref().filter(|r| !r.is_empty()) {
+                if let Some(r) = m.extra.rare.reasoning.as_deref().filter(|r| !r.is_empty()) {
                     out.push_str("<details><summary>Reasoning</summary>\n\n");
                     out.push_str(r.trim());
                     out.push_str("\n\n</details>\n\n");
@@ -81,7 +83,7 @@ pub fn branch_markdown(c: &Conversation, title: &str) -> String {
             Role::Tool => {
                 out.push_str(&format!(
                     "\n**Tool result** (`{}`)\n\n{}\n",
-                    m.tool_call_id.as_deref().unwrap_or("?"),
+                    m.extra.tool_call_id.as_deref().unwrap_or("?"),
                     fenced(&m.content)
                 ));
             }
@@ -148,14 +150,13 @@ mod tests {
         c.add(Message::new(Role::Assistant, "other branch"))
             .unwrap();
         c.move_cursor(&u).unwrap();
-        c.add(Message {
-            tool_calls: Some(vec![ToolCall::new(
+        c.add(
+            Message::new(Role::Assistant, "").with_calls(vec![ToolCall::new(
                 "k1",
                 "read_file",
                 r#"{"filepath":"a.txt"}"#,
             )]),
-            ..Message::new(Role::Assistant, "")
-        })
+        )
         .unwrap();
         c.add(Message::tool_result("k1", "```\ncode\n```")).unwrap();
         c.add(Message::new(Role::Assistant, "It holds code."))

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use super::message::{Message, new_id};
+use super::message::{Id, Message, new_id};
 use super::record::{BranchRecord, Record, TitleRecord, format_timestamp};
 use super::{Conversation, Store};
 use crate::vocab::{FunctionCall, Role, ToolCall, Usage};
@@ -241,7 +241,7 @@ fn write(
         }
     };
     let mut conversation = Conversation::new(id.clone(), "");
-    let root = conversation.root_id.clone();
+    let root: Id = conversation.root_id.as_str().into();
     let mut metadata = Map::new();
     metadata.insert(
         "imported".into(),
@@ -258,14 +258,14 @@ fn write(
     }
     conversation.metadata = metadata;
     unique_call_ids(&mut draft.messages);
-    let known: HashSet<String> = draft.messages.iter().map(|m| m.id.clone()).collect();
+    let known: HashSet<Id> = draft.messages.iter().map(|m| m.id.clone()).collect();
     for m in &mut draft.messages {
         if m.parent_id.as_ref().is_none_or(|p| !known.contains(p)) {
             m.parent_id = Some(root.clone());
         }
     }
     // Parents before children, whatever the order of the file.
-    let mut placed: HashSet<String> = HashSet::from([root.clone()]);
+    let mut placed: HashSet<Id> = HashSet::from([root.clone()]);
     let mut records = Vec::with_capacity(draft.messages.len() + 2);
     let mut waiting: Vec<&Message> = draft.messages.iter().collect();
     while !waiting.is_empty() {
@@ -302,7 +302,7 @@ fn write(
         }));
     }
     for (name, target) in &draft.labels {
-        if super::valid_branch_name(name) && placed.contains(target) {
+        if super::valid_branch_name(name) && placed.contains(target.as_str()) {
             records.push(Record::Branch(BranchRecord {
                 msg_id: target.clone(),
                 name: name.clone(),
@@ -323,7 +323,7 @@ fn unique_call_ids(messages: &mut [Message]) {
     let mut renamed: HashMap<String, std::collections::VecDeque<String>> = HashMap::new();
     let mut n = 0;
     for m in messages.iter_mut() {
-        if let Some(calls) = &mut m.tool_calls {
+        if let Some(calls) = &mut m.extra.tool_calls {
             for c in calls {
                 if c.id.is_empty() || seen.contains(&c.id) {
                     let fresh = loop {
@@ -342,9 +342,9 @@ fn unique_call_ids(messages: &mut [Message]) {
             }
         }
         if m.role == Role::Tool {
-            let old = m.tool_call_id.clone().unwrap_or_default();
-            if let Some(fresh) = renamed.get_mut(&old).and_then(|q| q.pop_front()) {
-                m.tool_call_id = Some(fresh);
+            let old = m.extra.tool_call_id.as_deref().unwrap_or_default();
+            if let Some(fresh) = renamed.get_mut(old).and_then(|q| q.pop_front()) {
+                m.extra.tool_call_id = Some(fresh.into());
             }
         }
     }
@@ -367,7 +367,7 @@ fn message(
     at: Option<DateTime<Utc>>,
 ) -> Message {
     let mut m = Message::new(role, content);
-    m.parent_id = parent;
+    m.parent_id = parent.map(Id::from);
     if let Some(at) = at {
         m.timestamp = at;
     }
@@ -377,7 +377,7 @@ fn message(
 fn call(id: &str, name: &str, arguments: &Value) -> ToolCall {
     ToolCall {
         id: id.to_string(),
-        kind: "function".to_string(),
+        kind: "function".into(),
         function: FunctionCall {
             name: name.to_string(),
             arguments: match arguments {
@@ -486,7 +486,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 Some(i) => i,
                 None => {
                     let mut m = message(Role::Assistant, String::new(), parent.clone(), at);
-                    m.model = body["model"].as_str().map(str::to_string);
+                    m.extra.rare.model = body["model"].as_str().map(str::to_string);
                     draft.messages.push(m);
                     draft.messages.len() - 1
                 }
@@ -508,7 +508,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                     }
                     Some("thinking") => {
                         let t = b["thinking"].as_str().unwrap_or("");
-                        m.reasoning = Some(match m.reasoning.take() {
+                        m.extra.rare.reasoning = Some(match m.extra.rare.reasoning.take() {
                             Some(r) => format!("{r}\n\n{t}"),
                             None => t.to_string(),
                         });
@@ -516,7 +516,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                     Some("tool_use") => {
                         let name = our_tool_name(b["name"].as_str().unwrap_or(""));
                         let id = b["id"].as_str().unwrap_or("");
-                        m.tool_calls.get_or_insert_with(Vec::new).push(call(
+                        m.extra.tool_calls.get_or_insert_with(Vec::new).push(call(
                             id,
                             &name,
                             &b["input"],
@@ -526,7 +526,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 }
             }
             if let Some(u) = body.get("usage").filter(|u| u.is_object()) {
-                m.usage = Some(Box::new(Usage {
+                m.extra.rare.usage = Some(Box::new(Usage {
                     input_tokens: u["input_tokens"].as_u64().unwrap_or(0),
                     output_tokens: u["output_tokens"].as_u64().unwrap_or(0),
                     cache_read_tokens: u["cache_read_input_tokens"].as_u64(),
@@ -534,7 +534,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                     ..Default::default()
                 }));
             }
-            let id = m.id.clone();
+            let id = m.id.to_string();
             if let Some(answer) = answer {
                 answer_of.insert(id.clone(), answer);
             }
@@ -559,13 +559,13 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 result = format!("Error: {result}");
             }
             let mut m = message(Role::Tool, result, last.clone(), at);
-            m.tool_call_id = b["tool_use_id"].as_str().map(str::to_string);
-            last = Some(m.id.clone());
+            m.extra.tool_call_id = b["tool_use_id"].as_str().map(Id::new);
+            last = Some(m.id.to_string());
             draft.messages.push(m);
         }
         if !text.trim().is_empty() {
             let m = message(Role::User, text, last.clone(), at);
-            last = Some(m.id.clone());
+            last = Some(m.id.to_string());
             draft.messages.push(m);
         }
         if let Some(last) = last {
@@ -611,7 +611,7 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                         last.clone(),
                         at,
                     );
-                    last = Some(m.id.clone());
+                    last = Some(m.id.to_string());
                     draft.messages.push(m);
                 }
                 continue;
@@ -623,7 +623,7 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
             draft
                 .messages
                 .last()
-                .filter(|m| Some(&m.id) == last.as_ref())
+                .filter(|m| Some(m.id.as_str()) == last.as_deref())
                 .is_some_and(|m| m.role == Role::Assistant)
         };
         match item["type"].as_str().unwrap_or("") {
@@ -646,10 +646,10 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                 }
                 let mut m = message(role, text, last.clone(), at);
                 if role == Role::Assistant {
-                    m.model = model.clone();
-                    m.reasoning = pending_reasoning.take();
+                    m.extra.rare.model = model.clone();
+                    m.extra.rare.reasoning = pending_reasoning.take();
                 }
-                last = Some(m.id.clone());
+                last = Some(m.id.to_string());
                 draft.messages.push(m);
             }
             "reasoning" => {
@@ -685,13 +685,14 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                 // Calls made together belong to one answer.
                 if !last_is_asking(&draft, &last) {
                     let mut m = message(Role::Assistant, String::new(), last.clone(), at);
-                    m.model = model.clone();
-                    m.reasoning = pending_reasoning.take();
-                    last = Some(m.id.clone());
+                    m.extra.rare.model = model.clone();
+                    m.extra.rare.reasoning = pending_reasoning.take();
+                    last = Some(m.id.to_string());
                     draft.messages.push(m);
                 }
                 let m = draft.messages.last_mut().expect("pushed above");
-                m.tool_calls
+                m.extra
+                    .tool_calls
                     .get_or_insert_with(Vec::new)
                     .push(call(id, name, &args));
             }
@@ -706,8 +707,8 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                     other => text_of(other),
                 };
                 let mut m = message(Role::Tool, output, last.clone(), at);
-                m.tool_call_id = item["call_id"].as_str().map(str::to_string);
-                last = Some(m.id.clone());
+                m.extra.tool_call_id = item["call_id"].as_str().map(Id::new);
+                last = Some(m.id.to_string());
                 draft.messages.push(m);
             }
             _ => {}
@@ -756,11 +757,11 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                                     texts.push(b["text"].as_str().unwrap_or("").to_string())
                                 }
                                 Some("thinking") => {
-                                    m.reasoning =
+                                    m.extra.rare.reasoning =
                                         Some(b["thinking"].as_str().unwrap_or("").to_string());
                                 }
                                 Some("toolCall") => {
-                                    m.tool_calls.get_or_insert_with(Vec::new).push(call(
+                                    m.extra.tool_calls.get_or_insert_with(Vec::new).push(call(
                                         b["id"].as_str().unwrap_or(""),
                                         b["name"].as_str().unwrap_or(""),
                                         &b["arguments"],
@@ -773,9 +774,9 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                             texts.push(s.clone());
                         }
                         m.content = texts.join("\n\n");
-                        m.model = msg["model"].as_str().map(str::to_string);
+                        m.extra.rare.model = msg["model"].as_str().map(str::to_string);
                         if let Some(u) = msg.get("usage").filter(|u| u.is_object()) {
-                            m.usage = Some(Box::new(Usage {
+                            m.extra.rare.usage = Some(Box::new(Usage {
                                 input_tokens: u["input"].as_u64().unwrap_or(0),
                                 output_tokens: u["output"].as_u64().unwrap_or(0),
                                 cache_read_tokens: u["cacheRead"].as_u64(),
@@ -792,7 +793,7 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                             text = format!("Error: {text}");
                         }
                         let mut m = message(Role::Tool, text, parent.clone(), at);
-                        m.tool_call_id = msg["toolCallId"].as_str().map(str::to_string);
+                        m.extra.tool_call_id = msg["toolCallId"].as_str().map(Id::new);
                         Some(m)
                     }
                     "bashExecution" if msg["excludeFromContext"] != true => Some(message(
@@ -850,7 +851,7 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
         };
         let stands_for = match made {
             Some(m) => {
-                let id = m.id.clone();
+                let id = m.id.to_string();
                 draft.messages.push(m);
                 Some(id)
             }

@@ -632,7 +632,7 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let mut seen = std::collections::HashSet::new();
-    let mut root: Option<String> = None;
+    let mut root: Option<super::Id> = None;
     let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -640,7 +640,7 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
             continue;
         }
         match load_line(line) {
-            Ok(Loaded::Header(h)) if root.is_none() => root = Some(h.root_id),
+            Ok(Loaded::Header(h)) if root.is_none() => root = Some(h.root_id.into()),
             Ok(Loaded::Message(m)) if seen.insert(m.id.clone()) => {
                 entry.messages += 1;
                 if entry.first_user.is_none() && m.role == Role::User {

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use super::id::Id;
 use crate::vocab::{Role, ToolCall, Usage};
 
 /// A message id: 8 hex characters taken from a UUID v4.
@@ -14,55 +15,297 @@ pub fn new_id() -> String {
 /// fields are the original format, written in its order and always present; the rest are
 /// extensions, written only when set. Reading is lenient: `content: null` is empty, a timestamp in
 /// a naive ISO form is taken as UTC, tool calls may be flat (`{"id","name","arguments"}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// A big conversation holds every message in memory, so a message is kept small (80 bytes beside
+/// its text): ids inline ([`Id`]), and the fields most messages lack in a box ([`Extra`]), itself
+/// small (the fields of tool calls and their results), with the rarest in a box of its own
+/// ([`Rare`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Message {
-    #[serde(rename = "msg_id")]
-    pub id: String,
+    pub id: Id,
     pub role: Role,
-    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
     /// None for the root (the system prompt).
-    #[serde(default)]
-    pub parent_id: Option<String>,
-    #[serde(default = "epoch", with = "timestamp")]
+    pub parent_id: Option<Id>,
     pub timestamp: DateTime<Utc>,
-    /// For tool messages: the call this result answers.
-    #[serde(default)]
-    pub tool_call_id: Option<String>,
-    /// For assistant messages that asked for tools.
-    #[serde(default)]
-    pub tool_calls: Option<Vec<ToolCall>>,
     /// The answer was cut short by the user or the network.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A side question (`/btw`): this user message and what is below it are a side branch,
+    /// skipped by `/prev`, `/next` and `--continue`.
+    pub side: bool,
+    /// The rest (`m.extra.tool_calls`, `m.extra.rare.model = ..`): none of it allocates until set.
+    pub extra: Extras,
+}
+
+/// The fields of a message that most messages lack: those of tool calls and their results, and
+/// the rarer ones.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Extra {
+    /// For assistant messages that asked for tools.
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// For tool messages: the call this result answers.
+    pub tool_call_id: Option<Id>,
+    pub rare: Thin<Rare>,
+}
+
+/// What fewer messages still have.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rare {
     pub reasoning: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_signature: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
     /// Set on a summary node (context compaction): what the summary stands for. A value that
     /// cannot be read leaves an ordinary user message.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient_summary"
-    )]
     pub summary: Option<Box<SummaryInfo>>,
     /// Set on a merge node (`/merge`): the branch whose conclusion it brings back. Its content is
     /// what the request carries.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient_merge"
-    )]
     pub merged_from: Option<Box<MergedFrom>>,
-    /// A side question (`/btw`): this user message and what is below it are a side branch,
-    /// skipped by `/prev`, `/next` and `--continue`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub side: bool,
+}
+
+/// A message's [`Extra`].
+pub type Extras = Thin<Extra>;
+
+/// A value with nothing set, to read through a [`Thin`] that holds none.
+pub trait Unset: Default + PartialEq + 'static {
+    const UNSET: &'static Self;
+}
+
+impl Unset for Extra {
+    const UNSET: &'static Extra = &Extra {
+        tool_calls: None,
+        tool_call_id: None,
+        rare: Thin(None),
+    };
+}
+
+impl Unset for Rare {
+    const UNSET: &'static Rare = &Rare {
+        reasoning: None,
+        reasoning_signature: None,
+        model: None,
+        usage: None,
+        summary: None,
+        merged_from: None,
+    };
+}
+
+/// A value boxed when any of it is set (a pointer's size otherwise): read through it as if it
+/// were there (all unset when it is not), and writing through it makes it.
+#[derive(Clone, Default)]
+pub struct Thin<T>(Option<Box<T>>);
+
+impl<T: Unset> std::ops::Deref for Thin<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_deref().unwrap_or(T::UNSET)
+    }
+}
+
+impl<T: Unset> std::ops::DerefMut for Thin<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0.get_or_insert_with(Default::default)
+    }
+}
+
+/// Compared by what is set: a box with nothing in it equals none.
+impl<T: Unset> PartialEq for Thin<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Unset + std::fmt::Debug> std::fmt::Debug for Thin<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: Unset> From<T> for Thin<T> {
+    fn from(value: T) -> Self {
+        Thin((value != *T::UNSET).then(|| Box::new(value)))
+    }
+}
+
+impl<T: Unset> Thin<T> {
+    /// Whether anything is set (a box is kept).
+    pub fn is_set(&self) -> bool {
+        self.0.as_deref().is_some_and(|v| v != T::UNSET)
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let x = &*self.extra;
+        let r = &*x.rare;
+        let mut out = s.serialize_struct("Message", 15)?;
+        out.serialize_field("msg_id", &self.id)?;
+        out.serialize_field("role", &self.role)?;
+        out.serialize_field("content", &self.content)?;
+        out.serialize_field("parent_id", &self.parent_id)?;
+        out.serialize_field("timestamp", &timestamp::Written(&self.timestamp))?;
+        out.serialize_field("tool_call_id", &x.tool_call_id)?;
+        out.serialize_field("tool_calls", &x.tool_calls)?;
+        if self.interrupted {
+            out.serialize_field("interrupted", &true)?;
+        }
+        if let Some(v) = &r.reasoning {
+            out.serialize_field("reasoning", v)?;
+        }
+        if let Some(v) = &r.reasoning_signature {
+            out.serialize_field("reasoning_signature", v)?;
+        }
+        if let Some(v) = &r.model {
+            out.serialize_field("model", v)?;
+        }
+        if let Some(v) = &r.usage {
+            out.serialize_field("usage", v)?;
+        }
+        if let Some(v) = &r.summary {
+            out.serialize_field("summary", v)?;
+        }
+        if let Some(v) = &r.merged_from {
+            out.serialize_field("merged_from", v)?;
+        }
+        if self.side {
+            out.serialize_field("side", &true)?;
+        }
+        out.end()
+    }
+}
+
+/// Read straight into the message, field by field: short ids stay inline, and the box of
+/// [`Extra`] is made only for a line that has one of its fields.
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(MessageVisitor)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum Field {
+    MsgId,
+    Role,
+    Content,
+    ParentId,
+    Timestamp,
+    ToolCallId,
+    ToolCalls,
+    Interrupted,
+    Reasoning,
+    ReasoningSignature,
+    Model,
+    Usage,
+    Summary,
+    MergedFrom,
+    Side,
+    #[serde(other)]
+    Other,
+}
+
+/// A value read leniently: one that does not fit `T` is none.
+struct Lenient<T>(Option<T>);
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Option::<serde_json::Value>::deserialize(d)?;
+        Ok(Lenient(value.and_then(|v| serde_json::from_value(v).ok())))
+    }
+}
+
+struct MessageVisitor;
+
+impl<'de> serde::de::Visitor<'de> for MessageVisitor {
+    type Value = Message;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("struct Message")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+        use serde::de::Error;
+        // Each field once, as the derived readers demand.
+        fn once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+            map: &mut A,
+            slot: &mut Option<T>,
+            name: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(A::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        let mut id: Option<Id> = None;
+        let mut role: Option<Role> = None;
+        let mut content: Option<Option<String>> = None;
+        let mut parent_id: Option<Option<Id>> = None;
+        let mut stamp: Option<timestamp::Read> = None;
+        let mut tool_call_id: Option<Option<Id>> = None;
+        let mut tool_calls: Option<Option<Vec<ToolCall>>> = None;
+        let mut interrupted: Option<bool> = None;
+        let mut reasoning: Option<Option<String>> = None;
+        let mut reasoning_signature: Option<Option<String>> = None;
+        let mut model: Option<Option<String>> = None;
+        let mut usage: Option<Option<Box<Usage>>> = None;
+        let mut summary: Option<Lenient<SummaryInfo>> = None;
+        let mut merged_from: Option<Lenient<MergedFrom>> = None;
+        let mut side: Option<bool> = None;
+        while let Some(key) = map.next_key::<Field>()? {
+            match key {
+                Field::MsgId => once(&mut map, &mut id, "msg_id")?,
+                Field::Role => once(&mut map, &mut role, "role")?,
+                Field::Content => once(&mut map, &mut content, "content")?,
+                Field::ParentId => once(&mut map, &mut parent_id, "parent_id")?,
+                Field::Timestamp => once(&mut map, &mut stamp, "timestamp")?,
+                Field::ToolCallId => once(&mut map, &mut tool_call_id, "tool_call_id")?,
+                Field::ToolCalls => once(&mut map, &mut tool_calls, "tool_calls")?,
+                Field::Interrupted => once(&mut map, &mut interrupted, "interrupted")?,
+                Field::Reasoning => once(&mut map, &mut reasoning, "reasoning")?,
+                Field::ReasoningSignature => {
+                    once(&mut map, &mut reasoning_signature, "reasoning_signature")?
+                }
+                Field::Model => once(&mut map, &mut model, "model")?,
+                Field::Usage => once(&mut map, &mut usage, "usage")?,
+                Field::Summary => once(&mut map, &mut summary, "summary")?,
+                Field::MergedFrom => once(&mut map, &mut merged_from, "merged_from")?,
+                Field::Side => once(&mut map, &mut side, "side")?,
+                Field::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        let mut tool_calls = tool_calls.flatten();
+        // Read into a growing vector: give back the room it grew into (the tree keeps it).
+        if let Some(calls) = &mut tool_calls {
+            calls.shrink_to_fit();
+        }
+        let rare = Rare {
+            reasoning: reasoning.flatten(),
+            reasoning_signature: reasoning_signature.flatten(),
+            model: model.flatten(),
+            usage: usage.flatten(),
+            summary: summary.and_then(|s| s.0).map(Box::new),
+            merged_from: merged_from.and_then(|m| m.0).map(Box::new),
+        };
+        let extra = Extra {
+            tool_calls,
+            tool_call_id: tool_call_id.flatten(),
+            rare: rare.into(),
+        };
+        Ok(Message {
+            id: id.ok_or_else(|| A::Error::missing_field("msg_id"))?,
+            role: role.ok_or_else(|| A::Error::missing_field("role"))?,
+            content: content.flatten().unwrap_or_default(),
+            parent_id: parent_id.flatten(),
+            timestamp: stamp.map_or_else(epoch, |s| s.0),
+            interrupted: interrupted.unwrap_or(false),
+            side: side.unwrap_or(false),
+            extra: extra.into(),
+        })
+    }
 }
 
 /// What a summary node replaces (shared/docs/DESIGN.md §10).
@@ -90,24 +333,6 @@ pub struct MergedFrom {
     pub fork: String,
 }
 
-fn lenient_merge<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Box<MergedFrom>>, D::Error> {
-    let value = Option::<serde_json::Value>::deserialize(d)?;
-    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
-}
-
-fn lenient_summary<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Box<SummaryInfo>>, D::Error> {
-    let value = Option::<serde_json::Value>::deserialize(d)?;
-    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
-}
-
 fn epoch() -> DateTime<Utc> {
     DateTime::default()
 }
@@ -118,13 +343,23 @@ mod timestamp {
     use chrono::{DateTime, Utc};
     use serde::{Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::super::record::format_timestamp(t))
+    /// A timestamp as written.
+    pub struct Written<'a>(pub &'a DateTime<Utc>);
+
+    impl serde::Serialize for Written<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(&super::super::record::format_timestamp(self.0))
+        }
     }
 
+    /// A timestamp as read.
+    pub struct Read(pub DateTime<Utc>);
+
     /// Read in place by a visitor: no copy of the text (a big file has one on every line).
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
-        d.deserialize_option(Stamp)
+    impl<'de> serde::Deserialize<'de> for Read {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_option(Stamp).map(Read)
+        }
     }
 
     struct Stamp;
@@ -157,39 +392,37 @@ mod timestamp {
 impl Message {
     pub fn new(role: Role, content: impl Into<String>) -> Self {
         Message {
-            id: new_id(),
+            id: new_id().into(),
             role,
             parent_id: None,
             content: content.into(),
             timestamp: now(),
-            tool_call_id: None,
-            tool_calls: None,
             interrupted: false,
-            reasoning: None,
-            reasoning_signature: None,
-            model: None,
-            usage: None,
-            summary: None,
-            merged_from: None,
             side: false,
+            extra: Extras::default(),
         }
     }
 
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            tool_call_id: Some(call_id.into()),
-            ..Message::new(Role::Tool, content)
-        }
+        let mut m = Message::new(Role::Tool, content);
+        m.extra.tool_call_id = Some(Id::from(call_id.into()));
+        m
+    }
+
+    /// The same message asking for `calls`.
+    pub fn with_calls(mut self, calls: Vec<ToolCall>) -> Self {
+        self.extra.tool_calls = Some(calls);
+        self
     }
 
     /// Whether this is a summary node (context compaction).
     pub fn is_summary(&self) -> bool {
-        self.summary.is_some()
+        self.extra.rare.summary.is_some()
     }
 
     /// The tool calls of an assistant message, empty for any other.
     pub fn calls(&self) -> &[ToolCall] {
-        self.tool_calls.as_deref().unwrap_or(&[])
+        self.extra.tool_calls.as_deref().unwrap_or(&[])
     }
 }
 
@@ -198,4 +431,125 @@ pub fn now() -> DateTime<Utc> {
     use chrono::Timelike;
     let t = Utc::now();
     t.with_nanosecond(0).unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::record::{Record, parse_line};
+
+    #[test]
+    fn a_message_is_small_and_its_extras_are_boxed_only_when_set() {
+        assert!(std::mem::size_of::<Message>() <= 80);
+        assert!(std::mem::size_of::<Extra>() <= 48);
+        let mut m = Message::new(Role::User, "x");
+        assert!(!m.extra.is_set());
+        assert_eq!(m.extra.rare.model, None);
+        m.extra.rare.model = Some("gpt".into());
+        assert!(m.extra.is_set() && m.extra.rare.is_set());
+        // A tool result sets the small box only.
+        let result = Message::tool_result("c1", "ok");
+        assert!(result.extra.is_set() && !result.extra.rare.is_set());
+        // An emptied box is the same as none.
+        m.extra.rare.model = None;
+        let mut plain = m.clone();
+        plain.extra = Extras::default();
+        assert_eq!(m, plain);
+        assert!(!Extras::from(Extra::default()).is_set());
+    }
+
+    /// Lines of other writers (ids of any length, fields `new` does not know) read as they did
+    /// when the message was a derived serde type, and write back the same way.
+    #[test]
+    fn foreign_lines_read_and_round_trip() {
+        let line = r#"{"type":"message","msg_id":"toolu_0123456789abcdef","role":"tool","content":"ok","parent_id":"a-parent-of-another-writer","timestamp":"2026-07-24T12:35:55Z","tool_call_id":"call_abcdefghijklmnopqrstuvwx","tool_calls":null,"future":{"k":[1,2]}}"#;
+        let Ok(Record::Message(m)) = parse_line(line.as_bytes()) else {
+            panic!("a foreign message line reads")
+        };
+        assert_eq!(m.id, "toolu_0123456789abcdef");
+        assert!(!m.id.is_inline());
+        assert_eq!(m.parent_id.as_deref(), Some("a-parent-of-another-writer"));
+        assert_eq!(
+            m.extra.tool_call_id.as_deref(),
+            Some("call_abcdefghijklmnopqrstuvwx")
+        );
+        assert!(!m.extra.rare.is_set());
+        // What `new` writes of it: the known fields, in the original order.
+        assert_eq!(
+            Record::message(&m).to_line(),
+            line.replace(r#","future":{"k":[1,2]}"#, "")
+        );
+        // Our own ids are kept inline.
+        let ours = r#"{"type":"message","msg_id":"82981a45","role":"user","content":"hi","parent_id":"009f13ac","timestamp":"2026-07-24T12:35:55Z","tool_call_id":null,"tool_calls":null}"#;
+        let Ok(Record::Message(m)) = parse_line(ours.as_bytes()) else {
+            panic!()
+        };
+        assert!(m.id.is_inline() && m.parent_id.as_ref().is_some_and(Id::is_inline));
+        assert_eq!(Record::message(&m).to_line(), ours);
+    }
+
+    #[test]
+    fn every_extension_round_trips_through_the_box() {
+        let line = r#"{"type":"message","msg_id":"b06c61f6","role":"assistant","content":"","parent_id":"82981a45","timestamp":"2026-07-24T12:35:59Z","tool_call_id":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}],"interrupted":true,"reasoning":"r","reasoning_signature":"s","model":"m","usage":{"input_tokens":1,"output_tokens":2},"summary":{"replaces":"82981a45","messages":3,"tokens_before":4,"tokens_after":5},"merged_from":{"tip":"t","fork":"f"},"side":true}"#;
+        let Ok(Record::Message(m)) = parse_line(line.as_bytes()) else {
+            panic!()
+        };
+        assert!(m.interrupted && m.side);
+        assert_eq!(m.calls().len(), 1);
+        assert_eq!(m.extra.tool_calls.as_ref().map(Vec::capacity), Some(1));
+        assert_eq!(m.extra.rare.reasoning.as_deref(), Some("r"));
+        assert_eq!(m.extra.rare.summary.as_ref().map(|s| s.messages), Some(3));
+        assert_eq!(
+            m.extra.rare.merged_from.as_ref().map(|f| f.fork.as_str()),
+            Some("f")
+        );
+        let usage: Option<String> = m
+            .extra
+            .rare
+            .usage
+            .as_ref()
+            .map(|u| serde_json::to_string(u).unwrap());
+        assert!(usage.is_some());
+        let back = Record::message(&m).to_line();
+        let again = parse_line(back.as_bytes()).unwrap();
+        assert_eq!(again, Record::Message(m.clone()));
+        // The same through the tagged enum (which buffers the line first).
+        let tagged: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(tagged, Record::Message(m));
+    }
+
+    #[test]
+    fn a_call_of_the_usual_kind_allocates_no_kind_and_another_kind_is_kept() {
+        let m: Message = serde_json::from_str(
+            r#"{"msg_id":"a","role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"d","type":"custom","name":"g","arguments":"{}"}]}"#,
+        )
+        .unwrap();
+        let calls = m.calls();
+        assert!(matches!(
+            calls[0].kind,
+            std::borrow::Cow::Borrowed("function")
+        ));
+        assert_eq!(calls[1].kind, "custom");
+        let line = serde_json::to_string(&m).unwrap();
+        assert!(line.contains(r#""type":"custom""#) && line.contains(r#""type":"function""#));
+    }
+
+    #[test]
+    fn unreadable_lines_stay_unreadable() {
+        for bad in [
+            r#"{"type":"message","role":"user"}"#,
+            r#"{"type":"message","msg_id":"a"}"#,
+            r#"{"type":"message","msg_id":"a","msg_id":"b","role":"user"}"#,
+            r#"{"type":"message","msg_id":"a","role":"user","interrupted":null}"#,
+            r#"{"type":"message","msg_id":7,"role":"user"}"#,
+        ] {
+            assert!(serde_json::from_str::<Message>(bad).is_err(), "{bad}");
+        }
+        // Unreadable extensions leave an ordinary message, as before.
+        let m: Message = serde_json::from_str(
+            r#"{"msg_id":"a","role":"user","content":null,"summary":{"replaces":1},"merged_from":"x"}"#,
+        )
+        .unwrap();
+        assert!(!m.extra.is_set() && m.content.is_empty());
+    }
 }

@@ -6,6 +6,7 @@ mod chat;
 pub mod conversation;
 pub mod error;
 pub mod export;
+pub mod id;
 pub mod import;
 pub mod index;
 pub mod message;
@@ -17,7 +18,7 @@ pub mod store;
 pub use chat::{ChatSession, SessionError};
 pub use conversation::{Conversation, NOT_RUN_RESULT, TreeError};
 pub use index::Summary;
-pub use message::{Message, new_id};
+pub use message::{Id, Message, new_id};
 pub use record::Record;
 pub use store::{LoadReport, Store, StoreError};
 

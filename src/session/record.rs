@@ -271,7 +271,7 @@ mod tests {
         .unwrap();
         let Record::Message(m) = r else { panic!() };
         assert_eq!(m.content, "");
-        assert_eq!(m.tool_calls.unwrap()[0].function.arguments, r#"{"k":1}"#);
+        assert_eq!(m.calls()[0].function.arguments, r#"{"k":1}"#);
         assert_eq!(format_timestamp(&m.timestamp), "2026-07-24T12:35:55Z");
     }
 
@@ -344,7 +344,7 @@ mod tests {
         let line = Record::message(&m).to_line();
         assert!(!line.contains("interrupted") && !line.contains("reasoning"));
         m.interrupted = true;
-        m.reasoning = Some("r".into());
+        m.extra.rare.reasoning = Some("r".into());
         let line = Record::message(&m).to_line();
         assert!(line.ends_with(r#""tool_calls":null,"interrupted":true,"reasoning":"r"}"#));
     }

@@ -66,7 +66,7 @@ pub fn bushy(id: &str, n: usize) -> (Conversation, Vec<Record>) {
         );
         let calls = role == Role::Assistant && m % 5 == 0 && m + 1 < n;
         if calls {
-            message.tool_calls = Some(vec![crate::vocab::ToolCall::new(
+            message.extra.tool_calls = Some(vec![crate::vocab::ToolCall::new(
                 format!("call{m}"),
                 "read_file",
                 r#"{"filepath":"src/main.rs"}"#,

@@ -303,8 +303,8 @@ pub fn parse_conversation(
     system_prompt: &str,
 ) -> (Conversation, LoadReport) {
     let lines = memchr::memchr_iter(b'\n', bytes).count() + 1;
-    let (conversation, report, _) =
-        parse_lines(id, bytes, system_prompt, lines).expect("reading from memory cannot fail");
+    let (conversation, report, _) = parse_lines(id, bytes, system_prompt, (lines, lines))
+        .expect("reading from memory cannot fail");
     (conversation, report)
 }
 
@@ -316,10 +316,12 @@ struct Shape {
     blank: bool,
 }
 
-/// Room for about as many messages as a file of `size` bytes holds (the shortest lines `new`
-/// writes take some 150 bytes): the tree then grows without being copied while it loads.
-fn estimated_lines(size: u64) -> usize {
-    (size / 150).min(4_000_000) as usize + 1
+/// Room for at most as many messages as a file of `size` bytes holds (the shortest lines `new`
+/// writes take some 150 bytes), and for as many as it likely holds (lines of a conversation with
+/// its tool calls and answers take more like 250): see [`Conversation::with_root_and_capacity`].
+fn estimated_lines(size: u64) -> (usize, usize) {
+    let lines = |per_line: u64| (size / per_line).min(4_000_000) as usize + 1;
+    (lines(150), lines(250))
 }
 
 /// Reads a conversation's lines from `reader`, one at a time (see [`parse_conversation`]).
@@ -327,7 +329,7 @@ fn parse_lines(
     id: &str,
     mut reader: impl io::BufRead,
     system_prompt: &str,
-    lines: usize,
+    lines: (usize, usize),
 ) -> io::Result<(Conversation, LoadReport, Shape)> {
     let mut shape = Shape {
         header: false,
@@ -349,10 +351,10 @@ fn parse_lines(
     let mut last_line = 0;
     // Room for the file's messages and a session's worth of new ones, so that growing the tree
     // does not copy it again soon after loading.
-    let capacity = lines + 1024;
+    let capacity = (lines.0 + 1024, lines.1 + 1024);
     let start = |root_id: String| {
         let mut root = Message::new(Role::System, system_prompt);
-        root.id = root_id;
+        root.id = root_id.into();
         Conversation::with_root_and_capacity(id, root, capacity)
     };
     let mut buffer = Vec::new();
@@ -451,7 +453,7 @@ fn parse_lines(
     report.misplaced_summaries = conversation
         .misplaced_summaries()
         .iter()
-        .map(|m| m.id.clone())
+        .map(|m| m.id.to_string())
         .collect();
     Ok((conversation, report, shape))
 }
@@ -674,7 +676,7 @@ mod tests {
                     for i in 0..200 {
                         let mut m =
                             Message::new(Role::User, format!("{t}-{i} {}", "x".repeat(5000)));
-                        m.parent_id = Some(parent.clone());
+                        m.parent_id = Some(parent.as_str().into());
                         store.append(&id, &[Record::message(&m)]).unwrap();
                     }
                 })
