@@ -91,6 +91,7 @@ struct ImportArgs {
 }
 
 fn main() -> ExitCode {
+    new_agent::platform::tune_allocator();
     new_agent::os_sandbox::run_helper_if_asked();
     let _log = new_agent::log::init();
     // `new import …` (a folder named `import` is `./import`).
