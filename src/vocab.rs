@@ -155,6 +155,14 @@ pub struct ChatMessage<'a> {
     pub role: Role,
     pub content: Cow<'a, str>,
     pub tool_calls: Cow<'a, [ToolCall]>,
+    /// What few messages of a request have, boxed so that a long branch's request stays small
+    /// (64 bytes a message); read through [`ChatMessage::tool_call_id`] and its neighbours.
+    pub extra: Option<Box<ChatExtra<'a>>>,
+}
+
+/// The fields of a request's message that most lack.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChatExtra<'a> {
     pub tool_call_id: Option<Cow<'a, str>>,
     pub reasoning: Option<Cow<'a, str>>,
     /// The provider's signature of the reasoning (Anthropic thinking blocks), sent back with it.
@@ -167,17 +175,46 @@ impl<'a> ChatMessage<'a> {
             role,
             content: content.into(),
             tool_calls: Cow::Borrowed(&[]),
-            tool_call_id: None,
-            reasoning: None,
-            reasoning_signature: None,
+            extra: None,
         }
     }
 
     pub fn tool_result(call_id: impl Into<Cow<'a, str>>, content: impl Into<Cow<'a, str>>) -> Self {
         ChatMessage {
-            tool_call_id: Some(call_id.into()),
+            extra: Some(Box::new(ChatExtra {
+                tool_call_id: Some(call_id.into()),
+                ..ChatExtra::default()
+            })),
             ..ChatMessage::text(Role::Tool, content)
         }
+    }
+
+    /// The same message with the reasoning (and its signature) that produced it; boxed only
+    /// when there is some.
+    pub fn with_reasoning(
+        mut self,
+        reasoning: Option<Cow<'a, str>>,
+        signature: Option<Cow<'a, str>>,
+    ) -> Self {
+        if reasoning.is_some() || signature.is_some() {
+            let extra = self.extra.get_or_insert_with(Box::default);
+            extra.reasoning = reasoning;
+            extra.reasoning_signature = signature;
+        }
+        self
+    }
+
+    /// The call a tool result answers.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.extra.as_ref()?.tool_call_id.as_deref()
+    }
+
+    pub fn reasoning(&self) -> Option<&str> {
+        self.extra.as_ref()?.reasoning.as_deref()
+    }
+
+    pub fn reasoning_signature(&self) -> Option<&str> {
+        self.extra.as_ref()?.reasoning_signature.as_deref()
     }
 
     /// The same message owning its texts (to keep it beyond the conversation it came from).
@@ -187,9 +224,13 @@ impl<'a> ChatMessage<'a> {
             role: self.role,
             content: Cow::Owned(self.content.into_owned()),
             tool_calls: Cow::Owned(self.tool_calls.into_owned()),
-            tool_call_id: owned(self.tool_call_id),
-            reasoning: owned(self.reasoning),
-            reasoning_signature: owned(self.reasoning_signature),
+            extra: self.extra.map(|e| {
+                Box::new(ChatExtra {
+                    tool_call_id: owned(e.tool_call_id),
+                    reasoning: owned(e.reasoning),
+                    reasoning_signature: owned(e.reasoning_signature),
+                })
+            }),
         }
     }
 }
@@ -226,5 +267,20 @@ mod tests {
             r#"{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"filepath\":\"a\"}"}}"#
         );
         assert!(serde_json::from_str::<ToolCall>(r#"{"id":"c1"}"#).is_err());
+    }
+
+    #[test]
+    fn a_request_message_is_small_and_boxes_only_what_it_has() {
+        // A long branch's request is a list of these: 64 bytes each on 64-bit systems.
+        assert!(std::mem::size_of::<ChatMessage<'_>>() <= 64);
+        let plain = ChatMessage::text(Role::Assistant, "hi").with_reasoning(None, None);
+        assert!(plain.extra.is_none());
+        assert_eq!((plain.reasoning(), plain.tool_call_id()), (None, None));
+        let thought = plain.with_reasoning(Some("why".into()), Some("sig".into()));
+        assert_eq!(thought.reasoning(), Some("why"));
+        assert_eq!(thought.reasoning_signature(), Some("sig"));
+        let result = ChatMessage::tool_result("c1", "done").into_owned();
+        assert_eq!(result.tool_call_id(), Some("c1"));
+        assert_eq!(result.reasoning(), None);
     }
 }

@@ -904,7 +904,7 @@ impl App {
         );
         for m in &request.messages {
             md.push_str(&format!("\n## {}", m.role.as_str()));
-            if let Some(id) = &m.tool_call_id {
+            if let Some(id) = m.tool_call_id() {
                 md.push_str(&format!(" (result of `{id}`)"));
             }
             md.push_str("\n\n");

@@ -33,7 +33,7 @@ pub fn estimate_message(m: &ChatMessage) -> u64 {
     for call in m.tool_calls.iter() {
         n += 8 + estimate_text(&call.function.name) + estimate_text(&call.function.arguments);
     }
-    if let Some(r) = &m.reasoning {
+    if let Some(r) = m.reasoning() {
         n += estimate_text(r);
     }
     n

@@ -265,7 +265,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
             Role::Tool => {
                 turn.role = "user";
                 turn.results.push(WireBlock::ToolResult {
-                    tool_use_id: tool_id(m.tool_call_id.as_deref().unwrap_or("")),
+                    tool_use_id: tool_id(m.tool_call_id().unwrap_or("")),
                     content: if m.content.is_empty() {
                         "(no output)"
                     } else {
@@ -276,8 +276,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
             }
             Role::Assistant => {
                 turn.role = "assistant";
-                if let (Some(thinking), Some(signature)) =
-                    (m.reasoning.as_deref(), m.reasoning_signature.as_deref())
+                if let (Some(thinking), Some(signature)) = (m.reasoning(), m.reasoning_signature())
                 {
                     turn.thinking.push(WireBlock::Thinking {
                         thinking,
@@ -784,11 +783,7 @@ mod tests {
             ChatMessage::text(Role::User, "and then"),
             ChatMessage::text(Role::Assistant, ""),
             ChatMessage::text(Role::User, "again"),
-            ChatMessage {
-                reasoning: Some("hm".into()),
-                reasoning_signature: Some("sig".into()),
-                ..call(&["toolu_9"])
-            },
+            call(&["toolu_9"]).with_reasoning(Some("hm".into()), Some("sig".into())),
             ChatMessage::tool_result("toolu_9", "B"),
         ];
         let (system, msgs) = map_messages(&messages);

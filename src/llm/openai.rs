@@ -169,7 +169,7 @@ impl Serialize for WireMessages<'_> {
         serializer.collect_seq(self.messages.iter().enumerate().map(|(i, m)| {
             let mut w = wire_message(m);
             if i > self.turn_start && !m.tool_calls.is_empty() {
-                w.reasoning_content = m.reasoning.as_deref().filter(|r| !r.is_empty());
+                w.reasoning_content = m.reasoning().filter(|r| !r.is_empty());
             }
             w
         }))
@@ -268,7 +268,7 @@ fn wire_message<'a>(m: &'a ChatMessage<'_>) -> WireMessage<'a> {
             ..plain
         },
         Role::Tool => WireMessage {
-            tool_call_id: Some(m.tool_call_id.as_deref().unwrap_or_default()),
+            tool_call_id: Some(m.tool_call_id().unwrap_or_default()),
             ..plain
         },
         _ => plain,
@@ -680,10 +680,8 @@ mod tests {
 
     #[test]
     fn reasoning_goes_back_only_with_tool_calls_of_the_current_turn() {
-        let with_reasoning = |m: ChatMessage<'static>| ChatMessage {
-            reasoning: Some("thought".into()),
-            ..m
-        };
+        let with_reasoning =
+            |m: ChatMessage<'static>| m.with_reasoning(Some("thought".into()), None);
         let call = |id: &str| ChatMessage {
             tool_calls: vec![ToolCall::new(id, "f", "{}")].into(),
             ..ChatMessage::text(Role::Assistant, "")

@@ -716,15 +716,12 @@ impl Conversation {
         if let Some(summary) = sent.summary {
             out.push(ChatMessage::text(Role::User, summary.content.as_str()));
         }
-        let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| ChatMessage {
-            reasoning: m.extra.rare.reasoning.as_deref().map(Cow::Borrowed),
-            reasoning_signature: m
-                .extra
-                .rare
-                .reasoning_signature
-                .as_deref()
-                .map(Cow::Borrowed),
-            ..message
+        let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| {
+            let rare = &m.extra.rare;
+            message.with_reasoning(
+                rare.reasoning.as_deref().map(Cow::Borrowed),
+                rare.reasoning_signature.as_deref().map(Cow::Borrowed),
+            )
         };
         let mut i = 0;
         while i < chain.len() {
@@ -972,7 +969,7 @@ mod tests {
         // At the call itself: both results are synthetic.
         let msgs = c.api_messages(&call);
         assert_eq!(msgs.len(), 5);
-        assert_eq!(msgs[3].tool_call_id.as_deref(), Some("x"));
+        assert_eq!(msgs[3].tool_call_id(), Some("x"));
         assert_eq!(msgs[3].content, NOT_RUN_RESULT);
         assert_eq!(msgs[4].content, NOT_RUN_RESULT);
 
@@ -1003,7 +1000,7 @@ mod tests {
         let msgs = c.api_messages(c.cursor());
         let ids: Vec<_> = msgs[3..]
             .iter()
-            .map(|m| m.tool_call_id.clone().unwrap())
+            .map(|m| m.tool_call_id().unwrap().to_string())
             .collect();
         assert_eq!(ids, ["x", "y"]);
     }

@@ -553,7 +553,7 @@ mod tests {
         assert_eq!(c.get("t1").unwrap().parent_id.as_deref(), Some("a1"));
         let sent = c.api_messages("t2");
         assert_eq!(sent[2].tool_calls[1].function.name, "list_files");
-        assert_eq!(sent[3].tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(sent[3].tool_call_id(), Some("c1"));
         // Written back in the standard nested shape.
         let line = Record::message(a1).to_line();
         assert!(
