@@ -50,6 +50,15 @@ fn config(env: &Env, notes: &std::path::Path, extra_servers: &str) -> String {
     json
 }
 
+/// The same, the server offering resources and prompts too.
+fn offers_config(env: &Env, notes: &std::path::Path) {
+    let json = config(env, notes, "");
+    env.write_config(&json.replace(
+        r#""FAKE_MCP_NOTES""#,
+        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
+    ));
+}
+
 #[test]
 fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
     if !python() {
@@ -57,12 +66,7 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
     }
     let env = Env::new();
     let notes = env.dir.path().join("notes.txt");
-    // This server offers resources and prompts too.
-    let json = config(&env, &notes, "");
-    env.write_config(&json.replace(
-        r#""FAKE_MCP_NOTES""#,
-        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
-    ));
+    offers_config(&env, &notes);
     let server = Server::start(vec![
         tool_calls(&[
             ("a", "mcp__fake__echo", r#"{"text":"hi there"}"#),
@@ -892,11 +896,7 @@ fn a_resource_is_attached_with_at_and_a_prompt_runs_as_a_command() {
     }
     let env = Env::new();
     let notes = env.dir.path().join("notes.txt");
-    let json = config(&env, &notes, "");
-    env.write_config(&json.replace(
-        r#""FAKE_MCP_NOTES""#,
-        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
-    ));
+    offers_config(&env, &notes);
     let server = Server::start(vec![text(&["seen"]), text(&["hello Ada"])]);
     let run = env.run(
         &server.base_url,
@@ -912,24 +912,12 @@ fn a_resource_is_attached_with_at_and_a_prompt_runs_as_a_command() {
     let requests = server.requests();
     // Two turns: the resource's and the prompt's; the missing resource and argument sent nothing.
     assert_eq!(requests.len(), 2, "{run:?}");
-    let last_user = |r: &serde_json::Value| {
-        r["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let first = last_user(&requests[0]);
+    let first = last_user_text(&requests[0]);
     assert!(
         first.starts_with("what is in @fake:mem://notes ?\n\n<mcp_resource server=\"fake\" uri=\"mem://notes\">\nthe notes say hello\n</mcp_resource>"),
         "{first}"
     );
-    assert_eq!(last_user(&requests[1]), "Greet Ada, very kindly.");
+    assert_eq!(last_user_text(&requests[1]), "Greet Ada, very kindly.");
     assert!(
         run.stderr
             .contains("no resource mem://missing; the message was not sent"),
@@ -961,11 +949,7 @@ fn a_one_shot_prompt_attaches_a_resource_and_a_missing_one_sends_nothing() {
     }
     let env = Env::new();
     let notes = env.dir.path().join("notes.txt");
-    let json = config(&env, &notes, "");
-    env.write_config(&json.replace(
-        r#""FAKE_MCP_NOTES""#,
-        r#""FAKE_MCP_OFFERS": "1", "FAKE_MCP_NOTES""#,
-    ));
+    offers_config(&env, &notes);
     let server = Server::start(vec![text(&["summed up"])]);
     let run = env.run(&server.base_url, &["-p", "sum up @fake:mem://notes."], "");
     assert_eq!(run.code, Some(0), "{run:?}");

@@ -1724,22 +1724,14 @@ fn tab_completes_mcp_resources_and_prompts() {
     assert_eq!(pty.wait(), Some(0));
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let last_user = |r: &serde_json::Value| {
-        r["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
     assert!(
-        last_user(&requests[0]).starts_with("what is in @fake:mem://notes\n\n<mcp_resource"),
+        last_user_text(&requests[0]).starts_with("what is in @fake:mem://notes\n\n<mcp_resource"),
         "{:?}",
         requests[0]
     );
-    assert!(last_user(&requests[1]).contains("Ada"), "{:?}", requests[1]);
+    assert!(
+        last_user_text(&requests[1]).contains("Ada"),
+        "{:?}",
+        requests[1]
+    );
 }

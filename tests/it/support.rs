@@ -680,3 +680,17 @@ pub fn last_tree(run: &Run) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The text of the last user message of a request the scripted server received.
+pub fn last_user_text(request: &serde_json::Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
