@@ -26,9 +26,10 @@ pub struct ReplHelper {
 /// Where the REPL puts the MCP manager once it has one (after the editor is made).
 pub type McpSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<crate::mcp::Manager>>>;
 
-/// A server's word is offered only when it can be typed back as one word and shown as is.
+/// A server's word is offered only when it can be typed back as one word and shown as is (no
+/// control character, no bidirectional override that would make it look like another).
 fn plain_word(s: &str) -> bool {
-    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+    !s.is_empty() && !s.chars().any(char::is_whitespace) && crate::tools::escape_controls(s) == s
 }
 
 /// The `@server:uri` of every resource the servers listed, starting with `word`.
@@ -201,7 +202,13 @@ mod tests {
         let servers = [
             server(
                 "docs",
-                &["mem://b", "mem://a", "has space", "esc\x1b[2J"],
+                &[
+                    "mem://b",
+                    "mem://a",
+                    "has space",
+                    "esc\x1b[2J",
+                    "mem://\u{202e}gpj.exe",
+                ],
                 &[],
             ),
             server("db", &["pg://t"], &[]),
