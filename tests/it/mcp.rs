@@ -283,6 +283,10 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     // A slow call interrupted with Ctrl-C: the server is told.
     stdin.write_all(b"go\n").unwrap();
     wait_for("call slow");
+    // Its progress is shown before the interruption (said as it arrives; the time is the
+    // client's to read it).
+    wait_for("progress sent");
+    std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     wait_for("cancelled");
     drop(stdin);

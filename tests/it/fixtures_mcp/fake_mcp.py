@@ -38,6 +38,7 @@ sys.stderr.flush()
 def slow(request_id, token):
     send({"jsonrpc": "2.0", "method": "notifications/progress",
           "params": {"progressToken": token, "progress": 1, "total": 3, "message": "working"}})
+    note("progress sent")
     for _ in range(200):
         time.sleep(0.1)
         if request_id in cancelled:
