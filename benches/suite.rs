@@ -142,6 +142,19 @@ fn terminal_sink() -> std::fs::File {
 /// fed `stdin`, read once `done` says the session has done its work and before its input ends.
 /// (`ru_maxrss` would not do: it keeps the peak of the forked copy of this process.)
 fn session_peak(cmd: &mut Command, stdin: &[u8], done: impl Fn() -> bool) -> (Duration, u64) {
+    let (took, peak, _) = session_peak_split(cmd, stdin, done);
+    (took, peak)
+}
+
+/// [`session_peak`], and of that peak the pages of files (the binary's code, the libraries),
+/// as resident at the end: mapped pages of files stay mapped, so the rest is the peak of what
+/// the process allocated. How many file pages a run maps varies with how the page cache holds
+/// the binary (large folios after a fresh build), by more than a long session grows.
+fn session_peak_split(
+    cmd: &mut Command,
+    stdin: &[u8],
+    done: impl Fn() -> bool,
+) -> (Duration, u64, u64) {
     let start = Instant::now();
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -152,15 +165,11 @@ fn session_peak(cmd: &mut Command, stdin: &[u8], done: impl Fn() -> bool) -> (Du
     let mut input = child.stdin.take().unwrap();
     input.write_all(stdin).unwrap();
     let status = format!("/proc/{}/status", child.id());
-    let hwm = || -> u64 {
-        std::fs::read_to_string(&status)
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmHWM:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|n| n.parse().ok())
-            })
+    let field = |text: &str, name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
             .unwrap_or(0)
     };
     while !done() {
@@ -171,10 +180,11 @@ fn session_peak(cmd: &mut Command, stdin: &[u8], done: impl Fn() -> bool) -> (Du
         std::thread::sleep(Duration::from_millis(20));
     }
     let elapsed = start.elapsed();
-    let peak = hwm();
+    let text = std::fs::read_to_string(&status).unwrap_or_default();
+    let (peak, files) = (field(&text, "VmHWM:"), field(&text, "RssFile:"));
     drop(input);
     assert!(child.wait().unwrap().success(), "{cmd:?} failed");
-    (elapsed, peak)
+    (elapsed, peak, files)
 }
 
 /// Wall time and peak memory (KB) of a child process, fed `stdin`, measured by a copy of this
@@ -1114,42 +1124,59 @@ fn main() {
                 .arg(data)
                 .args(["--model", "bench"]);
             let started = Instant::now();
-            session_peak(&mut cmd, input, || {
+            session_peak_split(&mut cmd, input, || {
                 if answers == 0 {
                     return started.elapsed() > Duration::from_millis(500);
                 }
                 conversations_text(data).matches("Hello there.").count() >= answers
             })
         };
-        let (_, at_start) = session(&dir("turns-empty"), b"", 0);
-        // The first turn maps in the code of a turn (the HTTP client, the stream, the store:
-        // some 2 MB of the binary's pages, not memory that grows): the growth is measured from
-        // there.
-        let one = dir("turns-one");
-        let (_, after_one) = session(&one, b"a short question, number 0\n", 1);
-        let one_kb = conversations_text(&one).len() as u64 / 1024;
-        let data = dir("turns-long");
+        // What the process allocated at its peak (the peak less the pages of files: the
+        // binary's code, mapped in as it runs, by an amount that varies from run to run with the
+        // page cache), the smallest of three sessions of each kind, and the file's size.
+        let smallest = |name: &str, input: &[u8], answers: usize| {
+            let mut best = (Duration::MAX, u64::MAX, u64::MAX, 0);
+            for run in 0..3 {
+                let data = dir(&format!("{name}-{run}"));
+                let (took, peak, files) = session(&data, input, answers);
+                let file_kb = conversations_text(&data).len() as u64 / 1024;
+                let allocated = peak.saturating_sub(files);
+                best = (
+                    best.0.min(took),
+                    best.1.min(allocated),
+                    best.2.min(peak),
+                    file_kb,
+                );
+            }
+            best
+        };
+        // The first turn allocates what every turn uses (the HTTP client and its connection,
+        // the stream's buffers): the growth is measured from there.
+        let (_, after_one, _, one_kb) = smallest("turns-one", b"a short question, number 0\n", 1);
         let input: String = (0..turns)
             .map(|i| format!("a short question, number {i}\n"))
             .collect();
-        let (took, peak) = session(&data, input.as_bytes(), turns);
-        let file_kb = conversations_text(&data).len() as u64 / 1024;
-        let allowed = after_one + 2 * file_kb.saturating_sub(one_kb);
+        let (took, allocated, peak, file_kb) = smallest("turns-long", input.as_bytes(), turns);
+        let grown = file_kb.saturating_sub(one_kb);
+        let allowed = after_one + 2 * grown;
         rows.push(Row {
             what: format!(
-                "peak memory after {turns} short turns ({:.1} s)",
+                "memory allocated at the peak of {turns} short turns ({:.1} s)",
                 took.as_secs_f64()
             ),
-            measured: format!("{:.1} MB", peak as f64 / 1024.0),
-            baseline: format!(
-                "start {:.1} MB, after one turn {:.1} MB + 2 × file {:.2} MB",
-                at_start as f64 / 1024.0,
-                after_one as f64 / 1024.0,
-                file_kb as f64 / 1024.0
+            measured: format!(
+                "{:.2} MB (peak RSS {:.1} MB with files' pages)",
+                allocated as f64 / 1024.0,
+                peak as f64 / 1024.0
             ),
-            ratio: peak as f64 / allowed as f64,
+            baseline: format!(
+                "after one turn {:.2} MB + 2 × the file's growth {:.2} MB",
+                after_one as f64 / 1024.0,
+                grown as f64 / 1024.0
+            ),
+            ratio: allocated as f64 / allowed as f64,
             target: "≤ 1 (of that sum)".into(),
-            ok: peak <= allowed,
+            ok: allocated <= allowed,
         });
     }
 

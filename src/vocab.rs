@@ -154,15 +154,16 @@ impl Usage {
 pub struct ChatMessage<'a> {
     pub role: Role,
     pub content: Cow<'a, str>,
-    pub tool_calls: Cow<'a, [ToolCall]>,
     /// What few messages of a request have, boxed so that a long branch's request stays small
-    /// (64 bytes a message); read through [`ChatMessage::tool_call_id`] and its neighbours.
+    /// (40 bytes a message); read through [`ChatMessage::tool_calls`] and its neighbours.
     pub extra: Option<Box<ChatExtra<'a>>>,
 }
 
 /// The fields of a request's message that most lack.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ChatExtra<'a> {
+    /// The calls an assistant message made.
+    pub tool_calls: Cow<'a, [ToolCall]>,
     pub tool_call_id: Option<Cow<'a, str>>,
     pub reasoning: Option<Cow<'a, str>>,
     /// The provider's signature of the reasoning (Anthropic thinking blocks), sent back with it.
@@ -174,7 +175,6 @@ impl<'a> ChatMessage<'a> {
         ChatMessage {
             role,
             content: content.into(),
-            tool_calls: Cow::Borrowed(&[]),
             extra: None,
         }
     }
@@ -204,6 +204,20 @@ impl<'a> ChatMessage<'a> {
         self
     }
 
+    /// The same message with the calls it made (boxed only when there are some).
+    pub fn with_calls(mut self, calls: impl Into<Cow<'a, [ToolCall]>>) -> Self {
+        let calls = calls.into();
+        if !calls.is_empty() {
+            self.extra.get_or_insert_with(Box::default).tool_calls = calls;
+        }
+        self
+    }
+
+    /// The calls an assistant message made; none for any other.
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        self.extra.as_ref().map_or(&[], |e| &e.tool_calls)
+    }
+
     /// The call a tool result answers.
     pub fn tool_call_id(&self) -> Option<&str> {
         self.extra.as_ref()?.tool_call_id.as_deref()
@@ -223,9 +237,9 @@ impl<'a> ChatMessage<'a> {
         ChatMessage {
             role: self.role,
             content: Cow::Owned(self.content.into_owned()),
-            tool_calls: Cow::Owned(self.tool_calls.into_owned()),
             extra: self.extra.map(|e| {
                 Box::new(ChatExtra {
+                    tool_calls: Cow::Owned(e.tool_calls.into_owned()),
                     tool_call_id: owned(e.tool_call_id),
                     reasoning: owned(e.reasoning),
                     reasoning_signature: owned(e.reasoning_signature),
@@ -272,7 +286,7 @@ mod tests {
     #[test]
     fn a_request_message_is_small_and_boxes_only_what_it_has() {
         // A long branch's request is a list of these: 64 bytes each on 64-bit systems.
-        assert!(std::mem::size_of::<ChatMessage<'_>>() <= 64);
+        assert!(std::mem::size_of::<ChatMessage<'_>>() <= 40);
         let plain = ChatMessage::text(Role::Assistant, "hi").with_reasoning(None, None);
         assert!(plain.extra.is_none());
         assert_eq!((plain.reasoning(), plain.tool_call_id()), (None, None));

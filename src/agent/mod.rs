@@ -729,11 +729,11 @@ impl Agent<'_> {
             interrupted,
             extra: Extra {
                 tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
+                model: Some(crate::session::message::model_name(&self.model)),
+                usage: response.usage.map(Box::new),
                 rare: Rare {
                     reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
                     reasoning_signature: response.reasoning_signature,
-                    model: Some(self.model.clone()),
-                    usage: response.usage.map(Box::new),
                     ..Rare::default()
                 }
                 .into(),

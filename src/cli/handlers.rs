@@ -325,10 +325,10 @@ impl App {
             let mut usage = crate::vocab::Usage::default();
             let mut models: Vec<&str> = Vec::new();
             for m in &branch {
-                if let Some(u) = &m.extra.rare.usage {
+                if let Some(u) = &m.extra.usage {
                     usage.add(u);
                 }
-                if let Some(model) = m.extra.rare.model.as_deref()
+                if let Some(model) = m.extra.model.as_deref()
                     && !models.contains(&model)
                 {
                     models.push(model);
@@ -912,7 +912,7 @@ impl App {
                 md.push_str(&export::fenced(&m.content));
                 md.push('\n');
             }
-            for call in m.tool_calls.iter() {
+            for call in m.tool_calls() {
                 md.push_str(&format!(
                     "\nTool call `{}` (`{}`): `{}`\n",
                     call.function.name, call.id, call.function.arguments

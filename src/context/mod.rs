@@ -30,7 +30,7 @@ pub fn estimate_text(text: &str) -> u64 {
 /// Tokens one request message takes: its text, its calls and reasoning, and its framing.
 pub fn estimate_message(m: &ChatMessage) -> u64 {
     let mut n = 4 + estimate_text(&m.content);
-    for call in m.tool_calls.iter() {
+    for call in m.tool_calls() {
         n += 8 + estimate_text(&call.function.name) + estimate_text(&call.function.arguments);
     }
     if let Some(r) = m.reasoning() {

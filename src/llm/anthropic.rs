@@ -288,7 +288,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
                     // The API refuses trailing whitespace at the end of an assistant turn.
                     turn.push_text(Cow::Borrowed(m.content.trim_end()));
                 }
-                for call in m.tool_calls.iter() {
+                for call in m.tool_calls() {
                     turn.tool_uses.push(WireBlock::ToolUse {
                         id: tool_id(&call.id),
                         name: &call.function.name,
@@ -765,12 +765,12 @@ mod tests {
 
     #[test]
     fn a_forked_tree_with_tool_calls_maps_to_a_valid_request() {
-        let call = |ids: &[&str]| ChatMessage {
-            tool_calls: ids
-                .iter()
-                .map(|id| ToolCall::new(*id, "read_file", r#"{"filepath":"a"}"#))
-                .collect(),
-            ..ChatMessage::text(Role::Assistant, "Let me look. ")
+        let call = |ids: &[&str]| {
+            ChatMessage::text(Role::Assistant, "Let me look. ").with_calls(
+                ids.iter()
+                    .map(|id| ToolCall::new(*id, "read_file", r#"{"filepath":"a"}"#))
+                    .collect::<Vec<_>>(),
+            )
         };
         // A fork under a call (synthetic result), two user messages in a row, an empty answer,
         // and an id another provider made.

@@ -168,7 +168,7 @@ impl Serialize for WireMessages<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.messages.iter().enumerate().map(|(i, m)| {
             let mut w = wire_message(m);
-            if i > self.turn_start && !m.tool_calls.is_empty() {
+            if i > self.turn_start && !m.tool_calls().is_empty() {
                 w.reasoning_content = m.reasoning().filter(|r| !r.is_empty());
             }
             w
@@ -262,9 +262,9 @@ fn wire_message<'a>(m: &'a ChatMessage<'_>) -> WireMessage<'a> {
         reasoning_content: None,
     };
     match m.role {
-        Role::Assistant if !m.tool_calls.is_empty() => WireMessage {
+        Role::Assistant if !m.tool_calls().is_empty() => WireMessage {
             content: (!m.content.is_empty()).then_some(&*m.content),
-            tool_calls: Some(&m.tool_calls),
+            tool_calls: Some(m.tool_calls()),
             ..plain
         },
         Role::Tool => WireMessage {
@@ -682,9 +682,8 @@ mod tests {
     fn reasoning_goes_back_only_with_tool_calls_of_the_current_turn() {
         let with_reasoning =
             |m: ChatMessage<'static>| m.with_reasoning(Some("thought".into()), None);
-        let call = |id: &str| ChatMessage {
-            tool_calls: vec![ToolCall::new(id, "f", "{}")].into(),
-            ..ChatMessage::text(Role::Assistant, "")
+        let call = |id: &str| {
+            ChatMessage::text(Role::Assistant, "").with_calls(vec![ToolCall::new(id, "f", "{}")])
         };
         let req = ChatRequest {
             model: "m".into(),
@@ -716,10 +715,8 @@ mod tests {
             model: "m".into(),
             messages: vec![
                 ChatMessage::text(Role::System, "sys"),
-                ChatMessage {
-                    tool_calls: vec![ToolCall::new("c1", "f", "{}")].into(),
-                    ..ChatMessage::text(Role::Assistant, "")
-                },
+                ChatMessage::text(Role::Assistant, "")
+                    .with_calls(vec![ToolCall::new("c1", "f", "{}")]),
                 ChatMessage::tool_result("c1", "done"),
             ],
             tools: vec![],

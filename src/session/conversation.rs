@@ -731,10 +731,7 @@ impl Conversation {
                 Role::Assistant if !m.calls().is_empty() => {
                     out.push(with_reasoning(
                         m,
-                        ChatMessage {
-                            tool_calls: Cow::Borrowed(m.calls()),
-                            ..ChatMessage::text(Role::Assistant, sent_content(m))
-                        },
+                        ChatMessage::text(Role::Assistant, sent_content(m)).with_calls(m.calls()),
                     ));
                     let mut results: HashMap<&str, &Message> = HashMap::new();
                     while i < chain.len() && chain[i].role == Role::Tool {

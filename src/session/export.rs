@@ -53,7 +53,6 @@ pub fn branch_markdown(c: &Conversation, title: &str) -> String {
             Role::Assistant => {
                 let model = m
                     .extra
-                    .rare
                     .model
                     .as_deref()
                     .map(|m| format!(" · {m}"))

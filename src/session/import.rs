@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use super::message::{Id, Message, new_id};
+use super::message::{Id, Message, model_name, new_id};
 use super::record::{BranchRecord, Record, TitleRecord, format_timestamp};
 use super::{Conversation, Store};
 use crate::vocab::{FunctionCall, Role, ToolCall, Usage};
@@ -486,7 +486,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 Some(i) => i,
                 None => {
                     let mut m = message(Role::Assistant, String::new(), parent.clone(), at);
-                    m.extra.rare.model = body["model"].as_str().map(str::to_string);
+                    m.extra.model = body["model"].as_str().map(model_name);
                     draft.messages.push(m);
                     draft.messages.len() - 1
                 }
@@ -526,7 +526,7 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
                 }
             }
             if let Some(u) = body.get("usage").filter(|u| u.is_object()) {
-                m.extra.rare.usage = Some(Box::new(Usage {
+                m.extra.usage = Some(Box::new(Usage {
                     input_tokens: u["input_tokens"].as_u64().unwrap_or(0),
                     output_tokens: u["output_tokens"].as_u64().unwrap_or(0),
                     cache_read_tokens: u["cache_read_input_tokens"].as_u64(),
@@ -646,7 +646,7 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                 }
                 let mut m = message(role, text, last.clone(), at);
                 if role == Role::Assistant {
-                    m.extra.rare.model = model.clone();
+                    m.extra.model = model.as_deref().map(model_name);
                     m.extra.rare.reasoning = pending_reasoning.take();
                 }
                 last = Some(m.id.to_string());
@@ -685,7 +685,7 @@ fn codex(lines: &[(usize, Value)]) -> Draft {
                 // Calls made together belong to one answer.
                 if !last_is_asking(&draft, &last) {
                     let mut m = message(Role::Assistant, String::new(), last.clone(), at);
-                    m.extra.rare.model = model.clone();
+                    m.extra.model = model.as_deref().map(model_name);
                     m.extra.rare.reasoning = pending_reasoning.take();
                     last = Some(m.id.to_string());
                     draft.messages.push(m);
@@ -774,9 +774,9 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
                             texts.push(s.clone());
                         }
                         m.content = texts.join("\n\n");
-                        m.extra.rare.model = msg["model"].as_str().map(str::to_string);
+                        m.extra.model = msg["model"].as_str().map(model_name);
                         if let Some(u) = msg.get("usage").filter(|u| u.is_object()) {
-                            m.extra.rare.usage = Some(Box::new(Usage {
+                            m.extra.usage = Some(Box::new(Usage {
                                 input_tokens: u["input"].as_u64().unwrap_or(0),
                                 output_tokens: u["output"].as_u64().unwrap_or(0),
                                 cache_read_tokens: u["cacheRead"].as_u64(),

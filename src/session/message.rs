@@ -1,5 +1,7 @@
 //! One node of a conversation tree.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +47,11 @@ pub struct Extra {
     pub tool_calls: Option<Vec<ToolCall>>,
     /// For tool messages: the call this result answers.
     pub tool_call_id: Option<Id>,
+    /// For assistant messages: the model that answered, one text shared by the messages of the
+    /// same model (see [`model_name`]).
+    pub model: Option<Arc<str>>,
+    /// For assistant messages: the tokens the answer took, when the server said.
+    pub usage: Option<Box<Usage>>,
     pub rare: Thin<Rare>,
 }
 
@@ -53,8 +60,6 @@ pub struct Extra {
 pub struct Rare {
     pub reasoning: Option<String>,
     pub reasoning_signature: Option<String>,
-    pub model: Option<String>,
-    pub usage: Option<Box<Usage>>,
     /// Set on a summary node (context compaction): what the summary stands for. A value that
     /// cannot be read leaves an ordinary user message.
     pub summary: Option<Box<SummaryInfo>>,
@@ -75,6 +80,8 @@ impl Unset for Extra {
     const UNSET: &'static Extra = &Extra {
         tool_calls: None,
         tool_call_id: None,
+        model: None,
+        usage: None,
         rare: Thin(None),
     };
 }
@@ -83,8 +90,6 @@ impl Unset for Rare {
     const UNSET: &'static Rare = &Rare {
         reasoning: None,
         reasoning_signature: None,
-        model: None,
-        usage: None,
         summary: None,
         merged_from: None,
     };
@@ -156,10 +161,10 @@ impl Serialize for Message {
         if let Some(v) = &r.reasoning_signature {
             out.serialize_field("reasoning_signature", v)?;
         }
-        if let Some(v) = &r.model {
-            out.serialize_field("model", v)?;
+        if let Some(v) = &x.model {
+            out.serialize_field("model", &**v)?;
         }
-        if let Some(v) = &r.usage {
+        if let Some(v) = &x.usage {
             out.serialize_field("usage", v)?;
         }
         if let Some(v) = &r.summary {
@@ -248,7 +253,7 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
         let mut interrupted: Option<bool> = None;
         let mut reasoning: Option<Option<String>> = None;
         let mut reasoning_signature: Option<Option<String>> = None;
-        let mut model: Option<Option<String>> = None;
+        let mut model: Option<Option<ModelName>> = None;
         let mut usage: Option<Option<Box<Usage>>> = None;
         let mut summary: Option<Lenient<SummaryInfo>> = None;
         let mut merged_from: Option<Lenient<MergedFrom>> = None;
@@ -285,14 +290,14 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
         let rare = Rare {
             reasoning: reasoning.flatten(),
             reasoning_signature: reasoning_signature.flatten(),
-            model: model.flatten(),
-            usage: usage.flatten(),
             summary: summary.and_then(|s| s.0).map(Box::new),
             merged_from: merged_from.and_then(|m| m.0).map(Box::new),
         };
         let extra = Extra {
             tool_calls,
             tool_call_id: tool_call_id.flatten(),
+            model: model.flatten().map(|m| m.0),
+            usage: usage.flatten(),
             rare: rare.into(),
         };
         Ok(Message {
@@ -305,6 +310,39 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
             side: side.unwrap_or(false),
             extra: extra.into(),
         })
+    }
+}
+
+/// The text of a model's name shared with the last one made on this thread when they are the
+/// same: the assistant messages of a conversation, written or read, keep one copy of it, not one
+/// each.
+pub fn model_name(name: &str) -> Arc<str> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some(shared) if **shared == *name => shared.clone(),
+        _ => last.insert(Arc::from(name)).clone(),
+    })
+}
+
+/// A model's name read from a line, through [`model_name`] (no text made when it is the last
+/// one's).
+struct ModelName(Arc<str>);
+
+impl<'de> Deserialize<'de> for ModelName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ModelName;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a model's name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ModelName, E> {
+                Ok(ModelName(model_name(v)))
+            }
+        }
+        d.deserialize_str(Visitor)
     }
 }
 
@@ -441,17 +479,22 @@ mod tests {
     #[test]
     fn a_message_is_small_and_its_extras_are_boxed_only_when_set() {
         assert!(std::mem::size_of::<Message>() <= 80);
-        assert!(std::mem::size_of::<Extra>() <= 48);
+        assert!(std::mem::size_of::<Extra>() <= 72);
         let mut m = Message::new(Role::User, "x");
         assert!(!m.extra.is_set());
-        assert_eq!(m.extra.rare.model, None);
-        m.extra.rare.model = Some("gpt".into());
+        assert_eq!(m.extra.rare.reasoning, None);
+        m.extra.rare.reasoning = Some("r".into());
         assert!(m.extra.is_set() && m.extra.rare.is_set());
+        // An answer's model and usage are in the small box, the rare one not made.
+        let mut answer = Message::new(Role::Assistant, "a");
+        answer.extra.model = Some(model_name("gpt"));
+        answer.extra.usage = Some(Box::default());
+        assert!(answer.extra.is_set() && !answer.extra.rare.is_set());
         // A tool result sets the small box only.
         let result = Message::tool_result("c1", "ok");
         assert!(result.extra.is_set() && !result.extra.rare.is_set());
         // An emptied box is the same as none.
-        m.extra.rare.model = None;
+        m.extra.rare.reasoning = None;
         let mut plain = m.clone();
         plain.extra = Extras::default();
         assert_eq!(m, plain);
@@ -503,9 +546,9 @@ mod tests {
             m.extra.rare.merged_from.as_ref().map(|f| f.fork.as_str()),
             Some("f")
         );
+        assert_eq!(m.extra.model.as_deref(), Some("m"));
         let usage: Option<String> = m
             .extra
-            .rare
             .usage
             .as_ref()
             .map(|u| serde_json::to_string(u).unwrap());
@@ -516,6 +559,28 @@ mod tests {
         // The same through the tagged enum (which buffers the line first).
         let tagged: Record = serde_json::from_str(line).unwrap();
         assert_eq!(tagged, Record::Message(m));
+    }
+
+    #[test]
+    fn answers_of_one_model_share_its_name() {
+        let read = |model: &str| -> Message {
+            serde_json::from_str(&format!(
+                r#"{{"msg_id":"a","role":"assistant","content":"x","model":"{model}"}}"#
+            ))
+            .unwrap()
+        };
+        let (a, b, other) = (read("gpt-5"), read("gpt-5"), read("o\\u0033"));
+        let (a, b) = (
+            a.extra.model.clone().unwrap(),
+            b.extra.model.clone().unwrap(),
+        );
+        assert!(Arc::ptr_eq(&a, &b));
+        // An escaped name is read as its text, and a new name makes its own.
+        assert_eq!(other.extra.model.as_deref(), Some("o3"));
+        assert!(Arc::ptr_eq(
+            &model_name("o3"),
+            other.extra.model.as_ref().unwrap()
+        ));
     }
 
     #[test]

@@ -552,7 +552,7 @@ mod tests {
         assert_eq!(a1.calls()[0].function.arguments, r#"{"filepath":"a.txt"}"#);
         assert_eq!(c.get("t1").unwrap().parent_id.as_deref(), Some("a1"));
         let sent = c.api_messages("t2");
-        assert_eq!(sent[2].tool_calls[1].function.name, "list_files");
+        assert_eq!(sent[2].tool_calls()[1].function.name, "list_files");
         assert_eq!(sent[3].tool_call_id(), Some("c1"));
         // Written back in the standard nested shape.
         let line = Record::message(a1).to_line();
