@@ -10,9 +10,10 @@
 //! folder) may be links anywhere, but are bounded and must be regular files too.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use crate::tools::Sandbox;
+use crate::tools::sandbox::FolderHandle;
 
 /// What was read: at most the limit, and whether the file went on past it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,13 +47,50 @@ impl Bounded {
 #[derive(Debug, Clone)]
 pub struct ProjectFiles {
     sandbox: Option<Sandbox>,
+    /// WORKDIR as given (the paths of its files start with it, not with the resolved one).
+    given: PathBuf,
 }
 
 impl ProjectFiles {
     pub fn new(workdir: &Path) -> ProjectFiles {
         ProjectFiles {
             sandbox: Sandbox::new(workdir).ok(),
+            given: workdir.to_path_buf(),
         }
+    }
+
+    /// [`ProjectFiles::read`] for one of many files (a tier of skills): the handles of the
+    /// folders opened for the last file are kept in `folder` for the next. A path below WORKDIR
+    /// by plain names is opened name by name from WORKDIR's handle, each folder and the file
+    /// without following a link, so no link is resolved and nothing outside can be reached; a
+    /// path with a link on the way, or anything but a regular file at its end, is read (or
+    /// refused) by [`ProjectFiles::read`], which says why.
+    pub fn read_in(
+        &self,
+        path: &Path,
+        limit: usize,
+        folder: &mut FolderHandle,
+    ) -> Result<Option<Bounded>, String> {
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(None);
+        };
+        let plain = path.strip_prefix(&self.given).ok().filter(|rel| {
+            rel.components().count() > 0
+                && rel.components().all(|c| matches!(c, Component::Normal(_)))
+        });
+        if let Some(rel) = plain {
+            let shown = path.display().to_string();
+            match sandbox.open_read_in(&sandbox.root().join(rel), &shown, folder) {
+                Ok(opened) => {
+                    return bounded(opened.file, limit)
+                        .map(Some)
+                        .map_err(|e| format!("reading {shown}: {e}"));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(_) => {}
+            }
+        }
+        self.read(path, limit)
     }
 
     /// Reads `path` (absolute inside WORKDIR, or relative to it) as a project file, at most
@@ -205,6 +243,81 @@ mod tests {
                 .unwrap_err()
                 .contains("larger than 10 bytes")
         );
+    }
+
+    /// Many files read through kept folder handles answer as one read at a time does: plain
+    /// files by their names, links inside followed, links out (of a folder or a file) refused,
+    /// a FIFO refused, `..` out refused, nothing there none, and a project given by a link to
+    /// it read all the same.
+    #[cfg(unix)]
+    #[test]
+    fn reading_many_answers_as_reading_one() {
+        let (_d, work, outside) = project();
+        let skills = work.join(".new/skills");
+        for name in ["a", "b", "real"] {
+            std::fs::create_dir_all(skills.join(name)).unwrap();
+            std::fs::write(
+                skills.join(name).join("SKILL.md"),
+                format!("skill {name}\n"),
+            )
+            .unwrap();
+        }
+        let link = |target: &Path, at: &str| std::os::unix::fs::symlink(target, skills.join(at));
+        link(&skills.join("real"), "inside").unwrap();
+        link(outside.path(), "out").unwrap();
+        std::fs::create_dir_all(skills.join("c")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), skills.join("c/SKILL.md"))
+            .unwrap();
+        std::fs::create_dir_all(skills.join("fifo")).unwrap();
+        let fifo = std::ffi::CString::new(skills.join("fifo/SKILL.md").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let given = tempfile::tempdir().unwrap();
+        let via = given.path().join("project");
+        std::os::unix::fs::symlink(&work, &via).unwrap();
+        for root in [work.clone(), via] {
+            let files = ProjectFiles::new(&root);
+            let mut folder = FolderHandle::default();
+            let mut read = |rel: &str| {
+                let path = root.join(".new/skills").join(rel);
+                let many = files
+                    .read_in(&path, 100, &mut folder)
+                    .map(|r| r.map(Bounded::text));
+                let one = files.read(&path, 100).map(|r| r.map(Bounded::text));
+                assert_eq!(many, one, "{rel}");
+                many
+            };
+            for name in ["a", "b", "real", "a", "inside"] {
+                let want = if name == "inside" { "real" } else { name };
+                assert_eq!(
+                    read(&format!("{name}/SKILL.md")),
+                    Ok(Some(format!("skill {want}\n")))
+                );
+            }
+            for refused in ["out/secret.txt", "c/SKILL.md", "../../../secret.txt"] {
+                let err = read(refused).unwrap_err();
+                assert!(err.contains("leads out of the project"), "{refused}: {err}");
+            }
+            assert!(read("fifo/SKILL.md").unwrap_err().contains("named pipe"));
+            assert_eq!(read("missing/SKILL.md"), Ok(None));
+            assert_eq!(read("a/missing.md"), Ok(None));
+        }
+        // The project is the folder resolved when the reader was made, name by name from its
+        // handle: a link to it turned elsewhere afterwards leads nowhere new (one read at a
+        // time resolves the link again, and refuses what it leads to).
+        let via = given.path().join("project");
+        let files = ProjectFiles::new(&via);
+        std::fs::remove_file(&via).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &via).unwrap();
+        std::fs::create_dir_all(outside.path().join(".new/skills/a")).unwrap();
+        std::fs::write(outside.path().join(".new/skills/a/SKILL.md"), "planted").unwrap();
+        let path = via.join(".new/skills/a/SKILL.md");
+        let many = files.read_in(&path, 100, &mut FolderHandle::default());
+        assert_eq!(
+            many.unwrap().map(Bounded::text).as_deref(),
+            Some("skill a\n")
+        );
+        assert!(files.read(&path, 100).is_err());
     }
 
     /// A file of exactly the limit is whole; one byte more is cut and said.

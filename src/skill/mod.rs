@@ -164,46 +164,68 @@ fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<Str
     }
 }
 
-/// Reads the skill files of one tier, in order; many of them on two threads, so that a project
-/// with hundreds of skills starts about as quickly as one with none.
-fn read_all(tier: Tier, entries: Vec<(PathBuf, bool)>, max_bytes: usize) -> Vec<Read> {
-    let read = |(path, is_dir): (PathBuf, bool)| -> Read {
-        if is_dir {
-            let file = path.join("SKILL.md");
-            let text = read_head(tier, &file, max_bytes);
-            (file, Some(path), text)
-        } else {
-            let text = read_skill_file(tier, &path, max_bytes + FRONT_MATTER_BYTES);
-            (path, None, text)
-        }
-    };
-    if entries.len() < 64 {
-        return entries.into_iter().map(read).collect();
-    }
-    let mut first = entries;
-    let second = first.split_off(first.len() / 2);
-    std::thread::scope(|scope| {
-        let other = scope.spawn(move || second.into_iter().map(read).collect::<Vec<_>>());
-        let mut out: Vec<Read> = first.into_iter().map(read).collect();
-        match other.join() {
-            Ok(rest) => out.extend(rest),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-        out
-    })
+/// Reads the files of one tier: a project tier's through one reader of its project (resolved
+/// once), keeping the handles of the folders opened for one skill for the next (one per thread).
+struct TierReader<'a> {
+    tier: Tier,
+    files: Option<&'a crate::project_file::ProjectFiles>,
+    folder: crate::tools::FolderHandle,
 }
 
-/// The start of a file, enough for its front matter: 4 KB, or more (up to the skill's limit)
-/// when the front matter goes on past that.
-fn read_head(tier: Tier, path: &Path, max_bytes: usize) -> std::io::Result<String> {
-    let text = read_skill_file(tier, path, FRONT_MATTER_BYTES)?;
-    let closed = text
-        .strip_prefix("---")
-        .is_some_and(|rest| rest.contains("\n---"));
-    if text.len() < FRONT_MATTER_BYTES || closed {
-        return Ok(text);
+impl TierReader<'_> {
+    fn read(&mut self, path: &Path, limit: usize) -> std::io::Result<String> {
+        let got = match self.files {
+            Some(files) => files.read_in(path, limit, &mut self.folder),
+            None => return read_skill_file(self.tier, path, limit),
+        };
+        match got {
+            Ok(Some(read)) => Ok(read.text()),
+            Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
+            Err(why) => Err(std::io::Error::other(why)),
+        }
     }
-    read_skill_file(tier, path, max_bytes + FRONT_MATTER_BYTES)
+
+    /// The start of a file, enough for its front matter: 4 KB, or more (up to the skill's
+    /// limit) when the front matter goes on past that.
+    fn read_head(&mut self, path: &Path, max_bytes: usize) -> std::io::Result<String> {
+        let text = self.read(path, FRONT_MATTER_BYTES)?;
+        let closed = text
+            .strip_prefix("---")
+            .is_some_and(|rest| rest.contains("\n---"));
+        if text.len() < FRONT_MATTER_BYTES || closed {
+            return Ok(text);
+        }
+        self.read(path, max_bytes + FRONT_MATTER_BYTES)
+    }
+}
+
+/// Reads the skill files of one tier, in order, with one reader: a project with hundreds of
+/// skills opens two names and reads one file a skill (on the thread that reads the prompt's
+/// parts, while the prompt already shows).
+fn read_all(
+    tier: Tier,
+    files: Option<&crate::project_file::ProjectFiles>,
+    entries: Vec<(PathBuf, bool)>,
+    max_bytes: usize,
+) -> Vec<Read> {
+    let mut reader = TierReader {
+        tier,
+        files,
+        folder: Default::default(),
+    };
+    entries
+        .into_iter()
+        .map(|(path, is_dir)| {
+            if is_dir {
+                let file = path.join("SKILL.md");
+                let text = reader.read_head(&file, max_bytes);
+                (file, Some(path), text)
+            } else {
+                let text = reader.read(&path, max_bytes + FRONT_MATTER_BYTES);
+                (path, None, text)
+            }
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -318,7 +340,7 @@ impl SkillRegistry {
                 }
             }
             paths.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
-            for (path, folder, text) in read_all(tier, paths, settings.max_bytes) {
+            for (path, folder, text) in read_all(tier, files.as_ref(), paths, settings.max_bytes) {
                 match text {
                     Ok(text) => registry.add(tier, &path, folder, &text, settings),
                     // A folder without SKILL.md is not a skill.
