@@ -150,14 +150,27 @@ impl Usage {
 /// One message of a request, in provider-neutral form, borrowing from the conversation what it
 /// sends as stored (a request copies no message of the branch, only what it changes: a result
 /// sent as a preview, the marker of an interrupted answer).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ChatMessage<'a> {
     pub role: Role,
     pub content: Cow<'a, str>,
     /// What few messages of a request have, boxed so that a long branch's request stays small
-    /// (40 bytes a message); read through [`ChatMessage::tool_calls`] and its neighbours.
+    /// (48 bytes a message); read through [`ChatMessage::tool_calls`] and its neighbours.
     pub extra: Option<Box<ChatExtra<'a>>>,
+    /// The node this message was made from, when it is that node as stored (its text borrowed,
+    /// its calls and reasoning its own): what lets the next request of the conversation reuse
+    /// the text this one was written as. Not part of what the message says.
+    pub source: Option<&'a crate::session::Id>,
 }
+
+/// Two messages are equal when they say the same; where they came from does not count.
+impl PartialEq for ChatMessage<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.role == other.role && self.content == other.content && self.extra == other.extra
+    }
+}
+
+impl Eq for ChatMessage<'_> {}
 
 /// The fields of a request's message that most lack.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -176,7 +189,14 @@ impl<'a> ChatMessage<'a> {
             role,
             content: content.into(),
             extra: None,
+            source: None,
         }
+    }
+
+    /// The same message, said to be node `id` as stored.
+    pub fn from_node(mut self, id: &'a crate::session::Id) -> Self {
+        self.source = Some(id);
+        self
     }
 
     pub fn tool_result(call_id: impl Into<Cow<'a, str>>, content: impl Into<Cow<'a, str>>) -> Self {
@@ -245,6 +265,7 @@ impl<'a> ChatMessage<'a> {
                     reasoning_signature: owned(e.reasoning_signature),
                 })
             }),
+            source: None,
         }
     }
 }
@@ -285,8 +306,8 @@ mod tests {
 
     #[test]
     fn a_request_message_is_small_and_boxes_only_what_it_has() {
-        // A long branch's request is a list of these: 64 bytes each on 64-bit systems.
-        assert!(std::mem::size_of::<ChatMessage<'_>>() <= 40);
+        // A long branch's request is a list of these: 48 bytes each on 64-bit systems.
+        assert!(std::mem::size_of::<ChatMessage<'_>>() <= 48);
         let plain = ChatMessage::text(Role::Assistant, "hi").with_reasoning(None, None);
         assert!(plain.extra.is_none());
         assert_eq!((plain.reasoning(), plain.tool_call_id()), (None, None));

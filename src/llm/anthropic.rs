@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::body::Span;
 use super::sse::SseEvent;
 use super::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Reply, Role,
@@ -27,6 +28,8 @@ pub const API_VERSION: &str = "2023-06-01";
 pub struct AnthropicClient {
     settings: ProviderSettings,
     http: super::LazyClient,
+    /// The last body sent, the start of the next (a copy of the client starts without it).
+    reuse: super::body::Reuse,
 }
 
 impl AnthropicClient {
@@ -34,6 +37,7 @@ impl AnthropicClient {
         Ok(AnthropicClient {
             http: super::LazyClient::new(&settings),
             settings,
+            reuse: super::body::Reuse::default(),
         })
     }
 
@@ -69,7 +73,8 @@ impl AnthropicClient {
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let url = self.url("messages");
-        let body = request_text(request, s);
+        let body = request_bytes(request, s, &self.reuse);
+        tracing::debug!(bytes = body.len(), copied = self.reuse.copied(), "request body");
         let builder = self.with_headers(self.http.get()?.post(&url).body(body));
         let mut answer = Answer::default();
         match send_chat(builder, &url, s, &request.model).await? {
@@ -115,6 +120,16 @@ fn tool_id(id: &str) -> String {
     }
 }
 
+/// A call's arguments, read as the object `tool_use.input` requires when written (a turn copied
+/// from the last request's text is not read again).
+struct Input<'a>(&'a str);
+
+impl Serialize for Input<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        tool_input(self.0).serialize(serializer)
+    }
+}
+
 /// Arguments as the JSON object `tool_use.input` requires.
 fn tool_input(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {
@@ -130,6 +145,9 @@ fn tool_input(arguments: &str) -> Value {
 #[derive(Default)]
 struct Turn<'a> {
     role: &'static str,
+    /// The request messages it is made from (`from..to`).
+    from: usize,
+    to: usize,
     thinking: Vec<WireBlock<'a>>,
     results: Vec<WireBlock<'a>>,
     /// The texts so far, joined by a blank line (borrowed while there is one).
@@ -158,6 +176,7 @@ impl<'a> Turn<'a> {
     }
 
     fn merge(&mut self, other: Turn<'a>) {
+        self.to = other.to;
         self.thinking.extend(other.thinking);
         self.results.extend(other.results);
         if let Some(text) = other.text {
@@ -168,7 +187,7 @@ impl<'a> Turn<'a> {
 
     /// Blocks in the order the API wants: thinking first in an assistant turn, tool results first
     /// in a user turn, text joined by a blank line, tool uses last.
-    fn into_wire(self) -> WireTurn<'a> {
+    fn into_wire(self) -> (Span, WireTurn<'a>) {
         let text = self.text.filter(|t| !t.trim().is_empty());
         let mut blocks = Vec::with_capacity(
             self.thinking.len()
@@ -185,10 +204,16 @@ impl<'a> Turn<'a> {
             });
         }
         blocks.extend(self.tool_uses);
-        WireTurn {
+        let span = Span {
+            from: self.from,
+            to: self.to,
+            variant: 0,
+        };
+        let turn = WireTurn {
             role: self.role,
             content: blocks,
-        }
+        };
+        (span, turn)
     }
 }
 
@@ -225,7 +250,7 @@ enum WireBlock<'a> {
     ToolUse {
         id: String,
         name: &'a str,
-        input: Value,
+        input: Input<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<Cache>,
     },
@@ -247,12 +272,17 @@ struct WireTurn<'a> {
     content: Vec<WireBlock<'a>>,
 }
 
-/// The system prompt and the messages of a request, mapped from the OpenAI shape, borrowed.
-fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>>) {
+/// The system prompt and the messages of a request, mapped from the OpenAI shape, borrowed; each
+/// turn with the span of messages it is made from.
+fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<(Span, WireTurn<'a>)>) {
     let mut system: Vec<&str> = Vec::new();
     let mut turns: Vec<Turn<'_>> = Vec::new();
-    for m in messages {
-        let mut turn = Turn::default();
+    for (i, m) in messages.iter().enumerate() {
+        let mut turn = Turn {
+            from: i,
+            to: i + 1,
+            ..Turn::default()
+        };
         match m.role {
             Role::System => {
                 system.push(&m.content);
@@ -292,7 +322,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
                     turn.tool_uses.push(WireBlock::ToolUse {
                         id: tool_id(&call.id),
                         name: &call.function.name,
-                        input: tool_input(&call.function.arguments),
+                        input: Input(&call.function.arguments),
                         cache_control: None,
                     });
                 }
@@ -319,7 +349,7 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<WireTurn<'a>
     let turns = turns
         .into_iter()
         .map(Turn::into_wire)
-        .filter(|t| !t.content.is_empty())
+        .filter(|(_, t)| !t.content.is_empty())
         .collect();
     let system = match system.as_slice() {
         [one] => Cow::Borrowed(*one),
@@ -334,17 +364,15 @@ pub fn map_messages(messages: &[ChatMessage]) -> (String, Vec<Value>) {
     let (system, turns) = turns(messages);
     let values = turns
         .iter()
-        .map(|t| serde_json::to_value(t).expect("a turn is JSON"))
+        .map(|(_, t)| serde_json::to_value(t).expect("a turn is JSON"))
         .collect();
     (system.into_owned(), values)
 }
 
-/// A Messages request body as sent, borrowed from the request.
+/// What a Messages request body has after its `model` and `messages`.
 #[derive(Serialize)]
-struct WireBody<'a> {
-    model: &'a str,
+struct WireTail<'a> {
     max_tokens: u32,
-    messages: Vec<WireTurn<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<WireBlock<'a>>,
@@ -378,7 +406,24 @@ struct Thinking {
     budget_tokens: u32,
 }
 
-fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody<'a> {
+/// The JSON body of a Messages request: the text sent, read back (for `/dump` and the tests).
+pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
+    serde_json::from_str(&request_text(request, s)).expect("a request body is JSON")
+}
+
+/// The same body as the text sent, written afresh: serialised in one pass, borrowing the
+/// request's strings.
+pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
+    let text = request_bytes(request, s, &super::body::Reuse::default());
+    String::from_utf8(Vec::from(text)).expect("serde_json writes UTF-8")
+}
+
+/// The body as sent, written from the last one `reuse` wrote where this one repeats it.
+pub(crate) fn request_bytes(
+    request: &ChatRequest<'_>,
+    s: &ProviderSettings,
+    reuse: &super::body::Reuse,
+) -> bytes::Bytes {
     let (system, mut messages) = turns(&request.messages);
     let cache = s.prompt_cache.then_some(EPHEMERAL);
     let system = if system.is_empty() {
@@ -404,17 +449,17 @@ fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody
     }
     // The conversation so far is the prefix of the next request too: cache up to its last block.
     if s.prompt_cache
-        && let Some(block) = messages.last_mut().and_then(|m| m.content.last_mut())
+        && let Some((span, turn)) = messages.last_mut()
+        && let Some(block) = turn.content.last_mut()
     {
         block.mark();
+        span.variant = 1;
     }
-    WireBody {
-        model: &request.model,
+    let tail = WireTail {
         // Above the thinking budget, which Anthropic requires.
         max_tokens: s.thinking_budget.map_or(s.answer_cap(request), |b| {
             s.answer_cap(request).max(b.saturating_add(1))
         }),
-        messages,
         stream: true,
         system,
         tool_choice: (!request.tools.is_empty() && request.no_tool_calls)
@@ -424,18 +469,13 @@ fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody
             kind: "enabled",
             budget_tokens: budget,
         }),
-    }
-}
-
-/// The JSON body of a Messages request (for `/dump` and the tests; a request sends
-/// [`request_text`]).
-pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
-    serde_json::to_value(wire_body(request, s)).expect("a request body is JSON")
-}
-
-/// The same body as the text sent: serialised in one pass, borrowing the request's strings.
-pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    super::body_text(request, &wire_body(request, s))
+    };
+    reuse.write(
+        &request.messages,
+        &super::body::head(&request.model),
+        messages,
+        &tail,
+    )
 }
 
 #[derive(Default)]
@@ -660,11 +700,11 @@ impl Answer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::llm::{RetryPolicy, ToolSpec};
 
-    fn settings() -> ProviderSettings {
+    pub(crate) fn settings() -> ProviderSettings {
         ProviderSettings {
             name: "anthropic".into(),
             kind: crate::llm::ProviderKind::Anthropic,

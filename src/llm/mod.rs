@@ -4,6 +4,7 @@
 //! returns one [`ChatResponse`], reporting text as it arrives.
 
 pub mod anthropic;
+mod body;
 pub mod openai;
 pub mod sse;
 pub mod types;
@@ -350,15 +351,6 @@ fn log_request(
             "llm request"
         ),
     }
-}
-
-/// A request's body as text, written into room for what is known of it (its messages' texts),
-/// so a long branch's text is not copied over and over as it grows.
-fn body_text(request: &ChatRequest<'_>, body: &impl serde::Serialize) -> String {
-    let texts: usize = request.messages.iter().map(|m| m.content.len() + 64).sum();
-    let mut out = Vec::with_capacity(texts + 4096);
-    serde_json::to_writer(&mut out, body).expect("a request body is JSON");
-    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 /// `text` with every occurrence of `secret` and every `Bearer` token replaced by `[redacted]`.

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::body::Span;
 use super::sse::SseEvent;
 use super::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Reply, Role,
@@ -18,6 +19,8 @@ use super::{
 pub struct OpenAiClient {
     settings: ProviderSettings,
     http: super::LazyClient,
+    /// The last body sent, the start of the next (a copy of the client starts without it).
+    reuse: super::body::Reuse,
 }
 
 impl OpenAiClient {
@@ -25,6 +28,7 @@ impl OpenAiClient {
         Ok(OpenAiClient {
             http: super::LazyClient::new(&settings),
             settings,
+            reuse: super::body::Reuse::default(),
         })
     }
 
@@ -84,7 +88,8 @@ impl OpenAiClient {
     ) -> Result<ChatResponse, LlmError> {
         let s = &self.settings;
         let url = self.url();
-        let body = request_text(request, s);
+        let body = request_bytes(request, s, &self.reuse);
+        tracing::debug!(bytes = body.len(), copied = self.reuse.copied(), "request body");
         let mut builder = self.http.get()?.post(&url).body(body);
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key);
@@ -115,19 +120,54 @@ impl OpenAiClient {
     }
 }
 
-/// The JSON body of a Chat Completions request to the server of `s`, its answer capped (for
-/// `/dump` and the tests; a request sends [`request_text`]).
+/// The JSON body of a Chat Completions request to the server of `s`, its answer capped: the
+/// text sent, read back (for `/dump` and the tests).
 pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
-    serde_json::to_value(wire_body(request, s)).expect("a request body is JSON")
+    serde_json::from_str(&request_text(request, s)).expect("a request body is JSON")
 }
 
-/// The same body as the text sent: serialised in one pass from the request, borrowing every
-/// string (no `Value` tree in between).
+/// The same body as the text sent, written afresh: serialised in one pass from the request,
+/// borrowing every string (no `Value` tree in between).
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    super::body_text(request, &wire_body(request, s))
+    let text = request_bytes(request, s, &super::body::Reuse::default());
+    String::from_utf8(Vec::from(text)).expect("serde_json writes UTF-8")
 }
 
-fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody<'a> {
+/// The body as sent, written from the last one `reuse` wrote where this one repeats it.
+pub(crate) fn request_bytes(
+    request: &ChatRequest<'_>,
+    s: &ProviderSettings,
+    reuse: &super::body::Reuse,
+) -> bytes::Bytes {
+    // Reasoning goes back only within the current turn (after the last user message), on the
+    // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
+    // reject or ignore it elsewhere.
+    let turn_start = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .unwrap_or(0);
+    let items = request.messages.iter().enumerate().map(|(i, m)| {
+        let mut w = wire_message(m);
+        if i > turn_start && !m.tool_calls().is_empty() {
+            w.reasoning_content = m.reasoning().filter(|r| !r.is_empty());
+        }
+        let span = Span {
+            from: i,
+            to: i + 1,
+            variant: u8::from(w.reasoning_content.is_some()),
+        };
+        (span, w)
+    });
+    reuse.write(
+        &request.messages,
+        &super::body::head(&request.model),
+        items,
+        &wire_tail(request, s),
+    )
+}
+
+fn wire_tail<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireTail<'a> {
     // OpenAI's own API takes the newer name (its reasoning models refuse the older one);
     // compatible servers (llama.cpp, vLLM, Ollama, DeepSeek, …) the older.
     let cap = s.answer_cap(request);
@@ -136,14 +176,34 @@ fn wire_body<'a>(request: &'a ChatRequest<'_>, s: &ProviderSettings) -> WireBody
     } else {
         (Some(cap), None)
     };
-    body(request, s.stream_usage, max_tokens, max_completion_tokens)
+    let tools = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    WireTail {
+        stream: true,
+        stream_options: s.stream_usage.then_some(StreamOptions {
+            include_usage: true,
+        }),
+        max_tokens,
+        max_completion_tokens,
+        tool_choice: (!request.tools.is_empty() && request.no_tool_calls).then_some("none"),
+        tools,
+    }
 }
 
-/// A request body as sent, borrowed from the request.
+/// What a request body has after its `model` and `messages`: `max_tokens` or
+/// `max_completion_tokens` is the field that caps the answer's tokens.
 #[derive(Serialize)]
-struct WireBody<'a> {
-    model: &'a str,
-    messages: WireMessages<'a>,
+struct WireTail<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -155,25 +215,6 @@ struct WireBody<'a> {
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
-}
-
-/// The messages, each made as it is written (no list of them beside the request's).
-struct WireMessages<'a> {
-    messages: &'a [ChatMessage<'a>],
-    /// Reasoning goes back only after this one (the last user message).
-    turn_start: usize,
-}
-
-impl Serialize for WireMessages<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.messages.iter().enumerate().map(|(i, m)| {
-            let mut w = wire_message(m);
-            if i > self.turn_start && !m.tool_calls().is_empty() {
-                w.reasoning_content = m.reasoning().filter(|r| !r.is_empty());
-            }
-            w
-        }))
-    }
 }
 
 #[derive(Serialize)]
@@ -206,51 +247,6 @@ struct WireFunction<'a> {
     name: &'a str,
     description: &'a str,
     parameters: &'a Value,
-}
-
-/// The body; `max_tokens` or `max_completion_tokens`: the field that caps the answer's tokens.
-fn body<'a>(
-    request: &'a ChatRequest<'_>,
-    stream_usage: bool,
-    max_tokens: Option<u32>,
-    max_completion_tokens: Option<u32>,
-) -> WireBody<'a> {
-    // Reasoning goes back only within the current turn (after the last user message), on the
-    // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
-    // reject or ignore it elsewhere.
-    let turn_start = request
-        .messages
-        .iter()
-        .rposition(|m| m.role == Role::User)
-        .unwrap_or(0);
-    let messages = WireMessages {
-        messages: &request.messages,
-        turn_start,
-    };
-    let tools = request
-        .tools
-        .iter()
-        .map(|t| WireTool {
-            kind: "function",
-            function: WireFunction {
-                name: &t.name,
-                description: &t.description,
-                parameters: &t.parameters,
-            },
-        })
-        .collect();
-    WireBody {
-        model: &request.model,
-        messages,
-        stream: true,
-        stream_options: stream_usage.then_some(StreamOptions {
-            include_usage: true,
-        }),
-        max_tokens,
-        max_completion_tokens,
-        tool_choice: (!request.tools.is_empty() && request.no_tool_calls).then_some("none"),
-        tools,
-    }
 }
 
 fn wire_message<'a>(m: &'a ChatMessage<'_>) -> WireMessage<'a> {
@@ -577,7 +573,7 @@ impl AnswerBuilder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -699,7 +695,7 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = serde_json::to_value(body(&req, false, None, None)).unwrap();
+        let body = request_body(&req, &local(false, 1000));
         let sent: Vec<bool> = body["messages"]
             .as_array()
             .unwrap()
@@ -722,7 +718,7 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = serde_json::to_value(body(&req, true, Some(77), None)).unwrap();
+        let body = request_body(&req, &local(true, 77));
         assert_eq!(body["messages"][1]["content"], Value::Null);
         // Every message keeps its content field.
         assert_eq!(
@@ -743,9 +739,19 @@ mod tests {
         assert!(body.get("tools").is_none());
     }
 
-    #[test]
-    fn the_cap_is_the_window_s_room_at_most_max_tokens_named_as_the_host_wants() {
-        let mut s = ProviderSettings {
+    /// A local server's settings: answers capped at `max_tokens`.
+    pub(crate) fn local(stream_usage: bool, max_tokens: u32) -> ProviderSettings {
+        ProviderSettings {
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            stream_usage,
+            max_tokens,
+            key_required: false,
+            ..openai()
+        }
+    }
+
+    fn openai() -> ProviderSettings {
+        ProviderSettings {
             name: "openai".into(),
             kind: crate::llm::ProviderKind::OpenAi,
             base_url: "https://api.openai.com/v1".into(),
@@ -761,7 +767,12 @@ mod tests {
             thinking_budget: None,
             prompt_cache: false,
             max_answer_bytes: 1 << 20,
-        };
+        }
+    }
+
+    #[test]
+    fn the_cap_is_the_window_s_room_at_most_max_tokens_named_as_the_host_wants() {
+        let mut s = openai();
         let mut req = ChatRequest::default();
         let body = request_body(&req, &s);
         assert_eq!(body["max_completion_tokens"], 1000);

@@ -714,7 +714,9 @@ impl Conversation {
             self.root().content.as_str(),
         ));
         if let Some(summary) = sent.summary {
-            out.push(ChatMessage::text(Role::User, summary.content.as_str()));
+            out.push(
+                ChatMessage::text(Role::User, summary.content.as_str()).from_node(&summary.id),
+            );
         }
         let with_reasoning = |m: &'a Message, message: ChatMessage<'a>| {
             let rare = &m.extra.rare;
@@ -731,7 +733,9 @@ impl Conversation {
                 Role::Assistant if !m.calls().is_empty() => {
                     out.push(with_reasoning(
                         m,
-                        ChatMessage::text(Role::Assistant, sent_content(m)).with_calls(m.calls()),
+                        ChatMessage::text(Role::Assistant, sent_content(m))
+                            .with_calls(m.calls())
+                            .from_node(&m.id),
                     ));
                     let mut results: HashMap<&str, &Message> = HashMap::new();
                     while i < chain.len() && chain[i].role == Role::Tool {
@@ -745,15 +749,18 @@ impl Conversation {
                         i += 1;
                     }
                     for call in m.calls() {
-                        let content = match results.get(call.id.as_str()) {
-                            Some(r) => result_text(r),
-                            None => Cow::Borrowed(NOT_RUN_RESULT),
-                        };
-                        out.push(ChatMessage::tool_result(call.id.as_str(), content));
+                        out.push(match results.get(call.id.as_str()) {
+                            Some(r) => ChatMessage::tool_result(call.id.as_str(), result_text(r))
+                                .from_node(&r.id),
+                            None => ChatMessage::tool_result(call.id.as_str(), NOT_RUN_RESULT),
+                        });
                     }
                 }
                 Role::Tool => out.push(orphan_result(m, &result_text(m))),
-                role => out.push(with_reasoning(m, ChatMessage::text(role, sent_content(m)))),
+                role => out.push(with_reasoning(
+                    m,
+                    ChatMessage::text(role, sent_content(m)).from_node(&m.id),
+                )),
             }
         }
         out
