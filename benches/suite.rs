@@ -1283,6 +1283,84 @@ fn main() {
             target: "≤ 2×".into(),
             ok: ratio <= 2.0,
         });
+
+        // The next rounds of a turn on that branch: each adds a call and its result, and the
+        // request's text is written from the last one sent (what it repeats copied), against
+        // writing each afresh. Both build the branch's messages first.
+        type Bytes = fn(
+            &new_agent::llm::ChatRequest,
+            &new_agent::llm::ProviderSettings,
+            &new_agent::llm::body::Reuse,
+        ) -> bytes::Bytes;
+        let next_rounds = |write: Bytes, afresh: bool| {
+            let mut c = c.clone();
+            let reuse = new_agent::llm::body::Reuse::default();
+            let (mut copied, mut total) = (0, 0);
+            let start = Instant::now();
+            for round in 0..rounds {
+                let mut asking = Message::new(Role::Assistant, "");
+                asking.extra.tool_calls = Some(vec![new_agent::vocab::ToolCall::new(
+                    format!("call{round}"),
+                    "read_file",
+                    r#"{"filepath":"src/main.rs"}"#,
+                )]);
+                c.add(asking).unwrap();
+                c.add(Message::tool_result(
+                    format!("call{round}"),
+                    "x".repeat(300),
+                ))
+                .unwrap();
+                let request = new_agent::llm::ChatRequest {
+                    model: "bench".into(),
+                    messages: ctx.request_messages(&c, c.cursor(), &results),
+                    ..Default::default()
+                };
+                let fresh;
+                let text = write(
+                    &request,
+                    &settings,
+                    if afresh {
+                        fresh = new_agent::llm::body::Reuse::once();
+                        &fresh
+                    } else {
+                        &reuse
+                    },
+                );
+                assert!(text.len() > 600_000);
+                copied += reuse.copied();
+                total += text.len();
+            }
+            (start.elapsed() / rounds, copied as f64 / total as f64)
+        };
+        let mut anthropic_settings = settings.clone();
+        anthropic_settings.kind = new_agent::llm::ProviderKind::Anthropic;
+        for (name, write) in [
+            ("OpenAI", new_agent::llm::openai::request_bytes as Bytes),
+            (
+                "Anthropic",
+                new_agent::llm::anthropic::request_bytes as Bytes,
+            ),
+        ] {
+            let (mut reused, mut fresh, mut copied) = (Duration::MAX, Duration::MAX, 0.0);
+            for _ in 0..7 {
+                let (t, c) = next_rounds(write, false);
+                reused = reused.min(t);
+                copied = c;
+                fresh = fresh.min(next_rounds(write, true).0);
+            }
+            let ratio = reused.as_secs_f64() / fresh.as_secs_f64();
+            rows.push(Row {
+                what: format!(
+                    "a turn's next round on that branch, {name}: the request's text written from the last one ({:.0}% copied)",
+                    copied * 100.0
+                ),
+                measured: format!("{:.2} ms", reused.as_secs_f64() * 1e3),
+                baseline: format!("written afresh {:.2} ms", fresh.as_secs_f64() * 1e3),
+                ratio,
+                target: "≤ 0.5×".into(),
+                ok: ratio <= 0.5,
+            });
+        }
     }
 
     // 12: rendering a 200 KB Markdown answer as it streams, against writing it raw the way an

@@ -74,7 +74,11 @@ impl AnthropicClient {
         let s = &self.settings;
         let url = self.url("messages");
         let body = request_bytes(request, s, &self.reuse);
-        tracing::debug!(bytes = body.len(), copied = self.reuse.copied(), "request body");
+        tracing::debug!(
+            bytes = body.len(),
+            copied = self.reuse.copied(),
+            "request body"
+        );
         let builder = self.with_headers(self.http.get()?.post(&url).body(body));
         let mut answer = Answer::default();
         match send_chat(builder, &url, s, &request.model).await? {
@@ -145,9 +149,6 @@ fn tool_input(arguments: &str) -> Value {
 #[derive(Default)]
 struct Turn<'a> {
     role: &'static str,
-    /// The request messages it is made from (`from..to`).
-    from: usize,
-    to: usize,
     thinking: Vec<WireBlock<'a>>,
     results: Vec<WireBlock<'a>>,
     /// The texts so far, joined by a blank line (borrowed while there is one).
@@ -156,13 +157,6 @@ struct Turn<'a> {
 }
 
 impl<'a> Turn<'a> {
-    fn is_empty(&self) -> bool {
-        self.thinking.is_empty()
-            && self.results.is_empty()
-            && self.text.is_none()
-            && self.tool_uses.is_empty()
-    }
-
     fn push_text(&mut self, text: Cow<'a, str>) {
         self.text = Some(match self.text.take() {
             None => text,
@@ -175,19 +169,9 @@ impl<'a> Turn<'a> {
         });
     }
 
-    fn merge(&mut self, other: Turn<'a>) {
-        self.to = other.to;
-        self.thinking.extend(other.thinking);
-        self.results.extend(other.results);
-        if let Some(text) = other.text {
-            self.push_text(text);
-        }
-        self.tool_uses.extend(other.tool_uses);
-    }
-
     /// Blocks in the order the API wants: thinking first in an assistant turn, tool results first
     /// in a user turn, text joined by a blank line, tool uses last.
-    fn into_wire(self) -> (Span, WireTurn<'a>) {
+    fn into_wire(self) -> WireTurn<'a> {
         let text = self.text.filter(|t| !t.trim().is_empty());
         let mut blocks = Vec::with_capacity(
             self.thinking.len()
@@ -204,16 +188,10 @@ impl<'a> Turn<'a> {
             });
         }
         blocks.extend(self.tool_uses);
-        let span = Span {
-            from: self.from,
-            to: self.to,
-            variant: 0,
-        };
-        let turn = WireTurn {
+        WireTurn {
             role: self.role,
             content: blocks,
-        };
-        (span, turn)
+        }
     }
 }
 
@@ -272,22 +250,84 @@ struct WireTurn<'a> {
     content: Vec<WireBlock<'a>>,
 }
 
-/// The system prompt and the messages of a request, mapped from the OpenAI shape, borrowed; each
-/// turn with the span of messages it is made from.
-fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<(Span, WireTurn<'a>)>) {
-    let mut system: Vec<&str> = Vec::new();
-    let mut turns: Vec<Turn<'_>> = Vec::new();
+/// The system prompt of a request: its system messages, joined.
+fn system<'a>(messages: &'a [ChatMessage<'_>]) -> Cow<'a, str> {
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| &*m.content)
+        .collect();
+    match system.as_slice() {
+        [one] => Cow::Borrowed(*one),
+        many => Cow::Owned(many.join("\n\n")),
+    }
+}
+
+/// The turns of a request as the messages each is made from, merged as the API wants them
+/// (neighbours of one role are one turn; an empty answer is left out, so that its neighbours
+/// merge; a turn that says nothing is not sent), without making them. A first turn of the
+/// assistant's is preceded by the user's "(The conversation continues.)", the span `0..0`.
+fn spans(messages: &[ChatMessage<'_>]) -> Vec<Span> {
+    let mut spans: Vec<(&'static str, Span, bool)> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
-        let mut turn = Turn {
-            from: i,
-            to: i + 1,
-            ..Turn::default()
-        };
-        match m.role {
-            Role::System => {
-                system.push(&m.content);
-                continue;
+        let (role, says) = match m.role {
+            Role::System => continue,
+            Role::User => ("user", !m.content.trim().is_empty()),
+            Role::Tool => ("user", true),
+            Role::Assistant => {
+                let says = (m.reasoning().is_some() && m.reasoning_signature().is_some())
+                    || !m.content.trim().is_empty()
+                    || !m.tool_calls().is_empty();
+                if !says {
+                    continue;
+                }
+                ("assistant", true)
             }
+        };
+        match spans.last_mut() {
+            Some((last, span, said)) if *last == role => {
+                span.to = i + 1;
+                *said |= says;
+            }
+            _ => spans.push((
+                role,
+                Span {
+                    from: i,
+                    to: i + 1,
+                    variant: 0,
+                },
+                says,
+            )),
+        }
+    }
+    spans.retain(|(_, _, says)| *says);
+    let continues = spans.first().is_some_and(|(role, ..)| *role == "assistant");
+    continues
+        .then_some(Span {
+            from: 0,
+            to: 0,
+            variant: 0,
+        })
+        .into_iter()
+        .chain(spans.into_iter().map(|(_, span, _)| span))
+        .collect()
+}
+
+/// The turn made from the messages of `span` (see [`spans`]), its last block marked for the
+/// prompt cache when `span.variant` is 1.
+fn turn<'a>(messages: &'a [ChatMessage<'_>], span: Span) -> WireTurn<'a> {
+    if span.from == span.to {
+        return Turn {
+            role: "user",
+            text: Some(Cow::Borrowed("(The conversation continues.)")),
+            ..Turn::default()
+        }
+        .into_wire();
+    }
+    let mut turn = Turn::default();
+    for m in &messages[span.from..span.to] {
+        match m.role {
+            Role::System => {}
             Role::User => {
                 turn.role = "user";
                 turn.push_text(Cow::Borrowed(&m.content));
@@ -328,45 +368,24 @@ fn turns<'a>(messages: &'a [ChatMessage<'_>]) -> (Cow<'a, str>, Vec<(Span, WireT
                 }
             }
         }
-        if turn.is_empty() {
-            continue; // an empty answer: leaving it out lets its neighbours merge
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == turn.role => last.merge(turn),
-            _ => turns.push(turn),
-        }
     }
-    if turns.first().is_some_and(|t| t.role == "assistant") {
-        turns.insert(
-            0,
-            Turn {
-                role: "user",
-                text: Some(Cow::Borrowed("(The conversation continues.)")),
-                ..Turn::default()
-            },
-        );
+    let mut wire = turn.into_wire();
+    if span.variant == 1
+        && let Some(block) = wire.content.last_mut()
+    {
+        block.mark();
     }
-    let turns = turns
-        .into_iter()
-        .map(Turn::into_wire)
-        .filter(|(_, t)| !t.content.is_empty())
-        .collect();
-    let system = match system.as_slice() {
-        [one] => Cow::Borrowed(*one),
-        many => Cow::Owned(many.join("\n\n")),
-    };
-    (system, turns)
+    wire
 }
 
 /// The system prompt and the messages of a request, mapped from the OpenAI shape (as JSON, for
 /// the tests and `/dump`).
 pub fn map_messages(messages: &[ChatMessage]) -> (String, Vec<Value>) {
-    let (system, turns) = turns(messages);
-    let values = turns
-        .iter()
-        .map(|(_, t)| serde_json::to_value(t).expect("a turn is JSON"))
+    let values = spans(messages)
+        .into_iter()
+        .map(|span| serde_json::to_value(turn(messages, span)).expect("a turn is JSON"))
         .collect();
-    (system.into_owned(), values)
+    (system(messages).into_owned(), values)
 }
 
 /// What a Messages request body has after its `model` and `messages`.
@@ -414,17 +433,18 @@ pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
 /// The same body as the text sent, written afresh: serialised in one pass, borrowing the
 /// request's strings.
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    let text = request_bytes(request, s, &super::body::Reuse::default());
+    let text = request_bytes(request, s, &super::body::Reuse::once());
     String::from_utf8(Vec::from(text)).expect("serde_json writes UTF-8")
 }
 
 /// The body as sent, written from the last one `reuse` wrote where this one repeats it.
-pub(crate) fn request_bytes(
+pub fn request_bytes(
     request: &ChatRequest<'_>,
     s: &ProviderSettings,
     reuse: &super::body::Reuse,
 ) -> bytes::Bytes {
-    let (system, mut messages) = turns(&request.messages);
+    let system = system(&request.messages);
+    let mut spans = spans(&request.messages);
     let cache = s.prompt_cache.then_some(EPHEMERAL);
     let system = if system.is_empty() {
         Vec::new()
@@ -449,10 +469,8 @@ pub(crate) fn request_bytes(
     }
     // The conversation so far is the prefix of the next request too: cache up to its last block.
     if s.prompt_cache
-        && let Some((span, turn)) = messages.last_mut()
-        && let Some(block) = turn.content.last_mut()
+        && let Some(span) = spans.last_mut()
     {
-        block.mark();
         span.variant = 1;
     }
     let tail = WireTail {
@@ -473,7 +491,8 @@ pub(crate) fn request_bytes(
     reuse.write(
         &request.messages,
         &super::body::head(&request.model),
-        messages,
+        spans,
+        |span| turn(&request.messages, span),
         &tail,
     )
 }
@@ -892,6 +911,42 @@ pub(crate) mod tests {
         ]);
         assert_eq!(msgs[0]["role"], "user");
         assert_eq!(msgs.len(), 3);
+        assert_valid(&msgs);
+    }
+
+    #[test]
+    fn neighbours_merge_across_what_says_nothing_and_the_first_turn_sent_is_the_user_s() {
+        let (system, msgs) = map_messages(&[
+            ChatMessage::text(Role::System, "s1"),
+            ChatMessage::text(Role::User, "  "),
+            ChatMessage::text(Role::Assistant, ""),
+            ChatMessage::text(Role::User, "hi"),
+            ChatMessage::text(Role::System, "s2"),
+            ChatMessage::text(Role::Assistant, "ans  "),
+            ChatMessage::tool_result("c.9", ""),
+            ChatMessage::text(Role::Assistant, " \n"),
+        ]);
+        assert_eq!(system, "s1\n\ns2");
+        assert_eq!(
+            Value::Array(msgs),
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "  \n\nhi"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "ans"}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "c_9", "content": "(no output)"}
+                ]},
+            ])
+        );
+        // A user's turn of blanks is not sent: the assistant's would come first.
+        let (_, msgs) = map_messages(&[
+            ChatMessage::text(Role::User, "   "),
+            ChatMessage::text(Role::Assistant, "x"),
+        ]);
+        assert_eq!(
+            msgs[0]["content"][0]["text"],
+            "(The conversation continues.)"
+        );
+        assert_eq!(msgs.len(), 2);
         assert_valid(&msgs);
     }
 

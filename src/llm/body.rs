@@ -48,7 +48,7 @@ enum Key {
         digest: Option<u64>,
     },
     /// Any other message, kept whole.
-    Whole(ChatMessage<'static>),
+    Whole(Box<ChatMessage<'static>>),
     /// One too large to keep: never the same.
     Unknown,
 }
@@ -73,7 +73,7 @@ impl Key {
             return Key::Unknown;
         }
         *budget -= size;
-        Key::Whole(m.clone().into_owned())
+        Key::Whole(Box::new(m.clone().into_owned()))
     }
 
     fn size(&self) -> usize {
@@ -103,7 +103,7 @@ impl Key {
                     && m.content.len() == *len
                     && digest(m, hasher) == *d
             }
-            Key::Whole(whole) => m.source.is_none() && whole == m,
+            Key::Whole(whole) => m.source.is_none() && **whole == *m,
             Key::Unknown => false,
         }
     }
@@ -131,13 +131,25 @@ struct Last {
 }
 
 /// The last body a client sent, to write the next from. A copy of a client starts without one.
-#[derive(Default)]
-pub(crate) struct Reuse {
+pub struct Reuse {
+    /// Whether to keep what the next body needs (not for a body written once).
+    keep: bool,
     last: Mutex<Option<Last>>,
     /// Keyed once per process, so that no text can be made to collide with another.
     hasher: std::collections::hash_map::RandomState,
     /// How much of the last body written was copied from the one before.
     copied: AtomicUsize,
+}
+
+impl Default for Reuse {
+    fn default() -> Self {
+        Reuse {
+            keep: true,
+            last: Mutex::default(),
+            hasher: Default::default(),
+            copied: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl Clone for Reuse {
@@ -147,13 +159,15 @@ impl Clone for Reuse {
 }
 
 impl Reuse {
-    /// The body for `messages`: `head`, then `items` as a JSON list, then the fields of `tail`
-    /// (an object). The same text as writing it all afresh.
+    /// The body for `messages`: `head`, then the items of `spans` as a JSON list (each made by
+    /// `make` when it is not copied), then the fields of `tail` (an object). The same text as
+    /// writing it all afresh.
     pub(crate) fn write<T: Serialize>(
         &self,
         messages: &[ChatMessage<'_>],
         head: &[u8],
-        items: impl IntoIterator<Item = (Span, T)>,
+        spans: impl IntoIterator<Item = Span>,
+        mut make: impl FnMut(Span) -> T,
         tail: &impl Serialize,
     ) -> Bytes {
         // Taken out while writing: a request written beside this one starts afresh.
@@ -162,7 +176,7 @@ impl Reuse {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let mut items = items.into_iter();
+        let mut spans = spans.into_iter();
         let mut written: Vec<(Span, usize)> = Vec::new();
         let mut pending = None;
         let mut copied = 0;
@@ -174,14 +188,14 @@ impl Reuse {
                     .take_while(|(m, k)| k.matches(m, &self.hasher))
                     .count();
                 let mut cut = last.head;
-                for (span, item) in items.by_ref() {
+                for span in spans.by_ref() {
                     match last.items.get(written.len()) {
                         Some(&(s, end)) if s == span && span.to <= same => {
                             written.push((span, end));
                             cut = end;
                         }
                         _ => {
-                            pending = Some((span, item));
+                            pending = Some(span);
                             break;
                         }
                     }
@@ -210,11 +224,11 @@ impl Reuse {
                 (buf, Vec::with_capacity(messages.len()))
             }
         };
-        for (span, item) in pending.into_iter().chain(items) {
+        for span in pending.into_iter().chain(spans) {
             if !written.is_empty() {
                 buf.push(b',');
             }
-            serde_json::to_writer(&mut buf, &item).expect("a request body is JSON");
+            serde_json::to_writer(&mut buf, &make(span)).expect("a request body is JSON");
             written.push((span, buf.len()));
         }
         buf.push(b']');
@@ -227,12 +241,15 @@ impl Reuse {
         } else {
             buf[at] = b',';
         }
+        let text = Bytes::from(buf);
+        self.copied.store(copied, Ordering::Relaxed);
+        if !self.keep {
+            return text;
+        }
         let mut budget = KEPT_WHOLE.saturating_sub(keys.iter().map(Key::size).sum());
         for m in &messages[keys.len()..] {
             keys.push(Key::of(m, &self.hasher, &mut budget));
         }
-        let text = Bytes::from(buf);
-        self.copied.store(copied, Ordering::Relaxed);
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Last {
             text: text.clone(),
             head: head.len(),
@@ -244,8 +261,16 @@ impl Reuse {
 }
 
 impl Reuse {
+    /// For a body written once: nothing is kept for a next one.
+    pub fn once() -> Reuse {
+        Reuse {
+            keep: false,
+            ..Reuse::default()
+        }
+    }
+
     /// How many bytes of the last body written were copied from the one before.
-    pub(crate) fn copied(&self) -> usize {
+    pub fn copied(&self) -> usize {
         self.copied.load(Ordering::Relaxed)
     }
 }
@@ -282,7 +307,7 @@ mod tests {
         reuse: &Reuse,
         request: &ChatRequest,
     ) -> usize {
-        let fresh = write(request, s, &Reuse::default());
+        let fresh = write(request, s, &Reuse::once());
         let reused = write(request, s, reuse);
         assert_eq!(
             std::str::from_utf8(&reused).unwrap(),

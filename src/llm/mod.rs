@@ -4,7 +4,7 @@
 //! returns one [`ChatResponse`], reporting text as it arrives.
 
 pub mod anthropic;
-mod body;
+pub mod body;
 pub mod openai;
 pub mod sse;
 pub mod types;

@@ -89,7 +89,11 @@ impl OpenAiClient {
         let s = &self.settings;
         let url = self.url();
         let body = request_bytes(request, s, &self.reuse);
-        tracing::debug!(bytes = body.len(), copied = self.reuse.copied(), "request body");
+        tracing::debug!(
+            bytes = body.len(),
+            copied = self.reuse.copied(),
+            "request body"
+        );
         let mut builder = self.http.get()?.post(&url).body(body);
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key);
@@ -129,12 +133,12 @@ pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
 /// The same body as the text sent, written afresh: serialised in one pass from the request,
 /// borrowing every string (no `Value` tree in between).
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    let text = request_bytes(request, s, &super::body::Reuse::default());
+    let text = request_bytes(request, s, &super::body::Reuse::once());
     String::from_utf8(Vec::from(text)).expect("serde_json writes UTF-8")
 }
 
 /// The body as sent, written from the last one `reuse` wrote where this one repeats it.
-pub(crate) fn request_bytes(
+pub fn request_bytes(
     request: &ChatRequest<'_>,
     s: &ProviderSettings,
     reuse: &super::body::Reuse,
@@ -147,22 +151,28 @@ pub(crate) fn request_bytes(
         .iter()
         .rposition(|m| m.role == Role::User)
         .unwrap_or(0);
-    let items = request.messages.iter().enumerate().map(|(i, m)| {
-        let mut w = wire_message(m);
-        if i > turn_start && !m.tool_calls().is_empty() {
-            w.reasoning_content = m.reasoning().filter(|r| !r.is_empty());
-        }
-        let span = Span {
-            from: i,
-            to: i + 1,
-            variant: u8::from(w.reasoning_content.is_some()),
-        };
-        (span, w)
+    // Variant 1: the message's reasoning goes with it.
+    let reasoning = |i: usize, m: &ChatMessage<'_>| {
+        i > turn_start && !m.tool_calls().is_empty() && m.reasoning().is_some_and(|r| !r.is_empty())
+    };
+    let spans = request.messages.iter().enumerate().map(|(i, m)| Span {
+        from: i,
+        to: i + 1,
+        variant: u8::from(reasoning(i, m)),
     });
+    let make = |span: Span| {
+        let m = &request.messages[span.from];
+        let mut w = wire_message(m);
+        if span.variant == 1 {
+            w.reasoning_content = m.reasoning();
+        }
+        w
+    };
     reuse.write(
         &request.messages,
         &super::body::head(&request.model),
-        items,
+        spans,
+        make,
         &wire_tail(request, s),
     )
 }

@@ -95,6 +95,32 @@ fn the_log_has_requests_tools_and_hooks_and_nothing_secret_at_trace() {
         "{log}"
     );
     assert!(has(&["session start"]) && has(&["session end"]), "{log}");
+    // Each request's body is written from the last one: the first afresh; the retry copies its
+    // messages (the tools described after them are written each time), and so does the next
+    // round, which writes the answer and the results after them.
+    let field = |line: &str, name: &str| -> usize {
+        let start = line.find(&format!("{name}=")).expect(name) + name.len() + 1;
+        line[start..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let bodies: Vec<(usize, usize)> = log
+        .lines()
+        .filter(|l| l.contains("request body"))
+        .map(|l| (field(l, "bytes"), field(l, "copied")))
+        .collect();
+    assert!(bodies.len() >= 3, "{log}");
+    assert_eq!(bodies[0].1, 0, "{log}");
+    assert_eq!(bodies[1].0, bodies[0].0, "{log}");
+    assert!(
+        bodies[1].1 > MESSAGE.len() && bodies[1].1 < bodies[1].0,
+        "{log}"
+    );
+    assert_eq!(bodies[2].1, bodies[1].1, "{log}");
+    assert!(bodies[2].0 > bodies[1].0, "{log}");
     assert!(
         has(&["llm retry", "reason=\"http 503\"", "wait_ms="]),
         "{log}"
