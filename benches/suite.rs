@@ -1291,7 +1291,7 @@ fn main() {
             &new_agent::llm::ChatRequest,
             &new_agent::llm::ProviderSettings,
             &new_agent::llm::body::Reuse,
-        ) -> bytes::Bytes;
+        ) -> (bytes::Bytes, new_agent::llm::body::Ticket);
         let next_rounds = |write: Bytes, afresh: bool| {
             let mut c = c.clone();
             let reuse = new_agent::llm::body::Reuse::default();
@@ -1315,17 +1315,14 @@ fn main() {
                     messages: ctx.request_messages(&c, c.cursor(), &results),
                     ..Default::default()
                 };
-                let fresh;
-                let text = write(
-                    &request,
-                    &settings,
-                    if afresh {
-                        fresh = new_agent::llm::body::Reuse::once();
-                        &fresh
-                    } else {
-                        &reuse
-                    },
-                );
+                let text = if afresh {
+                    write(&request, &settings, &new_agent::llm::body::Reuse::once()).0
+                } else {
+                    // Answered with a call: another round follows.
+                    let (text, ticket) = write(&request, &settings, &reuse);
+                    reuse.answered(ticket, &request.messages, true);
+                    text
+                };
                 assert!(text.len() > 600_000);
                 copied += reuse.copied();
                 total += text.len();

@@ -243,6 +243,7 @@ impl Agent<'_> {
         if let Some(folder) = self.folder {
             folder.release(hold, self.checkpoints, self.tools.sandbox());
         }
+        self.provider.turn_ended();
         end
     }
 

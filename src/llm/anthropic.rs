@@ -45,6 +45,11 @@ impl AnthropicClient {
         &self.settings
     }
 
+    /// Lets go of the last body sent (see [`super::Model::turn_ended`]).
+    pub fn turn_ended(&self) {
+        self.reuse.clear();
+    }
+
     /// `{base}/v1/{path}`, whether or not the base already ends in `/v1`.
     fn url(&self, path: &str) -> String {
         let base = self.settings.base_url.trim_end_matches('/');
@@ -71,14 +76,33 @@ impl AnthropicClient {
         request: &ChatRequest<'_>,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
-        let s = &self.settings;
-        let url = self.url("messages");
-        let body = request_bytes(request, s, &self.reuse);
+        let (body, ticket) = request_bytes(request, &self.settings, &self.reuse);
         tracing::debug!(
             bytes = body.len(),
             copied = self.reuse.copied(),
+            in_place = self.reuse.in_place(),
             "request body"
         );
+        let answer = self.send(request, body, on_event).await;
+        // Another round follows an answer with calls, and the same request a failure that a
+        // retry may cure.
+        let more = match &answer {
+            Ok(response) => !response.tool_calls.is_empty(),
+            Err(e) => e.is_retryable(),
+        };
+        self.reuse.answered(ticket, &request.messages, more);
+        answer
+    }
+
+    /// Sends `body`, the text of `request`, and reads the answer.
+    async fn send(
+        &self,
+        request: &ChatRequest<'_>,
+        body: bytes::Bytes,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        let url = self.url("messages");
         let builder = self.with_headers(self.http.get()?.post(&url).body(body));
         let mut answer = Answer::default();
         match send_chat(builder, &url, s, &request.model).await? {
@@ -286,18 +310,10 @@ fn spans(messages: &[ChatMessage<'_>]) -> Vec<Span> {
         };
         match spans.last_mut() {
             Some((last, span, said)) if *last == role => {
-                span.to = i + 1;
+                span.to = i as u32 + 1;
                 *said |= says;
             }
-            _ => spans.push((
-                role,
-                Span {
-                    from: i,
-                    to: i + 1,
-                    variant: 0,
-                },
-                says,
-            )),
+            _ => spans.push((role, Span::one(i, 0), says)),
         }
     }
     spans.retain(|(_, _, says)| *says);
@@ -325,7 +341,7 @@ fn turn<'a>(messages: &'a [ChatMessage<'_>], span: Span) -> WireTurn<'a> {
         .into_wire();
     }
     let mut turn = Turn::default();
-    for m in &messages[span.from..span.to] {
+    for m in &messages[span.from as usize..span.to as usize] {
         match m.role {
             Role::System => {}
             Role::User => {
@@ -433,7 +449,7 @@ pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
 /// The same body as the text sent, written afresh: serialised in one pass, borrowing the
 /// request's strings.
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    let text = request_bytes(request, s, &super::body::Reuse::once());
+    let (text, _) = request_bytes(request, s, &super::body::Reuse::once());
     String::from_utf8(Vec::from(text)).expect("serde_json writes UTF-8")
 }
 
@@ -442,7 +458,7 @@ pub fn request_bytes(
     request: &ChatRequest<'_>,
     s: &ProviderSettings,
     reuse: &super::body::Reuse,
-) -> bytes::Bytes {
+) -> (bytes::Bytes, super::body::Ticket) {
     let system = system(&request.messages);
     let mut spans = spans(&request.messages);
     let cache = s.prompt_cache.then_some(EPHEMERAL);

@@ -27,9 +27,20 @@ use crate::vocab::{ChatMessage, Role};
 /// The request messages an item is written from (`from..to`), and what else its text depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
-    pub from: usize,
-    pub to: usize,
+    pub from: u32,
+    pub to: u32,
     pub variant: u8,
+}
+
+impl Span {
+    /// Message `i` alone.
+    pub(crate) fn one(i: usize, variant: u8) -> Span {
+        Span {
+            from: i as u32,
+            to: i as u32 + 1,
+            variant,
+        }
+    }
 }
 
 /// At most this much of the messages that are not a node's as stored is kept whole for the
@@ -37,38 +48,50 @@ pub(crate) struct Span {
 /// same (written again each time).
 const KEPT_WHOLE: usize = 256 * 1024;
 
-/// What tells that a message of the next request is this one.
+/// The most room a body kept for the next one keeps beyond its text.
+const SLACK: usize = 64 * 1024;
+
+/// What tells that a message of the next request is this one (24 bytes: one for each message
+/// of a long branch).
 enum Key {
-    /// A node's message: its id, role and length, and when its text is not the node's own (a
-    /// preview of a long result, an interrupted answer's marker), a digest of that text.
-    Node {
-        id: Id,
-        role: Role,
-        len: usize,
-        digest: Option<u64>,
-    },
+    /// A node's message with the node's own text: its id, role and length.
+    Node { id: Id, len: u32, role: Role },
+    /// A node's message with a text made from it (a preview of a long result, an interrupted
+    /// answer with its marker): the same and a digest of that text.
+    Shaped(Box<(Id, u32, Role, u64)>),
     /// Any other message, kept whole.
     Whole(Box<ChatMessage<'static>>),
     /// One too large to keep: never the same.
     Unknown,
 }
 
+/// What of a message's texts a [`Key::Whole`] keeps.
+fn whole_size(m: &ChatMessage<'_>) -> usize {
+    m.content.len()
+        + m.reasoning().map_or(0, str::len)
+        + m.tool_calls()
+            .iter()
+            .map(|c| c.function.arguments.len() + 64)
+            .sum::<usize>()
+}
+
 impl Key {
     fn of(m: &ChatMessage<'_>, hasher: &impl BuildHasher, budget: &mut usize) -> Key {
-        if let Some(id) = m.source {
-            return Key::Node {
-                id: id.clone(),
-                role: m.role,
-                len: m.content.len(),
-                digest: digest(m, hasher),
+        if let Some(id) = m.source
+            && let Ok(len) = u32::try_from(m.content.len())
+        {
+            return match &m.content {
+                Cow::Borrowed(_) => Key::Node {
+                    id: id.clone(),
+                    len,
+                    role: m.role,
+                },
+                Cow::Owned(text) => {
+                    Key::Shaped(Box::new((id.clone(), len, m.role, digest(text, hasher))))
+                }
             };
         }
-        let size = m.content.len()
-            + m.reasoning().map_or(0, str::len)
-            + m.tool_calls()
-                .iter()
-                .map(|c| c.function.arguments.len() + 64)
-                .sum::<usize>();
+        let size = whole_size(m);
         if size > *budget {
             return Key::Unknown;
         }
@@ -78,59 +101,59 @@ impl Key {
 
     fn size(&self) -> usize {
         match self {
-            Key::Whole(m) => {
-                m.content.len()
-                    + m.reasoning().map_or(0, str::len)
-                    + m.tool_calls()
-                        .iter()
-                        .map(|c| c.function.arguments.len() + 64)
-                        .sum::<usize>()
-            }
+            Key::Whole(m) => whole_size(m),
             _ => 0,
         }
     }
 
     fn matches(&self, m: &ChatMessage<'_>, hasher: &impl BuildHasher) -> bool {
-        match self {
-            Key::Node {
-                id,
-                role,
-                len,
-                digest: d,
-            } => {
-                m.source == Some(id)
-                    && m.role == *role
-                    && m.content.len() == *len
-                    && digest(m, hasher) == *d
+        let node = |id: &Id, len: u32, role: Role| {
+            m.source == Some(id) && m.role == role && u32::try_from(m.content.len()) == Ok(len)
+        };
+        match (self, &m.content) {
+            (Key::Node { id, len, role }, Cow::Borrowed(_)) => node(id, *len, *role),
+            (Key::Shaped(shaped), Cow::Owned(text)) => {
+                let (id, len, role, d) = &**shaped;
+                node(id, *len, *role) && digest(text, hasher) == *d
             }
-            Key::Whole(whole) => m.source.is_none() && **whole == *m,
-            Key::Unknown => false,
+            (Key::Whole(whole), _) => m.source.is_none() && **whole == *m,
+            _ => false,
         }
     }
 }
 
-/// A digest of a node's message whose text is not the node's own; none for one that is.
-fn digest(m: &ChatMessage<'_>, hasher: &impl BuildHasher) -> Option<u64> {
-    match &m.content {
-        Cow::Borrowed(_) => None,
-        Cow::Owned(text) => {
-            let mut h = hasher.build_hasher();
-            h.write(text.as_bytes());
-            Some(h.finish())
-        }
-    }
+/// A digest of a text made from a node.
+fn digest(text: &str, hasher: &impl BuildHasher) -> u64 {
+    let mut h = hasher.build_hasher();
+    h.write(text.as_bytes());
+    h.finish()
+}
+
+/// An item of the last body: its span, and the offset in the text just after it.
+#[derive(Clone, Copy)]
+struct Item {
+    span: Span,
+    end: u32,
 }
 
 /// What the last body was written from, and where its items end.
 struct Last {
+    /// Which body it is (see [`Ticket`]).
+    ticket: u64,
     text: Bytes,
     head: usize,
+    /// The keys of its first messages: those found the same as the body's before, and once it
+    /// was answered with calls (another round follows), all.
     keys: Vec<Key>,
-    /// Each item's span and the offset in `text` just after it.
-    items: Vec<(Span, usize)>,
+    items: Vec<Item>,
 }
 
-/// The last body a client sent, to write the next from. A copy of a client starts without one.
+/// Names a body written, for [`Reuse::answered`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// The last body a client sent, to write the next from (let go when a turn ends). A copy of a
+/// client starts without one.
 pub struct Reuse {
     /// Whether to keep what the next body needs (not for a body written once).
     keep: bool,
@@ -139,6 +162,10 @@ pub struct Reuse {
     hasher: std::collections::hash_map::RandomState,
     /// How much of the last body written was copied from the one before.
     copied: AtomicUsize,
+    /// Whether it was written in the buffer of the one before (which the request had let go).
+    in_place: std::sync::atomic::AtomicBool,
+    /// The last ticket given.
+    tickets: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Reuse {
@@ -148,6 +175,8 @@ impl Default for Reuse {
             last: Mutex::default(),
             hasher: Default::default(),
             copied: AtomicUsize::new(0),
+            in_place: Default::default(),
+            tickets: Default::default(),
         }
     }
 }
@@ -161,7 +190,7 @@ impl Clone for Reuse {
 impl Reuse {
     /// The body for `messages`: `head`, then the items of `spans` as a JSON list (each made by
     /// `make` when it is not copied), then the fields of `tail` (an object). The same text as
-    /// writing it all afresh.
+    /// writing it all afresh. Its ticket is for [`Reuse::answered`].
     pub(crate) fn write<T: Serialize>(
         &self,
         messages: &[ChatMessage<'_>],
@@ -169,7 +198,8 @@ impl Reuse {
         spans: impl IntoIterator<Item = Span>,
         mut make: impl FnMut(Span) -> T,
         tail: &impl Serialize,
-    ) -> Bytes {
+    ) -> (Bytes, Ticket) {
+        let ticket = Ticket(self.tickets.fetch_add(1, Ordering::Relaxed) + 1);
         // Taken out while writing: a request written beside this one starts afresh.
         let last = self
             .last
@@ -177,10 +207,15 @@ impl Reuse {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let mut spans = spans.into_iter();
-        let mut written: Vec<(Span, usize)> = Vec::new();
+        // Kept only for a next body.
+        let mut items: Vec<Item> = Vec::new();
+        if self.keep {
+            items.reserve_exact(spans.size_hint().0);
+        }
         let mut pending = None;
         let mut copied = 0;
-        let (mut buf, mut keys) = match last {
+        let mut in_place = false;
+        let (mut buf, keys) = match last {
             Some(last) if last.text.get(..last.head) == Some(head) => {
                 let same = messages
                     .iter()
@@ -189,10 +224,10 @@ impl Reuse {
                     .count();
                 let mut cut = last.head;
                 for span in spans.by_ref() {
-                    match last.items.get(written.len()) {
-                        Some(&(s, end)) if s == span && span.to <= same => {
-                            written.push((span, end));
-                            cut = end;
+                    match last.items.get(items.len()) {
+                        Some(&item) if item.span == span && span.to as usize <= same => {
+                            items.push(item);
+                            cut = item.end as usize;
                         }
                         _ => {
                             pending = Some(span);
@@ -206,10 +241,11 @@ impl Reuse {
                 let rest = room(&messages[same..]);
                 // The last text is this one's start: kept in place once the last request has
                 // let it go, copied while it has not.
-                let buf = if last.text.is_unique() {
+                in_place = last.text.is_unique();
+                let buf = if in_place {
                     let mut buf = Vec::from(last.text);
                     buf.truncate(cut);
-                    buf.reserve(rest);
+                    buf.reserve_exact(rest);
                     buf
                 } else {
                     let mut buf = Vec::with_capacity(cut + rest);
@@ -221,15 +257,22 @@ impl Reuse {
             _ => {
                 let mut buf = Vec::with_capacity(head.len() + room(messages));
                 buf.extend_from_slice(head);
-                (buf, Vec::with_capacity(messages.len()))
+                (buf, Vec::new())
             }
         };
+        let mut first = items.is_empty();
         for span in pending.into_iter().chain(spans) {
-            if !written.is_empty() {
+            if !first {
                 buf.push(b',');
             }
+            first = false;
             serde_json::to_writer(&mut buf, &make(span)).expect("a request body is JSON");
-            written.push((span, buf.len()));
+            if self.keep {
+                items.push(Item {
+                    span,
+                    end: u32::try_from(buf.len()).unwrap_or(u32::MAX),
+                });
+            }
         }
         buf.push(b']');
         let at = buf.len();
@@ -241,26 +284,48 @@ impl Reuse {
         } else {
             buf[at] = b',';
         }
+        // A body past what an offset holds is not kept (no server takes one).
+        let keep = self.keep && u32::try_from(buf.len()).is_ok();
+        if keep && buf.capacity() - buf.len() > SLACK {
+            // Kept for the next body: without the room it did not need.
+            buf.shrink_to_fit();
+        }
         let text = Bytes::from(buf);
         self.copied.store(copied, Ordering::Relaxed);
-        if !self.keep {
-            return text;
-        }
-        let mut budget = KEPT_WHOLE.saturating_sub(keys.iter().map(Key::size).sum());
-        for m in &messages[keys.len()..] {
-            keys.push(Key::of(m, &self.hasher, &mut budget));
+        self.in_place.store(in_place, Ordering::Relaxed);
+        if !keep {
+            return (text, ticket);
         }
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Last {
+            ticket: ticket.0,
             text: text.clone(),
             head: head.len(),
             keys,
-            items: written,
+            items,
         });
-        text
+        (text, ticket)
     }
-}
 
-impl Reuse {
+    /// The body `ticket` (written from `messages`) was answered; `more`: with calls, so that
+    /// the next round repeats its messages, which are known again from now on. Without them
+    /// the turn ends, and the body is let go. Only the last body written is kept.
+    pub fn answered(&self, ticket: Ticket, messages: &[ChatMessage<'_>], more: bool) {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(body) = last.as_mut().filter(|body| body.ticket == ticket.0) else {
+            return;
+        };
+        if !more {
+            *last = None;
+            return;
+        }
+        let keys = &mut body.keys;
+        let mut budget = KEPT_WHOLE.saturating_sub(keys.iter().map(Key::size).sum());
+        keys.reserve_exact(messages.len().saturating_sub(keys.len()));
+        for m in messages.get(keys.len()..).unwrap_or_default() {
+            keys.push(Key::of(m, &self.hasher, &mut budget));
+        }
+    }
+
     /// For a body written once: nothing is kept for a next one.
     pub fn once() -> Reuse {
         Reuse {
@@ -269,9 +334,19 @@ impl Reuse {
         }
     }
 
+    /// Lets go of the last body: the next is written afresh.
+    pub fn clear(&self) {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
     /// How many bytes of the last body written were copied from the one before.
     pub fn copied(&self) -> usize {
         self.copied.load(Ordering::Relaxed)
+    }
+
+    /// Whether the last body was written in the buffer of the one before.
+    pub fn in_place(&self) -> bool {
+        self.in_place.load(Ordering::Relaxed)
     }
 }
 
@@ -298,22 +373,24 @@ mod tests {
     use crate::session::{Conversation, Message};
     use crate::vocab::ToolCall;
 
-    type Writer = fn(&ChatRequest<'_>, &ProviderSettings, &Reuse) -> Bytes;
+    type Writer = fn(&ChatRequest<'_>, &ProviderSettings, &Reuse) -> (Bytes, Ticket);
 
     /// Writes `request` through `reuse` and afresh: the same text. Returns how much was copied.
+    /// Each is answered with calls (another round follows).
     fn same_text(
         write: Writer,
         s: &ProviderSettings,
         reuse: &Reuse,
         request: &ChatRequest,
     ) -> usize {
-        let fresh = write(request, s, &Reuse::once());
-        let reused = write(request, s, reuse);
+        let (fresh, _) = write(request, s, &Reuse::once());
+        let (reused, ticket) = write(request, s, reuse);
         assert_eq!(
             std::str::from_utf8(&reused).unwrap(),
             std::str::from_utf8(&fresh).unwrap()
         );
         serde_json::from_slice::<serde_json::Value>(&reused).expect("JSON");
+        reuse.answered(ticket, &request.messages, true);
         reuse.copied()
     }
 
@@ -403,18 +480,59 @@ mod tests {
         c.add(Message::new(Role::User, "go on")).unwrap();
         assert!(copied(&c, &context, "m", None) > 20);
         // While the last text is still held (being sent), the next is written beside it.
-        let held = write(
-            &ChatRequest {
-                model: "m".into(),
-                messages: context.request_messages(&c, c.cursor(), &results),
-                ..Default::default()
-            },
-            s,
-            &reuse,
-        );
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: context.request_messages(&c, c.cursor(), &results),
+            ..Default::default()
+        };
+        let (held, ticket) = write(&request, s, &reuse);
+        reuse.answered(ticket, &request.messages, true);
+        drop(request);
         c.add(asking(&["k4"], true)).unwrap();
         assert!(copied(&c, &context, "m", None) > 20);
         assert!(held.len() > 20);
+    }
+
+    #[test]
+    fn only_the_last_body_answered_with_calls_is_kept() {
+        let s = openai::tests::local(true, 1000);
+        let mut c = Conversation::new("c", "system");
+        c.add(Message::new(Role::User, "q")).unwrap();
+        let reuse = Reuse::default();
+        let head = head("m").len();
+        fn request(c: &Conversation) -> ChatRequest<'_> {
+            ChatRequest {
+                model: "m".into(),
+                messages: c.api_messages(c.cursor()),
+                ..Default::default()
+            }
+        }
+        let r = request(&c);
+        let (_, first) = openai::request_bytes(&r, &s, &reuse);
+        // Not answered yet: its messages are not known again.
+        let (_, second) = openai::request_bytes(&r, &s, &reuse);
+        assert_eq!(reuse.copied(), head);
+        // An answer to a body before the last changes nothing.
+        reuse.answered(first, &r.messages, true);
+        let (_, third) = openai::request_bytes(&r, &s, &reuse);
+        assert_eq!(reuse.copied(), head);
+        reuse.answered(second, &r.messages, true);
+        reuse.answered(third, &r.messages, true);
+        c.add(asking(&["k1"], false)).unwrap();
+        c.add(Message::tool_result("k1", "r")).unwrap();
+        let r = request(&c);
+        let (_, fourth) = openai::request_bytes(&r, &s, &reuse);
+        assert!(reuse.copied() > head + 20, "{}", reuse.copied());
+        // Answered without calls: the turn is over, the body let go.
+        reuse.answered(fourth, &r.messages, false);
+        openai::request_bytes(&r, &s, &reuse);
+        assert_eq!(reuse.copied(), 0);
+        // And when the turn ends.
+        let (_, fifth) = openai::request_bytes(&r, &s, &reuse);
+        reuse.answered(fifth, &r.messages, true);
+        reuse.clear();
+        openai::request_bytes(&r, &s, &reuse);
+        assert_eq!(reuse.copied(), 0);
     }
 
     #[test]

@@ -448,6 +448,9 @@ pub trait Model {
     /// The same model for another thread (a subagent's): same server, same settings, the
     /// same connections where the client pools them.
     fn share(&self) -> std::sync::Arc<dyn Model + Send + Sync>;
+    /// A turn has ended: what was kept for its next request (the last body sent, whose
+    /// messages the next round repeats) is let go.
+    fn turn_ended(&self) {}
 }
 
 impl Model for Provider {
@@ -468,6 +471,13 @@ impl Model for Provider {
 
     fn share(&self) -> std::sync::Arc<dyn Model + Send + Sync> {
         std::sync::Arc::new(self.clone())
+    }
+
+    fn turn_ended(&self) {
+        match self {
+            Provider::OpenAi(c) => c.turn_ended(),
+            Provider::Anthropic(c) => c.turn_ended(),
+        }
     }
 }
 

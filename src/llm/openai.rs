@@ -36,6 +36,11 @@ impl OpenAiClient {
         &self.settings
     }
 
+    /// Lets go of the last body sent (see [`super::Model::turn_ended`]).
+    pub fn turn_ended(&self) {
+        self.reuse.clear();
+    }
+
     pub async fn models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         let url = format!("{}/models", self.settings.base_url.trim_end_matches('/'));
         let mut request = self.http.get()?.get(&url);
@@ -86,14 +91,33 @@ impl OpenAiClient {
         request: &ChatRequest<'_>,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<ChatResponse, LlmError> {
-        let s = &self.settings;
-        let url = self.url();
-        let body = request_bytes(request, s, &self.reuse);
+        let (body, ticket) = request_bytes(request, &self.settings, &self.reuse);
         tracing::debug!(
             bytes = body.len(),
             copied = self.reuse.copied(),
+            in_place = self.reuse.in_place(),
             "request body"
         );
+        let answer = self.send(request, body, on_event).await;
+        // Another round follows an answer with calls, and the same request a failure that a
+        // retry may cure.
+        let more = match &answer {
+            Ok(response) => !response.tool_calls.is_empty(),
+            Err(e) => e.is_retryable(),
+        };
+        self.reuse.answered(ticket, &request.messages, more);
+        answer
+    }
+
+    /// Sends `body`, the text of `request`, and reads the answer.
+    async fn send(
+        &self,
+        request: &ChatRequest<'_>,
+        body: bytes::Bytes,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<ChatResponse, LlmError> {
+        let s = &self.settings;
+        let url = self.url();
         let mut builder = self.http.get()?.post(&url).body(body);
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key);
@@ -133,7 +157,7 @@ pub fn request_body(request: &ChatRequest<'_>, s: &ProviderSettings) -> Value {
 /// The same body as the text sent, written afresh: serialised in one pass from the request,
 /// borrowing every string (no `Value` tree in between).
 pub fn request_text(request: &ChatRequest<'_>, s: &ProviderSettings) -> String {
-    let text = request_bytes(request, s, &super::body::Reuse::once());
+    let (text, _) = request_bytes(request, s, &super::body::Reuse::once());
     String::from_utf8(Vec::from(text)).expect("serde_json writes UTF-8")
 }
 
@@ -142,7 +166,7 @@ pub fn request_bytes(
     request: &ChatRequest<'_>,
     s: &ProviderSettings,
     reuse: &super::body::Reuse,
-) -> bytes::Bytes {
+) -> (bytes::Bytes, super::body::Ticket) {
     // Reasoning goes back only within the current turn (after the last user message), on the
     // assistant messages that called tools: DeepSeek's thinking mode requires it there, and servers
     // reject or ignore it elsewhere.
@@ -155,13 +179,10 @@ pub fn request_bytes(
     let reasoning = |i: usize, m: &ChatMessage<'_>| {
         i > turn_start && !m.tool_calls().is_empty() && m.reasoning().is_some_and(|r| !r.is_empty())
     };
-    let spans = request.messages.iter().enumerate().map(|(i, m)| Span {
-        from: i,
-        to: i + 1,
-        variant: u8::from(reasoning(i, m)),
-    });
+    let spans =
+        (request.messages.iter().enumerate()).map(|(i, m)| Span::one(i, u8::from(reasoning(i, m))));
     let make = |span: Span| {
-        let m = &request.messages[span.from];
+        let m = &request.messages[span.from as usize];
         let mut w = wire_message(m);
         if span.variant == 1 {
             w.reasoning_content = m.reasoning();
