@@ -94,8 +94,8 @@ pub struct App {
     /// cursor last moved from (a restore keeps the folder as it was there).
     pub(super) checkpoints: Option<std::sync::Arc<crate::checkpoint::Checkpoints>>,
     pub(super) came_from: Option<String>,
-    /// The system prompt's parts being read at start-up, until [`App::ready`] takes them.
-    pub(super) prompt_job: Option<std::thread::JoinHandle<PromptJob>>,
+    /// The system prompt's parts: to be read, or being read, until [`App::ready`] takes them.
+    pub(super) prompt_job: Option<PromptRead>,
     /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
     /// background leave for the next prompt, and whether the session is over (reviews then stop).
     pub(super) memory: Option<crate::memory::MemoryStore>,
@@ -744,16 +744,17 @@ impl App {
             .with_codepilot(&layers)
         });
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
-        // status`) are read on a second thread from here: the prompt shows without waiting for
-        // hundreds of skill files, and the first input waits for them ([`App::ready`]). The
-        // thread fills what Tab completion and `use_skill` read itself.
+        // status`) are read on a second thread once the prompt is up ([`App::start_prompt_read`]):
+        // the prompt shows without waiting for hundreds of skill files, and the first input
+        // waits for them ([`App::ready`]), or reads them itself when it came first. The thread
+        // fills what Tab completion and `use_skill` read itself.
         let skill_names: super::editor::SkillNames = Default::default();
         let shelf = crate::tools::builtin::Shelf::default();
         let prompt_job = {
             let (layers, role, workdir) = (layers.clone(), role.clone(), workdir.clone());
             let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
             let (memory, names, shelf) = (memory.clone(), skill_names.clone(), shelf.clone());
-            std::thread::spawn(move || {
+            PromptRead::Waiting(Box::new(move || {
                 read_prompt(
                     &layers,
                     &role,
@@ -764,7 +765,7 @@ impl App {
                     &names,
                     &shelf,
                 )
-            })
+            }))
         };
         let store = Store::open(&datadir)?;
         let resume = match (&launch.resume, launch.continue_latest) {
@@ -1271,10 +1272,12 @@ impl App {
             self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
-            if let Some(mcp) = self.tools.mcp()
-                && !input_waiting()
-            {
-                mcp.start();
+            // So does the reading of the skills and the rest of the system prompt.
+            if !input_waiting() {
+                if let Some(mcp) = self.tools.mcp() {
+                    mcp.start();
+                }
+                self.start_prompt_read();
             }
             // `subagent.auto_continue` (CodePilot's): a background answer that came in goes to
             // the conversation at once, and the model goes on with it.
@@ -1370,14 +1373,24 @@ impl App {
         }
     }
 
-    /// Takes the skills and the system prompt read at start-up (waiting for them if need be):
-    /// before any input is handled.
-    pub(super) fn ready(&mut self) {
-        let Some(job) = self.prompt_job.take() else {
-            return;
+    /// Starts reading the system prompt's parts on a thread of their own (the prompt is up).
+    fn start_prompt_read(&mut self) {
+        self.prompt_job = match self.prompt_job.take() {
+            Some(PromptRead::Waiting(read)) => Some(PromptRead::Running(std::thread::spawn(read))),
+            other => other,
         };
-        let Ok(done) = job.join() else {
-            return self.out.error("reading the skills and AGENTS.md failed");
+    }
+
+    /// Takes the skills and the system prompt read at start-up (waiting for them if need be, or
+    /// reading them when that has not started): before any input is handled.
+    pub(super) fn ready(&mut self) {
+        let done = match self.prompt_job.take() {
+            None => return,
+            Some(PromptRead::Waiting(read)) => read(),
+            Some(PromptRead::Running(job)) => match job.join() {
+                Ok(done) => done,
+                Err(_) => return self.out.error("reading the skills and AGENTS.md failed"),
+            },
         };
         // Said once, before the first turn: a sandbox that could not be set up.
         if let Some(sandbox) = &self.tools.context().os_sandbox
@@ -1887,6 +1900,12 @@ impl App {
 }
 
 /// What the start-up thread reads: the skills, what AGENTS.md reported, the system prompt's parts.
+/// The reading of the system prompt's parts: not started (the prompt is not up yet), or running.
+pub(super) enum PromptRead {
+    Waiting(Box<dyn FnOnce() -> PromptJob + Send>),
+    Running(std::thread::JoinHandle<PromptJob>),
+}
+
 pub(super) struct PromptJob {
     skills: SkillRegistry,
     problems: Vec<String>,
