@@ -744,17 +744,19 @@ impl App {
             .with_codepilot(&layers)
         });
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
-        // status`) are read on a second thread once the prompt is up ([`App::start_prompt_read`]):
-        // the prompt shows without waiting for hundreds of skill files, and the first input
-        // waits for them ([`App::ready`]), or reads them itself when it came first. The thread
-        // fills what Tab completion and `use_skill` read itself.
+        // status`) are read on a second thread: the prompt shows without waiting for hundreds of
+        // skill files, and the first input waits for them ([`App::ready`]). The thread starts
+        // once start-up is done and input is awaited ([`App::start_prompt_read`]), so that it
+        // does not slow start-up down; at once when they are needed soon (a one-shot, a resumed
+        // conversation), to be read while the rest starts. It fills what Tab completion and
+        // `use_skill` read itself.
         let skill_names: super::editor::SkillNames = Default::default();
         let shelf = crate::tools::builtin::Shelf::default();
         let prompt_job = {
             let (layers, role, workdir) = (layers.clone(), role.clone(), workdir.clone());
             let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
             let (memory, names, shelf) = (memory.clone(), skill_names.clone(), shelf.clone());
-            PromptRead::Waiting(Box::new(move || {
+            let read = Box::new(move || {
                 read_prompt(
                     &layers,
                     &role,
@@ -765,7 +767,12 @@ impl App {
                     &names,
                     &shelf,
                 )
-            }))
+            });
+            if one_shot || launch.resume.is_some() || launch.continue_latest {
+                PromptRead::Running(std::thread::spawn(read))
+            } else {
+                PromptRead::Waiting(read)
+            }
         };
         let store = Store::open(&datadir)?;
         let resume = match (&launch.resume, launch.continue_latest) {
@@ -1272,13 +1279,14 @@ impl App {
             self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
-            // So does the reading of the skills and the rest of the system prompt.
-            if !input_waiting() {
-                if let Some(mcp) = self.tools.mcp() {
-                    mcp.start();
-                }
-                self.start_prompt_read();
+            if let Some(mcp) = self.tools.mcp()
+                && !input_waiting()
+            {
+                mcp.start();
             }
+            // Start-up is done: the skills and the rest of the system prompt are read beside
+            // what comes next.
+            self.start_prompt_read();
             // `subagent.auto_continue` (CodePilot's): a background answer that came in goes to
             // the conversation at once, and the model goes on with it.
             if self.auto_continue() {
