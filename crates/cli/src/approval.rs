@@ -1,0 +1,718 @@
+//! The permission gate of the REPL: applies the [`Policy`], shows refusals, and asks the user
+//! when a call needs approval: allow once, for this session, always (saved as a project rule), or
+//! deny with an optional reason for the model. With no terminal to ask, the answer is no.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::output::Output;
+use super::reader::{ReadOutcome, Reader};
+use new_core::agent::{Gate, GateDecision};
+use new_core::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
+use new_core::vocab::ToolCall;
+
+pub struct Approvals<'a> {
+    pub policy: &'a mut Policy,
+    pub reader: &'a mut Reader,
+    pub out: Output,
+    /// `<WORKDIR>/.new/config.json`, where "always allow" saves its rule.
+    pub project_config: PathBuf,
+    /// When that file is trusted: the trust store and WORKDIR, to trust it again once the rule is
+    /// saved (the user's own answer changed it).
+    pub retrust: Option<(new_core::trust::Trust, PathBuf)>,
+    /// The subagent asking, when one is (its role names the question).
+    pub label: Option<String>,
+    /// The user's hooks: `notification` ones hear that a question waits.
+    pub hooks: Option<&'a new_core::hooks::Hooks>,
+}
+
+impl<'a> Approvals<'a> {
+    /// The gate of the session's turns: its policy, its line editor to ask with, its project's
+    /// config for "always" rules (trusted again when the user trusted it), its hooks.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn for_session(
+        policy: &'a mut Policy,
+        reader: &'a mut Reader,
+        out: Output,
+        layers: &new_core::layers::Layers,
+        project_trusted: bool,
+        workdir: &std::path::Path,
+        hooks: Option<&'a new_core::hooks::Hooks>,
+    ) -> Self {
+        Approvals {
+            policy,
+            reader,
+            out,
+            project_config: layers.project.join(new_core::config::CONFIG_FILE),
+            // A file the user trusted (or none yet) stays trusted with the rule they add to it.
+            retrust: project_trusted.then(|| {
+                (
+                    new_core::trust::Trust::new(layers.user.as_deref()),
+                    workdir.to_path_buf(),
+                )
+            }),
+            label: None,
+            hooks,
+        }
+    }
+
+    fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+        super::text::tr(self.out.lang, key, args)
+    }
+
+    fn refused(&self, name: &str, why: &str) {
+        self.out
+            .error(&new_core::tools::escape_controls(&format!("{name}: {why}")));
+    }
+
+    /// The rule an answer of "this session" or "always" adds.
+    fn rule_for(name: &str, kind: ToolKind, subject: Option<&str>, always: bool) -> Rule {
+        let pattern = match kind {
+            // One command line, exactly (whitespace aside).
+            ToolKind::Execute | ToolKind::Contained => {
+                subject.map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            }
+            // Writes: this file for good, any file for the session.
+            _ if always => subject.map(str::to_string),
+            _ => None,
+        };
+        Rule {
+            tool: name.to_string(),
+            pattern,
+            action: Action::Allow,
+            reason: always.then(|| "allowed at the prompt".to_string()),
+        }
+    }
+
+    fn ask(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        j: &Judgement,
+    ) -> GateDecision {
+        let (kind, subject, protected, leaving) =
+            (j.kind, j.subject.as_deref(), j.protected, j.leaving);
+        let name = call.function.name.as_str();
+        if !matches!(self.reader, Reader::Editor { .. }) {
+            if leaving {
+                let why = self.tr("leaving_the_sandbox_needs_a_terminal", &[]);
+                self.refused(name, &why);
+                return GateDecision::Refuse(format!(
+                    "Permission denied: running `{name}` outside the sandbox needs the user's approval, and the user could not be asked (no terminal). The call was not run; run it inside the sandbox, or tell the user what to run themselves."
+                ));
+            }
+            let why = if protected {
+                self.tr("writes_to_new_and_git_always", &[])
+            } else {
+                self.tr("needs_approval_and_there_is_no", &[])
+            };
+            self.refused(name, &why);
+            return GateDecision::Refuse(format!(
+                "Permission denied: `{name}` needs the user's approval and the user could not be asked (no terminal). The call was not run."
+            ));
+        }
+        let tool = tools.get(name).expect("checked by the caller");
+        // Claude Code's `Notification`: the user is needed (a desktop notifier, a sound).
+        if let Some(hooks) = self.hooks {
+            hooks.notify(&format!(
+                "new needs your permission to use {}",
+                new_core::hooks::claude::tool_name(name)
+            ));
+        }
+        let preview = tool
+            .preview(args, tools.context())
+            .unwrap_or_else(|| serde_json::to_string_pretty(args).unwrap_or_default());
+        // Everything shown is escaped: a `\r` or an escape sequence must not draw one command over
+        // another.
+        let shown = match kind {
+            ToolKind::Write => super::output::colour_diff(&self.out, &preview),
+            _ => new_core::tools::escape_controls_keep_lines(&preview),
+        };
+        let always_rule = Self::rule_for(name, kind, subject, true);
+        let session_rule = Self::rule_for(name, kind, subject, false);
+        let describe = |r: &Rule| {
+            new_core::tools::escape_controls(&match &r.pattern {
+                Some(p) => format!("{} {p}", r.tool),
+                None => r.tool.clone(),
+            })
+        };
+        let options = if leaving {
+            self.tr("this_leaves_the_sandbox", &[])
+        } else if protected {
+            self.tr("this_writes_inside_new_or_git", &[])
+        } else {
+            self.tr(
+                "approval_options",
+                &[
+                    ("session", &describe(&session_rule)),
+                    ("always", &describe(&always_rule)),
+                    ("file", &self.project_config.display()),
+                ],
+            )
+        };
+        self.out.say(&self.out.bold(&match &self.label {
+            Some(role) => format!(
+                "[{}] {}",
+                new_core::tools::escape_controls(role),
+                self.tr("needs_your_approval", &[("name", &name)])
+            ),
+            None => self.tr("needs_your_approval", &[("name", &name)]),
+        }));
+        // What would run or change, as it is: a diff or a command keeps its columns.
+        self.out.say_verbatim(shown.trim_end());
+        self.out.say(&self.out.dim(&options));
+        let protected = protected || leaving;
+        let prompt = if protected { "[y/N] " } else { "[y/s/a/N] " };
+        loop {
+            let answer = match self.reader.read(prompt, "", false, &self.out) {
+                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+                Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
+                Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
+            };
+            match answer.as_str() {
+                "y" | "yes" => return GateDecision::Run,
+                "s" | "session" | "a" | "always" if protected => {
+                    self.out.say(&self.tr("answer_y_or_n", &[]))
+                }
+                "s" | "session" => {
+                    if let Err(e) = self.policy.allow_for_session(session_rule) {
+                        self.out.error(&e.to_string());
+                    }
+                    return GateDecision::Run;
+                }
+                "a" | "always" => {
+                    match save_rule(&self.project_config, &always_rule) {
+                        Ok(()) => {
+                            if let Some((trust, workdir)) = &self.retrust
+                                && let Ok(bytes) = std::fs::read(&self.project_config)
+                            {
+                                let _ = trust.trust(workdir, "config", &bytes);
+                            }
+                            let _ = self.policy.add_project_rule(always_rule);
+                            self.out.say(&self.out.dim(
+                                &self.tr("saved_in", &[("file", &self.project_config.display())]),
+                            ));
+                        }
+                        Err(e) => self.out.error(&self.tr(
+                            "could_not_save_the_rule",
+                            &[("file", &self.project_config.display()), ("error", &e)],
+                        )),
+                    }
+                    return GateDecision::Run;
+                }
+                "" | "n" | "no" => {
+                    let reason = match self.reader.read(
+                        &self.tr("reason_for_the_model_optional", &[]),
+                        "",
+                        false,
+                        &self.out,
+                    ) {
+                        Ok(ReadOutcome::Line(r)) => r.trim().to_string(),
+                        Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
+                        _ => String::new(),
+                    };
+                    let mut text = format!("The user denied this `{name}` call; it was not run.");
+                    if !reason.is_empty() {
+                        text.push_str(&format!(" Their reason: {reason}"));
+                    }
+                    return GateDecision::Refuse(text);
+                }
+                _ => self.out.say(&self.tr("answer_y_s_a_or_n", &[])),
+            }
+        }
+    }
+}
+
+impl Approvals<'_> {
+    fn ask_network(&mut self, host: &str, port: u16) -> bool {
+        if !matches!(self.reader, Reader::Editor { .. }) {
+            return false;
+        }
+        let file = new_core::layers::user_dir()
+            .map(|d| d.join(new_core::config::CONFIG_FILE))
+            .unwrap_or_default();
+        let host_shown = new_core::tools::escape_controls(host);
+        self.out.say(&self.out.dim(&self.tr(
+            "network_question",
+            &[
+                ("host", &host_shown),
+                ("port", &port),
+                ("file", &file.display()),
+            ],
+        )));
+        loop {
+            let answer = match self.reader.read("[s/a/N] ", "", false, &self.out) {
+                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+                _ => return false,
+            };
+            match answer.as_str() {
+                "s" | "session" | "y" | "yes" => return true,
+                "a" | "always" => {
+                    if let Err(e) = save_host(&file, host) {
+                        self.out.error(&self.tr(
+                            "could_not_save_the_rule",
+                            &[("file", &file.display()), ("error", &e)],
+                        ));
+                    } else {
+                        self.out.say(
+                            &self
+                                .out
+                                .dim(&self.tr("saved_in", &[("file", &file.display())])),
+                        );
+                    }
+                    return true;
+                }
+                "" | "n" | "no" => return false,
+                _ => self.out.say(&self.tr("answer_s_a_or_n", &[])),
+            }
+        }
+    }
+
+    fn ask_continue_uncompacted(&mut self) -> bool {
+        if !matches!(self.reader, Reader::Editor { .. }) {
+            return false;
+        }
+        let question = self.tr("go_on_without_compacting", &[]);
+        matches!(
+            self.reader.read(&question, "", false, &self.out),
+            Ok(ReadOutcome::Line(a)) if matches!(a.trim().to_lowercase().as_str(), "y" | "yes")
+        )
+    }
+
+    fn decide(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        hook: Option<new_core::hooks::Permission>,
+    ) -> GateDecision {
+        let name = call.function.name.as_str();
+        let Some(j) = judge(self.policy, call, tools, args, hook) else {
+            return GateDecision::Run; // unknown tools are answered by the registry
+        };
+        match j.verdict {
+            Verdict::Allow | Verdict::Ask if j.protected || j.leaving => {
+                self.ask(call, tools, args, &j)
+            }
+            Verdict::Allow => GateDecision::Run,
+            Verdict::Deny(why) => {
+                self.refused(name, &why);
+                denied(&why)
+            }
+            Verdict::Refuse(why) => {
+                self.refused(name, &why);
+                refused(&why)
+            }
+            Verdict::Ask => self.ask(call, tools, args, &j),
+        }
+    }
+
+    fn unattended_gate(&self) -> Option<Box<dyn Gate + Send>> {
+        Some(Unattended::boxed(self.policy))
+    }
+}
+
+/// The gate's questions pause the collection of what is typed during the turn (the line editor
+/// has the keyboard); it goes on once the gate has decided, not between two questions of one
+/// decision (keys typed for the second must reach it).
+impl Gate for Approvals<'_> {
+    fn set_label(&mut self, label: Option<String>) {
+        self.label = label;
+    }
+
+    fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
+        self.unattended_gate()
+    }
+
+    fn network(&mut self, host: &str, port: u16) -> bool {
+        let yes = self.ask_network(host, port);
+        self.reader.resume_typeahead();
+        yes
+    }
+
+    fn continue_uncompacted(&mut self) -> bool {
+        let yes = self.ask_continue_uncompacted();
+        self.reader.resume_typeahead();
+        yes
+    }
+
+    fn check(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        hook: Option<new_core::hooks::Permission>,
+    ) -> GateDecision {
+        let decision = self.decide(call, tools, args, hook);
+        self.reader.resume_typeahead();
+        decision
+    }
+}
+
+/// The gate of work nobody watches (a subagent in the background): the same rules, sandbox and
+/// blacklist, but what would ask the user is refused with a reason for the model.
+pub struct Unattended {
+    pub policy: Policy,
+}
+
+impl Unattended {
+    /// One deciding by (a copy of) `policy` as it is now.
+    pub fn boxed(policy: &Policy) -> Box<dyn Gate + Send> {
+        Box::new(Unattended {
+            policy: policy.clone(),
+        })
+    }
+}
+
+impl Gate for Unattended {
+    fn check(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &Value,
+        hook: Option<new_core::hooks::Permission>,
+    ) -> GateDecision {
+        let name = call.function.name.as_str();
+        let Some(j) = judge(&self.policy, call, tools, args, hook) else {
+            return GateDecision::Run;
+        };
+        match j.verdict {
+            Verdict::Allow if !j.protected && !j.leaving => GateDecision::Run,
+            Verdict::Ask
+                if !j.protected
+                    && !j.leaving
+                    && self.policy.background_allowed.iter().any(|t| t == name) =>
+            {
+                GateDecision::Run
+            }
+            Verdict::Allow | Verdict::Ask => GateDecision::Refuse(format!(
+                "Permission denied: `{name}` needs the user's approval, and a subagent working in \
+                 the background cannot ask. The call was not run; do without it, or say in your \
+                 answer what the user should allow."
+            )),
+            Verdict::Deny(why) => denied(&why),
+            Verdict::Refuse(why) => refused(&why),
+        }
+    }
+}
+
+fn denied(why: &str) -> GateDecision {
+    GateDecision::Refuse(format!(
+        "Permission denied: {why}. The call was not run; do not retry it."
+    ))
+}
+
+fn refused(why: &str) -> GateDecision {
+    GateDecision::Refuse(format!("Refused: {why}. The call was not run."))
+}
+
+/// What the rules, the hard limits and a hook say of a call, before anyone is asked.
+struct Judgement {
+    verdict: Verdict,
+    kind: ToolKind,
+    subject: Option<String>,
+    /// It writes where the next session's settings live: asked every time, whatever the rules.
+    protected: bool,
+    /// A command that asks to run outside the OS sandbox: asked every time, `y` or `n`.
+    leaving: bool,
+}
+
+/// Judges a call; None for a tool the registry does not know (it answers those itself).
+fn judge(
+    policy: &Policy,
+    call: &ToolCall,
+    tools: &ToolRegistry,
+    args: &Value,
+    hook: Option<new_core::hooks::Permission>,
+) -> Option<Judgement> {
+    use new_core::hooks::Permission;
+    let name = call.function.name.as_str();
+    let tool = tools.get(name)?;
+    // A `bash` call inside the OS sandbox is contained by the kernel; one that asks to leave it
+    // is asked for every time, or refused where leaving is forbidden.
+    let is_bash = name == "bash";
+    let leaving = is_bash && new_core::tools::builtin::leaves_sandbox(args, tools.context());
+    let kind = match tool.kind() {
+        ToolKind::Execute
+            if is_bash
+                && new_core::tools::builtin::sandbox_for(args, tools.context()).is_some() =>
+        {
+            ToolKind::Contained
+        }
+        kind => kind,
+    };
+    if leaving
+        && tools
+            .context()
+            .os_sandbox
+            .as_deref()
+            .is_some_and(|s| !s.may_leave())
+    {
+        return Some(Judgement {
+            verdict: Verdict::Refuse(
+                "running outside the sandbox is forbidden by sandbox.allow_unsandboxed; run the command inside it".into(),
+            ),
+            kind,
+            subject: tool.subject(args),
+            protected: false,
+            leaving,
+        });
+    }
+    // File tools are judged by where the path really lands, `..` and links resolved.
+    let subject = tool.subject(args).map(|s| match kind {
+        ToolKind::Execute | ToolKind::Contained => s,
+        _ => tools
+            .sandbox()
+            .resolve(&s)
+            .map(|p| tools.sandbox().display(&p))
+            .unwrap_or(s),
+    });
+    // The project's settings and git's hooks decide what runs next time: writing there is
+    // asked every time, in every mode, whatever the rules allow.
+    let protected = kind == ToolKind::Write
+        && (subject.as_deref().is_some_and(is_protected)
+            || tool.subject(args).is_some_and(|s| {
+                let sandbox = tools.context().os_sandbox.as_deref();
+                tools
+                    .sandbox()
+                    .resolve(&s)
+                    .is_ok_and(|p| sandbox.is_some_and(|os| os.protects(&p)))
+            }));
+    let verdict = match (policy.check(name, kind, subject.as_deref()), hook) {
+        // A hook's "allow" spares the question a rule would ask; its "ask" asks where a rule
+        // would allow. Denials (rules, the blacklist) stand.
+        (Verdict::Ask, Some(Permission::Allow)) => Verdict::Allow,
+        // What the user's trusted entry lists as `alwaysAllow` (a hook may still ask).
+        (Verdict::Ask, hook) if tool.preapproved() && hook != Some(Permission::Ask) => {
+            Verdict::Allow
+        }
+        (Verdict::Allow, Some(Permission::Ask)) => Verdict::Ask,
+        (verdict, _) => verdict,
+    };
+    Some(Judgement {
+        verdict,
+        kind,
+        subject,
+        protected,
+        leaving,
+    })
+}
+
+/// Whether a path relative to WORKDIR (already resolved) lies in `.new/` or `.git/`, or is the
+/// project's `AGENTS.md` or `CLAUDE.md` (which shape every later session's system prompt).
+fn is_protected(relative: &str) -> bool {
+    use std::path::Component;
+    let mut parts = std::path::Path::new(relative)
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir));
+    let first = parts.next();
+    let only = parts.next().is_none();
+    // The settings, skills and agents of `new`, Claude Code, Codex and CodePilot, and the
+    // instructions and MCP servers of later sessions.
+    matches!(
+        first,
+        Some(Component::Normal(first)) if [".new", ".git", ".claude", ".agents", ".codex", ".codepilot"]
+            .iter()
+            .any(|d| first == *d)
+            || (only
+                && (first == ".mcp.json"
+                    || new_core::prompt::agents::FILES.iter().any(|f| first == *f)))
+    )
+}
+
+/// Adds a domain to `sandbox.network` in the user's config (a list; "none" becomes one).
+fn save_host(path: &std::path::Path, host: &str) -> std::io::Result<()> {
+    new_core::config::update_file(path, |object| {
+        let sandbox = object
+            .entry("sandbox")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(sandbox) = sandbox.as_object_mut() else {
+            return Err("`sandbox` is not an object".to_string());
+        };
+        let network = sandbox
+            .entry("network")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if network.as_str() == Some("none") {
+            *network = Value::Array(Vec::new());
+        }
+        match network {
+            Value::Array(list) => {
+                if !list.iter().any(|h| h.as_str() == Some(host)) {
+                    list.push(Value::String(host.to_string()));
+                }
+                Ok(())
+            }
+            Value::String(s) if s == "all" => Ok(()),
+            _ => Err("`sandbox.network` is not a list".to_string()),
+        }
+    })
+}
+
+/// Appends a rule to the project config's `permissions`, keeping everything else in the file.
+fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
+    let rule = serde_json::to_value(rule).map_err(std::io::Error::other)?;
+    new_core::config::update_file(path, |object| {
+        let list = object
+            .entry("permissions")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Some(list) = list.as_array_mut() else {
+            return Err("`permissions` is not a list".to_string());
+        };
+        list.push(rule);
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use new_core::hooks::Permission;
+    use new_core::tools::{Mode, Sandbox, ToolContext};
+
+    fn registry(dir: &std::path::Path) -> ToolRegistry {
+        ToolRegistry::builtin(
+            ToolContext {
+                sandbox: Sandbox::new(dir).unwrap(),
+                bash_timeout: std::time::Duration::from_secs(5),
+                hidden_env: Vec::new(),
+                skills: Default::default(),
+                os_sandbox: None,
+            },
+            &[],
+        )
+        .unwrap()
+    }
+
+    fn decide(
+        gate: &mut dyn Gate,
+        tools: &ToolRegistry,
+        name: &str,
+        args: serde_json::Value,
+        hook: Option<Permission>,
+    ) -> GateDecision {
+        let call = ToolCall::new("c1", name, args.to_string());
+        gate.check(&call, tools, &args, hook)
+    }
+
+    fn unattended(mode: Mode, rules: Vec<Rule>) -> Unattended {
+        Unattended {
+            policy: Policy::new(mode, rules, vec![]).unwrap(),
+        }
+    }
+
+    const CANNOT_ASK: &str = "a subagent working in the background cannot ask";
+
+    #[test]
+    fn unattended_runs_what_the_rules_allow_and_refuses_what_would_be_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = registry(dir.path());
+        let mut gate = unattended(Mode::Default, vec![]);
+        let read = serde_json::json!({"filepath": "a.txt"});
+        let write = serde_json::json!({"filepath": "a.txt", "content": "x"});
+        let bash = serde_json::json!({"command": "ls"});
+        assert_eq!(
+            decide(&mut gate, &tools, "read_file", read.clone(), None),
+            GateDecision::Run
+        );
+        assert_eq!(
+            decide(&mut gate, &tools, "write_file", write.clone(), None),
+            GateDecision::Run
+        );
+        // `bash` is asked in the default mode: refused, with the reason.
+        assert!(matches!(
+            decide(&mut gate, &tools, "bash", bash.clone(), None),
+            GateDecision::Refuse(t) if t.contains(CANNOT_ASK) && t.contains("`bash`")
+        ));
+        // A hook's allow spares the question; its ask makes one where a rule would allow.
+        assert_eq!(
+            decide(&mut gate, &tools, "bash", bash, Some(Permission::Allow)),
+            GateDecision::Run
+        );
+        assert!(matches!(
+            decide(&mut gate, &tools, "write_file", write, Some(Permission::Ask)),
+            GateDecision::Refuse(t) if t.contains(CANNOT_ASK)
+        ));
+        // Strict mode asks for writes: refused too.
+        let mut strict = unattended(Mode::Strict, vec![]);
+        assert!(matches!(
+            decide(&mut strict, &tools, "write_file", serde_json::json!({"filepath": "b.txt", "content": "x"}), None),
+            GateDecision::Refuse(t) if t.contains(CANNOT_ASK)
+        ));
+        assert_eq!(
+            decide(&mut strict, &tools, "read_file", read, None),
+            GateDecision::Run
+        );
+        // A tool the registry does not know is answered by the registry.
+        assert_eq!(
+            decide(
+                &mut strict,
+                &tools,
+                "warp_drive",
+                serde_json::json!({}),
+                None
+            ),
+            GateDecision::Run
+        );
+    }
+
+    #[test]
+    fn unattended_keeps_denials_hard_limits_and_protected_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = registry(dir.path());
+        let deny = Rule {
+            tool: "write_file".into(),
+            pattern: Some("secret/**".into()),
+            action: Action::Deny,
+            reason: Some("not there".into()),
+        };
+        let mut gate = unattended(Mode::Permissive, vec![deny]);
+        // A rule's denial stands, even against a hook's allow, and says why.
+        assert!(matches!(
+            decide(&mut gate, &tools, "write_file", serde_json::json!({"filepath": "secret/k", "content": "x"}), Some(Permission::Allow)),
+            GateDecision::Refuse(t) if t.starts_with("Permission denied:") && t.contains("not there") && !t.contains(CANNOT_ASK)
+        ));
+        // The blacklist refuses whatever the mode.
+        assert!(matches!(
+            decide(&mut gate, &tools, "bash", serde_json::json!({"command": "rm -rf /"}), None),
+            GateDecision::Refuse(t) if t.starts_with("Refused:")
+        ));
+        // Writing where the next session's settings live is asked every time: never unattended,
+        // also through `..` (judged where the path lands).
+        for path in [
+            ".new/config.json",
+            "sub/../.git/hooks/pre-commit",
+            "AGENTS.md",
+        ] {
+            assert!(
+                matches!(
+                    decide(&mut gate, &tools, "write_file", serde_json::json!({"filepath": path, "content": "x"}), None),
+                    GateDecision::Refuse(t) if t.contains(CANNOT_ASK)
+                ),
+                "{path}"
+            );
+        }
+        // Permissive runs everything else, commands too.
+        assert_eq!(
+            decide(
+                &mut gate,
+                &tools,
+                "bash",
+                serde_json::json!({"command": "ls"}),
+                None
+            ),
+            GateDecision::Run
+        );
+        assert_eq!(
+            decide(
+                &mut gate,
+                &tools,
+                "write_file",
+                serde_json::json!({"filepath": "docs/AGENTS.md", "content": "x"}),
+                None
+            ),
+            GateDecision::Run
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! `/compact` and `/context`: the REPL's side of context management ([`new_core::context`]).
+
+use std::sync::atomic::Ordering;
+
+use super::output::{Printer, short_tokens};
+use super::repl::App;
+use new_core::agent::Agent;
+use new_core::context::{Breakdown, WindowSource};
+
+/// `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl App {
+    /// What the next request for the branch at the cursor holds, measured.
+    pub(super) fn breakdown(&self) -> Breakdown {
+        let c = self.session.conversation();
+        let results = new_core::context::results_dir(self.store.dir(), c.id.as_str());
+        let messages = self.context.request_messages(c, c.cursor(), &results);
+        let has_summary = c.sent(c.cursor()).summary.is_some();
+        Breakdown::of(
+            &self.prompt_parts,
+            &self.offered_tools(),
+            &messages[1..],
+            has_summary,
+        )
+    }
+
+    /// The tokens in use (calibrated) and the window, for the status line.
+    pub(super) fn context_use(&self) -> (u64, u64) {
+        let used = self.context.scale(self.breakdown().total());
+        (used, self.context.window().0)
+    }
+
+    /// `/compact [focus]`: a summary node for the start of the branch at the cursor.
+    pub(super) fn compact(&mut self, args: &str) {
+        self.learn_server_window();
+        let agent = Agent {
+            provider: &self.provider,
+            tools: &self.tools,
+            model: self.config.model.clone(),
+            max_rounds: self.config.max_rounds,
+            context: Some(&self.context),
+            allowed_tools: None,
+            checkpoints: None,
+            hooks: self.hooks.as_ref(),
+            subagents: None,
+            role: None,
+            folder: None,
+        };
+        let mut printer = Printer::new(self.out);
+        let focus = Some(args.trim()).filter(|a| !a.is_empty());
+        self.busy.store(true, Ordering::SeqCst);
+        // The outcome is reported by the printer as the compaction goes.
+        let _ = self.runtime.block_on(agent.compact(
+            &mut self.session,
+            &mut printer,
+            &mut self.interrupts,
+            focus,
+            false,
+        ));
+        self.busy.store(false, Ordering::SeqCst);
+    }
+
+    /// `/context`: the window, what the next request holds by source and kind, how much is left
+    /// before automatic compaction, and the breaker.
+    pub(super) fn show_context(&mut self, args: &str) {
+        if !args.is_empty() {
+            return self.out.error(&self.tr(
+                "takes_no_argument_got",
+                &[("command", &"/context"), ("args", &args)],
+            ));
+        }
+        self.learn_server_window();
+        let b = self.breakdown();
+        let ctx = &self.context;
+        let (window, source) = ctx.window();
+        let source = match source {
+            WindowSource::Config => self.tr("ctx_source_config", &[]),
+            WindowSource::Server => self.tr("ctx_source_server", &[]),
+            WindowSource::Error => self.tr("ctx_source_error", &[]),
+            WindowSource::Family(f) => self.tr("ctx_source_family", &[("family", &f)]),
+            WindowSource::Fallback => self.tr("ctx_source_fallback", &[]),
+        };
+        let total = b.total();
+        let used = ctx.scale(total);
+        let pct = used * 100 / window.max(1);
+        let mut lines = vec![
+            self.tr(
+                "ctx_window",
+                &[("window", &thousands(window)), ("source", &source)],
+            ),
+            self.tr(
+                "ctx_in_use",
+                &[
+                    ("used", &thousands(used)),
+                    ("pct", &pct),
+                    ("factor", &format!("{:.2}", ctx.factor())),
+                ],
+            ),
+        ];
+        let row = |label: String, tokens: u64, detail: String| {
+            format!(
+                "  {label:<18} {:>9}  {detail}",
+                thousands(ctx.scale(tokens))
+            )
+        };
+        let system: u64 = b.system.iter().map(|(_, n)| n).sum();
+        let sources = b
+            .system
+            .iter()
+            .map(|(s, n)| {
+                format!(
+                    "{} {}",
+                    new_core::tools::escape_controls(s),
+                    short_tokens(ctx.scale(*n))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · ");
+        lines.push(row(self.tr("ctx_row_system", &[]), system, sources));
+        lines.push(row(
+            self.tr("ctx_row_tools", &[]),
+            b.tools.1,
+            self.tr("ctx_count", &[("n", &b.tools.0)]),
+        ));
+        if let Some(n) = b.summary {
+            lines.push(row(self.tr("ctx_row_summary", &[]), n, String::new()));
+        }
+        lines.push(row(
+            self.tr("ctx_row_user", &[]),
+            b.user.1,
+            self.tr("ctx_count", &[("n", &b.user.0)]),
+        ));
+        lines.push(row(
+            self.tr("ctx_row_assistant", &[]),
+            b.assistant.1,
+            self.tr("ctx_count", &[("n", &b.assistant.0)]),
+        ));
+        lines.push(row(
+            self.tr("ctx_row_results", &[]),
+            b.results.1,
+            self.tr(
+                "ctx_results_count",
+                &[("n", &b.results.0), ("previews", &b.previews)],
+            ),
+        ));
+        lines.push(self.tr(
+            "ctx_left",
+            &[
+                ("left", &thousands(ctx.left_before_compaction(total))),
+                ("margin", &thousands(ctx.margin())),
+            ],
+        ));
+        lines.push(if !ctx.settings.enabled {
+            self.tr("ctx_auto_disabled", &[])
+        } else if ctx.breaker_open() {
+            self.tr("ctx_auto_breaker", &[])
+        } else {
+            self.tr("ctx_auto_on", &[])
+        });
+        self.out.say(&lines.join("\n"));
+    }
+}

@@ -1,0 +1,1366 @@
+//! The REPL's commands, one method each. Every command checks its arguments first and changes
+//! nothing when they are wrong.
+
+use std::path::PathBuf;
+
+use super::commands::COMMANDS;
+use super::markdown::display_width;
+use super::repl::{App, interruptible};
+use super::tree_view::{Highlight, describe, preview, push_tree};
+use new_core::llm::ChatRequest;
+use new_core::prompt;
+use new_core::session::{ChatSession, LoadReport, export};
+use new_core::vocab::Role;
+
+/// How many conversations `/list` shows without `all`.
+const LIST_LIMIT: usize = 50;
+/// Most hits `/search` prints.
+const SEARCH_LIMIT: usize = 50;
+
+impl App {
+    fn refuse_text(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) {
+        self.out.error(&self.tr(key, args));
+    }
+
+    fn no_args(&self, command: &str, args: &str) -> bool {
+        if args.is_empty() {
+            return true;
+        }
+        self.refuse_text(
+            "takes_no_argument_got",
+            &[("command", &command), ("args", &args)],
+        );
+        false
+    }
+
+    /// Moves the cursor and says where it is and what the next message will do; then offers to
+    /// make the folder match.
+    pub(super) fn move_to(&mut self, id: &str) {
+        self.move_and_say(id);
+        self.offer_restore();
+    }
+
+    /// After `--continue` or `--resume`: which conversation, its last exchange on this branch
+    /// (the user's message and the answer, a few lines each) and where the branch stands.
+    pub(super) fn show_resumed(&self) {
+        let c = self.session.conversation();
+        self.out.say(&self.tr(
+            "resumed",
+            &[("id", &self.session.id()), ("n", &(c.len() - 1))],
+        ));
+        let width = super::markdown::terminal_layout(false).width.clamp(20, 160);
+        let chain = c.chain(c.cursor());
+        let user = chain
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User && m.extra.rare.summary.is_none());
+        let answer = chain
+            .iter()
+            .rev()
+            .take_while(|m| user.is_none_or(|u| m.id != u.id))
+            .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty());
+        let fold = |text: &str| -> String {
+            const LINES: usize = 4;
+            let lines: Vec<&str> = text.trim().lines().collect();
+            let mut out: Vec<String> = lines
+                .iter()
+                .take(LINES)
+                .map(|l| {
+                    let l = new_core::tools::escape_controls(l);
+                    match l.char_indices().nth(width - 4) {
+                        Some((at, _)) => format!("  {}…", &l[..at]),
+                        None => format!("  {l}"),
+                    }
+                })
+                .collect();
+            if lines.len() > LINES {
+                out.push(format!("  … ({} more lines)", lines.len() - LINES));
+            }
+            out.join("\n")
+        };
+        // Three numbers, found in one walk: a big tree is not numbered whole to resume it.
+        let numbers = c.numbers_of(&[
+            user.map_or("", |m| m.id.as_str()),
+            answer.map_or("", |m| m.id.as_str()),
+            c.cursor(),
+        ]);
+        if let Some(user) = user {
+            let n = numbers[0].unwrap_or(0);
+            self.out.say(&self.out.dim(&format!(
+                "[{n}] {}\n{}",
+                self.tr("you_said", &[]),
+                fold(&user.content)
+            )));
+        }
+        if let Some(answer) = answer {
+            let n = numbers[1].unwrap_or(0);
+            self.out.say(&format!(
+                "[{n}] {}\n{}",
+                self.tr("the_answer", &[]),
+                fold(&answer.content)
+            ));
+        }
+        let n = numbers[2].unwrap_or(0);
+        let branches = c.leaf_count();
+        let name = c
+            .names_of(c.cursor())
+            .first()
+            .map(|n| format!(" `{}`", new_core::tools::escape_controls(n)))
+            .unwrap_or_default();
+        self.out.say(&self.out.dim(&self.tr(
+            "resumed_place",
+            &[("n", &n), ("name", &name), ("branches", &branches)],
+        )));
+    }
+
+    /// Moves the cursor and says where it is and what the next message will do.
+    pub(super) fn move_and_say(&mut self, id: &str) {
+        self.came_from = Some(self.session.conversation().cursor().to_string());
+        self.session
+            .move_cursor(id)
+            .expect("ids come from the tree");
+        let c = self.session.conversation();
+        let n = c.number_of(id).unwrap_or(0);
+        let what = describe(c.current(), self.out.lang);
+        let next = if c.is_leaf(id) {
+            self.tr("the_next_message_continues_from_here", &[])
+        } else {
+            self.tr("the_next_message_starts_a_new", &[])
+        };
+        self.out
+            .say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
+    }
+
+    pub(super) fn goto(&mut self, n: usize) {
+        let conversation = self.session.conversation();
+        match conversation.id_by_number(n).map(str::to_string) {
+            Some(id) => self.move_to(&id),
+            None => {
+                let last = conversation.len() - 1;
+                self.refuse_text("no_node_this_tree_has_nodes", &[("n", &n), ("last", &last)]);
+            }
+        }
+    }
+
+    pub(super) fn tree(&mut self, args: &str) {
+        let full = match args {
+            "" => false,
+            "--full" => true,
+            _ => {
+                return self.refuse_text("tree_takes_no_argument_but_full", &[("args", &args)]);
+            }
+        };
+        // The conversation's line first, as the original design draws it.
+        let mut text = format!(
+            "{}\n",
+            self.out
+                .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
+        );
+        // Most rows are drawn straight into the one buffer.
+        push_tree(
+            &mut text,
+            self.session.conversation(),
+            full,
+            self.out.lang,
+            &|highlight, drawn| match highlight {
+                Highlight::Current => self.out.bold(&self.out.green(drawn)),
+                Highlight::Gap => self.out.dim(drawn),
+            },
+        );
+        // A tree keeps its rows: never rewrapped (each is cut to fit already).
+        self.out.say_verbatim(text.trim_end_matches('\n'));
+    }
+
+    pub(super) fn branches(&mut self, args: &str) {
+        if !self.no_args("/branches", args) {
+            return;
+        }
+        let c = self.session.conversation();
+        let current_tip = c.tip(c.cursor()).map(|m| m.id.clone());
+        let mut text = String::new();
+        for (number, (_, m)) in c.preorder().into_iter().enumerate() {
+            if !c.is_leaf(&m.id) {
+                continue;
+            }
+            let mark = if Some(&m.id) == current_tip.as_ref() {
+                "*"
+            } else {
+                " "
+            };
+            let depth = c.chain(&m.id).len() - 1;
+            let names = c.names_of(&m.id);
+            let named = if names.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", names.join(", "))
+            };
+            let side = if c.is_side(&m.id) {
+                self.tr("side_mark", &[])
+            } else {
+                String::new()
+            };
+            let line = format!(
+                "{mark} {named}[{number}] {}{side}  {}",
+                describe(m, self.out.lang),
+                self.out.dim(&self.tr("depth_messages", &[("n", &depth)]))
+            );
+            text.push_str(&line);
+            text.push('\n');
+        }
+        if c.is_empty() {
+            text = self.tr("no_branches_yet", &[]);
+        }
+        self.out.say(text.trim_end_matches('\n'));
+    }
+
+    /// `/prev` and `/next`: the neighbouring alternative at the nearest fork above the cursor.
+    pub(super) fn flip(&mut self, args: &str, step: isize) {
+        let name = if step < 0 { "/prev" } else { "/next" };
+        if !self.no_args(name, args) {
+            return;
+        }
+        let c = self.session.conversation();
+        let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
+            return self.refuse_text("there_is_no_fork_above_this", &[]);
+        };
+        let count = alternatives.len();
+        let to = at as isize + step;
+        if to < 0 || to >= count as isize {
+            let key = if step < 0 {
+                "this_is_the_first_alternative"
+            } else {
+                "this_is_the_last_alternative"
+            };
+            return self.refuse_text(key, &[("count", &count)]);
+        }
+        let target = alternatives[to as usize];
+        let tip = c.tip(target).expect("a child exists").id.clone();
+        self.out.say(
+            &self
+                .out
+                .dim(&self.tr("alternative_of", &[("at", &(to + 1)), ("count", &count)])),
+        );
+        self.move_to(&tip);
+    }
+
+    /// `/retry [--model NAME] [--n K]`: a new answer to the nearest user message, as a sibling of
+    /// the old answer; with another model for it alone; K answers side by side (or, where they
+    /// cannot be, one after another), each from the folder as it was at that message (asked, as
+    /// after any move).
+    pub(super) fn retry(&mut self, args: &str) {
+        let mut model: Option<String> = None;
+        let mut count = 1usize;
+        let mut words = args.split_whitespace();
+        while let Some(word) = words.next() {
+            match (word, words.next()) {
+                ("--model", Some(name)) => model = Some(name.to_string()),
+                ("--n", Some(n)) => match n.parse::<usize>() {
+                    Ok(n @ 1..=5) => count = n,
+                    _ => return self.refuse_text("retry_usage", &[("args", &args)]),
+                },
+                _ => return self.refuse_text("retry_usage", &[("args", &args)]),
+            }
+        }
+        let c = self.session.conversation();
+        let Some(user) = c.nearest_user(c.cursor()).map(|m| m.id.clone()) else {
+            return self.refuse_text("nothing_to_retry_there_is_no", &[]);
+        };
+        // Another model for these answers only; the session's comes back after.
+        let saved = model.map(|m| {
+            let saved = std::mem::replace(&mut self.config.model, m);
+            self.reset_context();
+            saved
+        });
+        let refusal = (count > 1).then(|| self.side_by_side_refusal()).flatten();
+        if let Some(why) = &refusal {
+            self.out.say(&self.out.dim(why));
+        }
+        if count == 1 || refusal.is_some() || !self.retry_together(&user, count) {
+            for i in 0..count {
+                if count > 1 {
+                    self.out.say(
+                        &self
+                            .out
+                            .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
+                    );
+                }
+                self.session.move_cursor(&user).expect("from the tree");
+                // Each try starts from the files of the message it answers.
+                self.offer_restore();
+                if !matches!(self.answer(), new_core::agent::TurnEnd::Complete) {
+                    break;
+                }
+            }
+        }
+        if let Some(saved) = saved {
+            self.config.model = saved;
+            self.reset_context();
+        }
+    }
+
+    /// `/compare`: the alternatives at the nearest fork above the cursor, one after another, each
+    /// with its model, tokens, time, cost and the files it changed.
+    pub(super) fn compare(&mut self, args: &str) {
+        if !self.no_args("/compare", args) {
+            return;
+        }
+        let c = self.session.conversation();
+        let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
+            return self.refuse_text("there_is_no_fork_above_this", &[]);
+        };
+        let fork = c
+            .get(alternatives[0])
+            .and_then(|m| m.parent_id.clone())
+            .expect("an alternative has a parent");
+        let fork_state = c.state_of(&fork).map(str::to_string);
+        // (header, answer, files changed) of each alternative.
+        let mut blocks: Vec<(String, String, Option<String>)> = Vec::new();
+        for (i, id) in alternatives.iter().enumerate() {
+            let tip = c.tip(id).expect("in the tree");
+            let branch: Vec<&new_core::session::Message> = c
+                .chain(&tip.id)
+                .into_iter()
+                .skip_while(|m| m.id != *id)
+                .collect();
+            let mut usage = new_core::vocab::Usage::default();
+            let mut models: Vec<&str> = Vec::new();
+            for m in &branch {
+                if let Some(u) = &m.extra.usage {
+                    usage.add(u);
+                }
+                if let Some(model) = m.extra.model.as_deref()
+                    && !models.contains(&model)
+                {
+                    models.push(model);
+                }
+            }
+            // From the message answered (the fork when it is the user's, else the branch's own).
+            let start = match c.get(&fork) {
+                Some(m) if m.role == Role::User => m.timestamp,
+                _ => branch[0].timestamp,
+            };
+            let seconds = tip
+                .timestamp
+                .signed_duration_since(start)
+                .num_seconds()
+                .max(0);
+            let cost = self
+                .config
+                .pricing
+                .map(|p| format!(" · ${:.4}", p.cost(&usage)))
+                .unwrap_or_default();
+            let mark = if i == at { "*" } else { " " };
+            let n = c.number_of(&tip.id).unwrap_or(0);
+            let model = if models.is_empty() {
+                "?".to_string()
+            } else {
+                models.join(", ")
+            };
+            let header = self.tr(
+                "compare_header",
+                &[
+                    ("mark", &mark),
+                    ("i", &(i + 1)),
+                    ("count", &alternatives.len()),
+                    ("n", &n),
+                    ("model", &new_core::tools::escape_controls(&model)),
+                    ("input", &usage.input_tokens),
+                    ("output", &usage.output_tokens),
+                    ("seconds", &seconds),
+                    ("cost", &cost),
+                ],
+            );
+            // What it answered: the last answer with text on that branch.
+            let answer = branch
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
+                .map_or(String::new(), |m| m.content.trim().to_string());
+            let answer = new_core::tools::escape_controls_keep_lines(&answer);
+            // The files it changed, against the folder at the fork.
+            let mut files = None;
+            if let (Some(checkpoints), Some(from)) = (self.checkpoints.as_ref(), &fork_state)
+                && let Some(to) = c.state_of(&tip.id)
+                && to != from
+                && let (Ok(a), Ok(b)) = (checkpoints.store.load(from), checkpoints.store.load(to))
+            {
+                let changed: Vec<String> = new_core::checkpoint::changes(&a, &b)
+                    .into_iter()
+                    .map(|(p, w)| format!("{w} {}", new_core::tools::escape_controls(&p)))
+                    .collect();
+                if !changed.is_empty() {
+                    files = Some(self.tr("compare_files", &[("files", &changed.join(", "))]));
+                }
+            }
+            blocks.push((header, answer, files));
+        }
+        // Side by side when they fit (two or three, 50 columns each), else one after another.
+        let width = super::markdown::terminal_layout(false).width;
+        let text = if blocks.len() <= 3 && width >= blocks.len() * 50 {
+            self.side_by_side(&blocks, width)
+        } else {
+            let mut text = String::new();
+            for (header, answer, files) in &blocks {
+                text.push_str(&format!("{}\n{answer}\n", self.out.bold(header)));
+                if let Some(files) = files {
+                    text.push_str(&format!("{}\n", self.out.dim(files)));
+                }
+                text.push('\n');
+            }
+            text
+        };
+        self.out.say(text.trim_end());
+    }
+
+    /// The alternatives of `/compare` in columns, each wrapped to its width.
+    fn side_by_side(&self, blocks: &[(String, String, Option<String>)], width: usize) -> String {
+        let column = (width - 3 * (blocks.len() - 1)) / blocks.len();
+        // Each column's lines, with how each is styled: 0 bold, 1 plain, 2 dim.
+        let laid: Vec<Vec<(String, u8)>> = blocks
+            .iter()
+            .map(|(header, answer, files)| {
+                let mut lines: Vec<(String, u8)> =
+                    wrap(header, column).into_iter().map(|l| (l, 0)).collect();
+                lines.extend(wrap(answer, column).into_iter().map(|l| (l, 1)));
+                if let Some(files) = files {
+                    lines.extend(wrap(files, column).into_iter().map(|l| (l, 2)));
+                }
+                lines
+            })
+            .collect();
+        let rows = laid.iter().map(Vec::len).max().unwrap_or(0);
+        let mut text = String::new();
+        for row in 0..rows {
+            let mut cells = Vec::new();
+            for lines in &laid {
+                let (line, style) = lines.get(row).cloned().unwrap_or_default();
+                let pad = column.saturating_sub(display_width(&line));
+                let padded = format!("{line}{}", " ".repeat(pad));
+                cells.push(match style {
+                    0 => self.out.bold(&padded),
+                    2 => self.out.dim(&padded),
+                    _ => padded,
+                });
+            }
+            text.push_str(cells.join(" │ ").trim_end());
+            text.push('\n');
+        }
+        text
+    }
+
+    /// `/edit [N]`: a changed copy of user message N, as its sibling, then answered.
+    pub(super) fn edit(&mut self, args: &str) {
+        let c = self.session.conversation();
+        let target = if args.is_empty() {
+            match c.nearest_typed(c.cursor()) {
+                Some(m) => m.id.to_string(),
+                None => {
+                    return self.refuse_text("nothing_to_edit_there_is_no", &[]);
+                }
+            }
+        } else {
+            let Some(id) = args
+                .strip_prefix('[')
+                .and_then(|a| a.strip_suffix(']'))
+                .unwrap_or(args)
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| c.id_by_number(n))
+            else {
+                return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
+            };
+            id.to_string()
+        };
+        let m = c.get(&target).expect("from the tree");
+        if m.is_summary() {
+            let n = c.number_of(&target).unwrap_or(0);
+            return self.refuse_text("a_summary_is_not_edited", &[("n", &n)]);
+        }
+        if m.role != Role::User {
+            let n = c.number_of(&target).unwrap_or(0);
+            return self.refuse_text(
+                "only_user_messages_can_be_edited",
+                &[("n", &n), ("role", &m.role.as_str())],
+            );
+        }
+        let old = m.content.clone();
+        let parent = m.parent_id.clone().expect("a user message has a parent");
+        let question = self.tr("edit_the_message_enter_sends_it", &[]);
+        let Some(text) = self.ask(&question, &old, true) else {
+            return self.out.say(&self.tr("edit_cancelled", &[]));
+        };
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.trim().is_empty() {
+            return self
+                .out
+                .say(&self.tr("edit_cancelled_the_text_is_empty", &[]));
+        }
+        if text == old {
+            return self
+                .out
+                .say(&self.tr("the_text_is_unchanged_retry_asks", &[]));
+        }
+        self.session.move_cursor(&parent).expect("from the tree");
+        self.offer_restore();
+        self.chat(text);
+    }
+
+    pub(super) fn list(&mut self, args: &str) {
+        let all = match args {
+            "" => false,
+            "all" => true,
+            other => {
+                return self.refuse_text("list_takes_no_argument_but_all", &[("other", &other)]);
+            }
+        };
+        let listed = if all {
+            self.store.list().map(|s| {
+                let n = s.len();
+                (s, n)
+            })
+        } else {
+            // Subagents' conversations are left out (`/list all` shows them): a few more are
+            // read so that the page stays full.
+            self.store.list_recent(LIST_LIMIT * 2)
+        };
+        let (summaries, total) = match listed {
+            Ok(listed) => listed,
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+        };
+        // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
+        let mut summaries: Vec<(new_core::session::Summary, new_core::session::store::Kind)> =
+            summaries
+                .into_iter()
+                .map(|s| {
+                    let kind = self.store.kind(&s.id);
+                    (s, kind)
+                })
+                .collect();
+        let mut hidden = 0;
+        if !all {
+            summaries.retain(|(_, kind)| {
+                hidden += usize::from(kind.subagent);
+                !kind.subagent
+            });
+            summaries.truncate(LIST_LIMIT);
+        }
+        let current = self.session.id().to_string();
+        let mut text = String::new();
+        if !self.session.is_persisted() {
+            text.push_str(&format!(
+                "* {current}  {}\n",
+                self.tr("this_new_conversation_not_saved_until", &[])
+            ));
+        }
+        if summaries.is_empty() && self.session.is_persisted() {
+            text.push_str(&self.tr("no_conversations_yet", &[]));
+        }
+        let shown = summaries.len();
+        for (s, kind) in &summaries {
+            let mark = if s.id == current { "*" } else { " " };
+            let when = s
+                .last_activity
+                .map(|t| {
+                    t.with_timezone(&chrono::Local)
+                        .format("%Y-%m-%d %H:%M")
+                        .to_string()
+                })
+                .unwrap_or_else(|| "-".repeat(16));
+            let mut title = if s.title.is_empty() {
+                "-".to_string()
+            } else {
+                preview(&s.title, 60)
+            };
+            if kind.one_shot {
+                title.push_str(&self.out.dim(&self.tr("list_one_shot", &[])));
+            }
+            text.push_str(&format!(
+                "{mark} {}  {:>4} {}  {when}  {title}\n",
+                s.id,
+                s.messages,
+                self.tr("msgs", &[]),
+            ));
+        }
+        if shown + hidden < total {
+            text.push_str(
+                &self
+                    .out
+                    .dim(&self.tr("list_more", &[("n", &(total - shown - hidden))])),
+            );
+        }
+        if hidden > 0 {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(
+                &self
+                    .out
+                    .dim(&self.tr("list_subagents_hidden", &[("n", &hidden)])),
+            );
+        }
+        self.out.say(text.trim_end_matches('\n'));
+    }
+
+    pub(super) fn switch(&mut self, args: &str) {
+        if args.is_empty() {
+            return self.refuse_text("usage_switch_id_see_list", &[]);
+        }
+        // A branch of this conversation by its name first.
+        if let Some(tip) = self.named_tip(args) {
+            return self.move_to(&tip);
+        }
+        let id = match self.store.resolve(args) {
+            Ok(id) => id,
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+        };
+        if id == self.session.id() && self.session.is_persisted() {
+            return self
+                .out
+                .say(&self.tr("is_already_the_current_conversation", &[("id", &id)]));
+        }
+        match ChatSession::open(self.store.clone(), &id, &self.system_prompt) {
+            Ok((session, report)) => {
+                self.end_session_hooks();
+                self.session = session;
+                self.report_load(&report);
+                let n = self.session.conversation().len() - 1;
+                self.out
+                    .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
+                self.start_session_hooks();
+                self.offer_restore();
+            }
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+        }
+    }
+
+    pub(super) fn report_load(&self, report: &LoadReport) {
+        if !report.skipped_lines.is_empty() {
+            let lines: Vec<String> = report
+                .skipped_lines
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect();
+            self.out.warn(&self.tr(
+                "skipped_unreadable_lines",
+                &[("n", &lines.len()), ("lines", &lines.join(", "))],
+            ));
+        }
+        if !report.orphans.is_empty() {
+            self.out.warn(&self.tr(
+                "orphans_under_the_root",
+                &[
+                    ("n", &report.orphans.len()),
+                    ("ids", &report.orphans.join(", ")),
+                ],
+            ));
+        }
+        if !report.duplicates.is_empty() {
+            self.out.warn(&self.tr(
+                "ignored_repeated_ids",
+                &[("ids", &report.duplicates.join(", "))],
+            ));
+        }
+        if !report.misplaced_summaries.is_empty() {
+            self.out.warn(&new_core::tools::escape_controls(&self.tr(
+                "misplaced_summaries",
+                &[("ids", &report.misplaced_summaries.join(", "))],
+            )));
+        }
+    }
+
+    pub(super) fn new_conversation(&mut self, args: &str) {
+        if !self.no_args("/new", args) {
+            return;
+        }
+        // Role and skill files are read again, so edits take effect.
+        match prompt::load_role(&self.layers, &self.role.name) {
+            Ok(role) => self.role = role,
+            Err(e) => self
+                .out
+                .warn(&self.tr("keeping_the_role", &[("error", &e)])),
+        }
+        self.reload_skills(true);
+        self.end_session_hooks();
+        self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
+        self.out
+            .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
+        self.start_session_hooks();
+    }
+
+    /// `/clear` (CodePilot's): the next message starts a fresh branch from the root of this
+    /// conversation, and the screen is cleared. Nothing is lost: the branch left stays in `/tree`;
+    /// the working folder stays as it is.
+    pub(super) fn clear(&mut self, args: &str) {
+        if !self.no_args("/clear", args) {
+            return;
+        }
+        let root = self.session.conversation().root_id.clone();
+        // Where it was, for a later `/restore` of the files, as for any move.
+        self.came_from = Some(self.session.conversation().cursor().to_string());
+        if let Err(e) = self.session.move_cursor(&root) {
+            return self.out.error(&e.to_string());
+        }
+        use std::io::{IsTerminal, Write};
+        let mut stdout = std::io::stdout();
+        if stdout.is_terminal() {
+            // Home, erase the screen and the scrollback.
+            let _ = stdout.write_all(b"\x1b[H\x1b[2J\x1b[3J");
+            let _ = stdout.flush();
+        }
+        self.out
+            .say(&self.tr("cleared", &[("id", &self.session.id())]));
+    }
+
+    /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
+    fn end_session_hooks(&mut self) {
+        tracing::info!(session = %self.session.id(), "session end");
+        self.fire_hooks(new_core::hooks::Input::new("session_end"));
+    }
+
+    /// …and another starts (`session_start`: what its hooks print goes with the next message).
+    fn start_session_hooks(&mut self) {
+        tracing::info!(session = %self.session.id(), "session start");
+        if let Some(started) = self.fire_hooks(new_core::hooks::Input::new("session_start")) {
+            self.hook_context = started.context;
+        }
+    }
+
+    /// The title shown by `/list`: the latest title record, else the first user message.
+    fn current_title(&self) -> String {
+        let c = self.session.conversation();
+        c.title
+            .clone()
+            .or_else(|| c.first_user_message().map(|m| preview(&m.content, 60)))
+            .unwrap_or_default()
+    }
+
+    pub(super) fn title(&mut self, args: &str) {
+        if args.is_empty() {
+            let title = self.current_title();
+            return self.out.say(&if title.is_empty() {
+                self.tr("this_conversation_has_no_title_yet", &[])
+            } else {
+                title
+            });
+        }
+        if !self.session.is_persisted() {
+            return self.refuse_text("nothing_to_name_yet_send_a", &[]);
+        }
+        match self.session.set_title(args) {
+            Ok(()) => self.out.say(&self.tr("titled", &[("args", &args)])),
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+        }
+    }
+
+    pub(super) fn delete(&mut self, args: &str) {
+        if args.is_empty() {
+            return self.refuse_text("usage_delete_id_see_list", &[]);
+        }
+        let id = match self.store.resolve(args) {
+            Ok(id) => id,
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+        };
+        if id == self.session.id() {
+            return self.refuse_text("that_is_the_current_conversation_new", &[]);
+        }
+        let summary = self
+            .store
+            .list()
+            .ok()
+            .and_then(|all| all.into_iter().find(|s| s.id == id));
+        let about = summary
+            .map(|s| {
+                format!(
+                    " “{}” ({} {})",
+                    preview(&s.title, 40),
+                    s.messages,
+                    self.tr("messages", &[])
+                )
+            })
+            .unwrap_or_default();
+        let question = self.tr(
+            "move_conversation_to_the_trash_y",
+            &[("id", &id), ("about", &about)],
+        );
+        let yes = self
+            .ask(&question, "", false)
+            .is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes" | "是"));
+        if !yes {
+            return self.out.say(&self.tr("nothing_deleted", &[]));
+        }
+        match self.store.trash(&id) {
+            Ok(path) => self
+                .out
+                .say(&self.tr("moved_to_trash", &[("id", &id), ("path", &path.display())])),
+            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+        }
+    }
+
+    pub(super) fn search(&mut self, args: &str) {
+        if args.is_empty() {
+            return self.refuse_text("usage_search_text", &[]);
+        }
+        let results = match self.store.search(args, SEARCH_LIMIT) {
+            Ok(r) => r,
+            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+        };
+        let mut text = String::new();
+        // The hits are what the model (or another program) wrote: escaped for the terminal.
+        let shown = new_core::tools::escape_controls;
+        for hit in &results.hits {
+            let mark = if hit.conversation == self.session.id() {
+                "*"
+            } else {
+                " "
+            };
+            text.push_str(&format!(
+                "{mark} {} [{}] {}: {}{}{}\n",
+                hit.conversation,
+                hit.number,
+                hit.role.as_str(),
+                shown(&hit.before),
+                self.out.paint("1;33", &shown(&hit.matched)),
+                shown(&hit.after)
+            ));
+        }
+        let found = results.hits.len();
+        let summary = if results.truncated {
+            self.tr("search_first_shown", &[("n", &found)])
+        } else {
+            self.tr(
+                "search_found",
+                &[("n", &found), ("c", &results.conversations_searched)],
+            )
+        };
+        text.push_str(&self.out.dim(&summary));
+        self.out.say(&text);
+    }
+
+    pub(super) fn export(&mut self, args: &str) {
+        let mut json = false;
+        let mut file = None;
+        for word in args.split_whitespace() {
+            match word {
+                "--json" => json = true,
+                w if w.starts_with("--") => {
+                    return self.refuse_text("export_knows_json_only_got", &[("w", &w)]);
+                }
+                w if file.is_none() => file = Some(PathBuf::from(w)),
+                w => {
+                    return self.refuse_text("export_takes_one_file_name_got", &[("w", &w)]);
+                }
+            }
+        }
+        let c = self.session.conversation();
+        if c.is_empty() {
+            return self.refuse_text("nothing_to_export_this_conversation_has", &[]);
+        }
+        let title = self.current_title();
+        let (text, ext) = if json {
+            let v = export::tree_json(c, &title);
+            (
+                serde_json::to_string_pretty(&v).expect("json") + "\n",
+                "json",
+            )
+        } else {
+            (export::branch_markdown(c, &title), "md")
+        };
+        let path = file.unwrap_or_else(|| PathBuf::from(format!("{}.{ext}", c.id)));
+        match std::fs::write(&path, text) {
+            Ok(()) => self
+                .out
+                .say(&self.tr("wrote", &[("path", &path.display())])),
+            Err(e) => self.out.error(&self.tr(
+                "writing_failed",
+                &[("path", &path.display()), ("error", &e)],
+            )),
+        }
+    }
+
+    /// `/dump`: the request the model would get for the branch at the cursor, as JSON (the exact
+    /// body) and as Markdown, beside the conversation file.
+    pub(super) fn dump(&mut self, args: &str) {
+        if !self.no_args("/dump", args) {
+            return;
+        }
+        let c = self.session.conversation();
+        let results = new_core::context::results_dir(self.store.dir(), c.id.as_str());
+        let mut messages = self.context.request_messages(c, c.cursor(), &results);
+        new_core::agent::add_mcp_instructions(&mut messages, &self.tools);
+        let request = ChatRequest {
+            model: self.config.model.clone(),
+            messages,
+            tools: self.offered_tools(),
+            no_tool_calls: false,
+            max_tokens: None,
+        };
+        // Exactly what the provider in use would send.
+        let body = new_core::llm::Model::request_body(&self.provider, &request);
+        let mut md = format!(
+            "# What the model sees\n\nConversation `{}` at node [{}], model `{}`, provider `{}`.\n",
+            c.id,
+            c.number_of(c.cursor()).unwrap_or(0),
+            request.model,
+            self.config.provider.name
+        );
+        for m in &request.messages {
+            md.push_str(&format!("\n## {}", m.role.as_str()));
+            if let Some(id) = m.tool_call_id() {
+                md.push_str(&format!(" (result of `{id}`)"));
+            }
+            md.push_str("\n\n");
+            if !m.content.is_empty() {
+                md.push_str(&export::fenced(&m.content));
+                md.push('\n');
+            }
+            for call in m.tool_calls() {
+                md.push_str(&format!(
+                    "\nTool call `{}` (`{}`): `{}`\n",
+                    call.function.name, call.id, call.function.arguments
+                ));
+            }
+        }
+        md.push_str("\n## Tools\n\n");
+        for t in &request.tools {
+            md.push_str(&format!("- `{}`: {}\n", t.name, t.description));
+        }
+        let dir = self.store.dir();
+        let (md_path, json_path) = (
+            dir.join(format!("{}.dump.md", c.id)),
+            dir.join(format!("{}.dump.json", c.id)),
+        );
+        let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
+        // Readable by the user only, like the conversations (they hold the whole system prompt).
+        let result = new_core::layers::write_private(&md_path, md.as_bytes())
+            .and_then(|()| new_core::layers::write_private(&json_path, json.as_bytes()));
+        match result {
+            Ok(()) => self.out.say(&self.tr(
+                "wrote_both",
+                &[("a", &md_path.display()), ("b", &json_path.display())],
+            )),
+            Err(e) => self
+                .out
+                .error(&self.tr("writing_the_dump_failed", &[("error", &e)])),
+        }
+    }
+
+    pub(super) fn permissions(&mut self, args: &str) {
+        if !args.is_empty() {
+            let Some(mode) = new_core::tools::Mode::parse(args) else {
+                return self.refuse_text(
+                    "unknown_permission_mode_use_strict_default",
+                    &[("args", &args)],
+                );
+            };
+            self.policy.mode = mode;
+            // Background subagents decide by the new mode from their next call on.
+            if let Some(subagents) = &self.subagents {
+                subagents
+                    .tasks
+                    .renew_fallbacks(|| super::approval::Unattended::boxed(&self.policy));
+            }
+        }
+        let mode = self.policy.mode;
+        let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
+        use new_core::tools::ToolKind::*;
+        let mut text = format!(
+            "{} {} · {} {} · {} {} · {} {}\n",
+            self.tr("mode", &[]),
+            self.out.bold(mode.as_str()),
+            self.tr("read", &[]),
+            table(Read),
+            self.tr("write", &[]),
+            table(Write),
+            self.tr("execute", &[]),
+            table(Execute),
+        );
+        let rules: Vec<String> = self
+            .policy
+            .rules()
+            .map(|(r, origin)| {
+                format!(
+                    "  {:<8} {}",
+                    origin.label(),
+                    new_core::tools::escape_controls(&r.describe())
+                )
+            })
+            .chain(self.policy.session_rules().map(|r| {
+                format!(
+                    "  {:<8} {}",
+                    "session",
+                    new_core::tools::escape_controls(&r.describe())
+                )
+            }))
+            .collect();
+        if rules.is_empty() {
+            text.push_str(&self.tr("no_rules_the_mode_decides", &[]));
+        } else {
+            text.push_str(&self.tr("rules_first_match_wins", &[]));
+            text.push_str(&rules.join("\n"));
+            text.push('\n');
+        }
+        text.push_str(&self.out.dim(&self.tr("hard_limits_rm_rf_mkfs_dd", &[])));
+        self.out.say(&text);
+    }
+
+    /// `/init`: asks the model to survey the project with its read tools and write `AGENTS.md`. The
+    /// write is asked for like any write to `AGENTS.md` (a diff, y or n), and an existing file is
+    /// updated rather than replaced blindly.
+    pub(super) fn init(&mut self, args: &str) {
+        if !self.no_args("/init", args) {
+            return;
+        }
+        let exists = ["AGENTS.md", "CLAUDE.md"]
+            .iter()
+            .find(|f| self.workdir.join(f).is_file());
+        let task = match exists {
+            Some(file) => format!(
+                "Survey this project with your read tools (list_files, glob, grep, read_file) and \
+                 improve its {file}: keep what is still right, correct what is not, and add what is \
+                 missing. Then write the whole file with write_file as AGENTS.md."
+            ),
+            None => {
+                "Survey this project with your read tools (list_files, glob, grep, read_file) and \
+                 write an AGENTS.md at its root with write_file."
+                    .to_string()
+            }
+        };
+        let prompt = format!(
+            "{task} AGENTS.md tells coding agents what they need to work here: how to build, test and \
+             run the project (exact commands), the layout (what lives where), and the conventions \
+             (style, naming, error handling, commit habits) the code shows. Be specific and brief; \
+             use `## ` sections; state only what you checked in the files."
+        );
+        self.chat(&prompt);
+    }
+
+    /// `/status`: the last status line, then the provider, model and permission mode, and the
+    /// session's totals.
+    pub(super) fn status(&mut self, args: &str) {
+        if !self.no_args("/status", args) {
+            return;
+        }
+        let (usage, cost, turns) = &self.totals;
+        let last = self
+            .last_status
+            .clone()
+            .unwrap_or_else(|| self.tr("status_no_turn_yet", &[]));
+        let cost = if self.config.pricing.is_some() {
+            format!(" · ${cost:.4}")
+        } else {
+            String::new()
+        };
+        let s = self.provider.settings();
+        let sandbox = match &self.tools.context().os_sandbox {
+            Some(sandbox) => format!("\n{}", sandbox.one_line()),
+            None => String::new(),
+        };
+        self.out.say(&format!(
+            "{last}\n{}\n{}{sandbox}",
+            self.tr(
+                "status_setup",
+                &[
+                    ("name", &s.name),
+                    ("model", &self.config.model),
+                    ("mode", &self.policy.mode.as_str()),
+                ],
+            ),
+            self.tr(
+                "status_totals",
+                &[
+                    ("turns", turns),
+                    ("input", &usage.input_tokens),
+                    ("output", &usage.output_tokens),
+                    ("cost", &cost),
+                ],
+            )
+        ));
+    }
+
+    pub(super) fn sandbox(&mut self, args: &str) {
+        if !self.no_args("/sandbox", args) {
+            return;
+        }
+        match &self.tools.context().os_sandbox {
+            Some(sandbox) => {
+                let text = sandbox.describe();
+                self.out.say(&new_core::tools::escape_controls_keep_lines(
+                    text.trim_end(),
+                ))
+            }
+            None => self.out.say(&self.tr("sandbox_nothing_runs", &[])),
+        }
+    }
+
+    pub(super) fn model(&mut self, args: &str) {
+        let s = self.provider.settings();
+        if args.is_empty() {
+            return self.out.say(&self.tr(
+                "provider_and_model",
+                &[
+                    ("name", &s.name),
+                    ("kind", &s.kind.as_str()),
+                    ("url", &s.base_url),
+                    ("model", &self.config.model),
+                ],
+            ));
+        }
+        if args.contains(char::is_whitespace) {
+            return self.refuse_text("a_model_name_has_no_spaces", &[("args", &args)]);
+        }
+        self.config.model = args.to_string();
+        self.reset_context();
+        self.out
+            .say(&self.tr("model_for_the_rest_of_this", &[("args", &args)]));
+    }
+
+    pub(super) fn models(&mut self, args: &str) {
+        if !self.no_args("/models", args) {
+            return;
+        }
+        let result = interruptible(
+            &self.runtime,
+            &self.busy,
+            &mut self.interrupts,
+            self.provider.models(),
+        );
+        let models = match result {
+            Some(Ok(models)) => models,
+            Some(Err(e)) => {
+                return self
+                    .out
+                    .error(&self.tr("cannot_list_the_models", &[("e", &e)]));
+            }
+            None => return self.out.warn(&self.tr("interrupted", &[])),
+        };
+        if models.is_empty() {
+            return self.out.say(&self.tr("the_server_lists_no_models", &[]));
+        }
+        let mut text = String::new();
+        for m in &models {
+            let mark = if m.id == self.config.model { "*" } else { " " };
+            let about = m
+                .description
+                .as_deref()
+                .filter(|d| *d != m.id)
+                .map(|d| self.out.dim(&format!("  {d}")))
+                .unwrap_or_default();
+            text.push_str(&format!("{mark} {}{about}\n", m.id));
+        }
+        text.push_str(&self.out.dim(&self.tr("model_name_switches", &[])));
+        self.out.say(&text);
+    }
+
+    /// `/help`: the commands by group, `/N` first among the tree's, with the keys and the skills
+    /// that can be called as commands, in aligned columns that wrap at the terminal's width;
+    /// `/help COMMAND`: that command whole.
+    pub(super) fn help(&mut self, args: &str) {
+        use super::commands::{CommandId as C, CommandSpec};
+        let lang = self.out.lang;
+        let width = super::markdown::terminal_layout(false).width.clamp(40, 120);
+        let usage = |c: &CommandSpec| {
+            if c.args.is_empty() {
+                c.names[0].to_string()
+            } else {
+                format!("{} {}", c.names[0], c.args)
+            }
+        };
+        if !args.is_empty() {
+            let name = format!("/{}", args.trim().trim_start_matches('/'));
+            let Some(c) = COMMANDS.iter().find(|c| c.names.contains(&name.as_str())) else {
+                return self.refuse_text("help_no_such_command", &[("name", &name)]);
+            };
+            let mut text = format!("{}\n", self.out.bold(&usage(c)));
+            for line in wrap(&c.help(lang), width - 2) {
+                text.push_str(&format!("  {line}\n"));
+            }
+            if c.names.len() > 1 {
+                text.push_str(&self.out.dim(&format!(
+                    "  {} {}\n",
+                    self.tr("aliases", &[]),
+                    c.names[1..].join(", ")
+                )));
+            }
+            return self.out.say(text.trim_end());
+        }
+        const COLUMN: usize = 24;
+        let groups: &[(&str, &[C])] = &[
+            (
+                "help_group_tree",
+                &[
+                    C::Tree,
+                    C::Branches,
+                    C::Branch,
+                    C::Prev,
+                    C::Next,
+                    C::Retry,
+                    C::Edit,
+                    C::Undo,
+                    C::Btw,
+                    C::Merge,
+                    C::Compare,
+                ],
+            ),
+            (
+                "help_group_conversations",
+                &[
+                    C::List,
+                    C::Switch,
+                    C::New,
+                    C::Title,
+                    C::Search,
+                    C::Export,
+                    C::Delete,
+                ],
+            ),
+            (
+                "help_group_project",
+                &[
+                    C::Diff,
+                    C::Restore,
+                    C::Checkpoints,
+                    C::Init,
+                    C::Permissions,
+                    C::Sandbox,
+                ],
+            ),
+            (
+                "help_group_context",
+                &[C::Context, C::Compact, C::Status, C::Dump],
+            ),
+            (
+                "help_group_extensions",
+                &[
+                    C::Skills,
+                    C::Memory,
+                    C::Remember,
+                    C::Mcp,
+                    C::Hooks,
+                    C::Agents,
+                    C::Tasks,
+                ],
+            ),
+            (
+                "help_group_settings",
+                &[C::Model, C::Models, C::Help, C::Exit],
+            ),
+        ];
+        let mut text = String::new();
+        let row = |text: &mut String, left: &str, help: &str| {
+            let lines = wrap(help, width.saturating_sub(COLUMN + 1).max(20));
+            // A usage too long for its column has its text on the lines below.
+            let own_line = display_width(left) + 3 > COLUMN;
+            if own_line {
+                text.push_str(&format!("  {left}\n"));
+            }
+            for (i, line) in lines.iter().enumerate() {
+                if i == 0 && !own_line {
+                    let pad = COLUMN - display_width(left) - 2;
+                    text.push_str(&format!("  {left}{}{line}\n", " ".repeat(pad)));
+                } else {
+                    text.push_str(&format!("{}{line}\n", " ".repeat(COLUMN)));
+                }
+            }
+        };
+        for (title, ids) in groups {
+            text.push_str(&self.out.bold(&self.tr(title, &[])));
+            text.push('\n');
+            if *title == "help_group_tree" {
+                row(&mut text, "/N", &self.tr("move_to_node_n_of_tree", &[]));
+            }
+            for id in *ids {
+                if let Some(c) = COMMANDS.iter().find(|c| c.id == *id) {
+                    row(&mut text, &usage(c), &c.help(lang));
+                }
+            }
+            text.push('\n');
+        }
+        // Any command a group leaves out still shows.
+        let grouped: Vec<C> = groups
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
+        for c in COMMANDS.iter().filter(|c| !grouped.contains(&c.id)) {
+            row(&mut text, &usage(c), &c.help(lang));
+        }
+        let skills: Vec<String> = self
+            .skills
+            .all()
+            .filter(|s| s.enabled)
+            .map(|s| format!("/{}", s.name))
+            .collect();
+        if !skills.is_empty() {
+            text.push_str(&self.out.bold(&self.tr("help_group_skills", &[])));
+            text.push('\n');
+            for line in wrap(&skills.join("  "), width - 2) {
+                text.push_str(&format!("  {line}\n"));
+            }
+            text.push('\n');
+        }
+        text.push_str(&self.out.bold(&self.tr("help_group_keys", &[])));
+        text.push('\n');
+        for (keys, what) in [
+            ("Enter", "help_key_enter"),
+            ("Alt-Enter, Ctrl-J, \\", "help_key_newline"),
+            ("Tab", "help_key_tab"),
+            ("Ctrl-C", "help_key_ctrl_c"),
+            ("Ctrl-L", "help_key_ctrl_l"),
+            ("Ctrl-D", "help_key_ctrl_d"),
+            ("//text", "send_text_that_starts_with"),
+        ] {
+            row(&mut text, keys, &self.tr(what, &[]));
+        }
+        let aliases: Vec<String> = COMMANDS
+            .iter()
+            .flat_map(|c| {
+                c.names[1..]
+                    .iter()
+                    .map(move |a| format!("{a} = {}", c.names[0]))
+            })
+            .collect();
+        let mut tail = String::new();
+        for line in wrap(
+            &format!("{} {}", self.tr("aliases", &[]), aliases.join(", ")),
+            width,
+        ) {
+            tail.push_str(&line);
+            tail.push('\n');
+        }
+        tail.push_str(&self.tr("help_command_details", &[]));
+        text.push_str(&self.out.dim(&tail));
+        self.out.say(&text);
+    }
+}
+
+/// `text` wrapped to `width` columns: at spaces where it can, inside a word too long for a line.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    use unicode_width::UnicodeWidthChar;
+    let width = width.max(1);
+    let mut out = Vec::new();
+    for source in text.lines() {
+        let mut line = String::new();
+        let mut used = 0;
+        for word in source.split(' ') {
+            let w = display_width(word);
+            if used > 0 && used + 1 + w > width {
+                out.push(std::mem::take(&mut line));
+                used = 0;
+            }
+            if used > 0 {
+                line.push(' ');
+                used += 1;
+            }
+            for c in word.chars() {
+                let cw = c.width().unwrap_or(0);
+                if used + cw > width && used > 0 {
+                    out.push(std::mem::take(&mut line));
+                    used = 0;
+                }
+                line.push(c);
+                used += cw;
+            }
+        }
+        out.push(line);
+    }
+    out
+}

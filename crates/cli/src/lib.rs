@@ -1,0 +1,30 @@
+//! The REPL: line editing, the command table and its dispatch, tree drawing and output.
+//! [`run`] is the whole program once the arguments are parsed.
+
+#![forbid(unsafe_code)]
+
+mod approval;
+mod branch_view;
+mod checkpoint_view;
+pub mod commands;
+pub mod context_view;
+mod editor;
+mod handlers;
+pub mod highlight;
+pub mod import_cmd;
+pub mod json_output;
+pub mod markdown;
+mod mcp_view;
+mod memory_view;
+pub mod output;
+mod parallel;
+mod reader;
+mod repl;
+mod setup;
+mod skills_view;
+mod spinner;
+pub mod text;
+pub mod tree_view;
+mod typeahead;
+
+pub use repl::{App, Flow, Launch, default_datadir, run};

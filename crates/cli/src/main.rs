@@ -1,0 +1,129 @@
+//! The `new` binary: parses the command line and hands over to the library.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use new_cli::json_output::OutputFormat;
+use new_cli::{Launch, run};
+use new_core::config::{Lang, Overrides};
+use new_core::tools::Mode;
+
+/// A terminal AI agent whose conversations are trees.
+#[derive(Parser, Debug)]
+#[command(
+    name = "new",
+    version,
+    about = "A terminal AI agent whose conversations are trees (and: new import)",
+    long_about = None
+)]
+struct Args {
+    /// The only folder the tools may touch [default: .]
+    workdir: Option<PathBuf>,
+    /// The system prompt's role, roles/<ROLE>.md [default: default]
+    role: Option<String>,
+    /// Where the conversations live [default: one per project]
+    datadir: Option<PathBuf>,
+    /// openai, anthropic, ollama, llamacpp, …
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// The model to ask
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// The interface's language: en or zh
+    #[arg(long, value_name = "LANG", value_parser = ["en", "zh"], hide_possible_values = true)]
+    lang: Option<String>,
+    /// strict, default or permissive
+    #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
+    permission_mode: Option<String>,
+    /// Send TEXT, print the answer and exit (-: stdin)
+    #[arg(short = 'p', long = "prompt", value_name = "TEXT")]
+    prompt: Option<String>,
+    /// What -p prints: text, json or stream-json
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json", "stream-json"], default_value = "text", hide_default_value = true, hide_possible_values = true, requires = "prompt")]
+    output_format: String,
+    /// Start the REPL with TEXT as the first message
+    #[arg(
+        short = 'q',
+        long = "query",
+        value_name = "TEXT",
+        conflicts_with = "prompt"
+    )]
+    query: Option<String>,
+    /// Reopen this project's latest conversation
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    continue_latest: bool,
+    /// Reopen conversation ID (a prefix is enough)
+    #[arg(short = 'r', long, value_name = "ID")]
+    resume: Option<String>,
+    /// Trust the project's .new/config.json as it is
+    #[arg(long)]
+    trust_project: bool,
+    /// Show answers as written (Markdown unrendered)
+    #[arg(long)]
+    no_render: bool,
+    /// Work as subagent role NAME (see /agents)
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+}
+
+/// `new import SOURCE PATH…`: other agents' history as this project's conversations.
+#[derive(Parser, Debug)]
+#[command(
+    name = "new import",
+    bin_name = "new import",
+    about = "Other agents' history (Claude Code, Codex, pi) as this project's conversations",
+    long_about = None
+)]
+struct ImportArgs {
+    /// Whose history: claude (Claude Code), codex or pi
+    #[arg(value_parser = ["claude", "codex", "pi"], hide_possible_values = true)]
+    source: String,
+    /// Session files (.jsonl), or folders of them
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The project they become conversations of [default: .]
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+    /// Where its conversations live [default: its own folder]
+    #[arg(long, value_name = "DIR")]
+    datadir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    new_sys::platform::tune_allocator();
+    new_sys::os_sandbox::run_helper_if_asked();
+    let _log = new_core::log::init();
+    // `new import …` (a folder named `import` is `./import`).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "import") {
+        let args = ImportArgs::parse_from(std::env::args_os().skip(1));
+        return new_cli::import_cmd::run_import(new_cli::import_cmd::ImportLaunch {
+            source: args.source,
+            paths: args.paths,
+            workdir: args.workdir,
+            datadir: args.datadir,
+        });
+    }
+    let args = Args::parse();
+    run(Launch {
+        workdir: args.workdir,
+        role: args.role,
+        datadir: args.datadir,
+        overrides: Overrides {
+            provider: args.provider,
+            model: args.model,
+            lang: args.lang.as_deref().and_then(Lang::parse),
+            permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
+        },
+        prompt: args.prompt,
+        continue_latest: args.continue_latest,
+        resume: args.resume,
+        trust_project: args.trust_project,
+        no_render: args.no_render,
+        agent: args.agent,
+        query: args.query,
+        output_format: OutputFormat::parse(&args.output_format).unwrap_or_default(),
+    })
+}

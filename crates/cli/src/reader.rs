@@ -1,0 +1,227 @@
+//! Where input lines come from: the line editor on a terminal, standard input otherwise. Commands
+//! that ask a question (`/delete`'s confirmation, `/edit`'s new text) read their answer from the
+//! same place, so piped input answers them with its next line.
+
+use std::io::{BufRead, StdinLock};
+use std::path::PathBuf;
+
+use rustyline::error::ReadlineError;
+use rustyline::history::{FileHistory, History};
+use rustyline::{Cmd, CompletionType, EditMode, Editor, KeyCode, KeyEvent, Modifiers};
+
+use super::editor::{ReplHelper, join_continuations};
+use super::output::Output;
+use new_core::session::Store;
+
+pub enum ReadOutcome {
+    Line(String),
+    /// Ctrl-C at the prompt.
+    Interrupted,
+    Eof,
+}
+
+pub enum Reader {
+    Editor {
+        editor: Box<Editor<ReplHelper, FileHistory>>,
+        history: Option<PathBuf>,
+        /// What is typed while a turn runs.
+        typeahead: super::typeahead::TypeAhead,
+        /// A question paused it: it goes on at [`Reader::resume_typeahead`].
+        paused: bool,
+    },
+    Piped(std::io::Lines<StdinLock<'static>>),
+    /// One-shot mode: there is nobody to ask.
+    Closed,
+}
+
+impl Reader {
+    pub fn editor(
+        store: Store,
+        color: bool,
+        skills: super::editor::SkillNames,
+        mcp: super::editor::McpSlot,
+    ) -> rustyline::Result<Reader> {
+        let config = rustyline::Config::builder()
+            .auto_add_history(false)
+            .completion_type(CompletionType::List)
+            .edit_mode(EditMode::Emacs)
+            .max_history_size(10_000)?
+            .build();
+        let mut editor: Editor<ReplHelper, FileHistory> = Editor::with_config(config)?;
+        editor.set_helper(Some(ReplHelper {
+            store,
+            color,
+            skills,
+            mcp,
+        }));
+        editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
+        editor.bind_sequence(KeyEvent::ctrl('J'), Cmd::Newline);
+        let history = history_path();
+        if let Some(path) = &history {
+            let _ = editor.load_history(path);
+        }
+        Ok(Reader::Editor {
+            editor: Box::new(editor),
+            history,
+            typeahead: Default::default(),
+            paused: false,
+        })
+    }
+
+    pub fn piped() -> Reader {
+        Reader::Piped(std::io::stdin().lock().lines())
+    }
+
+    /// A way for other threads to print above the prompt while the line editor waits (None
+    /// without a terminal).
+    pub fn external_printer(&mut self) -> Option<Box<dyn rustyline::ExternalPrinter + Send>> {
+        match self {
+            Reader::Editor { editor, .. } => editor
+                .create_external_printer()
+                .ok()
+                .map(|p| Box::new(p) as Box<dyn rustyline::ExternalPrinter + Send>),
+            _ => None,
+        }
+    }
+
+    /// A turn (or a command) starts: keys typed from now on are collected, not echoed.
+    pub fn begin_typeahead(&mut self) {
+        if let Reader::Editor { typeahead, .. } = self {
+            typeahead.start();
+        }
+    }
+
+    /// It ended: the lines typed meanwhile (ended by Enter).
+    pub fn end_typeahead(&mut self) -> Vec<String> {
+        match self {
+            Reader::Editor {
+                typeahead, paused, ..
+            } => {
+                *paused = false;
+                typeahead.finish()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Collecting goes on after the questions that paused it.
+    pub fn resume_typeahead(&mut self) {
+        if let Reader::Editor {
+            typeahead, paused, ..
+        } = self
+            && std::mem::take(paused)
+        {
+            typeahead.start();
+        }
+    }
+
+    /// What was typed without an Enter, for the next prompt's line.
+    pub fn typed_ahead(&mut self) -> String {
+        match self {
+            Reader::Editor { typeahead, .. } => typeahead.take_partial(),
+            _ => String::new(),
+        }
+    }
+
+    pub fn is_piped(&self) -> bool {
+        matches!(self, Reader::Piped(_))
+    }
+
+    /// Reads one entry; `initial` pre-fills the line editor (ignored for piped input). Only
+    /// entries to `remember` go into the input history: not the answers to yes/no questions.
+    pub fn read(
+        &mut self,
+        prompt: &str,
+        initial: &str,
+        remember: bool,
+        out: &Output,
+    ) -> std::io::Result<ReadOutcome> {
+        match self {
+            Reader::Editor {
+                editor,
+                history,
+                typeahead,
+                paused,
+            } => {
+                // A question during a turn: the line editor has the terminal, until whoever
+                // asked is done asking (`resume_typeahead`); no waiting line over it.
+                super::spinner::hush_any();
+                if typeahead.pause() {
+                    *paused = true;
+                }
+                let read = editor.readline_with_initial(prompt, (initial, ""));
+                match read {
+                    Ok(line) => {
+                        if remember && !line.trim().is_empty() {
+                            let _ = editor.add_history_entry(line.as_str());
+                            save_history(editor, history.as_deref(), out);
+                        }
+                        Ok(ReadOutcome::Line(join_continuations(&line)))
+                    }
+                    Err(ReadlineError::Interrupted) => Ok(ReadOutcome::Interrupted),
+                    Err(ReadlineError::Eof) => Ok(ReadOutcome::Eof),
+                    Err(ReadlineError::Io(e)) => Err(e),
+                    Err(e) => Err(std::io::Error::other(e)),
+                }
+            }
+            Reader::Piped(lines) => {
+                // A line ending in `\` continues on the next one.
+                let mut entry = String::new();
+                loop {
+                    match lines.next() {
+                        Some(line) => {
+                            let line = line?;
+                            match line.strip_suffix('\\') {
+                                Some(head) => {
+                                    entry.push_str(head);
+                                    entry.push('\n');
+                                }
+                                None => {
+                                    entry.push_str(&line);
+                                    return Ok(ReadOutcome::Line(entry));
+                                }
+                            }
+                        }
+                        None if entry.is_empty() => return Ok(ReadOutcome::Eof),
+                        None => return Ok(ReadOutcome::Line(entry)),
+                    }
+                }
+            }
+            Reader::Closed => Ok(ReadOutcome::Eof),
+        }
+    }
+}
+
+/// Appends the new entries to the history file, then reloads it, so that several `new` processes
+/// share one history without overwriting each other's.
+fn save_history(
+    editor: &mut Editor<ReplHelper, FileHistory>,
+    path: Option<&std::path::Path>,
+    out: &Output,
+) {
+    let Some(path) = path else { return };
+    if let Some(dir) = path.parent() {
+        let _ = new_core::session::error::create_private_dir(dir);
+    }
+    // What the user typed may hold secrets: the file is theirs alone, created so before the
+    // editor writes to it.
+    let _ = new_core::session::error::private_options()
+        .append(true)
+        .create(true)
+        .open(path);
+    if let Err(e) = editor.append_history(path) {
+        out.warn(&super::text::tr(
+            out.lang,
+            "history_not_saved",
+            &[("path", &path.display()), ("error", &e)],
+        ));
+        return;
+    }
+    let _ = editor.history_mut().clear();
+    let _ = editor.load_history(path);
+}
+
+/// The input history file, shared by every project.
+fn history_path() -> Option<PathBuf> {
+    dirs::data_dir().map(|d| d.join("new").join("history.txt"))
+}

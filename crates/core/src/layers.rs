@@ -1,0 +1,125 @@
+//! Where roles, skills and configuration are looked up, nearest first: the project's `<WORKDIR>/.new/`,
+//! the user's `<config dir>/new/`, then the built-in files compiled into the binary.
+
+use std::path::{Path, PathBuf};
+
+/// Built-in roles: (name, text).
+pub const BUILTIN_ROLES: &[(&str, &str)] = &[
+    ("default", include_str!("../../../roles/default.md")),
+    (
+        "code-assistant",
+        include_str!("../../../roles/code-assistant.md"),
+    ),
+];
+
+/// Built-in skills: (file name, text).
+pub const BUILTIN_SKILLS: &[(&str, &str)] = &[
+    (
+        "code-reviewer.md",
+        include_str!("../../../skills/code-reviewer.md"),
+    ),
+    (
+        "data-analyst.md",
+        include_str!("../../../skills/data-analyst.md"),
+    ),
+    (
+        "translator.md",
+        include_str!("../../../skills/translator.md"),
+    ),
+];
+
+/// The two folders searched before the built-in files.
+#[derive(Debug, Clone)]
+pub struct Layers {
+    /// `<WORKDIR>/.new`
+    pub project: PathBuf,
+    /// `<config dir>/new`, when the platform has a config dir.
+    pub user: Option<PathBuf>,
+    /// CodePilot's folder of the user's, `~/.codepilot`, read beside `user` (farther than it).
+    pub codepilot_user: Option<PathBuf>,
+}
+
+impl Layers {
+    pub fn new(workdir: &Path) -> Self {
+        Layers {
+            project: workdir.join(".new"),
+            user: user_dir(),
+            codepilot_user: dirs::home_dir().map(|h| h.join(crate::config::codepilot::FOLDER)),
+        }
+    }
+
+    /// The project's folder (WORKDIR), the parent of `project`.
+    pub fn workdir(&self) -> &Path {
+        self.project.parent().unwrap_or(&self.project)
+    }
+
+    /// CodePilot's folder of the project's, `<WORKDIR>/.codepilot`, read beside `project`.
+    pub fn codepilot_project(&self) -> PathBuf {
+        self.workdir().join(crate::config::codepilot::FOLDER)
+    }
+
+    /// The layers of a project in `workdir` and a user whose home is `home` (where the tests put
+    /// them): `workdir/.new`, `home/new` as the config folder, `home/.codepilot`.
+    #[cfg(test)]
+    pub fn at(workdir: &Path, home: &Path) -> Self {
+        Layers {
+            project: workdir.join(".new"),
+            user: Some(home.join("new")),
+            codepilot_user: Some(home.join(crate::config::codepilot::FOLDER)),
+        }
+    }
+
+    /// The on-disk layers, nearest first.
+    pub fn dirs(&self) -> Vec<(LayerKind, &Path)> {
+        let mut dirs = vec![(LayerKind::Project, self.project.as_path())];
+        if let Some(user) = &self.user {
+            dirs.push((LayerKind::User, user.as_path()));
+        }
+        dirs
+    }
+}
+
+/// Writes a file of the user's (config, trust) readable by them only: its folder is created 0700,
+/// the text goes to a temporary 0600 file beside it, is synced, and renamed over the old one.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    new_sys::platform::private_dir_builder().create(dir)?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::session::new_id()));
+    let result = (|| {
+        let mut f = new_sys::platform::private_file_options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// `<config dir>/new`, e.g. `~/.config/new` on Linux.
+pub fn user_dir() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("new"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerKind {
+    Project,
+    User,
+    Builtin,
+}
+
+impl LayerKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            LayerKind::Project => "project",
+            LayerKind::User => "user",
+            LayerKind::Builtin => "built-in",
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! Roles and the system prompt. A role is `roles/<name>.md`, plain Markdown used as the system prompt,
+//! looked up in the layers of [`crate::layers`]. The system prompt is the role, then every enabled
+//! skill, then a short note on the working folder.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+pub mod agents;
+
+use crate::layers::{BUILTIN_ROLES, LayerKind, Layers};
+use crate::skill::SkillRegistry;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RoleError {
+    #[error("unknown role `{name}`; available roles: {}", .available.join(", "))]
+    Unknown {
+        name: String,
+        available: Vec<String>,
+    },
+    #[error("cannot read role file {path}: {cause}")]
+    Read {
+        path: std::path::PathBuf,
+        cause: std::io::Error,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleFile {
+    pub name: String,
+    pub text: String,
+    pub layer: LayerKind,
+}
+
+/// The largest role file read (a role is the whole system prompt's start).
+pub const MAX_ROLE_BYTES: usize = 256 * 1024;
+
+/// Loads a role by name, nearest layer first.
+pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
+    if valid {
+        let files = crate::project_file::ProjectFiles::new(layers.workdir());
+        for (layer, dir) in layers.dirs() {
+            let path = dir.join("roles").join(format!("{name}.md"));
+            // A project's role may not be a link out of it; no role is read past the limit.
+            let got = match layer {
+                LayerKind::Project => files.read(&path, MAX_ROLE_BYTES),
+                _ => crate::project_file::read_own(&path, MAX_ROLE_BYTES),
+            };
+            match got.and_then(|r| r.map(|r| r.whole_text(&path, MAX_ROLE_BYTES)).transpose()) {
+                Ok(Some(text)) => {
+                    return Ok(RoleFile {
+                        name: name.to_string(),
+                        text,
+                        layer,
+                    });
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    return Err(RoleError::Read {
+                        path,
+                        cause: std::io::Error::other(why),
+                    });
+                }
+            }
+        }
+        if let Some((_, text)) = BUILTIN_ROLES.iter().find(|(n, _)| *n == name) {
+            return Ok(RoleFile {
+                name: name.to_string(),
+                text: text.to_string(),
+                layer: LayerKind::Builtin,
+            });
+        }
+    }
+    Err(RoleError::Unknown {
+        name: name.to_string(),
+        available: available_roles(layers),
+    })
+}
+
+/// Every role name in every layer, sorted.
+pub fn available_roles(layers: &Layers) -> Vec<String> {
+    let mut names: BTreeSet<String> = BUILTIN_ROLES.iter().map(|(n, _)| n.to_string()).collect();
+    for (_, dir) in layers.dirs() {
+        if let Ok(entries) = std::fs::read_dir(dir.join("roles")) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|x| x == "md")
+                    && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+                {
+                    names.insert(stem.to_string());
+                }
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// The system prompt: the role, every enabled skill, and where the tools work.
+pub fn system_prompt(
+    role: &RoleFile,
+    instructions: &str,
+    skills: &SkillRegistry,
+    workdir: &Path,
+) -> String {
+    system_prompt_parts(role, instructions, skills, workdir)
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+/// The system prompt by source (`role default`, `AGENTS.md`, `skill <name>`, `environment`):
+/// the texts, joined, are the system prompt.
+pub fn system_prompt_parts(
+    role: &RoleFile,
+    instructions: &str,
+    skills: &SkillRegistry,
+    workdir: &Path,
+) -> Vec<(String, String)> {
+    let mut parts = vec![(format!("role {}", role.name), role.text.trim().to_string())];
+    if !instructions.trim().is_empty() {
+        parts.push((
+            "AGENTS.md".to_string(),
+            format!(
+                "\n\n# Instructions from the project and the user (AGENTS.md)\n\n{}",
+                instructions.trim()
+            ),
+        ));
+    }
+    for skill in skills.enabled() {
+        let mut text = format!("\n\n## Skill: {}", skill.name);
+        if !skill.description.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&skill.description);
+        }
+        text.push_str("\n\n");
+        text.push_str(&skill.body);
+        parts.push((format!("skill {}", skill.name), text));
+    }
+    let index: Vec<String> = skills
+        .on_demand()
+        .map(|s| {
+            // Where it comes from: a project's skill is the project's word, not the user's.
+            let mut line = format!("- `{}` ({})", s.name, s.tier.label());
+            if !s.description.is_empty() {
+                line.push_str(": ");
+                line.push_str(&s.description.replace('\n', " "));
+            }
+            line
+        })
+        .collect();
+    if !index.is_empty() {
+        parts.push((
+            "skills index".to_string(),
+            format!(
+                "\n\n## Skills\n\nLoad one with the use_skill tool when the task matches its description, then follow it:\n{}",
+                index.join("\n")
+            ),
+        ));
+    }
+    parts.push((
+        "environment".to_string(),
+        format!("\n\n{}", environment(workdir)),
+    ));
+    parts
+}
+
+/// What the model should know of where it works: the folder, the operating system, today's date,
+/// and for a git repository the branch and whether the work tree has changes.
+pub fn environment(workdir: &Path) -> String {
+    let mut text = format!(
+        "## Environment\n\nWorking folder: {}\nFile tools take paths relative to it.\nOperating system: {}\nToday's date: {}",
+        workdir.display(),
+        operating_system(),
+        chrono::Local::now().format("%Y-%m-%d (%A)")
+    );
+    if let Some(git) = git_state(workdir) {
+        text.push_str("\nGit: ");
+        text.push_str(&git);
+    }
+    text
+}
+
+/// CodePilot's template variables, in roles, instructions and skills: `{{OS}}`, `{{CWD}}` and
+/// `{{WORKDIR}}` (the working folder), `{{GIT_BRANCH}}` (empty outside a repository or on a
+/// detached HEAD), `{{DATE}}` (`YYYY-MM-DD`), `{{MODEL}}`. Other `{{…}}` stay as written.
+pub fn fill_variables(text: &str, workdir: &Path, model: &str) -> String {
+    if !text.contains("{{") {
+        return text.to_string();
+    }
+    let branch = find_git_dir(workdir)
+        .and_then(|g| std::fs::read_to_string(g.join("HEAD")).ok())
+        .and_then(|h| {
+            h.trim()
+                .strip_prefix("ref: refs/heads/")
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let folder = workdir.display().to_string();
+    let values = [
+        ("{{OS}}", operating_system()),
+        ("{{CWD}}", folder.clone()),
+        ("{{WORKDIR}}", folder),
+        ("{{GIT_BRANCH}}", branch),
+        (
+            "{{DATE}}",
+            chrono::Local::now().format("%Y-%m-%d").to_string(),
+        ),
+        ("{{MODEL}}", model.to_string()),
+    ];
+    let mut out = text.to_string();
+    for (name, value) in &values {
+        out = out.replace(name, value);
+    }
+    out
+}
+
+fn operating_system() -> String {
+    let os = std::env::consts::OS;
+    let pretty = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        });
+    match pretty {
+        Some(p) if !p.is_empty() => format!("{os} ({p}, {})", std::env::consts::ARCH),
+        _ => format!("{os} ({})", std::env::consts::ARCH),
+    }
+}
+
+/// `branch main, uncommitted changes`, read from `.git` without running git where it can be (the
+/// branch); whether the work tree has changes needs `git status`, which is given a second and
+/// left out if git is missing or slow. None outside a repository.
+fn git_state(workdir: &Path) -> Option<String> {
+    let git_dir = find_git_dir(workdir)?;
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = head.trim();
+    let mut text = match head.strip_prefix("ref: refs/heads/") {
+        Some(branch) => format!("branch {branch}"),
+        None => format!("detached HEAD at {}", head.get(..12).unwrap_or(head)),
+    };
+    match work_tree_changed(workdir) {
+        Some(true) => text.push_str(", uncommitted changes"),
+        Some(false) => text.push_str(", clean work tree"),
+        None => {}
+    }
+    Some(text)
+}
+
+/// The repository's git folder: `.git` in WORKDIR or above, or where a `.git` file (a worktree,
+/// a submodule) points.
+fn find_git_dir(workdir: &Path) -> Option<std::path::PathBuf> {
+    for dir in workdir.ancestors() {
+        let dot_git = dir.join(".git");
+        if dot_git.is_dir() {
+            return Some(dot_git);
+        }
+        if let Ok(text) = std::fs::read_to_string(&dot_git) {
+            let target = text.trim().strip_prefix("gitdir:")?.trim().to_string();
+            let path = std::path::PathBuf::from(target);
+            return Some(if path.is_absolute() {
+                path
+            } else {
+                dir.join(path)
+            });
+        }
+    }
+    None
+}
+
+/// `git status --porcelain` (tracked files only), given a second; None if git is missing, fails
+/// or takes longer.
+fn work_tree_changed(workdir: &Path) -> Option<bool> {
+    use std::process::Stdio;
+    let args = [
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ];
+    // Inside the session's sandbox when there is one: a `.git` a command planted (with a
+    // `core.fsmonitor` or a clean filter in its config) runs nothing outside it.
+    let mut command = new_sys::os_sandbox::command(
+        new_sys::os_sandbox::current().as_deref(),
+        Some(new_sys::os_sandbox::Reach::None),
+        "git".as_ref(),
+        &args.map(std::ffi::OsString::from),
+        workdir,
+    )
+    .ok()?
+    .into_std();
+    let mut child = command
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match child.try_wait().ok()? {
+            Some(status) if status.success() => break,
+            Some(_) => return None,
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    Some(!out.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layers(dir: &Path) -> Layers {
+        Layers::at(&dir.join("p"), &dir.join("u"))
+    }
+
+    #[test]
+    fn the_environment_names_os_date_folder_and_git_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = environment(dir.path());
+        assert!(text.contains(&format!("Working folder: {}", dir.path().display())));
+        assert!(text.contains(&format!("Operating system: {}", std::env::consts::OS)));
+        let today = chrono::Local::now().format("%Y-%m-%d").to_string();
+        assert!(text.contains(&format!("Today's date: {today}")), "{text}");
+        assert!(!text.contains("Git:"), "not a repository: {text}");
+        // A repository, read from .git: the branch without git; a detached HEAD; a worktree file.
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert!(
+            environment(&sub).contains("Git: branch feature/x"),
+            "{}",
+            environment(&sub)
+        );
+        std::fs::write(dir.path().join(".git/HEAD"), "0123456789abcdef0123\n").unwrap();
+        assert!(environment(dir.path()).contains("Git: detached HEAD at 0123456789ab"));
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(
+            other.path().join(".git"),
+            format!("gitdir: {}\n", dir.path().join(".git").display()),
+        )
+        .unwrap();
+        assert!(environment(other.path()).contains("Git: detached HEAD"));
+    }
+
+    #[test]
+    fn a_real_repository_reports_changes_when_git_is_there() {
+        let has_git = std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_ok();
+        if !has_git {
+            return; // the state is simply left out without git, as tested above
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@x")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@x")
+                .output()
+                .unwrap()
+        };
+        git(&["init", "-q", "-b", "trunk"]);
+        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-q", "-m", "one"]);
+        assert!(environment(dir.path()).contains("Git: branch trunk, clean work tree"));
+        std::fs::write(dir.path().join("a.txt"), "2").unwrap();
+        assert!(environment(dir.path()).contains("Git: branch trunk, uncommitted changes"));
+    }
+
+    #[test]
+    fn builtin_roles_and_project_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        assert_eq!(load_role(&l, "default").unwrap().layer, LayerKind::Builtin);
+        std::fs::create_dir_all(l.project.join("roles")).unwrap();
+        std::fs::write(l.project.join("roles/default.md"), "mine").unwrap();
+        std::fs::write(l.project.join("roles/pirate.md"), "arr").unwrap();
+        let role = load_role(&l, "default").unwrap();
+        assert_eq!(
+            (role.text.as_str(), role.layer),
+            ("mine", LayerKind::Project)
+        );
+        assert_eq!(available_roles(&l), ["code-assistant", "default", "pirate"]);
+    }
+
+    #[test]
+    fn unknown_and_path_like_roles_list_the_available_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["nope", "../default", "", ".hidden"] {
+            let err = load_role(&layers(dir.path()), name).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("unknown role `{name}`; available roles: code-assistant, default")
+            );
+        }
+    }
+
+    #[test]
+    fn prompt_holds_role_and_enabled_skills_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        let role = load_role(&l, "default").unwrap();
+        let skills = SkillRegistry::load(&l);
+        let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
+        assert!(prompt.starts_with("You are a helpful assistant"));
+        assert!(prompt.contains("## Skill: code-reviewer"));
+        assert!(!prompt.contains("## Skill: translator"));
+        assert!(prompt.contains("## Environment\n\nWorking folder: /w\nFile tools take paths relative to it.\nOperating system: "));
+    }
+}

@@ -1,0 +1,8 @@
+//! Every OS detail of `new`, and all of its `unsafe`: the platform layer (files, terminals,
+//! process groups, shells, Windows paths) and the OS sandbox (Landlock, seccomp and namespaces on
+//! Linux, Seatbelt on macOS, job objects on Windows) with its network proxy. The engine
+//! (`new_core`) and the front ends (`new`) forbid `unsafe`; what they need of the OS is here.
+
+pub mod os_sandbox;
+pub mod platform;
+pub mod process;
