@@ -5,13 +5,6 @@
 use crate::support::*;
 
 #[cfg(unix)]
-fn mkfifo(path: &std::path::Path) {
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-}
-
-#[cfg(unix)]
 #[test]
 fn links_out_fifos_devices_and_huge_files_in_a_project_are_refused_and_said() {
     let env = Env::new();
@@ -34,7 +27,7 @@ fn links_out_fifos_devices_and_huge_files_in_a_project_are_refused_and_said() {
         std::fs::create_dir_all(work.join(d)).unwrap();
     }
     std::os::unix::fs::symlink("/dev/zero", work.join(".claude/skills/zero/SKILL.md")).unwrap();
-    mkfifo(&work.join(".claude/skills/fifo/SKILL.md"));
+    new_sys::platform::make_fifo(&work.join(".claude/skills/fifo/SKILL.md")).unwrap();
     std::os::unix::fs::symlink(outside.join("skill"), work.join(".claude/skills/away")).unwrap();
     std::os::unix::fs::symlink(
         outside.join("secret.md"),

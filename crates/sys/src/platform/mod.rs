@@ -173,16 +173,18 @@ pub fn terminal_colours() -> bool {
     *ON.get_or_init(enable_terminal_colours)
 }
 
-/// Makes a named pipe (FIFO) at `path`, readable and writable by its owner (tests of readers
-/// that must not block on one).
+/// Makes a named pipe (FIFO) at `path`, readable by all and writable by its owner (tests of
+/// readers that must not block on one). `mkfifo` is on every Unix (rustix's `mknodat` is not on
+/// macOS).
 #[cfg(unix)]
 pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .map_err(std::io::Error::from)
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: mkfifo reads a NUL-terminated path that lives through the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
