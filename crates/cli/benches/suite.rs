@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use new_cli::tree_view::push_tree;
 use new_core::config::Lang;
 use new_core::llm::Role;
-use new_core::session::{ChatSession, Message, Store, sample};
+use new_core::conversation::{ChatSession, Message, Store, sample};
 
 struct Scale {
     conversations: usize,
@@ -453,9 +453,9 @@ fn start_batch_server(
 
 /// A linear branch of `n` messages as compaction leaves it: a summary node 40 messages above the
 /// tip, standing for everything up to ten messages above itself.
-fn compacted_branch(n: usize) -> new_core::session::Conversation {
-    use new_core::session::message::SummaryInfo;
-    let mut c = new_core::session::Conversation::new("bench", "system prompt");
+fn compacted_branch(n: usize) -> new_core::conversation::Conversation {
+    use new_core::conversation::message::SummaryInfo;
+    let mut c = new_core::conversation::Conversation::new("bench", "system prompt");
     let mut ids: Vec<String> = Vec::with_capacity(n);
     for i in 0..n {
         if i == n - 40 {
@@ -1057,7 +1057,7 @@ fn main() {
     if wanted("context") {
         let ctx = new_core::context::Context::new(Default::default(), "bench");
         let results = tmp.path().join("results");
-        let per_turn = |c: &new_core::session::Conversation| {
+        let per_turn = |c: &new_core::conversation::Conversation| {
             let turns = 2_000;
             let start = Instant::now();
             for _ in 0..turns {
@@ -1207,7 +1207,7 @@ fn main() {
             role: &'a str,
             content: &'a str,
         }
-        let mut c = new_core::session::Conversation::new("bench", "system prompt");
+        let mut c = new_core::conversation::Conversation::new("bench", "system prompt");
         for i in 0..2_000 {
             let role = if i % 2 == 0 {
                 Role::User

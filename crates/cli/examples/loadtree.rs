@@ -7,7 +7,7 @@
 
 use new_cli::tree_view::{render_rows, tree_rows};
 use new_core::config::Lang;
-use new_core::session::{Store, sample};
+use new_core::conversation::{Store, sample};
 
 fn main() {
     let n: usize = std::env::args()

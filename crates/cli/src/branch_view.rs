@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::repl::App;
 use super::tree_view::{describe, preview};
-use new_core::session::Message;
+use new_core::conversation::Message;
 use new_core::vocab::Role;
 
 /// What a merge node's content starts with: what it is, for the model reading it.
@@ -14,7 +14,7 @@ const MERGE_HEADING: &str = "[What another branch of this conversation found, br
 /// What the summary of a merged branch should say.
 const MERGE_FOCUS: &str = "this is a branch that explored an alternative and is now brought back into the branch it left: say what it tried, what worked, what failed and why, and which files it changed (with paths), so that work can go on from its conclusion";
 
-use new_core::session::valid_branch_name as valid_name;
+use new_core::conversation::valid_branch_name as valid_name;
 
 /// How long ago, shortly: `40s`, `5m`, `3h`, `2d`.
 fn age(d: chrono::TimeDelta) -> String {
@@ -317,7 +317,7 @@ impl App {
                 summary.trim()
             ),
         );
-        message.extra.rare.merged_from = Some(Box::new(new_core::session::message::MergedFrom {
+        message.extra.rare.merged_from = Some(Box::new(new_core::conversation::message::MergedFrom {
             tip: node.clone(),
             fork: fork.clone(),
         }));

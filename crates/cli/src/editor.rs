@@ -10,7 +10,7 @@ use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Context, Helper};
 
 use super::commands::{COMMANDS, complete_names};
-use new_core::session::Store;
+use new_core::conversation::Store;
 
 pub struct ReplHelper {
     pub store: Store,

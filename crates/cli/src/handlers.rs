@@ -9,7 +9,7 @@ use super::repl::{App, interruptible};
 use super::tree_view::{Highlight, describe, preview, push_tree};
 use new_core::llm::ChatRequest;
 use new_core::prompt;
-use new_core::session::{ChatSession, LoadReport, export};
+use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -317,7 +317,7 @@ impl App {
         let mut blocks: Vec<(String, String, Option<String>)> = Vec::new();
         for (i, id) in alternatives.iter().enumerate() {
             let tip = c.tip(id).expect("in the tree");
-            let branch: Vec<&new_core::session::Message> = c
+            let branch: Vec<&new_core::conversation::Message> = c
                 .chain(&tip.id)
                 .into_iter()
                 .skip_while(|m| m.id != *id)
@@ -528,7 +528,7 @@ impl App {
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
-        let mut summaries: Vec<(new_core::session::Summary, new_core::session::store::Kind)> =
+        let mut summaries: Vec<(new_core::conversation::Summary, new_core::conversation::store::Kind)> =
             summaries
                 .into_iter()
                 .map(|s| {

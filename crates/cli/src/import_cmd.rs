@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use new_core::session::Store;
-use new_core::session::import::{ImportError, Source, import};
+use new_core::conversation::Store;
+use new_core::conversation::import::{ImportError, Source, import};
 
 /// What `new import` was asked.
 pub struct ImportLaunch {

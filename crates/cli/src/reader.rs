@@ -11,7 +11,7 @@ use rustyline::{Cmd, CompletionType, EditMode, Editor, KeyCode, KeyEvent, Modifi
 
 use super::editor::{ReplHelper, join_continuations};
 use super::output::Output;
-use new_core::session::Store;
+use new_core::conversation::Store;
 
 pub enum ReadOutcome {
     Line(String),
@@ -201,11 +201,11 @@ fn save_history(
 ) {
     let Some(path) = path else { return };
     if let Some(dir) = path.parent() {
-        let _ = new_core::session::error::create_private_dir(dir);
+        let _ = new_core::conversation::error::create_private_dir(dir);
     }
     // What the user typed may hold secrets: the file is theirs alone, created so before the
     // editor writes to it.
-    let _ = new_core::session::error::private_options()
+    let _ = new_core::conversation::error::private_options()
         .append(true)
         .create(true)
         .open(path);

@@ -17,7 +17,7 @@ use new_core::config::{self, Config, Lang, Overrides};
 use new_core::layers::Layers;
 use new_core::llm::Provider;
 use new_core::prompt::{self, RoleFile};
-use new_core::session::{ChatSession, Message, Store};
+use new_core::conversation::{ChatSession, Message, Store};
 use new_core::skill::SkillRegistry;
 use new_core::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
 use new_core::vocab::Role;

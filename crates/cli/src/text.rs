@@ -1742,7 +1742,7 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
     use new_core::config::ConfigError;
     use new_core::llm::{Hint, LlmError};
     use new_core::prompt::RoleError;
-    use new_core::session::{SessionError, StoreError, TreeError};
+    use new_core::conversation::{SessionError, StoreError, TreeError};
     if lang == Lang::En {
         return e.to_string();
     }

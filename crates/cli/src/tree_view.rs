@@ -6,7 +6,7 @@
 //! is drawn with `├─` / `└─` and its descendants are indented under `│`.
 
 use new_core::config::Lang;
-use new_core::session::{Conversation, Message};
+use new_core::conversation::{Conversation, Message};
 use new_core::vocab::Role;
 
 /// Longest preview, in characters.
@@ -823,7 +823,7 @@ mod tests {
         let mut named = long_tree();
         let tip = named.cursor().to_string();
         named.branches.insert("retry".into(), tip);
-        let (bushy, _) = new_core::session::sample::bushy("b", 3000);
+        let (bushy, _) = new_core::conversation::sample::bushy("b", 3000);
         let mut deep = Conversation::new("d", "sys");
         for i in 0..200 {
             let fork = deep.cursor().to_string();

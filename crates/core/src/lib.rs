@@ -29,7 +29,7 @@ pub mod mcp;
 pub mod memory;
 pub mod project_file;
 pub mod prompt;
-pub mod session;
+pub mod conversation;
 pub mod skill;
 pub mod tools;
 pub mod trust;

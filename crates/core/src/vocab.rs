@@ -160,7 +160,7 @@ pub struct ChatMessage<'a> {
     /// The node this message was made from, when it is that node as stored (its text borrowed,
     /// its calls and reasoning its own): what lets the next request of the conversation reuse
     /// the text this one was written as. Not part of what the message says.
-    pub source: Option<&'a crate::session::Id>,
+    pub source: Option<&'a crate::conversation::Id>,
 }
 
 /// Two messages are equal when they say the same; where they came from does not count.
@@ -194,7 +194,7 @@ impl<'a> ChatMessage<'a> {
     }
 
     /// The same message, said to be node `id` as stored.
-    pub fn from_node(mut self, id: &'a crate::session::Id) -> Self {
+    pub fn from_node(mut self, id: &'a crate::conversation::Id) -> Self {
         self.source = Some(id);
         self
     }

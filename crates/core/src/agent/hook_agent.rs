@@ -13,7 +13,7 @@ use super::defs::allowed_tools;
 use super::subagent::Subagents;
 use super::{Agent, Gate, Observer, TurnEnd};
 use crate::llm::{ChatResponse, Model, ToolCall};
-use crate::session::{ChatSession, Message, Store};
+use crate::conversation::{ChatSession, Message, Store};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
 

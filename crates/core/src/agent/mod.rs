@@ -19,9 +19,9 @@ use std::borrow::Cow;
 use crate::context::Context;
 use crate::context::compact::{self, CompactError};
 use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
-use crate::session::SessionError;
-use crate::session::message::{Extra, Rare};
-use crate::session::{ChatSession, Message};
+use crate::conversation::SessionError;
+use crate::conversation::message::{Extra, Rare};
+use crate::conversation::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
 use crate::vocab::ToolCall;
@@ -730,7 +730,7 @@ impl Agent<'_> {
             interrupted,
             extra: Extra {
                 tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
-                model: Some(crate::session::message::model_name(&self.model)),
+                model: Some(crate::conversation::message::model_name(&self.model)),
                 usage: response.usage.map(Box::new),
                 rare: Rare {
                     reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),

@@ -16,7 +16,7 @@ use super::defs::{Definition, SubagentSettings, allowed_tools};
 use super::tasks::{Ending, TaskState, TaskView, Tasks};
 use super::{Agent, Gate, GateDecision, Interrupts, Observer, TurnEnd};
 use crate::llm::{ChatResponse, ToolCall};
-use crate::session::{ChatSession, Message};
+use crate::conversation::{ChatSession, Message};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::{Role, ToolSpec};
 
@@ -580,7 +580,7 @@ impl Agent<'_> {
         parent: &ChatSession,
         call: &ToolCall,
         start: &Start<'_>,
-    ) -> Result<ChatSession, crate::session::SessionError> {
+    ) -> Result<ChatSession, crate::conversation::SessionError> {
         let parent_conversation = parent.conversation();
         let system = if start.fork {
             parent_conversation

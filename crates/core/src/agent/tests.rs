@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::llm::{ChatFuture, Model};
-use crate::session::Store;
+use crate::conversation::Store;
 use crate::vocab::ChatMessage;
 
 /// One scripted answer.

@@ -201,7 +201,7 @@ impl CheckpointStore {
                 });
             }
         }
-        let id = crate::session::new_id();
+        let id = crate::conversation::new_id();
         let stored = stored.unwrap_or_else(|| {
             manifest.depth = 0;
             Stored {
@@ -308,7 +308,7 @@ impl CheckpointStore {
     /// conversation files in `datadir` (and its trash), and contents no remaining snapshot lists.
     /// Returns (snapshots removed, contents removed, bytes freed).
     pub fn gc(&self, datadir: &Path) -> Result<(usize, usize, u64), CheckpointError> {
-        use crate::session::record::{Loaded, load_line};
+        use crate::conversation::record::{Loaded, load_line};
         let mut referenced = std::collections::HashSet::new();
         for dir in [datadir.to_path_buf(), datadir.join("trash")] {
             let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -646,7 +646,7 @@ pub fn apply(
 
 /// Writes a file of the store whole (temporary file, then rename), readable by the user only.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    crate::session::error::write_whole(path, bytes).map_err(io("writing", path))
+    crate::conversation::error::write_whole(path, bytes).map_err(io("writing", path))
 }
 
 /// Whether `path` still holds what `entry` (None: nothing) recorded, looked at now.

@@ -4,8 +4,8 @@
 //! node: every original message stays where it was.
 
 use crate::llm::{ChatRequest, LlmError, Model, StreamEvent};
-use crate::session::message::SummaryInfo;
-use crate::session::{Conversation, Message};
+use crate::conversation::message::SummaryInfo;
+use crate::conversation::{Conversation, Message};
 use crate::vocab::{ChatMessage, Role};
 
 use super::{Context, estimate_text};

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::session::{Conversation, Message};
+use crate::conversation::{Conversation, Message};
 use crate::vocab::{ChatMessage, Role, ToolSpec};
 
 /// Tokens of a text, estimated without a tokenizer: a token per four bytes of ASCII, and one per
@@ -462,7 +462,7 @@ fn save_result(path: &Path, text: &str) -> std::io::Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64) {
         return Ok(());
     }
-    crate::session::error::write_whole(path, text.as_bytes())
+    crate::conversation::error::write_whole(path, text.as_bytes())
 }
 
 /// The start of a big result (about `tokens` tokens, cut at a line end where one is near) and a

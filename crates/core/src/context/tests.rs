@@ -1,6 +1,6 @@
 use super::compact::{Plan, plan, summary_message};
 use super::*;
-use crate::session::message::SummaryInfo;
+use crate::conversation::message::SummaryInfo;
 use crate::vocab::{FunctionCall, ToolCall};
 
 #[test]

@@ -173,7 +173,7 @@ impl TokenStore {
     fn write_all(&self, all: &BTreeMap<String, serde_json::Value>) -> Result<(), OAuthError> {
         use std::io::Write as _;
         if let Some(dir) = self.path.parent() {
-            crate::session::error::create_private_dir(dir).map_err(|e| self.error(e))?;
+            crate::conversation::error::create_private_dir(dir).map_err(|e| self.error(e))?;
         }
         let tmp = self
             .path

@@ -416,7 +416,7 @@ impl MemoryStore {
             content.trim()
         );
         let text = redact_secrets(&text, secrets);
-        crate::session::error::create_private_dir(dir).map_err(MemoryError::io(dir))?;
+        crate::conversation::error::create_private_dir(dir).map_err(MemoryError::io(dir))?;
         // The index is read before the note is written: one that cannot be updated changes nothing.
         let old = read_index(dir)?;
         write_private(&path, &text).map_err(MemoryError::io(&path))?;
@@ -446,7 +446,7 @@ impl MemoryStore {
         let dir = m.path.parent().unwrap_or(Path::new("."));
         let old = read_index(dir)?;
         let trash = dir.join(".trash");
-        crate::session::error::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
+        crate::conversation::error::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
         let to = trash.join(format!("{}-{stamp}.md", file_stem(&m.path)));
         std::fs::rename(&m.path, to).map_err(MemoryError::io(&m.path))?;

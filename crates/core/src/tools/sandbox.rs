@@ -395,7 +395,7 @@ impl Sandbox {
         let tmp = format!(
             ".{}.{}.tmp",
             name.to_string_lossy(),
-            crate::session::new_id()
+            crate::conversation::new_id()
         );
         let tmp = OsStr::new(&tmp);
         let mut file = dir.create_new(tmp, 0o666)?;
@@ -508,7 +508,7 @@ impl Sandbox {
         let tmp = format!(
             ".{}.{}.tmp",
             name.to_string_lossy(),
-            crate::session::new_id()
+            crate::conversation::new_id()
         );
         let tmp = OsStr::new(&tmp);
         let placed = match what {

@@ -827,7 +827,7 @@ mod tests {
     /// made and after; the leaves are counted without it too.
     #[test]
     fn a_few_numbers_without_the_numbering() {
-        let (c, _) = crate::session::sample::bushy("b", 500);
+        let (c, _) = crate::conversation::sample::bushy("b", 500);
         let ids: Vec<String> = (0..c.len())
             .step_by(7)
             .map(|p| c.at(p).id.to_string())

@@ -128,7 +128,7 @@ mod tests {
     use super::*;
 
     fn save(store: &Store, id: &str, texts: &[&str]) {
-        crate::session::sample::stored(store, id, texts);
+        crate::conversation::sample::stored(store, id, texts);
     }
 
     #[test]

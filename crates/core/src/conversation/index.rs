@@ -672,13 +672,13 @@ pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{Conversation, Message, Store};
+    use crate::conversation::{Conversation, Message, Store};
     use crate::vocab::Role;
     use std::fs::OpenOptions;
     use std::io::Write;
 
     fn write_conversation(store: &Store, id: &str, texts: &[&str]) -> Conversation {
-        crate::session::sample::stored(store, id, texts)
+        crate::conversation::sample::stored(store, id, texts)
     }
 
     fn find<'a>(list: &'a [Summary], id: &str) -> &'a Summary {
@@ -704,7 +704,7 @@ mod tests {
         store
             .append(
                 &c.id,
-                &[Record::Title(crate::session::record::TitleRecord {
+                &[Record::Title(crate::conversation::record::TitleRecord {
                     title: "Renamed\tnicely".into(),
                     timestamp: None,
                 })],
@@ -1057,7 +1057,7 @@ mod tests {
         assert_eq!(mode(&data.join(INDEX_DIR)), 0o700);
         assert_eq!(mode(&data.join(INDEX_DIR).join(JOURNAL)), 0o600);
         assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
-        assert_eq!(mode(&data.join(crate::session::store::TRASH_DIR)), 0o700);
+        assert_eq!(mode(&data.join(crate::conversation::store::TRASH_DIR)), 0o700);
         assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
     }
 

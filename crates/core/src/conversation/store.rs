@@ -9,7 +9,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::conversation::{Attached, Conversation};
+use super::tree::{Attached, Conversation};
 use super::error::{create_private_dir, private_options};
 use super::index::{Change, Index};
 use super::message::{Message, new_id};
@@ -439,7 +439,7 @@ fn parse_lines(
     for (name, node, deleted) in branches {
         if deleted {
             conversation.branches.remove(&name);
-        } else if conversation.contains(&node) && crate::session::valid_branch_name(&name) {
+        } else if conversation.contains(&node) && crate::conversation::valid_branch_name(&name) {
             conversation.branches.insert(name, node);
         }
     }

@@ -3,7 +3,7 @@
 //! terminal.
 
 mod chat;
-pub mod conversation;
+pub mod tree;
 pub mod error;
 pub mod export;
 pub mod id;
@@ -16,7 +16,7 @@ pub mod search;
 pub mod store;
 
 pub use chat::{ChatSession, SessionError};
-pub use conversation::{Conversation, NOT_RUN_RESULT, TreeError};
+pub use tree::{Conversation, NOT_RUN_RESULT, TreeError};
 pub use index::Summary;
 pub use message::{Id, Message, new_id};
 pub use record::Record;

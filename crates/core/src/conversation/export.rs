@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::conversation::Conversation;
+use super::tree::Conversation;
 use super::record::format_timestamp;
 use crate::vocab::Role;
 
@@ -139,7 +139,7 @@ pub fn fenced(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::Message;
+    use crate::conversation::Message;
     use crate::vocab::ToolCall;
 
     #[test]

@@ -474,7 +474,7 @@ pub fn now() -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::record::{Record, parse_line};
+    use crate::conversation::record::{Record, parse_line};
 
     #[test]
     fn a_message_is_small_and_its_extras_are_boxed_only_when_set() {

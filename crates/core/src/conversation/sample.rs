@@ -1,6 +1,6 @@
 //! Sample conversations for benchmarks and profiling: shaped like real use, made without a model.
 
-use super::conversation::Conversation;
+use super::tree::Conversation;
 use super::message::Message;
 use super::record::Record;
 use crate::vocab::Role;

@@ -1,6 +1,6 @@
 //! A conversation together with its file: every message added is on disk before the call returns.
 
-use super::conversation::{Conversation, TreeError};
+use super::tree::{Conversation, TreeError};
 use super::message::{Message, new_id, now};
 use super::record::{Record, TitleRecord, format_timestamp};
 use super::store::{LoadReport, Store, StoreError};
