@@ -7,9 +7,9 @@ use super::commands::COMMANDS;
 use super::markdown::display_width;
 use super::repl::{App, interruptible};
 use super::tree_view::{Highlight, describe, preview, push_tree};
+use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::llm::ChatRequest;
 use new_core::prompt;
-use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -43,10 +43,10 @@ impl App {
     /// After `--continue` or `--resume`: which conversation, its last exchange on this branch
     /// (the user's message and the answer, a few lines each) and where the branch stands.
     pub(super) fn show_resumed(&self) {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         self.out.say(&self.tr(
             "resumed",
-            &[("id", &self.session.id()), ("n", &(c.len() - 1))],
+            &[("id", &self.engine.chat.id()), ("n", &(c.len() - 1))],
         ));
         let width = super::markdown::terminal_layout(false).width.clamp(20, 160);
         let chain = c.chain(c.cursor());
@@ -115,11 +115,13 @@ impl App {
 
     /// Moves the cursor and says where it is and what the next message will do.
     pub(super) fn move_and_say(&mut self, id: &str) {
-        self.came_from = Some(self.session.conversation().cursor().to_string());
-        self.session
-            .move_cursor(id)
-            .expect("ids come from the tree");
-        let c = self.session.conversation();
+        self.engine.move_to(id).expect("ids come from the tree");
+        self.say_place(id);
+    }
+
+    /// Says where the cursor is (at `id`) and what the next message will do.
+    pub(super) fn say_place(&self, id: &str) {
+        let c = self.engine.chat.conversation();
         let n = c.number_of(id).unwrap_or(0);
         let what = describe(c.current(), self.out.lang);
         let next = if c.is_leaf(id) {
@@ -132,7 +134,7 @@ impl App {
     }
 
     pub(super) fn goto(&mut self, n: usize) {
-        let conversation = self.session.conversation();
+        let conversation = self.engine.chat.conversation();
         match conversation.id_by_number(n).map(str::to_string) {
             Some(id) => self.move_to(&id),
             None => {
@@ -154,12 +156,12 @@ impl App {
         let mut text = format!(
             "{}\n",
             self.out
-                .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
+                .dim(&self.tr("tree_title", &[("id", &self.engine.chat.id())]))
         );
         // Most rows are drawn straight into the one buffer.
         push_tree(
             &mut text,
-            self.session.conversation(),
+            self.engine.chat.conversation(),
             full,
             self.out.lang,
             &|highlight, drawn| match highlight {
@@ -175,7 +177,7 @@ impl App {
         if !self.no_args("/branches", args) {
             return;
         }
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let current_tip = c.tip(c.cursor()).map(|m| m.id.clone());
         let mut text = String::new();
         for (number, (_, m)) in c.preorder().into_iter().enumerate() {
@@ -219,7 +221,7 @@ impl App {
         if !self.no_args(name, args) {
             return;
         }
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
             return self.refuse_text("there_is_no_fork_above_this", &[]);
         };
@@ -261,16 +263,12 @@ impl App {
                 _ => return self.refuse_text("retry_usage", &[("args", &args)]),
             }
         }
-        let c = self.session.conversation();
-        let Some(user) = c.nearest_user(c.cursor()).map(|m| m.id.clone()) else {
-            return self.refuse_text("nothing_to_retry_there_is_no", &[]);
+        let user = match self.engine.retry_from() {
+            Ok(user) => user,
+            Err(e) => return self.command_error(&e),
         };
         // Another model for these answers only; the session's comes back after.
-        let saved = model.map(|m| {
-            let saved = std::mem::replace(&mut self.config.model, m);
-            self.reset_context();
-            saved
-        });
+        let saved = model.map(|m| self.engine.swap_model(m));
         let refusal = (count > 1).then(|| self.side_by_side_refusal()).flatten();
         if let Some(why) = &refusal {
             self.out.say(&self.out.dim(why));
@@ -284,17 +282,16 @@ impl App {
                             .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
                     );
                 }
-                self.session.move_cursor(&user).expect("from the tree");
+                self.engine.chat.move_cursor(&user).expect("from the tree");
                 // Each try starts from the files of the message it answers.
                 self.offer_restore();
-                if !matches!(self.answer(), new_core::agent::TurnEnd::Complete) {
+                if !self.answer().is_complete() {
                     break;
                 }
             }
         }
         if let Some(saved) = saved {
-            self.config.model = saved;
-            self.reset_context();
+            self.engine.restore_model(saved);
         }
     }
 
@@ -304,94 +301,43 @@ impl App {
         if !self.no_args("/compare", args) {
             return;
         }
-        let c = self.session.conversation();
-        let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
-            return self.refuse_text("there_is_no_fork_above_this", &[]);
+        let alternatives = match self.engine.compare() {
+            Ok(alternatives) => alternatives,
+            Err(e) => return self.command_error(&e),
         };
-        let fork = c
-            .get(alternatives[0])
-            .and_then(|m| m.parent_id.clone())
-            .expect("an alternative has a parent");
-        let fork_state = c.state_of(&fork).map(str::to_string);
         // (header, answer, files changed) of each alternative.
+        let count = alternatives.len();
         let mut blocks: Vec<(String, String, Option<String>)> = Vec::new();
-        for (i, id) in alternatives.iter().enumerate() {
-            let tip = c.tip(id).expect("in the tree");
-            let branch: Vec<&new_core::conversation::Message> = c
-                .chain(&tip.id)
-                .into_iter()
-                .skip_while(|m| m.id != *id)
-                .collect();
-            let mut usage = new_core::vocab::Usage::default();
-            let mut models: Vec<&str> = Vec::new();
-            for m in &branch {
-                if let Some(u) = &m.extra.usage {
-                    usage.add(u);
-                }
-                if let Some(model) = m.extra.model.as_deref()
-                    && !models.contains(&model)
-                {
-                    models.push(model);
-                }
-            }
-            // From the message answered (the fork when it is the user's, else the branch's own).
-            let start = match c.get(&fork) {
-                Some(m) if m.role == Role::User => m.timestamp,
-                _ => branch[0].timestamp,
-            };
-            let seconds = tip
-                .timestamp
-                .signed_duration_since(start)
-                .num_seconds()
-                .max(0);
-            let cost = self
-                .config
-                .pricing
-                .map(|p| format!(" · ${:.4}", p.cost(&usage)))
-                .unwrap_or_default();
-            let mark = if i == at { "*" } else { " " };
-            let n = c.number_of(&tip.id).unwrap_or(0);
-            let model = if models.is_empty() {
+        for (i, alt) in alternatives.into_iter().enumerate() {
+            let cost = alt.cost.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
+            let mark = if alt.current { "*" } else { " " };
+            let model = if alt.models.is_empty() {
                 "?".to_string()
             } else {
-                models.join(", ")
+                alt.models.join(", ")
             };
             let header = self.tr(
                 "compare_header",
                 &[
                     ("mark", &mark),
                     ("i", &(i + 1)),
-                    ("count", &alternatives.len()),
-                    ("n", &n),
+                    ("count", &count),
+                    ("n", &alt.n),
                     ("model", &new_core::tools::escape_controls(&model)),
-                    ("input", &usage.input_tokens),
-                    ("output", &usage.output_tokens),
-                    ("seconds", &seconds),
+                    ("input", &alt.usage.input_tokens),
+                    ("output", &alt.usage.output_tokens),
+                    ("seconds", &alt.seconds),
                     ("cost", &cost),
                 ],
             );
-            // What it answered: the last answer with text on that branch.
-            let answer = branch
+            let answer = new_core::tools::escape_controls_keep_lines(&alt.answer);
+            let changed: Vec<String> = alt
+                .files
                 .iter()
-                .rev()
-                .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
-                .map_or(String::new(), |m| m.content.trim().to_string());
-            let answer = new_core::tools::escape_controls_keep_lines(&answer);
-            // The files it changed, against the folder at the fork.
-            let mut files = None;
-            if let (Some(checkpoints), Some(from)) = (self.checkpoints.as_ref(), &fork_state)
-                && let Some(to) = c.state_of(&tip.id)
-                && to != from
-                && let (Ok(a), Ok(b)) = (checkpoints.store.load(from), checkpoints.store.load(to))
-            {
-                let changed: Vec<String> = new_core::checkpoint::changes(&a, &b)
-                    .into_iter()
-                    .map(|(p, w)| format!("{w} {}", new_core::tools::escape_controls(&p)))
-                    .collect();
-                if !changed.is_empty() {
-                    files = Some(self.tr("compare_files", &[("files", &changed.join(", "))]));
-                }
-            }
+                .map(|(p, w)| format!("{w} {}", new_core::tools::escape_controls(p)))
+                .collect();
+            let files = (!changed.is_empty())
+                .then(|| self.tr("compare_files", &[("files", &changed.join(", "))]));
             blocks.push((header, answer, files));
         }
         // Side by side when they fit (two or three, 50 columns each), else one after another.
@@ -450,41 +396,29 @@ impl App {
 
     /// `/edit [N]`: a changed copy of user message N, as its sibling, then answered.
     pub(super) fn edit(&mut self, args: &str) {
-        let c = self.session.conversation();
-        let target = if args.is_empty() {
-            match c.nearest_typed(c.cursor()) {
-                Some(m) => m.id.to_string(),
-                None => {
-                    return self.refuse_text("nothing_to_edit_there_is_no", &[]);
-                }
-            }
+        let n = if args.is_empty() {
+            None
         } else {
-            let Some(id) = args
+            match args
                 .strip_prefix('[')
                 .and_then(|a| a.strip_suffix(']'))
                 .unwrap_or(args)
                 .parse::<usize>()
-                .ok()
-                .and_then(|n| c.id_by_number(n))
-            else {
-                return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
-            };
-            id.to_string()
+            {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
+                }
+            }
         };
-        let m = c.get(&target).expect("from the tree");
-        if m.is_summary() {
-            let n = c.number_of(&target).unwrap_or(0);
-            return self.refuse_text("a_summary_is_not_edited", &[("n", &n)]);
-        }
-        if m.role != Role::User {
-            let n = c.number_of(&target).unwrap_or(0);
-            return self.refuse_text(
-                "only_user_messages_can_be_edited",
-                &[("n", &n), ("role", &m.role.as_str())],
-            );
-        }
-        let old = m.content.clone();
-        let parent = m.parent_id.clone().expect("a user message has a parent");
+        let target = match self.engine.edit_target(n) {
+            Ok(target) => target,
+            Err(new_core::session::CommandError::NoSuchNode(_)) => {
+                return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
+            }
+            Err(e) => return self.command_error(&e),
+        };
+        let (old, parent) = (target.text, target.parent);
         let question = self.tr("edit_the_message_enter_sends_it", &[]);
         let Some(text) = self.ask(&question, &old, true) else {
             return self.out.say(&self.tr("edit_cancelled", &[]));
@@ -500,7 +434,10 @@ impl App {
                 .out
                 .say(&self.tr("the_text_is_unchanged_retry_asks", &[]));
         }
-        self.session.move_cursor(&parent).expect("from the tree");
+        self.engine
+            .chat
+            .move_cursor(&parent)
+            .expect("from the tree");
         self.offer_restore();
         self.chat(text);
     }
@@ -514,28 +451,30 @@ impl App {
             }
         };
         let listed = if all {
-            self.store.list().map(|s| {
+            self.engine.store.list().map(|s| {
                 let n = s.len();
                 (s, n)
             })
         } else {
             // Subagents' conversations are left out (`/list all` shows them): a few more are
             // read so that the page stays full.
-            self.store.list_recent(LIST_LIMIT * 2)
+            self.engine.store.list_recent(LIST_LIMIT * 2)
         };
         let (summaries, total) = match listed {
             Ok(listed) => listed,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
-        let mut summaries: Vec<(new_core::conversation::Summary, new_core::conversation::store::Kind)> =
-            summaries
-                .into_iter()
-                .map(|s| {
-                    let kind = self.store.kind(&s.id);
-                    (s, kind)
-                })
-                .collect();
+        let mut summaries: Vec<(
+            new_core::conversation::Summary,
+            new_core::conversation::store::Kind,
+        )> = summaries
+            .into_iter()
+            .map(|s| {
+                let kind = self.engine.store.kind(&s.id);
+                (s, kind)
+            })
+            .collect();
         let mut hidden = 0;
         if !all {
             summaries.retain(|(_, kind)| {
@@ -544,15 +483,15 @@ impl App {
             });
             summaries.truncate(LIST_LIMIT);
         }
-        let current = self.session.id().to_string();
+        let current = self.engine.chat.id().to_string();
         let mut text = String::new();
-        if !self.session.is_persisted() {
+        if !self.engine.chat.is_persisted() {
             text.push_str(&format!(
                 "* {current}  {}\n",
                 self.tr("this_new_conversation_not_saved_until", &[])
             ));
         }
-        if summaries.is_empty() && self.session.is_persisted() {
+        if summaries.is_empty() && self.engine.chat.is_persisted() {
             text.push_str(&self.tr("no_conversations_yet", &[]));
         }
         let shown = summaries.len();
@@ -609,21 +548,21 @@ impl App {
         if let Some(tip) = self.named_tip(args) {
             return self.move_to(&tip);
         }
-        let id = match self.store.resolve(args) {
+        let id = match self.engine.store.resolve(args) {
             Ok(id) => id,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
-        if id == self.session.id() && self.session.is_persisted() {
+        if id == self.engine.chat.id() && self.engine.chat.is_persisted() {
             return self
                 .out
                 .say(&self.tr("is_already_the_current_conversation", &[("id", &id)]));
         }
-        match ChatSession::open(self.store.clone(), &id, &self.system_prompt) {
+        match ChatSession::open(self.engine.store.clone(), &id, &self.engine.system_prompt) {
             Ok((session, report)) => {
                 self.end_session_hooks();
-                self.session = session;
+                self.engine.chat = session;
                 self.report_load(&report);
-                let n = self.session.conversation().len() - 1;
+                let n = self.engine.chat.conversation().len() - 1;
                 self.out
                     .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
                 self.start_session_hooks();
@@ -673,17 +612,17 @@ impl App {
             return;
         }
         // Role and skill files are read again, so edits take effect.
-        match prompt::load_role(&self.layers, &self.role.name) {
-            Ok(role) => self.role = role,
+        match prompt::load_role(&self.engine.layers, &self.engine.role.name) {
+            Ok(role) => self.engine.role = role,
             Err(e) => self
                 .out
                 .warn(&self.tr("keeping_the_role", &[("error", &e)])),
         }
         self.reload_skills(true);
         self.end_session_hooks();
-        self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
+        self.engine.chat = ChatSession::new(self.engine.store.clone(), &self.engine.system_prompt);
         self.out
-            .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
+            .say(&self.tr("new_conversation", &[("id", &self.engine.chat.id())]));
         self.start_session_hooks();
     }
 
@@ -694,10 +633,10 @@ impl App {
         if !self.no_args("/clear", args) {
             return;
         }
-        let root = self.session.conversation().root_id.clone();
+        let root = self.engine.chat.conversation().root_id.clone();
         // Where it was, for a later `/restore` of the files, as for any move.
-        self.came_from = Some(self.session.conversation().cursor().to_string());
-        if let Err(e) = self.session.move_cursor(&root) {
+        self.engine.came_from = Some(self.engine.chat.conversation().cursor().to_string());
+        if let Err(e) = self.engine.chat.move_cursor(&root) {
             return self.out.error(&e.to_string());
         }
         use std::io::{IsTerminal, Write};
@@ -708,26 +647,26 @@ impl App {
             let _ = stdout.flush();
         }
         self.out
-            .say(&self.tr("cleared", &[("id", &self.session.id())]));
+            .say(&self.tr("cleared", &[("id", &self.engine.chat.id())]));
     }
 
     /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
     fn end_session_hooks(&mut self) {
-        tracing::info!(session = %self.session.id(), "session end");
+        tracing::info!(session = %self.engine.chat.id(), "session end");
         self.fire_hooks(new_core::hooks::Input::new("session_end"));
     }
 
     /// …and another starts (`session_start`: what its hooks print goes with the next message).
     fn start_session_hooks(&mut self) {
-        tracing::info!(session = %self.session.id(), "session start");
+        tracing::info!(session = %self.engine.chat.id(), "session start");
         if let Some(started) = self.fire_hooks(new_core::hooks::Input::new("session_start")) {
-            self.hook_context = started.context;
+            self.engine.hook_context = started.context;
         }
     }
 
     /// The title shown by `/list`: the latest title record, else the first user message.
     fn current_title(&self) -> String {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         c.title
             .clone()
             .or_else(|| c.first_user_message().map(|m| preview(&m.content, 60)))
@@ -743,10 +682,10 @@ impl App {
                 title
             });
         }
-        if !self.session.is_persisted() {
+        if !self.engine.chat.is_persisted() {
             return self.refuse_text("nothing_to_name_yet_send_a", &[]);
         }
-        match self.session.set_title(args) {
+        match self.engine.chat.set_title(args) {
             Ok(()) => self.out.say(&self.tr("titled", &[("args", &args)])),
             Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
         }
@@ -756,14 +695,15 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_delete_id_see_list", &[]);
         }
-        let id = match self.store.resolve(args) {
+        let id = match self.engine.store.resolve(args) {
             Ok(id) => id,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
-        if id == self.session.id() {
+        if id == self.engine.chat.id() {
             return self.refuse_text("that_is_the_current_conversation_new", &[]);
         }
         let summary = self
+            .engine
             .store
             .list()
             .ok()
@@ -788,7 +728,7 @@ impl App {
         if !yes {
             return self.out.say(&self.tr("nothing_deleted", &[]));
         }
-        match self.store.trash(&id) {
+        match self.engine.store.trash(&id) {
             Ok(path) => self
                 .out
                 .say(&self.tr("moved_to_trash", &[("id", &id), ("path", &path.display())])),
@@ -800,7 +740,7 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_search_text", &[]);
         }
-        let results = match self.store.search(args, SEARCH_LIMIT) {
+        let results = match self.engine.store.search(args, SEARCH_LIMIT) {
             Ok(r) => r,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
@@ -808,7 +748,7 @@ impl App {
         // The hits are what the model (or another program) wrote: escaped for the terminal.
         let shown = new_core::tools::escape_controls;
         for hit in &results.hits {
-            let mark = if hit.conversation == self.session.id() {
+            let mark = if hit.conversation == self.engine.chat.id() {
                 "*"
             } else {
                 " "
@@ -851,7 +791,7 @@ impl App {
                 }
             }
         }
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         if c.is_empty() {
             return self.refuse_text("nothing_to_export_this_conversation_has", &[]);
         }
@@ -883,25 +823,28 @@ impl App {
         if !self.no_args("/dump", args) {
             return;
         }
-        let c = self.session.conversation();
-        let results = new_core::context::results_dir(self.store.dir(), c.id.as_str());
-        let mut messages = self.context.request_messages(c, c.cursor(), &results);
-        new_core::agent::add_mcp_instructions(&mut messages, &self.tools);
+        let c = self.engine.chat.conversation();
+        let results = new_core::context::results_dir(self.engine.store.dir(), c.id.as_str());
+        let mut messages = self
+            .engine
+            .context
+            .request_messages(c, c.cursor(), &results);
+        new_core::agent::add_mcp_instructions(&mut messages, &self.engine.tools);
         let request = ChatRequest {
-            model: self.config.model.clone(),
+            model: self.engine.config.model.clone(),
             messages,
             tools: self.offered_tools(),
             no_tool_calls: false,
             max_tokens: None,
         };
         // Exactly what the provider in use would send.
-        let body = new_core::llm::Model::request_body(&self.provider, &request);
+        let body = new_core::llm::Model::request_body(&self.engine.provider, &request);
         let mut md = format!(
             "# What the model sees\n\nConversation `{}` at node [{}], model `{}`, provider `{}`.\n",
             c.id,
             c.number_of(c.cursor()).unwrap_or(0),
             request.model,
-            self.config.provider.name
+            self.engine.config.provider.name
         );
         for m in &request.messages {
             md.push_str(&format!("\n## {}", m.role.as_str()));
@@ -924,7 +867,7 @@ impl App {
         for t in &request.tools {
             md.push_str(&format!("- `{}`: {}\n", t.name, t.description));
         }
-        let dir = self.store.dir();
+        let dir = self.engine.store.dir();
         let (md_path, json_path) = (
             dir.join(format!("{}.dump.md", c.id)),
             dir.join(format!("{}.dump.json", c.id)),
@@ -952,15 +895,15 @@ impl App {
                     &[("args", &args)],
                 );
             };
-            self.policy.mode = mode;
+            self.engine.policy.mode = mode;
             // Background subagents decide by the new mode from their next call on.
-            if let Some(subagents) = &self.subagents {
-                subagents
-                    .tasks
-                    .renew_fallbacks(|| super::approval::Unattended::boxed(&self.policy));
+            if let Some(subagents) = &self.engine.subagents {
+                subagents.tasks.renew_fallbacks(|| {
+                    new_core::session::gate::Unattended::boxed(&self.engine.policy)
+                });
             }
         }
-        let mode = self.policy.mode;
+        let mode = self.engine.policy.mode;
         let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
         use new_core::tools::ToolKind::*;
         let mut text = format!(
@@ -975,6 +918,7 @@ impl App {
             table(Execute),
         );
         let rules: Vec<String> = self
+            .engine
             .policy
             .rules()
             .map(|(r, origin)| {
@@ -984,7 +928,7 @@ impl App {
                     new_core::tools::escape_controls(&r.describe())
                 )
             })
-            .chain(self.policy.session_rules().map(|r| {
+            .chain(self.engine.policy.session_rules().map(|r| {
                 format!(
                     "  {:<8} {}",
                     "session",
@@ -1012,7 +956,7 @@ impl App {
         }
         let exists = ["AGENTS.md", "CLAUDE.md"]
             .iter()
-            .find(|f| self.workdir.join(f).is_file());
+            .find(|f| self.engine.workdir.join(f).is_file());
         let task = match exists {
             Some(file) => format!(
                 "Survey this project with your read tools (list_files, glob, grep, read_file) and \
@@ -1040,18 +984,18 @@ impl App {
         if !self.no_args("/status", args) {
             return;
         }
-        let (usage, cost, turns) = &self.totals;
+        let (usage, cost, turns) = &self.engine.totals;
         let last = self
             .last_status
             .clone()
             .unwrap_or_else(|| self.tr("status_no_turn_yet", &[]));
-        let cost = if self.config.pricing.is_some() {
+        let cost = if self.engine.config.pricing.is_some() {
             format!(" · ${cost:.4}")
         } else {
             String::new()
         };
-        let s = self.provider.settings();
-        let sandbox = match &self.tools.context().os_sandbox {
+        let s = self.engine.provider.settings();
+        let sandbox = match &self.engine.tools.context().os_sandbox {
             Some(sandbox) => format!("\n{}", sandbox.one_line()),
             None => String::new(),
         };
@@ -1061,8 +1005,8 @@ impl App {
                 "status_setup",
                 &[
                     ("name", &s.name),
-                    ("model", &self.config.model),
-                    ("mode", &self.policy.mode.as_str()),
+                    ("model", &self.engine.config.model),
+                    ("mode", &self.engine.policy.mode.as_str()),
                 ],
             ),
             self.tr(
@@ -1081,7 +1025,7 @@ impl App {
         if !self.no_args("/sandbox", args) {
             return;
         }
-        match &self.tools.context().os_sandbox {
+        match &self.engine.tools.context().os_sandbox {
             Some(sandbox) => {
                 let text = sandbox.describe();
                 self.out.say(&new_core::tools::escape_controls_keep_lines(
@@ -1093,7 +1037,7 @@ impl App {
     }
 
     pub(super) fn model(&mut self, args: &str) {
-        let s = self.provider.settings();
+        let s = self.engine.provider.settings();
         if args.is_empty() {
             return self.out.say(&self.tr(
                 "provider_and_model",
@@ -1101,14 +1045,14 @@ impl App {
                     ("name", &s.name),
                     ("kind", &s.kind.as_str()),
                     ("url", &s.base_url),
-                    ("model", &self.config.model),
+                    ("model", &self.engine.config.model),
                 ],
             ));
         }
         if args.contains(char::is_whitespace) {
             return self.refuse_text("a_model_name_has_no_spaces", &[("args", &args)]);
         }
-        self.config.model = args.to_string();
+        self.engine.config.model = args.to_string();
         self.reset_context();
         self.out
             .say(&self.tr("model_for_the_rest_of_this", &[("args", &args)]));
@@ -1120,9 +1064,9 @@ impl App {
         }
         let result = interruptible(
             &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
-            self.provider.models(),
+            &self.engine.busy,
+            &mut self.engine.interrupts,
+            self.engine.provider.models(),
         );
         let models = match result {
             Some(Ok(models)) => models,
@@ -1138,7 +1082,11 @@ impl App {
         }
         let mut text = String::new();
         for m in &models {
-            let mark = if m.id == self.config.model { "*" } else { " " };
+            let mark = if m.id == self.engine.config.model {
+                "*"
+            } else {
+                " "
+            };
             let about = m
                 .description
                 .as_deref()
@@ -1284,6 +1232,7 @@ impl App {
             row(&mut text, &usage(c), &c.help(lang));
         }
         let skills: Vec<String> = self
+            .engine
             .skills
             .all()
             .filter(|s| s.enabled)

@@ -205,3 +205,9 @@ impl Observer for JsonObserver {
         }));
     }
 }
+
+impl super::terminal::Stream for JsonObserver {
+    fn interject(&mut self) {
+        self.printer.interject();
+    }
+}

@@ -3,7 +3,6 @@
 
 #![forbid(unsafe_code)]
 
-mod approval;
 mod branch_view;
 mod checkpoint_view;
 pub mod commands;
@@ -23,6 +22,7 @@ mod repl;
 mod setup;
 mod skills_view;
 mod spinner;
+mod terminal;
 pub mod text;
 pub mod tree_view;
 mod typeahead;

@@ -49,7 +49,7 @@ impl App {
     /// server, so the stored message holds them and its branch stands on its own). None, with
     /// the reason said, when one cannot be read: then nothing is sent.
     pub(super) fn with_resources(&mut self, text: &str) -> Option<String> {
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.engine.tools.mcp().cloned() else {
             return Some(text.to_string());
         };
         let servers: Vec<String> = manager.statuses().into_iter().map(|s| s.name).collect();
@@ -61,8 +61,8 @@ impl App {
         for (server, uri) in mentions {
             let read = interruptible(
                 &self.runtime,
-                &self.busy,
-                &mut self.interrupts,
+                &self.engine.busy,
+                &mut self.engine.interrupts,
                 manager.read_resource(server, uri, MAX_RESOURCE_BYTES),
             );
             match read {
@@ -88,13 +88,13 @@ impl App {
     /// `/mcp__server__prompt ARGS`: the server's prompt, filled with ARGS, sent as a message.
     /// False when no server offers a prompt of that command.
     pub(super) fn run_mcp_prompt(&mut self, command: &str, args: &str) -> bool {
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.engine.tools.mcp().cloned() else {
             return false;
         };
         let found = interruptible(
             &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
+            &self.engine.busy,
+            &mut self.engine.interrupts,
             manager.prompt_for(command),
         );
         let Some(Some((server, prompt))) = found else {
@@ -126,8 +126,8 @@ impl App {
         };
         let got = interruptible(
             &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
+            &self.engine.busy,
+            &mut self.engine.interrupts,
             manager.get_prompt(&server, &prompt.name, arguments),
         );
         match got {
@@ -142,7 +142,7 @@ impl App {
 
     pub(super) fn mcp_command(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.engine.tools.mcp().cloned() else {
             return self.out.say(&self.tr("mcp_none", &[]));
         };
         match words.as_slice() {
@@ -208,6 +208,7 @@ impl App {
             }
             ["login", name] | ["logout", name] => {
                 let Some(store) = self
+                    .engine
                     .layers
                     .user
                     .as_deref()
@@ -265,7 +266,7 @@ impl App {
 impl App {
     /// `/hooks`: each entry with its event, how often it fired and failed, and whether it runs.
     pub(super) fn hooks_command(&mut self) {
-        let Some(hooks) = self.hooks.as_ref() else {
+        let Some(hooks) = self.engine.hooks.as_ref() else {
             return self.out.say(&self.tr("hooks_none", &[]));
         };
         for s in hooks.statuses() {
@@ -295,7 +296,7 @@ impl App {
 impl App {
     /// `/agents`: each subagent role, where it was read, its tools.
     pub(super) fn agents_command(&mut self) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return self.out.say(&self.tr("agents_off", &[]));
         };
         for d in &subagents.defs {
@@ -317,7 +318,7 @@ impl App {
 
     /// `/tasks` (every subagent task of this program run) and `/tasks stop ID`.
     pub(super) fn tasks_command(&mut self, args: &str) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return self.out.say(&self.tr("agents_off", &[]));
         };
         let words: Vec<&str> = args.split_whitespace().collect();
@@ -373,7 +374,7 @@ impl App {
 
     /// Says which background tasks ended since the last prompt, one line each.
     pub(super) fn say_task_notes(&mut self) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return;
         };
         for t in subagents.tasks.take_ended() {
@@ -384,7 +385,7 @@ impl App {
     /// From now on, a background task that ends while the prompt waits is said at once, above
     /// the prompt (on a terminal; otherwise at the next prompt).
     pub(super) fn tell_tasks_at_the_prompt(&mut self) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return;
         };
         let Some(printer) = self.reader.external_printer() else {
@@ -392,7 +393,7 @@ impl App {
         };
         let printer = std::sync::Mutex::new(printer);
         let (at_prompt, out) = (self.at_prompt.clone(), self.out);
-        let auto = subagents.settings.auto_continue && self.agent.is_none();
+        let auto = subagents.settings.auto_continue && self.engine.agent.is_none();
         subagents.tasks.on_end(std::sync::Arc::new(move |t| {
             if !at_prompt.load(std::sync::atomic::Ordering::SeqCst) {
                 return false;
@@ -409,7 +410,10 @@ impl App {
 }
 
 /// The one line that says a background task ended.
-fn task_ended(out: &super::output::Output, t: &new_core::agent::tasks::TaskView) -> String {
+pub(super) fn task_ended(
+    out: &super::output::Output,
+    t: &new_core::agent::tasks::TaskView,
+) -> String {
     let line = super::text::tr(
         out.lang,
         "task_ended",

@@ -11,17 +11,17 @@ impl App {
     /// key-like variables.
     fn secrets(&self) -> Vec<String> {
         let mut values = new_core::memory::secret_values(std::env::vars());
-        values.extend(self.config.provider.api_key.clone());
+        values.extend(self.engine.config.provider.api_key.clone());
         values
     }
 
     /// Starts the review of the turn that just completed, on a thread of its own: the prompt comes
     /// back at once, and what the review changes is said before a later prompt.
     pub(super) fn review_turn(&mut self) {
-        let Some(store) = self.memory.clone() else {
+        let Some(store) = self.engine.memory.clone() else {
             return;
         };
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let Some(user) = c.nearest_typed(c.cursor()) else {
             return;
         };
@@ -35,15 +35,16 @@ impl App {
         let user = user.content.clone();
         // A review a turn cut short gave its turns back: they go first.
         self.take_returned_reviews();
-        let every = self.config.memory.review_every;
+        let every = self.engine.config.memory.review_every;
         // Small talk holds nothing to keep: not reviewed at all, not counted.
-        let batch = match review::offer(&mut self.memory_batch, every, &user, &tools, &answer) {
-            review::Offered::SmallTalk => return,
-            review::Offered::Waiting => None,
-            review::Offered::Full(batch) => Some(batch),
-        };
-        if !self.memory_said {
-            self.memory_said = true;
+        let batch =
+            match review::offer(&mut self.engine.memory_batch, every, &user, &tools, &answer) {
+                review::Offered::SmallTalk => return,
+                review::Offered::Waiting => None,
+                review::Offered::Full(batch) => Some(batch),
+            };
+        if !self.engine.memory_said {
+            self.engine.memory_said = true;
             self.out.say(
                 &self
                     .out
@@ -54,21 +55,22 @@ impl App {
             return;
         };
         let turn = batch.join("\n\n---\n\n");
-        let returned = self.memory_returned.clone();
-        let turns = self.turns_started.clone();
+        let returned = self.engine.memory_returned.clone();
+        let turns = self.engine.turns_started.clone();
         let at = turns.load(Ordering::SeqCst);
-        let settings = self.config.provider.clone();
+        let settings = self.engine.config.provider.clone();
         let model = self
+            .engine
             .config
             .memory
             .review_model
             .clone()
-            .unwrap_or_else(|| self.config.model.clone());
-        let timeout = self.config.memory.review_timeout;
+            .unwrap_or_else(|| self.engine.config.model.clone());
+        let timeout = self.engine.config.memory.review_timeout;
         let secrets = self.secrets();
-        let notes = self.memory_notes.clone();
-        let leaving = self.leaving.clone();
-        let busy = self.busy.clone();
+        let notes = self.engine.memory_notes.clone();
+        let leaving = self.engine.leaving.clone();
+        let busy = self.engine.busy.clone();
         std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -127,17 +129,23 @@ impl App {
     pub(super) fn take_returned_reviews(&mut self) {
         let returned: Vec<String> = std::mem::take(
             &mut *self
+                .engine
                 .memory_returned
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()),
         );
-        self.memory_batch.splice(0..0, returned);
+        self.engine.memory_batch.splice(0..0, returned);
     }
 
     /// Says what reviews changed since the last prompt, one dim line each.
     pub(super) fn say_memory_notes(&mut self) {
-        let notes: Vec<String> =
-            std::mem::take(&mut *self.memory_notes.lock().unwrap_or_else(|e| e.into_inner()));
+        let notes: Vec<String> = std::mem::take(
+            &mut *self
+                .engine
+                .memory_notes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         for note in notes {
             let line = self.tr(
                 "memory_changed",
@@ -149,7 +157,7 @@ impl App {
 
     /// `/memory` and `/memory forget NAME`.
     pub(super) fn memory_command(&mut self, args: &str) {
-        let Some(store) = self.memory.clone() else {
+        let Some(store) = self.engine.memory.clone() else {
             return self.out.error(&self.tr("memory_off", &[]));
         };
         let args = args.trim();
@@ -219,7 +227,7 @@ impl App {
     /// `/remember [--project] TEXT`: stores a memory directly, at user level (a preference) or,
     /// with `--project`, at project level (a fact).
     pub(super) fn remember(&mut self, args: &str) {
-        let Some(store) = self.memory.clone() else {
+        let Some(store) = self.engine.memory.clone() else {
             return self.out.error(&self.tr("memory_off", &[]));
         };
         let (level, text) = match args.trim().strip_prefix("--project") {

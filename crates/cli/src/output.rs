@@ -352,6 +352,13 @@ impl Printer {
         self
     }
 
+    /// A line of its own is about to be written outside the stream (a notice, a question): the
+    /// waiting line goes and the stream's line ends.
+    pub fn interject(&mut self) {
+        self.hush();
+        self.end_line();
+    }
+
     /// The waiting line goes, before anything else is written.
     fn hush(&self) {
         if let Some(s) = &self.spinner {
