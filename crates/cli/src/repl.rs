@@ -15,13 +15,10 @@ use super::reader::{ReadOutcome, Reader};
 use super::terminal::{Stream, Terminal};
 use new_core::agent::Interrupts;
 use new_core::config::{self, Config, Lang, Overrides};
-use new_core::conversation::{ChatSession, Store};
 use new_core::layers::Layers;
-use new_core::llm::Provider;
 use new_core::prompt::{self, RoleFile};
-use new_core::session::Ended;
+use new_core::session::{Ended, Options, Resume, Session};
 use new_core::skill::SkillRegistry;
-use new_core::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
 use new_core::vocab::Role;
 use new_sys::platform::winpath::Refusal;
 
@@ -677,13 +674,41 @@ impl App {
                 tracing::info!(state = ?probing.state(), "sandbox");
             });
         }
-        let memory = config.memory.enabled.then(|| {
-            new_core::memory::MemoryStore::new(
-                dirs::data_dir().map(|d| d.join("new").join("memory")),
-                datadir.join("memory"),
-            )
-            .with_codepilot(&layers)
-        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let (tx, interrupts) = watch::channel(0u64);
+        let busy = Arc::new(AtomicBool::new(false));
+        let shelf = new_core::tools::builtin::Shelf::default();
+        let resume = match (&launch.resume, launch.continue_latest) {
+            (Some(id), _) => Resume::Id(id.clone()),
+            (None, true) => Resume::Latest,
+            (None, false) => Resume::Fresh,
+        };
+        let opened = Session::open(Options {
+            workdir,
+            layers,
+            config,
+            overrides: launch.overrides.clone(),
+            role,
+            datadir: datadir.clone(),
+            resume,
+            one_shot,
+            agent: launch.agent.clone(),
+            os_sandbox: os_sandbox.clone(),
+            shelf: shelf.clone(),
+            interrupts,
+            busy: busy.clone(),
+        })?;
+        if opened.nothing_to_continue {
+            out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
+        }
+        for warning in &opened.warnings {
+            out.warn(&new_core::tools::escape_controls(warning));
+        }
+        let (mut engine, report) = (opened.session, opened.report);
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
         // status`) are read on a second thread: the prompt shows without waiting for hundreds of
         // skill files, and the first input waits for them ([`App::ready`]). The thread starts
@@ -692,11 +717,15 @@ impl App {
         // conversation), to be read while the rest starts. It fills what Tab completion and
         // `use_skill` read itself.
         let skill_names: super::editor::SkillNames = Default::default();
-        let shelf = new_core::tools::builtin::Shelf::default();
         let prompt_job = {
-            let (layers, role, workdir) = (layers.clone(), role.clone(), workdir.clone());
-            let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
-            let (memory, names, shelf) = (memory.clone(), skill_names.clone(), shelf.clone());
+            let (layers, role, workdir) = (
+                engine.layers.clone(),
+                engine.role.clone(),
+                engine.workdir.clone(),
+            );
+            let (skill_settings, memory_settings) =
+                (engine.config.skill.clone(), engine.config.memory.clone());
+            let (memory, names) = (engine.memory.clone(), skill_names.clone());
             let read = Box::new(move || {
                 read_prompt(
                     &layers,
@@ -715,43 +744,12 @@ impl App {
                 PromptRead::Waiting(read)
             }
         };
-        let store = Store::open(&datadir)?;
-        let resume = match (&launch.resume, launch.continue_latest) {
-            (Some(id), _) => Some(store.resolve(id)?),
-            (None, true) => {
-                // A one-shot goes on from the latest of any kind; the REPL from the latest
-                // conversation that was one (`-p` ones are reachable with /list).
-                let latest = if one_shot {
-                    store.latest()?
-                } else {
-                    store.latest_interactive()?
-                };
-                if latest.is_none() {
-                    out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
-                }
-                latest
-            }
-            (None, false) => None,
-        };
-        let (mut session, report) = match resume {
-            Some(id) => {
-                let (session, report) = ChatSession::open(store.clone(), &id, "")?;
-                (session, Some(report))
-            }
-            None => {
-                let mut session = ChatSession::new(store.clone(), "");
-                if one_shot {
-                    session.set_metadata(serde_json::json!({"one_shot": true}));
-                }
-                (session, None)
-            }
-        };
         let mcp_slot: super::editor::McpSlot = Default::default();
         let reader = if one_shot {
             Reader::Closed
         } else if interactive {
             Reader::editor(
-                store.clone(),
+                engine.store.clone(),
                 out.color,
                 skill_names.clone(),
                 mcp_slot.clone(),
@@ -760,35 +758,12 @@ impl App {
         } else {
             Reader::piped()
         };
-        let provider = Provider::new(config.provider.clone())?;
-        let mut tools = ToolRegistry::builtin(
-            ToolContext {
-                sandbox: Sandbox::new(&workdir)?,
-                bash_timeout: config.bash_timeout,
-                hidden_env: config.secret_vars.clone(),
-                skills: shelf,
-                os_sandbox: os_sandbox.clone(),
-            },
-            &config.tools,
-        )?;
-        let mut policy = Policy::new(
-            config.permission_mode,
-            config.project_rules.clone(),
-            config.user_rules.clone(),
-        )?
-        .project_untrusted(!config.project_trusted);
-        policy.background_allowed = config.subagent.background_allowed_tools.clone();
-
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?;
         // MCP servers start in the background: the prompt does not wait for them.
-        if !config.mcp.servers.is_empty() {
+        if !engine.config.mcp.servers.is_empty() {
+            let config = &engine.config;
             let manager = new_core::mcp::Manager::new(
                 config.mcp.clone(),
-                &workdir,
+                &engine.workdir,
                 &datadir,
                 config.secret_vars.clone(),
                 config.mcp_trusted,
@@ -800,17 +775,16 @@ impl App {
             }));
             manager.set_sandbox(os_sandbox.clone());
             manager.set_token_store(
-                layers
+                engine
+                    .layers
                     .user
                     .as_deref()
                     .map(new_core::mcp::oauth::TokenStore::in_dir),
             );
             manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
             let _ = mcp_slot.set(manager.clone());
-            tools.set_mcp(manager);
+            engine.set_mcp(manager);
         }
-        let (tx, interrupts) = watch::channel(0u64);
-        let busy = Arc::new(AtomicBool::new(false));
         let busy_flag = busy.clone();
         // Registered now, so no Ctrl-C is missed once the prompt shows. (rustyline is built with its
         // `signal-hook` feature: without it, it takes SIGINT for itself for the editor's lifetime and
@@ -828,118 +802,10 @@ impl App {
                 }
             }
         });
-
-        let checkpoints = config.checkpoints.enabled.then(|| {
-            let c = new_core::checkpoint::Checkpoints::new(
-                store.dir(),
-                &workdir,
-                config.checkpoints.clone(),
-            );
-            // The conversation's latest snapshot spares the first walk from reading every file.
-            if let Some(latest) = &session.conversation().latest_checkpoint {
-                c.hint(latest);
-            }
-            std::sync::Arc::new(c)
-        });
-        // Subagent roles; a definition that cannot be used is said and skipped.
-        let subagents = config.subagent.enabled.then(|| {
-            let known =
-                |t: &str| new_core::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__");
-            let (defs, problems) = new_core::agent::defs::load(&layers, &config.subagent, &known);
-            for p in problems {
-                out.warn(&new_core::tools::escape_controls(&p));
-            }
-            new_core::agent::subagent::Subagents {
-                defs,
-                settings: config.subagent.clone(),
-                environment: prompt::environment(&workdir),
-                tasks: Default::default(),
-            }
-        });
-        // `--agent NAME`: the session works as that role, with its model unless `--model` said.
-        let agent = match &launch.agent {
-            None => None,
-            Some(name) => {
-                let Some(subagents) = &subagents else {
-                    anyhow::bail!(
-                        "--agent {name}: subagents are off (`subagent.enabled` is false)"
-                    );
-                };
-                let Some(def) = subagents.defs.iter().find(|d| &d.name == name) else {
-                    let known: Vec<&str> = subagents.defs.iter().map(|d| d.name.as_str()).collect();
-                    anyhow::bail!(
-                        "--agent {name}: no such role; the roles are {}",
-                        known.join(", ")
-                    );
-                };
-                Some(def.clone())
-            }
-        };
-        if let Some(model) = agent.as_ref().and_then(|d| d.model.clone())
-            && launch.overrides.model.is_none()
-        {
-            config.model = model;
-        }
-        let context = new_core::context::Context::new(config.context.clone(), &config.model);
-        tracing::info!(workdir = ?workdir, provider = ?config.provider.name, model = ?config.model,
-            sandbox = os_sandbox.is_some(), interactive, "configured");
-        if let Some(def) = &agent
-            && report.is_none()
-        {
-            session.set_metadata(serde_json::json!({ "agent": def.name }));
-        }
-        let (config_hooks, config_hooks_trusted) = (config.hooks.clone(), config.hooks_trusted);
-        let (hooks_workdir, hooks_hidden) = (workdir.clone(), config.secret_vars.clone());
+        tracing::info!(workdir = ?engine.workdir, provider = ?engine.config.provider.name,
+            model = ?engine.config.model, sandbox = os_sandbox.is_some(), interactive, "configured");
         let mut app = App {
-            engine: new_core::session::Session {
-                workdir,
-                layers,
-                role,
-                skills: SkillRegistry::default(),
-                system_prompt: String::new(),
-                prompt_parts: Vec::new(),
-                prompt_written: Vec::new(),
-                auto_continued: false,
-                store,
-                chat: session,
-                provider,
-                tools,
-                policy,
-                config,
-                overrides: launch.overrides.clone(),
-                interrupts,
-                busy,
-                totals: Default::default(),
-                context,
-                asked_server_window: false,
-                skill_tools: None,
-                checkpoints,
-                came_from: None,
-                // A one-shot reviews nothing: what waits is the next REPL's.
-                memory_batch: memory
-                    .as_ref()
-                    .filter(|_| !one_shot)
-                    .map(|m| new_core::memory::review::load_pending(m, true))
-                    .unwrap_or_default(),
-                memory_said: false,
-                memory_returned: Default::default(),
-                turns_started: Default::default(),
-                memory,
-                memory_notes: Default::default(),
-                leaving: Default::default(),
-                hooks: (!config_hooks.entries.is_empty()).then(|| {
-                    new_core::hooks::Hooks::new(
-                        config_hooks.clone(),
-                        config_hooks_trusted,
-                        &hooks_workdir,
-                        hooks_hidden.clone(),
-                    )
-                    .with_sandbox(os_sandbox.clone())
-                }),
-                hook_context: Vec::new(),
-                subagents,
-                agent,
-            },
+            engine,
             out,
             reader,
             last_status: None,
@@ -949,14 +815,6 @@ impl App {
             turn_interrupted: false,
             at_prompt: Default::default(),
         };
-        app.install_hook_agents();
-        app.install_self_skills();
-        // The memory folders can be read by the read tools (never written).
-        if let Some(m) = &app.engine.memory {
-            for (_, dir) in m.dirs() {
-                app.engine.tools.sandbox().add_read_root(dir.to_path_buf());
-            }
-        }
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(new_core::hooks::Input::new("program_start"));
         tracing::info!(session = %app.engine.chat.id(), "session start");
@@ -987,11 +845,6 @@ impl App {
     /// Gives the hooks what runs their `agent` actions ([`Session::install_hook_agents`]).
     fn install_hook_agents(&mut self) {
         self.engine.install_hook_agents();
-    }
-
-    /// What writes the built-in skills that describe `new` and the project.
-    pub(super) fn install_self_skills(&mut self) {
-        self.engine.install_self_skills();
     }
 
     /// Ends the application without freeing the conversation tree: every message is on disk

@@ -9,6 +9,7 @@
 mod commands;
 mod event;
 pub mod gate;
+mod open;
 mod turn;
 
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ pub use event::{
     Answer, Approval, Compaction, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice,
     Recorder, RefusedWhy, Relay, Wait, to_observer,
 };
+pub use open::{OpenError, Opened, Options, Resume};
 pub use turn::interruptible;
 
 /// The engine's state for one run of `new`. Its fields are public to the front ends of this

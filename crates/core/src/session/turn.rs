@@ -346,6 +346,12 @@ impl Session {
         self.chat.set_system_prompt(&self.system_prompt);
     }
 
+    /// The MCP servers' tools join the session's (the hooks' subagents get them too).
+    pub fn set_mcp(&mut self, manager: Arc<crate::mcp::Manager>) {
+        self.tools.set_mcp(manager);
+        self.install_hook_agents();
+    }
+
     /// Gives the hooks what runs their `agent` actions, when any has one and subagents are on.
     /// The hooks' subagents decide by the permissions as they are now.
     pub fn install_hook_agents(&mut self) {
