@@ -5,11 +5,14 @@ use std::path::PathBuf;
 
 use super::commands::COMMANDS;
 use super::markdown::display_width;
+use super::output::Printer;
 use super::repl::{App, interruptible};
+use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
 use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::llm::ChatRequest;
 use new_core::prompt;
+use new_core::session::Ended;
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -269,11 +272,7 @@ impl App {
         };
         // Another model for these answers only; the session's comes back after.
         let saved = model.map(|m| self.engine.swap_model(m));
-        let refusal = (count > 1).then(|| self.side_by_side_refusal()).flatten();
-        if let Some(why) = &refusal {
-            self.out.say(&self.out.dim(why));
-        }
-        if count == 1 || refusal.is_some() || !self.retry_together(&user, count) {
+        if count == 1 || !self.retry_together(&user, count) {
             for i in 0..count {
                 if count > 1 {
                     self.out.say(
@@ -293,6 +292,130 @@ impl App {
         if let Some(saved) = saved {
             self.engine.restore_model(saved);
         }
+    }
+
+    /// `count` answers to the user message `user`, side by side; the cursor ends on the last,
+    /// as when they run one after another. False when they cannot (said; nothing ran): they
+    /// must run one after another.
+    fn retry_together(&mut self, user: &str, count: usize) -> bool {
+        use new_core::session::OneAfterAnother;
+        let why = match self.engine.side_by_side_refusal() {
+            Some(OneAfterAnother::NoCheckpoints) => {
+                Some(self.tr("one_after_another_no_checkpoints", &[]))
+            }
+            Some(OneAfterAnother::StopHooks) => Some(self.tr("one_after_another_stop_hooks", &[])),
+            _ => None,
+        };
+        if let Some(why) = why {
+            self.out.say(&self.out.dim(&why));
+            return false;
+        }
+        self.engine.chat.move_cursor(user).expect("from the tree");
+        // They all start from the files of the message they answer (asked, as after any move)…
+        self.offer_restore();
+        // …or from the folder as the user keeps it: what `new` sees of it now.
+        match self.engine.ready_together() {
+            Ok(()) => {}
+            Err(OneAfterAnother::SnapshotFailed(reason)) => {
+                self.out.warn(&self.tr(
+                    "checkpoint_failed",
+                    &[("reason", &new_core::tools::escape_controls(&reason))],
+                ));
+                return false;
+            }
+            Err(_) => return false,
+        }
+        self.out.say(
+            &self
+                .out
+                .dim(&self.tr("retry_together", &[("count", &count)])),
+        );
+        let out = self.out;
+        let lang = out.lang;
+        let label =
+            |i: usize| super::text::tr(lang, "retry_n_of", &[("i", &(i + 1)), ("count", &count)]);
+        let pricing = self.engine.config.pricing;
+        let model = self.engine.config.model.clone();
+        // Each answer's tokens and cost, in order.
+        let mut spent: Vec<(Option<new_core::vocab::Usage>, Option<f64>)> = Vec::new();
+        let mut done =
+            |i: usize, recorded: new_core::session::Recorder, took: std::time::Duration| {
+                out.say(&out.bold(&label(i)));
+                let mut printer = Printer::new(out);
+                for event in &recorded.events {
+                    new_core::session::to_observer(event, &mut printer);
+                }
+                let cost = pricing.zip(printer.turn.as_ref()).map(|(p, u)| p.cost(u));
+                let line = super::output::status_line(
+                    lang,
+                    &model,
+                    printer.turn.as_ref(),
+                    None,
+                    took.as_secs_f64(),
+                    cost,
+                );
+                out.say(&out.dim(&line));
+                spent.push((printer.turn, cost));
+            };
+        let mut asking = Terminal::asking(self.out, &mut self.reader);
+        let together = self.runtime.block_on(self.engine.answer_together(
+            count,
+            &label,
+            &mut asking,
+            &mut done,
+        ));
+        let together = match together {
+            Ok(together) => together,
+            Err(OneAfterAnother::SnapshotFailed(reason)) => {
+                self.out.warn(&self.tr(
+                    "checkpoint_failed",
+                    &[("reason", &new_core::tools::escape_controls(&reason))],
+                ));
+                return false;
+            }
+            Err(_) => return false,
+        };
+        for problem in &together.problems {
+            self.out.warn(&self.tr(
+                "not_put_back",
+                &[("what", &new_core::tools::escape_controls(problem))],
+            ));
+        }
+        match &together.reopened {
+            Ok(report) => self.report_load(report),
+            Err(e) => {
+                self.out.error(&super::text::error(self.out.lang, e));
+                return true;
+            }
+        }
+        let mut interrupted = false;
+        for ((end, tip), (usage, cost)) in together.ends.into_iter().zip(spent) {
+            if let Some(usage) = &usage {
+                super::output::add_usage(&mut self.engine.totals.0, usage);
+            }
+            self.engine.totals.1 += cost.unwrap_or(0.0);
+            self.engine.totals.2 += 1;
+            if self.engine.chat.move_cursor(&tip).is_err() {
+                continue;
+            }
+            match end {
+                // One Ctrl-C stops them all: said once.
+                Ended::Interrupted => interrupted = true,
+                end => {
+                    let mut printer = Printer::new(self.out);
+                    let mut front = Terminal::turn(self.out, &mut printer, &mut self.reader);
+                    self.runtime.block_on(self.engine.finish(end, &mut front));
+                }
+            }
+        }
+        if interrupted {
+            self.turn_interrupted = true;
+            self.out
+                .warn(&self.tr("interrupted_what_arrived_is_kept", &[]));
+        }
+        // The folder is as they all began; the cursor's answer may have left it otherwise.
+        self.offer_restore();
+        true
     }
 
     /// `/compare`: the alternatives at the nearest fork above the cursor, one after another, each

@@ -16,7 +16,6 @@ pub mod markdown;
 mod mcp_view;
 mod memory_view;
 pub mod output;
-mod parallel;
 mod reader;
 mod repl;
 mod setup;

@@ -851,35 +851,14 @@ impl App {
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
     fn leave(mut self) {
-        tracing::info!(session = %self.engine.chat.id(), "session end");
-        self.fire_hooks(new_core::hooks::Input::new("session_end"));
-        self.fire_hooks(new_core::hooks::Input::new("program_exit"));
-        // Reviews still running stop before they write anything; subagents still running stop
-        // and keep what they said. Turns not reviewed yet wait for the next session.
-        self.engine.leaving.store(true, Ordering::SeqCst);
-        self.take_returned_reviews();
-        if let Some(memory) = &self.engine.memory
-            && !self.engine.memory_batch.is_empty()
-        {
-            let _ = new_core::memory::review::save_pending(memory, &self.engine.memory_batch);
-        }
-        if let Some(subagents) = &self.engine.subagents {
-            let n = subagents.tasks.stop_all(std::time::Duration::from_secs(5));
-            if n > 0 {
-                self.out.say(
-                    &self
-                        .out
-                        .dim(&self.tr("tasks_stopped_at_exit", &[("n", &n)])),
-                );
-            }
-        }
-        // MCP servers are ended, not left behind.
-        if let Some(mcp) = self.engine.tools.mcp() {
-            self.runtime.block_on(mcp.shutdown());
-        }
-        // The sandbox's private folder goes with the session.
-        if let Some(sandbox) = &self.engine.tools.context().os_sandbox {
-            sandbox.cleanup();
+        let mut front = Terminal::plain(self.out);
+        let closed = self.runtime.block_on(self.engine.close(&mut front));
+        if closed.tasks_stopped > 0 {
+            self.out.say(
+                &self
+                    .out
+                    .dim(&self.tr("tasks_stopped_at_exit", &[("n", &closed.tasks_stopped)])),
+            );
         }
         let App { engine, .. } = self;
         std::mem::forget(engine.chat);
@@ -1245,11 +1224,6 @@ impl App {
         let end = self.runtime.block_on(self.engine.send(text, &mut front));
         self.turn_interrupted |= front.interrupted;
         end
-    }
-
-    /// The only tools a turn may offer and run ([`Session::turn_tools`]).
-    pub(super) fn turn_tools(&self) -> Option<Vec<String>> {
-        self.engine.turn_tools()
     }
 
     /// Asks the server for its context window once, when neither the config nor the model's

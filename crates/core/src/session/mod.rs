@@ -9,7 +9,9 @@
 mod commands;
 mod event;
 pub mod gate;
+mod memory;
 mod open;
+mod together;
 mod turn;
 
 use std::path::PathBuf;
@@ -37,8 +39,10 @@ pub use event::{
     Answer, Approval, Compaction, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice,
     Recorder, RefusedWhy, Relay, Wait, to_observer,
 };
+pub use memory::ReviewsRun;
 pub use open::{OpenError, Opened, Options, Resume};
-pub use turn::interruptible;
+pub use together::{OneAfterAnother, Together};
+pub use turn::{Closed, interruptible};
 
 /// The engine's state for one run of `new`. Its fields are public to the front ends of this
 /// workspace, which still wire a session together and show parts of it (`/status`, `/context`).

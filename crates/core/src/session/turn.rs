@@ -30,6 +30,13 @@ pub async fn interruptible<T>(
     out
 }
 
+/// What closing a session did, for the front end to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed {
+    /// Background subagents stopped.
+    pub tasks_stopped: usize,
+}
+
 /// What follows an answer: done, or once more (a hook asked the model to go on).
 enum Next {
     Done(Ended),
@@ -344,6 +351,34 @@ impl Session {
             .collect();
         self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
         self.chat.set_system_prompt(&self.system_prompt);
+    }
+
+    /// Ends the session: its `session_end` and `program_exit` hooks fire; reviews still running
+    /// stop before they write anything, and turns not reviewed yet wait for the next session;
+    /// subagents still running stop and keep what they said; MCP servers are ended, not left
+    /// behind; the OS sandbox's private folder goes.
+    pub async fn close(&mut self, front: &mut dyn Frontend) -> Closed {
+        tracing::info!(session = %self.chat.id(), "session end");
+        self.fire_hooks(Input::new("session_end"), front).await;
+        self.fire_hooks(Input::new("program_exit"), front).await;
+        self.leaving.store(true, Ordering::SeqCst);
+        self.take_returned_reviews();
+        if let Some(memory) = &self.memory
+            && !self.memory_batch.is_empty()
+        {
+            let _ = crate::memory::review::save_pending(memory, &self.memory_batch);
+        }
+        let tasks_stopped = self
+            .subagents
+            .as_ref()
+            .map_or(0, |s| s.tasks.stop_all(std::time::Duration::from_secs(5)));
+        if let Some(mcp) = self.tools.mcp() {
+            mcp.shutdown().await;
+        }
+        if let Some(sandbox) = &self.tools.context().os_sandbox {
+            sandbox.cleanup();
+        }
+        Closed { tasks_stopped }
     }
 
     /// The MCP servers' tools join the session's (the hooks' subagents get them too).
