@@ -102,15 +102,6 @@ impl App {
         self.out.say(text.trim_end());
     }
 
-    /// The tip of the branch `name`, when the current conversation has one by that name.
-    pub(super) fn named_tip(&self, name: &str) -> Option<String> {
-        self.engine
-            .chat
-            .conversation()
-            .branch_tip(name)
-            .map(|m| m.id.to_string())
-    }
-
     /// `/btw QUESTION`: asked in a side branch off the cursor (with the branch as context and
     /// only the tools that read), answered, and the cursor left where it was.
     pub(super) fn btw(&mut self, args: &str) {

@@ -9,10 +9,9 @@ use super::output::Printer;
 use super::repl::{App, interruptible};
 use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
-use new_core::conversation::{ChatSession, LoadReport, export};
+use new_core::conversation::{LoadReport, export};
 use new_core::llm::ChatRequest;
-use new_core::prompt;
-use new_core::session::Ended;
+use new_core::session::{Ended, Switched};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -667,31 +666,27 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_switch_id_see_list", &[]);
         }
-        // A branch of this conversation by its name first.
-        if let Some(tip) = self.named_tip(args) {
-            return self.move_to(&tip);
-        }
-        let id = match self.engine.store.resolve(args) {
-            Ok(id) => id,
-            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
-        };
-        if id == self.engine.chat.id() && self.engine.chat.is_persisted() {
-            return self
+        let mut front = Terminal::plain(self.out);
+        let switched = self.runtime.block_on(self.engine.switch(args, &mut front));
+        match switched {
+            // A branch of this conversation by its name.
+            Ok(Switched::Branch(tip)) => {
+                self.say_place(&tip);
+                self.offer_restore();
+            }
+            Ok(Switched::Already(id)) => self
                 .out
-                .say(&self.tr("is_already_the_current_conversation", &[("id", &id)]));
-        }
-        match ChatSession::open(self.engine.store.clone(), &id, &self.engine.system_prompt) {
-            Ok((session, report)) => {
-                self.end_session_hooks();
-                self.engine.chat = session;
+                .say(&self.tr("is_already_the_current_conversation", &[("id", &id)])),
+            Ok(Switched::Conversation(report)) => {
                 self.report_load(&report);
                 let n = self.engine.chat.conversation().len() - 1;
+                let id = self.engine.chat.id().to_string();
                 self.out
                     .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
                 self.start_session_hooks();
                 self.offer_restore();
             }
-            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+            Err(e) => self.command_error(&e),
         }
     }
 
@@ -735,15 +730,14 @@ impl App {
             return;
         }
         // Role and skill files are read again, so edits take effect.
-        match prompt::load_role(&self.engine.layers, &self.engine.role.name) {
-            Ok(role) => self.engine.role = role,
-            Err(e) => self
-                .out
-                .warn(&self.tr("keeping_the_role", &[("error", &e)])),
+        if let Err(e) = self.engine.reload_role() {
+            self.out
+                .warn(&self.tr("keeping_the_role", &[("error", &e)]));
         }
         self.reload_skills(true);
-        self.end_session_hooks();
-        self.engine.chat = ChatSession::new(self.engine.store.clone(), &self.engine.system_prompt);
+        let mut front = Terminal::plain(self.out);
+        self.runtime
+            .block_on(self.engine.new_conversation(&mut front));
         self.out
             .say(&self.tr("new_conversation", &[("id", &self.engine.chat.id())]));
         self.start_session_hooks();
@@ -756,10 +750,7 @@ impl App {
         if !self.no_args("/clear", args) {
             return;
         }
-        let root = self.engine.chat.conversation().root_id.clone();
-        // Where it was, for a later `/restore` of the files, as for any move.
-        self.engine.came_from = Some(self.engine.chat.conversation().cursor().to_string());
-        if let Err(e) = self.engine.chat.move_cursor(&root) {
+        if let Err(e) = self.engine.clear() {
             return self.out.error(&e.to_string());
         }
         use std::io::{IsTerminal, Write};
@@ -773,18 +764,11 @@ impl App {
             .say(&self.tr("cleared", &[("id", &self.engine.chat.id())]));
     }
 
-    /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
-    fn end_session_hooks(&mut self) {
-        tracing::info!(session = %self.engine.chat.id(), "session end");
-        self.fire_hooks(new_core::hooks::Input::new("session_end"));
-    }
-
-    /// …and another starts (`session_start`: what its hooks print goes with the next message).
+    /// Another conversation starts (what its `session_start` hooks print goes with the next message).
     fn start_session_hooks(&mut self) {
-        tracing::info!(session = %self.engine.chat.id(), "session start");
-        if let Some(started) = self.fire_hooks(new_core::hooks::Input::new("session_start")) {
-            self.engine.hook_context = started.context;
-        }
+        let mut front = Terminal::plain(self.out);
+        self.runtime
+            .block_on(self.engine.begin_conversation(&mut front));
     }
 
     /// The title shown by `/list`: the latest title record, else the first user message.

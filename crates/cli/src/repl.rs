@@ -19,7 +19,6 @@ use new_core::layers::Layers;
 use new_core::prompt::{self, RoleFile};
 use new_core::session::{Ended, Options, Resume, Session};
 use new_core::skill::SkillRegistry;
-use new_core::vocab::Role;
 use new_sys::platform::winpath::Refusal;
 
 /// What the command line decided.
@@ -38,7 +37,7 @@ pub struct Launch {
     /// Trust the project's `.new/config.json` as it is now (`--trust-project`).
     pub trust_project: bool,
     /// What `-p` prints on stdout (`--output-format`).
-    pub output_format: super::json_output::OutputFormat,
+    pub output_format: super::print_mode::OutputFormat,
     /// Answers as the model wrote them (`--no-render`).
     pub no_render: bool,
     /// Work as this subagent role (`--agent NAME`).
@@ -105,7 +104,7 @@ pub fn run(launch: Launch) -> ExitCode {
         }
     };
     if let Some(prompt) = &launch.prompt {
-        let code = match one_shot_prompt(prompt) {
+        let code = match super::print_mode::one_shot_prompt(prompt) {
             Ok(prompt) => app.one_shot(&prompt, launch.output_format),
             Err(e) => {
                 app.out.error(&e);
@@ -368,35 +367,6 @@ fn confirm_secret_servers(
         }
     }
     Ok(())
-}
-
-/// The one-shot prompt: `-p -` reads it from stdin; otherwise piped stdin, if any, follows the
-/// text after a blank line (`git diff | new -p "review this"`), as `llm` does.
-fn one_shot_prompt(text: &str) -> Result<String, String> {
-    use std::io::Read;
-    let stdin = std::io::stdin();
-    if text != "-" && stdin.is_terminal() {
-        return Ok(text.to_string());
-    }
-    let mut piped = String::new();
-    if !stdin.is_terminal() {
-        // No standard input at all (a closed descriptor) is an empty one, unless it was asked for.
-        let read = stdin.lock().read_to_string(&mut piped);
-        if let Err(e) = read
-            && text == "-"
-        {
-            return Err(format!("reading the prompt from standard input: {e}"));
-        }
-    }
-    let prompt = match (text, piped.trim().is_empty()) {
-        ("-", true) => {
-            return Err("-p - reads the prompt from standard input, which is empty".into());
-        }
-        ("-", false) => piped,
-        (_, true) => text.to_string(),
-        (_, false) => format!("{text}\n\n{piped}"),
-    };
-    Ok(prompt)
 }
 
 /// An error and its causes on one line, each in the interface's language where the catalogue has
@@ -1219,7 +1189,7 @@ impl App {
         self.last_status = Some(line);
     }
 
-    fn chat_with(&mut self, text: &str, stream: &mut dyn Stream) -> Option<Ended> {
+    pub(super) fn chat_with(&mut self, text: &str, stream: &mut dyn Stream) -> Option<Ended> {
         let mut front = Terminal::turn(self.out, stream, &mut self.reader);
         let end = self.runtime.block_on(self.engine.send(text, &mut front));
         self.turn_interrupted |= front.interrupted;
@@ -1246,127 +1216,12 @@ impl App {
         self.report_turn(&printer);
         end
     }
-
-    fn one_shot(&mut self, prompt: &str, format: super::json_output::OutputFormat) -> ExitCode {
-        self.ready();
-        use super::json_output::{JsonObserver, OutputFormat, ResultFields, write_line};
-        // `@server:uri` is read before anything is sent, as at the prompt; one that cannot be
-        // read is said (on stderr, and in the JSON's `error`) and nothing is sent.
-        let expanded = self.with_resources(prompt);
-        if format != OutputFormat::Text {
-            let stream = format == OutputFormat::StreamJson;
-            let mut observer = JsonObserver::new(Printer::new(self.out), stream);
-            observer.emit(serde_json::json!({
-                "type": "start",
-                "conversation_id": self.engine.chat.id(),
-                "model": self.engine.config.model,
-            }));
-            let end = match &expanded {
-                Some(prompt) => self.chat_with(prompt, &mut observer),
-                None => None,
-            };
-            let current = self.engine.chat.conversation().current();
-            let error = match &end {
-                None if expanded.is_none() => {
-                    Some("an @server:uri resource could not be read".to_string())
-                }
-                Some(Ended::Complete) | Some(Ended::RoundLimit(_)) | Some(Ended::ContextFull) => {
-                    None
-                }
-                Some(Ended::Interrupted) => Some("interrupted".to_string()),
-                Some(Ended::Stopped(reason)) => Some(format!("stopped by a hook: {reason}")),
-                Some(Ended::Failed(e)) => Some(e.to_string()),
-                None => Some("the message could not be stored".to_string()),
-            };
-            let answered = current.role == Role::Assistant;
-            let mut result = observer.result(ResultFields {
-                text: if answered { &current.content } else { "" },
-                conversation_id: self.engine.chat.id(),
-                node_id: &current.id,
-                model: &self.engine.config.model,
-                error,
-            });
-            let failed = self.mcp_failures();
-            // Said on stderr too: whoever reads only the JSON's `result` still hears of it.
-            for (server, error) in &failed {
-                self.out.warn(&self.tr(
-                    "mcp_server_failed",
-                    &[
-                        ("server", server),
-                        ("error", &new_core::tools::escape_controls(error)),
-                    ],
-                ));
-            }
-            result["mcp_errors"] = serde_json::json!(
-                failed
-                    .iter()
-                    .map(|(server, error)| serde_json::json!({"server": server, "error": error}))
-                    .collect::<Vec<_>>()
-            );
-            write_line(&result);
-            return match end {
-                Some(Ended::Complete) | Some(Ended::RoundLimit(_)) | Some(Ended::ContextFull) => {
-                    ExitCode::SUCCESS
-                }
-                Some(Ended::Interrupted) => ExitCode::from(130),
-                _ => ExitCode::from(1),
-            };
-        }
-        let Some(prompt) = expanded else {
-            return ExitCode::from(1);
-        };
-        let end = self.chat(&prompt);
-        for (server, error) in self.mcp_failures() {
-            self.out.warn(&self.tr(
-                "mcp_server_failed",
-                &[
-                    ("server", &server),
-                    ("error", &new_core::tools::escape_controls(&error)),
-                ],
-            ));
-        }
-        match end {
-            Some(Ended::Complete) => {
-                use std::io::Write;
-                let answer = &self.engine.chat.conversation().current().content;
-                let shown = if self.out.render {
-                    let mut r =
-                        super::markdown::Renderer::new(super::markdown::terminal_layout(false));
-                    let mut text = r.push(&new_core::tools::escape_controls_keep_lines(answer));
-                    text.push_str(&r.finish());
-                    text.trim_end_matches('\n').to_string()
-                } else {
-                    answer.clone()
-                };
-                let mut stdout = std::io::stdout().lock();
-                // A closed pipe (`new -p … | head -c1`) is the reader's choice, not a failure.
-                let _ = writeln!(stdout, "{shown}").and_then(|()| stdout.flush());
-                ExitCode::SUCCESS
-            }
-            Some(Ended::Interrupted) => {
-                // What arrived goes where the answer would have (`-p … > out.txt`), and stderr
-                // says it is partial and where it is kept; the exit code is 130.
-                use std::io::Write;
-                let current = self.engine.chat.conversation().current();
-                if current.role == Role::Assistant && !current.content.is_empty() {
-                    let mut stdout = std::io::stdout().lock();
-                    let _ = writeln!(stdout, "{}", current.content).and_then(|()| stdout.flush());
-                    self.out.warn(&self.tr(
-                        "partial_answer_on_stdout",
-                        &[("id", &self.engine.chat.id())],
-                    ));
-                }
-                ExitCode::from(130)
-            }
-            _ => ExitCode::from(1),
-        }
-    }
 }
 
 impl App {
     /// The MCP servers that failed to start (or to answer), with why: said in `-p` mode, where
     /// there is no `/mcp` to look at.
-    fn mcp_failures(&self) -> Vec<(String, String)> {
+    pub(super) fn mcp_failures(&self) -> Vec<(String, String)> {
         self.engine
             .tools
             .mcp()

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use super::Session;
 use super::event::{Ended, Event, Frontend, Notice};
 use crate::conversation::message::MergedFrom;
-use crate::conversation::{Message, StoreError};
+use crate::conversation::{ChatSession, LoadReport, Message, StoreError};
 use crate::hooks::Input;
 use crate::tools::ToolKind;
 use crate::vocab::{Role, Usage};
@@ -440,5 +440,78 @@ impl Session {
             });
         }
         Ok(out)
+    }
+}
+
+/// Which conversation `/switch` opened.
+#[derive(Debug)]
+pub enum Switched {
+    /// A branch of this conversation by its name: the cursor is at its tip.
+    Branch(String),
+    /// Another conversation, opened; what loading it worked around.
+    Conversation(LoadReport),
+    /// That one is open already.
+    Already(String),
+}
+
+impl Session {
+    /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's).
+    pub async fn end_conversation(&mut self, front: &mut dyn Frontend) {
+        tracing::info!(session = %self.chat.id(), "session end");
+        self.fire_hooks(Input::new("session_end"), front).await;
+    }
+
+    /// Another starts: `session_start` hooks, whose output goes with its next message.
+    pub async fn begin_conversation(&mut self, front: &mut dyn Frontend) {
+        tracing::info!(session = %self.chat.id(), "session start");
+        if let Some(started) = self.fire_hooks(Input::new("session_start"), front).await {
+            self.hook_context = started.context;
+        }
+    }
+
+    /// `/switch NAME|ID`: a branch of this conversation by its name first, else another
+    /// conversation of this project (an id or a prefix of one), its hooks told. Its folder is the
+    /// front end's to offer.
+    pub async fn switch(
+        &mut self,
+        target: &str,
+        front: &mut dyn Frontend,
+    ) -> Result<Switched, CommandError> {
+        if let Some(tip) = self.chat.conversation().branch_tip(target) {
+            let tip = tip.id.to_string();
+            self.move_to(&tip).expect("a tip is in the tree");
+            return Ok(Switched::Branch(tip));
+        }
+        let id = self.store.resolve(target)?;
+        if id == self.chat.id() && self.chat.is_persisted() {
+            return Ok(Switched::Already(id));
+        }
+        let (chat, report) = ChatSession::open(self.store.clone(), &id, &self.system_prompt)?;
+        self.end_conversation(front).await;
+        self.chat = chat;
+        Ok(Switched::Conversation(report))
+    }
+
+    /// The role's file read again, so that its edits take effect (kept as it was when it cannot
+    /// be read).
+    pub fn reload_role(&mut self) -> Result<(), crate::prompt::RoleError> {
+        self.role = crate::prompt::load_role(&self.layers, &self.role.name)?;
+        Ok(())
+    }
+
+    /// `/new`: a new conversation (written once it has a message), with the system prompt as it
+    /// is now; the hooks told the old one ended. Its `session_start` hooks are the front end's to
+    /// fire ([`Session::begin_conversation`]) once it has said so.
+    pub async fn new_conversation(&mut self, front: &mut dyn Frontend) {
+        self.end_conversation(front).await;
+        self.chat = ChatSession::new(self.store.clone(), &self.system_prompt);
+    }
+
+    /// `/clear` (CodePilot's): the next message starts a fresh branch from the root of this
+    /// conversation. Nothing is lost: the branch left stays in the tree; the working folder stays
+    /// as it is.
+    pub fn clear(&mut self) -> Result<(), crate::conversation::TreeError> {
+        let root = self.chat.conversation().root_id.to_string();
+        self.move_to(&root)
     }
 }

@@ -34,7 +34,7 @@ use crate::skill::SkillRegistry;
 use crate::tools::{Policy, ToolRegistry};
 use crate::vocab::Usage;
 
-pub use commands::{Alternative, Btw, CommandError, EditTarget, Merged, Undone};
+pub use commands::{Alternative, Btw, CommandError, EditTarget, Merged, Switched, Undone};
 pub use event::{
     Answer, Approval, Compaction, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice,
     Recorder, RefusedWhy, Relay, Wait, to_observer,
