@@ -7,9 +7,9 @@ use super::commands::COMMANDS;
 use super::markdown::display_width;
 use super::repl::{App, interruptible};
 use super::tree_view::{Highlight, describe, preview, push_tree};
+use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::llm::ChatRequest;
 use new_core::prompt;
-use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -528,14 +528,16 @@ impl App {
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
-        let mut summaries: Vec<(new_core::conversation::Summary, new_core::conversation::store::Kind)> =
-            summaries
-                .into_iter()
-                .map(|s| {
-                    let kind = self.store.kind(&s.id);
-                    (s, kind)
-                })
-                .collect();
+        let mut summaries: Vec<(
+            new_core::conversation::Summary,
+            new_core::conversation::store::Kind,
+        )> = summaries
+            .into_iter()
+            .map(|s| {
+                let kind = self.store.kind(&s.id);
+                (s, kind)
+            })
+            .collect();
         let mut hidden = 0;
         if !all {
             summaries.retain(|(_, kind)| {

@@ -86,7 +86,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     new_sys::platform::private_dir_builder().create(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::conversation::new_id()));
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::vocab::new_id()));
     let result = (|| {
         let mut f = new_sys::platform::private_file_options()
             .write(true)

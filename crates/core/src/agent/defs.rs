@@ -216,7 +216,7 @@ fn read(
             serde_json::Value::Array(items) => items
                 .into_iter()
                 .map(|i| match i {
-                    serde_json::Value::String(s) => crate::tools::canonical(s.trim()).to_string(),
+                    serde_json::Value::String(s) => crate::vocab::canonical(s.trim()).to_string(),
                     other => other.to_string(),
                 })
                 .filter(|s| !s.is_empty())
@@ -225,7 +225,7 @@ fn read(
                 .split([',', ' '])
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| crate::tools::canonical(s).to_string())
+                .map(|s| crate::vocab::canonical(s).to_string())
                 .collect(),
             _ => Vec::new(),
         })

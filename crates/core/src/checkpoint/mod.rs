@@ -201,7 +201,7 @@ impl CheckpointStore {
                 });
             }
         }
-        let id = crate::conversation::new_id();
+        let id = crate::vocab::new_id();
         let stored = stored.unwrap_or_else(|| {
             manifest.depth = 0;
             Stored {

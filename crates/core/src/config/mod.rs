@@ -1056,13 +1056,11 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     ignored
 }
 
-pub use crate::tools::TOOL_ALIASES;
-
-/// The tool a rule names, through [`TOOL_ALIASES`]; an error for a name that is no tool (a rule
+/// The tool a rule names, through [`crate::vocab::TOOL_ALIASES`]; an error for a name that is no tool (a rule
 /// that can never match would be a silent no-op: a deny rule that denies nothing).
 fn check_rules(text: &str, rules: &mut [Rule]) -> Result<(), ConfigError> {
     for (i, rule) in rules.iter_mut().enumerate() {
-        rule.tool = crate::tools::canonical(&rule.tool).to_string();
+        rule.tool = crate::vocab::canonical(&rule.tool).to_string();
         let tool = rule.tool.as_str();
         let known = tool.contains(['*', '?', '['])
             || tool.starts_with("mcp__")
@@ -1573,7 +1571,7 @@ fn load_from(
                     .global_denied_tools
                     .map(|list| {
                         list.iter()
-                            .map(|t| crate::tools::canonical(t).to_string())
+                            .map(|t| crate::vocab::canonical(t).to_string())
                             .collect()
                     })
                     .unwrap_or(default.global_denied_tools),
@@ -1595,7 +1593,7 @@ fn load_from(
                     .background_allowed_tools
                     .unwrap_or_default()
                     .iter()
-                    .map(|t| crate::tools::canonical(t).to_string())
+                    .map(|t| crate::vocab::canonical(t).to_string())
                     .collect(),
                 auto_continue: entry.auto_continue.unwrap_or(false),
             }
@@ -1638,7 +1636,7 @@ fn load_from(
             .tools
             .unwrap_or_default()
             .iter()
-            .map(|t| crate::tools::canonical(t).to_string())
+            .map(|t| crate::vocab::canonical(t).to_string())
             .collect(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,

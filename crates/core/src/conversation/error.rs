@@ -49,7 +49,7 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     create_private_dir(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", super::new_id()));
+    let tmp = dir.join(format!(".{}.tmp", crate::vocab::new_id()));
     let result = (|| {
         let mut file = private_options().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;

@@ -608,7 +608,7 @@ fn write_snapshot(
             e.title.as_deref().unwrap_or(""),
         ));
     }
-    let tmp = path.with_extension(format!("tmp-{}", super::message::new_id()));
+    let tmp = path.with_extension(format!("tmp-{}", crate::vocab::new_id()));
     let result = private_options()
         .write(true)
         .create_new(true)
@@ -632,7 +632,7 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let mut seen = std::collections::HashSet::new();
-    let mut root: Option<super::Id> = None;
+    let mut root: Option<crate::vocab::Id> = None;
     let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -1057,7 +1057,10 @@ mod tests {
         assert_eq!(mode(&data.join(INDEX_DIR)), 0o700);
         assert_eq!(mode(&data.join(INDEX_DIR).join(JOURNAL)), 0o600);
         assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
-        assert_eq!(mode(&data.join(crate::conversation::store::TRASH_DIR)), 0o700);
+        assert_eq!(
+            mode(&data.join(crate::conversation::store::TRASH_DIR)),
+            0o700
+        );
         assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
     }
 

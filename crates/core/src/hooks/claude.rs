@@ -241,7 +241,7 @@ pub fn permission_rule(
         }
         None => (text, None),
     };
-    let ours = crate::tools::canonical(tool);
+    let ours = crate::vocab::canonical(tool);
     let ours =
         (ours != tool || tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
             .then(|| ours.to_string())

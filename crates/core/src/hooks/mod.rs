@@ -460,7 +460,7 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
     }
     // A tool named as Claude Code or CodePilot name it (`WriteFile`, `Bash`) is ours.
     let value = if field == "tool_name" && op != Op::Glob {
-        crate::tools::canonical(&value).to_string()
+        crate::vocab::canonical(&value).to_string()
     } else {
         value
     };

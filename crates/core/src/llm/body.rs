@@ -21,7 +21,7 @@ use std::sync::{Mutex, PoisonError};
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::conversation::Id;
+use crate::vocab::Id;
 use crate::vocab::{ChatMessage, Role};
 
 /// The request messages an item is written from (`from..to`), and what else its text depends on.
@@ -369,8 +369,8 @@ pub(crate) fn head(model: &str) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::context::{Context, Settings};
-    use crate::llm::{ChatRequest, ProviderSettings, anthropic, openai};
     use crate::conversation::{Conversation, Message};
+    use crate::llm::{ChatRequest, ProviderSettings, anthropic, openai};
     use crate::vocab::ToolCall;
 
     type Writer = fn(&ChatRequest<'_>, &ProviderSettings, &Reuse) -> (Bytes, Ticket);

@@ -569,7 +569,7 @@ fn tool_name(name: &str) -> String {
     let name = name.trim();
     // `Bash(git:*)`: the tool, whatever the pattern.
     let base = name.split('(').next().unwrap_or(name).trim();
-    crate::tools::canonical(base).to_string()
+    crate::vocab::canonical(base).to_string()
 }
 
 /// A skill file's front matter and body, or why it is broken. A body longer than `max_bytes` is

@@ -392,11 +392,7 @@ impl Sandbox {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let tmp = format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            crate::conversation::new_id()
-        );
+        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), crate::vocab::new_id());
         let tmp = OsStr::new(&tmp);
         let mut file = dir.create_new(tmp, 0o666)?;
         let result = (|| {
@@ -505,11 +501,7 @@ impl Sandbox {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(()),
             Err(e) => return Err(e),
         };
-        let tmp = format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            crate::conversation::new_id()
-        );
+        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), crate::vocab::new_id());
         let tmp = OsStr::new(&tmp);
         let placed = match what {
             Put::Nothing => {

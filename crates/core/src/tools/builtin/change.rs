@@ -101,7 +101,7 @@ impl FileChange {
 pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().expect("has a parent");
     let name = path.file_name().expect("has a name").to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::conversation::new_id()));
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::vocab::new_id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
