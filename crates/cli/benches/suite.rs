@@ -1428,7 +1428,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             let start = Instant::now();
             let mut r = new_cli::markdown::Renderer::new(layout);
             for p in &pieces {
-                let text = new_core::tools::escape_controls_keep_lines(p);
+                let text = new_core::escape::escape_controls_keep_lines(p);
                 let out = r.push(&text);
                 if !out.is_empty() {
                     sink.write_all(out.as_bytes()).unwrap();
@@ -1442,7 +1442,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             let mut sink = sink;
             let start = Instant::now();
             for p in &pieces {
-                let text = new_core::tools::escape_controls_keep_lines(p);
+                let text = new_core::escape::escape_controls_keep_lines(p);
                 sink.write_all(text.as_bytes()).unwrap();
                 sink.flush().unwrap();
             }

@@ -62,8 +62,9 @@ impl<'a> Approvals<'a> {
     }
 
     fn refused(&self, name: &str, why: &str) {
-        self.out
-            .error(&new_core::tools::escape_controls(&format!("{name}: {why}")));
+        self.out.error(&new_core::escape::escape_controls(&format!(
+            "{name}: {why}"
+        )));
     }
 
     /// The rule an answer of "this session" or "always" adds.
@@ -128,12 +129,12 @@ impl<'a> Approvals<'a> {
         // another.
         let shown = match kind {
             ToolKind::Write => super::output::colour_diff(&self.out, &preview),
-            _ => new_core::tools::escape_controls_keep_lines(&preview),
+            _ => new_core::escape::escape_controls_keep_lines(&preview),
         };
         let always_rule = Self::rule_for(name, kind, subject, true);
         let session_rule = Self::rule_for(name, kind, subject, false);
         let describe = |r: &Rule| {
-            new_core::tools::escape_controls(&match &r.pattern {
+            new_core::escape::escape_controls(&match &r.pattern {
                 Some(p) => format!("{} {p}", r.tool),
                 None => r.tool.clone(),
             })
@@ -155,7 +156,7 @@ impl<'a> Approvals<'a> {
         self.out.say(&self.out.bold(&match &self.label {
             Some(role) => format!(
                 "[{}] {}",
-                new_core::tools::escape_controls(role),
+                new_core::escape::escape_controls(role),
                 self.tr("needs_your_approval", &[("name", &name)])
             ),
             None => self.tr("needs_your_approval", &[("name", &name)]),
@@ -233,7 +234,7 @@ impl Approvals<'_> {
         let file = new_core::layers::user_dir()
             .map(|d| d.join(new_core::config::CONFIG_FILE))
             .unwrap_or_default();
-        let host_shown = new_core::tools::escape_controls(host);
+        let host_shown = new_core::escape::escape_controls(host);
         self.out.say(&self.out.dim(&self.tr(
             "network_question",
             &[

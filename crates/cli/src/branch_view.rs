@@ -38,7 +38,7 @@ impl App {
                 if !self.session.conversation().branches.contains_key(name) {
                     return self.out.error(&self.tr(
                         "no_branch_named",
-                        &[("name", &new_core::tools::escape_controls(name))],
+                        &[("name", &new_core::escape::escape_controls(name))],
                     ));
                 }
                 match self.session.unname_branch(name) {
@@ -76,7 +76,7 @@ impl App {
             }
             _ => self.out.error(&self.tr(
                 "branch_usage",
-                &[("args", &new_core::tools::escape_controls(args))],
+                &[("args", &new_core::escape::escape_controls(args))],
             )),
         }
     }
@@ -133,7 +133,7 @@ impl App {
         if let Some(reason) = hooked.block {
             return self.out.error(&self.tr(
                 "blocked_by_hook",
-                &[("reason", &new_core::tools::escape_controls(&reason))],
+                &[("reason", &new_core::escape::escape_controls(&reason))],
             ));
         }
         let question = if hooked.context.is_empty() {
@@ -240,7 +240,7 @@ impl App {
                 None => {
                     return self.out.error(&self.tr(
                         "merge_usage_no_such",
-                        &[("args", &new_core::tools::escape_controls(target))],
+                        &[("args", &new_core::escape::escape_controls(target))],
                     ));
                 }
             },
@@ -299,7 +299,7 @@ impl App {
             Err(e) => {
                 return self.out.error(&self.tr(
                     "merge_failed",
-                    &[("why", &new_core::tools::escape_controls(&e.to_string()))],
+                    &[("why", &new_core::escape::escape_controls(&e.to_string()))],
                 ));
             }
         };
@@ -382,7 +382,7 @@ impl App {
             };
             list.push_str(&format!(
                 "  {what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         self.out.say(&format!(
@@ -472,7 +472,7 @@ impl App {
         for k in kept {
             self.out.warn(&self.tr(
                 "not_restored",
-                &[("what", &new_core::tools::escape_controls(&k))],
+                &[("what", &new_core::escape::escape_controls(&k))],
             ));
         }
         // Conflicts are the user's: shown, never written.
@@ -483,9 +483,9 @@ impl App {
                     "{}\n{}",
                     self.tr(
                         "merge_conflict_left",
-                        &[("path", &new_core::tools::escape_controls(path))]
+                        &[("path", &new_core::escape::escape_controls(path))]
                     ),
-                    new_core::tools::escape_controls_keep_lines(&shown)
+                    new_core::escape::escape_controls_keep_lines(&shown)
                 ));
             }
         }

@@ -82,7 +82,7 @@ impl App {
         for (path, what) in &listed {
             text.push_str(&format!(
                 "{what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         for (path, _) in &listed {
@@ -98,7 +98,7 @@ impl App {
             };
             text.push_str(&colour_diff(
                 &self.out,
-                &new_core::tools::escape_controls_keep_lines(&diff),
+                &new_core::escape::escape_controls_keep_lines(&diff),
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -130,7 +130,7 @@ impl App {
         for (path, what) in differ.iter().take(20) {
             list.push_str(&format!(
                 "{what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         if differ.len() > 20 {
@@ -211,7 +211,7 @@ impl App {
             let mark = if outside.contains(path) { &flag } else { "" };
             list.push_str(&format!(
                 "{what} {}{mark}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         let yes = |answer: Option<String>| {
@@ -241,7 +241,7 @@ impl App {
             for b in &broken {
                 self.out.error(&self.tr(
                     "cannot_restore",
-                    &[("what", &new_core::tools::escape_controls(b))],
+                    &[("what", &new_core::escape::escape_controls(b))],
                 ));
             }
             if !yes(self.ask(&self.tr("restore_the_rest", &[]), "", false)) {
@@ -287,7 +287,7 @@ impl App {
             let list: String = applied
                 .changed
                 .iter()
-                .map(|p| format!("  {}\n", new_core::tools::escape_controls(p)))
+                .map(|p| format!("  {}\n", new_core::escape::escape_controls(p)))
                 .collect();
             self.out.warn(&format!(
                 "{}\n{}",
@@ -340,7 +340,7 @@ impl App {
         for k in kept {
             self.out.warn(&self.tr(
                 "not_restored",
-                &[("what", &new_core::tools::escape_controls(&k))],
+                &[("what", &new_core::escape::escape_controls(&k))],
             ));
         }
     }

@@ -66,7 +66,7 @@ impl App {
                 .iter()
                 .take(LINES)
                 .map(|l| {
-                    let l = new_core::tools::escape_controls(l);
+                    let l = new_core::escape::escape_controls(l);
                     match l.char_indices().nth(width - 4) {
                         Some((at, _)) => format!("  {}…", &l[..at]),
                         None => format!("  {l}"),
@@ -105,7 +105,7 @@ impl App {
         let name = c
             .names_of(c.cursor())
             .first()
-            .map(|n| format!(" `{}`", new_core::tools::escape_controls(n)))
+            .map(|n| format!(" `{}`", new_core::escape::escape_controls(n)))
             .unwrap_or_default();
         self.out.say(&self.out.dim(&self.tr(
             "resumed_place",
@@ -363,7 +363,7 @@ impl App {
                     ("i", &(i + 1)),
                     ("count", &alternatives.len()),
                     ("n", &n),
-                    ("model", &new_core::tools::escape_controls(&model)),
+                    ("model", &new_core::escape::escape_controls(&model)),
                     ("input", &usage.input_tokens),
                     ("output", &usage.output_tokens),
                     ("seconds", &seconds),
@@ -376,7 +376,7 @@ impl App {
                 .rev()
                 .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
                 .map_or(String::new(), |m| m.content.trim().to_string());
-            let answer = new_core::tools::escape_controls_keep_lines(&answer);
+            let answer = new_core::escape::escape_controls_keep_lines(&answer);
             // The files it changed, against the folder at the fork.
             let mut files = None;
             if let (Some(checkpoints), Some(from)) = (self.checkpoints.as_ref(), &fork_state)
@@ -386,7 +386,7 @@ impl App {
             {
                 let changed: Vec<String> = new_core::checkpoint::changes(&a, &b)
                     .into_iter()
-                    .map(|(p, w)| format!("{w} {}", new_core::tools::escape_controls(&p)))
+                    .map(|(p, w)| format!("{w} {}", new_core::escape::escape_controls(&p)))
                     .collect();
                 if !changed.is_empty() {
                     files = Some(self.tr("compare_files", &[("files", &changed.join(", "))]));
@@ -663,7 +663,7 @@ impl App {
             ));
         }
         if !report.misplaced_summaries.is_empty() {
-            self.out.warn(&new_core::tools::escape_controls(&self.tr(
+            self.out.warn(&new_core::escape::escape_controls(&self.tr(
                 "misplaced_summaries",
                 &[("ids", &report.misplaced_summaries.join(", "))],
             )));
@@ -808,7 +808,7 @@ impl App {
         };
         let mut text = String::new();
         // The hits are what the model (or another program) wrote: escaped for the terminal.
-        let shown = new_core::tools::escape_controls;
+        let shown = new_core::escape::escape_controls;
         for hit in &results.hits {
             let mark = if hit.conversation == self.session.id() {
                 "*"
@@ -983,14 +983,14 @@ impl App {
                 format!(
                     "  {:<8} {}",
                     origin.label(),
-                    new_core::tools::escape_controls(&r.describe())
+                    new_core::escape::escape_controls(&r.describe())
                 )
             })
             .chain(self.policy.session_rules().map(|r| {
                 format!(
                     "  {:<8} {}",
                     "session",
-                    new_core::tools::escape_controls(&r.describe())
+                    new_core::escape::escape_controls(&r.describe())
                 )
             }))
             .collect();
@@ -1086,7 +1086,7 @@ impl App {
         match &self.tools.context().os_sandbox {
             Some(sandbox) => {
                 let text = sandbox.describe();
-                self.out.say(&new_core::tools::escape_controls_keep_lines(
+                self.out.say(&new_core::escape::escape_controls_keep_lines(
                     text.trim_end(),
                 ))
             }

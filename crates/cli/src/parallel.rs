@@ -260,7 +260,7 @@ impl App {
             Some(Err(e)) => {
                 self.out.warn(&self.tr(
                     "checkpoint_failed",
-                    &[("reason", &new_core::tools::escape_controls(&e.to_string()))],
+                    &[("reason", &new_core::escape::escape_controls(&e.to_string()))],
                 ));
                 return false;
             }
@@ -375,7 +375,7 @@ impl App {
         for problem in folder.take_problems() {
             self.out.warn(&self.tr(
                 "not_put_back",
-                &[("what", &new_core::tools::escape_controls(&problem))],
+                &[("what", &new_core::escape::escape_controls(&problem))],
             ));
         }
         // The answers wrote to the file beside this copy of it: what is there now is the tree.

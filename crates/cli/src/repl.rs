@@ -216,7 +216,7 @@ fn announce_project_config(out: &Output, config: &Config) {
     }
     let file = file_list(&config.project_files);
     let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
-        new_core::tools::escape_controls(&super::text::tr(out.lang, key, args))
+        new_core::escape::escape_controls(&super::text::tr(out.lang, key, args))
     };
     let trust = tr(
         if config.project_trusted {
@@ -258,7 +258,7 @@ fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
     let file = file_list(files);
     let list: String = ignored
         .iter()
-        .map(|w| format!("  - {}\n", new_core::tools::escape_controls(w)))
+        .map(|w| format!("  - {}\n", new_core::escape::escape_controls(w)))
         .collect();
     let question = super::text::tr(
         out.lang,
@@ -327,9 +327,9 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
             };
             format!(
                 "  - {} ({}): {}\n",
-                new_core::tools::escape_controls(&e.name),
+                new_core::escape::escape_controls(&e.name),
                 e.event,
-                new_core::tools::escape_controls(&what)
+                new_core::escape::escape_controls(&what)
             )
         })
         .collect();
@@ -355,8 +355,8 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
 fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[String]) -> String {
     let mut text = format!(
         "  - {}: {}\n",
-        new_core::tools::escape_controls(&s.name),
-        new_core::tools::escape_controls(&s.raw)
+        new_core::escape::escape_controls(&s.name),
+        new_core::escape::escape_controls(&s.raw)
     );
     for name in s
         .references
@@ -368,7 +368,7 @@ fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[Stri
             out.bold(&super::text::tr(
                 out.lang,
                 "mcp_passes_a_secret",
-                &[("name", &new_core::tools::escape_controls(name))]
+                &[("name", &new_core::escape::escape_controls(name))]
             ))
         ));
     }
@@ -405,8 +405,8 @@ fn confirm_secret_servers(
         if trust.is_trusted(workdir, &what, server.raw.as_bytes()) {
             continue;
         }
-        let shown = new_core::tools::escape_controls(&server.name);
-        let names = new_core::tools::escape_controls(&secrets.join(", "));
+        let shown = new_core::escape::escape_controls(&server.name);
+        let names = new_core::escape::escape_controls(&secrets.join(", "));
         let yes = interactive && {
             let question = super::text::tr(
                 out.lang,
@@ -589,7 +589,7 @@ impl App {
         let workdir = launch.workdir.clone().unwrap_or_else(|| PathBuf::from("."));
         // `new "what does wc.py do"`, the habit of the peers: a sentence, not a folder.
         if !workdir.exists() && looks_like_a_sentence(&workdir.to_string_lossy()) {
-            let text = new_core::tools::escape_controls(&workdir.to_string_lossy());
+            let text = new_core::escape::escape_controls(&workdir.to_string_lossy());
             let lang = launch
                 .overrides
                 .lang
@@ -702,7 +702,7 @@ impl App {
                         .claude_allow
                         .iter()
                         .map(|r| {
-                            format!("  - {}\n", new_core::tools::escape_controls(&r.describe()))
+                            format!("  - {}\n", new_core::escape::escape_controls(&r.describe()))
                         })
                         .collect();
                     ask_yes(
@@ -719,7 +719,7 @@ impl App {
         }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
-            out.warn(&new_core::tools::escape_controls(warning));
+            out.warn(&new_core::escape::escape_controls(warning));
         }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
         let datadir = launch
@@ -909,7 +909,7 @@ impl App {
                 |t: &str| new_core::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__");
             let (defs, problems) = new_core::agent::defs::load(&layers, &config.subagent, &known);
             for p in problems {
-                out.warn(&new_core::tools::escape_controls(&p));
+                out.warn(&new_core::escape::escape_controls(&p));
             }
             new_core::agent::subagent::Subagents {
                 defs,
@@ -1220,7 +1220,7 @@ impl App {
         ) else {
             self.out.warn(&self.tr(
                 "hook_interrupted",
-                &[("event", &new_core::tools::escape_controls(&input.event))],
+                &[("event", &new_core::escape::escape_controls(&input.event))],
             ));
             return None;
         };
@@ -1228,7 +1228,7 @@ impl App {
             self.out.warn(line);
         }
         for line in &outcome.notices {
-            self.out.warn(&new_core::tools::escape_controls(line));
+            self.out.warn(&new_core::escape::escape_controls(line));
         }
         Some(outcome)
     }
@@ -1276,7 +1276,7 @@ impl App {
             self.out.say(&format!(
                 "{}{}",
                 self.prompt_text(),
-                new_core::tools::escape_controls(&line)
+                new_core::escape::escape_controls(&line)
             ));
             if self.run_lines(line) == Flow::Exit {
                 return Ok(());
@@ -1349,7 +1349,7 @@ impl App {
                 self.out.say(&format!(
                     "{}{}",
                     self.out.dim(&self.prompt_text()),
-                    new_core::tools::escape_controls(next)
+                    new_core::escape::escape_controls(next)
                 ));
             }
         }
@@ -1413,7 +1413,7 @@ impl App {
             && !sandbox.is_on()
         {
             self.out
-                .warn(&new_core::tools::escape_controls(&sandbox.one_line()));
+                .warn(&new_core::escape::escape_controls(&sandbox.one_line()));
         }
         self.take_prompt(done, true);
     }
@@ -1423,7 +1423,7 @@ impl App {
     pub(super) fn take_prompt(&mut self, done: PromptJob, report: bool) {
         if report {
             for problem in done.skills.problems.iter().chain(&done.problems) {
-                self.out.warn(&new_core::tools::escape_controls(problem));
+                self.out.warn(&new_core::escape::escape_controls(problem));
             }
         }
         self.skills = done.skills;
@@ -1593,7 +1593,7 @@ impl App {
         if let Some(reason) = hooked.block {
             self.out.error(&self.tr(
                 "blocked_by_hook",
-                &[("reason", &new_core::tools::escape_controls(&reason))],
+                &[("reason", &new_core::escape::escape_controls(&reason))],
             ));
             return None;
         }
@@ -1739,7 +1739,7 @@ impl App {
                 if let Some(reason) = &hooked.stop {
                     self.out.warn(&self.tr(
                         "stopped_by_hook",
-                        &[("reason", &new_core::tools::escape_controls(reason))],
+                        &[("reason", &new_core::escape::escape_controls(reason))],
                     ));
                 } else if let Some(reason) = hooked.block {
                     if depth >= STOP_HOOK_ROUNDS {
@@ -1749,7 +1749,7 @@ impl App {
                     }
                     let text = format!("[A hook asks you to go on: {reason}]");
                     self.out
-                        .say(&self.out.dim(&new_core::tools::escape_controls(&text)));
+                        .say(&self.out.dim(&new_core::escape::escape_controls(&text)));
                     if let Err(e) = self.session.add(Message::new(Role::User, text)) {
                         self.out.error(&super::text::error(self.out.lang, &e));
                         return end;
@@ -1766,7 +1766,7 @@ impl App {
             }
             TurnEnd::Stopped(reason) => self.out.warn(&self.tr(
                 "stopped_by_hook",
-                &[("reason", &new_core::tools::escape_controls(reason))],
+                &[("reason", &new_core::escape::escape_controls(reason))],
             )),
             TurnEnd::Failed(e) => {
                 self.out.error(&format!(
@@ -1830,7 +1830,7 @@ impl App {
                     "mcp_server_failed",
                     &[
                         ("server", server),
-                        ("error", &new_core::tools::escape_controls(error)),
+                        ("error", &new_core::escape::escape_controls(error)),
                     ],
                 ));
             }
@@ -1858,7 +1858,7 @@ impl App {
                 "mcp_server_failed",
                 &[
                     ("server", &server),
-                    ("error", &new_core::tools::escape_controls(&error)),
+                    ("error", &new_core::escape::escape_controls(&error)),
                 ],
             ));
         }
@@ -1869,7 +1869,7 @@ impl App {
                 let shown = if self.out.render {
                     let mut r =
                         super::markdown::Renderer::new(super::markdown::terminal_layout(false));
-                    let mut text = r.push(&new_core::tools::escape_controls_keep_lines(answer));
+                    let mut text = r.push(&new_core::escape::escape_controls_keep_lines(answer));
                     text.push_str(&r.finish());
                     text.trim_end_matches('\n').to_string()
                 } else {

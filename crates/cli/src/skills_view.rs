@@ -61,13 +61,13 @@ impl App {
             // What the skill's files say is escaped; the colour of the state is ours.
             text.push_str(&format!(
                 "{state}  {}",
-                new_core::tools::escape_controls(&format!("{} ({whence})", skill.name))
+                new_core::escape::escape_controls(&format!("{} ({whence})", skill.name))
             ));
             if !skill.description.is_empty() {
                 text.push_str(&format!(
                     " {}",
                     self.out
-                        .dim(&new_core::tools::escape_controls(&skill.description))
+                        .dim(&new_core::escape::escape_controls(&skill.description))
                 ));
             }
             text.push('\n');
@@ -79,7 +79,7 @@ impl App {
             text.push_str(&format!(
                 "{}\n",
                 self.out
-                    .dim(&new_core::tools::escape_controls(&format!("! {problem}")))
+                    .dim(&new_core::escape::escape_controls(&format!("! {problem}")))
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -90,7 +90,7 @@ impl App {
         if self.skills.get(name).is_none() {
             return self.out.error(&self.tr(
                 "no_skill_named",
-                &[("name", &new_core::tools::escape_controls(name))],
+                &[("name", &new_core::escape::escape_controls(name))],
             ));
         }
         let file = self.layers.project.join(new_core::config::CONFIG_FILE);

@@ -22,6 +22,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod context;
 pub mod conversation;
+pub mod escape;
 pub mod hooks;
 pub mod layers;
 pub mod llm;

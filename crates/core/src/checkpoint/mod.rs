@@ -288,7 +288,7 @@ impl CheckpointStore {
                 path: self.dir.join("objects"),
                 cause: std::io::Error::other(format!(
                     "`{}` is not a content hash",
-                    crate::tools::escape_controls(hash)
+                    crate::escape::escape_controls(hash)
                 )),
             });
         }

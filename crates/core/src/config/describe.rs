@@ -27,7 +27,7 @@ fn plain_url(url: &str) -> String {
 
 /// A name from a config file (a project's may be hostile) as the text shows it.
 fn safe(name: &str) -> String {
-    crate::tools::code_span_safe(name, 200)
+    crate::escape::code_span_safe(name, 200)
 }
 
 impl Config {

@@ -881,7 +881,7 @@ impl Hooks {
                 Ok(answer) => answer.apply(&input.event, &mut out),
                 Err(why) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
-                    out.failures.push(crate::tools::escape_controls(&format!(
+                    out.failures.push(crate::escape::escape_controls(&format!(
                         "hook `{}` ({}): {why}",
                         e.name, e.event
                     )));

@@ -199,7 +199,7 @@ async fn headers_from_helper(
             "it failed ({status}){}",
             match said.trim() {
                 "" => String::new(),
-                s => format!(": {}", crate::tools::escape_controls(s)),
+                s => format!(": {}", crate::escape::escape_controls(s)),
             }
         ));
     }
@@ -331,7 +331,7 @@ fn transport_words(text: &str) -> String {
         .strip_prefix("Transport send error: ")
         .unwrap_or(text)
         .trim();
-    crate::tools::escape_controls(&text.chars().take(400).collect::<String>())
+    crate::escape::escape_controls(&text.chars().take(400).collect::<String>())
 }
 
 /// The SDK's error of a handshake in `new`'s words.
@@ -349,7 +349,7 @@ fn initialize_error(e: rmcp::service::ClientInitializeError) -> McpError {
         I::TransportError { error, .. } => {
             McpError::Transport(transport_words(&error.error.to_string()))
         }
-        other => McpError::Rpc(crate::tools::escape_controls(&other.to_string())),
+        other => McpError::Rpc(crate::escape::escape_controls(&other.to_string())),
     }
 }
 
@@ -417,7 +417,7 @@ impl<R> Capped<R> {
                 &self.log,
                 &format!(
                     "not a protocol message on stdout: {}",
-                    crate::tools::escape_controls(&shown)
+                    crate::escape::escape_controls(&shown)
                 ),
             );
         }
@@ -638,7 +638,7 @@ impl Client {
                     ) else {
                         return Err(McpError::Transport(format!(
                             "the header `{}` cannot be sent",
-                            crate::tools::escape_controls(k)
+                            crate::escape::escape_controls(k)
                         )));
                     };
                     custom.insert(k, v);

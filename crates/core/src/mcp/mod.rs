@@ -383,7 +383,7 @@ impl Manager {
                                 None => format!("{progress}"),
                             };
                             let text = message.map(|m| format!(" {m}")).unwrap_or_default();
-                            say(&crate::tools::escape_controls(&format!(
+                            say(&crate::escape::escape_controls(&format!(
                                 "{}: {amount}{text}",
                                 server.config.name
                             )));

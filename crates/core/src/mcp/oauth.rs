@@ -67,7 +67,7 @@ impl OAuthError {
 
 impl From<AuthError> for OAuthError {
     fn from(e: AuthError) -> Self {
-        OAuthError::Sdk(crate::tools::escape_controls(&e.to_string()))
+        OAuthError::Sdk(crate::escape::escape_controls(&e.to_string()))
     }
 }
 
@@ -410,7 +410,7 @@ impl Login {
                 .unwrap_or_default();
             return Err(OAuthError::Sdk(format!(
                 "the token endpoint refused the client's assertion ({status} {})",
-                crate::tools::escape_controls(&code)
+                crate::escape::escape_controls(&code)
             )));
         }
         let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_slice(&bytes)
@@ -566,7 +566,7 @@ impl Login {
         (self.say)(&format!(
             "{}: open this address to authorize new: {}",
             self.server,
-            crate::tools::escape_controls(&address)
+            crate::escape::escape_controls(&address)
         ));
         open_browser(&address);
         let (code, csrf, issuer) = tokio::time::timeout(BROWSER_WAIT, receive_redirect(&listener))
@@ -660,7 +660,7 @@ async fn receive_redirect(
             ),
             (_, _, error) => (
                 "The authorization failed. You can close this tab.",
-                Err(OAuthError::Denied(crate::tools::escape_controls(
+                Err(OAuthError::Denied(crate::escape::escape_controls(
                     &error.unwrap_or_else(|| "no code".into()),
                 ))),
             ),

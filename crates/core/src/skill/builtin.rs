@@ -349,7 +349,7 @@ pub fn codebase_overview(
 
 /// A name from the project's files as the survey shows it.
 fn clean(name: &str) -> String {
-    crate::tools::code_span_safe(name, 120)
+    crate::escape::code_span_safe(name, 120)
 }
 
 fn backticked(names: &[&str]) -> String {

@@ -598,7 +598,7 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
         ));
     }
     // The name is offered by Tab completion, which prints it as it is.
-    if crate::tools::escape_controls(&name) != name {
+    if crate::escape::escape_controls(&name) != name {
         return Err(format!("its name `{name}` holds a control character"));
     }
     let as_text = |v: serde_json::Value| match v {

@@ -9,7 +9,6 @@
 pub mod blacklist;
 pub mod builtin;
 pub mod diff;
-pub mod escape;
 pub mod permissions;
 pub mod sandbox;
 pub mod shell;
@@ -21,12 +20,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use builtin::write_atomically;
-pub use escape::{
-    code_span_safe, escape_controls, escape_controls_keep_lines, push_escaped_controls,
-};
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
 pub use sandbox::{FolderHandle, Sandbox, SandboxError};
 
+use crate::escape::escape_controls;
 use crate::vocab::ToolSpec;
 
 /// Why a tool call failed; the text goes back to the model.
