@@ -465,9 +465,9 @@ fn judge(
     let subject = tool.subject(args).map(|s| match kind {
         ToolKind::Execute | ToolKind::Contained => s,
         _ => tools
-            .sandbox()
+            .workdir()
             .resolve(&s)
-            .map(|p| tools.sandbox().display(&p))
+            .map(|p| tools.workdir().display(&p))
             .unwrap_or(s),
     });
     // The project's settings and git's hooks decide what runs next time: writing there is
@@ -477,7 +477,7 @@ fn judge(
             || tool.subject(args).is_some_and(|s| {
                 let sandbox = tools.context().os_sandbox.as_deref();
                 tools
-                    .sandbox()
+                    .workdir()
                     .resolve(&s)
                     .is_ok_and(|p| sandbox.is_some_and(|os| os.protects(&p)))
             }));
@@ -569,13 +569,14 @@ fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use new_core::fs::confine::Workdir;
     use new_core::hooks::Permission;
-    use new_core::tools::{Mode, Sandbox, ToolContext};
+    use new_core::tools::{Mode, ToolContext};
 
     fn registry(dir: &std::path::Path) -> ToolRegistry {
         ToolRegistry::builtin(
             ToolContext {
-                sandbox: Sandbox::new(dir).unwrap(),
+                workdir: Workdir::new(dir).unwrap(),
                 bash_timeout: std::time::Duration::from_secs(5),
                 hidden_env: Vec::new(),
                 skills: Default::default(),

@@ -406,7 +406,7 @@ impl App {
                 self.out.warn(&e.to_string());
             }
             let checkpoints = self.checkpoints.as_ref().expect("checked by the caller");
-            let sandbox = self.tools.sandbox().clone();
+            let workdir = self.tools.workdir().clone();
             let takes: Vec<String> = plan
                 .iter()
                 .filter_map(|s| match s {
@@ -416,7 +416,7 @@ impl App {
                 .collect();
             let applied = new_core::checkpoint::apply(
                 &checkpoints.store,
-                &sandbox,
+                &workdir,
                 &now,
                 &theirs,
                 &takes,
@@ -441,7 +441,7 @@ impl App {
                     continue;
                 };
                 // Looked at again just before it is written: a change meanwhile is not lost.
-                match new_core::checkpoint::unchanged(&sandbox, path, now.files.get(path)) {
+                match new_core::checkpoint::unchanged(&workdir, path, now.files.get(path)) {
                     Ok(true) => {}
                     Ok(false) => {
                         kept.push(format!("{path} ({meanwhile})"));
@@ -452,11 +452,11 @@ impl App {
                         continue;
                     }
                 }
-                let put = new_core::tools::sandbox::Put::File {
+                let put = new_core::fs::confine::Put::File {
                     bytes: text.as_bytes(),
                     mode: *mode,
                 };
-                match sandbox.put(path, put) {
+                match workdir.put(path, put) {
                     Ok(()) => done += 1,
                     Err(e) => kept.push(format!("{path} ({e})")),
                 }

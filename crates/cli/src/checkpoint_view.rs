@@ -266,7 +266,7 @@ impl App {
             self.out.warn(&e.to_string());
         }
         let checkpoints = self.checkpoints.as_ref().expect("checked above");
-        let sandbox = self.tools.sandbox().clone();
+        let workdir = self.tools.workdir().clone();
         let mut kept: Vec<String> = Vec::new();
         let paths: Vec<String> = to_change
             .iter()
@@ -280,7 +280,7 @@ impl App {
             })
             .collect();
         let mut applied =
-            new_core::checkpoint::apply(&checkpoints.store, &sandbox, &now, &target, &paths, true);
+            new_core::checkpoint::apply(&checkpoints.store, &workdir, &now, &target, &paths, true);
         // Changed since the question (each looked at just before it would have been written):
         // asked about again, by name.
         if !applied.changed.is_empty() {
@@ -301,7 +301,7 @@ impl App {
             if yes(self.ask(&self.tr("restore_overwrite_them", &[]), "", false)) {
                 let again = new_core::checkpoint::apply(
                     &self.checkpoints.as_ref().expect("checked above").store,
-                    &sandbox,
+                    &workdir,
                     &now,
                     &target,
                     &changed,

@@ -933,8 +933,8 @@ impl App {
         );
         let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
         // Readable by the user only, like the conversations (they hold the whole system prompt).
-        let result = new_core::layers::write_private(&md_path, md.as_bytes())
-            .and_then(|()| new_core::layers::write_private(&json_path, json.as_bytes()));
+        let result = new_core::fs::atomic::write_private(&md_path, md.as_bytes())
+            .and_then(|()| new_core::fs::atomic::write_private(&json_path, json.as_bytes()));
         match result {
             Ok(()) => self.out.say(&self.tr(
                 "wrote_both",

@@ -15,11 +15,12 @@ use super::reader::{ReadOutcome, Reader};
 use new_core::agent::{Agent, Interrupts, TurnEnd};
 use new_core::config::{self, Config, Lang, Overrides};
 use new_core::conversation::{ChatSession, Message, Store};
+use new_core::fs::confine::Workdir;
 use new_core::layers::Layers;
 use new_core::llm::Provider;
 use new_core::prompt::{self, RoleFile};
 use new_core::skill::SkillRegistry;
-use new_core::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
+use new_core::tools::{Policy, ToolContext, ToolRegistry};
 use new_core::vocab::Role;
 use new_sys::platform::winpath::Refusal;
 
@@ -825,7 +826,7 @@ impl App {
         let provider = Provider::new(config.provider.clone())?;
         let mut tools = ToolRegistry::builtin(
             ToolContext {
-                sandbox: Sandbox::new(&workdir)?,
+                workdir: Workdir::new(&workdir)?,
                 bash_timeout: config.bash_timeout,
                 hidden_env: config.secret_vars.clone(),
                 skills: shelf,
@@ -1014,7 +1015,7 @@ impl App {
         // The memory folders can be read by the read tools (never written).
         if let Some(m) = &app.memory {
             for (_, dir) in m.dirs() {
-                app.tools.sandbox().add_read_root(dir.to_path_buf());
+                app.tools.workdir().add_read_root(dir.to_path_buf());
             }
         }
         app.tell_tasks_at_the_prompt();

@@ -16,7 +16,7 @@ impl App {
             .skills
             .instructions(&skill, self.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
-            self.tools.sandbox().add_read_root(dir.clone());
+            self.tools.workdir().add_read_root(dir.clone());
             text.push_str(&format!(
                 "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
                 dir.display()

@@ -79,29 +79,6 @@ impl Layers {
     }
 }
 
-/// Writes a file of the user's (config, trust) readable by them only: its folder is created 0700,
-/// the text goes to a temporary 0600 file beside it, is synced, and renamed over the old one.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    new_sys::platform::private_dir_builder().create(dir)?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::vocab::new_id()));
-    let result = (|| {
-        let mut f = new_sys::platform::private_file_options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// `<config dir>/new`, e.g. `~/.config/new` on Linux.
 pub fn user_dir() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("new"))

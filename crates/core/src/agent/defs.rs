@@ -115,7 +115,7 @@ pub fn load(
 ) -> (Vec<Definition>, Vec<String>) {
     let mut found: Vec<Definition> = Vec::new();
     let mut problems = Vec::new();
-    let files = crate::project_file::ProjectFiles::new(layers.workdir());
+    let files = crate::fs::project_file::ProjectFiles::new(layers.workdir());
     // Nearest first; the first definition of a name wins. CodePilot's and Claude Code's folders
     // beside ours, read as written.
     let workdir = layers.workdir();
@@ -174,7 +174,7 @@ pub fn load(
 
 fn read(
     path: &Path,
-    project: Option<&crate::project_file::ProjectFiles>,
+    project: Option<&crate::fs::project_file::ProjectFiles>,
     settings: &SubagentSettings,
     known_tool: &dyn Fn(&str) -> bool,
 ) -> Result<Definition, String> {
@@ -183,7 +183,7 @@ fn read(
     let limit = settings.max_definition_bytes;
     let got = match project {
         Some(files) => files.read(path, limit),
-        None => crate::project_file::read_own(path, limit),
+        None => crate::fs::project_file::read_own(path, limit),
     }?
     .ok_or("it is gone")?;
     if got.truncated {

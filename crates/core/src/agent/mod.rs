@@ -241,7 +241,7 @@ impl Agent<'_> {
             .turn(session, observer, gate, interrupts, &mut hold)
             .await;
         if let Some(folder) = self.folder {
-            folder.release(hold, self.checkpoints, self.tools.sandbox());
+            folder.release(hold, self.checkpoints, self.tools.workdir());
         }
         self.provider.turn_ended();
         end
@@ -258,7 +258,7 @@ impl Agent<'_> {
         interrupts.borrow_and_update();
         // The whole results of this conversation's tool calls are readable, never writable.
         self.tools
-            .sandbox()
+            .workdir()
             .set_results_root(self.results_dir(session));
         // MCP servers still starting are waited for (at most their handshake timeout), so that
         // their tools are offered; Ctrl-C stops the wait, not the turn.

@@ -334,7 +334,7 @@ pub fn update_file(
         std::fs::create_dir_all(dir)?;
     }
     let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)? + "\n";
-    crate::tools::write_atomically(path, text.as_bytes())
+    crate::fs::atomic::write_keeping_mode(path, text.as_bytes())
 }
 
 /// A number in range, or the error naming its key.
@@ -1103,13 +1103,13 @@ struct ClaudeSettings {
 }
 
 fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings {
-    let project = crate::project_file::ProjectFiles::new(workdir);
+    let project = crate::fs::project_file::ProjectFiles::new(workdir);
     let mut out = ClaudeSettings::default();
     for (origin, path) in crate::hooks::claude::files(workdir) {
         let read = match origin {
             crate::mcp::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
             crate::mcp::Origin::User => {
-                crate::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
+                crate::fs::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
             }
         };
         let text = match read.and_then(|r| match r {
@@ -1163,7 +1163,7 @@ const MAX_CONFIG_BYTES: usize = 4 * 1024 * 1024;
 /// of later errors. A wrong value is named by its key path, line and column.
 fn read_file_checked(
     path: &Path,
-    project: Option<&crate::project_file::ProjectFiles>,
+    project: Option<&crate::fs::project_file::ProjectFiles>,
 ) -> Result<Option<CheckedFile>, ConfigError> {
     let parse_error = |key: Option<String>, cause| ConfigError::Parse {
         path: path.to_path_buf(),
@@ -1172,7 +1172,7 @@ fn read_file_checked(
     };
     let read = match project {
         Some(files) => files.read(path, MAX_CONFIG_BYTES),
-        None => crate::project_file::read_own(path, MAX_CONFIG_BYTES),
+        None => crate::fs::project_file::read_own(path, MAX_CONFIG_BYTES),
     }
     .and_then(|r| match r {
         Some(r) => r.whole_text(path, MAX_CONFIG_BYTES).map(Some),
@@ -1323,7 +1323,7 @@ fn load_from(
     // Farthest first, so nearer files overlay.
     for (kind, path) in config_files(layers) {
         let reader = (kind == crate::layers::LayerKind::Project)
-            .then(|| crate::project_file::ProjectFiles::new(layers.workdir()));
+            .then(|| crate::fs::project_file::ProjectFiles::new(layers.workdir()));
         if let Some((mut file, unknown, text)) = read_file_checked(&path, reader.as_ref())? {
             codepilot::fold(&mut file, &path, layers.workdir(), &mut warnings);
             check_rules(&text, &mut file.permissions.rules)

@@ -452,7 +452,7 @@ pub fn result_path(results: &Path, msg_id: &str) -> PathBuf {
     let name = if plain {
         msg_id.to_string()
     } else {
-        crate::trust::digest(msg_id.as_bytes())[..16].to_string()
+        crate::fs::hash::digest(msg_id.as_bytes())[..16].to_string()
     };
     results.join(format!("{name}.txt"))
 }
@@ -462,7 +462,7 @@ fn save_result(path: &Path, text: &str) -> std::io::Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64) {
         return Ok(());
     }
-    crate::conversation::error::write_whole(path, text.as_bytes())
+    crate::fs::atomic::write_whole(path, text.as_bytes())
 }
 
 /// The start of a big result (about `tokens` tokens, cut at a line end where one is near) and a

@@ -1103,7 +1103,7 @@ impl Drop for Client {
 
 fn open_log(path: &Path) -> Option<std::fs::File> {
     if let Some(dir) = path.parent() {
-        let _ = crate::conversation::error::create_private_dir(dir);
+        let _ = crate::fs::atomic::create_private_dir(dir);
     }
     new_sys::platform::private_file_options()
         .create(true)

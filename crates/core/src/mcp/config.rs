@@ -221,7 +221,7 @@ pub fn settings(
     // The project's `.mcp.json`: `{"mcpServers": {NAME: {...}}}`.
     let file = workdir.join(".mcp.json");
     // Through the one reader of a project's files: not a link out of it, not a FIFO, bounded.
-    let read = crate::project_file::ProjectFiles::new(workdir)
+    let read = crate::fs::project_file::ProjectFiles::new(workdir)
         .read(&file, MAX_MCP_JSON_BYTES)
         .and_then(|r| match r {
             Some(r) => r.whole_text(&file, MAX_MCP_JSON_BYTES).map(Some),

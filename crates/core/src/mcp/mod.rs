@@ -953,7 +953,7 @@ pub fn exposed_name(server: &str, tool: &str) -> String {
     if name.len() <= 64 {
         return name;
     }
-    let hash = &crate::trust::digest(name.as_bytes())[..8];
+    let hash = &crate::fs::hash::digest(name.as_bytes())[..8];
     format!("{}_{hash}", &name[..55])
 }
 

@@ -171,27 +171,8 @@ impl TokenStore {
 
     /// Writes the whole store: a private file written beside it, then renamed over it.
     fn write_all(&self, all: &BTreeMap<String, serde_json::Value>) -> Result<(), OAuthError> {
-        use std::io::Write as _;
-        if let Some(dir) = self.path.parent() {
-            crate::conversation::error::create_private_dir(dir).map_err(|e| self.error(e))?;
-        }
-        let tmp = self
-            .path
-            .with_extension(format!("tmp{}", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut f = new_sys::platform::private_file_options()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            f.write_all(&serde_json::to_vec_pretty(all).unwrap_or_default())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            self.error(e)
-        })
+        let bytes = serde_json::to_vec_pretty(all).unwrap_or_default();
+        crate::fs::atomic::write_private(&self.path, &bytes).map_err(|e| self.error(e))
     }
 
     pub fn load(&self, server: &str, url: &str) -> Result<Option<StoredCredentials>, OAuthError> {
@@ -437,7 +418,7 @@ impl Login {
         };
         // Read first: without it nothing is asked of any server.
         let shown = idp.id_token_file.display();
-        let id_token = crate::project_file::read_own(&idp.id_token_file, 64 * 1024)
+        let id_token = crate::fs::project_file::read_own(&idp.id_token_file, 64 * 1024)
             .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
             .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
             .text();

@@ -20,8 +20,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::project_file::{Bounded, ProjectFiles};
-use crate::tools::Sandbox;
+use crate::fs::confine::Workdir;
+use crate::fs::project_file::{Bounded, ProjectFiles};
 
 /// Most bytes of instructions, includes counted.
 pub const MAX_BYTES: usize = 64 * 1024;
@@ -67,12 +67,12 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
         return Instructions::default();
     };
     let root = project_root(&work, home.as_deref());
-    let Ok(sandbox) = Sandbox::new(&root) else {
+    let Ok(project) = Workdir::new(&root) else {
         return Instructions::default();
     };
     let mut reading = Reading {
         files: ProjectFiles::new(&root),
-        sandbox,
+        project,
         user_dirs: user_dir
             .map(Path::to_path_buf)
             .into_iter()
@@ -209,7 +209,7 @@ fn inline_imports(line: &str) -> Vec<&str> {
 
 struct Reading {
     /// The project (the repository's top, or WORKDIR): what its files may import.
-    sandbox: Sandbox,
+    project: Workdir,
     files: ProjectFiles,
     home: Option<PathBuf>,
     /// The user's own folders (the config folder, `~/.claude`, `~/.codex`), resolved: what a
@@ -243,7 +243,7 @@ impl Reading {
                         path.display()
                     ));
                 }
-                crate::project_file::read_own(path, limit)
+                crate::fs::project_file::read_own(path, limit)
             }
         }
     }
@@ -351,10 +351,10 @@ impl Reading {
                 // Relative to the importing file's folder.
                 let base = from
                     .parent()
-                    .and_then(|p| p.strip_prefix(self.sandbox.root()).ok())
+                    .and_then(|p| p.strip_prefix(self.project.root()).ok())
                     .map(|p| p.join(target))
                     .unwrap_or_else(|| PathBuf::from(target));
-                self.sandbox
+                self.project
                     .resolve(&base.to_string_lossy())
                     .map(|p| (p, Origin::Project))
                     .map_err(|e| e.to_string())

@@ -42,13 +42,13 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
     if valid {
-        let files = crate::project_file::ProjectFiles::new(layers.workdir());
+        let files = crate::fs::project_file::ProjectFiles::new(layers.workdir());
         for (layer, dir) in layers.dirs() {
             let path = dir.join("roles").join(format!("{name}.md"));
             // A project's role may not be a link out of it; no role is read past the limit.
             let got = match layer {
                 LayerKind::Project => files.read(&path, MAX_ROLE_BYTES),
-                _ => crate::project_file::read_own(&path, MAX_ROLE_BYTES),
+                _ => crate::fs::project_file::read_own(&path, MAX_ROLE_BYTES),
             };
             match got.and_then(|r| r.map(|r| r.whole_text(&path, MAX_ROLE_BYTES)).transpose()) {
                 Ok(Some(text)) => {

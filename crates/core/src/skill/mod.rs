@@ -154,8 +154,8 @@ fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
 /// out of the project, none may be a FIFO or a device, and at most `limit` bytes are read.
 fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<String> {
     let got = match tier_root(tier, path) {
-        Some(root) => crate::project_file::ProjectFiles::new(&root).read(path, limit),
-        None => crate::project_file::read_own(path, limit),
+        Some(root) => crate::fs::project_file::ProjectFiles::new(&root).read(path, limit),
+        None => crate::fs::project_file::read_own(path, limit),
     };
     match got {
         Ok(Some(read)) => Ok(read.text()),
@@ -168,8 +168,8 @@ fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<Str
 /// once), keeping the handles of the folders opened for one skill for the next (one per thread).
 struct TierReader<'a> {
     tier: Tier,
-    files: Option<&'a crate::project_file::ProjectFiles>,
-    folder: crate::tools::FolderHandle,
+    files: Option<&'a crate::fs::project_file::ProjectFiles>,
+    folder: crate::fs::confine::FolderHandle,
 }
 
 impl TierReader<'_> {
@@ -204,7 +204,7 @@ impl TierReader<'_> {
 /// parts, while the prompt already shows).
 fn read_all(
     tier: Tier,
-    files: Option<&crate::project_file::ProjectFiles>,
+    files: Option<&crate::fs::project_file::ProjectFiles>,
     entries: Vec<(PathBuf, bool)>,
     max_bytes: usize,
 ) -> Vec<Read> {
@@ -316,7 +316,9 @@ impl SkillRegistry {
             // The entry's type comes with the listing: no `stat` per skill. A project's skill
             // folder that is a link out of its tier is skipped, not offered to `read_file`.
             let root = tier_root(tier, &dir.join("x"));
-            let files = root.as_deref().map(crate::project_file::ProjectFiles::new);
+            let files = root
+                .as_deref()
+                .map(crate::fs::project_file::ProjectFiles::new);
             let mut paths: Vec<(PathBuf, bool)> = Vec::new();
             for e in entries.flatten() {
                 let Ok(kind) = e.file_type() else { continue };

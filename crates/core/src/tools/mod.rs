@@ -4,13 +4,12 @@
 //!
 //! Whether a call may run at all is decided before it runs, by [`permissions`] (modes and rules)
 //! and [`blacklist`] (hard limits no rule lifts); the file tools also never leave WORKDIR
-//! ([`sandbox`]), whatever the permissions say.
+//! ([`crate::fs::confine`]), whatever the permissions say.
 
 pub mod blacklist;
 pub mod builtin;
 pub mod diff;
 pub mod permissions;
-pub mod sandbox;
 pub mod shell;
 
 use std::future::Future;
@@ -19,18 +18,18 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use builtin::write_atomically;
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
-pub use sandbox::{FolderHandle, Sandbox, SandboxError};
 
 use crate::escape::escape_controls;
+use crate::fs::confine::{ConfineError, Workdir};
 use crate::vocab::ToolSpec;
 
 /// Why a tool call failed; the text goes back to the model.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
+    /// A path that leads out of WORKDIR, or cannot be resolved.
     #[error("{0}")]
-    Sandbox(#[from] SandboxError),
+    Path(#[from] ConfineError),
     #[error("invalid arguments: {0}")]
     Arguments(String),
     #[error("{0}")]
@@ -76,7 +75,8 @@ impl ToolOutcome {
 /// What every call may use.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
-    pub sandbox: Sandbox,
+    /// WORKDIR, which the file tools never leave.
+    pub workdir: Workdir,
     /// `bash`'s timeout when the call gives none.
     pub bash_timeout: Duration,
     /// Variables removed from the environment of the commands the model runs (provider keys),
@@ -244,12 +244,12 @@ impl ToolRegistry {
         }
     }
 
-    /// The same tools for a subagent, on a sandbox whose extra read roots are its own.
+    /// The same tools for a subagent, on a workdir whose extra read roots are its own.
     pub fn detached(&self) -> ToolRegistry {
         ToolRegistry {
             tools: self.tools.clone(),
             ctx: ToolContext {
-                sandbox: self.ctx.sandbox.detached(),
+                workdir: self.ctx.workdir.detached(),
                 ..self.ctx.clone()
             },
             mcp: self.mcp.clone(),
@@ -301,8 +301,8 @@ impl ToolRegistry {
         &self.ctx
     }
 
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.ctx.sandbox
+    pub fn workdir(&self) -> &Workdir {
+        &self.ctx.workdir
     }
 
     /// The tools offered: `use_skill` only while some skill is offered on demand.
@@ -494,7 +494,7 @@ pub(crate) mod args {
 #[cfg(test)]
 pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
     ToolContext {
-        sandbox: Sandbox::new(dir).unwrap(),
+        workdir: Workdir::new(dir).unwrap(),
         bash_timeout: Duration::from_secs(30),
         hidden_env: Vec::new(),
         skills: Default::default(),

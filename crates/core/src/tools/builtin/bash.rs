@@ -210,7 +210,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Some(new_sys::os_sandbox::Reach::Configured),
         shell.program.as_os_str(),
         &shell.args(command),
-        ctx.sandbox.root(),
+        ctx.workdir.root(),
     )
     .map_err(|e| ToolError::Failed(format!("cannot start the sandbox: {e}")))?;
     let protected_before = sandbox.map(|s| s.protected_state()).unwrap_or_default();
@@ -300,7 +300,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let changed: Vec<String> = sandbox
             .changed_protected(&protected_before)
             .iter()
-            .map(|p| ctx.sandbox.display(p))
+            .map(|p| ctx.workdir.display(p))
             .collect();
         if !changed.is_empty() {
             summary.push_str(&format!(

@@ -13,7 +13,6 @@ pub(crate) mod walk;
 mod write_file;
 
 pub use bash::{Bash, leaves_sandbox, sandbox_for};
-pub use change::write_atomically;
 pub use edit_file::EditFile;
 pub use glob::Glob;
 pub use grep::Grep;

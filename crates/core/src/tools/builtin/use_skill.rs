@@ -134,7 +134,7 @@ impl Tool for UseSkill {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        let (args, shelf, sandbox) = (args.clone(), ctx.skills.clone(), ctx.sandbox.clone());
+        let (args, shelf, workdir) = (args.clone(), ctx.skills.clone(), ctx.workdir.clone());
         // Off the runtime's threads: a generated skill may survey the working folder.
         crate::tools::blocking(move |_| {
             let name = args::string(&args, "skill_name")?.trim();
@@ -144,7 +144,7 @@ impl Tool for UseSkill {
             let mut content = shelf.instructions(&entry.skill, entry.max_bytes);
             content.truncate(content.trim_end().len());
             if let Some(dir) = &entry.skill.dir {
-                sandbox.add_read_root(dir.clone());
+                workdir.add_read_root(dir.clone());
                 content.push_str(&format!(
                     "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
                     dir.display()
