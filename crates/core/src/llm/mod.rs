@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod body;
 pub mod openai;
+pub mod overflow;
 pub mod sse;
 pub mod types;
 
@@ -850,10 +851,10 @@ pub(crate) fn http_error(
         .ok()
         .and_then(|v| v.get("error").map(error_text))
         .unwrap_or_else(|| preview(body));
-    if matches!(status, 400 | 413 | 422 | 500) && crate::context::is_overflow(body) {
+    if matches!(status, 400 | 413 | 422 | 500) && overflow::is_overflow(body) {
         return LlmError::ContextOverflow {
             url: url.to_string(),
-            window: crate::context::window_named_in(body),
+            window: overflow::window_named_in(body),
             message,
         };
     }
