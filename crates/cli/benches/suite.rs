@@ -1543,7 +1543,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 },
                 timeout: Duration::from_secs(30),
                 disabled: false,
-                origin: new_core::mcp::Origin::User,
+                origin: new_core::layers::Origin::User,
                 sandbox: None,
                 network: false,
                 raw: String::new(),

@@ -519,7 +519,7 @@ fn is_protected(relative: &str) -> bool {
             .any(|d| first == *d)
             || (only
                 && (first == ".mcp.json"
-                    || new_core::prompt::agents::FILES.iter().any(|f| first == *f)))
+                    || new_core::layers::INSTRUCTION_FILES.iter().any(|f| first == *f)))
     )
 }
 

@@ -176,7 +176,8 @@ pub fn join_continuations(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use new_core::mcp::{Offers, Origin, Prompt, State, Status};
+    use new_core::layers::Origin;
+    use new_core::mcp::{Offers, Prompt, State, Status};
 
     fn server(name: &str, resources: &[&str], prompts: &[&str]) -> Status {
         Status {

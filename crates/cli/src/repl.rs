@@ -318,7 +318,7 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
     let list: String = hooks
         .entries
         .iter()
-        .filter(|e| e.origin == new_core::mcp::Origin::Project)
+        .filter(|e| e.origin == new_core::layers::Origin::Project)
         .map(|e| {
             let what = match &e.action {
                 new_core::hooks::Action::Command { command, .. } => command.clone(),
@@ -343,7 +343,7 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
     let list: String = mcp
         .servers
         .iter()
-        .filter(|s| s.origin == new_core::mcp::Origin::Project)
+        .filter(|s| s.origin == new_core::layers::Origin::Project)
         .map(|s| describe_server(out, s, hidden))
         .collect();
     let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
@@ -391,7 +391,7 @@ fn confirm_secret_servers(
         .mcp
         .servers
         .iter_mut()
-        .filter(|s| s.origin == new_core::mcp::Origin::Project && !s.disabled)
+        .filter(|s| s.origin == new_core::layers::Origin::Project && !s.disabled)
     {
         let secrets: Vec<String> = server
             .references

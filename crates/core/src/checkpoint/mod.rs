@@ -691,7 +691,7 @@ pub fn decides_what_runs(path: &str) -> bool {
         .unwrap_or_default();
     [".git", ".new", ".claude", ".agents", ".codex", ".codepilot"].contains(&first.as_str())
         || (parts.len() == 1
-            && (first == ".mcp.json" || crate::prompt::agents::FILES.contains(&first.as_str())))
+            && (first == ".mcp.json" || crate::layers::INSTRUCTION_FILES.contains(&first.as_str())))
 }
 
 /// What bringing a branch's file changes into the folder does to one path.

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::Config;
-use crate::mcp::{Origin, Transport};
+use crate::layers::Origin;
+use crate::mcp::Transport;
 
 /// A URL as `scheme://host:port`, with `/…` for a path: user information, a path (where some
 /// services put a token), a query and a fragment are left out; what does not parse is hidden.

@@ -1097,7 +1097,7 @@ const MAX_CLAUDE_SETTINGS_BYTES: usize = 1 << 20;
 /// our rules (the user's, the project's).
 #[derive(Debug, Default)]
 struct ClaudeSettings {
-    hooks: Vec<(crate::mcp::Origin, PathBuf, serde_json::Value)>,
+    hooks: Vec<(crate::layers::Origin, PathBuf, serde_json::Value)>,
     user_rules: Vec<Rule>,
     project_rules: Vec<Rule>,
 }
@@ -1107,8 +1107,8 @@ fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings
     let mut out = ClaudeSettings::default();
     for (origin, path) in crate::hooks::claude::files(workdir) {
         let read = match origin {
-            crate::mcp::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
-            crate::mcp::Origin::User => {
+            crate::layers::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
+            crate::layers::Origin::User => {
                 crate::fs::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
             }
         };
@@ -1129,8 +1129,8 @@ fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings
                     let rules =
                         crate::hooks::claude::permission_rules(permissions, &path, warnings);
                     match origin {
-                        crate::mcp::Origin::User => out.user_rules.extend(rules),
-                        crate::mcp::Origin::Project => out.project_rules.extend(rules),
+                        crate::layers::Origin::User => out.user_rules.extend(rules),
+                        crate::layers::Origin::Project => out.project_rules.extend(rules),
                     }
                 }
                 if let Some(hooks) = value.get("hooks") {
@@ -1329,8 +1329,8 @@ fn load_from(
             check_rules(&text, &mut file.permissions.rules)
                 .map_err(|e| e.located(&[(path.clone(), text.clone())]))?;
             let origin = match kind {
-                crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
-                _ => crate::mcp::Origin::User,
+                crate::layers::LayerKind::Project => crate::layers::Origin::Project,
+                _ => crate::layers::Origin::User,
             };
             if let Some(section) = file.mcp.take() {
                 mcp_sections.push((origin, path.clone(), section));

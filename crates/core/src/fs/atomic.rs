@@ -21,29 +21,29 @@ pub fn private_options() -> OpenOptions {
 /// folder is created 0700, the text goes to a temporary 0600 file beside it, is synced, and
 /// renamed over the old one.
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write(path, bytes, Whose::Private, Sync::Yes)
+    write(path, bytes, Readers::UserOnly, Sync::Yes)
 }
 
 /// Writes a file of `new`'s own data whole, private as [`write_private`] does but not synced: what
 /// it holds can be made again, or was only a copy (use [`write_private`] for what must survive a
 /// power cut).
 pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write(path, bytes, Whose::Private, Sync::No)
+    write(path, bytes, Readers::UserOnly, Sync::No)
 }
 
 /// Writes a file that may be read by others too (a project's config): an existing file keeps its
 /// permissions, a new one gets the usual ones; synced. Its folder must exist.
 pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write(path, bytes, Whose::AsItWas, Sync::Yes)
+    write(path, bytes, Readers::AsBefore, Sync::Yes)
 }
 
 /// Who may read the file written.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Whose {
+enum Readers {
     /// The user only: the folder is made 0700 if missing, the file is 0600.
-    Private,
+    UserOnly,
     /// Whoever could before: the old file's permissions, or the umask's for a new one.
-    AsItWas,
+    AsBefore,
 }
 
 /// Whether the file is on the disk before the rename (survives a power cut).
@@ -53,23 +53,23 @@ enum Sync {
     No,
 }
 
-fn write(path: &Path, bytes: &[u8], whose: Whose, sync: Sync) -> io::Result<()> {
+fn write(path: &Path, bytes: &[u8], readers: Readers, sync: Sync) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    if whose == Whose::Private {
+    if readers == Readers::UserOnly {
         create_private_dir(dir)?;
     }
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", crate::vocab::new_id()));
     let result = (|| {
-        let mut file = match whose {
-            Whose::Private => private_options().write(true).create_new(true).open(&tmp)?,
-            Whose::AsItWas => File::create(&tmp)?,
+        let mut file = match readers {
+            Readers::UserOnly => private_options().write(true).create_new(true).open(&tmp)?,
+            Readers::AsBefore => File::create(&tmp)?,
         };
         file.write_all(bytes)?;
         if sync == Sync::Yes {
             file.sync_all()?;
         }
-        if whose == Whose::AsItWas
+        if readers == Readers::AsBefore
             && let Ok(meta) = fs::metadata(path)
         {
             fs::set_permissions(&tmp, meta.permissions())?;

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::layers::Origin;
+
 /// How `new` talks to a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -31,24 +33,6 @@ pub struct HeadersHelper {
     pub command: String,
     /// The entry's name (`CLAUDE_CODE_MCP_SERVER_NAME` for the command).
     pub server: String,
-}
-
-/// Where an entry was found: the user's entries are trusted; the project's need the user's
-/// trust first (they start processes or send requests on the user's behalf).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    User,
-    Project,
-}
-
-impl Origin {
-    /// `user` or `project`, as the views say it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Origin::User => "user",
-            Origin::Project => "project",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub use client::{Client, Event, McpError};
-pub use config::{McpSettings, Origin, ServerConfig, Transport};
+pub use config::{McpSettings, ServerConfig, Transport};
 
+use crate::layers::Origin;
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput};
 
 /// The delays before a dead stdio server is started again; then it is left down.

@@ -139,7 +139,7 @@ const FRONT_MATTER_BYTES: usize = 4096;
 fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
     let marker = match tier {
         Tier::Project => ".new",
-        Tier::ProjectCodepilot => crate::config::codepilot::FOLDER,
+        Tier::ProjectCodepilot => crate::layers::CODEPILOT_FOLDER,
         Tier::ProjectAgents => ".agents",
         Tier::ProjectClaude => ".claude",
         Tier::User | Tier::UserCodepilot | Tier::Builtin => return None,
