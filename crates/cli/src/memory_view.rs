@@ -10,7 +10,7 @@ impl App {
     /// The values that must never reach a memory file: the provider's key and the environment's
     /// key-like variables.
     fn secrets(&self) -> Vec<String> {
-        let mut values = new_core::memory::secret_values(std::env::vars());
+        let mut values = new_core::secret::secret_values(std::env::vars());
         values.extend(self.config.provider.api_key.clone());
         values
     }

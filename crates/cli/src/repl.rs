@@ -362,7 +362,7 @@ fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[Stri
     for name in s
         .references
         .iter()
-        .filter(|n| new_core::mcp::config::is_secret_reference(n, hidden))
+        .filter(|n| new_core::secret::is_secret_reference(n, hidden))
     {
         text.push_str(&format!(
             "    {}\n",
@@ -396,7 +396,7 @@ fn confirm_secret_servers(
         let secrets: Vec<String> = server
             .references
             .iter()
-            .filter(|n| new_core::mcp::config::is_secret_reference(n, &hidden))
+            .filter(|n| new_core::secret::is_secret_reference(n, &hidden))
             .cloned()
             .collect();
         if secrets.is_empty() {

@@ -31,6 +31,7 @@ pub mod log;
 pub mod mcp;
 pub mod memory;
 pub mod prompt;
+pub mod secret;
 pub mod skill;
 pub mod tools;
 pub mod trust;

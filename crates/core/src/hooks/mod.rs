@@ -1141,7 +1141,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true);
             new_sys::platform::own_process_group(&mut cmd);
-            for name in crate::tools::secret_env(hidden) {
+            for name in crate::secret::secret_env(hidden) {
                 cmd.env_remove(name);
             }
             for (k, v) in tool_input_vars(payload.get("tool_input")) {

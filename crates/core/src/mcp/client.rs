@@ -158,7 +158,7 @@ async fn headers_from_helper(
         workdir,
     )
     .map_err(|e| format!("cannot start it: {e}"))?;
-    for name in crate::tools::secret_env(hidden_env) {
+    for name in crate::secret::secret_env(hidden_env) {
         cmd.env_remove(name);
     }
     cmd.env("CLAUDE_CODE_MCP_SERVER_NAME", &helper.server)
@@ -572,7 +572,7 @@ impl Client {
                 new_sys::platform::own_process_group(&mut cmd);
                 // The provider keys the model's commands never see are not the server's either,
                 // unless its entry passes them on (set after the removal).
-                for name in crate::tools::secret_env(how.hidden_env) {
+                for name in crate::secret::secret_env(how.hidden_env) {
                     cmd.env_remove(name);
                 }
                 cmd.envs(env);

@@ -543,12 +543,6 @@ pub fn references(text: &str) -> Vec<String> {
     out
 }
 
-/// Whether a variable named like this holds a secret: a provider's key (`hidden`), or a name
-/// that looks like a credential.
-pub fn is_secret_reference(name: &str, hidden: &[String]) -> bool {
-    hidden.iter().any(|h| h == name) || new_sys::os_sandbox::is_secret_name(name)
-}
-
 /// `${VAR}` from the environment (an unset variable expands to nothing); `$$` is not special.
 pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -748,19 +742,6 @@ mod tests {
             vec!["GITHUB_TOKEN".to_string()]
         );
         assert!(references("no braces $X").is_empty());
-    }
-
-    /// A secret is a variable of the user's provider keys or one named like a credential; others
-    /// are not.
-    #[test]
-    fn a_secret_reference_is_a_provider_key_or_a_credential_name() {
-        let hidden = vec!["MY_LLM_VAR".to_string()];
-        assert!(is_secret_reference("MY_LLM_VAR", &hidden));
-        assert!(is_secret_reference("GITHUB_TOKEN", &hidden));
-        assert!(is_secret_reference("GITHUB_TOKEN", &[]));
-        assert!(!is_secret_reference("PATH", &hidden));
-        assert!(!is_secret_reference("MY_LLM", &hidden));
-        assert!(!is_secret_reference("HOME", &[]));
     }
 
     /// `${NAME:-default}`: NAME's value, or the default when it is unset or empty.

@@ -597,20 +597,6 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     crate::fs::atomic::write_private(path, text.as_bytes())
 }
 
-/// The secret-looking values of the environment: those of variables named like keys, tokens,
-/// secrets and passwords (8 characters or more), for [`redact_secrets`].
-pub fn secret_values(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
-    vars.filter(|(name, value)| {
-        let name = name.to_ascii_uppercase();
-        value.len() >= 8
-            && ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
-                .iter()
-                .any(|w| name.contains(w))
-    })
-    .map(|(_, value)| value)
-    .collect()
-}
-
 /// Patterns of secrets in common formats: provider keys, cloud keys, tokens, private keys, JWTs,
 /// bearer tokens, `password = …`-style assignments and credentials in URLs.
 const SECRET_PATTERNS: &[&str] = &[

@@ -123,27 +123,6 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// The variables of this process that no program started on the model's or the user's behalf
-/// (`bash`, MCP servers, hooks) may see: every `*_API_KEY`, and `hidden` (the provider keys the
-/// config names). Removed from such a program's environment; a variable its config sets on
-/// purpose is set after the removal.
-pub fn secret_env(hidden: &[String]) -> Vec<std::ffi::OsString> {
-    secret_names(std::env::vars_os().map(|(name, _)| name), hidden)
-}
-
-/// Of the variable names `names`, those [`secret_env`] removes.
-pub(crate) fn secret_names(
-    names: impl Iterator<Item = std::ffi::OsString>,
-    hidden: &[String],
-) -> Vec<std::ffi::OsString> {
-    names
-        .filter(|name| {
-            let text = name.to_string_lossy();
-            text.ends_with("_API_KEY") || hidden.iter().any(|h| *h == text)
-        })
-        .collect()
-}
-
 /// Runs blocking work (a walk over many files) off the async thread, so that an interrupt is seen
 /// at once; dropping the future cancels the work, which checks [`Cancel`] as it goes.
 pub fn blocking<'a, F>(work: F) -> ToolFuture<'a>
