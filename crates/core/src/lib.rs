@@ -25,6 +25,7 @@ pub mod conversation;
 pub mod escape;
 pub mod fs;
 pub mod hooks;
+pub mod http;
 pub mod layers;
 pub mod llm;
 pub mod log;

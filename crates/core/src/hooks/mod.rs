@@ -1070,8 +1070,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             headers,
             timeout,
         } => {
-            crate::llm::install_crypto_provider();
-            let client = reqwest::Client::builder()
+            let client = crate::http::builder()
                 .timeout(*timeout)
                 .build()
                 .map_err(|e| e.to_string())?;
@@ -1085,7 +1084,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             let response = request
                 .send()
                 .await
-                .map_err(|e| crate::llm::describe_reqwest_error(&e))?;
+                .map_err(|e| crate::http::describe_error(&e))?;
             let status = response.status();
             // At most MAX_OUTPUT bytes are read; then the connection is dropped (a server that
             // streams without end is not read whole).

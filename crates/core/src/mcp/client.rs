@@ -799,8 +799,7 @@ impl Client {
 /// The HTTP client of MCP requests: no redirects (one to another origin would carry the entry's
 /// headers, a key, there).
 fn http_client() -> Result<reqwest::Client, McpError> {
-    crate::llm::install_crypto_provider();
-    reqwest::Client::builder()
+    crate::http::builder()
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
         .build()

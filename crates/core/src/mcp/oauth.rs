@@ -364,8 +364,7 @@ impl Login {
             .map(|(k, v)| format!("{k}={}", form_escape(v)))
             .collect::<Vec<_>>()
             .join("&");
-        crate::llm::install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let http = crate::http::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
             .build()
@@ -377,12 +376,12 @@ impl Login {
             .body(body)
             .send()
             .await
-            .map_err(|e| OAuthError::Sdk(crate::llm::describe_reqwest_error(&e)))?;
+            .map_err(|e| OAuthError::Sdk(crate::http::describe_error(&e)))?;
         let status = response.status();
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| OAuthError::Sdk(crate::llm::describe_reqwest_error(&e)))?;
+            .map_err(|e| OAuthError::Sdk(crate::http::describe_error(&e)))?;
         if !status.is_success() {
             // The error code only: the rest of the body is the server's.
             let code = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -444,7 +443,7 @@ impl Login {
         if !self.settings.scopes.is_empty() {
             request = request.with_scopes(self.settings.scopes.iter().cloned());
         }
-        crate::llm::install_crypto_provider();
+        crate::http::install_crypto_provider();
         let http = rmcp::transport::auth::default_oauth_http_client()?;
         let token = request
             .exchange(&http, &http)
