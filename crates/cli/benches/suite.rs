@@ -1567,13 +1567,12 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 workdir: new_core::fs::confine::Workdir::new(&work_mcp).unwrap(),
                 bash_timeout: Duration::from_secs(30),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],
         )
         .unwrap();
-        registry.set_mcp(manager.clone());
+        registry.add_source(manager.clone());
         runtime.block_on(manager.settle());
         let through_new = runtime.block_on(async {
             let args = serde_json::json!({"text": "ping"});
@@ -1973,7 +1972,6 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                         workdir: new_core::fs::confine::Workdir::new(&work_sb).unwrap(),
                         bash_timeout: Duration::from_secs(30),
                         hidden_env: Vec::new(),
-                        skills: Default::default(),
                         os_sandbox: os,
                     },
                     &[],

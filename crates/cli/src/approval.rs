@@ -579,7 +579,6 @@ mod tests {
                 workdir: Workdir::new(dir).unwrap(),
                 bash_timeout: std::time::Duration::from_secs(5),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],

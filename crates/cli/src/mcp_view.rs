@@ -49,7 +49,7 @@ impl App {
     /// server, so the stored message holds them and its branch stands on its own). None, with
     /// the reason said, when one cannot be read: then nothing is sent.
     pub(super) fn with_resources(&mut self, text: &str) -> Option<String> {
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.tools.source::<new_core::mcp::Manager>() else {
             return Some(text.to_string());
         };
         let servers: Vec<String> = manager.statuses().into_iter().map(|s| s.name).collect();
@@ -88,7 +88,7 @@ impl App {
     /// `/mcp__server__prompt ARGS`: the server's prompt, filled with ARGS, sent as a message.
     /// False when no server offers a prompt of that command.
     pub(super) fn run_mcp_prompt(&mut self, command: &str, args: &str) -> bool {
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.tools.source::<new_core::mcp::Manager>() else {
             return false;
         };
         let found = interruptible(
@@ -142,7 +142,7 @@ impl App {
 
     pub(super) fn mcp_command(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.tools.source::<new_core::mcp::Manager>() else {
             return self.out.say(&self.tr("mcp_none", &[]));
         };
         match words.as_slice() {

@@ -755,7 +755,7 @@ impl App {
         // conversation), to be read while the rest starts. It fills what Tab completion and
         // `use_skill` read itself.
         let skill_names: super::editor::SkillNames = Default::default();
-        let shelf = new_core::tools::builtin::Shelf::default();
+        let shelf = new_core::skill::Shelf::default();
         let prompt_job = {
             let (layers, role, workdir) = (layers.clone(), role.clone(), workdir.clone());
             let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
@@ -829,11 +829,11 @@ impl App {
                 workdir: Workdir::new(&workdir)?,
                 bash_timeout: config.bash_timeout,
                 hidden_env: config.secret_vars.clone(),
-                skills: shelf,
                 os_sandbox: os_sandbox.clone(),
             },
             &config.tools,
         )?;
+        tools.add_source(Arc::new(shelf));
         let mut policy = Policy::new(
             config.permission_mode,
             config.project_rules.clone(),
@@ -870,7 +870,7 @@ impl App {
             );
             manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
             let _ = mcp_slot.set(manager.clone());
-            tools.set_mcp(manager);
+            tools.add_source(manager);
         }
         let (tx, interrupts) = watch::channel(0u64);
         let busy = Arc::new(AtomicBool::new(false));
@@ -1113,7 +1113,10 @@ impl App {
     /// What writes the built-in skills that describe `new` and the project
     /// (`config-management`, `codebase-overview`), and the template variables of skills.
     pub(super) fn install_self_skills(&mut self) {
-        let shelf = self.tools.context().skills.clone();
+        let shelf = self
+            .tools
+            .source::<new_core::skill::Shelf>()
+            .unwrap_or_default();
         shelf.set_variables(&self.workdir, &self.config.model);
         let current = self.config.describe();
         let workdir = self.workdir.clone();
@@ -1181,7 +1184,7 @@ impl App {
             }
         }
         // MCP servers are ended, not left behind.
-        if let Some(mcp) = self.tools.mcp() {
+        if let Some(mcp) = self.tools.source::<new_core::mcp::Manager>() {
             self.runtime.block_on(mcp.shutdown());
         }
         // The sandbox's private folder goes with the session.
@@ -1288,7 +1291,7 @@ impl App {
             self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
-            if let Some(mcp) = self.tools.mcp()
+            if let Some(mcp) = self.tools.source::<new_core::mcp::Manager>()
                 && !input_waiting()
             {
                 mcp.start();
@@ -1450,7 +1453,8 @@ impl App {
             .prompt_written
             .iter()
             .map(|(source, text)| {
-                let filled = prompt::fill_variables(text, &self.workdir, &self.config.model);
+                let filled =
+                    new_core::skill::fill_variables(text, &self.workdir, &self.config.model);
                 (source.clone(), filled)
             })
             .collect();
@@ -1904,7 +1908,7 @@ impl App {
     /// there is no `/mcp` to look at.
     fn mcp_failures(&self) -> Vec<(String, String)> {
         self.tools
-            .mcp()
+            .source::<new_core::mcp::Manager>()
             .map(|m| m.statuses())
             .unwrap_or_default()
             .into_iter()
@@ -1940,7 +1944,7 @@ pub(super) fn read_prompt(
     memory: Option<&new_core::memory::MemoryStore>,
     memory_settings: &new_core::memory::MemorySettings,
     names: &super::editor::SkillNames,
-    shelf: &new_core::tools::builtin::Shelf,
+    shelf: &new_core::skill::Shelf,
 ) -> PromptJob {
     let skills = SkillRegistry::load_with(layers, skill_settings);
     *names.write().unwrap_or_else(|e| e.into_inner()) =

@@ -12,8 +12,8 @@ impl App {
         };
         let mut text = self
             .tools
-            .context()
-            .skills
+            .source::<new_core::skill::Shelf>()
+            .unwrap_or_default()
             .instructions(&skill, self.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
             self.tools.workdir().add_read_root(dir.clone());
@@ -152,7 +152,10 @@ impl App {
             self.memory.as_ref(),
             &self.config.memory,
             &self.skill_names,
-            &self.tools.context().skills,
+            &self
+                .tools
+                .source::<new_core::skill::Shelf>()
+                .unwrap_or_default(),
         );
         self.take_prompt(done, report);
     }

@@ -64,7 +64,6 @@ fn file_tool_fixtures() {
                 workdir: Workdir::new(&work).unwrap(),
                 bash_timeout: Duration::from_secs(5),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],

@@ -23,7 +23,7 @@ pub use client::{Client, Event, McpError};
 pub use config::{McpSettings, ServerConfig, Transport};
 
 use crate::layers::Origin;
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput};
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource};
 
 /// The delays before a dead stdio server is started again; then it is left down.
 const RESTARTS: [Duration; 3] = [
@@ -603,17 +603,6 @@ impl Manager {
         }
     }
 
-    /// The tools offered now, as tools of the registry.
-    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
-        for server in &self.servers {
-            if matches!(*lock(&server.state), State::Ready) {
-                out.extend(lock(&server.offered).iter().cloned());
-            }
-        }
-        out
-    }
-
     /// The ready servers' instructions, under their names, for the system prompt.
     pub fn instructions(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -904,6 +893,20 @@ impl Manager {
             summary,
             diff: None,
         })
+    }
+}
+
+/// The ready servers' tools, offered beside the built-in ones (named `mcp__<server>__<tool>`).
+impl ToolSource for Manager {
+    /// The tools offered now, as tools of the registry.
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        for server in &self.servers {
+            if matches!(*lock(&server.state), State::Ready) {
+                out.extend(lock(&server.offered).iter().cloned());
+            }
+        }
+        out
     }
 }
 

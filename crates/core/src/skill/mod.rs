@@ -24,6 +24,12 @@ use serde::Deserialize;
 use crate::layers::{BUILTIN_SKILLS, LayerKind, Layers};
 
 pub mod builtin;
+mod use_skill;
+mod variables;
+
+pub use use_skill::{Generator, Shelf, ShelfEntry, UseSkill};
+pub use variables::fill_variables;
+pub(crate) use variables::{find_git_dir, operating_system};
 
 /// Where a skill comes from, nearest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -446,12 +452,12 @@ impl SkillRegistry {
 
     /// What `use_skill` can load: every skill offered on demand (its body is read when it is
     /// loaded, cut at `max_bytes`), and its folder.
-    pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, crate::tools::builtin::ShelfEntry> {
+    pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, ShelfEntry> {
         self.on_demand()
             .map(|s| {
                 (
                     s.name.clone(),
-                    crate::tools::builtin::ShelfEntry {
+                    ShelfEntry {
                         skill: Box::new(s.clone()),
                         max_bytes,
                     },
@@ -872,7 +878,7 @@ mod tests {
         let big = r.get("big").unwrap().instructions(1024);
         assert!(big.len() < 1200 && big.contains("skill.max_skill_size_bytes"));
         assert!(
-            crate::tools::builtin::Shelf::default()
+            Shelf::default()
                 .instructions(&r.shelf(1024)["big"].skill, 1024)
                 .len()
                 < 1200

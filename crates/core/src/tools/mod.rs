@@ -11,6 +11,7 @@ pub mod builtin;
 pub mod diff;
 pub mod permissions;
 pub mod shell;
+pub mod source;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
+pub use source::ToolSource;
 
 use crate::escape::escape_controls;
 use crate::fs::confine::{ConfineError, Workdir};
@@ -82,8 +84,6 @@ pub struct ToolContext {
     /// Variables removed from the environment of the commands the model runs (provider keys),
     /// besides every `*_API_KEY`.
     pub hidden_env: Vec<String>,
-    /// The skills `use_skill` can load.
-    pub skills: builtin::Shelf,
     /// The operating-system sandbox `bash` runs in, when the session has one.
     pub os_sandbox: Option<std::sync::Arc<new_sys::os_sandbox::OsSandbox>>,
 }
@@ -177,9 +177,10 @@ pub struct UnknownTool {
 pub struct ToolRegistry {
     tools: Vec<std::sync::Arc<dyn Tool>>,
     ctx: ToolContext,
-    /// MCP servers' tools, offered as they are now; `enabled` (the config's `tools` list) names
-    /// which (empty: all).
-    mcp: Option<std::sync::Arc<crate::mcp::Manager>>,
+    /// The tools of the features that own them (skills on demand, MCP servers), offered as they
+    /// are now, after the built-in ones and in the order added; `enabled` (the config's `tools`
+    /// list) names which (empty: all).
+    sources: Vec<std::sync::Arc<dyn ToolSource>>,
     enabled: Vec<String>,
 }
 
@@ -208,7 +209,7 @@ impl ToolRegistry {
         Ok(ToolRegistry {
             tools,
             ctx,
-            mcp: None,
+            sources: Vec::new(),
             enabled: enabled.to_vec(),
         })
     }
@@ -218,7 +219,7 @@ impl ToolRegistry {
         ToolRegistry {
             tools: tools.into_iter().map(std::sync::Arc::from).collect(),
             ctx,
-            mcp: None,
+            sources: Vec::new(),
             enabled: Vec::new(),
         }
     }
@@ -231,7 +232,7 @@ impl ToolRegistry {
                 workdir: self.ctx.workdir.detached(),
                 ..self.ctx.clone()
             },
-            mcp: self.mcp.clone(),
+            sources: self.sources.clone(),
             enabled: self.enabled.clone(),
         }
     }
@@ -243,37 +244,47 @@ impl ToolRegistry {
         !builtin_named || self.enabled.iter().any(|n| n == name)
     }
 
-    /// Offers the tools of `manager`'s servers too.
-    pub fn set_mcp(&mut self, manager: std::sync::Arc<crate::mcp::Manager>) {
-        self.mcp = Some(manager);
+    /// Offers the tools of `source` too, after those offered already.
+    pub fn add_source(&mut self, source: std::sync::Arc<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
-    pub fn mcp(&self) -> Option<&std::sync::Arc<crate::mcp::Manager>> {
-        self.mcp.as_ref()
+    /// The source of type `T` added, if one was (the MCP servers' manager, the shelf of skills).
+    pub fn source<T: ToolSource>(&self) -> Option<std::sync::Arc<T>> {
+        self.sources.iter().find_map(|source| {
+            let any: std::sync::Arc<dyn std::any::Any + Send + Sync> = source.clone();
+            any.downcast::<T>().ok()
+        })
     }
 
-    /// The MCP tools offered now: those the `tools` list names (exactly, or by a `*` at the
-    /// end), or all when it names no MCP tool.
-    fn mcp_tools(&self) -> Vec<std::sync::Arc<dyn Tool>> {
-        let Some(manager) = &self.mcp else {
-            return Vec::new();
-        };
+    /// The sources' tools now, those the `tools` list lets be offered; with `shown`, only those
+    /// of sources that show theirs now.
+    fn sourced(&self, shown: bool) -> Vec<std::sync::Arc<dyn Tool>> {
+        self.sources
+            .iter()
+            .filter(|source| !shown || source.offered())
+            .flat_map(|source| source.tools())
+            .filter(|t| self.enables(t.name()))
+            .collect()
+    }
+
+    /// Whether the `tools` list lets a source's tool be offered: an MCP server's (`mcp__…`) when
+    /// the list names it (exactly, or by a `*` at the end) or names no MCP tool; another as
+    /// [`ToolRegistry::allows`] says.
+    fn enables(&self, name: &str) -> bool {
+        if !name.starts_with("mcp__") {
+            return self.allows(name);
+        }
         let named: Vec<&String> = self
             .enabled
             .iter()
             .filter(|n| n.starts_with("mcp__"))
             .collect();
-        manager
-            .tools()
-            .into_iter()
-            .filter(|t| {
-                named.is_empty()
-                    || named.iter().any(|n| match n.strip_suffix('*') {
-                        Some(prefix) => t.name().starts_with(prefix),
-                        None => t.name() == n.as_str(),
-                    })
+        named.is_empty()
+            || named.iter().any(|n| match n.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == n.as_str(),
             })
-            .collect()
     }
 
     pub fn context(&self) -> &ToolContext {
@@ -284,14 +295,13 @@ impl ToolRegistry {
         &self.ctx.workdir
     }
 
-    /// The tools offered: `use_skill` only while some skill is offered on demand.
+    /// The tools shown to the model: the built-in ones, then those of the sources that show
+    /// theirs now (`use_skill` only while some skill is offered on demand).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let no_skills = self.ctx.skills.is_empty();
         self.tools
             .iter()
-            .filter(|t| !(no_skills && t.name() == "use_skill"))
             .cloned()
-            .chain(self.mcp_tools())
+            .chain(self.sourced(true))
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -304,16 +314,14 @@ impl ToolRegistry {
         self.tools
             .iter()
             .cloned()
-            .chain(self.mcp_tools())
+            .chain(self.sourced(false))
             .map(|t| t.name().to_string())
             .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Tool>> {
-        if name.starts_with("mcp__") {
-            return self.mcp_tools().into_iter().find(|t| t.name() == name);
-        }
-        self.tools.iter().find(|t| t.name() == name).cloned()
+        let builtin = self.tools.iter().find(|t| t.name() == name).cloned();
+        builtin.or_else(|| self.sourced(false).into_iter().find(|t| t.name() == name))
     }
 
     /// The arguments of a call as a JSON object, or the error result that explains why not.
@@ -476,7 +484,6 @@ pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
         workdir: Workdir::new(dir).unwrap(),
         bash_timeout: Duration::from_secs(30),
         hidden_env: Vec::new(),
-        skills: Default::default(),
         os_sandbox: None,
     }
 }
