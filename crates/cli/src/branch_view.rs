@@ -31,7 +31,7 @@ impl App {
                 if !self.engine.chat.conversation().branches.contains_key(name) {
                     return self.out.error(&self.tr(
                         "no_branch_named",
-                        &[("name", &new_core::tools::escape_controls(name))],
+                        &[("name", &new_core::escape::escape_controls(name))],
                     ));
                 }
                 match self.engine.chat.unname_branch(name) {
@@ -69,7 +69,7 @@ impl App {
             }
             _ => self.out.error(&self.tr(
                 "branch_usage",
-                &[("args", &new_core::tools::escape_controls(args))],
+                &[("args", &new_core::escape::escape_controls(args))],
             )),
         }
     }
@@ -174,7 +174,7 @@ impl App {
             Err(_) => {
                 return self.out.error(&self.tr(
                     "merge_usage_no_such",
-                    &[("args", &new_core::tools::escape_controls(target))],
+                    &[("args", &new_core::escape::escape_controls(target))],
                 ));
             }
         };
@@ -228,10 +228,10 @@ impl App {
             CommandError::MergeEmpty => self.tr("merge_empty", &[]),
             CommandError::MergeFailed(why) => self.tr(
                 "merge_failed",
-                &[("why", &new_core::tools::escape_controls(why))],
+                &[("why", &new_core::escape::escape_controls(why))],
             ),
             CommandError::NoSuchNode(_) | CommandError::NoSuchBranch(_) => {
-                new_core::tools::escape_controls(&e.to_string())
+                new_core::escape::escape_controls(&e.to_string())
             }
             CommandError::Store(e) => super::text::error(self.out.lang, e),
             CommandError::Session(e) => super::text::error(self.out.lang, e),
@@ -283,7 +283,7 @@ impl App {
             };
             list.push_str(&format!(
                 "  {what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         self.out.say(&format!(
@@ -311,7 +311,7 @@ impl App {
                 .checkpoints
                 .as_ref()
                 .expect("checked by the caller");
-            let sandbox = self.engine.tools.sandbox().clone();
+            let sandbox = self.engine.tools.workdir().clone();
             let takes: Vec<String> = plan
                 .iter()
                 .filter_map(|s| match s {
@@ -357,7 +357,7 @@ impl App {
                         continue;
                     }
                 }
-                let put = new_core::tools::sandbox::Put::File {
+                let put = new_core::fs::confine::Put::File {
                     bytes: text.as_bytes(),
                     mode: *mode,
                 };
@@ -377,7 +377,7 @@ impl App {
         for k in kept {
             self.out.warn(&self.tr(
                 "not_restored",
-                &[("what", &new_core::tools::escape_controls(&k))],
+                &[("what", &new_core::escape::escape_controls(&k))],
             ));
         }
         // Conflicts are the user's: shown, never written.
@@ -388,9 +388,9 @@ impl App {
                     "{}\n{}",
                     self.tr(
                         "merge_conflict_left",
-                        &[("path", &new_core::tools::escape_controls(path))]
+                        &[("path", &new_core::escape::escape_controls(path))]
                     ),
-                    new_core::tools::escape_controls_keep_lines(&shown)
+                    new_core::escape::escape_controls_keep_lines(&shown)
                 ));
             }
         }

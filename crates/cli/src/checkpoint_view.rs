@@ -86,7 +86,7 @@ impl App {
         for (path, what) in &listed {
             text.push_str(&format!(
                 "{what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         for (path, _) in &listed {
@@ -102,7 +102,7 @@ impl App {
             };
             text.push_str(&colour_diff(
                 &self.out,
-                &new_core::tools::escape_controls_keep_lines(&diff),
+                &new_core::escape::escape_controls_keep_lines(&diff),
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -134,7 +134,7 @@ impl App {
         for (path, what) in differ.iter().take(20) {
             list.push_str(&format!(
                 "{what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         if differ.len() > 20 {
@@ -215,7 +215,7 @@ impl App {
             let mark = if outside.contains(path) { &flag } else { "" };
             list.push_str(&format!(
                 "{what} {}{mark}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         let yes = |answer: Option<String>| {
@@ -250,7 +250,7 @@ impl App {
             for b in &broken {
                 self.out.error(&self.tr(
                     "cannot_restore",
-                    &[("what", &new_core::tools::escape_controls(b))],
+                    &[("what", &new_core::escape::escape_controls(b))],
                 ));
             }
             if !yes(self.ask(&self.tr("restore_the_rest", &[]), "", false)) {
@@ -275,7 +275,7 @@ impl App {
             self.out.warn(&e.to_string());
         }
         let checkpoints = self.engine.checkpoints.as_ref().expect("checked above");
-        let sandbox = self.engine.tools.sandbox().clone();
+        let sandbox = self.engine.tools.workdir().clone();
         let mut kept: Vec<String> = Vec::new();
         let paths: Vec<String> = to_change
             .iter()
@@ -296,7 +296,7 @@ impl App {
             let list: String = applied
                 .changed
                 .iter()
-                .map(|p| format!("  {}\n", new_core::tools::escape_controls(p)))
+                .map(|p| format!("  {}\n", new_core::escape::escape_controls(p)))
                 .collect();
             self.out.warn(&format!(
                 "{}\n{}",
@@ -354,7 +354,7 @@ impl App {
         for k in kept {
             self.out.warn(&self.tr(
                 "not_restored",
-                &[("what", &new_core::tools::escape_controls(&k))],
+                &[("what", &new_core::escape::escape_controls(&k))],
             ));
         }
     }

@@ -124,7 +124,7 @@ impl App {
             .map(|(s, n)| {
                 format!(
                     "{} {}",
-                    new_core::tools::escape_controls(s),
+                    new_core::escape::escape_controls(s),
                     short_tokens(ctx.scale(*n))
                 )
             })

@@ -68,7 +68,7 @@ impl App {
                 .iter()
                 .take(LINES)
                 .map(|l| {
-                    let l = new_core::tools::escape_controls(l);
+                    let l = new_core::escape::escape_controls(l);
                     match l.char_indices().nth(width - 4) {
                         Some((at, _)) => format!("  {}…", &l[..at]),
                         None => format!("  {l}"),
@@ -107,7 +107,7 @@ impl App {
         let name = c
             .names_of(c.cursor())
             .first()
-            .map(|n| format!(" `{}`", new_core::tools::escape_controls(n)))
+            .map(|n| format!(" `{}`", new_core::escape::escape_controls(n)))
             .unwrap_or_default();
         self.out.say(&self.out.dim(&self.tr(
             "resumed_place",
@@ -318,7 +318,7 @@ impl App {
             Err(OneAfterAnother::SnapshotFailed(reason)) => {
                 self.out.warn(&self.tr(
                     "checkpoint_failed",
-                    &[("reason", &new_core::tools::escape_controls(&reason))],
+                    &[("reason", &new_core::escape::escape_controls(&reason))],
                 ));
                 return false;
             }
@@ -368,7 +368,7 @@ impl App {
             Err(OneAfterAnother::SnapshotFailed(reason)) => {
                 self.out.warn(&self.tr(
                     "checkpoint_failed",
-                    &[("reason", &new_core::tools::escape_controls(&reason))],
+                    &[("reason", &new_core::escape::escape_controls(&reason))],
                 ));
                 return false;
             }
@@ -377,7 +377,7 @@ impl App {
         for problem in &together.problems {
             self.out.warn(&self.tr(
                 "not_put_back",
-                &[("what", &new_core::tools::escape_controls(problem))],
+                &[("what", &new_core::escape::escape_controls(problem))],
             ));
         }
         match &together.reopened {
@@ -445,18 +445,18 @@ impl App {
                     ("i", &(i + 1)),
                     ("count", &count),
                     ("n", &alt.n),
-                    ("model", &new_core::tools::escape_controls(&model)),
+                    ("model", &new_core::escape::escape_controls(&model)),
                     ("input", &alt.usage.input_tokens),
                     ("output", &alt.usage.output_tokens),
                     ("seconds", &alt.seconds),
                     ("cost", &cost),
                 ],
             );
-            let answer = new_core::tools::escape_controls_keep_lines(&alt.answer);
+            let answer = new_core::escape::escape_controls_keep_lines(&alt.answer);
             let changed: Vec<String> = alt
                 .files
                 .iter()
-                .map(|(p, w)| format!("{w} {}", new_core::tools::escape_controls(p)))
+                .map(|(p, w)| format!("{w} {}", new_core::escape::escape_controls(p)))
                 .collect();
             let files = (!changed.is_empty())
                 .then(|| self.tr("compare_files", &[("files", &changed.join(", "))]));
@@ -718,7 +718,7 @@ impl App {
             ));
         }
         if !report.misplaced_summaries.is_empty() {
-            self.out.warn(&new_core::tools::escape_controls(&self.tr(
+            self.out.warn(&new_core::escape::escape_controls(&self.tr(
                 "misplaced_summaries",
                 &[("ids", &report.misplaced_summaries.join(", "))],
             )));
@@ -853,7 +853,7 @@ impl App {
         };
         let mut text = String::new();
         // The hits are what the model (or another program) wrote: escaped for the terminal.
-        let shown = new_core::tools::escape_controls;
+        let shown = new_core::escape::escape_controls;
         for hit in &results.hits {
             let mark = if hit.conversation == self.engine.chat.id() {
                 "*"
@@ -981,8 +981,8 @@ impl App {
         );
         let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
         // Readable by the user only, like the conversations (they hold the whole system prompt).
-        let result = new_core::layers::write_private(&md_path, md.as_bytes())
-            .and_then(|()| new_core::layers::write_private(&json_path, json.as_bytes()));
+        let result = new_core::fs::atomic::write_private(&md_path, md.as_bytes())
+            .and_then(|()| new_core::fs::atomic::write_private(&json_path, json.as_bytes()));
         match result {
             Ok(()) => self.out.say(&self.tr(
                 "wrote_both",
@@ -1032,14 +1032,14 @@ impl App {
                 format!(
                     "  {:<8} {}",
                     origin.label(),
-                    new_core::tools::escape_controls(&r.describe())
+                    new_core::escape::escape_controls(&r.describe())
                 )
             })
             .chain(self.engine.policy.session_rules().map(|r| {
                 format!(
                     "  {:<8} {}",
                     "session",
-                    new_core::tools::escape_controls(&r.describe())
+                    new_core::escape::escape_controls(&r.describe())
                 )
             }))
             .collect();
@@ -1135,7 +1135,7 @@ impl App {
         match &self.engine.tools.context().os_sandbox {
             Some(sandbox) => {
                 let text = sandbox.describe();
-                self.out.say(&new_core::tools::escape_controls_keep_lines(
+                self.out.say(&new_core::escape::escape_controls_keep_lines(
                     text.trim_end(),
                 ))
             }

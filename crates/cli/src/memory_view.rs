@@ -22,7 +22,7 @@ impl App {
         for note in self.engine.take_memory_notes() {
             let line = self.tr(
                 "memory_changed",
-                &[("what", &new_core::tools::escape_controls(&note))],
+                &[("what", &new_core::escape::escape_controls(&note))],
             );
             self.out.say(&self.out.dim(&line));
         }
@@ -46,21 +46,21 @@ impl App {
                 )),
                 Ok(None) => self.out.error(&self.tr(
                     "no_memory_named",
-                    &[("name", &new_core::tools::escape_controls(name))],
+                    &[("name", &new_core::escape::escape_controls(name))],
                 )),
                 Err(new_core::memory::MemoryError::NotOurs(m)) => self.out.error(&self.tr(
                     "memory_not_ours",
                     &[
-                        ("name", &new_core::tools::escape_controls(&m.name)),
+                        ("name", &new_core::escape::escape_controls(&m.name)),
                         (
                             "path",
-                            &new_core::tools::escape_controls(&m.path.display().to_string()),
+                            &new_core::escape::escape_controls(&m.path.display().to_string()),
                         ),
                     ],
                 )),
                 Err(e) => self
                     .out
-                    .error(&new_core::tools::escape_controls(&e.to_string())),
+                    .error(&new_core::escape::escape_controls(&e.to_string())),
             };
         }
         if !args.is_empty() {
@@ -69,7 +69,7 @@ impl App {
         let (memories, problems) = store.list();
         let mut text = String::new();
         for m in &memories {
-            text.push_str(&new_core::tools::escape_controls(&format!(
+            text.push_str(&new_core::escape::escape_controls(&format!(
                 "{:<16} {:<8} {}",
                 m.kind,
                 m.place(),
@@ -79,7 +79,7 @@ impl App {
                 text.push_str(&format!(
                     " {}",
                     self.out
-                        .dim(&new_core::tools::escape_controls(&m.description))
+                        .dim(&new_core::escape::escape_controls(&m.description))
                 ));
             }
             text.push('\n');
@@ -91,7 +91,7 @@ impl App {
             text.push_str(&format!(
                 "{}\n",
                 self.out
-                    .dim(&new_core::tools::escape_controls(&format!("! {problem}")))
+                    .dim(&new_core::escape::escape_controls(&format!("! {problem}")))
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -128,7 +128,7 @@ impl App {
             Ok(_) => self.out.say(&self.tr(
                 "remembered",
                 &[
-                    ("name", &new_core::tools::escape_controls(&name)),
+                    ("name", &new_core::escape::escape_controls(&name)),
                     ("level", &level.as_str()),
                 ],
             )),

@@ -297,7 +297,7 @@ impl super::repl::App {
                     "mcp_server_failed",
                     &[
                         ("server", server),
-                        ("error", &new_core::tools::escape_controls(error)),
+                        ("error", &new_core::escape::escape_controls(error)),
                     ],
                 ));
             }
@@ -325,7 +325,7 @@ impl super::repl::App {
                 "mcp_server_failed",
                 &[
                     ("server", &server),
-                    ("error", &new_core::tools::escape_controls(&error)),
+                    ("error", &new_core::escape::escape_controls(&error)),
                 ],
             ));
         }
@@ -336,7 +336,7 @@ impl super::repl::App {
                 let shown = if self.out.render {
                     let mut r =
                         super::markdown::Renderer::new(super::markdown::terminal_layout(false));
-                    let mut text = r.push(&new_core::tools::escape_controls_keep_lines(answer));
+                    let mut text = r.push(&new_core::escape::escape_controls_keep_lines(answer));
                     text.push_str(&r.finish());
                     text.trim_end_matches('\n').to_string()
                 } else {

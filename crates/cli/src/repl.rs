@@ -150,7 +150,7 @@ fn announce_project_config(out: &Output, config: &Config) {
     }
     let file = file_list(&config.project_files);
     let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
-        new_core::tools::escape_controls(&super::text::tr(out.lang, key, args))
+        new_core::escape::escape_controls(&super::text::tr(out.lang, key, args))
     };
     let trust = tr(
         if config.project_trusted {
@@ -192,7 +192,7 @@ fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
     let file = file_list(files);
     let list: String = ignored
         .iter()
-        .map(|w| format!("  - {}\n", new_core::tools::escape_controls(w)))
+        .map(|w| format!("  - {}\n", new_core::escape::escape_controls(w)))
         .collect();
     let question = super::text::tr(
         out.lang,
@@ -251,7 +251,7 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
     let list: String = hooks
         .entries
         .iter()
-        .filter(|e| e.origin == new_core::mcp::Origin::Project)
+        .filter(|e| e.origin == new_core::layers::Origin::Project)
         .map(|e| {
             let what = match &e.action {
                 new_core::hooks::Action::Command { command, .. } => command.clone(),
@@ -261,9 +261,9 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
             };
             format!(
                 "  - {} ({}): {}\n",
-                new_core::tools::escape_controls(&e.name),
+                new_core::escape::escape_controls(&e.name),
                 e.event,
-                new_core::tools::escape_controls(&what)
+                new_core::escape::escape_controls(&what)
             )
         })
         .collect();
@@ -276,7 +276,7 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
     let list: String = mcp
         .servers
         .iter()
-        .filter(|s| s.origin == new_core::mcp::Origin::Project)
+        .filter(|s| s.origin == new_core::layers::Origin::Project)
         .map(|s| describe_server(out, s, hidden))
         .collect();
     let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
@@ -289,20 +289,20 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
 fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[String]) -> String {
     let mut text = format!(
         "  - {}: {}\n",
-        new_core::tools::escape_controls(&s.name),
-        new_core::tools::escape_controls(&s.raw)
+        new_core::escape::escape_controls(&s.name),
+        new_core::escape::escape_controls(&s.raw)
     );
     for name in s
         .references
         .iter()
-        .filter(|n| new_core::mcp::config::is_secret_reference(n, hidden))
+        .filter(|n| new_core::secret::is_secret_reference(n, hidden))
     {
         text.push_str(&format!(
             "    {}\n",
             out.bold(&super::text::tr(
                 out.lang,
                 "mcp_passes_a_secret",
-                &[("name", &new_core::tools::escape_controls(name))]
+                &[("name", &new_core::escape::escape_controls(name))]
             ))
         ));
     }
@@ -324,12 +324,12 @@ fn confirm_secret_servers(
         .mcp
         .servers
         .iter_mut()
-        .filter(|s| s.origin == new_core::mcp::Origin::Project && !s.disabled)
+        .filter(|s| s.origin == new_core::layers::Origin::Project && !s.disabled)
     {
         let secrets: Vec<String> = server
             .references
             .iter()
-            .filter(|n| new_core::mcp::config::is_secret_reference(n, &hidden))
+            .filter(|n| new_core::secret::is_secret_reference(n, &hidden))
             .cloned()
             .collect();
         if secrets.is_empty() {
@@ -339,8 +339,8 @@ fn confirm_secret_servers(
         if trust.is_trusted(workdir, &what, server.raw.as_bytes()) {
             continue;
         }
-        let shown = new_core::tools::escape_controls(&server.name);
-        let names = new_core::tools::escape_controls(&secrets.join(", "));
+        let shown = new_core::escape::escape_controls(&server.name);
+        let names = new_core::escape::escape_controls(&secrets.join(", "));
         let yes = interactive && {
             let question = super::text::tr(
                 out.lang,
@@ -494,7 +494,7 @@ impl App {
         let workdir = launch.workdir.clone().unwrap_or_else(|| PathBuf::from("."));
         // `new "what does wc.py do"`, the habit of the peers: a sentence, not a folder.
         if !workdir.exists() && looks_like_a_sentence(&workdir.to_string_lossy()) {
-            let text = new_core::tools::escape_controls(&workdir.to_string_lossy());
+            let text = new_core::escape::escape_controls(&workdir.to_string_lossy());
             let lang = launch
                 .overrides
                 .lang
@@ -607,7 +607,7 @@ impl App {
                         .claude_allow
                         .iter()
                         .map(|r| {
-                            format!("  - {}\n", new_core::tools::escape_controls(&r.describe()))
+                            format!("  - {}\n", new_core::escape::escape_controls(&r.describe()))
                         })
                         .collect();
                     ask_yes(
@@ -624,7 +624,7 @@ impl App {
         }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
-            out.warn(&new_core::tools::escape_controls(warning));
+            out.warn(&new_core::escape::escape_controls(warning));
         }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
         let datadir = launch
@@ -651,7 +651,7 @@ impl App {
             .context("starting the async runtime")?;
         let (tx, interrupts) = watch::channel(0u64);
         let busy = Arc::new(AtomicBool::new(false));
-        let shelf = new_core::tools::builtin::Shelf::default();
+        let shelf = new_core::skill::Shelf::default();
         let resume = match (&launch.resume, launch.continue_latest) {
             (Some(id), _) => Resume::Id(id.clone()),
             (None, true) => Resume::Latest,
@@ -676,7 +676,7 @@ impl App {
             out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
         }
         for warning in &opened.warnings {
-            out.warn(&new_core::tools::escape_controls(warning));
+            out.warn(&new_core::escape::escape_controls(warning));
         }
         let (mut engine, report) = (opened.session, opened.report);
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
@@ -893,7 +893,7 @@ impl App {
             self.out.say(&format!(
                 "{}{}",
                 self.prompt_text(),
-                new_core::tools::escape_controls(&line)
+                new_core::escape::escape_controls(&line)
             ));
             if self.run_lines(line) == Flow::Exit {
                 return Ok(());
@@ -904,7 +904,7 @@ impl App {
             self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
-            if let Some(mcp) = self.engine.tools.mcp()
+            if let Some(mcp) = self.engine.tools.source::<new_core::mcp::Manager>()
                 && !input_waiting()
             {
                 mcp.start();
@@ -968,7 +968,7 @@ impl App {
                 self.out.say(&format!(
                     "{}{}",
                     self.out.dim(&self.prompt_text()),
-                    new_core::tools::escape_controls(next)
+                    new_core::escape::escape_controls(next)
                 ));
             }
         }
@@ -1032,7 +1032,7 @@ impl App {
             && !sandbox.is_on()
         {
             self.out
-                .warn(&new_core::tools::escape_controls(&sandbox.one_line()));
+                .warn(&new_core::escape::escape_controls(&sandbox.one_line()));
         }
         self.take_prompt(done, true);
     }
@@ -1042,7 +1042,7 @@ impl App {
     pub(super) fn take_prompt(&mut self, done: PromptJob, report: bool) {
         if report {
             for problem in done.skills.problems.iter().chain(&done.problems) {
-                self.out.warn(&new_core::tools::escape_controls(problem));
+                self.out.warn(&new_core::escape::escape_controls(problem));
             }
         }
         self.engine.skills = done.skills;
@@ -1224,7 +1224,7 @@ impl App {
     pub(super) fn mcp_failures(&self) -> Vec<(String, String)> {
         self.engine
             .tools
-            .mcp()
+            .source::<new_core::mcp::Manager>()
             .map(|m| m.statuses())
             .unwrap_or_default()
             .into_iter()
@@ -1260,7 +1260,7 @@ pub(super) fn read_prompt(
     memory: Option<&new_core::memory::MemoryStore>,
     memory_settings: &new_core::memory::MemorySettings,
     names: &super::editor::SkillNames,
-    shelf: &new_core::tools::builtin::Shelf,
+    shelf: &new_core::skill::Shelf,
 ) -> PromptJob {
     let skills = SkillRegistry::load_with(layers, skill_settings);
     *names.write().unwrap_or_else(|e| e.into_inner()) =

@@ -164,7 +164,7 @@ pub fn user_config_path() -> Option<PathBuf> {
 /// Writes the config with mode 0600 in a folder with mode 0700, atomically.
 fn write_private(path: &Path, file: &FileConfig) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(file).map_err(std::io::Error::other)? + "\n";
-    new_core::layers::write_private(path, text.as_bytes())
+    new_core::fs::atomic::write_private(path, text.as_bytes())
 }
 
 /// Runs `read` with the terminal's echo turned off, restoring it afterwards.

@@ -13,11 +13,11 @@ impl App {
         let mut text = self
             .engine
             .tools
-            .context()
-            .skills
+            .source::<new_core::skill::Shelf>()
+            .unwrap_or_default()
             .instructions(&skill, self.engine.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
-            self.engine.tools.sandbox().add_read_root(dir.clone());
+            self.engine.tools.workdir().add_read_root(dir.clone());
             text.push_str(&format!(
                 "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
                 dir.display()
@@ -62,13 +62,13 @@ impl App {
             // What the skill's files say is escaped; the colour of the state is ours.
             text.push_str(&format!(
                 "{state}  {}",
-                new_core::tools::escape_controls(&format!("{} ({whence})", skill.name))
+                new_core::escape::escape_controls(&format!("{} ({whence})", skill.name))
             ));
             if !skill.description.is_empty() {
                 text.push_str(&format!(
                     " {}",
                     self.out
-                        .dim(&new_core::tools::escape_controls(&skill.description))
+                        .dim(&new_core::escape::escape_controls(&skill.description))
                 ));
             }
             text.push('\n');
@@ -80,7 +80,7 @@ impl App {
             text.push_str(&format!(
                 "{}\n",
                 self.out
-                    .dim(&new_core::tools::escape_controls(&format!("! {problem}")))
+                    .dim(&new_core::escape::escape_controls(&format!("! {problem}")))
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -91,7 +91,7 @@ impl App {
         if self.engine.skills.get(name).is_none() {
             return self.out.error(&self.tr(
                 "no_skill_named",
-                &[("name", &new_core::tools::escape_controls(name))],
+                &[("name", &new_core::escape::escape_controls(name))],
             ));
         }
         let file = self
@@ -158,7 +158,11 @@ impl App {
             self.engine.memory.as_ref(),
             &self.engine.config.memory,
             &self.skill_names,
-            &self.engine.tools.context().skills,
+            &self
+                .engine
+                .tools
+                .source::<new_core::skill::Shelf>()
+                .unwrap_or_default(),
         );
         self.take_prompt(done, report);
     }

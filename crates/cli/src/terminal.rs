@@ -6,11 +6,12 @@
 use super::output::{Output, Printer};
 use super::reader::{ReadOutcome, Reader};
 use new_core::agent::Observer;
+use new_core::escape::escape_controls;
 use new_core::session::{
     Answer, Approval, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice, RefusedWhy,
     to_observer,
 };
-use new_core::tools::{Rule, ToolKind, escape_controls};
+use new_core::tools::{Rule, ToolKind};
 
 /// What shows a turn's stream: the printer, or what wraps it.
 pub(crate) trait Stream: Observer {
@@ -189,7 +190,7 @@ impl Frontend for Terminal<'_> {
         // another.
         let shown = match q.kind {
             ToolKind::Write => super::output::colour_diff(&out, &q.preview),
-            _ => new_core::tools::escape_controls_keep_lines(&q.preview),
+            _ => new_core::escape::escape_controls_keep_lines(&q.preview),
         };
         let options = if q.leaving {
             self.tr("this_leaves_the_sandbox", &[])

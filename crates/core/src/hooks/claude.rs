@@ -102,7 +102,7 @@ pub fn matcher(pattern: &str) -> Result<Option<grep_regex::RegexMatcher>, String
 pub fn entries(
     hooks: &Value,
     path: &Path,
-    origin: crate::mcp::Origin,
+    origin: crate::layers::Origin,
     warnings: &mut Vec<String>,
 ) -> Vec<Entry> {
     let mut out = Vec::new();
@@ -206,17 +206,17 @@ fn short_name(path: &Path) -> String {
 
 /// The settings files Claude Code reads hooks from, farthest first: the user's, then the
 /// project's shared one, then its local one.
-pub fn files(workdir: &Path) -> Vec<(crate::mcp::Origin, PathBuf)> {
+pub fn files(workdir: &Path) -> Vec<(crate::layers::Origin, PathBuf)> {
     let mut out = Vec::new();
     if let Some(home) = dirs::home_dir() {
         out.push((
-            crate::mcp::Origin::User,
+            crate::layers::Origin::User,
             home.join(".claude").join("settings.json"),
         ));
     }
     for name in ["settings.json", "settings.local.json"] {
         out.push((
-            crate::mcp::Origin::Project,
+            crate::layers::Origin::Project,
             workdir.join(".claude").join(name),
         ));
     }
@@ -241,7 +241,7 @@ pub fn permission_rule(
         }
         None => (text, None),
     };
-    let ours = crate::tools::canonical(tool);
+    let ours = crate::vocab::canonical(tool);
     let ours =
         (ours != tool || tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
             .then(|| ours.to_string())
@@ -404,7 +404,7 @@ mod tests {
         let got = entries(
             &hooks,
             Path::new("/p/.claude/settings.json"),
-            crate::mcp::Origin::Project,
+            crate::layers::Origin::Project,
             &mut warnings,
         );
         assert_eq!(got.len(), 1, "{got:?}");

@@ -136,7 +136,7 @@ pub struct Entry {
     pub action: Action,
     pub run_async: bool,
     pub once: bool,
-    pub origin: crate::mcp::Origin,
+    pub origin: crate::layers::Origin,
     /// `"sandbox": true|false` (a project's entries run inside the sandbox whatever it says).
     pub sandbox: Option<bool>,
     /// `"network": true`: inside the sandbox, the network is on.
@@ -158,8 +158,8 @@ pub struct HookSettings {
 /// Reads each config file's `hook` section (farthest first); a bad entry is named with its file
 /// and field, and left out.
 pub fn settings(
-    sections: &[(crate::mcp::Origin, PathBuf, Value)],
-    claude_sections: &[(crate::mcp::Origin, PathBuf, Value)],
+    sections: &[(crate::layers::Origin, PathBuf, Value)],
+    claude_sections: &[(crate::layers::Origin, PathBuf, Value)],
     project_untrusted: bool,
     ignored: &mut Vec<String>,
     warnings: &mut Vec<String>,
@@ -188,7 +188,7 @@ pub fn settings(
         }
         // An untrusted project may not switch off, or put its own entry in place of, a hook
         // of the user's (a guard the user relies on).
-        let narrow_only = project_untrusted && *origin == crate::mcp::Origin::Project;
+        let narrow_only = project_untrusted && *origin == crate::layers::Origin::Project;
         match section.get("enabled") {
             None => {}
             Some(Value::Bool(false)) if narrow_only => {
@@ -211,7 +211,7 @@ pub fn settings(
                 continue;
             }
         };
-        if *origin == crate::mcp::Origin::Project {
+        if *origin == crate::layers::Origin::Project {
             out.project_entries = serde_json::to_string_pretty(entries).ok();
         }
         for (i, e) in entries.iter().enumerate() {
@@ -241,7 +241,7 @@ pub fn settings(
     // part of what is trusted).
     let mut project_claude = serde_json::Map::new();
     for (origin, path, hooks) in claude_sections {
-        if *origin == crate::mcp::Origin::Project {
+        if *origin == crate::layers::Origin::Project {
             project_claude.insert(path.display().to_string(), hooks.clone());
         }
         out.entries
@@ -277,7 +277,7 @@ fn duration(v: &Value) -> Option<Duration> {
     }
 }
 
-fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
+fn entry(v: &Value, origin: crate::layers::Origin) -> Result<Entry, String> {
     let o = v.as_object().ok_or("an entry must be an object")?;
     for k in o.keys() {
         if ![
@@ -460,7 +460,7 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
     }
     // A tool named as Claude Code or CodePilot name it (`WriteFile`, `Bash`) is ours.
     let value = if field == "tool_name" && op != Op::Glob {
-        crate::tools::canonical(&value).to_string()
+        crate::vocab::canonical(&value).to_string()
     } else {
         value
     };
@@ -555,7 +555,7 @@ pub struct HookStatus {
     pub fired: u64,
     pub failed: u64,
     pub runs: bool,
-    pub origin: crate::mcp::Origin,
+    pub origin: crate::layers::Origin,
 }
 
 impl Hooks {
@@ -621,7 +621,7 @@ impl Hooks {
     }
 
     fn runs(&self, e: &Entry) -> bool {
-        self.settings.enabled && (e.origin == crate::mcp::Origin::User || self.trusted)
+        self.settings.enabled && (e.origin == crate::layers::Origin::User || self.trusted)
     }
 
     pub fn statuses(&self) -> Vec<HookStatus> {
@@ -881,7 +881,7 @@ impl Hooks {
                 Ok(answer) => answer.apply(&input.event, &mut out),
                 Err(why) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
-                    out.failures.push(crate::tools::escape_controls(&format!(
+                    out.failures.push(crate::escape::escape_controls(&format!(
                         "hook `{}` ({}): {why}",
                         e.name, e.event
                     )));
@@ -1052,7 +1052,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let project = e.origin == crate::mcp::Origin::Project;
+            let project = e.origin == crate::layers::Origin::Project;
             let answer = tokio::time::timeout(*timeout, runner.run(role, task, parent, project))
                 .await
                 .map_err(|_| {
@@ -1070,8 +1070,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             headers,
             timeout,
         } => {
-            crate::llm::install_crypto_provider();
-            let client = reqwest::Client::builder()
+            let client = crate::http::builder()
                 .timeout(*timeout)
                 .build()
                 .map_err(|e| e.to_string())?;
@@ -1085,7 +1084,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             let response = request
                 .send()
                 .await
-                .map_err(|e| crate::llm::describe_reqwest_error(&e))?;
+                .map_err(|e| crate::http::describe_error(&e))?;
             let status = response.status();
             // At most MAX_OUTPUT bytes are read; then the connection is dropped (a server that
             // streams without end is not read whole).
@@ -1124,7 +1123,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 None => workdir.to_path_buf(),
             };
             let reach = new_sys::os_sandbox::entry_reach(
-                e.origin == crate::mcp::Origin::Project,
+                e.origin == crate::layers::Origin::Project,
                 e.sandbox,
                 e.network,
             );
@@ -1141,7 +1140,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true);
             new_sys::platform::own_process_group(&mut cmd);
-            for name in crate::tools::secret_env(hidden) {
+            for name in crate::secret::secret_env(hidden) {
                 cmd.env_remove(name);
             }
             for (k, v) in tool_input_vars(payload.get("tool_input")) {
@@ -1319,7 +1318,7 @@ mod tests {
         let out = answer("The user likes tea.", true, "post_tool_use");
         assert_eq!(out.context, ["The user likes tea."]);
     }
-    use crate::mcp::Origin;
+    use crate::layers::Origin;
 
     fn hooks(entries: Value, origin: Origin, trusted: bool, dir: &Path) -> (Hooks, Vec<String>) {
         let mut warnings = Vec::new();

@@ -393,9 +393,9 @@ fn judge(
     let subject = tool.subject(args).map(|s| match kind {
         ToolKind::Execute | ToolKind::Contained => s,
         _ => tools
-            .sandbox()
+            .workdir()
             .resolve(&s)
-            .map(|p| tools.sandbox().display(&p))
+            .map(|p| tools.workdir().display(&p))
             .unwrap_or(s),
     });
     // The project's settings and git's hooks decide what runs next time: writing there is
@@ -405,7 +405,7 @@ fn judge(
             || tool.subject(args).is_some_and(|s| {
                 let sandbox = tools.context().os_sandbox.as_deref();
                 tools
-                    .sandbox()
+                    .workdir()
                     .resolve(&s)
                     .is_ok_and(|p| sandbox.is_some_and(|os| os.protects(&p)))
             }));
@@ -447,7 +447,7 @@ fn is_protected(relative: &str) -> bool {
             .any(|d| first == *d)
             || (only
                 && (first == ".mcp.json"
-                    || crate::prompt::agents::FILES.iter().any(|f| first == *f)))
+                    || crate::layers::INSTRUCTION_FILES.iter().any(|f| first == *f)))
     )
 }
 
@@ -497,16 +497,16 @@ fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::confine::Workdir;
     use crate::hooks::Permission;
-    use crate::tools::{Mode, Sandbox, ToolContext};
+    use crate::tools::{Mode, ToolContext};
 
     fn registry(dir: &std::path::Path) -> ToolRegistry {
         ToolRegistry::builtin(
             ToolContext {
-                sandbox: Sandbox::new(dir).unwrap(),
+                workdir: Workdir::new(dir).unwrap(),
                 bash_timeout: std::time::Duration::from_secs(5),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],

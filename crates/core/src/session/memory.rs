@@ -16,7 +16,7 @@ impl Session {
     /// The values that must never reach a memory file: the provider's key and the environment's
     /// key-like variables.
     pub fn secrets(&self) -> Vec<String> {
-        let mut values = crate::memory::secret_values(std::env::vars());
+        let mut values = crate::secret::secret_values(std::env::vars());
         values.extend(self.config.provider.api_key.clone());
         values
     }

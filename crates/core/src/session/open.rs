@@ -14,15 +14,16 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{Config, Overrides};
 use crate::context::Context;
 use crate::conversation::{ChatSession, LoadReport, Store, StoreError};
+use crate::fs::confine::Workdir;
 use crate::hooks::Hooks;
 use crate::layers::Layers;
 use crate::llm::{LlmError, Provider};
 use crate::memory::MemoryStore;
 use crate::prompt::RoleFile;
+use crate::skill::Shelf;
 use crate::skill::SkillRegistry;
-use crate::tools::builtin::Shelf;
 use crate::tools::permissions::RuleError;
-use crate::tools::{Policy, Sandbox, ToolContext, ToolRegistry, UnknownTool};
+use crate::tools::{Policy, ToolContext, ToolRegistry, UnknownTool};
 
 /// Which conversation a session opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,20 +151,20 @@ impl Session {
             }
         };
         let provider = Provider::new(config.provider.clone())?;
-        let confined = Sandbox::new(&workdir).map_err(|source| OpenError::Workdir {
+        let confined = Workdir::new(&workdir).map_err(|source| OpenError::Workdir {
             path: workdir.clone(),
             source,
         })?;
-        let tools = ToolRegistry::builtin(
+        let mut tools = ToolRegistry::builtin(
             ToolContext {
-                sandbox: confined,
+                workdir: confined,
                 bash_timeout: config.bash_timeout,
                 hidden_env: config.secret_vars.clone(),
-                skills: shelf,
                 os_sandbox: os_sandbox.clone(),
             },
             &config.tools,
         )?;
+        tools.add_source(Arc::new(shelf));
         let mut policy = Policy::new(
             config.permission_mode,
             config.project_rules.clone(),
@@ -277,7 +278,7 @@ impl Session {
         // The memory folders can be read by the read tools (never written).
         if let Some(m) = &session.memory {
             for (_, dir) in m.dirs() {
-                session.tools.sandbox().add_read_root(dir.to_path_buf());
+                session.tools.workdir().add_read_root(dir.to_path_buf());
             }
         }
         Ok(Opened {

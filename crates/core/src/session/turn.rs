@@ -345,7 +345,7 @@ impl Session {
             .prompt_written
             .iter()
             .map(|(source, text)| {
-                let filled = crate::prompt::fill_variables(text, &self.workdir, &self.config.model);
+                let filled = crate::skill::fill_variables(text, &self.workdir, &self.config.model);
                 (source.clone(), filled)
             })
             .collect();
@@ -372,7 +372,7 @@ impl Session {
             .subagents
             .as_ref()
             .map_or(0, |s| s.tasks.stop_all(std::time::Duration::from_secs(5)));
-        if let Some(mcp) = self.tools.mcp() {
+        if let Some(mcp) = self.tools.source::<crate::mcp::Manager>() {
             mcp.shutdown().await;
         }
         if let Some(sandbox) = &self.tools.context().os_sandbox {
@@ -383,7 +383,7 @@ impl Session {
 
     /// The MCP servers' tools join the session's (the hooks' subagents get them too).
     pub fn set_mcp(&mut self, manager: Arc<crate::mcp::Manager>) {
-        self.tools.set_mcp(manager);
+        self.tools.add_source(manager);
         self.install_hook_agents();
     }
 
@@ -421,7 +421,10 @@ impl Session {
     /// (`config-management`, `codebase-overview`), and the template variables of skills.
     pub fn install_self_skills(&mut self) {
         use crate::skill::builtin;
-        let shelf = self.tools.context().skills.clone();
+        let shelf = self
+            .tools
+            .source::<crate::skill::Shelf>()
+            .unwrap_or_default();
         shelf.set_variables(&self.workdir, &self.config.model);
         let current = self.config.describe();
         let workdir = self.workdir.clone();
