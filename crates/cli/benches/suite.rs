@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use new_cli::tree_view::push_tree;
 use new_core::config::Lang;
-use new_core::llm::Role;
 use new_core::conversation::{ChatSession, Message, Store, sample};
+use new_core::llm::Role;
 
 struct Scale {
     conversations: usize,
@@ -2048,7 +2048,12 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 ok: ratio <= 1.2,
             });
         } else {
-            eprintln!("sandbox rows skipped: {}", sandbox.one_line());
+            let line = new_cli::sandbox_view::one_line(
+                new_core::config::Lang::En,
+                sandbox.state(),
+                sandbox.settings(),
+            );
+            eprintln!("sandbox rows skipped: {line}");
         }
     }
 

@@ -7,9 +7,9 @@ use super::commands::COMMANDS;
 use super::markdown::display_width;
 use super::repl::{App, interruptible};
 use super::tree_view::{Highlight, describe, preview, push_tree};
+use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::llm::ChatRequest;
 use new_core::prompt;
-use new_core::conversation::{ChatSession, LoadReport, export};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -528,14 +528,16 @@ impl App {
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
-        let mut summaries: Vec<(new_core::conversation::Summary, new_core::conversation::store::Kind)> =
-            summaries
-                .into_iter()
-                .map(|s| {
-                    let kind = self.store.kind(&s.id);
-                    (s, kind)
-                })
-                .collect();
+        let mut summaries: Vec<(
+            new_core::conversation::Summary,
+            new_core::conversation::store::Kind,
+        )> = summaries
+            .into_iter()
+            .map(|s| {
+                let kind = self.store.kind(&s.id);
+                (s, kind)
+            })
+            .collect();
         let mut hidden = 0;
         if !all {
             summaries.retain(|(_, kind)| {
@@ -1052,7 +1054,10 @@ impl App {
         };
         let s = self.provider.settings();
         let sandbox = match &self.tools.context().os_sandbox {
-            Some(sandbox) => format!("\n{}", sandbox.one_line()),
+            Some(sandbox) => format!(
+                "\n{}",
+                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings())
+            ),
             None => String::new(),
         };
         self.out.say(&format!(
@@ -1083,7 +1088,8 @@ impl App {
         }
         match &self.tools.context().os_sandbox {
             Some(sandbox) => {
-                let text = sandbox.describe();
+                let facts = super::sandbox_view::Facts::of(sandbox);
+                let text = super::sandbox_view::describe(self.out.lang, &facts);
                 self.out.say(&new_core::tools::escape_controls_keep_lines(
                     text.trim_end(),
                 ))

@@ -20,6 +20,7 @@ pub mod output;
 mod parallel;
 mod reader;
 mod repl;
+pub mod sandbox_view;
 mod setup;
 mod skills_view;
 mod spinner;

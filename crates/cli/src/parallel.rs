@@ -11,8 +11,8 @@ use std::task::Poll;
 
 use new_core::agent::shared_folder::SharedFolder;
 use new_core::agent::{Agent, Compacted, CompactionEvent, Gate, GateDecision, Observer, TurnEnd};
-use new_core::llm::ChatResponse;
 use new_core::conversation::ChatSession;
+use new_core::llm::ChatResponse;
 use new_core::tools::{ToolOutcome, ToolRegistry};
 use new_core::vocab::{ToolCall, Usage};
 
@@ -33,7 +33,7 @@ enum Event {
     ToolCall(ToolCall),
     ToolResult(ToolCall, ToolOutcome),
     Compaction(Compaction),
-    HookFailed(String),
+    HookFailed(new_core::hooks::HookFailure),
     HookNotice(String),
     Usage(Usage),
     SubagentLine(String),
@@ -77,7 +77,7 @@ impl Recorder {
                     },
                     Compaction::Cancelled => CompactionEvent::Cancelled,
                 }),
-                Event::HookFailed(line) => to.hook_failed(&line),
+                Event::HookFailed(failure) => to.hook_failed(&failure),
                 Event::HookNotice(line) => to.hook_notice(&line),
                 Event::Usage(u) => to.usage(&u),
                 Event::SubagentLine(line) => to.subagent_line(&line),
@@ -88,8 +88,8 @@ impl Recorder {
 }
 
 impl Observer for Recorder {
-    fn hook_failed(&mut self, line: &str) {
-        self.events.push(Event::HookFailed(line.to_string()));
+    fn hook_failed(&mut self, failure: &new_core::hooks::HookFailure) {
+        self.events.push(Event::HookFailed(failure.clone()));
     }
     fn hook_notice(&mut self, line: &str) {
         self.events.push(Event::HookNotice(line.to_string()));

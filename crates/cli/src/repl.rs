@@ -14,10 +14,10 @@ use super::output::{Output, Printer};
 use super::reader::{ReadOutcome, Reader};
 use new_core::agent::{Agent, Interrupts, TurnEnd};
 use new_core::config::{self, Config, Lang, Overrides};
+use new_core::conversation::{ChatSession, Message, Store};
 use new_core::layers::Layers;
 use new_core::llm::Provider;
 use new_core::prompt::{self, RoleFile};
-use new_core::conversation::{ChatSession, Message, Store};
 use new_core::skill::SkillRegistry;
 use new_core::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
 use new_core::vocab::Role;
@@ -1224,8 +1224,9 @@ impl App {
             ));
             return None;
         };
-        for line in &outcome.failures {
-            self.out.warn(line);
+        for failure in &outcome.failures {
+            self.out
+                .warn(&super::text::hook_failure(self.out.lang, failure));
         }
         for line in &outcome.notices {
             self.out.warn(&new_core::tools::escape_controls(line));
@@ -1412,8 +1413,9 @@ impl App {
         if let Some(sandbox) = &self.tools.context().os_sandbox
             && !sandbox.is_on()
         {
-            self.out
-                .warn(&new_core::tools::escape_controls(&sandbox.one_line()));
+            let line =
+                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings());
+            self.out.warn(&new_core::tools::escape_controls(&line));
         }
         self.take_prompt(done, true);
     }
