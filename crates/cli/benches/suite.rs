@@ -2047,7 +2047,12 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 ok: ratio <= 1.2,
             });
         } else {
-            eprintln!("sandbox rows skipped: {}", sandbox.one_line());
+            let line = new_cli::sandbox_view::one_line(
+                new_core::config::Lang::En,
+                sandbox.state(),
+                sandbox.settings(),
+            );
+            eprintln!("sandbox rows skipped: {line}");
         }
     }
 

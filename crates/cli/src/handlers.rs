@@ -1103,7 +1103,10 @@ impl App {
         };
         let s = self.engine.provider.settings();
         let sandbox = match &self.engine.tools.context().os_sandbox {
-            Some(sandbox) => format!("\n{}", sandbox.one_line()),
+            Some(sandbox) => format!(
+                "\n{}",
+                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings())
+            ),
             None => String::new(),
         };
         self.out.say(&format!(
@@ -1134,7 +1137,8 @@ impl App {
         }
         match &self.engine.tools.context().os_sandbox {
             Some(sandbox) => {
-                let text = sandbox.describe();
+                let facts = super::sandbox_view::Facts::of(sandbox);
+                let text = super::sandbox_view::describe(self.out.lang, &facts);
                 self.out.say(&new_core::escape::escape_controls_keep_lines(
                     text.trim_end(),
                 ))

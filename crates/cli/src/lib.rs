@@ -18,6 +18,7 @@ pub mod output;
 pub mod print_mode;
 mod reader;
 mod repl;
+pub mod sandbox_view;
 mod setup;
 mod skills_view;
 mod spinner;

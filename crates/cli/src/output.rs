@@ -561,15 +561,17 @@ impl Observer for Printer {
         }
     }
 
-    fn hook_failed(&mut self, line: &str) {
+    fn hook_failed(&mut self, failure: &new_core::hooks::HookFailure) {
         self.hush();
         self.end_line();
-        self.out.warn(&new_core::escape::escape_controls(line));
+        self.out
+            .warn(&super::text::hook_failure(self.out.lang, failure));
     }
 
     fn hook_notice(&mut self, line: &str) {
         self.hush();
-        self.hook_failed(line);
+        self.end_line();
+        self.out.warn(&new_core::escape::escape_controls(line));
     }
 
     fn usage(&mut self, usage: &Usage) {

@@ -115,8 +115,8 @@ pub fn write_line(value: &Value) {
 }
 
 impl Observer for JsonObserver {
-    fn hook_failed(&mut self, line: &str) {
-        self.printer.hook_failed(line);
+    fn hook_failed(&mut self, failure: &new_core::hooks::HookFailure) {
+        self.printer.hook_failed(failure);
     }
 
     fn hook_notice(&mut self, line: &str) {

@@ -1031,8 +1031,9 @@ impl App {
         if let Some(sandbox) = &self.engine.tools.context().os_sandbox
             && !sandbox.is_on()
         {
-            self.out
-                .warn(&new_core::escape::escape_controls(&sandbox.one_line()));
+            let line =
+                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings());
+            self.out.warn(&new_core::escape::escape_controls(&line));
         }
         self.take_prompt(done, true);
     }

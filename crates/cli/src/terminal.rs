@@ -166,7 +166,10 @@ impl Frontend for Terminal<'_> {
                 }
                 self.ended(end);
             }
-            Event::HookFailed(line) | Event::HookNotice(line) if self.stream.is_none() => {
+            Event::HookFailed(failure) if self.stream.is_none() => self
+                .out
+                .warn(&super::text::hook_failure(self.out.lang, failure)),
+            Event::HookNotice(line) if self.stream.is_none() => {
                 self.out.warn(&escape_controls(line))
             }
             _ => {

@@ -81,7 +81,7 @@ pub enum GateDecision {
 /// What the person watching is told while a turn runs. The REPL prints; tests record.
 pub trait Observer {
     /// A hook failed, timed out or crashed: one line, the turn goes on.
-    fn hook_failed(&mut self, _line: &str) {}
+    fn hook_failed(&mut self, _failure: &crate::hooks::HookFailure) {}
     /// A hook's line for the user (Claude Code's `systemMessage`).
     fn hook_notice(&mut self, _line: &str) {}
     /// Tokens spent on the turn's behalf elsewhere (a subagent's answers).
@@ -1082,8 +1082,8 @@ impl Agent<'_> {
             outcome = hooks.fire(&input) => outcome,
             _ = watch.changed() => return None,
         };
-        for line in &outcome.failures {
-            observer.hook_failed(line);
+        for failure in &outcome.failures {
+            observer.hook_failed(failure);
         }
         for line in &outcome.notices {
             observer.hook_notice(line);

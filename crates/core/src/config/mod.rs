@@ -755,6 +755,9 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
+    /// The `sandbox` section (its key is [`new_sys::os_sandbox::SettingsError::key`]).
+    #[error(transparent)]
+    Sandbox(new_sys::os_sandbox::SettingsError),
 }
 
 impl ConfigError {
@@ -764,6 +767,7 @@ impl ConfigError {
             ConfigError::BadValue { key, .. }
             | ConfigError::Invalid { key, .. }
             | ConfigError::OutOfRange { key, .. } => vec![key.clone()],
+            ConfigError::Sandbox(e) => vec![e.key()],
             ConfigError::UnknownLang(_) => vec!["lang".into()],
             ConfigError::UnknownMode(_) => {
                 vec!["permission_mode".into(), "permissions.mode".into()]
@@ -1561,7 +1565,7 @@ fn load_from(
             &merged.sandbox.clone().unwrap_or_default(),
             dirs::home_dir().as_deref(),
         )
-        .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?,
+        .map_err(ConfigError::Sandbox)?,
         subagent: {
             let entry = merged.subagent.clone().unwrap_or_default();
             let default = crate::agent::defs::SubagentSettings::default();

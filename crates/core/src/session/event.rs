@@ -47,8 +47,8 @@ pub enum Event {
     Compaction(Compaction),
     /// A snapshot of the working folder failed (said once a session).
     CheckpointFailed(String),
-    /// A hook failed, timed out or crashed: one line, the work goes on.
-    HookFailed(String),
+    /// A hook failed, timed out or crashed: the work goes on.
+    HookFailed(crate::hooks::HookFailure),
     /// A hook's line for the user (Claude Code's `systemMessage`).
     HookNotice(String),
     /// One line of a subagent's work, under the parent's `agent` call.
@@ -332,8 +332,8 @@ impl<'a, 'f> Relay<'a, 'f> {
 }
 
 impl Observer for Relay<'_, '_> {
-    fn hook_failed(&mut self, line: &str) {
-        self.send(Event::HookFailed(line.to_string()));
+    fn hook_failed(&mut self, failure: &crate::hooks::HookFailure) {
+        self.send(Event::HookFailed(failure.clone()));
     }
     fn hook_notice(&mut self, line: &str) {
         self.send(Event::HookNotice(line.to_string()));

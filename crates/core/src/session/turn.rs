@@ -60,8 +60,8 @@ impl Session {
             }));
             return None;
         };
-        for line in &outcome.failures {
-            front.event(Event::HookFailed(line.clone()));
+        for failure in &outcome.failures {
+            front.event(Event::HookFailed(failure.clone()));
         }
         for line in &outcome.notices {
             front.event(Event::HookNotice(line.clone()));
