@@ -363,16 +363,9 @@ impl App {
             &mut asking,
             &mut done,
         ));
-        let together = match together {
-            Ok(together) => together,
-            Err(OneAfterAnother::SnapshotFailed(reason)) => {
-                self.out.warn(&self.tr(
-                    "checkpoint_failed",
-                    &[("reason", &new_core::escape::escape_controls(&reason))],
-                ));
-                return false;
-            }
-            Err(_) => return false,
+        // It refuses only as `side_by_side_refusal` does, checked above: the snapshot is taken.
+        let Ok(together) = together else {
+            return false;
         };
         for problem in &together.problems {
             self.out.warn(&self.tr(
