@@ -1,10 +1,8 @@
 //! `/compact` and `/context`: the REPL's side of context management ([`new_core::context`]).
 
-use std::sync::atomic::Ordering;
-
 use super::output::{Printer, short_tokens};
 use super::repl::App;
-use new_core::agent::Agent;
+use super::terminal::Terminal;
 use new_core::context::{Breakdown, WindowSource};
 
 /// `12,345`.
@@ -23,55 +21,21 @@ pub fn thousands(n: u64) -> String {
 impl App {
     /// What the next request for the branch at the cursor holds, measured.
     pub(super) fn breakdown(&self) -> Breakdown {
-        let c = self.engine.chat.conversation();
-        let results = new_core::context::results_dir(self.engine.store.dir(), c.id.as_str());
-        let messages = self
-            .engine
-            .context
-            .request_messages(c, c.cursor(), &results);
-        let has_summary = c.sent(c.cursor()).summary.is_some();
-        Breakdown::of(
-            &self.engine.prompt_parts,
-            &self.offered_tools(),
-            &messages[1..],
-            has_summary,
-        )
+        self.engine.breakdown()
     }
 
     /// The tokens in use (calibrated) and the window, for the status line.
     pub(super) fn context_use(&self) -> (u64, u64) {
-        let used = self.engine.context.scale(self.breakdown().total());
-        (used, self.engine.context.window().0)
+        self.engine.context_use()
     }
 
     /// `/compact [focus]`: a summary node for the start of the branch at the cursor.
     pub(super) fn compact(&mut self, args: &str) {
-        self.learn_server_window();
-        let agent = Agent {
-            provider: &self.engine.provider,
-            tools: &self.engine.tools,
-            model: self.engine.config.model.clone(),
-            max_rounds: self.engine.config.max_rounds,
-            context: Some(&self.engine.context),
-            allowed_tools: None,
-            checkpoints: None,
-            hooks: self.engine.hooks.as_ref(),
-            subagents: None,
-            role: None,
-            folder: None,
-        };
         let mut printer = Printer::new(self.out);
-        let focus = Some(args.trim()).filter(|a| !a.is_empty());
-        self.engine.busy.store(true, Ordering::SeqCst);
+        let mut front = Terminal::turn(self.out, &mut printer, &mut self.reader);
         // The outcome is reported by the printer as the compaction goes.
-        let _ = self.runtime.block_on(agent.compact(
-            &mut self.engine.chat,
-            &mut printer,
-            &mut self.engine.interrupts,
-            focus,
-            false,
-        ));
-        self.engine.busy.store(false, Ordering::SeqCst);
+        self.runtime
+            .block_on(self.engine.compact(Some(args), &mut front));
     }
 
     /// `/context`: the window, what the next request holds by source and kind, how much is left

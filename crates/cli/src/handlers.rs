@@ -9,9 +9,8 @@ use super::output::Printer;
 use super::repl::{App, interruptible};
 use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
-use new_core::conversation::{LoadReport, export};
-use new_core::llm::ChatRequest;
-use new_core::session::{Ended, Switched};
+use new_core::conversation::LoadReport;
+use new_core::session::{Ended, ExportFormat, ManageError, Switched};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -565,53 +564,22 @@ impl App {
                 return self.refuse_text("list_takes_no_argument_but_all", &[("other", &other)]);
             }
         };
-        let listed = if all {
-            self.engine.store.list().map(|s| {
-                let n = s.len();
-                (s, n)
-            })
-        } else {
-            // Subagents' conversations are left out (`/list all` shows them): a few more are
-            // read so that the page stays full.
-            self.engine.store.list_recent(LIST_LIMIT * 2)
-        };
-        let (summaries, total) = match listed {
-            Ok(listed) => listed,
+        let listing = match self.engine.list(all, LIST_LIMIT) {
+            Ok(listing) => listing,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
-        // Each header read once: whether it is a subagent's (left out) or a one-shot's (marked).
-        let mut summaries: Vec<(
-            new_core::conversation::Summary,
-            new_core::conversation::store::Kind,
-        )> = summaries
-            .into_iter()
-            .map(|s| {
-                let kind = self.engine.store.kind(&s.id);
-                (s, kind)
-            })
-            .collect();
-        let mut hidden = 0;
-        if !all {
-            summaries.retain(|(_, kind)| {
-                hidden += usize::from(kind.subagent);
-                !kind.subagent
-            });
-            summaries.truncate(LIST_LIMIT);
-        }
-        let current = self.engine.chat.id().to_string();
         let mut text = String::new();
-        if !self.engine.chat.is_persisted() {
+        if let Some(current) = &listing.unsaved {
             text.push_str(&format!(
                 "* {current}  {}\n",
                 self.tr("this_new_conversation_not_saved_until", &[])
             ));
-        }
-        if summaries.is_empty() && self.engine.chat.is_persisted() {
+        } else if listing.conversations.is_empty() {
             text.push_str(&self.tr("no_conversations_yet", &[]));
         }
-        let shown = summaries.len();
-        for (s, kind) in &summaries {
-            let mark = if s.id == current { "*" } else { " " };
+        for listed in &listing.conversations {
+            let s = &listed.summary;
+            let mark = if listed.current { "*" } else { " " };
             let when = s
                 .last_activity
                 .map(|t| {
@@ -625,7 +593,7 @@ impl App {
             } else {
                 preview(&s.title, 60)
             };
-            if kind.one_shot {
+            if listed.one_shot {
                 title.push_str(&self.out.dim(&self.tr("list_one_shot", &[])));
             }
             text.push_str(&format!(
@@ -635,21 +603,17 @@ impl App {
                 self.tr("msgs", &[]),
             ));
         }
-        if shown + hidden < total {
-            text.push_str(
-                &self
-                    .out
-                    .dim(&self.tr("list_more", &[("n", &(total - shown - hidden))])),
-            );
+        if listing.more > 0 {
+            text.push_str(&self.out.dim(&self.tr("list_more", &[("n", &listing.more)])));
         }
-        if hidden > 0 {
+        if listing.hidden > 0 {
             if !text.ends_with('\n') {
                 text.push('\n');
             }
             text.push_str(
                 &self
                     .out
-                    .dim(&self.tr("list_subagents_hidden", &[("n", &hidden)])),
+                    .dim(&self.tr("list_subagents_hidden", &[("n", &listing.hidden)])),
             );
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -764,50 +728,46 @@ impl App {
             .block_on(self.engine.begin_conversation(&mut front));
     }
 
-    /// The title shown by `/list`: the latest title record, else the first user message.
-    fn current_title(&self) -> String {
-        let c = self.engine.chat.conversation();
-        c.title
-            .clone()
-            .or_else(|| c.first_user_message().map(|m| preview(&m.content, 60)))
-            .unwrap_or_default()
-    }
-
     pub(super) fn title(&mut self, args: &str) {
         if args.is_empty() {
-            let title = self.current_title();
+            let title = self.engine.title();
             return self.out.say(&if title.is_empty() {
                 self.tr("this_conversation_has_no_title_yet", &[])
             } else {
                 title
             });
         }
-        if !self.engine.chat.is_persisted() {
-            return self.refuse_text("nothing_to_name_yet_send_a", &[]);
-        }
-        match self.engine.chat.set_title(args) {
+        match self.engine.set_title(args) {
             Ok(()) => self.out.say(&self.tr("titled", &[("args", &args)])),
-            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+            Err(e) => self.manage_error(&e),
         }
+    }
+
+    /// Says why a command about conversations or settings did nothing.
+    pub(super) fn manage_error(&self, e: &ManageError) {
+        self.out.error(&match e {
+            ManageError::NothingToName => self.tr("nothing_to_name_yet_send_a", &[]),
+            ManageError::Current(_) => self.tr("that_is_the_current_conversation_new", &[]),
+            ManageError::NothingToExport => self.tr("nothing_to_export_this_conversation_has", &[]),
+            ManageError::ModelWithSpaces(model) => {
+                self.tr("a_model_name_has_no_spaces", &[("args", model)])
+            }
+            ManageError::Write { path, error } => self.tr(
+                "writing_failed",
+                &[("path", &path.display()), ("error", error)],
+            ),
+            ManageError::Store(e) => super::text::error(self.out.lang, e),
+        });
     }
 
     pub(super) fn delete(&mut self, args: &str) {
         if args.is_empty() {
             return self.refuse_text("usage_delete_id_see_list", &[]);
         }
-        let id = match self.engine.store.resolve(args) {
-            Ok(id) => id,
-            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
+        let (id, summary) = match self.engine.delete_target(args) {
+            Ok(target) => target,
+            Err(e) => return self.manage_error(&e),
         };
-        if id == self.engine.chat.id() {
-            return self.refuse_text("that_is_the_current_conversation_new", &[]);
-        }
-        let summary = self
-            .engine
-            .store
-            .list()
-            .ok()
-            .and_then(|all| all.into_iter().find(|s| s.id == id));
         let about = summary
             .map(|s| {
                 format!(
@@ -828,11 +788,11 @@ impl App {
         if !yes {
             return self.out.say(&self.tr("nothing_deleted", &[]));
         }
-        match self.engine.store.trash(&id) {
+        match self.engine.delete(&id) {
             Ok(path) => self
                 .out
                 .say(&self.tr("moved_to_trash", &[("id", &id), ("path", &path.display())])),
-            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+            Err(e) => self.manage_error(&e),
         }
     }
 
@@ -840,7 +800,7 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_search_text", &[]);
         }
-        let results = match self.engine.store.search(args, SEARCH_LIMIT) {
+        let results = match self.engine.search(args, SEARCH_LIMIT) {
             Ok(r) => r,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
@@ -877,11 +837,11 @@ impl App {
     }
 
     pub(super) fn export(&mut self, args: &str) {
-        let mut json = false;
+        let mut format = ExportFormat::Markdown;
         let mut file = None;
         for word in args.split_whitespace() {
             match word {
-                "--json" => json = true,
+                "--json" => format = ExportFormat::Json,
                 w if w.starts_with("--") => {
                     return self.refuse_text("export_knows_json_only_got", &[("w", &w)]);
                 }
@@ -891,29 +851,11 @@ impl App {
                 }
             }
         }
-        let c = self.engine.chat.conversation();
-        if c.is_empty() {
-            return self.refuse_text("nothing_to_export_this_conversation_has", &[]);
-        }
-        let title = self.current_title();
-        let (text, ext) = if json {
-            let v = export::tree_json(c, &title);
-            (
-                serde_json::to_string_pretty(&v).expect("json") + "\n",
-                "json",
-            )
-        } else {
-            (export::branch_markdown(c, &title), "md")
-        };
-        let path = file.unwrap_or_else(|| PathBuf::from(format!("{}.{ext}", c.id)));
-        match std::fs::write(&path, text) {
-            Ok(()) => self
+        match self.engine.export(format, file) {
+            Ok(path) => self
                 .out
                 .say(&self.tr("wrote", &[("path", &path.display())])),
-            Err(e) => self.out.error(&self.tr(
-                "writing_failed",
-                &[("path", &path.display()), ("error", &e)],
-            )),
+            Err(e) => self.manage_error(&e),
         }
     }
 
@@ -923,67 +865,15 @@ impl App {
         if !self.no_args("/dump", args) {
             return;
         }
-        let c = self.engine.chat.conversation();
-        let results = new_core::context::results_dir(self.engine.store.dir(), c.id.as_str());
-        let mut messages = self
-            .engine
-            .context
-            .request_messages(c, c.cursor(), &results);
-        new_core::agent::add_mcp_instructions(&mut messages, &self.engine.tools);
-        let request = ChatRequest {
-            model: self.engine.config.model.clone(),
-            messages,
-            tools: self.offered_tools(),
-            no_tool_calls: false,
-            max_tokens: None,
-        };
-        // Exactly what the provider in use would send.
-        let body = new_core::llm::Model::request_body(&self.engine.provider, &request);
-        let mut md = format!(
-            "# What the model sees\n\nConversation `{}` at node [{}], model `{}`, provider `{}`.\n",
-            c.id,
-            c.number_of(c.cursor()).unwrap_or(0),
-            request.model,
-            self.engine.config.provider.name
-        );
-        for m in &request.messages {
-            md.push_str(&format!("\n## {}", m.role.as_str()));
-            if let Some(id) = m.tool_call_id() {
-                md.push_str(&format!(" (result of `{id}`)"));
-            }
-            md.push_str("\n\n");
-            if !m.content.is_empty() {
-                md.push_str(&export::fenced(&m.content));
-                md.push('\n');
-            }
-            for call in m.tool_calls() {
-                md.push_str(&format!(
-                    "\nTool call `{}` (`{}`): `{}`\n",
-                    call.function.name, call.id, call.function.arguments
-                ));
-            }
-        }
-        md.push_str("\n## Tools\n\n");
-        for t in &request.tools {
-            md.push_str(&format!("- `{}`: {}\n", t.name, t.description));
-        }
-        let dir = self.engine.store.dir();
-        let (md_path, json_path) = (
-            dir.join(format!("{}.dump.md", c.id)),
-            dir.join(format!("{}.dump.json", c.id)),
-        );
-        let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
-        // Readable by the user only, like the conversations (they hold the whole system prompt).
-        let result = new_core::fs::atomic::write_private(&md_path, md.as_bytes())
-            .and_then(|()| new_core::fs::atomic::write_private(&json_path, json.as_bytes()));
-        match result {
-            Ok(()) => self.out.say(&self.tr(
+        match self.engine.dump() {
+            Ok((md_path, json_path)) => self.out.say(&self.tr(
                 "wrote_both",
                 &[("a", &md_path.display()), ("b", &json_path.display())],
             )),
-            Err(e) => self
+            Err(ManageError::Write { error, .. }) => self
                 .out
-                .error(&self.tr("writing_the_dump_failed", &[("error", &e)])),
+                .error(&self.tr("writing_the_dump_failed", &[("error", &error)])),
+            Err(e) => self.manage_error(&e),
         }
     }
 
@@ -995,13 +885,7 @@ impl App {
                     &[("args", &args)],
                 );
             };
-            self.engine.policy.mode = mode;
-            // Background subagents decide by the new mode from their next call on.
-            if let Some(subagents) = &self.engine.subagents {
-                subagents.tasks.renew_fallbacks(|| {
-                    new_core::session::gate::Unattended::boxed(&self.engine.policy)
-                });
-            }
+            self.engine.set_mode(mode);
         }
         let mode = self.engine.policy.mode;
         let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
@@ -1153,11 +1037,9 @@ impl App {
                 ],
             ));
         }
-        if args.contains(char::is_whitespace) {
-            return self.refuse_text("a_model_name_has_no_spaces", &[("args", &args)]);
+        if let Err(e) = self.engine.set_model(args) {
+            return self.manage_error(&e);
         }
-        self.engine.config.model = args.to_string();
-        self.reset_context();
         self.out
             .say(&self.tr("model_for_the_rest_of_this", &[("args", &args)]));
     }

@@ -834,11 +834,6 @@ impl App {
         std::mem::forget(engine.chat);
     }
 
-    /// The tools the model is offered.
-    pub(super) fn offered_tools(&self) -> Vec<new_core::vocab::ToolSpec> {
-        self.engine.offered_tools()
-    }
-
     /// Fires the hooks of `input.event` (when any follows it) and says their failures. None when
     /// the user pressed Ctrl-C: the hooks running then are stopped, each with its process group.
     pub(super) fn fire_hooks(

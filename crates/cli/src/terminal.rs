@@ -8,8 +8,8 @@ use super::reader::{ReadOutcome, Reader};
 use new_core::agent::Observer;
 use new_core::escape::escape_controls;
 use new_core::session::{
-    Answer, Approval, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice, RefusedWhy,
-    to_observer,
+    Answer, Approval, Confirm, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice,
+    RefusedWhy, to_observer,
 };
 use new_core::tools::{Rule, ToolKind};
 
@@ -76,6 +76,28 @@ impl<'a> Terminal<'a> {
         }
     }
 
+    /// A question answered by the next input line (shown as a line of its own when the input is
+    /// piped, as the REPL's questions are); yes is `y`, `yes` or `是`.
+    fn ask_yes(&mut self, question: &str) -> bool {
+        let out = self.out;
+        if let Some(stream) = self.stream.as_deref_mut() {
+            stream.interject();
+        }
+        if self.reader.as_deref().is_some_and(Reader::is_piped) {
+            out.say(question.trim_end());
+        }
+        match self.read(question) {
+            Ok(ReadOutcome::Line(a)) => {
+                matches!(a.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+            }
+            Ok(_) => false,
+            Err(e) => {
+                out.error(&self.tr("reading_input_failed", &[("error", &e)]));
+                false
+            }
+        }
+    }
+
     fn notice(&mut self, notice: &Notice) {
         let out = self.out;
         match notice {
@@ -118,6 +140,7 @@ impl<'a> Terminal<'a> {
             Notice::AutoContinuing { tasks } => {
                 out.say(&self.tr("auto_continuing", &[("n", &tasks.to_string())]))
             }
+            Notice::StateNotNoted(e) => out.warn(&super::text::error(out.lang, &**e)),
         }
     }
 
@@ -278,6 +301,46 @@ impl Frontend for Terminal<'_> {
             self.read(&question),
             Ok(ReadOutcome::Line(a)) if matches!(a.trim().to_lowercase().as_str(), "y" | "yes")
         )
+    }
+
+    fn confirm(&mut self, question: &Confirm) -> bool {
+        let out = self.out;
+        let question = match question {
+            Confirm::Restore { n, changes } => {
+                let flag = self.tr("changed_outside", &[]);
+                let mut list = String::new();
+                for c in changes {
+                    let mark = if c.outside { flag.as_str() } else { "" };
+                    list.push_str(&format!("{} {}{mark}\n", c.what, escape_controls(&c.path)));
+                }
+                out.say(&format!(
+                    "{}\n{}",
+                    self.tr("restore_would", &[("n", n)]),
+                    list.trim_end()
+                ));
+                self.tr("restore_ask", &[])
+            }
+            Confirm::RestoreTheRest { broken } => {
+                for b in broken {
+                    out.error(&self.tr("cannot_restore", &[("what", &escape_controls(b))]));
+                }
+                self.tr("restore_the_rest", &[])
+            }
+            Confirm::OverwriteOutside { files } => self.tr("restore_ask_outside", &[("n", files)]),
+            Confirm::OverwriteChanged { paths } => {
+                let list: String = paths
+                    .iter()
+                    .map(|p| format!("  {}\n", escape_controls(p)))
+                    .collect();
+                out.warn(&format!(
+                    "{}\n{}",
+                    self.tr("restore_changed_meanwhile", &[("n", &paths.len())]),
+                    list.trim_end()
+                ));
+                self.tr("restore_overwrite_them", &[])
+            }
+        };
+        self.ask_yes(&question)
     }
 
     fn decided(&mut self) {

@@ -578,43 +578,8 @@ fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
     Some((role, id, size))
 }
 
-/// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.
-/// The text is shown on a terminal, so its control characters come out escaped.
-pub fn preview(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(max.min(text.len()) + 4);
-    push_preview(&mut out, text, max);
-    out
-}
-
-/// [`preview`] appended to `out`, escaped as it goes.
-fn push_preview(out: &mut String, text: &str, max: usize) {
-    use new_core::escape::push_escaped_controls;
-    let mut count = 0;
-    'words: for word in text.split_whitespace() {
-        if count > 0 {
-            out.push(' ');
-            count += 1;
-        }
-        // A word that fits in bytes fits in characters: taken whole.
-        if count + word.len() <= max {
-            push_escaped_controls(out, word);
-            count += if word.is_ascii() {
-                word.len()
-            } else {
-                word.chars().count()
-            };
-            continue;
-        }
-        for c in word.chars() {
-            if count >= max {
-                out.push('…');
-                break 'words;
-            }
-            push_escaped_controls(out, c.encode_utf8(&mut [0; 4]));
-            count += 1;
-        }
-    }
-}
+pub use new_core::escape::preview;
+use new_core::escape::push_preview;
 
 #[cfg(test)]
 mod tests {

@@ -105,6 +105,43 @@ fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> String {
     out
 }
 
+/// The text on one line, whitespace collapsed, cut to `max` characters with an ellipsis.
+/// It is shown on a terminal or a page, so its control characters come out escaped.
+pub fn preview(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(max.min(text.len()) + 4);
+    push_preview(&mut out, text, max);
+    out
+}
+
+/// [`preview`] appended to `out`, escaped as it goes.
+pub fn push_preview(out: &mut String, text: &str, max: usize) {
+    let mut count = 0;
+    'words: for word in text.split_whitespace() {
+        if count > 0 {
+            out.push(' ');
+            count += 1;
+        }
+        // A word that fits in bytes fits in characters: taken whole.
+        if count + word.len() <= max {
+            push_escaped_controls(out, word);
+            count += if word.is_ascii() {
+                word.len()
+            } else {
+                word.chars().count()
+            };
+            continue;
+        }
+        for c in word.chars() {
+            if count >= max {
+                out.push('…');
+                break 'words;
+            }
+            push_escaped_controls(out, c.encode_utf8(&mut [0; 4]));
+            count += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// The byte scan passes over nothing a character-by-character look would escape.

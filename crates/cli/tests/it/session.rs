@@ -344,3 +344,226 @@ fn a_failed_request_ends_the_turn_with_its_error_and_keeps_the_message() {
     assert_eq!(c.current().content, "hello");
     let _: PathBuf = session.store.path(session.chat.id());
 }
+
+#[test]
+fn conversations_are_listed_titled_exported_and_deleted_through_the_session() {
+    use new_core::session::{ExportFormat, ManageError};
+    let env = Env::new();
+    let server = Server::start(vec![text(&["one"]), text(&["two"])]);
+    let (mut session, rt) = open(&env, &server, PLAIN);
+    // Nothing to name or export before the first message; the unsaved conversation is listed.
+    assert!(matches!(
+        session.set_title("early"),
+        Err(ManageError::NothingToName)
+    ));
+    assert!(matches!(
+        session.export(ExportFormat::Markdown, None),
+        Err(ManageError::NothingToExport)
+    ));
+    let listing = session.list(false, 20).unwrap();
+    assert_eq!(listing.unsaved.as_deref(), Some(session.chat.id()));
+    assert!(listing.conversations.is_empty());
+
+    rt.block_on(session.send("the first question", &mut Recorder::default()));
+    let first = session.chat.id().to_string();
+    assert_eq!(session.title(), "the first question");
+    session.set_title("Named").unwrap();
+    assert_eq!(session.title(), "Named");
+    let md = env.work().join("out.md");
+    let written = session
+        .export(ExportFormat::Markdown, Some(md.clone()))
+        .unwrap();
+    assert_eq!(written, md);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.contains("Named") && text.contains("the first question"),
+        "{text}"
+    );
+    let json = env.work().join("out.json");
+    session
+        .export(ExportFormat::Json, Some(json.clone()))
+        .unwrap();
+    let tree: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(tree["title"], "Named");
+
+    rt.block_on(session.new_conversation(&mut Recorder::default()));
+    rt.block_on(session.send("another", &mut Recorder::default()));
+    let second = session.chat.id().to_string();
+    let listing = session.list(false, 20).unwrap();
+    assert_eq!(listing.unsaved, None);
+    let ids: Vec<(&str, bool)> = listing
+        .conversations
+        .iter()
+        .map(|l| (l.summary.id.as_str(), l.current))
+        .collect();
+    assert_eq!(ids, [(second.as_str(), true), (first.as_str(), false)]);
+    // The current one is refused; another goes to the trash and leaves the list.
+    assert!(matches!(
+        session.delete_target(&second),
+        Err(ManageError::Current(id)) if id == second
+    ));
+    assert!(matches!(
+        session.delete(&second),
+        Err(ManageError::Current(_))
+    ));
+    let (id, summary) = session.delete_target(&first[..8]).unwrap();
+    assert_eq!(id, first);
+    assert_eq!(summary.unwrap().title, "Named");
+    let trashed = session.delete(&id).unwrap();
+    assert!(trashed.is_file());
+    let listing = session.list(true, 20).unwrap();
+    assert_eq!(listing.conversations.len(), 1);
+    assert_eq!(listing.more, 0);
+    // Search sees what is left.
+    let found = session.search("another", 10).unwrap();
+    assert_eq!(found.hits.len(), 1);
+    assert!(
+        session
+            .search("first question", 10)
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_mode_and_the_model_change_for_the_rest_of_the_session() {
+    use new_core::session::ManageError;
+    use new_core::tools::Mode;
+    let env = Env::new();
+    let server = Server::start(vec![text(&["a"]), text(&["b"])]);
+    let (mut session, rt) = open(&env, &server, PLAIN);
+    rt.block_on(session.send("one", &mut Recorder::default()));
+    let before = server.requests()[0]["model"].clone();
+    assert!(matches!(
+        session.set_model("two words"),
+        Err(ManageError::ModelWithSpaces(_))
+    ));
+    assert!(matches!(
+        session.set_model(""),
+        Err(ManageError::ModelWithSpaces(_))
+    ));
+    assert_eq!(server.requests()[0]["model"], before);
+    session.set_model("other-model").unwrap();
+    rt.block_on(session.send("two", &mut Recorder::default()));
+    assert_eq!(server.requests().last().unwrap()["model"], "other-model");
+    session.set_mode(Mode::Strict);
+    assert_eq!(session.policy.mode, Mode::Strict);
+}
+
+#[test]
+fn restore_puts_the_folder_back_after_a_yes_and_asks_about_what_others_changed() {
+    use new_core::session::{Confirm, Kept, Restored};
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "c1",
+            "write_file",
+            r#"{"filepath":"a.txt","content":"one\n"}"#,
+        )]),
+        text(&["wrote one"]),
+        tool_calls(&[(
+            "c2",
+            "write_file",
+            r#"{"filepath":"a.txt","content":"two\n"}"#,
+        )]),
+        text(&["wrote two"]),
+    ]);
+    let config =
+        r#"{"retry_initial_ms": 5, "memory": {"enabled": false}, "permission_mode": "permissive"}"#;
+    let (mut session, rt) = open(&env, &server, config);
+    let file = env.work().join("a.txt");
+    rt.block_on(session.send("write one", &mut Recorder::default()));
+    let one = session.chat.conversation().cursor().to_string();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    rt.block_on(session.send("write two", &mut Recorder::default()));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "two\n");
+    let n = session.chat.conversation().number_of(&one).unwrap();
+
+    session.move_to(&one).unwrap();
+    assert_eq!(
+        session.folder_differs(),
+        Some((n, vec![("a.txt".to_string(), 'M')]))
+    );
+    // No: nothing changes, and the question listed the change.
+    let mut no = Recorder::default();
+    assert_eq!(session.restore(true, &mut no).unwrap(), Restored::Cancelled);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "two\n");
+    assert!(matches!(
+        &no.confirmed[..],
+        [Confirm::Restore { n: m, changes }] if *m == n && changes.len() == 1 && changes[0].path == "a.txt" && !changes[0].outside
+    ));
+    // Yes: the folder holds node n's state, and then matches it.
+    let mut yes = Recorder {
+        confirms: [true].into(),
+        ..Default::default()
+    };
+    let restored = session.restore(true, &mut yes).unwrap();
+    assert!(
+        matches!(restored, Restored::Done { n: m, done: 1, ref kept, .. } if m == n && kept.is_empty())
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    assert_eq!(session.folder_differs(), None);
+    assert_eq!(
+        session.restore(true, &mut Recorder::default()).unwrap(),
+        Restored::Matches { n }
+    );
+
+    // A change made outside `new` is asked about on its own, and kept on a no.
+    std::fs::write(&file, "someone else's\n").unwrap();
+    let mut outside = Recorder {
+        confirms: [true, false].into(),
+        ..Default::default()
+    };
+    let restored = session.restore(true, &mut outside).unwrap();
+    assert!(
+        matches!(&outside.confirmed[..], [Confirm::Restore { changes, .. }, Confirm::OverwriteOutside { files: 1 }] if changes[0].outside),
+        "{:?}",
+        outside.confirmed
+    );
+    assert!(
+        matches!(restored, Restored::Done { done: 0, ref kept, .. } if kept[..] == [("a.txt".to_string(), Kept::Outside)])
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "someone else's\n");
+}
+
+#[test]
+fn compact_adds_a_summary_node_and_says_so_as_events() {
+    use new_core::session::Compaction;
+    let env = Env::new();
+    let server = Server::start(vec![text(&["a"]), text(&["b"]), text(&["c"])]);
+    server.answer_summaries("We talked about a, b and c.");
+    let (mut session, rt) = open(&env, &server, PLAIN);
+    for said in ["one", "two", "three"] {
+        let long = format!("{said} ").repeat(400);
+        rt.block_on(session.send(&long, &mut Recorder::default()));
+    }
+    let before = session.chat.conversation().cursor().to_string();
+    let mut front = Recorder::default();
+    rt.block_on(session.compact(Some("  the letters "), &mut front));
+    let course: Vec<&Compaction> = front
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Compaction(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(
+            &course[..],
+            [
+                Compaction::Started { automatic: false },
+                Compaction::Done(_)
+            ]
+        ),
+        "{course:?}"
+    );
+    let c = session.chat.conversation();
+    assert_ne!(c.cursor(), before);
+    let node = c.get(c.cursor()).unwrap();
+    let summary = node.extra.rare.summary.as_ref().unwrap();
+    assert_eq!(summary.focus.as_deref(), Some("the letters"));
+    assert!(node.content.contains("We talked about a, b and c."));
+}

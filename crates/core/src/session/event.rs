@@ -168,6 +168,9 @@ pub enum Notice {
     /// `subagent.auto_continue`: the answers of this many background tasks came in, and the model
     /// goes on with them.
     AutoContinuing { tasks: usize },
+    /// A state of the working folder could not be noted on its node (the folder itself is as
+    /// said).
+    StateNotNoted(Arc<crate::conversation::StoreError>),
 }
 
 /// Why a call was refused before it ran.
@@ -240,6 +243,22 @@ pub enum HostAnswer {
     Always,
 }
 
+/// A yes-or-no question about the working folder, for the user ([`Frontend::confirm`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirm {
+    /// Make the folder hold node `n`'s state: these changes.
+    Restore {
+        n: usize,
+        changes: Vec<super::restore::Change>,
+    },
+    /// These contents cannot be had from the store (path: why): restore the rest?
+    RestoreTheRest { broken: Vec<String> },
+    /// This many of the files to restore were changed outside `new`: overwrite them too?
+    OverwriteOutside { files: usize },
+    /// These files changed since the question: overwrite them?
+    OverwriteChanged { paths: Vec<String> },
+}
+
 /// What a front end does for a session: render its events, answer its requests. The requests'
 /// defaults answer as nobody could be asked.
 pub trait Frontend {
@@ -265,6 +284,12 @@ pub trait Frontend {
         false
     }
 
+    /// A yes or no about the working folder (a restore). Asked whenever a command needs it: a
+    /// front end with nobody to ask says no.
+    fn confirm(&mut self, _question: &Confirm) -> bool {
+        false
+    }
+
     /// The session decided after its questions (the REPL gives the keyboard back to what is typed
     /// ahead).
     fn decided(&mut self) {}
@@ -276,6 +301,10 @@ pub struct Recorder {
     pub events: Vec<Event>,
     /// Answers to approvals, taken in order; none left: nobody can be asked.
     pub answers: std::collections::VecDeque<Answer>,
+    /// Answers to [`Frontend::confirm`], taken in order (none left: no); each question asked is
+    /// kept in `confirmed`.
+    pub confirms: std::collections::VecDeque<bool>,
+    pub confirmed: Vec<Confirm>,
 }
 
 impl Recorder {
@@ -312,6 +341,10 @@ impl Frontend for Recorder {
         self.answers
             .pop_front()
             .unwrap_or(Answer::Deny(String::new()))
+    }
+    fn confirm(&mut self, question: &Confirm) -> bool {
+        self.confirmed.push(question.clone());
+        self.confirms.pop_front().unwrap_or(false)
     }
 }
 

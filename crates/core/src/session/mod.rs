@@ -9,8 +9,10 @@
 mod commands;
 mod event;
 pub mod gate;
+mod manage;
 mod memory;
 mod open;
+mod restore;
 mod together;
 mod turn;
 
@@ -36,11 +38,13 @@ use crate::vocab::Usage;
 
 pub use commands::{Alternative, Btw, CommandError, EditTarget, Merged, Switched, Undone};
 pub use event::{
-    Answer, Approval, Compaction, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice,
-    Recorder, RefusedWhy, Relay, Wait, to_observer,
+    Answer, Approval, Compaction, Confirm, Ended, Event, Frontend, HostAnswer, HostQuestion,
+    Notice, Recorder, RefusedWhy, Relay, Wait, to_observer,
 };
+pub use manage::{ExportFormat, Listed, Listing, ManageError};
 pub use memory::ReviewsRun;
 pub use open::{OpenError, Opened, Options, Resume};
+pub use restore::{Change, Kept, Restored, StateError};
 pub use together::{OneAfterAnother, Together};
 pub use turn::{Closed, interruptible};
 
