@@ -274,6 +274,11 @@ fn merge_brings_a_branch_s_account_back_as_a_node_the_next_request_carries() {
     let node = c.get(&merged.node).unwrap();
     assert_eq!(node.role, Role::User);
     assert!(node.content.contains("brought back with /merge"));
+    assert!(node.content.contains("not by the user"));
+    assert!(
+        node.content
+            .ends_with("<merged-branch>\nX was tried in src/x.rs and works.\n</merged-branch>")
+    );
     assert!(node.content.contains("X was tried in src/x.rs and works."));
     let from = node.extra.rare.merged_from.as_ref().unwrap();
     assert_eq!(
