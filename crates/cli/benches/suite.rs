@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use new_cli::tree_view::push_tree;
 use new_core::config::Lang;
-use new_core::llm::Role;
 use new_core::conversation::{ChatSession, Message, Store, sample};
+use new_core::llm::Role;
 
 struct Scale {
     conversations: usize,

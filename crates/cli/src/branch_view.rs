@@ -317,10 +317,11 @@ impl App {
                 summary.trim()
             ),
         );
-        message.extra.rare.merged_from = Some(Box::new(new_core::conversation::message::MergedFrom {
-            tip: node.clone(),
-            fork: fork.clone(),
-        }));
+        message.extra.rare.merged_from =
+            Some(Box::new(new_core::conversation::message::MergedFrom {
+                tip: node.clone(),
+                fork: fork.clone(),
+            }));
         let before = self.session.conversation().cursor().to_string();
         match self.session.add(message) {
             Ok(id) => {

@@ -11,8 +11,8 @@ use std::task::Poll;
 
 use new_core::agent::shared_folder::SharedFolder;
 use new_core::agent::{Agent, Compacted, CompactionEvent, Gate, GateDecision, Observer, TurnEnd};
-use new_core::llm::ChatResponse;
 use new_core::conversation::ChatSession;
+use new_core::llm::ChatResponse;
 use new_core::tools::{ToolOutcome, ToolRegistry};
 use new_core::vocab::{ToolCall, Usage};
 

@@ -1740,9 +1740,9 @@ fn fill(lang: Lang, template: &str, args: &[(&str, &dyn std::fmt::Display)]) -> 
 pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
     use new_core::agent::AgentError;
     use new_core::config::ConfigError;
+    use new_core::conversation::{SessionError, StoreError, TreeError};
     use new_core::llm::{Hint, LlmError};
     use new_core::prompt::RoleError;
-    use new_core::conversation::{SessionError, StoreError, TreeError};
     if lang == Lang::En {
         return e.to_string();
     }

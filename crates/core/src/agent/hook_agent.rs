@@ -12,8 +12,8 @@ use serde_json::json;
 use super::defs::allowed_tools;
 use super::subagent::Subagents;
 use super::{Agent, Gate, Observer, TurnEnd};
-use crate::llm::{ChatResponse, Model, ToolCall};
 use crate::conversation::{ChatSession, Message, Store};
+use crate::llm::{ChatResponse, Model, ToolCall};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
 

@@ -18,10 +18,10 @@ use std::borrow::Cow;
 
 use crate::context::Context;
 use crate::context::compact::{self, CompactError};
-use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
 use crate::conversation::SessionError;
 use crate::conversation::message::{Extra, Rare};
 use crate::conversation::{ChatSession, Message};
+use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
 use crate::vocab::ToolCall;

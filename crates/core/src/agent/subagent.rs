@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use super::defs::{Definition, SubagentSettings, allowed_tools};
 use super::tasks::{Ending, TaskState, TaskView, Tasks};
 use super::{Agent, Gate, GateDecision, Interrupts, Observer, TurnEnd};
-use crate::llm::{ChatResponse, ToolCall};
 use crate::conversation::{ChatSession, Message};
+use crate::llm::{ChatResponse, ToolCall};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::{Role, ToolSpec};
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::llm::{ChatFuture, Model};
 use crate::conversation::Store;
+use crate::llm::{ChatFuture, Model};
 use crate::vocab::ChatMessage;
 
 /// One scripted answer.

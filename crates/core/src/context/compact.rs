@@ -3,9 +3,9 @@
 //! summarise does not fit the window at once) and stored as a new message, a child of the current
 //! node: every original message stays where it was.
 
-use crate::llm::{ChatRequest, LlmError, Model, StreamEvent};
 use crate::conversation::message::SummaryInfo;
 use crate::conversation::{Conversation, Message};
+use crate::llm::{ChatRequest, LlmError, Model, StreamEvent};
 use crate::vocab::{ChatMessage, Role};
 
 use super::{Context, estimate_text};

@@ -1,9 +1,9 @@
 //! A conversation together with its file: every message added is on disk before the call returns.
 
-use super::tree::{Conversation, TreeError};
 use super::message::{Message, new_id, now};
 use super::record::{Record, TitleRecord, format_timestamp};
 use super::store::{LoadReport, Store, StoreError};
+use super::tree::{Conversation, TreeError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

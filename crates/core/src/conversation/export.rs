@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::tree::Conversation;
 use super::record::format_timestamp;
+use super::tree::Conversation;
 use crate::vocab::Role;
 
 /// The branch from the root to the cursor as Markdown, system prompt included.

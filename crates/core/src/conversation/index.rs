@@ -1057,7 +1057,10 @@ mod tests {
         assert_eq!(mode(&data.join(INDEX_DIR)), 0o700);
         assert_eq!(mode(&data.join(INDEX_DIR).join(JOURNAL)), 0o600);
         assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
-        assert_eq!(mode(&data.join(crate::conversation::store::TRASH_DIR)), 0o700);
+        assert_eq!(
+            mode(&data.join(crate::conversation::store::TRASH_DIR)),
+            0o700
+        );
         assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
     }
 

@@ -3,7 +3,6 @@
 //! terminal.
 
 mod chat;
-pub mod tree;
 pub mod error;
 pub mod export;
 pub mod id;
@@ -14,13 +13,14 @@ pub mod record;
 pub mod sample;
 pub mod search;
 pub mod store;
+pub mod tree;
 
 pub use chat::{ChatSession, SessionError};
-pub use tree::{Conversation, NOT_RUN_RESULT, TreeError};
 pub use index::Summary;
 pub use message::{Id, Message, new_id};
 pub use record::Record;
 pub use store::{LoadReport, Store, StoreError};
+pub use tree::{Conversation, NOT_RUN_RESULT, TreeError};
 
 /// Whether `name` may name a branch: letters, digits, `-`, `_`, `.` and `/`, at most 40
 /// characters, not all digits (`/3` is a node) and not starting with `-`. A name read from a file

@@ -1,8 +1,8 @@
 //! Sample conversations for benchmarks and profiling: shaped like real use, made without a model.
 
-use super::tree::Conversation;
 use super::message::Message;
 use super::record::Record;
+use super::tree::Conversation;
 use crate::vocab::Role;
 
 /// A conversation of `n` messages in long linear runs, with a new branch every 100 messages (a

@@ -9,11 +9,11 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::tree::{Attached, Conversation};
 use super::error::{create_private_dir, private_options};
 use super::index::{Change, Index};
 use super::message::{Message, new_id};
 use super::record::{HeaderRecord, Loaded, Record};
+use super::tree::{Attached, Conversation};
 use crate::vocab::Role;
 
 /// What loading a file had to work around, for the user to see.

@@ -369,8 +369,8 @@ pub(crate) fn head(model: &str) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::context::{Context, Settings};
-    use crate::llm::{ChatRequest, ProviderSettings, anthropic, openai};
     use crate::conversation::{Conversation, Message};
+    use crate::llm::{ChatRequest, ProviderSettings, anthropic, openai};
     use crate::vocab::ToolCall;
 
     type Writer = fn(&ChatRequest<'_>, &ProviderSettings, &Reuse) -> (Bytes, Ticket);
