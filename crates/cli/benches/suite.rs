@@ -617,8 +617,9 @@ fn against_rg(
 }
 
 fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
+    use new_core::fs::confine::Workdir;
+    use new_core::tools::Cancel;
     use new_core::tools::builtin::{Glob, Grep};
-    use new_core::tools::{Cancel, Sandbox};
     if Command::new("rg").arg("--version").output().is_err() {
         eprintln!("search rows skipped: ripgrep (`rg`) is not installed");
         rows.push(Row {
@@ -634,7 +635,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
     let full = s.big >= 100_000;
     let files = if full { 20_000 } else { 300 };
     generate_corpus(root, files);
-    let sandbox = Sandbox::new(root).unwrap();
+    let workdir = Workdir::new(root).unwrap();
     let cancel = Cancel::default();
     let size: u64 = ignore::WalkBuilder::new(root)
         .hidden(false)
@@ -693,9 +694,9 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
         let glob = what.starts_with("glob");
         let mut ours = || {
             let out = if glob {
-                Glob.find(&args, &sandbox, &cancel)
+                Glob.find(&args, &workdir, &cancel)
             } else {
-                Grep.search(&args, &sandbox, &cancel)
+                Grep.search(&args, &workdir, &cancel)
             }
             .unwrap();
             assert!(out.content.contains(expect), "{}", out.content);
@@ -1428,7 +1429,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             let start = Instant::now();
             let mut r = new_cli::markdown::Renderer::new(layout);
             for p in &pieces {
-                let text = new_core::tools::escape_controls_keep_lines(p);
+                let text = new_core::escape::escape_controls_keep_lines(p);
                 let out = r.push(&text);
                 if !out.is_empty() {
                     sink.write_all(out.as_bytes()).unwrap();
@@ -1442,7 +1443,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             let mut sink = sink;
             let start = Instant::now();
             for p in &pieces {
-                let text = new_core::tools::escape_controls_keep_lines(p);
+                let text = new_core::escape::escape_controls_keep_lines(p);
                 sink.write_all(text.as_bytes()).unwrap();
                 sink.flush().unwrap();
             }
@@ -1542,7 +1543,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 },
                 timeout: Duration::from_secs(30),
                 disabled: false,
-                origin: new_core::mcp::Origin::User,
+                origin: new_core::layers::Origin::User,
                 sandbox: None,
                 network: false,
                 raw: String::new(),
@@ -1563,16 +1564,15 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         );
         let mut registry = new_core::tools::ToolRegistry::builtin(
             new_core::tools::ToolContext {
-                sandbox: new_core::tools::Sandbox::new(&work_mcp).unwrap(),
+                workdir: new_core::fs::confine::Workdir::new(&work_mcp).unwrap(),
                 bash_timeout: Duration::from_secs(30),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],
         )
         .unwrap();
-        registry.set_mcp(manager.clone());
+        registry.add_source(manager.clone());
         runtime.block_on(manager.settle());
         let through_new = runtime.block_on(async {
             let args = serde_json::json!({"text": "ping"});
@@ -1783,7 +1783,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             ok: snap <= status,
         });
         // A restore of 100 changed files, against `git checkout` of the same files.
-        let sandbox = new_core::tools::Sandbox::new(&repo).unwrap();
+        let workdir = new_core::fs::confine::Workdir::new(&repo).unwrap();
         let changed: Vec<String> = (0..100)
             .map(|i| format!("src/m{:03}/f{i}.rs", i % 100))
             .collect();
@@ -1804,7 +1804,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 .1;
             restores.push(timed(&mut || {
                 let applied =
-                    new_core::checkpoint::apply(&store, &sandbox, &now, &base, &changed, true);
+                    new_core::checkpoint::apply(&store, &workdir, &now, &base, &changed, true);
                 assert_eq!((applied.done, applied.kept.len()), (100, 0));
             }));
             for p in &changed {
@@ -1969,10 +1969,9 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             let registry = |os| {
                 new_core::tools::ToolRegistry::builtin(
                     new_core::tools::ToolContext {
-                        sandbox: new_core::tools::Sandbox::new(&work_sb).unwrap(),
+                        workdir: new_core::fs::confine::Workdir::new(&work_sb).unwrap(),
                         bash_timeout: Duration::from_secs(30),
                         hidden_env: Vec::new(),
-                        skills: Default::default(),
                         os_sandbox: os,
                     },
                     &[],
@@ -2048,7 +2047,12 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 ok: ratio <= 1.2,
             });
         } else {
-            eprintln!("sandbox rows skipped: {}", sandbox.one_line());
+            let line = new_cli::sandbox_view::one_line(
+                new_core::config::Lang::En,
+                sandbox.state(),
+                sandbox.settings(),
+            );
+            eprintln!("sandbox rows skipped: {line}");
         }
     }
 

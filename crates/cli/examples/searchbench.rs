@@ -1,12 +1,13 @@
 //! `cargo run --release --example searchbench DIR grep|glob PATTERN RUNS`: times the search tools
 //! over a folder (for profiling; the suite's rows compare them with ripgrep).
 
+use new_core::fs::confine::Workdir;
+use new_core::tools::Cancel;
 use new_core::tools::builtin::{Glob, Grep};
-use new_core::tools::{Cancel, Sandbox};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let sandbox = Sandbox::new(std::path::Path::new(&args[1])).unwrap();
+    let workdir = Workdir::new(std::path::Path::new(&args[1])).unwrap();
     let json = serde_json::json!({"pattern": args[3]});
     let runs: usize = args[4].parse().unwrap();
     let cancel = Cancel::default();
@@ -14,9 +15,9 @@ fn main() {
     for _ in 0..runs {
         let start = std::time::Instant::now();
         let out = if args[2] == "glob" {
-            Glob.find(&json, &sandbox, &cancel)
+            Glob.find(&json, &workdir, &cancel)
         } else {
-            Grep.search(&json, &sandbox, &cancel)
+            Grep.search(&json, &workdir, &cancel)
         }
         .unwrap();
         best = best.min(start.elapsed());

@@ -1,18 +1,11 @@
 //! What only a tree can do: named branches (`/branch`), side questions (`/btw`), `/undo` that
 //! keeps what it undoes, and `/merge`, which brings a branch's conclusion back into another.
 
-use std::sync::atomic::Ordering;
-
+use super::output::Printer;
 use super::repl::App;
+use super::terminal::Terminal;
 use super::tree_view::{describe, preview};
-use new_core::conversation::Message;
-use new_core::vocab::Role;
-
-/// What a merge node's content starts with: what it is, for the model reading it.
-const MERGE_HEADING: &str = "[What another branch of this conversation found, brought back with /merge. That branch left this one here; its messages are not sent, only this account of them.]";
-
-/// What the summary of a merged branch should say.
-const MERGE_FOCUS: &str = "this is a branch that explored an alternative and is now brought back into the branch it left: say what it tried, what worked, what failed and why, and which files it changed (with paths), so that work can go on from its conclusion";
+use new_core::session::CommandError;
 
 use new_core::conversation::valid_branch_name as valid_name;
 
@@ -35,22 +28,22 @@ impl App {
         match (words.next(), words.next(), words.next()) {
             (None, _, _) => self.list_branch_names(),
             (Some("-d" | "--delete"), Some(name), None) => {
-                if !self.session.conversation().branches.contains_key(name) {
+                if !self.engine.chat.conversation().branches.contains_key(name) {
                     return self.out.error(&self.tr(
                         "no_branch_named",
-                        &[("name", &new_core::tools::escape_controls(name))],
+                        &[("name", &new_core::escape::escape_controls(name))],
                     ));
                 }
-                match self.session.unname_branch(name) {
+                match self.engine.chat.unname_branch(name) {
                     Ok(()) => self.out.say(&self.tr("branch_unnamed", &[("name", &name)])),
                     Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
                 }
             }
             (Some(name), None, _) if valid_name(name) => {
-                if !self.session.is_persisted() {
+                if !self.engine.chat.is_persisted() {
                     return self.out.error(&self.tr("branch_nothing_yet", &[]));
                 }
-                let c = self.session.conversation();
+                let c = self.engine.chat.conversation();
                 let tip = c
                     .tip(c.cursor())
                     .expect("the cursor is in the tree")
@@ -62,7 +55,7 @@ impl App {
                     .filter(|node| c.tip(node).is_none_or(|t| t.id != tip))
                     .is_some();
                 let n = c.number_of(&tip).unwrap_or(0);
-                match self.session.name_branch(name, &tip) {
+                match self.engine.chat.name_branch(name, &tip) {
                     Ok(()) => {
                         let args: &[(&str, &dyn std::fmt::Display)] = &[("name", &name), ("n", &n)];
                         self.out.say(&if moved {
@@ -76,13 +69,13 @@ impl App {
             }
             _ => self.out.error(&self.tr(
                 "branch_usage",
-                &[("args", &new_core::tools::escape_controls(args))],
+                &[("args", &new_core::escape::escape_controls(args))],
             )),
         }
     }
 
     fn list_branch_names(&self) {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         if c.branches.is_empty() {
             return self.out.say(&self.tr("no_branch_names_yet", &[]));
         }
@@ -109,14 +102,6 @@ impl App {
         self.out.say(text.trim_end());
     }
 
-    /// The tip of the branch `name`, when the current conversation has one by that name.
-    pub(super) fn named_tip(&self, name: &str) -> Option<String> {
-        self.session
-            .conversation()
-            .branch_tip(name)
-            .map(|m| m.id.to_string())
-    }
-
     /// `/btw QUESTION`: asked in a side branch off the cursor (with the branch as context and
     /// only the tools that read), answered, and the cursor left where it was.
     pub(super) fn btw(&mut self, args: &str) {
@@ -124,55 +109,16 @@ impl App {
         if question.is_empty() {
             return self.out.error(&self.tr("btw_usage", &[]));
         }
-        // The user's `pre_message` hooks see a side question too, and may block it.
-        let hooked = self.fire_hooks(new_core::hooks::Input {
-            prompt: Some(question.to_string()),
-            ..new_core::hooks::Input::new("pre_message")
-        });
-        let Some(hooked) = hooked else { return };
-        if let Some(reason) = hooked.block {
-            return self.out.error(&self.tr(
-                "blocked_by_hook",
-                &[("reason", &new_core::tools::escape_controls(&reason))],
-            ));
-        }
-        let question = if hooked.context.is_empty() {
-            question.to_string()
-        } else {
-            format!("{question}\n\n{}", hooked.context.join("\n\n"))
-        };
-        let back = self.session.conversation().cursor().to_string();
-        let mut message = Message::new(Role::User, question);
-        message.side = true;
-        let asked = match self.session.add(message) {
-            Ok(id) => id,
-            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
-        };
-        // Only what reads: a side question changes nothing in the folder.
-        let reads: Vec<String> = self
-            .tools
-            .names()
-            .into_iter()
-            .filter(|n| {
-                self.tools
-                    .get(n)
-                    .is_some_and(|t| t.kind() == new_core::tools::ToolKind::Read)
-            })
-            .collect();
-        let narrowed = match &self.skill_tools {
-            Some(skill) => reads.into_iter().filter(|t| skill.contains(t)).collect(),
-            None => reads,
-        };
-        let saved = self.skill_tools.replace(narrowed);
-        self.answer();
-        self.skill_tools = saved;
-        self.session
-            .move_cursor(&back)
-            .expect("the cursor was in the tree");
-        let c = self.session.conversation();
+        let mut printer = Printer::new(self.out).waiting_for(&self.engine.provider.settings().name);
+        let mut front = Terminal::turn(self.out, &mut printer, &mut self.reader);
+        let done = self.runtime.block_on(self.engine.btw(question, &mut front));
+        self.turn_interrupted |= front.interrupted;
+        let Ok(done) = done else { return };
+        self.report_turn(&printer);
+        let c = self.engine.chat.conversation();
         let (side, here) = (
-            c.number_of(&asked).unwrap_or(0),
-            c.number_of(&back).unwrap_or(0),
+            c.number_of(&done.asked).unwrap_or(0),
+            c.number_of(&done.back).unwrap_or(0),
         );
         self.out.say(
             &self
@@ -190,30 +136,29 @@ impl App {
                 &[("command", &"/undo"), ("args", &args)],
             ));
         }
-        let c = self.session.conversation();
-        let Some(user) = c.nearest_typed(c.cursor()) else {
-            return self.out.error(&self.tr("nothing_to_undo", &[]));
+        let undone = match self.engine.undo() {
+            Ok(undone) => undone,
+            Err(e) => return self.command_error(&e),
         };
-        let (user, parent) = (
-            user.id.clone(),
-            user.parent_id.clone().expect("a user message has a parent"),
-        );
-        let n = c.number_of(&user).unwrap_or(0);
-        if let Err(e) = self.session.mark_undone(&user) {
-            return self.out.error(&super::text::error(self.out.lang, &e));
-        }
-        self.out.say(&self.tr("undone", &[("n", &n)]));
-        self.move_and_say(&parent);
+        self.out.say(&self.tr("undone", &[("n", &undone.n)]));
+        self.say_place(&undone.parent);
         // The folder as it was there (when a snapshot knows it): listed and asked, as `/restore`
         // does.
-        if self.checkpoints.is_some() && self.session.conversation().state_of(&parent).is_some() {
+        if self.engine.checkpoints.is_some()
+            && self
+                .engine
+                .chat
+                .conversation()
+                .state_of(&undone.parent)
+                .is_some()
+        {
             self.restore("");
         }
     }
 
     /// `/merge N` or `/merge NAME`: the model's account of that branch, from where it left the
     /// current one to its tip, appended here as a merge node that the next request carries. The
-    /// folder is not changed.
+    /// folder is not changed (unless `--files`).
     pub(super) fn merge(&mut self, args: &str) {
         let mut words: Vec<&str> = args.split_whitespace().collect();
         let files = words.contains(&"--files");
@@ -221,125 +166,77 @@ impl App {
         let [target] = words[..] else {
             return self.out.error(&self.tr("merge_usage", &[]));
         };
-        if files && self.checkpoints.is_none() {
+        if files && self.engine.checkpoints.is_none() {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         }
-        self.learn_server_window();
-        let c = self.session.conversation();
-        let node = match self.named_tip(target) {
-            Some(tip) => tip,
-            None => match target
-                .strip_prefix('[')
-                .and_then(|t| t.strip_suffix(']'))
-                .unwrap_or(target)
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| c.id_by_number(n))
-            {
-                Some(id) => c.tip(id).expect("in the tree").id.to_string(),
-                None => {
-                    return self.out.error(&self.tr(
-                        "merge_usage_no_such",
-                        &[("args", &new_core::tools::escape_controls(target))],
-                    ));
-                }
-            },
-        };
-        let here: std::collections::HashSet<&str> = c
-            .chain(c.cursor())
-            .into_iter()
-            .map(|m| m.id.as_str())
-            .collect();
-        let branch = c.chain(&node);
-        let Some(fork_at) = branch.iter().rposition(|m| here.contains(m.id.as_str())) else {
-            return self.out.error(&self.tr("merge_usage", &[]));
-        };
-        let tip_n = c.number_of(&node).unwrap_or(0);
-        if fork_at + 1 == branch.len() {
-            return self
-                .out
-                .error(&self.tr("merge_same_branch", &[("n", &tip_n)]));
-        }
-        let fork = branch[fork_at].id.to_string();
-        let fork_n = c.number_of(&fork).unwrap_or(0);
-        let messages: Vec<&Message> = branch[fork_at + 1..]
-            .iter()
-            .copied()
-            .filter(|m| !m.is_summary())
-            .collect();
-        let plan = new_core::context::compact::Plan {
-            previous: None,
-            summarized: messages,
-            kept: Vec::new(),
-        };
-        self.out.say(&self.out.dim(&self.tr(
-            "merge_asking",
-            &[("n", &tip_n), ("count", &plan.summarized.len())],
-        )));
-        self.busy.store(true, Ordering::SeqCst);
-        self.interrupts.borrow_and_update();
-        let summary = {
-            let interrupts = &mut self.interrupts;
-            let mut stop = Box::pin(async move {
-                let _ = interrupts.changed().await;
-            });
-            self.runtime.block_on(new_core::context::compact::summarize(
-                &self.provider,
-                &self.config.model,
-                &self.context,
-                &plan,
-                Some(MERGE_FOCUS),
-                &mut stop,
-            ))
-        };
-        self.busy.store(false, Ordering::SeqCst);
-        let summary = match summary {
-            Ok(text) if !text.trim().is_empty() => text,
-            Ok(_) => return self.out.error(&self.tr("merge_empty", &[])),
-            Err(e) => {
+        let tip = match self.engine.merge_tip(target) {
+            Ok(tip) => tip,
+            Err(_) => {
                 return self.out.error(&self.tr(
-                    "merge_failed",
-                    &[("why", &new_core::tools::escape_controls(&e.to_string()))],
+                    "merge_usage_no_such",
+                    &[("args", &new_core::escape::escape_controls(target))],
                 ));
             }
         };
-        let c = self.session.conversation();
-        let names = c.names_of(&node).join(", ");
-        let from = if names.is_empty() {
-            format!("[{tip_n}]")
-        } else {
-            format!("[{tip_n}] ({names})")
+        let out = self.out;
+        let mut asking = |tip_n: usize, count: usize| {
+            out.say(&out.dim(&super::text::tr(
+                out.lang,
+                "merge_asking",
+                &[("n", &tip_n), ("count", &count)],
+            )));
         };
-        let mut message = Message::new(
-            Role::User,
-            format!(
-                "{MERGE_HEADING}\nBranch {from}, which left at [{fork_n}]:\n\n{}",
-                summary.trim()
-            ),
-        );
-        message.extra.rare.merged_from =
-            Some(Box::new(new_core::conversation::message::MergedFrom {
-                tip: node.clone(),
-                fork: fork.clone(),
-            }));
-        let before = self.session.conversation().cursor().to_string();
-        match self.session.add(message) {
-            Ok(id) => {
-                let n = self.session.conversation().number_of(&id).unwrap_or(0);
-                self.out.say(&self.tr(
-                    "merged",
-                    &[
-                        ("from", &from),
-                        ("n", &n),
-                        ("preview", &preview(&summary, 120)),
-                    ],
-                ));
-                if files {
-                    self.merge_files(&fork, &node, &before, &id);
-                }
-            }
-            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+        let merged = self.runtime.block_on(self.engine.merge(&tip, &mut asking));
+        let merged = match merged {
+            Ok(merged) => merged,
+            Err(e) => return self.command_error(&e),
+        };
+        let n = self
+            .engine
+            .chat
+            .conversation()
+            .number_of(&merged.node)
+            .unwrap_or(0);
+        self.out.say(&self.tr(
+            "merged",
+            &[
+                ("from", &merged.from),
+                ("n", &n),
+                ("preview", &preview(&merged.summary, 120)),
+            ],
+        ));
+        if files {
+            self.merge_files(&merged.fork, &merged.tip, &merged.before, &merged.node);
         }
+    }
+
+    /// Says why a tree command did nothing, in the interface's language.
+    pub(super) fn command_error(&self, e: &CommandError) {
+        let text = match e {
+            CommandError::Told => return,
+            CommandError::NothingToUndo => self.tr("nothing_to_undo", &[]),
+            CommandError::NothingToRetry => self.tr("nothing_to_retry_there_is_no", &[]),
+            CommandError::NothingToEdit => self.tr("nothing_to_edit_there_is_no", &[]),
+            CommandError::NoFork => self.tr("there_is_no_fork_above_this", &[]),
+            CommandError::SummaryNotEdited(n) => self.tr("a_summary_is_not_edited", &[("n", n)]),
+            CommandError::NotUsers { n, role } => self.tr(
+                "only_user_messages_can_be_edited",
+                &[("n", n), ("role", role)],
+            ),
+            CommandError::SameBranch(n) => self.tr("merge_same_branch", &[("n", n)]),
+            CommandError::Unrelated => self.tr("merge_usage", &[]),
+            CommandError::MergeEmpty => self.tr("merge_empty", &[]),
+            CommandError::MergeFailed(why) => self.tr(
+                "merge_failed",
+                &[("why", &new_core::escape::escape_controls(why))],
+            ),
+            CommandError::NoSuchNode(_) | CommandError::NoSuchBranch(_) => {
+                new_core::escape::escape_controls(&e.to_string())
+            }
+            CommandError::Store(e) => super::text::error(self.out.lang, e),
+            CommandError::Session(e) => super::text::error(self.out.lang, e),
+        };
+        self.out.error(&text);
     }
 
     /// `/merge N --files`: the branch's file changes since `fork` brought into the folder, after
@@ -348,8 +245,12 @@ impl App {
     /// folder before is kept as `before`'s state, the folder after as the merge node's.
     fn merge_files(&mut self, fork: &str, tip: &str, before: &str, node: &str) {
         use new_core::checkpoint::MergeStep;
-        let checkpoints = self.checkpoints.as_ref().expect("checked by the caller");
-        let c = self.session.conversation();
+        let checkpoints = self
+            .engine
+            .checkpoints
+            .as_ref()
+            .expect("checked by the caller");
+        let c = self.engine.chat.conversation();
         let (Some(base_id), Some(theirs_id)) = (c.state_of(fork), c.state_of(tip)) else {
             return self.out.say(&self.tr("merge_files_none", &[]));
         };
@@ -382,7 +283,7 @@ impl App {
             };
             list.push_str(&format!(
                 "  {what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         self.out.say(&format!(
@@ -402,11 +303,15 @@ impl App {
         let mut done = 0usize;
         if yes {
             // The folder as it was stays reachable: it is the state of the node merged into.
-            if let Err(e) = self.session.add_checkpoint(before, &now_id) {
+            if let Err(e) = self.engine.chat.add_checkpoint(before, &now_id) {
                 self.out.warn(&e.to_string());
             }
-            let checkpoints = self.checkpoints.as_ref().expect("checked by the caller");
-            let sandbox = self.tools.sandbox().clone();
+            let checkpoints = self
+                .engine
+                .checkpoints
+                .as_ref()
+                .expect("checked by the caller");
+            let sandbox = self.engine.tools.workdir().clone();
             let takes: Vec<String> = plan
                 .iter()
                 .filter_map(|s| match s {
@@ -452,7 +357,7 @@ impl App {
                         continue;
                     }
                 }
-                let put = new_core::tools::sandbox::Put::File {
+                let put = new_core::fs::confine::Put::File {
                     bytes: text.as_bytes(),
                     mode: *mode,
                 };
@@ -462,7 +367,7 @@ impl App {
                 }
             }
             if let Ok(Some(id)) = checkpoints.take()
-                && let Err(e) = self.session.add_checkpoint(node, &id)
+                && let Err(e) = self.engine.chat.add_checkpoint(node, &id)
             {
                 self.out.warn(&e.to_string());
             }
@@ -472,7 +377,7 @@ impl App {
         for k in kept {
             self.out.warn(&self.tr(
                 "not_restored",
-                &[("what", &new_core::tools::escape_controls(&k))],
+                &[("what", &new_core::escape::escape_controls(&k))],
             ));
         }
         // Conflicts are the user's: shown, never written.
@@ -483,9 +388,9 @@ impl App {
                     "{}\n{}",
                     self.tr(
                         "merge_conflict_left",
-                        &[("path", &new_core::tools::escape_controls(path))]
+                        &[("path", &new_core::escape::escape_controls(path))]
                     ),
-                    new_core::tools::escape_controls_keep_lines(&shown)
+                    new_core::escape::escape_controls_keep_lines(&shown)
                 ));
             }
         }

@@ -7,7 +7,7 @@ use new_core::checkpoint::{Entry, Manifest, changes};
 /// A file of a state as text, for a diff: None when it is not there, a note for what is not text.
 fn content(app: &App, entry: Option<&Entry>) -> Option<String> {
     let entry = entry?;
-    let checkpoints = app.checkpoints.as_ref()?;
+    let checkpoints = app.engine.checkpoints.as_ref()?;
     Some(match &*entry.kind {
         "link" => format!("→ {}\n", entry.target.as_deref().unwrap_or("?")),
         "skipped" => format!(
@@ -28,14 +28,18 @@ fn content(app: &App, entry: Option<&Entry>) -> Option<String> {
 impl App {
     /// The state at node `n` (its nearest checkpoint), or why there is none.
     fn state_at(&self, n: usize) -> Result<(String, Manifest), String> {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let Some(id) = c.id_by_number(n) else {
             return Err(self.tr("no_node_n", &[("n", &n)]));
         };
         let Some(snapshot) = c.state_of(id) else {
             return Err(self.tr("no_checkpoint_at", &[("n", &n)]));
         };
-        let checkpoints = self.checkpoints.as_ref().expect("checked by the caller");
+        let checkpoints = self
+            .engine
+            .checkpoints
+            .as_ref()
+            .expect("checked by the caller");
         checkpoints
             .store
             .load(snapshot)
@@ -46,7 +50,7 @@ impl App {
     /// `/diff [N [M]]`: the working folder against node N's state (default: the current node), or
     /// node N's state against node M's.
     pub(super) fn diff(&mut self, args: &str) {
-        let Some(checkpoints) = self.checkpoints.as_ref() else {
+        let Some(checkpoints) = self.engine.checkpoints.as_ref() else {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         };
         let numbers: Vec<Option<usize>> = args
@@ -57,7 +61,7 @@ impl App {
             return self.out.error(&self.tr("diff_usage", &[("args", &args)]));
         }
         let numbers: Vec<usize> = numbers.into_iter().flatten().collect();
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let current = c.number_of(c.cursor()).unwrap_or(0);
         let from = match self.state_at(numbers.first().copied().unwrap_or(current)) {
             Ok(state) => state.1,
@@ -82,7 +86,7 @@ impl App {
         for (path, what) in &listed {
             text.push_str(&format!(
                 "{what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         for (path, _) in &listed {
@@ -98,7 +102,7 @@ impl App {
             };
             text.push_str(&colour_diff(
                 &self.out,
-                &new_core::tools::escape_controls_keep_lines(&diff),
+                &new_core::escape::escape_controls_keep_lines(&diff),
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -109,10 +113,10 @@ impl App {
     /// differs and, on a terminal, offers to restore (yes, no, or show the diff first); piped, or
     /// with `checkpoints.restore: never`, it only lists and gives a hint.
     pub(super) fn offer_restore(&mut self) {
-        let Some(checkpoints) = self.checkpoints.as_ref() else {
+        let Some(checkpoints) = self.engine.checkpoints.as_ref() else {
             return;
         };
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let Some(target_id) = c.state_of(c.cursor()).map(str::to_string) else {
             return;
         };
@@ -130,7 +134,7 @@ impl App {
         for (path, what) in differ.iter().take(20) {
             list.push_str(&format!(
                 "{what} {}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         if differ.len() > 20 {
@@ -143,7 +147,7 @@ impl App {
             list.trim_end()
         ));
         let terminal = matches!(self.reader, super::reader::Reader::Editor { .. });
-        if !(self.config.checkpoints.ask && terminal) {
+        if !(self.engine.config.checkpoints.ask && terminal) {
             return self.out.say(&self.out.dim(&self.tr("restore_hint", &[])));
         }
         loop {
@@ -176,10 +180,10 @@ impl App {
     /// The restore; `ask`: list and ask first (the offer after a move has asked already). Files
     /// changed outside `new` are asked about either way.
     fn restore_with(&mut self, ask: bool) {
-        let Some(checkpoints) = self.checkpoints.as_ref() else {
+        let Some(checkpoints) = self.engine.checkpoints.as_ref() else {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         };
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let n = c.number_of(c.cursor()).unwrap_or(0);
         let (_, target) = match self.state_at(n) {
             Ok(state) => state,
@@ -211,7 +215,7 @@ impl App {
             let mark = if outside.contains(path) { &flag } else { "" };
             list.push_str(&format!(
                 "{what} {}{mark}\n",
-                new_core::tools::escape_controls(path)
+                new_core::escape::escape_controls(path)
             ));
         }
         let yes = |answer: Option<String>| {
@@ -229,7 +233,12 @@ impl App {
         }
         // Contents that cannot be had (damaged or missing in the store) are said first; the rest is
         // restored only after a yes.
-        let store = &self.checkpoints.as_ref().expect("checked above").store;
+        let store = &self
+            .engine
+            .checkpoints
+            .as_ref()
+            .expect("checked above")
+            .store;
         let broken: Vec<String> = to_change
             .iter()
             .filter_map(|(path, _)| {
@@ -241,7 +250,7 @@ impl App {
             for b in &broken {
                 self.out.error(&self.tr(
                     "cannot_restore",
-                    &[("what", &new_core::tools::escape_controls(b))],
+                    &[("what", &new_core::escape::escape_controls(b))],
                 ));
             }
             if !yes(self.ask(&self.tr("restore_the_rest", &[]), "", false)) {
@@ -260,13 +269,13 @@ impl App {
             ));
         // The folder as it is now stays reachable: from the store, and as the state of the node
         // the cursor came from.
-        if let Some(from) = self.came_from.clone()
-            && let Err(e) = self.session.add_checkpoint(&from, &now_id)
+        if let Some(from) = self.engine.came_from.clone()
+            && let Err(e) = self.engine.chat.add_checkpoint(&from, &now_id)
         {
             self.out.warn(&e.to_string());
         }
-        let checkpoints = self.checkpoints.as_ref().expect("checked above");
-        let sandbox = self.tools.sandbox().clone();
+        let checkpoints = self.engine.checkpoints.as_ref().expect("checked above");
+        let sandbox = self.engine.tools.workdir().clone();
         let mut kept: Vec<String> = Vec::new();
         let paths: Vec<String> = to_change
             .iter()
@@ -287,7 +296,7 @@ impl App {
             let list: String = applied
                 .changed
                 .iter()
-                .map(|p| format!("  {}\n", new_core::tools::escape_controls(p)))
+                .map(|p| format!("  {}\n", new_core::escape::escape_controls(p)))
                 .collect();
             self.out.warn(&format!(
                 "{}\n{}",
@@ -300,7 +309,12 @@ impl App {
             let changed = std::mem::take(&mut applied.changed);
             if yes(self.ask(&self.tr("restore_overwrite_them", &[]), "", false)) {
                 let again = new_core::checkpoint::apply(
-                    &self.checkpoints.as_ref().expect("checked above").store,
+                    &self
+                        .engine
+                        .checkpoints
+                        .as_ref()
+                        .expect("checked above")
+                        .store,
                     &sandbox,
                     &now,
                     &target,
@@ -323,15 +337,15 @@ impl App {
                 .into_iter()
                 .map(|(p, why)| format!("{p} ({why})")),
         );
-        let checkpoints = self.checkpoints.as_ref().expect("checked above");
+        let checkpoints = self.engine.checkpoints.as_ref().expect("checked above");
         // The folder now, written down on the node it was restored to (when it holds that node's
         // state whole): what `new` left. After a partial restore the kept files are asked about
         // again next time, which errs on the side of asking.
         if kept.is_empty()
             && let Ok(Some(id)) = checkpoints.take()
         {
-            let cursor = self.session.conversation().cursor().to_string();
-            if let Err(e) = self.session.add_checkpoint(&cursor, &id) {
+            let cursor = self.engine.chat.conversation().cursor().to_string();
+            if let Err(e) = self.engine.chat.add_checkpoint(&cursor, &id) {
                 self.out.warn(&e.to_string());
             }
         }
@@ -340,7 +354,7 @@ impl App {
         for k in kept {
             self.out.warn(&self.tr(
                 "not_restored",
-                &[("what", &new_core::tools::escape_controls(&k))],
+                &[("what", &new_core::escape::escape_controls(&k))],
             ));
         }
     }
@@ -352,11 +366,11 @@ impl App {
                 .out
                 .error(&self.tr("checkpoints_usage", &[("args", &args)]));
         }
-        let Some(checkpoints) = self.checkpoints.as_ref() else {
+        let Some(checkpoints) = self.engine.checkpoints.as_ref() else {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         };
         if args == "gc" {
-            return match checkpoints.store.gc(self.store.dir()) {
+            return match checkpoints.store.gc(self.engine.store.dir()) {
                 Ok((snapshots, objects, bytes)) => self.out.say(&self.tr(
                     "checkpoints_collected",
                     &[

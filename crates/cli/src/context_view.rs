@@ -23,12 +23,15 @@ pub fn thousands(n: u64) -> String {
 impl App {
     /// What the next request for the branch at the cursor holds, measured.
     pub(super) fn breakdown(&self) -> Breakdown {
-        let c = self.session.conversation();
-        let results = new_core::context::results_dir(self.store.dir(), c.id.as_str());
-        let messages = self.context.request_messages(c, c.cursor(), &results);
+        let c = self.engine.chat.conversation();
+        let results = new_core::context::results_dir(self.engine.store.dir(), c.id.as_str());
+        let messages = self
+            .engine
+            .context
+            .request_messages(c, c.cursor(), &results);
         let has_summary = c.sent(c.cursor()).summary.is_some();
         Breakdown::of(
-            &self.prompt_parts,
+            &self.engine.prompt_parts,
             &self.offered_tools(),
             &messages[1..],
             has_summary,
@@ -37,38 +40,38 @@ impl App {
 
     /// The tokens in use (calibrated) and the window, for the status line.
     pub(super) fn context_use(&self) -> (u64, u64) {
-        let used = self.context.scale(self.breakdown().total());
-        (used, self.context.window().0)
+        let used = self.engine.context.scale(self.breakdown().total());
+        (used, self.engine.context.window().0)
     }
 
     /// `/compact [focus]`: a summary node for the start of the branch at the cursor.
     pub(super) fn compact(&mut self, args: &str) {
         self.learn_server_window();
         let agent = Agent {
-            provider: &self.provider,
-            tools: &self.tools,
-            model: self.config.model.clone(),
-            max_rounds: self.config.max_rounds,
-            context: Some(&self.context),
+            provider: &self.engine.provider,
+            tools: &self.engine.tools,
+            model: self.engine.config.model.clone(),
+            max_rounds: self.engine.config.max_rounds,
+            context: Some(&self.engine.context),
             allowed_tools: None,
             checkpoints: None,
-            hooks: self.hooks.as_ref(),
+            hooks: self.engine.hooks.as_ref(),
             subagents: None,
             role: None,
             folder: None,
         };
         let mut printer = Printer::new(self.out);
         let focus = Some(args.trim()).filter(|a| !a.is_empty());
-        self.busy.store(true, Ordering::SeqCst);
+        self.engine.busy.store(true, Ordering::SeqCst);
         // The outcome is reported by the printer as the compaction goes.
         let _ = self.runtime.block_on(agent.compact(
-            &mut self.session,
+            &mut self.engine.chat,
             &mut printer,
-            &mut self.interrupts,
+            &mut self.engine.interrupts,
             focus,
             false,
         ));
-        self.busy.store(false, Ordering::SeqCst);
+        self.engine.busy.store(false, Ordering::SeqCst);
     }
 
     /// `/context`: the window, what the next request holds by source and kind, how much is left
@@ -82,7 +85,7 @@ impl App {
         }
         self.learn_server_window();
         let b = self.breakdown();
-        let ctx = &self.context;
+        let ctx = &self.engine.context;
         let (window, source) = ctx.window();
         let source = match source {
             WindowSource::Config => self.tr("ctx_source_config", &[]),
@@ -121,7 +124,7 @@ impl App {
             .map(|(s, n)| {
                 format!(
                     "{} {}",
-                    new_core::tools::escape_controls(s),
+                    new_core::escape::escape_controls(s),
                     short_tokens(ctx.scale(*n))
                 )
             })

@@ -29,7 +29,9 @@ pub type McpSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<new_core::m
 /// A server's word is offered only when it can be typed back as one word and shown as is (no
 /// control character, no bidirectional override that would make it look like another).
 fn plain_word(s: &str) -> bool {
-    !s.is_empty() && !s.chars().any(char::is_whitespace) && new_core::tools::escape_controls(s) == s
+    !s.is_empty()
+        && !s.chars().any(char::is_whitespace)
+        && new_core::escape::escape_controls(s) == s
 }
 
 /// The `@server:uri` of every resource the servers listed, starting with `word`.
@@ -174,7 +176,8 @@ pub fn join_continuations(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use new_core::mcp::{Offers, Origin, Prompt, State, Status};
+    use new_core::layers::Origin;
+    use new_core::mcp::{Offers, Prompt, State, Status};
 
     fn server(name: &str, resources: &[&str], prompts: &[&str]) -> Status {
         Status {

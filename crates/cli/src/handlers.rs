@@ -4,12 +4,14 @@
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
+use super::output::Printer;
 use super::repl::{App, interruptible};
+use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
 use super::wrap;
-use new_core::conversation::{ChatSession, LoadReport, export};
+use new_core::conversation::{LoadReport, export};
 use new_core::llm::ChatRequest;
-use new_core::prompt;
+use new_core::session::{Ended, Switched};
 use new_core::vocab::Role;
 
 /// How many conversations `/list` shows without `all`.
@@ -43,10 +45,10 @@ impl App {
     /// After `--continue` or `--resume`: which conversation, its last exchange on this branch
     /// (the user's message and the answer, a few lines each) and where the branch stands.
     pub(super) fn show_resumed(&self) {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         self.out.say(&self.tr(
             "resumed",
-            &[("id", &self.session.id()), ("n", &(c.len() - 1))],
+            &[("id", &self.engine.chat.id()), ("n", &(c.len() - 1))],
         ));
         let width = super::markdown::terminal_layout(false).width.clamp(20, 160);
         let chain = c.chain(c.cursor());
@@ -66,7 +68,7 @@ impl App {
                 .iter()
                 .take(LINES)
                 .map(|l| {
-                    let l = new_core::tools::escape_controls(l);
+                    let l = new_core::escape::escape_controls(l);
                     match l.char_indices().nth(width - 4) {
                         Some((at, _)) => format!("  {}…", &l[..at]),
                         None => format!("  {l}"),
@@ -105,7 +107,7 @@ impl App {
         let name = c
             .names_of(c.cursor())
             .first()
-            .map(|n| format!(" `{}`", new_core::tools::escape_controls(n)))
+            .map(|n| format!(" `{}`", new_core::escape::escape_controls(n)))
             .unwrap_or_default();
         self.out.say(&self.out.dim(&self.tr(
             "resumed_place",
@@ -115,11 +117,13 @@ impl App {
 
     /// Moves the cursor and says where it is and what the next message will do.
     pub(super) fn move_and_say(&mut self, id: &str) {
-        self.came_from = Some(self.session.conversation().cursor().to_string());
-        self.session
-            .move_cursor(id)
-            .expect("ids come from the tree");
-        let c = self.session.conversation();
+        self.engine.move_to(id).expect("ids come from the tree");
+        self.say_place(id);
+    }
+
+    /// Says where the cursor is (at `id`) and what the next message will do.
+    pub(super) fn say_place(&self, id: &str) {
+        let c = self.engine.chat.conversation();
         let n = c.number_of(id).unwrap_or(0);
         let what = describe(c.current(), self.out.lang);
         let next = if c.is_leaf(id) {
@@ -132,7 +136,7 @@ impl App {
     }
 
     pub(super) fn goto(&mut self, n: usize) {
-        let conversation = self.session.conversation();
+        let conversation = self.engine.chat.conversation();
         match conversation.id_by_number(n).map(str::to_string) {
             Some(id) => self.move_to(&id),
             None => {
@@ -154,12 +158,12 @@ impl App {
         let mut text = format!(
             "{}\n",
             self.out
-                .dim(&self.tr("tree_title", &[("id", &self.session.id())]))
+                .dim(&self.tr("tree_title", &[("id", &self.engine.chat.id())]))
         );
         // Most rows are drawn straight into the one buffer.
         push_tree(
             &mut text,
-            self.session.conversation(),
+            self.engine.chat.conversation(),
             full,
             self.out.lang,
             &|highlight, drawn| match highlight {
@@ -175,7 +179,7 @@ impl App {
         if !self.no_args("/branches", args) {
             return;
         }
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let current_tip = c.tip(c.cursor()).map(|m| m.id.clone());
         let mut text = String::new();
         for (number, (_, m)) in c.preorder().into_iter().enumerate() {
@@ -219,7 +223,7 @@ impl App {
         if !self.no_args(name, args) {
             return;
         }
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
             return self.refuse_text("there_is_no_fork_above_this", &[]);
         };
@@ -261,21 +265,13 @@ impl App {
                 _ => return self.refuse_text("retry_usage", &[("args", &args)]),
             }
         }
-        let c = self.session.conversation();
-        let Some(user) = c.nearest_user(c.cursor()).map(|m| m.id.clone()) else {
-            return self.refuse_text("nothing_to_retry_there_is_no", &[]);
+        let user = match self.engine.retry_from() {
+            Ok(user) => user,
+            Err(e) => return self.command_error(&e),
         };
         // Another model for these answers only; the session's comes back after.
-        let saved = model.map(|m| {
-            let saved = std::mem::replace(&mut self.config.model, m);
-            self.reset_context();
-            saved
-        });
-        let refusal = (count > 1).then(|| self.side_by_side_refusal()).flatten();
-        if let Some(why) = &refusal {
-            self.out.say(&self.out.dim(why));
-        }
-        if count == 1 || refusal.is_some() || !self.retry_together(&user, count) {
+        let saved = model.map(|m| self.engine.swap_model(m));
+        if count == 1 || !self.retry_together(&user, count) {
             for i in 0..count {
                 if count > 1 {
                     self.out.say(
@@ -284,18 +280,134 @@ impl App {
                             .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
                     );
                 }
-                self.session.move_cursor(&user).expect("from the tree");
+                self.engine.chat.move_cursor(&user).expect("from the tree");
                 // Each try starts from the files of the message it answers.
                 self.offer_restore();
-                if !matches!(self.answer(), new_core::agent::TurnEnd::Complete) {
+                if !self.answer().is_complete() {
                     break;
                 }
             }
         }
         if let Some(saved) = saved {
-            self.config.model = saved;
-            self.reset_context();
+            self.engine.restore_model(saved);
         }
+    }
+
+    /// `count` answers to the user message `user`, side by side; the cursor ends on the last,
+    /// as when they run one after another. False when they cannot (said; nothing ran): they
+    /// must run one after another.
+    fn retry_together(&mut self, user: &str, count: usize) -> bool {
+        use new_core::session::OneAfterAnother;
+        let why = match self.engine.side_by_side_refusal() {
+            Some(OneAfterAnother::NoCheckpoints) => {
+                Some(self.tr("one_after_another_no_checkpoints", &[]))
+            }
+            Some(OneAfterAnother::StopHooks) => Some(self.tr("one_after_another_stop_hooks", &[])),
+            _ => None,
+        };
+        if let Some(why) = why {
+            self.out.say(&self.out.dim(&why));
+            return false;
+        }
+        self.engine.chat.move_cursor(user).expect("from the tree");
+        // They all start from the files of the message they answer (asked, as after any move)…
+        self.offer_restore();
+        // …or from the folder as the user keeps it: what `new` sees of it now.
+        match self.engine.ready_together() {
+            Ok(()) => {}
+            Err(OneAfterAnother::SnapshotFailed(reason)) => {
+                self.out.warn(&self.tr(
+                    "checkpoint_failed",
+                    &[("reason", &new_core::escape::escape_controls(&reason))],
+                ));
+                return false;
+            }
+            Err(_) => return false,
+        }
+        self.out.say(
+            &self
+                .out
+                .dim(&self.tr("retry_together", &[("count", &count)])),
+        );
+        let out = self.out;
+        let lang = out.lang;
+        let label =
+            |i: usize| super::text::tr(lang, "retry_n_of", &[("i", &(i + 1)), ("count", &count)]);
+        let pricing = self.engine.config.pricing;
+        let model = self.engine.config.model.clone();
+        // Each answer's tokens and cost, in order.
+        let mut spent: Vec<(Option<new_core::vocab::Usage>, Option<f64>)> = Vec::new();
+        let mut done =
+            |i: usize, recorded: new_core::session::Recorder, took: std::time::Duration| {
+                out.say(&out.bold(&label(i)));
+                let mut printer = Printer::new(out);
+                for event in &recorded.events {
+                    new_core::session::to_observer(event, &mut printer);
+                }
+                let cost = pricing.zip(printer.turn.as_ref()).map(|(p, u)| p.cost(u));
+                let line = super::output::status_line(
+                    lang,
+                    &model,
+                    printer.turn.as_ref(),
+                    None,
+                    took.as_secs_f64(),
+                    cost,
+                );
+                out.say(&out.dim(&line));
+                spent.push((printer.turn, cost));
+            };
+        let mut asking = Terminal::asking(self.out, &mut self.reader);
+        let together = self.runtime.block_on(self.engine.answer_together(
+            count,
+            &label,
+            &mut asking,
+            &mut done,
+        ));
+        // It refuses only as `side_by_side_refusal` does, checked above: the snapshot is taken.
+        let Ok(together) = together else {
+            return false;
+        };
+        for problem in &together.problems {
+            self.out.warn(&self.tr(
+                "not_put_back",
+                &[("what", &new_core::escape::escape_controls(problem))],
+            ));
+        }
+        match &together.reopened {
+            Ok(report) => self.report_load(report),
+            Err(e) => {
+                self.out.error(&super::text::error(self.out.lang, e));
+                return true;
+            }
+        }
+        let mut interrupted = false;
+        for ((end, tip), (usage, cost)) in together.ends.into_iter().zip(spent) {
+            if let Some(usage) = &usage {
+                super::output::add_usage(&mut self.engine.totals.0, usage);
+            }
+            self.engine.totals.1 += cost.unwrap_or(0.0);
+            self.engine.totals.2 += 1;
+            if self.engine.chat.move_cursor(&tip).is_err() {
+                continue;
+            }
+            match end {
+                // One Ctrl-C stops them all: said once.
+                Ended::Interrupted => interrupted = true,
+                end => {
+                    let mut printer = Printer::new(self.out);
+                    let mut front = Terminal::turn(self.out, &mut printer, &mut self.reader);
+                    self.runtime.block_on(self.engine.finish(end, &mut front));
+                }
+            }
+        }
+        if interrupted {
+            self.turn_interrupted = true;
+            self.out
+                .warn(&self.tr("interrupted_what_arrived_is_kept", &[]));
+        }
+        // The folder is as they all began; the cursor's answer may have left it otherwise.
+        self.offer_restore();
+        true
     }
 
     /// `/compare`: the alternatives at the nearest fork above the cursor, one after another, each
@@ -304,94 +416,43 @@ impl App {
         if !self.no_args("/compare", args) {
             return;
         }
-        let c = self.session.conversation();
-        let Some((alternatives, at)) = c.alternatives(c.cursor()) else {
-            return self.refuse_text("there_is_no_fork_above_this", &[]);
+        let alternatives = match self.engine.compare() {
+            Ok(alternatives) => alternatives,
+            Err(e) => return self.command_error(&e),
         };
-        let fork = c
-            .get(alternatives[0])
-            .and_then(|m| m.parent_id.clone())
-            .expect("an alternative has a parent");
-        let fork_state = c.state_of(&fork).map(str::to_string);
         // (header, answer, files changed) of each alternative.
+        let count = alternatives.len();
         let mut blocks: Vec<(String, String, Option<String>)> = Vec::new();
-        for (i, id) in alternatives.iter().enumerate() {
-            let tip = c.tip(id).expect("in the tree");
-            let branch: Vec<&new_core::conversation::Message> = c
-                .chain(&tip.id)
-                .into_iter()
-                .skip_while(|m| m.id != *id)
-                .collect();
-            let mut usage = new_core::vocab::Usage::default();
-            let mut models: Vec<&str> = Vec::new();
-            for m in &branch {
-                if let Some(u) = &m.extra.usage {
-                    usage.add(u);
-                }
-                if let Some(model) = m.extra.model.as_deref()
-                    && !models.contains(&model)
-                {
-                    models.push(model);
-                }
-            }
-            // From the message answered (the fork when it is the user's, else the branch's own).
-            let start = match c.get(&fork) {
-                Some(m) if m.role == Role::User => m.timestamp,
-                _ => branch[0].timestamp,
-            };
-            let seconds = tip
-                .timestamp
-                .signed_duration_since(start)
-                .num_seconds()
-                .max(0);
-            let cost = self
-                .config
-                .pricing
-                .map(|p| format!(" · ${:.4}", p.cost(&usage)))
-                .unwrap_or_default();
-            let mark = if i == at { "*" } else { " " };
-            let n = c.number_of(&tip.id).unwrap_or(0);
-            let model = if models.is_empty() {
+        for (i, alt) in alternatives.into_iter().enumerate() {
+            let cost = alt.cost.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
+            let mark = if alt.current { "*" } else { " " };
+            let model = if alt.models.is_empty() {
                 "?".to_string()
             } else {
-                models.join(", ")
+                alt.models.join(", ")
             };
             let header = self.tr(
                 "compare_header",
                 &[
                     ("mark", &mark),
                     ("i", &(i + 1)),
-                    ("count", &alternatives.len()),
-                    ("n", &n),
-                    ("model", &new_core::tools::escape_controls(&model)),
-                    ("input", &usage.input_tokens),
-                    ("output", &usage.output_tokens),
-                    ("seconds", &seconds),
+                    ("count", &count),
+                    ("n", &alt.n),
+                    ("model", &new_core::escape::escape_controls(&model)),
+                    ("input", &alt.usage.input_tokens),
+                    ("output", &alt.usage.output_tokens),
+                    ("seconds", &alt.seconds),
                     ("cost", &cost),
                 ],
             );
-            // What it answered: the last answer with text on that branch.
-            let answer = branch
+            let answer = new_core::escape::escape_controls_keep_lines(&alt.answer);
+            let changed: Vec<String> = alt
+                .files
                 .iter()
-                .rev()
-                .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
-                .map_or(String::new(), |m| m.content.trim().to_string());
-            let answer = new_core::tools::escape_controls_keep_lines(&answer);
-            // The files it changed, against the folder at the fork.
-            let mut files = None;
-            if let (Some(checkpoints), Some(from)) = (self.checkpoints.as_ref(), &fork_state)
-                && let Some(to) = c.state_of(&tip.id)
-                && to != from
-                && let (Ok(a), Ok(b)) = (checkpoints.store.load(from), checkpoints.store.load(to))
-            {
-                let changed: Vec<String> = new_core::checkpoint::changes(&a, &b)
-                    .into_iter()
-                    .map(|(p, w)| format!("{w} {}", new_core::tools::escape_controls(&p)))
-                    .collect();
-                if !changed.is_empty() {
-                    files = Some(self.tr("compare_files", &[("files", &changed.join(", "))]));
-                }
-            }
+                .map(|(p, w)| format!("{w} {}", new_core::escape::escape_controls(p)))
+                .collect();
+            let files = (!changed.is_empty())
+                .then(|| self.tr("compare_files", &[("files", &changed.join(", "))]));
             blocks.push((header, answer, files));
         }
         // Side by side when they fit (two or three, 50 columns each), else one after another.
@@ -452,41 +513,29 @@ impl App {
 
     /// `/edit [N]`: a changed copy of user message N, as its sibling, then answered.
     pub(super) fn edit(&mut self, args: &str) {
-        let c = self.session.conversation();
-        let target = if args.is_empty() {
-            match c.nearest_typed(c.cursor()) {
-                Some(m) => m.id.to_string(),
-                None => {
-                    return self.refuse_text("nothing_to_edit_there_is_no", &[]);
-                }
-            }
+        let n = if args.is_empty() {
+            None
         } else {
-            let Some(id) = args
+            match args
                 .strip_prefix('[')
                 .and_then(|a| a.strip_suffix(']'))
                 .unwrap_or(args)
                 .parse::<usize>()
-                .ok()
-                .and_then(|n| c.id_by_number(n))
-            else {
-                return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
-            };
-            id.to_string()
+            {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
+                }
+            }
         };
-        let m = c.get(&target).expect("from the tree");
-        if m.is_summary() {
-            let n = c.number_of(&target).unwrap_or(0);
-            return self.refuse_text("a_summary_is_not_edited", &[("n", &n)]);
-        }
-        if m.role != Role::User {
-            let n = c.number_of(&target).unwrap_or(0);
-            return self.refuse_text(
-                "only_user_messages_can_be_edited",
-                &[("n", &n), ("role", &m.role.as_str())],
-            );
-        }
-        let old = m.content.clone();
-        let parent = m.parent_id.clone().expect("a user message has a parent");
+        let target = match self.engine.edit_target(n) {
+            Ok(target) => target,
+            Err(new_core::session::CommandError::NoSuchNode(_)) => {
+                return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
+            }
+            Err(e) => return self.command_error(&e),
+        };
+        let (old, parent) = (target.text, target.parent);
         let question = self.tr("edit_the_message_enter_sends_it", &[]);
         let Some(text) = self.ask(&question, &old, true) else {
             return self.out.say(&self.tr("edit_cancelled", &[]));
@@ -502,7 +551,10 @@ impl App {
                 .out
                 .say(&self.tr("the_text_is_unchanged_retry_asks", &[]));
         }
-        self.session.move_cursor(&parent).expect("from the tree");
+        self.engine
+            .chat
+            .move_cursor(&parent)
+            .expect("from the tree");
         self.offer_restore();
         self.chat(text);
     }
@@ -516,14 +568,14 @@ impl App {
             }
         };
         let listed = if all {
-            self.store.list().map(|s| {
+            self.engine.store.list().map(|s| {
                 let n = s.len();
                 (s, n)
             })
         } else {
             // Subagents' conversations are left out (`/list all` shows them): a few more are
             // read so that the page stays full.
-            self.store.list_recent(LIST_LIMIT * 2)
+            self.engine.store.list_recent(LIST_LIMIT * 2)
         };
         let (summaries, total) = match listed {
             Ok(listed) => listed,
@@ -536,7 +588,7 @@ impl App {
         )> = summaries
             .into_iter()
             .map(|s| {
-                let kind = self.store.kind(&s.id);
+                let kind = self.engine.store.kind(&s.id);
                 (s, kind)
             })
             .collect();
@@ -548,15 +600,15 @@ impl App {
             });
             summaries.truncate(LIST_LIMIT);
         }
-        let current = self.session.id().to_string();
+        let current = self.engine.chat.id().to_string();
         let mut text = String::new();
-        if !self.session.is_persisted() {
+        if !self.engine.chat.is_persisted() {
             text.push_str(&format!(
                 "* {current}  {}\n",
                 self.tr("this_new_conversation_not_saved_until", &[])
             ));
         }
-        if summaries.is_empty() && self.session.is_persisted() {
+        if summaries.is_empty() && self.engine.chat.is_persisted() {
             text.push_str(&self.tr("no_conversations_yet", &[]));
         }
         let shown = summaries.len();
@@ -609,31 +661,27 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_switch_id_see_list", &[]);
         }
-        // A branch of this conversation by its name first.
-        if let Some(tip) = self.named_tip(args) {
-            return self.move_to(&tip);
-        }
-        let id = match self.store.resolve(args) {
-            Ok(id) => id,
-            Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
-        };
-        if id == self.session.id() && self.session.is_persisted() {
-            return self
+        let mut front = Terminal::plain(self.out);
+        let switched = self.runtime.block_on(self.engine.switch(args, &mut front));
+        match switched {
+            // A branch of this conversation by its name.
+            Ok(Switched::Branch(tip)) => {
+                self.say_place(&tip);
+                self.offer_restore();
+            }
+            Ok(Switched::Already(id)) => self
                 .out
-                .say(&self.tr("is_already_the_current_conversation", &[("id", &id)]));
-        }
-        match ChatSession::open(self.store.clone(), &id, &self.system_prompt) {
-            Ok((session, report)) => {
-                self.end_session_hooks();
-                self.session = session;
+                .say(&self.tr("is_already_the_current_conversation", &[("id", &id)])),
+            Ok(Switched::Conversation(report)) => {
                 self.report_load(&report);
-                let n = self.session.conversation().len() - 1;
+                let n = self.engine.chat.conversation().len() - 1;
+                let id = self.engine.chat.id().to_string();
                 self.out
                     .say(&self.tr("switched_to", &[("id", &id), ("n", &n)]));
                 self.start_session_hooks();
                 self.offer_restore();
             }
-            Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
+            Err(e) => self.command_error(&e),
         }
     }
 
@@ -665,7 +713,7 @@ impl App {
             ));
         }
         if !report.misplaced_summaries.is_empty() {
-            self.out.warn(&new_core::tools::escape_controls(&self.tr(
+            self.out.warn(&new_core::escape::escape_controls(&self.tr(
                 "misplaced_summaries",
                 &[("ids", &report.misplaced_summaries.join(", "))],
             )));
@@ -677,17 +725,16 @@ impl App {
             return;
         }
         // Role and skill files are read again, so edits take effect.
-        match prompt::load_role(&self.layers, &self.role.name) {
-            Ok(role) => self.role = role,
-            Err(e) => self
-                .out
-                .warn(&self.tr("keeping_the_role", &[("error", &e)])),
+        if let Err(e) = self.engine.reload_role() {
+            self.out
+                .warn(&self.tr("keeping_the_role", &[("error", &e)]));
         }
         self.reload_skills(true);
-        self.end_session_hooks();
-        self.session = ChatSession::new(self.store.clone(), &self.system_prompt);
+        let mut front = Terminal::plain(self.out);
+        self.runtime
+            .block_on(self.engine.new_conversation(&mut front));
         self.out
-            .say(&self.tr("new_conversation", &[("id", &self.session.id())]));
+            .say(&self.tr("new_conversation", &[("id", &self.engine.chat.id())]));
         self.start_session_hooks();
     }
 
@@ -698,10 +745,7 @@ impl App {
         if !self.no_args("/clear", args) {
             return;
         }
-        let root = self.session.conversation().root_id.clone();
-        // Where it was, for a later `/restore` of the files, as for any move.
-        self.came_from = Some(self.session.conversation().cursor().to_string());
-        if let Err(e) = self.session.move_cursor(&root) {
+        if let Err(e) = self.engine.clear() {
             return self.out.error(&e.to_string());
         }
         use std::io::{IsTerminal, Write};
@@ -712,26 +756,19 @@ impl App {
             let _ = stdout.flush();
         }
         self.out
-            .say(&self.tr("cleared", &[("id", &self.session.id())]));
+            .say(&self.tr("cleared", &[("id", &self.engine.chat.id())]));
     }
 
-    /// One conversation ends for the hooks (`session_end`, CodePilot's and Claude Code's)…
-    fn end_session_hooks(&mut self) {
-        tracing::info!(session = %self.session.id(), "session end");
-        self.fire_hooks(new_core::hooks::Input::new("session_end"));
-    }
-
-    /// …and another starts (`session_start`: what its hooks print goes with the next message).
+    /// Another conversation starts (what its `session_start` hooks print goes with the next message).
     fn start_session_hooks(&mut self) {
-        tracing::info!(session = %self.session.id(), "session start");
-        if let Some(started) = self.fire_hooks(new_core::hooks::Input::new("session_start")) {
-            self.hook_context = started.context;
-        }
+        let mut front = Terminal::plain(self.out);
+        self.runtime
+            .block_on(self.engine.begin_conversation(&mut front));
     }
 
     /// The title shown by `/list`: the latest title record, else the first user message.
     fn current_title(&self) -> String {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         c.title
             .clone()
             .or_else(|| c.first_user_message().map(|m| preview(&m.content, 60)))
@@ -747,10 +784,10 @@ impl App {
                 title
             });
         }
-        if !self.session.is_persisted() {
+        if !self.engine.chat.is_persisted() {
             return self.refuse_text("nothing_to_name_yet_send_a", &[]);
         }
-        match self.session.set_title(args) {
+        match self.engine.chat.set_title(args) {
             Ok(()) => self.out.say(&self.tr("titled", &[("args", &args)])),
             Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
         }
@@ -760,14 +797,15 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_delete_id_see_list", &[]);
         }
-        let id = match self.store.resolve(args) {
+        let id = match self.engine.store.resolve(args) {
             Ok(id) => id,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
-        if id == self.session.id() {
+        if id == self.engine.chat.id() {
             return self.refuse_text("that_is_the_current_conversation_new", &[]);
         }
         let summary = self
+            .engine
             .store
             .list()
             .ok()
@@ -792,7 +830,7 @@ impl App {
         if !yes {
             return self.out.say(&self.tr("nothing_deleted", &[]));
         }
-        match self.store.trash(&id) {
+        match self.engine.store.trash(&id) {
             Ok(path) => self
                 .out
                 .say(&self.tr("moved_to_trash", &[("id", &id), ("path", &path.display())])),
@@ -804,15 +842,15 @@ impl App {
         if args.is_empty() {
             return self.refuse_text("usage_search_text", &[]);
         }
-        let results = match self.store.search(args, SEARCH_LIMIT) {
+        let results = match self.engine.store.search(args, SEARCH_LIMIT) {
             Ok(r) => r,
             Err(e) => return self.out.error(&super::text::error(self.out.lang, &e)),
         };
         let mut text = String::new();
         // The hits are what the model (or another program) wrote: escaped for the terminal.
-        let shown = new_core::tools::escape_controls;
+        let shown = new_core::escape::escape_controls;
         for hit in &results.hits {
-            let mark = if hit.conversation == self.session.id() {
+            let mark = if hit.conversation == self.engine.chat.id() {
                 "*"
             } else {
                 " "
@@ -855,7 +893,7 @@ impl App {
                 }
             }
         }
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         if c.is_empty() {
             return self.refuse_text("nothing_to_export_this_conversation_has", &[]);
         }
@@ -887,25 +925,28 @@ impl App {
         if !self.no_args("/dump", args) {
             return;
         }
-        let c = self.session.conversation();
-        let results = new_core::context::results_dir(self.store.dir(), c.id.as_str());
-        let mut messages = self.context.request_messages(c, c.cursor(), &results);
-        new_core::agent::add_mcp_instructions(&mut messages, &self.tools);
+        let c = self.engine.chat.conversation();
+        let results = new_core::context::results_dir(self.engine.store.dir(), c.id.as_str());
+        let mut messages = self
+            .engine
+            .context
+            .request_messages(c, c.cursor(), &results);
+        new_core::agent::add_mcp_instructions(&mut messages, &self.engine.tools);
         let request = ChatRequest {
-            model: self.config.model.clone(),
+            model: self.engine.config.model.clone(),
             messages,
             tools: self.offered_tools(),
             no_tool_calls: false,
             max_tokens: None,
         };
         // Exactly what the provider in use would send.
-        let body = new_core::llm::Model::request_body(&self.provider, &request);
+        let body = new_core::llm::Model::request_body(&self.engine.provider, &request);
         let mut md = format!(
             "# What the model sees\n\nConversation `{}` at node [{}], model `{}`, provider `{}`.\n",
             c.id,
             c.number_of(c.cursor()).unwrap_or(0),
             request.model,
-            self.config.provider.name
+            self.engine.config.provider.name
         );
         for m in &request.messages {
             md.push_str(&format!("\n## {}", m.role.as_str()));
@@ -928,15 +969,15 @@ impl App {
         for t in &request.tools {
             md.push_str(&format!("- `{}`: {}\n", t.name, t.description));
         }
-        let dir = self.store.dir();
+        let dir = self.engine.store.dir();
         let (md_path, json_path) = (
             dir.join(format!("{}.dump.md", c.id)),
             dir.join(format!("{}.dump.json", c.id)),
         );
         let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
         // Readable by the user only, like the conversations (they hold the whole system prompt).
-        let result = new_core::layers::write_private(&md_path, md.as_bytes())
-            .and_then(|()| new_core::layers::write_private(&json_path, json.as_bytes()));
+        let result = new_core::fs::atomic::write_private(&md_path, md.as_bytes())
+            .and_then(|()| new_core::fs::atomic::write_private(&json_path, json.as_bytes()));
         match result {
             Ok(()) => self.out.say(&self.tr(
                 "wrote_both",
@@ -956,15 +997,15 @@ impl App {
                     &[("args", &args)],
                 );
             };
-            self.policy.mode = mode;
+            self.engine.policy.mode = mode;
             // Background subagents decide by the new mode from their next call on.
-            if let Some(subagents) = &self.subagents {
-                subagents
-                    .tasks
-                    .renew_fallbacks(|| super::approval::Unattended::boxed(&self.policy));
+            if let Some(subagents) = &self.engine.subagents {
+                subagents.tasks.renew_fallbacks(|| {
+                    new_core::session::gate::Unattended::boxed(&self.engine.policy)
+                });
             }
         }
-        let mode = self.policy.mode;
+        let mode = self.engine.policy.mode;
         let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
         use new_core::tools::ToolKind::*;
         let mut text = format!(
@@ -979,20 +1020,21 @@ impl App {
             table(Execute),
         );
         let rules: Vec<String> = self
+            .engine
             .policy
             .rules()
             .map(|(r, origin)| {
                 format!(
                     "  {:<8} {}",
                     origin.label(),
-                    new_core::tools::escape_controls(&r.describe())
+                    new_core::escape::escape_controls(&r.describe())
                 )
             })
-            .chain(self.policy.session_rules().map(|r| {
+            .chain(self.engine.policy.session_rules().map(|r| {
                 format!(
                     "  {:<8} {}",
                     "session",
-                    new_core::tools::escape_controls(&r.describe())
+                    new_core::escape::escape_controls(&r.describe())
                 )
             }))
             .collect();
@@ -1016,7 +1058,7 @@ impl App {
         }
         let exists = ["AGENTS.md", "CLAUDE.md"]
             .iter()
-            .find(|f| self.workdir.join(f).is_file());
+            .find(|f| self.engine.workdir.join(f).is_file());
         let task = match exists {
             Some(file) => format!(
                 "Survey this project with your read tools (list_files, glob, grep, read_file) and \
@@ -1044,19 +1086,22 @@ impl App {
         if !self.no_args("/status", args) {
             return;
         }
-        let (usage, cost, turns) = &self.totals;
+        let (usage, cost, turns) = &self.engine.totals;
         let last = self
             .last_status
             .clone()
             .unwrap_or_else(|| self.tr("status_no_turn_yet", &[]));
-        let cost = if self.config.pricing.is_some() {
+        let cost = if self.engine.config.pricing.is_some() {
             format!(" · ${cost:.4}")
         } else {
             String::new()
         };
-        let s = self.provider.settings();
-        let sandbox = match &self.tools.context().os_sandbox {
-            Some(sandbox) => format!("\n{}", sandbox.one_line()),
+        let s = self.engine.provider.settings();
+        let sandbox = match &self.engine.tools.context().os_sandbox {
+            Some(sandbox) => format!(
+                "\n{}",
+                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings())
+            ),
             None => String::new(),
         };
         self.out.say(&format!(
@@ -1065,8 +1110,8 @@ impl App {
                 "status_setup",
                 &[
                     ("name", &s.name),
-                    ("model", &self.config.model),
-                    ("mode", &self.policy.mode.as_str()),
+                    ("model", &self.engine.config.model),
+                    ("mode", &self.engine.policy.mode.as_str()),
                 ],
             ),
             self.tr(
@@ -1085,10 +1130,11 @@ impl App {
         if !self.no_args("/sandbox", args) {
             return;
         }
-        match &self.tools.context().os_sandbox {
+        match &self.engine.tools.context().os_sandbox {
             Some(sandbox) => {
-                let text = sandbox.describe();
-                self.out.say(&new_core::tools::escape_controls_keep_lines(
+                let facts = super::sandbox_view::Facts::of(sandbox);
+                let text = super::sandbox_view::describe(self.out.lang, &facts);
+                self.out.say(&new_core::escape::escape_controls_keep_lines(
                     text.trim_end(),
                 ))
             }
@@ -1097,7 +1143,7 @@ impl App {
     }
 
     pub(super) fn model(&mut self, args: &str) {
-        let s = self.provider.settings();
+        let s = self.engine.provider.settings();
         if args.is_empty() {
             return self.out.say(&self.tr(
                 "provider_and_model",
@@ -1105,14 +1151,14 @@ impl App {
                     ("name", &s.name),
                     ("kind", &s.kind.as_str()),
                     ("url", &s.base_url),
-                    ("model", &self.config.model),
+                    ("model", &self.engine.config.model),
                 ],
             ));
         }
         if args.contains(char::is_whitespace) {
             return self.refuse_text("a_model_name_has_no_spaces", &[("args", &args)]);
         }
-        self.config.model = args.to_string();
+        self.engine.config.model = args.to_string();
         self.reset_context();
         self.out
             .say(&self.tr("model_for_the_rest_of_this", &[("args", &args)]));
@@ -1124,9 +1170,9 @@ impl App {
         }
         let result = interruptible(
             &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
-            self.provider.models(),
+            &self.engine.busy,
+            &mut self.engine.interrupts,
+            self.engine.provider.models(),
         );
         let models = match result {
             Some(Ok(models)) => models,
@@ -1142,7 +1188,11 @@ impl App {
         }
         let mut text = String::new();
         for m in &models {
-            let mark = if m.id == self.config.model { "*" } else { " " };
+            let mark = if m.id == self.engine.config.model {
+                "*"
+            } else {
+                " "
+            };
             let about = m
                 .description
                 .as_deref()
@@ -1288,6 +1338,7 @@ impl App {
             row(&mut text, &usage(c), &c.help(lang));
         }
         let skills: Vec<String> = self
+            .engine
             .skills
             .all()
             .filter(|s| s.enabled)

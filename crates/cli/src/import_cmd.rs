@@ -47,7 +47,7 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
     let Some(source) = Source::parse(&launch.source) else {
         eprintln!(
             "error: `{}` is not a history new can import; use claude, codex or pi",
-            new_core::tools::escape_controls(&launch.source)
+            new_core::escape::escape_controls(&launch.source)
         );
         return ExitCode::from(2);
     };
@@ -85,7 +85,7 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
     }
     let mut failed = false;
     for path in &all {
-        let shown = new_core::tools::escape_controls(&path.display().to_string());
+        let shown = new_core::escape::escape_controls(&path.display().to_string());
         match import(&store, source, path) {
             Ok(done) => {
                 let mut line = format!(
@@ -111,21 +111,21 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
                 }
             }
             Err(e @ ImportError::Already { .. }) => {
-                println!("{}", new_core::tools::escape_controls(&e.to_string()));
+                println!("{}", new_core::escape::escape_controls(&e.to_string()));
             }
             Err(e) => {
                 failed = true;
                 eprintln!(
                     "error: {}",
-                    new_core::tools::escape_controls(&e.to_string())
+                    new_core::escape::escape_controls(&e.to_string())
                 );
             }
         }
     }
     println!(
         "into {} (`new {}` and /list show them)",
-        new_core::tools::escape_controls(&datadir.display().to_string()),
-        new_core::tools::escape_controls(&workdir.display().to_string())
+        new_core::escape::escape_controls(&datadir.display().to_string()),
+        new_core::escape::escape_controls(&workdir.display().to_string())
     );
     if failed {
         ExitCode::from(1)

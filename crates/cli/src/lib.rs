@@ -3,7 +3,6 @@
 
 #![forbid(unsafe_code)]
 
-mod approval;
 mod branch_view;
 mod checkpoint_view;
 pub mod commands;
@@ -12,17 +11,18 @@ mod editor;
 mod handlers;
 pub mod highlight;
 pub mod import_cmd;
-pub mod json_output;
 pub mod markdown;
 mod mcp_view;
 mod memory_view;
 pub mod output;
-mod parallel;
+pub mod print_mode;
 mod reader;
 mod repl;
+pub mod sandbox_view;
 mod setup;
 mod skills_view;
 mod spinner;
+mod terminal;
 pub mod text;
 pub mod tree_view;
 mod typeahead;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use new_cli::json_output::OutputFormat;
+use new_cli::print_mode::OutputFormat;
 use new_cli::{Launch, run};
 use new_core::config::{Lang, Overrides};
 use new_core::tools::Mode;

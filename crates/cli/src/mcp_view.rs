@@ -49,7 +49,7 @@ impl App {
     /// server, so the stored message holds them and its branch stands on its own). None, with
     /// the reason said, when one cannot be read: then nothing is sent.
     pub(super) fn with_resources(&mut self, text: &str) -> Option<String> {
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.engine.tools.source::<new_core::mcp::Manager>() else {
             return Some(text.to_string());
         };
         let servers: Vec<String> = manager.statuses().into_iter().map(|s| s.name).collect();
@@ -61,8 +61,8 @@ impl App {
         for (server, uri) in mentions {
             let read = interruptible(
                 &self.runtime,
-                &self.busy,
-                &mut self.interrupts,
+                &self.engine.busy,
+                &mut self.engine.interrupts,
                 manager.read_resource(server, uri, MAX_RESOURCE_BYTES),
             );
             match read {
@@ -70,7 +70,7 @@ impl App {
                     "\n\n<mcp_resource server=\"{server}\" uri=\"{uri}\">\n{contents}\n</mcp_resource>"
                 )),
                 Some(Err(why)) => {
-                    self.out.error(&new_core::tools::escape_controls(&self.tr(
+                    self.out.error(&new_core::escape::escape_controls(&self.tr(
                         "mcp_resource_unread",
                         &[("why", &why)],
                     )));
@@ -88,13 +88,13 @@ impl App {
     /// `/mcp__server__prompt ARGS`: the server's prompt, filled with ARGS, sent as a message.
     /// False when no server offers a prompt of that command.
     pub(super) fn run_mcp_prompt(&mut self, command: &str, args: &str) -> bool {
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.engine.tools.source::<new_core::mcp::Manager>() else {
             return false;
         };
         let found = interruptible(
             &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
+            &self.engine.busy,
+            &mut self.engine.interrupts,
             manager.prompt_for(command),
         );
         let Some(Some((server, prompt))) = found else {
@@ -114,7 +114,7 @@ impl App {
                         }
                     })
                     .collect();
-                self.out.error(&new_core::tools::escape_controls(&self.tr(
+                self.out.error(&new_core::escape::escape_controls(&self.tr(
                     "mcp_prompt_needs",
                     &[
                         ("name", &missing),
@@ -126,15 +126,15 @@ impl App {
         };
         let got = interruptible(
             &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
+            &self.engine.busy,
+            &mut self.engine.interrupts,
             manager.get_prompt(&server, &prompt.name, arguments),
         );
         match got {
             Some(Ok(text)) => {
                 self.chat(&text);
             }
-            Some(Err(why)) => self.out.error(&new_core::tools::escape_controls(&why)),
+            Some(Err(why)) => self.out.error(&new_core::escape::escape_controls(&why)),
             None => self.out.warn(&self.tr("interrupted", &[])),
         }
         true
@@ -142,7 +142,7 @@ impl App {
 
     pub(super) fn mcp_command(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let Some(manager) = self.tools.mcp().cloned() else {
+        let Some(manager) = self.engine.tools.source::<new_core::mcp::Manager>() else {
             return self.out.say(&self.tr("mcp_none", &[]));
         };
         match words.as_slice() {
@@ -164,7 +164,7 @@ impl App {
                         Some(Err(why)) => state = format!("{state}, not answering ping: {why}"),
                         None => {}
                     }
-                    self.out.say(&new_core::tools::escape_controls(&self.tr(
+                    self.out.say(&new_core::escape::escape_controls(&self.tr(
                         "mcp_row",
                         &[
                             ("name", &s.name),
@@ -202,12 +202,13 @@ impl App {
                         } else {
                             self.tr("mcp_prompts", &args)
                         };
-                        self.out.say(&new_core::tools::escape_controls(&line));
+                        self.out.say(&new_core::escape::escape_controls(&line));
                     }
                 }
             }
             ["login", name] | ["logout", name] => {
                 let Some(store) = self
+                    .engine
                     .layers
                     .user
                     .as_deref()
@@ -215,13 +216,13 @@ impl App {
                 else {
                     return self.out.error(&self.tr("mcp_no_token_store", &[]));
                 };
-                let shown = new_core::tools::escape_controls(name);
+                let shown = new_core::escape::escape_controls(name);
                 let removed = match store.remove(name) {
                     Ok(removed) => removed,
                     Err(e) => {
                         return self
                             .out
-                            .error(&new_core::tools::escape_controls(&e.to_string()));
+                            .error(&new_core::escape::escape_controls(&e.to_string()));
                     }
                 };
                 if words[0] == "logout" {
@@ -250,13 +251,13 @@ impl App {
                 } else {
                     self.out.error(&self.tr(
                         "mcp_no_such_server",
-                        &[("name", &new_core::tools::escape_controls(name))],
+                        &[("name", &new_core::escape::escape_controls(name))],
                     ));
                 }
             }
             _ => self.out.error(&self.tr(
                 "mcp_usage",
-                &[("args", &new_core::tools::escape_controls(args))],
+                &[("args", &new_core::escape::escape_controls(args))],
             )),
         }
     }
@@ -265,7 +266,7 @@ impl App {
 impl App {
     /// `/hooks`: each entry with its event, how often it fired and failed, and whether it runs.
     pub(super) fn hooks_command(&mut self) {
-        let Some(hooks) = self.hooks.as_ref() else {
+        let Some(hooks) = self.engine.hooks.as_ref() else {
             return self.out.say(&self.tr("hooks_none", &[]));
         };
         for s in hooks.statuses() {
@@ -277,7 +278,7 @@ impl App {
             } else {
                 " · not trusted: a project's hook runs once you trust it".to_string()
             };
-            self.out.say(&new_core::tools::escape_controls(&self.tr(
+            self.out.say(&new_core::escape::escape_controls(&self.tr(
                 "hooks_row",
                 &[
                     ("name", &s.name),
@@ -295,7 +296,7 @@ impl App {
 impl App {
     /// `/agents`: each subagent role, where it was read, its tools.
     pub(super) fn agents_command(&mut self) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return self.out.say(&self.tr("agents_off", &[]));
         };
         for d in &subagents.defs {
@@ -303,7 +304,7 @@ impl App {
                 Some(list) => list.join(", "),
                 None => self.tr("agents_every_tool", &[]),
             };
-            self.out.say(&new_core::tools::escape_controls(&self.tr(
+            self.out.say(&new_core::escape::escape_controls(&self.tr(
                 "agents_row",
                 &[
                     ("name", &d.name),
@@ -317,7 +318,7 @@ impl App {
 
     /// `/tasks` (every subagent task of this program run) and `/tasks stop ID`.
     pub(super) fn tasks_command(&mut self, args: &str) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return self.out.say(&self.tr("agents_off", &[]));
         };
         let words: Vec<&str> = args.split_whitespace().collect();
@@ -349,21 +350,21 @@ impl App {
                             ("task", &super::tree_view::preview(&t.task, 60)),
                         ],
                     );
-                    self.out.say(&new_core::tools::escape_controls(&row));
+                    self.out.say(&new_core::escape::escape_controls(&row));
                     if t.state == new_core::agent::tasks::TaskState::Running
                         && let Some(last) = &t.last
                     {
                         self.out.say(
                             &self
                                 .out
-                                .dim(&format!("  {}", new_core::tools::escape_controls(last))),
+                                .dim(&format!("  {}", new_core::escape::escape_controls(last))),
                         );
                     }
                 }
             }
             ["stop", id] => match subagents.tasks.stop(id) {
                 Ok(id) => self.out.say(&self.tr("tasks_stopping", &[("id", &id)])),
-                Err(e) => self.out.error(&new_core::tools::escape_controls(&e)),
+                Err(e) => self.out.error(&new_core::escape::escape_controls(&e)),
             },
             _ => self
                 .out
@@ -373,7 +374,7 @@ impl App {
 
     /// Says which background tasks ended since the last prompt, one line each.
     pub(super) fn say_task_notes(&mut self) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return;
         };
         for t in subagents.tasks.take_ended() {
@@ -384,7 +385,7 @@ impl App {
     /// From now on, a background task that ends while the prompt waits is said at once, above
     /// the prompt (on a terminal; otherwise at the next prompt).
     pub(super) fn tell_tasks_at_the_prompt(&mut self) {
-        let Some(subagents) = self.subagents.as_ref() else {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
             return;
         };
         let Some(printer) = self.reader.external_printer() else {
@@ -392,7 +393,7 @@ impl App {
         };
         let printer = std::sync::Mutex::new(printer);
         let (at_prompt, out) = (self.at_prompt.clone(), self.out);
-        let auto = subagents.settings.auto_continue && self.agent.is_none();
+        let auto = subagents.settings.auto_continue && self.engine.agent.is_none();
         subagents.tasks.on_end(std::sync::Arc::new(move |t| {
             if !at_prompt.load(std::sync::atomic::Ordering::SeqCst) {
                 return false;
@@ -409,7 +410,10 @@ impl App {
 }
 
 /// The one line that says a background task ended.
-fn task_ended(out: &super::output::Output, t: &new_core::agent::tasks::TaskView) -> String {
+pub(super) fn task_ended(
+    out: &super::output::Output,
+    t: &new_core::agent::tasks::TaskView,
+) -> String {
     let line = super::text::tr(
         out.lang,
         "task_ended",
@@ -420,7 +424,7 @@ fn task_ended(out: &super::output::Output, t: &new_core::agent::tasks::TaskView)
             ("parent", &t.parent),
         ],
     );
-    out.dim(&new_core::tools::escape_controls(&line))
+    out.dim(&new_core::escape::escape_controls(&line))
 }
 
 /// The answerer of servers' forms: the terminal, when `new` has one (each field asked on
@@ -451,7 +455,7 @@ fn ask_on_terminal(
     use new_core::mcp::elicit::{Answer, Words, dialogue};
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = new_core::tools::escape_controls(&form.server);
+    let server = new_core::escape::escape_controls(&form.server);
     let words = Words {
         heading: super::text::tr(lang, "elicit_heading", &[("server", &server)]),
         invalid: super::text::tr(lang, "elicit_invalid", &[]),

@@ -207,7 +207,7 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
         } else {
             line.to_string()
         };
-        let line = &new_core::tools::escape_controls(&line);
+        let line = &new_core::escape::escape_controls(&line);
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             out.bold(line)
         } else if line.starts_with('+') {
@@ -264,8 +264,15 @@ pub struct Printer {
 impl Printer {
     /// Names who answers, for the line that says the turn waits for it.
     pub fn waiting_for(mut self, server: &str) -> Self {
-        self.server = new_core::tools::escape_controls(server);
+        self.server = new_core::escape::escape_controls(server);
         self
+    }
+
+    /// A line of its own is about to be written outside the stream (a notice, a question): the
+    /// waiting line goes and the stream's line ends.
+    pub fn interject(&mut self) {
+        self.hush();
+        self.end_line();
     }
 
     /// The waiting line goes, before anything else is written.
@@ -359,7 +366,7 @@ impl Observer for Printer {
         if self.out.one_shot {
             return;
         }
-        let text = new_core::tools::escape_controls_keep_lines(text);
+        let text = new_core::escape::escape_controls_keep_lines(text);
         if self.out.render {
             let r = self.answer.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(false))
@@ -384,7 +391,7 @@ impl Observer for Printer {
                 self.write_stream("\x1b[2m");
             }
         }
-        let text = new_core::tools::escape_controls_keep_lines(text);
+        let text = new_core::escape::escape_controls_keep_lines(text);
         if self.out.render && !self.out.one_shot {
             let r = self.thinking.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(true))
@@ -407,7 +414,7 @@ impl Observer for Printer {
         self.end_line();
         let line = self
             .out
-            .dim(&format!("⋯ {}", new_core::tools::escape_controls(name)));
+            .dim(&format!("⋯ {}", new_core::escape::escape_controls(name)));
         self.write_stream(&line);
         self.preparing = true;
     }
@@ -456,7 +463,7 @@ impl Observer for Printer {
                 self.out.warn(&super::text::tr(
                     lang,
                     "compaction_failed",
-                    &[("reason", &new_core::tools::escape_controls(reason))],
+                    &[("reason", &new_core::escape::escape_controls(reason))],
                 ));
                 if *breaker_opened {
                     self.out
@@ -470,15 +477,17 @@ impl Observer for Printer {
         }
     }
 
-    fn hook_failed(&mut self, line: &str) {
+    fn hook_failed(&mut self, failure: &new_core::hooks::HookFailure) {
         self.hush();
         self.end_line();
-        self.out.warn(&new_core::tools::escape_controls(line));
+        self.out
+            .warn(&super::text::hook_failure(self.out.lang, failure));
     }
 
     fn hook_notice(&mut self, line: &str) {
         self.hush();
-        self.hook_failed(line);
+        self.end_line();
+        self.out.warn(&new_core::escape::escape_controls(line));
     }
 
     fn usage(&mut self, usage: &Usage) {
@@ -488,7 +497,7 @@ impl Observer for Printer {
     fn subagent_line(&mut self, line: &str) {
         self.hush();
         self.end_line();
-        let line = new_core::tools::escape_controls(&preview(line, 160));
+        let line = new_core::escape::escape_controls(&preview(line, 160));
         self.out.say(&self.out.dim(&format!("    ↳ {line}")));
     }
 
@@ -498,7 +507,7 @@ impl Observer for Printer {
         self.out.warn(&super::text::tr(
             self.out.lang,
             "checkpoint_failed",
-            &[("reason", &new_core::tools::escape_controls(reason))],
+            &[("reason", &new_core::escape::escape_controls(reason))],
         ));
     }
 
@@ -554,8 +563,8 @@ impl Observer for Printer {
         self.end_line();
         let line = format!(
             "→ {}({})",
-            new_core::tools::escape_controls(&call.function.name),
-            new_core::tools::escape_controls(&preview(&call.function.arguments, 100))
+            new_core::escape::escape_controls(&call.function.name),
+            new_core::escape::escape_controls(&preview(&call.function.arguments, 100))
         );
         self.out.say(&self.out.paint(CYAN, &line));
     }
@@ -567,13 +576,13 @@ impl Observer for Printer {
                 RED,
                 &format!(
                     "  ✗ {}",
-                    new_core::tools::escape_controls(&preview(&outcome.summary, 160))
+                    new_core::escape::escape_controls(&preview(&outcome.summary, 160))
                 ),
             )
         } else {
             self.out.dim(&format!(
                 "  ✓ {}",
-                new_core::tools::escape_controls(&preview(&outcome.summary, 160))
+                new_core::escape::escape_controls(&preview(&outcome.summary, 160))
             ))
         };
         self.out.say(&line);
@@ -611,7 +620,7 @@ impl Observer for Printer {
                         }
                     })
                     .collect();
-                new_core::tools::escape_controls(&parts.join(", "))
+                new_core::escape::escape_controls(&parts.join(", "))
             }
         };
         spinner.wait(label);

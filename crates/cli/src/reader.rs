@@ -201,11 +201,11 @@ fn save_history(
 ) {
     let Some(path) = path else { return };
     if let Some(dir) = path.parent() {
-        let _ = new_core::conversation::error::create_private_dir(dir);
+        let _ = new_core::fs::atomic::create_private_dir(dir);
     }
     // What the user typed may hold secrets: the file is theirs alone, created so before the
     // editor writes to it.
-    let _ = new_core::conversation::error::private_options()
+    let _ = new_core::fs::atomic::private_options()
         .append(true)
         .create(true)
         .open(path);

@@ -12,15 +12,13 @@ use tokio::sync::watch;
 use super::commands::{CommandId, Input, parse};
 use super::output::{Output, Printer};
 use super::reader::{ReadOutcome, Reader};
-use new_core::agent::{Agent, Interrupts, TurnEnd};
+use super::terminal::{Stream, Terminal};
+use new_core::agent::Interrupts;
 use new_core::config::{self, Config, Lang, Overrides};
-use new_core::conversation::{ChatSession, Message, Store};
 use new_core::layers::Layers;
-use new_core::llm::Provider;
 use new_core::prompt::{self, RoleFile};
+use new_core::session::{Ended, Options, Resume, Session};
 use new_core::skill::SkillRegistry;
-use new_core::tools::{Policy, Sandbox, ToolContext, ToolRegistry};
-use new_core::vocab::Role;
 use new_sys::platform::winpath::Refusal;
 
 /// What the command line decided.
@@ -39,7 +37,7 @@ pub struct Launch {
     /// Trust the project's `.new/config.json` as it is now (`--trust-project`).
     pub trust_project: bool,
     /// What `-p` prints on stdout (`--output-format`).
-    pub output_format: super::json_output::OutputFormat,
+    pub output_format: super::print_mode::OutputFormat,
     /// Answers as the model wrote them (`--no-render`).
     pub no_render: bool,
     /// Work as this subagent role (`--agent NAME`).
@@ -55,98 +53,34 @@ pub enum Flow {
 }
 
 pub struct App {
-    pub workdir: PathBuf,
-    pub(super) layers: Layers,
-    pub(super) role: RoleFile,
-    pub(super) skills: SkillRegistry,
-    pub(super) system_prompt: String,
-    /// The system prompt by source, for `/context`.
-    pub(super) prompt_parts: Vec<(String, String)>,
-    /// The same parts as written, their template variables unfilled (filled again after
-    /// `/model`).
-    pub(super) prompt_written: Vec<(String, String)>,
-    /// `subagent.auto_continue` went on once since the user's last input.
-    pub(super) auto_continued: bool,
-    pub(super) store: Store,
-    pub(super) session: ChatSession,
-    pub(super) provider: Provider,
-    pub(super) tools: ToolRegistry,
-    pub(super) policy: Policy,
-    pub(super) config: Config,
+    /// The engine: everything a session is, with no terminal in it.
+    pub engine: new_core::session::Session,
     pub(super) out: Output,
     pub(super) reader: Reader,
-    /// What the command line said, kept for reloading the configuration.
-    pub(super) overrides: Overrides,
-    pub(super) interrupts: Interrupts,
-    /// Tokens, cost and turns of this session, and the last status line, for `/status`.
-    pub(super) totals: (new_core::vocab::Usage, f64, usize),
+    /// The last status line, for `/status`.
     pub(super) last_status: Option<String>,
-    pub(super) busy: Arc<AtomicBool>,
     pub(super) runtime: tokio::runtime::Runtime,
-    /// Context accounting for the model in use, and whether its server was asked for its window.
-    pub(super) context: new_core::context::Context,
-    pub(super) asked_server_window: bool,
-    /// While a skill's turn runs (`/<skill>`): the tools it allows.
-    pub(super) skill_tools: Option<Vec<String>>,
     /// The skill names Tab completes.
     pub(super) skill_names: super::editor::SkillNames,
-    /// Snapshots of the working folder (None when `checkpoints.enabled` is false), and the node the
-    /// cursor last moved from (a restore keeps the folder as it was there).
-    pub(super) checkpoints: Option<std::sync::Arc<new_core::checkpoint::Checkpoints>>,
-    pub(super) came_from: Option<String>,
     /// The system prompt's parts: to be read, or being read, until [`App::ready`] takes them.
     pub(super) prompt_job: Option<PromptRead>,
-    /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
-    /// background leave for the next prompt, and whether the session is over (reviews then stop).
-    pub(super) memory: Option<new_core::memory::MemoryStore>,
-    pub(super) memory_notes: Arc<std::sync::Mutex<Vec<String>>>,
-    /// Turns worth reviewing not sent for review yet (`memory.review_every` go in one request),
-    /// and whether the session was told that reviews run.
-    pub(super) memory_batch: Vec<String>,
-    pub(super) memory_said: bool,
-    /// The turns of a review that gave way to a turn, to be reviewed again; how many turns
-    /// have started (a review in flight gives way when it grows).
-    pub(super) memory_returned: Arc<std::sync::Mutex<Vec<String>>>,
-    pub(super) turns_started: Arc<std::sync::atomic::AtomicU64>,
     /// The last turn ended interrupted (Ctrl-C, also at a question, where it is a key).
     pub(super) turn_interrupted: bool,
-    pub(super) leaving: Arc<AtomicBool>,
     /// The main prompt waits for input (what other threads print then goes above it).
     pub(super) at_prompt: Arc<AtomicBool>,
-    /// The user's hooks (None when there are none, or `hook.enabled` is false), and what
-    /// `session_start` hooks said, added to the next message.
-    pub(super) hooks: Option<new_core::hooks::Hooks>,
-    pub(super) hook_context: Vec<String>,
-    /// Subagent roles (None when `subagent.enabled` is false).
-    pub(super) subagents: Option<new_core::agent::subagent::Subagents>,
-    /// The role the session works as (`--agent NAME`): its prompt and tools replace the usual.
-    pub(super) agent: Option<new_core::agent::defs::Definition>,
 }
 
-use new_core::hooks::STOP_HOOK_ROUNDS;
-
-/// Runs `work` to completion unless the user presses Ctrl-C (then None). Takes the fields it needs
-/// rather than the whole [`App`], so that `work` may borrow the rest of it.
+/// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
+/// [`new_core::session::interruptible`], waited for here.
 pub(super) fn interruptible<T>(
     runtime: &tokio::runtime::Runtime,
     busy: &AtomicBool,
     interrupts: &mut Interrupts,
     work: impl std::future::Future<Output = T>,
 ) -> Option<T> {
-    busy.store(true, Ordering::SeqCst);
-    interrupts.borrow_and_update();
-    let result = runtime.block_on(async {
-        tokio::select! {
-            value = work => Some(value),
-            _ = interrupts.changed() => None,
-        }
-    });
-    busy.store(false, Ordering::SeqCst);
-    result
+    runtime.block_on(new_core::session::interruptible(busy, interrupts, work))
 }
 
-/// The program after argument parsing. Exit codes: 0 done, 1 a failed one-shot answer, 2 bad
-/// arguments or configuration, 130 interrupted.
 pub fn run(launch: Launch) -> ExitCode {
     let interactive = launch.prompt.is_none() && std::io::stdin().is_terminal();
     // The terminal echoes no `^C` into a streaming answer (the interrupt is said on a line of
@@ -170,7 +104,7 @@ pub fn run(launch: Launch) -> ExitCode {
         }
     };
     if let Some(prompt) = &launch.prompt {
-        let code = match one_shot_prompt(prompt) {
+        let code = match super::print_mode::one_shot_prompt(prompt) {
             Ok(prompt) => app.one_shot(&prompt, launch.output_format),
             Err(e) => {
                 app.out.error(&e);
@@ -191,7 +125,7 @@ pub fn run(launch: Launch) -> ExitCode {
     }
     // `--continue` and `--resume`: where the conversation stands, under the banner; the node
     // they land on may hold files other than the folder's.
-    if (launch.continue_latest || launch.resume.is_some()) && app.session.is_persisted() {
+    if (launch.continue_latest || launch.resume.is_some()) && app.engine.chat.is_persisted() {
         app.show_resumed();
         app.ready();
         app.offer_restore();
@@ -216,7 +150,7 @@ fn announce_project_config(out: &Output, config: &Config) {
     }
     let file = file_list(&config.project_files);
     let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
-        new_core::tools::escape_controls(&super::text::tr(out.lang, key, args))
+        new_core::escape::escape_controls(&super::text::tr(out.lang, key, args))
     };
     let trust = tr(
         if config.project_trusted {
@@ -258,7 +192,7 @@ fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
     let file = file_list(files);
     let list: String = ignored
         .iter()
-        .map(|w| format!("  - {}\n", new_core::tools::escape_controls(w)))
+        .map(|w| format!("  - {}\n", new_core::escape::escape_controls(w)))
         .collect();
     let question = super::text::tr(
         out.lang,
@@ -317,7 +251,7 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
     let list: String = hooks
         .entries
         .iter()
-        .filter(|e| e.origin == new_core::mcp::Origin::Project)
+        .filter(|e| e.origin == new_core::layers::Origin::Project)
         .map(|e| {
             let what = match &e.action {
                 new_core::hooks::Action::Command { command, .. } => command.clone(),
@@ -327,9 +261,9 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
             };
             format!(
                 "  - {} ({}): {}\n",
-                new_core::tools::escape_controls(&e.name),
+                new_core::escape::escape_controls(&e.name),
                 e.event,
-                new_core::tools::escape_controls(&what)
+                new_core::escape::escape_controls(&what)
             )
         })
         .collect();
@@ -342,7 +276,7 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
     let list: String = mcp
         .servers
         .iter()
-        .filter(|s| s.origin == new_core::mcp::Origin::Project)
+        .filter(|s| s.origin == new_core::layers::Origin::Project)
         .map(|s| describe_server(out, s, hidden))
         .collect();
     let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
@@ -355,20 +289,20 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
 fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[String]) -> String {
     let mut text = format!(
         "  - {}: {}\n",
-        new_core::tools::escape_controls(&s.name),
-        new_core::tools::escape_controls(&s.raw)
+        new_core::escape::escape_controls(&s.name),
+        new_core::escape::escape_controls(&s.raw)
     );
     for name in s
         .references
         .iter()
-        .filter(|n| new_core::mcp::config::is_secret_reference(n, hidden))
+        .filter(|n| new_core::secret::is_secret_reference(n, hidden))
     {
         text.push_str(&format!(
             "    {}\n",
             out.bold(&super::text::tr(
                 out.lang,
                 "mcp_passes_a_secret",
-                &[("name", &new_core::tools::escape_controls(name))]
+                &[("name", &new_core::escape::escape_controls(name))]
             ))
         ));
     }
@@ -390,12 +324,12 @@ fn confirm_secret_servers(
         .mcp
         .servers
         .iter_mut()
-        .filter(|s| s.origin == new_core::mcp::Origin::Project && !s.disabled)
+        .filter(|s| s.origin == new_core::layers::Origin::Project && !s.disabled)
     {
         let secrets: Vec<String> = server
             .references
             .iter()
-            .filter(|n| new_core::mcp::config::is_secret_reference(n, &hidden))
+            .filter(|n| new_core::secret::is_secret_reference(n, &hidden))
             .cloned()
             .collect();
         if secrets.is_empty() {
@@ -405,8 +339,8 @@ fn confirm_secret_servers(
         if trust.is_trusted(workdir, &what, server.raw.as_bytes()) {
             continue;
         }
-        let shown = new_core::tools::escape_controls(&server.name);
-        let names = new_core::tools::escape_controls(&secrets.join(", "));
+        let shown = new_core::escape::escape_controls(&server.name);
+        let names = new_core::escape::escape_controls(&secrets.join(", "));
         let yes = interactive && {
             let question = super::text::tr(
                 out.lang,
@@ -433,35 +367,6 @@ fn confirm_secret_servers(
         }
     }
     Ok(())
-}
-
-/// The one-shot prompt: `-p -` reads it from stdin; otherwise piped stdin, if any, follows the
-/// text after a blank line (`git diff | new -p "review this"`), as `llm` does.
-fn one_shot_prompt(text: &str) -> Result<String, String> {
-    use std::io::Read;
-    let stdin = std::io::stdin();
-    if text != "-" && stdin.is_terminal() {
-        return Ok(text.to_string());
-    }
-    let mut piped = String::new();
-    if !stdin.is_terminal() {
-        // No standard input at all (a closed descriptor) is an empty one, unless it was asked for.
-        let read = stdin.lock().read_to_string(&mut piped);
-        if let Err(e) = read
-            && text == "-"
-        {
-            return Err(format!("reading the prompt from standard input: {e}"));
-        }
-    }
-    let prompt = match (text, piped.trim().is_empty()) {
-        ("-", true) => {
-            return Err("-p - reads the prompt from standard input, which is empty".into());
-        }
-        ("-", false) => piped,
-        (_, true) => text.to_string(),
-        (_, false) => format!("{text}\n\n{piped}"),
-    };
-    Ok(prompt)
 }
 
 /// An error and its causes on one line, each in the interface's language where the catalogue has
@@ -589,7 +494,7 @@ impl App {
         let workdir = launch.workdir.clone().unwrap_or_else(|| PathBuf::from("."));
         // `new "what does wc.py do"`, the habit of the peers: a sentence, not a folder.
         if !workdir.exists() && looks_like_a_sentence(&workdir.to_string_lossy()) {
-            let text = new_core::tools::escape_controls(&workdir.to_string_lossy());
+            let text = new_core::escape::escape_controls(&workdir.to_string_lossy());
             let lang = launch
                 .overrides
                 .lang
@@ -702,7 +607,7 @@ impl App {
                         .claude_allow
                         .iter()
                         .map(|r| {
-                            format!("  - {}\n", new_core::tools::escape_controls(&r.describe()))
+                            format!("  - {}\n", new_core::escape::escape_controls(&r.describe()))
                         })
                         .collect();
                     ask_yes(
@@ -719,7 +624,7 @@ impl App {
         }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
-            out.warn(&new_core::tools::escape_controls(warning));
+            out.warn(&new_core::escape::escape_controls(warning));
         }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
         let datadir = launch
@@ -739,13 +644,41 @@ impl App {
                 tracing::info!(state = ?probing.state(), "sandbox");
             });
         }
-        let memory = config.memory.enabled.then(|| {
-            new_core::memory::MemoryStore::new(
-                dirs::data_dir().map(|d| d.join("new").join("memory")),
-                datadir.join("memory"),
-            )
-            .with_codepilot(&layers)
-        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let (tx, interrupts) = watch::channel(0u64);
+        let busy = Arc::new(AtomicBool::new(false));
+        let shelf = new_core::skill::Shelf::default();
+        let resume = match (&launch.resume, launch.continue_latest) {
+            (Some(id), _) => Resume::Id(id.clone()),
+            (None, true) => Resume::Latest,
+            (None, false) => Resume::Fresh,
+        };
+        let opened = Session::open(Options {
+            workdir,
+            layers,
+            config,
+            overrides: launch.overrides.clone(),
+            role,
+            datadir: datadir.clone(),
+            resume,
+            one_shot,
+            agent: launch.agent.clone(),
+            os_sandbox: os_sandbox.clone(),
+            shelf: shelf.clone(),
+            interrupts,
+            busy: busy.clone(),
+        })?;
+        if opened.nothing_to_continue {
+            out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
+        }
+        for warning in &opened.warnings {
+            out.warn(&new_core::escape::escape_controls(warning));
+        }
+        let (mut engine, report) = (opened.session, opened.report);
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
         // status`) are read on a second thread: the prompt shows without waiting for hundreds of
         // skill files, and the first input waits for them ([`App::ready`]). The thread starts
@@ -754,11 +687,15 @@ impl App {
         // conversation), to be read while the rest starts. It fills what Tab completion and
         // `use_skill` read itself.
         let skill_names: super::editor::SkillNames = Default::default();
-        let shelf = new_core::tools::builtin::Shelf::default();
         let prompt_job = {
-            let (layers, role, workdir) = (layers.clone(), role.clone(), workdir.clone());
-            let (skill_settings, memory_settings) = (config.skill.clone(), config.memory.clone());
-            let (memory, names, shelf) = (memory.clone(), skill_names.clone(), shelf.clone());
+            let (layers, role, workdir) = (
+                engine.layers.clone(),
+                engine.role.clone(),
+                engine.workdir.clone(),
+            );
+            let (skill_settings, memory_settings) =
+                (engine.config.skill.clone(), engine.config.memory.clone());
+            let (memory, names) = (engine.memory.clone(), skill_names.clone());
             let read = Box::new(move || {
                 read_prompt(
                     &layers,
@@ -777,43 +714,12 @@ impl App {
                 PromptRead::Waiting(read)
             }
         };
-        let store = Store::open(&datadir)?;
-        let resume = match (&launch.resume, launch.continue_latest) {
-            (Some(id), _) => Some(store.resolve(id)?),
-            (None, true) => {
-                // A one-shot goes on from the latest of any kind; the REPL from the latest
-                // conversation that was one (`-p` ones are reachable with /list).
-                let latest = if one_shot {
-                    store.latest()?
-                } else {
-                    store.latest_interactive()?
-                };
-                if latest.is_none() {
-                    out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
-                }
-                latest
-            }
-            (None, false) => None,
-        };
-        let (mut session, report) = match resume {
-            Some(id) => {
-                let (session, report) = ChatSession::open(store.clone(), &id, "")?;
-                (session, Some(report))
-            }
-            None => {
-                let mut session = ChatSession::new(store.clone(), "");
-                if one_shot {
-                    session.set_metadata(serde_json::json!({"one_shot": true}));
-                }
-                (session, None)
-            }
-        };
         let mcp_slot: super::editor::McpSlot = Default::default();
         let reader = if one_shot {
             Reader::Closed
         } else if interactive {
             Reader::editor(
-                store.clone(),
+                engine.store.clone(),
                 out.color,
                 skill_names.clone(),
                 mcp_slot.clone(),
@@ -822,35 +728,12 @@ impl App {
         } else {
             Reader::piped()
         };
-        let provider = Provider::new(config.provider.clone())?;
-        let mut tools = ToolRegistry::builtin(
-            ToolContext {
-                sandbox: Sandbox::new(&workdir)?,
-                bash_timeout: config.bash_timeout,
-                hidden_env: config.secret_vars.clone(),
-                skills: shelf,
-                os_sandbox: os_sandbox.clone(),
-            },
-            &config.tools,
-        )?;
-        let mut policy = Policy::new(
-            config.permission_mode,
-            config.project_rules.clone(),
-            config.user_rules.clone(),
-        )?
-        .project_untrusted(!config.project_trusted);
-        policy.background_allowed = config.subagent.background_allowed_tools.clone();
-
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?;
         // MCP servers start in the background: the prompt does not wait for them.
-        if !config.mcp.servers.is_empty() {
+        if !engine.config.mcp.servers.is_empty() {
+            let config = &engine.config;
             let manager = new_core::mcp::Manager::new(
                 config.mcp.clone(),
-                &workdir,
+                &engine.workdir,
                 &datadir,
                 config.secret_vars.clone(),
                 config.mcp_trusted,
@@ -862,17 +745,16 @@ impl App {
             }));
             manager.set_sandbox(os_sandbox.clone());
             manager.set_token_store(
-                layers
+                engine
+                    .layers
                     .user
                     .as_deref()
                     .map(new_core::mcp::oauth::TokenStore::in_dir),
             );
             manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
             let _ = mcp_slot.set(manager.clone());
-            tools.set_mcp(manager);
+            engine.set_mcp(manager);
         }
-        let (tx, interrupts) = watch::channel(0u64);
-        let busy = Arc::new(AtomicBool::new(false));
         let busy_flag = busy.clone();
         // Registered now, so no Ctrl-C is missed once the prompt shows. (rustyline is built with its
         // `signal-hook` feature: without it, it takes SIGINT for itself for the editor's lifetime and
@@ -890,138 +772,24 @@ impl App {
                 }
             }
         });
-
-        let checkpoints = config.checkpoints.enabled.then(|| {
-            let c = new_core::checkpoint::Checkpoints::new(
-                store.dir(),
-                &workdir,
-                config.checkpoints.clone(),
-            );
-            // The conversation's latest snapshot spares the first walk from reading every file.
-            if let Some(latest) = &session.conversation().latest_checkpoint {
-                c.hint(latest);
-            }
-            std::sync::Arc::new(c)
-        });
-        // Subagent roles; a definition that cannot be used is said and skipped.
-        let subagents = config.subagent.enabled.then(|| {
-            let known =
-                |t: &str| new_core::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__");
-            let (defs, problems) = new_core::agent::defs::load(&layers, &config.subagent, &known);
-            for p in problems {
-                out.warn(&new_core::tools::escape_controls(&p));
-            }
-            new_core::agent::subagent::Subagents {
-                defs,
-                settings: config.subagent.clone(),
-                environment: prompt::environment(&workdir),
-                tasks: Default::default(),
-            }
-        });
-        // `--agent NAME`: the session works as that role, with its model unless `--model` said.
-        let agent = match &launch.agent {
-            None => None,
-            Some(name) => {
-                let Some(subagents) = &subagents else {
-                    anyhow::bail!(
-                        "--agent {name}: subagents are off (`subagent.enabled` is false)"
-                    );
-                };
-                let Some(def) = subagents.defs.iter().find(|d| &d.name == name) else {
-                    let known: Vec<&str> = subagents.defs.iter().map(|d| d.name.as_str()).collect();
-                    anyhow::bail!(
-                        "--agent {name}: no such role; the roles are {}",
-                        known.join(", ")
-                    );
-                };
-                Some(def.clone())
-            }
-        };
-        if let Some(model) = agent.as_ref().and_then(|d| d.model.clone())
-            && launch.overrides.model.is_none()
-        {
-            config.model = model;
-        }
-        let context = new_core::context::Context::new(config.context.clone(), &config.model);
-        tracing::info!(workdir = ?workdir, provider = ?config.provider.name, model = ?config.model,
-            sandbox = os_sandbox.is_some(), interactive, "configured");
-        if let Some(def) = &agent
-            && report.is_none()
-        {
-            session.set_metadata(serde_json::json!({ "agent": def.name }));
-        }
-        let (config_hooks, config_hooks_trusted) = (config.hooks.clone(), config.hooks_trusted);
-        let (hooks_workdir, hooks_hidden) = (workdir.clone(), config.secret_vars.clone());
+        tracing::info!(workdir = ?engine.workdir, provider = ?engine.config.provider.name,
+            model = ?engine.config.model, sandbox = os_sandbox.is_some(), interactive, "configured");
         let mut app = App {
-            workdir,
-            layers,
-            role,
-            skills: SkillRegistry::default(),
-            system_prompt: String::new(),
-            prompt_parts: Vec::new(),
-            prompt_written: Vec::new(),
-            auto_continued: false,
-            store,
-            session,
-            provider,
-            tools,
-            policy,
-            config,
+            engine,
             out,
             reader,
-            overrides: launch.overrides.clone(),
-            interrupts,
-            totals: Default::default(),
             last_status: None,
-            busy,
             runtime,
-            context,
-            asked_server_window: false,
-            skill_tools: None,
             skill_names,
             prompt_job: Some(prompt_job),
-            checkpoints,
-            came_from: None,
-            // A one-shot reviews nothing: what waits is the next REPL's.
-            memory_batch: memory
-                .as_ref()
-                .filter(|_| !one_shot)
-                .map(|m| new_core::memory::review::load_pending(m, true))
-                .unwrap_or_default(),
-            memory_said: false,
-            memory_returned: Default::default(),
-            turns_started: Default::default(),
             turn_interrupted: false,
-            memory,
-            memory_notes: Default::default(),
-            leaving: Default::default(),
             at_prompt: Default::default(),
-            hooks: (!config_hooks.entries.is_empty()).then(|| {
-                new_core::hooks::Hooks::new(
-                    config_hooks.clone(),
-                    config_hooks_trusted,
-                    &hooks_workdir,
-                    hooks_hidden.clone(),
-                )
-                .with_sandbox(os_sandbox.clone())
-            }),
-            hook_context: Vec::new(),
-            subagents,
-            agent,
         };
-        app.install_hook_agents();
-        app.install_self_skills();
-        // The memory folders can be read by the read tools (never written).
-        if let Some(m) = &app.memory {
-            for (_, dir) in m.dirs() {
-                app.tools.sandbox().add_read_root(dir.to_path_buf());
-            }
-        }
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(new_core::hooks::Input::new("program_start"));
-        tracing::info!(session = %app.session.id(), "session start");
+        tracing::info!(session = %app.engine.chat.id(), "session start");
         if let Some(started) = app.fire_hooks(new_core::hooks::Input::new("session_start")) {
-            app.hook_context.extend(started.context);
+            app.engine.hook_context.extend(started.context);
         }
         if let Some(report) = report {
             app.report_load(&report);
@@ -1033,173 +801,42 @@ impl App {
     /// this conversation: gives it (with the answers of any others) and runs a turn on it, as
     /// if the user had asked to go on. True when it did.
     fn auto_continue(&mut self) -> bool {
-        let Some(subagents) = self.subagents.as_ref().filter(|s| s.settings.auto_continue) else {
-            return false;
-        };
-        // Once for each input of the user's: a model that starts a task in every turn it goes
-        // on with does not go on alone for ever.
-        if self.agent.is_some()
-            || self.auto_continued
-            || !subagents.tasks.has_finished(self.session.id())
-        {
+        let mut printer = Printer::new(self.out).waiting_for(&self.engine.provider.settings().name);
+        let mut front = Terminal::turn(self.out, &mut printer, &mut self.reader);
+        let end = self.runtime.block_on(self.engine.auto_continue(&mut front));
+        self.turn_interrupted |= front.interrupted;
+        if end.is_none() {
             return false;
         }
-        self.auto_continued = true;
-        let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
-        let Some(n) = self.deliver_finished_tasks(&mut printer) else {
-            return false;
-        };
-        self.out
-            .say(&self.tr("auto_continuing", &[("n", &n.to_string())]));
-        self.answer_with(&mut printer);
         self.report_turn(&printer);
         true
     }
 
-    /// The answers of this conversation's background tasks that ended since its last turn, each
-    /// a message of its own, their tokens counted by `observer`. How many; None when one could not
-    /// be stored (said).
-    fn deliver_finished_tasks(
-        &mut self,
-        observer: &mut dyn new_core::agent::Observer,
-    ) -> Option<usize> {
-        let Some(subagents) = &self.subagents else {
-            return Some(0);
-        };
-        let tasks = subagents.tasks.take_finished(self.session.id());
-        for task in &tasks {
-            observer.usage(&subagents.tasks.take_pending(&task.id));
-            if let Err(e) = self.session.add(Message::new(Role::User, task.delivery())) {
-                self.out.error(&super::text::error(self.out.lang, &e));
-                return None;
-            }
-        }
-        Some(tasks.len())
-    }
-
-    /// Gives the hooks what runs their `agent` actions, when any has one and subagents are on.
+    /// Gives the hooks what runs their `agent` actions ([`Session::install_hook_agents`]).
     fn install_hook_agents(&mut self) {
-        let wanted = self
-            .config
-            .hooks
-            .entries
-            .iter()
-            .any(|e| matches!(e.action, new_core::hooks::Action::Agent { .. }));
-        let Some(subagents) = self.subagents.as_ref().filter(|_| wanted) else {
-            return;
-        };
-        let Some(hooks) = self.hooks.take() else {
-            return;
-        };
-        let policy = self.policy.clone();
-        let runner = new_core::agent::hook_agent::HookAgents {
-            provider: new_core::llm::Model::share(&self.provider),
-            tools: self.tools.detached(),
-            subagents: subagents.clone(),
-            model: self.config.model.clone(),
-            max_rounds: self.config.max_rounds,
-            context: new_core::context::Context::new(
-                self.config.context.clone(),
-                &self.config.model,
-            ),
-            store: self.store.clone(),
-            gate: std::sync::Arc::new(move || super::approval::Unattended::boxed(&policy)),
-            workdir: self.workdir.clone(),
-        };
-        self.hooks = Some(hooks.with_agent(std::sync::Arc::new(runner)));
-    }
-
-    /// What writes the built-in skills that describe `new` and the project
-    /// (`config-management`, `codebase-overview`), and the template variables of skills.
-    pub(super) fn install_self_skills(&mut self) {
-        let shelf = self.tools.context().skills.clone();
-        shelf.set_variables(&self.workdir, &self.config.model);
-        let current = self.config.describe();
-        let workdir = self.workdir.clone();
-        let checkpoints = self.checkpoints.clone();
-        let cache: std::sync::Arc<std::sync::Mutex<Option<(String, String)>>> = Default::default();
-        shelf.set_generator(std::sync::Arc::new(move |kind, body| match kind {
-            new_core::skill::Generated::ConfigManagement => {
-                new_core::skill::builtin::config_management(body, &current)
-            }
-            new_core::skill::Generated::CodebaseOverview => {
-                let write = |files: &mut dyn Iterator<Item = (&str, u64)>| {
-                    new_core::skill::builtin::codebase_overview(body, &workdir, files)
-                };
-                // Cached per checkpoint: the same snapshot is the same survey.
-                if let Some(Ok(Some((id, manifest)))) = checkpoints.as_deref().map(|c| c.peek()) {
-                    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some((cached, text)) = cache.as_ref()
-                        && *cached == id
-                    {
-                        return text.clone();
-                    }
-                    let text = write(
-                        &mut manifest
-                            .files
-                            .iter()
-                            .filter(|(_, e)| e.kind != "link")
-                            .map(|(p, e)| (p.as_str(), e.size)),
-                    );
-                    *cache = Some((id, text.clone()));
-                    return text;
-                }
-                let files = new_core::skill::builtin::walk(
-                    &workdir,
-                    new_core::skill::builtin::SURVEY_MAX_FILES,
-                );
-                write(&mut files.iter().map(|(p, s)| (p.as_str(), *s)))
-            }
-        }));
+        self.engine.install_hook_agents();
     }
 
     /// Ends the application without freeing the conversation tree: every message is on disk
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
     fn leave(mut self) {
-        tracing::info!(session = %self.session.id(), "session end");
-        self.fire_hooks(new_core::hooks::Input::new("session_end"));
-        self.fire_hooks(new_core::hooks::Input::new("program_exit"));
-        // Reviews still running stop before they write anything; subagents still running stop
-        // and keep what they said. Turns not reviewed yet wait for the next session.
-        self.leaving.store(true, Ordering::SeqCst);
-        self.take_returned_reviews();
-        if let Some(memory) = &self.memory
-            && !self.memory_batch.is_empty()
-        {
-            let _ = new_core::memory::review::save_pending(memory, &self.memory_batch);
+        let mut front = Terminal::plain(self.out);
+        let closed = self.runtime.block_on(self.engine.close(&mut front));
+        if closed.tasks_stopped > 0 {
+            self.out.say(
+                &self
+                    .out
+                    .dim(&self.tr("tasks_stopped_at_exit", &[("n", &closed.tasks_stopped)])),
+            );
         }
-        if let Some(subagents) = &self.subagents {
-            let n = subagents.tasks.stop_all(std::time::Duration::from_secs(5));
-            if n > 0 {
-                self.out.say(
-                    &self
-                        .out
-                        .dim(&self.tr("tasks_stopped_at_exit", &[("n", &n)])),
-                );
-            }
-        }
-        // MCP servers are ended, not left behind.
-        if let Some(mcp) = self.tools.mcp() {
-            self.runtime.block_on(mcp.shutdown());
-        }
-        // The sandbox's private folder goes with the session.
-        if let Some(sandbox) = &self.tools.context().os_sandbox {
-            sandbox.cleanup();
-        }
-        let App { session, .. } = self;
-        std::mem::forget(session);
+        let App { engine, .. } = self;
+        std::mem::forget(engine.chat);
     }
 
-    /// The tools the model is offered: the registry's and the loop's own (`agent`,
-    /// `task_status`), narrowed as a turn narrows them.
+    /// The tools the model is offered.
     pub(super) fn offered_tools(&self) -> Vec<new_core::vocab::ToolSpec> {
-        let mut specs =
-            new_core::agent::subagent::Subagents::specs(self.subagents.as_ref(), &self.tools);
-        if let Some(allowed) = self.turn_tools() {
-            specs.retain(|t| allowed.contains(&t.name));
-        }
-        specs
+        self.engine.offered_tools()
     }
 
     /// Fires the hooks of `input.event` (when any follows it) and says their failures. None when
@@ -1208,29 +845,9 @@ impl App {
         &mut self,
         input: new_core::hooks::Input,
     ) -> Option<new_core::hooks::Outcome> {
-        let Some(hooks) = self.hooks.as_ref().filter(|h| h.wants(&input.event)) else {
-            return Some(Default::default());
-        };
-        hooks.set_session(self.session.id(), &self.store.path(self.session.id()));
-        let Some(outcome) = interruptible(
-            &self.runtime,
-            &self.busy,
-            &mut self.interrupts,
-            hooks.fire(&input),
-        ) else {
-            self.out.warn(&self.tr(
-                "hook_interrupted",
-                &[("event", &new_core::tools::escape_controls(&input.event))],
-            ));
-            return None;
-        };
-        for line in &outcome.failures {
-            self.out.warn(line);
-        }
-        for line in &outcome.notices {
-            self.out.warn(&new_core::tools::escape_controls(line));
-        }
-        Some(outcome)
+        let mut front = Terminal::plain(self.out);
+        self.runtime
+            .block_on(self.engine.fire_hooks(input, &mut front))
     }
 
     /// The text for `key` in the interface's language ([`super::text`]).
@@ -1239,7 +856,7 @@ impl App {
     }
 
     fn banner(&self) {
-        let s = self.provider.settings();
+        let s = self.engine.provider.settings();
         self.out.say(&format!(
             "{} {} · {} {} · {} {} · {} {}",
             self.out.bold("new"),
@@ -1247,17 +864,17 @@ impl App {
             self.tr("provider", &[]),
             s.name,
             self.tr("model", &[]),
-            self.config.model,
+            self.engine.config.model,
             self.tr("role", &[]),
-            self.role.name,
+            self.engine.role.name,
         ));
         self.out.say(&self.out.dim(&format!(
             "{} {} · {}",
             self.tr("working_folder", &[]),
-            self.workdir.display(),
+            self.engine.workdir.display(),
             self.tr("help_for_commands_alt_enter_or", &[])
         )));
-        if !self.config.has_credentials && !self.is_first_run() {
+        if !self.engine.config.has_credentials && !self.is_first_run() {
             self.out.warn(&self.tr(
                 "no_api_key_for",
                 &[
@@ -1276,7 +893,7 @@ impl App {
             self.out.say(&format!(
                 "{}{}",
                 self.prompt_text(),
-                new_core::tools::escape_controls(&line)
+                new_core::escape::escape_controls(&line)
             ));
             if self.run_lines(line) == Flow::Exit {
                 return Ok(());
@@ -1287,7 +904,7 @@ impl App {
             self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
-            if let Some(mcp) = self.tools.mcp()
+            if let Some(mcp) = self.engine.tools.source::<new_core::mcp::Manager>()
                 && !input_waiting()
             {
                 mcp.start();
@@ -1308,7 +925,7 @@ impl App {
             self.at_prompt.store(false, Ordering::SeqCst);
             match read.context("reading input")? {
                 ReadOutcome::Line(line) => {
-                    self.auto_continued = false;
+                    self.engine.auto_continued = false;
                     if self.run_lines(line) == Flow::Exit {
                         return Ok(());
                     }
@@ -1328,7 +945,7 @@ impl App {
     fn run_lines(&mut self, line: String) -> Flow {
         let mut lines = std::collections::VecDeque::from([line]);
         while let Some(line) = lines.pop_front() {
-            let before = *self.interrupts.borrow();
+            let before = *self.engine.interrupts.borrow();
             self.turn_interrupted = false;
             self.reader.begin_typeahead();
             let flow = self.handle_line(&line);
@@ -1336,7 +953,9 @@ impl App {
             if flow == Flow::Exit {
                 return Flow::Exit;
             }
-            if *self.interrupts.borrow() != before || std::mem::take(&mut self.turn_interrupted) {
+            if *self.engine.interrupts.borrow() != before
+                || std::mem::take(&mut self.turn_interrupted)
+            {
                 if !typed.is_empty() || !lines.is_empty() {
                     let n = typed.len() + lines.len();
                     self.out
@@ -1349,7 +968,7 @@ impl App {
                 self.out.say(&format!(
                     "{}{}",
                     self.out.dim(&self.prompt_text()),
-                    new_core::tools::escape_controls(next)
+                    new_core::escape::escape_controls(next)
                 ));
             }
         }
@@ -1357,7 +976,7 @@ impl App {
     }
 
     fn prompt_text(&self) -> String {
-        let c = self.session.conversation();
+        let c = self.engine.chat.conversation();
         // The branch's name, when it has one and there is more than one branch.
         let name = match c.names_of(c.cursor()).first() {
             Some(name) if c.leaves().len() > 1 => format!("[{name}] "),
@@ -1409,11 +1028,12 @@ impl App {
             },
         };
         // Said once, before the first turn: a sandbox that could not be set up.
-        if let Some(sandbox) = &self.tools.context().os_sandbox
+        if let Some(sandbox) = &self.engine.tools.context().os_sandbox
             && !sandbox.is_on()
         {
-            self.out
-                .warn(&new_core::tools::escape_controls(&sandbox.one_line()));
+            let line =
+                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings());
+            self.out.warn(&new_core::escape::escape_controls(&line));
         }
         self.take_prompt(done, true);
     }
@@ -1423,17 +1043,17 @@ impl App {
     pub(super) fn take_prompt(&mut self, done: PromptJob, report: bool) {
         if report {
             for problem in done.skills.problems.iter().chain(&done.problems) {
-                self.out.warn(&new_core::tools::escape_controls(problem));
+                self.out.warn(&new_core::escape::escape_controls(problem));
             }
         }
-        self.skills = done.skills;
-        self.prompt_written = match (&self.agent, &self.subagents) {
+        self.engine.skills = done.skills;
+        self.engine.prompt_written = match (&self.engine.agent, &self.engine.subagents) {
             // A role's own context, as a defined subagent's.
             (Some(def), Some(subagents)) => subagents.fresh_context(def),
             _ => {
                 let mut parts = done.parts;
                 // One line each on the hooks and the MCP servers in force.
-                if let Some(lines) = self.config.prompt_lines() {
+                if let Some(lines) = self.engine.config.prompt_lines() {
                     parts.push(("configuration".to_string(), lines));
                 }
                 parts
@@ -1442,19 +1062,9 @@ impl App {
         self.fill_prompt();
     }
 
-    /// The system prompt from its parts, CodePilot's template variables (`{{OS}}`, `{{CWD}}`,
-    /// `{{MODEL}}`, …) filled for the model in use.
+    /// The system prompt from its parts ([`Session::fill_prompt`]).
     pub(super) fn fill_prompt(&mut self) {
-        self.prompt_parts = self
-            .prompt_written
-            .iter()
-            .map(|(source, text)| {
-                let filled = prompt::fill_variables(text, &self.workdir, &self.config.model);
-                (source.clone(), filled)
-            })
-            .collect();
-        self.system_prompt = self.prompt_parts.iter().map(|(_, t)| t.as_str()).collect();
-        self.session.set_system_prompt(&self.system_prompt);
+        self.engine.fill_prompt();
     }
 
     /// Processes one line of input, typed or piped.
@@ -1474,7 +1084,7 @@ impl App {
             Input::Unknown(word) => {
                 let name = word.trim_start_matches('/');
                 let args = line.trim().strip_prefix(word).unwrap_or("").trim();
-                if self.skills.get(name).is_some() {
+                if self.engine.skills.get(name).is_some() {
                     self.run_skill(name, args);
                 } else if name.starts_with("mcp__") && self.run_mcp_prompt(name, args) {
                 } else {
@@ -1539,37 +1149,38 @@ impl App {
     }
 
     /// Sends a user message and runs the agent loop. Returns how the turn ended, or None when the
-    /// message could not even be stored.
-    pub(super) fn chat(&mut self, text: &str) -> Option<TurnEnd> {
+    /// message was not sent.
+    pub(super) fn chat(&mut self, text: &str) -> Option<Ended> {
         // The hooks' subagents decide by the permissions as they are now (a `/permissions`
         // change, a rule allowed for the session).
         self.install_hook_agents();
-        let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
+        let mut printer = Printer::new(self.out).waiting_for(&self.engine.provider.settings().name);
         let end = self.chat_with(text, &mut printer);
         if end.is_some() {
             self.report_turn(&printer);
         }
-        if matches!(end, Some(TurnEnd::Complete)) && !self.out.one_shot {
+        if matches!(end, Some(Ended::Complete)) && !self.out.one_shot {
             self.review_turn();
         }
         end
     }
 
     /// The status line after a turn (one dim line), and the session's totals.
-    fn report_turn(&mut self, printer: &Printer) {
+    pub(super) fn report_turn(&mut self, printer: &Printer) {
         let cost = self
+            .engine
             .config
             .pricing
             .zip(printer.turn.as_ref())
             .map(|(p, turn)| p.cost(turn));
         if let Some(turn) = &printer.turn {
-            super::output::add_usage(&mut self.totals.0, turn);
+            super::output::add_usage(&mut self.engine.totals.0, turn);
         }
-        self.totals.1 += cost.unwrap_or(0.0);
-        self.totals.2 += 1;
+        self.engine.totals.1 += cost.unwrap_or(0.0);
+        self.engine.totals.2 += 1;
         let line = super::output::status_line(
             self.out.lang,
-            &self.config.model,
+            &self.engine.config.model,
             printer.turn.as_ref(),
             Some(self.context_use()),
             printer.started.elapsed().as_secs_f64(),
@@ -1579,331 +1190,42 @@ impl App {
         self.last_status = Some(line);
     }
 
-    fn chat_with(
-        &mut self,
-        text: &str,
-        observer: &mut dyn new_core::agent::Observer,
-    ) -> Option<TurnEnd> {
-        // `pre_message` hooks may block the message (it is not sent; the reason is said) or add
-        // to it, as `session_start` hooks' output is added to the first message.
-        let hooked = self.fire_hooks(new_core::hooks::Input {
-            prompt: Some(text.to_string()),
-            ..new_core::hooks::Input::new("pre_message")
-        })?;
-        if let Some(reason) = hooked.block {
-            self.out.error(&self.tr(
-                "blocked_by_hook",
-                &[("reason", &new_core::tools::escape_controls(&reason))],
-            ));
-            return None;
-        }
-        // Background subagents of this conversation that ended since its last turn: each
-        // answer is a message before the user's (and the user is told, once).
-        self.say_task_notes();
-        self.deliver_finished_tasks(observer)?;
-        let mut extra = std::mem::take(&mut self.hook_context);
-        extra.extend(hooked.context);
-        let text = if extra.is_empty() {
-            text.to_string()
-        } else {
-            format!("{text}\n\n{}", extra.join("\n\n"))
-        };
-        if let Err(e) = self.session.add(Message::new(Role::User, text)) {
-            self.out.error(&super::text::error(self.out.lang, &e));
-            return None;
-        }
-        Some(self.answer_with(observer))
-    }
-
-    /// The only tools a turn may offer and run: those of the role the session works as
-    /// (`--agent`), narrowed by a running skill's `allowed-tools`; None: every tool.
-    pub(super) fn turn_tools(&self) -> Option<Vec<String>> {
-        let role = self
-            .agent
-            .as_ref()
-            .zip(self.subagents.as_ref())
-            .map(|(def, s)| {
-                new_core::agent::defs::allowed_tools(def, &self.tools.names(), &s.settings)
-            });
-        match (role, &self.skill_tools) {
-            (Some(role), Some(skill)) => {
-                Some(role.into_iter().filter(|t| skill.contains(t)).collect())
-            }
-            (role, skill) => role.or_else(|| skill.clone()),
-        }
+    pub(super) fn chat_with(&mut self, text: &str, stream: &mut dyn Stream) -> Option<Ended> {
+        let mut front = Terminal::turn(self.out, stream, &mut self.reader);
+        let end = self.runtime.block_on(self.engine.send(text, &mut front));
+        self.turn_interrupted |= front.interrupted;
+        end
     }
 
     /// Asks the server for its context window once, when neither the config nor the model's
     /// family says.
     pub(super) fn learn_server_window(&mut self) {
-        if self.asked_server_window || !self.context.wants_server_window() {
-            return;
-        }
-        self.asked_server_window = true;
-        if let Some(n) = self.runtime.block_on(self.provider.server_window()) {
-            self.context.set_server_window(n);
-        }
+        self.runtime.block_on(self.engine.learn_server_window());
     }
 
     /// A fresh context accounting, after the model or the configuration changed.
     pub(super) fn reset_context(&mut self) {
-        self.context =
-            new_core::context::Context::new(self.config.context.clone(), &self.config.model);
-        self.asked_server_window = false;
-        // `{{MODEL}}` says the model in use, in the system prompt and in skills.
-        if !self.prompt_written.is_empty() {
-            self.fill_prompt();
-        }
-        self.install_self_skills();
-        self.install_hook_agents();
+        self.engine.reset_context();
     }
 
     /// Runs the agent loop on the branch at the cursor and reports how it ended.
-    pub(super) fn answer(&mut self) -> TurnEnd {
-        let mut printer = Printer::new(self.out).waiting_for(&self.provider.settings().name);
-        let end = self.answer_with(&mut printer);
+    pub(super) fn answer(&mut self) -> Ended {
+        let mut printer = Printer::new(self.out).waiting_for(&self.engine.provider.settings().name);
+        let mut front = Terminal::turn(self.out, &mut printer, &mut self.reader);
+        let end = self.runtime.block_on(self.engine.answer(&mut front));
+        self.turn_interrupted |= front.interrupted;
         self.report_turn(&printer);
         end
-    }
-
-    fn answer_with(&mut self, observer: &mut dyn new_core::agent::Observer) -> TurnEnd {
-        self.answer_at_depth(observer, 0)
-    }
-
-    /// The turn; `depth`: how many times a `post_message` (Claude Code's `Stop`) hook has asked it
-    /// to go on (at most [`STOP_HOOK_ROUNDS`]).
-    fn answer_at_depth(
-        &mut self,
-        observer: &mut dyn new_core::agent::Observer,
-        depth: usize,
-    ) -> TurnEnd {
-        self.learn_server_window();
-        let allowed = self.turn_tools();
-        let agent = Agent {
-            provider: &self.provider,
-            tools: &self.tools,
-            model: self.config.model.clone(),
-            max_rounds: self.config.max_rounds,
-            context: Some(&self.context),
-            allowed_tools: allowed.as_deref(),
-            checkpoints: self.checkpoints.as_deref(),
-            hooks: self.hooks.as_ref(),
-            subagents: self.subagents.as_ref(),
-            role: None,
-            folder: None,
-        };
-        let mut gate = super::approval::Approvals::for_session(
-            &mut self.policy,
-            &mut self.reader,
-            self.out,
-            &self.layers,
-            self.config.project_trusted,
-            &self.workdir,
-            self.hooks.as_ref(),
-        );
-        self.turns_started.fetch_add(1, Ordering::SeqCst);
-        self.busy.store(true, Ordering::SeqCst);
-        let end = self.runtime.block_on(agent.run(
-            &mut self.session,
-            observer,
-            &mut gate,
-            &mut self.interrupts,
-        ));
-        self.busy.store(false, Ordering::SeqCst);
-        self.after_turn(end, observer, depth)
-    }
-
-    /// What follows a turn: the `post_message` hooks of an answer (which may ask it to go on),
-    /// the warning of one that did not end well.
-    pub(super) fn after_turn(
-        &mut self,
-        end: TurnEnd,
-        observer: &mut dyn new_core::agent::Observer,
-        depth: usize,
-    ) -> TurnEnd {
-        match &end {
-            TurnEnd::Complete => {
-                let response = self
-                    .session
-                    .conversation()
-                    .get(self.session.conversation().cursor())
-                    .map(|m| m.content.clone());
-                let hooked = self.fire_hooks(new_core::hooks::Input {
-                    response,
-                    stop_hook_active: depth > 0,
-                    ..new_core::hooks::Input::new("post_message")
-                });
-                // A hook that blocks the end asks the model to go on, with its reason (unless
-                // one also said `"continue": false`).
-                let hooked = hooked.unwrap_or_default();
-                if let Some(reason) = &hooked.stop {
-                    self.out.warn(&self.tr(
-                        "stopped_by_hook",
-                        &[("reason", &new_core::tools::escape_controls(reason))],
-                    ));
-                } else if let Some(reason) = hooked.block {
-                    if depth >= STOP_HOOK_ROUNDS {
-                        self.out
-                            .warn(&self.tr("stop_hook_gave_up", &[("n", &STOP_HOOK_ROUNDS)]));
-                        return end;
-                    }
-                    let text = format!("[A hook asks you to go on: {reason}]");
-                    self.out
-                        .say(&self.out.dim(&new_core::tools::escape_controls(&text)));
-                    if let Err(e) = self.session.add(Message::new(Role::User, text)) {
-                        self.out.error(&super::text::error(self.out.lang, &e));
-                        return end;
-                    }
-                    return self.answer_at_depth(observer, depth + 1);
-                }
-            }
-            TurnEnd::RoundLimit(n) => self.out.warn(&self.tr("round_limit", &[("n", n)])),
-            TurnEnd::ContextFull => self.out.warn(&self.tr("context_full", &[])),
-            TurnEnd::Interrupted => {
-                self.turn_interrupted = true;
-                self.out
-                    .warn(&self.tr("interrupted_what_arrived_is_kept", &[]))
-            }
-            TurnEnd::Stopped(reason) => self.out.warn(&self.tr(
-                "stopped_by_hook",
-                &[("reason", &new_core::tools::escape_controls(reason))],
-            )),
-            TurnEnd::Failed(e) => {
-                self.out.error(&format!(
-                    "{}\n{}",
-                    super::text::error(self.out.lang, e),
-                    self.tr("your_message_is_saved_send_it", &[])
-                ));
-                let error = Some(e.to_string());
-                self.fire_hooks(new_core::hooks::Input {
-                    error,
-                    ..new_core::hooks::Input::new("error")
-                });
-            }
-        }
-        end
-    }
-
-    fn one_shot(&mut self, prompt: &str, format: super::json_output::OutputFormat) -> ExitCode {
-        self.ready();
-        use super::json_output::{JsonObserver, OutputFormat, ResultFields, write_line};
-        // `@server:uri` is read before anything is sent, as at the prompt; one that cannot be
-        // read is said (on stderr, and in the JSON's `error`) and nothing is sent.
-        let expanded = self.with_resources(prompt);
-        if format != OutputFormat::Text {
-            let stream = format == OutputFormat::StreamJson;
-            let mut observer = JsonObserver::new(Printer::new(self.out), stream);
-            observer.emit(serde_json::json!({
-                "type": "start",
-                "conversation_id": self.session.id(),
-                "model": self.config.model,
-            }));
-            let end = match &expanded {
-                Some(prompt) => self.chat_with(prompt, &mut observer),
-                None => None,
-            };
-            let current = self.session.conversation().current();
-            let error = match &end {
-                None if expanded.is_none() => {
-                    Some("an @server:uri resource could not be read".to_string())
-                }
-                Some(TurnEnd::Complete)
-                | Some(TurnEnd::RoundLimit(_))
-                | Some(TurnEnd::ContextFull) => None,
-                Some(TurnEnd::Interrupted) => Some("interrupted".to_string()),
-                Some(TurnEnd::Stopped(reason)) => Some(format!("stopped by a hook: {reason}")),
-                Some(TurnEnd::Failed(e)) => Some(e.to_string()),
-                None => Some("the message could not be stored".to_string()),
-            };
-            let answered = current.role == Role::Assistant;
-            let mut result = observer.result(ResultFields {
-                text: if answered { &current.content } else { "" },
-                conversation_id: self.session.id(),
-                node_id: &current.id,
-                model: &self.config.model,
-                error,
-            });
-            let failed = self.mcp_failures();
-            // Said on stderr too: whoever reads only the JSON's `result` still hears of it.
-            for (server, error) in &failed {
-                self.out.warn(&self.tr(
-                    "mcp_server_failed",
-                    &[
-                        ("server", server),
-                        ("error", &new_core::tools::escape_controls(error)),
-                    ],
-                ));
-            }
-            result["mcp_errors"] = serde_json::json!(
-                failed
-                    .iter()
-                    .map(|(server, error)| serde_json::json!({"server": server, "error": error}))
-                    .collect::<Vec<_>>()
-            );
-            write_line(&result);
-            return match end {
-                Some(TurnEnd::Complete)
-                | Some(TurnEnd::RoundLimit(_))
-                | Some(TurnEnd::ContextFull) => ExitCode::SUCCESS,
-                Some(TurnEnd::Interrupted) => ExitCode::from(130),
-                _ => ExitCode::from(1),
-            };
-        }
-        let Some(prompt) = expanded else {
-            return ExitCode::from(1);
-        };
-        let end = self.chat(&prompt);
-        for (server, error) in self.mcp_failures() {
-            self.out.warn(&self.tr(
-                "mcp_server_failed",
-                &[
-                    ("server", &server),
-                    ("error", &new_core::tools::escape_controls(&error)),
-                ],
-            ));
-        }
-        match end {
-            Some(TurnEnd::Complete) => {
-                use std::io::Write;
-                let answer = &self.session.conversation().current().content;
-                let shown = if self.out.render {
-                    let mut r =
-                        super::markdown::Renderer::new(super::markdown::terminal_layout(false));
-                    let mut text = r.push(&new_core::tools::escape_controls_keep_lines(answer));
-                    text.push_str(&r.finish());
-                    text.trim_end_matches('\n').to_string()
-                } else {
-                    answer.clone()
-                };
-                let mut stdout = std::io::stdout().lock();
-                // A closed pipe (`new -p … | head -c1`) is the reader's choice, not a failure.
-                let _ = writeln!(stdout, "{shown}").and_then(|()| stdout.flush());
-                ExitCode::SUCCESS
-            }
-            Some(TurnEnd::Interrupted) => {
-                // What arrived goes where the answer would have (`-p … > out.txt`), and stderr
-                // says it is partial and where it is kept; the exit code is 130.
-                use std::io::Write;
-                let current = self.session.conversation().current();
-                if current.role == Role::Assistant && !current.content.is_empty() {
-                    let mut stdout = std::io::stdout().lock();
-                    let _ = writeln!(stdout, "{}", current.content).and_then(|()| stdout.flush());
-                    self.out
-                        .warn(&self.tr("partial_answer_on_stdout", &[("id", &self.session.id())]));
-                }
-                ExitCode::from(130)
-            }
-            _ => ExitCode::from(1),
-        }
     }
 }
 
 impl App {
     /// The MCP servers that failed to start (or to answer), with why: said in `-p` mode, where
     /// there is no `/mcp` to look at.
-    fn mcp_failures(&self) -> Vec<(String, String)> {
-        self.tools
-            .mcp()
+    pub(super) fn mcp_failures(&self) -> Vec<(String, String)> {
+        self.engine
+            .tools
+            .source::<new_core::mcp::Manager>()
             .map(|m| m.statuses())
             .unwrap_or_default()
             .into_iter()
@@ -1939,7 +1261,7 @@ pub(super) fn read_prompt(
     memory: Option<&new_core::memory::MemoryStore>,
     memory_settings: &new_core::memory::MemorySettings,
     names: &super::editor::SkillNames,
-    shelf: &new_core::tools::builtin::Shelf,
+    shelf: &new_core::skill::Shelf,
 ) -> PromptJob {
     let skills = SkillRegistry::load_with(layers, skill_settings);
     *names.write().unwrap_or_else(|e| e.into_inner()) =

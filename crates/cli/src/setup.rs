@@ -11,7 +11,7 @@ use new_core::llm::Provider;
 impl App {
     /// Whether this looks like a first run: nothing configured that could reach a model.
     pub(super) fn is_first_run(&self) -> bool {
-        !self.config.has_credentials && self.config.files.is_empty()
+        !self.engine.config.has_credentials && self.engine.config.files.is_empty()
     }
 
     /// The few lines on how to configure; to stderr, as a warning would go.
@@ -111,10 +111,10 @@ impl App {
     fn reload_configuration(&mut self) {
         // The command line was not about the new provider: only its language still applies.
         let overrides = config::Overrides {
-            lang: self.overrides.lang,
+            lang: self.engine.overrides.lang,
             ..config::Overrides::default()
         };
-        let loaded = config::load(&self.layers, &overrides, &|n| std::env::var(n).ok())
+        let loaded = config::load(&self.engine.layers, &overrides, &|n| std::env::var(n).ok())
             .map_err(|e| e.to_string())
             .and_then(|c| {
                 Provider::new(c.provider.clone())
@@ -123,14 +123,14 @@ impl App {
             });
         match loaded {
             Ok((config, provider)) => {
-                self.config = config;
-                self.provider = provider;
+                self.engine.config = config;
+                self.engine.provider = provider;
                 self.reset_context();
                 self.out.say(&self.tr(
                     "using_provider_and_model",
                     &[
-                        ("name", &self.provider.settings().name),
-                        ("model", &self.config.model),
+                        ("name", &self.engine.provider.settings().name),
+                        ("model", &self.engine.config.model),
                     ],
                 ));
             }
@@ -164,7 +164,7 @@ pub fn user_config_path() -> Option<PathBuf> {
 /// Writes the config with mode 0600 in a folder with mode 0700, atomically.
 fn write_private(path: &Path, file: &FileConfig) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(file).map_err(std::io::Error::other)? + "\n";
-    new_core::layers::write_private(path, text.as_bytes())
+    new_core::fs::atomic::write_private(path, text.as_bytes())
 }
 
 /// Runs `read` with the terminal's echo turned off, restoring it afterwards.

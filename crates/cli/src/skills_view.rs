@@ -7,16 +7,17 @@ impl App {
     /// `/<skill> [args]`: the skill's instructions as the next user message, the arguments after
     /// them in a `<user_args>` section; while the turn runs, only the tools the skill allows.
     pub(super) fn run_skill(&mut self, name: &str, args: &str) {
-        let Some(skill) = self.skills.get(name).cloned() else {
+        let Some(skill) = self.engine.skills.get(name).cloned() else {
             return;
         };
         let mut text = self
+            .engine
             .tools
-            .context()
-            .skills
-            .instructions(&skill, self.config.skill.max_bytes);
+            .source::<new_core::skill::Shelf>()
+            .unwrap_or_default()
+            .instructions(&skill, self.engine.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
-            self.tools.sandbox().add_read_root(dir.clone());
+            self.engine.tools.workdir().add_read_root(dir.clone());
             text.push_str(&format!(
                 "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
                 dir.display()
@@ -25,9 +26,9 @@ impl App {
         if !args.is_empty() {
             text.push_str(&format!("\n\n<user_args>\n{args}\n</user_args>"));
         }
-        self.skill_tools = skill.allowed_tools.clone();
+        self.engine.skill_tools = skill.allowed_tools.clone();
         self.chat(&text);
-        self.skill_tools = None;
+        self.engine.skill_tools = None;
     }
 
     /// `/skills`, `/skills enable NAME`, `/skills disable NAME`.
@@ -43,7 +44,7 @@ impl App {
     }
 
     fn list_skills(&self) {
-        let mut skills: Vec<_> = self.skills.all().collect();
+        let mut skills: Vec<_> = self.engine.skills.all().collect();
         skills.sort_by_key(|s| (s.tier, s.name.clone()));
         let mut text = String::new();
         for skill in skills {
@@ -61,13 +62,13 @@ impl App {
             // What the skill's files say is escaped; the colour of the state is ours.
             text.push_str(&format!(
                 "{state}  {}",
-                new_core::tools::escape_controls(&format!("{} ({whence})", skill.name))
+                new_core::escape::escape_controls(&format!("{} ({whence})", skill.name))
             ));
             if !skill.description.is_empty() {
                 text.push_str(&format!(
                     " {}",
                     self.out
-                        .dim(&new_core::tools::escape_controls(&skill.description))
+                        .dim(&new_core::escape::escape_controls(&skill.description))
                 ));
             }
             text.push('\n');
@@ -75,11 +76,11 @@ impl App {
         if text.is_empty() {
             text = self.tr("no_skills", &[]);
         }
-        for problem in &self.skills.problems {
+        for problem in &self.engine.skills.problems {
             text.push_str(&format!(
                 "{}\n",
                 self.out
-                    .dim(&new_core::tools::escape_controls(&format!("! {problem}")))
+                    .dim(&new_core::escape::escape_controls(&format!("! {problem}")))
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -87,13 +88,17 @@ impl App {
 
     /// Turns a skill on or off for this project: saved in the project's config, in force at once.
     fn set_skill(&mut self, name: &str, enabled: bool) {
-        if self.skills.get(name).is_none() {
+        if self.engine.skills.get(name).is_none() {
             return self.out.error(&self.tr(
                 "no_skill_named",
-                &[("name", &new_core::tools::escape_controls(name))],
+                &[("name", &new_core::escape::escape_controls(name))],
             ));
         }
-        let file = self.layers.project.join(new_core::config::CONFIG_FILE);
+        let file = self
+            .engine
+            .layers
+            .project
+            .join(new_core::config::CONFIG_FILE);
         let saved = new_core::config::update_file(&file, |object| {
             let skill = object
                 .entry("skill")
@@ -117,16 +122,17 @@ impl App {
             ));
         }
         // A file the user trusted stays trusted with their own change in it.
-        if self.config.project_trusted
+        if self.engine.config.project_trusted
             && let Ok(bytes) = std::fs::read(&file)
         {
-            let _ = new_core::trust::Trust::new(self.layers.user.as_deref()).trust(
-                &self.workdir,
+            let _ = new_core::trust::Trust::new(self.engine.layers.user.as_deref()).trust(
+                &self.engine.workdir,
                 "config",
                 &bytes,
             );
         }
-        self.config
+        self.engine
+            .config
             .skill
             .overrides
             .insert(name.to_string(), enabled);
@@ -145,14 +151,18 @@ impl App {
     /// are named.
     pub(super) fn reload_skills(&mut self, report: bool) {
         let done = super::repl::read_prompt(
-            &self.layers,
-            &self.role,
-            &self.workdir,
-            &self.config.skill,
-            self.memory.as_ref(),
-            &self.config.memory,
+            &self.engine.layers,
+            &self.engine.role,
+            &self.engine.workdir,
+            &self.engine.config.skill,
+            self.engine.memory.as_ref(),
+            &self.engine.config.memory,
             &self.skill_names,
-            &self.tools.context().skills,
+            &self
+                .engine
+                .tools
+                .source::<new_core::skill::Shelf>()
+                .unwrap_or_default(),
         );
         self.take_prompt(done, report);
     }

@@ -65,6 +65,420 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "没有沙箱：本会话不运行任何程序（没有 bash、钩子或 MCP 服务器）",
     ),
     (
+        "sandbox_on",
+        "sandbox: on (writes in the working folder and $TMPDIR only; network {network})",
+        "沙箱：开启（只能写入工作文件夹和 $TMPDIR；网络：{network}）",
+    ),
+    ("sandbox_network_off", "off", "关闭"),
+    ("sandbox_network_on", "on", "开启"),
+    (
+        "sandbox_off",
+        "sandbox: off ({why}); bash commands are asked for",
+        "沙箱：关闭（{why}）；bash 命令都会询问",
+    ),
+    ("sandbox_none_listed", "(none)", "（无）"),
+    ("sandbox_writable", "  writable: {list}", "  可写：{list}"),
+    ("sandbox_devices", "  devices: {list}", "  设备：{list}"),
+    (
+        "sandbox_read_only",
+        "  read-only inside: {list}",
+        "  其中只读：{list}",
+    ),
+    (
+        "sandbox_not_there_yet",
+        "  not there yet (a command could create them; new says so when one does): {list}",
+        "  尚不存在（命令可能创建它们；一旦创建，new 会告诉你）：{list}",
+    ),
+    ("sandbox_hidden", "  hidden: {list}", "  隐藏：{list}"),
+    (
+        "sandbox_network",
+        "  network: {network}",
+        "  网络：{network}",
+    ),
+    (
+        "sandbox_reach_none",
+        "none (a loopback of its own only)",
+        "无（只有自己的回环接口）",
+    ),
+    (
+        "sandbox_reach_all",
+        "all (as outside the sandbox)",
+        "全部（与沙箱外相同）",
+    ),
+    (
+        "sandbox_reach_hosts",
+        "through new's proxy to {hosts} only",
+        "只能通过 new 的代理访问 {hosts}",
+    ),
+    (
+        "sandbox_leaving_asked",
+        "  leaving it: a command the model runs with \"sandbox\": false is asked for every time",
+        "  离开沙箱：模型以 \"sandbox\": false 运行的命令每次都会询问",
+    ),
+    (
+        "sandbox_leaving_forbidden",
+        "  leaving it: forbidden (sandbox.allow_unsandboxed is false)",
+        "  离开沙箱：禁止（sandbox.allow_unsandboxed 为 false）",
+    ),
+    (
+        "sandbox_reads_elsewhere",
+        "  reads elsewhere are allowed; the file tools keep their own checks; hooks and MCP servers from the project run inside it, yours as configured",
+        "  其他位置可以读取；文件工具有自己的检查；项目的钩子和 MCP 服务器在沙箱内运行，你自己的按配置运行",
+    ),
+    (
+        "sandbox_asks_every_command",
+        "  every bash command is asked for (in permissive mode: run), as without a sandbox",
+        "  每个 bash 命令都会询问（permissive 模式下直接运行），与没有沙箱时相同",
+    ),
+    (
+        "err_off_disabled",
+        "sandbox.enabled is false in the config",
+        "配置中 sandbox.enabled 为 false",
+    ),
+    (
+        "err_off_unsupported",
+        "not available on {os} yet",
+        "{os} 上暂不可用",
+    ),
+    (
+        "err_off_helper_failed",
+        "the helper failed ({status})",
+        "沙箱辅助程序失败（{status}）",
+    ),
+    (
+        "err_off_cannot_start",
+        "cannot start the sandbox helper {path}: {cause}",
+        "无法启动沙箱辅助程序 {path}：{cause}",
+    ),
+    (
+        "err_sandbox_temp_folder",
+        "creating the sandbox's temp folder {path}: {cause}",
+        "创建沙箱的临时文件夹 {path} 失败：{cause}",
+    ),
+    (
+        "err_sandbox_no_proxy",
+        "no proxy is configured",
+        "没有配置代理",
+    ),
+    (
+        "err_sandbox_proxy",
+        "starting the network proxy: {cause}",
+        "启动网络代理失败：{cause}",
+    ),
+    (
+        "err_sandbox_describe",
+        "writing the sandbox description: {cause}",
+        "写入沙箱描述失败：{cause}",
+    ),
+    (
+        "err_setup_no_spec",
+        "no sandbox description given",
+        "没有给出沙箱描述",
+    ),
+    (
+        "err_setup_bad_spec",
+        "reading the sandbox description: {cause}",
+        "读取沙箱描述失败：{cause}",
+    ),
+    (
+        "err_setup_no_program",
+        "no program to run",
+        "没有要运行的程序",
+    ),
+    (
+        "err_setup_fork",
+        "fork: {cause}",
+        "创建进程（fork）失败：{cause}",
+    ),
+    (
+        "err_setup_exec",
+        "cannot run `{program}`: {cause}",
+        "无法运行 `{program}`：{cause}",
+    ),
+    (
+        "err_setup_wait",
+        "waiting: {cause}",
+        "等待进程失败：{cause}",
+    ),
+    (
+        "err_setup_enter_folder",
+        "entering {path}: {cause}",
+        "进入 {path} 失败：{cause}",
+    ),
+    (
+        "err_setup_unshare",
+        "user namespaces are unavailable (unshare: {cause})",
+        "用户命名空间不可用（unshare：{cause}）",
+    ),
+    (
+        "err_setup_write_proc",
+        "writing {path}: {cause}",
+        "写入 {path} 失败：{cause}",
+    ),
+    (
+        "err_setup_private_mounts",
+        "making the mounts private: {cause}",
+        "将挂载设为私有失败：{cause}",
+    ),
+    (
+        "err_setup_pin",
+        "pinning {path}: {cause}",
+        "固定 {path} 失败：{cause}",
+    ),
+    (
+        "err_setup_hide",
+        "hiding {path}: {cause}",
+        "隐藏 {path} 失败：{cause}",
+    ),
+    (
+        "err_setup_shared_memory",
+        "mounting a private /dev/shm: {cause}",
+        "挂载私有的 /dev/shm 失败：{cause}",
+    ),
+    (
+        "err_setup_protect",
+        "protecting {path}: {cause}",
+        "保护 {path} 失败：{cause}",
+    ),
+    (
+        "err_setup_loopback",
+        "bringing up loopback: {cause}",
+        "启用回环接口失败：{cause}",
+    ),
+    (
+        "err_setup_proxy_listener",
+        "listening for the proxy: {cause}",
+        "为代理监听端口失败：{cause}",
+    ),
+    (
+        "err_setup_landlock",
+        "Landlock: {cause}",
+        "Landlock 出错：{cause}",
+    ),
+    (
+        "err_setup_landlock_unavailable",
+        "Landlock is not available in this kernel",
+        "此内核不支持 Landlock",
+    ),
+    (
+        "err_setup_landlock_too_old",
+        "Landlock is too old in this kernel (ABI 6, Linux 6.12, is needed)",
+        "此内核的 Landlock 版本太旧（需要 ABI 6，即 Linux 6.12）",
+    ),
+    (
+        "err_setup_drop_capability",
+        "dropping capability {capability}: {cause}",
+        "放弃权能 {capability} 失败：{cause}",
+    ),
+    (
+        "err_setup_drop_capabilities",
+        "dropping capabilities: {cause}",
+        "放弃权能失败：{cause}",
+    ),
+    (
+        "err_setup_no_seccomp",
+        "no seccomp filter for this architecture",
+        "此架构没有 seccomp 过滤器",
+    ),
+    (
+        "err_setup_seccomp",
+        "installing the seccomp filter: {cause}",
+        "安装 seccomp 过滤器失败：{cause}",
+    ),
+    (
+        "err_sandbox_network_word",
+        "`sandbox.network` is not valid: `{word}` is not \"none\", \"all\" or a list of domains",
+        "`sandbox.network` 无效：`{word}` 不是 \"none\"、\"all\" 或域名列表",
+    ),
+    (
+        "err_sandbox_hosts",
+        "`sandbox.network` is not valid: {reason}",
+        "`sandbox.network` 无效：{reason}",
+    ),
+    (
+        "err_sandbox_not_absolute",
+        "`sandbox.{key}` is not valid: `{path}` is not an absolute path (or one starting with ~/)",
+        "`sandbox.{key}` 无效：`{path}` 不是绝对路径（也不以 ~/ 开头）",
+    ),
+    (
+        "err_hosts_empty",
+        "sandbox.network entry {number} is empty",
+        "sandbox.network 的第 {number} 项为空",
+    ),
+    (
+        "err_hosts_bad",
+        "bad sandbox.network entry `{pattern}`: {problem}",
+        "sandbox.network 的条目 `{pattern}` 有误：{problem}",
+    ),
+    ("host_problem_empty", "it is empty", "它是空的"),
+    ("host_problem_space", "it contains a space", "它包含空格"),
+    (
+        "host_problem_scheme",
+        "write just the host, without a scheme (like `github.com`)",
+        "只写主机名，不要协议（如 `github.com`）",
+    ),
+    (
+        "host_problem_path",
+        "write just the host, without a path",
+        "只写主机名，不要路径",
+    ),
+    (
+        "host_problem_port",
+        "write just the host, without a port (ports are not filtered)",
+        "只写主机名，不要端口（端口不做过滤）",
+    ),
+    (
+        "host_problem_star_twice",
+        "`*` may only appear once, as a leading `*.`",
+        "`*` 只能出现一次，且只能作为开头的 `*.`",
+    ),
+    (
+        "host_problem_star_place",
+        "`*` may only appear alone or as a leading `*.`",
+        "`*` 只能单独出现，或作为开头的 `*.`",
+    ),
+    (
+        "host_problem_star_before_ip",
+        "`*.` needs a domain name after it, not an IP",
+        "`*.` 后面必须是域名，不能是 IP",
+    ),
+    (
+        "host_problem_bad_ipv6",
+        "it is not a valid bracketed IPv6 address",
+        "它不是有效的带方括号的 IPv6 地址",
+    ),
+    (
+        "host_problem_not_a_host",
+        "it is neither a host name nor an IP address",
+        "它既不是主机名也不是 IP 地址",
+    ),
+    ("host_problem_empty_host", "the host is empty", "主机名为空"),
+    (
+        "host_problem_too_long",
+        "the host name is longer than 253 bytes",
+        "主机名超过 253 字节",
+    ),
+    (
+        "host_problem_bad_label",
+        "a part of the host name is empty or over 63 bytes",
+        "主机名的某一段为空或超过 63 字节",
+    ),
+    (
+        "host_problem_bad_character",
+        "the host name has a character other than letters, digits, `-`, `_` and `.` (write international names in their `xn--` form)",
+        "主机名含有字母、数字、`-`、`_` 和 `.` 以外的字符（国际化域名请写成 `xn--` 形式）",
+    ),
+    (
+        "host_problem_numeric",
+        "it looks numeric but is not a dotted IPv4 address",
+        "它看起来是数字，但不是点分格式的 IPv4 地址",
+    ),
+    (
+        "hook_failed",
+        "hook `{name}` ({event}): {reason}",
+        "钩子 `{name}`（{event}）：{reason}",
+    ),
+    (
+        "err_hook_no_subagents",
+        "agent hooks cannot run here (no subagents)",
+        "agent 钩子在这里无法运行（没有子代理）",
+    ),
+    (
+        "err_hook_subagent_timeout",
+        "the subagent did not answer within {secs} s",
+        "子代理在 {secs} 秒内没有回答",
+    ),
+    (
+        "err_hook_http_client",
+        "cannot make an HTTP client: {reason}",
+        "无法创建 HTTP 客户端：{reason}",
+    ),
+    (
+        "err_hook_status",
+        "HTTP {status}",
+        "服务器回答 HTTP {status}",
+    ),
+    (
+        "err_hook_sandbox",
+        "cannot start it in the sandbox: {reason}",
+        "无法在沙箱中启动：{reason}",
+    ),
+    (
+        "err_hook_start",
+        "cannot start: {cause}",
+        "无法启动：{cause}",
+    ),
+    (
+        "err_hook_exit",
+        "exit code {code}: {stderr}",
+        "退出码 {code}：{stderr}",
+    ),
+    (
+        "err_hook_killed",
+        "it was killed by a signal",
+        "它被信号终止",
+    ),
+    (
+        "err_hook_wait",
+        "waiting for it: {cause}",
+        "等待它结束失败：{cause}",
+    ),
+    (
+        "err_hook_timeout",
+        "no answer within {secs} s; stopped",
+        "{secs} 秒内没有回答；已停止",
+    ),
+    (
+        "err_subagent_unknown_role",
+        "no subagent role `{role}`; the roles are {known}",
+        "没有子代理角色 `{role}`；可用的角色：{known}",
+    ),
+    (
+        "err_subagent_project_role",
+        "the role `{role}` is the project's ({file}): a hook of yours runs only your own roles and the built-in ones",
+        "角色 `{role}` 属于项目（{file}）：你自己的钩子只运行你自己的角色和内置角色",
+    ),
+    (
+        "err_subagent_store",
+        "storing the hook's task: {reason}",
+        "保存钩子的任务失败：{reason}",
+    ),
+    (
+        "err_subagent_no_runtime",
+        "no runtime to run the subagent on",
+        "没有可运行子代理的运行时",
+    ),
+    (
+        "err_subagent_thread",
+        "starting the subagent's thread: {cause}",
+        "启动子代理的线程失败：{cause}",
+    ),
+    (
+        "err_subagent_failed",
+        "the subagent failed: {reason}",
+        "子代理失败：{reason}",
+    ),
+    (
+        "err_subagent_stopped",
+        "the subagent stopped: {reason}",
+        "子代理已停止：{reason}",
+    ),
+    (
+        "err_subagent_interrupted",
+        "the subagent was interrupted",
+        "子代理被中断",
+    ),
+    (
+        "err_subagent_no_answer",
+        "the subagent gave no answer",
+        "子代理没有给出回答",
+    ),
+    (
+        "err_subagent_ended",
+        "the subagent ended without an answer",
+        "子代理结束时没有回答",
+    ),
+    (
         "err_config_invalid",
         "`{key}` is not valid: {reason}",
         "`{key}` 无效：{reason}",
@@ -1902,6 +2316,7 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
             }
             ConfigError::UnknownLang(l) => t("err_unknown_lang", &[("lang", l)]),
             ConfigError::UnknownMode(m) => t("err_unknown_mode", &[("mode", m)]),
+            ConfigError::Sandbox(e) => error(lang, e),
         };
     }
     if let Some(e) = e.downcast_ref::<RoleError>() {
@@ -1916,7 +2331,200 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
             ),
         };
     }
-    e.to_string()
+    sandbox_error(lang, e)
+        .or_else(|| hook_error(lang, e))
+        .unwrap_or_else(|| e.to_string())
+}
+
+/// The sandbox's errors ([`new_sys::os_sandbox`]) in `lang`; None for another error.
+fn sandbox_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use new_sys::os_sandbox::proxy::{HostProblem, HostsError};
+    use new_sys::os_sandbox::{OffReason, SandboxError, SettingsError, SetupError};
+    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    if let Some(e) = e.downcast_ref::<OffReason>() {
+        return Some(match e {
+            OffReason::Disabled => t("err_off_disabled", &[]),
+            OffReason::Unsupported { os } => t("err_off_unsupported", &[("os", os)]),
+            OffReason::Session(e) => error(lang, e),
+            OffReason::Setup(e) => error(lang, e),
+            // The helper's own words, as they came.
+            OffReason::Helper { line } => line.clone(),
+            OffReason::HelperFailed { status } => t("err_off_helper_failed", &[("status", status)]),
+            OffReason::CannotStart { path, cause } => t(
+                "err_off_cannot_start",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+        });
+    }
+    if let Some(e) = e.downcast_ref::<SandboxError>() {
+        return Some(match e {
+            SandboxError::TempFolder { path, cause } => t(
+                "err_sandbox_temp_folder",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            SandboxError::NoProxy => t("err_sandbox_no_proxy", &[]),
+            SandboxError::Proxy { cause } => t("err_sandbox_proxy", &[("cause", cause)]),
+            SandboxError::Describe { cause } => t("err_sandbox_describe", &[("cause", cause)]),
+        });
+    }
+    if let Some(e) = e.downcast_ref::<SetupError>() {
+        return Some(match e {
+            SetupError::NoSpec => t("err_setup_no_spec", &[]),
+            SetupError::BadSpec { cause } => t("err_setup_bad_spec", &[("cause", cause)]),
+            SetupError::NoProgram => t("err_setup_no_program", &[]),
+            SetupError::Fork { cause } => t("err_setup_fork", &[("cause", cause)]),
+            SetupError::Exec { program, cause } => {
+                t("err_setup_exec", &[("program", program), ("cause", cause)])
+            }
+            SetupError::Wait { cause } => t("err_setup_wait", &[("cause", cause)]),
+            SetupError::EnterFolder { path, cause } => t(
+                "err_setup_enter_folder",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            SetupError::Unshare { cause } => t("err_setup_unshare", &[("cause", cause)]),
+            SetupError::WriteProc { path, cause } => {
+                t("err_setup_write_proc", &[("path", path), ("cause", cause)])
+            }
+            SetupError::PrivateMounts { cause } => {
+                t("err_setup_private_mounts", &[("cause", cause)])
+            }
+            SetupError::Pin { path, cause } => t(
+                "err_setup_pin",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            SetupError::Hide { path, cause } => t(
+                "err_setup_hide",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            SetupError::SharedMemory { cause } => t("err_setup_shared_memory", &[("cause", cause)]),
+            SetupError::Protect { path, cause } => t(
+                "err_setup_protect",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            SetupError::Loopback { cause } => t("err_setup_loopback", &[("cause", cause)]),
+            SetupError::ProxyListener { cause } => {
+                t("err_setup_proxy_listener", &[("cause", cause)])
+            }
+            SetupError::Landlock { cause } => t("err_setup_landlock", &[("cause", cause)]),
+            SetupError::LandlockUnavailable => t("err_setup_landlock_unavailable", &[]),
+            SetupError::LandlockTooOld => t("err_setup_landlock_too_old", &[]),
+            SetupError::DropCapability { capability, cause } => t(
+                "err_setup_drop_capability",
+                &[("capability", capability), ("cause", cause)],
+            ),
+            SetupError::DropCapabilities { cause } => {
+                t("err_setup_drop_capabilities", &[("cause", cause)])
+            }
+            SetupError::NoSeccompFilter => t("err_setup_no_seccomp", &[]),
+            SetupError::Seccomp { cause } => t("err_setup_seccomp", &[("cause", cause)]),
+        });
+    }
+    if let Some(e) = e.downcast_ref::<SettingsError>() {
+        return Some(match e {
+            SettingsError::NetworkWord { word } => t("err_sandbox_network_word", &[("word", word)]),
+            SettingsError::Hosts(e) => t("err_sandbox_hosts", &[("reason", &error(lang, e))]),
+            SettingsError::NotAbsolute { key, path } => {
+                t("err_sandbox_not_absolute", &[("key", key), ("path", path)])
+            }
+        });
+    }
+    if let Some(e) = e.downcast_ref::<HostsError>() {
+        return Some(match e {
+            HostsError::Empty { number } => t("err_hosts_empty", &[("number", number)]),
+            HostsError::Bad { pattern, problem } => {
+                let problem = match problem {
+                    HostProblem::Empty => t("host_problem_empty", &[]),
+                    HostProblem::Space => t("host_problem_space", &[]),
+                    HostProblem::Scheme => t("host_problem_scheme", &[]),
+                    HostProblem::Path => t("host_problem_path", &[]),
+                    HostProblem::Port => t("host_problem_port", &[]),
+                    HostProblem::StarTwice => t("host_problem_star_twice", &[]),
+                    HostProblem::StarPlace => t("host_problem_star_place", &[]),
+                    HostProblem::StarBeforeIp => t("host_problem_star_before_ip", &[]),
+                    HostProblem::BadIpv6 => t("host_problem_bad_ipv6", &[]),
+                    HostProblem::NotAHost => t("host_problem_not_a_host", &[]),
+                    HostProblem::EmptyHost => t("host_problem_empty_host", &[]),
+                    HostProblem::TooLong => t("host_problem_too_long", &[]),
+                    HostProblem::BadLabel => t("host_problem_bad_label", &[]),
+                    HostProblem::BadCharacter => t("host_problem_bad_character", &[]),
+                    HostProblem::Numeric => t("host_problem_numeric", &[]),
+                };
+                t(
+                    "err_hosts_bad",
+                    &[("pattern", pattern), ("problem", &problem)],
+                )
+            }
+        });
+    }
+    None
+}
+
+/// A hook's run and its subagent's errors ([`new_core::hooks`]) in `lang`; None for another.
+fn hook_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use new_core::hooks::{RunError, SubagentError};
+    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    if let Some(e) = e.downcast_ref::<RunError>() {
+        return Some(match e {
+            RunError::NoSubagents => t("err_hook_no_subagents", &[]),
+            RunError::SubagentTimeout { timeout } => {
+                t("err_hook_subagent_timeout", &[("secs", &timeout.as_secs())])
+            }
+            RunError::Subagent(e) => error(lang, e),
+            RunError::HttpClient { reason } => t("err_hook_http_client", &[("reason", reason)]),
+            // Names the URL and what failed, as the HTTP client said it.
+            RunError::Request { reason } => reason.clone(),
+            RunError::Status { status } => t("err_hook_status", &[("status", status)]),
+            RunError::Sandbox(e) => t("err_hook_sandbox", &[("reason", &error(lang, e))]),
+            RunError::Start { cause } => t("err_hook_start", &[("cause", cause)]),
+            RunError::Exit { code, stderr } => {
+                t("err_hook_exit", &[("code", code), ("stderr", stderr)])
+            }
+            RunError::Killed => t("err_hook_killed", &[]),
+            RunError::Wait { cause } => t("err_hook_wait", &[("cause", cause)]),
+            RunError::Timeout { timeout } => {
+                t("err_hook_timeout", &[("secs", &timeout.as_secs_f64())])
+            }
+        });
+    }
+    if let Some(e) = e.downcast_ref::<SubagentError>() {
+        return Some(match e {
+            SubagentError::UnknownRole { role, known } => t(
+                "err_subagent_unknown_role",
+                &[("role", role), ("known", &known.join(", "))],
+            ),
+            SubagentError::ProjectRole { role, file } => t(
+                "err_subagent_project_role",
+                &[("role", role), ("file", file)],
+            ),
+            SubagentError::Store { reason } => t("err_subagent_store", &[("reason", reason)]),
+            SubagentError::NoRuntime => t("err_subagent_no_runtime", &[]),
+            SubagentError::Thread { cause } => t("err_subagent_thread", &[("cause", cause)]),
+            SubagentError::Failed { reason } => t("err_subagent_failed", &[("reason", reason)]),
+            SubagentError::Stopped { reason } => t("err_subagent_stopped", &[("reason", reason)]),
+            SubagentError::Interrupted => t("err_subagent_interrupted", &[]),
+            SubagentError::NoAnswer => t("err_subagent_no_answer", &[]),
+            SubagentError::Ended => t("err_subagent_ended", &[]),
+        });
+    }
+    None
+}
+
+/// A hook's failure as one line in `lang`, its control characters made visible (it quotes
+/// what the hook wrote).
+pub fn hook_failure(lang: Lang, failure: &new_core::hooks::HookFailure) -> String {
+    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    let line = {
+        let reason = error(lang, &failure.error);
+        t(
+            "hook_failed",
+            &[
+                ("name", &failure.name),
+                ("event", &failure.event),
+                ("reason", &reason),
+            ],
+        )
+    };
+    new_core::escape::escape_controls(&line)
 }
 
 /// The placeholder names of a template, sorted.
@@ -2083,6 +2691,76 @@ mod tests {
         assert_eq!(
             fill(Lang::Zh, "是 {r} 消息", &[("r", &"user")]),
             "是 user 消息"
+        );
+    }
+
+    #[test]
+    fn hook_failures_and_sandbox_settings_are_said_in_either_language() {
+        use new_core::hooks::{HookFailure, RunError, SubagentError};
+        let failure = |error| HookFailure {
+            name: "lint".into(),
+            event: "post_tool_use".into(),
+            error,
+        };
+        let exit = failure(RunError::Exit {
+            code: 3,
+            stderr: "oops\x1b[31m".into(),
+        });
+        assert_eq!(
+            hook_failure(Lang::En, &exit),
+            new_core::escape::escape_controls(&exit.to_string())
+        );
+        assert!(!hook_failure(Lang::En, &exit).contains('\x1b'));
+        assert!(
+            hook_failure(Lang::Zh, &exit)
+                .starts_with("钩子 `lint`（post_tool_use）：退出码 3：oops"),
+            "{}",
+            hook_failure(Lang::Zh, &exit)
+        );
+        let role = failure(RunError::Subagent(SubagentError::UnknownRole {
+            role: "judge".into(),
+            known: vec!["explore".into(), "plan".into()],
+        }));
+        assert_eq!(
+            hook_failure(Lang::En, &role),
+            "hook `lint` (post_tool_use): no subagent role `judge`; the roles are explore, plan"
+        );
+        assert_eq!(
+            hook_failure(Lang::Zh, &role),
+            "钩子 `lint`（post_tool_use）：没有子代理角色 `judge`；可用的角色：explore, plan"
+        );
+        let timeout = failure(RunError::Timeout {
+            timeout: std::time::Duration::from_millis(1500),
+        });
+        assert_eq!(
+            hook_failure(Lang::Zh, &timeout),
+            "钩子 `lint`（post_tool_use）：1.5 秒内没有回答；已停止"
+        );
+        let sandbox = failure(RunError::Sandbox(
+            new_sys::os_sandbox::SandboxError::NoProxy,
+        ));
+        assert_eq!(
+            hook_failure(Lang::En, &sandbox),
+            "hook `lint` (post_tool_use): cannot start it in the sandbox: no proxy is configured"
+        );
+        assert_eq!(
+            hook_failure(Lang::Zh, &sandbox),
+            "钩子 `lint`（post_tool_use）：无法在沙箱中启动：没有配置代理"
+        );
+        // A bad `sandbox.network` entry stops the configuration: said in either language.
+        use new_sys::os_sandbox::SettingsError;
+        use new_sys::os_sandbox::proxy::{HostProblem, HostsError};
+        let bad = new_core::config::ConfigError::Sandbox(SettingsError::Hosts(HostsError::Bad {
+            pattern: "https://x.org".into(),
+            problem: HostProblem::Scheme,
+        }));
+        assert_eq!(
+            error(Lang::En, &bad),
+            "`sandbox.network` is not valid: bad sandbox.network entry `https://x.org`: write just the host, without a scheme (like `github.com`)"
+        );
+        assert_eq!(
+            error(Lang::Zh, &bad),
+            "`sandbox.network` 无效：sandbox.network 的条目 `https://x.org` 有误：只写主机名，不要协议（如 `github.com`）"
         );
     }
 

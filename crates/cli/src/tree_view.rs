@@ -520,7 +520,7 @@ pub fn describe(m: &Message, lang: Lang) -> String {
 /// [`describe`] appended to `out`. The model's text is shown on a terminal, so each piece comes
 /// out with its control characters escaped as it is appended (no second pass over the line).
 fn push_description(out: &mut String, m: &Message, lang: Lang) {
-    use new_core::tools::push_escaped_controls;
+    use new_core::escape::push_escaped_controls;
     let key = match m.role {
         Role::System => "tree_system",
         Role::User => "tree_user",
@@ -588,7 +588,7 @@ pub fn preview(text: &str, max: usize) -> String {
 
 /// [`preview`] appended to `out`, escaped as it goes.
 fn push_preview(out: &mut String, text: &str, max: usize) {
-    use new_core::tools::push_escaped_controls;
+    use new_core::escape::push_escaped_controls;
     let mut count = 0;
     'words: for word in text.split_whitespace() {
         if count > 0 {

@@ -1,5 +1,7 @@
-//! Where roles, skills and configuration are looked up, nearest first: the project's `<WORKDIR>/.new/`,
-//! the user's `<config dir>/new/`, then the built-in files compiled into the binary.
+//! Where files live: roles, skills and configuration are looked up nearest first, in the project's
+//! `<WORKDIR>/.new/`, the user's `<config dir>/new/`, then the built-in files compiled into the
+//! binary; CodePilot's folders are read beside ours; the instruction files a project may hold.
+//! And whose a setting is ([`Origin`]): the user's, or the project's.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +30,18 @@ pub const BUILTIN_SKILLS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The folder of CodePilot's files, in the home folder and in a project.
+pub const CODEPILOT_FOLDER: &str = ".codepilot";
+
+/// The instruction files a project folder may hold (the writes that must ask, the OS sandbox's
+/// protected names).
+pub const INSTRUCTION_FILES: &[&str] = &[
+    "AGENTS.md",
+    "AGENTS.override.md",
+    "CLAUDE.md",
+    "CLAUDE.local.md",
+];
+
 /// The two folders searched before the built-in files.
 #[derive(Debug, Clone)]
 pub struct Layers {
@@ -44,7 +58,7 @@ impl Layers {
         Layers {
             project: workdir.join(".new"),
             user: user_dir(),
-            codepilot_user: dirs::home_dir().map(|h| h.join(crate::config::codepilot::FOLDER)),
+            codepilot_user: dirs::home_dir().map(|h| h.join(CODEPILOT_FOLDER)),
         }
     }
 
@@ -55,7 +69,7 @@ impl Layers {
 
     /// CodePilot's folder of the project's, `<WORKDIR>/.codepilot`, read beside `project`.
     pub fn codepilot_project(&self) -> PathBuf {
-        self.workdir().join(crate::config::codepilot::FOLDER)
+        self.workdir().join(CODEPILOT_FOLDER)
     }
 
     /// The layers of a project in `workdir` and a user whose home is `home` (where the tests put
@@ -65,7 +79,7 @@ impl Layers {
         Layers {
             project: workdir.join(".new"),
             user: Some(home.join("new")),
-            codepilot_user: Some(home.join(crate::config::codepilot::FOLDER)),
+            codepilot_user: Some(home.join(CODEPILOT_FOLDER)),
         }
     }
 
@@ -77,29 +91,6 @@ impl Layers {
         }
         dirs
     }
-}
-
-/// Writes a file of the user's (config, trust) readable by them only: its folder is created 0700,
-/// the text goes to a temporary 0600 file beside it, is synced, and renamed over the old one.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    new_sys::platform::private_dir_builder().create(dir)?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::conversation::new_id()));
-    let result = (|| {
-        let mut f = new_sys::platform::private_file_options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// `<config dir>/new`, e.g. `~/.config/new` on Linux.
@@ -120,6 +111,24 @@ impl LayerKind {
             LayerKind::Project => "project",
             LayerKind::User => "user",
             LayerKind::Builtin => "built-in",
+        }
+    }
+}
+
+/// Whose a setting is (a rule, an MCP entry, a hook): the user's own are trusted; the project's
+/// need the user's trust first, and may narrow but not widen what the user's allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    User,
+    Project,
+}
+
+impl Origin {
+    /// `user` or `project`, as the views say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Project => "project",
         }
     }
 }

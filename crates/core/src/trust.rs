@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fs::hash::digest;
+
 pub const TRUST_FILE: &str = "trust.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -25,15 +27,6 @@ struct TrustFile {
 #[derive(Debug, Clone)]
 pub struct Trust {
     path: Option<PathBuf>,
-}
-
-/// SHA-256 of `bytes`, in hex.
-pub fn digest(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 impl Trust {
@@ -72,7 +65,7 @@ impl Trust {
             .or_default()
             .insert(what.to_string(), digest(content));
         let text = serde_json::to_string_pretty(&file).map_err(std::io::Error::other)? + "\n";
-        crate::layers::write_private(path, text.as_bytes())
+        crate::fs::atomic::write_private(path, text.as_bytes())
     }
 }
 

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use new_core::tools::{Sandbox, ToolContext, ToolRegistry};
+use new_core::fs::confine::Workdir;
+use new_core::tools::{ToolContext, ToolRegistry};
 
 fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -60,10 +61,9 @@ fn file_tool_fixtures() {
         let call: serde_json::Value = serde_json::from_str(&call).unwrap();
         let registry = ToolRegistry::builtin(
             ToolContext {
-                sandbox: Sandbox::new(&work).unwrap(),
+                workdir: Workdir::new(&work).unwrap(),
                 bash_timeout: Duration::from_secs(5),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],

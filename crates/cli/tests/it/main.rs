@@ -22,6 +22,7 @@ mod pty;
 mod repl;
 #[cfg(unix)]
 mod sandbox;
+mod session;
 mod skills;
 mod subagents;
 mod support;

@@ -695,3 +695,60 @@ fn the_helper_skips_a_path_gone_since_the_spec_was_made() {
         "inside\n"
     );
 }
+
+/// What the helper could not do reaches `new` as its variant: a probe reports it as JSON (read
+/// back as a `SetupError`); a run says it on one line for the person reading the output.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_helper_reports_what_it_could_not_do_as_data_to_a_probe() {
+    use new_sys::os_sandbox::SetupError;
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().canonicalize().unwrap();
+    let missing = work.join("not-there");
+    let spec = |probe: bool| {
+        json!({
+            "writable": [work], "devices": ["/dev/null"], "read_only": [], "hidden": [],
+            "isolate_network": true, "proxy_socket": null, "cwd": missing, "probe": probe
+        })
+        .to_string()
+    };
+    let helper = |spec: String| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+            .arg("__sandbox")
+            .arg(spec)
+            .args(["/bin/true"])
+            .current_dir(&work)
+            .output()
+            .unwrap()
+    };
+    let out = helper(spec(true));
+    assert_eq!(out.status.code(), Some(125));
+    let report: SetupError = serde_json::from_slice(out.stderr.trim_ascii())
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    match report {
+        SetupError::EnterFolder { path, cause } => {
+            assert_eq!(path, missing);
+            assert_eq!(cause.errno, Some(libc::ENOENT));
+        }
+        other => panic!("{other:?}"),
+    }
+    let out = helper(spec(false));
+    assert_eq!(out.status.code(), Some(125));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.starts_with(&format!(
+            "new: the sandbox could not be set up: entering {}: ",
+            missing.display()
+        )),
+        "{said}"
+    );
+    // Not even a description: said as a line, whatever was asked.
+    let out = helper("{not json".into());
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("new: the sandbox could not be set up: reading the sandbox description: "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

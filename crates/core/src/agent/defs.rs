@@ -115,7 +115,7 @@ pub fn load(
 ) -> (Vec<Definition>, Vec<String>) {
     let mut found: Vec<Definition> = Vec::new();
     let mut problems = Vec::new();
-    let files = crate::project_file::ProjectFiles::new(layers.workdir());
+    let files = crate::fs::project_file::ProjectFiles::new(layers.workdir());
     // Nearest first; the first definition of a name wins. CodePilot's and Claude Code's folders
     // beside ours, read as written.
     let workdir = layers.workdir();
@@ -174,7 +174,7 @@ pub fn load(
 
 fn read(
     path: &Path,
-    project: Option<&crate::project_file::ProjectFiles>,
+    project: Option<&crate::fs::project_file::ProjectFiles>,
     settings: &SubagentSettings,
     known_tool: &dyn Fn(&str) -> bool,
 ) -> Result<Definition, String> {
@@ -183,7 +183,7 @@ fn read(
     let limit = settings.max_definition_bytes;
     let got = match project {
         Some(files) => files.read(path, limit),
-        None => crate::project_file::read_own(path, limit),
+        None => crate::fs::project_file::read_own(path, limit),
     }?
     .ok_or("it is gone")?;
     if got.truncated {
@@ -216,7 +216,7 @@ fn read(
             serde_json::Value::Array(items) => items
                 .into_iter()
                 .map(|i| match i {
-                    serde_json::Value::String(s) => crate::tools::canonical(s.trim()).to_string(),
+                    serde_json::Value::String(s) => crate::vocab::canonical(s.trim()).to_string(),
                     other => other.to_string(),
                 })
                 .filter(|s| !s.is_empty())
@@ -225,7 +225,7 @@ fn read(
                 .split([',', ' '])
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| crate::tools::canonical(s).to_string())
+                .map(|s| crate::vocab::canonical(s).to_string())
                 .collect(),
             _ => Vec::new(),
         })

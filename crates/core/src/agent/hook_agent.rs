@@ -13,6 +13,7 @@ use super::defs::allowed_tools;
 use super::subagent::Subagents;
 use super::{Agent, Gate, Observer, TurnEnd};
 use crate::conversation::{ChatSession, Message, Store};
+use crate::hooks::SubagentError;
 use crate::llm::{ChatResponse, Model, ToolCall};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
@@ -63,23 +64,22 @@ impl crate::hooks::AgentRunner for HookAgents {
         task: String,
         parent: String,
         project_roles: bool,
-    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+    ) -> Pin<Box<dyn Future<Output = Result<String, SubagentError>> + Send>> {
+        let fail = |why: SubagentError| -> Pin<Box<dyn Future<Output = _> + Send>> {
+            Box::pin(async move { Err(why) })
+        };
         let Some(def) = self.subagents.defs.iter().find(|d| d.name == role).cloned() else {
-            let known: Vec<String> = self.subagents.defs.iter().map(|d| d.name.clone()).collect();
-            let why = format!(
-                "no subagent role `{role}`; the roles are {}",
-                known.join(", ")
-            );
-            return Box::pin(async move { Err(why) });
+            return fail(SubagentError::UnknownRole {
+                role: role.to_string(),
+                known: self.subagents.defs.iter().map(|d| d.name.clone()).collect(),
+            });
         };
         // A cloned repository's role of the same name must not answer the user's own hook.
         if !project_roles && std::path::Path::new(&def.source).starts_with(&self.workdir) {
-            let why = format!(
-                "the role `{role}` is the project's ({}): a hook of yours runs only your own roles \
-                 and the built-in ones",
-                def.source
-            );
-            return Box::pin(async move { Err(why) });
+            return fail(SubagentError::ProjectRole {
+                role: role.to_string(),
+                file: def.source.clone(),
+            });
         }
         let mut sub = ChatSession::new(self.store.clone(), &self.subagents.fresh_prompt(&def));
         sub.set_metadata(json!({
@@ -87,8 +87,9 @@ impl crate::hooks::AgentRunner for HookAgents {
             "agent": def.name,
         }));
         if let Err(e) = sub.add(Message::new(Role::User, task)) {
-            let why = format!("storing the hook's task: {e}");
-            return Box::pin(async move { Err(why) });
+            return fail(SubagentError::Store {
+                reason: e.to_string(),
+            });
         }
         let offered = self.tools.names();
         let allowed = allowed_tools(&def, &offered, &self.subagents.settings);
@@ -111,7 +112,7 @@ impl crate::hooks::AgentRunner for HookAgents {
         let (stopper, mut stop) = tokio::sync::watch::channel(0u64);
         let stopper = StopOnDrop(stopper);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Box::pin(async { Err("no runtime to run the subagent on".to_string()) });
+            return fail(SubagentError::NoRuntime);
         };
         let spawned = std::thread::Builder::new()
             .name(format!("hook agent {}", def.name))
@@ -134,23 +135,22 @@ impl crate::hooks::AgentRunner for HookAgents {
                 });
                 let text = super::subagent::last_answer(&sub);
                 let result = match end {
-                    TurnEnd::Failed(e) => Err(format!("the subagent failed: {e}")),
-                    TurnEnd::Stopped(reason) => Err(format!("the subagent stopped: {reason}")),
-                    TurnEnd::Interrupted => Err("the subagent was interrupted".to_string()),
-                    _ if text.is_empty() => Err("the subagent gave no answer".to_string()),
+                    TurnEnd::Failed(e) => Err(SubagentError::Failed {
+                        reason: e.to_string(),
+                    }),
+                    TurnEnd::Stopped(reason) => Err(SubagentError::Stopped { reason }),
+                    TurnEnd::Interrupted => Err(SubagentError::Interrupted),
+                    _ if text.is_empty() => Err(SubagentError::NoAnswer),
                     _ => Ok(text),
                 };
                 let _ = done.send(result);
             });
         if let Err(e) = spawned {
-            let why = format!("starting the subagent's thread: {e}");
-            return Box::pin(async move { Err(why) });
+            return fail(SubagentError::Thread { cause: e.into() });
         }
         Box::pin(async move {
             let _stopper = stopper;
-            answer
-                .await
-                .unwrap_or_else(|_| Err("the subagent ended without an answer".to_string()))
+            answer.await.unwrap_or(Err(SubagentError::Ended))
         })
     }
 }

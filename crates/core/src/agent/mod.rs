@@ -81,7 +81,7 @@ pub enum GateDecision {
 /// What the person watching is told while a turn runs. The REPL prints; tests record.
 pub trait Observer {
     /// A hook failed, timed out or crashed: one line, the turn goes on.
-    fn hook_failed(&mut self, _line: &str) {}
+    fn hook_failed(&mut self, _failure: &crate::hooks::HookFailure) {}
     /// A hook's line for the user (Claude Code's `systemMessage`).
     fn hook_notice(&mut self, _line: &str) {}
     /// Tokens spent on the turn's behalf elsewhere (a subagent's answers).
@@ -241,7 +241,7 @@ impl Agent<'_> {
             .turn(session, observer, gate, interrupts, &mut hold)
             .await;
         if let Some(folder) = self.folder {
-            folder.release(hold, self.checkpoints, self.tools.sandbox());
+            folder.release(hold, self.checkpoints, self.tools.workdir());
         }
         self.provider.turn_ended();
         end
@@ -258,11 +258,11 @@ impl Agent<'_> {
         interrupts.borrow_and_update();
         // The whole results of this conversation's tool calls are readable, never writable.
         self.tools
-            .sandbox()
+            .workdir()
             .set_results_root(self.results_dir(session));
         // MCP servers still starting are waited for (at most their handshake timeout), so that
         // their tools are offered; Ctrl-C stops the wait, not the turn.
-        if let Some(mcp) = self.tools.mcp() {
+        if let Some(mcp) = self.tools.source::<crate::mcp::Manager>() {
             observer.waiting(Waiting::Servers);
             tokio::select! {
                 _ = mcp.settle() => {}
@@ -1082,8 +1082,8 @@ impl Agent<'_> {
             outcome = hooks.fire(&input) => outcome,
             _ = watch.changed() => return None,
         };
-        for line in &outcome.failures {
-            observer.hook_failed(line);
+        for failure in &outcome.failures {
+            observer.hook_failed(failure);
         }
         for line in &outcome.notices {
             observer.hook_notice(line);
@@ -1102,7 +1102,9 @@ impl Agent<'_> {
 /// Adds what the ready MCP servers ask the model to know, under their names, to the system
 /// message of a request (`/dump` shows the same).
 pub fn add_mcp_instructions(messages: &mut [crate::vocab::ChatMessage], tools: &ToolRegistry) {
-    if let Some(text) = tools.mcp().and_then(|m| m.instructions())
+    if let Some(text) = tools
+        .source::<crate::mcp::Manager>()
+        .and_then(|m| m.instructions())
         && let Some(system) = messages.iter_mut().find(|m| m.role == Role::System)
     {
         system.content = Cow::Owned(format!("{}\n\n{text}", system.content));

@@ -56,7 +56,7 @@ impl SharedFolder {
         &self,
         hold: Hold<'_>,
         checkpoints: Option<&Checkpoints>,
-        sandbox: &crate::tools::Sandbox,
+        workdir: &crate::fs::confine::Workdir,
     ) {
         let Hold::Owner(guard, base) = hold else {
             return;
@@ -64,7 +64,7 @@ impl SharedFolder {
         if let (Some(checkpoints), Some(base)) = (checkpoints, base)
             && let Some((_, last)) = checkpoints.last()
         {
-            self.put_back(checkpoints, &base, &last, sandbox);
+            self.put_back(checkpoints, &base, &last, workdir);
         }
         drop(guard);
     }
@@ -74,7 +74,7 @@ impl SharedFolder {
         checkpoints: &Checkpoints,
         base: &Manifest,
         last: &Manifest,
-        sandbox: &crate::tools::Sandbox,
+        workdir: &crate::fs::confine::Workdir,
     ) {
         let mut problems = self.problems.lock().unwrap_or_else(|e| e.into_inner());
         let paths: Vec<String> = crate::checkpoint::changes(last, base)
@@ -86,7 +86,7 @@ impl SharedFolder {
         }
         // Each path is put back only while it still holds what the answer left there.
         let applied =
-            crate::checkpoint::apply(&checkpoints.store, sandbox, last, base, &paths, true);
+            crate::checkpoint::apply(&checkpoints.store, workdir, last, base, &paths, true);
         for (path, why) in applied.kept {
             problems.push(format!("{path}: {why}"));
         }

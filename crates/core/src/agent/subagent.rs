@@ -146,7 +146,8 @@ enum Up {
     Line(String),
     /// It spent tokens (counted in the table; the parent takes them from there).
     Usage,
-    HookFailed(String),
+    HookFailed(crate::hooks::HookFailure),
+    HookNotice(String),
     Retry {
         attempt: u32,
         of: u32,
@@ -173,11 +174,11 @@ struct Relay {
 }
 
 impl Observer for Relay {
-    fn hook_failed(&mut self, line: &str) {
-        let _ = self.up.send(Up::HookFailed(line.to_string()));
+    fn hook_failed(&mut self, failure: &crate::hooks::HookFailure) {
+        let _ = self.up.send(Up::HookFailed(failure.clone()));
     }
     fn hook_notice(&mut self, line: &str) {
-        let _ = self.up.send(Up::HookFailed(line.to_string()));
+        let _ = self.up.send(Up::HookNotice(line.to_string()));
     }
     fn text(&mut self, _text: &str) {}
     fn reasoning(&mut self, _text: &str) {}
@@ -470,8 +471,11 @@ impl Agent<'_> {
                             outcome = hooks.fire(&input) => outcome,
                             _ = watch.changed() => break,
                         };
-                        for line in outcome.failures.iter().chain(&outcome.notices) {
-                            relay.hook_failed(line);
+                        for failure in &outcome.failures {
+                            relay.hook_failed(failure);
+                        }
+                        for line in &outcome.notices {
+                            relay.hook_notice(line);
                         }
                         if let Some(reason) = outcome.stop {
                             end = TurnEnd::Stopped(reason);
@@ -545,7 +549,8 @@ impl Agent<'_> {
                     }
                     Some(Up::Line(line)) => observer.subagent_line(&line),
                     Some(Up::Usage) => observer.usage(&tasks.take_pending(&id)),
-                    Some(Up::HookFailed(line)) => observer.hook_failed(&line),
+                    Some(Up::HookFailed(failure)) => observer.hook_failed(&failure),
+                    Some(Up::HookNotice(line)) => observer.hook_notice(&line),
                     Some(Up::Retry { attempt, of, delay, reason }) => {
                         observer.retry(attempt, of, delay, &reason)
                     }

@@ -492,7 +492,7 @@ fn file_walks_stop_once_cancelled() {
     use crate::tools::Cancel;
     use crate::tools::builtin::{Glob, Grep, ListFiles};
     let f = fixture();
-    let sandbox = f.tools.sandbox().clone();
+    let workdir = f.tools.workdir().clone();
     let cancel = Cancel::default();
     cancel.set();
     let stopped = |r: Result<crate::tools::ToolOutput, crate::tools::ToolError>| {
@@ -501,22 +501,22 @@ fn file_walks_stop_once_cancelled() {
     };
     assert!(stopped(Grep.search(
         &json!({"pattern": "a"}),
-        &sandbox,
+        &workdir,
         &cancel
     )));
     assert!(stopped(Glob.find(
         &json!({"pattern": "*"}),
-        &sandbox,
+        &workdir,
         &cancel
     )));
     assert!(stopped(ListFiles.list(
         &json!({"recursive": true}),
-        &sandbox,
+        &workdir,
         &cancel
     )));
     let fresh = Cancel::default();
     assert!(
-        Grep.search(&json!({"pattern": "alpha"}), &sandbox, &fresh)
+        Grep.search(&json!({"pattern": "alpha"}), &workdir, &fresh)
             .is_ok()
     );
 }

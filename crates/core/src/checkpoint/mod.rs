@@ -201,7 +201,7 @@ impl CheckpointStore {
                 });
             }
         }
-        let id = crate::conversation::new_id();
+        let id = crate::vocab::new_id();
         let stored = stored.unwrap_or_else(|| {
             manifest.depth = 0;
             Stored {
@@ -288,13 +288,13 @@ impl CheckpointStore {
                 path: self.dir.join("objects"),
                 cause: std::io::Error::other(format!(
                     "`{}` is not a content hash",
-                    crate::tools::escape_controls(hash)
+                    crate::escape::escape_controls(hash)
                 )),
             });
         }
         let path = self.object_path(hash);
         let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
-        if crate::trust::digest(&bytes) != hash {
+        if crate::fs::hash::digest(&bytes) != hash {
             return Err(CheckpointError::Io {
                 action: "checking",
                 path,
@@ -394,7 +394,7 @@ impl CheckpointStore {
 
     /// Stores a file's content (once per content); its hash.
     fn store_bytes(&self, bytes: &[u8]) -> Result<String, CheckpointError> {
-        let hash = crate::trust::digest(bytes);
+        let hash = crate::fs::hash::digest(bytes);
         let object = self.object_path(&hash);
         if !object.exists() {
             write_new(&object, bytes)?;
@@ -536,8 +536,8 @@ pub struct Applied {
 }
 
 /// Whether what is at a path now is what `entry` (None: nothing) recorded.
-fn still(found: &crate::tools::sandbox::Found, entry: Option<&Entry>) -> bool {
-    use crate::tools::sandbox::Found;
+fn still(found: &crate::fs::confine::Found, entry: Option<&Entry>) -> bool {
+    use crate::fs::confine::Found;
     match (found, entry) {
         (Found::Nothing, None) => true,
         (Found::Link { target }, Some(e)) => e.kind == "link" && e.target.as_ref() == Some(target),
@@ -568,13 +568,13 @@ fn still(found: &crate::tools::sandbox::Found, entry: Option<&Entry>) -> bool {
 /// [`Applied::changed`].
 pub fn apply(
     store: &CheckpointStore,
-    sandbox: &crate::tools::Sandbox,
+    workdir: &crate::fs::confine::Workdir,
     now: &Manifest,
     target: &Manifest,
     paths: &[String],
     recheck: bool,
 ) -> Applied {
-    use crate::tools::sandbox::Put;
+    use crate::fs::confine::Put;
     let mut out = Applied::default();
     for path in paths {
         // `.git/` and `.new/` decide what runs next: a manifest never writes there.
@@ -594,7 +594,7 @@ pub fn apply(
             continue;
         }
         if recheck {
-            match sandbox.found(path) {
+            match workdir.found(path) {
                 Ok(found) if still(&found, now.files.get(path)) => {}
                 Ok(_) => {
                     out.changed.push(path.clone());
@@ -609,10 +609,10 @@ pub fn apply(
         let result = match target.files.get(path) {
             None => match now.files.get(path).map(|e| &*e.kind) {
                 Some("skipped") => Err("not stored".to_string()),
-                _ => sandbox.put(path, Put::Nothing).map_err(|e| e.to_string()),
+                _ => workdir.put(path, Put::Nothing).map_err(|e| e.to_string()),
             },
             Some(entry) => match &*entry.kind {
-                "link" => sandbox
+                "link" => workdir
                     .put(
                         path,
                         Put::Link {
@@ -621,7 +621,7 @@ pub fn apply(
                     )
                     .map_err(|e| e.to_string()),
                 "file" => match entry.hash.as_deref().map(|h| store.object(h)) {
-                    Some(Ok(bytes)) => sandbox
+                    Some(Ok(bytes)) => workdir
                         .put(
                             path,
                             Put::File {
@@ -646,16 +646,16 @@ pub fn apply(
 
 /// Writes a file of the store whole (temporary file, then rename), readable by the user only.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    crate::conversation::error::write_whole(path, bytes).map_err(io("writing", path))
+    crate::fs::atomic::write_whole(path, bytes).map_err(io("writing", path))
 }
 
 /// Whether `path` still holds what `entry` (None: nothing) recorded, looked at now.
 pub fn unchanged(
-    sandbox: &crate::tools::Sandbox,
+    workdir: &crate::fs::confine::Workdir,
     path: &str,
     entry: Option<&Entry>,
 ) -> std::io::Result<bool> {
-    sandbox.found(path).map(|found| still(&found, entry))
+    workdir.found(path).map(|found| still(&found, entry))
 }
 
 /// Whether two entries hold the same thing (kind, content, link target, mode), whenever and
@@ -691,7 +691,7 @@ pub fn decides_what_runs(path: &str) -> bool {
         .unwrap_or_default();
     [".git", ".new", ".claude", ".agents", ".codex", ".codepilot"].contains(&first.as_str())
         || (parts.len() == 1
-            && (first == ".mcp.json" || crate::prompt::agents::FILES.contains(&first.as_str())))
+            && (first == ".mcp.json" || crate::layers::INSTRUCTION_FILES.contains(&first.as_str())))
 }
 
 /// What bringing a branch's file changes into the folder does to one path.

@@ -452,7 +452,7 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
     ] {
         target.files.insert(path.to_string(), entry.clone());
     }
-    let sandbox = crate::tools::Sandbox::new(&work).unwrap();
+    let workdir = crate::fs::confine::Workdir::new(&work).unwrap();
     let paths: Vec<String> = [
         ".git/hooks/pre-commit",
         ".new/config.json",
@@ -461,7 +461,7 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
     .iter()
     .map(|p| p.to_string())
     .collect();
-    let applied = apply(&store, &sandbox, &now, &target, &paths, true);
+    let applied = apply(&store, &workdir, &now, &target, &paths, true);
     assert_eq!(applied.done, 0);
     assert_eq!(applied.kept.len(), 3, "{applied:?}");
     assert!(!work.join(".git/hooks/pre-commit").exists());
@@ -506,8 +506,8 @@ fn a_restore_leaves_alone_what_changed_since_the_question() {
     std::fs::remove_file(work.join("src/c.txt")).unwrap();
     std::os::unix::fs::symlink("d.txt", work.join("src/c.txt")).unwrap();
     std::fs::write(work.join("src/e.txt"), "mine too").unwrap();
-    let sandbox = crate::tools::Sandbox::new(&work).unwrap();
-    let applied = apply(&store, &sandbox, &now, &target, &paths, true);
+    let workdir = crate::fs::confine::Workdir::new(&work).unwrap();
+    let applied = apply(&store, &workdir, &now, &target, &paths, true);
     assert_eq!(applied.done, 1, "{applied:?}");
     assert_eq!(
         applied.changed,
@@ -528,7 +528,7 @@ fn a_restore_leaves_alone_what_changed_since_the_question() {
     );
     assert!(!work.join("src/b.txt").exists());
     // Asked again and answered yes: written.
-    let again = apply(&store, &sandbox, &now, &target, &applied.changed, false);
+    let again = apply(&store, &workdir, &now, &target, &applied.changed, false);
     assert_eq!(again.done, 4, "{again:?}");
     assert_eq!(
         std::fs::read_to_string(work.join("src/a.txt")).unwrap(),

@@ -15,9 +15,6 @@ use crate::tools::Rule;
 /// The file CodePilot reads, in `~/.codepilot/` and `<project>/.codepilot/`.
 pub const SETTING_FILE: &str = "setting.json";
 
-/// The folder of CodePilot's files.
-pub const FOLDER: &str = ".codepilot";
-
 /// `permissions`: a list of rules (ours), or CodePilot's section with a `mode` beside the rules.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Permissions {

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::Config;
-use crate::mcp::{Origin, Transport};
+use crate::layers::Origin;
+use crate::mcp::Transport;
 
 /// A URL as `scheme://host:port`, with `/…` for a path: user information, a path (where some
 /// services put a token), a query and a fragment are left out; what does not parse is hidden.
@@ -27,7 +28,7 @@ fn plain_url(url: &str) -> String {
 
 /// A name from a config file (a project's may be hostile) as the text shows it.
 fn safe(name: &str) -> String {
-    crate::tools::code_span_safe(name, 200)
+    crate::escape::code_span_safe(name, 200)
 }
 
 impl Config {

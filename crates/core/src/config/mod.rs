@@ -334,7 +334,7 @@ pub fn update_file(
         std::fs::create_dir_all(dir)?;
     }
     let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)? + "\n";
-    crate::tools::write_atomically(path, text.as_bytes())
+    crate::fs::atomic::write_keeping_mode(path, text.as_bytes())
 }
 
 /// A number in range, or the error naming its key.
@@ -755,6 +755,9 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
+    /// The `sandbox` section (its key is [`new_sys::os_sandbox::SettingsError::key`]).
+    #[error(transparent)]
+    Sandbox(new_sys::os_sandbox::SettingsError),
 }
 
 impl ConfigError {
@@ -764,6 +767,7 @@ impl ConfigError {
             ConfigError::BadValue { key, .. }
             | ConfigError::Invalid { key, .. }
             | ConfigError::OutOfRange { key, .. } => vec![key.clone()],
+            ConfigError::Sandbox(e) => vec![e.key()],
             ConfigError::UnknownLang(_) => vec!["lang".into()],
             ConfigError::UnknownMode(_) => {
                 vec!["permission_mode".into(), "permissions.mode".into()]
@@ -1056,13 +1060,11 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     ignored
 }
 
-pub use crate::tools::TOOL_ALIASES;
-
-/// The tool a rule names, through [`TOOL_ALIASES`]; an error for a name that is no tool (a rule
+/// The tool a rule names, through [`crate::vocab::TOOL_ALIASES`]; an error for a name that is no tool (a rule
 /// that can never match would be a silent no-op: a deny rule that denies nothing).
 fn check_rules(text: &str, rules: &mut [Rule]) -> Result<(), ConfigError> {
     for (i, rule) in rules.iter_mut().enumerate() {
-        rule.tool = crate::tools::canonical(&rule.tool).to_string();
+        rule.tool = crate::vocab::canonical(&rule.tool).to_string();
         let tool = rule.tool.as_str();
         let known = tool.contains(['*', '?', '['])
             || tool.starts_with("mcp__")
@@ -1099,19 +1101,19 @@ const MAX_CLAUDE_SETTINGS_BYTES: usize = 1 << 20;
 /// our rules (the user's, the project's).
 #[derive(Debug, Default)]
 struct ClaudeSettings {
-    hooks: Vec<(crate::mcp::Origin, PathBuf, serde_json::Value)>,
+    hooks: Vec<(crate::layers::Origin, PathBuf, serde_json::Value)>,
     user_rules: Vec<Rule>,
     project_rules: Vec<Rule>,
 }
 
 fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings {
-    let project = crate::project_file::ProjectFiles::new(workdir);
+    let project = crate::fs::project_file::ProjectFiles::new(workdir);
     let mut out = ClaudeSettings::default();
     for (origin, path) in crate::hooks::claude::files(workdir) {
         let read = match origin {
-            crate::mcp::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
-            crate::mcp::Origin::User => {
-                crate::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
+            crate::layers::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
+            crate::layers::Origin::User => {
+                crate::fs::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
             }
         };
         let text = match read.and_then(|r| match r {
@@ -1131,8 +1133,8 @@ fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings
                     let rules =
                         crate::hooks::claude::permission_rules(permissions, &path, warnings);
                     match origin {
-                        crate::mcp::Origin::User => out.user_rules.extend(rules),
-                        crate::mcp::Origin::Project => out.project_rules.extend(rules),
+                        crate::layers::Origin::User => out.user_rules.extend(rules),
+                        crate::layers::Origin::Project => out.project_rules.extend(rules),
                     }
                 }
                 if let Some(hooks) = value.get("hooks") {
@@ -1165,7 +1167,7 @@ const MAX_CONFIG_BYTES: usize = 4 * 1024 * 1024;
 /// of later errors. A wrong value is named by its key path, line and column.
 fn read_file_checked(
     path: &Path,
-    project: Option<&crate::project_file::ProjectFiles>,
+    project: Option<&crate::fs::project_file::ProjectFiles>,
 ) -> Result<Option<CheckedFile>, ConfigError> {
     let parse_error = |key: Option<String>, cause| ConfigError::Parse {
         path: path.to_path_buf(),
@@ -1174,7 +1176,7 @@ fn read_file_checked(
     };
     let read = match project {
         Some(files) => files.read(path, MAX_CONFIG_BYTES),
-        None => crate::project_file::read_own(path, MAX_CONFIG_BYTES),
+        None => crate::fs::project_file::read_own(path, MAX_CONFIG_BYTES),
     }
     .and_then(|r| match r {
         Some(r) => r.whole_text(path, MAX_CONFIG_BYTES).map(Some),
@@ -1325,14 +1327,14 @@ fn load_from(
     // Farthest first, so nearer files overlay.
     for (kind, path) in config_files(layers) {
         let reader = (kind == crate::layers::LayerKind::Project)
-            .then(|| crate::project_file::ProjectFiles::new(layers.workdir()));
+            .then(|| crate::fs::project_file::ProjectFiles::new(layers.workdir()));
         if let Some((mut file, unknown, text)) = read_file_checked(&path, reader.as_ref())? {
             codepilot::fold(&mut file, &path, layers.workdir(), &mut warnings);
             check_rules(&text, &mut file.permissions.rules)
                 .map_err(|e| e.located(&[(path.clone(), text.clone())]))?;
             let origin = match kind {
-                crate::layers::LayerKind::Project => crate::mcp::Origin::Project,
-                _ => crate::mcp::Origin::User,
+                crate::layers::LayerKind::Project => crate::layers::Origin::Project,
+                _ => crate::layers::Origin::User,
             };
             if let Some(section) = file.mcp.take() {
                 mcp_sections.push((origin, path.clone(), section));
@@ -1563,7 +1565,7 @@ fn load_from(
             &merged.sandbox.clone().unwrap_or_default(),
             dirs::home_dir().as_deref(),
         )
-        .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?,
+        .map_err(ConfigError::Sandbox)?,
         subagent: {
             let entry = merged.subagent.clone().unwrap_or_default();
             let default = crate::agent::defs::SubagentSettings::default();
@@ -1573,7 +1575,7 @@ fn load_from(
                     .global_denied_tools
                     .map(|list| {
                         list.iter()
-                            .map(|t| crate::tools::canonical(t).to_string())
+                            .map(|t| crate::vocab::canonical(t).to_string())
                             .collect()
                     })
                     .unwrap_or(default.global_denied_tools),
@@ -1595,7 +1597,7 @@ fn load_from(
                     .background_allowed_tools
                     .unwrap_or_default()
                     .iter()
-                    .map(|t| crate::tools::canonical(t).to_string())
+                    .map(|t| crate::vocab::canonical(t).to_string())
                     .collect(),
                 auto_continue: entry.auto_continue.unwrap_or(false),
             }
@@ -1638,7 +1640,7 @@ fn load_from(
             .tools
             .unwrap_or_default()
             .iter()
-            .map(|t| crate::tools::canonical(t).to_string())
+            .map(|t| crate::vocab::canonical(t).to_string())
             .collect(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,

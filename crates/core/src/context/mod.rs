@@ -145,54 +145,6 @@ pub fn family_window(model: &str) -> Option<(u64, &'static str)> {
     })
 }
 
-/// Whether an error from a server says the request was longer than the model's context window:
-/// OpenAI's `context_length_exceeded`, llama-server's `exceed_context_size_error`, Anthropic's
-/// "prompt is too long", and the wordings other servers and proxies use.
-pub fn is_overflow(text: &str) -> bool {
-    let t = text.to_ascii_lowercase();
-    t.contains("context_length_exceeded")
-        || t.contains("exceed_context_size")
-        || t.contains("contextwindowexceeded")
-        || t.contains("prompt is too long")
-        || t.contains("maximum context length")
-        || t.contains("exceeds the available context size")
-        || ((t.contains("context window") || t.contains("context length"))
-            && (t.contains("exceed") || t.contains("too long")))
-}
-
-/// The window an overflow error names, where it does: "maximum context length is 8192 tokens"
-/// (OpenAI), "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic), `"n_ctx": 4096`
-/// (llama-server).
-pub fn window_named_in(text: &str) -> Option<u64> {
-    let t = text.to_ascii_lowercase();
-    let number_after = |marker: &str| -> Option<u64> {
-        let at = t.find(marker)? + marker.len();
-        let digits: String = t[at..]
-            .trim_start_matches(|c: char| !c.is_ascii_digit())
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == ',')
-            .filter(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
-    };
-    if let Some(n) = number_after("maximum context length is") {
-        return Some(n);
-    }
-    if let Some(n) = number_after("\"n_ctx\"") {
-        return Some(n);
-    }
-    // `… 208000 tokens > 200000 maximum`
-    if let Some(at) = t.find(" maximum")
-        && let Some(gt) = t[..at].rfind('>')
-    {
-        let n: String = t[gt + 1..at].chars().filter(char::is_ascii_digit).collect();
-        if let Ok(n) = n.parse() {
-            return Some(n);
-        }
-    }
-    None
-}
-
 /// What the session has learnt about the window and the estimates.
 #[derive(Debug, Default)]
 struct State {
@@ -452,7 +404,7 @@ pub fn result_path(results: &Path, msg_id: &str) -> PathBuf {
     let name = if plain {
         msg_id.to_string()
     } else {
-        crate::trust::digest(msg_id.as_bytes())[..16].to_string()
+        crate::fs::hash::digest(msg_id.as_bytes())[..16].to_string()
     };
     results.join(format!("{name}.txt"))
 }
@@ -462,7 +414,7 @@ fn save_result(path: &Path, text: &str) -> std::io::Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64) {
         return Ok(());
     }
-    crate::conversation::error::write_whole(path, text.as_bytes())
+    crate::fs::atomic::write_whole(path, text.as_bytes())
 }
 
 /// The start of a big result (about `tokens` tokens, cut at a line end where one is near) and a

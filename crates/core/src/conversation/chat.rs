@@ -1,9 +1,10 @@
 //! A conversation together with its file: every message added is on disk before the call returns.
 
-use super::message::{Message, new_id, now};
+use super::message::{Message, now};
 use super::record::{Record, TitleRecord, format_timestamp};
 use super::store::{LoadReport, Store, StoreError};
 use super::tree::{Conversation, TreeError};
+use crate::vocab::new_id;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

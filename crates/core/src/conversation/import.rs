@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use super::message::{Id, Message, model_name, new_id};
+use super::message::{Message, model_name};
 use super::record::{BranchRecord, Record, TitleRecord, format_timestamp};
 use super::{Conversation, Store};
 use crate::vocab::{FunctionCall, Role, ToolCall, Usage};
+use crate::vocab::{Id, new_id};
 
 /// Whose history a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,7 +407,7 @@ fn text_of(content: &Value) -> String {
 
 /// Claude Code's tool names as ours, where we have the tool.
 fn our_tool_name(claude: &str) -> String {
-    crate::tools::canonical(claude).to_string()
+    crate::vocab::canonical(claude).to_string()
 }
 
 /// Claude Code: a tree of entries by `uuid`/`parentUuid`; one API answer is written as several

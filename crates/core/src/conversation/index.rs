@@ -21,8 +21,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
 
-use super::error::{StoreError, create_private_dir, private_options};
+use super::error::StoreError;
 use super::record::Record;
+use crate::fs::atomic::{create_private_dir, private_options, write_whole};
 use crate::vocab::Role;
 
 pub const INDEX_DIR: &str = ".index";
@@ -608,17 +609,7 @@ fn write_snapshot(
             e.title.as_deref().unwrap_or(""),
         ));
     }
-    let tmp = path.with_extension(format!("tmp-{}", super::message::new_id()));
-    let result = private_options()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    write_whole(path, text.as_bytes())
 }
 
 /// Scans the file to its last complete line, making the entry anew. A line counts as a message
@@ -632,7 +623,7 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let mut seen = std::collections::HashSet::new();
-    let mut root: Option<super::Id> = None;
+    let mut root: Option<crate::vocab::Id> = None;
     let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);

@@ -5,13 +5,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use super::id::Id;
-use crate::vocab::{Role, ToolCall, Usage};
-
-/// A message id: 8 hex characters taken from a UUID v4.
-pub fn new_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
-}
+use crate::vocab::{Id, Role, ToolCall, Usage, new_id};
 
 /// A message, and the one serde type of a message line in a conversation file: the first seven
 /// fields are the original format, written in its order and always present; the rest are

@@ -5,7 +5,6 @@
 mod chat;
 pub mod error;
 pub mod export;
-pub mod id;
 pub mod import;
 pub mod index;
 pub mod message;
@@ -17,7 +16,7 @@ pub mod tree;
 
 pub use chat::{ChatSession, SessionError};
 pub use index::Summary;
-pub use message::{Id, Message, new_id};
+pub use message::Message;
 pub use record::Record;
 pub use store::{LoadReport, Store, StoreError};
 pub use tree::{Conversation, NOT_RUN_RESULT, TreeError};

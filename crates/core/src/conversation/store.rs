@@ -9,12 +9,13 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::error::{create_private_dir, private_options};
 use super::index::{Change, Index};
-use super::message::{Message, new_id};
+use super::message::Message;
 use super::record::{HeaderRecord, Loaded, Record};
 use super::tree::{Attached, Conversation};
+use crate::fs::atomic::{create_private_dir, private_options};
 use crate::vocab::Role;
+use crate::vocab::new_id;
 
 /// What loading a file had to work around, for the user to see.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::message::{Id, Message, new_id};
+use super::message::Message;
 use crate::vocab::{ChatMessage, Role};
+use crate::vocab::{Id, new_id};
 
 /// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
 pub const NOT_RUN_RESULT: &str =

@@ -10,7 +10,18 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::{Action, Entry};
+use super::{Action, Entry, HookError};
+
+/// One of Claude Code's permission rules that cannot be one of ours.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("`{rule}` has no closing `)`")]
+    Unclosed { rule: String },
+    #[error("`{tool}` is no tool of `new`'s; the rule does nothing here")]
+    UnknownTool { tool: String },
+    #[error("`{rule}` names a path outside the project, which the file tools refuse anyway")]
+    OutsideProject { rule: String },
+}
 
 /// Claude Code's events and ours.
 pub const EVENTS: &[(&str, &str)] = &[
@@ -87,14 +98,17 @@ pub fn tool_input(input: &Value, workdir: &Path) -> Value {
 
 /// What a matcher is: Claude Code's tool-name pattern (`Bash`, `Edit|Write`, `mcp__.*`; empty or
 /// `*` for every tool), anchored at both ends.
-pub fn matcher(pattern: &str) -> Result<Option<grep_regex::RegexMatcher>, String> {
+pub fn matcher(pattern: &str) -> Result<Option<grep_regex::RegexMatcher>, HookError> {
     let pattern = pattern.trim();
     if pattern.is_empty() || pattern == "*" {
         return Ok(None);
     }
     grep_regex::RegexMatcher::new(&format!("^(?:{pattern})$"))
         .map(Some)
-        .map_err(|e| format!("`matcher` {pattern:?} is not a pattern: {e}"))
+        .map_err(|e| HookError::BadMatcher {
+            pattern: pattern.to_string(),
+            reason: e.to_string(),
+        })
 }
 
 /// The entries of one settings file's `hooks` object; what cannot be used is said in `warnings`,
@@ -102,7 +116,7 @@ pub fn matcher(pattern: &str) -> Result<Option<grep_regex::RegexMatcher>, String
 pub fn entries(
     hooks: &Value,
     path: &Path,
-    origin: crate::mcp::Origin,
+    origin: crate::layers::Origin,
     warnings: &mut Vec<String>,
 ) -> Vec<Entry> {
     let mut out = Vec::new();
@@ -206,17 +220,17 @@ fn short_name(path: &Path) -> String {
 
 /// The settings files Claude Code reads hooks from, farthest first: the user's, then the
 /// project's shared one, then its local one.
-pub fn files(workdir: &Path) -> Vec<(crate::mcp::Origin, PathBuf)> {
+pub fn files(workdir: &Path) -> Vec<(crate::layers::Origin, PathBuf)> {
     let mut out = Vec::new();
     if let Some(home) = dirs::home_dir() {
         out.push((
-            crate::mcp::Origin::User,
+            crate::layers::Origin::User,
             home.join(".claude").join("settings.json"),
         ));
     }
     for name in ["settings.json", "settings.local.json"] {
         out.push((
-            crate::mcp::Origin::Project,
+            crate::layers::Origin::Project,
             workdir.join(".claude").join(name),
         ));
     }
@@ -230,22 +244,24 @@ pub fn files(workdir: &Path) -> Vec<(crate::mcp::Origin, PathBuf)> {
 pub fn permission_rule(
     text: &str,
     action: crate::tools::permissions::Action,
-) -> Result<crate::tools::permissions::Rule, String> {
+) -> Result<crate::tools::permissions::Rule, RuleError> {
     let text = text.trim();
     let (tool, spec) = match text.split_once('(') {
         Some((tool, rest)) => {
-            let spec = rest
-                .strip_suffix(')')
-                .ok_or_else(|| format!("`{text}` has no closing `)`"))?;
+            let spec = rest.strip_suffix(')').ok_or_else(|| RuleError::Unclosed {
+                rule: text.to_string(),
+            })?;
             (tool.trim(), Some(spec.trim()))
         }
         None => (text, None),
     };
-    let ours = crate::tools::canonical(tool);
+    let ours = crate::vocab::canonical(tool);
     let ours =
         (ours != tool || tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
             .then(|| ours.to_string())
-            .ok_or_else(|| format!("`{tool}` is no tool of `new`'s; the rule does nothing here"))?;
+            .ok_or_else(|| RuleError::UnknownTool {
+                tool: tool.to_string(),
+            })?;
     let pattern = match spec.filter(|s| !s.is_empty() && *s != "*") {
         None => None,
         Some(spec) if ours == "bash" => Some(match spec.strip_suffix(":*") {
@@ -253,9 +269,9 @@ pub fn permission_rule(
             None => spec.to_string(),
         }),
         Some(spec) if spec.starts_with("//") || spec.starts_with("~/") => {
-            return Err(format!(
-                "`{text}` names a path outside the project, which the file tools refuse anyway"
-            ));
+            return Err(RuleError::OutsideProject {
+                rule: text.to_string(),
+            });
         }
         Some(spec) => Some(
             spec.trim_start_matches("./")
@@ -357,17 +373,24 @@ mod tests {
         );
         assert_eq!(rule("Edit"), Ok(("edit_file".into(), None)));
         assert_eq!(rule("mcp__gh__*"), Ok(("mcp__gh__*".into(), None)));
-        assert!(
-            rule("WebFetch(domain:x.org)")
-                .unwrap_err()
-                .contains("no tool")
+        assert_eq!(
+            rule("WebFetch(domain:x.org)"),
+            Err(RuleError::UnknownTool {
+                tool: "WebFetch".into()
+            })
         );
-        assert!(
-            rule("Read(~/.ssh/**)")
-                .unwrap_err()
-                .contains("outside the project")
+        assert_eq!(
+            rule("Read(~/.ssh/**)"),
+            Err(RuleError::OutsideProject {
+                rule: "Read(~/.ssh/**)".into()
+            })
         );
-        assert!(rule("Bash(ls").is_err());
+        assert_eq!(
+            rule("Bash(ls"),
+            Err(RuleError::Unclosed {
+                rule: "Bash(ls".into()
+            })
+        );
         let mut warnings = Vec::new();
         let rules = permission_rules(
             &json!({"allow": ["Bash(ls:*)"], "deny": ["Read(./.env)", "WebFetch"], "ask": ["Write"]}),
@@ -389,7 +412,10 @@ mod tests {
         assert!(!m.is_match(b"Bash").unwrap());
         assert!(matcher("").unwrap().is_none());
         assert!(matcher("*").unwrap().is_none());
-        assert!(matcher("(").is_err());
+        assert!(matches!(
+            matcher(" ( "),
+            Err(HookError::BadMatcher { pattern, .. }) if pattern == "("
+        ));
     }
 
     #[test]
@@ -404,7 +430,7 @@ mod tests {
         let got = entries(
             &hooks,
             Path::new("/p/.claude/settings.json"),
-            crate::mcp::Origin::Project,
+            crate::layers::Origin::Project,
             &mut warnings,
         );
         assert_eq!(got.len(), 1, "{got:?}");

@@ -15,6 +15,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub mod claude;
+mod error;
+
+pub use error::{ConditionProblem, HookError, HookFailure, RunError, SubagentError};
 
 /// The points of the loop a hook can follow.
 pub const EVENTS: &[&str] = &[
@@ -125,7 +128,7 @@ pub trait AgentRunner: Send + Sync + std::fmt::Debug {
         task: String,
         parent: String,
         project_roles: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, SubagentError>> + Send>>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +139,7 @@ pub struct Entry {
     pub action: Action,
     pub run_async: bool,
     pub once: bool,
-    pub origin: crate::mcp::Origin,
+    pub origin: crate::layers::Origin,
     /// `"sandbox": true|false` (a project's entries run inside the sandbox whatever it says).
     pub sandbox: Option<bool>,
     /// `"network": true`: inside the sandbox, the network is on.
@@ -158,8 +161,8 @@ pub struct HookSettings {
 /// Reads each config file's `hook` section (farthest first); a bad entry is named with its file
 /// and field, and left out.
 pub fn settings(
-    sections: &[(crate::mcp::Origin, PathBuf, Value)],
-    claude_sections: &[(crate::mcp::Origin, PathBuf, Value)],
+    sections: &[(crate::layers::Origin, PathBuf, Value)],
+    claude_sections: &[(crate::layers::Origin, PathBuf, Value)],
     project_untrusted: bool,
     ignored: &mut Vec<String>,
     warnings: &mut Vec<String>,
@@ -188,7 +191,7 @@ pub fn settings(
         }
         // An untrusted project may not switch off, or put its own entry in place of, a hook
         // of the user's (a guard the user relies on).
-        let narrow_only = project_untrusted && *origin == crate::mcp::Origin::Project;
+        let narrow_only = project_untrusted && *origin == crate::layers::Origin::Project;
         match section.get("enabled") {
             None => {}
             Some(Value::Bool(false)) if narrow_only => {
@@ -211,7 +214,7 @@ pub fn settings(
                 continue;
             }
         };
-        if *origin == crate::mcp::Origin::Project {
+        if *origin == crate::layers::Origin::Project {
             out.project_entries = serde_json::to_string_pretty(entries).ok();
         }
         for (i, e) in entries.iter().enumerate() {
@@ -241,7 +244,7 @@ pub fn settings(
     // part of what is trusted).
     let mut project_claude = serde_json::Map::new();
     for (origin, path, hooks) in claude_sections {
-        if *origin == crate::mcp::Origin::Project {
+        if *origin == crate::layers::Origin::Project {
             project_claude.insert(path.display().to_string(), hooks.clone());
         }
         out.entries
@@ -277,8 +280,8 @@ fn duration(v: &Value) -> Option<Duration> {
     }
 }
 
-fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
-    let o = v.as_object().ok_or("an entry must be an object")?;
+fn entry(v: &Value, origin: crate::layers::Origin) -> Result<Entry, HookError> {
+    let o = v.as_object().ok_or(HookError::NotAnObject)?;
     for k in o.keys() {
         if ![
             "name",
@@ -292,31 +295,28 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
         ]
         .contains(&k.as_str())
         {
-            return Err(format!("unknown field `{k}`"));
+            return Err(HookError::UnknownField(k.clone()));
         }
     }
     let string = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
-    let name = string("name").ok_or("`name` is required")?;
-    let event = string("event").ok_or("`event` is required")?;
+    let name = string("name").ok_or(HookError::Missing("name"))?;
+    let event = string("event").ok_or(HookError::Missing("event"))?;
     if !EVENTS.contains(&event.as_str()) {
-        return Err(format!(
-            "`event` {event:?} is not one of {}",
-            EVENTS.join(", ")
-        ));
+        return Err(HookError::UnknownEvent(event));
     }
-    let flag = |k: &str| match o.get(k) {
+    let flag = |k: &'static str| match o.get(k) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(format!("`{k}` must be true or false")),
+        Some(_) => Err(HookError::NotABool(k)),
     };
     let condition = match o.get("condition") {
         None | Some(Value::Null) => None,
         Some(c) => Some(condition(c, "condition")?),
     };
-    let action = o.get("action").ok_or("`action` is required")?;
-    let a = action.as_object().ok_or("`action` must be an object")?;
+    let action = o.get("action").ok_or(HookError::Missing("action"))?;
+    let a = action.as_object().ok_or(HookError::ActionNotAnObject)?;
     let text = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
-    let map = |k: &str| -> Result<BTreeMap<String, String>, String> {
+    let map = |k: &'static str| -> Result<BTreeMap<String, String>, HookError> {
         match a.get(k) {
             None | Some(Value::Null) => Ok(BTreeMap::new()),
             Some(Value::Object(m)) => m
@@ -324,17 +324,18 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
                 .map(|(key, v)| {
                     v.as_str()
                         .map(|s| (key.clone(), s.to_string()))
-                        .ok_or_else(|| format!("`action.{k}.{key}` must be a string"))
+                        .ok_or_else(|| HookError::NotAString {
+                            map: k,
+                            key: key.clone(),
+                        })
                 })
                 .collect(),
-            Some(_) => Err(format!("`action.{k}` must be an object of strings")),
+            Some(_) => Err(HookError::NotAMap(k)),
         }
     };
     let timeout = match a.get("timeout") {
         None | Some(Value::Null) => Duration::from_secs(60),
-        Some(t) => {
-            duration(t).ok_or("`action.timeout` must be like \"10s\", \"500ms\" or \"2m\"")?
-        }
+        Some(t) => duration(t).ok_or(HookError::BadTimeout)?,
     };
     let kind = text("type").unwrap_or_else(|| {
         ["command", "url", "prompt", "agent"]
@@ -346,17 +347,15 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
     });
     let action = match kind.as_str() {
         "command" => Action::Command {
-            command: text("command").ok_or("`action.command` is required")?,
+            command: text("command").ok_or(HookError::Missing("action.command"))?,
             working_dir: text("working_dir").map(PathBuf::from),
             env: map("env")?,
             timeout,
         },
         "http" => {
-            let url = text("url").ok_or("`action.url` is required")?;
+            let url = text("url").ok_or(HookError::Missing("action.url"))?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
-                    "`action.url` {url:?} must start with http:// or https://"
-                ));
+                return Err(HookError::BadUrl(url));
             }
             Action::Http {
                 url,
@@ -367,23 +366,19 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
         "prompt" => Action::Prompt(
             text("prompt")
                 .or_else(|| text("text"))
-                .ok_or("`action.prompt` is required")?,
+                .ok_or(HookError::Missing("action.prompt"))?,
         ),
         "agent" => Action::Agent {
             role: text("agent")
                 .or_else(|| text("role"))
-                .ok_or("`action.agent` (the subagent role) is required")?,
+                .ok_or(HookError::MissingRole)?,
             prompt: text("prompt"),
             timeout: match a.get("timeout") {
                 None | Some(Value::Null) => Duration::from_secs(300),
                 Some(_) => timeout,
             },
         },
-        other => {
-            return Err(format!(
-                "`action.type` {other:?} must be command, http, prompt or agent"
-            ));
-        }
+        other => return Err(HookError::UnknownAction(other.to_string())),
     };
     Ok(Entry {
         name,
@@ -402,8 +397,14 @@ fn entry(v: &Value, origin: crate::mcp::Origin) -> Result<Entry, String> {
     })
 }
 
-fn condition(v: &Value, at: &str) -> Result<Condition, String> {
-    let o = v.as_object().ok_or(format!("`{at}` must be an object"))?;
+fn condition(v: &Value, at: &str) -> Result<Condition, HookError> {
+    let bad = |problem| HookError::BadCondition {
+        at: at.to_string(),
+        problem,
+    };
+    let o = v
+        .as_object()
+        .ok_or_else(|| bad(ConditionProblem::NotAnObject))?;
     for (key, make) in [
         ("all", Condition::All as fn(Vec<Condition>) -> Condition),
         ("any", Condition::Any),
@@ -411,7 +412,7 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
         if let Some(list) = o.get(key) {
             let list = list
                 .as_array()
-                .ok_or(format!("`{at}.{key}` must be a list"))?;
+                .ok_or_else(|| bad(ConditionProblem::NotAList(key)))?;
             let parts = list
                 .iter()
                 .enumerate()
@@ -423,7 +424,7 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
     let field = o
         .get("field")
         .and_then(Value::as_str)
-        .ok_or(format!("`{at}.field` is required"))?;
+        .ok_or_else(|| bad(ConditionProblem::MissingField))?;
     let known = [
         "tool_name",
         "tool_response",
@@ -435,32 +436,26 @@ fn condition(v: &Value, at: &str) -> Result<Condition, String> {
         "iteration",
     ];
     if !known.contains(&field) && !field.starts_with("tool_input.") {
-        return Err(format!(
-            "`{at}.field` {field:?} must be tool_name, tool_input.<name>, tool_response, response, prompt, cwd, session_id, event or iteration"
-        ));
+        return Err(bad(ConditionProblem::UnknownField(field.to_string())));
     }
     let op = match o.get("op").and_then(Value::as_str).unwrap_or("eq") {
         "eq" => Op::Eq,
         "neq" => Op::Neq,
         "glob" => Op::Glob,
         "contains" => Op::Contains,
-        other => {
-            return Err(format!(
-                "`{at}.op` {other:?} must be eq, neq, glob or contains"
-            ));
-        }
+        other => return Err(bad(ConditionProblem::UnknownOp(other.to_string()))),
     };
     let value = match o.get("value") {
         Some(Value::String(s)) => s.clone(),
         Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
-        _ => return Err(format!("`{at}.value` is required (a string)")),
+        _ => return Err(bad(ConditionProblem::MissingValue)),
     };
     if op == Op::Glob {
-        globset::Glob::new(&value).map_err(|e| format!("`{at}.value`: {e}"))?;
+        globset::Glob::new(&value).map_err(|e| bad(ConditionProblem::BadGlob(e.to_string())))?;
     }
     // A tool named as Claude Code or CodePilot name it (`WriteFile`, `Bash`) is ours.
     let value = if field == "tool_name" && op != Op::Glob {
-        crate::tools::canonical(&value).to_string()
+        crate::vocab::canonical(&value).to_string()
     } else {
         value
     };
@@ -517,8 +512,8 @@ pub struct Outcome {
     /// and `prompt` actions).
     pub context: Vec<String>,
     pub permission: Option<Permission>,
-    /// One line each: hooks that failed, timed out or crashed.
-    pub failures: Vec<String>,
+    /// Hooks that failed, timed out or crashed, one line each.
+    pub failures: Vec<HookFailure>,
     /// A hook said `"continue": false`: the turn stops here, with this reason for the user
     /// (Claude Code's `stopReason`).
     pub stop: Option<String>,
@@ -555,7 +550,7 @@ pub struct HookStatus {
     pub fired: u64,
     pub failed: u64,
     pub runs: bool,
-    pub origin: crate::mcp::Origin,
+    pub origin: crate::layers::Origin,
 }
 
 impl Hooks {
@@ -621,7 +616,7 @@ impl Hooks {
     }
 
     fn runs(&self, e: &Entry) -> bool {
-        self.settings.enabled && (e.origin == crate::mcp::Origin::User || self.trusted)
+        self.settings.enabled && (e.origin == crate::layers::Origin::User || self.trusted)
     }
 
     pub fn statuses(&self) -> Vec<HookStatus> {
@@ -879,12 +874,13 @@ impl Hooks {
                 .inspect_err(|why| log_run(e, started, Err(why)))
             {
                 Ok(answer) => answer.apply(&input.event, &mut out),
-                Err(why) => {
+                Err(error) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
-                    out.failures.push(crate::tools::escape_controls(&format!(
-                        "hook `{}` ({}): {why}",
-                        e.name, e.event
-                    )));
+                    out.failures.push(HookFailure {
+                        name: e.name.clone(),
+                        event: e.event.clone(),
+                        error,
+                    });
                 }
             }
         }
@@ -898,7 +894,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// One line in the log for a hook that ran: its name, event, kind of action, how long it took
 /// and its exit code (never its input, its output or why it failed, which may quote them).
-fn log_run(e: &Entry, started: std::time::Instant, ran: Result<i32, &String>) {
+fn log_run(e: &Entry, started: std::time::Instant, ran: Result<i32, &RunError>) {
     let kind = e.action.kind();
     let (hook, event) = (e.name.as_str(), e.event.as_str());
     let ms = started.elapsed().as_millis() as u64;
@@ -1024,7 +1020,7 @@ struct Places<'a> {
 }
 
 /// Runs one command, HTTP or agent hook.
-async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, String> {
+async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, RunError> {
     let Places {
         workdir,
         hidden,
@@ -1038,7 +1034,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             prompt,
             timeout,
         } => {
-            let runner = agent.ok_or("agent hooks cannot run here (no subagents)")?;
+            let runner = agent.ok_or(RunError::NoSubagents)?;
             let event = serde_json::to_string_pretty(payload).expect("JSON");
             let task = format!(
                 "{}\n\nThe event, as JSON:\n```json\n{event}\n```\n\nAnswer with what the \
@@ -1052,12 +1048,11 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let project = e.origin == crate::mcp::Origin::Project;
+            let project = e.origin == crate::layers::Origin::Project;
             let answer = tokio::time::timeout(*timeout, runner.run(role, task, parent, project))
                 .await
-                .map_err(|_| {
-                    format!("the subagent did not answer within {} s", timeout.as_secs())
-                })??;
+                .map_err(|_| RunError::SubagentTimeout { timeout: *timeout })?
+                .map_err(RunError::Subagent)?;
             Ok(Answer {
                 code: 0,
                 stdout: answer,
@@ -1070,11 +1065,12 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             headers,
             timeout,
         } => {
-            crate::llm::install_crypto_provider();
-            let client = reqwest::Client::builder()
+            let client = crate::http::builder()
                 .timeout(*timeout)
                 .build()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| RunError::HttpClient {
+                    reason: e.to_string(),
+                })?;
             let mut request = client
                 .post(url)
                 .header("content-type", "application/json")
@@ -1082,10 +1078,9 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             for (k, v) in headers {
                 request = request.header(k, v);
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| crate::llm::describe_reqwest_error(&e))?;
+            let response = request.send().await.map_err(|e| RunError::Request {
+                reason: crate::http::describe_error(&e),
+            })?;
             let status = response.status();
             // At most MAX_OUTPUT bytes are read; then the connection is dropped (a server that
             // streams without end is not read whole).
@@ -1103,7 +1098,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             drop(response);
             let body = String::from_utf8_lossy(&kept).into_owned();
             if !status.is_success() {
-                return Err(format!("HTTP {status}"));
+                return Err(RunError::Status { status });
             }
             Ok(Answer {
                 code: 0,
@@ -1124,7 +1119,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 None => workdir.to_path_buf(),
             };
             let reach = new_sys::os_sandbox::entry_reach(
-                e.origin == crate::mcp::Origin::Project,
+                e.origin == crate::layers::Origin::Project,
                 e.sandbox,
                 e.network,
             );
@@ -1135,13 +1130,14 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                 shell.program.as_os_str(),
                 &shell.args(command),
                 &cwd,
-            )?;
+            )
+            .map_err(RunError::Sandbox)?;
             cmd.stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true);
             new_sys::platform::own_process_group(&mut cmd);
-            for name in crate::tools::secret_env(hidden) {
+            for name in crate::secret::secret_env(hidden) {
                 cmd.env_remove(name);
             }
             for (k, v) in tool_input_vars(payload.get("tool_input")) {
@@ -1154,8 +1150,8 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
             cmd.envs(env);
             // Recorded as started on purpose, so that a `bash` call's clean-up of escaped
             // processes leaves it alone.
-            let mut child =
-                new_sys::process::spawn_own(&mut cmd).map_err(|e| format!("cannot start: {e}"))?;
+            let mut child = new_sys::process::spawn_own(&mut cmd)
+                .map_err(|e| RunError::Start { cause: e.into() })?;
             let group = child.id();
             // Dropped before the end (the user's Ctrl-C drops this future): the hook's whole
             // process group is killed, not only its shell.
@@ -1216,21 +1212,21 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, S
                             from_agent: false,
                         })
                     } else {
-                        let why = stderr.lines().next().unwrap_or_default().to_string();
+                        let first = stderr.lines().next().unwrap_or_default().to_string();
                         Err(match status.code() {
-                            Some(c) => format!("exit code {c}: {why}"),
-                            None => "it was killed by a signal".to_string(),
+                            Some(code) => RunError::Exit {
+                                code,
+                                stderr: first,
+                            },
+                            None => RunError::Killed,
                         })
                     }
                 }
-                Ok((_, _, Err(e))) => Err(e.to_string()),
+                Ok((_, _, Err(e))) => Err(RunError::Wait { cause: e.into() }),
                 Err(_) => {
                     // The hook's whole process group: what its shell started goes too.
                     drop(guard);
-                    Err(format!(
-                        "no answer within {} s; stopped",
-                        timeout.as_secs_f64()
-                    ))
+                    Err(RunError::Timeout { timeout: *timeout })
                 }
             }
         }
@@ -1319,7 +1315,7 @@ mod tests {
         let out = answer("The user likes tea.", true, "post_tool_use");
         assert_eq!(out.context, ["The user likes tea."]);
     }
-    use crate::mcp::Origin;
+    use crate::layers::Origin;
 
     fn hooks(entries: Value, origin: Origin, trusted: bool, dir: &Path) -> (Hooks, Vec<String>) {
         let mut warnings = Vec::new();
@@ -1382,6 +1378,89 @@ mod tests {
         assert_eq!(duration(&json!("500ms")), Some(Duration::from_millis(500)));
         assert_eq!(duration(&json!("2m")), Some(Duration::from_secs(120)));
         assert_eq!(duration(&json!(3)), Some(Duration::from_secs(3)));
+    }
+
+    /// Each way an entry can be wrong is its own variant, with the place it is wrong at.
+    #[test]
+    fn a_bad_entry_is_the_variant_of_its_mistake() {
+        let origin = Origin::User;
+        let read = |v: Value| entry(&v, origin).unwrap_err();
+        let command = json!({"command": "x"});
+        assert_eq!(
+            read(json!({"name": "c", "event": "error", "action": command,
+                        "condition": {"field": "tool_name", "op": "like", "value": "x"}})),
+            HookError::BadCondition {
+                at: "condition".into(),
+                problem: ConditionProblem::UnknownOp("like".into())
+            }
+        );
+        assert_eq!(
+            read(json!({"name": "c", "event": "error", "action": command,
+                        "condition": {"any": [{"field": "prompt", "value": "a"},
+                                              {"field": "weather", "value": "x"}]}})),
+            HookError::BadCondition {
+                at: "condition.any[1]".into(),
+                problem: ConditionProblem::UnknownField("weather".into())
+            }
+        );
+        assert_eq!(
+            read(json!({"name": "c", "event": "error", "action": command,
+                        "condition": {"field": "prompt", "op": "glob", "value": "a["}})),
+            HookError::BadCondition {
+                at: "condition".into(),
+                problem: ConditionProblem::BadGlob(
+                    globset::Glob::new("a[").unwrap_err().to_string()
+                )
+            }
+        );
+        assert_eq!(
+            read(
+                json!({"name": "c", "event": "error", "action": command, "condition": {"all": 3}})
+            ),
+            HookError::BadCondition {
+                at: "condition".into(),
+                problem: ConditionProblem::NotAList("all")
+            }
+        );
+        assert_eq!(
+            read(json!({"name": "a", "event": "before_lunch", "action": command})),
+            HookError::UnknownEvent("before_lunch".into())
+        );
+        assert_eq!(
+            read(
+                json!({"name": "a", "event": "error", "action": {"command": "x", "timeout": "soon"}})
+            ),
+            HookError::BadTimeout
+        );
+        assert_eq!(
+            read(
+                json!({"name": "a", "event": "error", "action": {"command": "x", "env": {"A": 1}}})
+            ),
+            HookError::NotAString {
+                map: "env",
+                key: "A".into()
+            }
+        );
+        assert_eq!(
+            read(json!({"name": "a", "event": "error", "action": {"url": "ftp://x"}})),
+            HookError::BadUrl("ftp://x".into())
+        );
+        assert_eq!(
+            read(json!({"name": "a", "event": "error", "action": {"type": "agent"}})),
+            HookError::MissingRole
+        );
+        assert_eq!(
+            read(json!({"name": "a", "event": "error", "async": "yes", "action": command})),
+            HookError::NotABool("async")
+        );
+        assert_eq!(
+            read(json!({"event": "error", "action": command})),
+            HookError::Missing("name")
+        );
+        assert_eq!(
+            read(json!({"name": "a", "event": "error", "action": command, "when": 1})),
+            HookError::UnknownField("when".into())
+        );
     }
 
     #[tokio::test]
@@ -1481,14 +1560,30 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(out.block, None);
         assert_eq!(out.failures.len(), 3, "{out:?}");
-        assert!(out.failures[0].contains("hook `broken` (error): exit code 3: oops"));
-        assert!(out.failures[1].contains("hook `hangs` (error): no answer within 0.3 s"));
-        assert!(out.failures[2].contains("hook `missing` (error): exit code 127"));
-        assert!(
-            out.failures
-                .iter()
-                .all(|f| !f.contains('\n') && f.len() < 300)
+        let names: Vec<&str> = out.failures.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["broken", "hangs", "missing"]);
+        assert_eq!(
+            out.failures[0].error,
+            RunError::Exit {
+                code: 3,
+                stderr: "oops".into()
+            }
         );
+        assert_eq!(
+            out.failures[1].error,
+            RunError::Timeout {
+                timeout: Duration::from_millis(300)
+            }
+        );
+        assert!(
+            matches!(out.failures[2].error, RunError::Exit { code: 127, .. }),
+            "{out:?}"
+        );
+        let lines: Vec<String> = out.failures.iter().map(|f| f.to_string()).collect();
+        assert!(lines[0].contains("hook `broken` (error): exit code 3: oops"));
+        assert!(lines[1].contains("hook `hangs` (error): no answer within 0.3 s"));
+        assert!(lines[2].contains("hook `missing` (error): exit code 127"));
+        assert!(lines.iter().all(|f| !f.contains('\n') && f.len() < 300));
         assert!(out.context.is_empty());
         let failed: Vec<u64> = h.statuses().iter().map(|s| s.failed).collect();
         assert_eq!(failed, [1, 1, 0, 1]);
@@ -1610,7 +1705,13 @@ mod tests {
         assert_eq!(out.block.as_deref(), Some("the web says no"));
         assert_eq!(out.failures.len(), 1, "{out:?}");
         assert!(
-            out.failures[0].starts_with("hook `down` (pre_tool_use): "),
+            matches!(out.failures[0].error, RunError::Request { .. }),
+            "{out:?}"
+        );
+        assert!(
+            out.failures[0]
+                .to_string()
+                .starts_with("hook `down` (pre_tool_use): "),
             "{out:?}"
         );
         let posted = lock(&got).clone();

@@ -21,7 +21,7 @@ use std::sync::{Mutex, PoisonError};
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::conversation::Id;
+use crate::vocab::Id;
 use crate::vocab::{ChatMessage, Role};
 
 /// The request messages an item is written from (`from..to`), and what else its text depends on.

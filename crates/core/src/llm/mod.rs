@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod body;
 pub mod openai;
+pub mod overflow;
 pub mod sse;
 pub mod types;
 
@@ -619,8 +620,7 @@ impl LazyClient {
     pub(crate) fn get(&self) -> Result<&reqwest::Client, LlmError> {
         self.cell
             .get_or_init(|| {
-                install_crypto_provider();
-                let mut builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+                let mut builder = crate::http::builder().connect_timeout(self.connect_timeout);
                 if self.plain_http {
                     builder = builder.tls_certs_only(std::iter::empty());
                 }
@@ -629,35 +629,6 @@ impl LazyClient {
             .as_ref()
             .map_err(|e| LlmError::Client(e.clone()))
     }
-}
-
-pub(crate) fn install_crypto_provider() {
-    // Fails only when a provider is already installed, which is what we want anyway.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// Shared by the clients: the reason a request could not be sent, from the innermost cause.
-pub(crate) fn describe_reqwest_error(e: &reqwest::Error) -> String {
-    // reqwest's own text is "error sending request for url (...)"; the cause says what really failed.
-    let mut reason = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "connection failed".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = std::error::Error::source(e);
-    let mut last = None;
-    while let Some(s) = source {
-        last = Some(s.to_string());
-        source = s.source();
-    }
-    if let Some(last) = last {
-        reason.push_str(" (");
-        reason.push_str(&last);
-        reason.push(')');
-    }
-    reason
 }
 
 /// Shared by the clients: a short, single-line excerpt of a response body.
@@ -737,7 +708,7 @@ async fn send(
         .map_err(|_| silent(url, s.idle_timeout))?
         .map_err(|e| LlmError::Connect {
             url: url.to_string(),
-            reason: describe_reqwest_error(&e),
+            reason: crate::http::describe_error(&e),
             var: s.base_url_var.clone(),
         })
 }
@@ -772,7 +743,7 @@ async fn read_body(
         let chunk = tokio::time::timeout(idle, response.chunk())
             .await
             .map_err(|_| silent(url, idle))?
-            .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+            .map_err(|e| LlmError::StreamCut(crate::http::describe_error(&e)))?;
         let Some(chunk) = chunk else { break };
         let room = max.saturating_sub(bytes.len());
         if chunk.len() > room {
@@ -811,7 +782,7 @@ pub(crate) async fn read_events(
             .map_err(|_| {
                 LlmError::StreamCut(format!("no data for {} s (idle timeout)", idle.as_secs()))
             })?
-            .map_err(|e| LlmError::StreamCut(describe_reqwest_error(&e)))?;
+            .map_err(|e| LlmError::StreamCut(crate::http::describe_error(&e)))?;
         let Some(chunk) = chunk else { break };
         received += chunk.len();
         if received > max_bytes {
@@ -850,10 +821,10 @@ pub(crate) fn http_error(
         .ok()
         .and_then(|v| v.get("error").map(error_text))
         .unwrap_or_else(|| preview(body));
-    if matches!(status, 400 | 413 | 422 | 500) && crate::context::is_overflow(body) {
+    if matches!(status, 400 | 413 | 422 | 500) && overflow::is_overflow(body) {
         return LlmError::ContextOverflow {
             url: url.to_string(),
-            window: crate::context::window_named_in(body),
+            window: overflow::window_named_in(body),
             message,
         };
     }

@@ -158,7 +158,7 @@ async fn headers_from_helper(
         workdir,
     )
     .map_err(|e| format!("cannot start it: {e}"))?;
-    for name in crate::tools::secret_env(hidden_env) {
+    for name in crate::secret::secret_env(hidden_env) {
         cmd.env_remove(name);
     }
     cmd.env("CLAUDE_CODE_MCP_SERVER_NAME", &helper.server)
@@ -199,7 +199,7 @@ async fn headers_from_helper(
             "it failed ({status}){}",
             match said.trim() {
                 "" => String::new(),
-                s => format!(": {}", crate::tools::escape_controls(s)),
+                s => format!(": {}", crate::escape::escape_controls(s)),
             }
         ));
     }
@@ -331,7 +331,7 @@ fn transport_words(text: &str) -> String {
         .strip_prefix("Transport send error: ")
         .unwrap_or(text)
         .trim();
-    crate::tools::escape_controls(&text.chars().take(400).collect::<String>())
+    crate::escape::escape_controls(&text.chars().take(400).collect::<String>())
 }
 
 /// The SDK's error of a handshake in `new`'s words.
@@ -349,7 +349,7 @@ fn initialize_error(e: rmcp::service::ClientInitializeError) -> McpError {
         I::TransportError { error, .. } => {
             McpError::Transport(transport_words(&error.error.to_string()))
         }
-        other => McpError::Rpc(crate::tools::escape_controls(&other.to_string())),
+        other => McpError::Rpc(crate::escape::escape_controls(&other.to_string())),
     }
 }
 
@@ -417,7 +417,7 @@ impl<R> Capped<R> {
                 &self.log,
                 &format!(
                     "not a protocol message on stdout: {}",
-                    crate::tools::escape_controls(&shown)
+                    crate::escape::escape_controls(&shown)
                 ),
             );
         }
@@ -572,7 +572,7 @@ impl Client {
                 new_sys::platform::own_process_group(&mut cmd);
                 // The provider keys the model's commands never see are not the server's either,
                 // unless its entry passes them on (set after the removal).
-                for name in crate::tools::secret_env(how.hidden_env) {
+                for name in crate::secret::secret_env(how.hidden_env) {
                     cmd.env_remove(name);
                 }
                 cmd.envs(env);
@@ -638,7 +638,7 @@ impl Client {
                     ) else {
                         return Err(McpError::Transport(format!(
                             "the header `{}` cannot be sent",
-                            crate::tools::escape_controls(k)
+                            crate::escape::escape_controls(k)
                         )));
                     };
                     custom.insert(k, v);
@@ -799,8 +799,7 @@ impl Client {
 /// The HTTP client of MCP requests: no redirects (one to another origin would carry the entry's
 /// headers, a key, there).
 fn http_client() -> Result<reqwest::Client, McpError> {
-    crate::llm::install_crypto_provider();
-    reqwest::Client::builder()
+    crate::http::builder()
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -1103,7 +1102,7 @@ impl Drop for Client {
 
 fn open_log(path: &Path) -> Option<std::fs::File> {
     if let Some(dir) = path.parent() {
-        let _ = crate::conversation::error::create_private_dir(dir);
+        let _ = crate::fs::atomic::create_private_dir(dir);
     }
     new_sys::platform::private_file_options()
         .create(true)

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::layers::Origin;
+
 /// How `new` talks to a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -31,24 +33,6 @@ pub struct HeadersHelper {
     pub command: String,
     /// The entry's name (`CLAUDE_CODE_MCP_SERVER_NAME` for the command).
     pub server: String,
-}
-
-/// Where an entry was found: the user's entries are trusted; the project's need the user's
-/// trust first (they start processes or send requests on the user's behalf).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    User,
-    Project,
-}
-
-impl Origin {
-    /// `user` or `project`, as the views say it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Origin::User => "user",
-            Origin::Project => "project",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,7 +205,7 @@ pub fn settings(
     // The project's `.mcp.json`: `{"mcpServers": {NAME: {...}}}`.
     let file = workdir.join(".mcp.json");
     // Through the one reader of a project's files: not a link out of it, not a FIFO, bounded.
-    let read = crate::project_file::ProjectFiles::new(workdir)
+    let read = crate::fs::project_file::ProjectFiles::new(workdir)
         .read(&file, MAX_MCP_JSON_BYTES)
         .and_then(|r| match r {
             Some(r) => r.whole_text(&file, MAX_MCP_JSON_BYTES).map(Some),
@@ -559,12 +543,6 @@ pub fn references(text: &str) -> Vec<String> {
     out
 }
 
-/// Whether a variable named like this holds a secret: a provider's key (`hidden`), or a name
-/// that looks like a credential.
-pub fn is_secret_reference(name: &str, hidden: &[String]) -> bool {
-    hidden.iter().any(|h| h == name) || new_sys::os_sandbox::is_secret_name(name)
-}
-
 /// `${VAR}` from the environment (an unset variable expands to nothing); `$$` is not special.
 pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -764,19 +742,6 @@ mod tests {
             vec!["GITHUB_TOKEN".to_string()]
         );
         assert!(references("no braces $X").is_empty());
-    }
-
-    /// A secret is a variable of the user's provider keys or one named like a credential; others
-    /// are not.
-    #[test]
-    fn a_secret_reference_is_a_provider_key_or_a_credential_name() {
-        let hidden = vec!["MY_LLM_VAR".to_string()];
-        assert!(is_secret_reference("MY_LLM_VAR", &hidden));
-        assert!(is_secret_reference("GITHUB_TOKEN", &hidden));
-        assert!(is_secret_reference("GITHUB_TOKEN", &[]));
-        assert!(!is_secret_reference("PATH", &hidden));
-        assert!(!is_secret_reference("MY_LLM", &hidden));
-        assert!(!is_secret_reference("HOME", &[]));
     }
 
     /// `${NAME:-default}`: NAME's value, or the default when it is unset or empty.

@@ -250,7 +250,7 @@ pub fn dialogue(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> Answer {
-    let esc = crate::tools::escape_controls;
+    let esc = crate::escape::escape_controls;
     let _ = writeln!(output, "{}", words.heading);
     if !form.message.trim().is_empty() {
         let _ = writeln!(output, "  {}", esc(form.message.trim()));

@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub use client::{Client, Event, McpError};
-pub use config::{McpSettings, Origin, ServerConfig, Transport};
+pub use config::{McpSettings, ServerConfig, Transport};
 
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput};
+use crate::layers::Origin;
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource};
 
 /// The delays before a dead stdio server is started again; then it is left down.
 const RESTARTS: [Duration; 3] = [
@@ -383,7 +384,7 @@ impl Manager {
                                 None => format!("{progress}"),
                             };
                             let text = message.map(|m| format!(" {m}")).unwrap_or_default();
-                            say(&crate::tools::escape_controls(&format!(
+                            say(&crate::escape::escape_controls(&format!(
                                 "{}: {amount}{text}",
                                 server.config.name
                             )));
@@ -600,17 +601,6 @@ impl Manager {
                 let _ = self.list(server, &client).await;
             }
         }
-    }
-
-    /// The tools offered now, as tools of the registry.
-    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
-        for server in &self.servers {
-            if matches!(*lock(&server.state), State::Ready) {
-                out.extend(lock(&server.offered).iter().cloned());
-            }
-        }
-        out
     }
 
     /// The ready servers' instructions, under their names, for the system prompt.
@@ -906,6 +896,20 @@ impl Manager {
     }
 }
 
+/// The ready servers' tools, offered beside the built-in ones (named `mcp__<server>__<tool>`).
+impl ToolSource for Manager {
+    /// The tools offered now, as tools of the registry.
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        for server in &self.servers {
+            if matches!(*lock(&server.state), State::Ready) {
+                out.extend(lock(&server.offered).iter().cloned());
+            }
+        }
+        out
+    }
+}
+
 /// An elicitor that tells the form which server asks.
 fn named(elicitor: elicit::Elicitor, server: &str) -> elicit::Elicitor {
     let server = server.to_string();
@@ -953,7 +957,7 @@ pub fn exposed_name(server: &str, tool: &str) -> String {
     if name.len() <= 64 {
         return name;
     }
-    let hash = &crate::trust::digest(name.as_bytes())[..8];
+    let hash = &crate::fs::hash::digest(name.as_bytes())[..8];
     format!("{}_{hash}", &name[..55])
 }
 

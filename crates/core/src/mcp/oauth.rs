@@ -67,7 +67,7 @@ impl OAuthError {
 
 impl From<AuthError> for OAuthError {
     fn from(e: AuthError) -> Self {
-        OAuthError::Sdk(crate::tools::escape_controls(&e.to_string()))
+        OAuthError::Sdk(crate::escape::escape_controls(&e.to_string()))
     }
 }
 
@@ -171,27 +171,8 @@ impl TokenStore {
 
     /// Writes the whole store: a private file written beside it, then renamed over it.
     fn write_all(&self, all: &BTreeMap<String, serde_json::Value>) -> Result<(), OAuthError> {
-        use std::io::Write as _;
-        if let Some(dir) = self.path.parent() {
-            crate::conversation::error::create_private_dir(dir).map_err(|e| self.error(e))?;
-        }
-        let tmp = self
-            .path
-            .with_extension(format!("tmp{}", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut f = new_sys::platform::private_file_options()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            f.write_all(&serde_json::to_vec_pretty(all).unwrap_or_default())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            self.error(e)
-        })
+        let bytes = serde_json::to_vec_pretty(all).unwrap_or_default();
+        crate::fs::atomic::write_private(&self.path, &bytes).map_err(|e| self.error(e))
     }
 
     pub fn load(&self, server: &str, url: &str) -> Result<Option<StoredCredentials>, OAuthError> {
@@ -383,8 +364,7 @@ impl Login {
             .map(|(k, v)| format!("{k}={}", form_escape(v)))
             .collect::<Vec<_>>()
             .join("&");
-        crate::llm::install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let http = crate::http::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
             .build()
@@ -396,12 +376,12 @@ impl Login {
             .body(body)
             .send()
             .await
-            .map_err(|e| OAuthError::Sdk(crate::llm::describe_reqwest_error(&e)))?;
+            .map_err(|e| OAuthError::Sdk(crate::http::describe_error(&e)))?;
         let status = response.status();
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| OAuthError::Sdk(crate::llm::describe_reqwest_error(&e)))?;
+            .map_err(|e| OAuthError::Sdk(crate::http::describe_error(&e)))?;
         if !status.is_success() {
             // The error code only: the rest of the body is the server's.
             let code = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -410,7 +390,7 @@ impl Login {
                 .unwrap_or_default();
             return Err(OAuthError::Sdk(format!(
                 "the token endpoint refused the client's assertion ({status} {})",
-                crate::tools::escape_controls(&code)
+                crate::escape::escape_controls(&code)
             )));
         }
         let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_slice(&bytes)
@@ -437,7 +417,7 @@ impl Login {
         };
         // Read first: without it nothing is asked of any server.
         let shown = idp.id_token_file.display();
-        let id_token = crate::project_file::read_own(&idp.id_token_file, 64 * 1024)
+        let id_token = crate::fs::project_file::read_own(&idp.id_token_file, 64 * 1024)
             .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
             .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
             .text();
@@ -463,7 +443,7 @@ impl Login {
         if !self.settings.scopes.is_empty() {
             request = request.with_scopes(self.settings.scopes.iter().cloned());
         }
-        crate::llm::install_crypto_provider();
+        crate::http::install_crypto_provider();
         let http = rmcp::transport::auth::default_oauth_http_client()?;
         let token = request
             .exchange(&http, &http)
@@ -566,7 +546,7 @@ impl Login {
         (self.say)(&format!(
             "{}: open this address to authorize new: {}",
             self.server,
-            crate::tools::escape_controls(&address)
+            crate::escape::escape_controls(&address)
         ));
         open_browser(&address);
         let (code, csrf, issuer) = tokio::time::timeout(BROWSER_WAIT, receive_redirect(&listener))
@@ -660,7 +640,7 @@ async fn receive_redirect(
             ),
             (_, _, error) => (
                 "The authorization failed. You can close this tab.",
-                Err(OAuthError::Denied(crate::tools::escape_controls(
+                Err(OAuthError::Denied(crate::escape::escape_controls(
                     &error.unwrap_or_else(|| "no code".into()),
                 ))),
             ),

@@ -17,7 +17,7 @@ use gray_matter::Matter;
 use gray_matter::engine::YAML;
 use serde::Deserialize;
 
-use crate::project_file::{Bounded, ProjectFiles};
+use crate::fs::project_file::{Bounded, ProjectFiles};
 
 pub mod index;
 pub mod review;
@@ -416,7 +416,7 @@ impl MemoryStore {
             content.trim()
         );
         let text = redact_secrets(&text, secrets);
-        crate::conversation::error::create_private_dir(dir).map_err(MemoryError::io(dir))?;
+        crate::fs::atomic::create_private_dir(dir).map_err(MemoryError::io(dir))?;
         // The index is read before the note is written: one that cannot be updated changes nothing.
         let old = read_index(dir)?;
         write_private(&path, &text).map_err(MemoryError::io(&path))?;
@@ -446,7 +446,7 @@ impl MemoryStore {
         let dir = m.path.parent().unwrap_or(Path::new("."));
         let old = read_index(dir)?;
         let trash = dir.join(".trash");
-        crate::conversation::error::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
+        crate::fs::atomic::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
         let to = trash.join(format!("{}-{stamp}.md", file_stem(&m.path)));
         std::fs::rename(&m.path, to).map_err(MemoryError::io(&m.path))?;
@@ -594,21 +594,7 @@ fn parse_note(text: &str, folder: Folder<'_>, path: &Path) -> Result<Memory, Str
 
 /// Writes a file readable by the user only, atomically.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    crate::layers::write_private(path, text.as_bytes())
-}
-
-/// The secret-looking values of the environment: those of variables named like keys, tokens,
-/// secrets and passwords (8 characters or more), for [`redact_secrets`].
-pub fn secret_values(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
-    vars.filter(|(name, value)| {
-        let name = name.to_ascii_uppercase();
-        value.len() >= 8
-            && ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
-                .iter()
-                .any(|w| name.contains(w))
-    })
-    .map(|(_, value)| value)
-    .collect()
+    crate::fs::atomic::write_private(path, text.as_bytes())
 }
 
 /// Patterns of secrets in common formats: provider keys, cloud keys, tokens, private keys, JWTs,

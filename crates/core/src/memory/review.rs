@@ -137,7 +137,7 @@ const PENDING_MAX_BYTES: usize = 256 * 1024;
 /// Keeps `turns` for the next session's first review (with those already waiting, the newest
 /// kept when there are too many).
 pub fn save_pending(store: &super::MemoryStore, turns: &[String]) -> std::io::Result<()> {
-    crate::conversation::error::create_private_dir(&store.project)?;
+    crate::fs::atomic::create_private_dir(&store.project)?;
     // Two sessions ending together: one after the other, neither losing the other's turns.
     let _lock = pending_lock(store)?;
     let mut all = read_pending(&store.project.join(PENDING));
@@ -149,7 +149,7 @@ pub fn save_pending(store: &super::MemoryStore, turns: &[String]) -> std::io::Re
         all.remove(0);
         text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
     }
-    crate::conversation::error::write_whole(&store.project.join(PENDING), &text)
+    crate::fs::atomic::write_whole(&store.project.join(PENDING), &text)
 }
 
 /// The turns waiting from an earlier session, no longer waiting: one session takes them (two
@@ -171,7 +171,7 @@ pub fn load_pending(store: &super::MemoryStore, take: bool) -> Vec<String> {
 }
 
 fn read_pending(path: &std::path::Path) -> Vec<String> {
-    crate::project_file::read_own(path, PENDING_MAX_BYTES)
+    crate::fs::project_file::read_own(path, PENDING_MAX_BYTES)
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice::<Vec<String>>(&b.bytes).ok())
@@ -180,7 +180,7 @@ fn read_pending(path: &std::path::Path) -> Vec<String> {
 
 /// The pending file's lock (a file of its own beside it), held while the guard lives.
 fn pending_lock(store: &super::MemoryStore) -> std::io::Result<std::fs::File> {
-    let file = crate::conversation::error::private_options()
+    let file = crate::fs::atomic::private_options()
         .create(true)
         .truncate(false)
         .write(true)

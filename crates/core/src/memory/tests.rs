@@ -1,5 +1,6 @@
 use super::review::{Change, apply, parse};
 use super::*;
+use crate::secret::secret_values;
 
 fn store(dir: &Path) -> MemoryStore {
     MemoryStore::new(Some(dir.join("user")), dir.join("project"))

@@ -20,21 +20,13 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::project_file::{Bounded, ProjectFiles};
-use crate::tools::Sandbox;
+use crate::fs::confine::Workdir;
+use crate::fs::project_file::{Bounded, ProjectFiles};
 
 /// Most bytes of instructions, includes counted.
 pub const MAX_BYTES: usize = 64 * 1024;
 /// Deepest include chain.
 pub const MAX_DEPTH: usize = 5;
-/// The instruction files a project folder may hold (the writes that must ask, the sandbox's
-/// protected names).
-pub const FILES: &[&str] = &[
-    "AGENTS.md",
-    "AGENTS.override.md",
-    "CLAUDE.md",
-    "CLAUDE.local.md",
-];
 
 /// The merged instructions, the files they came from, and what had to be skipped.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -46,7 +38,7 @@ pub struct Instructions {
 
 /// Whose file is being read: what its imports may reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
+enum Whose {
     /// The user's own (their config and home folders): links anywhere, `~/` and absolute imports.
     User,
     /// The project's: inside the project, relative imports only.
@@ -67,12 +59,12 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
         return Instructions::default();
     };
     let root = project_root(&work, home.as_deref());
-    let Ok(sandbox) = Sandbox::new(&root) else {
+    let Ok(project) = Workdir::new(&root) else {
         return Instructions::default();
     };
     let mut reading = Reading {
         files: ProjectFiles::new(&root),
-        sandbox,
+        project,
         user_dirs: user_dir
             .map(Path::to_path_buf)
             .into_iter()
@@ -97,7 +89,7 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
     };
     let mut user = Vec::new();
     if let Some(dir) = user_dir {
-        user.extend(reading.top(&dir.join("AGENTS.md"), Origin::User));
+        user.extend(reading.top(&dir.join("AGENTS.md"), Whose::User));
     }
     if let Some(home) = &home {
         user.extend(reading.first_of(
@@ -105,19 +97,19 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
                 home.join(".codex/AGENTS.override.md"),
                 home.join(".codex/AGENTS.md"),
             ],
-            Origin::User,
+            Whose::User,
         ));
-        user.extend(reading.top(&home.join(".claude/CLAUDE.md"), Origin::User));
+        user.extend(reading.top(&home.join(".claude/CLAUDE.md"), Whose::User));
     }
     let user = join(user);
     let mut project = Vec::new();
     for dir in folders_down(&root, &work) {
         project.extend(reading.first_of(
             &[dir.join("AGENTS.override.md"), dir.join("AGENTS.md")],
-            Origin::Project,
+            Whose::Project,
         ));
         for name in ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"] {
-            project.extend(reading.top(&dir.join(name), Origin::Project));
+            project.extend(reading.top(&dir.join(name), Whose::Project));
         }
     }
     let project = join(project);
@@ -209,7 +201,7 @@ fn inline_imports(line: &str) -> Vec<&str> {
 
 struct Reading {
     /// The project (the repository's top, or WORKDIR): what its files may import.
-    sandbox: Sandbox,
+    project: Workdir,
     files: ProjectFiles,
     home: Option<PathBuf>,
     /// The user's own folders (the config folder, `~/.claude`, `~/.codex`), resolved: what a
@@ -228,10 +220,10 @@ impl Reading {
         }
     }
 
-    fn read(&self, path: &Path, origin: Origin, limit: usize) -> Result<Option<Bounded>, String> {
+    fn read(&self, path: &Path, origin: Whose, limit: usize) -> Result<Option<Bounded>, String> {
         match origin {
-            Origin::Project => self.files.read(path, limit),
-            Origin::User | Origin::Elsewhere => {
+            Whose::Project => self.files.read(path, limit),
+            Whose::User | Whose::Elsewhere => {
                 // What the kernel makes up is nobody's instructions (`/proc/self/environ`).
                 let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
                 if ["/proc", "/sys", "/dev"]
@@ -243,13 +235,13 @@ impl Reading {
                         path.display()
                     ));
                 }
-                crate::project_file::read_own(path, limit)
+                crate::fs::project_file::read_own(path, limit)
             }
         }
     }
 
     /// The first of `paths` that holds something.
-    fn first_of(&mut self, paths: &[PathBuf], origin: Origin) -> Option<String> {
+    fn first_of(&mut self, paths: &[PathBuf], origin: Whose) -> Option<String> {
         paths
             .iter()
             .find_map(|p| self.top(p, origin).filter(|t| !t.trim().is_empty()))
@@ -257,7 +249,7 @@ impl Reading {
 
     /// One instructions file, its imports expanded; None when there is none (or it was read
     /// already, or refused: said).
-    fn top(&mut self, path: &Path, origin: Origin) -> Option<String> {
+    fn top(&mut self, path: &Path, origin: Whose) -> Option<String> {
         // One byte more than may be used, so that a longer file is said to be cut.
         let text = match self.read(path, origin, MAX_BYTES + 1) {
             Ok(Some(read)) => read.text(),
@@ -298,7 +290,7 @@ impl Reading {
         &mut self,
         text: &str,
         from: &Path,
-        origin: Origin,
+        origin: Whose,
         stack: &mut Vec<PathBuf>,
     ) -> String {
         let mut out = String::new();
@@ -341,25 +333,25 @@ impl Reading {
         &self,
         target: &str,
         from: &Path,
-        origin: Origin,
-    ) -> Result<(PathBuf, Origin), String> {
+        origin: Whose,
+    ) -> Result<(PathBuf, Whose), String> {
         match origin {
-            Origin::Project => {
+            Whose::Project => {
                 if Path::new(target).is_absolute() || target.starts_with('~') {
                     return Err("only relative paths are imported by a project's file".into());
                 }
                 // Relative to the importing file's folder.
                 let base = from
                     .parent()
-                    .and_then(|p| p.strip_prefix(self.sandbox.root()).ok())
+                    .and_then(|p| p.strip_prefix(self.project.root()).ok())
                     .map(|p| p.join(target))
                     .unwrap_or_else(|| PathBuf::from(target));
-                self.sandbox
+                self.project
                     .resolve(&base.to_string_lossy())
-                    .map(|p| (p, Origin::Project))
+                    .map(|p| (p, Whose::Project))
                     .map_err(|e| e.to_string())
             }
-            Origin::User => {
+            Whose::User => {
                 let path = match target.strip_prefix("~/") {
                     Some(rest) => self
                         .home
@@ -376,9 +368,9 @@ impl Reading {
                 // than its own folder.
                 let real = path.canonicalize().unwrap_or_else(|_| path.clone());
                 let own = self.user_dirs.iter().any(|d| real.starts_with(d));
-                Ok((path, if own { Origin::User } else { Origin::Elsewhere }))
+                Ok((path, if own { Whose::User } else { Whose::Elsewhere }))
             }
-            Origin::Elsewhere => {
+            Whose::Elsewhere => {
                 if Path::new(target).is_absolute() || target.starts_with('~') {
                     return Err("only relative paths are imported by this file".into());
                 }
@@ -389,7 +381,7 @@ impl Reading {
                 if !within {
                     return Err("it leads out of the importing file's folder".into());
                 }
-                Ok((path, Origin::Elsewhere))
+                Ok((path, Whose::Elsewhere))
             }
         }
     }
@@ -401,7 +393,7 @@ impl Reading {
         &mut self,
         target: &str,
         from: &Path,
-        origin: Origin,
+        origin: Whose,
         stack: &mut Vec<PathBuf>,
         out: &mut String,
         whole: bool,
@@ -760,7 +752,7 @@ mod tests {
 
     #[test]
     fn every_instruction_file_is_protected_from_the_model_s_writes() {
-        for name in FILES {
+        for name in crate::layers::INSTRUCTION_FILES {
             assert!(new_sys::os_sandbox::PROTECTED.contains(name), "{name}");
             assert!(crate::checkpoint::decides_what_runs(name), "{name}");
         }

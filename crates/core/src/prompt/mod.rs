@@ -8,7 +8,7 @@ use std::path::Path;
 pub mod agents;
 
 use crate::layers::{BUILTIN_ROLES, LayerKind, Layers};
-use crate::skill::SkillRegistry;
+use crate::skill::{SkillRegistry, find_git_dir, operating_system};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
@@ -42,13 +42,13 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
     if valid {
-        let files = crate::project_file::ProjectFiles::new(layers.workdir());
+        let files = crate::fs::project_file::ProjectFiles::new(layers.workdir());
         for (layer, dir) in layers.dirs() {
             let path = dir.join("roles").join(format!("{name}.md"));
             // A project's role may not be a link out of it; no role is read past the limit.
             let got = match layer {
                 LayerKind::Project => files.read(&path, MAX_ROLE_BYTES),
-                _ => crate::project_file::read_own(&path, MAX_ROLE_BYTES),
+                _ => crate::fs::project_file::read_own(&path, MAX_ROLE_BYTES),
             };
             match got.and_then(|r| r.map(|r| r.whole_text(&path, MAX_ROLE_BYTES)).transpose()) {
                 Ok(Some(text)) => {
@@ -184,55 +184,6 @@ pub fn environment(workdir: &Path) -> String {
     text
 }
 
-/// CodePilot's template variables, in roles, instructions and skills: `{{OS}}`, `{{CWD}}` and
-/// `{{WORKDIR}}` (the working folder), `{{GIT_BRANCH}}` (empty outside a repository or on a
-/// detached HEAD), `{{DATE}}` (`YYYY-MM-DD`), `{{MODEL}}`. Other `{{…}}` stay as written.
-pub fn fill_variables(text: &str, workdir: &Path, model: &str) -> String {
-    if !text.contains("{{") {
-        return text.to_string();
-    }
-    let branch = find_git_dir(workdir)
-        .and_then(|g| std::fs::read_to_string(g.join("HEAD")).ok())
-        .and_then(|h| {
-            h.trim()
-                .strip_prefix("ref: refs/heads/")
-                .map(str::to_string)
-        })
-        .unwrap_or_default();
-    let folder = workdir.display().to_string();
-    let values = [
-        ("{{OS}}", operating_system()),
-        ("{{CWD}}", folder.clone()),
-        ("{{WORKDIR}}", folder),
-        ("{{GIT_BRANCH}}", branch),
-        (
-            "{{DATE}}",
-            chrono::Local::now().format("%Y-%m-%d").to_string(),
-        ),
-        ("{{MODEL}}", model.to_string()),
-    ];
-    let mut out = text.to_string();
-    for (name, value) in &values {
-        out = out.replace(name, value);
-    }
-    out
-}
-
-fn operating_system() -> String {
-    let os = std::env::consts::OS;
-    let pretty = std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_string())
-        });
-    match pretty {
-        Some(p) if !p.is_empty() => format!("{os} ({p}, {})", std::env::consts::ARCH),
-        _ => format!("{os} ({})", std::env::consts::ARCH),
-    }
-}
-
 /// `branch main, uncommitted changes`, read from `.git` without running git where it can be (the
 /// branch); whether the work tree has changes needs `git status`, which is given a second and
 /// left out if git is missing or slow. None outside a repository.
@@ -250,27 +201,6 @@ fn git_state(workdir: &Path) -> Option<String> {
         None => {}
     }
     Some(text)
-}
-
-/// The repository's git folder: `.git` in WORKDIR or above, or where a `.git` file (a worktree,
-/// a submodule) points.
-fn find_git_dir(workdir: &Path) -> Option<std::path::PathBuf> {
-    for dir in workdir.ancestors() {
-        let dot_git = dir.join(".git");
-        if dot_git.is_dir() {
-            return Some(dot_git);
-        }
-        if let Ok(text) = std::fs::read_to_string(&dot_git) {
-            let target = text.trim().strip_prefix("gitdir:")?.trim().to_string();
-            let path = std::path::PathBuf::from(target);
-            return Some(if path.is_absolute() {
-                path
-            } else {
-                dir.join(path)
-            });
-        }
-    }
-    None
 }
 
 /// `git status --porcelain` (tracked files only), given a second; None if git is missing, fails

@@ -302,7 +302,7 @@ pub fn codebase_overview(
         let _ = write!(text, "\n### Read first\n\n{}\n", backticked(&guides));
     }
 
-    let reader = crate::project_file::ProjectFiles::new(workdir);
+    let reader = crate::fs::project_file::ProjectFiles::new(workdir);
     let read = |name: &str| -> Option<String> {
         reader
             .read(&workdir.join(name), 64 * 1024)
@@ -349,7 +349,7 @@ pub fn codebase_overview(
 
 /// A name from the project's files as the survey shows it.
 fn clean(name: &str) -> String {
-    crate::tools::code_span_safe(name, 120)
+    crate::escape::code_span_safe(name, 120)
 }
 
 fn backticked(names: &[&str]) -> String {

@@ -24,6 +24,12 @@ use serde::Deserialize;
 use crate::layers::{BUILTIN_SKILLS, LayerKind, Layers};
 
 pub mod builtin;
+mod use_skill;
+mod variables;
+
+pub use use_skill::{Generator, Shelf, ShelfEntry, UseSkill};
+pub use variables::fill_variables;
+pub(crate) use variables::{find_git_dir, operating_system};
 
 /// Where a skill comes from, nearest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -139,7 +145,7 @@ const FRONT_MATTER_BYTES: usize = 4096;
 fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
     let marker = match tier {
         Tier::Project => ".new",
-        Tier::ProjectCodepilot => crate::config::codepilot::FOLDER,
+        Tier::ProjectCodepilot => crate::layers::CODEPILOT_FOLDER,
         Tier::ProjectAgents => ".agents",
         Tier::ProjectClaude => ".claude",
         Tier::User | Tier::UserCodepilot | Tier::Builtin => return None,
@@ -154,8 +160,8 @@ fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
 /// out of the project, none may be a FIFO or a device, and at most `limit` bytes are read.
 fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<String> {
     let got = match tier_root(tier, path) {
-        Some(root) => crate::project_file::ProjectFiles::new(&root).read(path, limit),
-        None => crate::project_file::read_own(path, limit),
+        Some(root) => crate::fs::project_file::ProjectFiles::new(&root).read(path, limit),
+        None => crate::fs::project_file::read_own(path, limit),
     };
     match got {
         Ok(Some(read)) => Ok(read.text()),
@@ -168,8 +174,8 @@ fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<Str
 /// once), keeping the handles of the folders opened for one skill for the next (one per thread).
 struct TierReader<'a> {
     tier: Tier,
-    files: Option<&'a crate::project_file::ProjectFiles>,
-    folder: crate::tools::FolderHandle,
+    files: Option<&'a crate::fs::project_file::ProjectFiles>,
+    folder: crate::fs::confine::FolderHandle,
 }
 
 impl TierReader<'_> {
@@ -204,7 +210,7 @@ impl TierReader<'_> {
 /// parts, while the prompt already shows).
 fn read_all(
     tier: Tier,
-    files: Option<&crate::project_file::ProjectFiles>,
+    files: Option<&crate::fs::project_file::ProjectFiles>,
     entries: Vec<(PathBuf, bool)>,
     max_bytes: usize,
 ) -> Vec<Read> {
@@ -316,7 +322,9 @@ impl SkillRegistry {
             // The entry's type comes with the listing: no `stat` per skill. A project's skill
             // folder that is a link out of its tier is skipped, not offered to `read_file`.
             let root = tier_root(tier, &dir.join("x"));
-            let files = root.as_deref().map(crate::project_file::ProjectFiles::new);
+            let files = root
+                .as_deref()
+                .map(crate::fs::project_file::ProjectFiles::new);
             let mut paths: Vec<(PathBuf, bool)> = Vec::new();
             for e in entries.flatten() {
                 let Ok(kind) = e.file_type() else { continue };
@@ -444,12 +452,12 @@ impl SkillRegistry {
 
     /// What `use_skill` can load: every skill offered on demand (its body is read when it is
     /// loaded, cut at `max_bytes`), and its folder.
-    pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, crate::tools::builtin::ShelfEntry> {
+    pub fn shelf(&self, max_bytes: usize) -> BTreeMap<String, ShelfEntry> {
         self.on_demand()
             .map(|s| {
                 (
                     s.name.clone(),
-                    crate::tools::builtin::ShelfEntry {
+                    ShelfEntry {
                         skill: Box::new(s.clone()),
                         max_bytes,
                     },
@@ -569,7 +577,7 @@ fn tool_name(name: &str) -> String {
     let name = name.trim();
     // `Bash(git:*)`: the tool, whatever the pattern.
     let base = name.split('(').next().unwrap_or(name).trim();
-    crate::tools::canonical(base).to_string()
+    crate::vocab::canonical(base).to_string()
 }
 
 /// A skill file's front matter and body, or why it is broken. A body longer than `max_bytes` is
@@ -598,7 +606,7 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
         ));
     }
     // The name is offered by Tab completion, which prints it as it is.
-    if crate::tools::escape_controls(&name) != name {
+    if crate::escape::escape_controls(&name) != name {
         return Err(format!("its name `{name}` holds a control character"));
     }
     let as_text = |v: serde_json::Value| match v {
@@ -870,7 +878,7 @@ mod tests {
         let big = r.get("big").unwrap().instructions(1024);
         assert!(big.len() < 1200 && big.contains("skill.max_skill_size_bytes"));
         assert!(
-            crate::tools::builtin::Shelf::default()
+            Shelf::default()
                 .instructions(&r.shelf(1024)["big"].skill, 1024)
                 .len()
                 < 1200

@@ -4,15 +4,14 @@
 //!
 //! Whether a call may run at all is decided before it runs, by [`permissions`] (modes and rules)
 //! and [`blacklist`] (hard limits no rule lifts); the file tools also never leave WORKDIR
-//! ([`sandbox`]), whatever the permissions say.
+//! ([`crate::fs::confine`]), whatever the permissions say.
 
 pub mod blacklist;
 pub mod builtin;
 pub mod diff;
-pub mod escape;
 pub mod permissions;
-pub mod sandbox;
 pub mod shell;
+pub mod source;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,20 +19,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use builtin::write_atomically;
-pub use escape::{
-    code_span_safe, escape_controls, escape_controls_keep_lines, push_escaped_controls,
-};
 pub use permissions::{Action, Mode, Policy, Rule, ToolKind, Verdict};
-pub use sandbox::{FolderHandle, Sandbox, SandboxError};
+pub use source::ToolSource;
 
+use crate::escape::escape_controls;
+use crate::fs::confine::{ConfineError, Workdir};
 use crate::vocab::ToolSpec;
 
 /// Why a tool call failed; the text goes back to the model.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
+    /// A path that leads out of WORKDIR, or cannot be resolved.
     #[error("{0}")]
-    Sandbox(#[from] SandboxError),
+    Path(#[from] ConfineError),
     #[error("invalid arguments: {0}")]
     Arguments(String),
     #[error("{0}")]
@@ -79,14 +77,13 @@ impl ToolOutcome {
 /// What every call may use.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
-    pub sandbox: Sandbox,
+    /// WORKDIR, which the file tools never leave.
+    pub workdir: Workdir,
     /// `bash`'s timeout when the call gives none.
     pub bash_timeout: Duration,
     /// Variables removed from the environment of the commands the model runs (provider keys),
     /// besides every `*_API_KEY`.
     pub hidden_env: Vec<String>,
-    /// The skills `use_skill` can load.
-    pub skills: builtin::Shelf,
     /// The operating-system sandbox `bash` runs in, when the session has one.
     pub os_sandbox: Option<std::sync::Arc<new_sys::os_sandbox::OsSandbox>>,
 }
@@ -124,27 +121,6 @@ impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.set();
     }
-}
-
-/// The variables of this process that no program started on the model's or the user's behalf
-/// (`bash`, MCP servers, hooks) may see: every `*_API_KEY`, and `hidden` (the provider keys the
-/// config names). Removed from such a program's environment; a variable its config sets on
-/// purpose is set after the removal.
-pub fn secret_env(hidden: &[String]) -> Vec<std::ffi::OsString> {
-    secret_names(std::env::vars_os().map(|(name, _)| name), hidden)
-}
-
-/// Of the variable names `names`, those [`secret_env`] removes.
-pub(crate) fn secret_names(
-    names: impl Iterator<Item = std::ffi::OsString>,
-    hidden: &[String],
-) -> Vec<std::ffi::OsString> {
-    names
-        .filter(|name| {
-            let text = name.to_string_lossy();
-            text.ends_with("_API_KEY") || hidden.iter().any(|h| *h == text)
-        })
-        .collect()
 }
 
 /// Runs blocking work (a walk over many files) off the async thread, so that an interrupt is seen
@@ -201,9 +177,10 @@ pub struct UnknownTool {
 pub struct ToolRegistry {
     tools: Vec<std::sync::Arc<dyn Tool>>,
     ctx: ToolContext,
-    /// MCP servers' tools, offered as they are now; `enabled` (the config's `tools` list) names
-    /// which (empty: all).
-    mcp: Option<std::sync::Arc<crate::mcp::Manager>>,
+    /// The tools of the features that own them (skills on demand, MCP servers), offered as they
+    /// are now, after the built-in ones and in the order added; `enabled` (the config's `tools`
+    /// list) names which (empty: all).
+    sources: Vec<std::sync::Arc<dyn ToolSource>>,
     enabled: Vec<String>,
 }
 
@@ -232,7 +209,7 @@ impl ToolRegistry {
         Ok(ToolRegistry {
             tools,
             ctx,
-            mcp: None,
+            sources: Vec::new(),
             enabled: enabled.to_vec(),
         })
     }
@@ -242,20 +219,20 @@ impl ToolRegistry {
         ToolRegistry {
             tools: tools.into_iter().map(std::sync::Arc::from).collect(),
             ctx,
-            mcp: None,
+            sources: Vec::new(),
             enabled: Vec::new(),
         }
     }
 
-    /// The same tools for a subagent, on a sandbox whose extra read roots are its own.
+    /// The same tools for a subagent, on a workdir whose extra read roots are its own.
     pub fn detached(&self) -> ToolRegistry {
         ToolRegistry {
             tools: self.tools.clone(),
             ctx: ToolContext {
-                sandbox: self.ctx.sandbox.detached(),
+                workdir: self.ctx.workdir.detached(),
                 ..self.ctx.clone()
             },
-            mcp: self.mcp.clone(),
+            sources: self.sources.clone(),
             enabled: self.enabled.clone(),
         }
     }
@@ -267,55 +244,64 @@ impl ToolRegistry {
         !builtin_named || self.enabled.iter().any(|n| n == name)
     }
 
-    /// Offers the tools of `manager`'s servers too.
-    pub fn set_mcp(&mut self, manager: std::sync::Arc<crate::mcp::Manager>) {
-        self.mcp = Some(manager);
+    /// Offers the tools of `source` too, after those offered already.
+    pub fn add_source(&mut self, source: std::sync::Arc<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
-    pub fn mcp(&self) -> Option<&std::sync::Arc<crate::mcp::Manager>> {
-        self.mcp.as_ref()
+    /// The source of type `T` added, if one was (the MCP servers' manager, the shelf of skills).
+    pub fn source<T: ToolSource>(&self) -> Option<std::sync::Arc<T>> {
+        self.sources.iter().find_map(|source| {
+            let any: std::sync::Arc<dyn std::any::Any + Send + Sync> = source.clone();
+            any.downcast::<T>().ok()
+        })
     }
 
-    /// The MCP tools offered now: those the `tools` list names (exactly, or by a `*` at the
-    /// end), or all when it names no MCP tool.
-    fn mcp_tools(&self) -> Vec<std::sync::Arc<dyn Tool>> {
-        let Some(manager) = &self.mcp else {
-            return Vec::new();
-        };
+    /// The sources' tools now, those the `tools` list lets be offered; with `shown`, only those
+    /// of sources that show theirs now.
+    fn sourced(&self, shown: bool) -> Vec<std::sync::Arc<dyn Tool>> {
+        self.sources
+            .iter()
+            .filter(|source| !shown || source.offered())
+            .flat_map(|source| source.tools())
+            .filter(|t| self.enables(t.name()))
+            .collect()
+    }
+
+    /// Whether the `tools` list lets a source's tool be offered: an MCP server's (`mcp__…`) when
+    /// the list names it (exactly, or by a `*` at the end) or names no MCP tool; another as
+    /// [`ToolRegistry::allows`] says.
+    fn enables(&self, name: &str) -> bool {
+        if !name.starts_with("mcp__") {
+            return self.allows(name);
+        }
         let named: Vec<&String> = self
             .enabled
             .iter()
             .filter(|n| n.starts_with("mcp__"))
             .collect();
-        manager
-            .tools()
-            .into_iter()
-            .filter(|t| {
-                named.is_empty()
-                    || named.iter().any(|n| match n.strip_suffix('*') {
-                        Some(prefix) => t.name().starts_with(prefix),
-                        None => t.name() == n.as_str(),
-                    })
+        named.is_empty()
+            || named.iter().any(|n| match n.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == n.as_str(),
             })
-            .collect()
     }
 
     pub fn context(&self) -> &ToolContext {
         &self.ctx
     }
 
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.ctx.sandbox
+    pub fn workdir(&self) -> &Workdir {
+        &self.ctx.workdir
     }
 
-    /// The tools offered: `use_skill` only while some skill is offered on demand.
+    /// The tools shown to the model: the built-in ones, then those of the sources that show
+    /// theirs now (`use_skill` only while some skill is offered on demand).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let no_skills = self.ctx.skills.is_empty();
         self.tools
             .iter()
-            .filter(|t| !(no_skills && t.name() == "use_skill"))
             .cloned()
-            .chain(self.mcp_tools())
+            .chain(self.sourced(true))
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -328,16 +314,14 @@ impl ToolRegistry {
         self.tools
             .iter()
             .cloned()
-            .chain(self.mcp_tools())
+            .chain(self.sourced(false))
             .map(|t| t.name().to_string())
             .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Tool>> {
-        if name.starts_with("mcp__") {
-            return self.mcp_tools().into_iter().find(|t| t.name() == name);
-        }
-        self.tools.iter().find(|t| t.name() == name).cloned()
+        let builtin = self.tools.iter().find(|t| t.name() == name).cloned();
+        builtin.or_else(|| self.sourced(false).into_iter().find(|t| t.name() == name))
     }
 
     /// The arguments of a call as a JSON object, or the error result that explains why not.
@@ -497,44 +481,11 @@ pub(crate) mod args {
 #[cfg(test)]
 pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
     ToolContext {
-        sandbox: Sandbox::new(dir).unwrap(),
+        workdir: Workdir::new(dir).unwrap(),
         bash_timeout: Duration::from_secs(30),
         hidden_env: Vec::new(),
-        skills: Default::default(),
         os_sandbox: None,
     }
-}
-
-/// Other names for the built-in tools, as Claude Code and CodePilot write them: one table for
-/// wherever a person names a tool (rules, `tools` lists, skills' `allowed-tools`, agent definitions,
-/// hook conditions).
-pub const TOOL_ALIASES: &[(&str, &str)] = &[
-    ("Bash", "bash"),
-    ("Read", "read_file"),
-    ("ReadFile", "read_file"),
-    ("Write", "write_file"),
-    ("WriteFile", "write_file"),
-    ("Edit", "edit_file"),
-    ("EditFile", "edit_file"),
-    ("MultiEdit", "edit_file"),
-    ("LS", "list_files"),
-    ("ListFiles", "list_files"),
-    ("Glob", "glob"),
-    ("Grep", "grep"),
-    ("UseSkill", "use_skill"),
-    ("Skill", "use_skill"),
-    ("Task", "agent"),
-    ("Agent", "agent"),
-    ("TaskStatus", "task_status"),
-];
-
-/// `new`'s name for a tool named by a person: ours, Claude Code's (`Bash`, `Read`, …) or
-/// CodePilot's (`ReadFile`, `WriteFile`, …); a name that is none of them is returned as it is.
-pub fn canonical(name: &str) -> &str {
-    TOOL_ALIASES
-        .iter()
-        .find(|(alias, _)| *alias == name)
-        .map_or(name, |(_, ours)| ours)
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
 use super::{blacklist, shell};
+use crate::layers::Origin;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -118,22 +119,6 @@ impl Rule {
             text.push_str(&format!("  ({r})"));
         }
         text
-    }
-}
-
-/// Where a rule came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    Project,
-    User,
-}
-
-impl Origin {
-    pub fn label(self) -> &'static str {
-        match self {
-            Origin::Project => "project",
-            Origin::User => "user",
-        }
     }
 }
 

@@ -26,7 +26,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
-use super::Spec;
+use super::{OsCause, SetupError, Spec};
 
 /// The Landlock ABI whose rights are handled: fixed, so the sandbox means the same on every
 /// kernel that has it (older kernels enforce what they know).
@@ -36,35 +36,50 @@ const LANDLOCK_ABI: ABI = ABI::V7;
 pub const SETUP_FAILED: i32 = 125;
 
 /// Runs the helper; never returns. `args`: the spec as JSON, then the program and its arguments.
-pub fn main(args: Vec<OsString>) -> ! {
-    match run(args) {
+pub fn main(mut args: Vec<OsString>) -> ! {
+    let spec = match read_spec(&mut args) {
+        Ok(spec) => spec,
+        Err(e) => fail(&e, false),
+    };
+    match run(&spec, args) {
         Ok(never) => match never {},
-        Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "new: the sandbox could not be set up: {e}"
-            );
-            std::process::exit(SETUP_FAILED)
-        }
+        Err(e) => fail(&e, spec.probe),
     }
+}
+
+/// Says why the sandbox could not be set up, and ends. A probe's report is read by `new` (as
+/// JSON, so that the front end can say it in the user's language); any other is for the person
+/// who reads the command's output.
+fn fail(e: &SetupError, probe: bool) -> ! {
+    let line = match serde_json::to_string(e) {
+        Ok(json) if probe => json,
+        _ => format!("new: the sandbox could not be set up: {e}"),
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
+    std::process::exit(SETUP_FAILED)
 }
 
 enum Never {}
 
-fn run(mut args: Vec<OsString>) -> Result<Never, String> {
+/// The spec, the first argument.
+fn read_spec(args: &mut Vec<OsString>) -> Result<Spec, SetupError> {
     if args.is_empty() {
-        return Err("no sandbox description given".into());
+        return Err(SetupError::NoSpec);
     }
     let spec_text = args.remove(0);
-    let spec: Spec = serde_json::from_slice(spec_text.as_bytes())
-        .map_err(|e| format!("reading the sandbox description: {e}"))?;
-    let (listener, private_pts) = enter(&spec)?;
+    serde_json::from_slice(spec_text.as_bytes()).map_err(|e| SetupError::BadSpec {
+        cause: e.to_string(),
+    })
+}
+
+fn run(spec: &Spec, mut args: Vec<OsString>) -> Result<Never, SetupError> {
+    let (listener, private_pts) = enter(spec)?;
     if spec.probe {
-        confine(&spec, private_pts, false)?;
+        confine(spec, private_pts, false)?;
         std::process::exit(0);
     }
     if args.is_empty() {
-        return Err("no program to run".into());
+        return Err(SetupError::NoProgram);
     }
     let program = args.remove(0);
     // The program runs as the first process of a PID namespace of its own: when it ends, or
@@ -73,10 +88,12 @@ fn run(mut args: Vec<OsString>) -> Result<Never, String> {
     // SAFETY: the helper has one thread here; the child only runs this code before exec.
     let child = unsafe { libc::fork() };
     if child < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+        return Err(SetupError::Fork {
+            cause: OsCause::last(),
+        });
     }
     if child == 0 {
-        let error = (|| -> Result<Never, String> {
+        let error = (|| -> Result<Never, SetupError> {
             // Its own /proc (best effort: a host whose /proc is partly covered keeps the old).
             let _ = mount(
                 Some("proc"),
@@ -85,7 +102,7 @@ fn run(mut args: Vec<OsString>) -> Result<Never, String> {
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 None,
             );
-            confine(&spec, private_pts, spec.block_unix_sockets)?;
+            confine(spec, private_pts, spec.block_unix_sockets)?;
             // This process is the namespace's first: the kernel ignores a parent-death SIGKILL
             // for it, so it stays as a small init of ours that ends (and so ends the namespace)
             // when the helper dies, and otherwise waits for the command.
@@ -95,14 +112,15 @@ fn run(mut args: Vec<OsString>) -> Result<Never, String> {
             if command_pid == 0 {
                 let mut command = std::process::Command::new(&program);
                 command.args(&args);
-                return Err(format!(
-                    "cannot run `{}`: {}",
-                    program.to_string_lossy(),
-                    command.exec()
-                ));
+                return Err(SetupError::Exec {
+                    program: program.to_string_lossy().into_owned(),
+                    cause: command.exec().into(),
+                });
             }
             if command_pid < 0 {
-                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+                return Err(SetupError::Fork {
+                    cause: OsCause::last(),
+                });
             }
             init_wait(command_pid)
         })();
@@ -139,7 +157,7 @@ fn init_parent_death() {
 
 /// The init's wait: reaps every process of the namespace handed to it until the command ends,
 /// then ends the same way (its end ends the namespace).
-fn init_wait(command: libc::pid_t) -> Result<Never, String> {
+fn init_wait(command: libc::pid_t) -> Result<Never, SetupError> {
     loop {
         let mut status = 0;
         // SAFETY: waits for a child of this process.
@@ -154,25 +172,29 @@ fn init_wait(command: libc::pid_t) -> Result<Never, String> {
             }
         }
         if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Err(format!("waiting: {}", std::io::Error::last_os_error()));
+            return Err(SetupError::Wait {
+                cause: OsCause::last(),
+            });
         }
     }
 }
 
 /// Landlock, the seccomp filter and no capabilities, then the working folder entered again.
-fn confine(spec: &Spec, private_pts: bool, block_unix_sockets: bool) -> Result<(), String> {
+fn confine(spec: &Spec, private_pts: bool, block_unix_sockets: bool) -> Result<(), SetupError> {
     landlock(spec, private_pts)?;
     seccomp(block_unix_sockets)?;
     drop_capabilities()?;
-    std::env::set_current_dir(&spec.cwd)
-        .map_err(|e| format!("entering {}: {e}", spec.cwd.display()))
+    std::env::set_current_dir(&spec.cwd).map_err(|e| SetupError::EnterFolder {
+        path: spec.cwd.clone(),
+        cause: e.into(),
+    })
 }
 
 /// Sets up namespaces, mounts and Landlock for this process. Returns the forwarder's listener
 /// when connections go through the proxy.
 type Listener = Option<(std::net::TcpListener, std::path::PathBuf)>;
 
-fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
+fn enter(spec: &Spec) -> Result<(Listener, bool), SetupError> {
     // SAFETY: getuid/getgid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
@@ -181,16 +203,15 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     }
     // SAFETY: unshare takes flags only.
     if unsafe { libc::unshare(flags) } != 0 {
-        return Err(format!(
-            "user namespaces are unavailable (unshare: {})",
-            std::io::Error::last_os_error()
-        ));
+        return Err(SetupError::Unshare {
+            cause: OsCause::last(),
+        });
     }
     write_proc("/proc/self/setgroups", "deny")?;
     write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
-        .map_err(|e| format!("making the mounts private: {e}"))?;
+        .map_err(|e| SetupError::PrivateMounts { cause: e.into() })?;
     // No controlling terminal: nothing inside can type into the user's (TIOCSTI) or read it.
     detach_terminal();
 
@@ -204,12 +225,18 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     for path in &spec.pinned {
         pin(path)
             .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
-            .map_err(|e| format!("pinning {}: {e}", path.display()))?;
+            .map_err(|e| SetupError::Pin {
+                path: path.clone(),
+                cause: e.into(),
+            })?;
     }
     for path in &spec.hidden {
         hide(path)
             .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
-            .map_err(|e| format!("hiding {}: {e}", path.display()))?;
+            .map_err(|e| SetupError::Hide {
+                path: path.clone(),
+                cause: e.into(),
+            })?;
     }
     if Path::new("/dev/shm").is_dir() {
         // Shared memory stays inside the sandbox (Python's multiprocessing needs it).
@@ -220,7 +247,7 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
             libc::MS_NOSUID | libc::MS_NODEV,
             Some("mode=1777,size=512m"),
         )
-        .map_err(|e| format!("mounting a private /dev/shm: {e}"))?;
+        .map_err(|e| SetupError::SharedMemory { cause: e.into() })?;
     }
     // Terminals of its own only: a new devpts instance, so the user's other terminals
     // (`/dev/pts/N`) are not there to read or write.
@@ -228,15 +255,18 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     for path in &spec.read_only {
         read_only(path)
             .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
-            .map_err(|e| format!("protecting {}: {e}", path.display()))?;
+            .map_err(|e| SetupError::Protect {
+                path: path.clone(),
+                cause: e.into(),
+            })?;
     }
     let listener = if spec.isolate_network {
-        loopback_up().map_err(|e| format!("bringing up loopback: {e}"))?;
+        loopback_up().map_err(|e| SetupError::Loopback { cause: e.into() })?;
         match &spec.proxy_socket {
             Some(socket) => {
-                let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-                    .map_err(|e| format!("listening for the proxy: {e}"))?;
-                let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+                let listening = |e: std::io::Error| SetupError::ProxyListener { cause: e.into() };
+                let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(listening)?;
+                let port = listener.local_addr().map_err(listening)?.port();
                 let url = format!("http://127.0.0.1:{port}");
                 for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
                     // SAFETY: the helper is single-threaded here.
@@ -256,8 +286,11 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), String> {
     Ok((listener, private_pts))
 }
 
-fn write_proc(path: &str, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("writing {path}: {e}"))
+fn write_proc(path: &str, text: &str) -> Result<(), SetupError> {
+    std::fs::write(path, text).map_err(|e| SetupError::WriteProc {
+        path: path.to_string(),
+        cause: e.into(),
+    })
 }
 
 fn c_path(path: &Path) -> std::io::Result<CString> {
@@ -475,10 +508,12 @@ fn loopback_up() -> std::io::Result<()> {
     }
 }
 
-fn landlock(spec: &Spec, private_pts: bool) -> Result<(), String> {
+fn landlock(spec: &Spec, private_pts: bool) -> Result<(), SetupError> {
     let all = AccessFs::from_all(LANDLOCK_ABI);
     let read = AccessFs::from_read(LANDLOCK_ABI);
-    let fail = |e: landlock::RulesetError| format!("Landlock: {e}");
+    let fail = |e: landlock::RulesetError| SetupError::Landlock {
+        cause: e.to_string(),
+    };
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
@@ -504,7 +539,7 @@ fn landlock(spec: &Spec, private_pts: bool) -> Result<(), String> {
         .restrict_self()
         .map_err(fail)?;
     if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
-        return Err("Landlock is not available in this kernel".into());
+        return Err(SetupError::LandlockUnavailable);
     }
     // Below ABI 6 signals and abstract sockets are not scoped: a command could signal `new`
     // and every process of the user. That is no sandbox to claim.
@@ -512,13 +547,13 @@ fn landlock(spec: &Spec, private_pts: bool) -> Result<(), String> {
         landlock::LandlockStatus::Available { effective_abi, .. } if effective_abi >= ABI::V6 => {
             Ok(())
         }
-        _ => Err("Landlock is too old in this kernel (ABI 6, Linux 6.12, is needed)".into()),
+        _ => Err(SetupError::LandlockTooOld),
     }
 }
 
 /// Drops every capability the new user namespace gave: from the bounding set (so no program run
 /// later regains one), the ambient set, and the current sets.
-fn drop_capabilities() -> Result<(), String> {
+fn drop_capabilities() -> Result<(), SetupError> {
     // SAFETY: prctl and capset take plain integers and a header/data pair that lives across the
     // call.
     unsafe {
@@ -532,10 +567,10 @@ fn drop_capabilities() -> Result<(), String> {
         let mut cap = 0;
         while libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) >= 0 {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                return Err(format!(
-                    "dropping capability {cap}: {}",
-                    std::io::Error::last_os_error()
-                ));
+                return Err(SetupError::DropCapability {
+                    capability: cap,
+                    cause: OsCause::last(),
+                });
             }
             cap += 1;
         }
@@ -557,10 +592,9 @@ fn drop_capabilities() -> Result<(), String> {
         };
         let data = [Data::default(); 2];
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
-            return Err(format!(
-                "dropping capabilities: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(SetupError::DropCapabilities {
+                cause: OsCause::last(),
+            });
         }
     }
     Ok(())
@@ -570,13 +604,13 @@ fn drop_capabilities() -> Result<(), String> {
 /// reaches services outside, such as tmux, ssh-agent or D-Bus, whatever the network namespace),
 /// `io_uring` (which could create them unseen), and the kernel keyrings (shared with the user's
 /// session). Refused with EPERM; system calls of a foreign architecture with ENOSYS.
-pub fn seccomp(block_unix_sockets: bool) -> Result<(), String> {
+pub fn seccomp(block_unix_sockets: bool) -> Result<(), SetupError> {
     #[cfg(target_arch = "x86_64")]
     const ARCH: u32 = 0xC000_003E;
     #[cfg(target_arch = "aarch64")]
     const ARCH: u32 = 0xC000_00B7;
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    return Err("no seccomp filter for this architecture".into());
+    return Err(SetupError::NoSeccompFilter);
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         const RET_ALLOW: u32 = 0x7fff_0000;
@@ -625,10 +659,9 @@ pub fn seccomp(block_unix_sockets: bool) -> Result<(), String> {
             )
         };
         if rc != 0 {
-            return Err(format!(
-                "installing the seccomp filter: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(SetupError::Seccomp {
+                cause: OsCause::last(),
+            });
         }
         Ok(())
     }
@@ -636,7 +669,7 @@ pub fn seccomp(block_unix_sockets: bool) -> Result<(), String> {
 
 /// Waits for the child `pid`, relaying every connection to `listener` (when there is one) to the
 /// proxy's socket meanwhile; then ends the same way the child did.
-fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, String> {
+fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, SetupError> {
     // The helper keeps no pipe of the command's open: only the command's own ends hold them.
     if let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
@@ -663,7 +696,9 @@ fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, String>
                 unsafe { libc::_exit(0) };
             }
             n if n < 0 => {
-                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+                return Err(SetupError::Fork {
+                    cause: OsCause::last(),
+                });
             }
             _ => drop(listener),
         }
@@ -680,7 +715,9 @@ fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, String>
             break;
         }
         if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Err(format!("waiting: {}", std::io::Error::last_os_error()));
+            return Err(SetupError::Wait {
+                cause: OsCause::last(),
+            });
         }
     }
     if libc::WIFSIGNALED(status) {

@@ -10,6 +10,7 @@
 //! setup happens between a fork and an exec. Where it cannot work, the sandbox says it is off
 //! and why, and `bash` goes back to asking for every command.
 
+mod error;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod proxy;
@@ -22,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
+
+pub use error::{OffReason, OsCause, SandboxError, SettingsError, SetupError};
 
 /// The first argument that makes `new` the sandbox helper: `new __sandbox SPEC PROGRAM ARGS…`.
 pub const HELPER_ARG: &str = "__sandbox";
@@ -272,16 +275,6 @@ pub enum Network {
     Hosts(proxy::Hosts),
 }
 
-impl Network {
-    pub fn describe(&self) -> String {
-        match self {
-            Network::None => "none (a loopback of its own only)".into(),
-            Network::All => "all (as outside the sandbox)".into(),
-            Network::Hosts(h) => format!("through new's proxy to {} only", h.patterns().join(", ")),
-        }
-    }
-}
-
 /// The sandbox as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSettings {
@@ -308,41 +301,39 @@ impl Default for SandboxSettings {
 
 impl SandboxSettings {
     /// From the merged section; `~/` in paths is the home folder. Errors name the key.
-    pub fn from_entry(entry: &SandboxEntry, home: Option<&Path>) -> Result<Self, (String, String)> {
+    pub fn from_entry(entry: &SandboxEntry, home: Option<&Path>) -> Result<Self, SettingsError> {
         let network = match &entry.network {
             None => Network::None,
             Some(NetworkEntry::Word(w)) if w == "none" => Network::None,
             Some(NetworkEntry::Word(w)) if w == "all" => Network::All,
             Some(NetworkEntry::Word(w)) => {
-                return Err((
-                    "sandbox.network".into(),
-                    format!("`{w}` is not \"none\", \"all\" or a list of domains"),
-                ));
+                return Err(SettingsError::NetworkWord { word: w.clone() });
             }
-            Some(NetworkEntry::Hosts(list)) => Network::Hosts(
-                proxy::Hosts::parse(list).map_err(|e| ("sandbox.network".to_string(), e))?,
-            ),
+            Some(NetworkEntry::Hosts(list)) => {
+                Network::Hosts(proxy::Hosts::parse(list).map_err(SettingsError::Hosts)?)
+            }
         };
-        let paths =
-            |key: &str, list: &Option<Vec<String>>| -> Result<Vec<PathBuf>, (String, String)> {
-                list.iter()
-                    .flatten()
-                    .map(|p| {
-                        let path = match (p.strip_prefix("~/"), home) {
-                            (Some(rest), Some(home)) => home.join(rest),
-                            _ => PathBuf::from(p),
-                        };
-                        if path.is_absolute() {
-                            Ok(path)
-                        } else {
-                            Err((
-                                format!("sandbox.{key}"),
-                                format!("`{p}` is not an absolute path (or one starting with ~/)"),
-                            ))
-                        }
-                    })
-                    .collect()
-            };
+        let paths = |key: &'static str,
+                     list: &Option<Vec<String>>|
+         -> Result<Vec<PathBuf>, SettingsError> {
+            list.iter()
+                .flatten()
+                .map(|p| {
+                    let path = match (p.strip_prefix("~/"), home) {
+                        (Some(rest), Some(home)) => home.join(rest),
+                        _ => PathBuf::from(p),
+                    };
+                    if path.is_absolute() {
+                        Ok(path)
+                    } else {
+                        Err(SettingsError::NotAbsolute {
+                            key,
+                            path: p.clone(),
+                        })
+                    }
+                })
+                .collect()
+        };
         Ok(SandboxSettings {
             enabled: entry.enabled.unwrap_or(true),
             network,
@@ -355,11 +346,11 @@ impl SandboxSettings {
 }
 
 /// Whether the sandbox holds for this session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum State {
     On,
-    /// Off, and why (said to the user as it is).
-    Off(String),
+    /// Off, and why.
+    Off(OffReason),
 }
 
 /// The network a program started inside gets.
@@ -426,7 +417,7 @@ pub fn command(
     program: &OsStr,
     args: &[OsString],
     cwd: &Path,
-) -> Result<tokio::process::Command, String> {
+) -> Result<tokio::process::Command, SandboxError> {
     let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
         (Some(sandbox), Some(reach)) => sandbox.command(program, args, reach, cwd)?,
         _ => watched(program, args),
@@ -563,6 +554,26 @@ impl std::fmt::Debug for OsSandbox {
 impl Drop for OsSandbox {
     fn drop(&mut self) {
         self.cleanup();
+    }
+}
+
+/// Why a probe of the helper failed, from what it wrote: its report ([`SetupError`] as JSON, what
+/// a probe writes), a line of another kind (said as it came), or nothing (its exit status).
+fn helper_failure(stderr: &[u8], status: std::process::ExitStatus) -> OffReason {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text.trim().lines().next().unwrap_or_default().trim();
+    if let Ok(report) = serde_json::from_str::<SetupError>(line) {
+        return OffReason::Setup(report);
+    }
+    let line = line
+        .strip_prefix("new: the sandbox could not be set up: ")
+        .unwrap_or(line);
+    if line.is_empty() {
+        OffReason::HelperFailed { status }
+    } else {
+        OffReason::Helper {
+            line: line.to_string(),
+        }
     }
 }
 
@@ -711,7 +722,7 @@ impl OsSandbox {
     }
 
     pub fn is_on(&self) -> bool {
-        *self.state() == State::On
+        matches!(self.state(), State::On)
     }
 
     /// Whether a command may ask to run outside (`"sandbox": false`).
@@ -726,17 +737,19 @@ impl OsSandbox {
 
     fn probe(&self) -> State {
         if !self.settings.enabled {
-            return State::Off("sandbox.enabled is false in the config".into());
+            return State::Off(OffReason::Disabled);
         }
         if !cfg!(target_os = "linux") {
-            return State::Off(format!("not available on {} yet", std::env::consts::OS));
+            return State::Off(OffReason::Unsupported {
+                os: std::env::consts::OS,
+            });
         }
         let spec = match self.spec(Reach::Configured) {
             Ok(spec) => Spec {
                 probe: true,
                 ..spec
             },
-            Err(e) => return State::Off(e),
+            Err(e) => return State::Off(OffReason::Session(e)),
         };
         let json = serde_json::to_string(&spec).expect("JSON");
         let output = std::process::Command::new(&self.helper)
@@ -746,27 +759,16 @@ impl OsSandbox {
             .output();
         match output {
             Ok(out) if out.status.success() => State::On,
-            Ok(out) => {
-                let text = String::from_utf8_lossy(&out.stderr);
-                let why = text
-                    .trim()
-                    .strip_prefix("new: the sandbox could not be set up: ")
-                    .unwrap_or(text.trim());
-                State::Off(if why.is_empty() {
-                    format!("the helper failed ({})", out.status)
-                } else {
-                    why.lines().next().unwrap_or(why).to_string()
-                })
-            }
-            Err(e) => State::Off(format!(
-                "cannot start the helper {}: {e}",
-                self.helper.display()
-            )),
+            Ok(out) => State::Off(helper_failure(&out.stderr, out.status)),
+            Err(cause) => State::Off(OffReason::CannotStart {
+                path: self.helper.clone(),
+                cause,
+            }),
         }
     }
 
     /// Creates the session's private folders (once; they are removed when the session ends).
-    fn ensure_base(&self) -> Result<(), String> {
+    fn ensure_base(&self) -> Result<(), SandboxError> {
         static SWEPT: std::sync::Once = std::sync::Once::new();
         // Folders left by sessions that were killed are removed, once.
         SWEPT.call_once(|| {
@@ -776,11 +778,14 @@ impl OsSandbox {
         });
         crate::platform::private_dir_builder()
             .create(self.temp_dir())
-            .map_err(|e| format!("creating {}: {e}", self.temp_dir().display()))
+            .map_err(|e| SandboxError::TempFolder {
+                path: self.temp_dir(),
+                cause: e.into(),
+            })
     }
 
     /// The helper's instructions for one program, from what exists now.
-    pub fn spec(&self, reach: Reach) -> Result<Spec, String> {
+    pub fn spec(&self, reach: Reach) -> Result<Spec, SandboxError> {
         self.ensure_base()?;
         let existing = |paths: &[PathBuf]| -> Vec<PathBuf> {
             let mut out: Vec<PathBuf> = paths
@@ -857,9 +862,9 @@ impl OsSandbox {
     }
 
     /// The proxy's socket, the proxy started on first use (inside the runtime).
-    fn proxy_socket(&self) -> Result<PathBuf, String> {
+    fn proxy_socket(&self) -> Result<PathBuf, SandboxError> {
         let Network::Hosts(hosts) = &self.settings.network else {
-            return Err("no proxy is configured".into());
+            return Err(SandboxError::NoProxy);
         };
         let socket = self.base.join("proxy.sock");
         let mut proxy = self.proxy.lock().unwrap_or_else(|e| e.into_inner());
@@ -871,7 +876,7 @@ impl OsSandbox {
             let ask = self.ask.lock().unwrap_or_else(|e| e.into_inner()).clone();
             *proxy = Some(
                 proxy::Proxy::start(&socket, hosts.clone(), ask)
-                    .map_err(|e| format!("starting the network proxy: {e}"))?,
+                    .map_err(|e| SandboxError::Proxy { cause: e.into() })?,
             );
         }
         Ok(socket)
@@ -918,10 +923,12 @@ impl OsSandbox {
         args: &[OsString],
         reach: Reach,
         cwd: &Path,
-    ) -> Result<tokio::process::Command, String> {
+    ) -> Result<tokio::process::Command, SandboxError> {
         let mut spec = self.spec(reach)?;
         spec.cwd = cwd.to_path_buf();
-        let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string(&spec).map_err(|e| SandboxError::Describe {
+            cause: e.to_string(),
+        })?;
         let mut cmd = tokio::process::Command::new(&self.helper);
         cmd.arg(HELPER_ARG)
             .arg(json)
@@ -1044,78 +1051,6 @@ impl OsSandbox {
         }
         Some(note)
     }
-
-    /// One line for start-up and `/status`.
-    pub fn one_line(&self) -> String {
-        match self.state() {
-            State::On => format!(
-                "sandbox: on (writes in the working folder and $TMPDIR only; network {})",
-                match &self.settings.network {
-                    Network::None => "off".to_string(),
-                    Network::All => "on".to_string(),
-                    Network::Hosts(h) => h.patterns().join(", "),
-                }
-            ),
-            State::Off(why) => format!("sandbox: off ({why}); bash commands are asked for"),
-        }
-    }
-
-    /// What `/sandbox` shows.
-    pub fn describe(&self) -> String {
-        let mut out = self.one_line();
-        out.push('\n');
-        let home = dirs::home_dir();
-        let show = |p: &Path| -> String {
-            match home.as_deref().and_then(|h| p.strip_prefix(h).ok()) {
-                Some(rest) => format!("~/{}", rest.display()),
-                None => p.display().to_string(),
-            }
-        };
-        let spec = self.spec(Reach::Configured);
-        match (&spec, self.state()) {
-            (Ok(spec), State::On) => {
-                let list = |paths: &[PathBuf]| {
-                    if paths.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        paths.iter().map(|p| show(p)).collect::<Vec<_>>().join(", ")
-                    }
-                };
-                out.push_str(&format!("  writable: {}\n", list(&spec.writable)));
-                out.push_str(&format!(
-                    "  devices: {}\n",
-                    DEVICES.join(", ")
-                ));
-                out.push_str(&format!("  read-only inside: {}\n", list(&spec.read_only)));
-                let missing: Vec<PathBuf> = self.missing_protected();
-                if !missing.is_empty() {
-                    out.push_str(&format!(
-                        "  not there yet (a command could create them; new says so when one does): {}\n",
-                        list(&missing)
-                    ));
-                }
-                out.push_str(&format!("  hidden: {}\n", list(&spec.hidden)));
-                out.push_str(&format!("  network: {}\n", self.settings.network.describe()));
-                out.push_str(&format!(
-                    "  leaving it: {}\n",
-                    if self.settings.allow_unsandboxed {
-                        "a command the model runs with \"sandbox\": false is asked for every time"
-                    } else {
-                        "forbidden (sandbox.allow_unsandboxed is false)"
-                    }
-                ));
-                out.push_str(
-                    "  reads elsewhere are allowed; the file tools keep their own checks; \
-                     hooks and MCP servers from the project run inside it, yours as configured\n",
-                );
-            }
-            (Err(e), _) => out.push_str(&format!("  {e}\n")),
-            (_, State::Off(_)) => out.push_str(
-                "  every bash command is asked for (in permissive mode: run), as without a sandbox\n",
-            ),
-        }
-        out
-    }
 }
 
 #[cfg(test)]
@@ -1232,23 +1167,138 @@ mod tests {
         assert_eq!(merged.deny_read, Some(vec!["/a".into(), "/b".into()]));
     }
 
+    /// A sandbox whose helper is not there is off, and says which helper could not start.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_missing_helper_turns_the_sandbox_off_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let helper = dir.path().join("no-such-new");
+        let sandbox = OsSandbox::new(
+            SandboxSettings::default(),
+            dir.path(),
+            &dir.path().join("data"),
+            helper.clone(),
+            Vec::new(),
+            Vec::new(),
+        );
+        match sandbox.state() {
+            State::Off(OffReason::CannotStart { path, cause }) => {
+                assert_eq!(path, &helper);
+                assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!sandbox.is_on());
+        let said = match sandbox.state() {
+            State::Off(why) => why.to_string(),
+            State::On => unreachable!(),
+        };
+        assert!(
+            said.starts_with(&format!(
+                "cannot start the sandbox helper {}: ",
+                helper.display()
+            )),
+            "{said}"
+        );
+        // Switched off in the config, it does not even try.
+        let off = OsSandbox::new(
+            SandboxSettings {
+                enabled: false,
+                ..SandboxSettings::default()
+            },
+            dir.path(),
+            &dir.path().join("data"),
+            helper,
+            Vec::new(),
+            Vec::new(),
+        );
+        assert!(matches!(off.state(), State::Off(OffReason::Disabled)));
+    }
+
+    /// The helper's report crosses the process boundary as JSON and comes back as the same
+    /// variant; a line of another kind is kept as it came; silence is the exit status.
+    #[cfg(unix)]
+    #[test]
+    fn a_helper_s_report_comes_back_as_its_variant() {
+        use std::os::unix::process::ExitStatusExt;
+        let status = std::process::ExitStatus::from_raw(125 << 8);
+        let report = SetupError::Pin {
+            path: "/w/scripts".into(),
+            cause: std::io::Error::from_raw_os_error(libc::EPERM).into(),
+        };
+        let json = serde_json::to_string(&report).unwrap();
+        match helper_failure(format!("{json}\n").as_bytes(), status) {
+            OffReason::Setup(back) => {
+                assert_eq!(back, report);
+                assert_eq!(
+                    back.to_string(),
+                    format!(
+                        "pinning /w/scripts: {}",
+                        std::io::Error::from_raw_os_error(libc::EPERM)
+                    )
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        for unit in [SetupError::LandlockTooOld, SetupError::NoSeccompFilter] {
+            let json = serde_json::to_string(&unit).unwrap();
+            assert!(
+                matches!(helper_failure(json.as_bytes(), status), OffReason::Setup(back) if back == unit)
+            );
+        }
+        match helper_failure(b"new: the sandbox could not be set up: odd\nmore", status) {
+            OffReason::Helper { line } => assert_eq!(line, "odd"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            helper_failure(b"  \n", status),
+            OffReason::HelperFailed { .. }
+        ));
+    }
+
     #[test]
     fn settings_name_the_bad_key() {
         let bad = SandboxEntry {
             network: Some(NetworkEntry::Word("some".into())),
             ..Default::default()
         };
+        let error = SandboxSettings::from_entry(&bad, None).unwrap_err();
         assert_eq!(
-            SandboxSettings::from_entry(&bad, None).unwrap_err().0,
-            "sandbox.network"
+            error,
+            SettingsError::NetworkWord {
+                word: "some".into()
+            }
         );
+        assert_eq!(error.key(), "sandbox.network");
+        let bad = SandboxEntry {
+            network: Some(NetworkEntry::Hosts(vec!["https://x.org".into()])),
+            ..Default::default()
+        };
+        let error = SandboxSettings::from_entry(&bad, None).unwrap_err();
+        assert!(matches!(
+            &error,
+            SettingsError::Hosts(proxy::HostsError::Bad {
+                problem: proxy::HostProblem::Scheme,
+                ..
+            })
+        ));
+        assert_eq!(error.key(), "sandbox.network");
         let bad = SandboxEntry {
             allow_write: Some(vec!["relative/x".into()]),
             ..Default::default()
         };
+        let error = SandboxSettings::from_entry(&bad, None).unwrap_err();
         assert_eq!(
-            SandboxSettings::from_entry(&bad, None).unwrap_err().0,
-            "sandbox.allow_write"
+            error,
+            SettingsError::NotAbsolute {
+                key: "allow_write",
+                path: "relative/x".into()
+            }
+        );
+        assert_eq!(error.key(), "sandbox.allow_write");
+        assert_eq!(
+            error.to_string(),
+            "`sandbox.allow_write` is not valid: `relative/x` is not an absolute path (or one starting with ~/)"
         );
         let ok = SandboxEntry {
             deny_read: Some(vec!["~/.secrets".into()]),

@@ -1,14 +1,15 @@
 //! A change to one file, computed before it is made: `write_file` and `edit_file` build one, the
 //! approval prompt shows its diff, and [`FileChange::apply`] writes it atomically.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 
 use super::plural;
-use crate::tools::{Sandbox, ToolError, ToolOutput, diff};
+use crate::fs::confine::Workdir;
+use crate::tools::{ToolError, ToolOutput, diff};
 
 pub struct FileChange {
-    sandbox: Sandbox,
+    workdir: Workdir,
     pub path: PathBuf,
     /// The path as the model and the user see it (relative to WORKDIR).
     pub shown: String,
@@ -18,18 +19,18 @@ pub struct FileChange {
 }
 
 impl FileChange {
-    /// The file at `filepath` (inside the sandbox) as it is now, to be replaced by `new`.
-    pub fn load(sandbox: &Sandbox, filepath: &str, new: String) -> Result<Self, ToolError> {
-        let path = sandbox.resolve(filepath)?;
-        let shown = sandbox.display(&path);
-        if path == sandbox.root()
-            || sandbox.kind(&path).ok().flatten() == Some(crate::tools::sandbox::FileKind::Dir)
+    /// The file at `filepath` (inside the workdir) as it is now, to be replaced by `new`.
+    pub fn load(workdir: &Workdir, filepath: &str, new: String) -> Result<Self, ToolError> {
+        let path = workdir.resolve(filepath)?;
+        let shown = workdir.display(&path);
+        if path == workdir.root()
+            || workdir.kind(&path).ok().flatten() == Some(crate::fs::confine::FileKind::Dir)
         {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder, not a file"
             )));
         }
-        let old = match sandbox.open_read(&path, &shown) {
+        let old = match workdir.open_read(&path, &shown) {
             Ok(mut opened) => {
                 let mut bytes = Vec::new();
                 opened
@@ -42,7 +43,7 @@ impl FileChange {
             Err(e) => return Err(ToolError::io("reading", &shown, e)),
         };
         Ok(FileChange {
-            sandbox: sandbox.clone(),
+            workdir: workdir.clone(),
             path,
             shown,
             old,
@@ -64,7 +65,7 @@ impl FileChange {
                 diff: None,
             });
         }
-        self.sandbox
+        self.workdir
             .write(&self.path, shown, self.new.as_bytes())
             .map_err(|e| ToolError::io("writing", shown, e))?;
         let diff = self.diff();
@@ -94,25 +95,4 @@ impl FileChange {
             diff: Some(diff),
         })
     }
-}
-
-/// Writes through a temporary file in the same folder and renames it over the target, so a reader
-/// never sees half a file. An existing file keeps its permissions.
-pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().expect("has a parent");
-    let name = path.file_name().expect("has a name").to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::conversation::new_id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -4,9 +4,8 @@ use serde_json::{Value, json};
 
 use super::change::FileChange;
 use super::plural;
-use crate::tools::{
-    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
-};
+use crate::fs::confine::Workdir;
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready};
 
 pub struct EditFile;
 
@@ -43,17 +42,17 @@ impl Tool for EditFile {
     }
 
     fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        self.change(args, &ctx.sandbox).ok().map(|(c, _)| c.diff())
+        self.change(args, &ctx.workdir).ok().map(|(c, _)| c.diff())
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        ready(self.edit(args, &ctx.sandbox))
+        ready(self.edit(args, &ctx.workdir))
     }
 }
 
 impl EditFile {
     /// The change the call would make, and how many occurrences it replaces.
-    fn change(&self, args: &Value, sandbox: &Sandbox) -> Result<(FileChange, usize), ToolError> {
+    fn change(&self, args: &Value, workdir: &Workdir) -> Result<(FileChange, usize), ToolError> {
         let filepath = args::string(args, "filepath")?;
         let old_string = args::string(args, "old_string")?;
         let new_string = args::string(args, "new_string")?;
@@ -68,7 +67,7 @@ impl EditFile {
                 "`old_string` and `new_string` are the same: nothing to change".into(),
             ));
         }
-        let mut change = FileChange::load(sandbox, filepath, String::new())?;
+        let mut change = FileChange::load(workdir, filepath, String::new())?;
         let shown = change.shown.clone();
         let Some(text) = change.old.clone() else {
             return Err(ToolError::Failed(format!(
@@ -108,8 +107,8 @@ impl EditFile {
         Ok((change, count))
     }
 
-    pub fn edit(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
-        let (change, count) = self.change(args, sandbox)?;
+    pub fn edit(&self, args: &Value, workdir: &Workdir) -> Result<ToolOutput, ToolError> {
+        let (change, count) = self.change(args, workdir)?;
         let shown = change.shown.clone();
         let mut out = change.apply()?;
         out.content = format!(
@@ -126,7 +125,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
-        EditFile.edit(&args, &Sandbox::new(dir).unwrap())
+        EditFile.edit(&args, &Workdir::new(dir).unwrap())
     }
 
     #[test]

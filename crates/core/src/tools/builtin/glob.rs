@@ -6,10 +6,10 @@ use serde_json::{Value, json};
 
 use super::plural;
 use super::walk::{Found, NameFilter, files};
-use crate::tools::sandbox::mtime_ns;
+use crate::fs::confine::mtime_ns;
+use crate::fs::confine::{FolderHandle, Workdir};
 use crate::tools::{
-    Cancel, FolderHandle, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput,
-    args, blocking,
+    Cancel, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
 
 /// Most paths returned.
@@ -48,8 +48,8 @@ impl Tool for Glob {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        let (args, sandbox) = (args.clone(), ctx.sandbox.clone());
-        blocking(move |cancel| Glob.find(&args, &sandbox, cancel))
+        let (args, workdir) = (args.clone(), ctx.workdir.clone());
+        blocking(move |cancel| Glob.find(&args, &workdir, cancel))
     }
 }
 
@@ -57,12 +57,12 @@ impl Glob {
     pub fn find(
         &self,
         args: &Value,
-        sandbox: &Sandbox,
+        workdir: &Workdir,
         cancel: &Cancel,
     ) -> Result<ToolOutput, ToolError> {
         let pattern = args::string(args, "pattern")?;
-        let root = sandbox.resolve(args::opt_string(args, "path")?.unwrap_or("."))?;
-        let shown_root = sandbox.display(&root);
+        let root = workdir.resolve(args::opt_string(args, "path")?.unwrap_or("."))?;
+        let shown_root = workdir.display(&root);
         if !root.is_dir() {
             return Err(ToolError::Failed(format!("`{shown_root}` is not a folder")));
         }
@@ -76,10 +76,10 @@ impl Glob {
                 if filter.matches_entry(root, entry) {
                     let path = entry.path();
                     // Through the folder handles, as grep opens files: a link is not followed.
-                    let modified = sandbox
+                    let modified = workdir
                         .stat_in(path, &mut folder)
                         .map_or(0, |stat| mtime_ns(&stat));
-                    found.items.push((modified, sandbox.display(path)));
+                    found.items.push((modified, workdir.display(path)));
                 }
                 true
             }
@@ -146,7 +146,7 @@ mod tests {
     fn matches_names_anywhere_or_paths_and_skips_ignored_files() {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path());
-        let s = Sandbox::new(dir.path()).unwrap();
+        let s = Workdir::new(dir.path()).unwrap();
         let out = Glob
             .find(&json!({"pattern": "*.rs"}), &s, &Cancel::default())
             .unwrap();
@@ -207,7 +207,7 @@ mod tests {
         let out = Glob
             .find(
                 &json!({"pattern": "*.txt"}),
-                &Sandbox::new(dir.path()).unwrap(),
+                &Workdir::new(dir.path()).unwrap(),
                 &Cancel::default(),
             )
             .unwrap();
@@ -245,7 +245,7 @@ mod tests {
             .map(|(_, p)| format!("{p}\n"))
             .collect();
         want.push_str("[100 more not shown; narrow the pattern or the path]\n");
-        let s = Sandbox::new(dir.path()).unwrap();
+        let s = Workdir::new(dir.path()).unwrap();
         for _ in 0..5 {
             let out = Glob
                 .find(&json!({"pattern": "*.txt"}), &s, &Cancel::default())

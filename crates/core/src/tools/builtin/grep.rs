@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use super::plural;
 use super::walk::{Found, NameFilter, files};
+use crate::fs::confine::{FolderHandle, Workdir};
 use crate::tools::{
-    Cancel, FolderHandle, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput,
-    args, blocking,
+    Cancel, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
 
 /// Most matching lines returned.
@@ -59,8 +59,8 @@ impl Tool for Grep {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        let (args, sandbox) = (args.clone(), ctx.sandbox.clone());
-        blocking(move |cancel| Grep.search(&args, &sandbox, cancel))
+        let (args, workdir) = (args.clone(), ctx.workdir.clone());
+        blocking(move |cancel| Grep.search(&args, &workdir, cancel))
     }
 }
 
@@ -125,7 +125,7 @@ impl Sink for Collector<'_> {
 
 /// What one thread needs to search files: its own searcher and folder handle.
 struct FileSearch<'a> {
-    sandbox: &'a Sandbox,
+    workdir: &'a Workdir,
     matcher: RegexMatcher,
     searcher: Searcher,
     folder: FolderHandle,
@@ -138,16 +138,16 @@ impl FileSearch<'_> {
         if self.taken.load(Ordering::Relaxed) >= MAX_MATCHES {
             return None;
         }
-        let shown = self.sandbox.display(path);
+        let shown = self.workdir.display(path);
         let mut sink = Collector {
             shown: &shown,
             lines: Vec::new(),
             matches: 0,
             taken: self.taken,
         };
-        // Opened through the sandbox: a file swapped for a link since the walk is not followed.
+        // Opened through the workdir: a file swapped for a link since the walk is not followed.
         let searched = self
-            .sandbox
+            .workdir
             .open_read_in(path, &shown, &mut self.folder)
             .and_then(|f| self.searcher.search_file(&self.matcher, &f.file, &mut sink));
         if searched.is_err() {
@@ -167,13 +167,13 @@ impl Grep {
     pub fn search(
         &self,
         args: &Value,
-        sandbox: &Sandbox,
+        workdir: &Workdir,
         cancel: &Cancel,
     ) -> Result<ToolOutput, ToolError> {
         let pattern = args::string(args, "pattern")?;
-        let (sandbox, root) =
-            sandbox.resolve_read(args::opt_string(args, "path")?.unwrap_or("."))?;
-        let sandbox = &sandbox;
+        let (workdir, root) =
+            workdir.resolve_read(args::opt_string(args, "path")?.unwrap_or("."))?;
+        let workdir = &workdir;
         let filter = args::opt_string(args, "glob")?
             .map(NameFilter::new)
             .transpose()?;
@@ -192,14 +192,14 @@ impl Grep {
             .after_context(context)
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .build();
-        let shown_root = sandbox.display(&root);
-        use crate::tools::sandbox::FileKind;
-        let kind = sandbox
+        let shown_root = workdir.display(&root);
+        use crate::fs::confine::FileKind;
+        let kind = workdir
             .kind(&root)
             .map_err(|e| ToolError::io("searching", &shown_root, e))?;
         let taken = &AtomicUsize::new(0);
         let new_search = || FileSearch {
-            sandbox,
+            workdir,
             matcher: matcher.clone(),
             searcher: searcher.clone(),
             folder: FolderHandle::default(),
@@ -267,7 +267,7 @@ impl Grep {
 mod tests {
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, Sandbox) {
+    fn setup() -> (tempfile::TempDir, Workdir) {
         let dir = tempfile::tempdir().unwrap();
         for (path, text) in [
             ("src/a.rs", "fn alpha() {}\nlet x = 1;\nfn beta() {}\n"),
@@ -280,7 +280,7 @@ mod tests {
             std::fs::write(p, text).unwrap();
         }
         std::fs::write(dir.path().join(".gitignore"), "build/\n").unwrap();
-        let s = Sandbox::new(dir.path()).unwrap();
+        let s = Workdir::new(dir.path()).unwrap();
         (dir, s)
     }
 
@@ -359,7 +359,7 @@ mod tests {
         let out = Grep
             .search(
                 &json!({"pattern": "hit"}),
-                &Sandbox::new(dir.path()).unwrap(),
+                &Workdir::new(dir.path()).unwrap(),
                 &Cancel::default(),
             )
             .unwrap();
@@ -416,7 +416,7 @@ mod tests {
     fn results_are_sorted_by_path_and_the_same_every_run() {
         let dir = tempfile::tempdir().unwrap();
         spread(dir.path(), 60, 3);
-        let s = Sandbox::new(dir.path()).unwrap();
+        let s = Workdir::new(dir.path()).unwrap();
         let first = Grep
             .search(&json!({"pattern": "hit"}), &s, &Cancel::default())
             .unwrap();
@@ -455,7 +455,7 @@ mod tests {
     fn a_capped_search_holds_exactly_the_cap_of_real_matches_sorted() {
         let dir = tempfile::tempdir().unwrap();
         spread(dir.path(), 80, 10);
-        let s = Sandbox::new(dir.path()).unwrap();
+        let s = Workdir::new(dir.path()).unwrap();
         for _ in 0..5 {
             let out = Grep
                 .search(&json!({"pattern": "hit"}), &s, &Cancel::default())
@@ -489,7 +489,7 @@ mod tests {
         let err = Grep
             .search(
                 &json!({"pattern": "hit"}),
-                &Sandbox::new(dir.path()).unwrap(),
+                &Workdir::new(dir.path()).unwrap(),
                 &cancel,
             )
             .unwrap_err();

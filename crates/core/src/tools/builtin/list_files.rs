@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::plural;
+use crate::fs::confine::Workdir;
 use crate::tools::{
-    Cancel, Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
+    Cancel, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
 
 /// Most entries listed one by one; past this a listing is summarised.
@@ -47,8 +48,8 @@ impl Tool for ListFiles {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        let (args, sandbox) = (args.clone(), ctx.sandbox.clone());
-        blocking(move |cancel| ListFiles.list(&args, &sandbox, cancel))
+        let (args, workdir) = (args.clone(), ctx.workdir.clone());
+        blocking(move |cancel| ListFiles.list(&args, &workdir, cancel))
     }
 }
 
@@ -56,13 +57,13 @@ impl ListFiles {
     pub fn list(
         &self,
         args: &Value,
-        sandbox: &Sandbox,
+        workdir: &Workdir,
         cancel: &Cancel,
     ) -> Result<ToolOutput, ToolError> {
         let dirpath = args::opt_string(args, "dirpath")?.unwrap_or(".");
         let recursive = args::opt_bool(args, "recursive")?.unwrap_or(false);
-        let dir = sandbox.resolve(dirpath)?;
-        let shown = sandbox.display(&dir);
+        let dir = workdir.resolve(dirpath)?;
+        let shown = workdir.display(&dir);
         let meta = std::fs::metadata(&dir).map_err(|e| ToolError::io("listing", &shown, e))?;
         if !meta.is_dir() {
             return Err(ToolError::Failed(format!(
@@ -280,7 +281,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
-        ListFiles.list(&args, &Sandbox::new(dir).unwrap(), &Cancel::default())
+        ListFiles.list(&args, &Workdir::new(dir).unwrap(), &Cancel::default())
     }
 
     fn tree(dir: &Path) {

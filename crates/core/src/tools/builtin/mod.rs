@@ -1,5 +1,6 @@
 //! The built-in tools: files (`read_file`, `write_file`, `edit_file`, `list_files`), search
-//! (`glob`, `grep`), the shell (`bash`) and skills on demand (`use_skill`).
+//! (`glob`, `grep`) and the shell (`bash`). Skills on demand (`use_skill`) are the skills'
+//! ([`crate::skill::Shelf`]), offered through a [`super::ToolSource`].
 
 mod bash;
 mod change;
@@ -8,24 +9,23 @@ mod glob;
 mod grep;
 mod list_files;
 mod read_file;
-mod use_skill;
 pub(crate) mod walk;
 mod write_file;
 
 pub use bash::{Bash, leaves_sandbox, sandbox_for};
-pub use change::write_atomically;
 pub use edit_file::EditFile;
 pub use glob::Glob;
 pub use grep::Grep;
 pub use list_files::ListFiles;
 pub use list_files::human_size;
 pub use read_file::ReadFile;
-pub use use_skill::{Generator, Shelf, ShelfEntry, UseSkill};
 pub use write_file::WriteFile;
 
 use super::Tool;
 
-/// The built-in tools' names, in the order [`all`] gives them.
+/// The names of the tools `new` itself offers, as the model sees them in a request: those [`all`]
+/// gives, in its order, then the skills' `use_skill`. (The subagent tools, `agent` and
+/// `task_status`, are the agent loop's.)
 pub const NAMES: &[&str] = &[
     "read_file",
     "write_file",
@@ -46,7 +46,6 @@ pub fn all() -> Vec<Box<dyn Tool>> {
         Box::new(Glob),
         Box::new(Grep),
         Box::new(Bash),
-        Box::new(UseSkill),
     ]
 }
 

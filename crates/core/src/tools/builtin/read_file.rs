@@ -5,9 +5,8 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::{Value, json};
 
 use super::plural;
-use crate::tools::{
-    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
-};
+use crate::fs::confine::Workdir;
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready};
 
 /// Lines returned when the model gives no limit.
 pub const DEFAULT_LIMIT: usize = 2000;
@@ -51,26 +50,26 @@ impl Tool for ReadFile {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        ready(self.read(args, &ctx.sandbox))
+        ready(self.read(args, &ctx.workdir))
     }
 }
 
 impl ReadFile {
-    pub fn read(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
+    pub fn read(&self, args: &Value, workdir: &Workdir) -> Result<ToolOutput, ToolError> {
         let filepath = args::string(args, "filepath")?;
         let offset = args::opt_usize(args, "offset")?.unwrap_or(1).max(1);
         let limit = args::opt_usize(args, "limit")?
             .unwrap_or(DEFAULT_LIMIT)
             .max(1);
-        let (sandbox, path) = sandbox.resolve_read(filepath)?;
-        let sandbox = &sandbox;
-        let shown = sandbox.display(&path);
-        if sandbox.kind(&path).ok().flatten() == Some(crate::tools::sandbox::FileKind::Dir) {
+        let (workdir, path) = workdir.resolve_read(filepath)?;
+        let workdir = &workdir;
+        let shown = workdir.display(&path);
+        if workdir.kind(&path).ok().flatten() == Some(crate::fs::confine::FileKind::Dir) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder; use list_files to see what it holds"
             )));
         }
-        let opened = sandbox
+        let opened = workdir
             .open_read(&path, &shown)
             .map_err(|e| ToolError::io("reading", &shown, e))?;
         let (mut file, len) = (opened.file, opened.len);
@@ -168,7 +167,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
-        ReadFile.read(&args, &Sandbox::new(dir).unwrap())
+        ReadFile.read(&args, &Workdir::new(dir).unwrap())
     }
 
     #[test]

@@ -3,9 +3,8 @@
 use serde_json::{Value, json};
 
 use super::change::FileChange;
-use crate::tools::{
-    Sandbox, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready,
-};
+use crate::fs::confine::Workdir;
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready};
 
 pub struct WriteFile;
 
@@ -39,23 +38,23 @@ impl Tool for WriteFile {
     }
 
     fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
-        self.change(args, &ctx.sandbox).ok().map(|c| c.diff())
+        self.change(args, &ctx.workdir).ok().map(|c| c.diff())
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        ready(self.write(args, &ctx.sandbox))
+        ready(self.write(args, &ctx.workdir))
     }
 }
 
 impl WriteFile {
-    fn change(&self, args: &Value, sandbox: &Sandbox) -> Result<FileChange, ToolError> {
+    fn change(&self, args: &Value, workdir: &Workdir) -> Result<FileChange, ToolError> {
         let filepath = args::string(args, "filepath")?;
         let content = args::string(args, "content")?;
-        FileChange::load(sandbox, filepath, content.to_string())
+        FileChange::load(workdir, filepath, content.to_string())
     }
 
-    pub fn write(&self, args: &Value, sandbox: &Sandbox) -> Result<ToolOutput, ToolError> {
-        self.change(args, sandbox)?.apply()
+    pub fn write(&self, args: &Value, workdir: &Workdir) -> Result<ToolOutput, ToolError> {
+        self.change(args, workdir)?.apply()
     }
 }
 
@@ -64,7 +63,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
-        WriteFile.write(&args, &Sandbox::new(dir).unwrap())
+        WriteFile.write(&args, &Workdir::new(dir).unwrap())
     }
 
     #[test]

@@ -8,6 +8,11 @@
 use std::borrow::Borrow;
 use std::fmt;
 
+/// A new message id: 8 hex characters taken from a UUID v4.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
 /// The longest id kept inline.
 const INLINE: usize = 8;
 

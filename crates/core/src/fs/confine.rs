@@ -1,4 +1,6 @@
-//! Path resolution and opening for the file tools: every path lands inside WORKDIR or is refused.
+//! Path confinement: resolving and opening paths inside one folder (WORKDIR, for the file tools),
+//! where every path lands or is refused. Not the OS sandbox (`new_sys::os_sandbox`), which contains
+//! the programs `new` starts; this is how `new`'s own file access keeps to the folder.
 //!
 //! **Resolving.** A path is joined to WORKDIR (absolute paths are taken as they are), then walked one
 //! component at a time. An existing component is canonicalised, which resolves symlinks. Components
@@ -21,8 +23,9 @@ use std::path::{Component, Path, PathBuf};
 use new_sys::platform::{Dir, winpath};
 pub use new_sys::platform::{FileKind, Stat};
 
+/// Why a path was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SandboxError {
+pub enum ConfineError {
     #[error("`{0}` is outside the working folder; only paths inside it can be used")]
     Outside(String),
     #[error("`{0}` is a symbolic link whose target does not exist")]
@@ -36,7 +39,7 @@ pub enum SandboxError {
     },
 }
 
-/// The folder handles kept between the opens of one search ([`Sandbox::open_read_in`]): WORKDIR's
+/// The folder handles kept between the opens of one search ([`Workdir::open_read_in`]): WORKDIR's
 /// and each folder's below it down to the last file's, each opened link-free from the one above.
 /// One per thread.
 #[derive(Default)]
@@ -63,25 +66,27 @@ fn open_step(dir: &Dir, name: &OsStr, create: bool) -> std::io::Result<Dir> {
     })
 }
 
-/// A regular file opened for reading inside the sandbox.
+/// A regular file opened for reading inside the workdir.
 pub struct OpenedFile {
     pub file: std::fs::File,
     pub len: u64,
 }
 
+/// A folder that paths are confined to: WORKDIR for the file tools (or a project's top, or a
+/// read-only extra root), with the rules above for resolving and opening paths inside it.
 #[derive(Debug, Clone)]
-pub struct Sandbox {
+pub struct Workdir {
     root: PathBuf,
     /// Folders outside WORKDIR that the read tools may read (never write), shared by every copy
-    /// of this sandbox: the whole tool results of the current conversation.
+    /// of this workdir: the whole tool results of the current conversation.
     read_roots: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
-    /// Paths are shown absolute (a sandbox for a read-only extra root).
+    /// Paths are shown absolute (the workdir of a read-only extra root).
     absolute: bool,
 }
 
-impl Sandbox {
+impl Workdir {
     pub fn new(workdir: &Path) -> std::io::Result<Self> {
-        Ok(Sandbox {
+        Ok(Workdir {
             root: workdir.canonicalize()?,
             read_roots: Default::default(),
             absolute: false,
@@ -90,13 +95,13 @@ impl Sandbox {
 
     /// A copy whose read-only extra roots are its own from now on (a subagent's: its results
     /// folder is not its parent's).
-    pub fn detached(&self) -> Sandbox {
+    pub fn detached(&self) -> Workdir {
         let roots = self
             .read_roots
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        Sandbox {
+        Workdir {
             root: self.root.clone(),
             read_roots: std::sync::Arc::new(std::sync::RwLock::new(roots)),
             absolute: self.absolute,
@@ -130,13 +135,13 @@ impl Sandbox {
         }
     }
 
-    /// Resolves a path for reading: inside WORKDIR as [`Sandbox::resolve`] does, or, given as an
+    /// Resolves a path for reading: inside WORKDIR as [`Workdir::resolve`] does, or, given as an
     /// absolute path, inside one of the read-only extra roots by the same rules (links resolved,
-    /// refused if they lead out of that root). Returns the sandbox that governs the path, for
+    /// refused if they lead out of that root). Returns the workdir that governs the path, for
     /// opening it.
-    pub fn resolve_read(&self, path: &str) -> Result<(Sandbox, PathBuf), SandboxError> {
+    pub fn resolve_read(&self, path: &str) -> Result<(Workdir, PathBuf), ConfineError> {
         match self.resolve(path) {
-            Err(refused @ SandboxError::Outside(_)) if Path::new(path.trim()).is_absolute() => {
+            Err(refused @ ConfineError::Outside(_)) if Path::new(path.trim()).is_absolute() => {
                 let roots = self
                     .read_roots
                     .read()
@@ -146,7 +151,7 @@ impl Sandbox {
                     let Ok(root) = root.canonicalize() else {
                         continue;
                     };
-                    let extra = Sandbox {
+                    let extra = Workdir {
                         root,
                         read_roots: Default::default(),
                         absolute: true,
@@ -167,9 +172,9 @@ impl Sandbox {
     }
 
     /// Resolves a path given by the model to an absolute path inside WORKDIR.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, SandboxError> {
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, ConfineError> {
         if let Some(reason) = new_sys::platform::path_refusal(path) {
-            return Err(SandboxError::Windows {
+            return Err(ConfineError::Windows {
                 path: path.to_string(),
                 reason,
             });
@@ -183,7 +188,7 @@ impl Sandbox {
         };
         // Names below `current` that do not exist (so cannot be symlinks).
         let mut missing: Vec<&OsStr> = Vec::new();
-        let outside = || SandboxError::Outside(path.to_string());
+        let outside = || ConfineError::Outside(path.to_string());
         for component in requested.components() {
             match component {
                 Component::Prefix(_) | Component::RootDir if requested.is_absolute() => {
@@ -205,9 +210,9 @@ impl Sandbox {
                         Ok(meta) => {
                             current = next.canonicalize().map_err(|e| {
                                 if meta.file_type().is_symlink() {
-                                    SandboxError::DanglingLink(path.to_string())
+                                    ConfineError::DanglingLink(path.to_string())
                                 } else {
-                                    SandboxError::Unresolvable {
+                                    ConfineError::Unresolvable {
                                         path: path.to_string(),
                                         reason: e.to_string(),
                                     }
@@ -216,7 +221,7 @@ impl Sandbox {
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(name),
                         Err(e) => {
-                            return Err(SandboxError::Unresolvable {
+                            return Err(ConfineError::Unresolvable {
                                 path: path.to_string(),
                                 reason: e.to_string(),
                             });
@@ -247,7 +252,7 @@ impl Sandbox {
     }
 
     /// The folders from WORKDIR down to `path`'s parent, and its last component. `path` comes from
-    /// [`Sandbox::resolve`].
+    /// [`Workdir::resolve`].
     fn split<'p>(&self, path: &'p Path) -> std::io::Result<(Vec<&'p OsStr>, &'p OsStr)> {
         let rel = path
             .strip_prefix(&self.root)
@@ -273,7 +278,7 @@ impl Sandbox {
         Dir::open(&self.root)
     }
 
-    /// [`Sandbox::open_dirs`] (never creating) through the handles kept in `folder`: only the
+    /// [`Workdir::open_dirs`] (never creating) through the handles kept in `folder`: only the
     /// folders below the part shared with the last path are opened.
     fn open_dirs_in<'f>(
         &self,
@@ -318,7 +323,7 @@ impl Sandbox {
         self.open_read_in(path, shown, &mut FolderHandle::default())
     }
 
-    /// [`Sandbox::open_read`] for a search that opens many files: the handle on the last folder
+    /// [`Workdir::open_read`] for a search that opens many files: the handle on the last folder
     /// opened is kept in `folder` and used again for the next file of the same folder, instead
     /// of walking down from WORKDIR for every file. The handle was opened link-free, so it names
     /// the folder that was checked even if that folder's path is swapped for a link afterwards;
@@ -349,7 +354,7 @@ impl Sandbox {
     }
 
     /// The status of a resolved path inside the folder handles of `folder` (as
-    /// [`Sandbox::open_read_in`] opens), without following a final symlink.
+    /// [`Workdir::open_read_in`] opens), without following a final symlink.
     pub fn stat_in(&self, path: &Path, folder: &mut FolderHandle) -> std::io::Result<Stat> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs_in(&dirs, folder)?;
@@ -392,11 +397,7 @@ impl Sandbox {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let tmp = format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            crate::conversation::new_id()
-        );
+        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), crate::vocab::new_id());
         let tmp = OsStr::new(&tmp);
         let mut file = dir.create_new(tmp, 0o666)?;
         let result = (|| {
@@ -463,8 +464,8 @@ pub fn mtime_ns(stat: &Stat) -> i128 {
     stat.mtime_ns
 }
 
-impl Sandbox {
-    /// What is at `rel` (as [`Sandbox::put`] names it) now, without following a link anywhere.
+impl Workdir {
+    /// What is at `rel` (as [`Workdir::put`] names it) now, without following a link anywhere.
     pub fn found(&self, rel: &str) -> std::io::Result<Found> {
         let parts = plain_parts(rel)?;
         let (name, dirs) = parts.split_last().expect("never empty");
@@ -505,11 +506,7 @@ impl Sandbox {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(()),
             Err(e) => return Err(e),
         };
-        let tmp = format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            crate::conversation::new_id()
-        );
+        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), crate::vocab::new_id());
         let tmp = OsStr::new(&tmp);
         let placed = match what {
             Put::Nothing => {
@@ -549,14 +546,14 @@ mod tests {
     use rustix::fs::{FileType, Mode};
     use std::os::unix::fs::symlink;
 
-    fn setup() -> (tempfile::TempDir, Sandbox) {
+    fn setup() -> (tempfile::TempDir, Workdir) {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         std::fs::create_dir_all(work.join("src")).unwrap();
         std::fs::write(work.join("src/a.txt"), "a").unwrap();
         std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
-        let sandbox = Sandbox::new(&work).unwrap();
-        (dir, sandbox)
+        let workdir = Workdir::new(&work).unwrap();
+        (dir, workdir)
     }
 
     /// Folder handles kept between the opens of a search open the right files, never through a
@@ -571,7 +568,7 @@ mod tests {
             std::fs::write(p, rel).unwrap();
         }
         std::fs::write(dir.path().join("secret"), "outside").unwrap();
-        let s = Sandbox::new(&work).unwrap();
+        let s = Workdir::new(&work).unwrap();
         let root = s.root().to_path_buf();
         let mut folder = FolderHandle::default();
         let mut read = |rel: &str| -> std::io::Result<String> {
@@ -614,7 +611,7 @@ mod tests {
         // Nothing before the roots are set.
         assert!(matches!(
             s.resolve_read(&result),
-            Err(SandboxError::Outside(_))
+            Err(ConfineError::Outside(_))
         ));
         s.set_results_root(results.clone());
         s.add_read_root(skill.clone());
@@ -647,7 +644,7 @@ mod tests {
         std::fs::write(results.join("out/f.txt"), "f").unwrap();
         assert!(matches!(
             s.resolve_read("out/f.txt"),
-            Err(SandboxError::Outside(_))
+            Err(ConfineError::Outside(_))
         ));
         assert_eq!(
             s.resolve_read("src/a.txt").unwrap().1,
@@ -661,7 +658,7 @@ mod tests {
                 == "m1.txt"
         );
         // Writing goes through `resolve`, which knows no extra root.
-        assert!(matches!(s.resolve(&note), Err(SandboxError::Outside(_))));
+        assert!(matches!(s.resolve(&note), Err(ConfineError::Outside(_))));
         // Another conversation's results replace this one's; the skill stays.
         let other = d.path().join("data/c2.results");
         std::fs::create_dir_all(&other).unwrap();
@@ -704,7 +701,7 @@ mod tests {
         ] {
             assert_eq!(
                 s.resolve(p),
-                Err(SandboxError::Outside(p.to_string())),
+                Err(ConfineError::Outside(p.to_string())),
                 "{p}"
             );
         }
@@ -718,20 +715,20 @@ mod tests {
         symlink(d.path(), root.join("outdir")).unwrap();
         symlink(root.join("src"), root.join("in")).unwrap();
         symlink(d.path().join("missing"), root.join("dangling")).unwrap();
-        assert!(matches!(s.resolve("out"), Err(SandboxError::Outside(_))));
+        assert!(matches!(s.resolve("out"), Err(ConfineError::Outside(_))));
         assert!(matches!(
             s.resolve("outdir/new.txt"),
-            Err(SandboxError::Outside(_))
+            Err(ConfineError::Outside(_))
         ));
         assert_eq!(s.resolve("in/a.txt").unwrap(), root.join("src/a.txt"));
         assert!(matches!(
             s.resolve("dangling"),
-            Err(SandboxError::DanglingLink(_))
+            Err(ConfineError::DanglingLink(_))
         ));
         // `..` after a symlink steps up from where the link points, as the kernel would.
         assert!(matches!(
             s.resolve("outdir/../x"),
-            Err(SandboxError::Outside(_))
+            Err(ConfineError::Outside(_))
         ));
     }
 
@@ -855,7 +852,7 @@ mod tests {
         // Below a file: not "missing", but an error that says so.
         assert!(matches!(
             s.resolve("src/a.txt/x"),
-            Err(SandboxError::Unresolvable { .. })
+            Err(ConfineError::Unresolvable { .. })
         ));
     }
 
@@ -1036,7 +1033,7 @@ mod portable_tests {
         let work = dir.path().join("Work");
         std::fs::create_dir_all(work.join("src")).unwrap();
         std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
-        let s = Sandbox::new(&work).unwrap();
+        let s = Workdir::new(&work).unwrap();
         let p = s.resolve("src/new/a.txt").unwrap();
         assert_eq!(p, s.root().join("src").join("new").join("a.txt"));
         s.write(&p, "src/new/a.txt", b"hello").unwrap();
@@ -1055,14 +1052,14 @@ mod portable_tests {
             "src/new/../../../x",
         ] {
             assert!(
-                matches!(s.resolve(outside), Err(SandboxError::Outside(_))),
+                matches!(s.resolve(outside), Err(ConfineError::Outside(_))),
                 "{outside}"
             );
         }
         let absolute = dir.path().join("secret.txt").display().to_string();
         assert!(matches!(
             s.resolve(&absolute),
-            Err(SandboxError::Outside(_))
+            Err(ConfineError::Outside(_))
         ));
         let inside = s.root().join("src").display().to_string();
         assert_eq!(s.resolve(&inside).unwrap(), s.root().join("src"));
@@ -1086,12 +1083,12 @@ mod portable_tests {
     #[test]
     fn windows_names_are_refused_on_windows_only() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Sandbox::new(dir.path()).unwrap();
+        let s = Workdir::new(dir.path()).unwrap();
         for name in ["NUL", "notes.txt:hidden", "con.txt", "D:notes.txt"] {
             let resolved = s.resolve(name);
             if cfg!(windows) {
                 assert!(
-                    matches!(resolved, Err(SandboxError::Windows { .. })),
+                    matches!(resolved, Err(ConfineError::Windows { .. })),
                     "{name}: {resolved:?}"
                 );
             } else {
@@ -1107,7 +1104,7 @@ mod portable_tests {
     fn workdir_compares_without_case_on_windows() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("Work")).unwrap();
-        let s = Sandbox::new(&dir.path().join("Work")).unwrap();
+        let s = Workdir::new(&dir.path().join("Work")).unwrap();
         let upper = dir.path().join("WORK").join("x.txt").display().to_string();
         let resolved = s.resolve(&upper).unwrap();
         assert!(new_sys::platform::path_within(&resolved, s.root()));

@@ -1,11 +1,18 @@
 //! The shared vocabulary, on the ground floor: who wrote a message ([`Role`]), tool calls in the
 //! OpenAI shape ([`ToolCall`]), token counts ([`Usage`]), a message of a request ([`ChatMessage`])
-//! and a tool as the model sees it ([`ToolSpec`]). Conversations (`session`) and providers (`llm`)
-//! both stand on it; it knows neither.
+//! and a tool as the model sees it ([`ToolSpec`]); a message's [`Id`]; the names people give
+//! the tools ([`canonical`]). Conversations and providers (`llm`) both stand on it; it knows
+//! neither.
+
+mod id;
+mod tool_names;
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+pub use id::{Id, new_id};
+pub use tool_names::{TOOL_ALIASES, canonical};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -160,7 +167,7 @@ pub struct ChatMessage<'a> {
     /// The node this message was made from, when it is that node as stored (its text borrowed,
     /// its calls and reasoning its own): what lets the next request of the conversation reuse
     /// the text this one was written as. Not part of what the message says.
-    pub source: Option<&'a crate::conversation::Id>,
+    pub source: Option<&'a Id>,
 }
 
 /// Two messages are equal when they say the same; where they came from does not count.
@@ -194,7 +201,7 @@ impl<'a> ChatMessage<'a> {
     }
 
     /// The same message, said to be node `id` as stored.
-    pub fn from_node(mut self, id: &'a crate::conversation::Id) -> Self {
+    pub fn from_node(mut self, id: &'a Id) -> Self {
         self.source = Some(id);
         self
     }

@@ -1,54 +1,54 @@
-//! The permission gate of the REPL: applies the [`Policy`], shows refusals, and asks the user
-//! when a call needs approval: allow once, for this session, always (saved as a project rule), or
-//! deny with an optional reason for the model. With no terminal to ask, the answer is no.
+//! The session's permission gate: applies the [`Policy`], reports refusals, and asks the front
+//! end when a call needs approval: allow once, for this session, always (saved as a project rule),
+//! or deny with an optional reason for the model. With nobody to ask, the answer is no.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::output::Output;
-use super::reader::{ReadOutcome, Reader};
-use new_core::agent::{Gate, GateDecision};
-use new_core::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
-use new_core::vocab::ToolCall;
+use super::event::{
+    Answer, Approval, Event, Frontend, HostAnswer, HostQuestion, Notice, RefusedWhy,
+};
+use crate::agent::{Gate, GateDecision};
+use crate::hooks::Hooks;
+use crate::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
+use crate::vocab::ToolCall;
 
-pub struct Approvals<'a> {
+/// The gate of a session's turns: its policy, its front end to ask, its project's config for
+/// "always" rules (trusted again when the user trusted it), its hooks.
+pub struct SessionGate<'a, 'f> {
     pub policy: &'a mut Policy,
-    pub reader: &'a mut Reader,
-    pub out: Output,
+    pub front: &'a RefCell<&'f mut dyn Frontend>,
     /// `<WORKDIR>/.new/config.json`, where "always allow" saves its rule.
     pub project_config: PathBuf,
     /// When that file is trusted: the trust store and WORKDIR, to trust it again once the rule is
     /// saved (the user's own answer changed it).
-    pub retrust: Option<(new_core::trust::Trust, PathBuf)>,
+    pub retrust: Option<(crate::trust::Trust, PathBuf)>,
     /// The subagent asking, when one is (its role names the question).
     pub label: Option<String>,
     /// The user's hooks: `notification` ones hear that a question waits.
-    pub hooks: Option<&'a new_core::hooks::Hooks>,
+    pub hooks: Option<&'a Hooks>,
 }
 
-impl<'a> Approvals<'a> {
-    /// The gate of the session's turns: its policy, its line editor to ask with, its project's
-    /// config for "always" rules (trusted again when the user trusted it), its hooks.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn for_session(
+impl<'a, 'f> SessionGate<'a, 'f> {
+    /// The gate of a session's turns.
+    pub fn new(
         policy: &'a mut Policy,
-        reader: &'a mut Reader,
-        out: Output,
-        layers: &new_core::layers::Layers,
+        front: &'a RefCell<&'f mut dyn Frontend>,
+        layers: &crate::layers::Layers,
         project_trusted: bool,
         workdir: &std::path::Path,
-        hooks: Option<&'a new_core::hooks::Hooks>,
+        hooks: Option<&'a Hooks>,
     ) -> Self {
-        Approvals {
+        SessionGate {
             policy,
-            reader,
-            out,
-            project_config: layers.project.join(new_core::config::CONFIG_FILE),
+            front,
+            project_config: layers.project.join(crate::config::CONFIG_FILE),
             // A file the user trusted (or none yet) stays trusted with the rule they add to it.
             retrust: project_trusted.then(|| {
                 (
-                    new_core::trust::Trust::new(layers.user.as_deref()),
+                    crate::trust::Trust::new(layers.user.as_deref()),
                     workdir.to_path_buf(),
                 )
             }),
@@ -57,13 +57,15 @@ impl<'a> Approvals<'a> {
         }
     }
 
-    fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
-        super::text::tr(self.out.lang, key, args)
+    fn say(&self, notice: Notice) {
+        self.front.borrow_mut().event(Event::Notice(notice));
     }
 
-    fn refused(&self, name: &str, why: &str) {
-        self.out
-            .error(&new_core::tools::escape_controls(&format!("{name}: {why}")));
+    fn refused(&self, name: &str, why: RefusedWhy) {
+        self.say(Notice::Refused {
+            tool: name.to_string(),
+            why,
+        });
     }
 
     /// The rule an answer of "this session" or "always" adds.
@@ -95,20 +97,19 @@ impl<'a> Approvals<'a> {
         let (kind, subject, protected, leaving) =
             (j.kind, j.subject.as_deref(), j.protected, j.leaving);
         let name = call.function.name.as_str();
-        if !matches!(self.reader, Reader::Editor { .. }) {
+        if !self.front.borrow().can_ask() {
             if leaving {
-                let why = self.tr("leaving_the_sandbox_needs_a_terminal", &[]);
-                self.refused(name, &why);
+                self.refused(name, RefusedWhy::LeavingNobodyToAsk);
                 return GateDecision::Refuse(format!(
                     "Permission denied: running `{name}` outside the sandbox needs the user's approval, and the user could not be asked (no terminal). The call was not run; run it inside the sandbox, or tell the user what to run themselves."
                 ));
             }
             let why = if protected {
-                self.tr("writes_to_new_and_git_always", &[])
+                RefusedWhy::ProtectedNobodyToAsk
             } else {
-                self.tr("needs_approval_and_there_is_no", &[])
+                RefusedWhy::NobodyToAsk
             };
-            self.refused(name, &why);
+            self.refused(name, why);
             return GateDecision::Refuse(format!(
                 "Permission denied: `{name}` needs the user's approval and the user could not be asked (no terminal). The call was not run."
             ));
@@ -118,167 +119,89 @@ impl<'a> Approvals<'a> {
         if let Some(hooks) = self.hooks {
             hooks.notify(&format!(
                 "new needs your permission to use {}",
-                new_core::hooks::claude::tool_name(name)
+                crate::hooks::claude::tool_name(name)
             ));
         }
         let preview = tool
             .preview(args, tools.context())
             .unwrap_or_else(|| serde_json::to_string_pretty(args).unwrap_or_default());
-        // Everything shown is escaped: a `\r` or an escape sequence must not draw one command over
-        // another.
-        let shown = match kind {
-            ToolKind::Write => super::output::colour_diff(&self.out, &preview),
-            _ => new_core::tools::escape_controls_keep_lines(&preview),
+        let question = Approval {
+            tool: name.to_string(),
+            label: self.label.clone(),
+            kind,
+            preview,
+            protected,
+            leaving,
+            session_rule: Self::rule_for(name, kind, subject, false),
+            always_rule: Self::rule_for(name, kind, subject, true),
+            rules_file: self.project_config.clone(),
         };
-        let always_rule = Self::rule_for(name, kind, subject, true);
-        let session_rule = Self::rule_for(name, kind, subject, false);
-        let describe = |r: &Rule| {
-            new_core::tools::escape_controls(&match &r.pattern {
-                Some(p) => format!("{} {p}", r.tool),
-                None => r.tool.clone(),
-            })
-        };
-        let options = if leaving {
-            self.tr("this_leaves_the_sandbox", &[])
-        } else if protected {
-            self.tr("this_writes_inside_new_or_git", &[])
-        } else {
-            self.tr(
-                "approval_options",
-                &[
-                    ("session", &describe(&session_rule)),
-                    ("always", &describe(&always_rule)),
-                    ("file", &self.project_config.display()),
-                ],
-            )
-        };
-        self.out.say(&self.out.bold(&match &self.label {
-            Some(role) => format!(
-                "[{}] {}",
-                new_core::tools::escape_controls(role),
-                self.tr("needs_your_approval", &[("name", &name)])
-            ),
-            None => self.tr("needs_your_approval", &[("name", &name)]),
-        }));
-        // What would run or change, as it is: a diff or a command keeps its columns.
-        self.out.say_verbatim(shown.trim_end());
-        self.out.say(&self.out.dim(&options));
-        let protected = protected || leaving;
-        let prompt = if protected { "[y/N] " } else { "[y/s/a/N] " };
-        loop {
-            let answer = match self.reader.read(prompt, "", false, &self.out) {
-                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
-                Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
-                Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
-            };
-            match answer.as_str() {
-                "y" | "yes" => return GateDecision::Run,
-                "s" | "session" | "a" | "always" if protected => {
-                    self.out.say(&self.tr("answer_y_or_n", &[]))
+        let answer = self.front.borrow_mut().approve(&question);
+        match answer {
+            Answer::Once => GateDecision::Run,
+            Answer::Interrupted => GateDecision::Interrupt,
+            // Only yes or no: anything else is no.
+            Answer::Session | Answer::Always if question.yes_or_no() => {
+                GateDecision::Refuse(denied_by_user(name, ""))
+            }
+            Answer::Session => {
+                if let Err(e) = self.policy.allow_for_session(question.session_rule) {
+                    self.say(Notice::RuleNotAdded {
+                        error: e.to_string(),
+                    });
                 }
-                "s" | "session" => {
-                    if let Err(e) = self.policy.allow_for_session(session_rule) {
-                        self.out.error(&e.to_string());
-                    }
-                    return GateDecision::Run;
-                }
-                "a" | "always" => {
-                    match save_rule(&self.project_config, &always_rule) {
-                        Ok(()) => {
-                            if let Some((trust, workdir)) = &self.retrust
-                                && let Ok(bytes) = std::fs::read(&self.project_config)
-                            {
-                                let _ = trust.trust(workdir, "config", &bytes);
-                            }
-                            let _ = self.policy.add_project_rule(always_rule);
-                            self.out.say(&self.out.dim(
-                                &self.tr("saved_in", &[("file", &self.project_config.display())]),
-                            ));
+                GateDecision::Run
+            }
+            Answer::Always => {
+                let file = self.project_config.clone();
+                match save_rule(&file, &question.always_rule) {
+                    Ok(()) => {
+                        if let Some((trust, workdir)) = &self.retrust
+                            && let Ok(bytes) = std::fs::read(&file)
+                        {
+                            let _ = trust.trust(workdir, "config", &bytes);
                         }
-                        Err(e) => self.out.error(&self.tr(
-                            "could_not_save_the_rule",
-                            &[("file", &self.project_config.display()), ("error", &e)],
-                        )),
+                        let _ = self.policy.add_project_rule(question.always_rule);
+                        self.say(Notice::RuleSaved { file });
                     }
-                    return GateDecision::Run;
+                    Err(e) => self.say(Notice::RuleNotSaved {
+                        file,
+                        error: e.to_string(),
+                    }),
                 }
-                "" | "n" | "no" => {
-                    let reason = match self.reader.read(
-                        &self.tr("reason_for_the_model_optional", &[]),
-                        "",
-                        false,
-                        &self.out,
-                    ) {
-                        Ok(ReadOutcome::Line(r)) => r.trim().to_string(),
-                        Ok(ReadOutcome::Interrupted) => return GateDecision::Interrupt,
-                        _ => String::new(),
-                    };
-                    let mut text = format!("The user denied this `{name}` call; it was not run.");
-                    if !reason.is_empty() {
-                        text.push_str(&format!(" Their reason: {reason}"));
-                    }
-                    return GateDecision::Refuse(text);
-                }
-                _ => self.out.say(&self.tr("answer_y_s_a_or_n", &[])),
+                GateDecision::Run
             }
+            Answer::Deny(reason) => GateDecision::Refuse(denied_by_user(name, reason.trim())),
         }
     }
-}
 
-impl Approvals<'_> {
     fn ask_network(&mut self, host: &str, port: u16) -> bool {
-        if !matches!(self.reader, Reader::Editor { .. }) {
+        if !self.front.borrow().can_ask() {
             return false;
         }
-        let file = new_core::layers::user_dir()
-            .map(|d| d.join(new_core::config::CONFIG_FILE))
+        let file = crate::layers::user_dir()
+            .map(|d| d.join(crate::config::CONFIG_FILE))
             .unwrap_or_default();
-        let host_shown = new_core::tools::escape_controls(host);
-        self.out.say(&self.out.dim(&self.tr(
-            "network_question",
-            &[
-                ("host", &host_shown),
-                ("port", &port),
-                ("file", &file.display()),
-            ],
-        )));
-        loop {
-            let answer = match self.reader.read("[s/a/N] ", "", false, &self.out) {
-                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
-                _ => return false,
-            };
-            match answer.as_str() {
-                "s" | "session" | "y" | "yes" => return true,
-                "a" | "always" => {
-                    if let Err(e) = save_host(&file, host) {
-                        self.out.error(&self.tr(
-                            "could_not_save_the_rule",
-                            &[("file", &file.display()), ("error", &e)],
-                        ));
-                    } else {
-                        self.out.say(
-                            &self
-                                .out
-                                .dim(&self.tr("saved_in", &[("file", &file.display())])),
-                        );
-                    }
-                    return true;
+        let question = HostQuestion {
+            host: host.to_string(),
+            port,
+            file: file.clone(),
+        };
+        let answer = self.front.borrow_mut().allow_host(&question);
+        match answer {
+            HostAnswer::No => false,
+            HostAnswer::Session => true,
+            HostAnswer::Always => {
+                match save_host(&file, host) {
+                    Ok(()) => self.say(Notice::RuleSaved { file }),
+                    Err(e) => self.say(Notice::RuleNotSaved {
+                        file,
+                        error: e.to_string(),
+                    }),
                 }
-                "" | "n" | "no" => return false,
-                _ => self.out.say(&self.tr("answer_s_a_or_n", &[])),
+                true
             }
         }
-    }
-
-    fn ask_continue_uncompacted(&mut self) -> bool {
-        if !matches!(self.reader, Reader::Editor { .. }) {
-            return false;
-        }
-        let question = self.tr("go_on_without_compacting", &[]);
-        matches!(
-            self.reader.read(&question, "", false, &self.out),
-            Ok(ReadOutcome::Line(a)) if matches!(a.trim().to_lowercase().as_str(), "y" | "yes")
-        )
     }
 
     fn decide(
@@ -286,7 +209,7 @@ impl Approvals<'_> {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<new_core::hooks::Permission>,
+        hook: Option<crate::hooks::Permission>,
     ) -> GateDecision {
         let name = call.function.name.as_str();
         let Some(j) = judge(self.policy, call, tools, args, hook) else {
@@ -298,43 +221,50 @@ impl Approvals<'_> {
             }
             Verdict::Allow => GateDecision::Run,
             Verdict::Deny(why) => {
-                self.refused(name, &why);
+                self.refused(name, RefusedWhy::Rule(why.clone()));
                 denied(&why)
             }
             Verdict::Refuse(why) => {
-                self.refused(name, &why);
+                self.refused(name, RefusedWhy::Rule(why.clone()));
                 refused(&why)
             }
             Verdict::Ask => self.ask(call, tools, args, &j),
         }
     }
-
-    fn unattended_gate(&self) -> Option<Box<dyn Gate + Send>> {
-        Some(Unattended::boxed(self.policy))
-    }
 }
 
-/// The gate's questions pause the collection of what is typed during the turn (the line editor
-/// has the keyboard); it goes on once the gate has decided, not between two questions of one
-/// decision (keys typed for the second must reach it).
-impl Gate for Approvals<'_> {
+/// What the model is told of a call the user denied, with their reason when they gave one.
+fn denied_by_user(name: &str, reason: &str) -> String {
+    let mut text = format!("The user denied this `{name}` call; it was not run.");
+    if !reason.is_empty() {
+        text.push_str(&format!(" Their reason: {reason}"));
+    }
+    text
+}
+
+/// The front end hears when the gate has decided (the REPL's line editor then gives the keys
+/// typed during the turn back to the type-ahead), not between two questions of one decision.
+impl Gate for SessionGate<'_, '_> {
     fn set_label(&mut self, label: Option<String>) {
         self.label = label;
     }
 
     fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
-        self.unattended_gate()
+        Some(Unattended::boxed(self.policy))
     }
 
     fn network(&mut self, host: &str, port: u16) -> bool {
         let yes = self.ask_network(host, port);
-        self.reader.resume_typeahead();
+        self.front.borrow_mut().decided();
         yes
     }
 
     fn continue_uncompacted(&mut self) -> bool {
-        let yes = self.ask_continue_uncompacted();
-        self.reader.resume_typeahead();
+        let yes = {
+            let mut front = self.front.borrow_mut();
+            front.can_ask() && front.continue_uncompacted()
+        };
+        self.front.borrow_mut().decided();
         yes
     }
 
@@ -343,10 +273,10 @@ impl Gate for Approvals<'_> {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<new_core::hooks::Permission>,
+        hook: Option<crate::hooks::Permission>,
     ) -> GateDecision {
         let decision = self.decide(call, tools, args, hook);
-        self.reader.resume_typeahead();
+        self.front.borrow_mut().decided();
         decision
     }
 }
@@ -372,7 +302,7 @@ impl Gate for Unattended {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<new_core::hooks::Permission>,
+        hook: Option<crate::hooks::Permission>,
     ) -> GateDecision {
         let name = call.function.name.as_str();
         let Some(j) = judge(&self.policy, call, tools, args, hook) else {
@@ -425,19 +355,18 @@ fn judge(
     call: &ToolCall,
     tools: &ToolRegistry,
     args: &Value,
-    hook: Option<new_core::hooks::Permission>,
+    hook: Option<crate::hooks::Permission>,
 ) -> Option<Judgement> {
-    use new_core::hooks::Permission;
+    use crate::hooks::Permission;
     let name = call.function.name.as_str();
     let tool = tools.get(name)?;
     // A `bash` call inside the OS sandbox is contained by the kernel; one that asks to leave it
     // is asked for every time, or refused where leaving is forbidden.
     let is_bash = name == "bash";
-    let leaving = is_bash && new_core::tools::builtin::leaves_sandbox(args, tools.context());
+    let leaving = is_bash && crate::tools::builtin::leaves_sandbox(args, tools.context());
     let kind = match tool.kind() {
         ToolKind::Execute
-            if is_bash
-                && new_core::tools::builtin::sandbox_for(args, tools.context()).is_some() =>
+            if is_bash && crate::tools::builtin::sandbox_for(args, tools.context()).is_some() =>
         {
             ToolKind::Contained
         }
@@ -464,9 +393,9 @@ fn judge(
     let subject = tool.subject(args).map(|s| match kind {
         ToolKind::Execute | ToolKind::Contained => s,
         _ => tools
-            .sandbox()
+            .workdir()
             .resolve(&s)
-            .map(|p| tools.sandbox().display(&p))
+            .map(|p| tools.workdir().display(&p))
             .unwrap_or(s),
     });
     // The project's settings and git's hooks decide what runs next time: writing there is
@@ -476,7 +405,7 @@ fn judge(
             || tool.subject(args).is_some_and(|s| {
                 let sandbox = tools.context().os_sandbox.as_deref();
                 tools
-                    .sandbox()
+                    .workdir()
                     .resolve(&s)
                     .is_ok_and(|p| sandbox.is_some_and(|os| os.protects(&p)))
             }));
@@ -518,13 +447,13 @@ fn is_protected(relative: &str) -> bool {
             .any(|d| first == *d)
             || (only
                 && (first == ".mcp.json"
-                    || new_core::prompt::agents::FILES.iter().any(|f| first == *f)))
+                    || crate::layers::INSTRUCTION_FILES.iter().any(|f| first == *f)))
     )
 }
 
 /// Adds a domain to `sandbox.network` in the user's config (a list; "none" becomes one).
 fn save_host(path: &std::path::Path, host: &str) -> std::io::Result<()> {
-    new_core::config::update_file(path, |object| {
+    crate::config::update_file(path, |object| {
         let sandbox = object
             .entry("sandbox")
             .or_insert_with(|| Value::Object(Default::default()));
@@ -553,7 +482,7 @@ fn save_host(path: &std::path::Path, host: &str) -> std::io::Result<()> {
 /// Appends a rule to the project config's `permissions`, keeping everything else in the file.
 fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
     let rule = serde_json::to_value(rule).map_err(std::io::Error::other)?;
-    new_core::config::update_file(path, |object| {
+    crate::config::update_file(path, |object| {
         let list = object
             .entry("permissions")
             .or_insert_with(|| Value::Array(Vec::new()));
@@ -568,16 +497,16 @@ fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use new_core::hooks::Permission;
-    use new_core::tools::{Mode, Sandbox, ToolContext};
+    use crate::fs::confine::Workdir;
+    use crate::hooks::Permission;
+    use crate::tools::{Mode, ToolContext};
 
     fn registry(dir: &std::path::Path) -> ToolRegistry {
         ToolRegistry::builtin(
             ToolContext {
-                sandbox: Sandbox::new(dir).unwrap(),
+                workdir: Workdir::new(dir).unwrap(),
                 bash_timeout: std::time::Duration::from_secs(5),
                 hidden_env: Vec::new(),
-                skills: Default::default(),
                 os_sandbox: None,
             },
             &[],

@@ -12,8 +12,8 @@
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use crate::tools::Sandbox;
-use crate::tools::sandbox::FolderHandle;
+use crate::fs::confine::FolderHandle;
+use crate::fs::confine::Workdir;
 
 /// What was read: at most the limit, and whether the file went on past it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl Bounded {
 /// The files of one project, read safely. Cheap to make; holds WORKDIR resolved.
 #[derive(Debug, Clone)]
 pub struct ProjectFiles {
-    sandbox: Option<Sandbox>,
+    workdir: Option<Workdir>,
     /// WORKDIR as given (the paths of its files start with it, not with the resolved one).
     given: PathBuf,
 }
@@ -54,7 +54,7 @@ pub struct ProjectFiles {
 impl ProjectFiles {
     pub fn new(workdir: &Path) -> ProjectFiles {
         ProjectFiles {
-            sandbox: Sandbox::new(workdir).ok(),
+            workdir: Workdir::new(workdir).ok(),
             given: workdir.to_path_buf(),
         }
     }
@@ -71,7 +71,7 @@ impl ProjectFiles {
         limit: usize,
         folder: &mut FolderHandle,
     ) -> Result<Option<Bounded>, String> {
-        let Some(sandbox) = &self.sandbox else {
+        let Some(workdir) = &self.workdir else {
             return Ok(None);
         };
         let plain = path.strip_prefix(&self.given).ok().filter(|rel| {
@@ -80,7 +80,7 @@ impl ProjectFiles {
         });
         if let Some(rel) = plain {
             let shown = path.display().to_string();
-            match sandbox.open_read_in(&sandbox.root().join(rel), &shown, folder) {
+            match workdir.open_read_in(&workdir.root().join(rel), &shown, folder) {
                 Ok(opened) => {
                     return bounded(opened.file, limit)
                         .map(Some)
@@ -96,13 +96,13 @@ impl ProjectFiles {
     /// Reads `path` (absolute inside WORKDIR, or relative to it) as a project file, at most
     /// `limit` bytes. `Ok(None)`: nothing is there. Errors say what was refused and why.
     pub fn read(&self, path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
-        let Some(sandbox) = &self.sandbox else {
+        let Some(workdir) = &self.workdir else {
             return Ok(None);
         };
         let shown = path.display().to_string();
-        let resolved = match sandbox.resolve(&path.to_string_lossy()) {
+        let resolved = match workdir.resolve(&path.to_string_lossy()) {
             Ok(p) => p,
-            Err(crate::tools::SandboxError::Outside(_)) => {
+            Err(crate::fs::confine::ConfineError::Outside(_)) => {
                 return Err(format!(
                     "{shown} is refused: it leads out of the project (a link to a place outside it)"
                 ));
@@ -112,7 +112,7 @@ impl ProjectFiles {
         if std::fs::symlink_metadata(&resolved).is_err() {
             return Ok(None);
         }
-        let opened = sandbox
+        let opened = workdir
             .open_read(&resolved, &shown)
             .map_err(|e| format!("{shown} is refused: {e}"))?;
         bounded(opened.file, limit)
@@ -123,14 +123,14 @@ impl ProjectFiles {
     /// Whether `path` is a folder that stays inside `within` (also through links): a skill
     /// folder linked out of its tier is not one.
     pub fn is_folder_within(&self, path: &Path, within: &Path) -> bool {
-        let Ok(tier) = Sandbox::new(within) else {
+        let Ok(tier) = Workdir::new(within) else {
             return false;
         };
         match tier.resolve(&path.to_string_lossy()) {
             Ok(p) => {
                 p.is_dir()
                     && self
-                        .sandbox
+                        .workdir
                         .as_ref()
                         .is_some_and(|s| p.starts_with(s.root()))
             }

@@ -1,5 +1,6 @@
 //! `use_skill`: loads a skill offered on demand (a folder `<name>/SKILL.md`, listed by name and
-//! description in the system prompt). The result is the skill's whole body (never cut to a
+//! description in the system prompt). The skills' own tool: the [`Shelf`] of skills offered on
+//! demand is the [`ToolSource`] that offers it, while it holds some. The result is the skill's whole body (never cut to a
 //! preview: the context keeps it whole); the skill's folder becomes a read-only extra root, so
 //! `read_file` and `grep` can open its reference files.
 
@@ -9,15 +10,17 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
-use crate::skill::{Generated, Skill};
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args};
+use super::{Generated, Skill};
+use crate::tools::{
+    Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource, args,
+};
 
 /// A skill the model can load.
 #[derive(Debug, Clone)]
 pub struct ShelfEntry {
     /// The skill (its file, its folder, none for a built-in skill written when loaded), whose
     /// body is read when it is loaded.
-    pub skill: Box<crate::skill::Skill>,
+    pub skill: Box<Skill>,
     /// The most of its body sent (`skill.max_skill_size_bytes`).
     pub max_bytes: usize,
 }
@@ -91,18 +94,35 @@ impl Shelf {
                     Some(write) => write(kind, &skill.body),
                     None => skill.body.clone(),
                 };
-                crate::skill::cut_to_size(&mut text, max_bytes);
+                super::cut_to_size(&mut text, max_bytes);
                 return text;
             }
         };
         match &*self.variables.read().unwrap_or_else(|e| e.into_inner()) {
-            Some((workdir, model)) => crate::prompt::fill_variables(&text, workdir, model),
+            Some((workdir, model)) => super::fill_variables(&text, workdir, model),
             None => text,
         }
     }
 }
 
-pub struct UseSkill;
+/// The shelf offers `use_skill` while it holds some skill; a call with none on it still runs, and
+/// says the skill is not found.
+impl ToolSource for Shelf {
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        vec![Arc::new(UseSkill {
+            shelf: self.clone(),
+        })]
+    }
+
+    fn offered(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+/// The `use_skill` tool, loading from its shelf.
+pub struct UseSkill {
+    shelf: Shelf,
+}
 
 impl Tool for UseSkill {
     fn name(&self) -> &str {
@@ -134,7 +154,7 @@ impl Tool for UseSkill {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        let (args, shelf, sandbox) = (args.clone(), ctx.skills.clone(), ctx.sandbox.clone());
+        let (args, shelf, workdir) = (args.clone(), self.shelf.clone(), ctx.workdir.clone());
         // Off the runtime's threads: a generated skill may survey the working folder.
         crate::tools::blocking(move |_| {
             let name = args::string(&args, "skill_name")?.trim();
@@ -144,7 +164,7 @@ impl Tool for UseSkill {
             let mut content = shelf.instructions(&entry.skill, entry.max_bytes);
             content.truncate(content.trim_end().len());
             if let Some(dir) = &entry.skill.dir {
-                sandbox.add_read_root(dir.clone());
+                workdir.add_read_root(dir.clone());
                 content.push_str(&format!(
                     "\n\n[This skill's folder is {}: its files can be read with read_file and grep.]",
                     dir.display()

@@ -1,0 +1,288 @@
+//! The terminal as the session's front end: renders its events (the stream through a [`Printer`]
+//! or the JSON observer, the notices in the interface's language) and answers its requests with
+//! the line editor: allow once, for this session, always, or deny with an optional reason for the
+//! model. With no terminal to ask, the session hears that nobody can be asked.
+
+use super::output::{Output, Printer};
+use super::reader::{ReadOutcome, Reader};
+use new_core::agent::Observer;
+use new_core::escape::escape_controls;
+use new_core::session::{
+    Answer, Approval, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice, RefusedWhy,
+    to_observer,
+};
+use new_core::tools::{Rule, ToolKind};
+
+/// What shows a turn's stream: the printer, or what wraps it.
+pub(crate) trait Stream: Observer {
+    /// A line of its own follows (a notice, a question).
+    fn interject(&mut self);
+}
+
+impl Stream for Printer {
+    fn interject(&mut self) {
+        Printer::interject(self);
+    }
+}
+
+pub(crate) struct Terminal<'a> {
+    out: Output,
+    stream: Option<&'a mut dyn Stream>,
+    reader: Option<&'a mut Reader>,
+    /// The last turn ended interrupted.
+    pub interrupted: bool,
+}
+
+impl<'a> Terminal<'a> {
+    /// Notices only, nothing to ask with: for work outside a turn (hooks firing).
+    pub fn plain(out: Output) -> Self {
+        Terminal {
+            out,
+            stream: None,
+            reader: None,
+            interrupted: false,
+        }
+    }
+
+    /// Questions only (answers running side by side keep their streams to show later).
+    pub fn asking(out: Output, reader: &'a mut Reader) -> Self {
+        Terminal {
+            out,
+            stream: None,
+            reader: Some(reader),
+            interrupted: false,
+        }
+    }
+
+    /// A turn's front end: its stream, and the line editor to ask with.
+    pub fn turn(out: Output, stream: &'a mut dyn Stream, reader: &'a mut Reader) -> Self {
+        Terminal {
+            out,
+            stream: Some(stream),
+            reader: Some(reader),
+            interrupted: false,
+        }
+    }
+
+    fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+        super::text::tr(self.out.lang, key, args)
+    }
+
+    fn read(&mut self, prompt: &str) -> std::io::Result<ReadOutcome> {
+        let out = self.out;
+        match self.reader.as_deref_mut() {
+            Some(reader) => reader.read(prompt, "", false, &out),
+            None => Ok(ReadOutcome::Eof),
+        }
+    }
+
+    fn notice(&mut self, notice: &Notice) {
+        let out = self.out;
+        match notice {
+            Notice::Blocked { reason } => {
+                out.error(&self.tr("blocked_by_hook", &[("reason", &escape_controls(reason))]))
+            }
+            Notice::StoppedByHook { reason } => {
+                out.warn(&self.tr("stopped_by_hook", &[("reason", &escape_controls(reason))]))
+            }
+            Notice::HookGoesOn { text } => out.say(&out.dim(&escape_controls(text))),
+            Notice::StopHookGaveUp { rounds } => {
+                out.warn(&self.tr("stop_hook_gave_up", &[("n", rounds)]))
+            }
+            Notice::HookInterrupted { event } => {
+                out.warn(&self.tr("hook_interrupted", &[("event", &escape_controls(event))]))
+            }
+            Notice::NotStored(e) => out.error(&super::text::error(out.lang, &**e)),
+            Notice::Refused { tool, why } => {
+                let why = match why {
+                    RefusedWhy::Rule(why) => why.clone(),
+                    RefusedWhy::NobodyToAsk => self.tr("needs_approval_and_there_is_no", &[]),
+                    RefusedWhy::ProtectedNobodyToAsk => {
+                        self.tr("writes_to_new_and_git_always", &[])
+                    }
+                    RefusedWhy::LeavingNobodyToAsk => {
+                        self.tr("leaving_the_sandbox_needs_a_terminal", &[])
+                    }
+                };
+                out.error(&escape_controls(&format!("{tool}: {why}")));
+            }
+            Notice::RuleSaved { file } => {
+                out.say(&out.dim(&self.tr("saved_in", &[("file", &file.display())])))
+            }
+            Notice::RuleNotSaved { file, error } => out.error(&self.tr(
+                "could_not_save_the_rule",
+                &[("file", &file.display()), ("error", error)],
+            )),
+            Notice::RuleNotAdded { error } => out.error(error),
+            Notice::TaskEnded(task) => out.say(&super::mcp_view::task_ended(&out, task)),
+            Notice::AutoContinuing { tasks } => {
+                out.say(&self.tr("auto_continuing", &[("n", &tasks.to_string())]))
+            }
+        }
+    }
+
+    fn ended(&mut self, end: &Ended) {
+        let out = self.out;
+        match end {
+            Ended::Complete => {}
+            Ended::RoundLimit(n) => out.warn(&self.tr("round_limit", &[("n", n)])),
+            Ended::ContextFull => out.warn(&self.tr("context_full", &[])),
+            Ended::Interrupted => {
+                self.interrupted = true;
+                out.warn(&self.tr("interrupted_what_arrived_is_kept", &[]))
+            }
+            Ended::Stopped(reason) => {
+                out.warn(&self.tr("stopped_by_hook", &[("reason", &escape_controls(reason))]))
+            }
+            Ended::Failed(e) => out.error(&format!(
+                "{}\n{}",
+                super::text::error(out.lang, &**e),
+                self.tr("your_message_is_saved_send_it", &[])
+            )),
+        }
+    }
+}
+
+/// How a rule reads in the question: the tool, and its pattern when it has one.
+fn describe(rule: &Rule) -> String {
+    escape_controls(&match &rule.pattern {
+        Some(p) => format!("{} {p}", rule.tool),
+        None => rule.tool.clone(),
+    })
+}
+
+impl Frontend for Terminal<'_> {
+    fn event(&mut self, event: Event) {
+        match &event {
+            Event::Notice(notice) => {
+                if let Some(stream) = self.stream.as_deref_mut() {
+                    stream.interject();
+                }
+                self.notice(notice);
+            }
+            Event::TurnEnded(end) => {
+                if let Some(stream) = self.stream.as_deref_mut() {
+                    stream.interject();
+                }
+                self.ended(end);
+            }
+            Event::HookFailed(failure) if self.stream.is_none() => self
+                .out
+                .warn(&super::text::hook_failure(self.out.lang, failure)),
+            Event::HookNotice(line) if self.stream.is_none() => {
+                self.out.warn(&escape_controls(line))
+            }
+            _ => {
+                if let Some(stream) = self.stream.as_deref_mut() {
+                    to_observer(&event, stream);
+                }
+            }
+        }
+    }
+
+    fn can_ask(&self) -> bool {
+        matches!(self.reader.as_deref(), Some(Reader::Editor { .. }))
+    }
+
+    fn approve(&mut self, q: &Approval) -> Answer {
+        let out = self.out;
+        if let Some(stream) = self.stream.as_deref_mut() {
+            stream.interject();
+        }
+        // Everything shown is escaped: a `\r` or an escape sequence must not draw one command over
+        // another.
+        let shown = match q.kind {
+            ToolKind::Write => super::output::colour_diff(&out, &q.preview),
+            _ => new_core::escape::escape_controls_keep_lines(&q.preview),
+        };
+        let options = if q.leaving {
+            self.tr("this_leaves_the_sandbox", &[])
+        } else if q.protected {
+            self.tr("this_writes_inside_new_or_git", &[])
+        } else {
+            self.tr(
+                "approval_options",
+                &[
+                    ("session", &describe(&q.session_rule)),
+                    ("always", &describe(&q.always_rule)),
+                    ("file", &q.rules_file.display()),
+                ],
+            )
+        };
+        let asks = self.tr("needs_your_approval", &[("name", &q.tool)]);
+        out.say(&out.bold(&match &q.label {
+            Some(role) => format!("[{}] {asks}", escape_controls(role)),
+            None => asks,
+        }));
+        // What would run or change, as it is: a diff or a command keeps its columns.
+        out.say_verbatim(shown.trim_end());
+        out.say(&out.dim(&options));
+        let yes_or_no = q.yes_or_no();
+        let prompt = if yes_or_no { "[y/N] " } else { "[y/s/a/N] " };
+        loop {
+            let answer = match self.read(prompt) {
+                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+                Ok(ReadOutcome::Interrupted) => return Answer::Interrupted,
+                Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
+            };
+            match answer.as_str() {
+                "y" | "yes" => return Answer::Once,
+                "s" | "session" | "a" | "always" if yes_or_no => {
+                    out.say(&self.tr("answer_y_or_n", &[]))
+                }
+                "s" | "session" => return Answer::Session,
+                "a" | "always" => return Answer::Always,
+                "" | "n" | "no" => {
+                    let question = self.tr("reason_for_the_model_optional", &[]);
+                    return match self.read(&question) {
+                        Ok(ReadOutcome::Line(r)) => Answer::Deny(r.trim().to_string()),
+                        Ok(ReadOutcome::Interrupted) => Answer::Interrupted,
+                        _ => Answer::Deny(String::new()),
+                    };
+                }
+                _ => out.say(&self.tr("answer_y_s_a_or_n", &[])),
+            }
+        }
+    }
+
+    fn allow_host(&mut self, q: &HostQuestion) -> HostAnswer {
+        let out = self.out;
+        if let Some(stream) = self.stream.as_deref_mut() {
+            stream.interject();
+        }
+        out.say(&out.dim(&self.tr(
+            "network_question",
+            &[
+                ("host", &escape_controls(&q.host)),
+                ("port", &q.port),
+                ("file", &q.file.display()),
+            ],
+        )));
+        loop {
+            let answer = match self.read("[s/a/N] ") {
+                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+                _ => return HostAnswer::No,
+            };
+            match answer.as_str() {
+                "s" | "session" | "y" | "yes" => return HostAnswer::Session,
+                "a" | "always" => return HostAnswer::Always,
+                "" | "n" | "no" => return HostAnswer::No,
+                _ => out.say(&self.tr("answer_s_a_or_n", &[])),
+            }
+        }
+    }
+
+    fn continue_uncompacted(&mut self) -> bool {
+        let question = self.tr("go_on_without_compacting", &[]);
+        matches!(
+            self.read(&question),
+            Ok(ReadOutcome::Line(a)) if matches!(a.trim().to_lowercase().as_str(), "y" | "yes")
+        )
+    }
+
+    fn decided(&mut self) {
+        if let Some(reader) = self.reader.as_deref_mut() {
+            reader.resume_typeahead();
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! A session put together from what its front end decided: the configuration as trusted, the
+//! role, where conversations live, which one to open. Everything asked of the user (trusting a
+//! project's files) is the front end's, before; what is started beside it (MCP servers, the
+//! system prompt's reading) is added after.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use super::Session;
+use crate::agent::Interrupts;
+use crate::agent::subagent::Subagents;
+use crate::checkpoint::Checkpoints;
+use crate::config::{Config, Overrides};
+use crate::context::Context;
+use crate::conversation::{ChatSession, LoadReport, Store, StoreError};
+use crate::fs::confine::Workdir;
+use crate::hooks::Hooks;
+use crate::layers::Layers;
+use crate::llm::{LlmError, Provider};
+use crate::memory::MemoryStore;
+use crate::prompt::RoleFile;
+use crate::skill::Shelf;
+use crate::skill::SkillRegistry;
+use crate::tools::permissions::RuleError;
+use crate::tools::{Policy, ToolContext, ToolRegistry, UnknownTool};
+
+/// Which conversation a session opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// A new one (written once it has a message).
+    Fresh,
+    /// This one (an id, or a prefix of one).
+    Id(String),
+    /// The latest of this project's: for the REPL, the latest that was one (one-shots are
+    /// reachable with `/list`); for a one-shot, the latest of any kind.
+    Latest,
+}
+
+/// What a session is made of.
+pub struct Options {
+    /// The working folder, canonical.
+    pub workdir: PathBuf,
+    pub layers: Layers,
+    /// The configuration, with the user's trust decisions made.
+    pub config: Config,
+    /// What the command line said, kept for reloading the configuration.
+    pub overrides: Overrides,
+    pub role: RoleFile,
+    /// Where conversations, snapshots and project memory live.
+    pub datadir: PathBuf,
+    pub resume: Resume,
+    /// A one-shot (`-p`): its conversation says so, and it reviews no memory.
+    pub one_shot: bool,
+    /// Work as this subagent role (`--agent NAME`).
+    pub agent: Option<String>,
+    /// The OS sandbox commands run in, when there is one.
+    pub os_sandbox: Option<Arc<new_sys::os_sandbox::OsSandbox>>,
+    /// What `use_skill` reads, filled when the system prompt's parts are read.
+    pub shelf: Shelf,
+    /// The front end's interrupts, raised while `busy` is up.
+    pub interrupts: Interrupts,
+    pub busy: Arc<AtomicBool>,
+}
+
+/// A session just opened, and what the front end should tell.
+pub struct Opened {
+    pub session: Session,
+    /// What loading a resumed conversation worked around.
+    pub report: Option<LoadReport>,
+    /// `Resume::Latest` found none: a new conversation was started.
+    pub nothing_to_continue: bool,
+    /// Subagent definitions that cannot be used (skipped), one line each.
+    pub warnings: Vec<String>,
+}
+
+/// Why a session could not be put together.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Provider(#[from] LlmError),
+    #[error("the working folder {path} cannot be used: {source}")]
+    Workdir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tools(#[from] UnknownTool),
+    #[error(transparent)]
+    Rules(#[from] RuleError),
+    #[error("--agent {0}: subagents are off (`subagent.enabled` is false)")]
+    SubagentsOff(String),
+    #[error("--agent {name}: no such role; the roles are {known}")]
+    NoSuchAgent { name: String, known: String },
+}
+
+impl Session {
+    /// Puts a session together. Nothing is asked and nothing is printed; hooks are not fired
+    /// (the front end fires `program_start` and `session_start` once it can show what they say).
+    pub fn open(o: Options) -> Result<Opened, OpenError> {
+        let Options {
+            workdir,
+            layers,
+            mut config,
+            overrides,
+            role,
+            datadir,
+            resume,
+            one_shot,
+            agent,
+            os_sandbox,
+            shelf,
+            interrupts,
+            busy,
+        } = o;
+        let memory = config.memory.enabled.then(|| {
+            MemoryStore::new(
+                dirs::data_dir().map(|d| d.join("new").join("memory")),
+                datadir.join("memory"),
+            )
+            .with_codepilot(&layers)
+        });
+        let store = Store::open(&datadir)?;
+        let mut nothing_to_continue = false;
+        let resume = match resume {
+            Resume::Fresh => None,
+            Resume::Id(id) => Some(store.resolve(&id)?),
+            Resume::Latest => {
+                let latest = if one_shot {
+                    store.latest()?
+                } else {
+                    store.latest_interactive()?
+                };
+                nothing_to_continue = latest.is_none();
+                latest
+            }
+        };
+        let (mut chat, report) = match resume {
+            Some(id) => {
+                let (chat, report) = ChatSession::open(store.clone(), &id, "")?;
+                (chat, Some(report))
+            }
+            None => {
+                let mut chat = ChatSession::new(store.clone(), "");
+                if one_shot {
+                    chat.set_metadata(serde_json::json!({"one_shot": true}));
+                }
+                (chat, None)
+            }
+        };
+        let provider = Provider::new(config.provider.clone())?;
+        let confined = Workdir::new(&workdir).map_err(|source| OpenError::Workdir {
+            path: workdir.clone(),
+            source,
+        })?;
+        let mut tools = ToolRegistry::builtin(
+            ToolContext {
+                workdir: confined,
+                bash_timeout: config.bash_timeout,
+                hidden_env: config.secret_vars.clone(),
+                os_sandbox: os_sandbox.clone(),
+            },
+            &config.tools,
+        )?;
+        tools.add_source(Arc::new(shelf));
+        let mut policy = Policy::new(
+            config.permission_mode,
+            config.project_rules.clone(),
+            config.user_rules.clone(),
+        )?
+        .project_untrusted(!config.project_trusted);
+        policy.background_allowed = config.subagent.background_allowed_tools.clone();
+        let checkpoints = config.checkpoints.enabled.then(|| {
+            let c = Checkpoints::new(store.dir(), &workdir, config.checkpoints.clone());
+            // The conversation's latest snapshot spares the first walk from reading every file.
+            if let Some(latest) = &chat.conversation().latest_checkpoint {
+                c.hint(latest);
+            }
+            Arc::new(c)
+        });
+        // Subagent roles; a definition that cannot be used is told and skipped.
+        let mut warnings = Vec::new();
+        let subagents = config.subagent.enabled.then(|| {
+            let known =
+                |t: &str| crate::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__");
+            let (defs, problems) = crate::agent::defs::load(&layers, &config.subagent, &known);
+            warnings.extend(problems);
+            Subagents {
+                defs,
+                settings: config.subagent.clone(),
+                environment: crate::prompt::environment(&workdir),
+                tasks: Default::default(),
+            }
+        });
+        // `--agent NAME`: the session works as that role, with its model unless `--model` said.
+        let agent = match agent {
+            None => None,
+            Some(name) => {
+                let Some(subagents) = &subagents else {
+                    return Err(OpenError::SubagentsOff(name));
+                };
+                let Some(def) = subagents.defs.iter().find(|d| d.name == name) else {
+                    let known: Vec<&str> = subagents.defs.iter().map(|d| d.name.as_str()).collect();
+                    return Err(OpenError::NoSuchAgent {
+                        name,
+                        known: known.join(", "),
+                    });
+                };
+                Some(def.clone())
+            }
+        };
+        if let Some(model) = agent.as_ref().and_then(|d| d.model.clone())
+            && overrides.model.is_none()
+        {
+            config.model = model;
+        }
+        let context = Context::new(config.context.clone(), &config.model);
+        if let Some(def) = &agent
+            && report.is_none()
+        {
+            chat.set_metadata(serde_json::json!({ "agent": def.name }));
+        }
+        let hooks = (!config.hooks.entries.is_empty()).then(|| {
+            Hooks::new(
+                config.hooks.clone(),
+                config.hooks_trusted,
+                &workdir,
+                config.secret_vars.clone(),
+            )
+            .with_sandbox(os_sandbox.clone())
+        });
+        // A one-shot reviews nothing: what waits is the next REPL's.
+        let memory_batch = memory
+            .as_ref()
+            .filter(|_| !one_shot)
+            .map(|m| crate::memory::review::load_pending(m, true))
+            .unwrap_or_default();
+        let mut session = Session {
+            workdir,
+            layers,
+            role,
+            skills: SkillRegistry::default(),
+            system_prompt: String::new(),
+            prompt_parts: Vec::new(),
+            prompt_written: Vec::new(),
+            auto_continued: false,
+            store,
+            chat,
+            provider,
+            tools,
+            policy,
+            config,
+            overrides,
+            interrupts,
+            busy,
+            totals: Default::default(),
+            context,
+            asked_server_window: false,
+            skill_tools: None,
+            checkpoints,
+            came_from: None,
+            memory,
+            memory_notes: Default::default(),
+            memory_batch,
+            memory_said: false,
+            memory_returned: Default::default(),
+            turns_started: Default::default(),
+            leaving: Default::default(),
+            hooks,
+            hook_context: Vec::new(),
+            subagents,
+            agent,
+        };
+        session.install_hook_agents();
+        session.install_self_skills();
+        // The memory folders can be read by the read tools (never written).
+        if let Some(m) = &session.memory {
+            for (_, dir) in m.dirs() {
+                session.tools.workdir().add_read_root(dir.to_path_buf());
+            }
+        }
+        Ok(Opened {
+            session,
+            report,
+            nothing_to_continue,
+            warnings,
+        })
+    }
+}

@@ -1,0 +1,260 @@
+//! `/retry --n K` with K answers at once: they run side by side (rounds of reading tools
+//! together, an answer that changes files with the folder to itself; see
+//! [`crate::agent::shared_folder`]), each one's events kept and handed to the front end whole, in
+//! order, as soon as it and those before it are done.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+
+use super::Session;
+use super::event::{Ended, Frontend, Recorder, Relay};
+use super::gate::SessionGate;
+use crate::agent::shared_folder::SharedFolder;
+use crate::agent::{Agent, Gate, GateDecision};
+use crate::conversation::{ChatSession, LoadReport, StoreError};
+use crate::tools::ToolRegistry;
+use crate::vocab::ToolCall;
+
+/// One answer's way to the user's gate, which the answers share: each question names the
+/// answer asking (questions never overlap: a gate decides without waiting on the others).
+struct SharedGate<'g, G: Gate> {
+    gate: &'g RefCell<G>,
+    /// Stops every answer: Ctrl-C at one question is an interrupt of them all.
+    all: &'g tokio::sync::watch::Sender<u64>,
+    label: String,
+    /// A subagent of this answer asking.
+    sub: Option<String>,
+}
+
+impl<G: Gate> SharedGate<'_, G> {
+    fn labelled(&self) -> std::cell::RefMut<'_, G> {
+        let mut gate = self.gate.borrow_mut();
+        gate.set_label(Some(match &self.sub {
+            Some(role) => format!("{} · {role}", self.label),
+            None => self.label.clone(),
+        }));
+        gate
+    }
+}
+
+impl<G: Gate> Gate for SharedGate<'_, G> {
+    fn check(
+        &mut self,
+        call: &ToolCall,
+        tools: &ToolRegistry,
+        args: &serde_json::Value,
+        hook: Option<crate::hooks::Permission>,
+    ) -> GateDecision {
+        let decision = self.labelled().check(call, tools, args, hook);
+        if decision == GateDecision::Interrupt {
+            self.all.send_modify(|n| *n += 1);
+        }
+        decision
+    }
+    fn set_label(&mut self, label: Option<String>) {
+        self.sub = label;
+    }
+    fn unattended(&self) -> Option<Box<dyn Gate + Send>> {
+        self.gate.borrow().unattended()
+    }
+    fn network(&mut self, host: &str, port: u16) -> bool {
+        self.labelled().network(host, port)
+    }
+    fn continue_uncompacted(&mut self) -> bool {
+        self.labelled().continue_uncompacted()
+    }
+}
+
+/// Runs `futures` together; `done(i, output)` is called in index order, for each as soon as it
+/// and all those before it are done.
+async fn in_order<F: Future>(futures: Vec<F>, mut done: impl FnMut(usize, F::Output)) {
+    let mut running: Vec<Option<Pin<Box<F>>>> =
+        futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut outputs: Vec<Option<F::Output>> = running.iter().map(|_| None).collect();
+    let mut next = 0;
+    std::future::poll_fn(|cx| {
+        for (slot, output) in running.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot
+                && let Poll::Ready(value) = future.as_mut().poll(cx)
+            {
+                *output = Some(value);
+                *slot = None;
+            }
+        }
+        while let Some(value) = outputs.get_mut(next).and_then(Option::take) {
+            done(next, value);
+            next += 1;
+        }
+        if next == outputs.len() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Why answers run one after another instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OneAfterAnother {
+    /// Without checkpoints nothing can be put back between the answers that change files.
+    NoCheckpoints,
+    /// A `post_message` hook checks an answer's end in the folder as that answer left it.
+    StopHooks,
+    /// The folder could not be snapshotted (nothing ran).
+    SnapshotFailed(String),
+}
+
+/// What answers side by side left.
+pub struct Together {
+    /// How each ended and its tip, in order.
+    pub ends: Vec<(Ended, String)>,
+    /// What could not be put back in the folder between them.
+    pub problems: Vec<String>,
+    /// The conversation opened again (the answers wrote beside this copy of it).
+    pub reopened: Result<LoadReport, StoreError>,
+}
+
+impl Session {
+    /// Why `/retry --n K` cannot run its answers side by side here; None: it can.
+    pub fn side_by_side_refusal(&self) -> Option<OneAfterAnother> {
+        if self.checkpoints.is_none() {
+            return Some(OneAfterAnother::NoCheckpoints);
+        }
+        if self.hooks.as_ref().is_some_and(|h| h.wants("post_message")) {
+            return Some(OneAfterAnother::StopHooks);
+        }
+        None
+    }
+
+    /// Whether answers can run side by side now: the folder as the user keeps it is snapshotted
+    /// (what `new` sees of it now is what they all start from).
+    pub fn ready_together(&self) -> Result<(), OneAfterAnother> {
+        if let Some(why) = self.side_by_side_refusal() {
+            return Err(why);
+        }
+        match self.checkpoints.as_ref().map(|c| c.take()) {
+            Some(Ok(Some(_))) => Ok(()),
+            Some(Err(e)) => Err(OneAfterAnother::SnapshotFailed(e.to_string())),
+            _ => Err(OneAfterAnother::NoCheckpoints),
+        }
+    }
+
+    /// `count` answers to the user message at the cursor, side by side, from the folder as it
+    /// is now: snapshotted by [`Session::ready_together`], which comes first. Each answer's events go to `done` whole, with how long it took, in order, as soon
+    /// as it and those before it are done; the questions of all go to `asking`, each labelled
+    /// with `label(i)`. The cursor ends on the last, as when they run one after another; what
+    /// follows each answer ([`Session::finish`]) is the caller's.
+    pub async fn answer_together(
+        &mut self,
+        count: usize,
+        label: &dyn Fn(usize) -> String,
+        asking: &mut dyn Frontend,
+        done: &mut dyn FnMut(usize, Recorder, std::time::Duration),
+    ) -> Result<Together, OneAfterAnother> {
+        if let Some(why) = self.side_by_side_refusal() {
+            return Err(why);
+        }
+        let folder = SharedFolder::default();
+        self.learn_server_window().await;
+        let allowed = self.turn_tools();
+        let agent = Agent {
+            provider: &self.provider,
+            tools: &self.tools,
+            model: self.config.model.clone(),
+            max_rounds: self.config.max_rounds,
+            context: Some(&self.context),
+            allowed_tools: allowed.as_deref(),
+            checkpoints: self.checkpoints.as_deref(),
+            hooks: self.hooks.as_ref(),
+            // A subagent may go on in the background after its answer ended and gave the
+            // folder back: side by side, answers work alone.
+            subagents: None,
+            role: None,
+            folder: Some(&folder),
+        };
+        let asking = RefCell::new(asking);
+        let gate = RefCell::new(SessionGate::new(
+            &mut self.policy,
+            &asking,
+            &self.layers,
+            self.config.project_trusted,
+            &self.workdir,
+            self.hooks.as_ref(),
+        ));
+        // One interrupt for all: the session's, or an interrupt at one answer's question.
+        let (all, stop) = tokio::sync::watch::channel(0u64);
+        let futures: Vec<_> = (0..count)
+            .map(|i| {
+                let mut session = self.chat.fork();
+                let mut interrupts = stop.clone();
+                let mut gate = SharedGate {
+                    gate: &gate,
+                    all: &all,
+                    label: label(i),
+                    sub: None,
+                };
+                let agent = &agent;
+                async move {
+                    let started = std::time::Instant::now();
+                    let mut recorder = Recorder::default();
+                    let end = {
+                        let front = RefCell::new(&mut recorder as &mut dyn Frontend);
+                        let mut relay = Relay::new(&front);
+                        agent
+                            .run(&mut session, &mut relay, &mut gate, &mut interrupts)
+                            .await
+                    };
+                    let tip = session.conversation().cursor().to_string();
+                    (Ended::from(end), recorder, tip, started.elapsed())
+                }
+            })
+            .collect();
+        let mut ends: Vec<(Ended, String)> = Vec::new();
+        self.turns_started.fetch_add(1, Ordering::SeqCst);
+        self.busy.store(true, Ordering::SeqCst);
+        self.interrupts.borrow_and_update();
+        let outer = &mut self.interrupts;
+        let answers = in_order(futures, |i, (end, recorder, tip, took)| {
+            done(i, recorder, took);
+            ends.push((end, tip));
+        });
+        let forward = async {
+            while outer.changed().await.is_ok() {
+                all.send_modify(|n| *n += 1);
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            _ = answers => {}
+            _ = forward => {}
+        }
+        self.busy.store(false, Ordering::SeqCst);
+        self.interrupts.borrow_and_update();
+        drop(agent);
+        drop(gate);
+        let problems = folder.take_problems();
+        // The answers wrote to the file beside this copy of it: what is there now is the tree.
+        let id = self.chat.id().to_string();
+        let reopened = ChatSession::open(self.store.clone(), &id, &self.system_prompt).map(
+            |(chat, report)| {
+                self.chat = chat;
+                report
+            },
+        );
+        if reopened.is_ok() {
+            // The cursor on the last, as one after another leaves it.
+            if let Some((_, tip)) = ends.last() {
+                let _ = self.chat.move_cursor(tip);
+            }
+        }
+        Ok(Together {
+            ends,
+            problems,
+            reopened,
+        })
+    }
+}
