@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
-use super::markdown::display_width;
 use super::output::Printer;
 use super::repl::{App, interruptible};
 use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
+use super::wrap;
 use new_core::conversation::LoadReport;
 use new_core::session::{Ended, ExportFormat, ManageError, Switched};
 use new_core::vocab::Role;
@@ -479,11 +479,13 @@ impl App {
         let laid: Vec<Vec<(String, u8)>> = blocks
             .iter()
             .map(|(header, answer, files)| {
-                let mut lines: Vec<(String, u8)> =
-                    wrap(header, column).into_iter().map(|l| (l, 0)).collect();
-                lines.extend(wrap(answer, column).into_iter().map(|l| (l, 1)));
+                let mut lines: Vec<(String, u8)> = wrap::lines(header, column)
+                    .into_iter()
+                    .map(|l| (l, 0))
+                    .collect();
+                lines.extend(wrap::lines(answer, column).into_iter().map(|l| (l, 1)));
                 if let Some(files) = files {
-                    lines.extend(wrap(files, column).into_iter().map(|l| (l, 2)));
+                    lines.extend(wrap::lines(files, column).into_iter().map(|l| (l, 2)));
                 }
                 lines
             })
@@ -494,7 +496,7 @@ impl App {
             let mut cells = Vec::new();
             for lines in &laid {
                 let (line, style) = lines.get(row).cloned().unwrap_or_default();
-                let pad = column.saturating_sub(display_width(&line));
+                let pad = column.saturating_sub(wrap::width(&line));
                 let padded = format!("{line}{}", " ".repeat(pad));
                 cells.push(match style {
                     0 => self.out.bold(&padded),
@@ -1105,7 +1107,7 @@ impl App {
                 return self.refuse_text("help_no_such_command", &[("name", &name)]);
             };
             let mut text = format!("{}\n", self.out.bold(&usage(c)));
-            for line in wrap(&c.help(lang), width - 2) {
+            for line in wrap::lines(&c.help(lang), width - 2) {
                 text.push_str(&format!("  {line}\n"));
             }
             if c.names.len() > 1 {
@@ -1181,15 +1183,15 @@ impl App {
         ];
         let mut text = String::new();
         let row = |text: &mut String, left: &str, help: &str| {
-            let lines = wrap(help, width.saturating_sub(COLUMN + 1).max(20));
+            let lines = wrap::lines(help, width.saturating_sub(COLUMN + 1).max(20));
             // A usage too long for its column has its text on the lines below.
-            let own_line = display_width(left) + 3 > COLUMN;
+            let own_line = wrap::width(left) + 3 > COLUMN;
             if own_line {
                 text.push_str(&format!("  {left}\n"));
             }
             for (i, line) in lines.iter().enumerate() {
                 if i == 0 && !own_line {
-                    let pad = COLUMN - display_width(left) - 2;
+                    let pad = COLUMN - wrap::width(left) - 2;
                     text.push_str(&format!("  {left}{}{line}\n", " ".repeat(pad)));
                 } else {
                     text.push_str(&format!("{}{line}\n", " ".repeat(COLUMN)));
@@ -1227,7 +1229,7 @@ impl App {
         if !skills.is_empty() {
             text.push_str(&self.out.bold(&self.tr("help_group_skills", &[])));
             text.push('\n');
-            for line in wrap(&skills.join("  "), width - 2) {
+            for line in wrap::lines(&skills.join("  "), width - 2) {
                 text.push_str(&format!("  {line}\n"));
             }
             text.push('\n');
@@ -1254,7 +1256,7 @@ impl App {
             })
             .collect();
         let mut tail = String::new();
-        for line in wrap(
+        for line in wrap::lines(
             &format!("{} {}", self.tr("aliases", &[]), aliases.join(", ")),
             width,
         ) {
@@ -1265,37 +1267,4 @@ impl App {
         text.push_str(&self.out.dim(&tail));
         self.out.say(&text);
     }
-}
-
-/// `text` wrapped to `width` columns: at spaces where it can, inside a word too long for a line.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    use unicode_width::UnicodeWidthChar;
-    let width = width.max(1);
-    let mut out = Vec::new();
-    for source in text.lines() {
-        let mut line = String::new();
-        let mut used = 0;
-        for word in source.split(' ') {
-            let w = display_width(word);
-            if used > 0 && used + 1 + w > width {
-                out.push(std::mem::take(&mut line));
-                used = 0;
-            }
-            if used > 0 {
-                line.push(' ');
-                used += 1;
-            }
-            for c in word.chars() {
-                let cw = c.width().unwrap_or(0);
-                if used + cw > width && used > 0 {
-                    out.push(std::mem::take(&mut line));
-                    used = 0;
-                }
-                line.push(c);
-                used += cw;
-            }
-        }
-        out.push(line);
-    }
-    out
 }

@@ -26,5 +26,6 @@ mod terminal;
 pub mod text;
 pub mod tree_view;
 mod typeahead;
+mod wrap;
 
 pub use repl::{App, Flow, Launch, default_datadir, run};

@@ -1,20 +1,33 @@
 //! Markdown answers rendered for a terminal while they stream.
 //!
 //! Output is only ever appended: a line is printed once it is complete (a long paragraph line as
-//! soon as each of its wrapped lines is), so the scrollback stays a plain, copyable log. Headings,
-//! emphasis, inline code, links (OSC 8 hyperlinks where the terminal has them), lists, block quotes,
-//! rules, fenced code with syntax highlighting ([`super::highlight`]) and tables (aligned to the
-//! width, cells wrapped) are drawn; long lines wrap at word boundaries, code lines never (the
-//! terminal's own soft wrap keeps them copyable as one line). A table shows its rows as they arrive
-//! and is laid out when it closes: the rows it showed (never more than fit on the screen, so they
-//! can be reached) are erased and the table drawn in their place.
+//! soon as each of its wrapped lines is), so the scrollback stays a plain, copyable log. Headings
+//! (ATX and setext), emphasis, inline code, links (OSC 8 hyperlinks where the terminal has them;
+//! reference links too), lists, block quotes, rules, fenced code with syntax highlighting
+//! ([`super::highlight`]) and tables (aligned to the width, cells wrapped) are drawn; long lines
+//! wrap at word boundaries ([`super::wrap`]), code lines never (the terminal's own soft wrap keeps
+//! them copyable as one line). A table shows its rows as they arrive and is laid out when it
+//! closes: the rows it showed (never more than fit on the screen, so they can be reached) are
+//! erased and the table drawn in their place.
+//!
+//! The streaming part here only decides where lines and blocks end and what prefixes a line gets
+//! (list markers, quote bars); what a line, a heading or a table says is parsed by
+//! `pulldown-cmark`, and its events are drawn. A line still arriving is parsed as far as it goes,
+//! and only the characters no later text can change (see [`settled`]) are printed.
 //!
 //! The renderer is plain text in, text with escape sequences out: it does no I/O, and what it is fed
 //! has had its control characters escaped already.
 
+use std::collections::HashMap;
+use std::ops::Range;
+
+use pulldown_cmark::{
+    Alignment, BrokenLink, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd,
+};
 use unicode_width::UnicodeWidthChar;
 
 use super::highlight::Highlighter;
+use super::wrap::{self, LongWords};
 
 /// Where and how to render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,38 +107,537 @@ const CODE: &str = "36";
 const LINK: &str = "34";
 const QUOTE_BAR: &str = "│ ";
 
-/// Emphasis open at a point of a line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Open {
-    /// `*` or `_` emphasis, with the marker that opened it.
-    italic: Option<u8>,
-    bold: Option<u8>,
-    strike: bool,
+/// A line still arriving whose unsettled part is longer than this is parsed again only once it has
+/// grown by half.
+const LOOKAHEAD: usize = 2048;
+
+/// Put before a line's text when it is parsed: a space (to CommonMark's emphasis rules, like the
+/// start of a line) that is no block marker, so the text is read as a paragraph whatever it starts
+/// with (`# `, `1. `, `> `, four spaces…). Its characters are not shown.
+const GUARD: &str = "\u{a0}";
+
+/// What pulldown-cmark is asked to read.
+fn options() -> Options {
+    Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES
 }
 
-impl Open {
-    /// The emphasis a run of `width` markers opens or closes: two for bold, one for italic.
-    fn emphasis(&mut self, width: usize) -> &mut Option<u8> {
-        if width == 2 {
-            &mut self.bold
-        } else {
-            &mut self.italic
+/// Link reference definitions (`[1]: https://…`) seen so far in the answer, by normalized label.
+#[derive(Debug, Default)]
+struct Definitions(HashMap<String, String>);
+
+impl Definitions {
+    /// CommonMark matches labels without regard to case or runs of spaces.
+    fn key(label: &str) -> String {
+        label
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    }
+
+    /// A reference pulldown-cmark found no definition for in the text it was given: one seen
+    /// earlier in the answer. One whose definition has not arrived stays as written (`[text][1]`,
+    /// or `a[i][j]`, which is no link): its definition, when it comes, shows the URL.
+    fn resolve<'a>(&self, link: BrokenLink<'a>) -> Option<(CowStr<'a>, CowStr<'a>)> {
+        let url = self.0.get(&Self::key(&link.reference))?;
+        Some((url.clone().into(), "".into()))
+    }
+}
+
+/// A link reference definition that is the whole line: its label, URL and title.
+fn definition(line: &str) -> Option<(String, String, String)> {
+    if !line.trim_start().starts_with('[') {
+        return None;
+    }
+    let mut parser = Parser::new_ext(line, options());
+    let (label, def) = parser.reference_definitions().iter().next()?;
+    let title = def.title.as_deref().unwrap_or_default().to_string();
+    let found = (label.to_string(), def.dest.to_string(), title);
+    parser.next().is_none().then_some(found)
+}
+
+/// The styled characters of a piece of Markdown, with what the parse saw where.
+#[derive(Debug, Default)]
+struct Inline {
+    chars: Vec<(char, Style)>,
+    /// The byte offset in the source each character comes from (the URL shown after a link: the
+    /// link's start).
+    offsets: Vec<usize>,
+    /// The URLs the characters' `link` fields point into, after the caller's own.
+    links: Vec<String>,
+    /// Where each of those links starts.
+    link_starts: Vec<usize>,
+    /// Source ranges shown as text, and those of them shown exactly as written (no escape, no
+    /// entity).
+    text: Vec<Range<usize>>,
+    verbatim: Vec<Range<usize>>,
+    /// Code spans, inline HTML and autolinks: source ranges taken whole.
+    whole: Vec<Range<usize>>,
+    /// Other links (their text is Markdown too).
+    link_spans: Vec<Range<usize>>,
+    /// Emphasis, strong, strike-through and link spans.
+    spans: Vec<Range<usize>>,
+}
+
+/// A link being drawn: its number, where its text starts in the characters and in the source.
+#[derive(Debug)]
+struct OpenLink {
+    link: u32,
+    text_from: usize,
+    start: usize,
+}
+
+/// Draws pulldown-cmark's inline events as styled characters.
+struct Walk<'a> {
+    layout: &'a Layout,
+    base: Style,
+    /// Links the caller has already: this walk's are numbered after them.
+    first_link: usize,
+    /// Source bytes not shown (the [`GUARD`]); offsets are counted after them.
+    hidden: usize,
+    bold: u32,
+    italic: u32,
+    strike: u32,
+    open: Vec<OpenLink>,
+    out: Inline,
+}
+
+impl<'a> Walk<'a> {
+    fn new(layout: &'a Layout, base: Style, first_link: usize, hidden: usize) -> Self {
+        Walk {
+            layout,
+            base,
+            first_link,
+            hidden,
+            bold: 0,
+            italic: 0,
+            strike: 0,
+            open: Vec::new(),
+            out: Inline::default(),
+        }
+    }
+
+    fn style(&self) -> Style {
+        let link = self.open.last().map_or(self.base.link, |open| open.link);
+        Style {
+            bold: self.base.bold || self.bold > 0,
+            italic: self.base.italic || self.italic > 0,
+            strike: self.base.strike || self.strike > 0,
+            link,
+            ..self.base
+        }
+    }
+
+    /// `text` in `style`, all its characters from source offset `at`.
+    fn push(&mut self, text: &str, style: Style, at: usize) {
+        for c in text.chars() {
+            self.out.chars.push((c, style));
+            self.out.offsets.push(at);
+        }
+    }
+
+    fn event(&mut self, event: Event<'_>, range: Range<usize>, source: &str) {
+        let hidden = self.hidden;
+        let local = range.start.saturating_sub(hidden)..range.end.saturating_sub(hidden);
+        let at = local.start;
+        match event {
+            Event::Text(text) => {
+                let style = self.style();
+                if source.get(range.clone()) == Some(&*text) {
+                    for (i, c) in text.char_indices() {
+                        if range.start + i >= hidden {
+                            self.out.chars.push((c, style));
+                            self.out.offsets.push(range.start + i - hidden);
+                        }
+                    }
+                    self.out.verbatim.push(local.clone());
+                } else {
+                    self.push(&text, style, at);
+                }
+                self.out.text.push(local);
+            }
+            Event::Code(text) => {
+                let style = Style {
+                    code: true,
+                    ..self.style()
+                };
+                self.push(&text, style, at);
+                self.out.whole.push(local);
+            }
+            Event::InlineHtml(text) | Event::Html(text) => {
+                self.push(&text, self.style(), at);
+                self.out.whole.push(local);
+            }
+            Event::SoftBreak | Event::HardBreak => self.push(" ", self.style(), at),
+            Event::Start(Tag::Emphasis) => {
+                self.italic += 1;
+                self.out.spans.push(local);
+            }
+            Event::Start(Tag::Strong) => {
+                self.bold += 1;
+                self.out.spans.push(local);
+            }
+            Event::Start(Tag::Strikethrough) => {
+                self.strike += 1;
+                self.out.spans.push(local);
+            }
+            Event::End(TagEnd::Emphasis) => self.italic = self.italic.saturating_sub(1),
+            Event::End(TagEnd::Strong) => self.bold = self.bold.saturating_sub(1),
+            Event::End(TagEnd::Strikethrough) => self.strike = self.strike.saturating_sub(1),
+            Event::Start(
+                Tag::Link {
+                    link_type,
+                    dest_url,
+                    ..
+                }
+                | Tag::Image {
+                    link_type,
+                    dest_url,
+                    ..
+                },
+            ) => {
+                self.out.spans.push(local.clone());
+                if matches!(link_type, LinkType::Autolink | LinkType::Email) {
+                    self.out.whole.push(local);
+                } else {
+                    self.out.link_spans.push(local);
+                }
+                self.out.links.push(dest_url.to_string());
+                self.out.link_starts.push(at);
+                self.open.push(OpenLink {
+                    link: (self.first_link + self.out.links.len()) as u32,
+                    text_from: self.out.chars.len(),
+                    start: at,
+                });
+            }
+            Event::End(TagEnd::Link | TagEnd::Image) => {
+                if let Some(open) = self.open.pop() {
+                    let url = &self.out.links[open.link as usize - self.first_link - 1];
+                    let shown: String = self.out.chars[open.text_from..]
+                        .iter()
+                        .map(|c| c.0)
+                        .collect();
+                    if !self.layout.hyperlinks && *url != shown {
+                        let suffix = format!(" ({url})");
+                        let faint = Style {
+                            faint: true,
+                            ..self.style()
+                        };
+                        self.push(&suffix, faint, open.start);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }
 
-/// The longest stretch searched for the end of an emphasis or code span: a marker with no end
-/// within it is taken literally (keeps a pathological line linear).
-const LOOKAHEAD: usize = 2048;
+/// The characters of one line's text (its prefixes taken off), parsed as inline Markdown.
+fn parse_inline(
+    text: &str,
+    base: Style,
+    first_link: usize,
+    layout: &Layout,
+    definitions: &Definitions,
+) -> Inline {
+    // Most lines, and most of what is left of a line still arriving, have nothing pulldown-cmark
+    // would read as markup: they are their own text, less the spaces that end them.
+    if !text.bytes().any(|b| {
+        matches!(
+            b,
+            b'\\' | b'`' | b'*' | b'_' | b'~' | b'[' | b'<' | b'&' | b'\r'
+        )
+    }) {
+        let shown = text.trim_end_matches([' ', '\t']);
+        let mut out = Inline {
+            chars: Vec::with_capacity(shown.len()),
+            offsets: Vec::with_capacity(shown.len()),
+            ..Inline::default()
+        };
+        for (i, c) in shown.char_indices() {
+            out.chars.push((c, base));
+            out.offsets.push(i);
+        }
+        if !shown.is_empty() {
+            out.text.push(0..shown.len());
+            out.verbatim.push(0..shown.len());
+        }
+        return out;
+    }
+    let source = format!("{GUARD}{text}");
+    let mut walk = Walk::new(layout, base, first_link, GUARD.len());
+    walk.out.chars.reserve(text.len());
+    walk.out.offsets.reserve(text.len());
+    let resolve = |link| definitions.resolve(link);
+    let parser = Parser::new_with_broken_link_callback(&source, options(), Some(resolve));
+    for (event, range) in parser.into_offset_iter() {
+        walk.event(event, range, &source);
+    }
+    walk.out
+}
 
-/// One logical line being laid out: its source, the characters parsed so far with their styles,
-/// and what of it was printed.
+/// How much of a line still arriving is settled. Its characters from before the first returned
+/// offset are the same however the line goes on: what comes before is free of anything a later
+/// character could still turn into markup or out of it (an emphasis marker that may open, a code
+/// span or a bracket still open, an entity or an escape cut short, a marker at the very end). The
+/// second offset (not after the first) falls between two words of plain text, where the rest
+/// can be parsed on its own; 0 when there is none.
+fn settled(text: &str, parsed: &Inline) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let covered = |ranges: &[Range<usize>], at: usize| {
+        let k = ranges.partition_point(|r| r.end <= at);
+        ranges.get(k).is_some_and(|r| r.start <= at)
+    };
+    // A link at the end, or before `(` or `[` (pulldown-cmark reads `\[` as one there too), may
+    // still turn into another.
+    let mut cut = parsed
+        .link_spans
+        .iter()
+        .filter(|r| matches!(bytes.get(r.end), None | Some(b'(' | b'[' | b'\\')))
+        .map(|r| r.start)
+        .min()
+        .unwrap_or(bytes.len());
+    let mut whole = parsed.whole.iter().peekable();
+    let mut i = 0;
+    while i < cut {
+        while whole.peek().is_some_and(|r| r.end <= i) {
+            whole.next();
+        }
+        if let Some(r) = whole.peek()
+            && r.start <= i
+        {
+            // A code span's closing run may still grow.
+            if r.end == bytes.len() {
+                cut = r.start;
+                break;
+            }
+            i = r.end;
+            continue;
+        }
+        let unsettled = match bytes[i] {
+            b'\\' if i + 1 == bytes.len() => true,
+            b'\\' => {
+                i += if bytes[i + 1].is_ascii_punctuation() {
+                    2
+                } else {
+                    1
+                };
+                continue;
+            }
+            // One that closes none yet: a later one of the same length may.
+            b'`' => true,
+            c @ (b'*' | b'_' | b'~') => {
+                let run = bytes[i..].iter().take_while(|b| **b == c).count();
+                let literal = (i..i + run).any(|at| covered(&parsed.text, at));
+                if i + run == bytes.len() || (literal && can_open(text, i, run)) {
+                    true
+                } else {
+                    i += run;
+                    continue;
+                }
+            }
+            b'[' => covered(&parsed.text, i) && !bracket_settled(text, i, &parsed.whole),
+            // Outside a tag or an autolink, even in a link's destination: one may still close.
+            b'<' => bytes
+                .get(i + 1)
+                .is_none_or(|b| b.is_ascii_alphabetic() || matches!(b, b'/' | b'!' | b'?')),
+            b'&' => {
+                covered(&parsed.text, i)
+                    && bytes[i + 1..]
+                        .iter()
+                        .all(|b| b.is_ascii_alphanumeric() || *b == b'#')
+            }
+            _ => false,
+        };
+        if unsettled {
+            cut = if bytes[i] == b'[' && i > 0 && bytes[i - 1] == b'!' {
+                i - 1
+            } else {
+                i
+            };
+            break;
+        }
+        i += 1;
+    }
+    // Not inside a span (its end may not be where it will be), nor inside the run of markers
+    // that opened one.
+    loop {
+        while cut > 0
+            && cut < bytes.len()
+            && matches!(bytes[cut], b'*' | b'_' | b'~')
+            && bytes[cut - 1] == bytes[cut]
+        {
+            cut -= 1;
+        }
+        match parsed
+            .spans
+            .iter()
+            .filter(|r| r.start < cut && cut < r.end)
+            .map(|r| r.start)
+            .min()
+        {
+            Some(start) => cut = start,
+            None => break,
+        }
+    }
+    // Spans are in the order they start: how far those that started before a point reach.
+    let mut reach = Vec::with_capacity(parsed.spans.len());
+    let mut far = 0;
+    for r in &parsed.spans {
+        far = far.max(r.end);
+        reach.push(far);
+    }
+    let in_span = |at: usize| {
+        let n = parsed.spans.partition_point(|r| r.start < at);
+        n > 0 && reach[n - 1] > at
+    };
+    let commit = (1..cut.min(bytes.len().saturating_sub(1)) + 1)
+        .rev()
+        .find(|&k| {
+            k < bytes.len()
+                && bytes[k - 1] == b' '
+                && !bytes[k].is_ascii_whitespace()
+                && covered(&parsed.verbatim, k - 1)
+                && covered(&parsed.verbatim, k)
+                && !in_span(k)
+        })
+        .unwrap_or(0);
+    (cut, commit)
+}
+
+/// Whether a run of `*`, `_` or `~` at `i` may open emphasis, by pulldown-cmark's rules (left
+/// flanking; `_` not inside a word; `~~` anywhere), judged generously where Unicode punctuation is
+/// concerned: a run wrongly judged able to only holds the line back.
+fn can_open(text: &str, i: usize, run: usize) -> bool {
+    let prev = text[..i].chars().next_back();
+    let next = text[i + run..].chars().next();
+    let space = |c: Option<char>| c.is_none_or(char::is_whitespace);
+    if space(next) {
+        return false;
+    }
+    let surely_punctuation = next.is_some_and(|c| c.is_ascii_punctuation());
+    let maybe_punctuation = prev.is_some_and(|c| !c.is_alphanumeric() && !c.is_whitespace());
+    match text.as_bytes()[i] {
+        b'~' => true,
+        b'*' if !surely_punctuation => true,
+        _ => space(prev) || maybe_punctuation,
+    }
+}
+
+/// Whether a `[` shown as text at `i` stays text however the line goes on: its `]` has come, with
+/// neither a code span nor a tag that might still swallow it before, and what follows it makes
+/// no link.
+fn bracket_settled(text: &str, i: usize, whole: &[Range<usize>]) -> bool {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut k = i;
+    while k < bytes.len() {
+        let j = whole.partition_point(|r| r.end <= k);
+        if let Some(r) = whole.get(j)
+            && r.start <= k
+        {
+            k = r.end;
+            continue;
+        }
+        match bytes[k] {
+            b'\\' => k += 1,
+            b'`' | b'<' => return false,
+            b'[' => depth += 1,
+            b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return bytes
+                        .get(k + 1)
+                        .is_some_and(|b| !matches!(b, b'(' | b'[' | b'\\'));
+                }
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    false
+}
+
+/// A table row with the pipes inside its code spans escaped: models seldom escape them, and GFM
+/// would split the cell there.
+fn protect_code_pipes(row: &str) -> std::borrow::Cow<'_, str> {
+    if !row.contains('`') {
+        return row.into();
+    }
+    let mut out = String::with_capacity(row.len() + 8);
+    // The length of the backtick run that opened the code span the text is in.
+    let mut open = 0;
+    let mut chars = row.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' => {
+                let mut run = 1;
+                while chars.next_if_eq(&'`').is_some() {
+                    run += 1;
+                }
+                if open == 0 {
+                    open = run;
+                } else if run == open {
+                    open = 0;
+                }
+                out.extend(std::iter::repeat_n('`', run));
+            }
+            '\\' if chars.peek() == Some(&'|') => {
+                chars.next();
+                out.push_str("\\|");
+            }
+            '|' if open > 0 => out.push_str("\\|"),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// The columns characters take.
+fn chars_width(chars: &[(char, Style)]) -> usize {
+    chars.iter().map(|(c, _)| c.width().unwrap_or(0)).sum()
+}
+
+/// Where styled characters break into lines of `first` columns, then `rest`: character ranges.
+fn wrap_chars(chars: &[(char, Style)], first: usize, rest: usize) -> Vec<Range<usize>> {
+    // A text that fits is one line (as textwrap would have it), without its trailing spaces.
+    if chars.is_empty() {
+        return Vec::new();
+    }
+    if chars_width(chars) <= first {
+        let end = chars
+            .iter()
+            .rposition(|(c, _)| *c != ' ')
+            .map_or(0, |p| p + 1);
+        return std::iter::once(0..end).collect();
+    }
+    let plain: String = chars.iter().map(|(c, _)| *c).collect();
+    // The ranges come in order: count the characters up to each end once.
+    let (mut byte, mut index) = (0, 0);
+    let mut to_index = |to: usize| {
+        index += plain[byte..to].chars().count();
+        byte = to;
+        index
+    };
+    wrap::ranges(&plain, first, rest, LongWords::Break)
+        .into_iter()
+        .map(|r| to_index(r.start)..to_index(r.end))
+        .collect()
+}
+
+/// One logical line being laid out: its source, what of it is settled, and what was printed.
 #[derive(Debug, Default)]
 struct Flow {
+    /// The line's text, its prefixes taken off.
     src: String,
-    parsed: usize,
-    open: Open,
+    /// Bytes of `src` whose characters are settled (in `chars`, or printed).
+    from: usize,
+    /// Settled characters not printed yet.
     chars: Vec<(char, Style)>,
+    /// Characters of the parse from `from` on that were printed already (they were known not to
+    /// change before `from` could move past them).
+    skip: usize,
+    /// URLs of the settled characters' links.
     links: Vec<String>,
     base: Style,
     first_prefix: String,
@@ -134,8 +646,8 @@ struct Flow {
     next_prefix_width: usize,
     /// Display lines printed so far.
     printed: usize,
-    /// How far the line being filled was measured (it grows while the line streams).
-    scan: Scan,
+    /// The length `src` must reach before parsing it again may print more.
+    parse_at: usize,
 }
 
 impl Flow {
@@ -145,344 +657,6 @@ impl Flow {
         } else {
             (&self.next_prefix, self.next_prefix_width)
         }
-    }
-
-    /// Parses what can be parsed of the source: all of it when `complete`, otherwise up to the
-    /// first marker whose end has not arrived yet.
-    fn parse(&mut self, complete: bool, layout: &Layout) {
-        let src = std::mem::take(&mut self.src);
-        let bytes = src.as_bytes();
-        let mut i = self.parsed;
-        self.chars.reserve(src.len() - i);
-        let style_now = |open: &Open, base: Style| Style {
-            bold: base.bold || open.bold.is_some(),
-            italic: base.italic || open.italic.is_some(),
-            strike: base.strike || open.strike,
-            ..base
-        };
-        while i < bytes.len() {
-            let c = src[i..].chars().next().expect("a char boundary");
-            let prev = src[..i].chars().next_back();
-            let style = style_now(&self.open, self.base);
-            match c {
-                '\\' if bytes.get(i + 1).is_some_and(|b| b.is_ascii_punctuation()) => {
-                    self.chars.push((bytes[i + 1] as char, style));
-                    i += 2;
-                }
-                '\\' if i + 1 == bytes.len() && !complete => break,
-                '`' => {
-                    let run = bytes[i..].iter().take_while(|b| **b == b'`').count();
-                    let body = i + run;
-                    if body == bytes.len() && !complete {
-                        break;
-                    }
-                    let window = &src[body..(body + LOOKAHEAD).min(src.len())];
-                    match find_run(window, '`', run) {
-                        // A closing run at the very end may still grow into a longer one.
-                        Some(at) if !complete && body + at + run == src.len() => break,
-                        Some(at) => {
-                            let text = &src[body..body + at];
-                            let text =
-                                match text.strip_prefix(' ').and_then(|t| t.strip_suffix(' ')) {
-                                    Some(inner) if !inner.trim().is_empty() => inner,
-                                    _ => text,
-                                };
-                            let code = Style {
-                                code: true,
-                                ..style
-                            };
-                            self.chars.extend(text.chars().map(|ch| (ch, code)));
-                            i = body + at + run;
-                        }
-                        None if !complete && src.len() - body < LOOKAHEAD => break,
-                        None => {
-                            self.chars.extend((0..run).map(|_| ('`', style)));
-                            i = body;
-                        }
-                    }
-                }
-                '*' | '_' | '~' => {
-                    let marker = c as u8;
-                    let run = bytes[i..].iter().take_while(|b| **b == marker).count();
-                    let next = src[i + run..].chars().next();
-                    if i + run == bytes.len() && !complete {
-                        break; // the run may grow, or the next character decide
-                    }
-                    let word = |ch: Option<char>| ch.is_some_and(char::is_alphanumeric);
-                    let space = |ch: Option<char>| ch.is_none_or(char::is_whitespace);
-                    match self.emphasis(marker, run, prev, next, word, space, &src, i, complete) {
-                        Marker::Markup => i += run,
-                        Marker::Undecided => break,
-                        Marker::Literal => {
-                            self.chars.extend((0..run).map(|_| (c, style)));
-                            i += run;
-                        }
-                    }
-                }
-                '[' => match link_at(&src[i..]) {
-                    LinkParse::Link { text, url, len } => {
-                        self.links.push(url.to_string());
-                        let link = Style {
-                            link: self.links.len() as u32,
-                            ..style
-                        };
-                        let mut inner = Flow {
-                            src: text.to_string(),
-                            base: link,
-                            ..Flow::default()
-                        };
-                        inner.parse(true, layout);
-                        self.chars.extend(inner.chars);
-                        if !layout.hyperlinks && url != text {
-                            let faint = Style {
-                                faint: true,
-                                ..style
-                            };
-                            self.chars
-                                .extend(format!(" ({url})").chars().map(|ch| (ch, faint)));
-                        }
-                        i += len;
-                    }
-                    LinkParse::Incomplete if !complete && src.len() - i < LOOKAHEAD => break,
-                    _ => {
-                        self.chars.push(('[', style));
-                        i += 1;
-                    }
-                },
-                // `<https://…>`, perhaps still arriving.
-                '<' if !complete
-                    && ["<http://", "<https://"]
-                        .iter()
-                        .any(|p| p.len() > src.len() - i && p.starts_with(&src[i..])) =>
-                {
-                    break;
-                }
-                '<' if src[i..].starts_with("<http://") || src[i..].starts_with("<https://") => {
-                    match src[i..].find('>') {
-                        Some(end) if !src[i + 1..i + end].contains(char::is_whitespace) => {
-                            let url = &src[i + 1..i + end];
-                            self.links.push(url.to_string());
-                            let link = Style {
-                                link: self.links.len() as u32,
-                                ..style
-                            };
-                            self.chars.extend(url.chars().map(|ch| (ch, link)));
-                            i += end + 1;
-                        }
-                        None if !complete => break,
-                        _ => {
-                            self.chars.push(('<', style));
-                            i += 1;
-                        }
-                    }
-                }
-                c => {
-                    // Plain text up to the next character that may be markup, in one go.
-                    let end = bytes[i + c.len_utf8()..]
-                        .iter()
-                        .position(|b| matches!(b, b'\\' | b'`' | b'*' | b'_' | b'~' | b'[' | b'<'))
-                        .map_or(bytes.len(), |n| i + c.len_utf8() + n);
-                    self.chars.extend(src[i..end].chars().map(|ch| (ch, style)));
-                    i = end;
-                }
-            }
-        }
-        self.parsed = i;
-        self.src = src;
-    }
-
-    /// What an emphasis or strike-through run at `i` is; as markup, its effect is applied (and
-    /// markers it does not use are added as text).
-    #[allow(clippy::too_many_arguments)]
-    fn emphasis(
-        &mut self,
-        marker: u8,
-        run: usize,
-        prev: Option<char>,
-        next: Option<char>,
-        word: impl Fn(Option<char>) -> bool,
-        space: impl Fn(Option<char>) -> bool,
-        src: &str,
-        i: usize,
-        complete: bool,
-    ) -> Marker {
-        let rest = &src[i + run..];
-        let undecided = || {
-            if complete || rest.len() >= LOOKAHEAD {
-                Marker::Literal
-            } else {
-                Marker::Undecided
-            }
-        };
-        if marker == b'~' {
-            if run != 2 {
-                return Marker::Literal;
-            }
-            if self.open.strike && !space(prev) {
-                self.open.strike = false;
-                return Marker::Markup;
-            }
-            if !space(next) {
-                return match closer(rest, "~~", complete) {
-                    Closer::Yes => {
-                        self.open.strike = true;
-                        Marker::Markup
-                    }
-                    Closer::Maybe => Marker::Undecided,
-                    Closer::No => undecided(),
-                };
-            }
-            return Marker::Literal;
-        }
-        // `_` inside a word (snake_case) is never markup.
-        if marker == b'_' && (word(prev) && word(next)) {
-            return Marker::Literal;
-        }
-        let closes = !space(prev) && (marker != b'_' || !word(next));
-        let opens = !space(next) && (marker != b'_' || !word(prev));
-        // Decided on a copy: nothing changes unless the run is settled.
-        let mut open = self.open;
-        let mut used = 0;
-        let mut left = run;
-        // Close what is open, innermost first.
-        if closes {
-            for width in [2, 1, 2] {
-                let slot = open.emphasis(width);
-                if left >= width && *slot == Some(marker) {
-                    *slot = None;
-                    left -= width;
-                    used += width;
-                }
-            }
-        }
-        if left > 0 && opens {
-            // Whether what is left opens depends on closers still to come, until the line is
-            // complete (or the lookahead is exhausted).
-            let waiting = !complete && rest.len() < LOOKAHEAD;
-            let marker_str = |n: usize| (marker as char).to_string().repeat(n);
-            for width in [2, 1] {
-                if left < width || open.emphasis(width).is_some() {
-                    continue;
-                }
-                match closer(rest, &marker_str(width), complete) {
-                    Closer::Yes => {
-                        *open.emphasis(width) = Some(marker);
-                        left -= width;
-                        used += width;
-                    }
-                    Closer::Maybe => return Marker::Undecided,
-                    Closer::No if waiting => return Marker::Undecided,
-                    Closer::No => {}
-                }
-            }
-            if left > 0 && used == 0 {
-                return undecided();
-            }
-        }
-        if used == 0 {
-            return Marker::Literal;
-        }
-        self.open = open;
-        // Markers left over are literal.
-        let style = Style {
-            bold: self.base.bold || self.open.bold.is_some(),
-            italic: self.base.italic || self.open.italic.is_some(),
-            strike: self.base.strike || self.open.strike,
-            ..self.base
-        };
-        self.chars
-            .extend((0..left).map(|_| (marker as char, style)));
-        Marker::Markup
-    }
-}
-
-/// What a run of emphasis markers turned out to be.
-enum Marker {
-    Markup,
-    Literal,
-    /// Its end may still arrive.
-    Undecided,
-}
-
-/// Whether `rest` holds a closing `marker`.
-enum Closer {
-    Yes,
-    No,
-    /// One at the very end of a line still arriving: its run may grow into another marker.
-    Maybe,
-}
-
-/// Looks for a closing `marker` (not preceded by a space) in `rest`, within the lookahead.
-fn closer(rest: &str, marker: &str, complete: bool) -> Closer {
-    let window = &rest[..new_core::utf8::floor_char_boundary(rest, LOOKAHEAD)];
-    let first = marker.as_bytes()[0];
-    let mut from = 0;
-    while let Some(at) = window[from..].find(marker) {
-        let at = from + at;
-        if at > 0 && !window[..at].ends_with(char::is_whitespace) {
-            let run_end = at + window[at..].bytes().take_while(|b| *b == first).count();
-            return if run_end == rest.len() && !complete {
-                Closer::Maybe
-            } else {
-                Closer::Yes
-            };
-        }
-        from = at + marker.len();
-    }
-    Closer::No
-}
-
-/// Where a run of exactly `n` `c`s starts in `text`.
-fn find_run(text: &str, c: char, n: usize) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == c as u8 {
-            let run = bytes[i..].iter().take_while(|b| **b == c as u8).count();
-            if run == n {
-                return Some(i);
-            }
-            i += run;
-        } else {
-            i += 1;
-        }
-    }
-    None
-}
-
-enum LinkParse<'a> {
-    Link {
-        text: &'a str,
-        url: &'a str,
-        len: usize,
-    },
-    Incomplete,
-    NotALink,
-}
-
-/// `[text](url)` at the start of `s`.
-fn link_at(s: &str) -> LinkParse<'_> {
-    let Some(close) = s.find(']') else {
-        return LinkParse::Incomplete;
-    };
-    let after = &s[close + 1..];
-    if after.is_empty() {
-        return LinkParse::Incomplete;
-    }
-    if !after.starts_with('(') {
-        return LinkParse::NotALink;
-    }
-    let Some(end) = after.find(')') else {
-        return LinkParse::Incomplete;
-    };
-    let url = after[1..end].trim();
-    if url.is_empty() || url.contains(char::is_whitespace) {
-        return LinkParse::NotALink;
-    }
-    LinkParse::Link {
-        text: &s[1..close],
-        url,
-        len: close + 1 + end + 1,
     }
 }
 
@@ -507,6 +681,8 @@ enum Line<'a> {
         next: String,
         next_width: usize,
         base: Style,
+        /// A paragraph's line: no list marker, no quote bar.
+        plain: bool,
         text: &'a str,
     },
 }
@@ -581,9 +757,10 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
         let bars: String = QUOTE_BAR.repeat(depth);
         let bar_width = 2 * depth;
         let prefix = paint_prefix(&bars, "2", layout);
-        // A list inside a quote keeps its marker; what the quote holds may not be known yet.
+        // A list inside a quote keeps its marker. What the quote holds may not be known yet: the
+        // start of a list item (`-   --`) may still look like a rule.
         let inner = classify(rest, complete, layout);
-        if inner.is_none() && !complete {
+        if !complete && !matches!(inner, Some(Line::Flowing { .. })) {
             return None;
         }
         if let Some(Line::Flowing {
@@ -593,6 +770,7 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
             next_width,
             base,
             text,
+            ..
         }) = inner
         {
             return Some(Line::Flowing {
@@ -604,6 +782,7 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
                     italic: true,
                     ..base
                 },
+                plain: false,
                 text,
             });
         }
@@ -616,6 +795,7 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
                 italic: true,
                 ..Style::default()
             },
+            plain: false,
             text: rest,
         });
     }
@@ -635,15 +815,20 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
             (["•", "◦", "▪"][level.min(2)].to_string(), text)
         };
         let pad = " ".repeat(indent);
-        let width = indent + display_width(&shown) + 1;
+        let width = indent + wrap::width(&shown) + 1;
         return Some(Line::Flowing {
             first: format!("{pad}{} ", paint_prefix(&shown, "1", layout)),
             first_width: width,
             next: " ".repeat(width),
             next_width: width,
             base: Style::default(),
+            plain: false,
             text,
         });
+    }
+    // `[label]: …` may be a link reference definition, drawn differently: known once complete.
+    if !complete && indent <= 3 && may_be_definition(trimmed) {
+        return None;
     }
     let pad = " ".repeat(indent);
     Some(Line::Flowing {
@@ -652,8 +837,54 @@ fn classify<'a>(line: &'a str, complete: bool, layout: &Layout) -> Option<Line<'
         next: pad,
         next_width: indent,
         base: Style::default(),
+        plain: true,
         text: trimmed,
     })
+}
+
+/// Whether the start of a line may be that of a link reference definition: `[`, a label not
+/// closed yet or closed by `]:`.
+fn may_be_definition(line: &str) -> bool {
+    let Some(label) = line.strip_prefix('[') else {
+        return false;
+    };
+    let bytes = label.as_bytes();
+    let mut k = 0;
+    while k < bytes.len() {
+        match bytes[k] {
+            b'\\' => k += 1,
+            b']' => return bytes.get(k + 1).is_none_or(|b| *b == b':'),
+            _ => {}
+        }
+        k += 1;
+    }
+    true
+}
+
+/// The level of the heading a line makes of the paragraph line above it (`===` 1, `---` 2).
+fn setext_underline(line: &str) -> Option<usize> {
+    let marks = line.trim_start_matches(' ');
+    let indent = line.len() - marks.len();
+    let marks = marks.trim_end_matches([' ', '\t']);
+    let level = match marks.bytes().next() {
+        Some(b'=') => 1,
+        Some(b'-') => 2,
+        _ => return None,
+    };
+    (indent <= 3 && marks.bytes().all(|b| b == marks.as_bytes()[0])).then_some(level)
+}
+
+/// Whether the start of a line may still become a setext underline.
+fn may_be_underline(start: &str) -> bool {
+    let marks = start.trim_start_matches(' ');
+    if start.len() - marks.len() > 3 {
+        return false;
+    }
+    let Some(first) = marks.bytes().next() else {
+        return true;
+    };
+    let run = marks.bytes().take_while(|b| *b == first).count();
+    matches!(first, b'=' | b'-') && marks[run..].bytes().all(|b| b == b' ' || b == b'\t')
 }
 
 /// `-`, `*`, `+`, `1.`, `1)` and the length of the marker with its space.
@@ -680,11 +911,6 @@ fn paint_prefix(text: &str, code: &str, layout: &Layout) -> String {
     }
 }
 
-/// The columns a text takes on a terminal.
-pub(super) fn display_width(s: &str) -> usize {
-    s.chars().map(|c| c.width().unwrap_or(0)).sum()
-}
-
 /// The block being streamed.
 #[derive(Debug)]
 enum Block {
@@ -703,6 +929,25 @@ enum Block {
     },
 }
 
+/// What the line before was, for what the next one may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Previous {
+    /// Nothing, a blank line or a block other than text: a link reference definition may follow.
+    Other,
+    /// A paragraph's line: the next may be a setext underline.
+    Paragraph,
+    /// A list item's or a quote's line, or a paragraph line that continues one.
+    Item,
+}
+
+/// A paragraph line drawn on one terminal line and not printed yet: a setext underline under it
+/// would make it a heading.
+#[derive(Debug)]
+struct Held {
+    text: String,
+    shown: String,
+}
+
 /// Renders one answer as it streams.
 #[derive(Debug)]
 pub struct Renderer {
@@ -714,6 +959,9 @@ pub struct Renderer {
     block: Block,
     /// A `\r` that ended the last piece.
     held_cr: bool,
+    held: Option<Held>,
+    previous: Previous,
+    definitions: Definitions,
 }
 
 impl Renderer {
@@ -728,6 +976,9 @@ impl Renderer {
             flow: None,
             block: Block::Text,
             held_cr: false,
+            held: None,
+            previous: Previous::Other,
+            definitions: Definitions::default(),
         }
     }
 
@@ -774,6 +1025,9 @@ impl Renderer {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             self.line(&line, &mut out);
+        }
+        if let Some(held) = self.held.take() {
+            out.push_str(&held.shown);
         }
         self.close_block(&mut out);
         out
@@ -842,7 +1096,7 @@ impl Renderer {
             } => {
                 if line.trim_start().starts_with('|') {
                     rows.push(line.to_string());
-                    let lines = display_width(line).div_ceil(self.layout.width).max(1);
+                    let lines = wrap::width(line).div_ceil(self.layout.width).max(1);
                     if *hidden == 0 && *shown + lines + 2 < self.layout.height {
                         *shown += lines;
                         out.push_str("\x1b[2m");
@@ -860,7 +1114,17 @@ impl Renderer {
             }
             Block::Text => {}
         }
+        if let Some(held) = self.held.take() {
+            if let Some(level) = setext_underline(line) {
+                self.flow = None;
+                self.previous = Previous::Other;
+                self.heading(&held.text, level, out);
+                return;
+            }
+            out.push_str(&held.shown);
+        }
         let layout = self.layout;
+        let previous = std::mem::replace(&mut self.previous, Previous::Other);
         match classify(line, true, &layout).expect("a complete line is always classified") {
             Line::Blank => {
                 self.flow = None;
@@ -898,18 +1162,7 @@ impl Renderer {
             }
             Line::Heading { level, text } => {
                 self.flow = None;
-                let base = Style {
-                    bold: true,
-                    underline: level == 1,
-                    heading: true,
-                    ..Style::default()
-                };
-                let mut flow = Flow {
-                    src: text.to_string(),
-                    base,
-                    ..Flow::default()
-                };
-                self.lay_out(&mut flow, true, out);
+                self.heading(text, level, out);
             }
             Line::Flowing {
                 first,
@@ -917,11 +1170,24 @@ impl Renderer {
                 next,
                 next_width,
                 base,
+                plain,
                 text,
             } => {
+                let top = plain && first_width <= 3;
+                if top
+                    && previous == Previous::Other
+                    && let Some((label, url, title)) = definition(text)
+                {
+                    self.flow = None;
+                    self.definitions
+                        .0
+                        .entry(Definitions::key(&label))
+                        .or_insert_with(|| url.clone());
+                    self.definition_line(&first, &label, &url, &title, out);
+                    return;
+                }
                 // The line may have been streaming: go on from where it was.
                 let mut flow = self.flow.take().unwrap_or_else(|| Flow {
-                    src: text.to_string(),
                     base,
                     first_prefix: first,
                     first_prefix_width: first_width,
@@ -929,13 +1195,74 @@ impl Renderer {
                     next_prefix_width: next_width,
                     ..Flow::default()
                 });
-                // A line that streamed has its text already; the line's end may only drop a `\r`.
-                if flow.src != text && !flow.src.starts_with(text) {
-                    flow.src = text.to_string();
+                // A line that streamed has its text already, or the start of it.
+                if flow.src != text {
+                    flow.src.clear();
+                    flow.src.push_str(text);
                 }
-                self.lay_out(&mut flow, true, out);
+                let mut shown = String::new();
+                self.lay_out(&mut flow, true, &mut shown);
+                self.previous = match previous {
+                    _ if !plain => Previous::Item,
+                    Previous::Item => Previous::Item,
+                    _ => Previous::Paragraph,
+                };
+                if top && self.previous == Previous::Paragraph && flow.printed == 1 {
+                    self.held = Some(Held {
+                        text: text.to_string(),
+                        shown,
+                    });
+                } else {
+                    out.push_str(&shown);
+                }
             }
         }
+    }
+
+    /// A heading's text, bold and coloured (the first level underlined).
+    fn heading(&self, text: &str, level: usize, out: &mut String) {
+        let base = Style {
+            bold: true,
+            underline: level == 1,
+            heading: true,
+            ..Style::default()
+        };
+        let mut flow = Flow {
+            src: text.to_string(),
+            base,
+            ..Flow::default()
+        };
+        self.lay_out(&mut flow, true, out);
+    }
+
+    /// A link reference definition, shown (its use may have been printed before it came): the
+    /// label dimmed, the URL a link.
+    fn definition_line(&self, pad: &str, label: &str, url: &str, title: &str, out: &mut String) {
+        let faint = Style {
+            faint: true,
+            ..Style::default()
+        };
+        let link = Style {
+            link: 1,
+            ..Style::default()
+        };
+        let mut chars: Vec<(char, Style)> =
+            format!("[{label}]:").chars().map(|c| (c, faint)).collect();
+        chars.push((' ', Style::default()));
+        chars.extend(url.chars().map(|c| (c, link)));
+        if !title.is_empty() {
+            chars.extend(format!(" \"{title}\"").chars().map(|c| (c, faint)));
+        }
+        let mut flow = Flow {
+            chars,
+            links: vec![url.to_string()],
+            first_prefix: pad.to_string(),
+            first_prefix_width: pad.len(),
+            next_prefix: pad.to_string(),
+            next_prefix_width: pad.len(),
+            ..Flow::default()
+        };
+        self.lay_out(&mut flow, true, out);
     }
 
     /// More of a line has arrived (`added`): a flowing line prints the wrapped lines it already
@@ -943,6 +1270,13 @@ impl Renderer {
     fn stream_partial(&mut self, added: &str, out: &mut String) {
         if !matches!(self.block, Block::Text) {
             return;
+        }
+        if let Some(held) = &self.held {
+            if may_be_underline(&self.pending) {
+                return;
+            }
+            out.push_str(&held.shown);
+            self.held = None;
         }
         let mut flow = match self.flow.take() {
             Some(mut flow) => {
@@ -959,6 +1293,7 @@ impl Renderer {
                     next_width,
                     base,
                     text,
+                    ..
                 }) => Flow {
                     src: text.to_string(),
                     base,
@@ -975,27 +1310,99 @@ impl Renderer {
         self.flow = Some(flow);
     }
 
-    /// Parses and wraps a flowing line, printing every wrapped line that is complete (all of them
-    /// when the line is).
+    /// Parses what is new of a flowing line and prints every wrapped line that is complete (all
+    /// of them when the line is).
     fn lay_out(&self, flow: &mut Flow, complete: bool, out: &mut String) {
-        flow.parse(complete, &self.layout);
-        loop {
-            let prefix_width = flow.prefix().1;
-            let room = self.layout.width.saturating_sub(prefix_width).max(10);
-            match next_break_scan(&flow.chars, room, complete, &mut flow.scan) {
-                Some((end, resume)) => {
-                    out.push_str(flow.prefix().0);
-                    self.styled_into(out, &flow.chars[..end], &flow.links);
-                    out.push('\n');
-                    flow.chars.drain(..resume);
-                    flow.scan = Scan::default();
-                    flow.printed += 1;
-                    if flow.chars.is_empty() {
-                        return;
-                    }
-                }
-                None => return,
-            }
+        let rest = flow.src.len() - flow.from;
+        // Not worth parsing before the line could fill a terminal line (a byte takes at most a
+        // column, but for a link's URL shown after it, which only delays the print).
+        let room = self.room(flow.first_prefix_width.max(flow.next_prefix_width));
+        if !complete && (flow.src.len() < flow.parse_at || chars_width(&flow.chars) + rest <= room)
+        {
+            return;
+        }
+        let first_link = flow.links.len();
+        let text = &flow.src[flow.from..];
+        let parsed = parse_inline(text, flow.base, first_link, &self.layout, &self.definitions);
+        let (cut, commit) = if complete {
+            (text.len(), text.len())
+        } else {
+            settled(text, &parsed)
+        };
+        let unsettled = text.len() - cut;
+        let before = |limit: usize| parsed.offsets.iter().take_while(|o| **o < limit).count();
+        let (stable, committed) = if complete {
+            (parsed.chars.len(), parsed.chars.len())
+        } else {
+            (before(cut), before(commit))
+        };
+        // What can be printed: the settled characters not printed yet, then the stable ones.
+        let skip = flow.skip.min(stable);
+        let settled_len = flow.chars.len();
+        let mut view = std::mem::take(&mut flow.chars);
+        view.reserve(stable - skip);
+        view.extend_from_slice(&parsed.chars[skip..stable]);
+        flow.links.extend(parsed.links);
+        let printed = self.print_lines(flow, &view, complete, out);
+        // Another line fills only once the last one, with what is not settled, has grown past the
+        // room; past the lookahead, not before the line has grown by half (keeps a pathological
+        // line linear).
+        let pending = chars_width(&view[printed..]) + unsettled;
+        let mut need = room.saturating_sub(pending);
+        if rest > LOOKAHEAD {
+            need = need.max(rest / 2);
+        }
+        flow.parse_at = flow.src.len() + need;
+        // Keep the settled characters not printed, and add those settled now.
+        let skip = skip + printed.saturating_sub(settled_len);
+        view.truncate(settled_len.max(printed));
+        view.drain(..printed);
+        if committed > skip {
+            view.extend_from_slice(&parsed.chars[skip..committed]);
+        }
+        flow.chars = view;
+        flow.skip = skip.saturating_sub(committed);
+        flow.from += commit;
+        let kept = parsed.link_starts.iter().filter(|s| **s < commit).count();
+        flow.links.truncate(first_link + kept);
+    }
+
+    /// The columns for a line's text after a prefix this wide.
+    fn room(&self, prefix: usize) -> usize {
+        self.layout.width.saturating_sub(prefix).max(10)
+    }
+
+    /// Prints the wrapped lines of `chars` that are complete (all of them when the text is), each
+    /// after the flow's prefix; returns how many characters they took.
+    fn print_lines(
+        &self,
+        flow: &mut Flow,
+        chars: &[(char, Style)],
+        complete: bool,
+        out: &mut String,
+    ) -> usize {
+        if chars.is_empty() {
+            return 0;
+        }
+        let lines = wrap_chars(
+            chars,
+            self.room(flow.prefix().1),
+            self.room(flow.next_prefix_width),
+        );
+        let done = if complete {
+            lines.len()
+        } else {
+            lines.len().saturating_sub(1)
+        };
+        for line in &lines[..done] {
+            out.push_str(flow.prefix().0);
+            self.styled_into(out, &chars[line.clone()], &flow.links);
+            out.push('\n');
+            flow.printed += 1;
+        }
+        match lines.get(done) {
+            Some(next) => next.start,
+            None => chars.len(),
         }
     }
 
@@ -1066,75 +1473,26 @@ impl Renderer {
         }
     }
 
-    /// A table laid out to the width; rows that do not make a table are shown as text.
+    /// A table laid out to the width; rows that do not make a table are shown as written.
     fn table(&self, rows: &[String]) -> String {
-        let cells: Vec<Vec<String>> = rows.iter().map(|r| split_row(r)).collect();
-        let is_delimiter = |row: &Vec<String>| {
-            !row.is_empty()
-                && row.iter().all(|c| {
-                    let c = c.trim();
-                    let inner = c.trim_start_matches(':').trim_end_matches(':');
-                    !inner.is_empty() && inner.bytes().all(|b| b == b'-')
-                })
+        let raw = || {
+            rows.iter()
+                .map(|row| format!("{row}\n"))
+                .collect::<String>()
         };
-        if cells.len() < 2 || !is_delimiter(&cells[1]) {
-            let mut out = String::new();
-            for row in rows {
-                out.push_str(row);
-                out.push('\n');
-            }
-            return out;
-        }
-        let aligns: Vec<u8> = cells[1]
+        let source = rows
             .iter()
-            .map(|c| {
-                let c = c.trim();
-                match (c.starts_with(':'), c.ends_with(':')) {
-                    (true, true) => b'c',
-                    (false, true) => b'r',
-                    _ => b'l',
-                }
-            })
-            .collect();
-        let columns = cells.iter().map(Vec::len).max().unwrap_or(1).max(1);
-        let body: Vec<ParsedRow> = cells
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != 1)
-            .map(|(i, row)| {
-                let mut links = Vec::new();
-                let parsed = (0..columns)
-                    .map(|c| {
-                        let mut flow = Flow {
-                            src: row.get(c).cloned().unwrap_or_default(),
-                            base: Style {
-                                bold: i == 0,
-                                ..Style::default()
-                            },
-                            ..Flow::default()
-                        };
-                        flow.parse(true, &self.layout);
-                        // Links of all cells share one list: re-index.
-                        let base = links.len() as u32;
-                        links.extend(flow.links);
-                        flow.chars
-                            .into_iter()
-                            .map(|(ch, mut s)| {
-                                if s.link > 0 {
-                                    s.link += base;
-                                }
-                                (ch, s)
-                            })
-                            .collect()
-                    })
-                    .collect();
-                (i == 0, parsed, links)
-            })
-            .collect();
+            .map(|row| protect_code_pipes(row))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let Some((aligns, body)) = self.parse_table(&source) else {
+            return raw();
+        };
+        let columns = aligns.len().max(1);
         let natural: Vec<usize> = (0..columns)
             .map(|c| {
                 body.iter()
-                    .map(|(_, row, _)| row[c].iter().map(|(ch, _)| ch.width().unwrap_or(0)).sum())
+                    .map(|row| chars_width(row.cell(c)))
                     .max()
                     .unwrap_or(0)
                     .max(1)
@@ -1144,12 +1502,7 @@ impl Renderer {
         let frame = 3 * columns + 1;
         let room = self.layout.width.saturating_sub(frame);
         if room < 3 * columns {
-            let mut out = String::new();
-            for row in rows {
-                out.push_str(row);
-                out.push('\n');
-            }
-            return out;
+            return raw();
         }
         let mut widths = natural.clone();
         while widths.iter().sum::<usize>() > room {
@@ -1172,142 +1525,97 @@ impl Renderer {
             text
         };
         let mut out = border("┌", "┬", "┐");
-        for (n, (header, row, links)) in body.iter().enumerate() {
+        for (n, row) in body.iter().enumerate() {
             let wrapped: Vec<Vec<&[(char, Style)]>> = (0..columns)
-                .map(|c| wrap_cell(&row[c], widths[c]))
+                .map(|c| {
+                    let chars = row.cell(c);
+                    wrap_chars(chars, widths[c], widths[c])
+                        .into_iter()
+                        .map(|r| &chars[r])
+                        .collect()
+                })
                 .collect();
             let height = wrapped.iter().map(Vec::len).max().unwrap_or(1).max(1);
             for line in 0..height {
                 out.push('│');
                 for c in 0..columns {
                     let piece: &[(char, Style)] = wrapped[c].get(line).copied().unwrap_or(&[]);
-                    let w: usize = piece.iter().map(|(ch, _)| ch.width().unwrap_or(0)).sum();
-                    let gap = widths[c].saturating_sub(w);
-                    let (before, after) = match aligns.get(c).copied().unwrap_or(b'l') {
-                        b'r' => (gap, 0),
-                        b'c' => (gap / 2, gap - gap / 2),
+                    let gap = widths[c].saturating_sub(chars_width(piece));
+                    let (before, after) = match aligns.get(c) {
+                        Some(Alignment::Right) => (gap, 0),
+                        Some(Alignment::Center) => (gap / 2, gap - gap / 2),
                         _ => (0, gap),
                     };
                     out.extend(std::iter::repeat_n(' ', before + 1));
-                    self.styled_into(&mut out, piece, links);
+                    self.styled_into(&mut out, piece, &row.links);
                     out.extend(std::iter::repeat_n(' ', after + 1));
                     out.push('│');
                 }
                 out.push('\n');
             }
-            if *header && n + 1 < body.len() {
+            if row.header && n + 1 < body.len() {
                 out.push_str(&border("├", "┼", "┤"));
             }
         }
         out.push_str(&border("└", "┴", "┘"));
         out
     }
+
+    /// A table's rows parsed by pulldown-cmark, with its columns' alignments; None when the rows
+    /// are not a table, or not only one.
+    fn parse_table(&self, source: &str) -> Option<(Vec<Alignment>, Vec<ParsedRow>)> {
+        let resolve = |link| self.definitions.resolve(link);
+        let mut events = Parser::new_with_broken_link_callback(source, options(), Some(resolve))
+            .into_offset_iter();
+        let Some((Event::Start(Tag::Table(aligns)), _)) = events.next() else {
+            return None;
+        };
+        let mut rows = Vec::new();
+        let mut row = ParsedRow::default();
+        let mut walk = Walk::new(&self.layout, Style::default(), 0, 0);
+        for (event, range) in events.by_ref() {
+            match event {
+                Event::Start(Tag::TableHead | Tag::TableRow) => {
+                    let header = matches!(event, Event::Start(Tag::TableHead));
+                    let base = Style {
+                        bold: header,
+                        ..Style::default()
+                    };
+                    walk = Walk::new(&self.layout, base, 0, 0);
+                    row = ParsedRow {
+                        header,
+                        ..ParsedRow::default()
+                    };
+                }
+                Event::Start(Tag::TableCell) => {}
+                Event::End(TagEnd::TableCell) => {
+                    row.cells.push(std::mem::take(&mut walk.out.chars));
+                }
+                Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
+                    row.links = std::mem::take(&mut walk.out.links);
+                    rows.push(std::mem::take(&mut row));
+                }
+                Event::End(TagEnd::Table) => break,
+                event => walk.event(event, range, source),
+            }
+        }
+        events.next().is_none().then_some((aligns, rows))
+    }
 }
 
 /// A table row parsed: whether it is the header, its cells' characters, and their links.
-type ParsedRow = (bool, Vec<Vec<(char, Style)>>, Vec<String>);
-
-/// The cells of a table row: split on `|` outside code spans and escapes, the outer pipes dropped.
-fn split_row(row: &str) -> Vec<String> {
-    let row = row.trim();
-    let row = row.strip_prefix('|').unwrap_or(row);
-    let row = match row.strip_suffix('|') {
-        Some(r) if !r.ends_with('\\') => r,
-        _ => row,
-    };
-    let mut cells = Vec::new();
-    let mut cell = String::new();
-    let mut in_code = false;
-    let mut chars = row.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'|') => {
-                cell.push('|');
-                chars.next();
-            }
-            '`' => {
-                in_code = !in_code;
-                cell.push(c);
-            }
-            '|' if !in_code => cells.push(std::mem::take(&mut cell).trim().to_string()),
-            c => cell.push(c),
-        }
-    }
-    cells.push(cell.trim().to_string());
-    cells
+#[derive(Debug, Default)]
+struct ParsedRow {
+    header: bool,
+    cells: Vec<Vec<(char, Style)>>,
+    links: Vec<String>,
 }
 
-/// A cell's characters in lines of at most `width` columns, broken at spaces where it can be.
-fn wrap_cell(chars: &[(char, Style)], width: usize) -> Vec<&[(char, Style)]> {
-    let mut lines = Vec::new();
-    let mut rest = chars;
-    while !rest.is_empty() {
-        match next_break(rest, width, true) {
-            Some((end, resume)) => {
-                lines.push(&rest[..end]);
-                rest = &rest[resume..];
-            }
-            None => break,
-        }
+impl ParsedRow {
+    /// A cell's characters; none for a cell the row lacks.
+    fn cell(&self, column: usize) -> &[(char, Style)] {
+        self.cells.get(column).map_or(&[], Vec::as_slice)
     }
-    lines
-}
-
-/// How far a line being filled has been measured.
-#[derive(Debug, Default, Clone, Copy)]
-struct Scan {
-    at: usize,
-    width: usize,
-    last_space: Option<usize>,
-}
-
-/// Where the first wrapped line of `chars` ends (exclusive) and where the next begins, for lines
-/// of `room` columns. In an incomplete line only a line known to be full is returned: one followed
-/// by more text. Breaks at the last space that fits; a word longer than a line is cut.
-fn next_break(chars: &[(char, Style)], room: usize, complete: bool) -> Option<(usize, usize)> {
-    next_break_scan(chars, room, complete, &mut Scan::default())
-}
-
-/// The same, going on from where `scan` stopped (the characters before it are unchanged).
-fn next_break_scan(
-    chars: &[(char, Style)],
-    room: usize,
-    complete: bool,
-    scan: &mut Scan,
-) -> Option<(usize, usize)> {
-    if chars.is_empty() {
-        return None;
-    }
-    for i in scan.at..chars.len() {
-        let c = chars[i].0;
-        if c == ' ' {
-            scan.last_space = Some(i);
-        }
-        let w = c.width().unwrap_or(0);
-        if scan.width + w > room && c != ' ' {
-            return match scan.last_space {
-                Some(s) if s > 0 => {
-                    let end = chars[..s]
-                        .iter()
-                        .rposition(|(c, _)| *c != ' ')
-                        .map_or(0, |p| p + 1);
-                    Some((end.max(1), s + 1))
-                }
-                _ if complete || i > 0 => Some((i.max(1), i.max(1))),
-                _ => None,
-            };
-        }
-        scan.width += w;
-        scan.at = i + 1;
-    }
-    // Everything fits: the line is done only when the text is.
-    complete.then(|| {
-        let end = chars
-            .iter()
-            .rposition(|(c, _)| *c != ' ')
-            .map_or(0, |p| p + 1);
-        (end, chars.len())
-    })
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl Output {
     /// `warning: …` and `error: …` on stderr, continued lines under the text.
     fn prefixed(&self, line: &str, prefix: &str, colour: &str) {
         super::spinner::hush_any();
-        let indent = visible_width(prefix);
+        let indent = super::wrap::width(prefix);
         eprintln!("{}", self.paint(colour, &fit(line, Stream::Stderr, indent)));
     }
 
@@ -237,91 +237,7 @@ fn fit(text: &str, stream: Stream, hang: usize) -> std::borrow::Cow<'_, str> {
     let Some(width) = terminal_width(stream) else {
         return text.into();
     };
-    wrap_to(text, width, hang)
-}
-
-/// The columns `s` takes on a terminal: its characters' widths, escape sequences (colours,
-/// hyperlinks) taking none.
-pub(super) fn visible_width(s: &str) -> usize {
-    use unicode_width::UnicodeWidthChar;
-    let mut width = 0;
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\t' {
-            width += 8 - width % 8;
-            continue;
-        }
-        if c != '\x1b' {
-            width += c.width().unwrap_or(0);
-            continue;
-        }
-        match chars.next() {
-            // CSI: up to a final byte.
-            Some('[') => {
-                for c in chars.by_ref() {
-                    if ('\x40'..='\x7e').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            // OSC (a hyperlink): up to BEL or ESC \.
-            Some(']') => {
-                while let Some(c) = chars.next() {
-                    if c == '\x07' {
-                        break;
-                    }
-                    if c == '\x1b' {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    width
-}
-
-/// The same, for a width.
-pub(super) fn wrap_to(text: &str, width: usize, hang: usize) -> std::borrow::Cow<'_, str> {
-    let display_width = visible_width;
-    if text.lines().all(|l| display_width(l) <= width) {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for (n, line) in text.split('\n').enumerate() {
-        if n > 0 {
-            out.push('\n');
-        }
-        if display_width(line) <= width {
-            out.push_str(line);
-            continue;
-        }
-        let lead = line.len() - line.trim_start_matches(' ').len();
-        let indent = if n == 0 { lead.max(hang) } else { lead };
-        // A hanging indent that leaves too little room is none.
-        let indent = if indent + 20 > width { 0 } else { indent };
-        let mut used = 0;
-        let mut first = true;
-        for word in line[lead..].split(' ') {
-            let w = display_width(word);
-            if !first && used + 1 + w > width {
-                out.push('\n');
-                out.push_str(&" ".repeat(indent));
-                used = indent;
-            } else if !first {
-                out.push(' ');
-                used += 1;
-            } else {
-                out.push_str(&line[..lead]);
-                used = lead;
-            }
-            out.push_str(word);
-            used += w;
-            first = false;
-        }
-    }
-    out.into()
+    super::wrap::fit(text, width, hang)
 }
 
 /// Shows a turn as it happens.
@@ -708,40 +624,6 @@ impl Observer for Printer {
             }
         };
         spinner.wait(label);
-    }
-}
-
-#[cfg(test)]
-mod wrap_tests {
-    use super::*;
-
-    #[test]
-    fn lines_wider_than_the_terminal_wrap_at_spaces_under_their_indent() {
-        assert_eq!(
-            visible_width("\x1b[2mdim\x1b[0m \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"),
-            8
-        );
-        let line = "warning: one two three four five six seven";
-        assert_eq!(
-            wrap_to(line, 30, 9),
-            "warning: one two three four\n         five six seven"
-        );
-        assert_eq!(
-            wrap_to("  a bb ccc dddd eeeee ffffff", 22, 0),
-            "  a bb ccc dddd eeeee\n  ffffff"
-        );
-        // Too narrow for the indent: none.
-        assert_eq!(wrap_to("    a bb ccc", 8, 0), "    a bb\nccc");
-        // Colours take no room; a word longer than the width stays whole.
-        assert_eq!(
-            wrap_to("\x1b[33mshort\x1b[0m", 5, 0),
-            "\x1b[33mshort\x1b[0m"
-        );
-        assert_eq!(
-            wrap_to("averyveryverylongword", 5, 0),
-            "averyveryverylongword"
-        );
-        assert_eq!(wrap_to("fits\nalso fits", 40, 0), "fits\nalso fits");
     }
 }
 

@@ -182,7 +182,7 @@ fn wide_characters_wrap_by_their_width() {
     let out = render(&format!("{}\n", "汉字".repeat(15)), layout(20));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines.iter().all(|l| display_width(l) <= 20), "{out}");
+    assert!(lines.iter().all(|l| wrap::width(l) <= 20), "{out}");
 }
 
 /// Cut short in the middle of a code block or a table: what arrived is shown once, laid out.
@@ -309,6 +309,208 @@ fn arbitrary_text_never_panics_and_chunking_never_matters() {
             while at < chars.len() {
                 let size = 1 + (next() % 7) as usize;
                 let end = (at + size).min(chars.len());
+                out.push_str(&r.push(&chars[at..end].iter().collect::<String>()));
+                at = end;
+            }
+            out.push_str(&r.finish());
+            assert_eq!(
+                readable(&out),
+                readable(&whole),
+                "case {case}, width {width}: {text:?}"
+            );
+        }
+    }
+}
+
+fn with_hyperlinks(width: usize) -> Layout {
+    Layout {
+        hyperlinks: true,
+        ..layout(width)
+    }
+}
+
+/// `[text][1]` with a `[1]: …` definition before it is a link. A definition is shown, its URL a
+/// link: one that comes after its use (a line cannot be taken back) still takes the reader there.
+#[test]
+fn reference_links_are_links() {
+    assert_eq!(
+        readable(&render(
+            "[1]: https://x.dev/a\n\nsee [the docs][1] and [the Docs] now\n\n[the docs]: https://x.dev/b\n",
+            with_hyperlinks(100)
+        )),
+        "⟨2⟩[1]:⟨⟩ ⟨link https://x.dev/a⟩⟨4;34⟩https://x.dev/a⟨⟩⟨/link⟩\n\n\
+         see ⟨link https://x.dev/a⟩⟨4;34⟩the docs⟨⟩⟨/link⟩ and [the Docs] now\n\n\
+         ⟨2⟩[the docs]:⟨⟩ ⟨link https://x.dev/b⟩⟨4;34⟩https://x.dev/b⟨⟩⟨/link⟩\n"
+    );
+    assert_eq!(
+        readable(&render(
+            "[a]: https://x.dev/a\n\n[Text] [a] and a[i][j]\n\n[1]: <https://x.dev/b> \"The docs\"\n",
+            layout(100)
+        )),
+        "⟨2⟩[a]:⟨⟩ ⟨4;34⟩https://x.dev/a⟨⟩\n\n\
+         [Text] ⟨4;34⟩a⟨⟩⟨2⟩ (https://x.dev/a)⟨⟩ and a[i][j]\n\n\
+         ⟨2⟩[1]:⟨⟩ ⟨4;34⟩https://x.dev/b⟨⟩⟨2⟩ \"The docs\"⟨⟩\n"
+    );
+    // Not a definition: inside a paragraph, or not one by CommonMark's rules.
+    assert_eq!(
+        readable(&render(
+            "text\n[1]: https://x.dev/a\n\n[note]: see below\n",
+            layout(100)
+        )),
+        "text\n[1]: https://x.dev/a\n\n[note]: see below\n"
+    );
+}
+
+#[test]
+fn html_entities_are_decoded() {
+    assert_eq!(
+        readable(&render(
+            "Fish &amp; chips &lt;3 &#x41;&#66; &copy; &nosuch; `&amp;`\n",
+            layout(100)
+        )),
+        "Fish & chips <3 AB © &nosuch; ⟨36⟩&amp;⟨⟩\n"
+    );
+}
+
+/// A line underlined with `===` or `---` is a heading; the paragraph line above an underline is
+/// held back only until the next line shows it is none.
+#[test]
+fn setext_headings_are_headings() {
+    assert_eq!(
+        readable(&render(
+            "Title\n=====\n\nSub *title*\n---\n\ntext\n\n---\n",
+            layout(40)
+        )),
+        "⟨1;4;35⟩Title⟨⟩\n\n⟨1;35⟩Sub ⟨⟩⟨1;3;35⟩title⟨⟩\n\ntext\n\n\
+         ⟨2⟩────────────────────────────────────────⟨⟩\n"
+    );
+    let mut r = Renderer::new(layout(40));
+    assert_eq!(r.push("Title\n"), "");
+    assert_eq!(r.push("=="), "");
+    assert_eq!(readable(&r.push("==\nPlain\n")), "⟨1;4;35⟩Title⟨⟩\n");
+    assert_eq!(r.push("- item"), "Plain\n");
+    // A list item's line is no heading's text.
+    assert_eq!(
+        readable(&r.push("\n---\n")),
+        "⟨1⟩•⟨⟩ item\n⟨2⟩────────────────────────────────────────⟨⟩\n"
+    );
+    assert_eq!(r.push("last"), "");
+    assert_eq!(r.finish(), "last\n");
+}
+
+#[test]
+fn a_url_keeps_its_parentheses() {
+    assert_eq!(
+        readable(&render(
+            "[x](https://example.com/a_(b)) and <https://example.com/a_(b)>\n",
+            with_hyperlinks(100)
+        )),
+        "⟨link https://example.com/a_(b)⟩⟨4;34⟩x⟨⟩⟨/link⟩ and \
+         ⟨link https://example.com/a_(b)⟩⟨4;34⟩https://example.com/a_(b)⟨⟩⟨/link⟩\n"
+    );
+    assert_eq!(
+        readable(&render("[x](https://example.com/a_(b)).\n", layout(100))),
+        "⟨4;34⟩x⟨⟩⟨2⟩ (https://example.com/a_(b))⟨⟩.\n"
+    );
+}
+
+/// A table's cells are parsed as Markdown too; a pipe in a code span does not split a cell.
+#[test]
+fn table_cells_are_markdown() {
+    let out = readable(&render(
+        "| op | means |\n|---|---|\n| `a || b` | either &amp; [or](https://x.dev) |\n",
+        layout(60),
+    ));
+    assert!(
+        out.contains("│ ⟨36⟩a || b⟨⟩ │ either & ⟨4;34⟩or⟨⟩⟨2⟩ (https://x.dev)⟨⟩ │"),
+        "{out}"
+    );
+}
+
+/// The constructs pulldown-cmark brought (references, entities, setext headings, images) never
+/// make the output depend on the chunking either.
+#[test]
+fn references_entities_and_headings_never_depend_on_the_chunking() {
+    let atoms = [
+        "*",
+        "**",
+        "_",
+        "~~",
+        "`",
+        "``",
+        "```\n",
+        "\\",
+        "[",
+        "]",
+        "(",
+        ")",
+        "](",
+        "<",
+        ">",
+        "<https://",
+        "<b>",
+        "</b>",
+        "| a |",
+        "|---|",
+        "\n",
+        "\n\n",
+        " ",
+        "- ",
+        "> ",
+        "# ",
+        "---",
+        "===",
+        "\n===\n",
+        "\n---\n",
+        "word",
+        "longerword",
+        "汉字",
+        "&",
+        "&amp;",
+        "&#x41;",
+        ";",
+        "[1]",
+        "][1]",
+        "[1]: http://a.b\n",
+        "\n[1]: <u> \"t\"\n",
+        "\n[t]: v\n",
+        "![",
+        "[t](u)",
+        "[t][1]",
+        "[t]",
+        "http://x.y/a_(b)",
+        "!",
+        ":",
+    ];
+    let mut seed: u64 = 0x1234_5678_9ABC_DEF1;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let cases: usize = std::env::var("NEW_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    for case in 0..cases {
+        let len = (next() % 80) as usize;
+        let text: String = (0..len)
+            .map(|_| atoms[(next() % atoms.len() as u64) as usize])
+            .collect();
+        for width in [20, 80] {
+            let l = Layout {
+                height: 8,
+                hyperlinks: width == 80,
+                ..layout(width)
+            };
+            let whole = render(&text, l);
+            let mut r = Renderer::new(l);
+            let mut out = String::new();
+            let chars: Vec<char> = text.chars().collect();
+            let mut at = 0;
+            while at < chars.len() {
+                let end = (at + 1 + (next() % 7) as usize).min(chars.len());
                 out.push_str(&r.push(&chars[at..end].iter().collect::<String>()));
                 at = end;
             }
