@@ -1744,6 +1744,90 @@ mod tests {
         );
     }
 
+    /// The attack as it was made: `*.allowed.test` listed, a name under it resolving to an
+    /// address of this machine that is in no private range, a local service listening there;
+    /// plain HTTP and CONNECT both reached it. Repeated inside a user, network and mount
+    /// namespace of its own (`unshare -rnm`): the address is put on its loopback interface and
+    /// the name in its `/etc/hosts`. Now both get 502 and the service sees no connection; the
+    /// name listed exactly still reaches it.
+    #[test]
+    fn a_wildcard_name_may_not_reach_this_machine_s_own_public_address() {
+        let test = "os_sandbox::proxy::tests::inside_namespaces_a_wildcard_name_resolving_here";
+        let out = std::process::Command::new("unshare")
+            .args(["-rnm", "--"])
+            .arg(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1"])
+            .env("NEW_PROXY_TEST_NAMESPACES", "1")
+            .output()
+            .expect("this test needs `unshare` (util-linux) to make its namespaces");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "this test needs user namespaces (unshare -rnm) and `ip`; it did not pass inside them:\n{said}"
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "run inside namespaces by a_wildcard_name_may_not_reach_this_machine_s_own_public_address"]
+    async fn inside_namespaces_a_wildcard_name_resolving_here() {
+        assert!(
+            std::env::var_os("NEW_PROXY_TEST_NAMESPACES").is_some(),
+            "run only inside the namespaces the outer test makes: it changes /etc/hosts and lo"
+        );
+        let run = |args: &[&str]| {
+            let status = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .status()
+                .expect("a setup command");
+            assert!(status.success(), "{args:?}");
+        };
+        const HERE: &str = "93.184.216.34";
+        run(&["ip", "link", "set", "lo", "up"]);
+        run(&["ip", "addr", "add", &format!("{HERE}/32"), "dev", "lo"]);
+        let hosts_file = std::env::temp_dir().join(format!("new-px-hosts-{}", std::process::id()));
+        std::fs::write(&hosts_file, format!("{HERE} svc.allowed.test\n")).expect("hosts");
+        run(&["mount", "--bind", &hosts_file.display().to_string(), "/etc/hosts"]);
+        let listener = TcpListener::bind((HERE, 0)).await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nlocal")
+                    .await;
+            }
+        });
+        let proxy = start(&["*.allowed.test"], None);
+        let connect = format!("CONNECT svc.allowed.test:{port} HTTP/1.1\r\n\r\n");
+        let get = format!("GET http://svc.allowed.test:{port}/ HTTP/1.1\r\n\r\n");
+        for request in [&connect, &get] {
+            let response = exchange(&proxy, request.as_bytes()).await;
+            assert!(
+                response.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
+                "{response}"
+            );
+            assert!(
+                response.contains(&format!(
+                    "svc.allowed.test resolves to {HERE}, an address of this machine"
+                )),
+                "{response}"
+            );
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+        // Listed exactly, the same name reaches the service: the setup did lead here.
+        let exact = start(&["svc.allowed.test"], None);
+        let response = exchange(&exact, get.as_bytes()).await;
+        assert!(response.ends_with("local"), "{response}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        let _ = std::fs::remove_file(&hosts_file);
+    }
+
     #[tokio::test]
     async fn allow_lets_a_host_through() {
         let (port, _) = echo_server().await;
