@@ -1756,7 +1756,13 @@ mod tests {
         let out = std::process::Command::new("unshare")
             .args(["-rnm", "--"])
             .arg(std::env::current_exe().expect("the test binary"))
-            .args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                test,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("NEW_PROXY_TEST_NAMESPACES", "1")
             .output()
             .expect("this test needs `unshare` (util-linux) to make its namespaces");
@@ -1790,7 +1796,12 @@ mod tests {
         run(&["ip", "addr", "add", &format!("{HERE}/32"), "dev", "lo"]);
         let hosts_file = std::env::temp_dir().join(format!("new-px-hosts-{}", std::process::id()));
         std::fs::write(&hosts_file, format!("{HERE} svc.allowed.test\n")).expect("hosts");
-        run(&["mount", "--bind", &hosts_file.display().to_string(), "/etc/hosts"]);
+        run(&[
+            "mount",
+            "--bind",
+            &hosts_file.display().to_string(),
+            "/etc/hosts",
+        ]);
         let listener = TcpListener::bind((HERE, 0)).await.expect("bind");
         let port = listener.local_addr().expect("address").port();
         let accepted = Arc::new(AtomicUsize::new(0));
