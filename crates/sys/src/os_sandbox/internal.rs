@@ -10,6 +10,9 @@
 //! the forms that carry an IPv4 address inside (mapped, compatible, NAT64, 6to4), which could
 //! lead to any IPv4 address through a gateway.
 
+// The proxy runs only where there are Unix-domain sockets; elsewhere this is unused.
+#![cfg_attr(not(unix), allow(dead_code))]
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// IPv4 ranges that are no host on the internet, as (network, prefix length).
@@ -79,9 +82,17 @@ fn within(ip: u128, net: u128, prefix: u32) -> bool {
 }
 
 /// The addresses of this machine's interfaces, up or down. An error when they cannot be read:
-/// then no address can be told to be external.
-#[cfg(unix)]
+/// then no address can be told to be external. (Where there are no Unix-domain sockets the
+/// proxy does not run, and nothing is known.)
 pub(super) fn local_addresses() -> std::io::Result<Vec<IpAddr>> {
+    #[cfg(unix)]
+    return interface_addresses();
+    #[cfg(not(unix))]
+    Ok(Vec::new())
+}
+
+#[cfg(unix)]
+fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `list` with a linked list that freeifaddrs releases below.
     if unsafe { libc::getifaddrs(&mut list) } != 0 {
@@ -113,12 +124,6 @@ pub(super) fn local_addresses() -> std::io::Result<Vec<IpAddr>> {
     // SAFETY: the list getifaddrs returned, freed once, no node used after.
     unsafe { libc::freeifaddrs(list) };
     Ok(out)
-}
-
-/// Where there are no Unix-domain sockets the proxy does not run; nothing is known locally.
-#[cfg(not(unix))]
-pub(super) fn local_addresses() -> std::io::Result<Vec<IpAddr>> {
-    Ok(Vec::new())
 }
 
 #[cfg(test)]
@@ -263,6 +268,20 @@ mod tests {
     fn this_machine_s_interfaces_are_read() {
         let local = local_addresses().expect("the interfaces");
         assert!(local.contains(&ip("127.0.0.1")), "{local:?}");
+        // The IPv6 ones are those the kernel lists, no more (no other family read as one).
+        #[cfg(target_os = "linux")]
+        if let Ok(table) = std::fs::read_to_string("/proc/net/if_inet6") {
+            let mut listed: Vec<IpAddr> = table
+                .lines()
+                .filter_map(|line| line.split_whitespace().next())
+                .filter_map(|hex| u128::from_str_radix(hex, 16).ok())
+                .map(|bits| IpAddr::V6(Ipv6Addr::from_bits(bits)))
+                .collect();
+            let mut read: Vec<IpAddr> = local.iter().copied().filter(IpAddr::is_ipv6).collect();
+            listed.sort();
+            read.sort();
+            assert_eq!(read, listed);
+        }
         // Every address read is internal, and the list has no duplicate of loopback's.
         for address in &local {
             assert!(is_internal(*address, &local));
