@@ -6,10 +6,14 @@
 //! unless the network is allowed, a network namespace of its own with only loopback; secret places
 //! are covered (an empty read-only tmpfs over a folder, `/dev/null` over a file); protected paths
 //! inside the writable folders are bind-mounted read-only onto themselves; `/dev/shm` gets a
-//! private tmpfs; then Landlock allows reading and running everywhere and writing only in the
-//! writable folders and a few devices, keeps signals and abstract Unix sockets inside the sandbox,
-//! and sets `no_new_privs`; every capability is dropped. Landlock also forbids mounting from here
-//! on, so nothing inside can undo the mounts. All of it is inherited by every child, for good.
+//! private tmpfs; everything but the writable folders and devices becomes a read-only mount (so
+//! modes, times and attributes outside cannot change); then Landlock allows reading and running
+//! everywhere and writing only in the writable folders and a few devices, keeps signals and
+//! abstract Unix sockets inside the sandbox, and sets `no_new_privs`; a seccomp filter refuses
+//! what none of that covers; every capability is dropped. Landlock also forbids mounting from
+//! here on, so nothing inside can undo the mounts. All of it is inherited by every child, for
+//! good. The command itself runs under a small init that is not dumpable, in a Landlock domain
+//! of its own, so it can neither trace nor signal that init.
 //!
 //! With a domain allow list, the helper stays as a small forwarder: it listens on 127.0.0.1 inside
 //! the sandbox's network namespace and relays each connection to `new`'s proxy through a Unix
