@@ -1725,6 +1725,11 @@ mod tests {
     async fn idle_connections_do_not_starve_a_request() {
         let (port, _) = echo_server().await;
         let proxy = start(&["localhost"], None);
+        // A tunnel opened first serves on: only connections without a request make room.
+        let mut serving = client(&proxy).await;
+        let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+        serving.write_all(connect.as_bytes()).await.expect("send");
+        read_response_head(&mut serving).await;
         let mut idle = Vec::new();
         for _ in 0..MAX_CONNECTIONS + 4 {
             idle.push(client(&proxy).await);
@@ -1742,6 +1747,23 @@ mod tests {
             still.is_err(),
             "the newest idle connection was closed: {still:?}"
         );
+        serving.write_all(b"ping").await.expect("send ping");
+        let mut echoed = [0u8; 4];
+        serving
+            .read_exact(&mut echoed)
+            .await
+            .expect("the tunnel still serves");
+        assert_eq!(&echoed, b"ping");
+    }
+
+    #[test]
+    fn only_a_name_or_address_listed_as_itself_is_listed_exactly() {
+        let list = hosts(&["127.0.0.1", "localhost", "*.example.org"]);
+        assert!(list.lists_exactly(&Name::Ip("127.0.0.1".parse().unwrap())));
+        assert!(!list.lists_exactly(&Name::Ip("127.0.0.2".parse().unwrap())));
+        assert!(list.lists_exactly(&Name::Domain("localhost".into())));
+        assert!(!list.lists_exactly(&Name::Domain("a.example.org".into())));
+        assert!(!list.lists_exactly(&Name::Domain("example.org".into())));
     }
 
     /// The attack as it was made: `*.allowed.test` listed, a name under it resolving to an
