@@ -1030,6 +1030,14 @@ impl App {
                 super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings());
             self.out.warn(&new_core::escape::escape_controls(&line));
         }
+        // Said once too: WORKDIR is the home folder, so commands may write all of it but what
+        // runs later outside the sandbox.
+        if let Some(sandbox) = &self.engine.tools.context().os_sandbox
+            && sandbox.is_on()
+            && sandbox.workdir_is_home()
+        {
+            self.out.warn(&self.tr("sandbox_workdir_is_home", &[]));
+        }
         self.take_prompt(done, true);
     }
 

@@ -69,6 +69,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "sandbox: on (writes in the working folder and $TMPDIR only; network {network})",
         "沙箱：开启（只能写入工作文件夹和 $TMPDIR；网络：{network}）",
     ),
+    (
+        "sandbox_workdir_is_home",
+        "sandbox: the working folder is your home folder: commands may write anywhere in it, except the shell's start-up files, git's configuration, ~/.config/autostart, ~/.config/systemd and ~/.local/bin, which stay read-only",
+        "沙箱：工作文件夹就是你的主文件夹：命令可以写入其中任何地方，但 shell 启动文件、git 配置、~/.config/autostart、~/.config/systemd 和 ~/.local/bin 保持只读",
+    ),
     ("sandbox_network_off", "off", "关闭"),
     ("sandbox_network_on", "on", "开启"),
     (
@@ -239,6 +244,21 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "err_setup_protect",
         "protecting {path}: {cause}",
         "保护 {path} 失败：{cause}",
+    ),
+    (
+        "err_setup_read_only_outside",
+        "making what lies outside the writable folders read-only: {cause}",
+        "将可写文件夹以外的一切设为只读失败：{cause}",
+    ),
+    (
+        "err_setup_keep_writable",
+        "keeping {path} writable: {cause}",
+        "保持 {path} 可写失败：{cause}",
+    ),
+    (
+        "err_setup_untraceable",
+        "making the sandbox's first process impossible to trace: {cause}",
+        "使沙箱的第一个进程无法被跟踪失败：{cause}",
     ),
     (
         "err_setup_loopback",
@@ -2401,6 +2421,14 @@ fn sandbox_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<St
                 "err_setup_protect",
                 &[("path", &path.display()), ("cause", cause)],
             ),
+            SetupError::ReadOnlyOutside { cause } => {
+                t("err_setup_read_only_outside", &[("cause", cause)])
+            }
+            SetupError::KeepWritable { path, cause } => t(
+                "err_setup_keep_writable",
+                &[("path", &path.display()), ("cause", cause)],
+            ),
+            SetupError::Untraceable { cause } => t("err_setup_untraceable", &[("cause", cause)]),
             SetupError::Loopback { cause } => t("err_setup_loopback", &[("cause", cause)]),
             SetupError::ProxyListener { cause } => {
                 t("err_setup_proxy_listener", &[("cause", cause)])

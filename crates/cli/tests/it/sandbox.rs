@@ -752,3 +752,300 @@ fn the_helper_reports_what_it_could_not_do_as_data_to_a_probe() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A command that seizes the PID namespace's init with `ptrace` (same uid, same Landlock domain
+/// before) could swallow the signal that ends it when `new` dies, and keep the namespace and a
+/// heartbeat in WORKDIR running after `kill -9`, SIGTERM or SIGHUP of `new`. The init is not
+/// dumpable and the command has a Landlock domain of its own: the seizure is refused, and the
+/// heartbeat stops with `new` whatever the signal.
+#[test]
+fn a_command_cannot_keep_the_sandbox_alive_by_tracing_its_init() {
+    let cell = Cell::new(json!({}));
+    std::fs::write(
+        cell.work.join("trace.py"),
+        r#"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+beat, said = sys.argv[1], sys.argv[2]
+if os.fork() == 0:
+    while True:
+        with open(beat, "a") as f:
+            f.write("x")
+        time.sleep(0.05)
+PTRACE_SEIZE, PTRACE_CONT = 0x4206, 7
+seized = libc.ptrace(PTRACE_SEIZE, 1, 0, 0)
+seize_errno = ctypes.get_errno()
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+local = IoVec(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = IoVec(0x400000, 8)
+read = libc.process_vm_readv(1, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+read_errno = ctypes.get_errno()
+try:
+    open("/proc/1/mem", "rb").close()
+    mem = "opened"
+except OSError as e:
+    mem = os.strerror(e.errno)
+with open(said, "w") as f:
+    f.write(f"seize {seized} {os.strerror(seize_errno)}\nvm_readv {read} {os.strerror(read_errno)}\nmem {mem}\n")
+while seized == 0:
+    pid, status = os.waitpid(1, 0x40000000)
+    if os.WIFSTOPPED(status):
+        libc.ptrace(PTRACE_CONT, 1, 0, 0)
+time.sleep(600)
+"#,
+    )
+    .unwrap();
+    for (signal, name) in [
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let beat = cell.work.join(format!("beat-{name}"));
+        let said = cell.work.join(format!("said-{name}"));
+        let command = format!("python3 trace.py {} {}", beat.display(), said.display());
+        let server = Server::start(vec![
+            tool_calls(&[(
+                "c",
+                "bash",
+                &json!({ "command": command, "timeout_seconds": 120 }).to_string(),
+            )]),
+            text(&["never"]),
+        ]);
+        let mut cmd = cell.env.command(&server.base_url);
+        cmd.arg(&cell.work)
+            .arg("default")
+            .arg(cell.env.data())
+            .args(["-p", "go"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let size = || std::fs::metadata(&beat).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            eventually(400, std::time::Duration::from_millis(25), || {
+                said.exists() && size() > 2
+            }),
+            "{name}: the command did not start"
+        );
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let _ = child.wait();
+        let report = std::fs::read_to_string(&said).unwrap();
+        for line in report.lines() {
+            assert!(
+                line.ends_with("Operation not permitted") || line.ends_with("Permission denied"),
+                "{name}: {report}"
+            );
+        }
+        // The heartbeat stops: its size holds still for a second, within a bound generous for
+        // a loaded machine.
+        let stopped = eventually(30, std::time::Duration::from_millis(10), || {
+            let before = size();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            size() == before
+        });
+        assert!(stopped, "{name}: the heartbeat went on after new died");
+        assert!(
+            !running(&format!("trace.py {}", beat.display())),
+            "{name}: the command outlived new"
+        );
+    }
+}
+
+/// Landlock refuses writing a file outside WORKDIR but not changing its mode, times or extended
+/// attributes: everything outside is a read-only mount now, so each of those is refused too
+/// (`Read-only file system`), and the sentinel keeps its mode, times and attributes. Setting the
+/// setuid or setgid bit is refused inside WORKDIR as well; ordinary modes and times there work.
+#[test]
+fn modes_times_and_attributes_outside_workdir_cannot_be_changed() {
+    use std::os::unix::fs::MetadataExt;
+    let cell = Cell::new(json!({}));
+    let s = cell.sentinel.display().to_string();
+    let f = format!("{s}/s.txt");
+    let state = || {
+        let m = std::fs::metadata(&f).unwrap();
+        let attrs = std::process::Command::new("python3")
+            .args(["-c", &format!("import os; print(os.listxattr({f:?}))")])
+            .output()
+            .unwrap()
+            .stdout;
+        (m.mode(), m.mtime(), m.mtime_nsec(), attrs)
+    };
+    let before = state();
+    let outside = vec![
+        format!("chmod 0606 {f}"),
+        format!("chmod -R go+w {s}"),
+        format!("touch -d 2001-01-01 {f}"),
+        format!("python3 -c 'import os; os.setxattr(\"{f}\", \"user.x\", b\"1\")'"),
+        format!("python3 -c 'import os; os.utime(\"{f}\", (0, 0))'"),
+    ];
+    let mut commands = outside.clone();
+    commands.extend([
+        // The setuid bit is refused before the mount is asked.
+        format!("chmod 4755 {f}"),
+        "echo x > tool && chmod 4755 tool".to_string(),
+        "chmod 2755 tool".to_string(),
+        "python3 -c 'import os; os.close(os.open(\"made\", os.O_CREAT | os.O_WRONLY, 0o4755))'"
+            .to_string(),
+        "chmod 755 tool && touch -d 2001-01-01 tool && stat -c '%a %Y' tool".to_string(),
+    ]);
+    let results = cell.bash(&commands);
+    assert_eq!(state(), before, "the sentinel changed");
+    for (attempt, result) in outside.iter().zip(&results) {
+        assert!(
+            result.contains("Read-only file system"),
+            "`{attempt}`: {result}"
+        );
+    }
+    let inside = &results[outside.len()..];
+    for result in &inside[..4] {
+        assert!(result.contains("Operation not permitted"), "{result}");
+    }
+    assert!(!cell.work.join("made").exists());
+    assert!(inside[4].contains("755 978307200"), "{}", inside[4]);
+    let mode = std::fs::metadata(cell.work.join("tool")).unwrap().mode();
+    assert_eq!(mode & 0o7777, 0o755);
+}
+
+/// WORKDIR = the home folder: the shell's start-up files, git's configuration, autostart and
+/// systemd units and `~/.local/bin` (what runs outside the sandbox later) stay read-only, and
+/// `new` says once that WORKDIR is the home folder.
+#[test]
+fn the_home_folder_as_workdir_keeps_what_runs_later_read_only() {
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "permission_mode": "permissive", "max_rounds": 50})
+            .to_string(),
+    );
+    let home = env.dir.path().join("home").canonicalize().unwrap();
+    let files = [
+        ".bashrc",
+        ".profile",
+        ".gitconfig",
+        ".config/git/config",
+        ".config/autostart/x.desktop",
+        ".config/systemd/user/x.service",
+        ".local/bin/tool",
+    ];
+    for file in files {
+        let path = home.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "ORIGINAL\n").unwrap();
+    }
+    let mut commands: Vec<String> = files
+        .iter()
+        .map(|f| format!("echo evil >> ~/{f}"))
+        .collect();
+    commands.extend([
+        "echo evil > ~/.config/autostart/new.desktop".to_string(),
+        "echo evil > ~/.local/bin/new-tool".to_string(),
+        "mv ~/.config ~/.config.old".to_string(),
+        "echo fine > ~/notes.txt && cat ~/notes.txt".to_string(),
+    ]);
+    let calls: Vec<Value> = commands.iter().map(|c| json!({ "command": c })).collect();
+    let mut replies: Vec<Reply> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, args)| tool_calls(&[(&format!("c{i}"), "bash", &args.to_string())]))
+        .collect();
+    replies.push(text(&["done"]));
+    let server = Server::start(replies);
+    let mut cmd = env.command(&server.base_url);
+    cmd.current_dir(&home)
+        .arg(&home)
+        .arg("default")
+        .arg(env.data())
+        .args(["-p", "go"]);
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let results = results(&server, commands.len());
+    for (file, result) in files.iter().zip(&results) {
+        assert_eq!(
+            std::fs::read_to_string(home.join(file)).unwrap(),
+            "ORIGINAL\n",
+            "{file}: {result}"
+        );
+        assert!(result.contains("Read-only file system"), "{file}: {result}");
+    }
+    let rest = &results[files.len()..];
+    for result in &rest[..3] {
+        assert!(
+            result.contains("Read-only file system") || result.contains("Device or resource busy"),
+            "{result}"
+        );
+    }
+    assert!(!home.join(".config/autostart/new.desktop").exists());
+    assert!(!home.join(".local/bin/new-tool").exists());
+    assert!(
+        rest[3].contains("fine") && !rest[3].contains("[sandbox]"),
+        "{}",
+        rest[3]
+    );
+    let said = "the working folder is your home folder";
+    assert_eq!(run.stderr.matches(said).count(), 1, "{}", run.stderr);
+}
+
+/// The seccomp filter lets through only the socket families a command needs (IP, netlink, and
+/// Unix when allowed): AF_VSOCK (a way to the hypervisor's host), AF_PACKET and AF_ALG are
+/// refused with the network off, and an x32 system call number (bit 30) does not slip past the
+/// filter's tests. Run through the helper, as `bash` runs it.
+#[test]
+fn only_the_socket_families_a_command_needs_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().canonicalize().unwrap();
+    let script = r#"
+import ctypes, errno, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, make):
+    try:
+        make().close()
+        print(name, "opened")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+attempt("vsock", lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM))
+attempt("packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM))
+attempt("alg", lambda: socket.socket(socket.AF_ALG, socket.SOCK_SEQPACKET))
+attempt("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+attempt("inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+attempt("inet6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM))
+attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
+a, b = socket.socketpair()
+print("socketpair opened")
+if ctypes.sizeof(ctypes.c_void_p) == 8 and __import__("platform").machine() == "x86_64":
+    fd = libc.syscall(0x40000000 | 41, 40, 1, 0)
+    print("x32", "opened" if fd >= 0 else errno.errorcode[ctypes.get_errno()])
+"#;
+    let spec = json!({
+        "writable": [work], "devices": ["/dev/null"], "read_only": [], "hidden": [],
+        "isolate_network": true, "proxy_socket": null, "cwd": work, "block_unix_sockets": true
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+        .arg("__sandbox")
+        .arg(spec.to_string())
+        .args(["python3", "-c", script])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut expected = vec![
+        "vsock EPERM",
+        "packet EPERM",
+        "alg EPERM",
+        "unix EPERM",
+        "inet opened",
+        "inet6 opened",
+        "netlink opened",
+        "socketpair opened",
+    ];
+    if cfg!(target_arch = "x86_64") {
+        expected.push("x32 EPERM");
+    }
+    assert_eq!(said.lines().collect::<Vec<_>>(), expected);
+}

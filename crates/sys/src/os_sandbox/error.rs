@@ -110,6 +110,12 @@ pub enum SetupError {
     SharedMemory { cause: OsCause },
     #[error("protecting {path}: {cause}")]
     Protect { path: PathBuf, cause: OsCause },
+    #[error("making what lies outside the writable folders read-only: {cause}")]
+    ReadOnlyOutside { cause: OsCause },
+    #[error("keeping {path} writable: {cause}")]
+    KeepWritable { path: PathBuf, cause: OsCause },
+    #[error("making the sandbox's first process impossible to trace: {cause}")]
+    Untraceable { cause: OsCause },
     #[error("bringing up loopback: {cause}")]
     Loopback { cause: OsCause },
     #[error("listening for the proxy: {cause}")]

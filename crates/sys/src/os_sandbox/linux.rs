@@ -6,10 +6,14 @@
 //! unless the network is allowed, a network namespace of its own with only loopback; secret places
 //! are covered (an empty read-only tmpfs over a folder, `/dev/null` over a file); protected paths
 //! inside the writable folders are bind-mounted read-only onto themselves; `/dev/shm` gets a
-//! private tmpfs; then Landlock allows reading and running everywhere and writing only in the
-//! writable folders and a few devices, keeps signals and abstract Unix sockets inside the sandbox,
-//! and sets `no_new_privs`; every capability is dropped. Landlock also forbids mounting from here
-//! on, so nothing inside can undo the mounts. All of it is inherited by every child, for good.
+//! private tmpfs; everything but the writable folders and devices becomes a read-only mount (so
+//! modes, times and attributes outside cannot change); then Landlock allows reading and running
+//! everywhere and writing only in the writable folders and a few devices, keeps signals and
+//! abstract Unix sockets inside the sandbox, and sets `no_new_privs`; a seccomp filter refuses
+//! what none of that covers; every capability is dropped. Landlock also forbids mounting from
+//! here on, so nothing inside can undo the mounts. All of it is inherited by every child, for
+//! good. The command itself runs under a small init that is not dumpable, in a Landlock domain
+//! of its own, so it can neither trace nor signal that init.
 //!
 //! With a domain allow list, the helper stays as a small forwarder: it listens on 127.0.0.1 inside
 //! the sandbox's network namespace and relays each connection to `new`'s proxy through a Unix
@@ -107,9 +111,15 @@ fn run(spec: &Spec, mut args: Vec<OsString>) -> Result<Never, SetupError> {
             // for it, so it stays as a small init of ours that ends (and so ends the namespace)
             // when the helper dies, and otherwise waits for the command.
             init_parent_death();
+            // Nothing inside may trace the init (and so swallow that signal and keep the
+            // namespace alive after `new` died): it is not dumpable, which lets only a process
+            // with CAP_SYS_PTRACE here trace it or read its memory, and the command gets a
+            // Landlock domain of its own below it (a process may trace only inside its domain).
+            untraceable()?;
             // SAFETY: one thread; the child only execs.
             let command_pid = unsafe { libc::fork() };
             if command_pid == 0 {
+                command_domain()?;
                 let mut command = std::process::Command::new(&program);
                 command.args(&args);
                 return Err(SetupError::Exec {
@@ -153,6 +163,41 @@ fn init_parent_death() {
         libc::signal(libc::SIGUSR1, init_exit as *const () as libc::sighandler_t);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1);
     }
+}
+
+/// Makes this process not dumpable: tracing it, reading or writing its memory (`ptrace`,
+/// `process_vm_readv`, `/proc/PID/mem`) then needs CAP_SYS_PTRACE, which nothing inside has.
+/// A program it starts is dumpable again (exec resets it).
+fn untraceable() -> Result<(), SetupError> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(SetupError::Untraceable {
+            cause: OsCause::last(),
+        });
+    }
+    Ok(())
+}
+
+/// A Landlock domain of the command's own, nested in the sandbox's: it restricts nothing more
+/// than signals and abstract sockets to its own, but Landlock lets a process trace only
+/// processes of its domain or of domains nested in it, so the command and what it starts can
+/// trace each other (a debugger works) and never the init above them.
+fn command_domain() -> Result<(), SetupError> {
+    let fail = |e: landlock::RulesetError| SetupError::Landlock {
+        cause: e.to_string(),
+    };
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::from_all(LANDLOCK_ABI))
+        .map_err(fail)?
+        .create()
+        .map_err(fail)?
+        .restrict_self()
+        .map_err(fail)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(SetupError::LandlockUnavailable);
+    }
+    Ok(())
 }
 
 /// The init's wait: reaps every process of the namespace handed to it until the command ends,
@@ -260,6 +305,7 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), SetupError> {
                 cause: e.into(),
             })?;
     }
+    read_only_outside(&writable_places(spec, private_pts))?;
     let listener = if spec.isolate_network {
         loopback_up().map_err(|e| SetupError::Loopback { cause: e.into() })?;
         match &spec.proxy_socket {
@@ -508,6 +554,140 @@ fn loopback_up() -> std::io::Result<()> {
     }
 }
 
+/// The writable folders and devices that exist: what Landlock lets be written, and what stays
+/// writable when everything else is made read-only.
+fn writable_places(spec: &Spec, private_pts: bool) -> Vec<PathBuf> {
+    spec.writable
+        .iter()
+        .chain(&spec.devices)
+        // Without a devpts of its own, the terminals there are the user's: not writable.
+        .filter(|p| private_pts || !p.starts_with("/dev/pts"))
+        .filter(|p| p.exists())
+        .cloned()
+        .collect()
+}
+
+/// The places of `places` that are not inside another one, each once.
+fn outermost(places: &[PathBuf]) -> Vec<&Path> {
+    let mut out: Vec<&Path> = Vec::new();
+    for place in places {
+        let inside_another = places
+            .iter()
+            .any(|other| other != place && place.starts_with(other));
+        if !inside_another && !out.contains(&place.as_path()) {
+            out.push(place);
+        }
+    }
+    out
+}
+
+/// Makes every mount read-only except the writable places, as `bwrap --ro-bind / /` does:
+/// Landlock refuses writing a file outside them but not changing its mode, owner, times or
+/// extended attributes (`chmod 4755`, `touch -d`, `setfattr`), which a read-only mount refuses
+/// too (EROFS). Each writable place is cloned first, with what is mounted inside it (its
+/// read-only and covered paths, its pins), then the whole tree is made read-only, and each clone
+/// is mounted back where it was.
+fn read_only_outside(places: &[PathBuf]) -> Result<(), SetupError> {
+    let places = outermost(places);
+    if places.iter().any(|p| p.parent().is_none()) {
+        // `/` itself is writable: there is no outside.
+        return Ok(());
+    }
+    fn keep(path: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
+        move |e| SetupError::KeepWritable {
+            path: path.to_path_buf(),
+            cause: e.into(),
+        }
+    }
+    let mut clones = Vec::with_capacity(places.len());
+    for place in places {
+        let target = open_exact(place).map_err(keep(place))?;
+        let clone = clone_tree(&target).map_err(keep(place))?;
+        clones.push((place, target, clone));
+    }
+    set_read_only_recursively(Path::new("/"))
+        .map_err(|e| SetupError::ReadOnlyOutside { cause: e.into() })?;
+    for (place, target, clone) in clones {
+        attach(&clone, &target).map_err(keep(place))?;
+    }
+    Ok(())
+}
+
+/// A detached copy of the mounts at and below `at` (`open_tree` with `OPEN_TREE_CLONE`).
+fn clone_tree(at: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as libc::c_uint
+        | libc::AT_RECURSIVE as libc::c_uint
+        | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: open_tree with a descriptor, an empty NUL-terminated path and flags.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, at.as_raw_fd(), c"".as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened and owned here.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Mounts the detached tree `tree` on the place `target` is a handle on.
+fn attach(tree: &std::os::fd::OwnedFd, target: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    // SAFETY: move_mount with two descriptors, empty NUL-terminated paths and flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Makes the mount at `path` and every mount below it read-only (`mount_setattr`).
+fn set_read_only_recursively(path: &Path) -> std::io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x01;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let c = c_path(path)?;
+    // SAFETY: mount_setattr with a NUL-terminated path and a mount_attr of the size given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 fn landlock(spec: &Spec, private_pts: bool) -> Result<(), SetupError> {
     let all = AccessFs::from_all(LANDLOCK_ABI);
     let read = AccessFs::from_read(LANDLOCK_ABI);
@@ -524,17 +704,8 @@ fn landlock(spec: &Spec, private_pts: bool) -> Result<(), SetupError> {
         .map_err(fail)?
         .add_rules(path_beneath_rules(["/"], read))
         .map_err(fail)?;
-    let writable: Vec<&Path> = spec
-        .writable
-        .iter()
-        .chain(&spec.devices)
-        .map(|p| p.as_path())
-        // Without a devpts of its own, the terminals there are the user's: not writable.
-        .filter(|p| private_pts || !p.starts_with("/dev/pts"))
-        .filter(|p| p.exists())
-        .collect();
     let status: RestrictionStatus = ruleset
-        .add_rules(path_beneath_rules(writable, all))
+        .add_rules(path_beneath_rules(writable_places(spec, private_pts), all))
         .map_err(fail)?
         .restrict_self()
         .map_err(fail)?;
@@ -600,52 +771,27 @@ fn drop_capabilities() -> Result<(), SetupError> {
     Ok(())
 }
 
-/// A seccomp filter for what Landlock does not cover: creating Unix sockets (a socket file
-/// reaches services outside, such as tmux, ssh-agent or D-Bus, whatever the network namespace),
-/// `io_uring` (which could create them unseen), and the kernel keyrings (shared with the user's
-/// session). Refused with EPERM; system calls of a foreign architecture with ENOSYS.
+/// A seccomp filter for what Landlock and the mounts do not cover, refused with EPERM:
+/// - sockets of a family other than IP, netlink (what `ip` and `getifaddrs` use) and, when
+///   allowed, Unix: a socket file reaches services outside (tmux, ssh-agent, D-Bus) whatever
+///   the network namespace, and `AF_VSOCK` the hypervisor's host; a pair of connected Unix
+///   sockets (`socketpair`) reaches nothing and stays allowed;
+/// - setting the setuid or setgid bit (`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, and a file
+///   created by `open`, `openat`, `creat` or `mknod` with them): a command run as root could
+///   leave a root program for anyone in WORKDIR;
+/// - `ptrace` and `process_vm_readv`/`writev` aimed at process 1, the sandbox's init (which is
+///   also kept from them by being not dumpable and by the command's own Landlock domain);
+/// - `io_uring` (which could do the above unseen) and the kernel keyrings (shared with the
+///   user's session).
+///
+/// System calls of a foreign architecture get ENOSYS; on x86-64, those of the x32 ABI (bit 30
+/// of the number, which the numbers above would not match) get EPERM.
 pub fn seccomp(block_unix_sockets: bool) -> Result<(), SetupError> {
-    #[cfg(target_arch = "x86_64")]
-    const ARCH: u32 = 0xC000_003E;
-    #[cfg(target_arch = "aarch64")]
-    const ARCH: u32 = 0xC000_00B7;
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     return Err(SetupError::NoSeccompFilter);
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        const RET_ALLOW: u32 = 0x7fff_0000;
-        const RET_ERRNO: u32 = 0x0005_0000;
-        let (ld, jeq, ret) = (
-            (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-            (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-            (libc::BPF_RET | libc::BPF_K) as u16,
-        );
-        let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
-        let eperm = RET_ERRNO | libc::EPERM as u32;
-        let mut f = vec![
-            op(ld, 0, 0, 4), // seccomp_data.arch
-            op(jeq, 1, 0, ARCH),
-            op(ret, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
-            op(ld, 0, 0, 0), // seccomp_data.nr
-        ];
-        for nr in [
-            libc::SYS_io_uring_setup,
-            libc::SYS_io_uring_enter,
-            libc::SYS_io_uring_register,
-            libc::SYS_keyctl,
-            libc::SYS_add_key,
-            libc::SYS_request_key,
-        ] {
-            f.push(op(jeq, 0, 1, nr as u32));
-            f.push(op(ret, 0, 0, eperm));
-        }
-        if block_unix_sockets {
-            f.push(op(jeq, 0, 3, libc::SYS_socket as u32));
-            f.push(op(ld, 0, 0, 16)); // the low half of args[0], the family
-            f.push(op(jeq, 0, 1, libc::AF_UNIX as u32));
-            f.push(op(ret, 0, 0, eperm));
-        }
-        f.push(op(ret, 0, 0, RET_ALLOW));
+        let mut f = filter(block_unix_sockets);
         let prog = libc::sock_fprog {
             len: f.len() as u16,
             filter: f.as_mut_ptr(),
@@ -665,6 +811,163 @@ pub fn seccomp(block_unix_sockets: bool) -> Result<(), SetupError> {
         }
         Ok(())
     }
+}
+
+/// A classic BPF program for seccomp, written top to bottom: each `when_*` block runs when its
+/// test holds and ends in a return; otherwise it is jumped over.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+struct Bpf(Vec<libc::sock_filter>);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+impl Bpf {
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+
+    fn push(&mut self, code: u32, jt: u8, jf: u8, k: u32) {
+        self.0.push(libc::sock_filter {
+            code: code as u16,
+            jt,
+            jf,
+            k,
+        });
+    }
+
+    /// Loads the 32-bit word at `offset` of `seccomp_data`.
+    fn load(&mut self, offset: u32) {
+        self.push(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, offset);
+    }
+
+    /// Loads the low half of argument `n` (all the kernel reads of an int, a mode, a pid).
+    fn load_arg(&mut self, n: u32) {
+        self.load(16 + 8 * n);
+    }
+
+    fn allow(&mut self) {
+        self.push(libc::BPF_RET | libc::BPF_K, 0, 0, Self::ALLOW);
+    }
+
+    fn refuse(&mut self, errno: i32) {
+        self.push(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            Self::ERRNO | errno as u32,
+        );
+    }
+
+    /// Runs `block` when the loaded word equals `k`.
+    fn when_equal(&mut self, k: u32, block: impl FnOnce(&mut Bpf)) {
+        self.when(libc::BPF_JEQ, k, block);
+    }
+
+    /// Runs `block` when the loaded word has any bit of `bits`.
+    fn when_any_bit(&mut self, bits: u32, block: impl FnOnce(&mut Bpf)) {
+        self.when(libc::BPF_JSET, bits, block);
+    }
+
+    fn when(&mut self, test: u32, k: u32, block: impl FnOnce(&mut Bpf)) {
+        let at = self.0.len();
+        self.push(libc::BPF_JMP | test | libc::BPF_K, 0, 0, k);
+        block(self);
+        let skip = self.0.len() - at - 1;
+        self.0[at].jf = u8::try_from(skip).expect("a block of under 256 instructions");
+    }
+}
+
+/// The program [`seccomp`] installs.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn filter(block_unix_sockets: bool) -> Vec<libc::sock_filter> {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7;
+    const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
+    // O_TMPFILE without the O_DIRECTORY it includes, which alone creates nothing.
+    const CREATES: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
+    /// fchmodat2 (Linux 6.6) has the same number everywhere, and no name in libc everywhere.
+    const SYS_FCHMODAT2: libc::c_long = 452;
+    let eperm = libc::EPERM;
+    let mut f = Bpf(Vec::new());
+    f.load(4); // seccomp_data.arch
+    f.push(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 1, 0, ARCH);
+    f.refuse(libc::ENOSYS);
+    f.load(0); // seccomp_data.nr
+    #[cfg(target_arch = "x86_64")]
+    f.when_any_bit(0x4000_0000, |f| f.refuse(eperm));
+    for nr in [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+    ] {
+        f.when_equal(nr as u32, |f| f.refuse(eperm));
+    }
+    f.when_equal(libc::SYS_socket as u32, |f| {
+        f.load_arg(0);
+        let mut families = vec![libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+        if !block_unix_sockets {
+            families.push(libc::AF_UNIX);
+        }
+        for family in families {
+            f.when_equal(family as u32, Bpf::allow);
+        }
+        f.refuse(eperm);
+    });
+    f.when_equal(libc::SYS_socketpair as u32, |f| {
+        f.load_arg(0);
+        f.when_equal(libc::AF_UNIX as u32, Bpf::allow);
+        f.refuse(eperm);
+    });
+    // The mode's argument of each call that sets one.
+    let mut set_mode = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+        (libc::SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    set_mode.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mknod, 1),
+    ]);
+    for (nr, mode) in set_mode {
+        f.when_equal(nr as u32, |f| {
+            f.load_arg(mode);
+            f.when_any_bit(SET_ID, |f| f.refuse(eperm));
+            f.allow();
+        });
+    }
+    // `open` and `openat` use their mode only when they create a file.
+    let mut open = vec![(libc::SYS_openat, 2, 3)];
+    #[cfg(target_arch = "x86_64")]
+    open.push((libc::SYS_open, 1, 2));
+    for (nr, flags, mode) in open {
+        f.when_equal(nr as u32, |f| {
+            f.load_arg(flags);
+            f.when_any_bit(CREATES, |f| {
+                f.load_arg(mode);
+                f.when_any_bit(SET_ID, |f| f.refuse(eperm));
+                f.allow();
+            });
+            f.allow();
+        });
+    }
+    for (nr, pid) in [
+        (libc::SYS_ptrace, 1),
+        (libc::SYS_process_vm_readv, 0),
+        (libc::SYS_process_vm_writev, 0),
+    ] {
+        f.when_equal(nr as u32, |f| {
+            f.load_arg(pid);
+            f.when_equal(1, |f| f.refuse(eperm));
+            f.allow();
+        });
+    }
+    f.allow();
+    f.0
 }
 
 /// Waits for the child `pid`, relaying every connection to `listener` (when there is one) to the

@@ -11,6 +11,7 @@
 //! and why, and `bash` goes back to asking for every command.
 
 mod error;
+mod internal;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod proxy;
@@ -116,6 +117,29 @@ pub const PROTECTED: &[&str] = &[
     "AGENTS.override.md",
     "CLAUDE.md",
     "CLAUDE.local.md",
+];
+
+/// In the home folder, what runs later outside the sandbox (the shell's start-up files, git's
+/// configuration, programs started at login, `~/.local/bin` on `PATH`): kept read-only when a
+/// writable folder holds them (WORKDIR is the home folder).
+pub const RUN_LATER_IN_HOME: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".config/fish",
+    ".gitconfig",
+    ".config/git",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".local/bin",
 ];
 
 /// Secret places under the home folder, covered inside the sandbox (besides `new`'s own config
@@ -662,6 +686,11 @@ impl OsSandbox {
         let mut protected: Vec<PathBuf> = PROTECTED.iter().map(|p| workdir.join(p)).collect();
         protected.extend(also_protected);
         let home = dirs::home_dir();
+        // Only those inside a writable folder are mounted read-only (see `spec`).
+        protected.extend(
+            home.iter()
+                .flat_map(|h| RUN_LATER_IN_HOME.iter().map(move |p| h.join(p))),
+        );
         let mut hidden: Vec<PathBuf> = home
             .iter()
             .flat_map(|h| HIDDEN_IN_HOME.iter().map(move |p| h.join(p)))
@@ -687,6 +716,14 @@ impl OsSandbox {
             questions: tokio::sync::Mutex::new(None),
             ask: Mutex::new(None),
         })
+    }
+
+    /// Whether WORKDIR is the user's home folder (its start-up files stay read-only; the
+    /// front end says so once).
+    pub fn workdir_is_home(&self) -> bool {
+        dirs::home_dir()
+            .and_then(|h| h.canonicalize().ok())
+            .is_some_and(|h| h == self.workdir)
     }
 
     /// Keeps these paths read-only too (the files the instructions include).

@@ -38,6 +38,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 #[cfg(unix)]
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -49,6 +50,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 #[cfg(unix)]
 use tokio::task::JoinSet;
+
+use super::internal::{is_internal, local_addresses};
 
 /// The largest header block accepted; a client that needs more is not a normal HTTP client.
 const MAX_HEAD: usize = 64 * 1024;
@@ -209,30 +212,6 @@ impl Hosts {
             (Rule::Ip(ip), Name::Ip(addr)) => ip == addr,
             _ => false,
         })
-    }
-}
-
-/// Loopback, private, link-local, unspecified, unique-local and CGNAT addresses (and IPv4
-/// mapped into IPv6): this machine and its local network.
-fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || (v4.octets()[0] == 100 && (64..128).contains(&v4.octets()[1]))
-        }
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_internal(IpAddr::V4(v4)),
-            None => {
-                v6.is_loopback()
-                    || v6.is_unspecified()
-                    || (v6.segments()[0] & 0xfe00) == 0xfc00
-                    || (v6.segments()[0] & 0xffc0) == 0xfe80
-            }
-        },
     }
 }
 
@@ -656,23 +635,38 @@ async fn wait_for_answer(mut answer: watch::Receiver<Option<bool>>) -> bool {
 }
 
 /// Accepts connections until aborted. The connection tasks live in a [`JoinSet`] owned by this
-/// task, so aborting it aborts them too.
+/// task, so aborting it aborts them too. With [`MAX_CONNECTIONS`] served, a new connection
+/// takes the place of the oldest one that has not sent its header block yet (a command holding
+/// idle connections open would otherwise starve every other); when all are serving, it waits
+/// for one to end.
 #[cfg(unix)]
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
+    // The connections without a header block yet, oldest first, with their "head read" flags.
+    let mut waiting: std::collections::VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)> =
+        std::collections::VecDeque::new();
     loop {
-        while connections.try_join_next().is_some() {}
-        if connections.len() >= MAX_CONNECTIONS {
-            connections.join_next().await;
-            continue;
-        }
-        match listener.accept().await {
-            Ok((client, _)) => {
-                connections.spawn(serve(client, Arc::clone(&shared)));
-            }
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
             // Out of file descriptors and the like: wait a little rather than spin.
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        while connections.try_join_next().is_some() {}
+        while connections.len() >= MAX_CONNECTIONS {
+            waiting.retain(|(task, head_read)| {
+                !task.is_finished() && !head_read.load(Ordering::SeqCst)
+            });
+            if let Some((oldest, _)) = waiting.pop_front() {
+                oldest.abort();
+            }
+            connections.join_next().await;
         }
+        let head_read = Arc::new(AtomicBool::new(false));
+        let task = connections.spawn(serve(client, Arc::clone(&shared), Arc::clone(&head_read)));
+        waiting.push_back((task, head_read));
     }
 }
 
@@ -742,10 +736,13 @@ impl Reply {
 
 /// Serves one client connection: one request, then (if allowed) a byte pipe to its host.
 #[cfg(unix)]
-async fn serve(mut client: UnixStream, shared: Arc<Shared>) {
+async fn serve(mut client: UnixStream, shared: Arc<Shared>, head_read: Arc<AtomicBool>) {
     let (buffer, head_len) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
     {
-        Ok(Ok(head)) => head,
+        Ok(Ok(head)) => {
+            head_read.store(true, Ordering::SeqCst);
+            head
+        }
         Ok(Err(HeadError::TooLarge)) => {
             let reason = format!("the request header block is over {} KB", MAX_HEAD / 1024);
             return Reply::bad_request(reason).send(&mut client).await;
@@ -808,6 +805,8 @@ enum ConnectError {
         "{host} resolves to {ip}, an address of this machine or its local network; list the name exactly in sandbox.network to allow it"
     )]
     Internal { host: String, ip: IpAddr },
+    #[error("could not read this machine's addresses: {cause}")]
+    Interfaces { cause: std::io::Error },
     #[error("could not connect to {address}: {cause}")]
     Connect {
         address: SocketAddr,
@@ -833,9 +832,15 @@ async fn connect(host: &Name, port: u16, internal_ok: bool) -> Result<TcpStream,
                 .take(MAX_ADDRESSES)
                 .collect(),
         };
+        // This machine's addresses, read now: interfaces come and go.
+        let local = if internal_ok {
+            Vec::new()
+        } else {
+            local_addresses().map_err(|cause| ConnectError::Interfaces { cause })?
+        };
         let mut last_error = ConnectError::NoAddress { host: host.key() };
         for address in addresses {
-            if !internal_ok && is_internal(address.ip()) {
+            if !internal_ok && is_internal(address.ip(), &local) {
                 last_error = ConnectError::Internal {
                     host: host.key(),
                     ip: address.ip(),
@@ -1208,7 +1213,7 @@ fn shorten(text: &str) -> String {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     use tokio::net::TcpListener;
 
     fn strings(items: &[&str]) -> Vec<String> {
@@ -1701,16 +1706,6 @@ mod tests {
         // is refused with the reason; listed exactly, it passes.
         let proxy = start(&["*.example.org", "localhost"], None);
         tunnel_through(&proxy, port).await;
-        assert!(is_internal("127.0.0.1".parse().unwrap()));
-        assert!(is_internal("10.1.2.3".parse().unwrap()));
-        assert!(is_internal("192.168.0.1".parse().unwrap()));
-        assert!(is_internal("169.254.169.254".parse().unwrap()));
-        assert!(is_internal("100.64.0.1".parse().unwrap()));
-        assert!(is_internal("::1".parse().unwrap()));
-        assert!(is_internal("fd00::1".parse().unwrap()));
-        assert!(is_internal("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(!is_internal("93.184.216.34".parse().unwrap()));
-        assert!(!is_internal("2606:2800:220:1::1".parse().unwrap()));
         let err = connect(&Name::Domain("localhost".into()), port, false)
             .await
             .unwrap_err();
@@ -1722,6 +1717,148 @@ mod tests {
             err.to_string().contains("an address of this machine"),
             "{err}"
         );
+    }
+
+    /// A command holding more idle connections than the proxy serves at once (a head never
+    /// sent) starved every other: now the oldest idle ones make room, and a CONNECT is answered.
+    #[tokio::test]
+    async fn idle_connections_do_not_starve_a_request() {
+        let (port, _) = echo_server().await;
+        let proxy = start(&["localhost"], None);
+        // A tunnel opened first serves on: only connections without a request make room.
+        let mut serving = client(&proxy).await;
+        let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+        serving.write_all(connect.as_bytes()).await.expect("send");
+        read_response_head(&mut serving).await;
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS + 4 {
+            idle.push(client(&proxy).await);
+        }
+        tokio::time::timeout(Duration::from_secs(8), tunnel_through(&proxy, port))
+            .await
+            .expect("a CONNECT answered within 8 s");
+        // The oldest idle connection was closed to make room; the newest is still open.
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), idle[0].read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+        let newest = idle.last_mut().expect("connections");
+        let still = tokio::time::timeout(Duration::from_millis(200), newest.read(&mut byte)).await;
+        assert!(
+            still.is_err(),
+            "the newest idle connection was closed: {still:?}"
+        );
+        serving.write_all(b"ping").await.expect("send ping");
+        let mut echoed = [0u8; 4];
+        serving
+            .read_exact(&mut echoed)
+            .await
+            .expect("the tunnel still serves");
+        assert_eq!(&echoed, b"ping");
+    }
+
+    #[test]
+    fn only_a_name_or_address_listed_as_itself_is_listed_exactly() {
+        let list = hosts(&["127.0.0.1", "localhost", "*.example.org"]);
+        assert!(list.lists_exactly(&Name::Ip("127.0.0.1".parse().unwrap())));
+        assert!(!list.lists_exactly(&Name::Ip("127.0.0.2".parse().unwrap())));
+        assert!(list.lists_exactly(&Name::Domain("localhost".into())));
+        assert!(!list.lists_exactly(&Name::Domain("a.example.org".into())));
+        assert!(!list.lists_exactly(&Name::Domain("example.org".into())));
+    }
+
+    /// The attack as it was made: `*.allowed.test` listed, a name under it resolving to an
+    /// address of this machine that is in no private range, a local service listening there;
+    /// plain HTTP and CONNECT both reached it. Repeated inside a user, network and mount
+    /// namespace of its own (`unshare -rnm`): the address is put on its loopback interface and
+    /// the name in its `/etc/hosts`. Now both get 502 and the service sees no connection; the
+    /// name listed exactly still reaches it.
+    #[test]
+    fn a_wildcard_name_may_not_reach_this_machine_s_own_public_address() {
+        let test = "os_sandbox::proxy::tests::inside_namespaces_a_wildcard_name_resolving_here";
+        let out = std::process::Command::new("unshare")
+            .args(["-rnm", "--"])
+            .arg(std::env::current_exe().expect("the test binary"))
+            .args([
+                "--exact",
+                test,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("NEW_PROXY_TEST_NAMESPACES", "1")
+            .output()
+            .expect("this test needs `unshare` (util-linux) to make its namespaces");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "this test needs user namespaces (unshare -rnm) and `ip`; it did not pass inside them:\n{said}"
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "run inside namespaces by a_wildcard_name_may_not_reach_this_machine_s_own_public_address"]
+    async fn inside_namespaces_a_wildcard_name_resolving_here() {
+        assert!(
+            std::env::var_os("NEW_PROXY_TEST_NAMESPACES").is_some(),
+            "run only inside the namespaces the outer test makes: it changes /etc/hosts and lo"
+        );
+        let run = |args: &[&str]| {
+            let status = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .status()
+                .expect("a setup command");
+            assert!(status.success(), "{args:?}");
+        };
+        const HERE: &str = "93.184.216.34";
+        run(&["ip", "link", "set", "lo", "up"]);
+        run(&["ip", "addr", "add", &format!("{HERE}/32"), "dev", "lo"]);
+        let hosts_file = std::env::temp_dir().join(format!("new-px-hosts-{}", std::process::id()));
+        std::fs::write(&hosts_file, format!("{HERE} svc.allowed.test\n")).expect("hosts");
+        run(&[
+            "mount",
+            "--bind",
+            &hosts_file.display().to_string(),
+            "/etc/hosts",
+        ]);
+        let listener = TcpListener::bind((HERE, 0)).await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nlocal")
+                    .await;
+            }
+        });
+        let proxy = start(&["*.allowed.test"], None);
+        let connect = format!("CONNECT svc.allowed.test:{port} HTTP/1.1\r\n\r\n");
+        let get = format!("GET http://svc.allowed.test:{port}/ HTTP/1.1\r\n\r\n");
+        for request in [&connect, &get] {
+            let response = exchange(&proxy, request.as_bytes()).await;
+            assert!(
+                response.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
+                "{response}"
+            );
+            assert!(
+                response.contains(&format!(
+                    "svc.allowed.test resolves to {HERE}, an address of this machine"
+                )),
+                "{response}"
+            );
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+        // Listed exactly, the same name reaches the service: the setup did lead here.
+        let exact = start(&["svc.allowed.test"], None);
+        let response = exchange(&exact, get.as_bytes()).await;
+        assert!(response.ends_with("local"), "{response}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        let _ = std::fs::remove_file(&hosts_file);
     }
 
     #[tokio::test]
