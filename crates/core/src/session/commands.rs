@@ -24,7 +24,7 @@ fn framed_account(summary: &str) -> String {
     let lower = summary.to_ascii_lowercase();
     let mut last = 0;
     for (at, _) in lower.match_indices('<') {
-        let rest = &lower[at + 1..];
+        let rest = lower[at + 1..].trim_start();
         let rest = rest.strip_prefix('/').unwrap_or(rest).trim_start();
         if rest.starts_with("merged-branch") {
             out.push_str(&summary[last..at]);
