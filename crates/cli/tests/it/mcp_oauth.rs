@@ -445,7 +445,8 @@ fn a_projects_mcp_entry_may_not_name_a_file_to_send_and_nothing_reaches_its_endp
                 "privateKeyFile": "/proc/self/environ"}}
         }})
         .to_string(),
-    );
+    )
+    .unwrap();
     let model = Server::start(vec![text(&["hi"]), text(&["hi"])]);
     let mut cmd = env.command(&model.base_url);
     cmd.arg(env.work())
