@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use new_core::conversation::Store;
-use new_core::conversation::import::{ImportError, Source, import};
+use new_core::conversation::import::{ImportError, MAX_LINE_BYTES, Source, import};
 
 /// What `new import` was asked.
 pub struct ImportLaunch {
@@ -101,6 +101,15 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
                     ));
                 }
                 println!("{line}");
+                if !done.too_long.is_empty() {
+                    let lines: Vec<String> = done.too_long.iter().map(|n| n.to_string()).collect();
+                    let which = if lines.len() == 1 { "line" } else { "lines" };
+                    eprintln!(
+                        "warning: {shown}: {which} {} longer than {} MB; left out unread",
+                        lines.join(", "),
+                        MAX_LINE_BYTES >> 20
+                    );
+                }
                 if !done.skipped.is_empty() {
                     let lines: Vec<String> = done.skipped.iter().map(|n| n.to_string()).collect();
                     let which = if lines.len() == 1 { "line" } else { "lines" };

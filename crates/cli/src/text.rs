@@ -2261,7 +2261,9 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
                 "err_ambiguous",
                 &[("prefix", prefix), ("ids", &matches.join(", "))],
             ),
-            StoreError::Io { .. } | StoreError::Foreign { .. } => e.to_string(),
+            StoreError::Io { .. } | StoreError::Foreign { .. } | StoreError::NotRegular(_) => {
+                e.to_string()
+            }
         };
     }
     if let Some(e) = e.downcast_ref::<TreeError>() {

@@ -292,3 +292,62 @@ fn a_hostile_transcript_s_escapes_never_reach_the_terminal() {
     );
     assert!(run.stdout.contains("(Claude Code) title"), "{run:?}");
 }
+
+/// Issue 41 (10), as written: a rollout with a 400 MB line in the middle imports the rest,
+/// says which line it left out and why, and never holds the line (its peak memory stays far
+/// below the line's size; it reached 2 GB).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_400_mb_line_is_left_out_said_and_never_held() {
+    use std::io::{Seek, SeekFrom, Write};
+    let env = Env::new();
+    let fixture = std::fs::read_to_string(fixture("codex.jsonl")).unwrap();
+    let lines: Vec<&str> = fixture.lines().collect();
+    let path = env.dir.path().join("huge.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(lines[0].as_bytes()).unwrap();
+    file.write_all(b"\n").unwrap();
+    // 400 MB of a line without its end, as a hole (no disk used): NUL bytes when read.
+    file.seek(SeekFrom::Current(400 << 20)).unwrap();
+    file.write_all(b"\n").unwrap();
+    for line in &lines[1..] {
+        file.write_all(line.as_bytes()).unwrap();
+        file.write_all(b"\n").unwrap();
+    }
+    drop(file);
+    let mut cmd = env.command("http://127.0.0.1:9/v1");
+    cmd.arg("import")
+        .arg("codex")
+        .arg(&path)
+        .arg("--workdir")
+        .arg(env.work())
+        .arg("--datadir")
+        .arg(env.data())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    while child.try_wait().unwrap().is_none() {
+        if let Ok(text) = std::fs::read_to_string(&status)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("line 2 longer than 32 MB; left out unread"),
+        "{stderr}"
+    );
+    assert!(peak_kb < 200 * 1024, "peak {peak_kb} kB");
+    let (_, lines) = main_lines(&env);
+    assert_eq!(messages(&lines).len(), 5);
+}

@@ -22,6 +22,8 @@ mod pty;
 mod repl;
 #[cfg(unix)]
 mod sandbox;
+#[cfg(unix)]
+mod secrets;
 mod session;
 mod skills;
 mod subagents;

@@ -522,3 +522,47 @@ fn clear_starts_a_fresh_branch_from_the_root_and_keeps_the_old_one() {
         assert!(!run.stdout.contains("\x1b[2J"), "{run:?}");
     }
 }
+
+/// Issue 41 (11), as written: a conversation file in DATADIR that is a link to a conversation
+/// outside is not appended through (nor read), and `-r` of a FIFO named like a conversation
+/// says so at once instead of hanging.
+#[cfg(unix)]
+#[test]
+fn a_conversation_linked_out_of_datadir_or_a_fifo_is_refused_at_once() {
+    let server = Server::start(vec![text(&["first"]), text(&["second"])]);
+    let other = Env::new();
+    let run = other.run(&server.base_url, &[], "hello\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (id, _) = other.only_conversation();
+    let target = other.data().join(format!("{id}.jsonl"));
+    let before = std::fs::read(&target).unwrap();
+    let env = Env::new();
+    std::os::unix::fs::symlink(&target, env.data().join(format!("{id}.jsonl"))).unwrap();
+    let run = env.run(
+        &server.base_url,
+        &["--resume", &id],
+        "appended through the link\n",
+    );
+    assert!(
+        run.stderr
+            .contains("is not a regular file (a link, a named pipe or a device)"),
+        "{run:?}"
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), before);
+    let fifo = env.data().join("f1f0f1f0.jsonl");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = std::time::Instant::now();
+    let run = env.run(&server.base_url, &["-r", "f1f0f1f0"], "");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(
+        run.stderr
+            .contains("is not a regular file (a link, a named pipe or a device)"),
+        "{run:?}"
+    );
+}

@@ -19,6 +19,10 @@ pub enum StoreError {
         matches: Vec<String>,
     },
     #[error(
+        "{0} is not a regular file (a link, a named pipe or a device): a conversation file must be one; it is left alone"
+    )]
+    NotRegular(PathBuf),
+    #[error(
         "{path} is not a conversation of new's (it looks like {what}); it is left alone (`new import` makes one of it)"
     )]
     Foreign { path: PathBuf, what: &'static str },

@@ -81,6 +81,78 @@ pub struct Imported {
     pub subagents: Vec<String>,
     /// Lines that could not be read (numbers, from 1).
     pub skipped: Vec<usize>,
+    /// Lines longer than [`MAX_LINE_BYTES`], left out unread (numbers, from 1).
+    pub too_long: Vec<usize>,
+}
+
+/// The longest line of another agent's file that is read: a longer one (a hostile or broken
+/// file's, hundreds of megabytes) is passed over, never held, and said.
+pub const MAX_LINE_BYTES: usize = 32 << 20;
+
+/// A file's lines: the JSON objects with their numbers (from 1), the numbers of the lines that
+/// are not objects, and of those longer than the limit.
+#[derive(Debug, Default, PartialEq)]
+struct Lines {
+    lines: Vec<(usize, Value)>,
+    skipped: Vec<usize>,
+    too_long: Vec<usize>,
+}
+
+/// Reads `reader` a line at a time, holding at most `max` bytes of one line: the rest of a
+/// longer line is read past, not kept.
+fn read_lines(mut reader: impl BufRead, max: usize) -> std::io::Result<Lines> {
+    let mut out = Lines::default();
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let mut over = false;
+        let mut any = false;
+        loop {
+            let available = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                break;
+            }
+            any = true;
+            let end = memchr::memchr(b'\n', available);
+            let chunk = &available[..end.unwrap_or(available.len())];
+            if !over && line.len() + chunk.len() > max {
+                over = true;
+                line = Vec::new();
+            }
+            if !over {
+                line.extend_from_slice(chunk);
+            }
+            let used = end.map_or(available.len(), |e| e + 1);
+            reader.consume(used);
+            if end.is_some() {
+                break;
+            }
+        }
+        if !any {
+            return Ok(out);
+        }
+        number += 1;
+        if over {
+            out.too_long.push(number);
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            out.skipped.push(number);
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) if v.is_object() => out.lines.push((number, v)),
+            _ => out.skipped.push(number),
+        }
+    }
 }
 
 /// A conversation being built: messages in an order where parents come first once placed.
@@ -122,25 +194,17 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
     if !meta.is_file() {
         return Err(read_err(std::io::Error::other("not a regular file")));
     }
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut lines: Vec<(usize, Value)> = Vec::new();
-    let mut skipped = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(read_err)?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Value>(&line) {
-            Ok(v) if v.is_object() => lines.push((i + 1, v)),
-            _ => skipped.push(i + 1),
-        }
-    }
+    let file = new_sys::platform::nonblocking_read_options()
+        .open(path)
+        .map_err(read_err)?;
+    let read = read_lines(std::io::BufReader::new(file), MAX_LINE_BYTES).map_err(read_err)?;
+    let lines = read.lines;
     let (mut main, sidechains) = match source {
         Source::Claude => claude(&lines),
         Source::Codex => (codex(&lines), Vec::new()),
         Source::Pi => (pi(&lines), Vec::new()),
     };
-    main.skipped = skipped;
+    main.skipped = read.skipped;
     // One subagent's file (newer Claude Code keeps each in `<session>/subagents/agent-*.jsonl`):
     // its own key, and a subagent conversation under its session's, once that is imported.
     let mut under: Option<Value> = None;
@@ -201,13 +265,14 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
         messages: main.messages.len(),
         subagents,
         skipped: main.skipped,
+        too_long: read.too_long,
     })
 }
 
 /// The conversation in `store` imported from `session` already, if any (its header says).
 fn already(store: &Store, source: Source, session: &str) -> Option<String> {
     store.ids().ok()?.into_iter().find(|id| {
-        let Ok(file) = std::fs::File::open(store.path(id)) else {
+        let Ok(file) = super::store::open_regular(&store.path(id), false) else {
             return false;
         };
         let mut first = Vec::new();
@@ -864,4 +929,49 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
         previous = stands_for;
     }
     draft
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 41 (10): a line longer than the limit is read past, never held, and numbered;
+    /// the lines around it read as before, whatever their ends.
+    #[test]
+    fn a_line_over_the_limit_is_passed_over_and_numbered() {
+        let mut bytes = Vec::new();
+        for line in [
+            r#"{"a":1}"#.to_string(),
+            "x".repeat(100),
+            String::new(),
+            "[1]".to_string(),
+            "{\"b\":2}\r".to_string(),
+            "\u{1}".to_string(),
+            "y".repeat(40),
+        ] {
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(br#"{"c":3}"#);
+        // A line that is not UTF-8 is one that cannot be read.
+        let at = bytes.iter().position(|b| *b == 1).unwrap();
+        bytes[at] = 0xff;
+        // Read through a small buffer, so the long line comes in many pieces.
+        let reader = std::io::BufReader::with_capacity(7, bytes.as_slice());
+        let read = read_lines(reader, 40).unwrap();
+        assert_eq!(
+            read.lines,
+            vec![
+                (1, json!({"a": 1})),
+                (5, json!({"b": 2})),
+                (8, json!({"c": 3}))
+            ]
+        );
+        assert_eq!(read.skipped, [4, 6, 7]);
+        assert_eq!(read.too_long, [2]);
+        // One byte over the limit is too long; an empty input has no lines.
+        let read = read_lines(format!("{}\n", "z".repeat(41)).as_bytes(), 40).unwrap();
+        assert_eq!((read.skipped, read.too_long), (vec![], vec![1]));
+        assert_eq!(read_lines(&b""[..], 40).unwrap(), Lines::default());
+    }
 }

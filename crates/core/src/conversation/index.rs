@@ -245,7 +245,7 @@ impl Index {
             let Some(entry) = entries.get_mut(id) else {
                 continue;
             };
-            let meta = match fs::metadata(&path) {
+            let meta = match fs::symlink_metadata(&path) {
                 Ok(meta) if meta.is_file() => meta,
                 _ => {
                     entries.remove(id);
@@ -619,7 +619,7 @@ fn write_snapshot(
 fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
     use super::record::{Loaded, load_line};
     *entry = Entry::default();
-    let mut file = File::open(path)?;
+    let mut file = super::store::open_regular(path, false)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let mut seen = std::collections::HashSet::new();

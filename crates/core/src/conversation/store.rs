@@ -5,7 +5,7 @@
 //! the next record. Nothing already written is ever rewritten. Reading skips and reports lines it
 //! cannot parse and keeps messages whose parent is missing reachable under the root.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -105,7 +105,7 @@ impl Store {
     /// A conversation's header line, parsed (the first 64 KB of the file at most).
     fn header(&self, id: &str) -> Option<serde_json::Value> {
         use std::io::BufRead;
-        let file = std::fs::File::open(self.path(id)).ok()?;
+        let file = open_regular(&self.path(id), false).ok()?;
         let mut first = Vec::new();
         let mut reader = std::io::BufReader::new(file).take(64 * 1024);
         reader.read_until(b'\n', &mut first).ok()?;
@@ -136,7 +136,7 @@ impl Store {
     }
 
     pub fn exists(&self, id: &str) -> bool {
-        self.path(id).is_file()
+        fs::symlink_metadata(self.path(id)).is_ok_and(|m| m.is_file())
     }
 
     /// Ids of every conversation file, unsorted. Cheap: one directory read, no file opened.
@@ -178,8 +178,9 @@ impl Store {
         system_prompt: &str,
     ) -> Result<(Conversation, LoadReport), StoreError> {
         let path = self.path(id);
-        let file = fs::File::open(&path).map_err(|e| match e.kind() {
+        let file = open_regular(&path, false).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => StoreError::NotFound(id.to_string()),
+            _ if is_refused(&e) => StoreError::NotRegular(path.clone()),
             _ => StoreError::io("reading", &path, e),
         })?;
         // Read a line at a time: the file is never held whole beside the tree made of it.
@@ -192,7 +193,7 @@ impl Store {
         // as nothing: it is never opened, so nothing is appended to it.
         if conversation.len() == 1 && !shape.header && !shape.blank {
             let mut head = Vec::new();
-            let read = fs::File::open(&path)
+            let read = open_regular(&path, false)
                 .and_then(|f| io::Read::read_to_end(&mut io::Read::take(f, 64 * 1024), &mut head));
             read.map_err(|e| StoreError::io("reading", &path, e))?;
             if memchr::memmem::find(&head, br#""type":"header""#).is_none() {
@@ -262,11 +263,13 @@ impl Store {
     pub fn append(&self, id: &str, records: &[Record]) -> Result<(), StoreError> {
         let path = self.path(id);
         let io_err = |e| StoreError::io("appending to", &path, e);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err)?;
+        let mut file = open_regular(&path, true).map_err(|e| {
+            if is_refused(&e) {
+                StoreError::NotRegular(path.clone())
+            } else {
+                io_err(e)
+            }
+        })?;
         // The lock keeps a concurrent writer from slipping between the torn-line check and the write.
         file.lock().map_err(io_err)?;
         let mut text = String::new();
@@ -295,6 +298,44 @@ impl Store {
         drop(journal);
         Ok(())
     }
+}
+
+/// Opens a conversation file to read (and with `append`, to append to) as itself: a link in
+/// DATADIR is not followed (appending through one would write to a file outside), a FIFO or a
+/// device is not waited on; only a regular file is opened. A refusal is an error
+/// [`is_refused`] recognises.
+pub(crate) fn open_regular(path: &Path, append: bool) -> io::Result<fs::File> {
+    let mut options = new_sys::platform::no_link_options();
+    options.read(true).append(append);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        // A link at the end (`ELOOP`, or on the BSDs `EMLINK`): said as what it is.
+        Err(e) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                NotRegularFile(e),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            NotRegularFile(io::Error::other("not a regular file")),
+        ));
+    }
+    Ok(file)
+}
+
+/// What [`open_regular`] refused (the cause inside).
+#[derive(Debug, thiserror::Error)]
+#[error("not a regular file: {0}")]
+struct NotRegularFile(io::Error);
+
+/// Whether `e` is [`open_regular`]'s refusal of a link, a FIFO or a device.
+pub(crate) fn is_refused(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<NotRegularFile>())
 }
 
 /// Rebuilds a conversation from the bytes of its file.
@@ -495,6 +536,65 @@ fn attach(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+
+    /// Issue 41 (11), as written: a conversation file in DATADIR that is a link to a
+    /// conversation outside is neither appended through nor read through; a FIFO named like a
+    /// conversation is refused at once (it used to hang `-r`); /list leaves both out.
+    #[cfg(unix)]
+    #[test]
+    fn a_link_or_a_fifo_in_datadir_is_refused_not_followed_or_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let elsewhere = Store::open(outside.path()).unwrap();
+        let c = sample(&elsewhere);
+        let target = elsewhere.path(&c.id);
+        let before = std::fs::read(&target).unwrap();
+        std::os::unix::fs::symlink(&target, store.path(&c.id)).unwrap();
+        let m = Message::new(Role::User, "appended through the link");
+        let err = store.append(&c.id, &[Record::message(&m)]).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NotRegular(p) if *p == store.path(&c.id)),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("is not a regular file (a link, a named pipe or a device)")
+        );
+        assert_eq!(
+            std::fs::read(&target).unwrap(),
+            before,
+            "nothing written outside"
+        );
+        assert!(matches!(
+            store.load(&c.id, "sys"),
+            Err(StoreError::NotRegular(_))
+        ));
+        assert!(!store.exists(&c.id));
+        assert_eq!(store.kind(&c.id), Kind::default());
+
+        let fifo = store.path("f1f0f1f0");
+        new_sys::platform::make_fifo(&fifo).unwrap();
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            store.load("f1f0f1f0", "sys"),
+            Err(StoreError::NotRegular(_))
+        ));
+        assert!(matches!(
+            store.append("f1f0f1f0", &[Record::message(&m)]),
+            Err(StoreError::NotRegular(_))
+        ));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(store.list().unwrap().is_empty());
+        assert!(matches!(store.resolve("f1f0"), Ok(id) if id == "f1f0f1f0"));
+        // A regular file is appended to as before.
+        std::fs::remove_file(store.path(&c.id)).unwrap();
+        let mine = sample(&store);
+        let u = Message::new(Role::User, "more");
+        store.append(&mine.id, &[Record::message(&u)]).unwrap();
+        assert_eq!(store.load(&mine.id, "sys").unwrap().0.len(), 4);
+    }
 
     /// A file is read a line at a time: Windows line ends, a last line without its newline, a
     /// torn line in the middle (reported by its number) and blank lines all read as before; a

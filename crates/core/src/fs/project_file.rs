@@ -139,21 +139,35 @@ impl ProjectFiles {
     }
 }
 
-/// Reads one of the user's own files (their config folder): links are followed, but only a
-/// regular file is read, opened without blocking, and at most `limit` bytes.
+/// The kernel's folders: their files (`/proc/self/environ`, `/sys/…`, devices) look regular,
+/// or nearly, yet hold the state of the machine and of `new` itself, never a file of the user.
+const KERNEL_FOLDERS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Reads one of the user's own files (their config folder, a key or token file their config
+/// names): links are followed, but only a regular file outside the kernel's folders (`/proc`,
+/// `/sys`, `/dev`) is read, opened without blocking, and at most `limit` bytes.
 pub fn read_own(path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
-    let file = match new_sys::platform::nonblocking_read_options().open(path) {
+    let shown = path.display();
+    // Resolved first and that path opened, so the folder judged is the one read.
+    let real = match std::fs::canonicalize(path) {
+        Ok(real) => real,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("reading {shown}: {e}")),
+    };
+    let file = match new_sys::platform::nonblocking_read_options().open(&real) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(e) => return Err(format!("reading {shown}: {e}")),
     };
     let meta = file
         .metadata()
-        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        .map_err(|e| format!("reading {shown}: {e}"))?;
     if !meta.is_file() {
+        return Err(format!("{shown} is refused: it is not a regular file"));
+    }
+    if let Some(folder) = KERNEL_FOLDERS.iter().find(|f| real.starts_with(f)) {
         return Err(format!(
-            "{} is refused: it is not a regular file",
-            path.display()
+            "{shown} is refused: it is in {folder}, the kernel's, not a file of yours"
         ));
     }
     bounded(file, limit)
@@ -314,6 +328,45 @@ mod tests {
             Some("skill a\n")
         );
         assert!(files.read(&path, 100).is_err());
+    }
+
+    /// Issue 41 (1): a file of the user's own is never one of the kernel's, even when it looks
+    /// regular (`/proc/self/environ`) or a link of the user's leads there; a device stays "not
+    /// a regular file".
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_own_file_in_the_kernels_folders_is_refused() {
+        let (_d, work, _o) = project();
+        let err = read_own(Path::new("/proc/self/environ"), 4096).unwrap_err();
+        assert_eq!(
+            err,
+            "/proc/self/environ is refused: it is in /proc, the kernel's, not a file of yours"
+        );
+        let link = work.join("id-token");
+        std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+        let err = read_own(&link, 4096).unwrap_err();
+        assert!(
+            err.ends_with("it is in /proc, the kernel's, not a file of yours"),
+            "{err}"
+        );
+        assert!(err.starts_with(&link.display().to_string()), "{err}");
+        for (path, folder) in [("/sys/kernel/uevent_seqnum", "/sys"), ("/dev/null", "/dev")] {
+            match read_own(Path::new(path), 10) {
+                Err(err) => assert!(
+                    err.contains(&format!("in {folder},")) || err.contains("not a regular file"),
+                    "{err}"
+                ),
+                Ok(None) => {} // not there on this machine
+                Ok(Some(_)) => panic!("{path} was read"),
+            }
+        }
+        // A regular file elsewhere is read, through a link too.
+        std::fs::write(work.join("token"), "tok").unwrap();
+        std::os::unix::fs::symlink(work.join("token"), work.join("via")).unwrap();
+        assert_eq!(
+            read_own(&work.join("via"), 10).unwrap().unwrap().text(),
+            "tok"
+        );
     }
 
     /// A file of exactly the limit is whole; one byte more is cut and said.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::escape::escape_controls;
 use crate::layers::Origin;
 
 /// How `new` talks to a server.
@@ -380,6 +381,12 @@ fn server(
     if o.contains_key("oauth") && matches!(transport, Transport::Stdio { .. }) {
         return Err("`oauth` is for an http server".into());
     }
+    if origin == Origin::Project
+        && let Transport::Http { url, .. } = &transport
+        && let Some(refusal) = names_a_file(&oauth, url)
+    {
+        return Err(refusal);
+    }
     let raw = serde_json::to_string(entry).unwrap_or_default();
     Ok(ServerConfig {
         name,
@@ -394,6 +401,30 @@ fn server(
         disabled_tools: names("disabledTools")?,
         always_allow: names("alwaysAllow")?,
         oauth,
+    })
+}
+
+/// Why a project's entry is refused for naming a file that `new` itself would read and send out:
+/// `new` reads such a file outside the sandbox, so a cloned repository could name the user's
+/// environment or SSH key and have it posted to a server of its choice. Only the user's own
+/// config may name files.
+fn names_a_file(oauth: &crate::mcp::oauth::Settings, url: &str) -> Option<String> {
+    let own = "a project's entry may not name files; an entry of your own config \
+               (`mcp.servers` in the user's config.json) may";
+    if let Some(idp) = &oauth.idp {
+        return Some(format!(
+            "`oauth.idp.idTokenFile`: this server would read {} and send it to {}; {own}",
+            escape_controls(&idp.id_token_file.to_string_lossy()),
+            escape_controls(&idp.token_endpoint)
+        ));
+    }
+    oauth.private_key_file.as_ref().map(|key| {
+        format!(
+            "`oauth.privateKeyFile`: this server would read {} and sign with it what goes to \
+             the token endpoint of {}; {own}",
+            escape_controls(&key.to_string_lossy()),
+            escape_controls(url)
+        )
     })
 }
 
@@ -721,6 +752,57 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("`oauth` is for an http server"), "{e}");
+    }
+
+    /// Issue 41 (1): a project's entry that names a file `new` would read and send (the ID token
+    /// of an enterprise-managed grant, the key of a signed client-credentials grant) is
+    /// refused, saying the file and where it would go; the user's own entry may name them, and
+    /// a project's entry that names none is kept.
+    #[test]
+    fn a_projects_entry_may_not_name_files_and_the_users_may() {
+        let entry = |oauth: serde_json::Value, origin: Origin| {
+            server(
+                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
+                None,
+                origin,
+                &env,
+            )
+        };
+        let enterprise = json!({"clientId": "c", "grant": "enterprise_managed", "idp": {
+            "issuer": "https://idp.example", "tokenEndpoint": "http://127.0.0.1:9/idp/token",
+            "clientId": "i", "idTokenFile": "/proc/self/environ"}});
+        let signed = json!({"clientId": "c", "grant": "client_credentials",
+            "privateKeyFile": "/home/u/.ssh/id_rsa"});
+        assert_eq!(
+            entry(enterprise.clone(), Origin::Project).unwrap_err(),
+            "`oauth.idp.idTokenFile`: this server would read /proc/self/environ and send it to \
+             http://127.0.0.1:9/idp/token; a project's entry may not name files; an entry of \
+             your own config (`mcp.servers` in the user's config.json) may"
+        );
+        assert_eq!(
+            entry(signed.clone(), Origin::Project).unwrap_err(),
+            "`oauth.privateKeyFile`: this server would read /home/u/.ssh/id_rsa and sign with it \
+             what goes to the token endpoint of https://d.example/mcp; a project's entry may \
+             not name files; an entry of your own config (`mcp.servers` in the user's \
+             config.json) may"
+        );
+        // Both at once: the ID token is said (it is what would be sent whole).
+        let mut both = enterprise.clone();
+        both["privateKeyFile"] = json!("/k");
+        assert!(
+            entry(both, Origin::Project)
+                .unwrap_err()
+                .starts_with("`oauth.idp.idTokenFile`")
+        );
+        assert!(entry(enterprise, Origin::User).is_ok());
+        assert!(entry(signed, Origin::User).is_ok());
+        let secret = json!({"clientId": "c", "grant": "client_credentials", "clientSecret": "s"});
+        assert!(entry(secret, Origin::Project).is_ok());
+        // A path with a terminal's control characters is said escaped.
+        let odd = json!({"clientId": "c", "grant": "client_credentials",
+            "privateKeyFile": "/k\u{1b}[2J"});
+        let e = entry(odd, Origin::Project).unwrap_err();
+        assert!(!e.contains('\u{1b}'), "{e:?}");
     }
 
     #[test]

@@ -29,6 +29,12 @@ pub const TOKEN_FILE: &str = "mcp-oauth.json";
 /// How long the browser step waits for the redirect.
 const BROWSER_WAIT: Duration = Duration::from_secs(300);
 
+/// The most of a key file (`privateKeyFile`) read: a PEM key is a few hundred bytes.
+pub const MAX_KEY_FILE_BYTES: usize = 64 * 1024;
+
+/// The most of an ID token file (`idTokenFile`) read.
+pub const MAX_ID_TOKEN_BYTES: usize = 64 * 1024;
+
 /// The most step-ups (a new authorization for a wider scope) one connection makes: a server that
 /// keeps asking for more is refused after that.
 pub const MAX_STEP_UPS: u32 = 2;
@@ -337,14 +343,19 @@ impl Login {
         client_id: &str,
         key_file: &Path,
     ) -> Result<AuthorizationManager, OAuthError> {
+        // Read first, through the one reader of the user's files (a regular file outside the
+        // kernel's folders, bounded): without it nothing is asked of any server.
+        let pem = crate::fs::project_file::read_own(key_file, MAX_KEY_FILE_BYTES)
+            .map_err(|e| OAuthError::Sdk(format!("the key: {e}")))?
+            .ok_or_else(|| OAuthError::Sdk(format!("there is no key at {}", key_file.display())))?
+            .whole_text(key_file, MAX_KEY_FILE_BYTES)
+            .map_err(|e| OAuthError::Sdk(format!("the key: {e}")))?;
         let manager = self.manager(url).await?;
         let metadata = manager.resolve_metadata().await?.metadata;
         let audience = metadata
             .issuer
             .clone()
             .unwrap_or_else(|| metadata.token_endpoint.clone());
-        let pem = std::fs::read_to_string(key_file)
-            .map_err(|e| OAuthError::Sdk(format!("reading the key {}: {e}", key_file.display())))?;
         let assertion = es256_assertion(&pem, client_id, &audience)?;
         let mut form = vec![
             ("grant_type", "client_credentials".to_string()),
@@ -417,7 +428,7 @@ impl Login {
         };
         // Read first: without it nothing is asked of any server.
         let shown = idp.id_token_file.display();
-        let id_token = crate::fs::project_file::read_own(&idp.id_token_file, 64 * 1024)
+        let id_token = crate::fs::project_file::read_own(&idp.id_token_file, MAX_ID_TOKEN_BYTES)
             .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
             .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
             .text();
@@ -803,6 +814,39 @@ mod tests {
                 && (cfg!(windows) || said.ends_with("it is not a regular file")),
             "{err}"
         );
+        assert!(!login.store.path().exists(), "nothing stored");
+    }
+
+    /// Issue 41 (1): a key file of the kernel's (`/proc/self/environ`), or one larger than a key,
+    /// is refused before any server is asked (the read used to be whole and unbounded).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_signing_key_is_read_bounded_and_never_from_the_kernels_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.pem");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_KEY_FILE_BYTES as u64 + 1)
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let login = enterprise_login(dir.path(), dir.path().join("unused"));
+        for (key, said) in [
+            (
+                PathBuf::from("/proc/self/environ"),
+                "it is in /proc, the kernel's",
+            ),
+            (big.clone(), "is larger than 65536 bytes"),
+            (dir.path().join("missing.pem"), "there is no key at"),
+        ] {
+            let err = runtime
+                .block_on(login.client_credentials_jwt("http://192.0.2.1:9/mcp", "c", &key))
+                .err()
+                .expect("refused");
+            assert!(err.to_string().contains(said), "{err}");
+        }
         assert!(!login.store.path().exists(), "nothing stored");
     }
 

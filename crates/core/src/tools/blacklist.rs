@@ -91,9 +91,13 @@ fn check_script(script: &Script, depth: usize) -> Option<String> {
                 "piping a download into a shell runs code nobody has read",
             ));
         }
-        for (stage, views) in stages.iter().zip(&all_views) {
+        for (at, (stage, views)) in stages.iter().zip(&all_views).enumerate() {
             if stage.is_control() {
                 continue;
+            }
+            let before = at.checked_sub(1).map(|b| &stages[b]);
+            if let Some(reason) = fed_commands(stage, views, before, &cwd) {
+                return Some(reason);
             }
             for view in views {
                 if let Some(reason) = judge(view, &cwd) {
@@ -120,6 +124,103 @@ fn check_script(script: &Script, depth: usize) -> Option<String> {
                 if matches!(view[0].as_str(), "cd" | "pushd") {
                     cwd = next_cwd(&cwd, stage, view);
                 }
+            }
+        }
+    }
+    None
+}
+
+/// What a stage is fed on its standard input that is known from the command line: a
+/// here-string (`<<< /`), a here-document, or what an `echo`/`printf` before it in the pipe
+/// prints. Escapes `printf` and `echo -e` turn into spaces split as spaces.
+fn fed_text(stage: &Stage, before: Option<&Stage>) -> Option<String> {
+    let mut fed: Vec<String> = Vec::new();
+    for r in &stage.redirects {
+        if r.op == "<<<" {
+            fed.push(r.target.text.clone());
+        }
+        if let Some(body) = &r.body {
+            fed.push(body.clone());
+        }
+    }
+    if let Some(before) = before {
+        let words = before.command_texts();
+        if words
+            .first()
+            .is_some_and(|w| matches!(program_name(w), "echo" | "printf"))
+        {
+            fed.extend(words[1..].iter().filter(|w| !w.starts_with('-')).cloned());
+        }
+    }
+    if fed.is_empty() {
+        return None;
+    }
+    Some(fed.join("\n").replace("\\n", "\n").replace("\\t", " "))
+}
+
+/// The commands a stage's input becomes: `bash <<< 'rm -rf /'` and `echo 'rm -rf /' | sh` run
+/// it as a script; `xargs rm -rf <<< /` and `echo / | xargs rm -rf` add it to the command as
+/// arguments (or put it where `-I`'s placeholder stands).
+fn fed_commands(
+    stage: &Stage,
+    views: &[Vec<String>],
+    before: Option<&Stage>,
+    cwd: &Cwd,
+) -> Option<String> {
+    let fed = fed_text(stage, before)?;
+    if views.iter().any(|v| is_shell(&v[0]))
+        && let Some(reason) = check(&fed)
+    {
+        return Some(reason);
+    }
+    let items: Vec<String> = fed.split_whitespace().map(str::to_string).collect();
+    for view in views.iter().filter(|v| v[0] == "xargs") {
+        let placeholder = xargs_placeholder(view);
+        let mut runs: Vec<Vec<String>> = Vec::new();
+        match placeholder {
+            Some(p) => {
+                for item in &items {
+                    runs.push(view.iter().map(|w| w.replace(&p, item)).collect());
+                }
+            }
+            None => {
+                let mut with = view.clone();
+                with.extend(items.iter().cloned());
+                runs.push(with);
+            }
+        }
+        for run in runs {
+            for inner in shell::command_views(&run) {
+                if let Some(reason) = judge(&inner, cwd) {
+                    return Some(reason);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The placeholder of `xargs -I R` (`-iR`, `-i`, `--replace[=R]`: `{}` by default), looked
+/// for among xargs's own options only (an `-i` of the command it runs is not one).
+fn xargs_placeholder(view: &[String]) -> Option<String> {
+    let mut i = 1;
+    while let Some(w) = view.get(i) {
+        if !w.starts_with('-') || w == "--" {
+            return None;
+        }
+        match w.as_str() {
+            "-I" => return view.get(i + 1).cloned(),
+            "-i" | "--replace" => return Some("{}".to_string()),
+            "-n" | "-P" | "-L" | "-d" | "-a" | "-E" | "-e" | "-s" => i += 2,
+            w => {
+                if let Some(r) = w
+                    .strip_prefix("--replace=")
+                    .or_else(|| w.strip_prefix("-I"))
+                    .or_else(|| w.strip_prefix("-i"))
+                {
+                    return Some(r.to_string());
+                }
+                i += 1;
             }
         }
     }
@@ -705,6 +806,52 @@ mod tests {
         assert!(wrong.is_empty(), "refused: {wrong:#?}");
     }
 
+    /// Issue 41 (12): input that is not a dangerous target, or a command that is not one,
+    /// passes; so does an `-i` of the command xargs runs (not xargs's placeholder).
+    #[test]
+    fn what_xargs_and_shells_are_fed_passes_when_harmless() {
+        passed(&[
+            "echo hello | xargs rm -rf",
+            "find . -name '*.o' | xargs rm -f",
+            "echo / | xargs ls -la",
+            "bash <<< 'echo hi'",
+            "xargs rm -rf <<< build",
+            "echo build | xargs -I{} rm -rf {}",
+            "echo build | xargs -n 1 -P 2 rm -rf",
+            "printf 'a\\nb\\n' | xargs rm -f",
+            "echo 'ls /' | sh",
+            "cat list | xargs rm -rf",
+        ]);
+        refused(&[
+            "echo / | xargs rm -i -rf",
+            "echo / | xargs -n 1 -P 2 rm -rf",
+        ]);
+        assert_eq!(
+            xargs_placeholder(&["xargs", "-I%", "rm", "%"].map(String::from)),
+            Some("%".into())
+        );
+        assert_eq!(
+            xargs_placeholder(&["xargs", "--replace=@", "rm"].map(String::from)),
+            Some("@".into())
+        );
+        assert_eq!(
+            xargs_placeholder(&["xargs", "--replace", "rm"].map(String::from)),
+            Some("{}".into())
+        );
+        assert_eq!(
+            xargs_placeholder(&["xargs", "-ix", "rm"].map(String::from)),
+            Some("x".into())
+        );
+        assert_eq!(
+            xargs_placeholder(&["xargs", "-0", "--", "-I", "rm"].map(String::from)),
+            None
+        );
+        assert_eq!(
+            xargs_placeholder(&["xargs", "-d", "-I", "rm"].map(String::from)),
+            None
+        );
+    }
+
     #[test]
     fn destructive_commands_and_their_spellings_are_refused() {
         refused(&[
@@ -852,6 +999,20 @@ mod tests {
             "nohup rm -rf / &",
             "xargs rm -rf /",
             "echo x | xargs -n1 rm -rf /etc",
+            // Issue 41 (12): what xargs and a shell are fed on their input.
+            "bash <<< 'rm -rf /'",
+            "sh <<<\"rm -rf ~\"",
+            "xargs rm -rf <<< /",
+            "echo / | xargs rm -rf",
+            "echo -n / | xargs -r rm -rf",
+            "printf '/\\n' | xargs rm -rf",
+            "printf 'a\\n/usr\\n' | xargs -n1 rm -rf",
+            "echo / | xargs -I{} rm -rf {}",
+            "echo / | xargs -I X rm -rf X",
+            "echo /home | xargs -i rm -rf {}",
+            "echo 'rm -rf /' | bash",
+            "echo / | sudo xargs rm -rf",
+            "xargs rm -rf <<EOF\n/\nEOF",
             "su -c 'rm -rf /'",
             "su root -c \"rm -rf /usr\"",
             "find / -delete",

@@ -768,17 +768,15 @@ const WRAPPERS: &[(&str, &[&str])] = &[
     ("taskset", &[]),
     (
         "xargs",
+        // (`-i`, `-l` and `-e` take their value attached or none: `xargs -i rm {}`.)
         &[
             "-I",
-            "-i",
             "-n",
             "-P",
             "-L",
-            "-l",
             "-d",
             "-a",
             "-E",
-            "-e",
             "-s",
             "--max-args",
             "--max-procs",

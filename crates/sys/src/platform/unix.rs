@@ -189,6 +189,14 @@ pub fn nonblocking_read_options() -> OpenOptions {
     options
 }
 
+/// Options that open a file as itself: not through a link at its end (`O_NOFOLLOW`: a link
+/// fails to open), and without blocking on opening it (a FIFO would wait for a writer).
+pub fn no_link_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    options
+}
+
 /// Whether standard input is a pipe or file with something to read right now.
 pub fn stdin_has_input() -> bool {
     let mut fds = [libc::pollfd {

@@ -294,6 +294,14 @@ pub fn nonblocking_read_options() -> OpenOptions {
     options
 }
 
+/// Options that open a file as itself: a link at its end is opened as the link (its metadata
+/// then says so), not followed; opening never blocks on Windows.
+pub fn no_link_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT);
+    options
+}
+
 /// Whether standard input is a pipe with something to read right now.
 pub fn stdin_has_input() -> bool {
     use windows_sys::Win32::System::Pipes::PeekNamedPipe;
