@@ -5,16 +5,69 @@
 //! loopback that answers instantly. `NEW_BENCH_SCALE=small` (what `.ci/run` uses) shrinks the data so
 //! that the suite only proves it still works. `NEW_BENCH_LLM=0` skips Simon Willison's `llm`, which is
 //! installed from PyPI into a cached virtual environment on first use.
+// `clippy::absolute_paths` is checked on Linux, where all but the other systems' own code builds.
+#![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use axum::routing;
+use new_cli::markdown::Layout;
+use new_cli::markdown::Renderer;
+use new_cli::sandbox_view;
 use new_cli::tree_view::push_tree;
+use new_core::checkpoint;
+use new_core::checkpoint::CheckpointSettings;
+use new_core::checkpoint::CheckpointStore;
 use new_core::config::Lang;
+use new_core::context;
+use new_core::context::Context;
+use new_core::conversation::Conversation;
 use new_core::conversation::{ChatSession, Message, Store, sample};
+use new_core::escape;
+use new_core::fs::confine::Workdir;
+use new_core::layers;
+use new_core::layers::Origin;
+use new_core::llm::ProviderKind;
+use new_core::llm::ProviderSettings;
 use new_core::llm::Role;
+use new_core::llm::anthropic;
+use new_core::llm::body::Reuse;
+use new_core::llm::body::Ticket;
+use new_core::llm::openai;
+use new_core::llm::sse::SseDecoder;
+use new_core::mcp::Manager;
+use new_core::mcp::McpSettings;
+use new_core::mcp::ServerConfig;
+use new_core::mcp::Transport;
+use new_core::tools::ToolContext;
+use new_core::tools::ToolRegistry;
+use new_core::vocab::ToolCall;
+use new_sys::os_sandbox::OsSandbox;
+use std::collections::BTreeSet;
+use std::env;
+use std::ffi::OsStr;
+use std::ffi::OsString;
+use std::fs;
+use std::fs::File;
+use std::fs::OpenOptions;
+use std::io::BufReader;
+use std::iter;
+#[cfg(not(windows))]
+use std::mem;
+use std::process;
+#[cfg(not(windows))]
+use std::process::Child;
+#[cfg(not(windows))]
+use std::ptr;
+use std::sync::Arc;
+use std::thread;
+use tokio::net::TcpListener;
+use tokio::runtime::Builder;
+use tokio::runtime::Runtime;
+use tokio::time;
 
 struct Scale {
     conversations: usize,
@@ -24,7 +77,7 @@ struct Scale {
 }
 
 fn scale() -> Scale {
-    if std::env::var("NEW_BENCH_SCALE").as_deref() == Ok("small") {
+    if env::var("NEW_BENCH_SCALE").as_deref() == Ok("small") {
         Scale {
             conversations: 1_000,
             messages: 20,
@@ -77,14 +130,14 @@ fn run(cmd: &mut Command, stdin: &[u8]) -> (Duration, u64) {
 
 /// Waits for the child: whether it succeeded, and its peak memory in KB (from `wait4`).
 #[cfg(unix)]
-fn wait_measured(child: std::process::Child) -> (bool, u64) {
+fn wait_measured(child: Child) -> (bool, u64) {
     let pid = child.id() as i32;
     let mut status = 0;
     // SAFETY: rusage is plain data filled by wait4 for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut usage: libc::rusage = unsafe { mem::zeroed() };
     let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(rc, pid, "wait4");
-    std::mem::forget(child); // already reaped
+    mem::forget(child); // already reaped
     (
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         usage.ru_maxrss as u64,
@@ -99,29 +152,24 @@ fn wait_measured(mut child: std::process::Child) -> (bool, u64) {
 
 /// A terminal to write to: a pseudo-terminal whose other side is read as fast as it is written.
 #[cfg(unix)]
-fn terminal_sink() -> std::fs::File {
+fn terminal_sink() -> File {
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty fills two descriptors we then own.
     let rc = unsafe {
         libc::openpty(
             &mut master,
             &mut slave,
-            std::ptr::null_mut(),
+            ptr::null_mut(),
             // Mutable pointers: macOS declares them so (Linux takes them as const).
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
         )
     };
     assert_eq!(rc, 0, "openpty");
     use std::os::fd::FromRawFd;
     // SAFETY: both descriptors come from openpty above and are used only through these.
-    let (mut master, terminal) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::fs::File::from_raw_fd(slave),
-        )
-    };
-    std::thread::spawn(move || {
+    let (mut master, terminal) = unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) };
+    thread::spawn(move || {
         use std::io::Read;
         let mut buf = vec![0u8; 1 << 16];
         while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
@@ -177,10 +225,10 @@ fn session_peak_split(
             child.try_wait().unwrap().is_none(),
             "the session ended early"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        thread::sleep(Duration::from_millis(20));
     }
     let elapsed = start.elapsed();
-    let text = std::fs::read_to_string(&status).unwrap_or_default();
+    let text = fs::read_to_string(&status).unwrap_or_default();
     let (peak, files) = (field(&text, "VmHWM:"), field(&text, "RssFile:"));
     drop(input);
     assert!(child.wait().unwrap().success(), "{cmd:?} failed");
@@ -192,7 +240,7 @@ fn session_peak_split(
 /// started it, up to its `exec` (this one holds the suite's data; that copy holds nothing). The
 /// command's environment must be set in full (`env_clear`, as `env` in `main` does).
 fn run_measured(cmd: &Command, stdin: &[u8]) -> (Duration, u64) {
-    let mut wrapper = Command::new(std::env::current_exe().expect("the suite's own path"));
+    let mut wrapper = Command::new(env::current_exe().expect("the suite's own path"));
     wrapper
         .arg(MEASURE)
         .arg(cmd.get_program())
@@ -229,7 +277,7 @@ const MEASURE: &str = "--measure-child";
 
 /// The measuring copy: runs the command given after [`MEASURE`] with this process's input and
 /// environment, and prints its peak resident memory in KB.
-fn measure_child(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> ! {
+fn measure_child(program: &OsStr, args: &[OsString]) -> ! {
     let child = Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -238,16 +286,16 @@ fn measure_child(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> ! {
         .expect("spawn");
     let (ok, peak) = wait_measured(child);
     println!("{peak}");
-    std::process::exit(if ok { 0 } else { 1 });
+    process::exit(if ok { 0 } else { 1 });
 }
 
 /// Every conversation file in a DATADIR, one after the other (to count what sessions stored).
 fn conversations_text(data: &Path) -> String {
-    std::fs::read_dir(data)
+    fs::read_dir(data)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .map(|p| fs::read_to_string(p).unwrap_or_default())
         .collect()
 }
 
@@ -286,13 +334,13 @@ fn generate_many(dir: &Path, conversations: usize, messages: usize) {
 
 fn generate_bushy(store: &Store, id: &str, n: usize) {
     let (conv, records) = sample::bushy(id, n);
-    let _ = std::fs::remove_file(store.path(id));
+    let _ = fs::remove_file(store.path(id));
     store.create(&conv, &records).unwrap();
 }
 
 fn generate_big(store: &Store, id: &str, n: usize) {
     let (conv, records) = sample::branching(id, n);
-    let _ = std::fs::remove_file(store.path(id));
+    let _ = fs::remove_file(store.path(id));
     store.create(&conv, &records).unwrap();
 }
 
@@ -306,9 +354,9 @@ fn load_and_draw(store: &Store, id: &str, out: &Path) -> Duration {
     push_tree(&mut text, &conv, false, Lang::En, &|_, line| {
         line.to_string()
     });
-    std::fs::write(out, text).unwrap();
+    fs::write(out, text).unwrap();
     let elapsed = start.elapsed();
-    if std::env::var_os("NEW_BENCH_PHASES").is_some() {
+    if env::var_os("NEW_BENCH_PHASES").is_some() {
         eprintln!(
             "{id}: load {loaded:?}, draw and write {:?}",
             elapsed - loaded
@@ -321,7 +369,7 @@ fn load_and_draw(store: &Store, id: &str, out: &Path) -> Duration {
 /// The floor: read the file and parse each line into a `serde_json::Value`, nothing more.
 fn parse_values(path: &Path) -> Duration {
     let start = Instant::now();
-    let text = std::fs::read_to_string(path).unwrap();
+    let text = fs::read_to_string(path).unwrap();
     let mut n = 0;
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -336,28 +384,26 @@ fn best(f: impl Fn() -> Duration, runs: usize) -> Duration {
 }
 
 /// Serves `app` on loopback from a runtime of its own; its base URL (`…/v1`) and the runtime.
-fn serve(app: axum::Router) -> (String, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+fn serve(app: axum::Router) -> (String, Runtime) {
+    let runtime = Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
+    let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
     runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}/v1"), runtime)
 }
 
 /// Lets the tool list a server changed be listed again.
-async fn runtime_settle(manager: &std::sync::Arc<new_core::mcp::Manager>) {
-    tokio::time::sleep(Duration::from_millis(100)).await;
+async fn runtime_settle(manager: &Arc<Manager>) {
+    time::sleep(Duration::from_millis(100)).await;
     manager.settle().await;
 }
 
 /// The scripted server: answers every chat request at once with a short streamed text.
-fn start_server() -> (String, tokio::runtime::Runtime) {
+fn start_server() -> (String, Runtime) {
     use axum::Router;
     use axum::body::Body;
     use axum::response::Response;
@@ -372,7 +418,7 @@ fn start_server() -> (String, tokio::runtime::Runtime) {
         + "data: [DONE]\n\n";
     let app = Router::new().route(
         "/v1/chat/completions",
-        axum::routing::post(move || {
+        routing::post(move || {
             let sse = sse.clone();
             async move {
                 Response::builder()
@@ -388,10 +434,7 @@ fn start_server() -> (String, tokio::runtime::Runtime) {
 /// A scripted server for agent turns: a user message is answered with a call of `tool` with
 /// `arguments` (JSON text), its result with a short text, and a summary request with a short
 /// summary.
-fn start_tool_server(
-    tool: &'static str,
-    arguments: &'static str,
-) -> (String, tokio::runtime::Runtime) {
+fn start_tool_server(tool: &'static str, arguments: &'static str) -> (String, Runtime) {
     start_batch_server(tool, arguments, 1)
 }
 
@@ -400,19 +443,19 @@ fn start_batch_server(
     tool: &'static str,
     arguments: &'static str,
     per_turn: usize,
-) -> (String, tokio::runtime::Runtime) {
+) -> (String, Runtime) {
     use axum::Router;
     use axum::body::Body;
     use axum::response::Response;
     use std::sync::atomic::{AtomicU64, Ordering};
-    let calls = std::sync::Arc::new(AtomicU64::new(0));
+    let calls = Arc::new(AtomicU64::new(0));
     let chunk = |delta: serde_json::Value, finish: Option<&str>| {
         let c = serde_json::json!({"id":"b","object":"chat.completion.chunk","choices":[{"index":0,"delta":delta,"finish_reason":finish}]});
         format!("data: {c}\n\n")
     };
     let app = Router::new().route(
         "/v1/chat/completions",
-        axum::routing::post(move |body: String| {
+        routing::post(move |body: String| {
             let calls = calls.clone();
             async move {
                 let request: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -453,9 +496,9 @@ fn start_batch_server(
 
 /// A linear branch of `n` messages as compaction leaves it: a summary node 40 messages above the
 /// tip, standing for everything up to ten messages above itself.
-fn compacted_branch(n: usize) -> new_core::conversation::Conversation {
+fn compacted_branch(n: usize) -> Conversation {
     use new_core::conversation::message::SummaryInfo;
-    let mut c = new_core::conversation::Conversation::new("bench", "system prompt");
+    let mut c = Conversation::new("bench", "system prompt");
     let mut ids: Vec<String> = Vec::with_capacity(n);
     for i in 0..n {
         if i == n - 40 {
@@ -488,14 +531,14 @@ fn compacted_branch(n: usize) -> new_core::conversation::Conversation {
 
 /// Simon Willison's `llm` in a cached virtual environment, if it can be installed.
 fn llm_cli() -> Option<PathBuf> {
-    if std::env::var("NEW_BENCH_LLM").as_deref() == Ok("0") {
+    if env::var("NEW_BENCH_LLM").as_deref() == Ok("0") {
         return None;
     }
     let cache = dirs::cache_dir()?.join("new-bench");
     let venv = cache.join("llm-venv");
     let bin = venv.join("bin/llm");
     if !bin.exists() {
-        std::fs::create_dir_all(&cache).ok()?;
+        fs::create_dir_all(&cache).ok()?;
         eprintln!(
             "installing llm from PyPI into {} (first run only)",
             venv.display()
@@ -535,15 +578,15 @@ fn generate_corpus(root: &Path, files: usize) {
         seed
     };
     let exts = ["rs", "py", "ts", "md", "rs", "txt", "go", "rs", "c"];
-    let needles: std::collections::BTreeSet<usize> = (0..50).map(|i| i * (files / 50)).collect();
+    let needles: BTreeSet<usize> = (0..50).map(|i| i * (files / 50)).collect();
     let mut write = |rel: String, lines: usize, needle: bool| {
         let lines = lines + (next() % 240) as usize;
         let path = root.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut text = String::with_capacity(lines * 48);
         for line in 0..lines {
             let indent = (next() % 4) as usize * 4;
-            text.extend(std::iter::repeat_n(' ', indent));
+            text.extend(iter::repeat_n(' ', indent));
             for _ in 0..(3 + next() % 7) {
                 text.push_str(words[(next() % words.len() as u64) as usize]);
                 text.push(' ');
@@ -553,7 +596,7 @@ fn generate_corpus(root: &Path, files: usize) {
             }
             text.push_str(";\n");
         }
-        std::fs::write(path, text).unwrap();
+        fs::write(path, text).unwrap();
     };
     for i in 0..files {
         let rel = format!(
@@ -567,7 +610,7 @@ fn generate_corpus(root: &Path, files: usize) {
     for i in 0..files / 20 {
         write(format!("target/debug/g{i}.rs"), 100, i % 7 == 0);
     }
-    std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    fs::write(root.join(".gitignore"), "target/\n").unwrap();
 }
 
 /// Times `ours` and `rg args…` alternately, `runs` pairs after one warm-up of each: the median of
@@ -724,11 +767,11 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
 /// `NEW_BENCH_ONLY=oneshot|list|tree|bushy|sse|store|search|…` (a name given to `wanted` below)
 /// runs one part (for profiling).
 fn wanted(part: &str) -> bool {
-    std::env::var("NEW_BENCH_ONLY").map_or(true, |only| only == part)
+    env::var("NEW_BENCH_ONLY").map_or(true, |only| only == part)
 }
 
 fn main() {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args: Vec<OsString> = env::args_os().collect();
     if args.get(1).is_some_and(|a| a == MEASURE) {
         measure_child(&args[2], &args[3..]);
     }
@@ -737,14 +780,14 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = |name: &str| {
         let d = tmp.path().join(name);
-        std::fs::create_dir_all(&d).unwrap();
+        fs::create_dir_all(&d).unwrap();
         d
     };
     let (work, home) = (dir("work"), dir("home"));
     let mut rows = Vec::new();
     let env = |cmd: &mut Command, url: &str| {
         cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PATH", env::var_os("PATH").unwrap_or_default())
             .env("HOME", &home)
             .env("XDG_DATA_HOME", &home)
             .env("XDG_CONFIG_HOME", &home)
@@ -797,7 +840,7 @@ fn main() {
         match llm_cli() {
             Some(llm) => {
                 let llm_home = dir("llm-home");
-                std::fs::write(
+                fs::write(
                     llm_home.join("extra-openai-models.yaml"),
                     format!("- model_id: bench\n  model_name: bench\n  api_base: \"{url}\"\n"),
                 )
@@ -882,10 +925,10 @@ fn main() {
             || {
                 let t = Instant::now();
                 let mut bytes = 0;
-                for entry in std::fs::read_dir(&full).unwrap() {
+                for entry in fs::read_dir(&full).unwrap() {
                     let path = entry.unwrap().path();
                     if path.extension().is_some_and(|x| x == "jsonl") {
-                        bytes += std::fs::read(&path).unwrap().len();
+                        bytes += fs::read(&path).unwrap().len();
                     }
                 }
                 assert!(bytes > 0);
@@ -970,7 +1013,7 @@ fn main() {
         let (ours, peak) = times(s.runs.min(7), resume);
         let floor = best(|| parse_values(&bushy_store.path("bushy")), s.runs.min(7));
         let ratio = ours.as_secs_f64() / floor.as_secs_f64();
-        let file = std::fs::metadata(bushy_store.path("bushy")).unwrap().len();
+        let file = fs::metadata(bushy_store.path("bushy")).unwrap().len();
         rows.push(Row {
             what: format!(
                 "`new --resume` a bushy {}-message tree ({:.1} MB), then /exit",
@@ -1017,13 +1060,13 @@ fn main() {
         let mb = if s.big >= 100_000 { 50 } else { 8 };
         let line = {
             let mut l = b"data: ".to_vec();
-            l.extend(std::iter::repeat_n(b'x', mb * 1024 * 1024));
+            l.extend(iter::repeat_n(b'x', mb * 1024 * 1024));
             l.extend_from_slice(b"\n\n");
             l
         };
         let decode = || {
             let start = Instant::now();
-            let mut d = new_core::llm::sse::SseDecoder::new();
+            let mut d = SseDecoder::new();
             let mut events = 0;
             for chunk in line.chunks(16 * 1024) {
                 events += d.feed(chunk).len();
@@ -1056,14 +1099,14 @@ fn main() {
     // long compacted branch against a short one (flat), and the peak memory of a long session of
     // big tool results against its start and its file.
     if wanted("context") {
-        let ctx = new_core::context::Context::new(Default::default(), "bench");
+        let ctx = Context::new(Default::default(), "bench");
         let results = tmp.path().join("results");
-        let per_turn = |c: &new_core::conversation::Conversation| {
+        let per_turn = |c: &Conversation| {
             let turns = 2_000;
             let start = Instant::now();
             for _ in 0..turns {
                 let messages = ctx.request_messages(c, c.cursor(), &results);
-                let estimate = new_core::context::estimate_request(&messages, &[]);
+                let estimate = context::estimate_request(&messages, &[]);
                 assert!(!ctx.should_compact(estimate));
             }
             start.elapsed() / turns
@@ -1090,7 +1133,7 @@ fn main() {
         let turns = if s.big >= 100_000 { 500 } else { 100 };
         let session_work = dir("context-work");
         let line: String = format!("{}\n", "x".repeat(49));
-        std::fs::write(session_work.join("big.txt"), line.repeat(1024)).unwrap();
+        fs::write(session_work.join("big.txt"), line.repeat(1024)).unwrap();
         let session = |data: &Path, input: &[u8], answers: usize| {
             let mut cmd = Command::new(bin);
             env(&mut cmd, &tool_url);
@@ -1208,7 +1251,7 @@ fn main() {
             role: &'a str,
             content: &'a str,
         }
-        let mut c = new_core::conversation::Conversation::new("bench", "system prompt");
+        let mut c = Conversation::new("bench", "system prompt");
         for i in 0..2_000 {
             let role = if i % 2 == 0 {
                 Role::User
@@ -1221,11 +1264,11 @@ fn main() {
             ))
             .unwrap();
         }
-        let ctx = new_core::context::Context::new(Default::default(), "bench");
+        let ctx = Context::new(Default::default(), "bench");
         let results = tmp.path().join("request-results");
-        let settings = new_core::llm::ProviderSettings {
+        let settings = ProviderSettings {
             name: "llamacpp".into(),
-            kind: new_core::llm::ProviderKind::OpenAi,
+            kind: ProviderKind::OpenAi,
             base_url: "http://127.0.0.1:8080/v1".into(),
             api_key: None,
             api_key_var: "LLAMACPP_API_KEY".into(),
@@ -1242,21 +1285,20 @@ fn main() {
         };
         let rounds = 50;
         // One provider's body: the branch's messages, then the request's text.
-        let body =
-            |text: fn(&new_core::llm::ChatRequest, &new_core::llm::ProviderSettings) -> String| {
-                let start = Instant::now();
-                for _ in 0..rounds {
-                    let request = new_core::llm::ChatRequest {
-                        model: "bench".into(),
-                        messages: ctx.request_messages(&c, c.cursor(), &results),
-                        ..Default::default()
-                    };
-                    assert!(text(&request, &settings).len() > 600_000);
-                }
-                start.elapsed() / rounds
-            };
-        let ours = || body(new_core::llm::openai::request_text);
-        let anthropic = || body(new_core::llm::anthropic::request_text);
+        let body = |text: fn(&new_core::llm::ChatRequest, &ProviderSettings) -> String| {
+            let start = Instant::now();
+            for _ in 0..rounds {
+                let request = new_core::llm::ChatRequest {
+                    model: "bench".into(),
+                    messages: ctx.request_messages(&c, c.cursor(), &results),
+                    ..Default::default()
+                };
+                assert!(text(&request, &settings).len() > 600_000);
+            }
+            start.elapsed() / rounds
+        };
+        let ours = || body(openai::request_text);
+        let anthropic = || body(anthropic::request_text);
         let floor = || {
             let start = Instant::now();
             for _ in 0..rounds {
@@ -1304,19 +1346,16 @@ fn main() {
         // The next rounds of a turn on that branch: each adds a call and its result, and the
         // request's text is written from the last one sent (what it repeats copied), against
         // writing each afresh. Both build the branch's messages first.
-        type Bytes = fn(
-            &new_core::llm::ChatRequest,
-            &new_core::llm::ProviderSettings,
-            &new_core::llm::body::Reuse,
-        ) -> (bytes::Bytes, new_core::llm::body::Ticket);
+        type Bytes =
+            fn(&new_core::llm::ChatRequest, &ProviderSettings, &Reuse) -> (bytes::Bytes, Ticket);
         let next_rounds = |write: Bytes, afresh: bool| {
             let mut c = c.clone();
-            let reuse = new_core::llm::body::Reuse::default();
+            let reuse = Reuse::default();
             let (mut copied, mut total) = (0, 0);
             let start = Instant::now();
             for round in 0..rounds {
                 let mut asking = Message::new(Role::Assistant, "");
-                asking.extra.tool_calls = Some(vec![new_core::vocab::ToolCall::new(
+                asking.extra.tool_calls = Some(vec![ToolCall::new(
                     format!("call{round}"),
                     "read_file",
                     r#"{"filepath":"src/main.rs"}"#,
@@ -1333,7 +1372,7 @@ fn main() {
                     ..Default::default()
                 };
                 let text = if afresh {
-                    write(&request, &settings, &new_core::llm::body::Reuse::once()).0
+                    write(&request, &settings, &Reuse::once()).0
                 } else {
                     // Answered with a call: another round follows.
                     let (text, ticket) = write(&request, &settings, &reuse);
@@ -1347,13 +1386,10 @@ fn main() {
             (start.elapsed() / rounds, copied as f64 / total as f64)
         };
         let mut anthropic_settings = settings.clone();
-        anthropic_settings.kind = new_core::llm::ProviderKind::Anthropic;
+        anthropic_settings.kind = ProviderKind::Anthropic;
         for (name, write) in [
-            ("OpenAI", new_core::llm::openai::request_bytes as Bytes),
-            (
-                "Anthropic",
-                new_core::llm::anthropic::request_bytes as Bytes,
-            ),
+            ("OpenAI", openai::request_bytes as Bytes),
+            ("Anthropic", anthropic::request_bytes as Bytes),
         ] {
             let (mut reused, mut fresh, mut copied) = (Duration::MAX, Duration::MAX, 0.0);
             for _ in 0..7 {
@@ -1417,19 +1453,19 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             }
             v
         };
-        let layout = new_cli::markdown::Layout {
+        let layout = Layout {
             width: 100,
             height: 40,
             hyperlinks: true,
             dim: false,
         };
         // What `new` does with each streamed piece, rendered or not, writing to `sink`.
-        let rendered = |sink: &std::fs::File| {
+        let rendered = |sink: &File| {
             let mut sink = sink;
             let start = Instant::now();
-            let mut r = new_cli::markdown::Renderer::new(layout);
+            let mut r = Renderer::new(layout);
             for p in &pieces {
-                let text = new_core::escape::escape_controls_keep_lines(p);
+                let text = escape::escape_controls_keep_lines(p);
                 let out = r.push(&text);
                 if !out.is_empty() {
                     sink.write_all(out.as_bytes()).unwrap();
@@ -1439,11 +1475,11 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             sink.write_all(r.finish().as_bytes()).unwrap();
             start.elapsed()
         };
-        let raw = |sink: &std::fs::File| {
+        let raw = |sink: &File| {
             let mut sink = sink;
             let start = Instant::now();
             for p in &pieces {
-                let text = new_core::escape::escape_controls_keep_lines(p);
+                let text = escape::escape_controls_keep_lines(p);
                 sink.write_all(text.as_bytes()).unwrap();
                 sink.flush().unwrap();
             }
@@ -1468,10 +1504,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             target: "≤ 2×".into(),
             ok: ratio <= 2.0,
         });
-        let null = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/null")
-            .unwrap();
+        let null = OpenOptions::new().write(true).open("/dev/null").unwrap();
         let cpu = best(|| rendered(&null), s.runs);
         let raw_null = best(|| raw(&null), s.runs);
         rows.push(Row {
@@ -1489,12 +1522,12 @@ println!(\"{}\", x.len());\n}\n```\n\n";
     if wanted("mcp") && Command::new("python3").arg("--version").output().is_ok() {
         let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
         let config_home = dir("mcp-config");
-        std::fs::create_dir_all(config_home.join("new")).unwrap();
+        fs::create_dir_all(config_home.join("new")).unwrap();
         let servers: Vec<serde_json::Value> = ["one", "two", "three"]
             .iter()
             .map(|n| serde_json::json!({"name": n, "command": "python3", "args": [fake.display().to_string()]}))
             .collect();
-        std::fs::write(
+        fs::write(
             config_home.join("new/config.json"),
             serde_json::json!({"mcp": {"servers": servers}}).to_string(),
         )
@@ -1527,15 +1560,15 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         // One `tools/call` round trip through `new` (the registry, the manager, the client)
         // against the same call written and read by a minimal client on the same kind of pipe.
         let calls = if s.big >= 100_000 { 2_000 } else { 200 };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let runtime = Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let settings = new_core::mcp::McpSettings {
-            servers: vec![new_core::mcp::ServerConfig {
+        let settings = McpSettings {
+            servers: vec![ServerConfig {
                 name: "fake".into(),
-                transport: new_core::mcp::Transport::Stdio {
+                transport: Transport::Stdio {
                     command: "python3".into(),
                     args: vec![fake.display().to_string()],
                     env: Default::default(),
@@ -1543,7 +1576,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 },
                 timeout: Duration::from_secs(30),
                 disabled: false,
-                origin: new_core::layers::Origin::User,
+                origin: Origin::User,
                 sandbox: None,
                 network: false,
                 raw: String::new(),
@@ -1554,7 +1587,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             }],
             ..Default::default()
         };
-        let manager = new_core::mcp::Manager::new(
+        let manager = Manager::new(
             settings,
             &work_mcp,
             &data_mcp,
@@ -1562,9 +1595,9 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             true,
             runtime.handle().clone(),
         );
-        let mut registry = new_core::tools::ToolRegistry::builtin(
-            new_core::tools::ToolContext {
-                workdir: new_core::fs::confine::Workdir::new(&work_mcp).unwrap(),
+        let mut registry = ToolRegistry::builtin(
+            ToolContext {
+                workdir: Workdir::new(&work_mcp).unwrap(),
                 bash_timeout: Duration::from_secs(30),
                 hidden_env: Vec::new(),
                 os_sandbox: None,
@@ -1602,7 +1635,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 .spawn()
                 .unwrap();
             let mut input = child.stdin.take().unwrap();
-            let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut output = BufReader::new(child.stdout.take().unwrap());
             let mut line = String::new();
             let mut exchange = |message: serde_json::Value, answer: bool| {
                 writeln!(input, "{message}").unwrap();
@@ -1663,8 +1696,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let plain = dir("skills-plain");
         for i in 0..200 {
             let skill = rich.join(format!(".new/skills/skill-{i:03}"));
-            std::fs::create_dir_all(skill.join("reference")).unwrap();
-            std::fs::write(
+            fs::create_dir_all(skill.join("reference")).unwrap();
+            fs::write(
                 skill.join("SKILL.md"),
                 format!(
                     "---\nname: skill-{i:03}\ndescription: Does task number {i} of a kind the user asks for now and then\nallowed-tools: Read, Grep\n---\n{}",
@@ -1676,11 +1709,11 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let rich_data = dir("skills-data");
         let plain_data = dir("skills-plain-data");
         let memory = rich_data.join("memory");
-        std::fs::create_dir_all(&memory).unwrap();
+        fs::create_dir_all(&memory).unwrap();
         let index: String = (0..200)
             .map(|i| format!("- [fact {i}](fact-{i}.md) (project_fact): something true about the project, number {i}\n"))
             .collect();
-        std::fs::write(memory.join("MEMORY.md"), format!("# Memory\n\n{index}")).unwrap();
+        fs::write(memory.join("MEMORY.md"), format!("# Memory\n\n{index}")).unwrap();
         let start = |work: &Path, data: &Path, input: &[u8]| {
             let mut cmd = Command::new(bin);
             env(&mut cmd, "http://127.0.0.1:9/v1");
@@ -1738,15 +1771,15 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let body: String = "let x = 42; // some code on a line of its own\n".repeat(64);
         for i in 0..files {
             let sub = repo.join(format!("src/m{:03}", i % 100));
-            std::fs::create_dir_all(&sub).unwrap();
-            std::fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\n{body}")).unwrap();
+            fs::create_dir_all(&sub).unwrap();
+            fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\n{body}")).unwrap();
         }
         let timed = |f: &mut dyn FnMut()| {
             let start = Instant::now();
             f();
             start.elapsed()
         };
-        let settings = new_core::checkpoint::CheckpointSettings::default();
+        let settings = CheckpointSettings::default();
         let data = dir("checkpoint-data");
         // The first snapshot comes last: `git add -A` into a fresh index deletes ten thousand
         // objects, and ext4 then makes every file creation slower for a while (it looks for
@@ -1756,14 +1789,14 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         git(&["commit", "-qm", "base"]);
         // A project's files are older than two seconds; younger ones are read again by the
         // next snapshot (they may change again within one tick of the clock, unseen).
-        std::thread::sleep(Duration::from_secs(2));
+        thread::sleep(Duration::from_secs(2));
         // A snapshot with one file changed, against `git status --porcelain`.
-        let store = new_core::checkpoint::CheckpointStore::new(&data.join("incremental"));
+        let store = CheckpointStore::new(&data.join("incremental"));
         let (mut id, mut manifest) = store.snapshot(&repo, &settings, None).unwrap();
         let mut snaps = Vec::new();
         let mut statuses = Vec::new();
         for run in 0..s.runs.min(7) {
-            std::fs::write(repo.join("src/m000/f0.rs"), format!("// changed {run}\n")).unwrap();
+            fs::write(repo.join("src/m000/f0.rs"), format!("// changed {run}\n")).unwrap();
             snaps.push(timed(&mut || {
                 let (i, m) = store
                     .snapshot(&repo, &settings, Some((&id, &manifest)))
@@ -1783,7 +1816,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             ok: snap <= status,
         });
         // A restore of 100 changed files, against `git checkout` of the same files.
-        let workdir = new_core::fs::confine::Workdir::new(&repo).unwrap();
+        let workdir = Workdir::new(&repo).unwrap();
         let changed: Vec<String> = (0..100)
             .map(|i| format!("src/m{:03}/f{i}.rs", i % 100))
             .collect();
@@ -1796,19 +1829,18 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let mut checkouts = Vec::new();
         for _ in 0..s.runs.min(5) {
             for p in &changed {
-                std::fs::write(repo.join(p), "edited\n").unwrap();
+                fs::write(repo.join(p), "edited\n").unwrap();
             }
             let now = store
                 .snapshot(&repo, &settings, Some((&base_id, &base)))
                 .unwrap()
                 .1;
             restores.push(timed(&mut || {
-                let applied =
-                    new_core::checkpoint::apply(&store, &workdir, &now, &base, &changed, true);
+                let applied = checkpoint::apply(&store, &workdir, &now, &base, &changed, true);
                 assert_eq!((applied.done, applied.kept.len()), (100, 0));
             }));
             for p in &changed {
-                std::fs::write(repo.join(p), "edited\n").unwrap();
+                fs::write(repo.join(p), "edited\n").unwrap();
             }
             let mut args = vec!["checkout", "--"];
             args.extend(changed.iter().map(String::as_str));
@@ -1827,14 +1859,13 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let mut firsts = Vec::new();
         let mut adds = Vec::new();
         for run in 0..3 {
-            let store =
-                new_core::checkpoint::CheckpointStore::new(&data.join(format!("first{run}")));
+            let store = CheckpointStore::new(&data.join(format!("first{run}")));
             firsts.push(timed(&mut || {
                 store.snapshot(&repo, &settings, None).unwrap();
             }));
-            let _ = std::fs::remove_file(repo.join(".git/index"));
-            let _ = std::fs::remove_dir_all(repo.join(".git/objects"));
-            std::fs::create_dir_all(repo.join(".git/objects")).unwrap();
+            let _ = fs::remove_file(repo.join(".git/index"));
+            let _ = fs::remove_dir_all(repo.join(".git/objects"));
+            fs::create_dir_all(repo.join(".git/objects")).unwrap();
             adds.push(timed(&mut || git(&["add", "-A"])));
         }
         let (first, add) = (fastest(firsts), fastest(adds));
@@ -1854,8 +1885,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let small = dir("flat-small");
         for i in 0..1_000 {
             let sub = small.join(format!("src/m{:03}", i % 100));
-            std::fs::create_dir_all(&sub).unwrap();
-            std::fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\n{body}")).unwrap();
+            fs::create_dir_all(&sub).unwrap();
+            fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\n{body}")).unwrap();
         }
         // One data folder a tree: its checkpoint store holds the tree's contents after the first
         // session, so later sessions' first walks only read.
@@ -1902,8 +1933,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let (edit_url, _edit_server) =
             start_tool_server("bash", r#"{"command":"date +%s%N > src/m001/f1.rs"}"#);
         let off_home = dir("checkpoints-off-home");
-        std::fs::create_dir_all(off_home.join("new")).unwrap();
-        std::fs::write(
+        fs::create_dir_all(off_home.join("new")).unwrap();
+        fs::write(
             off_home.join("new/config.json"),
             r#"{"checkpoints": {"enabled": false}}"#,
         )
@@ -1952,24 +1983,24 @@ println!(\"{}\", x.len());\n}\n```\n\n";
     // with the sandbox on against one with `sandbox.enabled: false`.
     if wanted("sandbox") {
         let (work_sb, data_sb) = (dir("sandbox-work"), dir("sandbox-data"));
-        let sandbox = new_sys::os_sandbox::OsSandbox::new(
+        let sandbox = OsSandbox::new(
             Default::default(),
             &work_sb,
             &data_sb,
             PathBuf::from(bin),
             Vec::new(),
-            new_core::layers::user_dir().into_iter().collect(),
+            layers::user_dir().into_iter().collect(),
         );
         if sandbox.is_on() {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
+            let runtime = Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()
                 .build()
                 .unwrap();
             let registry = |os| {
-                new_core::tools::ToolRegistry::builtin(
-                    new_core::tools::ToolContext {
-                        workdir: new_core::fs::confine::Workdir::new(&work_sb).unwrap(),
+                ToolRegistry::builtin(
+                    ToolContext {
+                        workdir: Workdir::new(&work_sb).unwrap(),
                         bash_timeout: Duration::from_secs(30),
                         hidden_env: Vec::new(),
                         os_sandbox: os,
@@ -2008,8 +2039,8 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 start_batch_server("bash", r#"{"command":"true"}"#, 20);
             let (on_home, off_home) = (dir("sandbox-on-home"), dir("sandbox-off-home"));
             for (home, enabled) in [(&on_home, true), (&off_home, false)] {
-                std::fs::create_dir_all(home.join("new")).unwrap();
-                std::fs::write(
+                fs::create_dir_all(home.join("new")).unwrap();
+                fs::write(
                     home.join("new/config.json"),
                     format!(r#"{{"sandbox": {{"enabled": {enabled}}}}}"#),
                 )
@@ -2047,11 +2078,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 ok: ratio <= 1.2,
             });
         } else {
-            let line = new_cli::sandbox_view::one_line(
-                new_core::config::Lang::En,
-                sandbox.state(),
-                sandbox.settings(),
-            );
+            let line = sandbox_view::one_line(Lang::En, sandbox.state(), sandbox.settings());
             eprintln!("sandbox rows skipped: {line}");
         }
     }
@@ -2088,7 +2115,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         });
     }
 
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+    let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
             c.lines()
@@ -2096,13 +2123,13 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let table = table(&rows);
     println!("\n{table}\nmachine: {cores} cores, {cpu}");
     // `cargo bench --bench suite -- --write-docs`: the table of this run replaces the one in the
     // performance page, with the run's date, scale and machine.
-    if std::env::args().any(|a| a == "--write-docs") {
-        let whole = std::env::var_os("NEW_BENCH_ONLY").is_none();
+    if env::args().any(|a| a == "--write-docs") {
+        let whole = env::var_os("NEW_BENCH_ONLY").is_none();
         let scale = if s.big >= 100_000 { "full" } else { "small" };
         let block = format!(
             "{table}\nWritten by `cargo bench --bench suite -- --write-docs` on {} ({}{scale} \
@@ -2113,10 +2140,10 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let doc = "docs/src/performance.md";
         let path = root.join(doc);
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
         let written = replace_block(&text, &block)
             .unwrap_or_else(|| panic!("{doc} has no {TABLE_BEGIN} … {TABLE_END} block"));
-        std::fs::write(&path, written).unwrap();
+        fs::write(&path, written).unwrap();
         eprintln!("wrote the table into {doc}");
     }
 }

@@ -4,22 +4,27 @@
 //! instructions for each part. `loadtree N bushy DIR` writes the benchmark's bushy tree of N
 //! messages (forks everywhere, tool calls) into DIR as `bushy.jsonl` and keeps it, for timing and
 //! profiling the binary's `--resume` of it.
+// `clippy::absolute_paths` is checked on Linux, where all but the other systems' own code builds.
+#![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 
 use new_cli::tree_view::{render_rows, tree_rows};
 use new_core::config::Lang;
 use new_core::conversation::{Store, sample};
+use std::env;
+use std::fs;
+use std::path::Path;
 
 fn main() {
-    let n: usize = std::env::args()
+    let n: usize = env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000);
-    let only_generate = std::env::args().nth(2).as_deref() == Some("gen");
-    if std::env::args().nth(2).as_deref() == Some("bushy") {
-        let dir = std::env::args().nth(3).expect("loadtree N bushy DIR");
-        let store = Store::open(std::path::Path::new(&dir)).unwrap();
+    let only_generate = env::args().nth(2).as_deref() == Some("gen");
+    if env::args().nth(2).as_deref() == Some("bushy") {
+        let dir = env::args().nth(3).expect("loadtree N bushy DIR");
+        let store = Store::open(Path::new(&dir)).unwrap();
         let (conv, records) = sample::bushy("bushy", n);
-        let _ = std::fs::remove_file(store.path("bushy"));
+        let _ = fs::remove_file(store.path("bushy"));
         store.create(&conv, &records).unwrap();
         return;
     }
@@ -31,8 +36,8 @@ fn main() {
     if only_generate {
         return;
     }
-    if std::env::args().nth(2).as_deref() == Some("values") {
-        let text = std::fs::read_to_string(store.path("big")).unwrap();
+    if env::args().nth(2).as_deref() == Some("values") {
+        let text = fs::read_to_string(store.path("big")).unwrap();
         let n = text
             .lines()
             .filter(|l| {
@@ -46,5 +51,5 @@ fn main() {
     }
     let (conv, _) = store.load("big", "system prompt").unwrap();
     let text = render_rows(&tree_rows(&conv, false, Lang::En), Lang::En);
-    std::fs::write(dir.path().join("tree.txt"), text).unwrap();
+    fs::write(dir.path().join("tree.txt"), text).unwrap();
 }

@@ -7,7 +7,10 @@ use super::terminal::Terminal;
 use super::tree_view::{describe, preview};
 use new_core::session::CommandError;
 
+use new_core::checkpoint;
 use new_core::conversation::valid_branch_name as valid_name;
+use new_core::escape;
+use std::fmt::Display;
 
 /// How long ago, shortly: `40s`, `5m`, `3h`, `2d`.
 fn age(d: chrono::TimeDelta) -> String {
@@ -31,7 +34,7 @@ impl App {
                 if !self.engine.chat.conversation().branches.contains_key(name) {
                     return self.out.error(&self.tr(
                         "no_branch_named",
-                        &[("name", &new_core::escape::escape_controls(name))],
+                        &[("name", &escape::escape_controls(name))],
                     ));
                 }
                 match self.engine.chat.unname_branch(name) {
@@ -57,7 +60,7 @@ impl App {
                 let n = c.number_of(&tip).unwrap_or(0);
                 match self.engine.chat.name_branch(name, &tip) {
                     Ok(()) => {
-                        let args: &[(&str, &dyn std::fmt::Display)] = &[("name", &name), ("n", &n)];
+                        let args: &[(&str, &dyn Display)] = &[("name", &name), ("n", &n)];
                         self.out.say(&if moved {
                             self.tr("branch_moved", args)
                         } else {
@@ -67,10 +70,9 @@ impl App {
                     Err(e) => self.out.error(&super::text::error(self.out.lang, &e)),
                 }
             }
-            _ => self.out.error(&self.tr(
-                "branch_usage",
-                &[("args", &new_core::escape::escape_controls(args))],
-            )),
+            _ => self
+                .out
+                .error(&self.tr("branch_usage", &[("args", &escape::escape_controls(args))])),
         }
     }
 
@@ -174,7 +176,7 @@ impl App {
             Err(_) => {
                 return self.out.error(&self.tr(
                     "merge_usage_no_such",
-                    &[("args", &new_core::escape::escape_controls(target))],
+                    &[("args", &escape::escape_controls(target))],
                 ));
             }
         };
@@ -226,12 +228,11 @@ impl App {
             CommandError::SameBranch(n) => self.tr("merge_same_branch", &[("n", n)]),
             CommandError::Unrelated => self.tr("merge_usage", &[]),
             CommandError::MergeEmpty => self.tr("merge_empty", &[]),
-            CommandError::MergeFailed(why) => self.tr(
-                "merge_failed",
-                &[("why", &new_core::escape::escape_controls(why))],
-            ),
+            CommandError::MergeFailed(why) => {
+                self.tr("merge_failed", &[("why", &escape::escape_controls(why))])
+            }
             CommandError::NoSuchNode(_) | CommandError::NoSuchBranch(_) => {
-                new_core::escape::escape_controls(&e.to_string())
+                escape::escape_controls(&e.to_string())
             }
             CommandError::Store(e) => super::text::error(self.out.lang, e),
             CommandError::Session(e) => super::text::error(self.out.lang, e),
@@ -266,7 +267,7 @@ impl App {
             Ok(None) => return self.out.error(&self.tr("checkpoints_off", &[])),
             Err(e) => return self.out.error(&e.to_string()),
         };
-        let plan = new_core::checkpoint::merge_plan(&checkpoints.store, &base, &now, &theirs);
+        let plan = checkpoint::merge_plan(&checkpoints.store, &base, &now, &theirs);
         if plan.is_empty() {
             return self.out.say(&self.tr("merge_files_none", &[]));
         }
@@ -281,10 +282,7 @@ impl App {
                 MergeStep::Merged { path, .. } => (self.tr("merge_merged", &[]), path),
                 MergeStep::Conflict { path, .. } => (self.tr("merge_conflict", &[]), path),
             };
-            list.push_str(&format!(
-                "  {what} {}\n",
-                new_core::escape::escape_controls(path)
-            ));
+            list.push_str(&format!("  {what} {}\n", escape::escape_controls(path)));
         }
         self.out.say(&format!(
             "{}\n{}",
@@ -319,14 +317,8 @@ impl App {
                     _ => None,
                 })
                 .collect();
-            let applied = new_core::checkpoint::apply(
-                &checkpoints.store,
-                &sandbox,
-                &now,
-                &theirs,
-                &takes,
-                true,
-            );
+            let applied =
+                checkpoint::apply(&checkpoints.store, &sandbox, &now, &theirs, &takes, true);
             done += applied.done;
             kept.extend(
                 applied
@@ -346,7 +338,7 @@ impl App {
                     continue;
                 };
                 // Looked at again just before it is written: a change meanwhile is not lost.
-                match new_core::checkpoint::unchanged(&sandbox, path, now.files.get(path)) {
+                match checkpoint::unchanged(&sandbox, path, now.files.get(path)) {
                     Ok(true) => {}
                     Ok(false) => {
                         kept.push(format!("{path} ({meanwhile})"));
@@ -375,10 +367,8 @@ impl App {
                 .say(&self.tr("merge_files_done", &[("done", &done), ("id", &now_id)]));
         }
         for k in kept {
-            self.out.warn(&self.tr(
-                "not_restored",
-                &[("what", &new_core::escape::escape_controls(&k))],
-            ));
+            self.out
+                .warn(&self.tr("not_restored", &[("what", &escape::escape_controls(&k))]));
         }
         // Conflicts are the user's: shown, never written.
         for step in &plan {
@@ -388,9 +378,9 @@ impl App {
                     "{}\n{}",
                     self.tr(
                         "merge_conflict_left",
-                        &[("path", &new_core::escape::escape_controls(path))]
+                        &[("path", &escape::escape_controls(path))]
                     ),
-                    new_core::escape::escape_controls_keep_lines(&shown)
+                    escape::escape_controls_keep_lines(&shown)
                 ));
             }
         }

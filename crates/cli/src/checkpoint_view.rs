@@ -4,7 +4,9 @@ use super::output::colour_diff;
 use super::repl::App;
 use super::terminal::Terminal;
 use new_core::checkpoint::{Entry, changes};
+use new_core::escape;
 use new_core::session::{Kept, Restored, StateError};
+use new_core::tools::diff;
 
 /// A file of a state as text, for a diff: None when it is not there, a note for what is not text.
 fn content(app: &App, entry: Option<&Entry>) -> Option<String> {
@@ -75,16 +77,13 @@ impl App {
         }
         let mut text = String::new();
         for (path, what) in &listed {
-            text.push_str(&format!(
-                "{what} {}\n",
-                new_core::escape::escape_controls(path)
-            ));
+            text.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
         }
         for (path, _) in &listed {
             let old = content(self, from.files.get(path));
             let new = content(self, to.files.get(path));
             let diff = match (&old, &new) {
-                (old, Some(new)) => new_core::tools::diff::unified(path, old.as_deref(), new),
+                (old, Some(new)) => diff::unified(path, old.as_deref(), new),
                 (Some(old), None) => similar::TextDiff::from_lines(old.as_str(), "")
                     .unified_diff()
                     .header(&format!("a/{path}"), "/dev/null")
@@ -93,7 +92,7 @@ impl App {
             };
             text.push_str(&colour_diff(
                 &self.out,
-                &new_core::escape::escape_controls_keep_lines(&diff),
+                &escape::escape_controls_keep_lines(&diff),
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -109,10 +108,7 @@ impl App {
         };
         let mut list = String::new();
         for (path, what) in differ.iter().take(20) {
-            list.push_str(&format!(
-                "{what} {}\n",
-                new_core::escape::escape_controls(path)
-            ));
+            list.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
         }
         if differ.len() > 20 {
             list.push_str(&self.tr("and_more", &[("n", &(differ.len() - 20))]));
@@ -182,10 +178,7 @@ impl App {
             };
             self.out.warn(&self.tr(
                 "not_restored",
-                &[(
-                    "what",
-                    &new_core::escape::escape_controls(&format!("{path} ({why})")),
-                )],
+                &[("what", &escape::escape_controls(&format!("{path} ({why})")))],
             ));
         }
     }

@@ -4,6 +4,7 @@ use super::output::{Printer, short_tokens};
 use super::repl::App;
 use super::terminal::Terminal;
 use new_core::context::{Breakdown, WindowSource};
+use new_core::escape;
 
 /// `12,345`.
 pub fn thousands(n: u64) -> String {
@@ -88,7 +89,7 @@ impl App {
             .map(|(s, n)| {
                 format!(
                     "{} {}",
-                    new_core::escape::escape_controls(s),
+                    escape::escape_controls(s),
                     short_tokens(ctx.scale(*n))
                 )
             })

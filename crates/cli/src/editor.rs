@@ -11,6 +11,13 @@ use rustyline::{Context, Helper};
 
 use super::commands::{COMMANDS, complete_names};
 use new_core::conversation::Store;
+use new_core::escape;
+use new_core::mcp;
+use new_core::mcp::Manager;
+use new_core::mcp::Status;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::RwLock;
 
 pub struct ReplHelper {
     pub store: Store,
@@ -24,18 +31,16 @@ pub struct ReplHelper {
 }
 
 /// Where the REPL puts the MCP manager once it has one (after the editor is made).
-pub type McpSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<new_core::mcp::Manager>>>;
+pub type McpSlot = Arc<OnceLock<Arc<Manager>>>;
 
 /// A server's word is offered only when it can be typed back as one word and shown as is (no
 /// control character, no bidirectional override that would make it look like another).
 fn plain_word(s: &str) -> bool {
-    !s.is_empty()
-        && !s.chars().any(char::is_whitespace)
-        && new_core::escape::escape_controls(s) == s
+    !s.is_empty() && !s.chars().any(char::is_whitespace) && escape::escape_controls(s) == s
 }
 
 /// The `@server:uri` of every resource the servers listed, starting with `word`.
-fn resource_candidates(statuses: &[new_core::mcp::Status], word: &str) -> Vec<String> {
+fn resource_candidates(statuses: &[Status], word: &str) -> Vec<String> {
     let mut out: Vec<String> = statuses
         .iter()
         .flat_map(|s| {
@@ -52,14 +57,14 @@ fn resource_candidates(statuses: &[new_core::mcp::Status], word: &str) -> Vec<St
 }
 
 /// The `/mcp__server__prompt` commands of the servers' prompts, starting with `prefix`.
-fn prompt_candidates(statuses: &[new_core::mcp::Status], prefix: &str) -> Vec<String> {
+fn prompt_candidates(statuses: &[Status], prefix: &str) -> Vec<String> {
     let mut out: Vec<String> = statuses
         .iter()
         .flat_map(|s| {
             s.offers
                 .prompts
                 .iter()
-                .map(move |p| format!("/{}", new_core::mcp::exposed_name(&s.name, &p.name)))
+                .map(move |p| format!("/{}", mcp::exposed_name(&s.name, &p.name)))
         })
         .filter(|c| c.starts_with(prefix))
         .collect();
@@ -69,7 +74,7 @@ fn prompt_candidates(statuses: &[new_core::mcp::Status], prefix: &str) -> Vec<St
 }
 
 /// The names of the skills, kept current by the REPL as skills are reloaded.
-pub type SkillNames = std::sync::Arc<std::sync::RwLock<Vec<String>>>;
+pub type SkillNames = Arc<RwLock<Vec<String>>>;
 
 impl Completer for ReplHelper {
     type Candidate = Pair;

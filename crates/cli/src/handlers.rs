@@ -10,8 +10,17 @@ use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
 use super::wrap;
 use new_core::conversation::LoadReport;
+use new_core::escape;
+use new_core::session;
+use new_core::session::CommandError;
+use new_core::session::Recorder;
 use new_core::session::{Ended, ExportFormat, ManageError, Switched};
+use new_core::tools::Mode;
 use new_core::vocab::Role;
+use new_core::vocab::Usage;
+use std::fmt::Display;
+use std::io;
+use std::time::Duration;
 
 /// How many conversations `/list` shows without `all`.
 const LIST_LIMIT: usize = 50;
@@ -19,7 +28,7 @@ const LIST_LIMIT: usize = 50;
 const SEARCH_LIMIT: usize = 50;
 
 impl App {
-    fn refuse_text(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) {
+    fn refuse_text(&self, key: &str, args: &[(&str, &dyn Display)]) {
         self.out.error(&self.tr(key, args));
     }
 
@@ -67,7 +76,7 @@ impl App {
                 .iter()
                 .take(LINES)
                 .map(|l| {
-                    let l = new_core::escape::escape_controls(l);
+                    let l = escape::escape_controls(l);
                     match l.char_indices().nth(width - 4) {
                         Some((at, _)) => format!("  {}…", &l[..at]),
                         None => format!("  {l}"),
@@ -106,7 +115,7 @@ impl App {
         let name = c
             .names_of(c.cursor())
             .first()
-            .map(|n| format!(" `{}`", new_core::escape::escape_controls(n)))
+            .map(|n| format!(" `{}`", escape::escape_controls(n)))
             .unwrap_or_default();
         self.out.say(&self.out.dim(&self.tr(
             "resumed_place",
@@ -317,7 +326,7 @@ impl App {
             Err(OneAfterAnother::SnapshotFailed(reason)) => {
                 self.out.warn(&self.tr(
                     "checkpoint_failed",
-                    &[("reason", &new_core::escape::escape_controls(&reason))],
+                    &[("reason", &escape::escape_controls(&reason))],
                 ));
                 return false;
             }
@@ -335,26 +344,25 @@ impl App {
         let pricing = self.engine.config.pricing;
         let model = self.engine.config.model.clone();
         // Each answer's tokens and cost, in order.
-        let mut spent: Vec<(Option<new_core::vocab::Usage>, Option<f64>)> = Vec::new();
-        let mut done =
-            |i: usize, recorded: new_core::session::Recorder, took: std::time::Duration| {
-                out.say(&out.bold(&label(i)));
-                let mut printer = Printer::new(out);
-                for event in &recorded.events {
-                    new_core::session::to_observer(event, &mut printer);
-                }
-                let cost = pricing.zip(printer.turn.as_ref()).map(|(p, u)| p.cost(u));
-                let line = super::output::status_line(
-                    lang,
-                    &model,
-                    printer.turn.as_ref(),
-                    None,
-                    took.as_secs_f64(),
-                    cost,
-                );
-                out.say(&out.dim(&line));
-                spent.push((printer.turn, cost));
-            };
+        let mut spent: Vec<(Option<Usage>, Option<f64>)> = Vec::new();
+        let mut done = |i: usize, recorded: Recorder, took: Duration| {
+            out.say(&out.bold(&label(i)));
+            let mut printer = Printer::new(out);
+            for event in &recorded.events {
+                session::to_observer(event, &mut printer);
+            }
+            let cost = pricing.zip(printer.turn.as_ref()).map(|(p, u)| p.cost(u));
+            let line = super::output::status_line(
+                lang,
+                &model,
+                printer.turn.as_ref(),
+                None,
+                took.as_secs_f64(),
+                cost,
+            );
+            out.say(&out.dim(&line));
+            spent.push((printer.turn, cost));
+        };
         let mut asking = Terminal::asking(self.out, &mut self.reader);
         let together = self.runtime.block_on(self.engine.answer_together(
             count,
@@ -369,7 +377,7 @@ impl App {
         for problem in &together.problems {
             self.out.warn(&self.tr(
                 "not_put_back",
-                &[("what", &new_core::escape::escape_controls(problem))],
+                &[("what", &escape::escape_controls(problem))],
             ));
         }
         match &together.reopened {
@@ -437,18 +445,18 @@ impl App {
                     ("i", &(i + 1)),
                     ("count", &count),
                     ("n", &alt.n),
-                    ("model", &new_core::escape::escape_controls(&model)),
+                    ("model", &escape::escape_controls(&model)),
                     ("input", &alt.usage.input_tokens),
                     ("output", &alt.usage.output_tokens),
                     ("seconds", &alt.seconds),
                     ("cost", &cost),
                 ],
             );
-            let answer = new_core::escape::escape_controls_keep_lines(&alt.answer);
+            let answer = escape::escape_controls_keep_lines(&alt.answer);
             let changed: Vec<String> = alt
                 .files
                 .iter()
-                .map(|(p, w)| format!("{w} {}", new_core::escape::escape_controls(p)))
+                .map(|(p, w)| format!("{w} {}", escape::escape_controls(p)))
                 .collect();
             let files = (!changed.is_empty())
                 .then(|| self.tr("compare_files", &[("files", &changed.join(", "))]));
@@ -529,7 +537,7 @@ impl App {
         };
         let target = match self.engine.edit_target(n) {
             Ok(target) => target,
-            Err(new_core::session::CommandError::NoSuchNode(_)) => {
+            Err(CommandError::NoSuchNode(_)) => {
                 return self.refuse_text("edit_takes_a_node_number_from", &[("args", &args)]);
             }
             Err(e) => return self.command_error(&e),
@@ -677,7 +685,7 @@ impl App {
             ));
         }
         if !report.misplaced_summaries.is_empty() {
-            self.out.warn(&new_core::escape::escape_controls(&self.tr(
+            self.out.warn(&escape::escape_controls(&self.tr(
                 "misplaced_summaries",
                 &[("ids", &report.misplaced_summaries.join(", "))],
             )));
@@ -713,7 +721,7 @@ impl App {
             return self.out.error(&e.to_string());
         }
         use std::io::{IsTerminal, Write};
-        let mut stdout = std::io::stdout();
+        let mut stdout = io::stdout();
         if stdout.is_terminal() {
             // Home, erase the screen and the scrollback.
             let _ = stdout.write_all(b"\x1b[H\x1b[2J\x1b[3J");
@@ -808,7 +816,7 @@ impl App {
         };
         let mut text = String::new();
         // The hits are what the model (or another program) wrote: escaped for the terminal.
-        let shown = new_core::escape::escape_controls;
+        let shown = escape::escape_controls;
         for hit in &results.hits {
             let mark = if hit.conversation == self.engine.chat.id() {
                 "*"
@@ -881,7 +889,7 @@ impl App {
 
     pub(super) fn permissions(&mut self, args: &str) {
         if !args.is_empty() {
-            let Some(mode) = new_core::tools::Mode::parse(args) else {
+            let Some(mode) = Mode::parse(args) else {
                 return self.refuse_text(
                     "unknown_permission_mode_use_strict_default",
                     &[("args", &args)],
@@ -911,14 +919,14 @@ impl App {
                 format!(
                     "  {:<8} {}",
                     origin.label(),
-                    new_core::escape::escape_controls(&r.describe())
+                    escape::escape_controls(&r.describe())
                 )
             })
             .chain(self.engine.policy.session_rules().map(|r| {
                 format!(
                     "  {:<8} {}",
                     "session",
-                    new_core::escape::escape_controls(&r.describe())
+                    escape::escape_controls(&r.describe())
                 )
             }))
             .collect();
@@ -1018,9 +1026,8 @@ impl App {
             Some(sandbox) => {
                 let facts = super::sandbox_view::Facts::of(sandbox);
                 let text = super::sandbox_view::describe(self.out.lang, &facts);
-                self.out.say(&new_core::escape::escape_controls_keep_lines(
-                    text.trim_end(),
-                ))
+                self.out
+                    .say(&escape::escape_controls_keep_lines(text.trim_end()))
             }
             None => self.out.say(&self.tr("sandbox_nothing_runs", &[])),
         }

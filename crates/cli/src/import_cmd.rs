@@ -5,6 +5,9 @@ use std::process::ExitCode;
 
 use new_core::conversation::Store;
 use new_core::conversation::import::{ImportError, MAX_LINE_BYTES, Source, import};
+use new_core::escape;
+use std::fs;
+use std::io;
 
 /// What `new import` was asked.
 pub struct ImportLaunch {
@@ -16,18 +19,18 @@ pub struct ImportLaunch {
 }
 
 /// The `.jsonl` files of `path`: itself, or those below it (sorted), a folder of sessions.
-fn files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn files(path: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
     if !path.is_dir() {
         out.push(path.to_path_buf());
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+    let mut entries: Vec<PathBuf> = fs::read_dir(path)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
     // Links are not followed (a loop of links would never end), nor anything but regular files
     // read; a folder's files before its folders (a session before its subagents' files).
-    let kind = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.file_type()).ok();
+    let kind = |p: &Path| fs::symlink_metadata(p).map(|m| m.file_type()).ok();
     for p in &entries {
         if kind(p).is_some_and(|t| t.is_file()) && p.extension().is_some_and(|e| e == "jsonl") {
             out.push(p.clone());
@@ -47,7 +50,7 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
     let Some(source) = Source::parse(&launch.source) else {
         eprintln!(
             "error: `{}` is not a history new can import; use claude, codex or pi",
-            new_core::escape::escape_controls(&launch.source)
+            escape::escape_controls(&launch.source)
         );
         return ExitCode::from(2);
     };
@@ -85,7 +88,7 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
     }
     let mut failed = false;
     for path in &all {
-        let shown = new_core::escape::escape_controls(&path.display().to_string());
+        let shown = escape::escape_controls(&path.display().to_string());
         match import(&store, source, path) {
             Ok(done) => {
                 let mut line = format!(
@@ -120,21 +123,18 @@ pub fn run_import(launch: ImportLaunch) -> ExitCode {
                 }
             }
             Err(e @ ImportError::Already { .. }) => {
-                println!("{}", new_core::escape::escape_controls(&e.to_string()));
+                println!("{}", escape::escape_controls(&e.to_string()));
             }
             Err(e) => {
                 failed = true;
-                eprintln!(
-                    "error: {}",
-                    new_core::escape::escape_controls(&e.to_string())
-                );
+                eprintln!("error: {}", escape::escape_controls(&e.to_string()));
             }
         }
     }
     println!(
         "into {} (`new {}` and /list show them)",
-        new_core::escape::escape_controls(&datadir.display().to_string()),
-        new_core::escape::escape_controls(&workdir.display().to_string())
+        escape::escape_controls(&datadir.display().to_string()),
+        escape::escape_controls(&workdir.display().to_string())
     );
     if failed {
         ExitCode::from(1)

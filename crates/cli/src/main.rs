@@ -1,15 +1,22 @@
 //! The `new` binary: parses the command line and hands over to the library.
-
+// `clippy::absolute_paths` is checked on Linux, where all but the other systems' own code builds.
+#![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use new_cli::import_cmd;
+use new_cli::import_cmd::ImportLaunch;
 use new_cli::print_mode::OutputFormat;
 use new_cli::{Launch, run};
 use new_core::config::{Lang, Overrides};
+use new_core::log;
 use new_core::tools::Mode;
+use new_sys::os_sandbox;
+use new_sys::platform;
+use std::env;
 
 /// A terminal AI agent whose conversations are trees.
 #[derive(Parser, Debug)]
@@ -93,13 +100,13 @@ struct ImportArgs {
 }
 
 fn main() -> ExitCode {
-    new_sys::platform::tune_allocator();
-    new_sys::os_sandbox::run_helper_if_asked();
-    let _log = new_core::log::init();
+    platform::tune_allocator();
+    os_sandbox::run_helper_if_asked();
+    let _log = log::init();
     // `new import …` (a folder named `import` is `./import`).
-    if std::env::args_os().nth(1).is_some_and(|a| a == "import") {
-        let args = ImportArgs::parse_from(std::env::args_os().skip(1));
-        return new_cli::import_cmd::run_import(new_cli::import_cmd::ImportLaunch {
+    if env::args_os().nth(1).is_some_and(|a| a == "import") {
+        let args = ImportArgs::parse_from(env::args_os().skip(1));
+        return import_cmd::run_import(ImportLaunch {
             source: args.source,
             paths: args.paths,
             workdir: args.workdir,

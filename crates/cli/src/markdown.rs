@@ -28,6 +28,12 @@ use unicode_width::UnicodeWidthChar;
 
 use super::highlight::Highlighter;
 use super::wrap::{self, LongWords};
+use new_sys::platform;
+use new_sys::platform::Stream;
+use std::borrow::Cow;
+use std::env;
+use std::iter;
+use std::mem;
 
 /// Where and how to render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,10 +53,10 @@ pub struct Layout {
 /// do set; `NEW_HYPERLINKS=0` or `1` decides).
 pub fn terminal_layout(dim: bool) -> Layout {
     let (mut width, mut height) = (0usize, 0usize);
-    if let Some((w, h)) = new_sys::platform::terminal_size(new_sys::platform::Stream::Stdout) {
+    if let Some((w, h)) = platform::terminal_size(Stream::Stdout) {
         (width, height) = (w, h);
     }
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let var = |name: &str| env::var(name).ok().filter(|v| !v.is_empty());
     let number = |name: &str| var(name).and_then(|v| v.parse::<usize>().ok());
     if width == 0 {
         width = number("COLUMNS").unwrap_or(80);
@@ -560,7 +566,7 @@ fn bracket_settled(text: &str, i: usize, whole: &[Range<usize>]) -> bool {
 
 /// A table row with the pipes inside its code spans escaped: models seldom escape them, and GFM
 /// would split the cell there.
-fn protect_code_pipes(row: &str) -> std::borrow::Cow<'_, str> {
+fn protect_code_pipes(row: &str) -> Cow<'_, str> {
     if !row.contains('`') {
         return row.into();
     }
@@ -580,7 +586,7 @@ fn protect_code_pipes(row: &str) -> std::borrow::Cow<'_, str> {
                 } else if run == open {
                     open = 0;
                 }
-                out.extend(std::iter::repeat_n('`', run));
+                out.extend(iter::repeat_n('`', run));
             }
             '\\' if chars.peek() == Some(&'|') => {
                 chars.next();
@@ -609,7 +615,7 @@ fn wrap_chars(chars: &[(char, Style)], first: usize, rest: usize) -> Vec<Range<u
             .iter()
             .rposition(|(c, _)| *c != ' ')
             .map_or(0, |p| p + 1);
-        return std::iter::once(0..end).collect();
+        return iter::once(0..end).collect();
     }
     let plain: String = chars.iter().map(|(c, _)| *c).collect();
     // The ranges come in order: count the characters up to each end once.
@@ -987,7 +993,7 @@ impl Renderer {
         // A `\r` that ends a piece waits for the next: before a `\n` it is a line end's.
         let joined;
         let mut text = text;
-        if std::mem::take(&mut self.held_cr) && !text.starts_with('\n') {
+        if mem::take(&mut self.held_cr) && !text.starts_with('\n') {
             joined = format!("\r{text}");
             text = &joined;
         }
@@ -999,7 +1005,7 @@ impl Renderer {
         let mut rest = text;
         while let Some(nl) = rest.find('\n') {
             self.pending.push_str(&rest[..nl]);
-            let mut line = std::mem::take(&mut self.pending);
+            let mut line = mem::take(&mut self.pending);
             if line.ends_with('\r') {
                 line.pop();
             }
@@ -1018,12 +1024,12 @@ impl Renderer {
 
     /// The answer ended (or was cut short): prints what is left, closing any open block.
     pub fn finish(&mut self) -> String {
-        if std::mem::take(&mut self.held_cr) {
+        if mem::take(&mut self.held_cr) {
             self.pending.push('\r');
         }
         let mut out = String::new();
         if !self.pending.is_empty() {
-            let line = std::mem::take(&mut self.pending);
+            let line = mem::take(&mut self.pending);
             self.line(&line, &mut out);
         }
         if let Some(held) = self.held.take() {
@@ -1034,7 +1040,7 @@ impl Renderer {
     }
 
     fn close_block(&mut self, out: &mut String) {
-        match std::mem::replace(&mut self.block, Block::Text) {
+        match mem::replace(&mut self.block, Block::Text) {
             Block::Text => {}
             Block::Code { .. } => out.push_str("\x1b[2m╰─\x1b[0m\n"),
             Block::Table {
@@ -1124,7 +1130,7 @@ impl Renderer {
             out.push_str(&held.shown);
         }
         let layout = self.layout;
-        let previous = std::mem::replace(&mut self.previous, Previous::Other);
+        let previous = mem::replace(&mut self.previous, Previous::Other);
         match classify(line, true, &layout).expect("a complete line is always classified") {
             Line::Blank => {
                 self.flow = None;
@@ -1339,7 +1345,7 @@ impl Renderer {
         // What can be printed: the settled characters not printed yet, then the stable ones.
         let skip = flow.skip.min(stable);
         let settled_len = flow.chars.len();
-        let mut view = std::mem::take(&mut flow.chars);
+        let mut view = mem::take(&mut flow.chars);
         view.reserve(stable - skip);
         view.extend_from_slice(&parsed.chars[skip..stable]);
         flow.links.extend(parsed.links);
@@ -1546,9 +1552,9 @@ impl Renderer {
                         Some(Alignment::Center) => (gap / 2, gap - gap / 2),
                         _ => (0, gap),
                     };
-                    out.extend(std::iter::repeat_n(' ', before + 1));
+                    out.extend(iter::repeat_n(' ', before + 1));
                     self.styled_into(&mut out, piece, &row.links);
-                    out.extend(std::iter::repeat_n(' ', after + 1));
+                    out.extend(iter::repeat_n(' ', after + 1));
                     out.push('│');
                 }
                 out.push('\n');
@@ -1589,11 +1595,11 @@ impl Renderer {
                 }
                 Event::Start(Tag::TableCell) => {}
                 Event::End(TagEnd::TableCell) => {
-                    row.cells.push(std::mem::take(&mut walk.out.chars));
+                    row.cells.push(mem::take(&mut walk.out.chars));
                 }
                 Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
-                    row.links = std::mem::take(&mut walk.out.links);
-                    rows.push(std::mem::take(&mut row));
+                    row.links = mem::take(&mut walk.out.links);
+                    rows.push(mem::take(&mut row));
                 }
                 Event::End(TagEnd::Table) => break,
                 event => walk.event(event, range, source),

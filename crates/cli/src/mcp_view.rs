@@ -2,6 +2,25 @@
 //! `/agents`: the subagent roles.
 
 use super::repl::{App, interruptible};
+use new_core::agent::tasks::TaskState;
+use new_core::agent::tasks::TaskView;
+use new_core::config::Lang;
+use new_core::escape;
+use new_core::mcp;
+use new_core::mcp::Manager;
+use new_core::mcp::Prompt;
+use new_core::mcp::elicit::Answer;
+use new_core::mcp::elicit::Elicitor;
+use new_core::mcp::elicit::Form;
+use new_core::mcp::oauth::TokenStore;
+use new_sys::platform;
+use std::fmt::Display;
+use std::io;
+use std::mem;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use tokio::task;
 
 /// The most of one resource's contents a message takes (`@server:uri`).
 const MAX_RESOURCE_BYTES: usize = 256 * 1024;
@@ -20,14 +39,14 @@ pub(super) fn resource_mentions<'t>(text: &'t str, servers: &[String]) -> Vec<(&
 /// A prompt's arguments from what followed its command: in the order the prompt lists them,
 /// a word each, the last taking the rest of the line. Err names a required one missing.
 pub(super) fn prompt_arguments(
-    prompt: &new_core::mcp::Prompt,
+    prompt: &Prompt,
     args: &str,
 ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     let mut out = serde_json::Map::new();
     let mut rest = args.trim();
     for (i, (name, required)) in prompt.arguments.iter().enumerate() {
         let value = if i + 1 == prompt.arguments.len() {
-            std::mem::take(&mut rest)
+            mem::take(&mut rest)
         } else {
             let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
             rest = after.trim_start();
@@ -49,7 +68,7 @@ impl App {
     /// server, so the stored message holds them and its branch stands on its own). None, with
     /// the reason said, when one cannot be read: then nothing is sent.
     pub(super) fn with_resources(&mut self, text: &str) -> Option<String> {
-        let Some(manager) = self.engine.tools.source::<new_core::mcp::Manager>() else {
+        let Some(manager) = self.engine.tools.source::<Manager>() else {
             return Some(text.to_string());
         };
         let servers: Vec<String> = manager.statuses().into_iter().map(|s| s.name).collect();
@@ -70,7 +89,7 @@ impl App {
                     "\n\n<mcp_resource server=\"{server}\" uri=\"{uri}\">\n{contents}\n</mcp_resource>"
                 )),
                 Some(Err(why)) => {
-                    self.out.error(&new_core::escape::escape_controls(&self.tr(
+                    self.out.error(&escape::escape_controls(&self.tr(
                         "mcp_resource_unread",
                         &[("why", &why)],
                     )));
@@ -88,7 +107,7 @@ impl App {
     /// `/mcp__server__prompt ARGS`: the server's prompt, filled with ARGS, sent as a message.
     /// False when no server offers a prompt of that command.
     pub(super) fn run_mcp_prompt(&mut self, command: &str, args: &str) -> bool {
-        let Some(manager) = self.engine.tools.source::<new_core::mcp::Manager>() else {
+        let Some(manager) = self.engine.tools.source::<Manager>() else {
             return false;
         };
         let found = interruptible(
@@ -114,7 +133,7 @@ impl App {
                         }
                     })
                     .collect();
-                self.out.error(&new_core::escape::escape_controls(&self.tr(
+                self.out.error(&escape::escape_controls(&self.tr(
                     "mcp_prompt_needs",
                     &[
                         ("name", &missing),
@@ -134,7 +153,7 @@ impl App {
             Some(Ok(text)) => {
                 self.chat(&text);
             }
-            Some(Err(why)) => self.out.error(&new_core::escape::escape_controls(&why)),
+            Some(Err(why)) => self.out.error(&escape::escape_controls(&why)),
             None => self.out.warn(&self.tr("interrupted", &[])),
         }
         true
@@ -142,7 +161,7 @@ impl App {
 
     pub(super) fn mcp_command(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let Some(manager) = self.engine.tools.source::<new_core::mcp::Manager>() else {
+        let Some(manager) = self.engine.tools.source::<Manager>() else {
             return self.out.say(&self.tr("mcp_none", &[]));
         };
         match words.as_slice() {
@@ -154,7 +173,7 @@ impl App {
                 }
                 for s in statuses {
                     let origin = s.origin.label();
-                    let mut state = new_core::mcp::describe(&s.state);
+                    let mut state = mcp::describe(&s.state);
                     if !s.server.is_empty() {
                         state = format!("{state} ({})", s.server);
                     }
@@ -164,7 +183,7 @@ impl App {
                         Some(Err(why)) => state = format!("{state}, not answering ping: {why}"),
                         None => {}
                     }
-                    self.out.say(&new_core::escape::escape_controls(&self.tr(
+                    self.out.say(&escape::escape_controls(&self.tr(
                         "mcp_row",
                         &[
                             ("name", &s.name),
@@ -179,7 +198,7 @@ impl App {
                         .offers
                         .prompts
                         .iter()
-                        .map(|p| new_core::mcp::exposed_name(&s.name, &p.name))
+                        .map(|p| mcp::exposed_name(&s.name, &p.name))
                         .map(|c| format!("/{c}"))
                         .collect();
                     for (resources, names) in [(true, &s.offers.resources), (false, &prompts)] {
@@ -195,34 +214,26 @@ impl App {
                         if names.len() > 10 {
                             list.push_str(&format!(", … (+{})", names.len() - 10));
                         }
-                        let args: [(&str, &dyn std::fmt::Display); 2] =
+                        let args: [(&str, &dyn Display); 2] =
                             [("n", &names.len()), ("list", &list)];
                         let line = if resources {
                             self.tr("mcp_resources", &args)
                         } else {
                             self.tr("mcp_prompts", &args)
                         };
-                        self.out.say(&new_core::escape::escape_controls(&line));
+                        self.out.say(&escape::escape_controls(&line));
                     }
                 }
             }
             ["login", name] | ["logout", name] => {
-                let Some(store) = self
-                    .engine
-                    .layers
-                    .user
-                    .as_deref()
-                    .map(new_core::mcp::oauth::TokenStore::in_dir)
-                else {
+                let Some(store) = self.engine.layers.user.as_deref().map(TokenStore::in_dir) else {
                     return self.out.error(&self.tr("mcp_no_token_store", &[]));
                 };
-                let shown = new_core::escape::escape_controls(name);
+                let shown = escape::escape_controls(name);
                 let removed = match store.remove(name) {
                     Ok(removed) => removed,
                     Err(e) => {
-                        return self
-                            .out
-                            .error(&new_core::escape::escape_controls(&e.to_string()));
+                        return self.out.error(&escape::escape_controls(&e.to_string()));
                     }
                 };
                 if words[0] == "logout" {
@@ -251,14 +262,13 @@ impl App {
                 } else {
                     self.out.error(&self.tr(
                         "mcp_no_such_server",
-                        &[("name", &new_core::escape::escape_controls(name))],
+                        &[("name", &escape::escape_controls(name))],
                     ));
                 }
             }
-            _ => self.out.error(&self.tr(
-                "mcp_usage",
-                &[("args", &new_core::escape::escape_controls(args))],
-            )),
+            _ => self
+                .out
+                .error(&self.tr("mcp_usage", &[("args", &escape::escape_controls(args))])),
         }
     }
 }
@@ -278,7 +288,7 @@ impl App {
             } else {
                 " · not trusted: a project's hook runs once you trust it".to_string()
             };
-            self.out.say(&new_core::escape::escape_controls(&self.tr(
+            self.out.say(&escape::escape_controls(&self.tr(
                 "hooks_row",
                 &[
                     ("name", &s.name),
@@ -304,7 +314,7 @@ impl App {
                 Some(list) => list.join(", "),
                 None => self.tr("agents_every_tool", &[]),
             };
-            self.out.say(&new_core::escape::escape_controls(&self.tr(
+            self.out.say(&escape::escape_controls(&self.tr(
                 "agents_row",
                 &[
                     ("name", &d.name),
@@ -350,21 +360,21 @@ impl App {
                             ("task", &super::tree_view::preview(&t.task, 60)),
                         ],
                     );
-                    self.out.say(&new_core::escape::escape_controls(&row));
-                    if t.state == new_core::agent::tasks::TaskState::Running
+                    self.out.say(&escape::escape_controls(&row));
+                    if t.state == TaskState::Running
                         && let Some(last) = &t.last
                     {
                         self.out.say(
                             &self
                                 .out
-                                .dim(&format!("  {}", new_core::escape::escape_controls(last))),
+                                .dim(&format!("  {}", escape::escape_controls(last))),
                         );
                     }
                 }
             }
             ["stop", id] => match subagents.tasks.stop(id) {
                 Ok(id) => self.out.say(&self.tr("tasks_stopping", &[("id", &id)])),
-                Err(e) => self.out.error(&new_core::escape::escape_controls(&e)),
+                Err(e) => self.out.error(&escape::escape_controls(&e)),
             },
             _ => self
                 .out
@@ -391,11 +401,11 @@ impl App {
         let Some(printer) = self.reader.external_printer() else {
             return;
         };
-        let printer = std::sync::Mutex::new(printer);
+        let printer = Mutex::new(printer);
         let (at_prompt, out) = (self.at_prompt.clone(), self.out);
         let auto = subagents.settings.auto_continue && self.engine.agent.is_none();
-        subagents.tasks.on_end(std::sync::Arc::new(move |t| {
-            if !at_prompt.load(std::sync::atomic::Ordering::SeqCst) {
+        subagents.tasks.on_end(Arc::new(move |t| {
+            if !at_prompt.load(Ordering::SeqCst) {
                 return false;
             }
             let mut line = task_ended(&out, t);
@@ -410,10 +420,7 @@ impl App {
 }
 
 /// The one line that says a background task ended.
-pub(super) fn task_ended(
-    out: &super::output::Output,
-    t: &new_core::agent::tasks::TaskView,
-) -> String {
+pub(super) fn task_ended(out: &super::output::Output, t: &TaskView) -> String {
     let line = super::text::tr(
         out.lang,
         "task_ended",
@@ -424,38 +431,31 @@ pub(super) fn task_ended(
             ("parent", &t.parent),
         ],
     );
-    out.dim(&new_core::escape::escape_controls(&line))
+    out.dim(&escape::escape_controls(&line))
 }
 
 /// The answerer of servers' forms: the terminal, when `new` has one (each field asked on
 /// /dev/tty, the type-ahead held meanwhile); none without a terminal (the forms are declined).
-pub(super) fn terminal_elicitor(
-    lang: new_core::config::Lang,
-) -> Option<new_core::mcp::elicit::Elicitor> {
+pub(super) fn terminal_elicitor(lang: Lang) -> Option<Elicitor> {
     use std::io::IsTerminal;
-    if !std::io::stdin().is_terminal() {
+    if !io::stdin().is_terminal() {
         return None;
     }
-    Some(std::sync::Arc::new(
-        move |form: new_core::mcp::elicit::Form| {
-            Box::pin(async move {
-                tokio::task::spawn_blocking(move || ask_on_terminal(lang, &form))
-                    .await
-                    .unwrap_or(new_core::mcp::elicit::Answer::Cancel)
-            })
-        },
-    ))
+    Some(Arc::new(move |form: Form| {
+        Box::pin(async move {
+            task::spawn_blocking(move || ask_on_terminal(lang, &form))
+                .await
+                .unwrap_or(Answer::Cancel)
+        })
+    }))
 }
 
 /// One form at a time, on the terminal in its line mode (echo on), put back as it was after.
-fn ask_on_terminal(
-    lang: new_core::config::Lang,
-    form: &new_core::mcp::elicit::Form,
-) -> new_core::mcp::elicit::Answer {
+fn ask_on_terminal(lang: Lang, form: &Form) -> Answer {
     use new_core::mcp::elicit::{Answer, Words, dialogue};
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = new_core::escape::escape_controls(&form.server);
+    let server = escape::escape_controls(&form.server);
     let words = Words {
         heading: super::text::tr(lang, "elicit_heading", &[("server", &server)]),
         invalid: super::text::tr(lang, "elicit_invalid", &[]),
@@ -464,7 +464,7 @@ fn ask_on_terminal(
     };
     super::spinner::hush_any();
     super::typeahead::held(|| {
-        new_sys::platform::with_line_terminal(|input, output| dialogue(form, &words, input, output))
+        platform::with_line_terminal(|input, output| dialogue(form, &words, input, output))
             .unwrap_or(Answer::Decline)
     })
 }
@@ -472,6 +472,7 @@ fn ask_on_terminal(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use new_core::mcp::Prompt;
 
     #[test]
     fn mentions_are_words_naming_a_configured_server() {
@@ -488,7 +489,7 @@ mod tests {
 
     #[test]
     fn a_prompt_s_arguments_fill_in_order_and_the_last_takes_the_rest() {
-        let prompt = new_core::mcp::Prompt {
+        let prompt = Prompt {
             name: "review".into(),
             arguments: vec![("file".into(), true), ("focus".into(), false)],
         };
@@ -498,7 +499,7 @@ mod tests {
         let args = prompt_arguments(&prompt, "a.rs").unwrap();
         assert_eq!(args.len(), 1);
         assert_eq!(prompt_arguments(&prompt, "  "), Err("file".to_string()));
-        let none = new_core::mcp::Prompt::default();
+        let none = Prompt::default();
         assert!(prompt_arguments(&none, "ignored words").unwrap().is_empty());
     }
 }

@@ -2,7 +2,10 @@
 //! and `/remember`.
 
 use super::repl::App;
+use new_core::escape;
+use new_core::memory;
 use new_core::memory::Level;
+use new_core::memory::MemoryError;
 
 impl App {
     /// Starts the review of the turn that just completed ([`Session::review_turn`]), and says
@@ -22,7 +25,7 @@ impl App {
         for note in self.engine.take_memory_notes() {
             let line = self.tr(
                 "memory_changed",
-                &[("what", &new_core::escape::escape_controls(&note))],
+                &[("what", &escape::escape_controls(&note))],
             );
             self.out.say(&self.out.dim(&line));
         }
@@ -46,21 +49,19 @@ impl App {
                 )),
                 Ok(None) => self.out.error(&self.tr(
                     "no_memory_named",
-                    &[("name", &new_core::escape::escape_controls(name))],
+                    &[("name", &escape::escape_controls(name))],
                 )),
-                Err(new_core::memory::MemoryError::NotOurs(m)) => self.out.error(&self.tr(
+                Err(MemoryError::NotOurs(m)) => self.out.error(&self.tr(
                     "memory_not_ours",
                     &[
-                        ("name", &new_core::escape::escape_controls(&m.name)),
+                        ("name", &escape::escape_controls(&m.name)),
                         (
                             "path",
-                            &new_core::escape::escape_controls(&m.path.display().to_string()),
+                            &escape::escape_controls(&m.path.display().to_string()),
                         ),
                     ],
                 )),
-                Err(e) => self
-                    .out
-                    .error(&new_core::escape::escape_controls(&e.to_string())),
+                Err(e) => self.out.error(&escape::escape_controls(&e.to_string())),
             };
         }
         if !args.is_empty() {
@@ -69,7 +70,7 @@ impl App {
         let (memories, problems) = store.list();
         let mut text = String::new();
         for m in &memories {
-            text.push_str(&new_core::escape::escape_controls(&format!(
+            text.push_str(&escape::escape_controls(&format!(
                 "{:<16} {:<8} {}",
                 m.kind,
                 m.place(),
@@ -78,8 +79,7 @@ impl App {
             if !m.description.is_empty() {
                 text.push_str(&format!(
                     " {}",
-                    self.out
-                        .dim(&new_core::escape::escape_controls(&m.description))
+                    self.out.dim(&escape::escape_controls(&m.description))
                 ));
             }
             text.push('\n');
@@ -91,7 +91,7 @@ impl App {
             text.push_str(&format!(
                 "{}\n",
                 self.out
-                    .dim(&new_core::escape::escape_controls(&format!("! {problem}")))
+                    .dim(&escape::escape_controls(&format!("! {problem}")))
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -112,7 +112,7 @@ impl App {
         }
         // Redacted before a name, a file name or a line on screen is made of it.
         let secrets = self.engine.secrets();
-        let text = new_core::memory::redact_secrets(text, &secrets);
+        let text = memory::redact_secrets(text, &secrets);
         let text = text.as_str();
         let name: String = text
             .split_whitespace()
@@ -128,7 +128,7 @@ impl App {
             Ok(_) => self.out.say(&self.tr(
                 "remembered",
                 &[
-                    ("name", &new_core::escape::escape_controls(&name)),
+                    ("name", &escape::escape_controls(&name)),
                     ("level", &level.as_str()),
                 ],
             )),

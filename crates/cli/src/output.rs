@@ -11,6 +11,15 @@ use new_core::vocab::{ToolCall, Usage};
 use new_sys::platform::Stream;
 
 use super::tree_view::preview;
+use new_core::agent::CompactionEvent;
+use new_core::agent::Waiting;
+use new_core::escape;
+use new_core::hooks::HookFailure;
+use new_sys::platform;
+use std::borrow::Cow;
+use std::io;
+use std::time::Duration;
+use std::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
@@ -69,7 +78,7 @@ impl Output {
         if self.one_shot {
             eprintln!("{}", shown(Stream::Stderr));
         } else {
-            let mut out = std::io::stdout().lock();
+            let mut out = io::stdout().lock();
             let _ = writeln!(out, "{}", shown(Stream::Stdout));
             let _ = out.flush();
         }
@@ -207,7 +216,7 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
         } else {
             line.to_string()
         };
-        let line = &new_core::escape::escape_controls(&line);
+        let line = &escape::escape_controls(&line);
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             out.bold(line)
         } else if line.starts_with('+') {
@@ -227,13 +236,13 @@ pub fn colour_diff(out: &Output, diff: &str) -> String {
 
 /// The width of the terminal on `fd`; None when it is not one.
 fn terminal_width(stream: Stream) -> Option<usize> {
-    new_sys::platform::terminal_size(stream).map(|(width, _)| width)
+    platform::terminal_size(stream).map(|(width, _)| width)
 }
 
 /// `text` for the terminal on `fd`: each line wider than it wrapped at spaces, the continuation
 /// under the line's own indent (or `hang` columns, for a `warning: ` line). Unchanged when `fd`
 /// is not a terminal, and for a line with no space to break at.
-fn fit(text: &str, stream: Stream, hang: usize) -> std::borrow::Cow<'_, str> {
+fn fit(text: &str, stream: Stream, hang: usize) -> Cow<'_, str> {
     let Some(width) = terminal_width(stream) else {
         return text.into();
     };
@@ -251,7 +260,7 @@ pub struct Printer {
     /// reported any), the last request's prompt size, and when it began.
     pub turn: Option<Usage>,
     pub last_prompt: Option<u64>,
-    pub started: std::time::Instant,
+    pub started: Instant,
     /// The Markdown renderers of the answer and of the reasoning being streamed.
     answer: Option<super::markdown::Renderer>,
     thinking: Option<super::markdown::Renderer>,
@@ -264,7 +273,7 @@ pub struct Printer {
 impl Printer {
     /// Names who answers, for the line that says the turn waits for it.
     pub fn waiting_for(mut self, server: &str) -> Self {
-        self.server = new_core::escape::escape_controls(server);
+        self.server = escape::escape_controls(server);
         self
     }
 
@@ -294,7 +303,7 @@ impl Printer {
             preparing: false,
             turn: None,
             last_prompt: None,
-            started: std::time::Instant::now(),
+            started: Instant::now(),
             answer: None,
             thinking: None,
         }
@@ -323,11 +332,11 @@ impl Printer {
             return;
         }
         if self.out.one_shot {
-            let mut err = std::io::stderr().lock();
+            let mut err = io::stderr().lock();
             let _ = err.write_all(text.as_bytes());
             let _ = err.flush();
         } else {
-            let mut out = std::io::stdout().lock();
+            let mut out = io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
         }
@@ -366,7 +375,7 @@ impl Observer for Printer {
         if self.out.one_shot {
             return;
         }
-        let text = new_core::escape::escape_controls_keep_lines(text);
+        let text = escape::escape_controls_keep_lines(text);
         if self.out.render {
             let r = self.answer.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(false))
@@ -391,7 +400,7 @@ impl Observer for Printer {
                 self.write_stream("\x1b[2m");
             }
         }
-        let text = new_core::escape::escape_controls_keep_lines(text);
+        let text = escape::escape_controls_keep_lines(text);
         if self.out.render && !self.out.one_shot {
             let r = self.thinking.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(true))
@@ -414,12 +423,12 @@ impl Observer for Printer {
         self.end_line();
         let line = self
             .out
-            .dim(&format!("⋯ {}", new_core::escape::escape_controls(name)));
+            .dim(&format!("⋯ {}", escape::escape_controls(name)));
         self.write_stream(&line);
         self.preparing = true;
     }
 
-    fn compaction(&mut self, event: &new_core::agent::CompactionEvent<'_>) {
+    fn compaction(&mut self, event: &CompactionEvent<'_>) {
         self.hush();
         use new_core::agent::CompactionEvent;
         // After its line: the summary takes a while.
@@ -463,7 +472,7 @@ impl Observer for Printer {
                 self.out.warn(&super::text::tr(
                     lang,
                     "compaction_failed",
-                    &[("reason", &new_core::escape::escape_controls(reason))],
+                    &[("reason", &escape::escape_controls(reason))],
                 ));
                 if *breaker_opened {
                     self.out
@@ -477,7 +486,7 @@ impl Observer for Printer {
         }
     }
 
-    fn hook_failed(&mut self, failure: &new_core::hooks::HookFailure) {
+    fn hook_failed(&mut self, failure: &HookFailure) {
         self.hush();
         self.end_line();
         self.out
@@ -487,7 +496,7 @@ impl Observer for Printer {
     fn hook_notice(&mut self, line: &str) {
         self.hush();
         self.end_line();
-        self.out.warn(&new_core::escape::escape_controls(line));
+        self.out.warn(&escape::escape_controls(line));
     }
 
     fn usage(&mut self, usage: &Usage) {
@@ -497,7 +506,7 @@ impl Observer for Printer {
     fn subagent_line(&mut self, line: &str) {
         self.hush();
         self.end_line();
-        let line = new_core::escape::escape_controls(&preview(line, 160));
+        let line = escape::escape_controls(&preview(line, 160));
         self.out.say(&self.out.dim(&format!("    ↳ {line}")));
     }
 
@@ -507,11 +516,11 @@ impl Observer for Printer {
         self.out.warn(&super::text::tr(
             self.out.lang,
             "checkpoint_failed",
-            &[("reason", &new_core::escape::escape_controls(reason))],
+            &[("reason", &escape::escape_controls(reason))],
         ));
     }
 
-    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
+    fn retry(&mut self, attempt: u32, of: u32, delay: Duration, reason: &str) {
         self.hush();
         self.end_line();
         let secs = format!("{:.1}", delay.as_secs_f64());
@@ -527,7 +536,7 @@ impl Observer for Printer {
         );
         self.out.say(&self.out.paint(YELLOW, &line));
         // The request goes again: waited for again.
-        self.waiting(new_core::agent::Waiting::Model);
+        self.waiting(Waiting::Model);
     }
 
     fn answer_end(&mut self, response: &ChatResponse, complete: bool) {
@@ -563,8 +572,8 @@ impl Observer for Printer {
         self.end_line();
         let line = format!(
             "→ {}({})",
-            new_core::escape::escape_controls(&call.function.name),
-            new_core::escape::escape_controls(&preview(&call.function.arguments, 100))
+            escape::escape_controls(&call.function.name),
+            escape::escape_controls(&preview(&call.function.arguments, 100))
         );
         self.out.say(&self.out.paint(CYAN, &line));
     }
@@ -576,13 +585,13 @@ impl Observer for Printer {
                 RED,
                 &format!(
                     "  ✗ {}",
-                    new_core::escape::escape_controls(&preview(&outcome.summary, 160))
+                    escape::escape_controls(&preview(&outcome.summary, 160))
                 ),
             )
         } else {
             self.out.dim(&format!(
                 "  ✓ {}",
-                new_core::escape::escape_controls(&preview(&outcome.summary, 160))
+                escape::escape_controls(&preview(&outcome.summary, 160))
             ))
         };
         self.out.say(&line);
@@ -592,7 +601,7 @@ impl Observer for Printer {
         }
     }
 
-    fn waiting(&mut self, what: new_core::agent::Waiting<'_>) {
+    fn waiting(&mut self, what: Waiting<'_>) {
         use new_core::agent::Waiting;
         let Some(spinner) = &self.spinner else {
             return;
@@ -620,7 +629,7 @@ impl Observer for Printer {
                         }
                     })
                     .collect();
-                new_core::escape::escape_controls(&parts.join(", "))
+                escape::escape_controls(&parts.join(", "))
             }
         };
         spinner.wait(label);
@@ -630,6 +639,7 @@ impl Observer for Printer {
 #[cfg(test)]
 mod diff_tests {
     use super::*;
+    use new_core::tools::diff;
 
     fn plain() -> Output {
         Output {
@@ -643,13 +653,13 @@ mod diff_tests {
     #[test]
     fn a_huge_diff_shows_its_head_and_tail_and_long_lines_are_cut() {
         // One 3 MB line.
-        let one_line = new_core::tools::diff::unified("big.txt", None, &"x".repeat(3_000_000));
+        let one_line = diff::unified("big.txt", None, &"x".repeat(3_000_000));
         let shown = colour_diff(&plain(), &one_line);
         assert!(shown.len() < 2_000, "{} bytes shown", shown.len());
         assert!(shown.contains("[…2999601 characters more]"), "{shown}");
         // Ten thousand lines.
         let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
-        let many = new_core::tools::diff::unified("many.txt", None, &text);
+        let many = diff::unified("many.txt", None, &text);
         let shown = colour_diff(&plain(), &many);
         let lines: Vec<&str> = shown.lines().collect();
         assert_eq!(lines.len(), DIFF_HEAD_LINES + DIFF_TAIL_LINES + 1);
@@ -662,7 +672,7 @@ mod diff_tests {
             "{shown}"
         );
         // A short diff is shown whole.
-        let small = new_core::tools::diff::unified("s.txt", Some("a\n"), "b\n");
+        let small = diff::unified("s.txt", Some("a\n"), "b\n");
         assert_eq!(
             colour_diff(&plain(), &small).lines().count(),
             small.lines().count()

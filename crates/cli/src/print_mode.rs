@@ -12,10 +12,15 @@ use new_core::vocab::Role;
 use serde_json::{Value, json};
 
 use super::output::Printer;
+use new_core::agent::CompactionEvent;
 use new_core::agent::Observer;
+use new_core::escape;
+use new_core::hooks::HookFailure;
 use new_core::llm::ChatResponse;
 use new_core::tools::ToolOutcome;
 use new_core::vocab::ToolCall;
+use std::io;
+use std::time::Duration;
 
 /// What `-p` prints on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,12 +115,12 @@ pub struct ResultFields<'a> {
 
 /// One JSON object and a newline on stdout, flushed at once.
 pub fn write_line(value: &Value) {
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = io::stdout().lock();
     let _ = writeln!(stdout, "{value}").and_then(|()| stdout.flush());
 }
 
 impl Observer for JsonObserver {
-    fn hook_failed(&mut self, failure: &new_core::hooks::HookFailure) {
+    fn hook_failed(&mut self, failure: &HookFailure) {
         self.printer.hook_failed(failure);
     }
 
@@ -137,7 +142,7 @@ impl Observer for JsonObserver {
         self.printer.tool_call_started(name);
     }
 
-    fn compaction(&mut self, event: &new_core::agent::CompactionEvent<'_>) {
+    fn compaction(&mut self, event: &CompactionEvent<'_>) {
         use new_core::agent::CompactionEvent;
         self.printer.compaction(event);
         let value = match event {
@@ -166,7 +171,7 @@ impl Observer for JsonObserver {
         self.emit(value);
     }
 
-    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str) {
+    fn retry(&mut self, attempt: u32, of: u32, delay: Duration, reason: &str) {
         self.printer.retry(attempt, of, delay, reason);
         self.emit(json!({
             "type": "retry",
@@ -221,7 +226,7 @@ impl super::terminal::Stream for JsonObserver {
 /// text after a blank line (`git diff | new -p "review this"`), as `llm` does.
 pub(super) fn one_shot_prompt(text: &str) -> Result<String, String> {
     use std::io::Read;
-    let stdin = std::io::stdin();
+    let stdin = io::stdin();
     if text != "-" && stdin.is_terminal() {
         return Ok(text.to_string());
     }
@@ -297,7 +302,7 @@ impl super::repl::App {
                     "mcp_server_failed",
                     &[
                         ("server", server),
-                        ("error", &new_core::escape::escape_controls(error)),
+                        ("error", &escape::escape_controls(error)),
                     ],
                 ));
             }
@@ -325,7 +330,7 @@ impl super::repl::App {
                 "mcp_server_failed",
                 &[
                     ("server", &server),
-                    ("error", &new_core::escape::escape_controls(&error)),
+                    ("error", &escape::escape_controls(&error)),
                 ],
             ));
         }
@@ -336,13 +341,13 @@ impl super::repl::App {
                 let shown = if self.out.render {
                     let mut r =
                         super::markdown::Renderer::new(super::markdown::terminal_layout(false));
-                    let mut text = r.push(&new_core::escape::escape_controls_keep_lines(answer));
+                    let mut text = r.push(&escape::escape_controls_keep_lines(answer));
                     text.push_str(&r.finish());
                     text.trim_end_matches('\n').to_string()
                 } else {
                     answer.clone()
                 };
-                let mut stdout = std::io::stdout().lock();
+                let mut stdout = io::stdout().lock();
                 // A closed pipe (`new -p … | head -c1`) is the reader's choice, not a failure.
                 let _ = writeln!(stdout, "{shown}").and_then(|()| stdout.flush());
                 ExitCode::SUCCESS
@@ -353,7 +358,7 @@ impl super::repl::App {
                 use std::io::Write;
                 let current = self.engine.chat.conversation().current();
                 if current.role == Role::Assistant && !current.content.is_empty() {
-                    let mut stdout = std::io::stdout().lock();
+                    let mut stdout = io::stdout().lock();
                     let _ = writeln!(stdout, "{}", current.content).and_then(|()| stdout.flush());
                     self.out.warn(&self.tr(
                         "partial_answer_on_stdout",

@@ -12,6 +12,11 @@ use rustyline::{Cmd, CompletionType, EditMode, Editor, KeyCode, KeyEvent, Modifi
 use super::editor::{ReplHelper, join_continuations};
 use super::output::Output;
 use new_core::conversation::Store;
+use new_core::fs::atomic;
+use std::io;
+use std::io::Lines;
+use std::mem;
+use std::path::Path;
 
 pub enum ReadOutcome {
     Line(String),
@@ -29,7 +34,7 @@ pub enum Reader {
         /// A question paused it: it goes on at [`Reader::resume_typeahead`].
         paused: bool,
     },
-    Piped(std::io::Lines<StdinLock<'static>>),
+    Piped(Lines<StdinLock<'static>>),
     /// One-shot mode: there is nobody to ask.
     Closed,
 }
@@ -69,7 +74,7 @@ impl Reader {
     }
 
     pub fn piped() -> Reader {
-        Reader::Piped(std::io::stdin().lock().lines())
+        Reader::Piped(io::stdin().lock().lines())
     }
 
     /// A way for other threads to print above the prompt while the line editor waits (None
@@ -109,7 +114,7 @@ impl Reader {
         if let Reader::Editor {
             typeahead, paused, ..
         } = self
-            && std::mem::take(paused)
+            && mem::take(paused)
         {
             typeahead.start();
         }
@@ -135,7 +140,7 @@ impl Reader {
         initial: &str,
         remember: bool,
         out: &Output,
-    ) -> std::io::Result<ReadOutcome> {
+    ) -> io::Result<ReadOutcome> {
         match self {
             Reader::Editor {
                 editor,
@@ -161,7 +166,7 @@ impl Reader {
                     Err(ReadlineError::Interrupted) => Ok(ReadOutcome::Interrupted),
                     Err(ReadlineError::Eof) => Ok(ReadOutcome::Eof),
                     Err(ReadlineError::Io(e)) => Err(e),
-                    Err(e) => Err(std::io::Error::other(e)),
+                    Err(e) => Err(io::Error::other(e)),
                 }
             }
             Reader::Piped(lines) => {
@@ -194,18 +199,14 @@ impl Reader {
 
 /// Appends the new entries to the history file, then reloads it, so that several `new` processes
 /// share one history without overwriting each other's.
-fn save_history(
-    editor: &mut Editor<ReplHelper, FileHistory>,
-    path: Option<&std::path::Path>,
-    out: &Output,
-) {
+fn save_history(editor: &mut Editor<ReplHelper, FileHistory>, path: Option<&Path>, out: &Output) {
     let Some(path) = path else { return };
     if let Some(dir) = path.parent() {
-        let _ = new_core::fs::atomic::create_private_dir(dir);
+        let _ = atomic::create_private_dir(dir);
     }
     // What the user typed may hold secrets: the file is theirs alone, created so before the
     // editor writes to it.
-    let _ = new_core::fs::atomic::private_options()
+    let _ = atomic::private_options()
         .append(true)
         .create(true)
         .open(path);

@@ -15,11 +15,47 @@ use super::reader::{ReadOutcome, Reader};
 use super::terminal::{Stream, Terminal};
 use new_core::agent::Interrupts;
 use new_core::config::{self, Config, Lang, Overrides};
+use new_core::escape;
+use new_core::hooks;
+use new_core::hooks::Action;
+use new_core::hooks::HookSettings;
+use new_core::hooks::Outcome;
+use new_core::layers;
 use new_core::layers::Layers;
+use new_core::layers::Origin;
+use new_core::mcp::Manager;
+use new_core::mcp::McpSettings;
+use new_core::mcp::ServerConfig;
+use new_core::mcp::State;
+use new_core::mcp::Transport;
+use new_core::mcp::oauth::TokenStore;
+use new_core::memory::MemorySettings;
+use new_core::memory::MemoryStore;
 use new_core::prompt::{self, RoleFile};
+use new_core::secret;
+use new_core::session;
 use new_core::session::{Ended, Options, Resume, Session};
+use new_core::skill::Shelf;
 use new_core::skill::SkillRegistry;
+use new_core::skill::SkillSettings;
+use new_core::trust::Trust;
+use new_sys::os_sandbox;
+use new_sys::os_sandbox::OsSandbox;
+use new_sys::platform;
+use new_sys::platform::SavedTerminal;
 use new_sys::platform::winpath::Refusal;
+use std::collections::VecDeque;
+use std::env;
+use std::fmt::Display;
+use std::fs;
+use std::future::Future;
+use std::io;
+use std::mem;
+use std::process;
+use std::thread;
+use std::thread::JoinHandle;
+use tokio::runtime::Builder;
+use tokio::runtime::Runtime;
 
 /// What the command line decided.
 #[derive(Debug, Clone, Default)]
@@ -54,12 +90,12 @@ pub enum Flow {
 
 pub struct App {
     /// The engine: everything a session is, with no terminal in it.
-    pub engine: new_core::session::Session,
+    pub engine: Session,
     pub(super) out: Output,
     pub(super) reader: Reader,
     /// The last status line, for `/status`.
     pub(super) last_status: Option<String>,
-    pub(super) runtime: tokio::runtime::Runtime,
+    pub(super) runtime: Runtime,
     /// The skill names Tab completes.
     pub(super) skill_names: super::editor::SkillNames,
     /// The system prompt's parts: to be read, or being read, until [`App::ready`] takes them.
@@ -73,16 +109,16 @@ pub struct App {
 /// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
 /// [`new_core::session::interruptible`], waited for here.
 pub(super) fn interruptible<T>(
-    runtime: &tokio::runtime::Runtime,
+    runtime: &Runtime,
     busy: &AtomicBool,
     interrupts: &mut Interrupts,
-    work: impl std::future::Future<Output = T>,
+    work: impl Future<Output = T>,
 ) -> Option<T> {
-    runtime.block_on(new_core::session::interruptible(busy, interrupts, work))
+    runtime.block_on(session::interruptible(busy, interrupts, work))
 }
 
 pub fn run(launch: Launch) -> ExitCode {
-    let interactive = launch.prompt.is_none() && std::io::stdin().is_terminal();
+    let interactive = launch.prompt.is_none() && io::stdin().is_terminal();
     // The terminal echoes no `^C` into a streaming answer (the interrupt is said on a line of
     // its own); put back as it was when `new` ends, after everything else that set it.
     let _echo = interactive.then(QuietControlKeys::new);
@@ -94,7 +130,7 @@ pub fn run(launch: Launch) -> ExitCode {
                 .lang
                 .unwrap_or_else(|| Lang::from_locale(&env_var));
             let out = Output {
-                color: color_for(&std::io::stderr()),
+                color: color_for(&io::stderr()),
                 lang,
                 one_shot: true,
                 render: false,
@@ -149,8 +185,8 @@ fn announce_project_config(out: &Output, config: &Config) {
         return;
     }
     let file = file_list(&config.project_files);
-    let tr = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| {
-        new_core::escape::escape_controls(&super::text::tr(out.lang, key, args))
+    let tr = |key: &str, args: &[(&str, &dyn Display)]| {
+        escape::escape_controls(&super::text::tr(out.lang, key, args))
     };
     let trust = tr(
         if config.project_trusted {
@@ -192,7 +228,7 @@ fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
     let file = file_list(files);
     let list: String = ignored
         .iter()
-        .map(|w| format!("  - {}\n", new_core::escape::escape_controls(w)))
+        .map(|w| format!("  - {}\n", escape::escape_controls(w)))
         .collect();
     let question = super::text::tr(
         out.lang,
@@ -206,9 +242,9 @@ fn ask_trust(out: &Output, files: &[PathBuf], ignored: &[String]) -> bool {
 fn ask_yes(out: &Output, question: &str) -> bool {
     use std::io::Write;
     print!("{}", out.bold(question));
-    let _ = std::io::stdout().flush();
+    let _ = io::stdout().flush();
     let mut answer = String::new();
-    if std::io::stdin().read_line(&mut answer).is_err() {
+    if io::stdin().read_line(&mut answer).is_err() {
         return false;
     }
     matches!(answer.trim().to_lowercase().as_str(), "y" | "yes" | "是")
@@ -217,7 +253,7 @@ fn ask_yes(out: &Output, question: &str) -> bool {
 /// Whether standard input already holds something to read (piped input read ahead): then
 /// the next line is handled before anything is started in the background.
 fn input_waiting() -> bool {
-    new_sys::platform::stdin_has_input() && !std::io::stdin().is_terminal()
+    platform::stdin_has_input() && !io::stdin().is_terminal()
 }
 
 /// Whether a project's entries of one kind (`what`: `mcp` or `hooks`) may run: already trusted,
@@ -225,7 +261,7 @@ fn input_waiting() -> bool {
 /// otherwise `not_trusted` is said.
 fn trust_entries(
     out: &Output,
-    trust: &new_core::trust::Trust,
+    trust: &Trust,
     workdir: &Path,
     (what, trusted, entries): (&str, bool, Option<&str>),
     yes: impl FnOnce() -> bool,
@@ -247,23 +283,23 @@ fn trust_entries(
 }
 
 /// Asks on the terminal whether to trust the project's hooks (they run commands).
-fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool {
+fn ask_hooks_trust(out: &Output, hooks: &HookSettings) -> bool {
     let list: String = hooks
         .entries
         .iter()
-        .filter(|e| e.origin == new_core::layers::Origin::Project)
+        .filter(|e| e.origin == Origin::Project)
         .map(|e| {
             let what = match &e.action {
-                new_core::hooks::Action::Command { command, .. } => command.clone(),
-                new_core::hooks::Action::Http { url, .. } => format!("POST {url}"),
-                new_core::hooks::Action::Prompt(text) => format!("adds: {text}"),
-                new_core::hooks::Action::Agent { role, .. } => format!("runs the subagent {role}"),
+                Action::Command { command, .. } => command.clone(),
+                Action::Http { url, .. } => format!("POST {url}"),
+                Action::Prompt(text) => format!("adds: {text}"),
+                Action::Agent { role, .. } => format!("runs the subagent {role}"),
             };
             format!(
                 "  - {} ({}): {}\n",
-                new_core::escape::escape_controls(&e.name),
+                escape::escape_controls(&e.name),
                 e.event,
-                new_core::escape::escape_controls(&what)
+                escape::escape_controls(&what)
             )
         })
         .collect();
@@ -272,11 +308,11 @@ fn ask_hooks_trust(out: &Output, hooks: &new_core::hooks::HookSettings) -> bool 
 }
 
 /// Asks on the terminal whether to trust the project's MCP servers (they start programs).
-fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[String]) -> bool {
+fn ask_mcp_trust(out: &Output, mcp: &McpSettings, hidden: &[String]) -> bool {
     let list: String = mcp
         .servers
         .iter()
-        .filter(|s| s.origin == new_core::layers::Origin::Project)
+        .filter(|s| s.origin == Origin::Project)
         .map(|s| describe_server(out, s, hidden))
         .collect();
     let question = super::text::tr(out.lang, "mcp_trust_question", &[("list", &list)]);
@@ -286,23 +322,23 @@ fn ask_mcp_trust(out: &Output, mcp: &new_core::mcp::McpSettings, hidden: &[Strin
 /// A project's MCP server as the trust question shows it: everything that runs and everything it
 /// gets (command, arguments, folder, variables, headers, URL), as written, `${…}` unexpanded, and
 /// each reference to a secret-looking variable marked.
-fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[String]) -> String {
+fn describe_server(out: &Output, s: &ServerConfig, hidden: &[String]) -> String {
     let mut text = format!(
         "  - {}: {}\n",
-        new_core::escape::escape_controls(&s.name),
-        new_core::escape::escape_controls(&s.raw)
+        escape::escape_controls(&s.name),
+        escape::escape_controls(&s.raw)
     );
     for name in s
         .references
         .iter()
-        .filter(|n| new_core::secret::is_secret_reference(n, hidden))
+        .filter(|n| secret::is_secret_reference(n, hidden))
     {
         text.push_str(&format!(
             "    {}\n",
             out.bold(&super::text::tr(
                 out.lang,
                 "mcp_passes_a_secret",
-                &[("name", &new_core::escape::escape_controls(name))]
+                &[("name", &escape::escape_controls(name))]
             ))
         ));
     }
@@ -314,7 +350,7 @@ fn describe_server(out: &Output, s: &new_core::mcp::ServerConfig, hidden: &[Stri
 /// are turned off, each said. Confirmations are remembered like trust.
 fn confirm_secret_servers(
     out: &Output,
-    trust: &new_core::trust::Trust,
+    trust: &Trust,
     workdir: &Path,
     config: &mut Config,
     interactive: bool,
@@ -324,12 +360,12 @@ fn confirm_secret_servers(
         .mcp
         .servers
         .iter_mut()
-        .filter(|s| s.origin == new_core::layers::Origin::Project && !s.disabled)
+        .filter(|s| s.origin == Origin::Project && !s.disabled)
     {
         let secrets: Vec<String> = server
             .references
             .iter()
-            .filter(|n| new_core::secret::is_secret_reference(n, &hidden))
+            .filter(|n| secret::is_secret_reference(n, &hidden))
             .cloned()
             .collect();
         if secrets.is_empty() {
@@ -339,8 +375,8 @@ fn confirm_secret_servers(
         if trust.is_trusted(workdir, &what, server.raw.as_bytes()) {
             continue;
         }
-        let shown = new_core::escape::escape_controls(&server.name);
-        let names = new_core::escape::escape_controls(&secrets.join(", "));
+        let shown = escape::escape_controls(&server.name);
+        let names = escape::escape_controls(&secrets.join(", "));
         let yes = interactive && {
             let question = super::text::tr(
                 out.lang,
@@ -384,22 +420,18 @@ fn chain(lang: Lang, e: &anyhow::Error) -> String {
 }
 
 fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    env::var(name).ok()
 }
 
 fn color_for(stream: &impl IsTerminal) -> bool {
     stream.is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        && new_sys::platform::terminal_colours()
+        && env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && platform::terminal_colours()
 }
 
 /// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
 /// hook, no MCP server). Files that hooks and MCP servers run from WORKDIR stay read-only in it.
-fn session_sandbox(
-    config: &Config,
-    workdir: &Path,
-    datadir: &Path,
-) -> Option<Arc<new_sys::os_sandbox::OsSandbox>> {
+fn session_sandbox(config: &Config, workdir: &Path, datadir: &Path) -> Option<Arc<OsSandbox>> {
     let bash = config.tools.is_empty() || config.tools.iter().any(|t| t == "bash");
     if !bash && config.hooks.entries.is_empty() && config.mcp.servers.is_empty() {
         return None;
@@ -409,19 +441,19 @@ fn session_sandbox(
         .entries
         .iter()
         .filter_map(|e| match &e.action {
-            new_core::hooks::Action::Command { command, .. } => Some(command.clone()),
+            Action::Command { command, .. } => Some(command.clone()),
             _ => None,
         })
         .collect();
     for server in &config.mcp.servers {
-        if let new_core::mcp::Transport::Http {
+        if let Transport::Http {
             helper: Some(helper),
             ..
         } = &server.transport
         {
             commands.push(helper.command.clone());
         }
-        if let new_core::mcp::Transport::Stdio { command, args, .. } = &server.transport {
+        if let Transport::Stdio { command, args, .. } = &server.transport {
             commands.push(command.clone());
             commands.extend(args.iter().cloned());
         }
@@ -429,27 +461,27 @@ fn session_sandbox(
     let workdir = workdir
         .canonicalize()
         .unwrap_or_else(|_| workdir.to_path_buf());
-    let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("new"));
-    Some(new_sys::os_sandbox::OsSandbox::new(
+    let helper = env::current_exe().unwrap_or_else(|_| PathBuf::from("new"));
+    Some(OsSandbox::new(
         config.sandbox.clone(),
         &workdir,
         datadir,
         helper,
-        new_sys::os_sandbox::files_named(&workdir, &commands),
-        new_core::layers::user_dir().into_iter().collect(),
+        os_sandbox::files_named(&workdir, &commands),
+        layers::user_dir().into_iter().collect(),
     ))
 }
 
 /// While it lives, the terminal does not echo control keys (`^C`) as text: the line editor
 /// keeps the setting it finds, so it holds for the session.
 struct QuietControlKeys {
-    _saved: Option<new_sys::platform::SavedTerminal>,
+    _saved: Option<SavedTerminal>,
 }
 
 impl QuietControlKeys {
     fn new() -> Self {
         QuietControlKeys {
-            _saved: new_sys::platform::SavedTerminal::quiet_control_keys(),
+            _saved: SavedTerminal::quiet_control_keys(),
         }
     }
 }
@@ -494,7 +526,7 @@ impl App {
         let workdir = launch.workdir.clone().unwrap_or_else(|| PathBuf::from("."));
         // `new "what does wc.py do"`, the habit of the peers: a sentence, not a folder.
         if !workdir.exists() && looks_like_a_sentence(&workdir.to_string_lossy()) {
-            let text = new_core::escape::escape_controls(&workdir.to_string_lossy());
+            let text = escape::escape_controls(&workdir.to_string_lossy());
             let lang = launch
                 .overrides
                 .lang
@@ -507,7 +539,7 @@ impl App {
         // `new D:project` on Windows: relative to a drive's current folder, which `new` would
         // guess wrong. Drive and UNC paths (`D:\project`, `D:/project`, `\\server\share`) pass.
         if let Some(reason @ (Refusal::DriveRelative(_) | Refusal::RootRelative)) =
-            new_sys::platform::path_refusal(&workdir.to_string_lossy())
+            platform::path_refusal(&workdir.to_string_lossy())
         {
             let lang = launch
                 .overrides
@@ -535,14 +567,14 @@ impl App {
         let one_shot = launch.prompt.is_some();
         let out = Output {
             color: if one_shot {
-                color_for(&std::io::stderr())
+                color_for(&io::stderr())
             } else {
-                color_for(&std::io::stdout())
+                color_for(&io::stdout())
             },
             lang: config.lang,
             one_shot,
             // Markdown is rendered where the answer shows: stdout, on a terminal, with colour.
-            render: config.render && !launch.no_render && color_for(&std::io::stdout()),
+            render: config.render && !launch.no_render && color_for(&io::stdout()),
         };
         if !config.project_trusted
             && !config.project_files.is_empty()
@@ -551,10 +583,10 @@ impl App {
                     && !config.ignored.is_empty()
                     && ask_trust(&out, &config.project_files, &config.ignored)))
         {
-            let trust = new_core::trust::Trust::new(layers.user.as_deref());
+            let trust = Trust::new(layers.user.as_deref());
             for file in &config.project_files {
                 let bytes =
-                    std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+                    fs::read(file).with_context(|| format!("reading {}", file.display()))?;
                 trust
                     .trust(&workdir, config::trust_kind(file), &bytes)
                     .context("remembering that the project's config is trusted")?;
@@ -562,7 +594,7 @@ impl App {
             config = config::load(&layers, &launch.overrides, &env_var)?;
         }
         // A project's own entries that start processes run once the user trusts them.
-        let trust = new_core::trust::Trust::new(layers.user.as_deref());
+        let trust = Trust::new(layers.user.as_deref());
         let ask = |ask: &dyn Fn() -> bool| launch.trust_project || (interactive && ask());
         config.hooks_trusted = trust_entries(
             &out,
@@ -606,9 +638,7 @@ impl App {
                     let list: String = config
                         .claude_allow
                         .iter()
-                        .map(|r| {
-                            format!("  - {}\n", new_core::escape::escape_controls(&r.describe()))
-                        })
+                        .map(|r| format!("  - {}\n", escape::escape_controls(&r.describe())))
                         .collect();
                     ask_yes(
                         &out,
@@ -619,12 +649,12 @@ impl App {
             &super::text::tr(out.lang, "claude_allow_not_trusted", &[]),
         )?;
         if claude_allow {
-            let allow = std::mem::take(&mut config.claude_allow);
+            let allow = mem::take(&mut config.claude_allow);
             config.project_rules.extend(allow);
         }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
-            out.warn(&new_core::escape::escape_controls(warning));
+            out.warn(&escape::escape_controls(warning));
         }
         let role = prompt::load_role(&layers, launch.role.as_deref().unwrap_or("default"))?;
         let datadir = launch
@@ -633,25 +663,25 @@ impl App {
             .unwrap_or_else(|| default_datadir(&workdir));
         let os_sandbox = session_sandbox(&config, &workdir, &datadir);
         if let Some(sandbox) = &os_sandbox {
-            new_sys::os_sandbox::set_current(sandbox.clone());
+            os_sandbox::set_current(sandbox.clone());
             if interactive {
                 sandbox.ask_about_hosts();
             }
             // Found out on a thread of its own (the helper is started once): the prompt does not
             // wait for it; the first input does (see `ready`), and says when it is off.
             let probing = sandbox.clone();
-            std::thread::spawn(move || {
+            thread::spawn(move || {
                 tracing::info!(state = ?probing.state(), "sandbox");
             });
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let runtime = Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .context("starting the async runtime")?;
         let (tx, interrupts) = watch::channel(0u64);
         let busy = Arc::new(AtomicBool::new(false));
-        let shelf = new_core::skill::Shelf::default();
+        let shelf = Shelf::default();
         let resume = match (&launch.resume, launch.continue_latest) {
             (Some(id), _) => Resume::Id(id.clone()),
             (None, true) => Resume::Latest,
@@ -676,7 +706,7 @@ impl App {
             out.warn(&super::text::tr(out.lang, "nothing_to_continue", &[]));
         }
         for warning in &opened.warnings {
-            out.warn(&new_core::escape::escape_controls(warning));
+            out.warn(&escape::escape_controls(warning));
         }
         let (mut engine, report) = (opened.session, opened.report);
         // The system prompt's parts (skills, AGENTS.md, memory, the environment with its `git
@@ -709,7 +739,7 @@ impl App {
                 )
             });
             if one_shot || launch.resume.is_some() || launch.continue_latest {
-                PromptRead::Running(std::thread::spawn(read))
+                PromptRead::Running(thread::spawn(read))
             } else {
                 PromptRead::Waiting(read)
             }
@@ -731,7 +761,7 @@ impl App {
         // MCP servers start in the background: the prompt does not wait for them.
         if !engine.config.mcp.servers.is_empty() {
             let config = &engine.config;
-            let manager = new_core::mcp::Manager::new(
+            let manager = Manager::new(
                 config.mcp.clone(),
                 &engine.workdir,
                 &datadir,
@@ -744,13 +774,7 @@ impl App {
                 eprintln!("  … {line}")
             }));
             manager.set_sandbox(os_sandbox.clone());
-            manager.set_token_store(
-                engine
-                    .layers
-                    .user
-                    .as_deref()
-                    .map(new_core::mcp::oauth::TokenStore::in_dir),
-            );
+            manager.set_token_store(engine.layers.user.as_deref().map(TokenStore::in_dir));
             manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
             let _ = mcp_slot.set(manager.clone());
             engine.set_mcp(manager);
@@ -768,7 +792,7 @@ impl App {
                     tx.send_modify(|n| *n += 1);
                 } else if !interactive {
                     // Nothing to stop and no line editor to clear: Ctrl-C ends a piped session.
-                    std::process::exit(130);
+                    process::exit(130);
                 }
             }
         });
@@ -786,9 +810,9 @@ impl App {
             at_prompt: Default::default(),
         };
         app.tell_tasks_at_the_prompt();
-        app.fire_hooks(new_core::hooks::Input::new("program_start"));
+        app.fire_hooks(hooks::Input::new("program_start"));
         tracing::info!(session = %app.engine.chat.id(), "session start");
-        if let Some(started) = app.fire_hooks(new_core::hooks::Input::new("session_start")) {
+        if let Some(started) = app.fire_hooks(hooks::Input::new("session_start")) {
             app.engine.hook_context.extend(started.context);
         }
         if let Some(report) = report {
@@ -831,22 +855,19 @@ impl App {
             );
         }
         let App { engine, .. } = self;
-        std::mem::forget(engine.chat);
+        mem::forget(engine.chat);
     }
 
     /// Fires the hooks of `input.event` (when any follows it) and says their failures. None when
     /// the user pressed Ctrl-C: the hooks running then are stopped, each with its process group.
-    pub(super) fn fire_hooks(
-        &mut self,
-        input: new_core::hooks::Input,
-    ) -> Option<new_core::hooks::Outcome> {
+    pub(super) fn fire_hooks(&mut self, input: hooks::Input) -> Option<Outcome> {
         let mut front = Terminal::plain(self.out);
         self.runtime
             .block_on(self.engine.fire_hooks(input, &mut front))
     }
 
     /// The text for `key` in the interface's language ([`super::text`]).
-    pub(super) fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    pub(super) fn tr(&self, key: &str, args: &[(&str, &dyn Display)]) -> String {
         super::text::tr(self.out.lang, key, args)
     }
 
@@ -888,7 +909,7 @@ impl App {
             self.out.say(&format!(
                 "{}{}",
                 self.prompt_text(),
-                new_core::escape::escape_controls(&line)
+                escape::escape_controls(&line)
             ));
             if self.run_lines(line) == Flow::Exit {
                 return Ok(());
@@ -899,7 +920,7 @@ impl App {
             self.say_task_notes();
             // MCP servers start once `new` waits for its first input (the prompt is up), or
             // earlier when a turn or `/mcp` needs them: they never delay the prompt.
-            if let Some(mcp) = self.engine.tools.source::<new_core::mcp::Manager>()
+            if let Some(mcp) = self.engine.tools.source::<Manager>()
                 && !input_waiting()
             {
                 mcp.start();
@@ -938,7 +959,7 @@ impl App {
     /// Runs a line, then the lines typed while it ran, in order, as if typed then; Ctrl-C
     /// drops those with the turn it stopped.
     fn run_lines(&mut self, line: String) -> Flow {
-        let mut lines = std::collections::VecDeque::from([line]);
+        let mut lines = VecDeque::from([line]);
         while let Some(line) = lines.pop_front() {
             let before = *self.engine.interrupts.borrow();
             self.turn_interrupted = false;
@@ -948,9 +969,7 @@ impl App {
             if flow == Flow::Exit {
                 return Flow::Exit;
             }
-            if *self.engine.interrupts.borrow() != before
-                || std::mem::take(&mut self.turn_interrupted)
-            {
+            if *self.engine.interrupts.borrow() != before || mem::take(&mut self.turn_interrupted) {
                 if !typed.is_empty() || !lines.is_empty() {
                     let n = typed.len() + lines.len();
                     self.out
@@ -963,7 +982,7 @@ impl App {
                 self.out.say(&format!(
                     "{}{}",
                     self.out.dim(&self.prompt_text()),
-                    new_core::escape::escape_controls(next)
+                    escape::escape_controls(next)
                 ));
             }
         }
@@ -1006,7 +1025,7 @@ impl App {
     /// Starts reading the system prompt's parts on a thread of their own (the prompt is up).
     fn start_prompt_read(&mut self) {
         self.prompt_job = match self.prompt_job.take() {
-            Some(PromptRead::Waiting(read)) => Some(PromptRead::Running(std::thread::spawn(read))),
+            Some(PromptRead::Waiting(read)) => Some(PromptRead::Running(thread::spawn(read))),
             other => other,
         };
     }
@@ -1028,7 +1047,7 @@ impl App {
         {
             let line =
                 super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings());
-            self.out.warn(&new_core::escape::escape_controls(&line));
+            self.out.warn(&escape::escape_controls(&line));
         }
         // Said once too: WORKDIR is the home folder, so commands may write all of it but what
         // runs later outside the sandbox.
@@ -1046,7 +1065,7 @@ impl App {
     pub(super) fn take_prompt(&mut self, done: PromptJob, report: bool) {
         if report {
             for problem in done.skills.problems.iter().chain(&done.problems) {
-                self.out.warn(&new_core::escape::escape_controls(problem));
+                self.out.warn(&escape::escape_controls(problem));
             }
         }
         self.engine.skills = done.skills;
@@ -1228,12 +1247,12 @@ impl App {
     pub(super) fn mcp_failures(&self) -> Vec<(String, String)> {
         self.engine
             .tools
-            .source::<new_core::mcp::Manager>()
+            .source::<Manager>()
             .map(|m| m.statuses())
             .unwrap_or_default()
             .into_iter()
             .filter_map(|s| match s.state {
-                new_core::mcp::State::Failed(why) => Some((s.name, why)),
+                State::Failed(why) => Some((s.name, why)),
                 _ => None,
             })
             .collect()
@@ -1244,7 +1263,7 @@ impl App {
 /// The reading of the system prompt's parts: not started (the prompt is not up yet), or running.
 pub(super) enum PromptRead {
     Waiting(Box<dyn FnOnce() -> PromptJob + Send>),
-    Running(std::thread::JoinHandle<PromptJob>),
+    Running(JoinHandle<PromptJob>),
 }
 
 pub(super) struct PromptJob {
@@ -1260,11 +1279,11 @@ pub(super) fn read_prompt(
     layers: &Layers,
     role: &RoleFile,
     workdir: &Path,
-    skill_settings: &new_core::skill::SkillSettings,
-    memory: Option<&new_core::memory::MemoryStore>,
-    memory_settings: &new_core::memory::MemorySettings,
+    skill_settings: &SkillSettings,
+    memory: Option<&MemoryStore>,
+    memory_settings: &MemorySettings,
     names: &super::editor::SkillNames,
-    shelf: &new_core::skill::Shelf,
+    shelf: &Shelf,
 ) -> PromptJob {
     let skills = SkillRegistry::load_with(layers, skill_settings);
     *names.write().unwrap_or_else(|e| e.into_inner()) =
@@ -1273,7 +1292,7 @@ pub(super) fn read_prompt(
     let instructions = prompt::agents::load(layers.user.as_deref(), workdir);
     // What the instructions are made of (the files they include) is kept like `.new/`: the
     // model's writes there are asked for, and commands cannot change them.
-    if let Some(sandbox) = new_sys::os_sandbox::current() {
+    if let Some(sandbox) = os_sandbox::current() {
         let root = workdir
             .canonicalize()
             .unwrap_or_else(|_| workdir.to_path_buf());
@@ -1296,14 +1315,14 @@ pub(super) fn read_prompt(
 
 /// The memory indexes as a part of the system prompt.
 pub(super) fn memory_part(
-    memory: Option<&new_core::memory::MemoryStore>,
-    settings: &new_core::memory::MemorySettings,
+    memory: Option<&MemoryStore>,
+    settings: &MemorySettings,
 ) -> Option<(String, String)> {
     let text = memory?.prompt_part(settings.index_max_lines, settings.index_max_bytes)?;
     Some(("memory".to_string(), text))
 }
 
 /// A stream of SIGINTs, registered when this is called (it must run inside the runtime).
-fn interrupt_signal() -> std::io::Result<new_sys::platform::Interrupts> {
-    new_sys::platform::Interrupts::new()
+fn interrupt_signal() -> io::Result<platform::Interrupts> {
+    platform::Interrupts::new()
 }

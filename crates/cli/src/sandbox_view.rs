@@ -128,6 +128,8 @@ pub fn describe(lang: Lang, facts: &Facts) -> String {
 mod tests {
     use super::*;
     use new_sys::os_sandbox::{OffReason, OsCause, SetupError};
+    use std::io;
+    use std::io::ErrorKind;
 
     fn spec() -> Spec {
         Spec {
@@ -220,7 +222,7 @@ mod tests {
             (
                 OffReason::CannotStart {
                     path: "/opt/new".into(),
-                    cause: std::io::Error::from(std::io::ErrorKind::NotFound),
+                    cause: io::Error::from(ErrorKind::NotFound),
                 },
                 "cannot start the sandbox helper /opt/new: entity not found",
                 "无法启动沙箱辅助程序 /opt/new：entity not found",

@@ -6,7 +6,12 @@ use std::path::{Path, PathBuf};
 
 use super::repl::App;
 use new_core::config::{self, FileConfig, ProviderEntry};
+use new_core::fs::atomic;
+use new_core::layers;
 use new_core::llm::Provider;
+use new_sys::platform::SavedTerminal;
+use std::env;
+use std::io;
 
 impl App {
     /// Whether this looks like a first run: nothing configured that could reach a model.
@@ -114,7 +119,7 @@ impl App {
             lang: self.engine.overrides.lang,
             ..config::Overrides::default()
         };
-        let loaded = config::load(&self.engine.layers, &overrides, &|n| std::env::var(n).ok())
+        let loaded = config::load(&self.engine.layers, &overrides, &|n| env::var(n).ok())
             .map_err(|e| e.to_string())
             .and_then(|c| {
                 Provider::new(c.provider.clone())
@@ -145,10 +150,10 @@ impl App {
             return self.ask(prompt, "", false);
         }
         print!("{prompt}");
-        let _ = std::io::stdout().flush();
+        let _ = io::stdout().flush();
         let line = without_echo(|| {
             let mut line = String::new();
-            std::io::stdin().read_line(&mut line).map(|_| line)
+            io::stdin().read_line(&mut line).map(|_| line)
         });
         println!();
         line.ok()
@@ -158,19 +163,19 @@ impl App {
 
 /// `<config dir>/new/config.json`.
 pub fn user_config_path() -> Option<PathBuf> {
-    new_core::layers::user_dir().map(|d| d.join(config::CONFIG_FILE))
+    layers::user_dir().map(|d| d.join(config::CONFIG_FILE))
 }
 
 /// Writes the config with mode 0600 in a folder with mode 0700, atomically.
-fn write_private(path: &Path, file: &FileConfig) -> std::io::Result<()> {
-    let text = serde_json::to_string_pretty(file).map_err(std::io::Error::other)? + "\n";
-    new_core::fs::atomic::write_private(path, text.as_bytes())
+fn write_private(path: &Path, file: &FileConfig) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(file).map_err(io::Error::other)? + "\n";
+    atomic::write_private(path, text.as_bytes())
 }
 
 /// Runs `read` with the terminal's echo turned off, restoring it afterwards.
-fn without_echo<T>(read: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+fn without_echo<T>(read: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     // Not a terminal: nothing to hide from, and nothing changed.
-    let quiet = new_sys::platform::SavedTerminal::without_echo();
+    let quiet = SavedTerminal::without_echo();
     let result = read();
     drop(quiet);
     result

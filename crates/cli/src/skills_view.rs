@@ -1,7 +1,14 @@
 //! `/skills` (list, enable, disable) and `/<skill> [args]`.
 
 use super::repl::App;
+use new_core::config;
+use new_core::config::CONFIG_FILE;
+use new_core::escape;
+use new_core::skill::Shelf;
 use new_core::skill::Tier;
+use new_core::trust::Trust;
+use std::fmt::Display;
+use std::fs;
 
 impl App {
     /// `/<skill> [args]`: the skill's instructions as the next user message, the arguments after
@@ -13,7 +20,7 @@ impl App {
         let mut text = self
             .engine
             .tools
-            .source::<new_core::skill::Shelf>()
+            .source::<Shelf>()
             .unwrap_or_default()
             .instructions(&skill, self.engine.config.skill.max_bytes);
         if let Some(dir) = &skill.dir {
@@ -62,13 +69,12 @@ impl App {
             // What the skill's files say is escaped; the colour of the state is ours.
             text.push_str(&format!(
                 "{state}  {}",
-                new_core::escape::escape_controls(&format!("{} ({whence})", skill.name))
+                escape::escape_controls(&format!("{} ({whence})", skill.name))
             ));
             if !skill.description.is_empty() {
                 text.push_str(&format!(
                     " {}",
-                    self.out
-                        .dim(&new_core::escape::escape_controls(&skill.description))
+                    self.out.dim(&escape::escape_controls(&skill.description))
                 ));
             }
             text.push('\n');
@@ -80,7 +86,7 @@ impl App {
             text.push_str(&format!(
                 "{}\n",
                 self.out
-                    .dim(&new_core::escape::escape_controls(&format!("! {problem}")))
+                    .dim(&escape::escape_controls(&format!("! {problem}")))
             ));
         }
         self.out.say(text.trim_end_matches('\n'));
@@ -91,15 +97,11 @@ impl App {
         if self.engine.skills.get(name).is_none() {
             return self.out.error(&self.tr(
                 "no_skill_named",
-                &[("name", &new_core::escape::escape_controls(name))],
+                &[("name", &escape::escape_controls(name))],
             ));
         }
-        let file = self
-            .engine
-            .layers
-            .project
-            .join(new_core::config::CONFIG_FILE);
-        let saved = new_core::config::update_file(&file, |object| {
+        let file = self.engine.layers.project.join(CONFIG_FILE);
+        let saved = config::update_file(&file, |object| {
             let skill = object
                 .entry("skill")
                 .or_insert_with(|| serde_json::json!({}));
@@ -123,9 +125,9 @@ impl App {
         }
         // A file the user trusted stays trusted with their own change in it.
         if self.engine.config.project_trusted
-            && let Ok(bytes) = std::fs::read(&file)
+            && let Ok(bytes) = fs::read(&file)
         {
-            let _ = new_core::trust::Trust::new(self.engine.layers.user.as_deref()).trust(
+            let _ = Trust::new(self.engine.layers.user.as_deref()).trust(
                 &self.engine.workdir,
                 "config",
                 &bytes,
@@ -137,7 +139,7 @@ impl App {
             .overrides
             .insert(name.to_string(), enabled);
         self.reload_skills(false);
-        let args: &[(&str, &dyn std::fmt::Display)] = &[("name", &name), ("file", &file.display())];
+        let args: &[(&str, &dyn Display)] = &[("name", &name), ("file", &file.display())];
         let line = if enabled {
             self.tr("skill_enabled", args)
         } else {
@@ -158,11 +160,7 @@ impl App {
             self.engine.memory.as_ref(),
             &self.engine.config.memory,
             &self.skill_names,
-            &self
-                .engine
-                .tools
-                .source::<new_core::skill::Shelf>()
-                .unwrap_or_default(),
+            &self.engine.tools.source::<Shelf>().unwrap_or_default(),
         );
         self.take_prompt(done, report);
     }

@@ -3,9 +3,16 @@
 //! long (`⠹ waiting for local · 3 s`, `⠼ bash · 12 s`); the first output erases it. Only on a
 //! terminal, never in pipes; `NEW_SPINNER=0` turns it off.
 
+use std::env;
+use std::io;
 use std::io::{IsTerminal, Write};
+use std::sync::MutexGuard;
+use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread;
+use std::thread::Builder;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a wait goes unshown (a quick tool or a fast server draws nothing).
@@ -25,16 +32,16 @@ struct State {
 pub struct Spinner {
     state: Arc<Mutex<State>>,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
-fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The spinner showing now, if any: whatever else writes to the terminal (a question, a line
 /// from another thread) hushes it first.
-static SHOWING: Mutex<Option<std::sync::Weak<Mutex<State>>>> = Mutex::new(None);
+static SHOWING: Mutex<Option<Weak<Mutex<State>>>> = Mutex::new(None);
 
 /// Takes the waiting line off the screen, whoever drew it; the wait goes on unshown until the
 /// next event says what is waited for.
@@ -43,13 +50,13 @@ pub fn hush_any() {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .and_then(std::sync::Weak::upgrade);
+        .and_then(Weak::upgrade);
     if let Some(state) = current {
         let mut s = lock(&state);
         s.waiting = None;
         if s.shown {
             s.shown = false;
-            let mut out = std::io::stdout().lock();
+            let mut out = io::stdout().lock();
             let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
         }
     }
@@ -58,9 +65,7 @@ pub fn hush_any() {
 impl Spinner {
     /// A spinner for stdout when it is a terminal (None otherwise). `dim`: the line is dimmed.
     pub fn for_stdout(dim: bool) -> Option<Spinner> {
-        if !std::io::stdout().is_terminal()
-            || std::env::var_os("NEW_SPINNER").is_some_and(|v| v == "0")
-        {
+        if !io::stdout().is_terminal() || env::var_os("NEW_SPINNER").is_some_and(|v| v == "0") {
             return None;
         }
         let state: Arc<Mutex<State>> = Default::default();
@@ -68,11 +73,11 @@ impl Spinner {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (state, stop) = (state.clone(), stop.clone());
-            std::thread::Builder::new()
+            Builder::new()
                 .name("spinner".into())
                 .spawn(move || {
                     while !stop.load(Ordering::SeqCst) {
-                        std::thread::park_timeout(EVERY);
+                        thread::park_timeout(EVERY);
                         let mut s = lock(&state);
                         let Some((what, since)) = s.waiting.clone() else {
                             continue;
@@ -94,7 +99,7 @@ impl Spinner {
                         } else {
                             line
                         };
-                        let mut out = std::io::stdout().lock();
+                        let mut out = io::stdout().lock();
                         let _ = write!(out, "\r\x1b[2K{line}").and_then(|()| out.flush());
                         s.shown = true;
                     }
@@ -120,7 +125,7 @@ impl Spinner {
         s.waiting = None;
         if s.shown {
             s.shown = false;
-            let mut out = std::io::stdout().lock();
+            let mut out = io::stdout().lock();
             let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
         }
     }

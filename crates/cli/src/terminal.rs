@@ -6,12 +6,15 @@
 use super::output::{Output, Printer};
 use super::reader::{ReadOutcome, Reader};
 use new_core::agent::Observer;
+use new_core::escape;
 use new_core::escape::escape_controls;
 use new_core::session::{
     Answer, Approval, Confirm, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice,
     RefusedWhy, to_observer,
 };
 use new_core::tools::{Rule, ToolKind};
+use std::fmt::Display;
+use std::io;
 
 /// What shows a turn's stream: the printer, or what wraps it.
 pub(crate) trait Stream: Observer {
@@ -64,11 +67,11 @@ impl<'a> Terminal<'a> {
         }
     }
 
-    fn tr(&self, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    fn tr(&self, key: &str, args: &[(&str, &dyn Display)]) -> String {
         super::text::tr(self.out.lang, key, args)
     }
 
-    fn read(&mut self, prompt: &str) -> std::io::Result<ReadOutcome> {
+    fn read(&mut self, prompt: &str) -> io::Result<ReadOutcome> {
         let out = self.out;
         match self.reader.as_deref_mut() {
             Some(reader) => reader.read(prompt, "", false, &out),
@@ -216,7 +219,7 @@ impl Frontend for Terminal<'_> {
         // another.
         let shown = match q.kind {
             ToolKind::Write => super::output::colour_diff(&out, &q.preview),
-            _ => new_core::escape::escape_controls_keep_lines(&q.preview),
+            _ => escape::escape_controls_keep_lines(&q.preview),
         };
         let options = if q.leaving {
             self.tr("this_leaves_the_sandbox", &[])

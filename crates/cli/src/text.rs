@@ -2,8 +2,17 @@
 //! placeholders (`{id}`); `{n:message}` is a count with its English plural (`1 message`, `2
 //! messages`), `{role:a}` a word with its English article (`an assistant`). A test checks that every key has both languages with the same placeholders, that
 //! every key the code uses exists, and that none is left unused.
+use std::error::Error as StdError;
 
+use new_core::config::CONFIG_FILE;
 use new_core::config::Lang;
+use new_core::escape;
+use new_core::hooks::HookFailure;
+use new_core::llm::ProviderKind;
+use new_core::tools::builtin;
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::sync::OnceLock;
 
 /// (key, English, Chinese).
 pub const TEXTS: &[(&str, &str, &str)] = &[
@@ -2098,7 +2107,7 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
 
 /// The text for `key` in `lang`, its placeholders filled from `args`. An unknown key (a bug the
 /// tests catch) shows as the key itself rather than failing.
-pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn Display)]) -> String {
     match template(lang, key) {
         Some(template) => fill(lang, template, args),
         None => {
@@ -2112,8 +2121,7 @@ pub fn tr(lang: Lang, key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> Str
 /// on every line of a long drawing (`/tree`'s role labels).
 pub fn template(lang: Lang, key: &str) -> Option<&'static str> {
     // Found by a map made on first use: `/tree` asks for a text on each of its lines.
-    static BY_KEY: std::sync::OnceLock<std::collections::HashMap<&str, usize>> =
-        std::sync::OnceLock::new();
+    static BY_KEY: OnceLock<HashMap<&str, usize>> = OnceLock::new();
     let by_key = BY_KEY.get_or_init(|| {
         TEXTS
             .iter()
@@ -2128,7 +2136,7 @@ pub fn template(lang: Lang, key: &str) -> Option<&'static str> {
     })
 }
 
-fn fill(lang: Lang, template: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+fn fill(lang: Lang, template: &str, args: &[(&str, &dyn Display)]) -> String {
     let mut out = String::with_capacity(template.len() + 16);
     let mut rest = template;
     while let Some(open) = rest.find('{') {
@@ -2171,7 +2179,7 @@ fn fill(lang: Lang, template: &str, args: &[(&str, &dyn std::fmt::Display)]) -> 
 /// An error as the REPL says it: in English its own text; in Chinese, for the errors a user meets
 /// (providers, storage, configuration, roles), the catalogue's translation. Text that comes from
 /// elsewhere inside (a server's message, the system's reason) stays as it came.
-pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error(lang: Lang, e: &(dyn StdError + 'static)) -> String {
     use new_core::agent::AgentError;
     use new_core::config::ConfigError;
     use new_core::conversation::{SessionError, StoreError, TreeError};
@@ -2180,7 +2188,7 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
     if lang == Lang::En {
         return e.to_string();
     }
-    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    let t = |key: &str, args: &[(&str, &dyn Display)]| tr(lang, key, args);
     if let Some(e) = e.downcast_ref::<AgentError>() {
         return match e {
             AgentError::Llm(e) => error(lang, e),
@@ -2208,8 +2216,8 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
                     Hint::Key { var } => t("hint_key", &[("var", var)]),
                     Hint::Model { model, var, kind } => t(
                         match kind {
-                            new_core::llm::ProviderKind::OpenAi => "hint_model_openai",
-                            new_core::llm::ProviderKind::Anthropic => "hint_model_anthropic",
+                            ProviderKind::OpenAi => "hint_model_openai",
+                            ProviderKind::Anthropic => "hint_model_anthropic",
                         },
                         &[("model", model), ("var", var)],
                     ),
@@ -2273,7 +2281,7 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
         };
     }
     if let Some(e) = e.downcast_ref::<ConfigError>() {
-        let file = new_core::config::CONFIG_FILE;
+        let file = CONFIG_FILE;
         return match e {
             ConfigError::Read { path, cause } => t(
                 "err_config_read",
@@ -2359,10 +2367,10 @@ pub fn error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The sandbox's errors ([`new_sys::os_sandbox`]) in `lang`; None for another error.
-fn sandbox_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+fn sandbox_error(lang: Lang, e: &(dyn StdError + 'static)) -> Option<String> {
     use new_sys::os_sandbox::proxy::{HostProblem, HostsError};
     use new_sys::os_sandbox::{OffReason, SandboxError, SettingsError, SetupError};
-    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    let t = |key: &str, args: &[(&str, &dyn Display)]| tr(lang, key, args);
     if let Some(e) = e.downcast_ref::<OffReason>() {
         return Some(match e {
             OffReason::Disabled => t("err_off_disabled", &[]),
@@ -2490,9 +2498,9 @@ fn sandbox_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<St
 }
 
 /// A hook's run and its subagent's errors ([`new_core::hooks`]) in `lang`; None for another.
-fn hook_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+fn hook_error(lang: Lang, e: &(dyn StdError + 'static)) -> Option<String> {
     use new_core::hooks::{RunError, SubagentError};
-    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+    let t = |key: &str, args: &[(&str, &dyn Display)]| tr(lang, key, args);
     if let Some(e) = e.downcast_ref::<RunError>() {
         return Some(match e {
             RunError::NoSubagents => t("err_hook_no_subagents", &[]),
@@ -2541,8 +2549,8 @@ fn hook_error(lang: Lang, e: &(dyn std::error::Error + 'static)) -> Option<Strin
 
 /// A hook's failure as one line in `lang`, its control characters made visible (it quotes
 /// what the hook wrote).
-pub fn hook_failure(lang: Lang, failure: &new_core::hooks::HookFailure) -> String {
-    let t = |key: &str, args: &[(&str, &dyn std::fmt::Display)]| tr(lang, key, args);
+pub fn hook_failure(lang: Lang, failure: &HookFailure) -> String {
+    let t = |key: &str, args: &[(&str, &dyn Display)]| tr(lang, key, args);
     let line = {
         let reason = error(lang, &failure.error);
         t(
@@ -2554,7 +2562,7 @@ pub fn hook_failure(lang: Lang, failure: &new_core::hooks::HookFailure) -> Strin
             ],
         )
     };
-    new_core::escape::escape_controls(&line)
+    escape::escape_controls(&line)
 }
 
 /// The placeholder names of a template, sorted.
@@ -2575,7 +2583,7 @@ fn placeholders(template: &str) -> Vec<String> {
 /// [`new_core::tools::builtin::plural`]). Chinese text writes its measure words itself, so this is for
 /// English only; `_lang` keeps call sites honest about which language they are in.
 pub fn count(_lang: Lang, n: usize, noun: &str) -> String {
-    new_core::tools::builtin::plural(n, noun)
+    builtin::plural(n, noun)
 }
 
 /// `a user message`, `an assistant message`: the English article for a word (a `u` sounding as
@@ -2592,10 +2600,17 @@ pub fn article(word: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use new_core::config::ConfigError;
+    use new_core::escape;
+    use new_sys::os_sandbox::SandboxError;
+    use std::collections::HashSet;
+    use std::fs;
+    use std::path::Path;
+    use std::time::Duration;
 
     #[test]
     fn every_key_has_both_languages_with_the_same_placeholders() {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for (key, en, zh) in TEXTS {
             assert!(seen.insert(*key), "`{key}` twice");
             assert!(
@@ -2618,16 +2633,16 @@ mod tests {
 
     #[test]
     fn every_key_used_exists_and_every_key_is_used() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut sources = String::new();
         let mut stack = vec![dir];
         while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(d).unwrap().flatten() {
+            for e in fs::read_dir(d).unwrap().flatten() {
                 let p = e.path();
                 if p.is_dir() {
                     stack.push(p);
                 } else if p.extension().is_some_and(|x| x == "rs") {
-                    let text = std::fs::read_to_string(&p).unwrap();
+                    let text = fs::read_to_string(&p).unwrap();
                     if p.ends_with("src/text.rs") {
                         // Only the code that uses keys here, not the table or these tests.
                         let from = text.find("pub fn error(").unwrap();
@@ -2644,7 +2659,7 @@ mod tests {
         // Keys hold no spaces: with every space gone, `tr(\n    lang, "key"` reads `tr(lang,"key"`.
         let compact: String = sources.chars().filter(|c| !c.is_whitespace()).collect();
         let sources = compact;
-        let mut used = std::collections::HashSet::new();
+        let mut used = HashSet::new();
         // (what precedes a key in a call, what of it belongs to the key)
         for (call, kept) in [
             (".tr(\"", ""),
@@ -2738,7 +2753,7 @@ mod tests {
         });
         assert_eq!(
             hook_failure(Lang::En, &exit),
-            new_core::escape::escape_controls(&exit.to_string())
+            escape::escape_controls(&exit.to_string())
         );
         assert!(!hook_failure(Lang::En, &exit).contains('\x1b'));
         assert!(
@@ -2760,15 +2775,13 @@ mod tests {
             "钩子 `lint`（post_tool_use）：没有子代理角色 `judge`；可用的角色：explore, plan"
         );
         let timeout = failure(RunError::Timeout {
-            timeout: std::time::Duration::from_millis(1500),
+            timeout: Duration::from_millis(1500),
         });
         assert_eq!(
             hook_failure(Lang::Zh, &timeout),
             "钩子 `lint`（post_tool_use）：1.5 秒内没有回答；已停止"
         );
-        let sandbox = failure(RunError::Sandbox(
-            new_sys::os_sandbox::SandboxError::NoProxy,
-        ));
+        let sandbox = failure(RunError::Sandbox(SandboxError::NoProxy));
         assert_eq!(
             hook_failure(Lang::En, &sandbox),
             "hook `lint` (post_tool_use): cannot start it in the sandbox: no proxy is configured"
@@ -2780,7 +2793,7 @@ mod tests {
         // A bad `sandbox.network` entry stops the configuration: said in either language.
         use new_sys::os_sandbox::SettingsError;
         use new_sys::os_sandbox::proxy::{HostProblem, HostsError};
-        let bad = new_core::config::ConfigError::Sandbox(SettingsError::Hosts(HostsError::Bad {
+        let bad = ConfigError::Sandbox(SettingsError::Hosts(HostsError::Bad {
             pattern: "https://x.org".into(),
             problem: HostProblem::Scheme,
         }));

@@ -50,7 +50,7 @@ const MAX_DEPTH: usize = 24;
 struct Node<'a> {
     message: &'a Message,
     /// The connectors before the number: the parent's body and this node's branch piece.
-    body: std::rc::Rc<str>,
+    body: Rc<str>,
     branch: &'static str,
     /// Inside a linear run: one parent with one child, itself with one child.
     interior: bool,
@@ -184,14 +184,14 @@ fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         return;
     }
     let order = conversation.preorder();
-    let numbers: std::collections::HashMap<&str, usize> = order
+    let numbers: HashMap<&str, usize> = order
         .iter()
         .enumerate()
         .map(|(n, (_, m))| (m.id.as_str(), n))
         .collect();
     let number = |id: &str| numbers.get(id).map_or("?".to_string(), |n| n.to_string());
     // The names at each named tip, found once (not a walk to the leaf per row).
-    let mut named: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    let mut named: HashMap<&str, Vec<&str>> = Default::default();
     for (name, node) in &conversation.branches {
         if let Some(tip) = conversation.tip(node) {
             named
@@ -257,7 +257,7 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
         return;
     }
     let order = conversation.preorder();
-    let numbers: std::collections::HashMap<&str, usize> = order
+    let numbers: HashMap<&str, usize> = order
         .iter()
         .enumerate()
         .map(|(n, (_, m))| (m.id.as_str(), n))
@@ -580,10 +580,13 @@ fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
 
 pub use new_core::escape::preview;
 use new_core::escape::push_preview;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use new_core::conversation::sample::bushy;
     use new_core::vocab::ToolCall;
 
     fn sample() -> Conversation {
@@ -788,7 +791,7 @@ mod tests {
         let mut named = long_tree();
         let tip = named.cursor().to_string();
         named.branches.insert("retry".into(), tip);
-        let (bushy, _) = new_core::conversation::sample::bushy("b", 3000);
+        let (bushy, _) = bushy("b", 3000);
         let mut deep = Conversation::new("d", "sys");
         for i in 0..200 {
             let fork = deep.cursor().to_string();

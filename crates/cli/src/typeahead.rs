@@ -5,8 +5,19 @@
 //! the next prompt's line. A question asked meanwhile (an approval) pauses it: the line editor has
 //! the terminal. Ctrl-C still interrupts (the terminal's signals stay on).
 
+use new_sys::platform;
+use new_sys::platform::SavedTerminal;
+use std::io;
+use std::io::ErrorKind;
+use std::mem;
+use std::str;
+use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread;
+use std::thread::Builder;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Set while another reader has the terminal (a server's question, asked from the MCP task): the
 /// collecting thread leaves the keys alone.
@@ -16,7 +27,7 @@ static HELD: AtomicBool = AtomicBool::new(false);
 pub fn held<T>(ask: impl FnOnce() -> T) -> T {
     HELD.store(true, Ordering::SeqCst);
     // A read in progress returns within a tenth of a second (VTIME).
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    thread::sleep(Duration::from_millis(150));
     let answer = ask();
     HELD.store(false, Ordering::SeqCst);
     answer
@@ -90,7 +101,7 @@ impl Keys {
                 0x1b => self.escape = Escape::Started,
                 b'\r' | b'\n' if self.pasting => self.typed.partial.push('\n'),
                 b'\r' | b'\n' => {
-                    let line = std::mem::take(&mut self.typed.partial);
+                    let line = mem::take(&mut self.typed.partial);
                     self.pending.clear();
                     if !line.trim().is_empty() {
                         self.typed.lines.push(line);
@@ -108,7 +119,7 @@ impl Keys {
                 b if b < 0x20 => {}
                 b => {
                     self.pending.push(b);
-                    match std::str::from_utf8(&self.pending) {
+                    match str::from_utf8(&self.pending) {
                         Ok(s) => {
                             self.typed.partial.push_str(s);
                             self.pending.clear();
@@ -131,21 +142,21 @@ pub struct TypeAhead {
 }
 
 struct Running {
-    saved: new_sys::platform::SavedTerminal,
+    saved: SavedTerminal,
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
+    thread: JoinHandle<()>,
 }
 
 /// Asks the terminal to bracket pastes (or no longer).
 fn bracketed_paste(on: bool) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let mut out = io::stdout().lock();
     let _ = out
         .write_all(if on { b"\x1b[?2004h" } else { b"\x1b[?2004l" })
         .and_then(|()| out.flush());
 }
 
-fn lock(m: &Mutex<Keys>) -> std::sync::MutexGuard<'_, Keys> {
+fn lock(m: &Mutex<Keys>) -> MutexGuard<'_, Keys> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -158,30 +169,28 @@ impl TypeAhead {
         }
         // A read returns after a tenth of a second even with nothing typed, so the thread
         // sees that it should stop.
-        let Some(saved) = new_sys::platform::SavedTerminal::raw_keys() else {
+        let Some(saved) = SavedTerminal::raw_keys() else {
             return;
         };
         // A paste arrives bracketed: its lines are one message.
         bracketed_paste(true);
         let stop = Arc::new(AtomicBool::new(false));
         let (keys, flag) = (self.keys.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("type-ahead".into())
-            .spawn(move || {
-                let mut buf = [0u8; 256];
-                while !flag.load(Ordering::SeqCst) {
-                    if HELD.load(Ordering::SeqCst) {
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                        continue;
-                    }
-                    match new_sys::platform::read_keys(&mut buf) {
-                        Ok(n) if n > 0 => lock(&keys).feed(&buf[..n]),
-                        Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => return,
-                    }
+        let thread = Builder::new().name("type-ahead".into()).spawn(move || {
+            let mut buf = [0u8; 256];
+            while !flag.load(Ordering::SeqCst) {
+                if HELD.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(20));
+                    continue;
                 }
-            });
+                match platform::read_keys(&mut buf) {
+                    Ok(n) if n > 0 => lock(&keys).feed(&buf[..n]),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => return,
+                }
+            }
+        });
         match thread {
             Ok(thread) => {
                 self.running = Some(Running {
@@ -216,14 +225,14 @@ impl TypeAhead {
         keys.escape = Escape::No;
         keys.params.clear();
         keys.pasting = false;
-        std::mem::take(&mut keys.typed.lines)
+        mem::take(&mut keys.typed.lines)
     }
 
     /// The line typed without an Enter, for the prompt's line.
     pub fn take_partial(&mut self) -> String {
         let mut keys = lock(&self.keys);
         keys.pending.clear();
-        std::mem::take(&mut keys.typed.partial)
+        mem::take(&mut keys.typed.partial)
     }
 }
 

@@ -10,6 +10,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use std::iter;
+use std::str::Chars;
 use textwrap::WordSeparator;
 use textwrap::core::{Word, break_words};
 use textwrap::wrap_algorithms::wrap_first_fit;
@@ -42,7 +44,7 @@ pub fn width(s: &str) -> usize {
 
 /// Skips the rest of an escape sequence whose `ESC` was just read: a CSI up to its final byte, an
 /// OSC (a hyperlink) up to BEL or `ESC \`.
-fn skip_escape(chars: &mut std::str::Chars<'_>) {
+fn skip_escape(chars: &mut Chars<'_>) {
     match chars.next() {
         Some('[') => {
             for c in chars.by_ref() {
@@ -117,7 +119,7 @@ pub fn fit(text: &str, width: usize, hang: usize) -> Cow<'_, str> {
         {
             if k > 0 {
                 out.push('\n');
-                out.extend(std::iter::repeat_n(' ', indent));
+                out.extend(iter::repeat_n(' ', indent));
             }
             out.push_str(&line[range]);
         }

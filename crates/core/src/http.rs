@@ -2,6 +2,8 @@
 //! cause. Every request `new` makes (providers, MCP servers, OAuth, hooks) starts from
 //! [`builder`] and adds its own timeouts and redirect policy.
 
+use rustls::crypto::ring;
+use std::error::Error;
 /// A client builder with the TLS provider in place.
 pub fn builder() -> reqwest::ClientBuilder {
     install_crypto_provider();
@@ -11,7 +13,7 @@ pub fn builder() -> reqwest::ClientBuilder {
 /// Installs rustls' `ring` provider as the process default (reqwest and rmcp's clients use it).
 pub fn install_crypto_provider() {
     // Fails only when a provider is already installed, which is what we want anyway.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = ring::default_provider().install_default();
 }
 
 /// The reason a request could not be sent, from the innermost cause.
@@ -24,7 +26,7 @@ pub fn describe_error(e: &reqwest::Error) -> String {
     } else {
         "request failed".to_string()
     };
-    let mut source = std::error::Error::source(e);
+    let mut source = Error::source(e);
     let mut last = None;
     while let Some(s) = source {
         last = Some(s.to_string());

@@ -15,6 +15,14 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use std::env;
+use std::fs;
+#[cfg(unix)]
+use std::os::unix::fs::OpenOptionsExt;
+use std::process;
+use tracing::subscriber;
+use tracing_appender::non_blocking::NonBlockingBuilder;
+use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -29,7 +37,7 @@ pub const KEEP: usize = 3;
 
 /// Keeps the log's writer thread alive; dropping it writes what is still queued.
 #[must_use = "the log stops when the guard is dropped"]
-pub struct Guard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGuard);
+pub struct Guard(#[allow(dead_code)] WorkerGuard);
 
 /// Starts the log. None when it is off, or cannot be written: the program goes on all the same.
 ///
@@ -37,7 +45,7 @@ pub struct Guard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGuard
 /// who asked for a log wants to know why there is none, and one who did not (a read-only home, a
 /// sandbox) should not be told at every start about a file they never look at.
 pub fn init() -> Option<Guard> {
-    let asked = std::env::var(VAR).ok().filter(|v| !v.trim().is_empty());
+    let asked = env::var(VAR).ok().filter(|v| !v.trim().is_empty());
     let filter = match filter(asked.as_deref().unwrap_or("info")) {
         Ok(filter) => filter?,
         Err(e) => {
@@ -57,7 +65,7 @@ pub fn init() -> Option<Guard> {
     };
     // Room for a burst of lines (the default's 128,000 slots take 4 MB of memory up front, a
     // quarter of what `new` needs at start); a line that finds the queue full is dropped.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+    let (writer, guard) = NonBlockingBuilder::default()
         .buffered_lines_limit(LINES_QUEUED)
         .lossy(true)
         .finish(file);
@@ -66,10 +74,10 @@ pub fn init() -> Option<Guard> {
         .with_writer(writer)
         .with_env_filter(filter)
         .finish();
-    tracing::subscriber::set_global_default(subscriber).ok()?;
+    subscriber::set_global_default(subscriber).ok()?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        pid = std::process::id(),
+        pid = process::id(),
         "new started"
     );
     Some(Guard(guard))
@@ -151,7 +159,7 @@ impl RotatingFile {
     /// Opens (or creates, with its folder) the file at `path` for appending.
     pub fn open(path: &Path, max: u64, keep: usize) -> io::Result<RotatingFile> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            fs::create_dir_all(dir)?;
         }
         let file = append(path)?;
         let written = file.metadata()?.len();
@@ -173,18 +181,18 @@ impl RotatingFile {
 
     /// Makes room for `incoming` bytes.
     fn rotate(&mut self, incoming: u64) -> io::Result<()> {
-        let on_disk = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        let on_disk = fs::metadata(&self.path).map_or(0, |m| m.len());
         if on_disk > 0 && on_disk + incoming > self.max {
             if self.keep == 0 {
-                std::fs::remove_file(&self.path)?;
+                fs::remove_file(&self.path)?;
             } else {
                 for n in (1..self.keep).rev() {
                     let from = self.older(n);
                     if from.exists() {
-                        std::fs::rename(&from, self.older(n + 1))?;
+                        fs::rename(&from, self.older(n + 1))?;
                     }
                 }
-                std::fs::rename(&self.path, self.older(1))?;
+                fs::rename(&self.path, self.older(1))?;
             }
         }
         self.file = append(&self.path)?;
@@ -215,16 +223,17 @@ fn append(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.create(true).append(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn read(path: &Path) -> String {
-        std::fs::read_to_string(path).unwrap_or_default()
+        fs::read_to_string(path).unwrap_or_default()
     }
 
     #[test]
@@ -271,8 +280,8 @@ mod tests {
         let mut log = RotatingFile::open(&path, 20, 2).unwrap();
         log.write_all(b"mine .........\n").unwrap();
         // Another `new` moves the full file aside and starts a new one.
-        std::fs::rename(&path, dir.path().join("new.log.1")).unwrap();
-        std::fs::write(&path, "theirs\n").unwrap();
+        fs::rename(&path, dir.path().join("new.log.1")).unwrap();
+        fs::write(&path, "theirs\n").unwrap();
         log.write_all(b"mine 2\n").unwrap();
         assert_eq!(read(&path), "theirs\nmine 2\n");
         assert!(!dir.path().join("new.log.2").exists());

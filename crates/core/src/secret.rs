@@ -13,6 +13,7 @@
 //! it, and a list of what to keep would break the user's tools one by one. A variable an entry
 //! sets on purpose in its own `env` is set after the removal.
 
+use std::env;
 use std::ffi::OsString;
 
 /// Names that are no credential by their spelling but lead to a service outside: an agent's
@@ -92,7 +93,7 @@ pub fn is_secret(name: &str, value: &str, hidden: &[String]) -> bool {
 /// The variables of this process that no program started on anyone's behalf may see (see the
 /// module's words): removed from its environment before it starts.
 pub fn secret_env(hidden: &[String]) -> Vec<OsString> {
-    secret_names(std::env::vars_os(), hidden)
+    secret_names(env::vars_os(), hidden)
 }
 
 /// Of the variables `vars`, the names of those [`secret_env`] removes.
@@ -110,7 +111,7 @@ pub fn secret_names(
 /// Whether a variable an MCP entry references (`${NAME}`) needs the user's own yes: a provider
 /// key, a name that looks like a credential, or one whose value here carries a password.
 pub fn is_secret_reference(name: &str, hidden: &[String]) -> bool {
-    let value = std::env::var(name).unwrap_or_default();
+    let value = env::var(name).unwrap_or_default();
     is_secret(name, &value, hidden)
 }
 

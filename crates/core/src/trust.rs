@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fs::atomic;
 use crate::fs::hash::digest;
+use std::fs;
+use std::io;
 
 pub const TRUST_FILE: &str = "trust.json";
 
@@ -40,7 +43,7 @@ impl Trust {
     fn read(&self) -> TrustFile {
         self.path
             .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|p| fs::read_to_string(p).ok())
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default()
     }
@@ -55,17 +58,17 @@ impl Trust {
     }
 
     /// Remembers that the user trusts `what` of `project` with exactly `content`.
-    pub fn trust(&self, project: &Path, what: &str, content: &[u8]) -> std::io::Result<()> {
+    pub fn trust(&self, project: &Path, what: &str, content: &[u8]) -> io::Result<()> {
         let Some(path) = &self.path else {
-            return Err(std::io::Error::other("this platform has no config folder"));
+            return Err(io::Error::other("this platform has no config folder"));
         };
         let mut file = self.read();
         file.projects
             .entry(project.to_string_lossy().into_owned())
             .or_default()
             .insert(what.to_string(), digest(content));
-        let text = serde_json::to_string_pretty(&file).map_err(std::io::Error::other)? + "\n";
-        crate::fs::atomic::write_private(path, text.as_bytes())
+        let text = serde_json::to_string_pretty(&file).map_err(io::Error::other)? + "\n";
+        atomic::write_private(path, text.as_bytes())
     }
 }
 

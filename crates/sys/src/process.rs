@@ -7,7 +7,20 @@
 //! group is killed; the docs say so (tools, permissions and the sandbox).
 
 use std::collections::HashSet;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::fs;
+use std::io;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::process;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::ptr;
 use std::sync::{Mutex, Once};
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::thread;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::time::Duration;
+use tokio::process::Child;
+use tokio::process::Command;
 
 /// Children `new` started on purpose and still owns (a running command; later, servers).
 /// Spawning and sweeping both hold it, so a sweep never mistakes a child being born for a
@@ -16,7 +29,7 @@ static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 static SUBREAPER: Once = Once::new();
 
 /// Spawns a child of our own: becomes a subreaper first (once), and records the child.
-pub fn spawn_own(cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+pub fn spawn_own(cmd: &mut Command) -> io::Result<Child> {
     SUBREAPER.call_once(|| {
         #[cfg(target_os = "linux")]
         // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag; no memory involved.
@@ -37,14 +50,14 @@ pub fn sweep_once(pid: i32) {
     let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
     own.get_or_insert_with(HashSet::new).remove(&pid);
     #[cfg(target_os = "linux")]
-    for stray in children_of(std::process::id() as i32)
+    for stray in children_of(process::id() as i32)
         .into_iter()
         .filter(|c| *c != pid && own.as_ref().is_none_or(|o| !o.contains(c)))
     {
         // SAFETY: signals and reaps a child of this process; no memory involved.
         unsafe {
             libc::kill(stray, libc::SIGKILL);
-            libc::waitpid(stray, std::ptr::null_mut(), 0);
+            libc::waitpid(stray, ptr::null_mut(), 0);
         }
     }
 }
@@ -59,7 +72,7 @@ pub fn sweep(pid: i32) {
     for round in 0..40 {
         let found = {
             let own = OWN.lock().unwrap_or_else(|e| e.into_inner());
-            let strays: Vec<i32> = children_of(std::process::id() as i32)
+            let strays: Vec<i32> = children_of(process::id() as i32)
                 .into_iter()
                 .filter(|c| *c != pid && own.as_ref().is_none_or(|o| !o.contains(c)))
                 .collect();
@@ -67,7 +80,7 @@ pub fn sweep(pid: i32) {
                 // SAFETY: signals and reaps a child of this process; no memory involved.
                 unsafe {
                     libc::kill(*stray, libc::SIGKILL);
-                    libc::waitpid(*stray, std::ptr::null_mut(), 0);
+                    libc::waitpid(*stray, ptr::null_mut(), 0);
                 }
             }
             !strays.is_empty()
@@ -76,20 +89,20 @@ pub fn sweep(pid: i32) {
             break;
         }
         // One re-parented a moment later (its parent was still dying) is found next round.
-        std::thread::sleep(std::time::Duration::from_millis(if found { 2 } else { 20 }));
+        thread::sleep(Duration::from_millis(if found { 2 } else { 20 }));
     }
 }
 
 /// The pids whose parent is `parent`, from /proc.
 #[cfg(target_os = "linux")]
 fn children_of(parent: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|stat| {
                     // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
@@ -103,7 +116,7 @@ fn children_of(parent: i32) -> Vec<i32> {
 
 /// The child `cmd` starts gets SIGTERM when `new` ends, even when `new` is killed and cannot end
 /// it (Linux; elsewhere nothing).
-pub fn end_with_parent(cmd: &mut tokio::process::Command) {
+pub fn end_with_parent(cmd: &mut Command) {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {

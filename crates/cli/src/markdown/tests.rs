@@ -1,4 +1,5 @@
 use super::*;
+use std::env;
 
 /// Every element the renderer draws.
 pub const SAMPLE: &str = "# The plan
@@ -287,7 +288,7 @@ fn arbitrary_text_never_panics_and_chunking_never_matters() {
         seed ^= seed << 17;
         seed
     };
-    let cases: usize = std::env::var("NEW_FUZZ_CASES")
+    let cases: usize = env::var("NEW_FUZZ_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
@@ -489,7 +490,7 @@ fn references_entities_and_headings_never_depend_on_the_chunking() {
         seed ^= seed << 17;
         seed
     };
-    let cases: usize = std::env::var("NEW_FUZZ_CASES")
+    let cases: usize = env::var("NEW_FUZZ_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);

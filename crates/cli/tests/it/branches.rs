@@ -6,6 +6,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::*;
+use std::fs;
+use std::fs::OpenOptions;
 
 /// The conversation's lines of `type`.
 fn lines_of(env: &Env, kind: &str) -> Vec<Value> {
@@ -388,15 +390,15 @@ fn merge_files_takes_merges_and_leaves_conflicts_alone() {
     ]);
     server.answer_summaries("Changed a.txt's last line, c.txt, and added new.txt.");
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "1\n2\n3\n4\n5\n").unwrap();
-    std::fs::write(env.work().join("c.txt"), "x\n").unwrap();
+    fs::write(env.work().join("a.txt"), "1\n2\n3\n4\n5\n").unwrap();
+    fs::write(env.work().join("c.txt"), "x\n").unwrap();
     let run = env.run(
         &server.base_url,
         &["--permission-mode", "permissive"],
         "begin\nchange on x\n/branch x\n/2\n/restore\ny\nchange here\n/merge x --files\ny\n",
     );
     assert_eq!(run.code, Some(0), "{run:?}");
-    let read = |n: &str| std::fs::read_to_string(env.work().join(n)).unwrap();
+    let read = |n: &str| fs::read_to_string(env.work().join(n)).unwrap();
     assert_eq!(read("a.txt"), "1 ours\n2\n3\n4\n5 theirs\n", "{run:?}");
     assert_eq!(read("new.txt"), "n\n", "{run:?}");
     assert_eq!(
@@ -471,10 +473,7 @@ fn side_questions_meet_the_hooks_and_hostile_names_are_dropped() {
     let file = env.data().join(format!("{id}.jsonl"));
     let (_, lines) = env.only_conversation();
     let tip = lines.iter().rev().find(|l| l["type"] == "message").unwrap()["msg_id"].clone();
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&file)
-        .unwrap();
+    let mut f = OpenOptions::new().append(true).open(&file).unwrap();
     use std::io::Write;
     writeln!(
         f,
@@ -514,7 +513,7 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
                 .cloned();
             if last.is_some_and(|m| m["tool_call_id"] == "w") {
                 // Someone else writes a file meanwhile: the writer's put-back leaves it alone.
-                std::fs::write(work.join("mine.txt"), "not the answer's\n").unwrap();
+                fs::write(work.join("mine.txt"), "not the answer's\n").unwrap();
                 // The writer keeps the folder a while: the readers' calls come meanwhile.
                 stalled(text(&["wrote b"]), 2.0)
             } else {
@@ -531,7 +530,7 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
         with(second_round()),
         with(second_round()),
     ]);
-    std::fs::write(env.work().join("b.txt"), "before\n").unwrap();
+    fs::write(env.work().join("b.txt"), "before\n").unwrap();
     let run = env.run(
         &server.base_url,
         &["--permission-mode", "permissive"],
@@ -564,11 +563,11 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
     // The folder is as they all began, but for what someone else wrote meanwhile; the
     // writer's state is its nodes'.
     assert_eq!(
-        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        fs::read_to_string(env.work().join("b.txt")).unwrap(),
         "before\n"
     );
     assert_eq!(
-        std::fs::read_to_string(env.work().join("mine.txt")).unwrap(),
+        fs::read_to_string(env.work().join("mine.txt")).unwrap(),
         "not the answer's\n"
     );
     assert!(!run.stderr.contains("not put back"), "{run:?}");

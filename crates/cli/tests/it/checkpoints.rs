@@ -4,12 +4,25 @@
 use serde_json::json;
 
 use crate::support::*;
+#[cfg(not(windows))]
+use std::collections::BTreeMap;
+use std::fs;
+use std::fs::OpenOptions;
+#[cfg(not(windows))]
+use std::fs::Permissions;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+#[cfg(not(windows))]
+use std::path::Path;
+use std::process::Stdio;
+use std::thread;
+use std::time::Duration;
 
 #[test]
 fn rounds_that_change_files_are_checkpointed_and_diff_shows_the_changes() {
     let env = Env::new();
-    std::fs::write(env.work().join("keep.txt"), "kept\n").unwrap();
-    std::fs::write(env.work().join("old.txt"), "old\n").unwrap();
+    fs::write(env.work().join("keep.txt"), "kept\n").unwrap();
+    fs::write(env.work().join("old.txt"), "old\n").unwrap();
     let server = Server::start(vec![
         // Reading only: no checkpoint.
         tool_calls(&[("r", "read_file", r#"{"filepath":"keep.txt"}"#)]),
@@ -80,17 +93,17 @@ fn rounds_that_change_files_are_checkpointed_and_diff_shows_the_changes() {
 
 #[cfg(unix)]
 /// Every file, link and mode under a folder: (path → (kind, content or target, mode)).
-fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, Vec<u8>, u32)> {
+fn tree(dir: &Path) -> BTreeMap<String, (String, Vec<u8>, u32)> {
     use std::os::unix::fs::PermissionsExt;
-    let mut out = std::collections::BTreeMap::new();
+    let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
             let path = e.path();
             let rel = path.strip_prefix(dir).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let meta = fs::symlink_metadata(&path).unwrap();
             if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).unwrap();
+                let target = fs::read_link(&path).unwrap();
                 out.insert(
                     rel,
                     ("link".into(), target.display().to_string().into_bytes(), 0),
@@ -99,7 +112,7 @@ fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, Ve
                 stack.push(path);
             } else {
                 let mode = meta.permissions().mode() & 0o7777;
-                out.insert(rel, ("file".into(), std::fs::read(&path).unwrap(), mode));
+                out.insert(rel, ("file".into(), fs::read(&path).unwrap(), mode));
             }
         }
     }
@@ -115,11 +128,11 @@ fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
     let work = env.work();
-    std::fs::write(work.join("keep.txt"), "kept\n").unwrap();
-    std::fs::write(work.join("old.txt"), "old\n").unwrap();
-    std::fs::write(work.join("run.sh"), "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(work.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::symlink("keep.txt", work.join("link")).unwrap();
+    fs::write(work.join("keep.txt"), "kept\n").unwrap();
+    fs::write(work.join("old.txt"), "old\n").unwrap();
+    fs::write(work.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(work.join("run.sh"), Permissions::from_mode(0o755)).unwrap();
+    symlink("keep.txt", work.join("link")).unwrap();
     let before = tree(&work);
     let server = Server::start(vec![
         tool_calls(&[
@@ -152,8 +165,7 @@ fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
     assert!(run.stdout.contains("A old.txt"), "{run:?}");
     assert!(run.stdout.contains("restored "), "{run:?}");
     let restored = tree(&work);
-    let without_empty_dirs =
-        |t: &std::collections::BTreeMap<String, (String, Vec<u8>, u32)>| t.clone();
+    let without_empty_dirs = |t: &BTreeMap<String, (String, Vec<u8>, u32)>| t.clone();
     assert_eq!(
         without_empty_dirs(&restored),
         before,
@@ -170,7 +182,7 @@ fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
     );
 
     // Someone edits a file; restoring the question's state flags it, and "no" keeps it.
-    std::fs::write(work.join("keep.txt"), "my own edit\n").unwrap();
+    fs::write(work.join("keep.txt"), "my own edit\n").unwrap();
     let run = env.run(&server.base_url, &["--continue"], "/1\n/restore\ny\nn\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
@@ -183,7 +195,7 @@ fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
         "{run:?}"
     );
     assert_eq!(
-        std::fs::read_to_string(work.join("keep.txt")).unwrap(),
+        fs::read_to_string(work.join("keep.txt")).unwrap(),
         "my own edit\n"
     );
     assert!(work.join("old.txt").exists(), "the rest was restored");
@@ -199,7 +211,7 @@ fn restore_brings_back_the_folder_of_a_node_and_keeps_other_peoples_edits() {
 #[test]
 fn moving_to_a_node_with_other_files_says_what_differs() {
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "a\n").unwrap();
+    fs::write(env.work().join("a.txt"), "a\n").unwrap();
     let server = Server::start(vec![
         tool_calls(&[(
             "b",
@@ -223,11 +235,11 @@ fn moving_to_a_node_with_other_files_says_what_differs() {
     // The tip's state is the folder's: nothing said.
     assert_eq!(run.stdout.matches("differs from").count(), 1, "{run:?}");
     assert_eq!(
-        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
         "a\nmore\n"
     );
     // Changed since: said on --continue.
-    std::fs::write(env.work().join("a.txt"), "edited elsewhere\n").unwrap();
+    fs::write(env.work().join("a.txt"), "edited elsewhere\n").unwrap();
     let run = env.run(&server.base_url, &["--continue"], "");
     assert!(
         run.stdout.contains("differs from [4]'s state:\nM a.txt"),
@@ -249,8 +261,8 @@ fn moving_to_a_node_with_other_files_says_what_differs() {
 fn a_damaged_object_is_refused_and_the_rest_asked_for() {
     use std::io::Write;
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "one\n").unwrap();
-    std::fs::write(env.work().join("b.txt"), "two\n").unwrap();
+    fs::write(env.work().join("a.txt"), "one\n").unwrap();
+    fs::write(env.work().join("b.txt"), "two\n").unwrap();
     let server = Server::start(vec![
         tool_calls(&[(
             "b",
@@ -273,7 +285,7 @@ fn a_damaged_object_is_refused_and_the_rest_asked_for() {
         .join(&hash[..2])
         .join(hash);
     assert!(object.exists(), "{object:?}");
-    std::fs::OpenOptions::new()
+    OpenOptions::new()
         .append(true)
         .open(&object)
         .unwrap()
@@ -285,23 +297,17 @@ fn a_damaged_object_is_refused_and_the_rest_asked_for() {
         "{run:?}"
     );
     assert!(run.stdout.contains("nothing restored"), "{run:?}");
-    assert_eq!(
-        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
-        "y\n"
-    );
+    assert_eq!(fs::read_to_string(env.work().join("b.txt")).unwrap(), "y\n");
     let run = env.run(
         &server.base_url,
         &["--continue"],
         "/1\n/restore\ny\ny\n/checkpoints gc\n/checkpoints\n",
     );
     assert_eq!(
-        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        fs::read_to_string(env.work().join("b.txt")).unwrap(),
         "two\n"
     );
-    assert_eq!(
-        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
-        "x\n"
-    );
+    assert_eq!(fs::read_to_string(env.work().join("a.txt")).unwrap(), "x\n");
     assert!(run.stderr.contains("not restored: a.txt"), "{run:?}");
     assert!(run.stdout.contains("no conversation refers to"), "{run:?}");
 }
@@ -313,7 +319,7 @@ fn a_restore_killed_half_way_leaves_every_file_old_or_new() {
     let old: String = "old content line\n".repeat(4096);
     let new: String = "new content, longer line\n".repeat(4096);
     for i in 0..200 {
-        std::fs::write(env.work().join(format!("f{i:03}.txt")), &old).unwrap();
+        fs::write(env.work().join(format!("f{i:03}.txt")), &old).unwrap();
     }
     let command = format!(
         "for f in f*.txt; do printf '{}' > \"$f\"; done",
@@ -329,7 +335,7 @@ fn a_restore_killed_half_way_leaves_every_file_old_or_new() {
         "rewrite\n",
     );
     assert_eq!(run.code, Some(0), "{run:?}");
-    let after_turn = std::fs::read_to_string(env.work().join("f000.txt")).unwrap();
+    let after_turn = fs::read_to_string(env.work().join("f000.txt")).unwrap();
     assert_ne!(after_turn, old);
     let _ = new;
     // Restore the old files, killed at a few moments of the work.
@@ -339,22 +345,22 @@ fn a_restore_killed_half_way_leaves_every_file_old_or_new() {
             .arg("default")
             .arg(env.data())
             .arg("--continue")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap();
         {
             use std::io::Write;
             let mut stdin = child.stdin.take().unwrap();
             stdin.write_all(b"/1\n/restore\ny\n").unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            thread::sleep(Duration::from_millis(delay_ms));
             // SIGKILL: no handler, no clean-up.
             child.kill().unwrap();
             drop(stdin);
         }
         let _ = child.wait();
         for i in 0..200 {
-            let text = std::fs::read_to_string(env.work().join(format!("f{i:03}.txt"))).unwrap();
+            let text = fs::read_to_string(env.work().join(format!("f{i:03}.txt"))).unwrap();
             assert!(
                 text == old || text == after_turn,
                 "f{i:03}.txt is torn after a kill at {delay_ms} ms ({} bytes)",

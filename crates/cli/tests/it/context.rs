@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::support::*;
+use std::fs;
 
 /// Eight questions of about 500 tokens each; the server's window holds about four.
 fn long_questions() -> String {
@@ -187,13 +188,13 @@ fork from the top\n";
     // `/retry` sends the same compacted request again.
     assert_eq!(roles_contents(&requests[after + 1]), sent);
     // `/dump` writes what is sent: the summary, not the originals.
-    let dumps: Vec<_> = std::fs::read_dir(env.data())
+    let dumps: Vec<_> = fs::read_dir(env.data())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.to_string_lossy().ends_with(".dump.md"))
         .collect();
     assert_eq!(dumps.len(), 1, "{dumps:?}");
-    let dump = std::fs::read_to_string(&dumps[0]).unwrap();
+    let dump = fs::read_to_string(&dumps[0]).unwrap();
     assert!(
         dump.contains("THE GIST")
             && dump.contains("second answer")
@@ -201,12 +202,12 @@ fork from the top\n";
         "{dump}"
     );
     // `/export` shows the whole branch, the summary marked with what it stands for.
-    let exported: Vec<_> = std::fs::read_dir(env.work())
+    let exported: Vec<_> = fs::read_dir(env.work())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.to_string_lossy().ends_with(".md"))
         .collect();
-    let export = std::fs::read_to_string(&exported[0]).unwrap();
+    let export = fs::read_to_string(&exported[0]).unwrap();
     assert!(export.contains("first answer"), "{export}");
     assert!(
         export.contains("## Summary (compaction)")
@@ -272,7 +273,7 @@ fn a_big_tool_result_is_previewed_and_the_rest_read_from_its_file() {
     let big: String = (1..=1800)
         .map(|i| format!("line {i} of the big file\n"))
         .collect();
-    std::fs::write(env.work().join("big.txt"), &big).unwrap();
+    fs::write(env.work().join("big.txt"), &big).unwrap();
     let run = env.run(
         &server.base_url,
         &["--permission-mode", "permissive"],
@@ -301,11 +302,7 @@ fn a_big_tool_result_is_previewed_and_the_rest_read_from_its_file() {
     let refused = last_result(&requests[3]);
     assert!(refused.contains("outside the working folder"), "{refused}");
     let path = saved_path(&requests[1]);
-    assert!(
-        std::fs::read_to_string(&path)
-            .unwrap()
-            .contains("line 1800")
-    );
+    assert!(fs::read_to_string(&path).unwrap().contains("line 1800"));
     assert!(path.starts_with(&env.data().to_string_lossy().to_string()));
 }
 
@@ -324,7 +321,7 @@ fn a_misplaced_summary_is_reported_and_ignored() {
             "summary":{"replaces":"elsewhere","messages":9,"tokens_before":100,"tokens_after":10}}),
     ];
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&file, text).unwrap();
+    fs::write(&file, text).unwrap();
     let run = env.run(&server.base_url, &["--continue"], "go on\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
@@ -348,7 +345,7 @@ fn a_full_window_that_cannot_be_compacted_wraps_up() {
         r#"{"retry_initial_ms": 5, "context_window_size": 4096, "context_safety_margin": 1000,
             "compaction": {"enabled": false}}"#,
     );
-    std::fs::write(env.work().join("keep.txt"), "x").unwrap();
+    fs::write(env.work().join("keep.txt"), "x").unwrap();
     let server = Server::start(vec![
         text(&["hello"]),
         tool_calls(&[("r", "bash", r#"{"command":"rm keep.txt"}"#)]),

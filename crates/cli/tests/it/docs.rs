@@ -3,6 +3,7 @@
 //! headings (as GitHub and mdbook name them); the book's SUMMARY lists every page.
 
 use std::collections::BTreeSet;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -47,7 +48,7 @@ fn prose(text: &str) -> Vec<String> {
 }
 
 fn anchors(path: &Path) -> BTreeSet<String> {
-    let text = std::fs::read_to_string(path).unwrap();
+    let text = fs::read_to_string(path).unwrap();
     let mut out = BTreeSet::new();
     let mut fence = false;
     for line in text.lines() {
@@ -81,7 +82,7 @@ fn links(text: &str) -> Vec<String> {
 
 fn documents() -> Vec<PathBuf> {
     let mut files = vec![root().join("README.md"), root().join("CONTRIBUTING.md")];
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs/src"))
+    let mut pages: Vec<PathBuf> = fs::read_dir(root().join("docs/src"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
@@ -95,7 +96,7 @@ fn documents() -> Vec<PathBuf> {
 fn every_link_of_the_documentation_resolves() {
     let mut broken = Vec::new();
     for file in documents() {
-        let text = std::fs::read_to_string(&file).unwrap();
+        let text = fs::read_to_string(&file).unwrap();
         for target in links(&text) {
             if target.contains("://") || target.starts_with("mailto:") {
                 continue;
@@ -126,7 +127,7 @@ fn every_link_of_the_documentation_resolves() {
 
 #[test]
 fn the_book_lists_every_page() {
-    let summary = std::fs::read_to_string(root().join("docs/src/SUMMARY.md")).unwrap();
+    let summary = fs::read_to_string(root().join("docs/src/SUMMARY.md")).unwrap();
     let listed: BTreeSet<String> = links(&summary).into_iter().collect();
     for page in documents()
         .iter()
@@ -138,7 +139,7 @@ fn the_book_lists_every_page() {
         }
     }
     // The README is a front page, not the manual.
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
     assert!(
         readme.lines().count() < 150,
         "{} lines",

@@ -3,9 +3,18 @@
 //! (`http://127.0.0.1:PORT/v1`) to run it; without the variable the test says it was skipped.
 
 use crate::support::*;
+use std::env;
+use std::fs;
+use std::net::TcpStream;
+use std::process::Command;
+#[cfg(not(windows))]
+use std::thread;
+#[cfg(not(windows))]
+use std::time::Duration;
+use std::time::Instant;
 
 fn base_url() -> Option<String> {
-    match std::env::var("NEW_E2E_BASE_URL") {
+    match env::var("NEW_E2E_BASE_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
             eprintln!(
@@ -20,7 +29,7 @@ fn base_url() -> Option<String> {
 fn real_server_answers_streams_and_forks() {
     let Some(url) = base_url() else { return };
     let env = Env::new();
-    let model = std::env::var("NEW_E2E_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let model = env::var("NEW_E2E_MODEL").unwrap_or_else(|_| "smollm2".into());
 
     // One shot: a real answer on stdout, stored like any other conversation.
     let mut cmd = env.command(&url);
@@ -65,8 +74,8 @@ fn real_server_answers_streams_and_forks() {
 #[test]
 fn real_anthropic_format_server_answers_and_continues() {
     let (Ok(url), Ok(key)) = (
-        std::env::var("NEW_E2E_ANTHROPIC_URL"),
-        std::env::var("NEW_E2E_ANTHROPIC_KEY"),
+        env::var("NEW_E2E_ANTHROPIC_URL"),
+        env::var("NEW_E2E_ANTHROPIC_KEY"),
     ) else {
         eprintln!("skipped: set NEW_E2E_ANTHROPIC_URL and NEW_E2E_ANTHROPIC_KEY to run this test");
         return;
@@ -116,7 +125,7 @@ fn real_anthropic_format_server_answers_and_continues() {
 /// working, and the file shows the summary node.
 #[test]
 fn real_server_with_a_small_window_compacts_and_goes_on() {
-    let Ok(url) = std::env::var("NEW_E2E_SMALL_CTX_URL") else {
+    let Ok(url) = env::var("NEW_E2E_SMALL_CTX_URL") else {
         eprintln!(
             "skipped: set NEW_E2E_SMALL_CTX_URL to a llama-server started with NEW_LLM_CTX=4096"
         );
@@ -181,7 +190,7 @@ fn real_server_with_a_small_window_compacts_and_goes_on() {
 fn real_server_turn_completes_with_a_review_in_the_background_and_exit_does_not_wait() {
     let Some(url) = base_url() else { return };
     let env = Env::new();
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let run = env.run(
         &url,
         &["--model", "smollm2"],
@@ -196,7 +205,7 @@ fn real_server_turn_completes_with_a_review_in_the_background_and_exit_does_not_
     eprintln!("turn and exit took {elapsed:?}");
     let memory = env.data().join("memory");
     if memory.exists() {
-        for entry in std::fs::read_dir(&memory).unwrap() {
+        for entry in fs::read_dir(&memory).unwrap() {
             let name = entry.unwrap().file_name();
             assert!(!name.to_string_lossy().ends_with(".tmp"), "{name:?}");
         }
@@ -209,7 +218,7 @@ fn real_server_turn_completes_with_a_review_in_the_background_and_exit_does_not_
 fn real_server_runs_an_explore_subagent_through_p() {
     let Some(url) = base_url() else { return };
     let env = Env::new();
-    std::fs::write(env.work().join("notes.txt"), "the needle is here\n").unwrap();
+    fs::write(env.work().join("notes.txt"), "the needle is here\n").unwrap();
     let run = env.run(
         &url,
         &[
@@ -227,7 +236,7 @@ fn real_server_runs_an_explore_subagent_through_p() {
     assert_eq!(lines[0]["metadata"]["agent"], "explore");
     assert_eq!(lines.last().unwrap()["role"], "assistant", "{lines:?}");
     // Whatever the model tried, nothing but the read tools ran: the folder is as it was.
-    let names: Vec<String> = std::fs::read_dir(env.work())
+    let names: Vec<String> = fs::read_dir(env.work())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with('.'))
@@ -245,7 +254,7 @@ fn forward_to(base_url: &str, body: &serde_json::Value) -> Reply {
     body["stream"] = serde_json::json!(false);
     body.as_object_mut().unwrap().remove("stream_options");
     let payload = body.to_string();
-    let mut socket = std::net::TcpStream::connect(host).unwrap();
+    let mut socket = TcpStream::connect(host).unwrap();
     write!(
         socket,
         "POST /{prefix}/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
@@ -293,7 +302,7 @@ fn forward_to(base_url: &str, body: &serde_json::Value) -> Reply {
 fn a_subagent_s_requests_are_answered_by_the_real_server() {
     let Some(url) = base_url() else { return };
     let env = Env::new();
-    std::fs::write(env.work().join("notes.txt"), "the needle is here\n").unwrap();
+    fs::write(env.work().join("notes.txt"), "the needle is here\n").unwrap();
     let server = Server::start(vec![
         tool_calls(&[(
             "c1",
@@ -344,15 +353,12 @@ fn a_subagent_s_requests_are_answered_by_the_real_server() {
 /// and a server command that does not exist. The model is the scripted server.
 #[test]
 fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
-    let (Ok(script), Ok(http)) = (
-        std::env::var("NEW_E2E_MCP"),
-        std::env::var("NEW_E2E_MCP_HTTP"),
-    ) else {
+    let (Ok(script), Ok(http)) = (env::var("NEW_E2E_MCP"), env::var("NEW_E2E_MCP_HTTP")) else {
         eprintln!("skipped: set NEW_E2E_MCP and NEW_E2E_MCP_HTTP to run this test");
         return;
     };
     let command = |name: &str| -> Vec<String> {
-        let out = std::process::Command::new("bash")
+        let out = Command::new("bash")
             .args([script.as_str(), "command", name])
             .output()
             .unwrap();
@@ -364,7 +370,7 @@ fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
             .collect()
     };
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "inside the allowed folder\n").unwrap();
+    fs::write(env.work().join("a.txt"), "inside the allowed folder\n").unwrap();
     let entry = |name: &str, mut words: Vec<String>| {
         let program = words.remove(0);
         serde_json::json!({"name": name, "command": program, "args": words})
@@ -387,7 +393,7 @@ fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
         .to_string(),
     );
     let outside = format!("{}/../secret.txt", env.work().display());
-    std::fs::write(env.dir.path().join("secret.txt"), "no").unwrap();
+    fs::write(env.dir.path().join("secret.txt"), "no").unwrap();
     let read_inside = format!(r#"{{"path":"{}/a.txt"}}"#, env.work().display());
     let read_outside = format!(r#"{{"path":"{outside}"}}"#);
     let server = Server::start(vec![
@@ -444,11 +450,11 @@ fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
 #[test]
 fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back() {
     use std::io::Write;
-    let Ok(script) = std::env::var("NEW_E2E_MCP") else {
+    let Ok(script) = env::var("NEW_E2E_MCP") else {
         eprintln!("skipped: set NEW_E2E_MCP to run this test");
         return;
     };
-    let out = std::process::Command::new("bash")
+    let out = Command::new("bash")
         .args([script.as_str(), "command", "everything"])
         .output()
         .unwrap();
@@ -480,9 +486,9 @@ fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back()
     stdin.write_all(b"go\n").unwrap();
     // The server's process: a child of `new` running server-everything.
     let server_pid = || -> Option<i32> {
-        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
             let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
             let ppid: u32 = stat
                 .rsplit(')')
                 .next()?
@@ -490,26 +496,26 @@ fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back()
                 .nth(1)?
                 .parse()
                 .ok()?;
-            let cmdline = std::fs::read_to_string(e.path().join("cmdline")).ok()?;
+            let cmdline = fs::read_to_string(e.path().join("cmdline")).ok()?;
             (ppid == child.id() && cmdline.contains("server-everything")).then_some(pid)
         })
     };
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    thread::sleep(Duration::from_secs(4));
     let first = server_pid().expect("the server runs");
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     // Killed while `new` runs: started again after a second.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(first, libc::SIGKILL) };
     let mut again = None;
-    eventually(50, std::time::Duration::from_millis(200), || {
+    eventually(50, Duration::from_millis(200), || {
         again = server_pid().filter(|p| *p != first);
         again.is_some()
     });
     // Its handshake done (node starts in about a second), the next turn and `/mcp` see it.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    thread::sleep(Duration::from_secs(3));
     stdin.write_all(b"still there?\n/mcp\n").unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    thread::sleep(Duration::from_secs(2));
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (
@@ -517,7 +523,7 @@ fn a_real_mcp_server_s_long_call_is_interrupted_and_a_killed_server_comes_back()
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(again.is_some(), "not started again: {stdout}\n{stderr}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(25));
+    assert!(started.elapsed() < Duration::from_secs(25));
     assert!(
         stdout.contains("stopped by the user while it ran"),
         "{stdout}\n{stderr}"

@@ -8,19 +8,21 @@ use std::time::Duration;
 
 use new_core::fs::confine::Workdir;
 use new_core::tools::{ToolContext, ToolRegistry};
+use std::fs;
+use tokio::runtime::Builder;
 
 fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
+        for entry in fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
             } else {
                 out.insert(
                     path.strip_prefix(root).unwrap().to_path_buf(),
-                    std::fs::read(&path).unwrap(),
+                    fs::read(&path).unwrap(),
                 );
             }
         }
@@ -31,19 +33,16 @@ fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn copy(from: &Path, to: &Path) {
     for (rel, bytes) in files(from) {
         let dest = to.join(rel);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::write(dest, bytes).unwrap();
+        fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        fs::write(dest, bytes).unwrap();
     }
 }
 
 #[test]
 fn file_tool_fixtures() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tools");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+    let runtime = Builder::new_current_thread().enable_all().build().unwrap();
+    let mut cases: Vec<PathBuf> = fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -53,9 +52,9 @@ fn file_tool_fixtures() {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
         let outer = tempfile::tempdir().unwrap();
         let work = outer.path().join("work");
-        std::fs::create_dir_all(&work).unwrap();
+        fs::create_dir_all(&work).unwrap();
         copy(&case.join("before"), &work);
-        let call = std::fs::read_to_string(case.join("call.json"))
+        let call = fs::read_to_string(case.join("call.json"))
             .unwrap()
             .replace("$WORKDIR", &work.canonicalize().unwrap().to_string_lossy());
         let call: serde_json::Value = serde_json::from_str(&call).unwrap();
@@ -73,7 +72,7 @@ fn file_tool_fixtures() {
             call["tool"].as_str().unwrap(),
             &call["arguments"].to_string(),
         ));
-        let expected = std::fs::read_to_string(case.join("result.txt")).unwrap();
+        let expected = fs::read_to_string(case.join("result.txt")).unwrap();
         assert_eq!(outcome.content, expected, "{name}: result");
         assert_eq!(
             files(&work),
@@ -82,7 +81,7 @@ fn file_tool_fixtures() {
         );
         // Nothing was written beside the working folder either.
         assert_eq!(
-            std::fs::read_dir(outer.path()).unwrap().count(),
+            fs::read_dir(outer.path()).unwrap().count(),
             1,
             "{name}: wrote outside"
         );

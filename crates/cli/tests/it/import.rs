@@ -4,7 +4,17 @@
 
 use crate::support::*;
 use serde_json::Value;
+use std::fs;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::fs::File;
 use std::path::PathBuf;
+use std::process::Command;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::process::Stdio;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::thread;
+#[cfg(all(not(windows), not(target_os = "macos")))]
+use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -198,9 +208,9 @@ fn a_claude_project_folder_with_subagent_files_and_odd_inputs() {
     let env = Env::new();
     let dir = env.dir.path().join("claude-project");
     let session = "5e55ion0-0000-4000-8000-000000000002";
-    std::fs::create_dir_all(dir.join(session).join("subagents")).unwrap();
+    fs::create_dir_all(dir.join(session).join("subagents")).unwrap();
     let line = |v: Value| v.to_string() + "\n";
-    std::fs::write(
+    fs::write(
         dir.join(format!("{session}.jsonl")),
         line(serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null, "sessionId": session,
             "isSidechain": false, "message": {"role": "user", "content": "Explore it."}}))
@@ -208,7 +218,7 @@ fn a_claude_project_folder_with_subagent_files_and_odd_inputs() {
             "isSidechain": false, "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "Done."}]}})),
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         dir.join(session).join("subagents/agent-abc.jsonl"),
         line(serde_json::json!({"type": "user", "uuid": "s1", "parentUuid": null, "sessionId": session,
             "agentId": "abc", "isSidechain": true, "message": {"role": "user", "content": "Look around."}}))
@@ -234,7 +244,7 @@ fn a_claude_project_folder_with_subagent_files_and_odd_inputs() {
     let env = Env::new();
     let codex = env.dir.path().join("old.jsonl");
     let item = |p: Value| line(serde_json::json!({"type": "response_item", "payload": p}));
-    std::fs::write(
+    fs::write(
         &codex,
         item(serde_json::json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Two calls."}]}))
             + &item(serde_json::json!({"type": "function_call", "name": "shell", "arguments": "{}"}))
@@ -255,7 +265,7 @@ fn a_claude_project_folder_with_subagent_files_and_odd_inputs() {
 
     let fifo = env.dir.path().join("pipe.jsonl");
     assert!(
-        std::process::Command::new("mkfifo")
+        Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap()
@@ -273,7 +283,7 @@ fn a_hostile_transcript_s_escapes_never_reach_the_terminal() {
     let env = Env::new();
     let file = env.dir.path().join("evil\x1b[2J.jsonl");
     let line = |v: Value| v.to_string() + "\n";
-    std::fs::write(
+    fs::write(
         &file,
         line(serde_json::json!({"type": "summary", "summary": "title \u{1b}]0;owned\u{7} \u{1b}[31mred"}))
             + &line(serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null,
@@ -301,10 +311,10 @@ fn a_hostile_transcript_s_escapes_never_reach_the_terminal() {
 fn a_400_mb_line_is_left_out_said_and_never_held() {
     use std::io::{Seek, SeekFrom, Write};
     let env = Env::new();
-    let fixture = std::fs::read_to_string(fixture("codex.jsonl")).unwrap();
+    let fixture = fs::read_to_string(fixture("codex.jsonl")).unwrap();
     let lines: Vec<&str> = fixture.lines().collect();
     let path = env.dir.path().join("huge.jsonl");
-    let mut file = std::fs::File::create(&path).unwrap();
+    let mut file = File::create(&path).unwrap();
     file.write_all(lines[0].as_bytes()).unwrap();
     file.write_all(b"\n").unwrap();
     // 400 MB of a line without its end, as a hole (no disk used): NUL bytes when read.
@@ -323,14 +333,14 @@ fn a_400_mb_line_is_left_out_said_and_never_held() {
         .arg(env.work())
         .arg("--datadir")
         .arg(env.data())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let status = format!("/proc/{}/status", child.id());
     let mut peak_kb = 0u64;
     while child.try_wait().unwrap().is_none() {
-        if let Ok(text) = std::fs::read_to_string(&status)
+        if let Ok(text) = fs::read_to_string(&status)
             && let Some(kb) = text
                 .lines()
                 .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -338,7 +348,7 @@ fn a_400_mb_line_is_left_out_said_and_never_held() {
         {
             peak_kb = peak_kb.max(kb);
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        thread::sleep(Duration::from_millis(5));
     }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

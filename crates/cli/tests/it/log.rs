@@ -5,11 +5,15 @@
 
 use crate::support::*;
 use serde_json::json;
+use std::fs;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Command;
 
 const KEY: &str = "sk-test-SECRET-1234";
 const MESSAGE: &str = "my words PLUM-MESSAGE-TEXT stay mine";
 
-fn log_file(env: &Env) -> std::path::PathBuf {
+fn log_file(env: &Env) -> PathBuf {
     env.dir.path().join("home/.local/state/new/new.log")
 }
 
@@ -17,12 +21,11 @@ fn log_file(env: &Env) -> std::path::PathBuf {
 fn the_log_has_requests_tools_and_hooks_and_nothing_secret_at_trace() {
     let env = Env::new();
     // The scripted MCP server, where python3 runs it.
-    let python = std::process::Command::new("python3")
+    let python = Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    let fake =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
     let notes = env.dir.path().join("notes.txt");
     let servers = match python {
         true => json!([{"name": "fake", "command": "python3", "args": [fake],
@@ -70,7 +73,7 @@ fn the_log_has_requests_tools_and_hooks_and_nothing_secret_at_trace() {
     assert_eq!(auth, format!("Bearer {KEY}"));
     assert!(results(&server, 2)[0].contains("TOOL-ARGUMENT-TEXT"));
 
-    let log = std::fs::read_to_string(log_file(&env)).expect("the log file");
+    let log = fs::read_to_string(log_file(&env)).expect("the log file");
     for secret in [
         KEY,
         "SECRET",
@@ -195,8 +198,8 @@ fn new_log_off_makes_no_file_and_an_unwritable_log_stops_nothing() {
 
     // The log's folder cannot be made (a file stands where it goes): the session runs, and says
     // so once only when a log was asked for.
-    std::fs::create_dir_all(env.dir.path().join("home/.local/state")).unwrap();
-    std::fs::write(env.dir.path().join("home/.local/state/new"), "in the way").unwrap();
+    fs::create_dir_all(env.dir.path().join("home/.local/state")).unwrap();
+    fs::write(env.dir.path().join("home/.local/state/new"), "in the way").unwrap();
     let run = env.run(&server.base_url, &[], "hi\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("two"), "{run:?}");

@@ -4,13 +4,24 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::fs;
+use std::net::TcpListener;
+use std::path::Path;
 use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
+use std::thread;
 use std::time::Duration;
+use std::time::Instant;
 
 /// Whether `python3` runs the scripted server here; without it (a machine with only the Rust
 /// toolchain) these tests say they were skipped. `.ci/run` always has it.
 fn python() -> bool {
-    let ok = std::process::Command::new("python3")
+    let ok = Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
@@ -21,13 +32,13 @@ fn python() -> bool {
 }
 
 /// What the fake server noted so far (its pid, requests, calls, cancellations).
-fn noted(notes: &std::path::Path) -> String {
-    std::fs::read_to_string(notes).unwrap_or_default()
+fn noted(notes: &Path) -> String {
+    fs::read_to_string(notes).unwrap_or_default()
 }
 
 #[cfg(unix)]
 /// The pid the fake server noted first.
-fn first_pid(notes: &std::path::Path) -> i32 {
+fn first_pid(notes: &Path) -> i32 {
     noted(notes).lines().next().unwrap()[4..].parse().unwrap()
 }
 
@@ -36,7 +47,7 @@ fn fake() -> PathBuf {
 }
 
 /// A user config with the fake server (its notes in `notes`), and a rule that lets its tools run.
-fn config(env: &Env, notes: &std::path::Path, extra_servers: &str) -> String {
+fn config(env: &Env, notes: &Path, extra_servers: &str) -> String {
     let json = format!(
         r#"{{"retry_initial_ms": 5,
             "permissions": [{{"tool": "mcp__fake__*", "action": "allow"}}],
@@ -51,7 +62,7 @@ fn config(env: &Env, notes: &std::path::Path, extra_servers: &str) -> String {
 }
 
 /// The same, the server offering resources and prompts too.
-fn offers_config(env: &Env, notes: &std::path::Path) {
+fn offers_config(env: &Env, notes: &Path) {
     let json = config(env, notes, "");
     env.write_config(&json.replace(
         r#""FAKE_MCP_NOTES""#,
@@ -118,7 +129,7 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
         )
     };
     let dump: Value = serde_json::from_str(
-        &std::fs::read_to_string(env.data().join(format!("{id}.dump.json"))).unwrap(),
+        &fs::read_to_string(env.data().join(format!("{id}.dump.json"))).unwrap(),
     )
     .unwrap();
     assert!(
@@ -133,7 +144,7 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
     assert_eq!(got[0], "echo: hi there");
     assert_eq!(got[1], "Error: it went wrong");
     assert!(got[2].contains("over 16 MB; refused"), "{}", got[2]);
-    let said = std::fs::read_to_string(&notes).unwrap();
+    let said = fs::read_to_string(&notes).unwrap();
     assert!(said.contains(r#"call echo {"text": "hi there"}"#), "{said}");
     // The echo made the server add a tool and say so: the next turn offers it.
     let requests = server.requests();
@@ -161,9 +172,9 @@ fn a_server_s_tools_are_offered_called_and_errors_and_oversized_answers_said() {
         run.stdout.contains("  1 prompt: /mcp__fake__greet\n"),
         "{run:?}"
     );
-    let said = std::fs::read_to_string(&notes).unwrap();
+    let said = fs::read_to_string(&notes).unwrap();
     assert!(said.contains("got ping"), "{said}");
-    let log = std::fs::read_to_string(env.data().join("mcp/fake.log")).unwrap();
+    let log = fs::read_to_string(env.data().join("mcp/fake.log")).unwrap();
     assert!(log.contains("fake server: stderr goes to the log"), "{log}");
     assert!(
         log.contains("not a protocol message on stdout: starting up"),
@@ -185,7 +196,7 @@ fn a_project_s_servers_run_only_once_trusted_and_bad_entries_are_named() {
         r#", {"name": "missing", "command": "/nonexistent/mcp-server"},
             {"name": "odd", "command": "x", "colour": "red"}"#,
     );
-    std::fs::write(
+    fs::write(
         env.work().join(".mcp.json"),
         format!(
             r#"{{"mcpServers": {{"proj": {{"command": "python3", "args": [{:?}]}}}}}}"#,
@@ -235,7 +246,7 @@ fn a_project_s_servers_run_only_once_trusted_and_bad_entries_are_named() {
             .any(|t| t["function"]["name"] == "mcp__proj__echo")
     );
     // A changed entry is a new question.
-    std::fs::write(
+    fs::write(
         env.work().join(".mcp.json"),
         r#"{"mcpServers": {"proj": {"command": "sh", "args": ["-c", "echo pwned > /tmp/x"]}}}"#,
     )
@@ -273,12 +284,9 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     let pid = first_pid(&notes);
     // Killed: started again after a second, and its tools are back.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    let starts = std::fs::read_to_string(&notes)
-        .unwrap()
-        .matches("pid ")
-        .count();
-    assert_eq!(starts, 2, "{}", std::fs::read_to_string(&notes).unwrap());
+    thread::sleep(Duration::from_millis(2500));
+    let starts = fs::read_to_string(&notes).unwrap().matches("pid ").count();
+    assert_eq!(starts, 2, "{}", fs::read_to_string(&notes).unwrap());
     stdin.write_all(b"/mcp\n").unwrap();
     // A slow call interrupted with Ctrl-C: the server is told.
     stdin.write_all(b"go\n").unwrap();
@@ -286,7 +294,7 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     // Its progress is shown before the interruption (said as it arrives; the time is the
     // client's to read it).
     wait_for("progress sent");
-    std::thread::sleep(Duration::from_millis(500));
+    thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     wait_for("cancelled");
     drop(stdin);
@@ -297,7 +305,7 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("  … fake: 1/3 working\n"), "{stderr}");
     // No server outlives `new`.
-    let last_pid: i32 = std::fs::read_to_string(&notes)
+    let last_pid: i32 = fs::read_to_string(&notes)
         .unwrap()
         .lines()
         .rev()
@@ -305,7 +313,7 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
         .unwrap()
         .parse()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     assert_ne!(
         unsafe { libc::kill(last_pid, 0) },
         0,
@@ -369,7 +377,7 @@ fn the_tools_list_chooses_mcp_tools_and_mcp_restart_starts_a_server_again() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(restarted, "{}", std::fs::read_to_string(&notes).unwrap());
+    assert!(restarted, "{}", fs::read_to_string(&notes).unwrap());
     let tools: Vec<String> = server.requests()[0]["tools"]
         .as_array()
         .unwrap()
@@ -427,9 +435,9 @@ fn no_provider_key_reaches_a_server_or_a_hook_unless_passed_on() {
         .arg(env.data());
     let run = run_with_stdin(cmd, "hi\n");
     assert_eq!(run.code, Some(0), "{run:?}");
-    let said = std::fs::read_to_string(&notes).unwrap();
+    let said = fs::read_to_string(&notes).unwrap();
     assert!(said.contains("keys PASSED_API_KEY\n"), "{said}");
-    let hook_env = std::fs::read_to_string(&seen).unwrap();
+    let hook_env = fs::read_to_string(&seen).unwrap();
     assert!(!hook_env.contains("sk-secret"), "{hook_env}");
     assert!(
         hook_env.contains("NEW_HOOK_EVENT=program_start"),
@@ -447,7 +455,7 @@ fn a_server_that_hangs_fails_after_the_handshake_timeout_and_the_turn_goes_on() 
             "servers": [{"name": "mute", "command": "sleep", "args": ["30"]}]}}"#,
     );
     let server = Server::start(vec![text(&["answered anyway"])]);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let run = env.run(&server.base_url, &[], "hi\n/mcp\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
@@ -470,7 +478,7 @@ fn a_server_that_hangs_fails_after_the_handshake_timeout_and_the_turn_goes_on() 
 
 /// A tiny HTTP MCP server on loopback whose GET stream is one `data:` line that never ends.
 /// Returns its URL; `streamed` counts the bytes it managed to send on that stream.
-fn endless_get_server(streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> String {
+fn endless_get_server(streamed: Arc<AtomicUsize>) -> String {
     fake_http_server(streamed, Fake::EndlessGet)
 }
 
@@ -490,29 +498,26 @@ enum Fake {
     NeedsToken,
 }
 
-fn fake_http_server(
-    streamed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    fake: Fake,
-) -> String {
+fn fake_http_server(streamed: Arc<AtomicUsize>, fake: Fake) -> String {
     use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     // KeptOpen: a call has come; the GET stream's storm is over.
-    let calling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stormed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let wait_for = |flag: &std::sync::atomic::AtomicBool| {
+    let calling = Arc::new(AtomicBool::new(false));
+    let stormed = Arc::new(AtomicBool::new(false));
+    let wait_for = |flag: &AtomicBool| {
         for _ in 0..3000 {
-            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            if flag.load(Ordering::SeqCst) {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            thread::sleep(Duration::from_millis(10));
         }
     };
-    std::thread::spawn(move || {
+    thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let streamed = streamed.clone();
             let (calling, stormed) = (calling.clone(), stormed.clone());
-            std::thread::spawn(move || {
+            thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut stream = stream;
                 loop {
@@ -576,8 +581,8 @@ fn fake_http_server(
                             );
                         }
                         let _ = stream.write_all(storm.as_bytes());
-                        stormed.store(true, std::sync::atomic::Ordering::SeqCst);
-                        std::thread::sleep(std::time::Duration::from_secs(60));
+                        stormed.store(true, Ordering::SeqCst);
+                        thread::sleep(Duration::from_secs(60));
                         return;
                     }
                     if method == "GET" {
@@ -586,8 +591,8 @@ fn fake_http_server(
                         );
                         let chunk = vec![b'a'; 64 * 1024];
                         while stream.write_all(&chunk).is_ok() {
-                            streamed.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
-                            if streamed.load(std::sync::atomic::Ordering::SeqCst) > 200 << 20 {
+                            streamed.fetch_add(chunk.len(), Ordering::SeqCst);
+                            if streamed.load(Ordering::SeqCst) > 200 << 20 {
                                 return;
                             }
                         }
@@ -601,7 +606,7 @@ fn fake_http_server(
                     };
                     let hostile = fake == Fake::HostileList;
                     if fake == Fake::KeptOpen && message["method"] == "tools/call" {
-                        calling.store(true, std::sync::atomic::Ordering::SeqCst);
+                        calling.store(true, Ordering::SeqCst);
                         let token = message["params"]["_meta"]["progressToken"].clone();
                         let mut head = String::from(
                             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
@@ -620,7 +625,7 @@ fn fake_http_server(
                             .as_bytes(),
                         );
                         // The stream stays open after the answer.
-                        std::thread::sleep(std::time::Duration::from_secs(60));
+                        thread::sleep(Duration::from_secs(60));
                         return;
                     }
                     let result = match message["method"].as_str() {
@@ -628,14 +633,14 @@ fn fake_http_server(
                             "capabilities": {"tools": {}}, "serverInfo": {"name": "endless", "version": "1"},
                             "instructions": if hostile { "i".repeat(100_000) } else { String::new() }}),
                         Some("tools/list") if hostile => {
-                            streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            streamed.fetch_add(1, Ordering::SeqCst);
                             let tool =
                                 |n: &str| json!({"name": n, "inputSchema": {"type": "object"}});
                             json!({"tools": [tool("dup"), tool("dup"), tool("a.b"), tool("a_b")],
                                 "nextCursor": "again"})
                         }
                         Some("tools/list") if fake == Fake::KeptOpen => {
-                            streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            streamed.fetch_add(1, Ordering::SeqCst);
                             json!({"tools": [{"name": "wait", "inputSchema": {"type": "object"}}]})
                         }
                         Some("tools/list") if fake == Fake::NeedsToken => json!({"tools": [
@@ -667,7 +672,7 @@ fn fake_http_server(
 #[test]
 fn an_endless_event_on_the_get_stream_is_cut_at_16_mb() {
     let env = Env::new();
-    let streamed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let streamed = Arc::new(AtomicUsize::new(0));
     let url = endless_get_server(streamed.clone());
     env.write_config(
         &json!({"retry_initial_ms": 5, "mcp": {"servers": [{"name": "endless", "url": url}]}})
@@ -677,13 +682,13 @@ fn an_endless_event_on_the_get_stream_is_cut_at_16_mb() {
     let mut child = env.spawn(&server.base_url);
     let log = env.data().join("mcp/endless.log");
     assert!(
-        eventually(400, std::time::Duration::from_millis(25), || {
-            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("over 16 MB"))
+        eventually(400, Duration::from_millis(25), || {
+            fs::read_to_string(&log).is_ok_and(|t| t.contains("over 16 MB"))
         }),
         "the stream was not cut; {} bytes sent",
-        streamed.load(std::sync::atomic::Ordering::SeqCst)
+        streamed.load(Ordering::SeqCst)
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
     let rss_kb: u64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -692,7 +697,7 @@ fn an_endless_event_on_the_get_stream_is_cut_at_16_mb() {
     assert!(rss_kb < 200 * 1024, "peak memory {rss_kb} kB");
     let _ = child.kill();
     let _ = child.wait();
-    assert!(streamed.load(std::sync::atomic::Ordering::SeqCst) < 100 << 20);
+    assert!(streamed.load(Ordering::SeqCst) < 100 << 20);
 }
 
 /// A server whose list repeats its `nextCursor` is not paged for ever; names that come out alike
@@ -700,7 +705,7 @@ fn an_endless_event_on_the_get_stream_is_cut_at_16_mb() {
 #[test]
 fn a_hostile_tool_list_is_paged_once_named_apart_and_its_instructions_capped() {
     let env = Env::new();
-    let pages = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let pages = Arc::new(AtomicUsize::new(0));
     let url = fake_http_server(pages.clone(), Fake::HostileList);
     env.write_config(
         &json!({"retry_initial_ms": 5, "mcp": {"servers": [{"name": "h", "url": url}]}})
@@ -709,10 +714,7 @@ fn a_hostile_tool_list_is_paged_once_named_apart_and_its_instructions_capped() {
     let server = Server::start(vec![text(&["hi"])]);
     let run = env.run(&server.base_url, &["-p", "hello"], "");
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert!(
-        pages.load(std::sync::atomic::Ordering::SeqCst) <= 2,
-        "paged again and again"
-    );
+    assert!(pages.load(Ordering::SeqCst) <= 2, "paged again and again");
     let request = &server.requests()[0];
     let mut names: Vec<String> = request["tools"]
         .as_array()
@@ -723,7 +725,7 @@ fn a_hostile_tool_list_is_paged_once_named_apart_and_its_instructions_capped() {
         .map(str::to_string)
         .collect();
     names.sort();
-    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    let unique: BTreeSet<&String> = names.iter().collect();
     assert_eq!(unique.len(), names.len(), "{names:?}");
     assert!(names.contains(&"mcp__h__dup_2".to_string()), "{names:?}");
     let system = system_of(request);
@@ -736,7 +738,7 @@ fn a_hostile_tool_list_is_paged_once_named_apart_and_its_instructions_capped() {
 #[test]
 fn an_answer_on_a_kept_open_stream_completes_the_call_and_storms_are_coalesced() {
     let env = Env::new();
-    let lists = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let lists = Arc::new(AtomicUsize::new(0));
     let url = fake_http_server(lists.clone(), Fake::KeptOpen);
     env.write_config(
         &json!({"retry_initial_ms": 5,
@@ -755,7 +757,7 @@ fn an_answer_on_a_kept_open_stream_completes_the_call_and_storms_are_coalesced()
         vec!["kept open".to_string()],
         "{run:?}"
     );
-    let lists = lists.load(std::sync::atomic::Ordering::SeqCst);
+    let lists = lists.load(Ordering::SeqCst);
     assert!(lists <= 10, "{lists} listings");
     assert!(!run.stderr.contains("stray"), "{}", run.stderr);
     let said = run.stderr.matches("working").count();
@@ -825,10 +827,7 @@ fn a_missing_server_program_is_said_as_such() {
 #[test]
 fn headers_helper_disabled_tools_always_allow_and_failures_in_one_shot_mode() {
     let env = Env::new();
-    let url = fake_http_server(
-        std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-        Fake::NeedsToken,
-    );
+    let url = fake_http_server(Arc::new(AtomicUsize::new(0)), Fake::NeedsToken);
     let entry = |helper: &str| {
         json!({"name": "helper", "url": url, "headers": {"x-token": "static"},
             "headersHelper": helper, "disabledTools": ["drop"], "alwaysAllow": ["keep"]})
@@ -838,7 +837,7 @@ fn headers_helper_disabled_tools_always_allow_and_failures_in_one_shot_mode() {
             entry(r#"printf '{"x-token": "from-%s"}' "$CLAUDE_CODE_MCP_SERVER_NAME""#)]}})
         .to_string(),
     );
-    std::fs::write(
+    fs::write(
         env.work().join(".mcp.json"),
         json!({"mcpServers": {"p": {"command": "true", "autoApprove": ["x"]}}}).to_string(),
     )

@@ -5,13 +5,26 @@
 
 use crate::support::*;
 use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
+use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::fs;
+use std::fs::Permissions;
+use std::net::TcpListener;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+use std::time::Instant;
+use tokio::net;
+use tokio::runtime::Builder;
 
 /// What the scripted servers saw.
 #[derive(Default)]
@@ -90,7 +103,7 @@ fn form(text: &str) -> HashMap<String, String> {
         .collect()
 }
 
-async fn authorize(State(s): State<Shared>, uri: axum::http::Uri) -> Response {
+async fn authorize(State(s): State<Shared>, uri: Uri) -> Response {
     note(&s, "GET authorize".into());
     let q = form(uri.query().unwrap_or_default());
     let to = format!(
@@ -102,7 +115,7 @@ async fn authorize(State(s): State<Shared>, uri: axum::http::Uri) -> Response {
     Response::builder()
         .status(302)
         .header("location", to)
-        .body(axum::body::Body::empty())
+        .body(Body::empty())
         .unwrap()
 }
 
@@ -169,7 +182,7 @@ async fn mcp(State(s): State<Shared>, headers: HeaderMap, body: String) -> Respo
                     s.base
                 ),
             )
-            .body(axum::body::Body::empty())
+            .body(Body::empty())
             .unwrap();
     }
     let Some(id) = message.get("id").cloned() else {
@@ -190,7 +203,7 @@ async fn mcp(State(s): State<Shared>, headers: HeaderMap, body: String) -> Respo
 
 /// The resource and authorization servers on one loopback port; their base URL.
 fn oauth_servers(lifetime: u64) -> (String, Arc<Mutex<Seen>>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Seen>> = Default::default();
@@ -199,11 +212,8 @@ fn oauth_servers(lifetime: u64) -> (String, Arc<Mutex<Seen>>) {
         seen: seen.clone(),
         lifetime,
     };
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+    thread::spawn(move || {
+        let runtime = Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async move {
             let app = Router::new()
                 .route(
@@ -216,7 +226,7 @@ fn oauth_servers(lifetime: u64) -> (String, Arc<Mutex<Seen>>) {
                 .route("/token", post(token))
                 .route("/mcp", post(mcp))
                 .with_state(shared);
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let listener = net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });
@@ -224,15 +234,15 @@ fn oauth_servers(lifetime: u64) -> (String, Arc<Mutex<Seen>>) {
 }
 
 /// A `$BROWSER` that follows the authorization server's redirect to new's loopback port.
-fn browser(env: &Env) -> std::path::PathBuf {
+fn browser(env: &Env) -> PathBuf {
     let path = env.dir.path().join("browser");
-    std::fs::write(
+    fs::write(
         &path,
         "#!/bin/sh\nexec python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=20).read()' \"$1\"\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&path, Permissions::from_mode(0o755)).unwrap();
     path
 }
 
@@ -246,15 +256,15 @@ fn config(env: &Env, base: &str) {
 }
 
 /// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathBuf> {
+fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+        for entry in fs::read_dir(&d).into_iter().flatten().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if std::fs::read(&path)
+            } else if fs::read(&path)
                 .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
             {
                 found.push(path);
@@ -265,7 +275,7 @@ fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathB
 }
 
 fn python() -> bool {
-    std::process::Command::new("python3")
+    Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
@@ -318,7 +328,7 @@ fn oauth_tokens_are_kept_private_and_refreshed_when_they_expire() {
     let store = env.config_dir().join("mcp-oauth.json");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
-        std::fs::metadata(&store).unwrap().permissions().mode() & 0o777,
+        fs::metadata(&store).unwrap().permissions().mode() & 0o777,
         0o600
     );
     // The tokens are in the store and in no other file: not the project, not DATADIR's
@@ -336,7 +346,7 @@ fn oauth_tokens_are_kept_private_and_refreshed_when_they_expire() {
     }
 
     // Later (here: four seconds): refreshed, not asked again.
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    thread::sleep(Duration::from_secs(4));
     seen.lock().unwrap().log.clear();
     let second = run(&model);
     assert_eq!(second.code, Some(0), "{second:?}");
@@ -359,7 +369,7 @@ fn oauth_tokens_are_kept_private_and_refreshed_when_they_expire() {
     );
     assert_eq!(
         files_containing(env.work().as_path(), "secret-"),
-        Vec::<std::path::PathBuf>::new()
+        Vec::<PathBuf>::new()
     );
 }
 
@@ -371,17 +381,14 @@ fn an_unanswerable_401_in_one_shot_mode_is_said_on_stderr_and_in_the_json() {
     let (base, seen) = oauth_servers(3600);
     config(&env, &base);
     let model = Server::start(vec![text(&["hi"])]);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let run = env.run(
         &model.base_url,
         &["-p", "go", "--output-format", "json"],
         "",
     );
     assert_eq!(run.code, Some(0), "{run:?}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "it waited"
-    );
+    assert!(started.elapsed() < Duration::from_secs(30), "it waited");
     let result: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
     let errors = result["mcp_errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{result}");
@@ -402,16 +409,16 @@ fn an_unanswerable_401_in_one_shot_mode_is_said_on_stderr_and_in_the_json() {
 /// A listener on loopback that counts the connections it gets and what the first bytes of each
 /// said; its address.
 fn tripwire() -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let got: Arc<Mutex<Vec<String>>> = Default::default();
     let seen = got.clone();
-    std::thread::spawn(move || {
+    thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             use std::io::Read;
             let mut stream = stream;
             stream
-                .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .set_read_timeout(Some(Duration::from_secs(2)))
                 .unwrap();
             let mut buf = vec![0u8; 64 * 1024];
             let n = stream.read(&mut buf).unwrap_or(0);
@@ -433,7 +440,7 @@ fn tripwire() -> (String, Arc<Mutex<Vec<String>>>) {
 fn a_projects_mcp_entry_may_not_name_a_file_to_send_and_nothing_reaches_its_endpoint() {
     let env = Env::new();
     let (base, got) = tripwire();
-    std::fs::write(
+    fs::write(
         env.work().join(".mcp.json"),
         json!({"mcpServers": {
             "corp": {"type": "http", "url": format!("{base}/mcp"), "oauth": {
@@ -471,7 +478,7 @@ fn a_projects_mcp_entry_may_not_name_a_file_to_send_and_nothing_reaches_its_endp
                 .contains("`oauth.privateKeyFile`: this server would read /proc/self/environ"),
         "{run:?}"
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     assert_eq!(*got.lock().unwrap(), Vec::<String>::new());
 
     // The user's own entry: a file of the kernel's is not an ID token either.
@@ -483,7 +490,7 @@ fn a_projects_mcp_entry_may_not_name_a_file_to_send_and_nothing_reaches_its_endp
                     "clientId": "i", "idTokenFile": "/proc/self/environ"}}}]}})
         .to_string(),
     );
-    std::fs::remove_file(env.work().join(".mcp.json")).unwrap();
+    fs::remove_file(env.work().join(".mcp.json")).unwrap();
     let mut cmd = env.command(&model.base_url);
     cmd.arg(env.work())
         .arg("default")
@@ -497,6 +504,6 @@ fn a_projects_mcp_entry_may_not_name_a_file_to_send_and_nothing_reaches_its_endp
             .contains("/proc/self/environ is refused: it is in /proc, the kernel's"),
         "{run:?}"
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     assert_eq!(*got.lock().unwrap(), Vec::<String>::new());
 }

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::*;
+use std::fs;
+use std::path::PathBuf;
+use std::thread;
 
 /// Runs `new` with lines fed one group at a time: each group is written once `ready` says so.
 fn run_paced(env: &Env, url: &str, groups: &[(&str, &dyn Fn() -> bool)]) -> Run {
@@ -33,7 +36,7 @@ fn run_paced(env: &Env, url: &str, groups: &[(&str, &dyn Fn() -> bool)]) -> Run 
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
-            std::thread::sleep(Duration::from_millis(20));
+            thread::sleep(Duration::from_millis(20));
         }
         stdin.write_all(lines.as_bytes()).unwrap();
     }
@@ -46,7 +49,7 @@ fn run_paced(env: &Env, url: &str, groups: &[(&str, &dyn Fn() -> bool)]) -> Run 
     }
 }
 
-fn project_memory(env: &Env) -> std::path::PathBuf {
+fn project_memory(env: &Env) -> PathBuf {
     env.data().join("memory")
 }
 
@@ -63,7 +66,7 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
     env.write_config(r#"{"retry_initial_ms": 5, "memory": {"review_every": 1}}"#);
     let file = project_memory(&env).join("package-manager.md");
     let indexed = || {
-        std::fs::read_to_string(project_memory(&env).join("MEMORY.md"))
+        fs::read_to_string(project_memory(&env).join("MEMORY.md"))
             .is_ok_and(|i| i.contains("package-manager.md"))
     };
     let run = run_paced(
@@ -91,7 +94,7 @@ fn a_review_learns_in_the_background_without_secrets_and_the_next_session_knows(
         "{asked}"
     );
     // Nothing secret reached the disk.
-    let stored = std::fs::read_to_string(&file).unwrap();
+    let stored = fs::read_to_string(&file).unwrap();
     assert!(stored.contains("Use pnpm, never npm."), "{stored}");
     assert!(stored.contains("[redacted]"), "{stored}");
     for secret in ["hunter2", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"] {
@@ -150,7 +153,7 @@ fn a_failed_or_slow_review_changes_nothing_and_leaving_does_not_wait_for_one() {
         "{:?}",
         started.elapsed()
     );
-    std::thread::sleep(Duration::from_secs(4));
+    thread::sleep(Duration::from_secs(4));
     assert!(!project_memory(&env).join("late.md").exists());
 }
 
@@ -326,13 +329,13 @@ fn codepilot_s_memory_folders_are_read_and_left_alone() {
         (&repo, "deploy", "project_fact", "Deploys with fly"),
         (&home, "terse", "user_preference", "Terse answers"),
     ] {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(
+        fs::create_dir_all(dir).unwrap();
+        fs::write(
             dir.join(format!("{name}.md")),
             format!("---\nname: {name}\ntype: {kind}\ndescription: {about}\n---\n\nx\n"),
         )
         .unwrap();
-        std::fs::write(
+        fs::write(
             dir.join("MEMORY.md"),
             format!("# Memory\n\n- [{name}]({name}.md) — {about}\n"),
         )

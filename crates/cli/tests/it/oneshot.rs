@@ -4,6 +4,13 @@
 use serde_json::Value;
 
 use crate::support::*;
+use std::fs;
+#[cfg(not(windows))]
+use std::process::Stdio;
+#[cfg(not(windows))]
+use std::thread;
+#[cfg(not(windows))]
+use std::time::Duration;
 
 fn one_shot(env: &Env, server: &Server, args: &[&str], stdin: &str) -> Run {
     let mut cmd = env.command(&server.base_url);
@@ -21,7 +28,7 @@ fn json_reports_the_turn_in_one_object() {
         text(&["Two ", "files."]),
     ]);
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "a").unwrap();
+    fs::write(env.work().join("a.txt"), "a").unwrap();
     let run = one_shot(
         &env,
         &server,
@@ -203,7 +210,7 @@ fn stream_json_reports_a_compaction() {
 fn an_interrupted_one_shot_prints_what_arrived() {
     let server = Server::start(vec![Reply::SseStall(
         vec![chunk_text("Partial ans")],
-        std::time::Duration::from_secs(60),
+        Duration::from_secs(60),
         vec![chunk_text("never")],
     )]);
     let env = Env::new();
@@ -212,17 +219,17 @@ fn an_interrupted_one_shot_prints_what_arrived() {
         .arg("default")
         .arg(env.data())
         .args(["-p", "tell me"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     assert!(
-        eventually(100, std::time::Duration::from_millis(50), || !server
+        eventually(100, Duration::from_millis(50), || !server
             .requests()
             .is_empty()),
         "the request went out"
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     // SAFETY: a plain signal to the child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

@@ -2,6 +2,9 @@
 //! denial said when there is no terminal to ask, diffs, and `/permissions`.
 
 use crate::support::*;
+use std::fs;
+#[cfg(not(windows))]
+use std::fs::Permissions;
 
 /// With the sandbox on (the default where the kernel has it), a command runs in default mode
 /// without a question: the kernel keeps it inside WORKDIR. `/status` and `/sandbox` say so.
@@ -62,7 +65,7 @@ fn without_the_sandbox_default_mode_writes_with_a_diff_but_cannot_ask_to_run_com
         "{run:?}"
     );
     assert_eq!(
-        std::fs::read_to_string(env.work().join("hello.txt")).unwrap(),
+        fs::read_to_string(env.work().join("hello.txt")).unwrap(),
         "hello\nworld\n"
     );
     assert!(run.stdout.contains("✓ hello.txt: created, 2 lines\n--- /dev/null\n+++ b/hello.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n"), "{run:?}");
@@ -100,7 +103,7 @@ fn permissive_mode_runs_commands_and_strict_mode_asks_for_writes() {
     let got = results(&server, 1);
     assert_eq!(got[0], "Exit code: 0\nstdout:\nhi\nstderr:\nerr\n");
     assert!(got[1].starts_with("Created"));
-    std::fs::remove_file(env.work().join("x.txt")).unwrap();
+    fs::remove_file(env.work().join("x.txt")).unwrap();
 
     env.run(
         &server.base_url,
@@ -138,8 +141,8 @@ fn rules_allow_and_deny_with_reasons_project_before_user() {
         {"tool": "bash", "pattern": "echo *", "action": "allow"},
         {"tool": "bash", "pattern": "git *", "action": "allow"}]}"#,
     );
-    std::fs::create_dir_all(env.work().join(".new")).unwrap();
-    std::fs::write(env.work().join(".new/config.json"), r#"{"permissions": [
+    fs::create_dir_all(env.work().join(".new")).unwrap();
+    fs::write(env.work().join(".new/config.json"), r#"{"permissions": [
         {"tool": "write_file", "pattern": "secrets/**", "action": "deny", "reason": "keys stay out of reach"},
         {"tool": "bash", "pattern": "git push*", "action": "deny"}]}"#).unwrap();
     let run = env.run(&server.base_url, &[], "go\n/permissions\n");
@@ -247,10 +250,10 @@ fn search_tools_work_through_the_agent() {
         text(&["found"]),
     ]);
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join("src")).unwrap();
-    std::fs::write(env.work().join("src/lib.rs"), "// TODO: tests\nfn f() {}\n").unwrap();
-    std::fs::write(env.work().join(".gitignore"), "ignored.rs\n").unwrap();
-    std::fs::write(env.work().join("ignored.rs"), "// TODO: hidden\n").unwrap();
+    fs::create_dir_all(env.work().join("src")).unwrap();
+    fs::write(env.work().join("src/lib.rs"), "// TODO: tests\nfn f() {}\n").unwrap();
+    fs::write(env.work().join(".gitignore"), "ignored.rs\n").unwrap();
+    fs::write(env.work().join("ignored.rs"), "// TODO: hidden\n").unwrap();
     env.run(&server.base_url, &[], "look\n");
     let got = results(&server, 1);
     assert_eq!(got[0], "src/lib.rs\n");
@@ -267,13 +270,9 @@ fn a_command_rule_matches_the_command_as_written() {
         text(&["ok"]),
     ]);
     let env = Env::new();
-    std::fs::write(env.work().join("run.sh"), "#!/bin/sh\necho ran\n").unwrap();
+    fs::write(env.work().join("run.sh"), "#!/bin/sh\necho ran\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        env.work().join("run.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    fs::set_permissions(env.work().join("run.sh"), Permissions::from_mode(0o755)).unwrap();
     env.write_config(
         r#"{"retry_initial_ms": 5, "permissions": [{"tool": "bash", "pattern": "./run.sh", "action": "deny"}]}"#,
     );
@@ -293,7 +292,7 @@ fn a_command_rule_matches_the_command_as_written() {
 #[test]
 fn rules_name_tools_by_alias_and_an_unknown_tool_is_an_error() {
     let env = Env::new();
-    std::fs::write(env.work().join("x"), "keep\n").unwrap();
+    fs::write(env.work().join("x"), "keep\n").unwrap();
     env.write_config(
         r#"{"retry_initial_ms": 5, "permission_mode": "permissive",
             "permissions": [{"tool": "Bash", "pattern": "rm *", "action": "deny", "reason": "no rm"},
@@ -332,13 +331,13 @@ fn rules_name_tools_by_alias_and_an_unknown_tool_is_an_error() {
 #[test]
 fn files_that_run_or_instruct_later_are_protected_from_the_file_tools() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join("scripts")).unwrap();
-    std::fs::create_dir_all(env.work().join("docs")).unwrap();
-    std::fs::write(env.work().join("scripts/after-write.sh"), "echo ok\n").unwrap();
-    std::fs::write(env.work().join("server.py"), "print()\n").unwrap();
-    std::fs::write(env.work().join("docs/rules.md"), "be careful\n").unwrap();
-    std::fs::write(env.work().join("AGENTS.md"), "Read this.\n@docs/rules.md\n").unwrap();
-    std::fs::write(
+    fs::create_dir_all(env.work().join("scripts")).unwrap();
+    fs::create_dir_all(env.work().join("docs")).unwrap();
+    fs::write(env.work().join("scripts/after-write.sh"), "echo ok\n").unwrap();
+    fs::write(env.work().join("server.py"), "print()\n").unwrap();
+    fs::write(env.work().join("docs/rules.md"), "be careful\n").unwrap();
+    fs::write(env.work().join("AGENTS.md"), "Read this.\n@docs/rules.md\n").unwrap();
+    fs::write(
         env.work().join(".mcp.json"),
         r#"{"mcpServers": {"local": {"command": "python3", "args": ["server.py"]}}}"#,
     )
@@ -382,7 +381,7 @@ fn files_that_run_or_instruct_later_are_protected_from_the_file_tools() {
         "{got:?}"
     );
     assert_eq!(
-        std::fs::read_to_string(env.work().join("docs/rules.md")).unwrap(),
+        fs::read_to_string(env.work().join("docs/rules.md")).unwrap(),
         "be careful\n"
     );
 }
@@ -393,8 +392,8 @@ fn files_that_run_or_instruct_later_are_protected_from_the_file_tools() {
 #[test]
 fn claude_code_permission_rules_apply_and_allowances_wait_for_trust() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".claude")).unwrap();
-    std::fs::write(
+    fs::create_dir_all(env.work().join(".claude")).unwrap();
+    fs::write(
         env.work().join(".claude/settings.json"),
         serde_json::json!({"permissions": {
             "allow": ["Bash(echo:*)", "WebFetch(domain:example.com)"],
@@ -402,7 +401,7 @@ fn claude_code_permission_rules_apply_and_allowances_wait_for_trust() {
         .to_string(),
     )
     .unwrap();
-    std::fs::write(env.work().join(".env"), "SECRET=1\n").unwrap();
+    fs::write(env.work().join(".env"), "SECRET=1\n").unwrap();
     let calls = || {
         tool_calls(&[
             ("a", "read_file", r#"{"filepath":".env"}"#),

@@ -3,6 +3,14 @@
 //! hangs the first message. Each attack as it was found, through the binary.
 
 use crate::support::*;
+#[cfg(not(windows))]
+use new_sys::platform;
+use std::fs;
+use std::fs::File;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+use std::time::Duration;
+use std::time::Instant;
 
 #[cfg(unix)]
 #[test]
@@ -10,33 +18,33 @@ fn links_out_fifos_devices_and_huge_files_in_a_project_are_refused_and_said() {
     let env = Env::new();
     let work = env.work();
     let outside = env.dir.path().join("outside");
-    std::fs::create_dir_all(outside.join("skill")).unwrap();
-    std::fs::write(outside.join("secret.md"), "OUTSIDE-SECRET\n").unwrap();
-    std::fs::write(
+    fs::create_dir_all(outside.join("skill")).unwrap();
+    fs::write(outside.join("secret.md"), "OUTSIDE-SECRET\n").unwrap();
+    fs::write(
         outside.join("skill/SKILL.md"),
         "---\nname: away\ndescription: OUTSIDE-SKILL\n---\nOUTSIDE-BODY\n",
     )
     .unwrap();
-    std::os::unix::fs::symlink("/proc/self/environ", work.join("AGENTS.md")).unwrap();
+    symlink("/proc/self/environ", work.join("AGENTS.md")).unwrap();
     for d in [
         ".claude/skills/zero",
         ".claude/skills/fifo",
         ".new/agents",
         ".new/roles",
     ] {
-        std::fs::create_dir_all(work.join(d)).unwrap();
+        fs::create_dir_all(work.join(d)).unwrap();
     }
-    std::os::unix::fs::symlink("/dev/zero", work.join(".claude/skills/zero/SKILL.md")).unwrap();
-    new_sys::platform::make_fifo(&work.join(".claude/skills/fifo/SKILL.md")).unwrap();
-    std::os::unix::fs::symlink(outside.join("skill"), work.join(".claude/skills/away")).unwrap();
-    std::os::unix::fs::symlink(
+    symlink("/dev/zero", work.join(".claude/skills/zero/SKILL.md")).unwrap();
+    platform::make_fifo(&work.join(".claude/skills/fifo/SKILL.md")).unwrap();
+    symlink(outside.join("skill"), work.join(".claude/skills/away")).unwrap();
+    symlink(
         outside.join("secret.md"),
         work.join(".claude/skills/flat.md"),
     )
     .unwrap();
-    std::os::unix::fs::symlink(outside.join("secret.md"), work.join(".new/agents/spy.md")).unwrap();
-    std::os::unix::fs::symlink(outside.join("secret.md"), work.join(".new/roles/evil.md")).unwrap();
-    std::os::unix::fs::symlink(outside.join("secret.md"), work.join(".mcp.json")).unwrap();
+    symlink(outside.join("secret.md"), work.join(".new/agents/spy.md")).unwrap();
+    symlink(outside.join("secret.md"), work.join(".new/roles/evil.md")).unwrap();
+    symlink(outside.join("secret.md"), work.join(".mcp.json")).unwrap();
     let server = Server::start(vec![text(&["hello"])]);
     let mut cmd = env.command(&server.base_url);
     cmd.arg(&work)
@@ -44,12 +52,9 @@ fn links_out_fifos_devices_and_huge_files_in_a_project_are_refused_and_said() {
         .arg(env.data())
         .args(["-p", "hi"])
         .env("OPENAI_API_KEY", "sk-very-secret-123");
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let run = run_with_stdin(cmd, "");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
-        "it hung"
-    );
+    assert!(started.elapsed() < Duration::from_secs(20), "it hung");
     assert_eq!(run.code, Some(0), "{run:?}");
     let request = serde_json::to_string(&server.requests()[0]).unwrap();
     for secret in [
@@ -83,14 +88,14 @@ fn links_out_fifos_devices_and_huge_files_in_a_project_are_refused_and_said() {
 #[test]
 fn a_huge_sparse_instructions_file_is_cut_not_read_whole() {
     let env = Env::new();
-    let f = std::fs::File::create(env.work().join("AGENTS.md")).unwrap();
+    let f = File::create(env.work().join("AGENTS.md")).unwrap();
     f.set_len(20 << 30).unwrap();
-    std::fs::write(env.work().join("CLAUDE.md"), "unused\n").unwrap();
+    fs::write(env.work().join("CLAUDE.md"), "unused\n").unwrap();
     let server = Server::start(vec![text(&["hello"])]);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let run = env.run(&server.base_url, &["-p", "hi"], "");
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(20),
         "it read it all"
     );
     assert_eq!(run.code, Some(0), "{run:?}");

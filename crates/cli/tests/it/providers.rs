@@ -6,6 +6,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::support::*;
+use std::fs;
+use std::time::Duration;
 
 fn anthropic(env: &Env, server: &Server) -> Command {
     let mut cmd = env.command("");
@@ -29,7 +31,7 @@ fn anthropic_streams_text_runs_tools_and_reports_cache_usage() {
         anthropic_text(&["The file ", "says hi."]),
     ]);
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "hi\n").unwrap();
+    fs::write(env.work().join("a.txt"), "hi\n").unwrap();
     let run = run_with_stdin(anthropic(&env, &server), "read a.txt\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
@@ -393,7 +395,7 @@ fn model_and_models() {
 #[test]
 fn first_run_without_configuration_explains_what_to_set() {
     let env = Env::new();
-    std::fs::remove_file(env.config_dir().join("config.json")).unwrap();
+    fs::remove_file(env.config_dir().join("config.json")).unwrap();
     let mut cmd = env.command("");
     cmd.env_remove("OPENAI_BASE_URL").arg(env.work());
     let run = run_with_stdin(cmd, "/help\n");
@@ -445,7 +447,7 @@ fn config_kinds_and_values_reach_the_request() {
 fn an_idle_stream_times_out_and_keeps_what_arrived() {
     let server = Server::start(vec![Reply::SseStall(
         vec![chunk_text("Slow start")],
-        std::time::Duration::from_secs(30),
+        Duration::from_secs(30),
         vec![],
     )]);
     let env = Env::new();
@@ -468,18 +470,18 @@ fn an_idle_stream_times_out_and_keeps_what_arrived() {
 #[test]
 fn dump_writes_the_body_the_server_receives_for_each_provider() {
     let dumped = |env: &Env| -> Value {
-        let files: Vec<_> = std::fs::read_dir(env.data())
+        let files: Vec<_> = fs::read_dir(env.data())
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.to_string_lossy().ends_with(".dump.json"))
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
-        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
+        serde_json::from_str(&fs::read_to_string(&files[0]).unwrap()).unwrap()
     };
     // OpenAI-compatible.
     let server = Server::start(vec![text(&["hello back"])]);
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "x").unwrap();
+    fs::write(env.work().join("a.txt"), "x").unwrap();
     let run = env.run(&server.base_url, &[], "hello\n/1\n/dump\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(dumped(&env), server.requests()[0]);

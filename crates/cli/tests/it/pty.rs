@@ -9,6 +9,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
+use std::fs;
+use std::io;
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process;
+use std::ptr;
+use std::sync::Arc;
+use std::thread;
+use tokio::sync::Semaphore;
 
 struct Pty {
     master: File,
@@ -35,9 +45,9 @@ impl Pty {
             libc::openpty(
                 &mut master,
                 &mut slave,
-                std::ptr::null_mut(),
+                ptr::null_mut(),
                 // Mutable pointers: macOS declares them so (Linux takes them as const).
-                std::ptr::null_mut(),
+                ptr::null_mut(),
                 &raw mut size,
             )
         };
@@ -53,7 +63,7 @@ impl Pty {
         unsafe {
             cmd.pre_exec(|| {
                 if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(io::Error::last_os_error());
                 }
                 Ok(())
             });
@@ -95,7 +105,7 @@ impl Pty {
             match self.master.read(&mut buf) {
                 Ok(0) => {}
                 Ok(n) => self.screen.push_str(&String::from_utf8_lossy(&buf[..n])),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(_) => {} // EIO once the child has exited
             }
             assert!(
@@ -103,7 +113,7 @@ impl Pty {
                 "timed out waiting for {needle:?}; screen so far: {:?}",
                 self.screen
             );
-            std::thread::sleep(Duration::from_millis(10));
+            thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -116,7 +126,7 @@ impl Pty {
             let mut buf = [0u8; 4096];
             let _ = self.master.read(&mut buf);
             assert!(Instant::now() < deadline, "the program did not exit");
-            std::thread::sleep(Duration::from_millis(10));
+            thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -140,7 +150,7 @@ fn start(env: &Env, base_url: &str) -> Pty {
 #[test]
 fn tab_completes_commands_and_conversation_ids() {
     let env = Env::new();
-    std::fs::write(env.data().join("cafe1234.jsonl"), "").unwrap();
+    fs::write(env.data().join("cafe1234.jsonl"), "").unwrap();
     let mut pty = start(&env, "http://127.0.0.1:9/v1");
     pty.send("/swi\t");
     pty.expect("/switch ");
@@ -154,8 +164,8 @@ fn tab_completes_commands_and_conversation_ids() {
 
     // Skills run as `/<name>` complete like commands.
     let skill = env.work().join(".new/skills/pdf-forms/SKILL.md");
-    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
-    std::fs::write(&skill, "---\nname: pdf-forms\n---\nFill forms.").unwrap();
+    fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    fs::write(&skill, "---\nname: pdf-forms\n---\nFill forms.").unwrap();
     let mut pty = start(&env, "http://127.0.0.1:9/v1");
     pty.send("/pdf\t");
     pty.expect("/pdf-forms ");
@@ -248,11 +258,11 @@ fn alt_enter_and_a_trailing_backslash_make_multi_line_messages_and_history_persi
     assert_eq!(server.messages(1)[3].1, "third\nfourth");
 
     let history = env.dir.path().join("xdg-data/new/history.txt");
-    let saved = std::fs::read_to_string(&history).unwrap();
+    let saved = fs::read_to_string(&history).unwrap();
     assert!(saved.contains("second line"), "{saved:?}");
     // What was typed is readable by the user only.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&history).unwrap().permissions().mode() & 0o777;
+    let mode = fs::metadata(&history).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 
     // A new session recalls the last entry with the Up arrow.
@@ -338,7 +348,7 @@ fn ctrl_c_stops_an_anthropic_answer_too() {
 fn first_run_setup_writes_a_private_config_and_uses_it() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
-    std::fs::remove_file(env.config_dir().join("config.json")).unwrap();
+    fs::remove_file(env.config_dir().join("config.json")).unwrap();
     let server = Server::start(vec![text(&["configured and working"])]);
     let mut cmd = env.command("");
     cmd.env_remove("OPENAI_BASE_URL")
@@ -371,10 +381,10 @@ fn first_run_setup_writes_a_private_config_and_uses_it() {
     assert_eq!(pty.wait(), Some(0));
 
     let path = env.config_dir().join("config.json");
-    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(config["provider"], "local");
     assert_eq!(config["model"], "m1");
     assert_eq!(
@@ -387,8 +397,8 @@ fn first_run_setup_writes_a_private_config_and_uses_it() {
         server.headers()[0]["authorization"],
         "Bearer sk-local-secret"
     );
-    let history = std::fs::read_to_string(env.dir.path().join("xdg-data/new/history.txt"))
-        .unwrap_or_default();
+    let history =
+        fs::read_to_string(env.dir.path().join("xdg-data/new/history.txt")).unwrap_or_default();
     assert!(
         !history.contains("sk-local-secret"),
         "the key stays out of the history"
@@ -472,11 +482,11 @@ fn the_approval_prompt_allows_once_for_the_session_always_or_denies_with_a_reaso
     assert_eq!(pty.wait(), Some(0));
 
     assert_eq!(
-        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
         "alpha\n"
     );
     assert_eq!(
-        std::fs::read_to_string(env.work().join("b.txt")).unwrap(),
+        fs::read_to_string(env.work().join("b.txt")).unwrap(),
         "beta\n"
     );
     let result = |n: usize| {
@@ -495,15 +505,14 @@ fn the_approval_prompt_allows_once_for_the_session_always_or_denies_with_a_reaso
         result(9),
         "The user denied this `bash` call; it was not run. Their reason: not on a Sunday"
     );
-    let saved: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(env.work().join(".new/config.json")).unwrap(),
-    )
-    .unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(env.work().join(".new/config.json")).unwrap())
+            .unwrap();
     assert_eq!(saved["permissions"][0]["tool"], "write_file");
     assert_eq!(saved["permissions"][0]["pattern"], "b.txt");
     assert_eq!(saved["permissions"][0]["action"], "allow");
     // Answers to the prompt stay out of the input history; the messages are in it.
-    let history = std::fs::read_to_string(env.dir.path().join("xdg-data/new/history.txt")).unwrap();
+    let history = fs::read_to_string(env.dir.path().join("xdg-data/new/history.txt")).unwrap();
     let entries: Vec<&str> = history.lines().filter(|l| !l.starts_with('#')).collect();
     assert!(
         entries.contains(&"write a") && entries.contains(&"run two"),
@@ -517,7 +526,7 @@ fn the_approval_prompt_allows_once_for_the_session_always_or_denies_with_a_reaso
 #[test]
 fn ctrl_c_stops_a_running_command_and_kills_it() {
     let env = Env::new();
-    let marker = format!("sleep 57.{}", std::process::id());
+    let marker = format!("sleep 57.{}", process::id());
     let args =
         serde_json::json!({"command": format!("echo started; {marker}; echo never")}).to_string();
     let server = Server::start(vec![
@@ -533,14 +542,14 @@ fn ctrl_c_stops_a_running_command_and_kills_it() {
     pty.expect("› ");
     pty.send("run it\r");
     pty.expect("→ bash");
-    std::thread::sleep(Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
     pty.send("\x03");
     pty.expect("interrupted; what arrived is kept");
     assert!(sent.elapsed() < Duration::from_secs(2));
     pty.expect("› ");
-    let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
+    let alive = fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        fs::read(e.path().join("cmdline"))
             .map(|c| String::from_utf8_lossy(&c).contains(&marker))
             .unwrap_or(false)
     });
@@ -572,9 +581,9 @@ fn ctrl_c_stops_a_running_command_and_kills_it() {
 fn ctrl_c_stops_a_turn_waiting_on_a_hook_and_kills_its_group() {
     let env = Env::new();
     let (pre, bg, msg) = (
-        format!("sleep 58.{}", std::process::id()),
-        format!("sleep 59.{}", std::process::id()),
-        format!("sleep 61.{}", std::process::id()),
+        format!("sleep 58.{}", process::id()),
+        format!("sleep 59.{}", process::id()),
+        format!("sleep 61.{}", process::id()),
     );
     env.write_config(
         &serde_json::json!({"retry_initial_ms": 5, "hook": {"entries": [
@@ -796,7 +805,7 @@ fn a_streamed_answer_is_rendered_as_markdown_on_a_terminal() {
         "let x = 1;\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n",
         "done\n",
     ];
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gate = Arc::new(Semaphore::new(0));
     let mut chunks: Vec<String> = answer.iter().map(|p| chunk_text(p)).collect();
     chunks.push(chunk_finish("stop"));
     chunks.push("[DONE]".into());
@@ -925,7 +934,7 @@ fn ctrl_c_in_the_middle_of_a_table_lays_out_what_arrived() {
 #[test]
 fn moving_back_offers_to_restore_the_files_of_that_node() {
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "first\n").unwrap();
+    fs::write(env.work().join("a.txt"), "first\n").unwrap();
     let server = Server::start(vec![
         tool_calls(&[("b", "bash", r#"{"command":"echo second > a.txt"}"#)]),
         text(&["Done."]),
@@ -953,7 +962,7 @@ fn moving_back_offers_to_restore_the_files_of_that_node() {
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
     assert_eq!(
-        std::fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
         "first\n"
     );
 }
@@ -963,8 +972,8 @@ fn moving_back_offers_to_restore_the_files_of_that_node() {
 #[test]
 fn a_file_changed_while_the_restore_question_waits_is_asked_about_again() {
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "first\n").unwrap();
-    std::fs::write(env.work().join("b.txt"), "first\n").unwrap();
+    fs::write(env.work().join("a.txt"), "first\n").unwrap();
+    fs::write(env.work().join("b.txt"), "first\n").unwrap();
     let server = Server::start(vec![
         tool_calls(&[(
             "b",
@@ -990,7 +999,7 @@ fn a_file_changed_while_the_restore_question_waits_is_asked_about_again() {
     pty.send("/restore\r");
     pty.expect("restore? [y/N]");
     // Someone edits a.txt while the question waits.
-    std::fs::write(env.work().join("a.txt"), "mine\n").unwrap();
+    fs::write(env.work().join("a.txt"), "mine\n").unwrap();
     pty.send("y\r");
     pty.expect("1 file changed since you answered");
     pty.expect("a.txt");
@@ -1001,7 +1010,7 @@ fn a_file_changed_while_the_restore_question_waits_is_asked_about_again() {
     pty.expect("› ");
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
-    let read = |n: &str| std::fs::read_to_string(env.work().join(n)).unwrap();
+    let read = |n: &str| fs::read_to_string(env.work().join(n)).unwrap();
     assert_eq!(read("a.txt"), "mine\n");
     assert_eq!(read("b.txt"), "first\n");
 }
@@ -1106,7 +1115,7 @@ fn a_subagent_s_approval_is_asked_in_the_foreground_under_its_role() {
 #[test]
 fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
     let env = Env::new();
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[(
             "b1",
@@ -1179,14 +1188,14 @@ fn leaving_the_sandbox_is_asked_with_the_reason() {
     pty.send("y\r");
     pty.expect("wrote it");
     pty.expect("› ");
-    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "one\n");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "one\n");
     pty.send("again\r");
     pty.expect("[y/N] ");
     pty.send("n\r");
     pty.expect("reason for the model (optional): ");
     pty.send("\r");
     pty.expect("refused then");
-    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "one\n");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "one\n");
     assert!(results(&server, 3)[1].starts_with("The user denied this `bash` call"));
 }
 
@@ -1197,9 +1206,9 @@ fn leaving_the_sandbox_is_asked_with_the_reason() {
 fn a_domain_off_the_list_is_asked_once_and_commands_have_no_terminal() {
     let env = Env::new();
     env.write_config(r#"{"retry_initial_ms": 5, "sandbox": {"network": ["localhost"]}}"#);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
+    thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
             let mut buf = [0u8; 4096];
             let _ = stream.read(&mut buf);
@@ -1257,10 +1266,9 @@ fn a_domain_off_the_list_is_asked_once_and_commands_have_no_terminal() {
 #[test]
 fn the_mcp_trust_question_shows_what_a_server_gets_and_a_key_needs_its_own_yes() {
     let env = Env::new();
-    let fake = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures_mcp/fake_mcp.py");
+    let fake = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
     let notes = env.work().join("notes.txt");
-    std::fs::write(
+    fs::write(
         env.work().join(".mcp.json"),
         serde_json::json!({"mcpServers": {
             "lint": {"command": "python3", "args": [fake.display().to_string()],
@@ -1401,7 +1409,7 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
         "both asked"
     );
     // Time for the first piece of each answer to arrive (the rest stalls for a minute).
-    std::thread::sleep(Duration::from_millis(1000));
+    thread::sleep(Duration::from_millis(1000));
     pty.send("\x03");
     let shown = pty.expect("› ");
     assert_eq!(shown.matches("Partial ans").count(), 2, "{shown:?}");
@@ -1449,9 +1457,9 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
 fn a_notification_hook_hears_that_a_question_waits() {
     let env = Env::new();
     let home = env.dir.path().join("home/.claude");
-    std::fs::create_dir_all(&home).unwrap();
+    fs::create_dir_all(&home).unwrap();
     let heard = env.dir.path().join("heard.json");
-    std::fs::write(
+    fs::write(
         home.join("settings.json"),
         serde_json::json!({"hooks": {"Notification": [{"hooks": [{"type": "command",
             "command": format!("cat > {}", heard.display())}]}]}})
@@ -1477,12 +1485,12 @@ fn a_notification_hook_hears_that_a_question_waits() {
     pty.expect("[y/s/a/N] ");
     assert!(
         eventually(100, Duration::from_millis(50), || {
-            std::fs::read_to_string(&heard).is_ok_and(|t| t.ends_with('}'))
+            fs::read_to_string(&heard).is_ok_and(|t| t.ends_with('}'))
         }),
         "the hook ran while the question waited"
     );
     let event: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&heard).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(&heard).unwrap()).unwrap();
     assert_eq!(event["hook_event_name"], "Notification");
     assert_eq!(event["message"], "new needs your permission to use Write");
     assert_eq!(event["notification_type"], "permission_prompt");
@@ -1573,7 +1581,7 @@ fn a_waiting_line_shows_while_nothing_arrives_and_goes_with_the_first_token() {
 #[test]
 fn lines_typed_during_a_turn_are_queued_not_echoed() {
     use std::sync::Arc;
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gate = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         gated(text(&["First ", "answer."]), &gate),
         text(&["Second answer."]),
@@ -1592,7 +1600,7 @@ fn lines_typed_during_a_turn_are_queued_not_echoed() {
     pty.expect("First ");
     pty.send("second question\r");
     pty.send("half typ");
-    std::thread::sleep(Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     gate.add_permits(10);
     let shown = pty.expect("Second answer.");
     let before_queue = shown.split("› second question").next().unwrap();
@@ -1617,7 +1625,7 @@ fn lines_typed_during_a_turn_are_queued_not_echoed() {
     pty.send("long one\r");
     pty.expect("Cut");
     pty.send("never sent\r");
-    std::thread::sleep(Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     pty.send("\x03");
     pty.expect("dropped 1 line typed during the interrupted turn");
     pty.expect("› ");
@@ -1688,8 +1696,7 @@ fn clear_erases_the_screen_on_a_terminal() {
 #[test]
 fn tab_completes_mcp_resources_and_prompts() {
     let env = Env::new();
-    let fake = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures_mcp/fake_mcp.py");
+    let fake = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
     env.write_config(
         &serde_json::json!({"mcp": {"servers": [
             {"name": "fake", "command": "python3", "args": [fake.display().to_string()],
@@ -1707,7 +1714,7 @@ fn tab_completes_mcp_resources_and_prompts() {
             listed = true;
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        thread::sleep(Duration::from_millis(100));
     }
     assert!(listed, "the server's resources were never listed");
     pty.send("what is in @fa\t");

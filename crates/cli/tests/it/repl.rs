@@ -3,6 +3,15 @@
 use serde_json::Value;
 
 use crate::support::*;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+use std::time::Instant;
+use tokio::sync::Semaphore;
 
 fn role_contents(s: &Server, n: usize) -> Vec<(String, String)> {
     s.messages(n)
@@ -85,7 +94,7 @@ fn one_tool_call_runs_and_its_result_goes_back() {
         text(&["The file says hello."]),
     ]);
     let env = Env::new();
-    std::fs::write(env.work().join("notes.txt"), "hello from the file\n").unwrap();
+    fs::write(env.work().join("notes.txt"), "hello from the file\n").unwrap();
     let run = env.run(&server.base_url, &[], "what is in notes.txt?\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
@@ -141,7 +150,7 @@ fn several_tool_calls_in_one_answer_run_in_order() {
     let run = env.run(&server.base_url, &[], "make a file\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(
-        std::fs::read_to_string(env.work().join("out/x.txt")).unwrap(),
+        fs::read_to_string(env.work().join("out/x.txt")).unwrap(),
         "X"
     );
     let msgs = &server.requests()[1]["messages"];
@@ -343,7 +352,7 @@ fn a_torn_file_loads_what_it_can_and_stays_appendable() {
     let server = Server::start(vec![text(&["fine"])]);
     let env = Env::new();
     let path = env.data().join("deadbeef.jsonl");
-    std::fs::write(
+    fs::write(
         &path,
         concat!(
             r#"{"type":"header","root_id":"r1234567","metadata":{}}"#, "\n",
@@ -368,7 +377,7 @@ fn a_torn_file_loads_what_it_can_and_stays_appendable() {
         run.stdout.contains("[2] assistant: old answer ← current"),
         "{run:?}"
     );
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 6);
     assert_eq!(
@@ -560,8 +569,8 @@ fn round_limit_stops_a_model_that_never_stops_calling_tools() {
         text(&["Listed twice; ", "nothing is left."]),
     ]);
     let env = Env::new();
-    std::fs::create_dir_all(env.config_dir()).unwrap();
-    std::fs::write(env.config_dir().join("config.json"), r#"{"max_rounds": 2}"#).unwrap();
+    fs::create_dir_all(env.config_dir()).unwrap();
+    fs::write(env.config_dir().join("config.json"), r#"{"max_rounds": 2}"#).unwrap();
     let run = env.run(&server.base_url, &[], "loop forever\n");
     // Two rounds, then one request where the model may not call tools and says where it stands.
     let requests = server.requests();
@@ -635,8 +644,8 @@ fn one_shot_prints_only_the_answer_on_stdout() {
 #[test]
 fn unknown_role_is_refused_with_the_list() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".new/roles")).unwrap();
-    std::fs::write(env.work().join(".new/roles/reviewer.md"), "Review.").unwrap();
+    fs::create_dir_all(env.work().join(".new/roles")).unwrap();
+    fs::write(env.work().join(".new/roles/reviewer.md"), "Review.").unwrap();
     let mut cmd = env.command("http://127.0.0.1:9/v1");
     cmd.arg(env.work()).arg("nosuchrole");
     let run = run_with_stdin(cmd, "");
@@ -688,7 +697,7 @@ fn help_version_and_launch_forms() {
     let run = run_with_stdin(env.command(&server.base_url), "hello\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     let projects = env.dir.path().join("xdg-data/new/projects");
-    let dirs: Vec<_> = std::fs::read_dir(&projects)
+    let dirs: Vec<_> = fs::read_dir(&projects)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -719,13 +728,13 @@ fn help_version_and_launch_forms() {
 #[test]
 fn skills_are_listed_and_broken_ones_reported() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".new/skills")).unwrap();
-    std::fs::write(
+    fs::create_dir_all(env.work().join(".new/skills")).unwrap();
+    fs::write(
         env.work().join(".new/skills/bad.md"),
         "---\nname: [oops\n---\n",
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         env.work().join(".new/skills/translator.md"),
         "---\nname: translator\nenabled: true\n---\nTranslate to French.",
     )
@@ -794,8 +803,8 @@ fn two_processes_on_one_datadir_never_corrupt_each_other() {
     let mut c2 = env.command(&s2.base_url);
     c2.arg(env.work()).arg("default").arg(env.data());
     let (i1, i2) = (input.clone(), input.clone());
-    let t1 = std::thread::spawn(move || run_with_stdin(c1, &i1));
-    let t2 = std::thread::spawn(move || run_with_stdin(c2, &i2));
+    let t1 = thread::spawn(move || run_with_stdin(c1, &i1));
+    let t2 = thread::spawn(move || run_with_stdin(c2, &i2));
     assert_eq!(t1.join().unwrap().code, Some(0));
     assert_eq!(t2.join().unwrap().code, Some(0));
     let files = env.conversation_files();
@@ -808,8 +817,8 @@ fn two_processes_on_one_datadir_never_corrupt_each_other() {
 #[test]
 fn the_example_conversation_loads_as_a_tree() {
     let env = Env::new();
-    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/example.jsonl");
-    std::fs::copy(&example, env.data().join("example.jsonl")).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/example.jsonl");
+    fs::copy(&example, env.data().join("example.jsonl")).unwrap();
     let run = env.run(
         "http://127.0.0.1:9/v1",
         &[],
@@ -899,7 +908,7 @@ fn help_lists_every_command_of_the_table() {
 fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
     use std::io::Read;
     use std::sync::Arc;
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gate = Arc::new(Semaphore::new(0));
     let pieces = ["first piece ", "second piece ", "third piece"];
     let mut chunks: Vec<String> = pieces.iter().map(|p| chunk_text(p)).collect();
     chunks.push(chunk_finish("stop"));
@@ -909,9 +918,9 @@ fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
     let mut cmd = env.command(&server.base_url);
     cmd.arg(env.work()).arg("default").arg(env.data());
     let mut child = cmd
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     {
@@ -921,8 +930,8 @@ fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
     }
     // Read stdout on a thread; each chunk must show up while the server still holds the next one.
     let mut stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
+    let (tx, rx) = mpsc::channel::<String>();
+    thread::spawn(move || {
         let mut buf = [0u8; 256];
         while let Ok(n) = stdout.read(&mut buf) {
             if n == 0 {
@@ -933,9 +942,9 @@ fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
     });
     let mut seen = String::new();
     for (i, piece) in pieces.iter().enumerate() {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while !seen.contains(piece.trim_end()) {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(text) => seen.push_str(&text),
                 Err(_) => panic!(
@@ -957,7 +966,7 @@ fn each_streamed_chunk_reaches_the_output_before_the_next_is_sent() {
 fn errors_say_their_cause_once_and_unknown_config_keys_are_named() {
     let env = Env::new();
     let not_a_folder = env.dir.path().join("file");
-    std::fs::write(&not_a_folder, "").unwrap();
+    fs::write(&not_a_folder, "").unwrap();
     let mut cmd = env.command("http://127.0.0.1:9/v1");
     cmd.arg(env.work())
         .arg("default")
@@ -1107,18 +1116,18 @@ fn agents_md_shapes_the_prompt_and_init_asks_for_one() {
         text(&["I could not write it."]),
     ]);
     let env = Env::new();
-    std::fs::write(
+    fs::write(
         env.config_dir().join("AGENTS.md"),
         "## Tests\nUser: run everything.\n\n## Tone\nBe brief.\n",
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         env.work().join("CLAUDE.md"),
         "## Tests\nProject: cargo test.\n@docs/more.md\n@/etc/passwd\n",
     )
     .unwrap();
-    std::fs::create_dir_all(env.work().join("docs")).unwrap();
-    std::fs::write(env.work().join("docs/more.md"), "Included fact.\n").unwrap();
+    fs::create_dir_all(env.work().join("docs")).unwrap();
+    fs::write(env.work().join("docs/more.md"), "Included fact.\n").unwrap();
     let run = env.run(&server.base_url, &[], "hi\n/init\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     let system = server.messages(0)[0].1.clone();
@@ -1194,7 +1203,7 @@ fn continue_shows_the_last_exchange_and_passes_over_one_shots() {
         text(&["more"]),
     ]);
     env.run(&server.base_url, &[], "hello there\n");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    thread::sleep(Duration::from_millis(1100));
     let run = env.run(&server.base_url, &["-p", "a quick one"], "");
     assert_eq!(run.code, Some(0), "{run:?}");
     let run = env.run(&server.base_url, &["--continue"], "/list\n");
@@ -1232,7 +1241,7 @@ fn continue_shows_the_last_exchange_and_passes_over_one_shots() {
 #[test]
 fn help_fits_a_screen() {
     for args in [&["--help"][..], &["import", "--help"][..]] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+        let out = Command::new(env!("CARGO_BIN_EXE_new"))
             .args(args)
             .output()
             .unwrap();

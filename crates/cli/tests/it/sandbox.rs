@@ -8,6 +8,21 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::support::*;
+use std::env;
+use std::fs;
+use std::net::TcpListener;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+#[cfg(unix)]
+use std::os::unix::net::UnixListener;
+use std::process;
+use std::process::Command;
+use std::process::Stdio;
+use std::slice;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Duration;
 
 /// A user's setup beside a sentinel folder outside WORKDIR: a git repository with `.new/` and
 /// `AGENTS.md`, in permissive mode (so nothing but the sandbox stands in the way).
@@ -26,18 +41,18 @@ impl Cell {
         );
         let work = env.work().canonicalize().unwrap();
         let sentinel = env.dir.path().canonicalize().unwrap().join("sentinel");
-        std::fs::create_dir_all(sentinel.join("sub")).unwrap();
-        std::fs::write(sentinel.join("s.txt"), "ORIGINAL\n").unwrap();
-        std::fs::write(sentinel.join("sub/t.txt"), "DEEP\n").unwrap();
-        let git = std::process::Command::new("git")
+        fs::create_dir_all(sentinel.join("sub")).unwrap();
+        fs::write(sentinel.join("s.txt"), "ORIGINAL\n").unwrap();
+        fs::write(sentinel.join("sub/t.txt"), "DEEP\n").unwrap();
+        let git = Command::new("git")
             .args(["init", "-q"])
             .current_dir(&work)
             .status()
             .unwrap();
         assert!(git.success());
-        std::fs::create_dir_all(work.join(".new")).unwrap();
-        std::fs::write(work.join(".new/config.json"), "{}\n").unwrap();
-        std::fs::write(work.join("AGENTS.md"), "be nice\n").unwrap();
+        fs::create_dir_all(work.join(".new")).unwrap();
+        fs::write(work.join(".new/config.json"), "{}\n").unwrap();
+        fs::write(work.join("AGENTS.md"), "be nice\n").unwrap();
         Cell {
             env,
             work,
@@ -69,7 +84,7 @@ impl Cell {
             .envs(vars.iter().copied());
         // The toolchain where the tests were built, for `cargo --version` inside.
         for var in ["RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
-            if let Some(v) = std::env::var_os(var) {
+            if let Some(v) = env::var_os(var) {
                 cmd.env(var, v);
             }
         }
@@ -88,16 +103,16 @@ impl Cell {
     /// Every file under the sentinel folder with its bytes.
     fn sentinel_state(&self) -> Vec<(PathBuf, Vec<u8>)> {
         fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
-            let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+            let mut entries: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
             entries.sort_by_key(|e| e.file_name());
             for e in entries {
                 let p = e.path();
-                let meta = std::fs::symlink_metadata(&p).unwrap();
+                let meta = fs::symlink_metadata(&p).unwrap();
                 if meta.is_dir() {
                     out.push((p.clone(), Vec::new()));
                     walk(&p, out);
                 } else {
-                    out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+                    out.push((p.clone(), fs::read(&p).unwrap_or_default()));
                 }
             }
         }
@@ -225,7 +240,7 @@ fn no_escape_attempt_changes_anything_outside_the_working_folder() {
         "{inside}"
     );
     assert_eq!(
-        std::fs::read_to_string(cell.work.join("inside.txt")).unwrap(),
+        fs::read_to_string(cell.work.join("inside.txt")).unwrap(),
         "fine\n"
     );
 }
@@ -235,7 +250,7 @@ fn no_escape_attempt_changes_anything_outside_the_working_folder() {
 #[test]
 fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
     let cell = Cell::new(json!({}));
-    std::fs::write(
+    fs::write(
         cell.work.join("hello.c"),
         "#include <stdio.h>\nint main(void) { puts(\"built\"); return 0; }\n",
     )
@@ -251,7 +266,7 @@ fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
     ];
     let before: Vec<Vec<u8>> = protected
         .iter()
-        .map(|(_, f)| std::fs::read(cell.work.join(f)).unwrap())
+        .map(|(_, f)| fs::read(cell.work.join(f)).unwrap())
         .collect();
     let work = [
         ("git status --short", "hello.c"),
@@ -275,7 +290,7 @@ fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
     let results = cell.bash(&commands);
     for (((command, file), before), result) in protected.iter().zip(&before).zip(&results) {
         assert_eq!(
-            &std::fs::read(cell.work.join(file)).unwrap(),
+            &fs::read(cell.work.join(file)).unwrap(),
             before,
             "{command}"
         );
@@ -311,7 +326,7 @@ fn protected_paths_stay_read_only_and_ordinary_work_goes_on() {
 #[test]
 fn no_network_by_default() {
     let cell = Cell::new(json!({}));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let results = cell.bash(&[
@@ -335,14 +350,14 @@ fn no_network_by_default() {
 #[test]
 fn a_domain_list_lets_through_only_the_names_on_it() {
     let cell = Cell::new(json!({"network": ["localhost"]}));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
-    std::thread::spawn(move || {
+    thread::spawn(move || {
         use std::io::{Read, Write};
         for mut stream in listener.incoming().flatten() {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            counter.fetch_add(1, Ordering::SeqCst);
             let mut buf = [0u8; 4096];
             let _ = stream.read(&mut buf);
             let _ = stream.write_all(
@@ -363,7 +378,7 @@ fn a_domain_list_lets_through_only_the_names_on_it() {
         "{}",
         results[1]
     );
-    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
 }
 
 /// A command that asks to leave the sandbox is refused when nobody can be asked, even in
@@ -373,7 +388,7 @@ fn leaving_the_sandbox_needs_the_user() {
     let cell = Cell::new(json!({}));
     let f = cell.sentinel.join("s.txt");
     let call = json!({"command": format!("echo changed > {}", f.display()), "sandbox": false, "reason": "test"});
-    let results = cell.run(std::slice::from_ref(&call));
+    let results = cell.run(slice::from_ref(&call));
     assert!(
         results[0].contains("outside the sandbox needs the user's approval"),
         "{}",
@@ -386,7 +401,7 @@ fn leaving_the_sandbox_needs_the_user() {
         "{}",
         results[0]
     );
-    assert_eq!(std::fs::read_to_string(&f).unwrap(), "ORIGINAL\n");
+    assert_eq!(fs::read_to_string(&f).unwrap(), "ORIGINAL\n");
 }
 
 /// Secrets in the home folder and `new`'s own config are not readable from bash; WORKDIR is.
@@ -395,11 +410,11 @@ fn leaving_the_sandbox_needs_the_user() {
 fn secrets_are_hidden_from_bash_and_files_in_workdir_are_not() {
     let env = Env::new();
     let home = env.dir.path().join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE-KEY-MATERIAL\n").unwrap();
-    std::fs::write(home.join(".netrc"), "machine x password NETRC-SECRET\n").unwrap();
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::write(home.join(".ssh/id_rsa"), "PRIVATE-KEY-MATERIAL\n").unwrap();
+    fs::write(home.join(".netrc"), "machine x password NETRC-SECRET\n").unwrap();
     env.write_config(r#"{"retry_initial_ms": 5, "api_key": "CONFIG-KEY-SECRET"}"#);
-    std::fs::write(env.work().join("notes.txt"), "VISIBLE-NOTES\n").unwrap();
+    fs::write(env.work().join("notes.txt"), "VISIBLE-NOTES\n").unwrap();
     let config = env.config_dir().join("config.json");
     let command = format!(
         "cat ~/.ssh/id_rsa; ls -A ~/.ssh; cat ~/.netrc; cat {}; cat notes.txt; \
@@ -439,9 +454,9 @@ fn a_project_s_hooks_run_inside_the_sandbox() {
     let cell = Cell::new(json!({}));
     let outside = cell.sentinel.join("hook.txt");
     let home = cell.env.dir.path().join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE\n").unwrap();
-    std::fs::write(
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::write(home.join(".ssh/id_rsa"), "PRIVATE\n").unwrap();
+    fs::write(
         cell.work.join(".new/config.json"),
         json!({"hook": {"entries": [{"name": "proj", "event": "program_start",
         "action": {"command": format!(
@@ -460,12 +475,12 @@ fn a_project_s_hooks_run_inside_the_sandbox() {
     let run = run_with_stdin(cmd, "");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(
-        std::fs::read_to_string(cell.work.join("inside.txt")).unwrap(),
+        fs::read_to_string(cell.work.join("inside.txt")).unwrap(),
         "in\n"
     );
     assert!(!outside.exists());
     assert_eq!(
-        std::fs::read_to_string(cell.work.join("stolen.txt")).unwrap(),
+        fs::read_to_string(cell.work.join("stolen.txt")).unwrap(),
         ""
     );
 }
@@ -475,11 +490,7 @@ fn a_project_s_hooks_run_inside_the_sandbox() {
 /// clean-up after a `bash` call.
 #[test]
 fn mcp_servers_survive_bash_and_a_project_s_runs_inside_the_sandbox() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if Command::new("python3").arg("--version").output().is_err() {
         return;
     }
     let cell = Cell::new(json!({}));
@@ -492,7 +503,7 @@ fn mcp_servers_survive_bash_and_a_project_s_runs_inside_the_sandbox() {
                 "env": {"FAKE_MCP_NOTES": cell.env.dir.path().join("notes.txt").display().to_string()}}]}})
         .to_string(),
     );
-    std::fs::write(
+    fs::write(
         cell.work.join(".mcp.json"),
         json!({"mcpServers": {"proj": {"command": "sh", "args": ["-c",
             format!("echo x > {}; exec python3 {}", outside.display(), fake.display())]}}})
@@ -517,7 +528,7 @@ fn mcp_servers_survive_bash_and_a_project_s_runs_inside_the_sandbox() {
     assert_eq!(got[2], "echo: project", "{run:?}");
     assert!(!outside.exists(), "the project's server wrote outside");
     // One start of the user's server: the bash call's clean-up did not end it.
-    let notes = std::fs::read_to_string(cell.env.dir.path().join("notes.txt")).unwrap();
+    let notes = fs::read_to_string(cell.env.dir.path().join("notes.txt")).unwrap();
     assert_eq!(
         notes.lines().filter(|l| l.starts_with("pid ")).count(),
         1,
@@ -533,13 +544,13 @@ fn mcp_servers_survive_bash_and_a_project_s_runs_inside_the_sandbox() {
 fn what_the_attack_on_the_sandbox_found_holds() {
     let cell = Cell::new(json!({}));
     let socket = cell.env.dir.path().join("host.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let listener = UnixListener::bind(&socket).unwrap();
     listener.set_nonblocking(true).unwrap();
-    std::fs::create_dir_all(cell.work.join("scripts")).unwrap();
-    std::fs::write(cell.work.join("scripts/hook.sh"), "echo hook\n").unwrap();
-    std::os::unix::fs::symlink("AGENTS.md", cell.work.join("CLAUDE.md")).unwrap();
-    std::fs::create_dir_all(cell.work.join("conf/secret")).unwrap();
-    std::fs::write(cell.work.join("conf/secret/key"), "CONF-SECRET\n").unwrap();
+    fs::create_dir_all(cell.work.join("scripts")).unwrap();
+    fs::write(cell.work.join("scripts/hook.sh"), "echo hook\n").unwrap();
+    symlink("AGENTS.md", cell.work.join("CLAUDE.md")).unwrap();
+    fs::create_dir_all(cell.work.join("conf/secret")).unwrap();
+    fs::write(cell.work.join("conf/secret/key"), "CONF-SECRET\n").unwrap();
     cell.env.write_config(
         &json!({"retry_initial_ms": 5, "permission_mode": "permissive", "max_rounds": 50,
             "sandbox": {"deny_read": [cell.work.join("conf/secret").display().to_string()]},
@@ -548,7 +559,7 @@ fn what_the_attack_on_the_sandbox_found_holds() {
         .to_string(),
     );
     let fsmonitor = cell.sentinel.join("fsmonitor-ran");
-    let git = std::process::Command::new("git")
+    let git = Command::new("git")
         .args(["config", "core.fsmonitor"])
         .arg(format!("touch {}; false", fsmonitor.display()))
         .current_dir(&cell.work)
@@ -601,7 +612,7 @@ fn what_the_attack_on_the_sandbox_found_holds() {
         results[2]
     );
     assert_eq!(
-        std::fs::read_to_string(cell.work.join("scripts/hook.sh")).unwrap(),
+        fs::read_to_string(cell.work.join("scripts/hook.sh")).unwrap(),
         "echo hook\n"
     );
     assert!(
@@ -627,7 +638,7 @@ fn what_the_attack_on_the_sandbox_found_holds() {
 #[test]
 fn nothing_a_command_started_outlives_new_killed_with_sigkill() {
     let cell = Cell::new(json!({}));
-    let tag = std::process::id();
+    let tag = process::id();
     let command = format!(
         "sleep 71.{tag}1 & setsid sleep 71.{tag}2 & (setsid sh -c 'sleep 71.{tag}3' &); sleep 71.{tag}4"
     );
@@ -644,21 +655,19 @@ fn nothing_a_command_started_outlives_new_killed_with_sigkill() {
         .arg("default")
         .arg(cell.env.data())
         .args(["-p", "go"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
-    assert!(eventually(
-        400,
-        std::time::Duration::from_millis(25),
-        || { (1..=4).all(|i| running(&format!("sleep 71.{tag}{i}"))) }
-    ));
+    assert!(eventually(400, Duration::from_millis(25), || {
+        (1..=4).all(|i| running(&format!("sleep 71.{tag}{i}")))
+    }));
     // SAFETY: SIGKILL to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
     // A bound for the clean-up, generous for a loaded machine.
     assert!(
-        eventually(600, std::time::Duration::from_millis(25), || {
+        eventually(600, Duration::from_millis(25), || {
             (1..=4).all(|i| !running(&format!("sleep 71.{tag}{i}")))
         }),
         "a process outlived new"
@@ -677,7 +686,7 @@ fn the_helper_skips_a_path_gone_since_the_spec_was_made() {
         "read_only": [gone.join("ro")], "hidden": [gone.join("secret")], "pinned": [gone],
         "isolate_network": true, "proxy_socket": null, "cwd": work, "block_unix_sockets": true
     });
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+    let out = Command::new(env!("CARGO_BIN_EXE_new"))
         .arg("__sandbox")
         .arg(spec.to_string())
         .args(["/bin/sh", "-c", "echo inside > ok.txt; echo outside > /tmp/../tmp/.new-helper-probe-$$ 2>/dev/null; echo done"])
@@ -690,10 +699,7 @@ fn the_helper_skips_a_path_gone_since_the_spec_was_made() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
-    assert_eq!(
-        std::fs::read_to_string(work.join("ok.txt")).unwrap(),
-        "inside\n"
-    );
+    assert_eq!(fs::read_to_string(work.join("ok.txt")).unwrap(), "inside\n");
 }
 
 /// What the helper could not do reaches `new` as its variant: a probe reports it as JSON (read
@@ -713,7 +719,7 @@ fn the_helper_reports_what_it_could_not_do_as_data_to_a_probe() {
         .to_string()
     };
     let helper = |spec: String| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+        Command::new(env!("CARGO_BIN_EXE_new"))
             .arg("__sandbox")
             .arg(spec)
             .args(["/bin/true"])
@@ -761,7 +767,7 @@ fn the_helper_reports_what_it_could_not_do_as_data_to_a_probe() {
 #[test]
 fn a_command_cannot_keep_the_sandbox_alive_by_tracing_its_init() {
     let cell = Cell::new(json!({}));
-    std::fs::write(
+    fs::write(
         cell.work.join("trace.py"),
         r#"
 import ctypes, os, sys, time
@@ -818,13 +824,13 @@ time.sleep(600)
             .arg("default")
             .arg(cell.env.data())
             .args(["-p", "go"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap();
-        let size = || std::fs::metadata(&beat).map(|m| m.len()).unwrap_or(0);
+        let size = || fs::metadata(&beat).map(|m| m.len()).unwrap_or(0);
         assert!(
-            eventually(400, std::time::Duration::from_millis(25), || {
+            eventually(400, Duration::from_millis(25), || {
                 said.exists() && size() > 2
             }),
             "{name}: the command did not start"
@@ -832,7 +838,7 @@ time.sleep(600)
         // SAFETY: a signal to the child this test started.
         unsafe { libc::kill(child.id() as i32, signal) };
         let _ = child.wait();
-        let report = std::fs::read_to_string(&said).unwrap();
+        let report = fs::read_to_string(&said).unwrap();
         for line in report.lines() {
             assert!(
                 line.ends_with("Operation not permitted") || line.ends_with("Permission denied"),
@@ -841,9 +847,9 @@ time.sleep(600)
         }
         // The heartbeat stops: its size holds still for a second, within a bound generous for
         // a loaded machine.
-        let stopped = eventually(30, std::time::Duration::from_millis(10), || {
+        let stopped = eventually(30, Duration::from_millis(10), || {
             let before = size();
-            std::thread::sleep(std::time::Duration::from_secs(1));
+            thread::sleep(Duration::from_secs(1));
             size() == before
         });
         assert!(stopped, "{name}: the heartbeat went on after new died");
@@ -865,8 +871,8 @@ fn modes_times_and_attributes_outside_workdir_cannot_be_changed() {
     let s = cell.sentinel.display().to_string();
     let f = format!("{s}/s.txt");
     let state = || {
-        let m = std::fs::metadata(&f).unwrap();
-        let attrs = std::process::Command::new("python3")
+        let m = fs::metadata(&f).unwrap();
+        let attrs = Command::new("python3")
             .args(["-c", &format!("import os; print(os.listxattr({f:?}))")])
             .output()
             .unwrap()
@@ -905,7 +911,7 @@ fn modes_times_and_attributes_outside_workdir_cannot_be_changed() {
     }
     assert!(!cell.work.join("made").exists());
     assert!(inside[4].contains("755 978307200"), "{}", inside[4]);
-    let mode = std::fs::metadata(cell.work.join("tool")).unwrap().mode();
+    let mode = fs::metadata(cell.work.join("tool")).unwrap().mode();
     assert_eq!(mode & 0o7777, 0o755);
 }
 
@@ -931,8 +937,8 @@ fn the_home_folder_as_workdir_keeps_what_runs_later_read_only() {
     ];
     for file in files {
         let path = home.join(file);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, "ORIGINAL\n").unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "ORIGINAL\n").unwrap();
     }
     let mut commands: Vec<String> = files
         .iter()
@@ -963,7 +969,7 @@ fn the_home_folder_as_workdir_keeps_what_runs_later_read_only() {
     let results = results(&server, commands.len());
     for (file, result) in files.iter().zip(&results) {
         assert_eq!(
-            std::fs::read_to_string(home.join(file)).unwrap(),
+            fs::read_to_string(home.join(file)).unwrap(),
             "ORIGINAL\n",
             "{file}: {result}"
         );
@@ -1021,7 +1027,7 @@ if ctypes.sizeof(ctypes.c_void_p) == 8 and __import__("platform").machine() == "
         "writable": [work], "devices": ["/dev/null"], "read_only": [], "hidden": [],
         "isolate_network": true, "proxy_socket": null, "cwd": work, "block_unix_sockets": true
     });
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_new"))
+    let out = Command::new(env!("CARGO_BIN_EXE_new"))
         .arg("__sandbox")
         .arg(spec.to_string())
         .args(["python3", "-c", script])

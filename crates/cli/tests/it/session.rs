@@ -11,7 +11,15 @@ use new_core::session::{
 };
 use new_core::vocab::Role;
 
+use crate::support;
 use crate::support::{Env, Server, text, tool_calls, tool_names};
+use new_core::prompt;
+use std::fs;
+use std::future::Future;
+use tokio::runtime;
+use tokio::runtime::Builder;
+use tokio::sync::watch;
+use tokio::sync::watch::Sender;
 
 /// A session over `env`'s folders talking to `server`, as `new` would open it, with checkpoints
 /// and memory off unless `config` says otherwise.
@@ -31,8 +39,8 @@ fn open(env: &Env, server: &Server, config: &str) -> (Session, Runtime) {
     };
     let overrides = Overrides::default();
     let config = config::load(&layers, &overrides, &vars).unwrap();
-    let role = new_core::prompt::load_role(&layers, "default").unwrap();
-    let (interrupt, interrupts) = tokio::sync::watch::channel(0u64);
+    let role = prompt::load_role(&layers, "default").unwrap();
+    let (interrupt, interrupts) = watch::channel(0u64);
     let opened = Session::open(Options {
         workdir,
         layers,
@@ -49,10 +57,7 @@ fn open(env: &Env, server: &Server, config: &str) -> (Session, Runtime) {
         busy: Arc::default(),
     })
     .unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = Builder::new_current_thread().enable_all().build().unwrap();
     (
         opened.session,
         Runtime {
@@ -65,12 +70,12 @@ fn open(env: &Env, server: &Server, config: &str) -> (Session, Runtime) {
 /// What drives the session's work, and the interrupt no one raises here (its sender kept: a
 /// closed channel reads as an interrupt).
 struct Runtime {
-    runtime: tokio::runtime::Runtime,
-    _interrupt: tokio::sync::watch::Sender<u64>,
+    runtime: runtime::Runtime,
+    _interrupt: Sender<u64>,
 }
 
 impl Runtime {
-    fn block_on<F: std::future::Future>(&self, work: F) -> F::Output {
+    fn block_on<F: Future>(&self, work: F) -> F::Output {
         self.runtime.block_on(work)
     }
 }
@@ -138,7 +143,7 @@ fn a_message_streams_as_events_and_retry_answers_the_same_question_again() {
     );
     // The second request carried the question once, not the first answer.
     let last = server.requests().last().unwrap().clone();
-    let said: Vec<String> = crate::support::messages_of(&last)
+    let said: Vec<String> = support::messages_of(&last)
         .into_iter()
         .map(|(_, text)| text)
         .collect();
@@ -288,7 +293,7 @@ fn merge_brings_a_branch_s_account_back_as_a_node_the_next_request_carries() {
     // The next turn carries the account, not the branch's messages.
     rt.block_on(session.answer(&mut Recorder::default()));
     let last = server.requests().last().unwrap().clone();
-    let said: Vec<String> = crate::support::messages_of(&last)
+    let said: Vec<String> = support::messages_of(&last)
         .into_iter()
         .map(|(_, text)| text)
         .collect();
@@ -314,14 +319,14 @@ fn approvals_are_requests_the_front_end_answers_or_refused_when_nobody_can_be_as
         n,
         Notice::Refused { tool, why: RefusedWhy::NobodyToAsk } if tool == "bash"
     )));
-    assert!(crate::support::results(&server, 1)[0].contains("could not be asked"));
+    assert!(support::results(&server, 1)[0].contains("could not be asked"));
     // Denied with a reason: the model hears it, nothing ran.
     let mut user = Recorder {
         answers: [Answer::Deny("not now".to_string())].into(),
         ..Default::default()
     };
     rt.block_on(session.send("make it again", &mut user));
-    let result = crate::support::results(&server, 3).last().unwrap().clone();
+    let result = support::results(&server, 3).last().unwrap().clone();
     assert!(
         result.contains("denied") && result.contains("Their reason: not now"),
         "{result}"
@@ -379,7 +384,7 @@ fn conversations_are_listed_titled_exported_and_deleted_through_the_session() {
         .export(ExportFormat::Markdown, Some(md.clone()))
         .unwrap();
     assert_eq!(written, md);
-    let text = std::fs::read_to_string(&md).unwrap();
+    let text = fs::read_to_string(&md).unwrap();
     assert!(
         text.contains("Named") && text.contains("the first question"),
         "{text}"
@@ -389,7 +394,7 @@ fn conversations_are_listed_titled_exported_and_deleted_through_the_session() {
         .export(ExportFormat::Json, Some(json.clone()))
         .unwrap();
     let tree: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(tree["title"], "Named");
 
     rt.block_on(session.new_conversation(&mut Recorder::default()));
@@ -481,9 +486,9 @@ fn restore_puts_the_folder_back_after_a_yes_and_asks_about_what_others_changed()
     let file = env.work().join("a.txt");
     rt.block_on(session.send("write one", &mut Recorder::default()));
     let one = session.chat.conversation().cursor().to_string();
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
     rt.block_on(session.send("write two", &mut Recorder::default()));
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "two\n");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "two\n");
     let n = session.chat.conversation().number_of(&one).unwrap();
 
     session.move_to(&one).unwrap();
@@ -494,7 +499,7 @@ fn restore_puts_the_folder_back_after_a_yes_and_asks_about_what_others_changed()
     // No: nothing changes, and the question listed the change.
     let mut no = Recorder::default();
     assert_eq!(session.restore(true, &mut no).unwrap(), Restored::Cancelled);
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "two\n");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "two\n");
     assert!(matches!(
         &no.confirmed[..],
         [Confirm::Restore { n: m, changes }] if *m == n && changes.len() == 1 && changes[0].path == "a.txt" && !changes[0].outside
@@ -508,7 +513,7 @@ fn restore_puts_the_folder_back_after_a_yes_and_asks_about_what_others_changed()
     assert!(
         matches!(restored, Restored::Done { n: m, done: 1, ref kept, .. } if m == n && kept.is_empty())
     );
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "one\n");
     assert_eq!(session.folder_differs(), None);
     assert_eq!(
         session.restore(true, &mut Recorder::default()).unwrap(),
@@ -516,7 +521,7 @@ fn restore_puts_the_folder_back_after_a_yes_and_asks_about_what_others_changed()
     );
 
     // A change made outside `new` is asked about on its own, and kept on a no.
-    std::fs::write(&file, "someone else's\n").unwrap();
+    fs::write(&file, "someone else's\n").unwrap();
     let mut outside = Recorder {
         confirms: [true, false].into(),
         ..Default::default()
@@ -530,7 +535,7 @@ fn restore_puts_the_folder_back_after_a_yes_and_asks_about_what_others_changed()
     assert!(
         matches!(restored, Restored::Done { done: 0, ref kept, .. } if kept[..] == [("a.txt".to_string(), Kept::Outside)])
     );
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "someone else's\n");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "someone else's\n");
 }
 
 #[test]

@@ -4,14 +4,18 @@
 use serde_json::{Value, json};
 
 use crate::support::*;
+use std::fs;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+use std::path::PathBuf;
 
-fn write(path: std::path::PathBuf, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+fn write(path: PathBuf, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
 }
 
 /// A user-level folder skill (outside WORKDIR) with a reference file.
-fn pdf_skill(env: &Env) -> std::path::PathBuf {
+fn pdf_skill(env: &Env) -> PathBuf {
     let dir = env.config_dir().join("skills/pdf");
     write(
         dir.join("SKILL.md"),
@@ -37,8 +41,8 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     let env = Env::new();
     let dir = pdf_skill(&env);
     let fields = dir.join("reference/fields.md").display().to_string();
-    std::fs::write(env.dir.path().join("secret.txt"), "top secret").unwrap();
-    std::os::unix::fs::symlink(
+    fs::write(env.dir.path().join("secret.txt"), "top secret").unwrap();
+    symlink(
         env.dir.path().join("secret.txt"),
         dir.join("reference/leak.md"),
     )
@@ -114,7 +118,7 @@ fn a_skill_is_listed_then_loaded_on_demand_and_its_folder_becomes_readable() {
     );
     assert!(!last(5).contains("top secret"));
     assert_eq!(
-        std::fs::read_to_string(dir.join("reference/fields.md")).unwrap(),
+        fs::read_to_string(dir.join("reference/fields.md")).unwrap(),
         "field one: name\nfield two: date\n"
     );
 }
@@ -201,10 +205,9 @@ fn skills_are_listed_by_tier_and_turned_on_and_off_for_the_project() {
     );
     assert!(prompt.contains("## Skill: translator"), "{prompt}");
     // Saved in the project's config.
-    let saved: Value = serde_json::from_str(
-        &std::fs::read_to_string(env.work().join(".new/config.json")).unwrap(),
-    )
-    .unwrap();
+    let saved: Value =
+        serde_json::from_str(&fs::read_to_string(env.work().join(".new/config.json")).unwrap())
+            .unwrap();
     assert_eq!(
         saved["skill"]["overrides"],
         json!({"pdf": false, "translator": true})
@@ -330,7 +333,7 @@ fn a_subfolder_of_a_repository_reads_the_instructions_above_it() {
     let env = Env::new();
     let repo = env.work();
     let api = repo.join("packages/api");
-    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    fs::create_dir_all(repo.join(".git")).unwrap();
     write(repo.join("AGENTS.md"), "Repo-wide: use pnpm.\n");
     write(
         repo.join("CLAUDE.md"),
@@ -370,8 +373,8 @@ fn a_subfolder_of_a_repository_reads_the_instructions_above_it() {
 #[test]
 fn template_variables_are_filled_in_the_system_prompt() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".git")).unwrap();
-    std::fs::write(env.work().join(".git/HEAD"), "ref: refs/heads/feature-x\n").unwrap();
+    fs::create_dir_all(env.work().join(".git")).unwrap();
+    fs::write(env.work().join(".git/HEAD"), "ref: refs/heads/feature-x\n").unwrap();
     write(
         env.work().join("AGENTS.md"),
         "Work in {{CWD}} on {{OS}} as {{MODEL}}, branch {{GIT_BRANCH}}, today {{DATE}}; keep {{UNKNOWN}}.\n",

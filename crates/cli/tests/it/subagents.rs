@@ -4,6 +4,18 @@
 
 use crate::support::*;
 use serde_json::Value;
+use std::collections::VecDeque;
+use std::fs;
+use std::path::Path;
+use std::process::Child;
+use std::sync::Arc;
+use std::sync::Mutex;
+#[cfg(not(windows))]
+use std::thread;
+use std::time::Duration;
+#[cfg(not(windows))]
+use std::time::Instant;
+use tokio::sync::Semaphore;
 
 /// The conversation files other than `parent`, parsed.
 fn others(env: &Env, parent: &str) -> Vec<Vec<Value>> {
@@ -17,7 +29,7 @@ fn others(env: &Env, parent: &str) -> Vec<Vec<Value>> {
 #[test]
 fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     let env = Env::new();
-    std::fs::write(env.work().join("a.txt"), "the needle\n").unwrap();
+    fs::write(env.work().join("a.txt"), "the needle\n").unwrap();
     let server = Server::start(vec![
         // The parent delegates.
         tool_calls(&[(
@@ -80,7 +92,7 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
         let parent = files
             .iter()
             .find(|p| {
-                std::fs::read_to_string(p)
+                fs::read_to_string(p)
                     .unwrap()
                     .contains("where is the needle?")
             })
@@ -181,8 +193,8 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
 #[test]
 fn a_fork_starts_from_the_parent_s_branch_and_bad_calls_start_nothing() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".new/agents")).unwrap();
-    std::fs::write(
+    fs::create_dir_all(env.work().join(".new/agents")).unwrap();
+    fs::write(
         env.work().join(".new/agents/broken.md"),
         "---\nname: broken\ntools: [read_file, warp_drive]\n---\nBody\n",
     )
@@ -306,7 +318,7 @@ fn hooks_fire_inside_a_subagent_under_its_conversation_and_then_the_parent_s_aga
         results(&server, 2)[0],
         "Blocked by a hook: grep is off. The call was not run."
     );
-    let logged: Vec<Value> = std::fs::read_to_string(&events)
+    let logged: Vec<Value> = fs::read_to_string(&events)
         .unwrap()
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -333,7 +345,7 @@ fn hooks_fire_inside_a_subagent_under_its_conversation_and_then_the_parent_s_aga
     let parent = env
         .conversation_files()
         .into_iter()
-        .find(|p| std::fs::read_to_string(p).unwrap().contains("\"go\""))
+        .find(|p| fs::read_to_string(p).unwrap().contains("\"go\""))
         .unwrap();
     assert_eq!(parent.file_stem().unwrap().to_string_lossy(), sessions[2].1);
 }
@@ -352,7 +364,7 @@ fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
         // The subagent's answer stalls after its first words.
         Reply::SseStall(
             vec![chunk_text("Looking")],
-            std::time::Duration::from_secs(30),
+            Duration::from_secs(30),
             vec![chunk_finish("stop"), "[DONE]".into()],
         ),
         text(&["after the interrupt"]),
@@ -361,24 +373,24 @@ fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"delegate\n").unwrap();
     // Wait for the subagent's request, then Ctrl-C.
-    eventually(100, std::time::Duration::from_millis(50), || {
+    eventually(100, Duration::from_millis(50), || {
         server.requests().len() >= 2
     });
     assert_eq!(server.requests().len(), 2);
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let started = std::time::Instant::now();
+    thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     stdin.write_all(b"next\n").unwrap();
     drop(stdin);
     let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(started.elapsed() < Duration::from_secs(10));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("after the interrupt"), "{stdout}");
     // The parent's record of the call says the user stopped it; the next turn went on.
     let parent = env
         .conversation_files()
         .into_iter()
-        .find(|p| std::fs::read_to_string(p).unwrap().contains("\"delegate\""))
+        .find(|p| fs::read_to_string(p).unwrap().contains("\"delegate\""))
         .unwrap();
     let lines = read_lines(&parent);
     let result = lines
@@ -400,7 +412,7 @@ fn ctrl_c_stops_a_foreground_subagent_and_the_turn() {
 fn subagent_files(env: &Env, parent_text: &str) -> Vec<(String, Vec<Value>)> {
     env.conversation_files()
         .into_iter()
-        .filter(|p| !std::fs::read_to_string(p).unwrap().contains(parent_text))
+        .filter(|p| !fs::read_to_string(p).unwrap().contains(parent_text))
         .map(|p| {
             (
                 p.file_stem().unwrap().to_string_lossy().into_owned(),
@@ -450,21 +462,21 @@ fn task_id_in(body: &Value) -> String {
 }
 
 /// Writes `text` to the child's stdin.
-fn type_in(child: &mut std::process::Child, text: &str) {
+fn type_in(child: &mut Child, text: &str) {
     use std::io::Write;
     let stdin = child.stdin.as_mut().unwrap();
     stdin.write_all(text.as_bytes()).unwrap();
     stdin.flush().unwrap();
 }
 
-fn file_has(path: &std::path::Path, text: &str) -> bool {
-    std::fs::read_to_string(path).is_ok_and(|s| s.contains(text))
+fn file_has(path: &Path, text: &str) -> bool {
+    fs::read_to_string(path).is_ok_and(|s| s.contains(text))
 }
 
 #[test]
 fn a_background_task_answers_at_the_parent_s_next_turn() {
     let env = Env::new();
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[(
             "bg-1",
@@ -489,7 +501,7 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
             .find(|p| file_has(p, "count the files in the background"))
     };
     assert!(
-        eventually(300, std::time::Duration::from_millis(20), || {
+        eventually(300, Duration::from_millis(20), || {
             parent_file().is_some_and(|p| file_has(&p, "Started it."))
         }),
         "the parent's turn ended while its task works"
@@ -501,15 +513,13 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
     release.add_permits(8);
     let parent = parent_file().unwrap();
     let parent_id = parent.file_stem().unwrap().to_string_lossy().into_owned();
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || a_subagent_said(
+    assert!(eventually(300, Duration::from_millis(20), || {
+        a_subagent_said(
             &env,
             "count the files in the background",
-            "There are 3 files."
+            "There are 3 files.",
         )
-    ));
+    }));
     type_in(&mut child, "what did it find?\n/tasks\n/tree\n");
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -563,7 +573,7 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
     );
     // Delivered once: a later turn would not carry it again (the table says delivered).
     assert_eq!(
-        std::fs::read_to_string(&parent)
+        fs::read_to_string(&parent)
             .unwrap()
             .matches("[Background task ")
             .count(),
@@ -574,7 +584,7 @@ fn a_background_task_answers_at_the_parent_s_next_turn() {
 #[test]
 fn the_foreground_wait_moves_a_task_to_the_background_where_nothing_asks() {
     let env = Env::new();
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[(
             "fg-1",
@@ -603,22 +613,18 @@ fn the_foreground_wait_moves_a_task_to_the_background_where_nothing_asks() {
             .into_iter()
             .find(|p| file_has(p, "write the notes\""))
     };
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { parent_file().is_some_and(|p| file_has(&p, "It goes on in the background.")) }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        parent_file().is_some_and(|p| file_has(&p, "It goes on in the background."))
+    }));
     let moved = last_result(&parent_requests(&server)[1]);
     assert!(
         moved.starts_with("The subagent `general-purpose` did not finish within 0.3 s and goes on in the background as task "),
         "{moved}"
     );
     release.add_permits(8);
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || a_subagent_said(&env, "write the notes\"", "I could not write the notes.")
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        a_subagent_said(&env, "write the notes\"", "I could not write the notes.")
+    }));
     type_in(&mut child, "/tasks\n");
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -639,7 +645,7 @@ fn tasks_stop_stops_one_and_the_end_of_the_program_stops_the_rest() {
     let stall = || {
         Reply::SseStall(
             vec![chunk_text("Working on "), chunk_text("it")],
-            std::time::Duration::from_secs(120),
+            Duration::from_secs(120),
             vec!["[DONE]".into()],
         )
     };
@@ -661,11 +667,9 @@ fn tasks_stop_stops_one_and_the_end_of_the_program_stops_the_rest() {
     server.answer_subagents(vec![stall(), stall()]);
     let mut child = env.spawn(&server.base_url);
     type_in(&mut child, "start two jobs\n");
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { server.requests().len() == 4 }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        server.requests().len() == 4
+    }));
     let subs = subagent_files(&env, "start two jobs");
     assert_eq!(subs.len(), 2);
     let first = subs
@@ -677,11 +681,9 @@ fn tasks_stop_stops_one_and_the_end_of_the_program_stops_the_rest() {
     // By a unique start of its id, then (stopped already) by its id, then one that is not.
     type_in(&mut child, &format!("/tasks stop {}\n", &first[..5]));
     let first_file = env.data().join(format!("{first}.jsonl"));
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { file_has(&first_file, "\"interrupted\":true") }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        file_has(&first_file, "\"interrupted\":true")
+    }));
     type_in(
         &mut child,
         &format!("/tasks stop {first}\n/tasks stop zz\n/tasks\n"),
@@ -726,8 +728,8 @@ fn tasks_stop_stops_one_and_the_end_of_the_program_stops_the_rest() {
 #[test]
 fn a_session_works_as_a_role_with_agent() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".new/agents")).unwrap();
-    std::fs::write(
+    fs::create_dir_all(env.work().join(".new/agents")).unwrap();
+    fs::write(
         env.work().join(".new/agents/reviewer.md"),
         "---\nname: reviewer\ndescription: Reviews\ntools: [read_file, grep]\nmodel: tiny-model\n---\nYou review code.\n",
     )
@@ -783,7 +785,7 @@ fn a_session_works_as_a_role_with_agent() {
 #[test]
 fn a_stricter_mode_holds_for_tasks_already_in_the_background() {
     let env = Env::new();
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[(
             "bg-1",
@@ -805,33 +807,23 @@ fn a_stricter_mode_holds_for_tasks_already_in_the_background() {
     ]);
     let mut child = env.spawn(&server.base_url);
     type_in(&mut child, "write the notes\n");
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || {
-            env.conversation_files()
-                .iter()
-                .any(|p| file_has(p, "Started."))
-        }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        env.conversation_files()
+            .iter()
+            .any(|p| file_has(p, "Started."))
+    }));
     // Writes run unasked in the default mode; the user turns to strict before the task writes.
     // (The title, stored after it, says when the mode changed.)
     type_in(&mut child, "/permissions strict\n/title strict-now\n");
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || {
-            env.conversation_files()
-                .iter()
-                .any(|p| file_has(p, "strict-now"))
-        }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        env.conversation_files()
+            .iter()
+            .any(|p| file_has(p, "strict-now"))
+    }));
     release.add_permits(8);
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || a_subagent_said(&env, "write the notes\"", "Done.")
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        a_subagent_said(&env, "write the notes\"", "Done.")
+    }));
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -841,7 +833,7 @@ fn a_stricter_mode_holds_for_tasks_already_in_the_background() {
 #[test]
 fn task_status_waits_for_the_end_and_its_answer_is_not_delivered_again() {
     let env = Env::new();
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[(
             "bg-1",
@@ -863,17 +855,13 @@ fn task_status_waits_for_the_end_and_its_answer_is_not_delivered_again() {
     let mut child = env.spawn(&server.base_url);
     type_in(&mut child, "plan it\n");
     // The parent asked for the status (with a wait) before the subagent could answer.
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { parent_requests(&server).len() == 2 }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        parent_requests(&server).len() == 2
+    }));
     release.add_permits(8);
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { parent_requests(&server).len() == 3 }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        parent_requests(&server).len() == 3
+    }));
     type_in(&mut child, "and then?\n");
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -899,13 +887,13 @@ fn task_status_waits_for_the_end_and_its_answer_is_not_delivered_again() {
 #[test]
 fn hostile_tasks_ids_and_servers_change_nothing() {
     let env = Env::new();
-    std::fs::create_dir_all(env.work().join(".new/agents")).unwrap();
-    std::fs::write(
+    fs::create_dir_all(env.work().join(".new/agents")).unwrap();
+    fs::write(
         env.work().join(".new/agents/evil.md"),
         "---\nname: \"ev\\u001b[2Jil\"\ndescription: \"clears\\rthe screen\"\ntools: [read_file]\n---\nYou are a subagent that misbehaves.\n",
     )
     .unwrap();
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[
             (
@@ -928,15 +916,14 @@ fn hostile_tasks_ids_and_servers_change_nothing() {
         text(&["Next."]),
     ]);
     // The two run side by side: each request is answered by its role.
-    let explore: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Reply>>> =
-        std::sync::Arc::new(std::sync::Mutex::new(
-            vec![
-                // It reads a file whose name carries escapes, then answers once released.
-                tool_calls(&[("r1", "read_file", "{\"filepath\":\"x\\u001b[31m.txt\"}")]),
-                gated(text(&["Seen."]), &release),
-            ]
-            .into(),
-        ));
+    let explore: Arc<Mutex<VecDeque<Reply>>> = Arc::new(Mutex::new(
+        vec![
+            // It reads a file whose name carries escapes, then answers once released.
+            tool_calls(&[("r1", "read_file", "{\"filepath\":\"x\\u001b[31m.txt\"}")]),
+            gated(text(&["Seen."]), &release),
+        ]
+        .into(),
+    ));
     let route = || {
         let explore = explore.clone();
         with(move |body| {
@@ -954,24 +941,18 @@ fn hostile_tasks_ids_and_servers_change_nothing() {
     server.answer_subagents(vec![route(), route(), route()]);
     let mut child = env.spawn(&server.base_url);
     type_in(&mut child, "go\n/agents\n/tasks\n");
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || {
-            env.conversation_files()
+    assert!(eventually(300, Duration::from_millis(20), || {
+        env.conversation_files()
+            .iter()
+            .any(|p| file_has(p, "Started."))
+            && subagent_files(&env, "\"go\"")
                 .iter()
-                .any(|p| file_has(p, "Started."))
-                && subagent_files(&env, "\"go\"")
-                    .iter()
-                    .any(|(_, l)| l[0]["metadata"]["agent"] == "explore" && l.len() >= 4)
-        }
-    ));
+                .any(|(_, l)| l[0]["metadata"]["agent"] == "explore" && l.len() >= 4)
+    }));
     release.add_permits(8);
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || a_subagent_said(&env, "\"go\"", "Seen.")
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        a_subagent_said(&env, "\"go\"", "Seen.")
+    }));
     type_in(&mut child, "/tasks\nand?\n");
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -1020,9 +1001,9 @@ fn hostile_tasks_ids_and_servers_change_nothing() {
 fn a_subagent_stop_hook_asks_the_subagent_to_go_on() {
     let env = Env::new();
     let home = env.dir.path().join("home/.claude");
-    std::fs::create_dir_all(&home).unwrap();
+    fs::create_dir_all(&home).unwrap();
     let log = env.dir.path().join("subagent-stop.log");
-    std::fs::write(
+    fs::write(
         home.join("settings.json"),
         serde_json::json!({"hooks": {"SubagentStop": [{"hooks": [{"type": "command", "command": format!(
             r#"i=$(cat); printf '%s\n' "$i" >> {}; case "$i" in *'"stop_hook_active":true'*) ;; *) echo '{{"decision": "block", "reason": "check the tests too"}}' ;; esac"#,
@@ -1056,7 +1037,7 @@ fn a_subagent_stop_hook_asks_the_subagent_to_go_on() {
     );
     // The parent's result is the subagent's last answer.
     assert!(results(&server, 3)[0].contains("Tests are in tests/."));
-    let logged = std::fs::read_to_string(&log).unwrap();
+    let logged = fs::read_to_string(&log).unwrap();
     let events: Vec<Value> = logged
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -1074,7 +1055,7 @@ fn a_subagent_stop_hook_asks_the_subagent_to_go_on() {
 fn auto_continue_lets_the_parent_go_on_with_a_background_answer() {
     let env = Env::new();
     env.write_config(r#"{"subagent": {"auto_continue": true}}"#);
-    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
     let server = Server::start(vec![
         tool_calls(&[(
             "bg-1",
@@ -1092,20 +1073,16 @@ fn auto_continue_lets_the_parent_go_on_with_a_background_answer() {
             .into_iter()
             .find(|p| file_has(p, "count them in the background"))
     };
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { parent_file().is_some_and(|p| file_has(&p, "Started it.")) }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        parent_file().is_some_and(|p| file_has(&p, "Started it."))
+    }));
     release.add_permits(8);
-    assert!(eventually(
-        300,
-        std::time::Duration::from_millis(20),
-        || { a_subagent_said(&env, "count them in the background", "There are 3 files.") }
-    ));
+    assert!(eventually(300, Duration::from_millis(20), || {
+        a_subagent_said(&env, "count them in the background", "There are 3 files.")
+    }));
     type_in(&mut child, "\n");
     assert!(
-        eventually(300, std::time::Duration::from_millis(20), || {
+        eventually(300, Duration::from_millis(20), || {
             parent_file().is_some_and(|p| file_has(&p, "so we are done"))
         }),
         "the parent went on by itself"

@@ -10,10 +10,29 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
+use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::routing;
 use axum::routing::post;
+use futures_util::stream;
 use serde_json::{Value, json};
+use std::env;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::fs;
+use std::io;
+use std::io::ErrorKind;
+use std::net;
+use std::process::Child;
+use std::thread;
+use tokio::net::TcpListener;
+use tokio::runtime::Builder;
+use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
+use tokio::sync::mpsc;
+use tokio::time;
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -29,7 +48,7 @@ pub enum Reply {
     /// An HTTP error status with this body and these headers.
     StatusWith(u16, String, Vec<(&'static str, String)>),
     /// Payloads sent one by one, each after the first only once the test adds a permit.
-    Gated(Vec<String>, Arc<tokio::sync::Semaphore>),
+    Gated(Vec<String>, Arc<Semaphore>),
     /// The reply is made from the request's body when it arrives.
     With(MakeReply),
 }
@@ -38,8 +57,8 @@ pub enum Reply {
 #[derive(Clone)]
 pub struct MakeReply(pub Arc<dyn Fn(&Value) -> Reply + Send + Sync>);
 
-impl std::fmt::Debug for MakeReply {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for MakeReply {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.write_str("<reply made from the request>")
     }
 }
@@ -69,7 +88,7 @@ pub fn chunk_usage(input: u64, output: u64) -> String {
 }
 
 /// `reply`'s chunks, each after the first only once the test adds a permit to `gate`.
-pub fn gated(reply: Reply, gate: &std::sync::Arc<tokio::sync::Semaphore>) -> Reply {
+pub fn gated(reply: Reply, gate: &Arc<Semaphore>) -> Reply {
     let Reply::Sse(chunks) = reply else {
         panic!("an SSE reply")
     };
@@ -122,12 +141,12 @@ struct Shared {
 pub struct Server {
     pub base_url: String,
     shared: Arc<Shared>,
-    _runtime: tokio::runtime::Runtime,
+    _runtime: Runtime,
 }
 
 impl Server {
     pub fn start(replies: Vec<Reply>) -> Server {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let runtime = Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
@@ -145,11 +164,9 @@ impl Server {
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/messages", post(handle))
-            .route("/v1/models", axum::routing::get(models))
+            .route("/v1/models", routing::get(models))
             .with_state(shared.clone());
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
+        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
         runtime.spawn(async move {
             axum::serve(listener, app).await.unwrap();
@@ -270,7 +287,7 @@ pub fn count_tokens(body: &str) -> u64 {
 
 async fn handle(
     State(shared): State<Arc<Shared>>,
-    uri: axum::http::Uri,
+    uri: Uri,
     headers: HeaderMap,
     body: String,
 ) -> Response {
@@ -284,7 +301,7 @@ async fn handle(
             .unwrap()
             .clone()
             .unwrap_or_else(|| (r#"{"changes": []}"#.to_string(), Duration::ZERO));
-        tokio::time::sleep(after).await;
+        time::sleep(after).await;
         let reply = if anthropic {
             anthropic_text(&[&text])
         } else {
@@ -350,7 +367,7 @@ async fn handle(
     }
     if let Some(Reply::Gated(chunks, gate)) = &reply {
         let (chunks, gate) = (chunks.clone(), gate.clone());
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(1);
+        let (tx, rx) = mpsc::channel::<Result<String, io::Error>>(1);
         tokio::spawn(async move {
             for (i, c) in chunks.iter().enumerate() {
                 if i > 0 {
@@ -361,7 +378,7 @@ async fn handle(
                 }
             }
         });
-        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        let stream = stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         });
         return Response::builder()
@@ -389,25 +406,25 @@ async fn handle(
         Some(Reply::SseStall(a, d, b)) => (a, d, b, true),
         Some(Reply::Gated(..)) | Some(Reply::With(..)) => unreachable!("handled above"),
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    let (tx, rx) = mpsc::channel::<Result<String, io::Error>>(4);
     tokio::spawn(async move {
         for c in before {
             if tx.send(Ok(sse_event(&c))).await.is_err() {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            time::sleep(Duration::from_millis(5)).await;
         }
-        tokio::time::sleep(stall).await;
+        time::sleep(stall).await;
         for c in after {
             if tx.send(Ok(sse_event(&c))).await.is_err() {
                 return;
             }
         }
         if !end_clean {
-            let _ = tx.send(Err(std::io::Error::other("cut"))).await;
+            let _ = tx.send(Err(io::Error::other("cut"))).await;
         }
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let stream = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
     Response::builder()
@@ -500,14 +517,14 @@ pub fn eventually(tries: u32, every: Duration, mut done: impl FnMut() -> bool) -
         if done() {
             return true;
         }
-        std::thread::sleep(every);
+        thread::sleep(every);
     }
     done()
 }
 
 /// A loopback port nothing listens on (it was free a moment ago).
 pub fn unused_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
@@ -525,7 +542,7 @@ impl Env {
             dir: tempfile::tempdir().unwrap(),
         };
         for d in ["work", "data", "home", "xdg-data", "xdg-config"] {
-            std::fs::create_dir_all(env.dir.path().join(d)).unwrap();
+            fs::create_dir_all(env.dir.path().join(d)).unwrap();
         }
         // Retries wait milliseconds, not seconds, in tests.
         env.write_config(r#"{"retry_initial_ms": 5}"#);
@@ -534,8 +551,8 @@ impl Env {
 
     /// Replaces the user config file.
     pub fn write_config(&self, json: &str) {
-        std::fs::create_dir_all(self.config_dir()).unwrap();
-        std::fs::write(self.config_dir().join("config.json"), json).unwrap();
+        fs::create_dir_all(self.config_dir()).unwrap();
+        fs::write(self.config_dir().join("config.json"), json).unwrap();
     }
 
     pub fn work(&self) -> PathBuf {
@@ -554,7 +571,7 @@ impl Env {
     pub fn command(&self, base_url: &str) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_new"));
         cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PATH", env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.dir.path().join("home"))
             .env("XDG_DATA_HOME", self.dir.path().join("xdg-data"))
             .env("XDG_CONFIG_HOME", self.dir.path().join("xdg-config"))
@@ -577,20 +594,20 @@ impl Env {
 
     /// Starts `new WORK default DATA` with every stream piped, for a test that writes its input
     /// over time and signals the process.
-    pub fn spawn(&self, base_url: &str) -> std::process::Child {
+    pub fn spawn(&self, base_url: &str) -> Child {
         let mut cmd = self.command(base_url);
         cmd.arg(self.work())
             .arg("default")
             .arg(self.data())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         cmd.spawn().unwrap()
     }
 
     /// The conversation files in DATADIR.
     pub fn conversation_files(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(self.data())
+        let mut files: Vec<PathBuf> = fs::read_dir(self.data())
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
@@ -609,7 +626,7 @@ impl Env {
 }
 
 pub fn read_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    fs::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
@@ -622,8 +639,8 @@ pub struct Run {
     pub code: Option<i32>,
 }
 
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for Run {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
@@ -642,7 +659,7 @@ pub fn run_with_stdin(mut cmd: Command, stdin: &str) -> Run {
         .unwrap();
     // A program that exits before reading all its input (a bad config, say) closes the pipe early.
     match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
         other => other.unwrap(),
     }
     let Output {
@@ -660,8 +677,8 @@ pub fn run_with_stdin(mut cmd: Command, stdin: &str) -> Run {
 #[cfg(unix)]
 /// Whether any process has `marker` in its command line.
 pub fn running(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
+    fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        fs::read(e.path().join("cmdline"))
             .map(|c| {
                 String::from_utf8_lossy(&c)
                     .replace('\0', " ")

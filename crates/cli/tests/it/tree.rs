@@ -4,6 +4,15 @@
 use serde_json::Value;
 
 use crate::support::*;
+use std::fs;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+#[cfg(not(windows))]
+use std::process::Command;
+use std::thread;
+use std::time::Duration;
+#[cfg(not(windows))]
+use std::time::Instant;
 
 fn contents(server: &Server, n: usize) -> Vec<String> {
     server
@@ -142,13 +151,13 @@ fn continue_and_resume_reopen_conversations() {
     ]);
     let env = Env::new();
     env.run(&server.base_url, &[], "older conversation\n");
-    std::thread::sleep(std::time::Duration::from_millis(1100)); // timestamps have whole seconds
+    thread::sleep(Duration::from_millis(1100)); // timestamps have whole seconds
     env.run(&server.base_url, &[], "newer conversation\n");
     let files = env.conversation_files();
     let id_of = |needle: &str| {
         files
             .iter()
-            .find(|f| std::fs::read_to_string(f).unwrap().contains(needle))
+            .find(|f| fs::read_to_string(f).unwrap().contains(needle))
             .unwrap()
             .file_stem()
             .unwrap()
@@ -250,7 +259,7 @@ fn titles_and_deletion_are_appended_records_and_moves() {
     let files = env.conversation_files();
     let trip = files
         .iter()
-        .find(|f| std::fs::read_to_string(f).unwrap().contains("Lisbon"))
+        .find(|f| fs::read_to_string(f).unwrap().contains("Lisbon"))
         .unwrap()
         .clone();
     let trip_id = trip.file_stem().unwrap().to_string_lossy().into_owned();
@@ -323,7 +332,7 @@ fn export_and_dump_write_what_was_said_and_what_the_model_sees() {
     assert!(run.stderr.contains("/dump takes no argument"), "{run:?}");
 
     // Markdown: the branch at the cursor only.
-    let md = std::fs::read_to_string(env.work().join(format!("{id}.md"))).unwrap();
+    let md = fs::read_to_string(env.work().join(format!("{id}.md"))).unwrap();
     assert!(
         md.contains("## User\n\n") && md.contains("what is here?"),
         "{md}"
@@ -337,14 +346,13 @@ fn export_and_dump_write_what_was_said_and_what_the_model_sees() {
 
     // JSON: the whole tree.
     let tree: Value =
-        serde_json::from_str(&std::fs::read_to_string(env.work().join("tree.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&fs::read_to_string(env.work().join("tree.json")).unwrap()).unwrap();
     assert_eq!(tree["id"], id.as_str());
     assert_eq!(tree["messages"].as_array().unwrap().len(), 7);
 
     // Dump: exactly the body of the next request, minus the message typed after it.
     let dump: Value = serde_json::from_str(
-        &std::fs::read_to_string(env.data().join(format!("{id}.dump.json"))).unwrap(),
+        &fs::read_to_string(env.data().join(format!("{id}.dump.json"))).unwrap(),
     )
     .unwrap();
     let next = &server.requests()[3];
@@ -355,11 +363,11 @@ fn export_and_dump_write_what_was_said_and_what_the_model_sees() {
     );
     assert_eq!(dump["tools"], next["tools"]);
     assert_eq!(dump["model"], next["model"]);
-    let dump_md = std::fs::read_to_string(env.data().join(format!("{id}.dump.md"))).unwrap();
+    let dump_md = fs::read_to_string(env.data().join(format!("{id}.dump.md"))).unwrap();
     // Readable by the user only, like the conversations.
     for ext in ["dump.md", "dump.json"] {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(env.data().join(format!("{id}.{ext}")))
+        let mode = fs::metadata(env.data().join(format!("{id}.{ext}")))
             .unwrap()
             .permissions()
             .mode();
@@ -460,7 +468,7 @@ fn a_reload_shows_the_same_tree_titles_and_branches() {
 fn another_agent_s_history_is_left_alone() {
     let server = Server::start(vec![text(&["fine"])]);
     let env = Env::new();
-    std::fs::create_dir_all(env.data()).unwrap();
+    fs::create_dir_all(env.data()).unwrap();
     let foreign = env.data().join("c1a0de01.jsonl");
     let text = concat!(
         r#"{"type":"user","uuid":"u1","parentUuid":null,"message":{"role":"user","content":"hi"}}"#,
@@ -468,7 +476,7 @@ fn another_agent_s_history_is_left_alone() {
         r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","message":{"role":"assistant","content":"hello"}}"#,
         "\n"
     );
-    std::fs::write(&foreign, text).unwrap();
+    fs::write(&foreign, text).unwrap();
     let run = env.run(&server.base_url, &[], "/switch c1a0de01\nstill here\n");
     assert!(
         run.stderr.contains(
@@ -476,10 +484,10 @@ fn another_agent_s_history_is_left_alone() {
         ),
         "{run:?}"
     );
-    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), text);
+    assert_eq!(fs::read_to_string(&foreign).unwrap(), text);
     let run = env.run(&server.base_url, &["--resume", "c1a0de01"], "");
     assert_ne!(run.code, Some(0), "{run:?}");
-    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), text);
+    assert_eq!(fs::read_to_string(&foreign).unwrap(), text);
 }
 
 /// `/clear` (CodePilot's): the next message starts a fresh branch from the root; the branch left
@@ -535,9 +543,9 @@ fn a_conversation_linked_out_of_datadir_or_a_fifo_is_refused_at_once() {
     assert_eq!(run.code, Some(0), "{run:?}");
     let (id, _) = other.only_conversation();
     let target = other.data().join(format!("{id}.jsonl"));
-    let before = std::fs::read(&target).unwrap();
+    let before = fs::read(&target).unwrap();
     let env = Env::new();
-    std::os::unix::fs::symlink(&target, env.data().join(format!("{id}.jsonl"))).unwrap();
+    symlink(&target, env.data().join(format!("{id}.jsonl"))).unwrap();
     let run = env.run(
         &server.base_url,
         &["--resume", &id],
@@ -548,18 +556,18 @@ fn a_conversation_linked_out_of_datadir_or_a_fifo_is_refused_at_once() {
             .contains("is not a regular file (a link, a named pipe or a device)"),
         "{run:?}"
     );
-    assert_eq!(std::fs::read(&target).unwrap(), before);
+    assert_eq!(fs::read(&target).unwrap(), before);
     let fifo = env.data().join("f1f0f1f0.jsonl");
     assert!(
-        std::process::Command::new("mkfifo")
+        Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap()
             .success()
     );
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let run = env.run(&server.base_url, &["-r", "f1f0f1f0"], "");
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(started.elapsed() < Duration::from_secs(20));
     assert!(
         run.stderr
             .contains("is not a regular file (a link, a named pipe or a device)"),

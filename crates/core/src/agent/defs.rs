@@ -10,7 +10,11 @@ use gray_matter::Matter;
 use gray_matter::engine::YAML;
 use serde::Deserialize;
 
+use crate::fs::project_file;
+use crate::fs::project_file::ProjectFiles;
 use crate::layers::Layers;
+use crate::vocab;
+use std::fs;
 
 /// The `subagent` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +119,7 @@ pub fn load(
 ) -> (Vec<Definition>, Vec<String>) {
     let mut found: Vec<Definition> = Vec::new();
     let mut problems = Vec::new();
-    let files = crate::fs::project_file::ProjectFiles::new(layers.workdir());
+    let files = ProjectFiles::new(layers.workdir());
     // Nearest first; the first definition of a name wins. CodePilot's and Claude Code's folders
     // beside ours, read as written.
     let workdir = layers.workdir();
@@ -134,7 +138,7 @@ pub fn load(
         dirs.push((home.join(".claude/agents"), false));
     }
     for (dir, from_project) in dirs {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };
         let mut paths: Vec<PathBuf> = entries
@@ -174,7 +178,7 @@ pub fn load(
 
 fn read(
     path: &Path,
-    project: Option<&crate::fs::project_file::ProjectFiles>,
+    project: Option<&ProjectFiles>,
     settings: &SubagentSettings,
     known_tool: &dyn Fn(&str) -> bool,
 ) -> Result<Definition, String> {
@@ -183,7 +187,7 @@ fn read(
     let limit = settings.max_definition_bytes;
     let got = match project {
         Some(files) => files.read(path, limit),
-        None => crate::fs::project_file::read_own(path, limit),
+        None => project_file::read_own(path, limit),
     }?
     .ok_or("it is gone")?;
     if got.truncated {
@@ -216,7 +220,7 @@ fn read(
             serde_json::Value::Array(items) => items
                 .into_iter()
                 .map(|i| match i {
-                    serde_json::Value::String(s) => crate::vocab::canonical(s.trim()).to_string(),
+                    serde_json::Value::String(s) => vocab::canonical(s.trim()).to_string(),
                     other => other.to_string(),
                 })
                 .filter(|s| !s.is_empty())
@@ -225,7 +229,7 @@ fn read(
                 .split([',', ' '])
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| crate::vocab::canonical(s).to_string())
+                .map(|s| vocab::canonical(s).to_string())
                 .collect(),
             _ => Vec::new(),
         })
@@ -281,13 +285,17 @@ pub fn allowed_tools(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::builtin::NAMES;
+    use std::fs;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
 
     fn layers(dir: &Path) -> Layers {
         Layers::at(&dir.join("p"), &dir.join("u"))
     }
 
     fn known(t: &str) -> bool {
-        crate::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__")
+        NAMES.contains(&t) || t.starts_with("mcp__")
     }
 
     #[test]
@@ -295,8 +303,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
         let write = |p: PathBuf, text: &str| {
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
         };
         write(
             l.project.join("agents/explore.md"),
@@ -348,8 +356,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
         let write = |p: PathBuf, text: &str| {
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
         };
         let work = dir.path().join("p");
         write(
@@ -374,7 +382,7 @@ mod tests {
         );
         // A project's definition that is a link out of the project is not read.
         write(dir.path().join("outside.md"), "---\nname: leak\n---\nx\n");
-        std::os::unix::fs::symlink(
+        symlink(
             dir.path().join("outside.md"),
             work.join(".codepilot/agents/leak.md"),
         )

@@ -12,11 +12,24 @@ use serde_json::json;
 use super::defs::allowed_tools;
 use super::subagent::Subagents;
 use super::{Agent, Gate, Observer, TurnEnd};
+use crate::context::Context;
 use crate::conversation::{ChatSession, Message, Store};
+use crate::hooks::AgentRunner;
 use crate::hooks::SubagentError;
 use crate::llm::{ChatResponse, Model, ToolCall};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::path::Path;
+use std::path::PathBuf;
+use std::thread::Builder;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+use tokio::sync::watch;
+use tokio::sync::watch::Sender;
 
 /// Makes the gate of one run: unattended, deciding by the session's permissions.
 pub type GateFactory = Arc<dyn Fn() -> Box<dyn Gate + Send> + Send + Sync>;
@@ -28,16 +41,16 @@ pub struct HookAgents {
     pub subagents: Subagents,
     pub model: String,
     pub max_rounds: usize,
-    pub context: crate::context::Context,
+    pub context: Context,
     pub store: Store,
     pub gate: GateFactory,
     /// The project's folder: a role defined there (which a cloned repository can supply) answers
     /// only the project's own hooks.
-    pub workdir: std::path::PathBuf,
+    pub workdir: PathBuf,
 }
 
-impl std::fmt::Debug for HookAgents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for HookAgents {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.debug_struct("HookAgents")
             .field("model", &self.model)
             .finish_non_exhaustive()
@@ -51,13 +64,13 @@ impl Observer for Quiet {
     fn text(&mut self, _: &str) {}
     fn reasoning(&mut self, _: &str) {}
     fn tool_call_started(&mut self, _: &str) {}
-    fn retry(&mut self, _: u32, _: u32, _: std::time::Duration, _: &str) {}
+    fn retry(&mut self, _: u32, _: u32, _: Duration, _: &str) {}
     fn answer_end(&mut self, _: &ChatResponse, _: bool) {}
     fn tool_call(&mut self, _: &ToolCall) {}
     fn tool_result(&mut self, _: &ToolCall, _: &ToolOutcome) {}
 }
 
-impl crate::hooks::AgentRunner for HookAgents {
+impl AgentRunner for HookAgents {
     fn run(
         &self,
         role: &str,
@@ -75,7 +88,7 @@ impl crate::hooks::AgentRunner for HookAgents {
             });
         };
         // A cloned repository's role of the same name must not answer the user's own hook.
-        if !project_roles && std::path::Path::new(&def.source).starts_with(&self.workdir) {
+        if !project_roles && Path::new(&def.source).starts_with(&self.workdir) {
             return fail(SubagentError::ProjectRole {
                 role: role.to_string(),
                 file: def.source.clone(),
@@ -101,20 +114,20 @@ impl crate::hooks::AgentRunner for HookAgents {
         let (provider, tools) = (self.provider.clone(), self.tools.detached());
         let context = self.context.for_model(&model);
         let mut gate = (self.gate)();
-        let (done, answer) = tokio::sync::oneshot::channel();
+        let (done, answer) = oneshot::channel();
         // Dropped (the hook timed out, the user interrupted): the subagent stops.
-        struct StopOnDrop(tokio::sync::watch::Sender<u64>);
+        struct StopOnDrop(Sender<u64>);
         impl Drop for StopOnDrop {
             fn drop(&mut self) {
                 self.0.send_modify(|n| *n += 1);
             }
         }
-        let (stopper, mut stop) = tokio::sync::watch::channel(0u64);
+        let (stopper, mut stop) = watch::channel(0u64);
         let stopper = StopOnDrop(stopper);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Ok(runtime) = Handle::try_current() else {
             return fail(SubagentError::NoRuntime);
         };
-        let spawned = std::thread::Builder::new()
+        let spawned = Builder::new()
             .name(format!("hook agent {}", def.name))
             .spawn(move || {
                 let end = runtime.block_on(async {

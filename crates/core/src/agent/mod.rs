@@ -16,15 +16,33 @@ use tokio::sync::watch;
 
 use std::borrow::Cow;
 
+use crate::checkpoint::Checkpoints;
+use crate::context;
 use crate::context::Context;
+use crate::context::WindowSource;
 use crate::context::compact::{self, CompactError};
 use crate::conversation::SessionError;
+use crate::conversation::message;
 use crate::conversation::message::{Extra, Rare};
 use crate::conversation::{ChatSession, Message};
+use crate::hooks::HookFailure;
+use crate::hooks::Hooks;
+use crate::hooks::Input;
+use crate::hooks::Outcome;
+use crate::hooks::Permission;
 use crate::llm::{ChatRequest, ChatResponse, LlmError, Model, ResponseStatus, StreamEvent};
+use crate::mcp::Manager;
+use crate::tools::ToolKind;
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::Role;
 use crate::vocab::ToolCall;
+use crate::vocab::Usage;
+use std::future;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
 
 /// The result stored for a tool call that the user's interrupt kept from running.
 pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";
@@ -44,7 +62,7 @@ pub trait Gate {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &serde_json::Value,
-        hook: Option<crate::hooks::Permission>,
+        hook: Option<Permission>,
     ) -> GateDecision;
 
     /// Names who asks (a subagent's role) in the approval questions to come; None: the agent.
@@ -81,11 +99,11 @@ pub enum GateDecision {
 /// What the person watching is told while a turn runs. The REPL prints; tests record.
 pub trait Observer {
     /// A hook failed, timed out or crashed: one line, the turn goes on.
-    fn hook_failed(&mut self, _failure: &crate::hooks::HookFailure) {}
+    fn hook_failed(&mut self, _failure: &HookFailure) {}
     /// A hook's line for the user (Claude Code's `systemMessage`).
     fn hook_notice(&mut self, _line: &str) {}
     /// Tokens spent on the turn's behalf elsewhere (a subagent's answers).
-    fn usage(&mut self, _usage: &crate::vocab::Usage) {}
+    fn usage(&mut self, _usage: &Usage) {}
     /// One line of a subagent's work, under the parent's `agent` call.
     fn subagent_line(&mut self, _line: &str) {}
 
@@ -94,7 +112,7 @@ pub trait Observer {
     /// A tool call began streaming (its arguments are still arriving).
     fn tool_call_started(&mut self, name: &str);
     /// A request failed and will be tried again after `delay` (attempt `attempt` of `of`).
-    fn retry(&mut self, attempt: u32, of: u32, delay: std::time::Duration, reason: &str);
+    fn retry(&mut self, attempt: u32, of: u32, delay: Duration, reason: &str);
     /// An answer ended: `complete` when it arrived whole, otherwise cut by an error or the user
     /// (then `response` holds what arrived, possibly nothing).
     fn answer_end(&mut self, response: &ChatResponse, complete: bool);
@@ -207,9 +225,9 @@ pub struct Agent<'a> {
     /// The only tools offered and run (a skill's `allowed-tools` while its turn runs).
     pub allowed_tools: Option<&'a [String]>,
     /// Snapshots of the working folder around rounds of tools that may change it.
-    pub checkpoints: Option<&'a crate::checkpoint::Checkpoints>,
+    pub checkpoints: Option<&'a Checkpoints>,
     /// The user's hooks (iterations, tool calls, compaction).
-    pub hooks: Option<&'a crate::hooks::Hooks>,
+    pub hooks: Option<&'a Hooks>,
     /// Subagent roles (the `agent` tool); None in a subagent (no recursion).
     pub subagents: Option<&'a subagent::Subagents>,
     /// In a subagent: its role.
@@ -262,7 +280,7 @@ impl Agent<'_> {
             .set_results_root(self.results_dir(session));
         // MCP servers still starting are waited for (at most their handshake timeout), so that
         // their tools are offered; Ctrl-C stops the wait, not the turn.
-        if let Some(mcp) = self.tools.source::<crate::mcp::Manager>() {
+        if let Some(mcp) = self.tools.source::<Manager>() {
             observer.waiting(Waiting::Servers);
             tokio::select! {
                 _ = mcp.settle() => {}
@@ -273,16 +291,16 @@ impl Agent<'_> {
             hooks.set_session(session.id(), &session.store().path(session.id()));
         }
         for round in 0..self.max_rounds {
-            let numbered = |event: &str| crate::hooks::Input {
+            let numbered = |event: &str| Input {
                 iteration: Some(round as u64 + 1),
-                ..crate::hooks::Input::new(event)
+                ..Input::new(event)
             };
             match self
                 .hook(observer, interrupts, numbered("iteration_start"))
                 .await
             {
                 None => return TurnEnd::Interrupted,
-                Some(crate::hooks::Outcome {
+                Some(Outcome {
                     stop: Some(reason), ..
                 }) => return TurnEnd::Stopped(reason),
                 Some(_) => {}
@@ -442,8 +460,8 @@ impl Agent<'_> {
     }
 
     /// Where the whole results of the session's tool calls are saved.
-    fn results_dir(&self, session: &ChatSession) -> std::path::PathBuf {
-        crate::context::results_dir(session.store().dir(), session.id())
+    fn results_dir(&self, session: &ChatSession) -> PathBuf {
+        context::results_dir(session.store().dir(), session.id())
     }
 
     /// The request for the branch at the cursor and its estimated tokens. `wrap_up`: the
@@ -467,14 +485,14 @@ impl Agent<'_> {
         if let Some(allowed) = self.allowed_tools {
             tools.retain(|t| allowed.contains(&t.name));
         }
-        let estimate = crate::context::estimate_request(&messages, &tools);
+        let estimate = context::estimate_request(&messages, &tools);
         // What the window leaves for the answer (servers refuse a request whose prompt and cap
         // together exceed it), a little kept aside for the estimate's error.
         // Only a window known (configured, told, learned, the family's): a guessed one would cap
         // answers for nothing.
         let max_tokens = self.context.and_then(|ctx| {
             let (window, source) = ctx.window();
-            if source == crate::context::WindowSource::Fallback {
+            if source == WindowSource::Fallback {
                 return None;
             }
             let left = window.saturating_sub(ctx.scale(estimate) + window / 20);
@@ -586,8 +604,8 @@ impl Agent<'_> {
             return Err(CompactError::Nothing);
         };
         let (request, before) = self.build(session, None);
-        let fixed = crate::context::estimate_message(&request.messages[0])
-            + crate::context::estimate_tools(&request.tools);
+        let fixed = context::estimate_message(&request.messages[0])
+            + context::estimate_tools(&request.tools);
         drop(request);
         interrupts.borrow_and_update();
         let result = {
@@ -618,11 +636,7 @@ impl Agent<'_> {
                 Err(e) => Err(e),
                 Ok(plan) => {
                     let _ = self
-                        .hook(
-                            observer,
-                            interrupts,
-                            crate::hooks::Input::new("pre_compact"),
-                        )
+                        .hook(observer, interrupts, Input::new("pre_compact"))
                         .await;
                     observer.compaction(&CompactionEvent::Started { automatic });
                     let mut stop = Box::pin(async {
@@ -683,9 +697,7 @@ impl Agent<'_> {
             tokens_after: info.tokens_after,
         };
         observer.compaction(&CompactionEvent::Done(&done));
-        let _ = self
-            .hook(observer, interrupts, crate::hooks::Input::new("compact"))
-            .await;
+        let _ = self.hook(observer, interrupts, Input::new("compact")).await;
         Ok(done)
     }
 
@@ -730,7 +742,7 @@ impl Agent<'_> {
             interrupted,
             extra: Extra {
                 tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
-                model: Some(crate::conversation::message::model_name(&self.model)),
+                model: Some(message::model_name(&self.model)),
                 usage: response.usage.map(Box::new),
                 rare: Rare {
                     reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
@@ -916,8 +928,7 @@ impl Agent<'_> {
                             Ok(args) => self.tools.run(name, args).await,
                             Err(outcome) => outcome.clone(),
                         }
-                    })
-                        as std::pin::Pin<Box<dyn std::future::Future<Output = ToolOutcome> + '_>>
+                    }) as Pin<Box<dyn Future<Output = ToolOutcome> + '_>>
                 });
                 let names: Vec<&str> = decided
                     .iter()
@@ -935,7 +946,7 @@ impl Agent<'_> {
                     let question = async {
                         match &sandbox {
                             Some(s) => s.next_question().await,
-                            None => std::future::pending().await,
+                            None => future::pending().await,
                         }
                     };
                     tokio::select! {
@@ -960,11 +971,11 @@ impl Agent<'_> {
                     && stopped.is_none()
                     && let Ok(args) = args
                 {
-                    let input = crate::hooks::Input {
+                    let input = Input {
                         tool_name: Some(call.function.name.clone()),
                         tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
                         tool_response: Some(outcome.content.clone()),
-                        ..crate::hooks::Input::new("post_tool_use")
+                        ..Input::new("post_tool_use")
                     };
                     match self.hook(observer, interrupts, input).await {
                         // The results are stored whole; the hooks still to come are not run.
@@ -1036,10 +1047,10 @@ impl Agent<'_> {
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
     ) -> Result<GateDecision, String> {
-        let input = crate::hooks::Input {
+        let input = Input {
             tool_name: Some(call.function.name.clone()),
             tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
-            ..crate::hooks::Input::new("pre_tool_use")
+            ..Input::new("pre_tool_use")
         };
         let Some(outcome) = self.hook(observer, interrupts, input).await else {
             return Ok(GateDecision::Interrupt);
@@ -1067,8 +1078,8 @@ impl Agent<'_> {
         &self,
         observer: &mut dyn Observer,
         interrupts: &Interrupts,
-        input: crate::hooks::Input,
-    ) -> Option<crate::hooks::Outcome> {
+        input: Input,
+    ) -> Option<Outcome> {
         let Some(hooks) = self.hooks.filter(|h| h.wants(&input.event)) else {
             return Some(Default::default());
         };
@@ -1095,16 +1106,14 @@ impl Agent<'_> {
     fn is_read(&self, name: &str) -> bool {
         self.tools
             .get(name)
-            .is_some_and(|t| t.kind() == crate::tools::ToolKind::Read)
+            .is_some_and(|t| t.kind() == ToolKind::Read)
     }
 }
 
 /// Adds what the ready MCP servers ask the model to know, under their names, to the system
 /// message of a request (`/dump` shows the same).
 pub fn add_mcp_instructions(messages: &mut [crate::vocab::ChatMessage], tools: &ToolRegistry) {
-    if let Some(text) = tools
-        .source::<crate::mcp::Manager>()
-        .and_then(|m| m.instructions())
+    if let Some(text) = tools.source::<Manager>().and_then(|m| m.instructions())
         && let Some(system) = messages.iter_mut().find(|m| m.role == Role::System)
     {
         system.content = Cow::Owned(format!("{}\n\n{text}", system.content));
@@ -1112,24 +1121,22 @@ pub fn add_mcp_instructions(messages: &mut [crate::vocab::ChatMessage], tools: &
 }
 
 /// Polls every future until all are done; their outputs in the order given.
-async fn join_all<'a, T>(
-    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>>,
-) -> Vec<T> {
+async fn join_all<'a, T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>) -> Vec<T> {
     let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
+    future::poll_fn(|cx| {
         let mut pending = false;
         for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
             if output.is_none() {
                 match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(value) => *output = Some(value),
-                    std::task::Poll::Pending => pending = true,
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
                 }
             }
         }
         if pending {
-            std::task::Poll::Pending
+            Poll::Pending
         } else {
-            std::task::Poll::Ready(())
+            Poll::Ready(())
         }
     })
     .await;

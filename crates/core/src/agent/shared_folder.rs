@@ -7,13 +7,17 @@
 
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::checkpoint;
 use crate::checkpoint::{Checkpoints, Manifest};
+use crate::fs::confine::Workdir;
+use std::mem;
+use std::sync::Mutex;
 
 #[derive(Default)]
 pub struct SharedFolder {
     lock: RwLock<()>,
     /// What could not be put back after an answer, to be said once they are all done.
-    problems: std::sync::Mutex<Vec<String>>,
+    problems: Mutex<Vec<String>>,
 }
 
 /// What an answer holds of the folder.
@@ -52,12 +56,7 @@ impl SharedFolder {
     /// At the end of an answer: if it owned the folder, puts back what it changed (as its last
     /// snapshot says) to what was there when it took the folder; a path changed since by
     /// someone else is left alone, and said. Then the others go on.
-    pub fn release(
-        &self,
-        hold: Hold<'_>,
-        checkpoints: Option<&Checkpoints>,
-        workdir: &crate::fs::confine::Workdir,
-    ) {
+    pub fn release(&self, hold: Hold<'_>, checkpoints: Option<&Checkpoints>, workdir: &Workdir) {
         let Hold::Owner(guard, base) = hold else {
             return;
         };
@@ -74,10 +73,10 @@ impl SharedFolder {
         checkpoints: &Checkpoints,
         base: &Manifest,
         last: &Manifest,
-        workdir: &crate::fs::confine::Workdir,
+        workdir: &Workdir,
     ) {
         let mut problems = self.problems.lock().unwrap_or_else(|e| e.into_inner());
-        let paths: Vec<String> = crate::checkpoint::changes(last, base)
+        let paths: Vec<String> = checkpoint::changes(last, base)
             .into_iter()
             .map(|(path, _)| path)
             .collect();
@@ -85,8 +84,7 @@ impl SharedFolder {
             return;
         }
         // Each path is put back only while it still holds what the answer left there.
-        let applied =
-            crate::checkpoint::apply(&checkpoints.store, workdir, last, base, &paths, true);
+        let applied = checkpoint::apply(&checkpoints.store, workdir, last, base, &paths, true);
         for (path, why) in applied.kept {
             problems.push(format!("{path}: {why}"));
         }
@@ -103,6 +101,6 @@ impl SharedFolder {
 
     /// What could not be put back, once.
     pub fn take_problems(&self) -> Vec<String> {
-        std::mem::take(&mut *self.problems.lock().unwrap_or_else(|e| e.into_inner()))
+        mem::take(&mut *self.problems.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

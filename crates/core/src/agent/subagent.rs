@@ -15,10 +15,20 @@ use tokio::sync::mpsc;
 use super::defs::{Definition, SubagentSettings, allowed_tools};
 use super::tasks::{Ending, TaskState, TaskView, Tasks};
 use super::{Agent, Gate, GateDecision, Interrupts, Observer, TurnEnd};
+use crate::conversation::SessionError;
 use crate::conversation::{ChatSession, Message};
+use crate::hooks::HookFailure;
+use crate::hooks::Input;
+use crate::hooks::Permission;
+use crate::hooks::STOP_HOOK_ROUNDS;
 use crate::llm::{ChatResponse, ToolCall};
 use crate::tools::{ToolOutcome, ToolRegistry};
 use crate::vocab::{Role, ToolSpec};
+use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::sync_channel;
+use std::thread::Builder;
+use tokio::runtime::Handle;
+use tokio::time;
 
 /// The longest a `task_status` call may wait for a task to end.
 pub const MAX_STATUS_WAIT: Duration = Duration::from_secs(600);
@@ -146,7 +156,7 @@ enum Up {
     Line(String),
     /// It spent tokens (counted in the table; the parent takes them from there).
     Usage,
-    HookFailed(crate::hooks::HookFailure),
+    HookFailed(HookFailure),
     HookNotice(String),
     Retry {
         attempt: u32,
@@ -158,8 +168,8 @@ enum Up {
     Ask {
         call: ToolCall,
         args: Value,
-        hook: Option<crate::hooks::Permission>,
-        reply: std::sync::mpsc::SyncSender<GateDecision>,
+        hook: Option<Permission>,
+        reply: SyncSender<GateDecision>,
     },
 }
 
@@ -174,7 +184,7 @@ struct Relay {
 }
 
 impl Observer for Relay {
-    fn hook_failed(&mut self, failure: &crate::hooks::HookFailure) {
+    fn hook_failed(&mut self, failure: &HookFailure) {
         let _ = self.up.send(Up::HookFailed(failure.clone()));
     }
     fn hook_notice(&mut self, line: &str) {
@@ -223,10 +233,10 @@ impl Gate for RelayGate {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<crate::hooks::Permission>,
+        hook: Option<Permission>,
     ) -> GateDecision {
         if self.attached.load(Ordering::SeqCst) {
-            let (reply, answer) = std::sync::mpsc::sync_channel(1);
+            let (reply, answer) = sync_channel(1);
             let asked = self.up.send(Up::Ask {
                 call: call.clone(),
                 args: args.clone(),
@@ -426,8 +436,8 @@ impl Agent<'_> {
         let hooks = self.hooks.map(|h| h.fork());
         let role = def.name.clone();
         let thread_tasks = tasks.clone();
-        let runtime = tokio::runtime::Handle::current();
-        let spawned = std::thread::Builder::new()
+        let runtime = Handle::current();
+        let spawned = Builder::new()
             .name(format!("subagent {role}"))
             .spawn(move || {
                 // Dropped before the relay (a local, the relay a capture): the table knows how
@@ -452,7 +462,7 @@ impl Agent<'_> {
                         .await;
                     // The user's `subagent_stop` hooks (Claude Code's `SubagentStop`) may ask
                     // a subagent that answered to go on, a few times at most.
-                    for round in 0..crate::hooks::STOP_HOOK_ROUNDS {
+                    for round in 0..STOP_HOOK_ROUNDS {
                         let Some(hooks) = hooks.as_ref().filter(|h| h.wants("subagent_stop"))
                         else {
                             break;
@@ -461,10 +471,10 @@ impl Agent<'_> {
                             break;
                         }
                         let c = sub.conversation();
-                        let input = crate::hooks::Input {
+                        let input = Input {
                             response: c.get(c.cursor()).map(|m| m.content.clone()),
                             stop_hook_active: round > 0,
-                            ..crate::hooks::Input::new("subagent_stop")
+                            ..Input::new("subagent_stop")
                         };
                         let mut watch = stop.clone();
                         let outcome = tokio::select! {
@@ -530,7 +540,7 @@ impl Agent<'_> {
             return (backgrounded(&view, None), false);
         }
         let wait = start.wait.unwrap_or(subagents.settings.default_wait);
-        let deadline = tokio::time::sleep(wait);
+        let deadline = time::sleep(wait);
         tokio::pin!(deadline);
         let mut stopping = false;
         loop {
@@ -585,7 +595,7 @@ impl Agent<'_> {
         parent: &ChatSession,
         call: &ToolCall,
         start: &Start<'_>,
-    ) -> Result<ChatSession, crate::conversation::SessionError> {
+    ) -> Result<ChatSession, SessionError> {
         let parent_conversation = parent.conversation();
         let system = if start.fork {
             parent_conversation

@@ -12,6 +12,14 @@ use tokio::sync::watch;
 
 use super::Gate;
 use crate::vocab::Usage;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::mem;
+use std::sync::MutexGuard;
+use std::thread;
+use std::thread::JoinHandle;
+use tokio::time;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskState {
@@ -134,7 +142,7 @@ struct Task {
     /// How it decides alone once in the background.
     fallback: Arc<Mutex<Option<Box<dyn Gate + Send>>>>,
     finished: watch::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Task {
@@ -201,18 +209,18 @@ impl Drop for Ending {
 #[derive(Clone, Default)]
 pub struct Tasks(Arc<Mutex<Vec<Task>>>, Arc<Mutex<Option<OnEnd>>>);
 
-impl std::fmt::Debug for Tasks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for Tasks {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         write!(f, "Tasks({})", self.lock().len())
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Tasks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Task>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Task>> {
         lock(&self.0)
     }
 
@@ -265,7 +273,7 @@ impl Tasks {
         self.lock().iter_mut().find(|t| t.view.id == id).map(f)
     }
 
-    pub(super) fn set_thread(&self, id: &str, thread: std::thread::JoinHandle<()>) {
+    pub(super) fn set_thread(&self, id: &str, thread: JoinHandle<()>) {
         self.with(id, |t| t.thread = Some(thread));
     }
 
@@ -392,13 +400,13 @@ impl Tasks {
     /// Waits up to `wait` for a task to end; its view then.
     pub async fn wait(&self, id: &str, wait: Duration) -> Option<TaskView> {
         let mut finished = self.with(id, |t| t.finished.subscribe())?;
-        let _ = tokio::time::timeout(wait, finished.wait_for(|done| *done)).await;
+        let _ = time::timeout(wait, finished.wait_for(|done| *done)).await;
         self.find(id).ok()
     }
 
     /// Tokens of a task no turn of its parent has counted yet; counted from now on.
     pub fn take_pending(&self, id: &str) -> Usage {
-        self.with(id, |t| std::mem::take(&mut t.pending))
+        self.with(id, |t| mem::take(&mut t.pending))
             .unwrap_or_default()
     }
 
@@ -460,7 +468,7 @@ impl Tasks {
     /// Stops every running task and waits up to `patience` for their threads to store what they
     /// have. Returns how many were running.
     pub fn stop_all(&self, patience: Duration) -> usize {
-        let threads: Vec<std::thread::JoinHandle<()>> = {
+        let threads: Vec<JoinHandle<()>> = {
             let mut tasks = self.lock();
             tasks
                 .iter_mut()
@@ -475,7 +483,7 @@ impl Tasks {
         let until = Instant::now() + patience;
         for thread in threads {
             while !thread.is_finished() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(10));
+                thread::sleep(Duration::from_millis(10));
             }
             if thread.is_finished() {
                 let _ = thread.join();
@@ -488,6 +496,11 @@ impl Tasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::Permission;
+    use crate::tools::ToolRegistry;
+    use crate::vocab::ToolCall;
+    use std::sync::mpsc;
+    use std::thread;
 
     fn usage(i: u64, o: u64) -> Usage {
         Usage {
@@ -626,13 +639,13 @@ mod tests {
         tasks.add("abcd1234", "explore", "p1", "one");
         tasks.add("abcd5678", "explore", "p1", "two");
         let (a, b) = (tasks.clone(), tasks.clone());
-        let died = std::thread::spawn(move || {
+        let died = thread::spawn(move || {
             let _ending = Ending::new(a, "abcd1234");
             panic!("a bug");
         })
         .join();
         assert!(died.is_err());
-        std::thread::spawn(move || {
+        thread::spawn(move || {
             Ending::new(b, "abcd5678").say(TaskState::Completed, "fine".into(), None, 2)
         })
         .join()
@@ -669,10 +682,10 @@ mod tests {
     impl Gate for Refuser {
         fn check(
             &mut self,
-            _: &crate::vocab::ToolCall,
-            _: &crate::tools::ToolRegistry,
+            _: &ToolCall,
+            _: &ToolRegistry,
             _: &Value,
-            _: Option<crate::hooks::Permission>,
+            _: Option<Permission>,
         ) -> super::super::GateDecision {
             super::super::GateDecision::Refuse("no".into())
         }
@@ -712,8 +725,8 @@ mod tests {
             .unwrap();
         assert_eq!(view.state, TaskState::Running);
         let worker = tasks.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
             worker.finish("abcd1234", TaskState::Completed, "done".into(), None, 2);
         });
         let view = tasks
@@ -730,8 +743,8 @@ mod tests {
     fn stop_all_does_not_wait_past_its_patience_for_a_thread_that_will_not_end() {
         let tasks = Tasks::default();
         tasks.add("abcd1234", "explore", "p1", "stuck");
-        let (release, stuck) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
+        let (release, stuck) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
             let _ = stuck.recv();
         });
         tasks.set_thread("abcd1234", thread);
@@ -787,12 +800,12 @@ mod tests {
         let handles = tasks.add("abcd1234", "explore", "p1", "one");
         let stop = handles.stop;
         let worker = tasks.clone();
-        let thread = std::thread::spawn(move || {
+        let thread = thread::spawn(move || {
             while !stop.has_changed().unwrap_or(true) {
-                std::thread::sleep(Duration::from_millis(5));
+                thread::sleep(Duration::from_millis(5));
             }
             // Storing what it said takes a while: stop_all waits for it.
-            std::thread::sleep(Duration::from_millis(100));
+            thread::sleep(Duration::from_millis(100));
             worker.finish("abcd1234", TaskState::Stopped, "kept".into(), None, 2);
         });
         tasks.set_thread("abcd1234", thread);

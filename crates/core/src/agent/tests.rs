@@ -9,9 +9,27 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::context;
+use crate::context::Settings;
+use crate::context::WindowSource;
 use crate::conversation::Store;
+use crate::hooks::Permission;
 use crate::llm::{ChatFuture, Model};
+use crate::tools;
+use crate::tools::Tool;
+use crate::tools::ToolContext;
+use crate::tools::ToolError;
+use crate::tools::ToolFuture;
+use crate::tools::ToolKind;
+use crate::tools::ToolOutput;
 use crate::vocab::ChatMessage;
+use std::fs;
+use std::future;
+use std::path::PathBuf;
+use std::time::Instant;
+use tokio::sync::Barrier;
+use tokio::task;
+use tokio::time;
 
 /// One scripted answer.
 enum Step {
@@ -65,7 +83,7 @@ impl Model for Scripted {
             };
             let mut content = String::new();
             for piece in pieces {
-                tokio::task::yield_now().await;
+                task::yield_now().await;
                 content.push_str(piece);
                 on_event(StreamEvent::Text(piece));
             }
@@ -76,7 +94,7 @@ impl Model for Scripted {
                     ..Default::default()
                 }),
                 Step::Fail(_, e) => Err(e),
-                Step::Stall(_) => std::future::pending().await,
+                Step::Stall(_) => future::pending().await,
             }
         })
     }
@@ -130,7 +148,7 @@ impl Gate for AllowAll {
         _: &ToolCall,
         _: &ToolRegistry,
         _: &Value,
-        _: Option<crate::hooks::Permission>,
+        _: Option<Permission>,
     ) -> GateDecision {
         GateDecision::Run
     }
@@ -138,7 +156,7 @@ impl Gate for AllowAll {
 
 struct Fixture {
     _dir: tempfile::TempDir,
-    work: std::path::PathBuf,
+    work: PathBuf,
     session: ChatSession,
     tools: ToolRegistry,
 }
@@ -146,14 +164,14 @@ struct Fixture {
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let store = Store::open(dir.path().join("data")).unwrap();
     let mut session = ChatSession::new(store, "system prompt");
     session
         .add(Message::new(Role::User, "please help"))
         .unwrap();
-    let tools = ToolRegistry::builtin(crate::tools::test_context(&work), &[]).unwrap();
+    let tools = ToolRegistry::builtin(tools::test_context(&work), &[]).unwrap();
     Fixture {
         _dir: dir,
         work,
@@ -192,10 +210,10 @@ async fn run_with(
     // The sender lives as long as the turn: a dropped one would read as an interrupt.
     let user = tokio::spawn(async move {
         if let Some(delay) = interrupt_after {
-            tokio::time::sleep(delay).await;
+            time::sleep(delay).await;
             tx.send_modify(|n| *n += 1);
         }
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        time::sleep(Duration::from_secs(60)).await;
         drop(tx);
     });
     let agent = Agent {
@@ -273,7 +291,7 @@ async fn several_rounds_of_tools_then_an_answer() {
     assert!(results[1].contains("notes.txt"), "{results:?}");
     assert!(tool_results(&requests[2])[2].starts_with("Created `out.txt`"));
     assert_eq!(
-        std::fs::read_to_string(f.work.join("out.txt")).unwrap(),
+        fs::read_to_string(f.work.join("out.txt")).unwrap(),
         "done\n"
     );
     let roles: Vec<Role> = branch(&f).into_iter().map(|(r, _)| r).collect();
@@ -387,7 +405,7 @@ async fn an_interrupt_while_a_tool_runs_stops_it_and_keeps_the_branch_valid() {
             call("b", "read_file", json!({"filepath": "notes.txt"})),
         ],
     )]);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let (end, _) = run_interrupted(&mut f, &model, 5, Some(Duration::from_millis(300))).await;
     assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
     assert!(
@@ -448,9 +466,9 @@ async fn an_interrupt_stops_a_long_grep_within_a_moment() {
     let line = "lorem ipsum dolor sit amet consectetur adipiscing elit\n".repeat(400);
     for d in 0..40 {
         let dir = big.join(format!("d{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
+        fs::create_dir_all(&dir).unwrap();
         for i in 0..100 {
-            std::fs::write(dir.join(format!("f{i}.txt")), &line).unwrap();
+            fs::write(dir.join(format!("f{i}.txt")), &line).unwrap();
         }
     }
     let grep = || {
@@ -465,7 +483,7 @@ async fn an_interrupt_stops_a_long_grep_within_a_moment() {
     };
     // The whole search, to know how long it takes here.
     let model = Scripted::new(vec![grep(), Step::Answer(vec!["none"], vec![])]);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let (end, _) = run(&mut f, &model, 5).await;
     let whole = started.elapsed();
     assert!(matches!(end, TurnEnd::Complete));
@@ -473,7 +491,7 @@ async fn an_interrupt_stops_a_long_grep_within_a_moment() {
     // The same, interrupted soon after it starts.
     f.session.add(Message::new(Role::User, "again")).unwrap();
     let model = Scripted::new(vec![grep()]);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let (end, _) = run_interrupted(&mut f, &model, 5, Some(whole / 10)).await;
     let interrupted = started.elapsed();
     assert!(matches!(end, TurnEnd::Interrupted), "{end:?}");
@@ -495,7 +513,7 @@ fn file_walks_stop_once_cancelled() {
     let workdir = f.tools.workdir().clone();
     let cancel = Cancel::default();
     cancel.set();
-    let stopped = |r: Result<crate::tools::ToolOutput, crate::tools::ToolError>| {
+    let stopped = |r: Result<ToolOutput, ToolError>| {
         r.err()
             .is_some_and(|e| e.to_string() == "stopped by the user")
     };
@@ -525,12 +543,12 @@ fn file_walks_stop_once_cancelled() {
 /// together), and records when it starts and ends.
 struct Probe {
     name: &'static str,
-    kind: crate::tools::ToolKind,
-    barrier: std::sync::Arc<tokio::sync::Barrier>,
-    log: std::sync::Arc<Mutex<Vec<String>>>,
+    kind: ToolKind,
+    barrier: Arc<Barrier>,
+    log: Arc<Mutex<Vec<String>>>,
 }
 
-impl crate::tools::Tool for Probe {
+impl Tool for Probe {
     fn name(&self) -> &str {
         self.name
     }
@@ -540,27 +558,23 @@ impl crate::tools::Tool for Probe {
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {"tag": {"type": "string"}}})
     }
-    fn kind(&self) -> crate::tools::ToolKind {
+    fn kind(&self) -> ToolKind {
         self.kind
     }
     fn subject(&self, _: &Value) -> Option<String> {
         None
     }
-    fn run<'a>(
-        &'a self,
-        args: &'a Value,
-        _: &'a crate::tools::ToolContext,
-    ) -> crate::tools::ToolFuture<'a> {
+    fn run<'a>(&'a self, args: &'a Value, _: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let tag = args["tag"].as_str().unwrap_or("?").to_string();
             self.log.lock().unwrap().push(format!("start {tag}"));
-            if self.kind == crate::tools::ToolKind::Read {
+            if self.kind == ToolKind::Read {
                 self.barrier.wait().await;
             } else {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                time::sleep(Duration::from_millis(20)).await;
             }
             self.log.lock().unwrap().push(format!("end {tag}"));
-            Ok(crate::tools::ToolOutput {
+            Ok(ToolOutput {
                 content: format!("done {tag}"),
                 summary: tag,
                 diff: None,
@@ -572,9 +586,9 @@ impl crate::tools::Tool for Probe {
 #[tokio::test]
 async fn reads_run_together_writes_one_at_a_time_and_results_keep_call_order() {
     let mut f = fixture();
-    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(3));
-    let log = std::sync::Arc::new(Mutex::new(Vec::new()));
-    let probe = |name, kind| -> Box<dyn crate::tools::Tool> {
+    let barrier = Arc::new(Barrier::new(3));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let probe = |name, kind| -> Box<dyn Tool> {
         Box::new(Probe {
             name,
             kind,
@@ -584,7 +598,7 @@ async fn reads_run_together_writes_one_at_a_time_and_results_keep_call_order() {
     };
     use crate::tools::ToolKind::*;
     f.tools = ToolRegistry::with_tools(
-        crate::tools::test_context(&f.work),
+        tools::test_context(&f.work),
         vec![probe("look", Read), probe("change", Execute)],
     );
     let c = |id: &str, name: &str| call(id, name, json!({ "tag": id }));
@@ -602,7 +616,7 @@ async fn reads_run_together_writes_one_at_a_time_and_results_keep_call_order() {
         ),
         Step::Answer(vec!["ok"], vec![]),
     ]);
-    let (end, _) = tokio::time::timeout(Duration::from_secs(10), run(&mut f, &model, 5))
+    let (end, _) = time::timeout(Duration::from_secs(10), run(&mut f, &model, 5))
         .await
         .expect("the reads did not run together");
     assert!(matches!(end, TurnEnd::Complete), "{end:?}");
@@ -649,7 +663,7 @@ async fn at_most_64_calls_run_from_one_answer() {
 /// A context of `window` tokens (margin and kept part a quarter of it each).
 fn small_window(window: u64) -> Context {
     Context::new(
-        crate::context::Settings {
+        Settings {
             window: Some(window),
             keep_recent_min_messages: 2,
             // These tests are of compaction; wrapping up a full window is tested end to end.
@@ -726,11 +740,7 @@ async fn a_nearly_full_window_is_compacted_before_the_request_into_a_summary_nod
             .starts_with("# Summary so far\n\npart one")
     );
     for r in &requests[..2] {
-        let tokens: u64 = r
-            .messages
-            .iter()
-            .map(crate::context::estimate_message)
-            .sum();
+        let tokens: u64 = r.messages.iter().map(context::estimate_message).sum();
         assert!(tokens < 4000 - 500, "{tokens}");
     }
     let requests = &requests[1..];
@@ -771,7 +781,7 @@ async fn an_overflow_error_compacts_once_and_retries_once_believing_the_named_wi
     ]);
     let (end, _) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
     assert!(matches!(end, TurnEnd::Complete), "{end:?}");
-    assert_eq!(ctx.window(), (8000, crate::context::WindowSource::Error));
+    assert_eq!(ctx.window(), (8000, WindowSource::Error));
     assert_eq!(model.requests().len(), 3);
     assert_eq!(summaries(&f).len(), 1);
 
@@ -811,8 +821,7 @@ async fn an_overflow_error_compacts_once_and_retries_once_believing_the_named_wi
         ),
         "the original error is reported when the compaction fails: {end:?}"
     );
-    let sent =
-        crate::context::estimate_request(&model.requests()[0].messages, &model.requests()[0].tools);
+    let sent = context::estimate_request(&model.requests()[0].messages, &model.requests()[0].tools);
     assert!(ctx.window().0 < sent, "{:?} vs {sent}", ctx.window());
     assert!(summaries(&f).is_empty());
 }

@@ -8,10 +8,27 @@
 //! are those of the previous snapshot is not read again.
 
 use std::collections::BTreeMap;
+use std::io::Error as IoError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::escape;
+use crate::fs::atomic;
+use crate::fs::confine::Found;
+use crate::fs::confine::Workdir;
+use crate::fs::hash;
+use crate::layers::INSTRUCTION_FILES;
+use crate::vocab;
+use memchr::memmem;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fs;
+use std::fs::DirEntry;
+use std::io::ErrorKind;
+use std::path::Component;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 
 mod walk;
 #[cfg(target_os = "linux")]
@@ -63,7 +80,7 @@ impl Default for CheckpointSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     /// `file`, `link` or `skipped` (a file over the size limit: listed, not stored).
-    pub kind: std::borrow::Cow<'static, str>,
+    pub kind: Cow<'static, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,13 +139,13 @@ pub enum CheckpointError {
     Io {
         action: &'static str,
         path: PathBuf,
-        cause: std::io::Error,
+        cause: IoError,
     },
     #[error("snapshot {0} is not in the checkpoint store")]
     Missing(String),
 }
 
-fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
+fn io(action: &'static str, path: &Path) -> impl FnOnce(IoError) -> CheckpointError {
     let path = path.to_path_buf();
     move |cause| CheckpointError::Io {
         action,
@@ -201,7 +218,7 @@ impl CheckpointStore {
                 });
             }
         }
-        let id = crate::vocab::new_id();
+        let id = vocab::new_id();
         let stored = stored.unwrap_or_else(|| {
             manifest.depth = 0;
             Stored {
@@ -214,7 +231,7 @@ impl CheckpointStore {
         let text = serde_json::to_vec(&stored).map_err(|e| CheckpointError::Io {
             action: "encoding",
             path: self.snapshot_path(&id),
-            cause: std::io::Error::other(e),
+            cause: IoError::other(e),
         })?;
         write_new(&self.snapshot_path(&id), &text)?;
         Ok((id, manifest))
@@ -227,8 +244,8 @@ impl CheckpointStore {
         if !plain {
             return Err(CheckpointError::Missing(id.to_string()));
         }
-        let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => CheckpointError::Missing(id.to_string()),
+        let bytes = fs::read(&path).map_err(|e| match e.kind() {
+            ErrorKind::NotFound => CheckpointError::Missing(id.to_string()),
             _ => CheckpointError::Io {
                 action: "reading",
                 path: path.clone(),
@@ -238,7 +255,7 @@ impl CheckpointStore {
         serde_json::from_slice(&bytes).map_err(|e| CheckpointError::Io {
             action: "reading",
             path,
-            cause: std::io::Error::other(e),
+            cause: IoError::other(e),
         })
     }
 
@@ -286,19 +303,19 @@ impl CheckpointStore {
             return Err(CheckpointError::Io {
                 action: "checking",
                 path: self.dir.join("objects"),
-                cause: std::io::Error::other(format!(
+                cause: IoError::other(format!(
                     "`{}` is not a content hash",
-                    crate::escape::escape_controls(hash)
+                    escape::escape_controls(hash)
                 )),
             });
         }
         let path = self.object_path(hash);
-        let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
-        if crate::fs::hash::digest(&bytes) != hash {
+        let bytes = fs::read(&path).map_err(io("reading", &path))?;
+        if hash::digest(&bytes) != hash {
             return Err(CheckpointError::Io {
                 action: "checking",
                 path,
-                cause: std::io::Error::other("the stored content does not match its hash"),
+                cause: IoError::other("the stored content does not match its hash"),
             });
         }
         Ok(bytes)
@@ -309,9 +326,9 @@ impl CheckpointStore {
     /// Returns (snapshots removed, contents removed, bytes freed).
     pub fn gc(&self, datadir: &Path) -> Result<(usize, usize, u64), CheckpointError> {
         use crate::conversation::record::{Loaded, load_line};
-        let mut referenced = std::collections::HashSet::new();
+        let mut referenced = HashSet::new();
         for dir in [datadir.to_path_buf(), datadir.join("trash")] {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
             for entry in entries.flatten() {
@@ -319,10 +336,10 @@ impl CheckpointStore {
                 if path.extension().is_none_or(|x| x != "jsonl") {
                     continue;
                 }
-                let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
+                let bytes = fs::read(&path).map_err(io("reading", &path))?;
                 for line in bytes.split(|b| *b == b'\n') {
                     // Only checkpoint lines matter; a quick look before parsing.
-                    if memchr::memmem::find(line, b"\"checkpoint\"").is_none() {
+                    if memmem::find(line, b"\"checkpoint\"").is_none() {
                         continue;
                     }
                     if let Ok(Loaded::Checkpoint(_, snapshot)) = load_line(line) {
@@ -333,7 +350,7 @@ impl CheckpointStore {
         }
         // A referenced snapshot keeps its contents and the snapshots it is stored as a
         // difference from; one that cannot be read keeps nothing alive but stays itself.
-        let mut keep_objects = std::collections::HashSet::new();
+        let mut keep_objects = HashSet::new();
         let mut keep_snapshots = referenced.clone();
         for id in &referenced {
             if let Ok((ids, m)) = self.chain(id) {
@@ -343,7 +360,7 @@ impl CheckpointStore {
         }
         let (mut snapshots, mut objects, mut freed) = (0, 0, 0u64);
         let snapshot_dir = self.dir.join("snapshots");
-        if let Ok(entries) = std::fs::read_dir(&snapshot_dir) {
+        if let Ok(entries) = fs::read_dir(&snapshot_dir) {
             for entry in entries.flatten() {
                 let path = entry.path();
                 let id = path
@@ -352,7 +369,7 @@ impl CheckpointStore {
                     .unwrap_or_default();
                 if !keep_snapshots.contains(&id) {
                     freed += entry.metadata().map(|m| m.len()).unwrap_or(0);
-                    std::fs::remove_file(&path).map_err(io("removing", &path))?;
+                    fs::remove_file(&path).map_err(io("removing", &path))?;
                     snapshots += 1;
                 }
             }
@@ -362,7 +379,7 @@ impl CheckpointStore {
             if !keep_objects.contains(&name) {
                 freed += f.metadata().map(|m| m.len()).unwrap_or(0);
                 let path = f.path();
-                std::fs::remove_file(&path).map_err(io("removing", &path))?;
+                fs::remove_file(&path).map_err(io("removing", &path))?;
                 objects += 1;
             }
         }
@@ -371,7 +388,7 @@ impl CheckpointStore {
 
     /// (snapshots, objects, bytes of objects) in the store.
     pub fn stats(&self) -> (usize, usize, u64) {
-        let count = |dir: &Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        let count = |dir: &Path| fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
         let snapshots = count(&self.dir.join("snapshots"));
         let (mut objects, mut bytes) = (0, 0);
         for f in self.objects() {
@@ -382,19 +399,19 @@ impl CheckpointStore {
     }
 
     /// Every stored content file (in its two-letter shard).
-    fn objects(&self) -> impl Iterator<Item = std::fs::DirEntry> {
-        std::fs::read_dir(self.dir.join("objects"))
+    fn objects(&self) -> impl Iterator<Item = DirEntry> {
+        fs::read_dir(self.dir.join("objects"))
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|shard| std::fs::read_dir(shard.path()).ok())
+            .filter_map(|shard| fs::read_dir(shard.path()).ok())
             .flatten()
             .flatten()
     }
 
     /// Stores a file's content (once per content); its hash.
     fn store_bytes(&self, bytes: &[u8]) -> Result<String, CheckpointError> {
-        let hash = crate::fs::hash::digest(bytes);
+        let hash = hash::digest(bytes);
         let object = self.object_path(&hash);
         if !object.exists() {
             write_new(&object, bytes)?;
@@ -411,17 +428,17 @@ pub struct Checkpoints {
     pub workdir: PathBuf,
     pub settings: CheckpointSettings,
     /// The last snapshot recorded (what `new` last saw of the folder).
-    last: std::sync::Mutex<Option<Arc<(String, Manifest)>>>,
+    last: Mutex<Option<Arc<(String, Manifest)>>>,
     /// The last walk's snapshot, recorded or not: while the watch says nothing changed, it is
     /// the folder's state.
-    walked: std::sync::Mutex<Option<Arc<(String, Manifest)>>>,
+    walked: Mutex<Option<Arc<(String, Manifest)>>>,
     watch: Option<watch::Watch>,
     /// A snapshot of this folder from an earlier session (the conversation's latest), whose
     /// metadata spares the first walk from reading every file.
-    hint: std::sync::Mutex<Option<String>>,
+    hint: Mutex<Option<String>>,
     /// Off for the rest of the session (too many files), or a failure already said.
-    off: std::sync::atomic::AtomicBool,
-    warned: std::sync::atomic::AtomicBool,
+    off: AtomicBool,
+    warned: AtomicBool,
 }
 
 impl Checkpoints {
@@ -536,7 +553,7 @@ pub struct Applied {
 }
 
 /// Whether what is at a path now is what `entry` (None: nothing) recorded.
-fn still(found: &crate::fs::confine::Found, entry: Option<&Entry>) -> bool {
+fn still(found: &Found, entry: Option<&Entry>) -> bool {
     use crate::fs::confine::Found;
     match (found, entry) {
         (Found::Nothing, None) => true,
@@ -568,7 +585,7 @@ fn still(found: &crate::fs::confine::Found, entry: Option<&Entry>) -> bool {
 /// [`Applied::changed`].
 pub fn apply(
     store: &CheckpointStore,
-    workdir: &crate::fs::confine::Workdir,
+    workdir: &Workdir,
     now: &Manifest,
     target: &Manifest,
     paths: &[String],
@@ -579,13 +596,13 @@ pub fn apply(
     for path in paths {
         // `.git/` and `.new/` decide what runs next: a manifest never writes there.
         let first = Path::new(path).components().find_map(|c| match c {
-            std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
             _ => None,
         });
         if first.as_deref().is_some_and(|f| f == ".git" || f == ".new")
             || Path::new(path)
                 .components()
-                .any(|c| matches!(c, std::path::Component::ParentDir))
+                .any(|c| matches!(c, Component::ParentDir))
         {
             out.kept.push((
                 path.clone(),
@@ -646,15 +663,11 @@ pub fn apply(
 
 /// Writes a file of the store whole (temporary file, then rename), readable by the user only.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    crate::fs::atomic::write_whole(path, bytes).map_err(io("writing", path))
+    atomic::write_whole(path, bytes).map_err(io("writing", path))
 }
 
 /// Whether `path` still holds what `entry` (None: nothing) recorded, looked at now.
-pub fn unchanged(
-    workdir: &crate::fs::confine::Workdir,
-    path: &str,
-    entry: Option<&Entry>,
-) -> std::io::Result<bool> {
+pub fn unchanged(workdir: &Workdir, path: &str, entry: Option<&Entry>) -> Result<bool, IoError> {
     workdir.found(path).map(|found| still(&found, entry))
 }
 
@@ -679,10 +692,7 @@ fn same(a: Option<&Entry>, b: Option<&Entry>) -> bool {
 /// is not a plain path below the folder.
 pub fn decides_what_runs(path: &str) -> bool {
     let parts: Vec<std::path::Component> = Path::new(path).components().collect();
-    if parts
-        .iter()
-        .any(|c| !matches!(c, std::path::Component::Normal(_)))
-    {
+    if parts.iter().any(|c| !matches!(c, Component::Normal(_))) {
         return true;
     }
     let first = parts
@@ -691,7 +701,7 @@ pub fn decides_what_runs(path: &str) -> bool {
         .unwrap_or_default();
     [".git", ".new", ".claude", ".agents", ".codex", ".codepilot"].contains(&first.as_str())
         || (parts.len() == 1
-            && (first == ".mcp.json" || crate::layers::INSTRUCTION_FILES.contains(&first.as_str())))
+            && (first == ".mcp.json" || INSTRUCTION_FILES.contains(&first.as_str())))
 }
 
 /// What bringing a branch's file changes into the folder does to one path.

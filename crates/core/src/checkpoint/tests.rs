@@ -2,24 +2,35 @@
 #![cfg(unix)]
 
 use super::*;
+use crate::fs::confine::Workdir;
+use new_sys::platform;
+use std::fs;
+use std::fs::OpenOptions;
+use std::fs::Permissions;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+use std::thread;
+use std::time::Duration;
+use std::time::Instant;
+use std::time::SystemTime;
 
 fn fixture() -> (tempfile::TempDir, PathBuf, CheckpointStore) {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    std::fs::create_dir_all(work.join("src/deep")).unwrap();
-    std::fs::create_dir_all(work.join(".git/objects")).unwrap();
-    std::fs::create_dir_all(work.join("target")).unwrap();
-    std::fs::write(work.join("src/a.rs"), "fn a() {}\n").unwrap();
-    std::fs::write(work.join("src/deep/b.txt"), "b\n").unwrap();
-    std::fs::write(work.join(".gitignore"), "target/\n*.log\n").unwrap();
-    std::fs::write(work.join("target/out.bin"), "built").unwrap();
-    std::fs::write(work.join("debug.log"), "noise").unwrap();
-    std::fs::write(work.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-    std::fs::write(work.join("big.dat"), vec![b'x'; 2000]).unwrap();
-    std::fs::write(work.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::create_dir_all(work.join("src/deep")).unwrap();
+    fs::create_dir_all(work.join(".git/objects")).unwrap();
+    fs::create_dir_all(work.join("target")).unwrap();
+    fs::write(work.join("src/a.rs"), "fn a() {}\n").unwrap();
+    fs::write(work.join("src/deep/b.txt"), "b\n").unwrap();
+    fs::write(work.join(".gitignore"), "target/\n*.log\n").unwrap();
+    fs::write(work.join("target/out.bin"), "built").unwrap();
+    fs::write(work.join("debug.log"), "noise").unwrap();
+    fs::write(work.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(work.join("big.dat"), vec![b'x'; 2000]).unwrap();
+    fs::write(work.join("run.sh"), "#!/bin/sh\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(work.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::symlink("src/a.rs", work.join("link")).unwrap();
+    fs::set_permissions(work.join("run.sh"), Permissions::from_mode(0o755)).unwrap();
+    symlink("src/a.rs", work.join("link")).unwrap();
     // Written an hour ago: metadata alone then tells an unchanged file (see `racy_files`).
     for f in [
         "src/a.rs",
@@ -36,8 +47,8 @@ fn fixture() -> (tempfile::TempDir, PathBuf, CheckpointStore) {
 
 /// Sets a file's modification time to `seconds` ago.
 fn age(path: &Path, seconds: u64) {
-    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds);
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let when = SystemTime::now() - Duration::from_secs(seconds);
+    let file = OpenOptions::new().write(true).open(path).unwrap();
     file.set_modified(when).unwrap();
 }
 
@@ -46,18 +57,18 @@ fn racy_files_a_file_rewritten_within_the_same_clock_tick_is_read_again() {
     use std::os::unix::fs::MetadataExt;
     let (_d, work, store) = fixture();
     let path = work.join("src/a.rs");
-    std::fs::write(&path, "fn a() {}\n").unwrap();
-    let before = std::fs::metadata(&path).unwrap();
+    fs::write(&path, "fn a() {}\n").unwrap();
+    let before = fs::metadata(&path).unwrap();
     let (id, m) = store.snapshot(&work, &settings(), None).unwrap();
     // Rewritten in place, same size, and (as within one tick of a coarse clock) same time.
-    std::fs::write(&path, "fn b() {}\n").unwrap();
-    std::fs::OpenOptions::new()
+    fs::write(&path, "fn b() {}\n").unwrap();
+    OpenOptions::new()
         .write(true)
         .open(&path)
         .unwrap()
         .set_modified(before.modified().unwrap())
         .unwrap();
-    let after = std::fs::metadata(&path).unwrap();
+    let after = fs::metadata(&path).unwrap();
     assert_eq!(
         (after.len(), after.mtime(), after.mtime_nsec(), after.ino()),
         (
@@ -105,7 +116,7 @@ fn a_snapshot_holds_what_git_would_track_links_modes_and_big_files_listed() {
     assert_eq!(store.load(&id).unwrap(), m);
     // Files and folders of the store are the user's only.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(store.snapshot_path(&id))
+    let mode = fs::metadata(store.snapshot_path(&id))
         .unwrap()
         .permissions()
         .mode();
@@ -117,14 +128,14 @@ fn unchanged_files_are_not_read_again_and_an_unchanged_folder_keeps_its_snapshot
     let (_d, work, store) = fixture();
     let (id, m) = store.snapshot(&work, &settings(), None).unwrap();
     // With the stored contents gone, an unchanged folder still snapshots: nothing is read.
-    std::fs::remove_dir_all(store.dir.join("objects")).unwrap();
+    fs::remove_dir_all(store.dir.join("objects")).unwrap();
     let (again, m2) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
     assert_eq!((again.as_str(), &m2), (id.as_str(), &m));
     assert!(!store.dir.join("objects").exists());
     // One change: only that file is read and stored.
-    std::fs::write(work.join("src/a.rs"), "fn a() { changed() }\n").unwrap();
-    std::fs::remove_file(work.join("src/deep/b.txt")).unwrap();
-    std::fs::write(work.join("new.txt"), "new\n").unwrap();
+    fs::write(work.join("src/a.rs"), "fn a() { changed() }\n").unwrap();
+    fs::remove_file(work.join("src/deep/b.txt")).unwrap();
+    fs::write(work.join("new.txt"), "new\n").unwrap();
     let (third, m3) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
     assert_ne!(third, id);
     let (_, objects, _) = store.stats();
@@ -144,7 +155,7 @@ fn a_corrupted_object_or_snapshot_is_refused_and_too_many_files_turn_it_off() {
     let (_d, work, store) = fixture();
     let (id, m) = store.snapshot(&work, &settings(), None).unwrap();
     let hash = m.files["src/a.rs"].hash.clone().unwrap();
-    std::fs::write(store.object_path(&hash), "tampered").unwrap();
+    fs::write(store.object_path(&hash), "tampered").unwrap();
     let e = store.object(&hash).unwrap_err().to_string();
     assert!(e.contains("does not match its hash"), "{e}");
     assert!(matches!(
@@ -171,11 +182,11 @@ fn gc_removes_what_no_conversation_refers_to_and_keeps_the_rest() {
     let (d, work, store) = fixture();
     let data = d.path().join("data");
     let (first, m1) = store.snapshot(&work, &settings(), None).unwrap();
-    std::fs::write(work.join("src/a.rs"), "fn a() { v2() }\n").unwrap();
+    fs::write(work.join("src/a.rs"), "fn a() { v2() }\n").unwrap();
     let (second, m2) = store
         .snapshot(&work, &settings(), Some((&first, &m1)))
         .unwrap();
-    std::fs::write(work.join("src/a.rs"), "fn a() { v3() }\n").unwrap();
+    fs::write(work.join("src/a.rs"), "fn a() { v3() }\n").unwrap();
     let (third, _) = store
         .snapshot(&work, &settings(), Some((&second, &m2)))
         .unwrap();
@@ -184,9 +195,9 @@ fn gc_removes_what_no_conversation_refers_to_and_keeps_the_rest() {
             r#"{{"type":"checkpoint","msg_id":"m","snapshot":"{s}","timestamp":"2026-12-01T00:00:00Z"}}"#
         )
     };
-    std::fs::write(data.join("c1.jsonl"), format!("{}\n", line(&first))).unwrap();
-    std::fs::create_dir_all(data.join("trash")).unwrap();
-    std::fs::write(data.join("trash/c2.jsonl"), format!("{}\n", line(&second))).unwrap();
+    fs::write(data.join("c1.jsonl"), format!("{}\n", line(&first))).unwrap();
+    fs::create_dir_all(data.join("trash")).unwrap();
+    fs::write(data.join("trash/c2.jsonl"), format!("{}\n", line(&second))).unwrap();
     let (snapshots, objects, freed) = store.gc(&data).unwrap();
     assert_eq!(
         (snapshots, objects),
@@ -202,7 +213,7 @@ fn gc_removes_what_no_conversation_refers_to_and_keeps_the_rest() {
         }
     }
     // An emptied trash lets the second go too.
-    std::fs::remove_file(data.join("trash/c2.jsonl")).unwrap();
+    fs::remove_file(data.join("trash/c2.jsonl")).unwrap();
     assert_eq!(store.gc(&data).unwrap().0, 1);
     assert_eq!(store.gc(&data).unwrap(), (0, 0, 0));
 }
@@ -213,10 +224,10 @@ fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chai
     let data = d.path().join("data");
     let (mut id, mut m) = store.snapshot(&work, &settings(), None).unwrap();
     let first = id.clone();
-    let whole = std::fs::metadata(store.snapshot_path(&id)).unwrap().len();
+    let whole = fs::metadata(store.snapshot_path(&id)).unwrap().len();
     let mut ids = vec![id.clone()];
     for i in 0..MAX_DEPTH + 2 {
-        std::fs::write(work.join("src/a.rs"), format!("fn a() {{ {i} }}\n")).unwrap();
+        fs::write(work.join("src/a.rs"), format!("fn a() {{ {i} }}\n")).unwrap();
         (id, m) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
         ids.push(id.clone());
         // Each loads back whole, equal to what the walk saw.
@@ -226,12 +237,7 @@ fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chai
     // One change: a difference naming its base, smaller than the whole manifest.
     assert_eq!(stored[1].base.as_deref(), Some(first.as_str()));
     assert_eq!(stored[1].files.keys().collect::<Vec<_>>(), ["src/a.rs"]);
-    assert!(
-        std::fs::metadata(store.snapshot_path(&ids[1]))
-            .unwrap()
-            .len()
-            < whole
-    );
+    assert!(fs::metadata(store.snapshot_path(&ids[1])).unwrap().len() < whole);
     // After MAX_DEPTH differences the next is whole again, and the chain starts over.
     assert!(stored[MAX_DEPTH].base.is_some());
     assert!(stored[MAX_DEPTH + 1].base.is_none());
@@ -240,7 +246,7 @@ fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chai
         Some(ids[MAX_DEPTH + 1].as_str())
     );
     // A removal is stored as one.
-    std::fs::remove_file(work.join("run.sh")).unwrap();
+    fs::remove_file(work.join("run.sh")).unwrap();
     let (gone, m_gone) = store.snapshot(&work, &settings(), Some((&id, &m))).unwrap();
     assert_eq!(store.stored(&gone).unwrap().removed, ["run.sh"]);
     assert!(!store.load(&gone).unwrap().files.contains_key("run.sh"));
@@ -251,7 +257,7 @@ fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chai
         r#"{{"type":"checkpoint","msg_id":"m","snapshot":"{}","timestamp":"2026-12-01T00:00:00Z"}}"#,
         ids[2]
     );
-    std::fs::write(data.join("c.jsonl"), format!("{line}\n")).unwrap();
+    fs::write(data.join("c.jsonl"), format!("{line}\n")).unwrap();
     store.gc(&data).unwrap();
     for (i, id) in ids.iter().enumerate() {
         assert_eq!(store.stored(id).is_ok(), i <= 2, "snapshot {i}");
@@ -266,7 +272,7 @@ fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chai
         third.files.values().filter(|e| e.hash.is_some()).count()
     );
     // A chain whose base is gone cannot be loaded: said, not guessed.
-    std::fs::remove_file(store.snapshot_path(&ids[1])).unwrap();
+    fs::remove_file(store.snapshot_path(&ids[1])).unwrap();
     assert!(matches!(store.load(&ids[2]), Err(CheckpointError::Missing(b)) if b == ids[1]));
 }
 
@@ -302,16 +308,16 @@ fn the_walk_ignores_what_ripgreps_walk_ignores() {
         "n/x.log",
     ];
     for f in files {
-        std::fs::create_dir_all(w.join(f).parent().unwrap()).unwrap();
-        std::fs::write(w.join(f), f).unwrap();
+        fs::create_dir_all(w.join(f).parent().unwrap()).unwrap();
+        fs::write(w.join(f), f).unwrap();
     }
-    std::fs::create_dir_all(w.join(".git/info")).unwrap();
-    std::fs::write(w.join(".git/info/exclude"), "excluded.txt\n").unwrap();
-    std::fs::write(w.join(".gitignore"), "*.log\n!keep.log\nbuild/\nvendor\n").unwrap();
-    std::fs::write(w.join("src/.gitignore"), "gen.rs\n*.tmp\n!secret.txt\n").unwrap();
-    std::fs::write(w.join("src/.ignore"), "secret.txt\n").unwrap();
-    std::fs::write(w.join("sub/.gitignore"), "b.rs\n").unwrap();
-    std::fs::write(w.join("n/.ignore"), "!x.log\n").unwrap();
+    fs::create_dir_all(w.join(".git/info")).unwrap();
+    fs::write(w.join(".git/info/exclude"), "excluded.txt\n").unwrap();
+    fs::write(w.join(".gitignore"), "*.log\n!keep.log\nbuild/\nvendor\n").unwrap();
+    fs::write(w.join("src/.gitignore"), "gen.rs\n*.tmp\n!secret.txt\n").unwrap();
+    fs::write(w.join("src/.ignore"), "secret.txt\n").unwrap();
+    fs::write(w.join("sub/.gitignore"), "b.rs\n").unwrap();
+    fs::write(w.join("n/.ignore"), "!x.log\n").unwrap();
     let store = CheckpointStore::new(&dir.path().join("data"));
     let (_, m) = store.snapshot(&w, &settings(), None).unwrap();
     let ours: Vec<&str> = m.files.keys().map(String::as_str).collect();
@@ -371,14 +377,14 @@ fn a_watched_folder_is_not_walked_again_until_something_in_it_changes() {
     // report: not walked, the snapshot stays (the documented limit), which shows the watch
     // answered instead of a walk. Without the watch, the walk sees it.
     let outside = d.path().join("outside.txt");
-    std::fs::write(&outside, "one\n").unwrap();
-    std::fs::hard_link(&outside, work.join("linked.txt")).unwrap();
+    fs::write(&outside, "one\n").unwrap();
+    fs::hard_link(&outside, work.join("linked.txt")).unwrap();
     let with_link = cp.take().unwrap().unwrap();
     assert_ne!(
         with_link, first,
         "a new name in a watched folder is an event"
     );
-    std::fs::write(&outside, "two\n").unwrap();
+    fs::write(&outside, "two\n").unwrap();
     assert_eq!(
         cp.take().unwrap().unwrap(),
         with_link,
@@ -399,15 +405,15 @@ fn a_watched_folder_is_not_walked_again_until_something_in_it_changes() {
     // folder and then a file inside it.
     let mut id = cp.take().unwrap().unwrap();
     let steps: [&dyn Fn(); 5] = [
-        &|| std::fs::write(work.join("src/deep/b.txt"), "b2\n").unwrap(),
+        &|| fs::write(work.join("src/deep/b.txt"), "b2\n").unwrap(),
         &|| {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::Permissions::from_mode(0o700);
-            std::fs::set_permissions(work.join("src/a.rs"), mode).unwrap()
+            let mode = Permissions::from_mode(0o700);
+            fs::set_permissions(work.join("src/a.rs"), mode).unwrap()
         },
-        &|| std::fs::remove_file(work.join("run.sh")).unwrap(),
-        &|| std::fs::create_dir(work.join("src/deep/new")).unwrap(),
-        &|| std::fs::write(work.join("src/deep/new/c.txt"), "c\n").unwrap(),
+        &|| fs::remove_file(work.join("run.sh")).unwrap(),
+        &|| fs::create_dir(work.join("src/deep/new")).unwrap(),
+        &|| fs::write(work.join("src/deep/new/c.txt"), "c\n").unwrap(),
     ];
     for (i, step) in steps.iter().enumerate() {
         step();
@@ -452,7 +458,7 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
     ] {
         target.files.insert(path.to_string(), entry.clone());
     }
-    let workdir = crate::fs::confine::Workdir::new(&work).unwrap();
+    let workdir = Workdir::new(&work).unwrap();
     let paths: Vec<String> = [
         ".git/hooks/pre-commit",
         ".new/config.json",
@@ -467,13 +473,13 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
     assert!(!work.join(".git/hooks/pre-commit").exists());
     assert!(!work.join(".new").exists());
     // A FIFO named like an ignore file, and one among the files: the walk does not wait.
-    std::fs::remove_file(work.join(".gitignore")).unwrap();
+    fs::remove_file(work.join(".gitignore")).unwrap();
     for name in [".gitignore", "src/pipe"] {
-        new_sys::platform::make_fifo(&work.join(name)).unwrap();
+        platform::make_fifo(&work.join(name)).unwrap();
     }
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let (_, m) = store.snapshot(&work, &settings(), None).unwrap();
-    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(!m.files.contains_key("src/pipe"));
 }
 
@@ -484,29 +490,29 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
 fn a_restore_leaves_alone_what_changed_since_the_question() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    std::fs::create_dir_all(work.join("src")).unwrap();
+    fs::create_dir_all(work.join("src")).unwrap();
     for name in ["a", "b", "c", "d"] {
-        std::fs::write(work.join(format!("src/{name}.txt")), "old").unwrap();
+        fs::write(work.join(format!("src/{name}.txt")), "old").unwrap();
     }
     let store = CheckpointStore::new(&dir.path().join("data"));
     let (_, target) = store.snapshot(&work, &settings(), None).unwrap();
     for name in ["a", "b", "c", "d"] {
-        std::fs::write(work.join(format!("src/{name}.txt")), "new!").unwrap();
+        fs::write(work.join(format!("src/{name}.txt")), "new!").unwrap();
     }
-    std::fs::write(work.join("src/e.txt"), "made").unwrap();
+    fs::write(work.join("src/e.txt"), "made").unwrap();
     let (_, now) = store.snapshot(&work, &settings(), None).unwrap();
     let paths: Vec<String> = changes(&now, &target).into_iter().map(|(p, _)| p).collect();
     assert_eq!(paths.len(), 5, "{paths:?}");
     // After the question: a changed (same size: the mtime and inode tell), b removed, c a link,
     // e rewritten; d untouched.
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(work.join("src/a.tmp"), "mine").unwrap();
-    std::fs::rename(work.join("src/a.tmp"), work.join("src/a.txt")).unwrap();
-    std::fs::remove_file(work.join("src/b.txt")).unwrap();
-    std::fs::remove_file(work.join("src/c.txt")).unwrap();
-    std::os::unix::fs::symlink("d.txt", work.join("src/c.txt")).unwrap();
-    std::fs::write(work.join("src/e.txt"), "mine too").unwrap();
-    let workdir = crate::fs::confine::Workdir::new(&work).unwrap();
+    thread::sleep(Duration::from_millis(20));
+    fs::write(work.join("src/a.tmp"), "mine").unwrap();
+    fs::rename(work.join("src/a.tmp"), work.join("src/a.txt")).unwrap();
+    fs::remove_file(work.join("src/b.txt")).unwrap();
+    fs::remove_file(work.join("src/c.txt")).unwrap();
+    symlink("d.txt", work.join("src/c.txt")).unwrap();
+    fs::write(work.join("src/e.txt"), "mine too").unwrap();
+    let workdir = Workdir::new(&work).unwrap();
     let applied = apply(&store, &workdir, &now, &target, &paths, true);
     assert_eq!(applied.done, 1, "{applied:?}");
     assert_eq!(
@@ -514,26 +520,17 @@ fn a_restore_leaves_alone_what_changed_since_the_question() {
         ["src/a.txt", "src/b.txt", "src/c.txt", "src/e.txt"],
         "{applied:?}"
     );
+    assert_eq!(fs::read_to_string(work.join("src/d.txt")).unwrap(), "old");
+    assert_eq!(fs::read_to_string(work.join("src/a.txt")).unwrap(), "mine");
     assert_eq!(
-        std::fs::read_to_string(work.join("src/d.txt")).unwrap(),
-        "old"
-    );
-    assert_eq!(
-        std::fs::read_to_string(work.join("src/a.txt")).unwrap(),
-        "mine"
-    );
-    assert_eq!(
-        std::fs::read_to_string(work.join("src/e.txt")).unwrap(),
+        fs::read_to_string(work.join("src/e.txt")).unwrap(),
         "mine too"
     );
     assert!(!work.join("src/b.txt").exists());
     // Asked again and answered yes: written.
     let again = apply(&store, &workdir, &now, &target, &applied.changed, false);
     assert_eq!(again.done, 4, "{again:?}");
-    assert_eq!(
-        std::fs::read_to_string(work.join("src/a.txt")).unwrap(),
-        "old"
-    );
+    assert_eq!(fs::read_to_string(work.join("src/a.txt")).unwrap(), "old");
     assert!(!work.join("src/e.txt").exists());
     assert!(!work.join("src/c.txt").is_symlink());
 }
@@ -546,14 +543,14 @@ fn a_restore_leaves_alone_what_changed_since_the_question() {
 fn a_merge_plan_takes_merges_and_names_conflicts() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
+    fs::create_dir_all(&work).unwrap();
     let store = CheckpointStore::new(&dir.path().join("data"));
     let state = |files: &[(&str, &str)]| {
-        for e in std::fs::read_dir(&work).unwrap().flatten() {
-            std::fs::remove_file(e.path()).unwrap();
+        for e in fs::read_dir(&work).unwrap().flatten() {
+            fs::remove_file(e.path()).unwrap();
         }
         for (name, text) in files {
-            std::fs::write(work.join(name), text).unwrap();
+            fs::write(work.join(name), text).unwrap();
         }
         store.snapshot(&work, &settings(), None).unwrap().1
     };

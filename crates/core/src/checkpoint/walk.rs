@@ -18,6 +18,11 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use new_sys::platform::{Dir, FileKind, Stat};
 
 use super::{CheckpointError, CheckpointSettings, Entry, Manifest};
+use std::io::Read;
+use std::mem;
+use std::thread;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
 
 /// The ignore rules in force in one folder: its own files' and, through `parent`, those above.
 struct Rules {
@@ -94,8 +99,8 @@ pub(super) fn scan(
     previous: Option<&Manifest>,
     watch: Option<&super::watch::Watch>,
 ) -> Result<Manifest, CheckpointError> {
-    let taken_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+    let taken_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i128);
     let walk = Walk {
         store,
@@ -120,8 +125,8 @@ pub(super) fn scan(
     };
     // More workers than cores: a worker waiting in the kernel (a folder read from disk, a
     // content stored) leaves its core to another.
-    let threads = std::thread::available_parallelism().map_or(2, |n| (n.get() * 2).min(8));
-    std::thread::scope(|scope| {
+    let threads = thread::available_parallelism().map_or(2, |n| (n.get() * 2).min(8));
+    thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| walk.work());
         }
@@ -132,13 +137,13 @@ pub(super) fn scan(
     let mut results = walk.results.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut files = Vec::with_capacity(walk.count.into_inner());
     // Depth first from WORKDIR: a folder's items in order, each subfolder's in its place.
-    let mut stack = vec![std::mem::take(&mut results[0]).into_iter()];
+    let mut stack = vec![mem::take(&mut results[0]).into_iter()];
     while let Some(items) = stack.last_mut() {
         match items.next() {
             None => drop(stack.pop()),
             Some((path, Item::Entry(e))) => files.push((path, e)),
             Some((_, Item::Folder(slot))) => {
-                let inner = std::mem::take(&mut results[slot]).into_iter();
+                let inner = mem::take(&mut results[slot]).into_iter();
                 stack.push(inner);
             }
         }
@@ -232,8 +237,7 @@ impl Walk<'_> {
                     return None;
                 }
                 let mut text = String::new();
-                std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
-                    .ok()?;
+                Read::read_to_string(&mut Read::take(file, 1 << 20), &mut text).ok()?;
                 Some(text)
             };
             let matcher = |present: bool, path: &str| {
@@ -325,7 +329,7 @@ impl Walk<'_> {
                 items.push((rel, Item::Entry(entry)));
                 counted += 1;
                 if counted == 256 {
-                    self.count(std::mem::take(&mut counted))?;
+                    self.count(mem::take(&mut counted))?;
                 }
             }
         }
@@ -400,11 +404,8 @@ impl Walk<'_> {
                             return Ok(None);
                         }
                         let mut bytes = Vec::with_capacity(e.size as usize);
-                        std::io::Read::read_to_end(
-                            &mut std::io::Read::take(
-                                file,
-                                self.settings.max_file_bytes.saturating_add(1),
-                            ),
+                        Read::read_to_end(
+                            &mut Read::take(file, self.settings.max_file_bytes.saturating_add(1)),
                             &mut bytes,
                         )
                         .map_err(super::io("reading", &path))?;

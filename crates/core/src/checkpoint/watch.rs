@@ -12,6 +12,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use rustix::io;
+use rustix::io::Errno;
 
 #[derive(Debug)]
 pub(super) struct Watch {
@@ -69,13 +71,13 @@ impl Watch {
         let mut buffer = [0u8; 4096];
         let mut any = false;
         loop {
-            match rustix::io::read(&self.fd, &mut buffer) {
+            match io::read(&self.fd, &mut buffer) {
                 Ok(0) => return any,
                 Ok(_) => any = true,
                 // Nothing more waiting (or the descriptor failed: treated as "changed" below
                 // by `Checkpoints`, which never trusts a watch it could not read).
-                Err(rustix::io::Errno::AGAIN) => return any,
-                Err(rustix::io::Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return any,
+                Err(Errno::INTR) => continue,
                 Err(_) => {
                     self.incomplete.store(true, Ordering::SeqCst);
                     return true;

@@ -11,6 +11,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::tools::Rule;
+use std::fs;
+use std::path::Path;
 
 /// The file CodePilot reads, in `~/.codepilot/` and `<project>/.codepilot/`.
 pub const SETTING_FILE: &str = "setting.json";
@@ -117,12 +119,7 @@ pub fn tools<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::
 
 /// CodePilot's key names folded into ours; ours win when a file sets both. What cannot be
 /// honoured is said in `warnings`, with the reason.
-pub fn fold(
-    file: &mut super::FileConfig,
-    path: &std::path::Path,
-    workdir: &std::path::Path,
-    warnings: &mut Vec<String>,
-) {
+pub fn fold(file: &mut super::FileConfig, path: &Path, workdir: &Path, warnings: &mut Vec<String>) {
     if let Some(mode) = file.permissions.mode.take() {
         file.permission_mode.get_or_insert(mode);
     }
@@ -137,7 +134,7 @@ pub fn fold(
     if let Some(n) = file.timeout.take() {
         file.idle_timeout_secs.get_or_insert(n);
     }
-    let same = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    let same = |p: &Path| fs::canonicalize(p).ok();
     if let Some(dir) = file.tool_working_directory.take()
         // A relative folder is WORKDIR's, as CodePilot reads it from the project.
         && same(&workdir.join(&dir)).is_none_or(|d| Some(d) != same(workdir))

@@ -5,8 +5,10 @@
 use std::fmt::Write as _;
 
 use super::Config;
+use crate::escape;
 use crate::layers::Origin;
 use crate::mcp::Transport;
+use std::collections::BTreeMap;
 
 /// A URL as `scheme://host:port`, with `/…` for a path: user information, a path (where some
 /// services put a token), a query and a fragment are left out; what does not parse is hidden.
@@ -28,7 +30,7 @@ fn plain_url(url: &str) -> String {
 
 /// A name from a config file (a project's may be hostile) as the text shows it.
 fn safe(name: &str) -> String {
-    crate::escape::code_span_safe(name, 200)
+    escape::code_span_safe(name, 200)
 }
 
 impl Config {
@@ -224,7 +226,7 @@ impl Config {
             ));
         }
         if self.hooks.enabled {
-            let mut events: std::collections::BTreeMap<&str, usize> = Default::default();
+            let mut events: BTreeMap<&str, usize> = Default::default();
             for e in &self.hooks.entries {
                 if e.origin == Origin::User || self.hooks_trusted {
                     *events.entry(e.event.as_str()).or_default() += 1;

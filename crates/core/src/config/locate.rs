@@ -2,6 +2,7 @@
 //! (`permissions.rules[3].tool`), so that an error found after parsing (a value out of range, a rule
 //! naming no tool) points at the place to change, as a parse error does.
 
+use std::str;
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -125,7 +126,7 @@ impl Scanner<'_> {
             match (escaped, b) {
                 (false, b'\\') => escaped = true,
                 (false, b'"') => {
-                    let raw = std::str::from_utf8(&self.bytes[start - 1..self.at]).ok()?;
+                    let raw = str::from_utf8(&self.bytes[start - 1..self.at]).ok()?;
                     return serde_json::from_str(raw).ok();
                 }
                 _ => escaped = false,

@@ -14,9 +14,45 @@ pub mod codepilot;
 mod describe;
 pub mod locate;
 
+use crate::agent::defs::SubagentSettings;
+use crate::checkpoint::CheckpointSettings;
+use crate::context::Settings;
+use crate::fs::atomic;
+use crate::fs::project_file;
+use crate::fs::project_file::ProjectFiles;
+use crate::hooks;
+use crate::hooks::HookSettings;
+use crate::hooks::claude;
+use crate::layers::LayerKind;
 use crate::layers::Layers;
+use crate::layers::Origin;
 use crate::llm::{ProviderKind, ProviderSettings, RetryPolicy};
+use crate::mcp::McpSettings;
+use crate::mcp::config;
+use crate::memory::MemorySettings;
+use crate::skill::SkillSettings;
+use crate::tools::Action;
+use crate::tools::builtin::NAMES;
+use crate::tools::permissions::Action::Allow;
+use crate::tools::permissions::Action::Deny;
 use crate::tools::{Mode, Rule};
+use crate::trust::Trust;
+use crate::vocab;
+use crate::vocab::Usage;
+use new_sys::os_sandbox::KEYS;
+use new_sys::os_sandbox::SandboxEntry;
+use new_sys::os_sandbox::SandboxSettings;
+use new_sys::os_sandbox::SettingsError;
+use std::ffi::OsStr;
+use std::fmt::Display;
+use std::fs;
+use std::io;
+use std::io::ErrorKind;
+#[cfg(test)]
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+#[cfg(test)]
+use std::slice;
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const DEFAULT_MAX_ROUNDS: usize = 30;
@@ -158,7 +194,7 @@ pub struct FileConfig {
     pub subagent: Option<SubagentEntry>,
     /// The operating-system sandbox of `bash`, hooks and MCP servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<new_sys::os_sandbox::SandboxEntry>,
+    pub sandbox: Option<SandboxEntry>,
 }
 
 /// The `subagent` section; every key optional.
@@ -314,27 +350,25 @@ impl CompactionEntry {
 pub fn update_file(
     path: &Path,
     change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), String>,
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     use serde_json::Value;
-    let mut config: Value = match std::fs::read_to_string(path) {
+    let mut config: Value = match fs::read_to_string(path) {
         Ok(text) if !text.trim().is_empty() => {
-            serde_json::from_str(&text).map_err(std::io::Error::other)?
+            serde_json::from_str(&text).map_err(io::Error::other)?
         }
         Ok(_) => Value::Object(Default::default()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Value::Object(Default::default()),
         Err(e) => return Err(e),
     };
     let Some(object) = config.as_object_mut() else {
-        return Err(std::io::Error::other(
-            "the file does not hold a JSON object",
-        ));
+        return Err(io::Error::other("the file does not hold a JSON object"));
     };
-    change(object).map_err(std::io::Error::other)?;
+    change(object).map_err(io::Error::other)?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir)?;
     }
-    let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)? + "\n";
-    crate::fs::atomic::write_keeping_mode(path, text.as_bytes())
+    let text = serde_json::to_string_pretty(&config).map_err(io::Error::other)? + "\n";
+    atomic::write_keeping_mode(path, text.as_bytes())
 }
 
 /// A number in range, or the error naming its key.
@@ -362,9 +396,9 @@ fn context_settings(
     merged: &FileConfig,
     name: &str,
     entry: &ProviderEntry,
-) -> Result<crate::context::Settings, ConfigError> {
+) -> Result<Settings, ConfigError> {
     let c = merged.compaction.clone().unwrap_or_default();
-    let d = crate::context::Settings::default();
+    let d = Settings::default();
     let window = match entry.context_window_size {
         Some(n) => Some(in_range(
             &format!("providers.{name}.context_window_size"),
@@ -392,7 +426,7 @@ fn context_settings(
         10,
         threshold,
     )?;
-    Ok(crate::context::Settings {
+    Ok(Settings {
         enabled: c.enabled.unwrap_or(true),
         window,
         tool_result_threshold: threshold,
@@ -519,7 +553,7 @@ pub struct Pricing {
 
 impl Pricing {
     /// What `usage` costs. Input tokens include the cached ones, which are priced apart.
-    pub fn cost(&self, usage: &crate::vocab::Usage) -> f64 {
+    pub fn cost(&self, usage: &Usage) -> f64 {
         let read = usage.cache_read_tokens.unwrap_or(0);
         let write = usage.cache_write_tokens.unwrap_or(0);
         let plain = usage.input_tokens.saturating_sub(read + write);
@@ -710,10 +744,7 @@ const PRESETS: &[Preset] = &[
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {cause}")]
-    Read {
-        path: PathBuf,
-        cause: std::io::Error,
-    },
+    Read { path: PathBuf, cause: io::Error },
     #[error("config file {path} is not valid: {}{cause}", .key.as_ref().map(|k| format!("`{k}`: ")).unwrap_or_default())]
     Parse {
         path: PathBuf,
@@ -757,7 +788,7 @@ pub enum ConfigError {
     },
     /// The `sandbox` section (its key is [`new_sys::os_sandbox::SettingsError::key`]).
     #[error(transparent)]
-    Sandbox(new_sys::os_sandbox::SettingsError),
+    Sandbox(SettingsError),
 }
 
 impl ConfigError {
@@ -843,20 +874,20 @@ pub struct Config {
     /// The selected provider's prices, when the config gives them.
     pub pricing: Option<Pricing>,
     /// Context management: the window and the compaction settings.
-    pub context: crate::context::Settings,
+    pub context: Settings,
     /// Render answers as Markdown (on a terminal, without `NO_COLOR`).
     pub render: bool,
-    pub skill: crate::skill::SkillSettings,
-    pub memory: crate::memory::MemorySettings,
-    pub checkpoints: crate::checkpoint::CheckpointSettings,
+    pub skill: SkillSettings,
+    pub memory: MemorySettings,
+    pub checkpoints: CheckpointSettings,
     /// MCP servers, the user's and the project's.
-    pub mcp: crate::mcp::McpSettings,
+    pub mcp: McpSettings,
     /// Whether the user trusts the project's MCP servers as they are now (true when it has none).
     pub mcp_trusted: bool,
     /// Hooks, the user's and the project's.
-    pub hooks: crate::hooks::HookSettings,
-    pub subagent: crate::agent::defs::SubagentSettings,
-    pub sandbox: new_sys::os_sandbox::SandboxSettings,
+    pub hooks: HookSettings,
+    pub subagent: SubagentSettings,
+    pub sandbox: SandboxSettings,
     /// Whether the user trusts the project's hooks as they are now (true when it has none).
     pub hooks_trusted: bool,
     /// The allow rules of a project's Claude Code settings: applied only once trusted (they widen
@@ -897,7 +928,7 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
         }
     }
     project.permissions.rules.retain(|rule| {
-        let widens = rule.action == crate::tools::Action::Allow;
+        let widens = rule.action == Action::Allow;
         if widens {
             ignored.push(format!("the allow rule `{}`", rule.describe().trim()));
         }
@@ -910,7 +941,7 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
         ignored.extend(sandbox.narrow(farther.sandbox.as_ref()));
     }
     // No limit of the user's is raised: rounds, timeouts, retries, budgets, sizes.
-    fn cap<T: Copy + PartialOrd + std::fmt::Display>(
+    fn cap<T: Copy + PartialOrd + Display>(
         ignored: &mut Vec<String>,
         key: &str,
         mine: &mut Option<T>,
@@ -1064,11 +1095,11 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
 /// that can never match would be a silent no-op: a deny rule that denies nothing).
 fn check_rules(text: &str, rules: &mut [Rule]) -> Result<(), ConfigError> {
     for (i, rule) in rules.iter_mut().enumerate() {
-        rule.tool = crate::vocab::canonical(&rule.tool).to_string();
+        rule.tool = vocab::canonical(&rule.tool).to_string();
         let tool = rule.tool.as_str();
         let known = tool.contains(['*', '?', '['])
             || tool.starts_with("mcp__")
-            || crate::tools::builtin::NAMES.contains(&tool)
+            || NAMES.contains(&tool)
             || ["agent", "task_status"].contains(&tool);
         if !known {
             // The rule's place, in whichever shape the file has.
@@ -1083,7 +1114,7 @@ fn check_rules(text: &str, rules: &mut [Rule]) -> Result<(), ConfigError> {
                 key,
                 reason: format!(
                     "`{tool}` is not a tool; the tools are {}, agent, task_status and mcp__SERVER__TOOL (or Claude Code's and CodePilot's names: Bash, Read, ReadFile, Write, WriteFile, Edit, EditFile, LS, ListFiles, Glob, Grep, Task, Agent, TaskStatus, UseSkill)",
-                    crate::tools::builtin::NAMES.join(", ")
+                    NAMES.join(", ")
                 ),
             });
         }
@@ -1101,20 +1132,18 @@ const MAX_CLAUDE_SETTINGS_BYTES: usize = 1 << 20;
 /// our rules (the user's, the project's).
 #[derive(Debug, Default)]
 struct ClaudeSettings {
-    hooks: Vec<(crate::layers::Origin, PathBuf, serde_json::Value)>,
+    hooks: Vec<(Origin, PathBuf, serde_json::Value)>,
     user_rules: Vec<Rule>,
     project_rules: Vec<Rule>,
 }
 
 fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings {
-    let project = crate::fs::project_file::ProjectFiles::new(workdir);
+    let project = ProjectFiles::new(workdir);
     let mut out = ClaudeSettings::default();
-    for (origin, path) in crate::hooks::claude::files(workdir) {
+    for (origin, path) in claude::files(workdir) {
         let read = match origin {
-            crate::layers::Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
-            crate::layers::Origin::User => {
-                crate::fs::project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES)
-            }
+            Origin::Project => project.read(&path, MAX_CLAUDE_SETTINGS_BYTES),
+            Origin::User => project_file::read_own(&path, MAX_CLAUDE_SETTINGS_BYTES),
         };
         let text = match read.and_then(|r| match r {
             Some(r) => r.whole_text(&path, MAX_CLAUDE_SETTINGS_BYTES).map(Some),
@@ -1130,11 +1159,10 @@ fn claude_settings(workdir: &Path, warnings: &mut Vec<String>) -> ClaudeSettings
         match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(value) => {
                 if let Some(permissions) = value.get("permissions") {
-                    let rules =
-                        crate::hooks::claude::permission_rules(permissions, &path, warnings);
+                    let rules = claude::permission_rules(permissions, &path, warnings);
                     match origin {
-                        crate::layers::Origin::User => out.user_rules.extend(rules),
-                        crate::layers::Origin::Project => out.project_rules.extend(rules),
+                        Origin::User => out.user_rules.extend(rules),
+                        Origin::Project => out.project_rules.extend(rules),
                     }
                 }
                 if let Some(hooks) = value.get("hooks") {
@@ -1167,7 +1195,7 @@ const MAX_CONFIG_BYTES: usize = 4 * 1024 * 1024;
 /// of later errors. A wrong value is named by its key path, line and column.
 fn read_file_checked(
     path: &Path,
-    project: Option<&crate::fs::project_file::ProjectFiles>,
+    project: Option<&ProjectFiles>,
 ) -> Result<Option<CheckedFile>, ConfigError> {
     let parse_error = |key: Option<String>, cause| ConfigError::Parse {
         path: path.to_path_buf(),
@@ -1176,7 +1204,7 @@ fn read_file_checked(
     };
     let read = match project {
         Some(files) => files.read(path, MAX_CONFIG_BYTES),
-        None => crate::fs::project_file::read_own(path, MAX_CONFIG_BYTES),
+        None => project_file::read_own(path, MAX_CONFIG_BYTES),
     }
     .and_then(|r| match r {
         Some(r) => r.whole_text(path, MAX_CONFIG_BYTES).map(Some),
@@ -1188,7 +1216,7 @@ fn read_file_checked(
         Err(why) => {
             return Err(ConfigError::Read {
                 path: path.to_path_buf(),
-                cause: std::io::Error::other(why),
+                cause: io::Error::other(why),
             });
         }
     };
@@ -1222,7 +1250,7 @@ fn unknown_keys(value: &serde_json::Value) -> Vec<String> {
         ("memory", MEMORY_KEYS),
         ("checkpoints", CHECKPOINTS_KEYS),
         ("subagent", SUBAGENT_KEYS),
-        ("sandbox", new_sys::os_sandbox::KEYS),
+        ("sandbox", KEYS),
         ("permissions", codepilot::PERMISSIONS_KEYS),
         ("tools", codepilot::TOOLS_KEYS),
     ] {
@@ -1260,7 +1288,7 @@ fn key_var_of(name: &str, entry: &ProviderEntry) -> String {
 
 /// What the trust of a project's config file is remembered as: ours and CodePilot's apart.
 pub fn trust_kind(path: &Path) -> &'static str {
-    if path.file_name() == Some(std::ffi::OsStr::new(codepilot::SETTING_FILE)) {
+    if path.file_name() == Some(OsStr::new(codepilot::SETTING_FILE)) {
         "codepilot-config"
     } else {
         "config"
@@ -1270,7 +1298,7 @@ pub fn trust_kind(path: &Path) -> &'static str {
 /// The config files read, farthest first: CodePilot's `~/.codepilot/setting.json`, the user's
 /// `config.json`, CodePilot's `<WORKDIR>/.codepilot/setting.json`, the project's `.new/config.json`.
 /// At each level ours is nearer, so it wins over CodePilot's.
-fn config_files(layers: &Layers) -> Vec<(crate::layers::LayerKind, PathBuf)> {
+fn config_files(layers: &Layers) -> Vec<(LayerKind, PathBuf)> {
     use crate::layers::LayerKind;
     let mut files = Vec::new();
     if let Some(dir) = &layers.codepilot_user {
@@ -1323,18 +1351,17 @@ fn load_from(
     let mut warnings = Vec::new();
     let mut mcp_sections = Vec::new();
     let mut hook_sections = Vec::new();
-    let trust = crate::trust::Trust::new(layers.user.as_deref());
+    let trust = Trust::new(layers.user.as_deref());
     // Farthest first, so nearer files overlay.
     for (kind, path) in config_files(layers) {
-        let reader = (kind == crate::layers::LayerKind::Project)
-            .then(|| crate::fs::project_file::ProjectFiles::new(layers.workdir()));
+        let reader = (kind == LayerKind::Project).then(|| ProjectFiles::new(layers.workdir()));
         if let Some((mut file, unknown, text)) = read_file_checked(&path, reader.as_ref())? {
             codepilot::fold(&mut file, &path, layers.workdir(), &mut warnings);
             check_rules(&text, &mut file.permissions.rules)
                 .map_err(|e| e.located(&[(path.clone(), text.clone())]))?;
             let origin = match kind {
-                crate::layers::LayerKind::Project => crate::layers::Origin::Project,
-                _ => crate::layers::Origin::User,
+                LayerKind::Project => Origin::Project,
+                _ => Origin::User,
             };
             if let Some(section) = file.mcp.take() {
                 mcp_sections.push((origin, path.clone(), section));
@@ -1350,7 +1377,7 @@ fn load_from(
             // Rules nearest first, as the overlay puts them.
             let mut rules = file.permissions.rules.clone();
             match kind {
-                crate::layers::LayerKind::Project => {
+                LayerKind::Project => {
                     let trusted =
                         trust.is_trusted(layers.workdir(), trust_kind(&path), text.as_bytes());
                     if !trusted {
@@ -1472,17 +1499,14 @@ fn load_from(
         prompt_cache: merged.prompt_cache.unwrap_or(true),
         max_answer_bytes: (merged.max_answer_mb.unwrap_or(64).clamp(1, 4096) as usize) << 20,
     };
-    let mcp = crate::mcp::config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
+    let mcp = config::settings(&mcp_sections, layers.workdir(), &env, &mut warnings);
     let claude = claude_settings(layers.workdir(), &mut warnings);
     // Claude Code's denials come first (they win there too); its questions and allowances after
     // ours. A project's allowances wait for the user's trust (`claude_allow`).
     let split = |rules: Vec<Rule>| -> (Vec<Rule>, Vec<Rule>, Vec<Rule>) {
-        let (deny, rest): (Vec<Rule>, Vec<Rule>) = rules
-            .into_iter()
-            .partition(|r| r.action == crate::tools::permissions::Action::Deny);
-        let (allow, ask) = rest
-            .into_iter()
-            .partition(|r| r.action == crate::tools::permissions::Action::Allow);
+        let (deny, rest): (Vec<Rule>, Vec<Rule>) =
+            rules.into_iter().partition(|r| r.action == Deny);
+        let (allow, ask) = rest.into_iter().partition(|r| r.action == Allow);
         (deny, ask, allow)
     };
     let (deny, ask, allow) = split(claude.user_rules);
@@ -1496,7 +1520,7 @@ fn load_from(
     let project_rules: Vec<Rule> = deny.into_iter().chain(project_rules).chain(ask).collect();
     let claude_allow_text = (!claude_allow.is_empty())
         .then(|| serde_json::to_string_pretty(&claude_allow).unwrap_or_default());
-    let hooks = crate::hooks::settings(
+    let hooks = hooks::settings(
         &hook_sections,
         &claude.hooks,
         !project_trusted,
@@ -1517,7 +1541,7 @@ fn load_from(
         render: merged.render.unwrap_or(true),
         skill: {
             let entry = merged.skill.clone().unwrap_or_default();
-            crate::skill::SkillSettings {
+            SkillSettings {
                 on_demand: entry.enabled.unwrap_or(true),
                 max_bytes: in_range(
                     "skill.max_skill_size_bytes",
@@ -1531,7 +1555,7 @@ fn load_from(
         },
         checkpoints: {
             let entry = merged.checkpoints.clone().unwrap_or_default();
-            crate::checkpoint::CheckpointSettings {
+            CheckpointSettings {
                 enabled: entry.enabled.unwrap_or(true),
                 ask: match entry.restore.as_deref() {
                     None | Some("ask") => true,
@@ -1561,21 +1585,21 @@ fn load_from(
                 watch: entry.watch.unwrap_or(true),
             }
         },
-        sandbox: new_sys::os_sandbox::SandboxSettings::from_entry(
+        sandbox: SandboxSettings::from_entry(
             &merged.sandbox.clone().unwrap_or_default(),
             dirs::home_dir().as_deref(),
         )
         .map_err(ConfigError::Sandbox)?,
         subagent: {
             let entry = merged.subagent.clone().unwrap_or_default();
-            let default = crate::agent::defs::SubagentSettings::default();
-            crate::agent::defs::SubagentSettings {
+            let default = SubagentSettings::default();
+            SubagentSettings {
                 enabled: entry.enabled.unwrap_or(true),
                 global_denied_tools: entry
                     .global_denied_tools
                     .map(|list| {
                         list.iter()
-                            .map(|t| crate::vocab::canonical(t).to_string())
+                            .map(|t| vocab::canonical(t).to_string())
                             .collect()
                     })
                     .unwrap_or(default.global_denied_tools),
@@ -1597,14 +1621,14 @@ fn load_from(
                     .background_allowed_tools
                     .unwrap_or_default()
                     .iter()
-                    .map(|t| crate::vocab::canonical(t).to_string())
+                    .map(|t| vocab::canonical(t).to_string())
                     .collect(),
                 auto_continue: entry.auto_continue.unwrap_or(false),
             }
         },
         memory: {
             let entry = merged.memory.clone().unwrap_or_default();
-            crate::memory::MemorySettings {
+            MemorySettings {
                 enabled: entry.enabled.unwrap_or(true),
                 review_model: entry
                     .review_model
@@ -1640,7 +1664,7 @@ fn load_from(
             .tools
             .unwrap_or_default()
             .iter()
-            .map(|t| crate::vocab::canonical(t).to_string())
+            .map(|t| vocab::canonical(t).to_string())
             .collect(),
         bash_timeout: Duration::from_secs(merged.bash_timeout_secs.unwrap_or(30).max(1)),
         secret_vars,
@@ -1670,15 +1694,17 @@ fn load_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trust::Trust;
     use std::collections::HashMap;
+    use std::fs;
 
     fn layers(dir: &Path) -> Layers {
         Layers::at(&dir.join("p"), &dir.join("u"))
     }
 
     fn write(path: PathBuf, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
     }
 
     fn load_with(dir: &Path, o: Overrides, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -1728,8 +1754,8 @@ mod tests {
         );
         // A project's base URL applies once the user trusts the file.
         assert_eq!(c.provider.base_url, "http://user/v1");
-        let text = std::fs::read(l.project.join(CONFIG_FILE)).unwrap();
-        crate::trust::Trust::new(l.user.as_deref())
+        let text = fs::read(l.project.join(CONFIG_FILE)).unwrap();
+        Trust::new(l.user.as_deref())
             .trust(l.workdir(), "config", &text)
             .unwrap();
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
@@ -1792,7 +1818,7 @@ mod tests {
         let text = r#"{"providers":{"my-lab":{"base_url":"http://lab:8000/v1","model":"m1"},"bad":{"kind":"grpc","base_url":"x"},"nourl":{}}}"#;
         let l = layers(dir.path());
         write(l.project.join(CONFIG_FILE), text);
-        crate::trust::Trust::new(l.user.as_deref())
+        Trust::new(l.user.as_deref())
             .trust(l.workdir(), "config", text.as_bytes())
             .unwrap();
         let c = load_with(dir.path(), o("my-lab"), &[("MY_LAB_API_KEY", "s")]).unwrap();
@@ -1874,7 +1900,7 @@ mod tests {
         assert_eq!(c.provider.api_key.as_deref(), Some("sk-user"));
         assert_eq!(c.model, "m", "harmless settings still apply");
         assert_eq!(c.project_rules.len(), 1);
-        assert_eq!(c.project_rules[0].action, crate::tools::Action::Deny);
+        assert_eq!(c.project_rules[0].action, Action::Deny);
         let ignored = c.ignored.join("\n");
         for what in [
             "permission_mode `permissive`",
@@ -1898,7 +1924,7 @@ mod tests {
         assert_eq!(c.provider.base_url, "http://lab/v1");
         // Once trusted, exactly this content applies in full; one byte more and it does not.
         write(l.project.join(CONFIG_FILE), hostile);
-        crate::trust::Trust::new(l.user.as_deref())
+        Trust::new(l.user.as_deref())
             .trust(l.workdir(), "config", hostile.as_bytes())
             .unwrap();
         let c = load_with(dir.path(), Overrides::default(), &key).unwrap();
@@ -1968,7 +1994,7 @@ mod tests {
             cache_read: Some(0.3),
             cache_write: None,
         };
-        let u = crate::vocab::Usage {
+        let u = Usage {
             input_tokens: 1_000_000,
             output_tokens: 100_000,
             cache_read_tokens: Some(500_000),
@@ -1996,7 +2022,7 @@ mod tests {
     fn codepilots_example_setting_loads_as_written() {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
-        std::fs::create_dir_all(l.workdir()).unwrap();
+        fs::create_dir_all(l.workdir()).unwrap();
         write(
             l.codepilot_user
                 .clone()
@@ -2048,7 +2074,7 @@ mod tests {
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert_eq!(c.max_rounds, 7);
         assert_eq!(c.user_rules.len(), 5);
-        assert_eq!(c.user_rules[0].action, crate::tools::Action::Ask);
+        assert_eq!(c.user_rules[0].action, Action::Ask);
     }
 
     /// A file written back (as `/setup` does) keeps what CodePilot's names and shapes said.
@@ -2092,7 +2118,7 @@ mod tests {
         );
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert!(!c.project_trusted);
-        assert_eq!(c.project_files, std::slice::from_ref(&file));
+        assert_eq!(c.project_files, slice::from_ref(&file));
         assert_eq!(c.permission_mode, Mode::Default);
         assert_eq!(
             c.project_rules.len(),
@@ -2110,8 +2136,8 @@ mod tests {
             "{:?}",
             c.warnings
         );
-        let text = std::fs::read(&file).unwrap();
-        let trust = crate::trust::Trust::new(l.user.as_deref());
+        let text = fs::read(&file).unwrap();
+        let trust = Trust::new(l.user.as_deref());
         // Trusting `.new/config.json`'s kind does not trust this one.
         trust.trust(l.workdir(), "config", &text).unwrap();
         assert!(
@@ -2147,9 +2173,9 @@ mod tests {
         assert_eq!(c.mcp.servers.len(), 1);
         // A link to a file outside the project.
         let outside = dir.path().join("outside.json");
-        std::fs::write(&outside, r#"{"max_rounds": 3}"#).unwrap();
-        std::fs::remove_file(&file).unwrap();
-        std::os::unix::fs::symlink(&outside, &file).unwrap();
+        fs::write(&outside, r#"{"max_rounds": 3}"#).unwrap();
+        fs::remove_file(&file).unwrap();
+        symlink(&outside, &file).unwrap();
         let e = load_with(dir.path(), Overrides::default(), &[])
             .unwrap_err()
             .to_string();

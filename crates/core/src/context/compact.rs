@@ -9,6 +9,10 @@ use crate::llm::{ChatRequest, LlmError, Model, StreamEvent};
 use crate::vocab::{ChatMessage, Role};
 
 use super::{Context, estimate_text};
+use crate::utf8;
+use std::future::Future;
+use std::mem;
+use tokio::sync::Notify;
 
 /// The summary node's text starts with this line; the summary follows.
 pub const SUMMARY_HEADING: &str = "[Summary of the earlier part of this conversation, which was compacted to fit the context window. The messages it stands for are no longer sent.]";
@@ -147,8 +151,8 @@ fn clip(text: &str, limit: u64) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let head = crate::utf8::floor_char_boundary(text, max * 2 / 3);
-    let tail = crate::utf8::ceil_char_boundary(text, text.len() - (max - head));
+    let head = utf8::floor_char_boundary(text, max * 2 / 3);
+    let tail = utf8::ceil_char_boundary(text, text.len() - (max - head));
     format!(
         "{}\n[… {} bytes left out …]\n{}",
         &text[..head],
@@ -177,7 +181,7 @@ fn transcript_parts(plan: &Plan<'_>, budget: u64, result_limit: u64) -> Vec<Stri
     for entry in entries {
         let n = estimate_text(&entry) + 2;
         if used + n > budget && !part.is_empty() {
-            parts.push(std::mem::take(&mut part));
+            parts.push(mem::take(&mut part));
             used = 0;
         }
         part.push_str(&entry);
@@ -214,7 +218,7 @@ pub async fn summarize(
     ctx: &Context,
     plan: &Plan<'_>,
     focus: Option<&str>,
-    stop: &mut (dyn std::future::Future<Output = ()> + Unpin),
+    stop: &mut (dyn Future<Output = ()> + Unpin),
 ) -> Result<String, CompactError> {
     let window = ctx.window().0;
     let summary_budget = ctx.summary_budget();
@@ -261,10 +265,10 @@ async fn ask(
     model: &dyn Model,
     request: &ChatRequest<'_>,
     cap: usize,
-    stop: &mut (dyn std::future::Future<Output = ()> + Unpin),
+    stop: &mut (dyn Future<Output = ()> + Unpin),
 ) -> Result<String, CompactError> {
     let mut text = String::new();
-    let full = tokio::sync::Notify::new();
+    let full = Notify::new();
     let result = {
         let mut on_event = |event: StreamEvent<'_>| {
             if let StreamEvent::Text(t) = event
@@ -288,7 +292,7 @@ async fn ask(
         Some(Err(e)) => return Err(e.into()),
     }
     if text.len() > cap {
-        text.truncate(crate::utf8::floor_char_boundary(&text, cap));
+        text.truncate(utf8::floor_char_boundary(&text, cap));
         text.push('…');
     }
     let text = text.trim().to_string();

@@ -10,7 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::conversation::{Conversation, Message};
+use crate::fs::atomic;
+use crate::fs::hash;
+use crate::utf8;
 use crate::vocab::{ChatMessage, Role, ToolSpec};
+use std::fs;
+use std::io;
+use std::sync::MutexGuard;
 
 /// Tokens of a text, estimated without a tokenizer: a token per four bytes of ASCII, and one per
 /// other character (CJK text takes about one a character). Calibrated against what the provider
@@ -191,7 +197,7 @@ impl Context {
         fresh
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -380,7 +386,7 @@ fn loaded_skill(conversation: &Conversation, m: &Message) -> bool {
     };
     conversation
         .ancestors(&m.id)
-        .find(|a| a.role == crate::vocab::Role::Assistant)
+        .find(|a| a.role == Role::Assistant)
         .is_some_and(|a| {
             a.calls()
                 .iter()
@@ -404,23 +410,23 @@ pub fn result_path(results: &Path, msg_id: &str) -> PathBuf {
     let name = if plain {
         msg_id.to_string()
     } else {
-        crate::fs::hash::digest(msg_id.as_bytes())[..16].to_string()
+        hash::digest(msg_id.as_bytes())[..16].to_string()
     };
     results.join(format!("{name}.txt"))
 }
 
 /// Writes a whole result once (private, atomically); an existing file of the right size stays.
-fn save_result(path: &Path, text: &str) -> std::io::Result<()> {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64) {
+fn save_result(path: &Path, text: &str) -> io::Result<()> {
+    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == text.len() as u64) {
         return Ok(());
     }
-    crate::fs::atomic::write_whole(path, text.as_bytes())
+    atomic::write_whole(path, text.as_bytes())
 }
 
 /// The start of a big result (about `tokens` tokens, cut at a line end where one is near) and a
 /// note saying how big it is and where the rest can be read.
 pub fn preview(text: &str, tokens: u64, total: u64, saved: Option<&Path>) -> String {
-    let mut end = crate::utf8::floor_char_boundary(text, (tokens * 4) as usize);
+    let mut end = utf8::floor_char_boundary(text, (tokens * 4) as usize);
     if let Some(nl) = text[..end].rfind('\n')
         && nl >= end / 2
     {

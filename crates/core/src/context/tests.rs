@@ -2,6 +2,8 @@ use super::compact::{Plan, plan, summary_message};
 use super::*;
 use crate::conversation::message::SummaryInfo;
 use crate::vocab::{FunctionCall, ToolCall};
+#[cfg(not(windows))]
+use std::fs;
 
 #[test]
 fn estimates_count_ascii_by_four_and_other_characters_one_each() {
@@ -322,10 +324,10 @@ fn big_results_are_sent_as_previews_and_saved_whole_under_a_safe_name() {
         result.content
     );
     assert!(result.content.contains("3000 lines"));
-    assert_eq!(std::fs::read_to_string(&saved).unwrap(), big);
+    assert_eq!(fs::read_to_string(&saved).unwrap(), big);
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
-        std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777,
+        fs::metadata(&saved).unwrap().permissions().mode() & 0o777,
         0o600
     );
     // The stored message is untouched.

@@ -5,6 +5,8 @@ use super::record::{Record, TitleRecord, format_timestamp};
 use super::store::{LoadReport, Store, StoreError};
 use super::tree::{Conversation, TreeError};
 use crate::vocab::new_id;
+use std::io::ErrorKind;
+use std::slice;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -108,13 +110,13 @@ impl ChatSession {
         loop {
             match self
                 .store
-                .create(&self.conversation, std::slice::from_ref(&record))
+                .create(&self.conversation, slice::from_ref(&record))
             {
                 Ok(()) => {
                     self.persisted = true;
                     return Ok(());
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                     self.conversation.id = fresh_id(&self.store);
                 }
                 Err(e) => {
@@ -233,6 +235,7 @@ fn fresh_id(store: &Store) -> String {
 mod tests {
     use super::*;
     use crate::vocab::Role;
+    use std::fs;
 
     #[test]
     fn no_file_until_the_first_message_then_header_and_message_together() {
@@ -241,7 +244,7 @@ mod tests {
         let mut s = ChatSession::new(store.clone(), "sys");
         assert!(!store.exists(s.id()));
         s.add(Message::new(Role::User, "hi")).unwrap();
-        let text = std::fs::read_to_string(store.path(s.id())).unwrap();
+        let text = fs::read_to_string(store.path(s.id())).unwrap();
         let lines: Vec<_> = text.lines().collect();
         assert_eq!(lines.len(), 2);
         assert!(lines[0].starts_with(r#"{"type":"header","root_id":""#));

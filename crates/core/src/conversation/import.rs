@@ -16,8 +16,18 @@ use serde_json::{Map, Value, json};
 use super::message::{Message, model_name};
 use super::record::{BranchRecord, Record, TitleRecord, format_timestamp};
 use super::{Conversation, Store};
+use crate::vocab;
 use crate::vocab::{FunctionCall, Role, ToolCall, Usage};
 use crate::vocab::{Id, new_id};
+use new_sys::platform;
+use std::collections::VecDeque;
+use std::fs;
+use std::io;
+use std::io::BufReader;
+use std::io::ErrorKind;
+use std::io::Read;
+use std::mem;
+use std::str;
 
 /// Whose history a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,19 +67,13 @@ impl Source {
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     #[error("reading {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: io::Error },
     #[error("{path} holds no message of {what}'s history; nothing imported")]
     Empty { path: PathBuf, what: &'static str },
     #[error("{path} was imported already, as {id}")]
     Already { path: PathBuf, id: String },
     #[error("writing the conversation for {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: io::Error },
 }
 
 /// What one file became.
@@ -100,7 +104,7 @@ struct Lines {
 
 /// Reads `reader` a line at a time, holding at most `max` bytes of one line: the rest of a
 /// longer line is read past, not kept.
-fn read_lines(mut reader: impl BufRead, max: usize) -> std::io::Result<Lines> {
+fn read_lines(mut reader: impl BufRead, max: usize) -> io::Result<Lines> {
     let mut out = Lines::default();
     let mut line = Vec::new();
     let mut number = 0;
@@ -111,7 +115,7 @@ fn read_lines(mut reader: impl BufRead, max: usize) -> std::io::Result<Lines> {
         loop {
             let available = match reader.fill_buf() {
                 Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
             if available.is_empty() {
@@ -141,7 +145,7 @@ fn read_lines(mut reader: impl BufRead, max: usize) -> std::io::Result<Lines> {
             out.too_long.push(number);
             continue;
         }
-        let Ok(text) = std::str::from_utf8(&line) else {
+        let Ok(text) = str::from_utf8(&line) else {
             out.skipped.push(number);
             continue;
         };
@@ -190,14 +194,14 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
         source,
     };
     // A regular file only (a FIFO would hang, a device never end), links followed.
-    let meta = std::fs::metadata(path).map_err(read_err)?;
+    let meta = fs::metadata(path).map_err(read_err)?;
     if !meta.is_file() {
-        return Err(read_err(std::io::Error::other("not a regular file")));
+        return Err(read_err(io::Error::other("not a regular file")));
     }
-    let file = new_sys::platform::nonblocking_read_options()
+    let file = platform::nonblocking_read_options()
         .open(path)
         .map_err(read_err)?;
-    let read = read_lines(std::io::BufReader::new(file), MAX_LINE_BYTES).map_err(read_err)?;
+    let read = read_lines(BufReader::new(file), MAX_LINE_BYTES).map_err(read_err)?;
     let lines = read.lines;
     let (mut main, sidechains) = match source {
         Source::Claude => claude(&lines),
@@ -276,7 +280,7 @@ fn already(store: &Store, source: Source, session: &str) -> Option<String> {
             return false;
         };
         let mut first = Vec::new();
-        let mut reader = std::io::BufReader::new(std::io::Read::take(file, 64 * 1024));
+        let mut reader = BufReader::new(Read::take(file, 64 * 1024));
         if reader.read_until(b'\n', &mut first).is_err() {
             return false;
         }
@@ -386,7 +390,7 @@ fn write(
 /// calls share an id.
 fn unique_call_ids(messages: &mut [Message]) {
     let mut seen: HashSet<String> = HashSet::new();
-    let mut renamed: HashMap<String, std::collections::VecDeque<String>> = HashMap::new();
+    let mut renamed: HashMap<String, VecDeque<String>> = HashMap::new();
     let mut n = 0;
     for m in messages.iter_mut() {
         if let Some(calls) = &mut m.extra.tool_calls {
@@ -400,7 +404,7 @@ fn unique_call_ids(messages: &mut [Message]) {
                         }
                     };
                     renamed
-                        .entry(std::mem::replace(&mut c.id, fresh.clone()))
+                        .entry(mem::replace(&mut c.id, fresh.clone()))
                         .or_default()
                         .push_back(fresh);
                 }
@@ -472,7 +476,7 @@ fn text_of(content: &Value) -> String {
 
 /// Claude Code's tool names as ours, where we have the tool.
 fn our_tool_name(claude: &str) -> String {
-    crate::vocab::canonical(claude).to_string()
+    vocab::canonical(claude).to_string()
 }
 
 /// Claude Code: a tree of entries by `uuid`/`parentUuid`; one API answer is written as several
@@ -934,6 +938,7 @@ fn pi(lines: &[(usize, Value)]) -> Draft {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::BufReader;
 
     /// Issue 41 (10): a line longer than the limit is read past, never held, and numbered;
     /// the lines around it read as before, whatever their ends.
@@ -957,7 +962,7 @@ mod tests {
         let at = bytes.iter().position(|b| *b == 1).unwrap();
         bytes[at] = 0xff;
         // Read through a small buffer, so the long line comes in many pieces.
-        let reader = std::io::BufReader::with_capacity(7, bytes.as_slice());
+        let reader = BufReader::with_capacity(7, bytes.as_slice());
         let read = read_lines(reader, 40).unwrap();
         assert_eq!(
             read.lines,

@@ -23,8 +23,18 @@ use chrono::{DateTime, Utc};
 
 use super::error::StoreError;
 use super::record::Record;
+#[cfg(all(test, not(windows)))]
+use crate::conversation::store::TRASH_DIR;
 use crate::fs::atomic::{create_private_dir, private_options, write_whole};
+use crate::vocab::Id;
 use crate::vocab::Role;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::io;
+use std::io::BufReader;
+#[cfg(test)]
+use std::thread;
 
 pub const INDEX_DIR: &str = ".index";
 /// Conversation files are `<id>.jsonl`.
@@ -150,7 +160,7 @@ impl Index {
 
     /// The journal, opened for appending and locked. Creating `.index/` changes DATADIR's mtime,
     /// which the caller then sees as a change to reconcile: it happens once.
-    fn journal(&self) -> std::io::Result<File> {
+    fn journal(&self) -> io::Result<File> {
         let dir = self.index_dir();
         create_private_dir(&dir)?;
         let file = private_options()
@@ -236,8 +246,8 @@ impl Index {
     fn verify(
         &self,
         entries: &mut HashMap<String, Entry>,
-        touched: &std::collections::HashSet<String>,
-        rescan: &std::collections::HashSet<String>,
+        touched: &HashSet<String>,
+        rescan: &HashSet<String>,
     ) -> Result<bool, StoreError> {
         let mut changed = false;
         for id in touched {
@@ -278,8 +288,8 @@ impl Index {
         let _ = journal.read_to_string(&mut text);
         let mut lines = 0;
         let mut consistent = snapshot_ok;
-        let mut touched = std::collections::HashSet::new();
-        let mut rescan = std::collections::HashSet::new();
+        let mut touched = HashSet::new();
+        let mut rescan = HashSet::new();
         for line in text.lines() {
             lines += 1;
             consistent &= apply(
@@ -332,7 +342,7 @@ impl Index {
         if journal_text.lines().count() > COMPACT_AFTER {
             return None;
         }
-        let mut lines = std::io::BufReader::new(snapshot).lines();
+        let mut lines = BufReader::new(snapshot).lines();
         let header = lines.next()?.ok()?;
         let mut head = header.strip_prefix(MAGIC)?.strip_prefix('\t')?.split('\t');
         let mut dir_mtime: Option<u128> = Some(head.next()?.parse().ok()?);
@@ -340,8 +350,8 @@ impl Index {
 
         // What the journal touched since the snapshot; those it did not create are in the snapshot,
         // which is read (in `/list` order) until they are all found.
-        let mut touched_ids = std::collections::HashSet::new();
-        let mut created = std::collections::HashSet::new();
+        let mut touched_ids = HashSet::new();
+        let mut created = HashSet::new();
         for line in journal_text.lines() {
             let mut f = line.split('\t');
             let (op, id) = (f.next()?, f.next()?);
@@ -350,8 +360,7 @@ impl Index {
                 created.insert(id.to_string());
             }
         }
-        let mut needed: std::collections::HashSet<&String> =
-            touched_ids.difference(&created).collect();
+        let mut needed: HashSet<&String> = touched_ids.difference(&created).collect();
         let mut touched: HashMap<String, Entry> = HashMap::new();
         let mut read: Vec<String> = Vec::new();
         while !needed.is_empty() {
@@ -428,7 +437,7 @@ impl Index {
     fn reconcile(&self, entries: &mut HashMap<String, Entry>) -> Result<(), StoreError> {
         let listing =
             fs::read_dir(self.dir()).map_err(|e| StoreError::io("reading", self.dir(), e))?;
-        let mut present = std::collections::HashSet::new();
+        let mut present = HashSet::new();
         for dir_entry in listing.filter_map(|e| e.ok()) {
             let Some(id) = conversation_id(&dir_entry.file_name()) else {
                 continue;
@@ -456,7 +465,7 @@ impl Index {
 
 /// Appends one line to the journal. A line torn by a full disk is cut off again, so that the next
 /// line does not run into it.
-fn journal_append(journal: &mut File, line: &[u8]) -> std::io::Result<()> {
+fn journal_append(journal: &mut File, line: &[u8]) -> io::Result<()> {
     let before = journal.metadata()?.len();
     let written = journal.write_all(line);
     if written.is_err() {
@@ -478,8 +487,8 @@ fn apply(
     entries: &mut HashMap<String, Entry>,
     line: &str,
     dir_mtime: &mut Option<u128>,
-    touched: &mut std::collections::HashSet<String>,
-    rescan: &mut std::collections::HashSet<String>,
+    touched: &mut HashSet<String>,
+    rescan: &mut HashSet<String>,
 ) -> bool {
     let f: Vec<&str> = line.split('\t').collect();
     match (f.first().copied(), f.len()) {
@@ -581,7 +590,7 @@ fn summary(id: &str, e: Entry) -> Summary {
 }
 
 /// Newest activity first, then the newest file, then by id: the order of `/list`.
-fn order(a: (&str, &Entry), b: (&str, &Entry)) -> std::cmp::Ordering {
+fn order(a: (&str, &Entry), b: (&str, &Entry)) -> Ordering {
     b.1.last_activity
         .cmp(&a.1.last_activity)
         .then(b.1.mtime_ns.cmp(&a.1.mtime_ns))
@@ -593,7 +602,7 @@ fn write_snapshot(
     path: &Path,
     entries: &HashMap<String, Entry>,
     dir_mtime: u128,
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     let mut sorted: Vec<(&String, &Entry)> = entries.iter().collect();
     sorted.sort_by(|a, b| order((a.0, a.1), (b.0, b.1)));
     let mut text = format!("{MAGIC}\t{dir_mtime}\t{}\n", sorted.len());
@@ -616,14 +625,14 @@ fn write_snapshot(
 /// exactly when loading would keep it as one: a message whose id came before (the root's
 /// included) is dropped by loading, so it is not counted. (Hence always the whole file: what came
 /// before decides.)
-fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
+fn scan(path: &Path, entry: &mut Entry) -> io::Result<()> {
     use super::record::{Loaded, load_line};
     *entry = Entry::default();
     let mut file = super::store::open_regular(path, false)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    let mut seen = std::collections::HashSet::new();
-    let mut root: Option<crate::vocab::Id> = None;
+    let mut seen = HashSet::new();
+    let mut root: Option<Id> = None;
     let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |last| last + 1);
     for line in bytes[..complete].split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -655,7 +664,7 @@ fn scan(path: &Path, entry: &mut Entry) -> std::io::Result<()> {
 }
 
 /// The conversation id of a file name `<id>.jsonl`, if it is one.
-pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
+pub(crate) fn conversation_id(name: &OsStr) -> Option<String> {
     let id = name.to_str()?.strip_suffix(".jsonl")?;
     (!id.is_empty() && !id.starts_with('.')).then(|| id.to_string())
 }
@@ -663,13 +672,15 @@ pub(crate) fn conversation_id(name: &std::ffi::OsStr) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::record::TitleRecord;
+    use crate::conversation::sample;
     use crate::conversation::{Conversation, Message, Store};
     use crate::vocab::Role;
     use std::fs::OpenOptions;
     use std::io::Write;
 
     fn write_conversation(store: &Store, id: &str, texts: &[&str]) -> Conversation {
-        crate::conversation::sample::stored(store, id, texts)
+        sample::stored(store, id, texts)
     }
 
     fn find<'a>(list: &'a [Summary], id: &str) -> &'a Summary {
@@ -695,7 +706,7 @@ mod tests {
         store
             .append(
                 &c.id,
-                &[Record::Title(crate::conversation::record::TitleRecord {
+                &[Record::Title(TitleRecord {
                     title: "Renamed\tnicely".into(),
                     timestamp: None,
                 })],
@@ -998,7 +1009,7 @@ mod tests {
             .iter()
             .map(|id| write_conversation(&store, id, &["start"]))
             .collect();
-        std::thread::scope(|scope| {
+        thread::scope(|scope| {
             for mut c in convs {
                 // Each writer has a Store of its own, as another process would.
                 let writer = Store::open(dir.path()).unwrap();
@@ -1048,10 +1059,7 @@ mod tests {
         assert_eq!(mode(&data.join(INDEX_DIR)), 0o700);
         assert_eq!(mode(&data.join(INDEX_DIR).join(JOURNAL)), 0o600);
         assert_eq!(mode(&data.join(INDEX_DIR).join(SNAPSHOT)), 0o600);
-        assert_eq!(
-            mode(&data.join(crate::conversation::store::TRASH_DIR)),
-            0o700
-        );
+        assert_eq!(mode(&data.join(TRASH_DIR)), 0o700);
         assert_eq!(mode(&data.join("trash/aaaa0009.jsonl")), 0o600);
     }
 

@@ -6,6 +6,16 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{Id, Role, ToolCall, Usage, new_id};
+use serde::de;
+use serde::de::DeserializeOwned;
+use serde::de::IgnoredAny;
+use serde::de::MapAccess;
+use std::cell::RefCell;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::ops::Deref;
+use std::ops::DerefMut;
 
 /// A message, and the one serde type of a message line in a conversation file: the first seven
 /// fields are the original format, written in its order and always present; the rest are
@@ -94,14 +104,14 @@ impl Unset for Rare {
 #[derive(Clone, Default)]
 pub struct Thin<T>(Option<Box<T>>);
 
-impl<T: Unset> std::ops::Deref for Thin<T> {
+impl<T: Unset> Deref for Thin<T> {
     type Target = T;
     fn deref(&self) -> &T {
         self.0.as_deref().unwrap_or(T::UNSET)
     }
 }
 
-impl<T: Unset> std::ops::DerefMut for Thin<T> {
+impl<T: Unset> DerefMut for Thin<T> {
     fn deref_mut(&mut self) -> &mut T {
         self.0.get_or_insert_with(Default::default)
     }
@@ -114,9 +124,9 @@ impl<T: Unset> PartialEq for Thin<T> {
     }
 }
 
-impl<T: Unset + std::fmt::Debug> std::fmt::Debug for Thin<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&**self, f)
+impl<T: Unset + Debug> Debug for Thin<T> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        Debug::fmt(&**self, f)
     }
 }
 
@@ -207,7 +217,7 @@ enum Field {
 /// A value read leniently: one that does not fit `T` is none.
 struct Lenient<T>(Option<T>);
 
-impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Lenient<T> {
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Lenient<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Option::<serde_json::Value>::deserialize(d)?;
         Ok(Lenient(value.and_then(|v| serde_json::from_value(v).ok())))
@@ -216,17 +226,17 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Lenient<T> {
 
 struct MessageVisitor;
 
-impl<'de> serde::de::Visitor<'de> for MessageVisitor {
+impl<'de> de::Visitor<'de> for MessageVisitor {
     type Value = Message;
 
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> fmt::Result {
         f.write_str("struct Message")
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
         use serde::de::Error;
         // Each field once, as the derived readers demand.
-        fn once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+        fn once<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
             map: &mut A,
             slot: &mut Option<T>,
             name: &'static str,
@@ -272,7 +282,7 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
                 Field::MergedFrom => once(&mut map, &mut merged_from, "merged_from")?,
                 Field::Side => once(&mut map, &mut side, "side")?,
                 Field::Other => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                    map.next_value::<IgnoredAny>()?;
                 }
             }
         }
@@ -312,7 +322,7 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
 /// each.
 pub fn model_name(name: &str) -> Arc<str> {
     thread_local! {
-        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+        static LAST: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
     }
     LAST.with_borrow_mut(|last| match last {
         Some(shared) if **shared == *name => shared.clone(),
@@ -327,12 +337,12 @@ struct ModelName(Arc<str>);
 impl<'de> Deserialize<'de> for ModelName {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
+        impl de::Visitor<'_> for Visitor {
             type Value = ModelName;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> fmt::Result {
                 f.write_str("a model's name")
             }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ModelName, E> {
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ModelName, E> {
                 Ok(ModelName(model_name(v)))
             }
         }
@@ -373,7 +383,9 @@ fn epoch() -> DateTime<Utc> {
 /// timestamp that cannot be read is the epoch rather than a lost message.
 mod timestamp {
     use chrono::{DateTime, Utc};
+    use serde::de;
     use serde::{Deserializer, Serializer};
+    use std::fmt;
 
     /// A timestamp as written.
     pub struct Written<'a>(pub &'a DateTime<Utc>);
@@ -396,22 +408,22 @@ mod timestamp {
 
     struct Stamp;
 
-    impl<'de> serde::de::Visitor<'de> for Stamp {
+    impl<'de> de::Visitor<'de> for Stamp {
         type Value = DateTime<Utc>;
 
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> fmt::Result {
             f.write_str("a timestamp or null")
         }
 
-        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
             Ok(super::super::record::parse_timestamp(text).unwrap_or_default())
         }
 
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok(DateTime::default())
         }
 
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok(DateTime::default())
         }
 
@@ -469,11 +481,13 @@ pub fn now() -> DateTime<Utc> {
 mod tests {
     use super::*;
     use crate::conversation::record::{Record, parse_line};
+    use std::borrow::Cow;
+    use std::mem;
 
     #[test]
     fn a_message_is_small_and_its_extras_are_boxed_only_when_set() {
-        assert!(std::mem::size_of::<Message>() <= 80);
-        assert!(std::mem::size_of::<Extra>() <= 72);
+        assert!(mem::size_of::<Message>() <= 80);
+        assert!(mem::size_of::<Extra>() <= 72);
         let mut m = Message::new(Role::User, "x");
         assert!(!m.extra.is_set());
         assert_eq!(m.extra.rare.reasoning, None);
@@ -584,10 +598,7 @@ mod tests {
         )
         .unwrap();
         let calls = m.calls();
-        assert!(matches!(
-            calls[0].kind,
-            std::borrow::Cow::Borrowed("function")
-        ));
+        assert!(matches!(calls[0].kind, Cow::Borrowed("function")));
         assert_eq!(calls[1].kind, "custom");
         let line = serde_json::to_string(&m).unwrap();
         assert!(line.contains(r#""type":"custom""#) && line.contains(r#""type":"function""#));

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::Message;
+use std::borrow::Cow;
+use std::ops::Range;
+use std::str;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -89,7 +92,7 @@ pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
 /// is left to the general parser.
 fn parse_written_timestamp(s: &str) -> Option<DateTime<Utc>> {
     let b = s.as_bytes();
-    let digits = |range: std::ops::Range<usize>| {
+    let digits = |range: Range<usize>| {
         b[range].iter().try_fold(0u32, |n, &d| {
             d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
         })
@@ -115,7 +118,7 @@ fn parse_written_timestamp(s: &str) -> Option<DateTime<Utc>> {
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow, default)]
-    kind: Option<std::borrow::Cow<'a, str>>,
+    kind: Option<Cow<'a, str>>,
     #[serde(default)]
     root_id: Option<String>,
     #[serde(default)]
@@ -157,7 +160,7 @@ pub fn load_line(bytes: &[u8]) -> Result<Loaded, String> {
     match read_line(bytes) {
         // A byte that is not UTF-8 (another program's write, a bad disk) costs that character, not
         // the message: decode lossily and read the line in place.
-        Err(e) if std::str::from_utf8(bytes).is_err() => {
+        Err(e) if str::from_utf8(bytes).is_err() => {
             read_line(String::from_utf8_lossy(bytes).as_bytes()).map_err(|_| e)
         }
         other => other,

@@ -4,6 +4,7 @@ use super::message::Message;
 use super::record::Record;
 use super::tree::Conversation;
 use crate::vocab::Role;
+use crate::vocab::ToolCall;
 
 /// A conversation of `n` messages in long linear runs, with a new branch every 100 messages (a
 /// retry or an edit, as a user makes them), and the records that store it.
@@ -66,7 +67,7 @@ pub fn bushy(id: &str, n: usize) -> (Conversation, Vec<Record>) {
         );
         let calls = role == Role::Assistant && m % 5 == 0 && m + 1 < n;
         if calls {
-            message.extra.tool_calls = Some(vec![crate::vocab::ToolCall::new(
+            message.extra.tool_calls = Some(vec![ToolCall::new(
                 format!("call{m}"),
                 "read_file",
                 r#"{"filepath":"src/main.rs"}"#,

@@ -9,6 +9,7 @@ use memchr::memmem;
 
 use super::store::{Store, StoreError, parse_conversation};
 use crate::vocab::Role;
+use std::fs;
 
 /// Characters of context shown on each side of a match.
 const CONTEXT_CHARS: usize = 30;
@@ -50,7 +51,7 @@ impl Store {
         for summary in self.list()? {
             results.conversations_searched += 1;
             let path = self.path(&summary.id);
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Ok(bytes) = fs::read(&path) else {
                 continue; // deleted meanwhile
             };
             folded.clear();
@@ -126,9 +127,11 @@ fn find(text: &str, needle: &[char]) -> Option<(String, String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::sample;
+    use std::fs;
 
     fn save(store: &Store, id: &str, texts: &[&str]) {
-        crate::conversation::sample::stored(store, id, texts);
+        sample::stored(store, id, texts);
     }
 
     #[test]
@@ -175,7 +178,7 @@ mod tests {
     fn escaped_non_ascii_files_are_still_searched() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        std::fs::write(
+        fs::write(
             store.path("esc00001"),
             "{\"type\":\"header\",\"root_id\":\"r\",\"metadata\":{}}\n{\"type\":\"message\",\"msg_id\":\"m\",\"role\":\"user\",\"content\":\"\\u4f60\\u597d\",\"parent_id\":\"r\",\"timestamp\":\"2026-01-01T00:00:00Z\"}\n",
         )

@@ -56,6 +56,20 @@ pub struct Store {
 
 pub use super::error::StoreError;
 pub use super::index::EXTENSION;
+use crate::conversation;
+use memchr::memmem;
+use new_sys::platform;
+use std::collections::HashSet;
+use std::io::BufReader;
+#[cfg(test)]
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+#[cfg(test)]
+use std::thread;
+#[cfg(all(test, not(windows)))]
+use std::time::Duration;
+#[cfg(all(test, not(windows)))]
+use std::time::Instant;
 /// Where deleted conversations go, inside DATADIR.
 pub const TRASH_DIR: &str = "trash";
 
@@ -107,7 +121,7 @@ impl Store {
         use std::io::BufRead;
         let file = open_regular(&self.path(id), false).ok()?;
         let mut first = Vec::new();
-        let mut reader = std::io::BufReader::new(file).take(64 * 1024);
+        let mut reader = BufReader::new(file).take(64 * 1024);
         reader.read_until(b'\n', &mut first).ok()?;
         serde_json::from_slice(&first).ok()
     }
@@ -196,7 +210,7 @@ impl Store {
             let read = open_regular(&path, false)
                 .and_then(|f| io::Read::read_to_end(&mut io::Read::take(f, 64 * 1024), &mut head));
             read.map_err(|e| StoreError::io("reading", &path, e))?;
-            if memchr::memmem::find(&head, br#""type":"header""#).is_none() {
+            if memmem::find(&head, br#""type":"header""#).is_none() {
                 return Err(StoreError::Foreign {
                     path,
                     what: foreign_kind(&head),
@@ -305,7 +319,7 @@ impl Store {
 /// device is not waited on; only a regular file is opened. A refusal is an error
 /// [`is_refused`] recognises.
 pub(crate) fn open_regular(path: &Path, append: bool) -> io::Result<fs::File> {
-    let mut options = new_sys::platform::no_link_options();
+    let mut options = platform::no_link_options();
     options.read(true).append(append);
     let file = match options.open(path) {
         Ok(file) => file,
@@ -443,8 +457,7 @@ fn parse_lines(
             .as_ref()
             .map(|h| h.root_id.clone())
             .or_else(|| {
-                let known: std::collections::HashSet<&str> =
-                    waiting.iter().map(|m| m.id.as_str()).collect();
+                let known: HashSet<&str> = waiting.iter().map(|m| m.id.as_str()).collect();
                 waiting
                     .iter()
                     .filter_map(|m| m.parent_id.as_deref())
@@ -459,7 +472,7 @@ fn parse_lines(
     }
     undone.retain(|(id, _)| conversation.contains(id));
     // Undone after the last message was written: the session ended there, above it.
-    let undone_last: std::collections::HashSet<String> = undone
+    let undone_last: HashSet<String> = undone
         .iter()
         .filter(|(_, n)| *n > last_line)
         .map(|(id, _)| id.clone())
@@ -481,7 +494,7 @@ fn parse_lines(
     for (name, node, deleted) in branches {
         if deleted {
             conversation.branches.remove(&name);
-        } else if conversation.contains(&node) && crate::conversation::valid_branch_name(&name) {
+        } else if conversation.contains(&node) && conversation::valid_branch_name(&name) {
             conversation.branches.insert(name, node);
         }
     }
@@ -503,7 +516,7 @@ fn parse_lines(
 /// What another program's JSONL file looks like it is, from its first lines.
 fn foreign_kind(bytes: &[u8]) -> &'static str {
     let head = &bytes[..bytes.len().min(64 * 1024)];
-    let has = |needle: &[u8]| memchr::memmem::find(head, needle).is_some();
+    let has = |needle: &[u8]| memmem::find(head, needle).is_some();
     if has(b"\"parentUuid\"") {
         "Claude Code's history"
     } else if has(b"\"session_meta\"") || has(b"\"response_item\"") {
@@ -550,8 +563,8 @@ mod tests {
         let elsewhere = Store::open(outside.path()).unwrap();
         let c = sample(&elsewhere);
         let target = elsewhere.path(&c.id);
-        let before = std::fs::read(&target).unwrap();
-        std::os::unix::fs::symlink(&target, store.path(&c.id)).unwrap();
+        let before = fs::read(&target).unwrap();
+        symlink(&target, store.path(&c.id)).unwrap();
         let m = Message::new(Role::User, "appended through the link");
         let err = store.append(&c.id, &[Record::message(&m)]).unwrap_err();
         assert!(
@@ -563,7 +576,7 @@ mod tests {
                 .contains("is not a regular file (a link, a named pipe or a device)")
         );
         assert_eq!(
-            std::fs::read(&target).unwrap(),
+            fs::read(&target).unwrap(),
             before,
             "nothing written outside"
         );
@@ -575,8 +588,8 @@ mod tests {
         assert_eq!(store.kind(&c.id), Kind::default());
 
         let fifo = store.path("f1f0f1f0");
-        new_sys::platform::make_fifo(&fifo).unwrap();
-        let started = std::time::Instant::now();
+        platform::make_fifo(&fifo).unwrap();
+        let started = Instant::now();
         assert!(matches!(
             store.load("f1f0f1f0", "sys"),
             Err(StoreError::NotRegular(_))
@@ -585,11 +598,11 @@ mod tests {
             store.append("f1f0f1f0", &[Record::message(&m)]),
             Err(StoreError::NotRegular(_))
         ));
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(5));
         assert!(store.list().unwrap().is_empty());
         assert!(matches!(store.resolve("f1f0"), Ok(id) if id == "f1f0f1f0"));
         // A regular file is appended to as before.
-        std::fs::remove_file(store.path(&c.id)).unwrap();
+        fs::remove_file(store.path(&c.id)).unwrap();
         let mine = sample(&store);
         let u = Message::new(Role::User, "more");
         store.append(&mine.id, &[Record::message(&u)]).unwrap();
@@ -608,16 +621,16 @@ mod tests {
 \r\n\
 {\"type\":\"message\",\"msg_id\":\"a1\",\"ro\n\
 {\"type\":\"message\",\"msg_id\":\"a2\",\"role\":\"assistant\",\"content\":\"yes\",\"parent_id\":\"u1\",\"timestamp\":\"2026-07-24T12:35:56Z\"}";
-        std::fs::write(store.path("lines"), text).unwrap();
+        fs::write(store.path("lines"), text).unwrap();
         let (c, report) = store.load("lines", "sys").unwrap();
         assert_eq!(c.len(), 3);
         assert_eq!(c.cursor(), "a2");
         assert_eq!(c.get("a2").unwrap().content, "yes");
         assert_eq!(report.skipped_lines.len(), 1);
         assert_eq!(report.skipped_lines[0].0, 4);
-        std::fs::write(store.path("blank"), "\n\n").unwrap();
+        fs::write(store.path("blank"), "\n\n").unwrap();
         assert_eq!(store.load("blank", "sys").unwrap().0.len(), 1);
-        std::fs::write(
+        fs::write(
             store.path("theirs"),
             "{\"parentUuid\":null,\"type\":\"user\"}\n",
         )
@@ -630,7 +643,7 @@ mod tests {
             })
         ));
         // A header alone (a conversation not yet answered) is ours.
-        std::fs::write(
+        fs::write(
             store.path("header"),
             "{\"type\":\"header\",\"root_id\":\"r0\",\"metadata\":{}}\n",
         )
@@ -773,7 +786,7 @@ mod tests {
                 let store = store.clone();
                 let id = c.id.clone();
                 let parent = c.cursor().to_string();
-                std::thread::spawn(move || {
+                thread::spawn(move || {
                     for i in 0..200 {
                         let mut m =
                             Message::new(Role::User, format!("{t}-{i} {}", "x".repeat(5000)));

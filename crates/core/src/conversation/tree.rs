@@ -9,6 +9,11 @@ use serde_json::{Map, Value};
 use super::message::Message;
 use crate::vocab::{ChatMessage, Role};
 use crate::vocab::{Id, new_id};
+use std::collections::BTreeMap;
+use std::collections::HashSet;
+use std::hash::Hasher;
+use std::iter;
+use std::sync::OnceLock;
 
 /// Text of the synthetic result sent for a tool call that has no stored result on the chosen branch.
 pub const NOT_RUN_RESULT: &str =
@@ -27,7 +32,7 @@ pub enum TreeError {
 #[derive(Default, Clone, Copy)]
 pub struct IdHasher(u64);
 
-impl std::hash::Hasher for IdHasher {
+impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -114,7 +119,7 @@ pub struct Conversation {
     links: Vec<Links>,
     /// The position of each message, found by its id's hash (the id is not kept twice).
     index: hashbrown::HashTable<u32>,
-    numbering: std::sync::OnceLock<Numbering>,
+    numbering: OnceLock<Numbering>,
     pub root_id: String,
     cursor: String,
     pub metadata: Map<String, Value>,
@@ -126,9 +131,9 @@ pub struct Conversation {
     pub latest_checkpoint: Option<String>,
     /// Branch names (branch records): name → the node it was given at (the branch's tip then).
     /// The branch it stands for ends at [`Conversation::tip`] of that node.
-    pub branches: std::collections::BTreeMap<String, String>,
+    pub branches: BTreeMap<String, String>,
     /// User messages undone with `/undo` (undone records): kept, folded in `/tree`.
-    pub undone: std::collections::HashSet<String>,
+    pub undone: HashSet<String>,
 }
 
 /// The root's position.
@@ -198,7 +203,7 @@ impl Conversation {
     /// The positions of the children of the node at `position`, in creation order.
     fn kids(&self, position: usize) -> impl Iterator<Item = usize> + '_ {
         let mut next = self.links[position].first;
-        std::iter::from_fn(move || {
+        iter::from_fn(move || {
             let p = (next != NONE).then_some(next as usize)?;
             next = self.links[p].next;
             Some(p)
@@ -397,7 +402,7 @@ impl Conversation {
         let mut next = self.position(id);
         // Parent links cannot loop in a tree built by `insert`; the bound is a second guard.
         let mut left = self.nodes.len();
-        std::iter::from_fn(move || {
+        iter::from_fn(move || {
             let p = next.filter(|_| left > 0)?;
             left -= 1;
             next = self.parent_position(p);
@@ -448,7 +453,7 @@ impl Conversation {
     /// the next sibling of the nearest node that has one.
     fn preorder_walk(&self, start: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
         let mut at = Some((start, 0u32));
-        std::iter::from_fn(move || {
+        iter::from_fn(move || {
             let (mut p, mut depth) = at?;
             let here = (p as u32, depth);
             at = match self.kids(p).next() {
@@ -793,6 +798,7 @@ fn orphan_result(m: &Message, text: &str) -> ChatMessage<'static> {
 #[cfg(test)]
 mod marker_tests {
     use super::*;
+    use crate::vocab::ToolCall;
 
     #[test]
     fn an_interrupted_answer_is_sent_with_a_marker_and_stored_as_it_arrived() {
@@ -811,7 +817,7 @@ mod marker_tests {
         // One cut before its first word still tells the model.
         let mut empty = Message::new(Role::Assistant, "");
         empty.interrupted = true;
-        empty.extra.tool_calls = Some(vec![crate::vocab::ToolCall::new("t", "f", "{}")]);
+        empty.extra.tool_calls = Some(vec![ToolCall::new("t", "f", "{}")]);
         c.add(empty).unwrap();
         let sent = c.api_messages(c.cursor());
         assert_eq!(sent[4].content, INTERRUPTED_MARKER);
@@ -822,13 +828,14 @@ mod marker_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::sample;
     use crate::vocab::ToolCall;
 
     /// Numbers found without numbering the tree are the numbers of the numbering, before it is
     /// made and after; the leaves are counted without it too.
     #[test]
     fn a_few_numbers_without_the_numbering() {
-        let (c, _) = crate::conversation::sample::bushy("b", 500);
+        let (c, _) = sample::bushy("b", 500);
         let ids: Vec<String> = (0..c.len())
             .step_by(7)
             .map(|p| c.at(p).id.to_string())

@@ -3,18 +3,20 @@
 //! (The file tools write inside WORKDIR through [`super::confine::Workdir::write`] instead, which
 //! does the same inside a folder handle that was checked.)
 
+use crate::vocab;
+use new_sys::platform;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
 /// Creates a folder (and its parents) readable by the user only: conversations are private.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
-    new_sys::platform::private_dir_builder().create(dir)
+    platform::private_dir_builder().create(dir)
 }
 
 /// Options that create files readable and writable by the user only (0600).
 pub fn private_options() -> OpenOptions {
-    new_sys::platform::private_file_options()
+    platform::private_file_options()
 }
 
 /// Writes a file of the user's (config, trust, credentials, memory) readable by them only: its
@@ -59,7 +61,7 @@ fn write(path: &Path, bytes: &[u8], readers: Readers, sync: Sync) -> io::Result<
         create_private_dir(dir)?;
     }
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::vocab::new_id()));
+    let tmp = dir.join(format!(".{name}.{}.tmp", vocab::new_id()));
     let result = (|| {
         let mut file = match readers {
             Readers::UserOnly => private_options().write(true).create_new(true).open(&tmp)?,

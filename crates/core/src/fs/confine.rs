@@ -20,8 +20,17 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
+use crate::vocab;
+use new_sys::platform;
 use new_sys::platform::{Dir, winpath};
 pub use new_sys::platform::{FileKind, Stat};
+use std::ffi::OsString;
+use std::fs;
+use std::fs::File;
+use std::io;
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::sync::RwLock;
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,20 +54,20 @@ pub enum ConfineError {
 #[derive(Default)]
 pub struct FolderHandle {
     root: Option<(PathBuf, Dir)>,
-    chain: Vec<(std::ffi::OsString, Dir)>,
+    chain: Vec<(OsString, Dir)>,
 }
 
 /// The folder `name` inside `dir`, never through a link; with `create`, made if missing.
-fn open_step(dir: &Dir, name: &OsStr, create: bool) -> std::io::Result<Dir> {
+fn open_step(dir: &Dir, name: &OsStr, create: bool) -> io::Result<Dir> {
     match dir.dir(name) {
-        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if create && e.kind() == ErrorKind::NotFound => {
             dir.make_dir(name)?;
             dir.dir(name)
         }
         other => other,
     }
     .map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotADirectory => std::io::Error::other(format!(
+        ErrorKind::NotADirectory => io::Error::other(format!(
             "`{}` is not a folder (it may have been replaced by a link since it was checked)",
             name.to_string_lossy()
         )),
@@ -68,7 +77,7 @@ fn open_step(dir: &Dir, name: &OsStr, create: bool) -> std::io::Result<Dir> {
 
 /// A regular file opened for reading inside the workdir.
 pub struct OpenedFile {
-    pub file: std::fs::File,
+    pub file: File,
     pub len: u64,
 }
 
@@ -79,13 +88,13 @@ pub struct Workdir {
     root: PathBuf,
     /// Folders outside WORKDIR that the read tools may read (never write), shared by every copy
     /// of this workdir: the whole tool results of the current conversation.
-    read_roots: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
+    read_roots: Arc<RwLock<Vec<PathBuf>>>,
     /// Paths are shown absolute (the workdir of a read-only extra root).
     absolute: bool,
 }
 
 impl Workdir {
-    pub fn new(workdir: &Path) -> std::io::Result<Self> {
+    pub fn new(workdir: &Path) -> io::Result<Self> {
         Ok(Workdir {
             root: workdir.canonicalize()?,
             read_roots: Default::default(),
@@ -103,7 +112,7 @@ impl Workdir {
             .clone();
         Workdir {
             root: self.root.clone(),
-            read_roots: std::sync::Arc::new(std::sync::RwLock::new(roots)),
+            read_roots: Arc::new(RwLock::new(roots)),
             absolute: self.absolute,
         }
     }
@@ -173,7 +182,7 @@ impl Workdir {
 
     /// Resolves a path given by the model to an absolute path inside WORKDIR.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ConfineError> {
-        if let Some(reason) = new_sys::platform::path_refusal(path) {
+        if let Some(reason) = platform::path_refusal(path) {
             return Err(ConfineError::Windows {
                 path: path.to_string(),
                 reason,
@@ -199,14 +208,14 @@ impl Workdir {
                     if missing.pop().is_none() {
                         current.pop();
                     }
-                    if !new_sys::platform::path_within(&current, &self.root) {
+                    if !platform::path_within(&current, &self.root) {
                         return Err(outside());
                     }
                 }
                 Component::Normal(name) if !missing.is_empty() => missing.push(name),
                 Component::Normal(name) => {
                     let next = current.join(name);
-                    match std::fs::symlink_metadata(&next) {
+                    match fs::symlink_metadata(&next) {
                         Ok(meta) => {
                             current = next.canonicalize().map_err(|e| {
                                 if meta.file_type().is_symlink() {
@@ -219,7 +228,7 @@ impl Workdir {
                                 }
                             })?;
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(name),
+                        Err(e) if e.kind() == ErrorKind::NotFound => missing.push(name),
                         Err(e) => {
                             return Err(ConfineError::Unresolvable {
                                 path: path.to_string(),
@@ -231,7 +240,7 @@ impl Workdir {
             }
         }
         current.extend(missing);
-        if new_sys::platform::path_within(&current, &self.root) {
+        if platform::path_within(&current, &self.root) {
             Ok(current)
         } else {
             Err(outside())
@@ -246,27 +255,27 @@ impl Workdir {
         }
         match path.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
-            Ok(rel) => new_sys::platform::slash_path(rel),
+            Ok(rel) => platform::slash_path(rel),
             Err(_) => path.display().to_string(),
         }
     }
 
     /// The folders from WORKDIR down to `path`'s parent, and its last component. `path` comes from
     /// [`Workdir::resolve`].
-    fn split<'p>(&self, path: &'p Path) -> std::io::Result<(Vec<&'p OsStr>, &'p OsStr)> {
+    fn split<'p>(&self, path: &'p Path) -> io::Result<(Vec<&'p OsStr>, &'p OsStr)> {
         let rel = path
             .strip_prefix(&self.root)
-            .map_err(|_| std::io::Error::other("the path is outside the working folder"))?;
+            .map_err(|_| io::Error::other("the path is outside the working folder"))?;
         let mut parts: Vec<&OsStr> = rel.iter().collect();
         let name = parts
             .pop()
-            .ok_or_else(|| std::io::Error::other("the working folder itself is not a file"))?;
+            .ok_or_else(|| io::Error::other("the working folder itself is not a file"))?;
         Ok((parts, name))
     }
 
     /// A handle on the folder `dirs` below WORKDIR, each step opened without following symlinks;
     /// with `create`, missing folders are made inside the handle above them.
-    fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> std::io::Result<Dir> {
+    fn open_dirs(&self, dirs: &[&OsStr], create: bool) -> io::Result<Dir> {
         let mut dir = self.open_root()?;
         for name in dirs {
             dir = open_step(&dir, name, create)?;
@@ -274,7 +283,7 @@ impl Workdir {
         Ok(dir)
     }
 
-    fn open_root(&self) -> std::io::Result<Dir> {
+    fn open_root(&self) -> io::Result<Dir> {
         Dir::open(&self.root)
     }
 
@@ -284,7 +293,7 @@ impl Workdir {
         &self,
         dirs: &[&OsStr],
         folder: &'f mut FolderHandle,
-    ) -> std::io::Result<&'f Dir> {
+    ) -> io::Result<&'f Dir> {
         if folder
             .root
             .as_ref()
@@ -319,7 +328,7 @@ impl Workdir {
     /// Opens a resolved path for reading, if it is a regular file. The last component is opened
     /// without following a symlink and without blocking (a FIFO would otherwise wait for a
     /// writer), and what was opened is checked before anything is read.
-    pub fn open_read(&self, path: &Path, shown: &str) -> std::io::Result<OpenedFile> {
+    pub fn open_read(&self, path: &Path, shown: &str) -> io::Result<OpenedFile> {
         self.open_read_in(path, shown, &mut FolderHandle::default())
     }
 
@@ -333,7 +342,7 @@ impl Workdir {
         path: &Path,
         shown: &str,
         folder: &mut FolderHandle,
-    ) -> std::io::Result<OpenedFile> {
+    ) -> io::Result<OpenedFile> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs_in(&dirs, folder)?;
         let (file, stat) = dir.open_file(name).map_err(|e| {
@@ -355,7 +364,7 @@ impl Workdir {
 
     /// The status of a resolved path inside the folder handles of `folder` (as
     /// [`Workdir::open_read_in`] opens), without following a final symlink.
-    pub fn stat_in(&self, path: &Path, folder: &mut FolderHandle) -> std::io::Result<Stat> {
+    pub fn stat_in(&self, path: &Path, folder: &mut FolderHandle) -> io::Result<Stat> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs_in(&dirs, folder)?;
         dir.stat(name)
@@ -363,19 +372,19 @@ impl Workdir {
 
     /// What kind of thing a resolved path names, without following a final symlink; None when
     /// nothing is there.
-    pub fn kind(&self, path: &Path) -> std::io::Result<Option<FileKind>> {
+    pub fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
         if path == self.root {
             return Ok(Some(FileKind::Dir));
         }
         let (dirs, name) = self.split(path)?;
         let dir = match self.open_dirs(&dirs, false) {
             Ok(dir) => dir,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         match dir.stat(name) {
             Ok(stat) => Ok(Some(stat.kind)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -384,7 +393,7 @@ impl Workdir {
     /// a temporary file is written and renamed over the target, all inside the folder handle that
     /// was checked. An existing file keeps its permissions; a target that is not a regular file
     /// is refused.
-    pub fn write(&self, path: &Path, shown: &str, bytes: &[u8]) -> std::io::Result<()> {
+    pub fn write(&self, path: &Path, shown: &str, bytes: &[u8]) -> io::Result<()> {
         let (dirs, name) = self.split(path)?;
         let dir = self.open_dirs(&dirs, true)?;
         let mode = match dir.stat(name) {
@@ -394,15 +403,15 @@ impl Workdir {
                 }
                 Some(stat.mode)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), crate::vocab::new_id());
+        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), vocab::new_id());
         let tmp = OsStr::new(&tmp);
         let mut file = dir.create_new(tmp, 0o666)?;
         let result = (|| {
             if let Some(mode) = mode {
-                new_sys::platform::set_mode(&file, mode)?;
+                platform::set_mode(&file, mode)?;
             }
             file.write_all(bytes)?;
             file.sync_all()?;
@@ -443,18 +452,16 @@ pub enum Found {
 
 /// The names of a path below WORKDIR (relative, `/`-separated, as a snapshot lists it), at least
 /// one; a path with anything but plain names is refused.
-fn plain_parts(rel: &str) -> std::io::Result<Vec<&OsStr>> {
+fn plain_parts(rel: &str) -> io::Result<Vec<&OsStr>> {
     let parts: Vec<&OsStr> = Path::new(rel)
         .components()
         .map(|c| match c {
             Component::Normal(name) => Ok(name),
-            _ => Err(std::io::Error::other(format!(
-                "`{rel}` is not a plain path"
-            ))),
+            _ => Err(io::Error::other(format!("`{rel}` is not a plain path"))),
         })
-        .collect::<std::io::Result<_>>()?;
+        .collect::<io::Result<_>>()?;
     if parts.is_empty() {
-        return Err(std::io::Error::other("an empty path"));
+        return Err(io::Error::other("an empty path"));
     }
     Ok(parts)
 }
@@ -466,17 +473,17 @@ pub fn mtime_ns(stat: &Stat) -> i128 {
 
 impl Workdir {
     /// What is at `rel` (as [`Workdir::put`] names it) now, without following a link anywhere.
-    pub fn found(&self, rel: &str) -> std::io::Result<Found> {
+    pub fn found(&self, rel: &str) -> io::Result<Found> {
         let parts = plain_parts(rel)?;
         let (name, dirs) = parts.split_last().expect("never empty");
         let dir = match self.open_dirs(dirs, false) {
             Ok(dir) => dir,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Nothing),
             Err(e) => return Err(e),
         };
         let stat = match dir.stat(name) {
             Ok(stat) => stat,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Found::Nothing),
             Err(e) => return Err(e),
         };
         Ok(match stat.kind {
@@ -497,28 +504,28 @@ impl Workdir {
     /// a file with its mode or a link, written beside and renamed over whatever is there (never
     /// torn), or nothing (a file or link removed). Every folder on the way is opened without
     /// following a link; a path with anything but plain names is refused.
-    pub fn put(&self, rel: &str, what: Put<'_>) -> std::io::Result<()> {
+    pub fn put(&self, rel: &str, what: Put<'_>) -> io::Result<()> {
         let parts = plain_parts(rel)?;
         let (name, dirs) = parts.split_last().expect("never empty");
         let create = !matches!(what, Put::Nothing);
         let dir = match self.open_dirs(dirs, create) {
             Ok(dir) => dir,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && !create => return Ok(()),
             Err(e) => return Err(e),
         };
-        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), crate::vocab::new_id());
+        let tmp = format!(".{}.{}.tmp", name.to_string_lossy(), vocab::new_id());
         let tmp = OsStr::new(&tmp);
         let placed = match what {
             Put::Nothing => {
                 return match dir.remove_file(name) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
                     _ => Ok(()),
                 };
             }
             Put::Link { target } => dir.symlink(target, tmp),
             Put::File { bytes, mode } => (|| {
                 let mut file = dir.create_new(tmp, 0o600)?;
-                new_sys::platform::set_mode(&file, mode)?;
+                platform::set_mode(&file, mode)?;
                 // No fsync: the rename is what keeps a file whole if `new` is killed; like `git
                 // checkout`, a restore does not wait for the disk.
                 file.write_all(bytes)
@@ -532,8 +539,8 @@ impl Workdir {
     }
 }
 
-fn not_regular(shown: &str, kind: FileKind) -> std::io::Error {
-    std::io::Error::other(format!(
+fn not_regular(shown: &str, kind: FileKind) -> io::Error {
+    io::Error::other(format!(
         "`{shown}` is {}; only regular files can be used",
         kind.describe()
     ))
@@ -542,16 +549,28 @@ fn not_regular(shown: &str, kind: FileKind) -> std::io::Error {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    #[cfg(not(target_os = "macos"))]
+    use rustix::fs::CWD;
+    #[cfg(not(target_os = "macos"))]
+    use rustix::fs::makedev;
+    #[cfg(not(target_os = "macos"))]
+    use rustix::fs::mknodat;
     #[cfg(target_os = "linux")]
     use rustix::fs::{FileType, Mode};
+    use std::fs;
+    use std::io;
+    use std::io::ErrorKind;
+    use std::io::Read;
     use std::os::unix::fs::symlink;
+    #[cfg(all(unix, not(target_os = "macos")))]
+    use std::os::unix::net::UnixListener;
 
     fn setup() -> (tempfile::TempDir, Workdir) {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
-        std::fs::create_dir_all(work.join("src")).unwrap();
-        std::fs::write(work.join("src/a.txt"), "a").unwrap();
-        std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
+        fs::create_dir_all(work.join("src")).unwrap();
+        fs::write(work.join("src/a.txt"), "a").unwrap();
+        fs::write(dir.path().join("secret.txt"), "s").unwrap();
         let workdir = Workdir::new(&work).unwrap();
         (dir, workdir)
     }
@@ -564,28 +583,28 @@ mod tests {
         let work = dir.path().join("work");
         for rel in ["a/b/x", "a/c/y", "a/b/z", "w", "a/b/deep/v"] {
             let p = work.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, rel).unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, rel).unwrap();
         }
-        std::fs::write(dir.path().join("secret"), "outside").unwrap();
+        fs::write(dir.path().join("secret"), "outside").unwrap();
         let s = Workdir::new(&work).unwrap();
         let root = s.root().to_path_buf();
         let mut folder = FolderHandle::default();
-        let mut read = |rel: &str| -> std::io::Result<String> {
+        let mut read = |rel: &str| -> io::Result<String> {
             let mut f = s.open_read_in(&root.join(rel), rel, &mut folder)?;
             let mut text = String::new();
-            std::io::Read::read_to_string(&mut f.file, &mut text)?;
+            Read::read_to_string(&mut f.file, &mut text)?;
             Ok(text)
         };
         for rel in ["a/b/x", "a/c/y", "a/b/z", "w", "a/b/deep/v", "a/b/x"] {
             assert_eq!(read(rel).unwrap(), rel);
         }
         // A file swapped for a link after its folder's handle was kept is refused.
-        std::fs::remove_file(work.join("a/b/z")).unwrap();
+        fs::remove_file(work.join("a/b/z")).unwrap();
         symlink(dir.path().join("secret"), work.join("a/b/z")).unwrap();
         assert!(read("a/b/z").unwrap_err().to_string().contains("link"));
         // A folder below the kept ones swapped for a link is refused too.
-        std::fs::remove_dir_all(work.join("a/c")).unwrap();
+        fs::remove_dir_all(work.join("a/c")).unwrap();
         symlink(dir.path(), work.join("a/c")).unwrap();
         assert!(read("a/c/secret").is_err());
         assert_eq!(read("w").unwrap(), "w");
@@ -600,12 +619,12 @@ mod tests {
         let (d, s) = setup();
         let results = d.path().join("data/c1.results");
         let skill = d.path().join("skills/pdf");
-        std::fs::create_dir_all(&results).unwrap();
-        std::fs::create_dir_all(skill.join("reference")).unwrap();
-        std::fs::write(results.join("m1.txt"), "whole").unwrap();
-        std::fs::write(skill.join("reference/notes.md"), "notes").unwrap();
-        std::os::unix::fs::symlink(d.path().join("secret.txt"), skill.join("leak")).unwrap();
-        std::os::unix::fs::symlink(skill.join("reference"), skill.join("inner")).unwrap();
+        fs::create_dir_all(&results).unwrap();
+        fs::create_dir_all(skill.join("reference")).unwrap();
+        fs::write(results.join("m1.txt"), "whole").unwrap();
+        fs::write(skill.join("reference/notes.md"), "notes").unwrap();
+        symlink(d.path().join("secret.txt"), skill.join("leak")).unwrap();
+        symlink(skill.join("reference"), skill.join("inner")).unwrap();
         let result = results.join("m1.txt").display().to_string();
         let note = skill.join("reference/notes.md").display().to_string();
         // Nothing before the roots are set.
@@ -639,9 +658,9 @@ mod tests {
         }
         // Relative paths are WORKDIR's only: one that leaves WORKDIR by a link is not looked
         // for in the extra roots, even where a root has that name.
-        std::os::unix::fs::symlink(d.path(), s.root().join("out")).unwrap();
-        std::fs::create_dir_all(results.join("out")).unwrap();
-        std::fs::write(results.join("out/f.txt"), "f").unwrap();
+        symlink(d.path(), s.root().join("out")).unwrap();
+        fs::create_dir_all(results.join("out")).unwrap();
+        fs::write(results.join("out/f.txt"), "f").unwrap();
         assert!(matches!(
             s.resolve_read("out/f.txt"),
             Err(ConfineError::Outside(_))
@@ -661,7 +680,7 @@ mod tests {
         assert!(matches!(s.resolve(&note), Err(ConfineError::Outside(_))));
         // Another conversation's results replace this one's; the skill stays.
         let other = d.path().join("data/c2.results");
-        std::fs::create_dir_all(&other).unwrap();
+        fs::create_dir_all(&other).unwrap();
         s.set_results_root(other);
         assert!(s.resolve_read(&result).is_err());
         assert!(s.resolve_read(&note).is_ok());
@@ -739,12 +758,12 @@ mod tests {
         let (d, s) = setup();
         let root = s.root().to_path_buf();
         let outside = d.path().canonicalize().unwrap();
-        std::fs::create_dir_all(outside.join("out")).unwrap();
-        std::fs::write(outside.join("out/s.txt"), "secret").unwrap();
+        fs::create_dir_all(outside.join("out")).unwrap();
+        fs::write(outside.join("out/s.txt"), "secret").unwrap();
         symlink(outside.join("out"), root.join("out")).unwrap();
         symlink(&outside, root.join("up")).unwrap();
         symlink("../secret.txt", root.join("rel")).unwrap();
-        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        fs::create_dir_all(root.join("src/deep")).unwrap();
         let work = root.file_name().unwrap().to_str().unwrap().to_string();
         let spellings = [
             "nothere/../out/s.txt".to_string(),
@@ -804,31 +823,31 @@ mod tests {
         let (d, s) = setup();
         let root = s.root().to_path_buf();
         let outside = d.path().canonicalize().unwrap().join("elsewhere");
-        std::fs::create_dir_all(&outside).unwrap();
+        fs::create_dir_all(&outside).unwrap();
         // Resolved while `sub` was a folder, then `sub` is swapped for a link to outside.
-        std::fs::create_dir_all(root.join("sub")).unwrap();
-        std::fs::write(root.join("sub/f.txt"), "inside").unwrap();
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::write(root.join("sub/f.txt"), "inside").unwrap();
         let target = s.resolve("sub/f.txt").unwrap();
         let created = s.resolve("sub/new/g.txt").unwrap();
-        std::fs::rename(root.join("sub"), root.join("sub.old")).unwrap();
-        std::fs::write(outside.join("f.txt"), "outside").unwrap();
+        fs::rename(root.join("sub"), root.join("sub.old")).unwrap();
+        fs::write(outside.join("f.txt"), "outside").unwrap();
         symlink(&outside, root.join("sub")).unwrap();
         assert!(s.open_read(&target, "sub/f.txt").is_err());
         assert!(s.write(&target, "sub/f.txt", b"x").is_err());
         assert!(s.write(&created, "sub/new/g.txt", b"x").is_err());
         assert_eq!(
-            std::fs::read_to_string(outside.join("f.txt")).unwrap(),
+            fs::read_to_string(outside.join("f.txt")).unwrap(),
             "outside"
         );
         assert!(!outside.join("new").exists());
         // A final component swapped for a link is refused too.
-        std::fs::remove_file(root.join("sub")).unwrap();
-        std::fs::create_dir(root.join("sub")).unwrap();
+        fs::remove_file(root.join("sub")).unwrap();
+        fs::create_dir(root.join("sub")).unwrap();
         symlink(outside.join("f.txt"), root.join("sub/f.txt")).unwrap();
         assert!(s.open_read(&target, "sub/f.txt").is_err());
         assert!(s.write(&target, "sub/f.txt", b"x").is_err());
         assert_eq!(
-            std::fs::read_to_string(outside.join("f.txt")).unwrap(),
+            fs::read_to_string(outside.join("f.txt")).unwrap(),
             "outside"
         );
         // The ordinary case: folders are created, the file written and read back.
@@ -836,7 +855,7 @@ mod tests {
         s.write(&fresh, "made/a/b.txt", b"hello").unwrap();
         let mut opened = s.open_read(&fresh, "made/a/b.txt").unwrap();
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut opened.file, &mut text).unwrap();
+        Read::read_to_string(&mut opened.file, &mut text).unwrap();
         assert_eq!((text.as_str(), opened.len), ("hello", 5));
     }
 
@@ -862,7 +881,7 @@ mod tests {
         let root = s.root().to_path_buf();
         let p = s.resolve("missing/deeper/x.txt").unwrap();
         let err = s.open_read(&p, "missing/deeper/x.txt").err().unwrap();
-        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(!root.join("missing").exists(), "reading created a folder");
         assert_eq!(s.kind(&p).unwrap(), None);
         assert_eq!(s.kind(&root).unwrap(), Some(FileKind::Dir));
@@ -887,10 +906,7 @@ mod tests {
         assert!(err.contains("is a symbolic link"), "{err}");
         let err = s.open_read(&link, "link").err().unwrap().to_string();
         assert!(err.contains("is a symbolic link"), "{err}");
-        assert_eq!(
-            std::fs::read_to_string(root.join("src/a.txt")).unwrap(),
-            "a"
-        );
+        assert_eq!(fs::read_to_string(root.join("src/a.txt")).unwrap(), "a");
     }
 
     // Device nodes and FIFOs are made with `mknodat`, which rustix offers on Linux.
@@ -900,15 +916,8 @@ mod tests {
         let (_d, s) = setup();
         let root = s.root().to_path_buf();
         let fifo = root.join("pipe");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            FileType::Fifo,
-            Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
-        let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let _sock = UnixListener::bind(root.join("sock")).unwrap();
         symlink("/dev/null", root.join("null")).unwrap();
         let p = s.resolve("pipe").unwrap();
         let err = s.open_read(&p, "pipe").err().unwrap().to_string();
@@ -930,12 +939,12 @@ mod tests {
             ("chr", FileType::CharacterDevice, "a character device"),
             ("blk", FileType::BlockDevice, "a block device"),
         ] {
-            let made = rustix::fs::mknodat(
-                rustix::fs::CWD,
+            let made = mknodat(
+                CWD,
                 root.join(name),
                 kind,
                 Mode::from_raw_mode(0o600),
-                rustix::fs::makedev(1, 3),
+                makedev(1, 3),
             );
             if made.is_err() {
                 continue;
@@ -980,21 +989,21 @@ mod tests {
             .to_string();
         assert!(err.contains("`out` is not a folder"), "{err}");
         assert_eq!(
-            std::fs::read_to_string(d.path().join("secret.txt")).unwrap(),
+            fs::read_to_string(d.path().join("secret.txt")).unwrap(),
             "s"
         );
         assert!(!d.path().join("new").exists());
         // A link as the last part is replaced, not written through.
         symlink(d.path().join("secret.txt"), root.join("leak")).unwrap();
         s.put("leak", file).unwrap();
-        assert_eq!(std::fs::read_to_string(root.join("leak")).unwrap(), "pwned");
+        assert_eq!(fs::read_to_string(root.join("leak")).unwrap(), "pwned");
         assert!(
-            !std::fs::symlink_metadata(root.join("leak"))
+            !fs::symlink_metadata(root.join("leak"))
                 .unwrap()
                 .is_symlink()
         );
         assert_eq!(
-            std::fs::read_to_string(d.path().join("secret.txt")).unwrap(),
+            fs::read_to_string(d.path().join("secret.txt")).unwrap(),
             "s"
         );
         // The mode is the one asked for, its file-type bits dropped.
@@ -1007,13 +1016,13 @@ mod tests {
             },
         )
         .unwrap();
-        let meta = std::fs::metadata(root.join("src/run.sh")).unwrap();
+        let meta = fs::metadata(root.join("src/run.sh")).unwrap();
         assert_eq!(meta.permissions().mode() & 0o7777, 0o750);
         // Removing a missing file under a missing folder is not an error, and makes no folder.
         s.put("gone/deeper/x", Put::Nothing).unwrap();
         assert!(!root.join("gone").exists());
         // No temporary files are left beside anything.
-        let names: Vec<_> = std::fs::read_dir(&root)
+        let names: Vec<_> = fs::read_dir(&root)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
@@ -1026,13 +1035,15 @@ mod tests {
 #[cfg(test)]
 mod portable_tests {
     use super::*;
+    use std::fs;
+    use std::io::Read;
 
     #[test]
     fn files_are_written_read_and_confined_on_every_system() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("Work");
-        std::fs::create_dir_all(work.join("src")).unwrap();
-        std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
+        fs::create_dir_all(work.join("src")).unwrap();
+        fs::write(dir.path().join("secret.txt"), "s").unwrap();
         let s = Workdir::new(&work).unwrap();
         let p = s.resolve("src/new/a.txt").unwrap();
         assert_eq!(p, s.root().join("src").join("new").join("a.txt"));
@@ -1040,7 +1051,7 @@ mod portable_tests {
         s.write(&p, "src/new/a.txt", b"hello again").unwrap();
         let mut opened = s.open_read(&p, "src/new/a.txt").unwrap();
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut opened.file, &mut text).unwrap();
+        Read::read_to_string(&mut opened.file, &mut text).unwrap();
         assert_eq!((text.as_str(), opened.len), ("hello again", 11));
         assert_eq!(s.kind(&p).unwrap(), Some(FileKind::File));
         assert_eq!(s.kind(&s.root().join("src")).unwrap(), Some(FileKind::Dir));

@@ -12,8 +12,14 @@
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+use crate::fs::confine::ConfineError;
 use crate::fs::confine::FolderHandle;
 use crate::fs::confine::Workdir;
+use new_sys::platform;
+use std::fs;
+use std::fs::File;
+use std::io;
+use std::io::ErrorKind;
 
 /// What was read: at most the limit, and whether the file went on past it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +92,7 @@ impl ProjectFiles {
                         .map(Some)
                         .map_err(|e| format!("reading {shown}: {e}"));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
                 Err(_) => {}
             }
         }
@@ -102,14 +108,14 @@ impl ProjectFiles {
         let shown = path.display().to_string();
         let resolved = match workdir.resolve(&path.to_string_lossy()) {
             Ok(p) => p,
-            Err(crate::fs::confine::ConfineError::Outside(_)) => {
+            Err(ConfineError::Outside(_)) => {
                 return Err(format!(
                     "{shown} is refused: it leads out of the project (a link to a place outside it)"
                 ));
             }
             Err(e) => return Err(format!("{shown} is refused: {e}")),
         };
-        if std::fs::symlink_metadata(&resolved).is_err() {
+        if fs::symlink_metadata(&resolved).is_err() {
             return Ok(None);
         }
         let opened = workdir
@@ -149,14 +155,14 @@ const KERNEL_FOLDERS: [&str; 3] = ["/proc", "/sys", "/dev"];
 pub fn read_own(path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
     let shown = path.display();
     // Resolved first and that path opened, so the folder judged is the one read.
-    let real = match std::fs::canonicalize(path) {
+    let real = match fs::canonicalize(path) {
         Ok(real) => real,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("reading {shown}: {e}")),
     };
-    let file = match new_sys::platform::nonblocking_read_options().open(&real) {
+    let file = match platform::nonblocking_read_options().open(&real) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("reading {shown}: {e}")),
     };
     let meta = file
@@ -176,7 +182,7 @@ pub fn read_own(path: &Path, limit: usize) -> Result<Option<Bounded>, String> {
 }
 
 /// At most `limit` bytes of `file`, and whether there was more.
-fn bounded(file: std::fs::File, limit: usize) -> std::io::Result<Bounded> {
+fn bounded(file: File, limit: usize) -> io::Result<Bounded> {
     let mut bytes = Vec::with_capacity(limit.min(64 * 1024));
     let mut taken = file.take(limit as u64 + 1);
     taken.read_to_end(&mut bytes)?;
@@ -188,13 +194,20 @@ fn bounded(file: std::fs::File, limit: usize) -> std::io::Result<Bounded> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(not(windows))]
+    use new_sys::platform;
+    use std::fs;
+    #[cfg(not(windows))]
+    use std::fs::File;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
     use std::path::PathBuf;
 
     fn project() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().canonicalize().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret.txt"), "OUTSIDE-SECRET\n").unwrap();
+        fs::write(outside.path().join("secret.txt"), "OUTSIDE-SECRET\n").unwrap();
         (dir, work, outside)
     }
 
@@ -203,12 +216,11 @@ mod tests {
     fn a_link_out_of_the_project_is_refused_and_one_inside_is_followed() {
         let (_d, work, outside) = project();
         let files = ProjectFiles::new(&work);
-        std::os::unix::fs::symlink("/proc/self/environ", work.join("AGENTS.md")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret.txt"), work.join("CLAUDE.md"))
-            .unwrap();
-        std::fs::create_dir_all(work.join("docs")).unwrap();
-        std::fs::write(work.join("docs/real.md"), "inside\n").unwrap();
-        std::os::unix::fs::symlink("docs/real.md", work.join("README.md")).unwrap();
+        symlink("/proc/self/environ", work.join("AGENTS.md")).unwrap();
+        symlink(outside.path().join("secret.txt"), work.join("CLAUDE.md")).unwrap();
+        fs::create_dir_all(work.join("docs")).unwrap();
+        fs::write(work.join("docs/real.md"), "inside\n").unwrap();
+        symlink("docs/real.md", work.join("README.md")).unwrap();
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let err = files.read(&work.join(name), 1000).unwrap_err();
             assert!(err.contains("leads out of the project"), "{name}: {err}");
@@ -227,14 +239,14 @@ mod tests {
         let files = ProjectFiles::new(&work);
         // A FIFO would block until a writer came: refused at once.
         let fifo = work.join("SKILL.md");
-        new_sys::platform::make_fifo(&fifo).unwrap();
+        platform::make_fifo(&fifo).unwrap();
         let err = files.read(&fifo, 4096).unwrap_err();
         assert!(err.contains("named pipe"), "{err}");
         let err = read_own(&fifo, 4096).unwrap_err();
         assert!(err.contains("not a regular file"), "{err}");
         // A device, even through a link of the user's own.
         let link = work.join("zero");
-        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        symlink("/dev/zero", &link).unwrap();
         assert!(
             read_own(&link, 4096)
                 .unwrap_err()
@@ -243,7 +255,7 @@ mod tests {
         assert!(files.read(&link, 4096).is_err());
         // A 20 GB sparse file: the limit, and the rest said.
         let big = work.join("big.md");
-        let f = std::fs::File::create(&big).unwrap();
+        let f = File::create(&big).unwrap();
         f.set_len(20 << 30).unwrap();
         let read = files.read(&big, 4096).unwrap().unwrap();
         assert_eq!(read.bytes.len(), 4096);
@@ -267,24 +279,23 @@ mod tests {
         let (_d, work, outside) = project();
         let skills = work.join(".new/skills");
         for name in ["a", "b", "real"] {
-            std::fs::create_dir_all(skills.join(name)).unwrap();
-            std::fs::write(
+            fs::create_dir_all(skills.join(name)).unwrap();
+            fs::write(
                 skills.join(name).join("SKILL.md"),
                 format!("skill {name}\n"),
             )
             .unwrap();
         }
-        let link = |target: &Path, at: &str| std::os::unix::fs::symlink(target, skills.join(at));
+        let link = |target: &Path, at: &str| symlink(target, skills.join(at));
         link(&skills.join("real"), "inside").unwrap();
         link(outside.path(), "out").unwrap();
-        std::fs::create_dir_all(skills.join("c")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret.txt"), skills.join("c/SKILL.md"))
-            .unwrap();
-        std::fs::create_dir_all(skills.join("fifo")).unwrap();
-        new_sys::platform::make_fifo(&skills.join("fifo/SKILL.md")).unwrap();
+        fs::create_dir_all(skills.join("c")).unwrap();
+        symlink(outside.path().join("secret.txt"), skills.join("c/SKILL.md")).unwrap();
+        fs::create_dir_all(skills.join("fifo")).unwrap();
+        platform::make_fifo(&skills.join("fifo/SKILL.md")).unwrap();
         let given = tempfile::tempdir().unwrap();
         let via = given.path().join("project");
-        std::os::unix::fs::symlink(&work, &via).unwrap();
+        symlink(&work, &via).unwrap();
         for root in [work.clone(), via] {
             let files = ProjectFiles::new(&root);
             let mut folder = FolderHandle::default();
@@ -317,10 +328,10 @@ mod tests {
         // time resolves the link again, and refuses what it leads to).
         let via = given.path().join("project");
         let files = ProjectFiles::new(&via);
-        std::fs::remove_file(&via).unwrap();
-        std::os::unix::fs::symlink(outside.path(), &via).unwrap();
-        std::fs::create_dir_all(outside.path().join(".new/skills/a")).unwrap();
-        std::fs::write(outside.path().join(".new/skills/a/SKILL.md"), "planted").unwrap();
+        fs::remove_file(&via).unwrap();
+        symlink(outside.path(), &via).unwrap();
+        fs::create_dir_all(outside.path().join(".new/skills/a")).unwrap();
+        fs::write(outside.path().join(".new/skills/a/SKILL.md"), "planted").unwrap();
         let path = via.join(".new/skills/a/SKILL.md");
         let many = files.read_in(&path, 100, &mut FolderHandle::default());
         assert_eq!(
@@ -343,7 +354,7 @@ mod tests {
             "/proc/self/environ is refused: it is in /proc, the kernel's, not a file of yours"
         );
         let link = work.join("id-token");
-        std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+        symlink("/proc/self/environ", &link).unwrap();
         let err = read_own(&link, 4096).unwrap_err();
         assert!(
             err.ends_with("it is in /proc, the kernel's, not a file of yours"),
@@ -361,8 +372,8 @@ mod tests {
             }
         }
         // A regular file elsewhere is read, through a link too.
-        std::fs::write(work.join("token"), "tok").unwrap();
-        std::os::unix::fs::symlink(work.join("token"), work.join("via")).unwrap();
+        fs::write(work.join("token"), "tok").unwrap();
+        symlink(work.join("token"), work.join("via")).unwrap();
         assert_eq!(
             read_own(&work.join("via"), 10).unwrap().unwrap().text(),
             "tok"
@@ -374,7 +385,7 @@ mod tests {
     fn the_limit_is_exact() {
         let (_d, work, _o) = project();
         let files = ProjectFiles::new(&work);
-        std::fs::write(work.join("ten.md"), "0123456789").unwrap();
+        fs::write(work.join("ten.md"), "0123456789").unwrap();
         let read = files.read(Path::new("ten.md"), 10).unwrap().unwrap();
         assert_eq!((read.bytes.len(), read.truncated), (10, false));
         let read = files.read(Path::new("ten.md"), 9).unwrap().unwrap();
@@ -391,7 +402,7 @@ mod tests {
     #[test]
     fn an_own_file_that_cannot_be_opened_is_an_error_not_nothing() {
         let (_d, work, _o) = project();
-        std::fs::write(work.join("plain.txt"), "x").unwrap();
+        fs::write(work.join("plain.txt"), "x").unwrap();
         assert_eq!(read_own(&work.join("missing.txt"), 10).unwrap(), None);
         let err = read_own(&work.join("plain.txt/below"), 10).unwrap_err();
         assert!(err.contains("plain.txt/below"), "{err}");
@@ -402,18 +413,18 @@ mod tests {
     fn a_skill_folder_linked_out_of_its_tier_is_not_a_folder_within_it() {
         let (_d, work, outside) = project();
         let tier = work.join(".claude/skills");
-        std::fs::create_dir_all(tier.join("real")).unwrap();
-        std::fs::create_dir_all(work.join("shared")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), tier.join("away")).unwrap();
-        std::os::unix::fs::symlink(work.join("shared"), tier.join("sideways")).unwrap();
+        fs::create_dir_all(tier.join("real")).unwrap();
+        fs::create_dir_all(work.join("shared")).unwrap();
+        symlink(outside.path(), tier.join("away")).unwrap();
+        symlink(work.join("shared"), tier.join("sideways")).unwrap();
         let files = ProjectFiles::new(&work);
         assert!(files.is_folder_within(&tier.join("real"), &tier));
         assert!(!files.is_folder_within(&tier.join("away"), &tier));
         assert!(!files.is_folder_within(&tier.join("sideways"), &tier));
         // A file is not a folder; a folder of a tier outside the project is not the project's.
-        std::fs::write(tier.join("file.md"), "x").unwrap();
+        fs::write(tier.join("file.md"), "x").unwrap();
         assert!(!files.is_folder_within(&tier.join("file.md"), &tier));
-        std::fs::create_dir_all(outside.path().join("skill")).unwrap();
+        fs::create_dir_all(outside.path().join("skill")).unwrap();
         assert!(!files.is_folder_within(&outside.path().join("skill"), outside.path()));
     }
 }

@@ -11,6 +11,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::{Action, Entry, HookError};
+use crate::layers::Origin;
+use crate::tools::builtin::NAMES;
+use crate::tools::permissions;
+use crate::tools::permissions::Rule;
+use crate::vocab;
 
 /// One of Claude Code's permission rules that cannot be one of ours.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,7 +121,7 @@ pub fn matcher(pattern: &str) -> Result<Option<grep_regex::RegexMatcher>, HookEr
 pub fn entries(
     hooks: &Value,
     path: &Path,
-    origin: crate::layers::Origin,
+    origin: Origin,
     warnings: &mut Vec<String>,
 ) -> Vec<Entry> {
     let mut out = Vec::new();
@@ -220,19 +225,13 @@ fn short_name(path: &Path) -> String {
 
 /// The settings files Claude Code reads hooks from, farthest first: the user's, then the
 /// project's shared one, then its local one.
-pub fn files(workdir: &Path) -> Vec<(crate::layers::Origin, PathBuf)> {
+pub fn files(workdir: &Path) -> Vec<(Origin, PathBuf)> {
     let mut out = Vec::new();
     if let Some(home) = dirs::home_dir() {
-        out.push((
-            crate::layers::Origin::User,
-            home.join(".claude").join("settings.json"),
-        ));
+        out.push((Origin::User, home.join(".claude").join("settings.json")));
     }
     for name in ["settings.json", "settings.local.json"] {
-        out.push((
-            crate::layers::Origin::Project,
-            workdir.join(".claude").join(name),
-        ));
+        out.push((Origin::Project, workdir.join(".claude").join(name)));
     }
     out
 }
@@ -241,10 +240,7 @@ pub fn files(workdir: &Path) -> Vec<(crate::layers::Origin, PathBuf)> {
 /// `mcp__github__*`) as ours: the tool through the alias table, the command pattern (`x:*` is
 /// `x` and anything after it) or the path glob relative to WORKDIR. Err: why it cannot be one
 /// (an unknown tool, a path outside the project, which the file tools refuse anyway).
-pub fn permission_rule(
-    text: &str,
-    action: crate::tools::permissions::Action,
-) -> Result<crate::tools::permissions::Rule, RuleError> {
+pub fn permission_rule(text: &str, action: permissions::Action) -> Result<Rule, RuleError> {
     let text = text.trim();
     let (tool, spec) = match text.split_once('(') {
         Some((tool, rest)) => {
@@ -255,13 +251,12 @@ pub fn permission_rule(
         }
         None => (text, None),
     };
-    let ours = crate::vocab::canonical(tool);
-    let ours =
-        (ours != tool || tool.starts_with("mcp__") || crate::tools::builtin::NAMES.contains(&tool))
-            .then(|| ours.to_string())
-            .ok_or_else(|| RuleError::UnknownTool {
-                tool: tool.to_string(),
-            })?;
+    let ours = vocab::canonical(tool);
+    let ours = (ours != tool || tool.starts_with("mcp__") || NAMES.contains(&tool))
+        .then(|| ours.to_string())
+        .ok_or_else(|| RuleError::UnknownTool {
+            tool: tool.to_string(),
+        })?;
     let pattern = match spec.filter(|s| !s.is_empty() && *s != "*") {
         None => None,
         Some(spec) if ours == "bash" => Some(match spec.strip_suffix(":*") {
@@ -279,7 +274,7 @@ pub fn permission_rule(
                 .to_string(),
         ),
     };
-    Ok(crate::tools::permissions::Rule {
+    Ok(Rule {
         tool: ours,
         pattern,
         action,
@@ -290,11 +285,7 @@ pub fn permission_rule(
 /// The rules of a settings file's `permissions` (`{"allow": […], "ask": […], "deny": […]}`),
 /// denials first, then questions, then allowances (Claude Code's precedence); what cannot be a
 /// rule is said in `warnings`, naming the file and the rule.
-pub fn permission_rules(
-    permissions: &Value,
-    path: &Path,
-    warnings: &mut Vec<String>,
-) -> Vec<crate::tools::permissions::Rule> {
+pub fn permission_rules(permissions: &Value, path: &Path, warnings: &mut Vec<String>) -> Vec<Rule> {
     use crate::tools::permissions::Action;
     let mut out = Vec::new();
     for (key, action) in [
@@ -334,6 +325,7 @@ pub fn permission_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::Origin;
 
     #[test]
     fn names_and_arguments_are_claude_code_s() {
@@ -430,7 +422,7 @@ mod tests {
         let got = entries(
             &hooks,
             Path::new("/p/.claude/settings.json"),
-            crate::layers::Origin::Project,
+            Origin::Project,
             &mut warnings,
         );
         assert_eq!(got.len(), 1, "{got:?}");

@@ -17,7 +17,26 @@ use serde_json::{Value, json};
 pub mod claude;
 mod error;
 
+use crate::http;
+use crate::layers::Origin;
+use crate::secret;
+use crate::vocab;
 pub use error::{ConditionProblem, HookError, HookFailure, RunError, SubagentError};
+use new_sys::os_sandbox;
+use new_sys::os_sandbox::OsSandbox;
+use new_sys::platform;
+use new_sys::process;
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::MutexGuard;
+use std::time::Instant;
+use tokio::io::AsyncRead;
+use tokio::runtime::Handle;
+use tokio::time;
 
 /// The points of the loop a hook can follow.
 pub const EVENTS: &[&str] = &[
@@ -119,7 +138,7 @@ impl Action {
 
 /// Runs an `agent` hook's subagent: `role` with `task`, its last answer as text. Given to
 /// [`Hooks`] by whoever can run subagents (the REPL); without it an `agent` hook fails, said.
-pub trait AgentRunner: Send + Sync + std::fmt::Debug {
+pub trait AgentRunner: Send + Sync + Debug {
     /// `parent`: the conversation whose event it is; `project_roles`: the hook is the project's
     /// own (trusted, or it would not run), so a role the project defines may answer it.
     fn run(
@@ -128,7 +147,7 @@ pub trait AgentRunner: Send + Sync + std::fmt::Debug {
         task: String,
         parent: String,
         project_roles: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, SubagentError>> + Send>>;
+    ) -> Pin<Box<dyn Future<Output = Result<String, SubagentError>> + Send>>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +158,7 @@ pub struct Entry {
     pub action: Action,
     pub run_async: bool,
     pub once: bool,
-    pub origin: crate::layers::Origin,
+    pub origin: Origin,
     /// `"sandbox": true|false` (a project's entries run inside the sandbox whatever it says).
     pub sandbox: Option<bool>,
     /// `"network": true`: inside the sandbox, the network is on.
@@ -161,8 +180,8 @@ pub struct HookSettings {
 /// Reads each config file's `hook` section (farthest first); a bad entry is named with its file
 /// and field, and left out.
 pub fn settings(
-    sections: &[(crate::layers::Origin, PathBuf, Value)],
-    claude_sections: &[(crate::layers::Origin, PathBuf, Value)],
+    sections: &[(Origin, PathBuf, Value)],
+    claude_sections: &[(Origin, PathBuf, Value)],
     project_untrusted: bool,
     ignored: &mut Vec<String>,
     warnings: &mut Vec<String>,
@@ -191,7 +210,7 @@ pub fn settings(
         }
         // An untrusted project may not switch off, or put its own entry in place of, a hook
         // of the user's (a guard the user relies on).
-        let narrow_only = project_untrusted && *origin == crate::layers::Origin::Project;
+        let narrow_only = project_untrusted && *origin == Origin::Project;
         match section.get("enabled") {
             None => {}
             Some(Value::Bool(false)) if narrow_only => {
@@ -214,7 +233,7 @@ pub fn settings(
                 continue;
             }
         };
-        if *origin == crate::layers::Origin::Project {
+        if *origin == Origin::Project {
             out.project_entries = serde_json::to_string_pretty(entries).ok();
         }
         for (i, e) in entries.iter().enumerate() {
@@ -244,7 +263,7 @@ pub fn settings(
     // part of what is trusted).
     let mut project_claude = serde_json::Map::new();
     for (origin, path, hooks) in claude_sections {
-        if *origin == crate::layers::Origin::Project {
+        if *origin == Origin::Project {
             project_claude.insert(path.display().to_string(), hooks.clone());
         }
         out.entries
@@ -280,7 +299,7 @@ fn duration(v: &Value) -> Option<Duration> {
     }
 }
 
-fn entry(v: &Value, origin: crate::layers::Origin) -> Result<Entry, HookError> {
+fn entry(v: &Value, origin: Origin) -> Result<Entry, HookError> {
     let o = v.as_object().ok_or(HookError::NotAnObject)?;
     for k in o.keys() {
         if ![
@@ -455,7 +474,7 @@ fn condition(v: &Value, at: &str) -> Result<Condition, HookError> {
     }
     // A tool named as Claude Code or CodePilot name it (`WriteFile`, `Bash`) is ours.
     let value = if field == "tool_name" && op != Op::Glob {
-        crate::vocab::canonical(&value).to_string()
+        vocab::canonical(&value).to_string()
     } else {
         value
     };
@@ -531,10 +550,10 @@ pub struct Hooks {
     session: Mutex<(String, PathBuf)>,
     /// Shared with the copies made for subagents (one count, one `once` a program).
     counts: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
-    fired_once: Arc<Mutex<std::collections::HashSet<String>>>,
+    fired_once: Arc<Mutex<HashSet<String>>>,
     hidden_env: Vec<String>,
     /// The sandbox a project's hooks (and the user's that ask) run in.
-    os_sandbox: Option<Arc<new_sys::os_sandbox::OsSandbox>>,
+    os_sandbox: Option<Arc<OsSandbox>>,
     /// The Claude Code matchers of the entries, compiled once (not at every tool call); None:
     /// every tool.
     matchers: Arc<BTreeMap<String, Option<grep_regex::RegexMatcher>>>,
@@ -550,7 +569,7 @@ pub struct HookStatus {
     pub fired: u64,
     pub failed: u64,
     pub runs: bool,
-    pub origin: crate::layers::Origin,
+    pub origin: Origin,
 }
 
 impl Hooks {
@@ -588,7 +607,7 @@ impl Hooks {
     }
 
     /// Runs the hooks that belong inside it in `sandbox`.
-    pub fn with_sandbox(mut self, sandbox: Option<Arc<new_sys::os_sandbox::OsSandbox>>) -> Hooks {
+    pub fn with_sandbox(mut self, sandbox: Option<Arc<OsSandbox>>) -> Hooks {
         self.os_sandbox = sandbox;
         self
     }
@@ -616,7 +635,7 @@ impl Hooks {
     }
 
     fn runs(&self, e: &Entry) -> bool {
-        self.settings.enabled && (e.origin == crate::layers::Origin::User || self.trusted)
+        self.settings.enabled && (e.origin == Origin::User || self.trusted)
     }
 
     pub fn statuses(&self) -> Vec<HookStatus> {
@@ -742,7 +761,7 @@ impl Hooks {
     /// Fires the `notification` hooks (Claude Code's `Notification`) without waiting for them:
     /// `new` needs the user (a permission question waits). They cannot block anything.
     pub fn notify(&self, message: &str) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Ok(runtime) = Handle::try_current() else {
             return;
         };
         let input = Input {
@@ -779,7 +798,7 @@ impl Hooks {
                 sandbox: sandbox.as_deref(),
                 agent: agent.as_deref(),
             };
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let ran = run(&entry, &payload, places).await;
             log_run(&entry, started, ran.as_ref().map(|a| a.code));
         }
@@ -867,7 +886,7 @@ impl Hooks {
                 sandbox: self.os_sandbox.as_deref(),
                 agent: self.agent.as_deref(),
             };
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             match run(e, &payload, places)
                 .await
                 .inspect(|a| log_run(e, started, Ok(a.code)))
@@ -888,13 +907,13 @@ impl Hooks {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One line in the log for a hook that ran: its name, event, kind of action, how long it took
 /// and its exit code (never its input, its output or why it failed, which may quote them).
-fn log_run(e: &Entry, started: std::time::Instant, ran: Result<i32, &RunError>) {
+fn log_run(e: &Entry, started: Instant, ran: Result<i32, &RunError>) {
     let kind = e.action.kind();
     let (hook, event) = (e.name.as_str(), e.event.as_str());
     let ms = started.elapsed().as_millis() as u64;
@@ -1015,7 +1034,7 @@ impl Answer {
 struct Places<'a> {
     workdir: &'a Path,
     hidden: &'a [String],
-    sandbox: Option<&'a new_sys::os_sandbox::OsSandbox>,
+    sandbox: Option<&'a OsSandbox>,
     agent: Option<&'a dyn AgentRunner>,
 }
 
@@ -1048,8 +1067,8 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let project = e.origin == crate::layers::Origin::Project;
-            let answer = tokio::time::timeout(*timeout, runner.run(role, task, parent, project))
+            let project = e.origin == Origin::Project;
+            let answer = time::timeout(*timeout, runner.run(role, task, parent, project))
                 .await
                 .map_err(|_| RunError::SubagentTimeout { timeout: *timeout })?
                 .map_err(RunError::Subagent)?;
@@ -1065,12 +1084,13 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
             headers,
             timeout,
         } => {
-            let client = crate::http::builder()
-                .timeout(*timeout)
-                .build()
-                .map_err(|e| RunError::HttpClient {
-                    reason: e.to_string(),
-                })?;
+            let client =
+                http::builder()
+                    .timeout(*timeout)
+                    .build()
+                    .map_err(|e| RunError::HttpClient {
+                        reason: e.to_string(),
+                    })?;
             let mut request = client
                 .post(url)
                 .header("content-type", "application/json")
@@ -1079,7 +1099,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                 request = request.header(k, v);
             }
             let response = request.send().await.map_err(|e| RunError::Request {
-                reason: crate::http::describe_error(&e),
+                reason: http::describe_error(&e),
             })?;
             let status = response.status();
             // At most MAX_OUTPUT bytes are read; then the connection is dropped (a server that
@@ -1118,13 +1138,9 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                 Some(d) => workdir.join(d),
                 None => workdir.to_path_buf(),
             };
-            let reach = new_sys::os_sandbox::entry_reach(
-                e.origin == crate::layers::Origin::Project,
-                e.sandbox,
-                e.network,
-            );
-            let shell = new_sys::platform::posix_shell();
-            let mut cmd = new_sys::os_sandbox::command(
+            let reach = os_sandbox::entry_reach(e.origin == Origin::Project, e.sandbox, e.network);
+            let shell = platform::posix_shell();
+            let mut cmd = os_sandbox::command(
                 sandbox,
                 reach,
                 shell.program.as_os_str(),
@@ -1132,12 +1148,12 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                 &cwd,
             )
             .map_err(RunError::Sandbox)?;
-            cmd.stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
                 .kill_on_drop(true);
-            new_sys::platform::own_process_group(&mut cmd);
-            for name in crate::secret::secret_env(hidden) {
+            platform::own_process_group(&mut cmd);
+            for name in secret::secret_env(hidden) {
                 cmd.env_remove(name);
             }
             for (k, v) in tool_input_vars(payload.get("tool_input")) {
@@ -1150,8 +1166,8 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
             cmd.envs(env);
             // Recorded as started on purpose, so that a `bash` call's clean-up of escaped
             // processes leaves it alone.
-            let mut child = new_sys::process::spawn_own(&mut cmd)
-                .map_err(|e| RunError::Start { cause: e.into() })?;
+            let mut child =
+                process::spawn_own(&mut cmd).map_err(|e| RunError::Start { cause: e.into() })?;
             let group = child.id();
             // Dropped before the end (the user's Ctrl-C drops this future): the hook's whole
             // process group is killed, not only its shell.
@@ -1161,7 +1177,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                     if let Some(pid) = self.0.take() {
                         // The process group this hook's shell leads; its shell is not reaped yet
                         // or its group still has members, so the id is still ours.
-                        new_sys::platform::end_group(pid, true);
+                        platform::end_group(pid, true);
                     }
                 }
             }
@@ -1170,7 +1186,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
             let mut stdin = child.stdin.take().expect("piped");
             let mut stdout = child.stdout.take().expect("piped");
             let mut stderr = child.stderr.take().expect("piped");
-            let capped = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| async move {
+            let capped = |mut pipe: Box<dyn AsyncRead + Unpin + Send>| async move {
                 let mut kept = Vec::new();
                 let mut buffer = [0u8; 8192];
                 loop {
@@ -1197,7 +1213,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                 );
                 (out, err, status)
             };
-            let ended = tokio::time::timeout(*timeout, work).await;
+            let ended = time::timeout(*timeout, work).await;
             if ended.is_ok() {
                 guard.0 = None;
             }
@@ -1266,7 +1282,7 @@ fn tool_input_vars(input: Option<&Value>) -> Vec<(String, String)> {
     }
     // Two fields that make the same name (`file~path` and `file_path`, or either and the one
     // derived from `filepath`) are both dropped: neither may stand in for the other.
-    let mut counts = std::collections::HashMap::new();
+    let mut counts = HashMap::new();
     for (k, _) in &out {
         *counts.entry(k.clone()).or_insert(0) += 1;
     }
@@ -1316,6 +1332,11 @@ mod tests {
         assert_eq!(out.context, ["The user likes tea."]);
     }
     use crate::layers::Origin;
+    use axum::routing;
+    use std::fs;
+    use std::time::Instant;
+    use tokio::net::TcpListener;
+    use tokio::time;
 
     fn hooks(entries: Value, origin: Origin, trusted: bool, dir: &Path) -> (Hooks, Vec<String>) {
         let mut warnings = Vec::new();
@@ -1481,7 +1502,7 @@ mod tests {
             ))
             .await;
         assert_eq!(out, Outcome::default());
-        let text = std::fs::read_to_string(&seen).unwrap();
+        let text = fs::read_to_string(&seen).unwrap();
         let (json_part, vars) = text.rsplit_once('}').unwrap();
         let event: Value = serde_json::from_str(&format!("{json_part}}}")).unwrap();
         assert_eq!(event["hook_event_name"], "pre_tool_use");
@@ -1555,7 +1576,7 @@ mod tests {
             true,
             dir.path(),
         );
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let out = h.fire(&Input::new("error")).await;
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(out.block, None);
@@ -1617,14 +1638,14 @@ mod tests {
             prompt: Some("hi".into()),
             ..Input::new("pre_message")
         };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         assert_eq!(h.fire(&message).await.context, ["remember this"]);
         assert!(
             started.elapsed() < Duration::from_millis(250),
             "async does not wait"
         );
         assert!(h.fire(&message).await.context.is_empty(), "once a session");
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        time::sleep(Duration::from_millis(700)).await;
         assert!(marker.exists());
         // A project's entries run only once trusted.
         let entries =
@@ -1680,7 +1701,7 @@ mod tests {
         let seen = got.clone();
         let app = axum::Router::new().route(
             "/hook",
-            axum::routing::post(move |body: String| {
+            routing::post(move |body: String| {
                 let seen = seen.clone();
                 async move {
                     lock(&seen).push(serde_json::from_str(&body).unwrap());
@@ -1688,7 +1709,7 @@ mod tests {
                 }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         let dir = tempfile::tempdir().unwrap();

@@ -20,6 +20,7 @@ use super::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Reply, Role,
     StreamEvent, ToolCall, Usage, error_text, list_models, read_events, send_chat, unreadable,
 };
+use std::mem;
 
 /// The API version this client speaks.
 pub const API_VERSION: &str = "2023-06-01";
@@ -607,7 +608,7 @@ impl Answer {
             }
             "message_stop" => {
                 // Blocks never closed (a lenient proxy) still count.
-                for (_, b) in std::mem::take(&mut self.blocks) {
+                for (_, b) in mem::take(&mut self.blocks) {
                     self.close(b);
                 }
                 return Ok(true);
@@ -737,18 +738,20 @@ impl Answer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::llm::ProviderKind;
     use crate::llm::{RetryPolicy, ToolSpec};
+    use std::time::Duration;
 
     pub(crate) fn settings() -> ProviderSettings {
         ProviderSettings {
             name: "anthropic".into(),
-            kind: crate::llm::ProviderKind::Anthropic,
+            kind: ProviderKind::Anthropic,
             base_url: "https://api.anthropic.com".into(),
             api_key: Some("k".into()),
             api_key_var: "ANTHROPIC_API_KEY".into(),
             base_url_var: "ANTHROPIC_BASE_URL".into(),
-            connect_timeout: std::time::Duration::from_secs(1),
-            idle_timeout: std::time::Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
             stream_usage: true,
             key_required: true,
             retry: RetryPolicy::default(),

@@ -23,6 +23,9 @@ use serde::Serialize;
 
 use crate::vocab::Id;
 use crate::vocab::{ChatMessage, Role};
+use std::collections::hash_map::RandomState;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
 
 /// The request messages an item is written from (`from..to`), and what else its text depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,13 +162,13 @@ pub struct Reuse {
     keep: bool,
     last: Mutex<Option<Last>>,
     /// Keyed once per process, so that no text can be made to collide with another.
-    hasher: std::collections::hash_map::RandomState,
+    hasher: RandomState,
     /// How much of the last body written was copied from the one before.
     copied: AtomicUsize,
     /// Whether it was written in the buffer of the one before (which the request had let go).
-    in_place: std::sync::atomic::AtomicBool,
+    in_place: AtomicBool,
     /// The last ticket given.
-    tickets: std::sync::atomic::AtomicU64,
+    tickets: AtomicU64,
 }
 
 impl Default for Reuse {
@@ -372,6 +375,7 @@ mod tests {
     use crate::conversation::{Conversation, Message};
     use crate::llm::{ChatRequest, ProviderSettings, anthropic, openai};
     use crate::vocab::ToolCall;
+    use std::str;
 
     type Writer = fn(&ChatRequest<'_>, &ProviderSettings, &Reuse) -> (Bytes, Ticket);
 
@@ -386,8 +390,8 @@ mod tests {
         let (fresh, _) = write(request, s, &Reuse::once());
         let (reused, ticket) = write(request, s, reuse);
         assert_eq!(
-            std::str::from_utf8(&reused).unwrap(),
-            std::str::from_utf8(&fresh).unwrap()
+            str::from_utf8(&reused).unwrap(),
+            str::from_utf8(&fresh).unwrap()
         );
         serde_json::from_slice::<serde_json::Value>(&reused).expect("JSON");
         reuse.answered(ticket, &request.messages, true);

@@ -12,6 +12,19 @@ pub mod types;
 
 use std::time::Duration;
 
+use crate::http;
+use reqwest::header::HeaderMap;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Display;
+use std::fmt::Formatter;
+use std::future::Future;
+use std::iter;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::time::Instant;
+use tokio::time;
 pub use types::*;
 
 /// Which wire protocol a provider speaks.
@@ -108,9 +121,9 @@ impl ProviderSettings {
     }
 }
 
-impl std::fmt::Debug for ProviderSettings {
+impl Debug for ProviderSettings {
     // Hand-written so that the key can never reach a log or an error message.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProviderSettings")
             .field("name", &self.name)
             .field("kind", &self.kind)
@@ -142,8 +155,8 @@ pub enum Hint {
     ServerFailed,
 }
 
-impl std::fmt::Display for Hint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Display for Hint {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Hint::None => Ok(()),
             Hint::Key { var } => write!(f, "; check {var} (the API key)"),
@@ -317,7 +330,7 @@ impl LlmError {
 fn log_request(
     s: &ProviderSettings,
     model: &str,
-    started: std::time::Instant,
+    started: Instant,
     retries: u32,
     result: &Result<ChatResponse, LlmError>,
 ) {
@@ -408,7 +421,7 @@ pub(crate) fn status_is_retryable(status: u16, body: &str) -> bool {
 }
 
 /// Reads `Retry-After` (seconds, or an HTTP date) and the `retry-after-ms` some APIs send.
-pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Some(ms) = headers
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
@@ -433,8 +446,7 @@ pub struct ModelInfo {
 }
 
 /// The answer to a chat request, once streamed to the end.
-pub type ChatFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ChatResponse, LlmError>> + 'a>>;
+pub type ChatFuture<'a> = Pin<Box<dyn Future<Output = Result<ChatResponse, LlmError>> + 'a>>;
 
 /// What the agent loop talks to: a provider, or in tests a scripted model in the same process.
 pub trait Model {
@@ -448,7 +460,7 @@ pub trait Model {
     ) -> ChatFuture<'a>;
     /// The same model for another thread (a subagent's): same server, same settings, the
     /// same connections where the client pools them.
-    fn share(&self) -> std::sync::Arc<dyn Model + Send + Sync>;
+    fn share(&self) -> Arc<dyn Model + Send + Sync>;
     /// A turn has ended: what was kept for its next request (the last body sent, whose
     /// messages the next round repeats) is let go.
     fn turn_ended(&self) {}
@@ -470,8 +482,8 @@ impl Model for Provider {
         Box::pin(Provider::chat(self, request, on_event))
     }
 
-    fn share(&self) -> std::sync::Arc<dyn Model + Send + Sync> {
-        std::sync::Arc::new(self.clone())
+    fn share(&self) -> Arc<dyn Model + Send + Sync> {
+        Arc::new(self.clone())
     }
 
     fn turn_ended(&self) {
@@ -531,7 +543,7 @@ impl Provider {
         }
         let policy = s.retry;
         let mut retry = 0;
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         loop {
             tracing::debug!(
                 provider = s.name.as_str(),
@@ -582,7 +594,7 @@ impl Provider {
                 delay,
                 reason: &reason,
             });
-            tokio::time::sleep(delay).await;
+            time::sleep(delay).await;
         }
     }
 
@@ -605,7 +617,7 @@ impl Provider {
 pub(crate) struct LazyClient {
     connect_timeout: Duration,
     plain_http: bool,
-    cell: std::sync::Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>,
+    cell: Arc<OnceLock<Result<reqwest::Client, String>>>,
 }
 
 impl LazyClient {
@@ -620,9 +632,9 @@ impl LazyClient {
     pub(crate) fn get(&self) -> Result<&reqwest::Client, LlmError> {
         self.cell
             .get_or_init(|| {
-                let mut builder = crate::http::builder().connect_timeout(self.connect_timeout);
+                let mut builder = http::builder().connect_timeout(self.connect_timeout);
                 if self.plain_http {
-                    builder = builder.tls_certs_only(std::iter::empty());
+                    builder = builder.tls_certs_only(iter::empty());
                 }
                 builder.build().map_err(|e| e.to_string())
             })
@@ -703,12 +715,12 @@ async fn send(
     url: &str,
     s: &ProviderSettings,
 ) -> Result<reqwest::Response, LlmError> {
-    tokio::time::timeout(s.idle_timeout, request.send())
+    time::timeout(s.idle_timeout, request.send())
         .await
         .map_err(|_| silent(url, s.idle_timeout))?
         .map_err(|e| LlmError::Connect {
             url: url.to_string(),
-            reason: crate::http::describe_error(&e),
+            reason: http::describe_error(&e),
             var: s.base_url_var.clone(),
         })
 }
@@ -740,10 +752,10 @@ async fn read_body(
 ) -> Result<String, LlmError> {
     let mut bytes = Vec::new();
     loop {
-        let chunk = tokio::time::timeout(idle, response.chunk())
+        let chunk = time::timeout(idle, response.chunk())
             .await
             .map_err(|_| silent(url, idle))?
-            .map_err(|e| LlmError::StreamCut(crate::http::describe_error(&e)))?;
+            .map_err(|e| LlmError::StreamCut(http::describe_error(&e)))?;
         let Some(chunk) = chunk else { break };
         let room = max.saturating_sub(bytes.len());
         if chunk.len() > room {
@@ -777,12 +789,12 @@ pub(crate) async fn read_events(
     let mut decoder = sse::SseDecoder::new();
     let mut received = 0usize;
     loop {
-        let chunk = tokio::time::timeout(idle, response.chunk())
+        let chunk = time::timeout(idle, response.chunk())
             .await
             .map_err(|_| {
                 LlmError::StreamCut(format!("no data for {} s (idle timeout)", idle.as_secs()))
             })?
-            .map_err(|e| LlmError::StreamCut(crate::http::describe_error(&e)))?;
+            .map_err(|e| LlmError::StreamCut(http::describe_error(&e)))?;
         let Some(chunk) = chunk else { break };
         received += chunk.len();
         if received > max_bytes {
@@ -909,6 +921,7 @@ pub(crate) fn error_text(error: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqwest::header::HeaderMap;
 
     #[test]
     fn backoff_doubles_with_jitter_and_honours_retry_after() {
@@ -981,13 +994,13 @@ mod tests {
 
     #[test]
     fn retry_after_headers() {
-        let mut h = reqwest::header::HeaderMap::new();
+        let mut h = HeaderMap::new();
         assert_eq!(retry_after(&h), None);
         h.insert("retry-after", "3".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
         h.insert("retry-after-ms", "250".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
-        let mut h = reqwest::header::HeaderMap::new();
+        let mut h = HeaderMap::new();
         let later = (chrono::Utc::now() + chrono::Duration::seconds(30)).to_rfc2822();
         h.insert("retry-after", later.parse().unwrap());
         let wait = retry_after(&h).unwrap().as_secs();

@@ -14,6 +14,13 @@ use super::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, ModelInfo, ProviderSettings, Reply, Role,
     StreamEvent, ToolCall, Usage, error_text, list_models, read_events, send_chat, unreadable,
 };
+#[cfg(test)]
+use crate::llm::ProviderKind;
+#[cfg(test)]
+use crate::llm::RetryPolicy;
+use crate::vocab;
+use std::time::Duration;
+use tokio::time;
 
 #[derive(Clone)]
 pub struct OpenAiClient {
@@ -60,14 +67,14 @@ impl OpenAiClient {
         if let Some(key) = &self.settings.api_key {
             request = request.bearer_auth(key);
         }
-        let response = tokio::time::timeout(std::time::Duration::from_secs(2), request.send())
+        let response = time::timeout(Duration::from_secs(2), request.send())
             .await
             .ok()?
             .ok()?;
         if !response.status().is_success() {
             return None;
         }
-        let text = tokio::time::timeout(std::time::Duration::from_secs(2), response.text())
+        let text = time::timeout(Duration::from_secs(2), response.text())
             .await
             .ok()?
             .ok()?;
@@ -261,7 +268,7 @@ struct WireMessage<'a> {
     tool_call_id: Option<&'a str>,
     content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_calls: Option<&'a [crate::vocab::ToolCall]>,
+    tool_calls: Option<&'a [vocab::ToolCall]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_content: Option<&'a str>,
 }
@@ -784,16 +791,16 @@ pub(crate) mod tests {
     fn openai() -> ProviderSettings {
         ProviderSettings {
             name: "openai".into(),
-            kind: crate::llm::ProviderKind::OpenAi,
+            kind: ProviderKind::OpenAi,
             base_url: "https://api.openai.com/v1".into(),
             api_key: None,
             api_key_var: "OPENAI_API_KEY".into(),
             base_url_var: "OPENAI_BASE_URL".into(),
-            connect_timeout: std::time::Duration::from_secs(1),
-            idle_timeout: std::time::Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
             stream_usage: false,
             key_required: true,
-            retry: crate::llm::RetryPolicy::default(),
+            retry: RetryPolicy::default(),
             max_tokens: 1000,
             thinking_budget: None,
             prompt_cache: false,

@@ -5,6 +5,7 @@
 //! with `:` are comments (keep-alives); a single space after the colon is dropped. A chunk boundary may
 //! fall anywhere, even inside a UTF-8 character.
 
+use std::mem;
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SseEvent {
@@ -76,7 +77,7 @@ impl SseDecoder {
     pub fn finish(&mut self) -> Option<SseEvent> {
         self.scanned = 0;
         if !self.buffer.is_empty() {
-            let line = String::from_utf8_lossy(&std::mem::take(&mut self.buffer)).into_owned();
+            let line = String::from_utf8_lossy(&mem::take(&mut self.buffer)).into_owned();
             if let Some(event) = self.pending.line(&line) {
                 return Some(event);
             }
@@ -120,14 +121,14 @@ impl Pending {
     }
 
     fn dispatch(&mut self) -> Option<SseEvent> {
-        let event = std::mem::take(&mut self.event);
+        let event = mem::take(&mut self.event);
         if !self.has_data {
             return None;
         }
         self.has_data = false;
         Some(SseEvent {
             event,
-            data: std::mem::take(&mut self.data),
+            data: mem::take(&mut self.data),
         })
     }
 }
@@ -135,6 +136,7 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::slice;
 
     fn ev(event: &str, data: &str) -> SseEvent {
         SseEvent {
@@ -175,7 +177,7 @@ mod tests {
         let mut d = SseDecoder::new();
         let mut got = Vec::new();
         for b in input {
-            got.extend(d.feed(std::slice::from_ref(b)));
+            got.extend(d.feed(slice::from_ref(b)));
         }
         assert_eq!(got, vec![ev("", "a"), ev("", "b")]);
     }

@@ -2,6 +2,7 @@
 //! streamed answer produces. The vocabulary they share with conversations is [`crate::vocab`].
 
 pub use crate::vocab::*;
+use std::time::Duration;
 
 /// Everything one request needs.
 #[derive(Debug, Clone, Default)]
@@ -77,7 +78,7 @@ pub enum StreamEvent<'a> {
     Retry {
         attempt: u32,
         of: u32,
-        delay: std::time::Duration,
+        delay: Duration,
         reason: &'a str,
     },
 }

@@ -33,6 +33,54 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::Transport;
 use super::elicit::{Answer, Elicitor};
+use crate::escape;
+use crate::fs::atomic;
+use crate::http;
+use crate::mcp::config::HeadersHelper;
+use crate::secret;
+use crate::utf8;
+use futures_util::stream::BoxStream;
+use new_sys::os_sandbox;
+use new_sys::os_sandbox::OsSandbox;
+use new_sys::os_sandbox::Reach;
+use new_sys::platform;
+use new_sys::process;
+use reqwest::header::HeaderName;
+use reqwest::header::HeaderValue;
+use reqwest::redirect::Policy;
+use rmcp::model::CallToolRequestParams;
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::Request;
+use rmcp::service::ClientInitializeError;
+use rmcp::service::QuitReason;
+use rmcp::service::RequestHandle;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::SseError;
+use rmcp::transport::streamable_http_client::StreamableHttpClient;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+use rmcp::transport::streamable_http_client::StreamableHttpPostResponse;
+use rmcp::transport::streamable_http_client::StreamableHttpResponseLimits;
+use std::ffi::OsString;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::fs;
+use std::fs::File;
+use std::future;
+use std::io;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::task::Context;
+use std::task::Poll;
+use tokio::io::AsyncRead;
+use tokio::io::ReadBuf;
+use tokio::process::Child;
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+use tokio::sync::watch::Receiver;
+use tokio::sync::watch::Sender;
+use tokio::time;
 
 /// The biggest message read from a server (a tool result of 100 MB is refused, not buffered).
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
@@ -102,33 +150,30 @@ pub struct Connect<'a> {
     pub log: &'a Path,
     pub hidden_env: &'a [String],
     pub handshake: Duration,
-    pub sandbox: Option<(
-        &'a new_sys::os_sandbox::OsSandbox,
-        new_sys::os_sandbox::Reach,
-    )>,
+    pub sandbox: Option<(&'a OsSandbox, Reach)>,
     /// Who answers the server's `elicitation/create` (none: declined).
     pub elicitor: Option<Elicitor>,
     /// OAuth for an HTTP server: the server's name, its entry's settings, where tokens live.
     pub oauth: Option<super::oauth::Login>,
 }
 
-type Log = Arc<Mutex<Option<std::fs::File>>>;
+type Log = Arc<Mutex<Option<File>>>;
 
 /// One connection to one server.
 pub struct Client {
     peer: Peer<RoleClient>,
     stop: CancellationToken,
-    child: Mutex<Option<tokio::process::Child>>,
+    child: Mutex<Option<Child>>,
     info: ServerInfo,
     /// A stdio server's count of messages refused for their size.
-    refused: Option<tokio::sync::watch::Receiver<u64>>,
+    refused: Option<Receiver<u64>>,
     /// An HTTP server's OAuth: how to authorize, the session, the server's URL (kept to
     /// authorize again on a 403 `insufficient_scope`).
     oauth: Option<(super::oauth::Login, Arc<super::oauth::Session>, String)>,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for Client {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client").field("info", &self.info).finish()
     }
 }
@@ -141,16 +186,16 @@ const HELPER_MAX_OUTPUT: u64 = 64 * 1024;
 /// run: a project's inside the sandbox) with `CLAUDE_CODE_MCP_SERVER_NAME` and `…_URL` set, and
 /// reads its stdout as a JSON object of header names and values.
 async fn headers_from_helper(
-    helper: &crate::mcp::config::HeadersHelper,
+    helper: &HeadersHelper,
     url: &str,
     workdir: &Path,
     hidden_env: &[String],
-    sandbox: Option<(&new_sys::os_sandbox::OsSandbox, new_sys::os_sandbox::Reach)>,
+    sandbox: Option<(&OsSandbox, Reach)>,
 ) -> Result<Vec<(String, String)>, String> {
     use tokio::io::AsyncReadExt;
-    let shell = new_sys::platform::posix_shell();
+    let shell = platform::posix_shell();
     let args = shell.args(&helper.command);
-    let mut cmd = new_sys::os_sandbox::command(
+    let mut cmd = os_sandbox::command(
         sandbox.map(|(s, _)| s),
         sandbox.map(|(_, r)| r),
         shell.program.as_os_str(),
@@ -158,16 +203,16 @@ async fn headers_from_helper(
         workdir,
     )
     .map_err(|e| format!("cannot start it: {e}"))?;
-    for name in crate::secret::secret_env(hidden_env) {
+    for name in secret::secret_env(hidden_env) {
         cmd.env_remove(name);
     }
     cmd.env("CLAUDE_CODE_MCP_SERVER_NAME", &helper.server)
         .env("CLAUDE_CODE_MCP_SERVER_URL", url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
-    new_sys::platform::own_process_group(&mut cmd);
+    platform::own_process_group(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("cannot start it: {e}"))?;
     // Its own process group: ended whole if it takes too long.
     let group = child.id();
@@ -184,11 +229,11 @@ async fn headers_from_helper(
         let status = child.wait().await.map_err(|e| e.to_string())?;
         Ok::<_, String>((status, out, err))
     };
-    let (status, out, err) = match tokio::time::timeout(HELPER_TIMEOUT, work).await {
+    let (status, out, err) = match time::timeout(HELPER_TIMEOUT, work).await {
         Ok(done) => done?,
         Err(_) => {
             if let Some(pid) = group {
-                new_sys::platform::end_group(pid, true);
+                platform::end_group(pid, true);
             }
             return Err(format!("took longer than {} s", HELPER_TIMEOUT.as_secs()));
         }
@@ -199,7 +244,7 @@ async fn headers_from_helper(
             "it failed ({status}){}",
             match said.trim() {
                 "" => String::new(),
-                s => format!(": {}", crate::escape::escape_controls(s)),
+                s => format!(": {}", escape::escape_controls(s)),
             }
         ));
     }
@@ -210,9 +255,7 @@ async fn headers_from_helper(
     };
     map.into_iter()
         .map(|(k, v)| match v {
-            Value::String(v) if reqwest::header::HeaderName::try_from(k.as_str()).is_ok() => {
-                Ok((k, v))
-            }
+            Value::String(v) if HeaderName::try_from(k.as_str()).is_ok() => Ok((k, v)),
             _ => Err(format!("`{k}` is not a header name with a string value")),
         })
         .collect()
@@ -331,11 +374,11 @@ fn transport_words(text: &str) -> String {
         .strip_prefix("Transport send error: ")
         .unwrap_or(text)
         .trim();
-    crate::escape::escape_controls(&text.chars().take(400).collect::<String>())
+    escape::escape_controls(&text.chars().take(400).collect::<String>())
 }
 
 /// The SDK's error of a handshake in `new`'s words.
-fn initialize_error(e: rmcp::service::ClientInitializeError) -> McpError {
+fn initialize_error(e: ClientInitializeError) -> McpError {
     use rmcp::service::ClientInitializeError as I;
     if let Some(challenge) = e.auth_challenge() {
         return McpError::Unauthorized {
@@ -349,14 +392,14 @@ fn initialize_error(e: rmcp::service::ClientInitializeError) -> McpError {
         I::TransportError { error, .. } => {
             McpError::Transport(transport_words(&error.error.to_string()))
         }
-        other => McpError::Rpc(crate::escape::escape_controls(&other.to_string())),
+        other => McpError::Rpc(escape::escape_controls(&other.to_string())),
     }
 }
 
 /// A `tools/call` request, made directly (the call of every turn: no JSON round trip through
 /// the protocol's types). Arguments that are not an object (nor null) cannot be sent.
 pub fn tool_call_request(name: &str, arguments: &Value) -> Result<ClientRequest, McpError> {
-    let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
+    let mut params = CallToolRequestParams::new(name.to_string());
     match arguments {
         Value::Object(map) => params = params.with_arguments(map.clone()),
         Value::Null => {}
@@ -366,9 +409,7 @@ pub fn tool_call_request(name: &str, arguments: &Value) -> Result<ClientRequest,
             ));
         }
     }
-    Ok(ClientRequest::CallToolRequest(rmcp::model::Request::new(
-        params,
-    )))
+    Ok(ClientRequest::CallToolRequest(Request::new(params)))
 }
 
 /// A request of the protocol from its method and params.
@@ -392,7 +433,7 @@ struct Capped<R> {
     over: bool,
     /// The start of the line being read (what the log shows of a line that is not JSON).
     start: Vec<u8>,
-    refused: tokio::sync::watch::Sender<u64>,
+    refused: Sender<u64>,
     log: Log,
 }
 
@@ -417,7 +458,7 @@ impl<R> Capped<R> {
                 &self.log,
                 &format!(
                     "not a protocol message on stdout: {}",
-                    crate::escape::escape_controls(&shown)
+                    escape::escape_controls(&shown)
                 ),
             );
         }
@@ -439,16 +480,16 @@ impl<R> Capped<R> {
     }
 }
 
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Capped<R> {
+impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
     fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let read = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let std::task::Poll::Ready(Ok(())) = &read {
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &read {
             let mut data = &buf.filled()[before..];
             while let Some(end) = memchr::memchr(b'\n', data) {
                 this.take(&data[..end]);
@@ -464,11 +505,11 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Capped<R> {
 /// A call sent and not answered yet: its progress token; dropped before its answer, the
 /// server is told it is cancelled.
 pub struct Call {
-    handle: Option<rmcp::service::RequestHandle<RoleClient>>,
+    handle: Option<RequestHandle<RoleClient>>,
     pub token: String,
     timeout: Duration,
     /// A stdio server's count of refused messages, as it was when the call was sent.
-    refused: Option<tokio::sync::watch::Receiver<u64>>,
+    refused: Option<Receiver<u64>>,
 }
 
 impl Call {
@@ -480,7 +521,7 @@ impl Call {
         impl Drop for Cancel {
             fn drop(&mut self) {
                 if let Some((peer, id)) = self.0.take()
-                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                    && let Ok(runtime) = Handle::try_current()
                 {
                     runtime.spawn(async move {
                         let cancelled = json!({
@@ -500,7 +541,7 @@ impl Call {
             Some(mut refused) => {
                 let refusal = async move {
                     if refused.changed().await.is_err() {
-                        std::future::pending::<()>().await;
+                        future::pending::<()>().await;
                     }
                 };
                 tokio::select! {
@@ -542,7 +583,7 @@ impl Client {
             elicitor: how.elicitor.clone(),
         };
         let stop = CancellationToken::new();
-        let (refusals, refused) = tokio::sync::watch::channel(0u64);
+        let (refusals, refused) = watch::channel(0u64);
         let mut stdio = false;
         let (running, child, oauth) = match transport {
             Transport::Stdio {
@@ -552,8 +593,8 @@ impl Client {
                 cwd,
             } => {
                 let dir = cwd.as_deref().unwrap_or(how.workdir);
-                let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
-                let mut cmd = new_sys::os_sandbox::command(
+                let args: Vec<OsString> = args.iter().map(Into::into).collect();
+                let mut cmd = os_sandbox::command(
                     how.sandbox.map(|(s, _)| s),
                     how.sandbox.map(|(_, r)| r),
                     command.as_ref(),
@@ -561,26 +602,26 @@ impl Client {
                     dir,
                 )
                 .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?;
-                cmd.stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
                     .stderr(match log_file {
-                        Some(f) => std::process::Stdio::from(f),
-                        None => std::process::Stdio::null(),
+                        Some(f) => Stdio::from(f),
+                        None => Stdio::null(),
                     })
                     .kill_on_drop(true);
                 // Its own process group: Ctrl-C at the terminal is for `new`, not for servers.
-                new_sys::platform::own_process_group(&mut cmd);
+                platform::own_process_group(&mut cmd);
                 // The provider keys the model's commands never see are not the server's either,
                 // unless its entry passes them on (set after the removal).
-                for name in crate::secret::secret_env(how.hidden_env) {
+                for name in secret::secret_env(how.hidden_env) {
                     cmd.env_remove(name);
                 }
                 cmd.envs(env);
                 // Ended with `new`, even when `new` is killed and cannot end it.
-                new_sys::process::end_with_parent(&mut cmd);
+                process::end_with_parent(&mut cmd);
                 // Recorded as started on purpose: a `bash` call's clean-up of escaped processes
                 // must not take a server for one.
-                let mut child = new_sys::process::spawn_own(&mut cmd)
+                let mut child = process::spawn_own(&mut cmd)
                     .map_err(|e| McpError::Transport(format!("cannot start `{command}`: {e}")))?;
                 let stdin = child.stdin.take().expect("piped");
                 let stdout = child.stdout.take().expect("piped");
@@ -594,7 +635,7 @@ impl Client {
                 };
                 stdio = true;
                 let serving = handler.serve_with_ct((stdout, stdin), stop.clone());
-                let running = match tokio::time::timeout(how.handshake, serving).await {
+                let running = match time::timeout(how.handshake, serving).await {
                     Ok(Ok(running)) => running,
                     Ok(Err(e)) => {
                         end_child(&mut child).await;
@@ -633,17 +674,17 @@ impl Client {
                 let mut custom = HashMap::new();
                 for (k, v) in &headers {
                     let (Ok(k), Ok(v)) = (
-                        reqwest::header::HeaderName::try_from(k.as_str()),
-                        reqwest::header::HeaderValue::try_from(v.as_str()),
+                        HeaderName::try_from(k.as_str()),
+                        HeaderValue::try_from(v.as_str()),
                     ) else {
                         return Err(McpError::Transport(format!(
                             "the header `{}` cannot be sent",
-                            crate::escape::escape_controls(k)
+                            escape::escape_controls(k)
                         )));
                     };
                     custom.insert(k, v);
                 }
-                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 let http = http_client()?;
                 let connected = connect_http(handler, http, config, &how, url, &stop).await?;
@@ -658,9 +699,10 @@ impl Client {
                 ServerInfo {
                     protocol_version: i.protocol_version.to_string(),
                     // Bounded: a server's instructions go into every system prompt.
-                    instructions: i.instructions.as_deref().map(|t| {
-                        t[..crate::utf8::floor_char_boundary(t, MAX_INSTRUCTIONS)].to_string()
-                    }),
+                    instructions: i
+                        .instructions
+                        .as_deref()
+                        .map(|t| t[..utf8::floor_char_boundary(t, MAX_INSTRUCTIONS)].to_string()),
                     name: format!("{} {}", server.name, server.version)
                         .trim()
                         .to_string(),
@@ -674,7 +716,7 @@ impl Client {
         let watched = log.clone();
         tokio::spawn(async move {
             let why = match running.waiting().await {
-                Ok(rmcp::service::QuitReason::Cancelled) => return,
+                Ok(QuitReason::Cancelled) => return,
                 Ok(_) => "it exited".to_string(),
                 Err(e) => format!("its connection failed: {e}"),
             };
@@ -799,9 +841,9 @@ impl Client {
 /// The HTTP client of MCP requests: no redirects (one to another origin would carry the entry's
 /// headers, a key, there).
 fn http_client() -> Result<reqwest::Client, McpError> {
-    crate::http::builder()
+    http::builder()
         .connect_timeout(Duration::from_secs(10))
-        .redirect(reqwest::redirect::Policy::none())
+        .redirect(Policy::none())
         .build()
         .map_err(|e| McpError::Transport(e.to_string()))
 }
@@ -814,10 +856,7 @@ struct Watched<C> {
     log: Log,
 }
 
-type SseStream = futures_util::stream::BoxStream<
-    'static,
-    Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>,
->;
+type SseStream = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
 
 impl<C> Watched<C> {
     fn watch(&self, stream: SseStream, which: &'static str) -> SseStream {
@@ -842,23 +881,20 @@ impl<C> Watched<C> {
     }
 }
 
-impl<C> rmcp::transport::streamable_http_client::StreamableHttpClient for Watched<C>
+impl<C> StreamableHttpClient for Watched<C>
 where
-    C: rmcp::transport::streamable_http_client::StreamableHttpClient + Sync,
+    C: StreamableHttpClient + Sync,
 {
     type Error = C::Error;
 
     async fn post_message(
         &self,
         uri: Arc<str>,
-        message: rmcp::model::ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
-    ) -> Result<
-        rmcp::transport::streamable_http_client::StreamableHttpPostResponse,
-        rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>,
-    > {
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         use rmcp::transport::streamable_http_client::StreamableHttpPostResponse as R;
         match self
             .inner
@@ -873,15 +909,12 @@ where
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
-        message: rmcp::model::ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
-        limits: rmcp::transport::streamable_http_client::StreamableHttpResponseLimits,
-    ) -> Result<
-        rmcp::transport::streamable_http_client::StreamableHttpPostResponse,
-        rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>,
-    > {
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         use rmcp::transport::streamable_http_client::StreamableHttpPostResponse as R;
         match self
             .inner
@@ -905,8 +938,8 @@ where
         uri: Arc<str>,
         session_id: Arc<str>,
         auth_header: Option<String>,
-        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
-    ) -> Result<(), rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>> {
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -918,9 +951,8 @@ where
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
         auth_header: Option<String>,
-        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
-    ) -> Result<SseStream, rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>>
-    {
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<SseStream, StreamableHttpError<Self::Error>> {
         self.get_stream_with_max_sse_event_size(
             uri,
             session_id,
@@ -938,10 +970,9 @@ where
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
         auth_header: Option<String>,
-        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
-    ) -> Result<SseStream, rmcp::transport::streamable_http_client::StreamableHttpError<Self::Error>>
-    {
+    ) -> Result<SseStream, StreamableHttpError<Self::Error>> {
         let stream = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -957,7 +988,7 @@ where
     }
 }
 
-type Running = rmcp::service::RunningService<RoleClient, Handler>;
+type Running = RunningService<RoleClient, Handler>;
 type Authorized = (super::oauth::Login, Arc<super::oauth::Session>, String);
 
 /// The handshake over streamable HTTP: with the stored token when there is one (or one of the
@@ -966,7 +997,7 @@ type Authorized = (super::oauth::Login, Arc<super::oauth::Session>, String);
 async fn connect_http(
     handler: Handler,
     http: reqwest::Client,
-    config: rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+    config: StreamableHttpClientTransportConfig,
     how: &Connect<'_>,
     url: &str,
     stop: &CancellationToken,
@@ -974,7 +1005,7 @@ async fn connect_http(
     use rmcp::transport::StreamableHttpClientTransport;
     // Each handshake within the handshake timeout (the browser step has its own).
     async fn within<T>(limit: Duration, serving: impl Future<Output = T>) -> Result<T, McpError> {
-        tokio::time::timeout(limit, serving)
+        time::timeout(limit, serving)
             .await
             .map_err(|_| McpError::Timeout(limit.as_secs()))
     }
@@ -1048,7 +1079,7 @@ impl Handler {
 
 /// WORKDIR as a root: a `file://` URI.
 fn root(workdir: &Path) -> Root {
-    let path: PathBuf = std::fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
+    let path: PathBuf = fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
     // The URL library knows each system's paths (`C:\`, `\\?\C:\`, UNC shares on Windows).
     let uri = match reqwest::Url::from_file_path(&path) {
         Ok(url) => String::from(url),
@@ -1072,14 +1103,14 @@ fn root(workdir: &Path) -> Root {
 }
 
 /// Ends a stdio server: its process group is asked to end, then ended.
-async fn end_child(child: &mut tokio::process::Child) {
+async fn end_child(child: &mut Child) {
     let pid = child.id();
     if let Some(pid) = pid {
         // The process group of a server this client started (it leads its own group), so what
         // it started ends too.
-        new_sys::platform::end_group(pid, false);
+        platform::end_group(pid, false);
     }
-    if tokio::time::timeout(Duration::from_millis(500), child.wait())
+    if time::timeout(Duration::from_millis(500), child.wait())
         .await
         .is_err()
     {
@@ -1087,7 +1118,7 @@ async fn end_child(child: &mut tokio::process::Child) {
     }
     if let Some(pid) = pid {
         // Whatever of the group is left.
-        new_sys::platform::end_group(pid, true);
+        platform::end_group(pid, true);
     }
 }
 
@@ -1100,11 +1131,11 @@ impl Drop for Client {
     }
 }
 
-fn open_log(path: &Path) -> Option<std::fs::File> {
+fn open_log(path: &Path) -> Option<File> {
     if let Some(dir) = path.parent() {
-        let _ = crate::fs::atomic::create_private_dir(dir);
+        let _ = atomic::create_private_dir(dir);
     }
-    new_sys::platform::private_file_options()
+    platform::private_file_options()
         .create(true)
         .append(true)
         .open(path)
@@ -1114,6 +1145,8 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::process::Command;
 
     #[test]
     fn a_tool_call_made_directly_is_the_one_made_from_json() {
@@ -1142,7 +1175,7 @@ mod tests {
     fn workdir_is_a_file_uri_root() {
         let dir = tempfile::tempdir().unwrap();
         let sub = dir.path().join("a b");
-        std::fs::create_dir(&sub).unwrap();
+        fs::create_dir(&sub).unwrap();
         let root = root(&sub);
         assert!(root.uri.starts_with("file:///"), "{}", root.uri);
         assert!(root.uri.ends_with("/a%20b"), "{}", root.uri);
@@ -1154,17 +1187,13 @@ mod tests {
     /// call's line arrives whole and is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_call_never_cuts_its_line_in_half() {
-        if std::process::Command::new("python3")
-            .arg("-V")
-            .output()
-            .is_err()
-        {
+        if Command::new("python3").arg("-V").output().is_err() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("server.py");
         let log = dir.path().join("lines.log");
-        std::fs::write(
+        fs::write(
             &script,
             r#"import sys, json, time
 log = open(sys.argv[1], "w")
@@ -1220,7 +1249,7 @@ for line in sys.stdin:
             .request("tools/list", json!({}), Duration::from_secs(10))
             .await;
         assert!(second.is_ok(), "{second:?}");
-        let lines = std::fs::read_to_string(&log).unwrap();
+        let lines = fs::read_to_string(&log).unwrap();
         assert!(!lines.contains("cut"), "{lines}");
         assert!(lines.contains("whole tools/list"), "{lines}");
         client.close().await;

@@ -9,7 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::escape::escape_controls;
+use crate::fs::project_file::ProjectFiles;
 use crate::layers::Origin;
+use crate::mcp::oauth::IdpSettings;
+use crate::mcp::oauth::Settings;
 
 /// How `new` talks to a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +61,7 @@ pub struct ServerConfig {
     /// Tools of the server run without a question (`alwaysAllow`); a deny rule still wins.
     pub always_allow: Vec<String>,
     /// The entry's `oauth` object (an http server's client, scopes and grant).
-    pub oauth: crate::mcp::oauth::Settings,
+    pub oauth: Settings,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +209,7 @@ pub fn settings(
     // The project's `.mcp.json`: `{"mcpServers": {NAME: {...}}}`.
     let file = workdir.join(".mcp.json");
     // Through the one reader of a project's files: not a link out of it, not a FIFO, bounded.
-    let read = crate::fs::project_file::ProjectFiles::new(workdir)
+    let read = ProjectFiles::new(workdir)
         .read(&file, MAX_MCP_JSON_BYTES)
         .and_then(|r| match r {
             Some(r) => r.whole_text(&file, MAX_MCP_JSON_BYTES).map(Some),
@@ -408,7 +411,7 @@ fn server(
 /// `new` reads such a file outside the sandbox, so a cloned repository could name the user's
 /// environment or SSH key and have it posted to a server of its choice. Only the user's own
 /// config may name files.
-fn names_a_file(oauth: &crate::mcp::oauth::Settings, url: &str) -> Option<String> {
+fn names_a_file(oauth: &Settings, url: &str) -> Option<String> {
     let own = "a project's entry may not name files; an entry of your own config \
                (`mcp.servers` in the user's config.json) may";
     if let Some(idp) = &oauth.idp {
@@ -432,10 +435,7 @@ fn names_a_file(oauth: &crate::mcp::oauth::Settings, url: &str) -> Option<String
 /// `grant` (`authorization_code` or `client_credentials`), `callbackPort`, `clientMetadataUrl`,
 /// `privateKeyFile` (the client-credentials grant signed with a key instead of a secret), `idp`
 /// (the identity provider of the `enterprise_managed` grant).
-fn oauth(
-    value: Option<&Value>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<crate::mcp::oauth::Settings, String> {
+fn oauth(value: Option<&Value>, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, String> {
     use crate::mcp::oauth::{Grant, Settings};
     let o = match value {
         None | Some(Value::Null) => return Ok(Settings::default()),
@@ -521,10 +521,7 @@ fn oauth(
 /// An entry's `oauth.idp`: the organisation's identity provider of enterprise-managed
 /// authorization (`issuer`, `tokenEndpoint`, `clientId`, optional `clientSecret`, and
 /// `idTokenFile`: where the user's sign-in tool keeps their ID token, read at each exchange).
-fn idp_settings(
-    v: &Value,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<crate::mcp::oauth::IdpSettings, String> {
+fn idp_settings(v: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<IdpSettings, String> {
     let o = v.as_object().ok_or("`oauth.idp` must be an object")?;
     for key in o.keys() {
         if ![
@@ -547,7 +544,7 @@ fn idp_settings(
         }
     };
     let needed = |k: &str| string(k)?.ok_or_else(|| format!("`oauth.idp` needs `{k}`"));
-    Ok(crate::mcp::oauth::IdpSettings {
+    Ok(IdpSettings {
         issuer: needed("issuer")?,
         token_endpoint: needed("tokenEndpoint")?,
         client_id: needed("clientId")?,
@@ -611,6 +608,7 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::fs;
 
     fn env(name: &str) -> Option<String> {
         match name {
@@ -623,7 +621,7 @@ mod tests {
     #[test]
     fn entries_from_both_files_load_bad_ones_are_named_and_left_out() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
+        fs::write(
             dir.path().join(".mcp.json"),
             r#"{"mcpServers": {"files": {"command": "npx", "args": ["-y", "fs"], "env": {"K": "${TOKEN}"}},
                 "web": {"type": "http", "url": "https://${HOST}/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
@@ -712,7 +710,7 @@ mod tests {
         assert_eq!(s.oauth.grant, Grant::EnterpriseManaged);
         let idp = s.oauth.idp.unwrap();
         assert_eq!(idp.client_secret.as_deref(), Some("s3cret"));
-        assert_eq!(idp.id_token_file, std::path::Path::new("/run/me/id-token"));
+        assert_eq!(idp.id_token_file, Path::new("/run/me/id-token"));
         assert_eq!(idp.token_endpoint, "https://idp.example/token");
         for (bad, said) in [
             (

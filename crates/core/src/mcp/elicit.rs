@@ -9,6 +9,7 @@ use std::io::{BufRead, Write};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::escape;
 use serde_json::{Map, Value};
 
 /// What the user answered.
@@ -250,7 +251,7 @@ pub fn dialogue(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> Answer {
-    let esc = crate::escape::escape_controls;
+    let esc = escape::escape_controls;
     let _ = writeln!(output, "{}", words.heading);
     if !form.message.trim().is_empty() {
         let _ = writeln!(output, "  {}", esc(form.message.trim()));

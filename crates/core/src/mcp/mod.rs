@@ -22,8 +22,27 @@ use serde_json::{Value, json};
 pub use client::{Client, Event, McpError};
 pub use config::{McpSettings, ServerConfig, Transport};
 
+use crate::escape;
+use crate::fs::hash;
 use crate::layers::Origin;
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource};
+use crate::utf8;
+use new_sys::os_sandbox;
+use new_sys::os_sandbox::OsSandbox;
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::collections::VecDeque;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::sync::MutexGuard;
+use std::sync::Weak;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
+use tokio::time;
 
 /// The delays before a dead stdio server is started again; then it is left down.
 const RESTARTS: [Duration; 3] = [
@@ -73,12 +92,12 @@ struct Server {
     /// Its resources' URIs and its prompts' names, as first listed after it connected.
     offers: Mutex<Offers>,
     /// Bumped on each start, so a stale connection's death does not restart a newer one.
-    generation: std::sync::atomic::AtomicU64,
-    settled: tokio::sync::Notify,
+    generation: AtomicU64,
+    settled: Notify,
     /// The progress tokens of the calls in flight, each with when its last line was said: a
     /// notification for any other token is dropped, and a call's lines are said at most once per
     /// [`PROGRESS_EVERY`].
-    in_flight: Mutex<std::collections::HashMap<String, Option<Instant>>>,
+    in_flight: Mutex<HashMap<String, Option<Instant>>>,
 }
 
 /// The least time between two progress lines of one call.
@@ -97,9 +116,9 @@ pub struct Manager {
     workdir: PathBuf,
     hidden_env: Vec<String>,
     /// The sandbox a project's stdio servers (and the user's that ask) run in.
-    os_sandbox: Mutex<Option<Arc<new_sys::os_sandbox::OsSandbox>>>,
+    os_sandbox: Mutex<Option<Arc<OsSandbox>>>,
     servers: Vec<Arc<Server>>,
-    runtime: tokio::runtime::Handle,
+    runtime: Handle,
     /// One line a progress notification, for the person watching (and the address of an
     /// authorization to open).
     progress: Mutex<Option<Say>>,
@@ -108,11 +127,11 @@ pub struct Manager {
     /// Who answers a server's `elicitation/create`; none: declined.
     elicitor: Mutex<Option<elicit::Elicitor>>,
     /// Whether an authorization may ask the user through the browser step.
-    browser: std::sync::atomic::AtomicBool,
+    browser: AtomicBool,
 }
 
-impl std::fmt::Debug for Manager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for Manager {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.debug_struct("Manager")
             .field("servers", &self.servers.len())
             .finish()
@@ -148,7 +167,7 @@ pub struct Status {
 
 impl Manager {
     /// Starts the servers that belong inside it in `sandbox` (set before [`Manager::start`]).
-    pub fn set_sandbox(&self, sandbox: Option<Arc<new_sys::os_sandbox::OsSandbox>>) {
+    pub fn set_sandbox(&self, sandbox: Option<Arc<OsSandbox>>) {
         *lock(&self.os_sandbox) = sandbox;
     }
 
@@ -160,7 +179,7 @@ impl Manager {
         datadir: &Path,
         hidden_env: Vec<String>,
         project_trusted: bool,
-        runtime: tokio::runtime::Handle,
+        runtime: Handle,
     ) -> Arc<Manager> {
         let servers = settings
             .servers
@@ -182,7 +201,7 @@ impl Manager {
                     offered: Mutex::new(Vec::new()),
                     offers: Mutex::new(Offers::default()),
                     generation: Default::default(),
-                    settled: tokio::sync::Notify::new(),
+                    settled: Notify::new(),
                     in_flight: Mutex::new(Default::default()),
                 })
             })
@@ -197,7 +216,7 @@ impl Manager {
             progress: Mutex::new(None),
             tokens: Mutex::new(None),
             elicitor: Mutex::new(None),
-            browser: std::sync::atomic::AtomicBool::new(true),
+            browser: AtomicBool::new(true),
         })
     }
 
@@ -214,8 +233,7 @@ impl Manager {
     /// Whether an authorization may print its address and wait for the browser (false: only
     /// stored tokens and the client-credentials grant).
     pub fn allow_browser(&self, allowed: bool) {
-        self.browser
-            .store(allowed, std::sync::atomic::Ordering::SeqCst);
+        self.browser.store(allowed, Ordering::SeqCst);
     }
 
     /// What an HTTP server's OAuth needs, when there is a token store.
@@ -231,7 +249,7 @@ impl Manager {
                 Some(say) => say(line),
                 None => tracing::info!(server = name.as_str(), "mcp authorization needed"),
             }),
-            browser: self.browser.load(std::sync::atomic::Ordering::SeqCst),
+            browser: self.browser.load(Ordering::SeqCst),
         })
     }
 
@@ -259,10 +277,7 @@ impl Manager {
 
     fn launch(self: &Arc<Self>, server: Arc<Server>, attempt: usize) {
         let manager = self.clone();
-        let generation = server
-            .generation
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            + 1;
+        let generation = server.generation.fetch_add(1, Ordering::SeqCst) + 1;
         // A first start is "starting" (a turn waits for it); a retry leaves the failure shown.
         if attempt == 0 {
             *lock(&server.state) = State::Starting;
@@ -271,7 +286,7 @@ impl Manager {
         }
         self.runtime.spawn(async move {
             let sandbox = lock(&manager.os_sandbox).clone();
-            let reach = new_sys::os_sandbox::entry_reach(
+            let reach = os_sandbox::entry_reach(
                 server.config.origin == Origin::Project,
                 server.config.sandbox,
                 server.config.network,
@@ -336,7 +351,7 @@ impl Manager {
                 async move { manager.list_offers(&server, &client).await }
             });
             let mut listed = Instant::now();
-            let mut pending = std::collections::VecDeque::new();
+            let mut pending = VecDeque::new();
             loop {
                 let event = match pending.pop_front() {
                     Some(e) => e,
@@ -351,7 +366,7 @@ impl Manager {
                         lock(&server.tools).1 = None;
                         // Coalesced: wait out the least interval, then every notification that
                         // came meanwhile is answered by this one listing.
-                        tokio::time::sleep_until((listed + RELIST_EVERY).into()).await;
+                        time::sleep_until((listed + RELIST_EVERY).into()).await;
                         while let Ok(e) = events.try_recv() {
                             if !matches!(e, Event::ToolsChanged) {
                                 pending.push_back(e);
@@ -384,15 +399,14 @@ impl Manager {
                                 None => format!("{progress}"),
                             };
                             let text = message.map(|m| format!(" {m}")).unwrap_or_default();
-                            say(&crate::escape::escape_controls(&format!(
+                            say(&escape::escape_controls(&format!(
                                 "{}: {amount}{text}",
                                 server.config.name
                             )));
                         }
                     }
                     Event::Closed(why) => {
-                        if server.generation.load(std::sync::atomic::Ordering::SeqCst) == generation
-                        {
+                        if server.generation.load(Ordering::SeqCst) == generation {
                             tracing::warn!(server = name, "mcp server closed the connection");
                             *lock(&server.state) = State::Failed(why);
                             *lock(&server.client) = None;
@@ -417,8 +431,8 @@ impl Manager {
         let manager = self.clone();
         let server = server.clone();
         self.runtime.spawn(async move {
-            tokio::time::sleep(RESTARTS[attempt]).await;
-            if server.generation.load(std::sync::atomic::Ordering::SeqCst) == generation
+            time::sleep(RESTARTS[attempt]).await;
+            if server.generation.load(Ordering::SeqCst) == generation
                 && matches!(*lock(&server.state), State::Failed(_))
             {
                 manager.launch(server, attempt + 1);
@@ -430,7 +444,7 @@ impl Manager {
     async fn list(self: &Arc<Self>, server: &Arc<Server>, client: &Client) -> Result<(), McpError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
-        let mut seen_cursors = std::collections::HashSet::new();
+        let mut seen_cursors = HashSet::new();
         for _ in 0..100 {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
@@ -490,7 +504,7 @@ impl Manager {
             tools.truncate(MAX_TOOLS);
         }
         // Names that came out alike (`dup` twice, `a.b` and `a_b`): a suffix tells them apart.
-        let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut taken: HashSet<String> = HashSet::new();
         for t in &mut tools {
             if !taken.insert(t.exposed.clone()) {
                 let base: String = t.exposed.chars().take(60).collect();
@@ -578,14 +592,14 @@ impl Manager {
     /// tools of servers whose list is older than `mcp.list_tools_cache_ttl_seconds`.
     pub async fn settle(self: &Arc<Self>) {
         self.start();
-        let deadline = tokio::time::Instant::now() + self.settings.handshake_timeout;
+        let deadline = time::Instant::now() + self.settings.handshake_timeout;
         for server in &self.servers {
             loop {
                 let notified = server.settled.notified();
                 if !matches!(*lock(&server.state), State::Starting) {
                     break;
                 }
-                if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                if time::timeout_at(deadline, notified).await.is_err() {
                     break;
                 }
             }
@@ -687,7 +701,7 @@ impl Manager {
         }
         let mut text = parts.join("\n");
         if text.len() > cap {
-            let kept = crate::utf8::floor_char_boundary(&text, cap);
+            let kept = utf8::floor_char_boundary(&text, cap);
             let dropped = text.len() - kept;
             text.truncate(kept);
             text.push_str(&format!("\n[… {dropped} more bytes not included]"));
@@ -798,9 +812,7 @@ impl Manager {
             return false;
         }
         // A newer generation first: the old connection's end is not taken for a death.
-        server
-            .generation
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        server.generation.fetch_add(1, Ordering::SeqCst);
         let old = lock(&server.client).take();
         if let Some(old) = old {
             old.close().await;
@@ -813,9 +825,7 @@ impl Manager {
     /// Ends every server (on exit).
     pub async fn shutdown(&self) {
         for server in &self.servers {
-            server
-                .generation
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            server.generation.fetch_add(1, Ordering::SeqCst);
             let client = lock(&server.client).take();
             if let Some(client) = client {
                 client.close().await;
@@ -919,7 +929,7 @@ fn named(elicitor: elicit::Elicitor, server: &str) -> elicit::Elicitor {
     })
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -957,7 +967,7 @@ pub fn exposed_name(server: &str, tool: &str) -> String {
     if name.len() <= 64 {
         return name;
     }
-    let hash = &crate::fs::hash::digest(name.as_bytes())[..8];
+    let hash = &hash::digest(name.as_bytes())[..8];
     format!("{}_{hash}", &name[..55])
 }
 
@@ -1020,8 +1030,8 @@ pub fn render_result(result: &Value) -> (String, bool) {
 
 /// A server's tool as a tool of the registry (weak links: the server holds its tools).
 struct McpTool {
-    manager: std::sync::Weak<Manager>,
-    server: std::sync::Weak<Server>,
+    manager: Weak<Manager>,
+    server: Weak<Server>,
     tool: RemoteTool,
 }
 

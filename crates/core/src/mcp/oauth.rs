@@ -16,12 +16,37 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::escape;
+use crate::fs::atomic;
+use crate::fs::project_file;
+use crate::http;
+use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use reqwest::redirect::Policy;
+use ring::rand::SystemRandom;
 use rmcp::transport::AuthClient;
+use rmcp::transport::auth;
+use rmcp::transport::auth::OAuthTokenResponse;
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
     CredentialStore, OAuthState, StoredCredentials,
 };
+use std::env;
+use std::fmt::Display;
+use std::fs;
+use std::io;
+use std::io::ErrorKind;
+use std::process::Command;
+use std::process::Stdio;
+use std::str;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::time;
 
 /// The file of the token store, in the user's config folder.
 pub const TOKEN_FILE: &str = "mcp-oauth.json";
@@ -73,7 +98,7 @@ impl OAuthError {
 
 impl From<AuthError> for OAuthError {
     fn from(e: AuthError) -> Self {
-        OAuthError::Sdk(crate::escape::escape_controls(&e.to_string()))
+        OAuthError::Sdk(escape::escape_controls(&e.to_string()))
     }
 }
 
@@ -142,7 +167,7 @@ pub struct TokenStore {
 }
 
 /// One process at a time reads and rewrites the file.
-static STORE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static STORE_LOCK: Mutex<()> = Mutex::new(());
 
 impl TokenStore {
     /// The store in the user's config folder `dir`.
@@ -160,7 +185,7 @@ impl TokenStore {
         format!("{server} {url}")
     }
 
-    fn error(&self, why: impl std::fmt::Display) -> OAuthError {
+    fn error(&self, why: impl Display) -> OAuthError {
         OAuthError::Store {
             path: self.path.clone(),
             why: why.to_string(),
@@ -168,9 +193,9 @@ impl TokenStore {
     }
 
     fn read_all(&self) -> Result<BTreeMap<String, serde_json::Value>, OAuthError> {
-        match std::fs::read(&self.path) {
+        match fs::read(&self.path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| self.error(e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(BTreeMap::new()),
             Err(e) => Err(self.error(e)),
         }
     }
@@ -178,7 +203,7 @@ impl TokenStore {
     /// Writes the whole store: a private file written beside it, then renamed over it.
     fn write_all(&self, all: &BTreeMap<String, serde_json::Value>) -> Result<(), OAuthError> {
         let bytes = serde_json::to_vec_pretty(all).unwrap_or_default();
-        crate::fs::atomic::write_private(&self.path, &bytes).map_err(|e| self.error(e))
+        atomic::write_private(&self.path, &bytes).map_err(|e| self.error(e))
     }
 
     pub fn load(&self, server: &str, url: &str) -> Result<Option<StoredCredentials>, OAuthError> {
@@ -266,7 +291,7 @@ pub struct Login {
 /// replaces it for every stream of the connection).
 pub struct Session {
     client: AuthClient<reqwest::Client>,
-    step_ups: std::sync::atomic::AtomicU32,
+    step_ups: AtomicU32,
 }
 
 impl Session {
@@ -345,7 +370,7 @@ impl Login {
     ) -> Result<AuthorizationManager, OAuthError> {
         // Read first, through the one reader of the user's files (a regular file outside the
         // kernel's folders, bounded): without it nothing is asked of any server.
-        let pem = crate::fs::project_file::read_own(key_file, MAX_KEY_FILE_BYTES)
+        let pem = project_file::read_own(key_file, MAX_KEY_FILE_BYTES)
             .map_err(|e| OAuthError::Sdk(format!("the key: {e}")))?
             .ok_or_else(|| OAuthError::Sdk(format!("there is no key at {}", key_file.display())))?
             .whole_text(key_file, MAX_KEY_FILE_BYTES)
@@ -375,8 +400,8 @@ impl Login {
             .map(|(k, v)| format!("{k}={}", form_escape(v)))
             .collect::<Vec<_>>()
             .join("&");
-        let http = crate::http::builder()
-            .redirect(reqwest::redirect::Policy::none())
+        let http = http::builder()
+            .redirect(Policy::none())
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| OAuthError::Sdk(e.to_string()))?;
@@ -387,12 +412,12 @@ impl Login {
             .body(body)
             .send()
             .await
-            .map_err(|e| OAuthError::Sdk(crate::http::describe_error(&e)))?;
+            .map_err(|e| OAuthError::Sdk(http::describe_error(&e)))?;
         let status = response.status();
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| OAuthError::Sdk(crate::http::describe_error(&e)))?;
+            .map_err(|e| OAuthError::Sdk(http::describe_error(&e)))?;
         if !status.is_success() {
             // The error code only: the rest of the body is the server's.
             let code = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -401,10 +426,10 @@ impl Login {
                 .unwrap_or_default();
             return Err(OAuthError::Sdk(format!(
                 "the token endpoint refused the client's assertion ({status} {})",
-                crate::escape::escape_controls(&code)
+                escape::escape_controls(&code)
             )));
         }
-        let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_slice(&bytes)
+        let token: OAuthTokenResponse = serde_json::from_slice(&bytes)
             .map_err(|e| OAuthError::Sdk(format!("the token endpoint's answer: {e}")))?;
         let mut state = OAuthState::Unauthorized(manager);
         state.set_credentials(client_id, token).await?;
@@ -428,7 +453,7 @@ impl Login {
         };
         // Read first: without it nothing is asked of any server.
         let shown = idp.id_token_file.display();
-        let id_token = crate::fs::project_file::read_own(&idp.id_token_file, MAX_ID_TOKEN_BYTES)
+        let id_token = project_file::read_own(&idp.id_token_file, MAX_ID_TOKEN_BYTES)
             .map_err(|e| OAuthError::Sdk(format!("the ID token: {e}")))?
             .ok_or_else(|| OAuthError::Sdk(format!("there is no ID token at {shown}")))?
             .text();
@@ -454,8 +479,8 @@ impl Login {
         if !self.settings.scopes.is_empty() {
             request = request.with_scopes(self.settings.scopes.iter().cloned());
         }
-        crate::http::install_crypto_provider();
-        let http = rmcp::transport::auth::default_oauth_http_client()?;
+        http::install_crypto_provider();
+        let http = auth::default_oauth_http_client()?;
         let token = request
             .exchange(&http, &http)
             .await
@@ -477,7 +502,7 @@ impl Login {
                 .join(" ")
                 .into();
         }
-        let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(answer)
+        let token: OAuthTokenResponse = serde_json::from_value(answer)
             .map_err(|e| OAuthError::Sdk(format!("the exchanged token: {e}")))?;
         let mut state = OAuthState::Unauthorized(manager);
         state.set_credentials(client_id, token).await?;
@@ -495,10 +520,7 @@ impl Login {
         challenge: Option<&str>,
     ) -> Result<(), OAuthError> {
         if challenge.is_some_and(|c| c.contains("insufficient_scope")) {
-            let n = session
-                .step_ups
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-                + 1;
+            let n = session.step_ups.fetch_add(1, Ordering::SeqCst) + 1;
             if n > MAX_STEP_UPS {
                 return Err(OAuthError::TooManyStepUps(MAX_STEP_UPS));
             }
@@ -527,7 +549,7 @@ impl Login {
                 self.server, self.server
             )));
         }
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.settings.callback_port))
+        let listener = TcpListener::bind(("127.0.0.1", self.settings.callback_port))
             .await
             .map_err(|e| OAuthError::Browser(format!("cannot listen on a loopback port: {e}")))?;
         let port = listener
@@ -557,10 +579,10 @@ impl Login {
         (self.say)(&format!(
             "{}: open this address to authorize new: {}",
             self.server,
-            crate::escape::escape_controls(&address)
+            escape::escape_controls(&address)
         ));
         open_browser(&address);
-        let (code, csrf, issuer) = tokio::time::timeout(BROWSER_WAIT, receive_redirect(&listener))
+        let (code, csrf, issuer) = time::timeout(BROWSER_WAIT, receive_redirect(&listener))
             .await
             .map_err(|_| OAuthError::Timeout(BROWSER_WAIT.as_secs()))??;
         state
@@ -576,35 +598,33 @@ impl Login {
 /// or a desktop. Without any (a job in CI) the authorization fails at once instead of waiting.
 fn browser_reachable() -> bool {
     use std::io::IsTerminal;
-    std::io::stderr().is_terminal()
-        || std::env::var_os("BROWSER").is_some_and(|b| !b.is_empty())
-        || std::env::var_os("DISPLAY").is_some()
-        || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    io::stderr().is_terminal()
+        || env::var_os("BROWSER").is_some_and(|b| !b.is_empty())
+        || env::var_os("DISPLAY").is_some()
+        || env::var_os("WAYLAND_DISPLAY").is_some()
 }
 
 /// Opens `address` in the user's browser: `$BROWSER`, else `xdg-open` on a desktop. Nothing
 /// when there is neither (the URL was said).
 fn open_browser(address: &str) {
-    let command = match std::env::var("BROWSER") {
+    let command = match env::var("BROWSER") {
         Ok(b) if !b.trim().is_empty() => b,
-        _ if std::env::var_os("DISPLAY").is_some()
-            || std::env::var_os("WAYLAND_DISPLAY").is_some() =>
-        {
+        _ if env::var_os("DISPLAY").is_some() || env::var_os("WAYLAND_DISPLAY").is_some() => {
             "xdg-open".to_string()
         }
         _ => return,
     };
-    let _ = std::process::Command::new(command)
+    let _ = Command::new(command)
         .arg(address)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn();
 }
 
 /// Waits for the browser's GET of the redirect; its code, state and issuer.
 async fn receive_redirect(
-    listener: &tokio::net::TcpListener,
+    listener: &TcpListener,
 ) -> Result<(String, String, Option<String>), OAuthError> {
     loop {
         let (mut stream, _) = listener
@@ -615,7 +635,7 @@ async fn receive_redirect(
         let mut len = 0;
         // The request line and headers; the rest is not needed.
         while len < buf.len() {
-            let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf[len..]))
+            let read = time::timeout(Duration::from_secs(10), stream.read(&mut buf[len..]))
                 .await
                 .map_err(|_| OAuthError::Browser("the browser's request stalled".into()))?
                 .map_err(|e| OAuthError::Browser(e.to_string()))?;
@@ -651,7 +671,7 @@ async fn receive_redirect(
             ),
             (_, _, error) => (
                 "The authorization failed. You can close this tab.",
-                Err(OAuthError::Denied(crate::escape::escape_controls(
+                Err(OAuthError::Denied(escape::escape_controls(
                     &error.unwrap_or_else(|| "no code".into()),
                 ))),
             ),
@@ -691,17 +711,17 @@ fn es256_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String,
         .filter(|l| !l.starts_with("-----"))
         .collect::<Vec<_>>()
         .concat();
-    let der = base64::engine::general_purpose::STANDARD
+    let der = STANDARD
         .decode(body.trim())
         .map_err(|_| OAuthError::Sdk("the private key is not a PEM file".into()))?;
-    let rng = ring::rand::SystemRandom::new();
+    let rng = SystemRandom::new();
     let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
         .map_err(|_| OAuthError::Sdk("the private key is not a PKCS#8 P-256 key".into()))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
     let header = serde_json::json!({"alg": "ES256", "typ": "JWT"});
     let claims = serde_json::json!({
         "iss": client_id,
@@ -732,7 +752,7 @@ fn parse_query(query: &str) -> Vec<(String, String)> {
             match bytes[i] {
                 b'+' => out.push(b' '),
                 b'%' if i + 2 < bytes.len() => {
-                    let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                    let hex = str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
                     match u8::from_str_radix(hex, 16) {
                         Ok(b) => {
                             out.push(b);
@@ -760,8 +780,16 @@ fn parse_query(query: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::STANDARD;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use ring::rand::SystemRandom;
+    use std::fs;
+    #[cfg(all(not(windows), not(target_os = "macos")))]
+    use std::fs::File;
+    use std::path::Path;
+    use tokio::runtime::Builder;
 
-    fn enterprise_login(dir: &std::path::Path, id_token_file: PathBuf) -> Login {
+    fn enterprise_login(dir: &Path, id_token_file: PathBuf) -> Login {
         Login {
             server: "corp".into(),
             settings: Settings {
@@ -787,10 +815,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("id-token");
         let login = enterprise_login(dir.path(), missing.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = Builder::new_current_thread().enable_all().build().unwrap();
         // An unroutable server: reaching it would fail differently (or hang), not name the file.
         let err = runtime
             .block_on(login.enterprise_managed("http://192.0.2.1:9/mcp"))
@@ -801,7 +826,7 @@ mod tests {
             format!("OAuth: there is no ID token at {}", missing.display()),
         );
         // A folder where the file should be is refused, and still nothing is asked.
-        std::fs::create_dir(&missing).unwrap();
+        fs::create_dir(&missing).unwrap();
         let err = runtime
             .block_on(login.enterprise_managed("http://192.0.2.1:9/mcp"))
             .err()
@@ -824,14 +849,11 @@ mod tests {
     fn a_signing_key_is_read_bounded_and_never_from_the_kernels_folders() {
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("big.pem");
-        std::fs::File::create(&big)
+        File::create(&big)
             .unwrap()
             .set_len(MAX_KEY_FILE_BYTES as u64 + 1)
             .unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = Builder::new_current_thread().enable_all().build().unwrap();
         let login = enterprise_login(dir.path(), dir.path().join("unused"));
         for (key, said) in [
             (
@@ -874,10 +896,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(store.path())
-                .unwrap()
-                .permissions()
-                .mode();
+            let mode = fs::metadata(store.path()).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(store.load("gh", "https://a.example/mcp").unwrap().is_some());
@@ -887,7 +906,7 @@ mod tests {
         assert!(!store.remove("gh").unwrap());
         assert!(store.load("gh", "https://a.example/mcp").unwrap().is_none());
         // No file but the store holds the token.
-        for entry in std::fs::read_dir(dir.path().join("new")).unwrap() {
+        for entry in fs::read_dir(dir.path().join("new")).unwrap() {
             let path = entry.unwrap().path();
             assert_eq!(path, store.path(), "a stray file {path:?}");
         }
@@ -902,14 +921,14 @@ mod tests {
             ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair,
             UnparsedPublicKey,
         };
-        let rng = ring::rand::SystemRandom::new();
+        let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-        let b64 = base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref());
+        let b64 = STANDARD.encode(pkcs8.as_ref());
         let pem = format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n");
         let jwt = es256_assertion(&pem, "client-7", "https://as.example").unwrap();
         let parts: Vec<&str> = jwt.split('.').collect();
         assert_eq!(parts.len(), 3);
-        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let url = URL_SAFE_NO_PAD;
         let claims: serde_json::Value =
             serde_json::from_slice(&url.decode(parts[1]).unwrap()).unwrap();
         assert_eq!(claims["iss"], "client-7");

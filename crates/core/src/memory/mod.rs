@@ -17,7 +17,12 @@ use gray_matter::Matter;
 use gray_matter::engine::YAML;
 use serde::Deserialize;
 
+use crate::fs::atomic;
 use crate::fs::project_file::{Bounded, ProjectFiles};
+use crate::layers::Layers;
+use std::fs;
+use std::io;
+use std::sync::OnceLock;
 
 pub mod index;
 pub mod review;
@@ -130,12 +135,12 @@ pub enum MemoryError {
     Io {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
 }
 
 impl MemoryError {
-    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError + '_ {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> MemoryError + '_ {
         move |source| MemoryError::Io {
             path: path.to_path_buf(),
             source,
@@ -218,7 +223,7 @@ impl MemoryStore {
 
     /// With CodePilot's folders read beside ours: `~/.codepilot/memory/` and the project's
     /// `<WORKDIR>/.codepilot/memory/`.
-    pub fn with_codepilot(mut self, layers: &crate::layers::Layers) -> Self {
+    pub fn with_codepilot(mut self, layers: &Layers) -> Self {
         self.codepilot_user = layers
             .codepilot_user
             .as_ref()
@@ -291,7 +296,7 @@ impl MemoryStore {
     pub fn list(&self) -> (Vec<Memory>, Vec<String>) {
         let (mut memories, mut problems) = (Vec::new(), Vec::new());
         for folder in self.folders() {
-            let Ok(entries) = std::fs::read_dir(folder.path) else {
+            let Ok(entries) = fs::read_dir(folder.path) else {
                 continue;
             };
             let mut names: Vec<String> = entries
@@ -416,7 +421,7 @@ impl MemoryStore {
             content.trim()
         );
         let text = redact_secrets(&text, secrets);
-        crate::fs::atomic::create_private_dir(dir).map_err(MemoryError::io(dir))?;
+        atomic::create_private_dir(dir).map_err(MemoryError::io(dir))?;
         // The index is read before the note is written: one that cannot be updated changes nothing.
         let old = read_index(dir)?;
         write_private(&path, &text).map_err(MemoryError::io(&path))?;
@@ -446,10 +451,10 @@ impl MemoryStore {
         let dir = m.path.parent().unwrap_or(Path::new("."));
         let old = read_index(dir)?;
         let trash = dir.join(".trash");
-        crate::fs::atomic::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
+        atomic::create_private_dir(&trash).map_err(MemoryError::io(&trash))?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
         let to = trash.join(format!("{}-{stamp}.md", file_stem(&m.path)));
-        std::fs::rename(&m.path, to).map_err(MemoryError::io(&m.path))?;
+        fs::rename(&m.path, to).map_err(MemoryError::io(&m.path))?;
         let file = m.path.file_name().unwrap_or_default().to_string_lossy();
         let new = index::update(&old, &file, None);
         let index_path = dir.join(INDEX);
@@ -488,7 +493,7 @@ fn created_of(dir: &Path, file: &str) -> Option<String> {
     {
         return Some(created);
     }
-    let meta = std::fs::symlink_metadata(dir.join(file)).ok()?;
+    let meta = fs::symlink_metadata(dir.join(file)).ok()?;
     let made = meta.created().or_else(|_| meta.modified()).ok()?;
     Some(
         chrono::DateTime::<chrono::Utc>::from(made)
@@ -505,7 +510,7 @@ fn read_in(
 ) -> Result<Option<Bounded>, String> {
     let path = folder.join(name);
     // Said plainly before the reader refuses it in its own words.
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+    if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
         let inside = match (path.canonicalize(), folder.canonicalize()) {
             (Ok(target), Ok(folder)) => target.starts_with(&folder),
             _ => false,
@@ -593,8 +598,8 @@ fn parse_note(text: &str, folder: Folder<'_>, path: &Path) -> Result<Memory, Str
 }
 
 /// Writes a file readable by the user only, atomically.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    crate::fs::atomic::write_private(path, text.as_bytes())
+fn write_private(path: &Path, text: &str) -> io::Result<()> {
+    atomic::write_private(path, text.as_bytes())
 }
 
 /// Patterns of secrets in common formats: provider keys, cloud keys, tokens, private keys, JWTs,
@@ -628,8 +633,7 @@ pub fn redact_secrets(text: &str, values: &[String]) -> String {
     for value in values.iter().filter(|v| v.len() >= 8) {
         out = out.replace(value.as_str(), "[redacted]");
     }
-    static MATCHERS: std::sync::OnceLock<Vec<grep_regex::RegexMatcher>> =
-        std::sync::OnceLock::new();
+    static MATCHERS: OnceLock<Vec<grep_regex::RegexMatcher>> = OnceLock::new();
     let matchers = MATCHERS.get_or_init(|| {
         SECRET_PATTERNS
             .iter()

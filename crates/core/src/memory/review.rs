@@ -4,8 +4,16 @@
 use serde::Deserialize;
 
 use super::{Level, MemoryStore};
+use crate::fs::atomic;
+use crate::fs::project_file;
 use crate::llm::{ChatRequest, LlmError, Model};
+use crate::utf8;
 use crate::vocab::{ChatMessage, Role};
+use std::fs;
+use std::fs::File;
+use std::io;
+use std::mem;
+use std::path::Path;
 
 /// The system prompt of a review request.
 pub const REVIEWER: &str = "You maintain the memory of a coding assistant: short Markdown notes kept \
@@ -125,7 +133,7 @@ pub fn offer(
     if batch.len() < every {
         return Offered::Waiting;
     }
-    Offered::Full(std::mem::take(batch))
+    Offered::Full(mem::take(batch))
 }
 
 /// Where turns not reviewed yet wait between sessions (the session ended before a batch was full).
@@ -136,20 +144,20 @@ const PENDING_MAX_BYTES: usize = 256 * 1024;
 
 /// Keeps `turns` for the next session's first review (with those already waiting, the newest
 /// kept when there are too many).
-pub fn save_pending(store: &super::MemoryStore, turns: &[String]) -> std::io::Result<()> {
-    crate::fs::atomic::create_private_dir(&store.project)?;
+pub fn save_pending(store: &super::MemoryStore, turns: &[String]) -> io::Result<()> {
+    atomic::create_private_dir(&store.project)?;
     // Two sessions ending together: one after the other, neither losing the other's turns.
     let _lock = pending_lock(store)?;
     let mut all = read_pending(&store.project.join(PENDING));
     all.extend(turns.iter().cloned());
     let skip = all.len().saturating_sub(PENDING_MAX);
     let mut all: Vec<String> = all.into_iter().skip(skip).collect();
-    let mut text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+    let mut text = serde_json::to_vec(&all).map_err(io::Error::other)?;
     while text.len() > PENDING_MAX_BYTES && !all.is_empty() {
         all.remove(0);
-        text = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+        text = serde_json::to_vec(&all).map_err(io::Error::other)?;
     }
-    crate::fs::atomic::write_whole(&store.project.join(PENDING), &text)
+    atomic::write_whole(&store.project.join(PENDING), &text)
 }
 
 /// The turns waiting from an earlier session, no longer waiting: one session takes them (two
@@ -166,12 +174,12 @@ pub fn load_pending(store: &super::MemoryStore, take: bool) -> Vec<String> {
         return Vec::new();
     };
     let read = read_pending(&path);
-    let _ = std::fs::remove_file(&path);
+    let _ = fs::remove_file(&path);
     read
 }
 
-fn read_pending(path: &std::path::Path) -> Vec<String> {
-    crate::fs::project_file::read_own(path, PENDING_MAX_BYTES)
+fn read_pending(path: &Path) -> Vec<String> {
+    project_file::read_own(path, PENDING_MAX_BYTES)
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice::<Vec<String>>(&b.bytes).ok())
@@ -179,8 +187,8 @@ fn read_pending(path: &std::path::Path) -> Vec<String> {
 }
 
 /// The pending file's lock (a file of its own beside it), held while the guard lives.
-fn pending_lock(store: &super::MemoryStore) -> std::io::Result<std::fs::File> {
-    let file = crate::fs::atomic::private_options()
+fn pending_lock(store: &super::MemoryStore) -> io::Result<File> {
+    let file = atomic::private_options()
         .create(true)
         .truncate(false)
         .write(true)
@@ -195,7 +203,7 @@ pub fn digest(user: &str, tools: &[String], answer: &str) -> String {
         if s.len() <= max {
             return s.to_string();
         }
-        format!("{} […]", &s[..crate::utf8::floor_char_boundary(s, max)])
+        format!("{} […]", &s[..utf8::floor_char_boundary(s, max)])
     };
     let mut text = format!("## The user wrote\n{}\n", clip(user, 8000));
     if !tools.is_empty() {

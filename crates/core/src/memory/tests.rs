@@ -1,6 +1,10 @@
 use super::review::{Change, apply, parse};
 use super::*;
+use crate::layers::Layers;
 use crate::secret::secret_values;
+use std::fs;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
 
 fn store(dir: &Path) -> MemoryStore {
     MemoryStore::new(Some(dir.join("user")), dir.join("project"))
@@ -50,7 +54,7 @@ fn memories_are_written_indexed_listed_and_forgotten() {
         names,
         [("Tabs: no", Level::User), ("build", Level::Project)]
     );
-    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    let index = fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(
         index,
         "# Memory\n\n## Project facts\n\n- [project_fact](build.md) — How to build: just\n"
@@ -61,7 +65,7 @@ fn memories_are_written_indexed_listed_and_forgotten() {
     // Private files.
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &str| {
-        std::fs::metadata(dir.path().join(p))
+        fs::metadata(dir.path().join(p))
             .unwrap()
             .permissions()
             .mode()
@@ -72,12 +76,12 @@ fn memories_are_written_indexed_listed_and_forgotten() {
     assert_eq!(s.forget("build").unwrap().unwrap().name, "build");
     assert!(s.forget("build").unwrap().is_none());
     assert!(
-        !std::fs::read_to_string(dir.path().join("project/MEMORY.md"))
+        !fs::read_to_string(dir.path().join("project/MEMORY.md"))
             .unwrap()
             .contains("build")
     );
     assert_eq!(
-        std::fs::read_dir(dir.path().join("project/.trash"))
+        fs::read_dir(dir.path().join("project/.trash"))
             .unwrap()
             .count(),
         1
@@ -129,8 +133,8 @@ fn names_cannot_choose_the_path_and_broken_files_are_reported() {
         s.write(Level::Project, "!!!", "reference", "x", "y", &[])
             .is_err()
     );
-    std::fs::write(dir.path().join("project/broken.md"), "---\nname: [x\n---\n").unwrap();
-    std::fs::write(dir.path().join("project/plain.md"), "no front matter").unwrap();
+    fs::write(dir.path().join("project/broken.md"), "---\nname: [x\n---\n").unwrap();
+    fs::write(dir.path().join("project/plain.md"), "no front matter").unwrap();
     let (memories, problems) = s.list();
     assert_eq!(memories.len(), 1);
     assert_eq!(problems.len(), 2, "{problems:?}");
@@ -213,7 +217,7 @@ fn secrets_are_filtered_before_anything_is_written() {
             &env,
         )
         .unwrap();
-    let stored = std::fs::read_to_string(path).unwrap();
+    let stored = fs::read_to_string(path).unwrap();
     assert!(!stored.contains("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), "{stored}");
     assert!(!stored.contains("hunter2"), "{stored}");
     assert!(stored.contains("[redacted]"));
@@ -293,7 +297,7 @@ fn the_secrets_the_attack_found_are_redacted_everywhere() {
         .unwrap();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     assert!(!name.contains("sk-0123"), "{name}");
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
     assert!(!text.contains(key), "{text}");
     let (memories, problems) = store.list();
     assert!(problems.is_empty(), "{problems:?}");
@@ -323,7 +327,7 @@ fn the_index_has_a_block_by_kind_in_codepilots_format() {
         s.write(Level::Project, name, kind, about, "text", &[])
             .unwrap();
     }
-    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    let index = fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(
         index,
         "# Memory\n\
@@ -357,7 +361,7 @@ fn the_index_has_a_block_by_kind_in_codepilots_format() {
     )
     .unwrap();
     s.forget("no mocks").unwrap().unwrap();
-    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    let index = fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(
         index,
         "# Memory\n\
@@ -378,14 +382,14 @@ fn the_index_has_a_block_by_kind_in_codepilots_format() {
     // Brackets in a name do not break the link: the link is the kind's and the file's.
     s.write(Level::Project, "a [b](c.md) d", "reference", "x", "t", &[])
         .unwrap();
-    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    let index = fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert!(
         index.contains("- [reference](a-b-c-md-d.md) — x\n"),
         "{index}"
     );
     s.write(Level::Project, "a [b](c.md) d", "reference", "y", "t", &[])
         .unwrap();
-    let index = std::fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
+    let index = fs::read_to_string(dir.path().join("project/MEMORY.md")).unwrap();
     assert_eq!(index.matches("a-b-c-md-d.md").count(), 1, "{index}");
     assert!(
         index.contains("- [reference](a-b-c-md-d.md) — y\n"),
@@ -400,19 +404,19 @@ fn an_index_in_the_earlier_format_is_still_read_and_carried_over() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
     let project = dir.path().join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(
+    fs::create_dir_all(&project).unwrap();
+    fs::write(
         project.join("build.md"),
         "---\nname: build\nkind: project_fact\ndescription: \"How to build: make\"\n---\n\nRun make.\n",
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         project.join("tabs.md"),
         "---\nname: tabs\nkind: user_preference\ndescription: Spaces\n---\n\nNo tabs.\n",
     )
     .unwrap();
     let old = "# Memory\n\n- [build](build.md) (project_fact): How to build: make\n- [tabs](tabs.md) (user_preference): Spaces\n";
-    std::fs::write(project.join(INDEX), old).unwrap();
+    fs::write(project.join(INDEX), old).unwrap();
     let part = s.prompt_part(200, 25_600).unwrap();
     assert!(part.contains(old), "{part}");
     let (memories, problems) = s.list();
@@ -428,7 +432,7 @@ fn an_index_in_the_earlier_format_is_still_read_and_carried_over() {
         &[],
     )
     .unwrap();
-    let index = std::fs::read_to_string(project.join(INDEX)).unwrap();
+    let index = fs::read_to_string(project.join(INDEX)).unwrap();
     assert_eq!(
         index,
         "# Memory\n\
@@ -475,11 +479,11 @@ fn an_update_keeps_the_creation_date() {
             &[],
         )
         .unwrap();
-    let first = std::fs::read_to_string(&path).unwrap();
+    let first = fs::read_to_string(&path).unwrap();
     assert!(first.contains("\ncreated: \"20"), "{first}");
     assert!(first.contains("\nupdated: \"20"), "{first}");
     // As if written long ago (by hand, as a YAML date).
-    std::fs::write(
+    fs::write(
         &path,
         first.replace(
             first.lines().find(|l| l.starts_with("created:")).unwrap(),
@@ -496,7 +500,7 @@ fn an_update_keeps_the_creation_date() {
         &[],
     )
     .unwrap();
-    let second = std::fs::read_to_string(&path).unwrap();
+    let second = fs::read_to_string(&path).unwrap();
     assert!(second.contains("\ncreated: 2021-03-04\n"), "{second}");
     assert!(second.contains("Uses helix."), "{second}");
     assert!(!second.contains("updated: 2021"), "{second}");
@@ -514,7 +518,7 @@ fn an_update_keeps_the_creation_date() {
             &[],
         )
         .unwrap();
-    let text = std::fs::read_to_string(other).unwrap();
+    let text = fs::read_to_string(other).unwrap();
     assert!(text.contains(&format!("created: \"{now}T")), "{text}");
 }
 
@@ -548,13 +552,13 @@ fn lines_written_by_hand_in_the_index_are_kept() {
                    ## Mine\n\
                    \n\
                    - [scratch](scratch.md) — a note of mine\n";
-    std::fs::write(project.join(INDEX), by_hand).unwrap();
+    fs::write(project.join(INDEX), by_hand).unwrap();
     s.write(Level::Project, "build", "project_fact", "just", "t", &[])
         .unwrap();
     s.write(Level::Project, "lint", "project_fact", "clippy", "t", &[])
         .unwrap();
     s.forget("old").unwrap().unwrap();
-    let index = std::fs::read_to_string(project.join(INDEX)).unwrap();
+    let index = fs::read_to_string(project.join(INDEX)).unwrap();
     assert_eq!(
         index,
         "# Memory\n\
@@ -632,9 +636,9 @@ fn small_talk_is_not_reviewed() {
 fn codepilot_store(root: &Path) -> (MemoryStore, PathBuf, PathBuf) {
     let work = root.join("work");
     let home = root.join("home");
-    std::fs::create_dir_all(work.join(".codepilot/memory")).unwrap();
-    std::fs::create_dir_all(home.join(".codepilot/memory")).unwrap();
-    let layers = crate::layers::Layers {
+    fs::create_dir_all(work.join(".codepilot/memory")).unwrap();
+    fs::create_dir_all(home.join(".codepilot/memory")).unwrap();
+    let layers = Layers {
         project: work.join(".new"),
         user: None,
         codepilot_user: Some(home.join(".codepilot")),
@@ -653,22 +657,22 @@ fn codepilot_store(root: &Path) -> (MemoryStore, PathBuf, PathBuf) {
 fn both_codepilot_folders_are_read_and_never_written() {
     let dir = tempfile::tempdir().unwrap();
     let (s, repo, home) = codepilot_store(dir.path());
-    std::fs::write(
+    fs::write(
         repo.join("deploy.md"),
         "---\nname: deploy\ntype: project_fact\ndescription: Deploys with fly\n---\n\nfly deploy\n",
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         repo.join(INDEX),
         "# Memory\n\n## Project facts\n\n- [deploy](deploy.md) — Deploys with fly\n",
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         home.join("terse.md"),
         "---\nname: terse\nkind: user_preference\ndescription: Terse answers\n---\n\nBe terse.\n",
     )
     .unwrap();
-    std::fs::write(
+    fs::write(
         home.join(INDEX),
         "# Memory\n\n## User preferences\n\n- [terse](terse.md) — Terse answers\n",
     )
@@ -723,12 +727,12 @@ fn both_codepilot_folders_are_read_and_never_written() {
     .unwrap();
     assert!(dir.path().join("project/deploy.md").exists());
     assert_eq!(
-        std::fs::read_to_string(repo.join(INDEX)).unwrap(),
+        fs::read_to_string(repo.join(INDEX)).unwrap(),
         "# Memory\n\n## Project facts\n\n- [deploy](deploy.md) — Deploys with fly\n"
     );
-    assert_eq!(std::fs::read_dir(&repo).unwrap().count(), 2);
+    assert_eq!(fs::read_dir(&repo).unwrap().count(), 2);
     // DATADIR put in the repository's folder: read once, as ours.
-    let layers = crate::layers::Layers {
+    let layers = Layers {
         project: dir.path().join("work/.new"),
         user: None,
         codepilot_user: None,
@@ -754,30 +758,30 @@ fn a_memory_file_linked_out_of_its_folder_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (s, repo, home) = codepilot_store(dir.path());
     let outside = dir.path().join("outside");
-    std::fs::create_dir_all(&outside).unwrap();
-    std::fs::write(
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(
         outside.join("secret.md"),
         "---\nname: SECRET-NOTE\n---\n\nOUTSIDE-SECRET\n",
     )
     .unwrap();
-    std::fs::write(outside.join("index.md"), "- [x](x.md) — OUTSIDE-INDEX\n").unwrap();
-    std::os::unix::fs::symlink(outside.join("secret.md"), repo.join("stolen.md")).unwrap();
-    std::os::unix::fs::symlink(outside.join("index.md"), repo.join(INDEX)).unwrap();
+    fs::write(outside.join("index.md"), "- [x](x.md) — OUTSIDE-INDEX\n").unwrap();
+    symlink(outside.join("secret.md"), repo.join("stolen.md")).unwrap();
+    symlink(outside.join("index.md"), repo.join(INDEX)).unwrap();
     // Even in the user's own CodePilot folder, and in ours.
-    std::os::unix::fs::symlink(outside.join("secret.md"), home.join("away.md")).unwrap();
-    std::fs::create_dir_all(dir.path().join("project")).unwrap();
-    std::os::unix::fs::symlink(
+    symlink(outside.join("secret.md"), home.join("away.md")).unwrap();
+    fs::create_dir_all(dir.path().join("project")).unwrap();
+    symlink(
         outside.join("index.md"),
         dir.path().join("project/MEMORY.md"),
     )
     .unwrap();
     // A link that stays inside its folder is followed.
-    std::fs::write(
+    fs::write(
         home.join("real.md"),
         "---\nname: real\ndescription: inside\n---\n\nfine\n",
     )
     .unwrap();
-    std::os::unix::fs::symlink("real.md", home.join("alias.md")).unwrap();
+    symlink("real.md", home.join("alias.md")).unwrap();
 
     let (memories, problems) = s.list();
     assert!(
@@ -805,16 +809,16 @@ fn a_memory_file_linked_out_of_its_folder_is_refused() {
         Err(MemoryError::Refused { .. })
     ));
     assert_eq!(
-        std::fs::read_to_string(outside.join("index.md")).unwrap(),
+        fs::read_to_string(outside.join("index.md")).unwrap(),
         "- [x](x.md) — OUTSIDE-INDEX\n"
     );
 
     // The repository's whole folder a link out of WORKDIR: not read, not a read root.
     let other = tempfile::tempdir().unwrap();
     let (s, repo, _) = codepilot_store(other.path());
-    std::fs::remove_dir(&repo).unwrap();
-    std::os::unix::fs::symlink(&outside, &repo).unwrap();
-    std::fs::write(outside.join(INDEX), "- [y](y.md) — OUTSIDE-FOLDER\n").unwrap();
+    fs::remove_dir(&repo).unwrap();
+    symlink(&outside, &repo).unwrap();
+    fs::write(outside.join(INDEX), "- [y](y.md) — OUTSIDE-FOLDER\n").unwrap();
     let (memories, _) = s.list();
     assert!(
         memories.iter().all(|m| m.name != "SECRET-NOTE"),

@@ -21,7 +21,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::fs::confine::Workdir;
+use crate::fs::project_file;
 use crate::fs::project_file::{Bounded, ProjectFiles};
+#[cfg(not(windows))]
+use new_sys::process;
+use std::fs;
 
 /// Most bytes of instructions, includes counted.
 pub const MAX_BYTES: usize = 64 * 1024;
@@ -132,7 +136,7 @@ fn project_root(work: &Path, home: Option<&Path>) -> PathBuf {
         if home.as_deref() == Some(dir) && dir != work {
             break;
         }
-        if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+        if fs::symlink_metadata(dir.join(".git")).is_ok() {
             return dir.to_path_buf();
         }
         // Only through the user's own folders, which nobody else may write.
@@ -146,8 +150,8 @@ fn project_root(work: &Path, home: Option<&Path>) -> PathBuf {
 #[cfg(unix)]
 fn own_folder(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let me = new_sys::process::effective_uid();
-    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0)
+    let me = process::effective_uid();
+    fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0)
 }
 
 #[cfg(not(unix))]
@@ -235,7 +239,7 @@ impl Reading {
                         path.display()
                     ));
                 }
-                crate::fs::project_file::read_own(path, limit)
+                project_file::read_own(path, limit)
             }
         }
     }
@@ -401,7 +405,7 @@ impl Reading {
         let resolved = self.resolve(target, from, origin);
         let exists = resolved
             .as_ref()
-            .is_ok_and(|(p, _)| std::fs::symlink_metadata(p).is_ok());
+            .is_ok_and(|(p, _)| fs::symlink_metadata(p).is_ok());
         if !whole && !exists && !looks_like_path(target) {
             return;
         }
@@ -490,13 +494,21 @@ fn sections(text: &str) -> Vec<(Option<String>, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint;
+    use crate::layers::INSTRUCTION_FILES;
+    use new_sys::os_sandbox::PROTECTED;
+    use std::fs;
+    #[cfg(not(windows))]
+    use std::fs::Permissions;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
 
     fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         let user = dir.path().join("user");
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::create_dir_all(&user).unwrap();
+        fs::create_dir_all(&work).unwrap();
+        fs::create_dir_all(&user).unwrap();
         let work = work.canonicalize().unwrap();
         (dir, work, user)
     }
@@ -504,12 +516,12 @@ mod tests {
     #[test]
     fn user_then_project_merged_by_section_the_project_winning() {
         let (_d, work, user) = setup();
-        std::fs::write(
+        fs::write(
             user.join("AGENTS.md"),
             "Be brief.\n\n## Style\nUser style.\n\n## Tests\nRun them always.\n",
         )
         .unwrap();
-        std::fs::write(
+        fs::write(
             work.join("AGENTS.md"),
             "# Project\n\n## Tests\ncargo test --all\n\n## Layout\nsrc/ holds it.\n",
         )
@@ -526,17 +538,17 @@ mod tests {
     #[test]
     fn agents_md_claude_md_and_claude_local_md_are_all_read_and_an_import_not_twice() {
         let (_d, work, _user) = setup();
-        std::fs::write(work.join("CLAUDE.md"), "From CLAUDE.md\n").unwrap();
+        fs::write(work.join("CLAUDE.md"), "From CLAUDE.md\n").unwrap();
         assert_eq!(load(None, &work).text, "From CLAUDE.md");
-        std::fs::write(work.join("AGENTS.md"), "From AGENTS.md\n").unwrap();
+        fs::write(work.join("AGENTS.md"), "From AGENTS.md\n").unwrap();
         assert_eq!(load(None, &work).text, "From AGENTS.md\n\nFrom CLAUDE.md");
         // The common CLAUDE.md that points to AGENTS.md and adds its own: AGENTS.md once.
-        std::fs::write(
+        fs::write(
             work.join("CLAUDE.md"),
             "@AGENTS.md\n\n## Claude only\nUse the tools.\n",
         )
         .unwrap();
-        std::fs::write(work.join("CLAUDE.local.md"), "My sandbox URL is x.\n").unwrap();
+        fs::write(work.join("CLAUDE.local.md"), "My sandbox URL is x.\n").unwrap();
         let i = load(None, &work);
         assert_eq!(
             i.text,
@@ -558,21 +570,21 @@ mod tests {
     #[test]
     fn includes_are_guarded() {
         let (d, work, _user) = setup();
-        std::fs::create_dir_all(work.join("docs")).unwrap();
-        std::fs::write(d.path().join("secret.txt"), "SECRET").unwrap();
-        std::os::unix::fs::symlink(d.path().join("secret.txt"), work.join("docs/link.md")).unwrap();
-        std::fs::write(work.join("docs/build.md"), "Build with make.\n@nested.md\n").unwrap();
-        std::fs::write(work.join("docs/nested.md"), "Nested fact.\n").unwrap();
-        std::fs::write(work.join("loop.md"), "Loop start.\n@loop.md\n").unwrap();
+        fs::create_dir_all(work.join("docs")).unwrap();
+        fs::write(d.path().join("secret.txt"), "SECRET").unwrap();
+        symlink(d.path().join("secret.txt"), work.join("docs/link.md")).unwrap();
+        fs::write(work.join("docs/build.md"), "Build with make.\n@nested.md\n").unwrap();
+        fs::write(work.join("docs/nested.md"), "Nested fact.\n").unwrap();
+        fs::write(work.join("loop.md"), "Loop start.\n@loop.md\n").unwrap();
         // A chain seven files deep.
         for i in 0..7 {
-            std::fs::write(
+            fs::write(
                 work.join(format!("c{i}.md")),
                 format!("level {i}\n@c{}.md\n", i + 1),
             )
             .unwrap();
         }
-        std::fs::write(
+        fs::write(
             work.join("AGENTS.md"),
             format!(
                 "Top.\n@docs/build.md\n@/etc/passwd\n@../secret.txt\n@~/x.md\n@docs/link.md\n@loop.md\n@missing.md\n@docs/build.md\n@c0.md\n  @ not an include\n{}/etc\n",
@@ -626,7 +638,7 @@ mod tests {
     fn instructions_stop_at_64_kb() {
         let (_d, work, _user) = setup();
         let line = "x".repeat(1023) + "\n";
-        std::fs::write(work.join("AGENTS.md"), line.repeat(100)).unwrap();
+        fs::write(work.join("AGENTS.md"), line.repeat(100)).unwrap();
         let i = load(None, &work);
         assert!(i.text.len() <= MAX_BYTES, "{}", i.text.len());
         assert!(
@@ -637,8 +649,8 @@ mod tests {
     }
 
     fn write(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
     }
 
     #[test]
@@ -646,7 +658,7 @@ mod tests {
         let (d, _work, _user) = setup();
         let repo = d.path().canonicalize().unwrap().join("repo");
         let api = repo.join("packages/api");
-        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        fs::create_dir_all(repo.join(".git")).unwrap();
         write(&repo.join("AGENTS.md"), "Top agents.\n");
         write(&repo.join("CLAUDE.md"), "Top claude.\n");
         write(&repo.join("packages/AGENTS.md"), "Packages agents.\n");
@@ -696,13 +708,13 @@ mod tests {
         // A `.git` above a folder anybody may write (as /tmp): never climbed to.
         let shared = top.join("shared");
         let inner = shared.join("inner");
-        std::fs::create_dir_all(shared.join(".git")).unwrap();
+        fs::create_dir_all(shared.join(".git")).unwrap();
         write(&shared.join("AGENTS.md"), "Planted.\n");
         write(&inner.join("AGENTS.md"), "Inner.\n");
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        fs::set_permissions(&shared, Permissions::from_mode(0o777)).unwrap();
         assert_eq!(load_with(None, &inner, None).text, "Inner.");
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(&shared, Permissions::from_mode(0o755)).unwrap();
         assert_eq!(load_with(None, &inner, None).text, "Planted.\n\nInner.");
         // Nor above the home folder.
         assert_eq!(load_with(None, &inner, Some(inner.clone())).text, "Inner.");
@@ -752,9 +764,9 @@ mod tests {
 
     #[test]
     fn every_instruction_file_is_protected_from_the_model_s_writes() {
-        for name in crate::layers::INSTRUCTION_FILES {
-            assert!(new_sys::os_sandbox::PROTECTED.contains(name), "{name}");
-            assert!(crate::checkpoint::decides_what_runs(name), "{name}");
+        for name in INSTRUCTION_FILES {
+            assert!(PROTECTED.contains(name), "{name}");
+            assert!(checkpoint::decides_what_runs(name), "{name}");
         }
     }
 
@@ -763,7 +775,7 @@ mod tests {
         let (d, _work, user) = setup();
         let home = d.path().canonicalize().unwrap().join("home");
         // Dotfiles in git: `~/.git`. A download below home is no part of that repository.
-        std::fs::create_dir_all(home.join(".git")).unwrap();
+        fs::create_dir_all(home.join(".git")).unwrap();
         write(&home.join(".ssh/id_ed25519"), "PRIVATE KEY\n");
         let download = home.join("Downloads/x");
         write(&download.join("AGENTS.md"), "@../../.ssh/id_ed25519\n");
@@ -805,11 +817,11 @@ mod tests {
         let top = d.path().canonicalize().unwrap();
         let repo = top.join("repo");
         let sub = repo.join("sub");
-        std::fs::create_dir_all(repo.join(".git")).unwrap();
-        std::fs::create_dir_all(repo.join(".claude")).unwrap();
+        fs::create_dir_all(repo.join(".git")).unwrap();
+        fs::create_dir_all(repo.join(".claude")).unwrap();
         write(&top.join("secret.txt"), "SECRET\n");
-        std::os::unix::fs::symlink(top.join("secret.txt"), repo.join("CLAUDE.md")).unwrap();
-        std::os::unix::fs::symlink(top.join("secret.txt"), repo.join(".claude/CLAUDE.md")).unwrap();
+        symlink(top.join("secret.txt"), repo.join("CLAUDE.md")).unwrap();
+        symlink(top.join("secret.txt"), repo.join(".claude/CLAUDE.md")).unwrap();
         write(&repo.join("AGENTS.md"), "@../secret.txt\nTop.\n");
         write(&sub.join("AGENTS.md"), "Sub.\n");
         let i = load_with(None, &sub, None);

@@ -7,8 +7,20 @@ use std::path::Path;
 
 pub mod agents;
 
+use crate::fs::project_file;
+use crate::fs::project_file::ProjectFiles;
 use crate::layers::{BUILTIN_ROLES, LayerKind, Layers};
 use crate::skill::{SkillRegistry, find_git_dir, operating_system};
+use new_sys::os_sandbox;
+use new_sys::os_sandbox::Reach;
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::io::Read;
+use std::path::PathBuf;
+use std::thread;
+use std::time::Duration;
+use std::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
@@ -18,10 +30,7 @@ pub enum RoleError {
         available: Vec<String>,
     },
     #[error("cannot read role file {path}: {cause}")]
-    Read {
-        path: std::path::PathBuf,
-        cause: std::io::Error,
-    },
+    Read { path: PathBuf, cause: io::Error },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,13 +51,13 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
     if valid {
-        let files = crate::fs::project_file::ProjectFiles::new(layers.workdir());
+        let files = ProjectFiles::new(layers.workdir());
         for (layer, dir) in layers.dirs() {
             let path = dir.join("roles").join(format!("{name}.md"));
             // A project's role may not be a link out of it; no role is read past the limit.
             let got = match layer {
                 LayerKind::Project => files.read(&path, MAX_ROLE_BYTES),
-                _ => crate::fs::project_file::read_own(&path, MAX_ROLE_BYTES),
+                _ => project_file::read_own(&path, MAX_ROLE_BYTES),
             };
             match got.and_then(|r| r.map(|r| r.whole_text(&path, MAX_ROLE_BYTES)).transpose()) {
                 Ok(Some(text)) => {
@@ -62,7 +71,7 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
                 Err(why) => {
                     return Err(RoleError::Read {
                         path,
-                        cause: std::io::Error::other(why),
+                        cause: io::Error::other(why),
                     });
                 }
             }
@@ -85,7 +94,7 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
 pub fn available_roles(layers: &Layers) -> Vec<String> {
     let mut names: BTreeSet<String> = BUILTIN_ROLES.iter().map(|(n, _)| n.to_string()).collect();
     for (_, dir) in layers.dirs() {
-        if let Ok(entries) = std::fs::read_dir(dir.join("roles")) {
+        if let Ok(entries) = fs::read_dir(dir.join("roles")) {
             for entry in entries.flatten() {
                 let path = entry.path();
                 if path.extension().is_some_and(|x| x == "md")
@@ -189,7 +198,7 @@ pub fn environment(workdir: &Path) -> String {
 /// left out if git is missing or slow. None outside a repository.
 fn git_state(workdir: &Path) -> Option<String> {
     let git_dir = find_git_dir(workdir)?;
-    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = fs::read_to_string(git_dir.join("HEAD")).ok()?;
     let head = head.trim();
     let mut text = match head.strip_prefix("ref: refs/heads/") {
         Some(branch) => format!("branch {branch}"),
@@ -215,11 +224,11 @@ fn work_tree_changed(workdir: &Path) -> Option<bool> {
     ];
     // Inside the session's sandbox when there is one: a `.git` a command planted (with a
     // `core.fsmonitor` or a clean filter in its config) runs nothing outside it.
-    let mut command = new_sys::os_sandbox::command(
-        new_sys::os_sandbox::current().as_deref(),
-        Some(new_sys::os_sandbox::Reach::None),
+    let mut command = os_sandbox::command(
+        os_sandbox::current().as_deref(),
+        Some(Reach::None),
         "git".as_ref(),
-        &args.map(std::ffi::OsString::from),
+        &args.map(OsString::from),
         workdir,
     )
     .ok()?
@@ -231,27 +240,30 @@ fn work_tree_changed(workdir: &Path) -> Option<bool> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         match child.try_wait().ok()? {
             Some(status) if status.success() => break,
             Some(_) => return None,
-            None if std::time::Instant::now() > deadline => {
+            None if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
                 return None;
             }
-            None => std::thread::sleep(std::time::Duration::from_millis(5)),
+            None => thread::sleep(Duration::from_millis(5)),
         }
     }
     let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
     Some(!out.trim().is_empty())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::env::consts::OS;
+    use std::fs;
+    use std::process::Command;
 
     fn layers(dir: &Path) -> Layers {
         Layers::at(&dir.join("p"), &dir.join("u"))
@@ -262,24 +274,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = environment(dir.path());
         assert!(text.contains(&format!("Working folder: {}", dir.path().display())));
-        assert!(text.contains(&format!("Operating system: {}", std::env::consts::OS)));
+        assert!(text.contains(&format!("Operating system: {}", OS)));
         let today = chrono::Local::now().format("%Y-%m-%d").to_string();
         assert!(text.contains(&format!("Today's date: {today}")), "{text}");
         assert!(!text.contains("Git:"), "not a repository: {text}");
         // A repository, read from .git: the branch without git; a detached HEAD; a worktree file.
-        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
-        std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        fs::create_dir_all(dir.path().join(".git")).unwrap();
+        fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
         let sub = dir.path().join("sub");
-        std::fs::create_dir_all(&sub).unwrap();
+        fs::create_dir_all(&sub).unwrap();
         assert!(
             environment(&sub).contains("Git: branch feature/x"),
             "{}",
             environment(&sub)
         );
-        std::fs::write(dir.path().join(".git/HEAD"), "0123456789abcdef0123\n").unwrap();
+        fs::write(dir.path().join(".git/HEAD"), "0123456789abcdef0123\n").unwrap();
         assert!(environment(dir.path()).contains("Git: detached HEAD at 0123456789ab"));
         let other = tempfile::tempdir().unwrap();
-        std::fs::write(
+        fs::write(
             other.path().join(".git"),
             format!("gitdir: {}\n", dir.path().join(".git").display()),
         )
@@ -289,16 +301,13 @@ mod tests {
 
     #[test]
     fn a_real_repository_reports_changes_when_git_is_there() {
-        let has_git = std::process::Command::new("git")
-            .arg("--version")
-            .output()
-            .is_ok();
+        let has_git = Command::new("git").arg("--version").output().is_ok();
         if !has_git {
             return; // the state is simply left out without git, as tested above
         }
         let dir = tempfile::tempdir().unwrap();
         let git = |args: &[&str]| {
-            std::process::Command::new("git")
+            Command::new("git")
                 .args(args)
                 .current_dir(dir.path())
                 .env("GIT_AUTHOR_NAME", "t")
@@ -309,11 +318,11 @@ mod tests {
                 .unwrap()
         };
         git(&["init", "-q", "-b", "trunk"]);
-        std::fs::write(dir.path().join("a.txt"), "1").unwrap();
+        fs::write(dir.path().join("a.txt"), "1").unwrap();
         git(&["add", "a.txt"]);
         git(&["commit", "-q", "-m", "one"]);
         assert!(environment(dir.path()).contains("Git: branch trunk, clean work tree"));
-        std::fs::write(dir.path().join("a.txt"), "2").unwrap();
+        fs::write(dir.path().join("a.txt"), "2").unwrap();
         assert!(environment(dir.path()).contains("Git: branch trunk, uncommitted changes"));
     }
 
@@ -322,9 +331,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
         assert_eq!(load_role(&l, "default").unwrap().layer, LayerKind::Builtin);
-        std::fs::create_dir_all(l.project.join("roles")).unwrap();
-        std::fs::write(l.project.join("roles/default.md"), "mine").unwrap();
-        std::fs::write(l.project.join("roles/pirate.md"), "arr").unwrap();
+        fs::create_dir_all(l.project.join("roles")).unwrap();
+        fs::write(l.project.join("roles/default.md"), "mine").unwrap();
+        fs::write(l.project.join("roles/pirate.md"), "arr").unwrap();
         let role = load_role(&l, "default").unwrap();
         assert_eq!(
             (role.text.as_str(), role.layer),

@@ -6,11 +6,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::agent::tasks::TaskView;
 use crate::agent::{AgentError, Compacted, CompactionEvent, Observer, TurnEnd, Waiting};
 use crate::conversation::SessionError;
+use crate::conversation::StoreError;
+use crate::hooks::HookFailure;
 use crate::llm::ChatResponse;
 use crate::tools::{Rule, ToolKind, ToolOutcome};
 use crate::vocab::{ToolCall, Usage};
+use std::collections::VecDeque;
 
 /// Everything a session says while it works, in the order it happens. Owned, so that a front end
 /// may keep them: a recording front end is a `Vec<Event>`.
@@ -48,7 +52,7 @@ pub enum Event {
     /// A snapshot of the working folder failed (said once a session).
     CheckpointFailed(String),
     /// A hook failed, timed out or crashed: the work goes on.
-    HookFailed(crate::hooks::HookFailure),
+    HookFailed(HookFailure),
     /// A hook's line for the user (Claude Code's `systemMessage`).
     HookNotice(String),
     /// One line of a subagent's work, under the parent's `agent` call.
@@ -164,13 +168,13 @@ pub enum Notice {
     RuleNotAdded { error: String },
     /// A background task ended since the user last heard (its answer is delivered with the next
     /// message).
-    TaskEnded(Box<crate::agent::tasks::TaskView>),
+    TaskEnded(Box<TaskView>),
     /// `subagent.auto_continue`: the answers of this many background tasks came in, and the model
     /// goes on with them.
     AutoContinuing { tasks: usize },
     /// A state of the working folder could not be noted on its node (the folder itself is as
     /// said).
-    StateNotNoted(Arc<crate::conversation::StoreError>),
+    StateNotNoted(Arc<StoreError>),
 }
 
 /// Why a call was refused before it ran.
@@ -300,10 +304,10 @@ pub trait Frontend {
 pub struct Recorder {
     pub events: Vec<Event>,
     /// Answers to approvals, taken in order; none left: nobody can be asked.
-    pub answers: std::collections::VecDeque<Answer>,
+    pub answers: VecDeque<Answer>,
     /// Answers to [`Frontend::confirm`], taken in order (none left: no); each question asked is
     /// kept in `confirmed`.
-    pub confirms: std::collections::VecDeque<bool>,
+    pub confirms: VecDeque<bool>,
     pub confirmed: Vec<Confirm>,
 }
 
@@ -365,7 +369,7 @@ impl<'a, 'f> Relay<'a, 'f> {
 }
 
 impl Observer for Relay<'_, '_> {
-    fn hook_failed(&mut self, failure: &crate::hooks::HookFailure) {
+    fn hook_failed(&mut self, failure: &HookFailure) {
         self.send(Event::HookFailed(failure.clone()));
     }
     fn hook_notice(&mut self, line: &str) {

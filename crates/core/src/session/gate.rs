@@ -11,9 +11,21 @@ use super::event::{
     Answer, Approval, Event, Frontend, HostAnswer, HostQuestion, Notice, RefusedWhy,
 };
 use crate::agent::{Gate, GateDecision};
+use crate::config;
+use crate::config::CONFIG_FILE;
 use crate::hooks::Hooks;
+use crate::hooks::Permission;
+use crate::hooks::claude;
+use crate::layers;
+use crate::layers::INSTRUCTION_FILES;
+use crate::layers::Layers;
+use crate::tools::builtin;
 use crate::tools::{Action, Policy, Rule, ToolKind, ToolRegistry, Verdict};
+use crate::trust::Trust;
 use crate::vocab::ToolCall;
+use std::fs;
+use std::io;
+use std::path::Path;
 
 /// The gate of a session's turns: its policy, its front end to ask, its project's config for
 /// "always" rules (trusted again when the user trusted it), its hooks.
@@ -24,7 +36,7 @@ pub struct SessionGate<'a, 'f> {
     pub project_config: PathBuf,
     /// When that file is trusted: the trust store and WORKDIR, to trust it again once the rule is
     /// saved (the user's own answer changed it).
-    pub retrust: Option<(crate::trust::Trust, PathBuf)>,
+    pub retrust: Option<(Trust, PathBuf)>,
     /// The subagent asking, when one is (its role names the question).
     pub label: Option<String>,
     /// The user's hooks: `notification` ones hear that a question waits.
@@ -36,22 +48,18 @@ impl<'a, 'f> SessionGate<'a, 'f> {
     pub fn new(
         policy: &'a mut Policy,
         front: &'a RefCell<&'f mut dyn Frontend>,
-        layers: &crate::layers::Layers,
+        layers: &Layers,
         project_trusted: bool,
-        workdir: &std::path::Path,
+        workdir: &Path,
         hooks: Option<&'a Hooks>,
     ) -> Self {
         SessionGate {
             policy,
             front,
-            project_config: layers.project.join(crate::config::CONFIG_FILE),
+            project_config: layers.project.join(CONFIG_FILE),
             // A file the user trusted (or none yet) stays trusted with the rule they add to it.
-            retrust: project_trusted.then(|| {
-                (
-                    crate::trust::Trust::new(layers.user.as_deref()),
-                    workdir.to_path_buf(),
-                )
-            }),
+            retrust: project_trusted
+                .then(|| (Trust::new(layers.user.as_deref()), workdir.to_path_buf())),
             label: None,
             hooks,
         }
@@ -119,7 +127,7 @@ impl<'a, 'f> SessionGate<'a, 'f> {
         if let Some(hooks) = self.hooks {
             hooks.notify(&format!(
                 "new needs your permission to use {}",
-                crate::hooks::claude::tool_name(name)
+                claude::tool_name(name)
             ));
         }
         let preview = tool
@@ -157,7 +165,7 @@ impl<'a, 'f> SessionGate<'a, 'f> {
                 match save_rule(&file, &question.always_rule) {
                     Ok(()) => {
                         if let Some((trust, workdir)) = &self.retrust
-                            && let Ok(bytes) = std::fs::read(&file)
+                            && let Ok(bytes) = fs::read(&file)
                         {
                             let _ = trust.trust(workdir, "config", &bytes);
                         }
@@ -179,8 +187,8 @@ impl<'a, 'f> SessionGate<'a, 'f> {
         if !self.front.borrow().can_ask() {
             return false;
         }
-        let file = crate::layers::user_dir()
-            .map(|d| d.join(crate::config::CONFIG_FILE))
+        let file = layers::user_dir()
+            .map(|d| d.join(CONFIG_FILE))
             .unwrap_or_default();
         let question = HostQuestion {
             host: host.to_string(),
@@ -209,7 +217,7 @@ impl<'a, 'f> SessionGate<'a, 'f> {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<crate::hooks::Permission>,
+        hook: Option<Permission>,
     ) -> GateDecision {
         let name = call.function.name.as_str();
         let Some(j) = judge(self.policy, call, tools, args, hook) else {
@@ -273,7 +281,7 @@ impl Gate for SessionGate<'_, '_> {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<crate::hooks::Permission>,
+        hook: Option<Permission>,
     ) -> GateDecision {
         let decision = self.decide(call, tools, args, hook);
         self.front.borrow_mut().decided();
@@ -302,7 +310,7 @@ impl Gate for Unattended {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &Value,
-        hook: Option<crate::hooks::Permission>,
+        hook: Option<Permission>,
     ) -> GateDecision {
         let name = call.function.name.as_str();
         let Some(j) = judge(&self.policy, call, tools, args, hook) else {
@@ -355,7 +363,7 @@ fn judge(
     call: &ToolCall,
     tools: &ToolRegistry,
     args: &Value,
-    hook: Option<crate::hooks::Permission>,
+    hook: Option<Permission>,
 ) -> Option<Judgement> {
     use crate::hooks::Permission;
     let name = call.function.name.as_str();
@@ -363,11 +371,9 @@ fn judge(
     // A `bash` call inside the OS sandbox is contained by the kernel; one that asks to leave it
     // is asked for every time, or refused where leaving is forbidden.
     let is_bash = name == "bash";
-    let leaving = is_bash && crate::tools::builtin::leaves_sandbox(args, tools.context());
+    let leaving = is_bash && builtin::leaves_sandbox(args, tools.context());
     let kind = match tool.kind() {
-        ToolKind::Execute
-            if is_bash && crate::tools::builtin::sandbox_for(args, tools.context()).is_some() =>
-        {
+        ToolKind::Execute if is_bash && builtin::sandbox_for(args, tools.context()).is_some() => {
             ToolKind::Contained
         }
         kind => kind,
@@ -433,7 +439,7 @@ fn judge(
 /// project's `AGENTS.md` or `CLAUDE.md` (which shape every later session's system prompt).
 fn is_protected(relative: &str) -> bool {
     use std::path::Component;
-    let mut parts = std::path::Path::new(relative)
+    let mut parts = Path::new(relative)
         .components()
         .filter(|c| !matches!(c, Component::CurDir));
     let first = parts.next();
@@ -447,13 +453,13 @@ fn is_protected(relative: &str) -> bool {
             .any(|d| first == *d)
             || (only
                 && (first == ".mcp.json"
-                    || crate::layers::INSTRUCTION_FILES.iter().any(|f| first == *f)))
+                    || INSTRUCTION_FILES.iter().any(|f| first == *f)))
     )
 }
 
 /// Adds a domain to `sandbox.network` in the user's config (a list; "none" becomes one).
-fn save_host(path: &std::path::Path, host: &str) -> std::io::Result<()> {
-    crate::config::update_file(path, |object| {
+fn save_host(path: &Path, host: &str) -> io::Result<()> {
+    config::update_file(path, |object| {
         let sandbox = object
             .entry("sandbox")
             .or_insert_with(|| Value::Object(Default::default()));
@@ -480,9 +486,9 @@ fn save_host(path: &std::path::Path, host: &str) -> std::io::Result<()> {
 }
 
 /// Appends a rule to the project config's `permissions`, keeping everything else in the file.
-fn save_rule(path: &std::path::Path, rule: &Rule) -> std::io::Result<()> {
-    let rule = serde_json::to_value(rule).map_err(std::io::Error::other)?;
-    crate::config::update_file(path, |object| {
+fn save_rule(path: &Path, rule: &Rule) -> io::Result<()> {
+    let rule = serde_json::to_value(rule).map_err(io::Error::other)?;
+    config::update_file(path, |object| {
         let list = object
             .entry("permissions")
             .or_insert_with(|| Value::Array(Vec::new()));
@@ -500,12 +506,14 @@ mod tests {
     use crate::fs::confine::Workdir;
     use crate::hooks::Permission;
     use crate::tools::{Mode, ToolContext};
+    use std::path::Path;
+    use std::time::Duration;
 
-    fn registry(dir: &std::path::Path) -> ToolRegistry {
+    fn registry(dir: &Path) -> ToolRegistry {
         ToolRegistry::builtin(
             ToolContext {
                 workdir: Workdir::new(dir).unwrap(),
-                bash_timeout: std::time::Duration::from_secs(5),
+                bash_timeout: Duration::from_secs(5),
                 hidden_env: Vec::new(),
                 os_sandbox: None,
             },

@@ -7,12 +7,20 @@ use std::sync::atomic::Ordering;
 
 use super::Session;
 use super::event::{Frontend, Relay};
+use crate::agent;
 use crate::agent::Agent;
+use crate::context;
 use crate::context::Breakdown;
 use crate::conversation::search::SearchResults;
 use crate::conversation::{StoreError, Summary, export};
+use crate::escape;
+use crate::fs::atomic;
 use crate::llm::ChatRequest;
+use crate::llm::Model;
 use crate::tools::Mode;
+use std::cell::RefCell;
+use std::fs;
+use std::io;
 
 /// Why a command about conversations or settings did nothing.
 #[derive(Debug, thiserror::Error)]
@@ -26,10 +34,7 @@ pub enum ManageError {
     #[error("a model name has no spaces: {0:?}")]
     ModelWithSpaces(String),
     #[error("writing {path} failed: {error}")]
-    Write {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    Write { path: PathBuf, error: io::Error },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -113,7 +118,7 @@ impl Session {
             .clone()
             .or_else(|| {
                 c.first_user_message()
-                    .map(|m| crate::escape::preview(&m.content, 60))
+                    .map(|m| escape::preview(&m.content, 60))
             })
             .unwrap_or_default()
     }
@@ -174,7 +179,7 @@ impl Session {
             ExportFormat::Markdown => (export::branch_markdown(c, &title), "md"),
         };
         let path = file.unwrap_or_else(|| PathBuf::from(format!("{}.{ext}", c.id)));
-        std::fs::write(&path, text).map_err(|error| ManageError::Write {
+        fs::write(&path, text).map_err(|error| ManageError::Write {
             path: path.clone(),
             error,
         })?;
@@ -186,9 +191,9 @@ impl Session {
     /// readable by the user only (they hold the whole system prompt). The two paths.
     pub fn dump(&self) -> Result<(PathBuf, PathBuf), ManageError> {
         let c = self.chat.conversation();
-        let results = crate::context::results_dir(self.store.dir(), c.id.as_str());
+        let results = context::results_dir(self.store.dir(), c.id.as_str());
         let mut messages = self.context.request_messages(c, c.cursor(), &results);
-        crate::agent::add_mcp_instructions(&mut messages, &self.tools);
+        agent::add_mcp_instructions(&mut messages, &self.tools);
         let request = ChatRequest {
             model: self.config.model.clone(),
             messages,
@@ -196,7 +201,7 @@ impl Session {
             no_tool_calls: false,
             max_tokens: None,
         };
-        let body = crate::llm::Model::request_body(&self.provider, &request);
+        let body = Model::request_body(&self.provider, &request);
         let mut md = format!(
             "# What the model sees\n\nConversation `{}` at node [{}], model `{}`, provider `{}`.\n",
             c.id,
@@ -230,7 +235,7 @@ impl Session {
         let json_path = dir.join(format!("{}.dump.json", c.id));
         let json = serde_json::to_string_pretty(&body).expect("json") + "\n";
         let write = |path: &Path, bytes: &[u8]| {
-            crate::fs::atomic::write_private(path, bytes).map_err(|error| ManageError::Write {
+            atomic::write_private(path, bytes).map_err(|error| ManageError::Write {
                 path: path.to_path_buf(),
                 error,
             })
@@ -266,7 +271,7 @@ impl Session {
     /// What the next request for the branch at the cursor holds, measured.
     pub fn breakdown(&self) -> Breakdown {
         let c = self.chat.conversation();
-        let results = crate::context::results_dir(self.store.dir(), c.id.as_str());
+        let results = context::results_dir(self.store.dir(), c.id.as_str());
         let messages = self.context.request_messages(c, c.cursor(), &results);
         let has_summary = c.sent(c.cursor()).summary.is_some();
         Breakdown::of(
@@ -301,7 +306,7 @@ impl Session {
             folder: None,
         };
         let focus = focus.map(str::trim).filter(|f| !f.is_empty());
-        let shared = std::cell::RefCell::new(front);
+        let shared = RefCell::new(front);
         let mut relay = Relay::new(&shared);
         self.busy.store(true, Ordering::SeqCst);
         // The outcome travels as events; the result says the same.

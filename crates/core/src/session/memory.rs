@@ -4,7 +4,15 @@
 use std::sync::atomic::Ordering;
 
 use super::Session;
+use crate::llm::Provider;
 use crate::memory::review;
+use crate::secret;
+use std::env;
+use std::mem;
+use std::thread;
+use std::time::Duration;
+use tokio::runtime::Builder;
+use tokio::time;
 
 /// Reviews run from now on, `every` turns in one request: the front end says so once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +24,7 @@ impl Session {
     /// The values that must never reach a memory file: the provider's key and the environment's
     /// key-like variables.
     pub fn secrets(&self) -> Vec<String> {
-        let mut values = crate::secret::secret_values(std::env::vars());
+        let mut values = secret::secret_values(env::vars());
         values.extend(self.config.provider.api_key.clone());
         values
     }
@@ -45,7 +53,7 @@ impl Session {
             review::Offered::Waiting => None,
             review::Offered::Full(batch) => Some(batch),
         };
-        let first = !std::mem::replace(&mut self.memory_said, true);
+        let first = !mem::replace(&mut self.memory_said, true);
         let Some(batch) = batch else {
             return first.then_some(ReviewsRun { every });
         };
@@ -65,14 +73,11 @@ impl Session {
         let notes = self.memory_notes.clone();
         let leaving = self.leaving.clone();
         let busy = self.busy.clone();
-        std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+        thread::spawn(move || {
+            let Ok(runtime) = Builder::new_current_thread().enable_all().build() else {
                 return;
             };
-            let Ok(provider) = crate::llm::Provider::new(settings) else {
+            let Ok(provider) = Provider::new(settings) else {
                 return;
             };
             // Never beside a turn: a local server's slot is the turn's.
@@ -80,15 +85,14 @@ impl Session {
                 if leaving.load(Ordering::SeqCst) {
                     return;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                thread::sleep(Duration::from_millis(100));
             }
             let asked = runtime.block_on(async {
-                let ask =
-                    tokio::time::timeout(timeout, review::ask(&provider, &model, &store, &turn));
+                let ask = time::timeout(timeout, review::ask(&provider, &model, &store, &turn));
                 // A turn that starts meanwhile has the server: the review gives way.
                 let turn_started = async {
                     while turns.load(Ordering::SeqCst) == at {
-                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        time::sleep(Duration::from_millis(20)).await;
                     }
                 };
                 tokio::select! {
@@ -122,7 +126,7 @@ impl Session {
 
     /// The turns a review gave back (a turn started while it ran) go first in the batch.
     pub fn take_returned_reviews(&mut self) {
-        let returned: Vec<String> = std::mem::take(
+        let returned: Vec<String> = mem::take(
             &mut *self
                 .memory_returned
                 .lock()
@@ -133,6 +137,6 @@ impl Session {
 
     /// What reviews changed since the front end last asked, one line each.
     pub fn take_memory_notes(&self) -> Vec<String> {
-        std::mem::take(&mut *self.memory_notes.lock().unwrap_or_else(|e| e.into_inner()))
+        mem::take(&mut *self.memory_notes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

@@ -45,6 +45,8 @@ pub use manage::{ExportFormat, Listed, Listing, ManageError};
 pub use memory::ReviewsRun;
 pub use open::{OpenError, Opened, Options, Resume};
 pub use restore::{Change, Kept, Restored, StateError};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 pub use together::{OneAfterAnother, Together};
 pub use turn::{Closed, interruptible};
 
@@ -88,19 +90,19 @@ pub struct Session {
     /// The memory folders (None when `memory.enabled` is false), the lines reviews running in the
     /// background leave for the next prompt.
     pub memory: Option<MemoryStore>,
-    pub memory_notes: Arc<std::sync::Mutex<Vec<String>>>,
+    pub memory_notes: Arc<Mutex<Vec<String>>>,
     /// Turns worth reviewing not sent for review yet (`memory.review_every` go in one request),
     /// and whether the session was told that reviews run.
     pub memory_batch: Vec<String>,
     pub memory_said: bool,
     /// The turns of a review that gave way to a turn, to be reviewed again; how many turns
     /// have started (a review in flight gives way when it grows).
-    pub memory_returned: Arc<std::sync::Mutex<Vec<String>>>,
+    pub memory_returned: Arc<Mutex<Vec<String>>>,
     pub turns_started: Arc<AtomicU64>,
     /// Work that an interrupt stops runs (the front end raises interrupts only then).
-    pub busy: Arc<std::sync::atomic::AtomicBool>,
+    pub busy: Arc<AtomicBool>,
     /// The session is over (background reviews then stop).
-    pub leaving: Arc<std::sync::atomic::AtomicBool>,
+    pub leaving: Arc<AtomicBool>,
     /// The user's hooks (None when there are none, or `hook.enabled` is false), and what
     /// `session_start` hooks said, added to the next message.
     pub hooks: Option<Hooks>,

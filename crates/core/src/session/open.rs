@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::Session;
 use crate::agent::Interrupts;
+use crate::agent::defs;
 use crate::agent::subagent::Subagents;
 use crate::checkpoint::Checkpoints;
 use crate::config::{Config, Overrides};
@@ -19,11 +20,16 @@ use crate::hooks::Hooks;
 use crate::layers::Layers;
 use crate::llm::{LlmError, Provider};
 use crate::memory::MemoryStore;
+use crate::memory::review;
+use crate::prompt;
 use crate::prompt::RoleFile;
 use crate::skill::Shelf;
 use crate::skill::SkillRegistry;
+use crate::tools::builtin::NAMES;
 use crate::tools::permissions::RuleError;
 use crate::tools::{Policy, ToolContext, ToolRegistry, UnknownTool};
+use new_sys::os_sandbox::OsSandbox;
+use std::io;
 
 /// Which conversation a session opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +61,7 @@ pub struct Options {
     /// Work as this subagent role (`--agent NAME`).
     pub agent: Option<String>,
     /// The OS sandbox commands run in, when there is one.
-    pub os_sandbox: Option<Arc<new_sys::os_sandbox::OsSandbox>>,
+    pub os_sandbox: Option<Arc<OsSandbox>>,
     /// What `use_skill` reads, filled when the system prompt's parts are read.
     pub shelf: Shelf,
     /// The front end's interrupts, raised while `busy` is up.
@@ -82,10 +88,7 @@ pub enum OpenError {
     #[error(transparent)]
     Provider(#[from] LlmError),
     #[error("the working folder {path} cannot be used: {source}")]
-    Workdir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Workdir { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Tools(#[from] UnknownTool),
     #[error(transparent)]
@@ -183,14 +186,13 @@ impl Session {
         // Subagent roles; a definition that cannot be used is told and skipped.
         let mut warnings = Vec::new();
         let subagents = config.subagent.enabled.then(|| {
-            let known =
-                |t: &str| crate::tools::builtin::NAMES.contains(&t) || t.starts_with("mcp__");
-            let (defs, problems) = crate::agent::defs::load(&layers, &config.subagent, &known);
+            let known = |t: &str| NAMES.contains(&t) || t.starts_with("mcp__");
+            let (defs, problems) = defs::load(&layers, &config.subagent, &known);
             warnings.extend(problems);
             Subagents {
                 defs,
                 settings: config.subagent.clone(),
-                environment: crate::prompt::environment(&workdir),
+                environment: prompt::environment(&workdir),
                 tasks: Default::default(),
             }
         });
@@ -235,7 +237,7 @@ impl Session {
         let memory_batch = memory
             .as_ref()
             .filter(|_| !one_shot)
-            .map(|m| crate::memory::review::load_pending(m, true))
+            .map(|m| review::load_pending(m, true))
             .unwrap_or_default();
         let mut session = Session {
             workdir,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use super::Session;
 use super::event::{Confirm, Event, Frontend, Notice};
+use crate::checkpoint;
 use crate::checkpoint::{CheckpointError, Manifest, changes};
+use std::mem;
 
 /// Why the folder's states cannot be compared or restored.
 #[derive(Debug, thiserror::Error)]
@@ -167,22 +169,16 @@ impl Session {
             })
             .collect();
         let mut applied =
-            crate::checkpoint::apply(&checkpoints.store, &folder, &now, &target, &paths, true);
+            checkpoint::apply(&checkpoints.store, &folder, &now, &target, &paths, true);
         // Changed since the question (each looked at just before it would have been written):
         // asked about again, by name.
         if !applied.changed.is_empty() {
-            let changed = std::mem::take(&mut applied.changed);
+            let changed = mem::take(&mut applied.changed);
             if front.confirm(&Confirm::OverwriteChanged {
                 paths: changed.clone(),
             }) {
-                let again = crate::checkpoint::apply(
-                    &checkpoints.store,
-                    &folder,
-                    &now,
-                    &target,
-                    &changed,
-                    false,
-                );
+                let again =
+                    checkpoint::apply(&checkpoints.store, &folder, &now, &target, &changed, false);
                 applied.done += again.done;
                 applied.kept.extend(again.kept);
                 kept.extend(

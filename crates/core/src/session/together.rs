@@ -15,22 +15,29 @@ use super::gate::SessionGate;
 use crate::agent::shared_folder::SharedFolder;
 use crate::agent::{Agent, Gate, GateDecision};
 use crate::conversation::{ChatSession, LoadReport, StoreError};
+use crate::hooks::Permission;
 use crate::tools::ToolRegistry;
 use crate::vocab::ToolCall;
+use std::cell::RefMut;
+use std::future;
+use std::time::Duration;
+use std::time::Instant;
+use tokio::sync::watch;
+use tokio::sync::watch::Sender;
 
 /// One answer's way to the user's gate, which the answers share: each question names the
 /// answer asking (questions never overlap: a gate decides without waiting on the others).
 struct SharedGate<'g, G: Gate> {
     gate: &'g RefCell<G>,
     /// Stops every answer: Ctrl-C at one question is an interrupt of them all.
-    all: &'g tokio::sync::watch::Sender<u64>,
+    all: &'g Sender<u64>,
     label: String,
     /// A subagent of this answer asking.
     sub: Option<String>,
 }
 
 impl<G: Gate> SharedGate<'_, G> {
-    fn labelled(&self) -> std::cell::RefMut<'_, G> {
+    fn labelled(&self) -> RefMut<'_, G> {
         let mut gate = self.gate.borrow_mut();
         gate.set_label(Some(match &self.sub {
             Some(role) => format!("{} · {role}", self.label),
@@ -46,7 +53,7 @@ impl<G: Gate> Gate for SharedGate<'_, G> {
         call: &ToolCall,
         tools: &ToolRegistry,
         args: &serde_json::Value,
-        hook: Option<crate::hooks::Permission>,
+        hook: Option<Permission>,
     ) -> GateDecision {
         let decision = self.labelled().check(call, tools, args, hook);
         if decision == GateDecision::Interrupt {
@@ -75,7 +82,7 @@ async fn in_order<F: Future>(futures: Vec<F>, mut done: impl FnMut(usize, F::Out
         futures.into_iter().map(|f| Some(Box::pin(f))).collect();
     let mut outputs: Vec<Option<F::Output>> = running.iter().map(|_| None).collect();
     let mut next = 0;
-    std::future::poll_fn(|cx| {
+    future::poll_fn(|cx| {
         for (slot, output) in running.iter_mut().zip(outputs.iter_mut()) {
             if let Some(future) = slot
                 && let Poll::Ready(value) = future.as_mut().poll(cx)
@@ -153,7 +160,7 @@ impl Session {
         count: usize,
         label: &dyn Fn(usize) -> String,
         asking: &mut dyn Frontend,
-        done: &mut dyn FnMut(usize, Recorder, std::time::Duration),
+        done: &mut dyn FnMut(usize, Recorder, Duration),
     ) -> Result<Together, OneAfterAnother> {
         if let Some(why) = self.side_by_side_refusal() {
             return Err(why);
@@ -186,7 +193,7 @@ impl Session {
             self.hooks.as_ref(),
         ));
         // One interrupt for all: the session's, or an interrupt at one answer's question.
-        let (all, stop) = tokio::sync::watch::channel(0u64);
+        let (all, stop) = watch::channel(0u64);
         let futures: Vec<_> = (0..count)
             .map(|i| {
                 let mut session = self.chat.fork();
@@ -199,7 +206,7 @@ impl Session {
                 };
                 let agent = &agent;
                 async move {
-                    let started = std::time::Instant::now();
+                    let started = Instant::now();
                     let mut recorder = Recorder::default();
                     let end = {
                         let front = RefCell::new(&mut recorder as &mut dyn Frontend);
@@ -226,7 +233,7 @@ impl Session {
             while outer.changed().await.is_ok() {
                 all.send_modify(|n| *n += 1);
             }
-            std::future::pending::<()>().await
+            future::pending::<()>().await
         };
         tokio::select! {
             _ = answers => {}

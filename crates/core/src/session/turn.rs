@@ -8,17 +8,34 @@ use std::sync::atomic::Ordering;
 use super::Session;
 use super::event::{Ended, Event, Frontend, Notice, Relay};
 use super::gate::{SessionGate, Unattended};
+use crate::agent::defs;
+use crate::agent::hook_agent::HookAgents;
+use crate::agent::subagent::Subagents;
 use crate::agent::{Agent, Interrupts};
+use crate::context::Context;
 use crate::conversation::Message;
+use crate::hooks::Action;
 use crate::hooks::{Input, Outcome, STOP_HOOK_ROUNDS};
+use crate::llm::Model;
+use crate::mcp::Manager;
+use crate::memory::review;
+use crate::skill;
+use crate::skill::Generated;
+use crate::skill::Shelf;
 use crate::vocab::Role;
+use crate::vocab::ToolSpec;
+use std::future::Future;
+use std::mem;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// Runs `work` to completion unless an interrupt comes first (then None). `busy` is up while it
 /// runs: the front end raises interrupts only then.
 pub async fn interruptible<T>(
-    busy: &std::sync::atomic::AtomicBool,
+    busy: &AtomicBool,
     interrupts: &mut Interrupts,
-    work: impl std::future::Future<Output = T>,
+    work: impl Future<Output = T>,
 ) -> Option<T> {
     busy.store(true, Ordering::SeqCst);
     interrupts.borrow_and_update();
@@ -90,7 +107,7 @@ impl Session {
         // answer is a message before the user's (and the user is told, once).
         self.tell_ended_tasks(front);
         self.deliver_finished_tasks(front)?;
-        let mut extra = std::mem::take(&mut self.hook_context);
+        let mut extra = mem::take(&mut self.hook_context);
         extra.extend(hooked.context);
         let text = if extra.is_empty() {
             text.to_string()
@@ -291,9 +308,7 @@ impl Session {
             .agent
             .as_ref()
             .zip(self.subagents.as_ref())
-            .map(|(def, s)| {
-                crate::agent::defs::allowed_tools(def, &self.tools.names(), &s.settings)
-            });
+            .map(|(def, s)| defs::allowed_tools(def, &self.tools.names(), &s.settings));
         match (role, &self.skill_tools) {
             (Some(role), Some(skill)) => {
                 Some(role.into_iter().filter(|t| skill.contains(t)).collect())
@@ -304,9 +319,8 @@ impl Session {
 
     /// The tools the model is offered: the registry's and the loop's own (`agent`,
     /// `task_status`), narrowed as a turn narrows them.
-    pub fn offered_tools(&self) -> Vec<crate::vocab::ToolSpec> {
-        let mut specs =
-            crate::agent::subagent::Subagents::specs(self.subagents.as_ref(), &self.tools);
+    pub fn offered_tools(&self) -> Vec<ToolSpec> {
+        let mut specs = Subagents::specs(self.subagents.as_ref(), &self.tools);
         if let Some(allowed) = self.turn_tools() {
             specs.retain(|t| allowed.contains(&t.name));
         }
@@ -328,8 +342,7 @@ impl Session {
     /// A fresh context accounting, after the model or the configuration changed; `{{MODEL}}`
     /// says the model in use again, in the system prompt and in skills.
     pub fn reset_context(&mut self) {
-        self.context =
-            crate::context::Context::new(self.config.context.clone(), &self.config.model);
+        self.context = Context::new(self.config.context.clone(), &self.config.model);
         self.asked_server_window = false;
         if !self.prompt_written.is_empty() {
             self.fill_prompt();
@@ -345,7 +358,7 @@ impl Session {
             .prompt_written
             .iter()
             .map(|(source, text)| {
-                let filled = crate::skill::fill_variables(text, &self.workdir, &self.config.model);
+                let filled = skill::fill_variables(text, &self.workdir, &self.config.model);
                 (source.clone(), filled)
             })
             .collect();
@@ -366,13 +379,13 @@ impl Session {
         if let Some(memory) = &self.memory
             && !self.memory_batch.is_empty()
         {
-            let _ = crate::memory::review::save_pending(memory, &self.memory_batch);
+            let _ = review::save_pending(memory, &self.memory_batch);
         }
         let tasks_stopped = self
             .subagents
             .as_ref()
-            .map_or(0, |s| s.tasks.stop_all(std::time::Duration::from_secs(5)));
-        if let Some(mcp) = self.tools.source::<crate::mcp::Manager>() {
+            .map_or(0, |s| s.tasks.stop_all(Duration::from_secs(5)));
+        if let Some(mcp) = self.tools.source::<Manager>() {
             mcp.shutdown().await;
         }
         if let Some(sandbox) = &self.tools.context().os_sandbox {
@@ -382,7 +395,7 @@ impl Session {
     }
 
     /// The MCP servers' tools join the session's (the hooks' subagents get them too).
-    pub fn set_mcp(&mut self, manager: Arc<crate::mcp::Manager>) {
+    pub fn set_mcp(&mut self, manager: Arc<Manager>) {
         self.tools.add_source(manager);
         self.install_hook_agents();
     }
@@ -395,7 +408,7 @@ impl Session {
             .hooks
             .entries
             .iter()
-            .any(|e| matches!(e.action, crate::hooks::Action::Agent { .. }));
+            .any(|e| matches!(e.action, Action::Agent { .. }));
         let Some(subagents) = self.subagents.as_ref().filter(|_| wanted) else {
             return;
         };
@@ -403,13 +416,13 @@ impl Session {
             return;
         };
         let policy = self.policy.clone();
-        let runner = crate::agent::hook_agent::HookAgents {
-            provider: crate::llm::Model::share(&self.provider),
+        let runner = HookAgents {
+            provider: Model::share(&self.provider),
             tools: self.tools.detached(),
             subagents: subagents.clone(),
             model: self.config.model.clone(),
             max_rounds: self.config.max_rounds,
-            context: crate::context::Context::new(self.config.context.clone(), &self.config.model),
+            context: Context::new(self.config.context.clone(), &self.config.model),
             store: self.store.clone(),
             gate: Arc::new(move || Unattended::boxed(&policy)),
             workdir: self.workdir.clone(),
@@ -421,18 +434,15 @@ impl Session {
     /// (`config-management`, `codebase-overview`), and the template variables of skills.
     pub fn install_self_skills(&mut self) {
         use crate::skill::builtin;
-        let shelf = self
-            .tools
-            .source::<crate::skill::Shelf>()
-            .unwrap_or_default();
+        let shelf = self.tools.source::<Shelf>().unwrap_or_default();
         shelf.set_variables(&self.workdir, &self.config.model);
         let current = self.config.describe();
         let workdir = self.workdir.clone();
         let checkpoints = self.checkpoints.clone();
-        let cache: Arc<std::sync::Mutex<Option<(String, String)>>> = Default::default();
+        let cache: Arc<Mutex<Option<(String, String)>>> = Default::default();
         shelf.set_generator(Arc::new(move |kind, body| match kind {
-            crate::skill::Generated::ConfigManagement => builtin::config_management(body, &current),
-            crate::skill::Generated::CodebaseOverview => {
+            Generated::ConfigManagement => builtin::config_management(body, &current),
+            Generated::CodebaseOverview => {
                 let write = |files: &mut dyn Iterator<Item = (&str, u64)>| {
                     builtin::codebase_overview(body, &workdir, files)
                 };

@@ -7,7 +7,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::Generated;
+use crate::escape;
+use crate::fs::project_file::ProjectFiles;
+use crate::tools::Cancel;
 use crate::tools::builtin::human_size;
+use crate::tools::builtin::walk::files;
+use std::sync::Mutex;
 
 /// (kind, file name, text with front matter) of each generated skill.
 pub const GENERATED: &[(Generated, &str, &str)] = &[
@@ -60,9 +65,9 @@ pub const SURVEY_MAX_FILES: usize = 50_000;
 /// `max` of them.
 pub fn walk(workdir: &Path, max: usize) -> Vec<(String, u64)> {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let all = std::sync::Mutex::new(Vec::new());
+    let all = Mutex::new(Vec::new());
     let seen = AtomicUsize::new(0);
-    crate::tools::builtin::walk::files(workdir, &crate::tools::Cancel::default(), || {
+    files(workdir, &Cancel::default(), || {
         let mut found = crate::tools::builtin::walk::Found::new(&all);
         let seen = &seen;
         move |entry| {
@@ -302,7 +307,7 @@ pub fn codebase_overview(
         let _ = write!(text, "\n### Read first\n\n{}\n", backticked(&guides));
     }
 
-    let reader = crate::fs::project_file::ProjectFiles::new(workdir);
+    let reader = ProjectFiles::new(workdir);
     let read = |name: &str| -> Option<String> {
         reader
             .read(&workdir.join(name), 64 * 1024)
@@ -349,7 +354,7 @@ pub fn codebase_overview(
 
 /// A name from the project's files as the survey shows it.
 fn clean(name: &str) -> String {
-    crate::escape::code_span_safe(name, 120)
+    escape::code_span_safe(name, 120)
 }
 
 fn backticked(names: &[&str]) -> String {
@@ -453,35 +458,39 @@ fn make_targets(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::iter;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
 
     #[test]
     fn the_survey_names_folders_languages_guides_and_commands() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::create_dir_all(root.join("src/cli")).unwrap();
-        std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
-        std::fs::create_dir_all(root.join("target/debug")).unwrap();
-        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
-        std::fs::write(
+        fs::create_dir_all(root.join("src/cli")).unwrap();
+        fs::create_dir_all(root.join(".github/workflows")).unwrap();
+        fs::create_dir_all(root.join("target/debug")).unwrap();
+        fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        fs::write(
             root.join("Cargo.toml"),
             "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n\n[workspace]\nmembers = [\"a\", \"b\"]\n",
         )
         .unwrap();
-        std::fs::write(
+        fs::write(
             root.join("package.json"),
             r#"{"name": "web", "scripts": {"build": "x", "test": "y"}}"#,
         )
         .unwrap();
-        std::fs::write(
+        fs::write(
             root.join("Makefile"),
             "VAR := 1\nall: build\nbuild:\n\tcc x\n.PHONY: all\n",
         )
         .unwrap();
-        std::fs::write(root.join("README.md"), "# demo\n").unwrap();
-        std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
-        std::fs::write(root.join("src/cli/mod.rs"), "//! cli\n").unwrap();
-        std::fs::write(root.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
-        std::fs::write(root.join("target/debug/big"), vec![0u8; 4096]).unwrap();
+        fs::write(root.join("README.md"), "# demo\n").unwrap();
+        fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+        fs::write(root.join("src/cli/mod.rs"), "//! cli\n").unwrap();
+        fs::write(root.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        fs::write(root.join("target/debug/big"), vec![0u8; 4096]).unwrap();
 
         let files = walk(root, SURVEY_MAX_FILES);
         assert!(
@@ -530,10 +539,10 @@ mod tests {
     #[test]
     fn an_empty_folder_is_said_and_a_walk_stops_at_its_cap() {
         let dir = tempfile::tempdir().unwrap();
-        let text = codebase_overview("H", dir.path(), &mut std::iter::empty());
+        let text = codebase_overview("H", dir.path(), &mut iter::empty());
         assert!(text.contains("holds no files"), "{text}");
         for i in 0..10 {
-            std::fs::write(dir.path().join(format!("f{i}")), "x").unwrap();
+            fs::write(dir.path().join(format!("f{i}")), "x").unwrap();
         }
         assert_eq!(walk(dir.path(), 4).len(), 4);
     }
@@ -542,13 +551,13 @@ mod tests {
     #[test]
     fn a_manifest_linked_out_of_the_project_is_not_read() {
         let outside = tempfile::tempdir().unwrap();
-        std::fs::write(
+        fs::write(
             outside.path().join("package.json"),
             r#"{"scripts": {"steal": "x"}}"#,
         )
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(
+        symlink(
             outside.path().join("package.json"),
             dir.path().join("package.json"),
         )

@@ -27,6 +27,16 @@ pub mod builtin;
 mod use_skill;
 mod variables;
 
+use crate::escape;
+use crate::fs::confine::FolderHandle;
+use crate::fs::project_file;
+use crate::fs::project_file::ProjectFiles;
+use crate::layers::CODEPILOT_FOLDER;
+use crate::utf8;
+use crate::vocab;
+use std::fs;
+use std::io;
+use std::io::ErrorKind;
 pub use use_skill::{Generator, Shelf, ShelfEntry, UseSkill};
 pub use variables::fill_variables;
 pub(crate) use variables::{find_git_dir, operating_system};
@@ -135,7 +145,7 @@ impl Skill {
 
 /// A skill file read: its path, its folder (a folder skill's), and its text (a folder skill's
 /// front matter only: its body is read when it is used).
-type Read = (PathBuf, Option<PathBuf>, std::io::Result<String>);
+type Read = (PathBuf, Option<PathBuf>, io::Result<String>);
 
 /// Room for the front matter on top of `skill.max_skill_size_bytes`.
 const FRONT_MATTER_BYTES: usize = 4096;
@@ -145,7 +155,7 @@ const FRONT_MATTER_BYTES: usize = 4096;
 fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
     let marker = match tier {
         Tier::Project => ".new",
-        Tier::ProjectCodepilot => crate::layers::CODEPILOT_FOLDER,
+        Tier::ProjectCodepilot => CODEPILOT_FOLDER,
         Tier::ProjectAgents => ".agents",
         Tier::ProjectClaude => ".claude",
         Tier::User | Tier::UserCodepilot | Tier::Builtin => return None,
@@ -158,15 +168,15 @@ fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
 
 /// Reads a skill's file through the one reader of project files: a project tier's may not lead
 /// out of the project, none may be a FIFO or a device, and at most `limit` bytes are read.
-fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<String> {
+fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> io::Result<String> {
     let got = match tier_root(tier, path) {
-        Some(root) => crate::fs::project_file::ProjectFiles::new(&root).read(path, limit),
-        None => crate::fs::project_file::read_own(path, limit),
+        Some(root) => ProjectFiles::new(&root).read(path, limit),
+        None => project_file::read_own(path, limit),
     };
     match got {
         Ok(Some(read)) => Ok(read.text()),
-        Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
-        Err(why) => Err(std::io::Error::other(why)),
+        Ok(None) => Err(ErrorKind::NotFound.into()),
+        Err(why) => Err(io::Error::other(why)),
     }
 }
 
@@ -174,26 +184,26 @@ fn read_skill_file(tier: Tier, path: &Path, limit: usize) -> std::io::Result<Str
 /// once), keeping the handles of the folders opened for one skill for the next (one per thread).
 struct TierReader<'a> {
     tier: Tier,
-    files: Option<&'a crate::fs::project_file::ProjectFiles>,
-    folder: crate::fs::confine::FolderHandle,
+    files: Option<&'a ProjectFiles>,
+    folder: FolderHandle,
 }
 
 impl TierReader<'_> {
-    fn read(&mut self, path: &Path, limit: usize) -> std::io::Result<String> {
+    fn read(&mut self, path: &Path, limit: usize) -> io::Result<String> {
         let got = match self.files {
             Some(files) => files.read_in(path, limit, &mut self.folder),
             None => return read_skill_file(self.tier, path, limit),
         };
         match got {
             Ok(Some(read)) => Ok(read.text()),
-            Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
-            Err(why) => Err(std::io::Error::other(why)),
+            Ok(None) => Err(ErrorKind::NotFound.into()),
+            Err(why) => Err(io::Error::other(why)),
         }
     }
 
     /// The start of a file, enough for its front matter: 4 KB, or more (up to the skill's
     /// limit) when the front matter goes on past that.
-    fn read_head(&mut self, path: &Path, max_bytes: usize) -> std::io::Result<String> {
+    fn read_head(&mut self, path: &Path, max_bytes: usize) -> io::Result<String> {
         let text = self.read(path, FRONT_MATTER_BYTES)?;
         let closed = text
             .strip_prefix("---")
@@ -210,7 +220,7 @@ impl TierReader<'_> {
 /// parts, while the prompt already shows).
 fn read_all(
     tier: Tier,
-    files: Option<&crate::fs::project_file::ProjectFiles>,
+    files: Option<&ProjectFiles>,
     entries: Vec<(PathBuf, bool)>,
     max_bytes: usize,
 ) -> Vec<Read> {
@@ -316,15 +326,13 @@ impl SkillRegistry {
             }
         }
         for (tier, dir) in tier_dirs(layers).into_iter().rev() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
             // The entry's type comes with the listing: no `stat` per skill. A project's skill
             // folder that is a link out of its tier is skipped, not offered to `read_file`.
             let root = tier_root(tier, &dir.join("x"));
-            let files = root
-                .as_deref()
-                .map(crate::fs::project_file::ProjectFiles::new);
+            let files = root.as_deref().map(ProjectFiles::new);
             let mut paths: Vec<(PathBuf, bool)> = Vec::new();
             for e in entries.flatten() {
                 let Ok(kind) = e.file_type() else { continue };
@@ -352,7 +360,7 @@ impl SkillRegistry {
                 match text {
                     Ok(text) => registry.add(tier, &path, folder, &text, settings),
                     // A folder without SKILL.md is not a skill.
-                    Err(e) if folder.is_some() && e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) if folder.is_some() && e.kind() == ErrorKind::NotFound => {}
                     Err(e) => registry
                         .problems
                         .push(format!("skill file {} skipped: {e}", path.display())),
@@ -482,7 +490,7 @@ pub fn cut_to_size(text: &mut String, max_bytes: usize) {
     if text.len() <= max_bytes {
         return;
     }
-    text.truncate(crate::utf8::floor_char_boundary(text, max_bytes));
+    text.truncate(utf8::floor_char_boundary(text, max_bytes));
     text.push_str(&format!(
         "\n\n[The rest of this skill was cut: it is longer than {max_bytes} bytes (skill.max_skill_size_bytes).]"
     ));
@@ -577,7 +585,7 @@ fn tool_name(name: &str) -> String {
     let name = name.trim();
     // `Bash(git:*)`: the tool, whatever the pattern.
     let base = name.split('(').next().unwrap_or(name).trim();
-    crate::vocab::canonical(base).to_string()
+    vocab::canonical(base).to_string()
 }
 
 /// A skill file's front matter and body, or why it is broken. A body longer than `max_bytes` is
@@ -606,7 +614,7 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
         ));
     }
     // The name is offered by Tab completion, which prints it as it is.
-    if crate::escape::escape_controls(&name) != name {
+    if escape::escape_controls(&name) != name {
         return Err(format!("its name `{name}` holds a control character"));
     }
     let as_text = |v: serde_json::Value| match v {
@@ -651,14 +659,17 @@ fn parse_skill(text: &str, max_bytes: usize) -> Result<Parsed, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
 
     fn layers(dir: &Path) -> Layers {
         Layers::at(&dir.join("project"), &dir.join("user"))
     }
 
     fn write(path: PathBuf, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
     }
 
     #[test]
@@ -777,7 +788,7 @@ mod tests {
             dir.path().join("elsewhere/leak/SKILL.md"),
             "---\nname: leak\ndescription: x\n---\nbody",
         );
-        std::os::unix::fs::symlink(
+        symlink(
             dir.path().join("elsewhere/leak"),
             dir.path().join("project/.codepilot/skills/leak"),
         )
@@ -857,7 +868,7 @@ mod tests {
             "---\nname: txt\u{202e}fdp\n---\nbody",
         );
         // A folder without SKILL.md is not a skill.
-        std::fs::create_dir_all(dir.path().join("project/.new/skills/empty")).unwrap();
+        fs::create_dir_all(dir.path().join("project/.new/skills/empty")).unwrap();
         let settings = SkillSettings {
             max_bytes: 1024,
             ..SkillSettings::default()

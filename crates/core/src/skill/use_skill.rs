@@ -11,9 +11,14 @@ use std::sync::{Arc, RwLock};
 use serde_json::{Value, json};
 
 use super::{Generated, Skill};
+use crate::tools;
 use crate::tools::{
     Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource, args,
 };
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::path::Path;
 
 /// A skill the model can load.
 #[derive(Debug, Clone)]
@@ -39,8 +44,8 @@ pub struct Shelf {
     variables: Arc<RwLock<Option<(PathBuf, String)>>>,
 }
 
-impl std::fmt::Debug for Shelf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for Shelf {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shelf")
             .field("entries", &self.entries)
             .finish_non_exhaustive()
@@ -57,7 +62,7 @@ impl Shelf {
     }
 
     /// Where and with which model the session works: skills' template variables say it.
-    pub fn set_variables(&self, workdir: &std::path::Path, model: &str) {
+    pub fn set_variables(&self, workdir: &Path, model: &str) {
         *self.variables.write().unwrap_or_else(|e| e.into_inner()) =
             Some((workdir.to_path_buf(), model.to_string()));
     }
@@ -156,7 +161,7 @@ impl Tool for UseSkill {
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         let (args, shelf, workdir) = (args.clone(), self.shelf.clone(), ctx.workdir.clone());
         // Off the runtime's threads: a generated skill may survey the working folder.
-        crate::tools::blocking(move |_| {
+        tools::blocking(move |_| {
             let name = args::string(&args, "skill_name")?.trim();
             let Some(entry) = shelf.get(name) else {
                 return Err(ToolError::Failed(format!("skill not found: {name}")));

@@ -2,6 +2,9 @@
 //! are loaded, and in what else a person writes them (roles, instructions); and the two facts of
 //! the environment they say, which the system prompt tells too.
 
+use std::env::consts::ARCH;
+use std::env::consts::OS;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 /// CodePilot's template variables, in roles, instructions and skills: `{{OS}}`, `{{CWD}}` and
@@ -12,7 +15,7 @@ pub fn fill_variables(text: &str, workdir: &Path, model: &str) -> String {
         return text.to_string();
     }
     let branch = find_git_dir(workdir)
-        .and_then(|g| std::fs::read_to_string(g.join("HEAD")).ok())
+        .and_then(|g| fs::read_to_string(g.join("HEAD")).ok())
         .and_then(|h| {
             h.trim()
                 .strip_prefix("ref: refs/heads/")
@@ -39,17 +42,15 @@ pub fn fill_variables(text: &str, workdir: &Path, model: &str) -> String {
 }
 
 pub(crate) fn operating_system() -> String {
-    let os = std::env::consts::OS;
-    let pretty = std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_string())
-        });
+    let os = OS;
+    let pretty = fs::read_to_string("/etc/os-release").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+            .map(|v| v.trim_matches('"').to_string())
+    });
     match pretty {
-        Some(p) if !p.is_empty() => format!("{os} ({p}, {})", std::env::consts::ARCH),
-        _ => format!("{os} ({})", std::env::consts::ARCH),
+        Some(p) if !p.is_empty() => format!("{os} ({p}, {})", ARCH),
+        _ => format!("{os} ({})", ARCH),
     }
 }
 
@@ -61,7 +62,7 @@ pub(crate) fn find_git_dir(workdir: &Path) -> Option<PathBuf> {
         if dot_git.is_dir() {
             return Some(dot_git);
         }
-        if let Ok(text) = std::fs::read_to_string(&dot_git) {
+        if let Ok(text) = fs::read_to_string(&dot_git) {
             let target = text.trim().strip_prefix("gitdir:")?.trim().to_string();
             let path = PathBuf::from(target);
             return Some(if path.is_absolute() {

@@ -25,6 +25,17 @@ pub use source::ToolSource;
 use crate::escape::escape_controls;
 use crate::fs::confine::{ConfineError, Workdir};
 use crate::vocab::ToolSpec;
+use new_sys::os_sandbox::OsSandbox;
+use std::any::Any;
+use std::future;
+use std::io;
+#[cfg(test)]
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::task;
 
 /// Why a tool call failed; the text goes back to the model.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +50,7 @@ pub enum ToolError {
 }
 
 impl ToolError {
-    pub fn io(action: &str, path: &str, e: std::io::Error) -> Self {
+    pub fn io(action: &str, path: &str, e: io::Error) -> Self {
         ToolError::Failed(format!("{action} `{path}` failed: {e}"))
     }
 }
@@ -85,7 +96,7 @@ pub struct ToolContext {
     /// besides every `*_API_KEY`.
     pub hidden_env: Vec<String>,
     /// The operating-system sandbox `bash` runs in, when the session has one.
-    pub os_sandbox: Option<std::sync::Arc<new_sys::os_sandbox::OsSandbox>>,
+    pub os_sandbox: Option<Arc<OsSandbox>>,
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -93,15 +104,15 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolErr
 /// Whether the call's future was dropped (the user interrupted): blocking work checks it as it
 /// walks and stops.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+pub struct Cancel(Arc<AtomicBool>);
 
 impl Cancel {
     pub fn is_set(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.0.load(Ordering::Relaxed)
     }
 
     pub fn set(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0.store(true, Ordering::Relaxed);
     }
 
     /// An error once cancelled, for `?` in a walk.
@@ -132,7 +143,7 @@ where
     let cancel = Cancel::default();
     let guard = CancelOnDrop(cancel.clone());
     Box::pin(async move {
-        let result = tokio::task::spawn_blocking(move || work(&cancel)).await;
+        let result = task::spawn_blocking(move || work(&cancel)).await;
         drop(guard);
         result.unwrap_or_else(|e| Err(ToolError::Failed(format!("the tool failed: {e}"))))
     })
@@ -140,7 +151,7 @@ where
 
 /// A finished result as a [`ToolFuture`], for tools that do their work synchronously.
 pub fn ready<'a>(result: Result<ToolOutput, ToolError>) -> ToolFuture<'a> {
-    Box::pin(std::future::ready(result))
+    Box::pin(future::ready(result))
 }
 
 pub trait Tool: Send + Sync {
@@ -175,12 +186,12 @@ pub struct UnknownTool {
 }
 
 pub struct ToolRegistry {
-    tools: Vec<std::sync::Arc<dyn Tool>>,
+    tools: Vec<Arc<dyn Tool>>,
     ctx: ToolContext,
     /// The tools of the features that own them (skills on demand, MCP servers), offered as they
     /// are now, after the built-in ones and in the order added; `enabled` (the config's `tools`
     /// list) names which (empty: all).
-    sources: Vec<std::sync::Arc<dyn ToolSource>>,
+    sources: Vec<Arc<dyn ToolSource>>,
     enabled: Vec<String>,
 }
 
@@ -204,7 +215,7 @@ impl ToolRegistry {
         let tools = all
             .into_iter()
             .filter(|t| !builtin_named || enabled.iter().any(|n| n == t.name()))
-            .map(std::sync::Arc::from)
+            .map(Arc::from)
             .collect();
         Ok(ToolRegistry {
             tools,
@@ -217,7 +228,7 @@ impl ToolRegistry {
     /// A registry of the given tools (tests of the agent loop bring their own).
     pub fn with_tools(ctx: ToolContext, tools: Vec<Box<dyn Tool>>) -> Self {
         ToolRegistry {
-            tools: tools.into_iter().map(std::sync::Arc::from).collect(),
+            tools: tools.into_iter().map(Arc::from).collect(),
             ctx,
             sources: Vec::new(),
             enabled: Vec::new(),
@@ -245,21 +256,21 @@ impl ToolRegistry {
     }
 
     /// Offers the tools of `source` too, after those offered already.
-    pub fn add_source(&mut self, source: std::sync::Arc<dyn ToolSource>) {
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
         self.sources.push(source);
     }
 
     /// The source of type `T` added, if one was (the MCP servers' manager, the shelf of skills).
-    pub fn source<T: ToolSource>(&self) -> Option<std::sync::Arc<T>> {
+    pub fn source<T: ToolSource>(&self) -> Option<Arc<T>> {
         self.sources.iter().find_map(|source| {
-            let any: std::sync::Arc<dyn std::any::Any + Send + Sync> = source.clone();
+            let any: Arc<dyn Any + Send + Sync> = source.clone();
             any.downcast::<T>().ok()
         })
     }
 
     /// The sources' tools now, those the `tools` list lets be offered; with `shown`, only those
     /// of sources that show theirs now.
-    fn sourced(&self, shown: bool) -> Vec<std::sync::Arc<dyn Tool>> {
+    fn sourced(&self, shown: bool) -> Vec<Arc<dyn Tool>> {
         self.sources
             .iter()
             .filter(|source| !shown || source.offered())
@@ -319,7 +330,7 @@ impl ToolRegistry {
             .collect()
     }
 
-    pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Tool>> {
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
         let builtin = self.tools.iter().find(|t| t.name() == name).cloned();
         builtin.or_else(|| self.sourced(false).into_iter().find(|t| t.name() == name))
     }
@@ -389,7 +400,7 @@ impl ToolRegistry {
     /// The log gets the tool's name, how long it took and whether it failed (never the
     /// arguments or the output).
     pub async fn run(&self, name: &str, args: &Value) -> ToolOutcome {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let outcome = match self.get(name) {
             None => ToolOutcome::error(format!("unknown tool `{name}`")),
             Some(tool) => match tool.run(args, &self.ctx).await {
@@ -479,7 +490,7 @@ pub(crate) mod args {
 }
 
 #[cfg(test)]
-pub(crate) fn test_context(dir: &std::path::Path) -> ToolContext {
+pub(crate) fn test_context(dir: &Path) -> ToolContext {
     ToolContext {
         workdir: Workdir::new(dir).unwrap(),
         bash_timeout: Duration::from_secs(30),
@@ -493,6 +504,10 @@ mod tests {
     use super::*;
     #[cfg(unix)]
     use serde_json::json;
+    #[cfg(not(windows))]
+    use std::fs;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
 
     fn registry() -> (tempfile::TempDir, ToolRegistry) {
         let dir = tempfile::tempdir().unwrap();
@@ -526,10 +541,10 @@ mod tests {
         let outer = tempfile::tempdir().unwrap();
         let work = outer.path().join("work");
         let secret_dir = outer.path().join("out");
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::create_dir_all(&secret_dir).unwrap();
-        std::fs::write(secret_dir.join("s.txt"), "TOPSECRET\n").unwrap();
-        std::os::unix::fs::symlink(&secret_dir, work.join("out")).unwrap();
+        fs::create_dir_all(&work).unwrap();
+        fs::create_dir_all(&secret_dir).unwrap();
+        fs::write(secret_dir.join("s.txt"), "TOPSECRET\n").unwrap();
+        symlink(&secret_dir, work.join("out")).unwrap();
         let r = ToolRegistry::builtin(test_context(&work), &[]).unwrap();
         let shapes = [
             "nothere/../out",
@@ -574,10 +589,10 @@ mod tests {
             }
         }
         assert_eq!(
-            std::fs::read_to_string(secret_dir.join("s.txt")).unwrap(),
+            fs::read_to_string(secret_dir.join("s.txt")).unwrap(),
             "TOPSECRET\n"
         );
-        assert_eq!(std::fs::read_dir(&secret_dir).unwrap().count(), 1);
+        assert_eq!(fs::read_dir(&secret_dir).unwrap().count(), 1);
     }
 
     #[test]

@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{blacklist, shell};
 use crate::layers::Origin;
+use new_sys::platform;
+use new_sys::platform::ShellKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -282,7 +284,7 @@ impl Policy {
     /// Decides one call. `subject` is the path relative to WORKDIR for file tools, the command line
     /// for `bash`.
     pub fn check(&self, tool: &str, kind: ToolKind, subject: Option<&str>) -> Verdict {
-        self.check_for(tool, kind, subject, new_sys::platform::shell().kind)
+        self.check_for(tool, kind, subject, platform::shell().kind)
     }
 
     /// [`Policy::check`] for commands run by a shell of `shell_kind`.
@@ -291,7 +293,7 @@ impl Policy {
         tool: &str,
         kind: ToolKind,
         subject: Option<&str>,
-        shell_kind: new_sys::platform::ShellKind,
+        shell_kind: ShellKind,
     ) -> Verdict {
         let is_shell = tool == "bash";
         // A command line is read once, for the hard limits and for the rules.
@@ -299,7 +301,7 @@ impl Policy {
             // No reader of PowerShell here: the line is one part that no allow rule can match,
             // and that deny and ask rules match as a whole (said in the tool's description). The
             // hard limits still read it as bash would: that can only refuse more.
-            (true, Some(command)) if shell_kind == new_sys::platform::ShellKind::PowerShell => {
+            (true, Some(command)) if shell_kind == ShellKind::PowerShell => {
                 if let Some(reason) = blacklist::check(command) {
                     return Verdict::Refuse(reason);
                 }
@@ -566,6 +568,7 @@ impl Part {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use new_sys::platform::ShellKind;
 
     fn rule(tool: &str, pattern: Option<&str>, action: Action) -> Rule {
         Rule {
@@ -604,7 +607,7 @@ mod tests {
                 "bash",
                 ToolKind::Execute,
                 Some("git status"),
-                new_sys::platform::ShellKind::Bash
+                ShellKind::Bash
             ),
             Verdict::Allow
         );

@@ -10,6 +10,8 @@
 //!
 //! It is a reader for judging, not a shell: it errs towards finding more commands, never fewer.
 
+use std::mem;
+use std::ops::Range;
 /// One word of a command, quotes removed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Word {
@@ -111,7 +113,7 @@ pub struct Script {
     /// Every simple command, in order.
     pub stages: Vec<Stage>,
     /// Pipelines as ranges of `stages`; `a | b && c` is two: `a | b`, then `c`.
-    pub pipelines: Vec<std::ops::Range<usize>>,
+    pub pipelines: Vec<Range<usize>>,
     /// What `$(…)`, backticks, `<(…)`, `>(…)` and `${…}` hold, each read as a command line.
     pub inner: Vec<Script>,
 }
@@ -175,7 +177,7 @@ impl Parser {
 
     fn end_word(&mut self) {
         if self.in_word {
-            self.stage.words.push(std::mem::take(&mut self.word));
+            self.stage.words.push(mem::take(&mut self.word));
             self.in_word = false;
         }
     }
@@ -183,7 +185,7 @@ impl Parser {
     fn end_stage(&mut self) {
         self.end_word();
         if !self.stage.words.is_empty() || !self.stage.redirects.is_empty() {
-            self.script.stages.push(std::mem::take(&mut self.stage));
+            self.script.stages.push(mem::take(&mut self.stage));
         }
     }
 
@@ -256,7 +258,7 @@ impl Parser {
                             || (self.word.text.starts_with('{') && self.word.text.ends_with('}')))
                     {
                         self.in_word = false;
-                        Some(std::mem::take(&mut self.word).text)
+                        Some(mem::take(&mut self.word).text)
                     } else {
                         self.end_word();
                         None
@@ -295,16 +297,16 @@ impl Parser {
             self.i += 1;
         }
         // The target is one word, read with the same rules.
-        let saved_stage = std::mem::take(&mut self.stage);
-        let saved_word = std::mem::take(&mut self.word);
-        let saved_in = std::mem::replace(&mut self.in_word, false);
+        let saved_stage = mem::take(&mut self.stage);
+        let saved_word = mem::take(&mut self.word);
+        let saved_in = mem::replace(&mut self.in_word, false);
         while let Some(c) = self.peek(0) {
             if c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>') {
                 break;
             }
             self.word_char();
         }
-        let target = std::mem::take(&mut self.word);
+        let target = mem::take(&mut self.word);
         self.stage = saved_stage;
         self.word = saved_word;
         self.in_word = saved_in;
@@ -334,7 +336,7 @@ impl Parser {
 
     /// After a newline: the text of pending here-documents, up to each delimiter line.
     fn read_heredocs(&mut self) {
-        let pending = std::mem::take(&mut self.heredocs);
+        let pending = mem::take(&mut self.heredocs);
         for (stage_at, redirect, delimiter, strip_tabs, expands) in pending {
             let mut body = String::new();
             loop {

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use super::Tool;
+use std::any::Any;
 
-pub trait ToolSource: std::any::Any + Send + Sync {
+pub trait ToolSource: Any + Send + Sync {
     /// The tools the source has now (a call to one is answered by the tool itself).
     fn tools(&self) -> Vec<Arc<dyn Tool>>;
 

@@ -5,8 +5,15 @@
 //! bytes a node. An [`Id`] keeps any id of up to 8 bytes inline (16 bytes, `Option<Id>` too);
 //! a longer one, from another writer's file, goes to the heap and reads and writes the same.
 
+use serde::de;
+use serde::de::Visitor;
 use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::Hash;
+use std::hash::Hasher;
+use std::ops::Deref;
+use std::str;
 
 /// A new message id: 8 hex characters taken from a UUID v4.
 pub fn new_id() -> String {
@@ -41,7 +48,7 @@ impl Id {
 
     pub fn as_str(&self) -> &str {
         // Made from a `&str` cut at a NUL-free end: always UTF-8.
-        std::str::from_utf8(self.as_bytes()).expect("an id is UTF-8")
+        str::from_utf8(self.as_bytes()).expect("an id is UTF-8")
     }
 
     /// The id's text as bytes, without reading them as UTF-8 (hashing needs no more).
@@ -86,7 +93,7 @@ impl Default for Id {
     }
 }
 
-impl std::ops::Deref for Id {
+impl Deref for Id {
     type Target = str;
     fn deref(&self) -> &str {
         self.as_str()
@@ -106,20 +113,20 @@ impl Borrow<str> for Id {
 }
 
 /// Hashed as its text, so that a set of ids can be asked about a `&str` ([`Borrow`]).
-impl std::hash::Hash for Id {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
         self.as_str().hash(state)
     }
 }
 
 impl PartialOrd for Id {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
 impl Ord for Id {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+    fn cmp(&self, other: &Self) -> Ordering {
         self.as_str().cmp(other.as_str())
     }
 }
@@ -224,15 +231,15 @@ impl serde::Serialize for Id {
 impl<'de> serde::Deserialize<'de> for Id {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Text;
-        impl serde::de::Visitor<'_> for Text {
+        impl Visitor<'_> for Text {
             type Value = Id;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string")
             }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Id, E> {
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Id, E> {
                 Ok(Id::new(text))
             }
-            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Id, E> {
+            fn visit_string<E: de::Error>(self, text: String) -> Result<Id, E> {
                 Ok(Id::from(text))
             }
         }
@@ -243,11 +250,13 @@ impl<'de> serde::Deserialize<'de> for Id {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
+    use std::mem;
 
     #[test]
     fn ours_are_inline_and_foreign_ones_read_and_write_the_same() {
-        assert_eq!(std::mem::size_of::<Id>(), 16);
-        assert_eq!(std::mem::size_of::<Option<Id>>(), 16);
+        assert_eq!(mem::size_of::<Id>(), 16);
+        assert_eq!(mem::size_of::<Option<Id>>(), 16);
         for (text, inline) in [
             ("009f13ac", true),
             ("u1", true),
@@ -279,8 +288,7 @@ mod tests {
 
     #[test]
     fn compares_and_hashes_as_its_text() {
-        let set: std::collections::HashSet<Id> =
-            ["a1", "a2", "a-long-foreign-id"].map(Id::new).into();
+        let set: HashSet<Id> = ["a1", "a2", "a-long-foreign-id"].map(Id::new).into();
         assert!(set.contains("a2") && set.contains("a-long-foreign-id"));
         assert!(!set.contains("a3"));
         assert!(Id::new("b") > Id::new("a-long-foreign-id"));

@@ -12,6 +12,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use id::{Id, new_id};
+use serde::de::Error;
+#[cfg(test)]
+use std::mem;
 pub use tool_names::{TOOL_ALIASES, canonical};
 
 /// Who wrote a message.
@@ -71,9 +74,7 @@ impl<'de> Deserialize<'de> for ToolCall {
         let function = match raw.function {
             Some(f) => f,
             None => FunctionCall {
-                name: raw
-                    .name
-                    .ok_or_else(|| serde::de::Error::missing_field("function"))?,
+                name: raw.name.ok_or_else(|| Error::missing_field("function"))?,
                 arguments: raw.arguments,
             },
         };
@@ -314,7 +315,7 @@ mod tests {
     #[test]
     fn a_request_message_is_small_and_boxes_only_what_it_has() {
         // A long branch's request is a list of these: 48 bytes each on 64-bit systems.
-        assert!(std::mem::size_of::<ChatMessage<'_>>() <= 48);
+        assert!(mem::size_of::<ChatMessage<'_>>() <= 48);
         let plain = ChatMessage::text(Role::Assistant, "hi").with_reasoning(None, None);
         assert!(plain.extra.is_none());
         assert_eq!((plain.reasoning(), plain.tool_call_id()), (None, None));

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::proxy::HostsError;
+use std::io;
+use std::process::ExitStatus;
 
 /// A `sandbox` section of a config file that cannot be used; [`SettingsError::key`] names the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,8 +64,8 @@ pub struct OsCause {
     pub message: String,
 }
 
-impl From<std::io::Error> for OsCause {
-    fn from(e: std::io::Error) -> Self {
+impl From<io::Error> for OsCause {
+    fn from(e: io::Error) -> Self {
         OsCause {
             errno: e.raw_os_error(),
             message: e.to_string(),
@@ -74,7 +76,7 @@ impl From<std::io::Error> for OsCause {
 impl OsCause {
     /// The error of the last system call.
     pub fn last() -> Self {
-        std::io::Error::last_os_error().into()
+        io::Error::last_os_error().into()
     }
 }
 
@@ -154,10 +156,7 @@ pub enum OffReason {
     Helper { line: String },
     /// The helper failed without a word.
     #[error("the helper failed ({status})")]
-    HelperFailed { status: std::process::ExitStatus },
+    HelperFailed { status: ExitStatus },
     #[error("cannot start the sandbox helper {path}: {cause}")]
-    CannotStart {
-        path: PathBuf,
-        cause: std::io::Error,
-    },
+    CannotStart { path: PathBuf, cause: io::Error },
 }

@@ -13,7 +13,10 @@
 // The proxy runs only where there are Unix-domain sockets; elsewhere this is unused.
 #![cfg_attr(not(unix), allow(dead_code))]
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+#[cfg(not(windows))]
+use std::ptr;
 
 /// IPv4 ranges that are no host on the internet, as (network, prefix length).
 const V4_RANGES: &[(Ipv4Addr, u32)] = &[
@@ -84,7 +87,7 @@ fn within(ip: u128, net: u128, prefix: u32) -> bool {
 /// The addresses of this machine's interfaces, up or down. An error when they cannot be read:
 /// then no address can be told to be external. (Where there are no Unix-domain sockets the
 /// proxy does not run, and nothing is known.)
-pub(super) fn local_addresses() -> std::io::Result<Vec<IpAddr>> {
+pub(super) fn local_addresses() -> io::Result<Vec<IpAddr>> {
     #[cfg(unix)]
     return interface_addresses();
     #[cfg(not(unix))]
@@ -92,11 +95,11 @@ pub(super) fn local_addresses() -> std::io::Result<Vec<IpAddr>> {
 }
 
 #[cfg(unix)]
-fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+fn interface_addresses() -> io::Result<Vec<IpAddr>> {
+    let mut list: *mut libc::ifaddrs = ptr::null_mut();
     // SAFETY: getifaddrs fills `list` with a linked list that freeifaddrs releases below.
     if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(io::Error::last_os_error());
     }
     let mut out = Vec::new();
     let mut entry = list;
@@ -129,6 +132,8 @@ fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(all(not(windows), not(target_os = "macos")))]
+    use std::fs;
 
     fn ip(text: &str) -> IpAddr {
         text.parse().expect("an address")
@@ -270,7 +275,7 @@ mod tests {
         assert!(local.contains(&ip("127.0.0.1")), "{local:?}");
         // The IPv6 ones are those the kernel lists, no more (no other family read as one).
         #[cfg(target_os = "linux")]
-        if let Ok(table) = std::fs::read_to_string("/proc/net/if_inet6") {
+        if let Ok(table) = fs::read_to_string("/proc/net/if_inet6") {
             let mut listed: Vec<IpAddr> = table
                 .lines()
                 .filter_map(|line| line.split_whitespace().next())

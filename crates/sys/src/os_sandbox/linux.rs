@@ -31,6 +31,22 @@ use landlock::{
 };
 
 use super::{OsCause, SetupError, Spec};
+use std::env;
+use std::fs;
+use std::fs::OpenOptions;
+use std::io;
+use std::io::ErrorKind;
+use std::mem;
+use std::net::Shutdown;
+use std::net::TcpListener;
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+use std::process;
+use std::process::Command;
+use std::ptr;
+use std::thread;
 
 /// The Landlock ABI whose rights are handled: fixed, so the sandbox means the same on every
 /// kernel that has it (older kernels enforce what they know).
@@ -59,8 +75,8 @@ fn fail(e: &SetupError, probe: bool) -> ! {
         Ok(json) if probe => json,
         _ => format!("new: the sandbox could not be set up: {e}"),
     };
-    let _ = writeln!(std::io::stderr(), "{line}");
-    std::process::exit(SETUP_FAILED)
+    let _ = writeln!(io::stderr(), "{line}");
+    process::exit(SETUP_FAILED)
 }
 
 enum Never {}
@@ -80,7 +96,7 @@ fn run(spec: &Spec, mut args: Vec<OsString>) -> Result<Never, SetupError> {
     let (listener, private_pts) = enter(spec)?;
     if spec.probe {
         confine(spec, private_pts, false)?;
-        std::process::exit(0);
+        process::exit(0);
     }
     if args.is_empty() {
         return Err(SetupError::NoProgram);
@@ -120,7 +136,7 @@ fn run(spec: &Spec, mut args: Vec<OsString>) -> Result<Never, SetupError> {
             let command_pid = unsafe { libc::fork() };
             if command_pid == 0 {
                 command_domain()?;
-                let mut command = std::process::Command::new(&program);
+                let mut command = Command::new(&program);
                 command.args(&args);
                 return Err(SetupError::Exec {
                     program: program.to_string_lossy().into_owned(),
@@ -135,10 +151,7 @@ fn run(spec: &Spec, mut args: Vec<OsString>) -> Result<Never, SetupError> {
             init_wait(command_pid)
         })();
         let Err(e) = error;
-        let _ = writeln!(
-            std::io::stderr(),
-            "new: the sandbox could not be set up: {e}"
-        );
+        let _ = writeln!(io::stderr(), "new: the sandbox could not be set up: {e}");
         // SAFETY: ends the child without running the parent's exit handlers.
         unsafe { libc::_exit(SETUP_FAILED) };
     }
@@ -216,7 +229,7 @@ fn init_wait(command: libc::pid_t) -> Result<Never, SetupError> {
                 libc::_exit(libc::WEXITSTATUS(status));
             }
         }
-        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return Err(SetupError::Wait {
                 cause: OsCause::last(),
             });
@@ -229,7 +242,7 @@ fn confine(spec: &Spec, private_pts: bool, block_unix_sockets: bool) -> Result<(
     landlock(spec, private_pts)?;
     seccomp(block_unix_sockets)?;
     drop_capabilities()?;
-    std::env::set_current_dir(&spec.cwd).map_err(|e| SetupError::EnterFolder {
+    env::set_current_dir(&spec.cwd).map_err(|e| SetupError::EnterFolder {
         path: spec.cwd.clone(),
         cause: e.into(),
     })
@@ -237,7 +250,7 @@ fn confine(spec: &Spec, private_pts: bool, block_unix_sockets: bool) -> Result<(
 
 /// Sets up namespaces, mounts and Landlock for this process. Returns the forwarder's listener
 /// when connections go through the proxy.
-type Listener = Option<(std::net::TcpListener, std::path::PathBuf)>;
+type Listener = Option<(TcpListener, PathBuf)>;
 
 fn enter(spec: &Spec) -> Result<(Listener, bool), SetupError> {
     // SAFETY: getuid/getgid cannot fail and touch no memory.
@@ -266,7 +279,7 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), SetupError> {
     // rename `~/.config` to read the `gcloud` folder a later command would no longer cover.
     // A path gone since the spec was made (another session's folder, removed as it ended) has
     // nothing left to cover or keep.
-    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let gone = |e: &io::Error| e.kind() == ErrorKind::NotFound;
     for path in &spec.pinned {
         pin(path)
             .or_else(|e| if gone(&e) { Ok(()) } else { Err(e) })
@@ -310,17 +323,17 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), SetupError> {
         loopback_up().map_err(|e| SetupError::Loopback { cause: e.into() })?;
         match &spec.proxy_socket {
             Some(socket) => {
-                let listening = |e: std::io::Error| SetupError::ProxyListener { cause: e.into() };
-                let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(listening)?;
+                let listening = |e: io::Error| SetupError::ProxyListener { cause: e.into() };
+                let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(listening)?;
                 let port = listener.local_addr().map_err(listening)?.port();
                 let url = format!("http://127.0.0.1:{port}");
                 for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
                     // SAFETY: the helper is single-threaded here.
-                    unsafe { std::env::set_var(name, &url) };
+                    unsafe { env::set_var(name, &url) };
                 }
                 for name in ["NO_PROXY", "no_proxy"] {
                     // SAFETY: as above.
-                    unsafe { std::env::set_var(name, "localhost,127.0.0.1,::1") };
+                    unsafe { env::set_var(name, "localhost,127.0.0.1,::1") };
                 }
                 Some((listener, socket.clone()))
             }
@@ -333,14 +346,14 @@ fn enter(spec: &Spec) -> Result<(Listener, bool), SetupError> {
 }
 
 fn write_proc(path: &str, text: &str) -> Result<(), SetupError> {
-    std::fs::write(path, text).map_err(|e| SetupError::WriteProc {
+    fs::write(path, text).map_err(|e| SetupError::WriteProc {
         path: path.to_string(),
         cause: e.into(),
     })
 }
 
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)
 }
 
 fn mount(
@@ -349,12 +362,12 @@ fn mount(
     fstype: Option<&str>,
     flags: libc::c_ulong,
     data: Option<&str>,
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     let source = source.map(CString::new).transpose()?;
     let fstype = fstype.map(CString::new).transpose()?;
     let data = data.map(CString::new).transpose()?;
     let target = c_path(target.as_ref())?;
-    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(ptr::null(), |c| c.as_ptr());
     // SAFETY: every pointer is a NUL-terminated string that lives across the call, or null.
     let rc = unsafe {
         libc::mount(
@@ -368,14 +381,14 @@ fn mount(
     if rc == 0 {
         Ok(())
     } else {
-        Err(std::io::Error::last_os_error())
+        Err(io::Error::last_os_error())
     }
 }
 
 /// Opens `path` as a handle on exactly that place: no component may be a symlink (the paths are
 /// canonical; one that became a link since was swapped by someone), so a mount through the
 /// handle lands where it was meant to.
-fn open_exact(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+fn open_exact(path: &Path) -> io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
     #[repr(C)]
     struct OpenHow {
@@ -397,24 +410,24 @@ fn open_exact(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
             libc::AT_FDCWD,
             c.as_ptr(),
             &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
+            mem::size_of::<OpenHow>(),
         )
     };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: a descriptor just opened and owned here.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// The `/proc/self/fd/N` name of a handle, for `mount`.
-fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
+fn fd_path(fd: &OwnedFd) -> PathBuf {
     use std::os::fd::AsRawFd;
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// Binds a folder onto itself: it becomes a mount point, which cannot be renamed or removed.
-fn pin(path: &Path) -> std::io::Result<()> {
+fn pin(path: &Path) -> io::Result<()> {
     let fd = open_exact(path)?;
     let at = fd_path(&fd);
     let at = at.to_str().expect("ASCII");
@@ -424,7 +437,7 @@ fn pin(path: &Path) -> std::io::Result<()> {
 /// Binds `source` onto `target`, then makes the new mount read-only. A remount inside a user
 /// namespace must keep the flags the kernel locked on the original mount (nosuid, nodev, noexec,
 /// the atime ones), so they are read and kept.
-fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
+fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
     let (source_fd, target_fd) = (open_exact(source)?, open_exact(target)?);
     let source = fd_path(&source_fd);
     mount(
@@ -447,12 +460,12 @@ fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
 }
 
 /// The flags of the mount `path` is on that a remount must keep.
-fn mount_flags(path: &Path) -> std::io::Result<libc::c_ulong> {
+fn mount_flags(path: &Path) -> io::Result<libc::c_ulong> {
     let c = c_path(path)?;
     // SAFETY: statvfs fills the struct it is given; the path is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let mut st: libc::statvfs = unsafe { mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(io::Error::last_os_error());
     }
     let mut flags = 0;
     for (st_flag, ms_flag) in [
@@ -471,9 +484,9 @@ fn mount_flags(path: &Path) -> std::io::Result<libc::c_ulong> {
 }
 
 /// Covers a secret place: an empty read-only tmpfs over a folder, `/dev/null` over anything else.
-fn hide(path: &Path) -> std::io::Result<()> {
+fn hide(path: &Path) -> io::Result<()> {
     let fd = open_exact(path)?;
-    let meta = std::fs::metadata(fd_path(&fd))?;
+    let meta = fs::metadata(fd_path(&fd))?;
     if meta.is_dir() {
         mount(
             Some("tmpfs"),
@@ -487,7 +500,7 @@ fn hide(path: &Path) -> std::io::Result<()> {
     }
 }
 
-fn read_only(path: &Path) -> std::io::Result<()> {
+fn read_only(path: &Path) -> io::Result<()> {
     bind_read_only(path, path)
 }
 
@@ -532,14 +545,14 @@ fn private_devpts() -> bool {
 
 /// Brings the new network namespace's loopback up, so servers a command starts for itself (a
 /// test suite's) can be reached.
-fn loopback_up() -> std::io::Result<()> {
+fn loopback_up() -> io::Result<()> {
     // SAFETY: a plain datagram socket, closed below; the ifreq is zeroed and then named.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(io::Error::last_os_error());
         }
-        let mut req: libc::ifreq = std::mem::zeroed();
+        let mut req: libc::ifreq = mem::zeroed();
         for (i, b) in b"lo\0".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
         }
@@ -548,7 +561,7 @@ fn loopback_up() -> std::io::Result<()> {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
             rc = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
         }
-        let err = std::io::Error::last_os_error();
+        let err = io::Error::last_os_error();
         libc::close(fd);
         if rc == 0 { Ok(()) } else { Err(err) }
     }
@@ -593,7 +606,7 @@ fn read_only_outside(places: &[PathBuf]) -> Result<(), SetupError> {
         // `/` itself is writable: there is no outside.
         return Ok(());
     }
-    fn keep(path: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
+    fn keep(path: &Path) -> impl FnOnce(io::Error) -> SetupError + '_ {
         move |e| SetupError::KeepWritable {
             path: path.to_path_buf(),
             cause: e.into(),
@@ -614,7 +627,7 @@ fn read_only_outside(places: &[PathBuf]) -> Result<(), SetupError> {
 }
 
 /// A detached copy of the mounts at and below `at` (`open_tree` with `OPEN_TREE_CLONE`).
-fn clone_tree(at: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+fn clone_tree(at: &OwnedFd) -> io::Result<OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd};
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     let flags = OPEN_TREE_CLONE
@@ -624,14 +637,14 @@ fn clone_tree(at: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd
     // SAFETY: open_tree with a descriptor, an empty NUL-terminated path and flags.
     let fd = unsafe { libc::syscall(libc::SYS_open_tree, at.as_raw_fd(), c"".as_ptr(), flags) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: a descriptor just opened and owned here.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Mounts the detached tree `tree` on the place `target` is a handle on.
-fn attach(tree: &std::os::fd::OwnedFd, target: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+fn attach(tree: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
     const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
@@ -649,12 +662,12 @@ fn attach(tree: &std::os::fd::OwnedFd, target: &std::os::fd::OwnedFd) -> std::io
     if rc == 0 {
         Ok(())
     } else {
-        Err(std::io::Error::last_os_error())
+        Err(io::Error::last_os_error())
     }
 }
 
 /// Makes the mount at `path` and every mount below it read-only (`mount_setattr`).
-fn set_read_only_recursively(path: &Path) -> std::io::Result<()> {
+fn set_read_only_recursively(path: &Path) -> io::Result<()> {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -678,13 +691,13 @@ fn set_read_only_recursively(path: &Path) -> std::io::Result<()> {
             c.as_ptr(),
             libc::AT_RECURSIVE as libc::c_uint,
             &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
+            mem::size_of::<MountAttr>(),
         )
     };
     if rc == 0 {
         Ok(())
     } else {
-        Err(std::io::Error::last_os_error())
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -974,11 +987,7 @@ fn filter(block_unix_sockets: bool) -> Vec<libc::sock_filter> {
 /// proxy's socket meanwhile; then ends the same way the child did.
 fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, SetupError> {
     // The helper keeps no pipe of the command's open: only the command's own ends hold them.
-    if let Ok(null) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-    {
+    if let Ok(null) = OpenOptions::new().read(true).write(true).open("/dev/null") {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {
             // SAFETY: dup2 onto the standard descriptors of this process.
@@ -993,7 +1002,7 @@ fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, SetupEr
             0 => {
                 for stream in listener.incoming().flatten() {
                     let socket = socket.clone();
-                    std::thread::spawn(move || relay(stream, &socket));
+                    thread::spawn(move || relay(stream, &socket));
                 }
                 // SAFETY: ends the relay without the parent's exit handlers.
                 unsafe { libc::_exit(0) };
@@ -1017,7 +1026,7 @@ fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, SetupEr
             status = any;
             break;
         }
-        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return Err(SetupError::Wait {
                 cause: OsCause::last(),
             });
@@ -1031,7 +1040,7 @@ fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, SetupEr
             libc::kill(libc::getpid(), signal);
         }
     }
-    std::process::exit(if libc::WIFEXITED(status) {
+    process::exit(if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {
         1
@@ -1039,24 +1048,24 @@ fn wait_and_relay(pid: libc::pid_t, listener: Listener) -> Result<Never, SetupEr
 }
 
 /// Copies bytes both ways between a connection from inside and the proxy.
-fn relay(inside: std::net::TcpStream, socket: &Path) {
-    let Ok(proxy) = std::os::unix::net::UnixStream::connect(socket) else {
+fn relay(inside: TcpStream, socket: &Path) {
+    let Ok(proxy) = UnixStream::connect(socket) else {
         return;
     };
     let (Ok(mut inside_r), Ok(mut proxy_w)) = (inside.try_clone(), proxy.try_clone()) else {
         return;
     };
-    let up = std::thread::spawn(move || {
+    let up = thread::spawn(move || {
         let _ = copy(&mut inside_r, &mut proxy_w);
-        let _ = proxy_w.shutdown(std::net::Shutdown::Write);
+        let _ = proxy_w.shutdown(Shutdown::Write);
     });
     let (mut proxy_r, mut inside_w) = (proxy, inside);
     let _ = copy(&mut proxy_r, &mut inside_w);
-    let _ = inside_w.shutdown(std::net::Shutdown::Write);
+    let _ = inside_w.shutdown(Shutdown::Write);
     let _ = up.join();
 }
 
-fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
+fn copy(from: &mut impl Read, to: &mut impl Write) -> io::Result<()> {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = from.read(&mut buf)?;

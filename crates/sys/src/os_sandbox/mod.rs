@@ -25,7 +25,29 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::platform;
 pub use error::{OffReason, OsCause, SandboxError, SettingsError, SetupError};
+use std::env;
+use std::env::consts::OS;
+use std::fmt;
+use std::fmt::Debug;
+use std::fmt::Formatter;
+use std::fs;
+use std::future;
+use std::mem;
+use std::process;
+use std::process::ExitStatus;
+use std::process::Stdio;
+use std::sync::Once;
+use std::sync::RwLock;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use tokio::process::Command;
+use tokio::runtime::Handle;
+use tokio::sync;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::UnboundedSender;
 
 /// The first argument that makes `new` the sandbox helper: `new __sandbox SPEC PROGRAM ARGS…`.
 pub const HELPER_ARG: &str = "__sandbox";
@@ -36,12 +58,12 @@ pub const WATCH_ARG: &str = "__watch";
 
 /// Whether this process's binary is `new` with its helpers (`main` asked): not a test binary of
 /// the library, which cannot be the watcher.
-static CAN_WATCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static CAN_WATCH: AtomicBool = AtomicBool::new(false);
 
 /// Runs the helper (or the watcher) and never returns when this process was started as one;
 /// returns otherwise. `main` calls it first of all.
 pub fn run_helper_if_asked() {
-    let mut args = std::env::args_os();
+    let mut args = env::args_os();
     let first = args.nth(1);
     #[cfg(target_os = "linux")]
     if first.as_deref() == Some(OsStr::new(WATCH_ARG)) {
@@ -49,7 +71,7 @@ pub fn run_helper_if_asked() {
     }
     if first.as_deref() != Some(OsStr::new(HELPER_ARG)) {
         // This binary answers `__watch`: programs outside the sandbox may run under the watcher.
-        CAN_WATCH.store(true, std::sync::atomic::Ordering::SeqCst);
+        CAN_WATCH.store(true, Ordering::SeqCst);
         return;
     }
     #[cfg(target_os = "linux")]
@@ -391,7 +413,7 @@ pub enum Reach {
 /// Variables that carry a credential or lead to a service outside (an agent's socket, a
 /// terminal multiplexer, the session bus): not passed into the sandbox.
 pub fn sandbox_secret_env() -> Vec<OsString> {
-    std::env::vars_os()
+    env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| is_secret_name(&name.to_string_lossy()))
         .collect()
@@ -441,7 +463,7 @@ pub fn command(
     program: &OsStr,
     args: &[OsString],
     cwd: &Path,
-) -> Result<tokio::process::Command, SandboxError> {
+) -> Result<Command, SandboxError> {
     let mut cmd = match (sandbox.filter(|s| s.is_on()), reach) {
         (Some(sandbox), Some(reach)) => sandbox.command(program, args, reach, cwd)?,
         _ => watched(program, args),
@@ -454,23 +476,23 @@ pub fn command(
 /// `watch.rs`): when `new` dies, even by SIGKILL, the watcher ends the program's process group
 /// (the caller's `process_group(0)` makes one) and every process that left it. Elsewhere,
 /// without `/proc`, or in a binary that is not `new` (the library's tests), the program itself.
-fn watched(program: &OsStr, args: &[OsString]) -> tokio::process::Command {
+fn watched(program: &OsStr, args: &[OsString]) -> Command {
     #[cfg(target_os = "linux")]
     {
         // `new`'s own binary, also if it was replaced or removed since it started.
         let own = Path::new("/proc/self/exe");
         // A program that is not there is started plainly, so that starting it fails as such
         // (`cannot start …: No such file`), not as a watcher that ends at once.
-        if CAN_WATCH.load(std::sync::atomic::Ordering::SeqCst) && own.exists() && found(program) {
-            let mut cmd = tokio::process::Command::new(own);
+        if CAN_WATCH.load(Ordering::SeqCst) && own.exists() && found(program) {
+            let mut cmd = Command::new(own);
             cmd.arg(WATCH_ARG)
-                .arg(std::process::id().to_string())
+                .arg(process::id().to_string())
                 .arg(program)
                 .args(args);
             return cmd;
         }
     }
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = Command::new(program);
     cmd.args(args);
     cmd
 }
@@ -482,8 +504,8 @@ fn found(program: &OsStr) -> bool {
     if path.components().count() > 1 || path.is_absolute() {
         return path.is_file();
     }
-    std::env::var_os("PATH")
-        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| d.join(program).is_file()))
+    env::var_os("PATH")
+        .is_some_and(|dirs| env::split_paths(&dirs).any(|d| d.join(program).is_file()))
 }
 
 /// Whether a program a config entry starts (a hook, an MCP server) runs inside the sandbox, and
@@ -532,7 +554,7 @@ pub fn files_named(workdir: &Path, commands: &[String]) -> Vec<PathBuf> {
                 redirect = bare.trim_start_matches(['2', '&', '>']).is_empty();
                 continue;
             }
-            if std::mem::take(&mut redirect) || bare.is_empty() {
+            if mem::take(&mut redirect) || bare.is_empty() {
                 continue;
             }
             // `--config=x.toml`, `VAR=./x.sh`: the part after `=`.
@@ -557,17 +579,17 @@ pub struct OsSandbox {
     base: PathBuf,
     /// Absolute paths kept read-only when they exist (more are added once the instructions are
     /// read: the files they include).
-    protected: std::sync::RwLock<Vec<PathBuf>>,
+    protected: RwLock<Vec<PathBuf>>,
     /// Absolute paths covered when they exist.
     hidden: Vec<PathBuf>,
     state: OnceLock<State>,
     proxy: Mutex<Option<proxy::Proxy>>,
-    questions: tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<proxy::NetQuestion>>>,
-    ask: Mutex<Option<tokio::sync::mpsc::UnboundedSender<proxy::NetQuestion>>>,
+    questions: sync::Mutex<Option<UnboundedReceiver<proxy::NetQuestion>>>,
+    ask: Mutex<Option<UnboundedSender<proxy::NetQuestion>>>,
 }
 
-impl std::fmt::Debug for OsSandbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Debug for OsSandbox {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.debug_struct("OsSandbox")
             .field("workdir", &self.workdir)
             .field("state", &self.state.get())
@@ -583,7 +605,7 @@ impl Drop for OsSandbox {
 
 /// Why a probe of the helper failed, from what it wrote: its report ([`SetupError`] as JSON, what
 /// a probe writes), a line of another kind (said as it came), or nothing (its exit status).
-fn helper_failure(stderr: &[u8], status: std::process::ExitStatus) -> OffReason {
+fn helper_failure(stderr: &[u8], status: ExitStatus) -> OffReason {
     let text = String::from_utf8_lossy(stderr);
     let line = text.trim().lines().next().unwrap_or_default().trim();
     if let Ok(report) = serde_json::from_str::<SetupError>(line) {
@@ -617,10 +639,10 @@ pub fn current() -> Option<Arc<OsSandbox>> {
 /// Where `new` keeps what a session's sandbox uses.
 fn session_base() -> PathBuf {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    std::env::temp_dir().join(format!(
+    env::temp_dir().join(format!(
         "{}{}-{}",
         session_prefix(),
-        std::process::id(),
+        process::id(),
         &id[..8]
     ))
 }
@@ -640,7 +662,7 @@ fn session_prefix() -> String {
 fn session_folders(mine: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let prefix = session_prefix();
     let (mut live, mut stale) = (Vec::new(), Vec::new());
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+    let Ok(entries) = fs::read_dir(env::temp_dir()) else {
         return (live, stale);
     };
     for e in entries.flatten() {
@@ -653,7 +675,7 @@ fn session_folders(mine: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
             continue;
         }
         let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-        let alive = pid.is_some_and(crate::platform::process_alive);
+        let alive = pid.is_some_and(platform::process_alive);
         if alive {
             live.push(path);
         } else {
@@ -709,11 +731,11 @@ impl OsSandbox {
             helper,
             workdir,
             base: session_base(),
-            protected: std::sync::RwLock::new(protected),
+            protected: RwLock::new(protected),
             hidden,
             state: OnceLock::new(),
             proxy: Mutex::new(None),
-            questions: tokio::sync::Mutex::new(None),
+            questions: sync::Mutex::new(None),
             ask: Mutex::new(None),
         })
     }
@@ -777,9 +799,7 @@ impl OsSandbox {
             return State::Off(OffReason::Disabled);
         }
         if !cfg!(target_os = "linux") {
-            return State::Off(OffReason::Unsupported {
-                os: std::env::consts::OS,
-            });
+            return State::Off(OffReason::Unsupported { os: OS });
         }
         let spec = match self.spec(Reach::Configured) {
             Ok(spec) => Spec {
@@ -789,10 +809,10 @@ impl OsSandbox {
             Err(e) => return State::Off(OffReason::Session(e)),
         };
         let json = serde_json::to_string(&spec).expect("JSON");
-        let output = std::process::Command::new(&self.helper)
+        let output = process::Command::new(&self.helper)
             .arg(HELPER_ARG)
             .arg(json)
-            .stdin(std::process::Stdio::null())
+            .stdin(Stdio::null())
             .output();
         match output {
             Ok(out) if out.status.success() => State::On,
@@ -806,14 +826,14 @@ impl OsSandbox {
 
     /// Creates the session's private folders (once; they are removed when the session ends).
     fn ensure_base(&self) -> Result<(), SandboxError> {
-        static SWEPT: std::sync::Once = std::sync::Once::new();
+        static SWEPT: Once = Once::new();
         // Folders left by sessions that were killed are removed, once.
         SWEPT.call_once(|| {
             for stale in session_folders(&self.base).1 {
-                let _ = std::fs::remove_dir_all(stale);
+                let _ = fs::remove_dir_all(stale);
             }
         });
-        crate::platform::private_dir_builder()
+        platform::private_dir_builder()
             .create(self.temp_dir())
             .map_err(|e| SandboxError::TempFolder {
                 path: self.temp_dir(),
@@ -829,7 +849,7 @@ impl OsSandbox {
                 .iter()
                 .filter_map(|p| {
                     // A covered place is covered where it really is: a link leads to its target.
-                    std::fs::symlink_metadata(p).ok()?;
+                    fs::symlink_metadata(p).ok()?;
                     p.canonicalize().ok()
                 })
                 .collect();
@@ -895,7 +915,7 @@ impl OsSandbox {
         if let Ok(mut proxy) = self.proxy.lock() {
             proxy.take();
         }
-        let _ = std::fs::remove_dir_all(&self.base);
+        let _ = fs::remove_dir_all(&self.base);
     }
 
     /// The proxy's socket, the proxy started on first use (inside the runtime).
@@ -906,7 +926,7 @@ impl OsSandbox {
         let socket = self.base.join("proxy.sock");
         let mut proxy = self.proxy.lock().unwrap_or_else(|e| e.into_inner());
         if proxy.is_none() {
-            if tokio::runtime::Handle::try_current().is_err() {
+            if Handle::try_current().is_err() {
                 // Only the probe asks outside the runtime: it needs the path, not the proxy.
                 return Ok(socket);
             }
@@ -922,7 +942,7 @@ impl OsSandbox {
     /// Lets the proxy ask about a domain not on the list (a terminal is there to answer);
     /// [`OsSandbox::next_question`] hands the questions out.
     pub fn ask_about_hosts(&self) {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::unbounded_channel();
         *self.ask.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         if let Ok(mut q) = self.questions.try_lock() {
             *q = Some(rx);
@@ -935,9 +955,9 @@ impl OsSandbox {
         match guard.as_mut() {
             Some(rx) => match rx.recv().await {
                 Some(q) => q,
-                None => std::future::pending().await,
+                None => future::pending().await,
             },
-            None => std::future::pending().await,
+            None => future::pending().await,
         }
     }
 
@@ -960,13 +980,13 @@ impl OsSandbox {
         args: &[OsString],
         reach: Reach,
         cwd: &Path,
-    ) -> Result<tokio::process::Command, SandboxError> {
+    ) -> Result<Command, SandboxError> {
         let mut spec = self.spec(reach)?;
         spec.cwd = cwd.to_path_buf();
         let json = serde_json::to_string(&spec).map_err(|e| SandboxError::Describe {
             cause: e.to_string(),
         })?;
-        let mut cmd = tokio::process::Command::new(&self.helper);
+        let mut cmd = Command::new(&self.helper);
         cmd.arg(HELPER_ARG)
             .arg(json)
             .arg(program)
@@ -982,7 +1002,7 @@ impl OsSandbox {
     pub fn missing_protected(&self) -> Vec<PathBuf> {
         self.protected_list()
             .into_iter()
-            .filter(|p| p.starts_with(&self.workdir) && std::fs::symlink_metadata(p).is_err())
+            .filter(|p| p.starts_with(&self.workdir) && fs::symlink_metadata(p).is_err())
             .collect()
     }
 
@@ -995,13 +1015,13 @@ impl OsSandbox {
             .into_iter()
             .filter(|p| p.starts_with(&self.workdir))
             .map(|p| {
-                let state = match std::fs::symlink_metadata(&p) {
+                let state = match fs::symlink_metadata(&p) {
                     Err(_) => "missing".to_string(),
                     Ok(m) if m.file_type().is_symlink() => format!(
                         "link to {}",
-                        std::fs::read_link(&p).unwrap_or_default().display()
+                        fs::read_link(&p).unwrap_or_default().display()
                     ),
-                    Ok(m) => crate::platform::file_identity(&p, &m),
+                    Ok(m) => platform::file_identity(&p, &m),
                 };
                 (p, state)
             })
@@ -1102,6 +1122,13 @@ mod tests {
         assert!(!super::found("no-such-program-here".as_ref()));
     }
     use super::*;
+    use std::fs;
+    #[cfg(not(windows))]
+    use std::io;
+    #[cfg(all(not(windows), not(target_os = "macos")))]
+    use std::io::ErrorKind;
+    #[cfg(not(windows))]
+    use std::process::ExitStatus;
 
     #[test]
     fn the_files_hooks_and_servers_run_are_found_and_their_outputs_are_not() {
@@ -1118,7 +1145,7 @@ mod tests {
             "out.txt",
             "cfg.toml",
         ] {
-            std::fs::write(work.join(f), "").unwrap();
+            fs::write(work.join(f), "").unwrap();
         }
         let found = files_named(
             &work,
@@ -1221,7 +1248,7 @@ mod tests {
         match sandbox.state() {
             State::Off(OffReason::CannotStart { path, cause }) => {
                 assert_eq!(path, &helper);
-                assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+                assert_eq!(cause.kind(), ErrorKind::NotFound);
             }
             other => panic!("{other:?}"),
         }
@@ -1258,10 +1285,10 @@ mod tests {
     #[test]
     fn a_helper_s_report_comes_back_as_its_variant() {
         use std::os::unix::process::ExitStatusExt;
-        let status = std::process::ExitStatus::from_raw(125 << 8);
+        let status = ExitStatus::from_raw(125 << 8);
         let report = SetupError::Pin {
             path: "/w/scripts".into(),
-            cause: std::io::Error::from_raw_os_error(libc::EPERM).into(),
+            cause: io::Error::from_raw_os_error(libc::EPERM).into(),
         };
         let json = serde_json::to_string(&report).unwrap();
         match helper_failure(format!("{json}\n").as_bytes(), status) {
@@ -1271,7 +1298,7 @@ mod tests {
                     back.to_string(),
                     format!(
                         "pinning /w/scripts: {}",
-                        std::io::Error::from_raw_os_error(libc::EPERM)
+                        io::Error::from_raw_os_error(libc::EPERM)
                     )
                 );
             }

@@ -38,6 +38,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 #[cfg(unix)]
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+#[cfg(not(windows))]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -52,6 +53,28 @@ use tokio::task::JoinHandle;
 use tokio::task::JoinSet;
 
 use super::internal::{is_internal, local_addresses};
+#[cfg(not(windows))]
+use std::collections::VecDeque;
+use std::fmt::Display;
+#[cfg(not(windows))]
+use std::fs;
+#[cfg(not(windows))]
+use std::fs::Metadata;
+#[cfg(not(windows))]
+use std::fs::Permissions;
+use std::io;
+#[cfg(not(windows))]
+use std::io::ErrorKind;
+use std::mem;
+use tokio::io::copy;
+use tokio::io::copy_bidirectional;
+use tokio::io::sink;
+use tokio::net;
+#[cfg(not(windows))]
+use tokio::runtime::Handle;
+#[cfg(not(windows))]
+use tokio::task::AbortHandle;
+use tokio::time;
 
 /// The largest header block accepted; a client that needs more is not a normal HTTP client.
 const MAX_HEAD: usize = 64 * 1024;
@@ -419,14 +442,14 @@ impl Proxy {
         socket: &Path,
         hosts: Hosts,
         questions: Option<mpsc::UnboundedSender<NetQuestion>>,
-    ) -> std::io::Result<Proxy> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
-            std::io::Error::other(format!("the sandbox proxy needs a tokio runtime: {e}"))
+    ) -> io::Result<Proxy> {
+        let runtime = Handle::try_current().map_err(|e| {
+            io::Error::other(format!("the sandbox proxy needs a tokio runtime: {e}"))
         })?;
         remove_stale_socket(socket)?;
         let listener = UnixListener::bind(socket).map_err(|e| with_path(e, "bind", socket))?;
         let metadata = make_private(socket).inspect_err(|_| {
-            let _ = std::fs::remove_file(socket);
+            let _ = fs::remove_file(socket);
         })?;
         let shared = Arc::new(Shared {
             hosts,
@@ -458,7 +481,7 @@ impl Proxy {
     /// The hosts refused since the last call, deduplicated, in order (for a note in the tool
     /// result), as `host:port`.
     pub fn take_refused(&self) -> Vec<String> {
-        std::mem::take(&mut self.shared.lock().refused)
+        mem::take(&mut self.shared.lock().refused)
     }
 }
 
@@ -468,10 +491,10 @@ impl Drop for Proxy {
     /// and removes the socket file, if it is still the one this proxy bound.
     fn drop(&mut self) {
         self.accept.abort();
-        let ours = std::fs::symlink_metadata(&self.socket)
-            .is_ok_and(|m| (m.dev(), m.ino()) == self.socket_id);
+        let ours =
+            fs::symlink_metadata(&self.socket).is_ok_and(|m| (m.dev(), m.ino()) == self.socket_id);
         if ours {
-            let _ = std::fs::remove_file(&self.socket);
+            let _ = fs::remove_file(&self.socket);
         }
     }
 }
@@ -479,34 +502,34 @@ impl Drop for Proxy {
 /// Removes an old socket file at `path`, which a crashed session may have left; anything else
 /// there is an error, so a wrong path can't delete a user's file.
 #[cfg(unix)]
-fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
+fn remove_stale_socket(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
         Ok(metadata) if metadata.file_type().is_socket() => {
-            std::fs::remove_file(path).map_err(|e| with_path(e, "remove old socket", path))
+            fs::remove_file(path).map_err(|e| with_path(e, "remove old socket", path))
         }
-        Ok(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::AlreadyExists,
+        Ok(_) => Err(io::Error::new(
+            ErrorKind::AlreadyExists,
             format!(
                 "sandbox proxy: {} exists and is not a socket",
                 path.display()
             ),
         )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         Err(e) => Err(with_path(e, "stat", path)),
     }
 }
 
 /// Makes the socket file 0600 and returns its metadata (to recognise it at drop).
 #[cfg(unix)]
-fn make_private(socket: &Path) -> std::io::Result<std::fs::Metadata> {
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+fn make_private(socket: &Path) -> io::Result<Metadata> {
+    fs::set_permissions(socket, Permissions::from_mode(0o600))
         .map_err(|e| with_path(e, "chmod", socket))?;
-    std::fs::metadata(socket).map_err(|e| with_path(e, "stat", socket))
+    fs::metadata(socket).map_err(|e| with_path(e, "stat", socket))
 }
 
 /// Adds what was being done, and to which path, to an I/O error.
-fn with_path(error: std::io::Error, action: &str, path: &Path) -> std::io::Error {
-    std::io::Error::new(
+fn with_path(error: io::Error, action: &str, path: &Path) -> io::Error {
+    io::Error::new(
         error.kind(),
         format!("sandbox proxy: {action} {}: {error}", path.display()),
     )
@@ -643,14 +666,13 @@ async fn wait_for_answer(mut answer: watch::Receiver<Option<bool>>) -> bool {
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     // The connections without a header block yet, oldest first, with their "head read" flags.
-    let mut waiting: std::collections::VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)> =
-        std::collections::VecDeque::new();
+    let mut waiting: VecDeque<(AbortHandle, Arc<AtomicBool>)> = VecDeque::new();
     loop {
         let client = match listener.accept().await {
             Ok((client, _)) => client,
             // Out of file descriptors and the like: wait a little rather than spin.
             Err(_) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
@@ -678,7 +700,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn bad_request(reason: impl std::fmt::Display) -> Reply {
+    fn bad_request(reason: impl Display) -> Reply {
         Reply {
             status: "400 Bad Request",
             body: format!("new's sandbox proxy could not handle the request: {reason}\n"),
@@ -724,11 +746,11 @@ impl Reply {
     /// connection ends anyway.
     async fn send<S: AsyncRead + AsyncWrite + Unpin>(&self, client: &mut S) {
         let bytes = self.to_bytes();
-        let _ = tokio::time::timeout(REPLY_TIMEOUT, async {
+        let _ = time::timeout(REPLY_TIMEOUT, async {
             client.write_all(&bytes).await?;
             client.shutdown().await?;
             let mut rest = (&mut *client).take(DRAIN_LIMIT);
-            tokio::io::copy(&mut rest, &mut tokio::io::sink()).await
+            copy(&mut rest, &mut sink()).await
         })
         .await;
     }
@@ -737,8 +759,7 @@ impl Reply {
 /// Serves one client connection: one request, then (if allowed) a byte pipe to its host.
 #[cfg(unix)]
 async fn serve(mut client: UnixStream, shared: Arc<Shared>, head_read: Arc<AtomicBool>) {
-    let (buffer, head_len) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
-    {
+    let (buffer, head_len) = match time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
         Ok(Ok(head)) => {
             head_read.store(true, Ordering::SeqCst);
             head
@@ -777,7 +798,7 @@ async fn tunnel<C: AsyncRead + AsyncWrite + Unpin>(
     upstream: &mut TcpStream,
     request: &Request,
     early: &[u8],
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     match &request.forward {
         None => {
             client
@@ -787,7 +808,7 @@ async fn tunnel<C: AsyncRead + AsyncWrite + Unpin>(
         Some(head) => upstream.write_all(head).await?,
     }
     upstream.write_all(early).await?;
-    tokio::io::copy_bidirectional(client, upstream).await?;
+    copy_bidirectional(client, upstream).await?;
     Ok(())
 }
 
@@ -795,10 +816,7 @@ async fn tunnel<C: AsyncRead + AsyncWrite + Unpin>(
 #[derive(Debug, thiserror::Error)]
 enum ConnectError {
     #[error("could not resolve {domain}: {cause}")]
-    Resolve {
-        domain: String,
-        cause: std::io::Error,
-    },
+    Resolve { domain: String, cause: io::Error },
     #[error("{host} resolved to no address")]
     NoAddress { host: String },
     #[error(
@@ -806,11 +824,11 @@ enum ConnectError {
     )]
     Internal { host: String, ip: IpAddr },
     #[error("could not read this machine's addresses: {cause}")]
-    Interfaces { cause: std::io::Error },
+    Interfaces { cause: io::Error },
     #[error("could not connect to {address}: {cause}")]
     Connect {
         address: SocketAddr,
-        cause: std::io::Error,
+        cause: io::Error,
     },
     #[error("no connection within {secs} s")]
     Timeout { secs: u64 },
@@ -823,7 +841,7 @@ async fn connect(host: &Name, port: u16, internal_ok: bool) -> Result<TcpStream,
     let attempt = async {
         let addresses: Vec<SocketAddr> = match host {
             Name::Ip(ip) => vec![SocketAddr::new(*ip, port)],
-            Name::Domain(domain) => tokio::net::lookup_host((domain.as_str(), port))
+            Name::Domain(domain) => net::lookup_host((domain.as_str(), port))
                 .await
                 .map_err(|cause| ConnectError::Resolve {
                     domain: domain.clone(),
@@ -857,7 +875,7 @@ async fn connect(host: &Name, port: u16, internal_ok: bool) -> Result<TcpStream,
         }
         Err(last_error)
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, attempt)
+    time::timeout(CONNECT_TIMEOUT, attempt)
         .await
         .unwrap_or(Err(ConnectError::Timeout {
             secs: CONNECT_TIMEOUT.as_secs(),
@@ -1213,8 +1231,23 @@ fn shorten(text: &str) -> String {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+    use std::env;
+    use std::fs;
+    use std::io::ErrorKind;
+    use std::ops::Deref;
+    #[cfg(unix)]
+    use std::os::unix::net::UnixListener;
+    use std::pin::Pin;
+    use std::process;
+    use std::process::Command;
     use std::sync::atomic::AtomicUsize;
+    use std::task::Context;
+    use std::task::Poll;
+    use tokio::io;
+    use tokio::io::ReadBuf;
     use tokio::net::TcpListener;
+    use tokio::time;
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
@@ -1228,15 +1261,15 @@ mod tests {
     fn socket_path() -> PathBuf {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("new-px-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create test folder");
+        let dir = env::temp_dir().join(format!("new-px-{}-{n}", process::id()));
+        fs::create_dir_all(&dir).expect("create test folder");
         dir.join("proxy.sock")
     }
 
     /// A proxy whose test folder is removed with it.
     struct TestProxy(Option<Proxy>);
 
-    impl std::ops::Deref for TestProxy {
+    impl Deref for TestProxy {
         type Target = Proxy;
         fn deref(&self) -> &Proxy {
             self.0.as_ref().expect("proxy until drop")
@@ -1256,7 +1289,7 @@ mod tests {
     /// Removes the folder [`socket_path`] made for `socket`.
     fn remove_test_dir(socket: &Path) {
         if let Some(dir) = socket.parent() {
-            let _ = std::fs::remove_dir_all(dir);
+            let _ = fs::remove_dir_all(dir);
         }
     }
 
@@ -1283,7 +1316,7 @@ mod tests {
 
     async fn read_all(stream: &mut UnixStream) -> String {
         let mut bytes = Vec::new();
-        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
+        time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
             .await
             .expect("response within 10 s")
             .expect("read response");
@@ -1308,7 +1341,7 @@ mod tests {
                 count.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     let (mut reader, mut writer) = stream.split();
-                    let _ = tokio::io::copy(&mut reader, &mut writer).await;
+                    let _ = io::copy(&mut reader, &mut writer).await;
                 });
             }
         });
@@ -1593,7 +1626,7 @@ mod tests {
             body.contains("127.0.0.1 is not in sandbox.network"),
             "{body}"
         );
-        let connection = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+        let connection = time::timeout(Duration::from_millis(300), listener.accept()).await;
         assert!(connection.is_err(), "the proxy connected anyway");
         assert_eq!(proxy.take_refused(), vec![target.clone()]);
         exchange(&proxy, request.as_bytes()).await;
@@ -1652,7 +1685,7 @@ mod tests {
             let question = questions.recv().await.expect("a question");
             assert_eq!((question.host.as_str(), question.port), ("localhost", port));
             // Give the second connection time to reach the proxy and wait on this question.
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            time::sleep(Duration::from_millis(300)).await;
             assert!(questions.try_recv().is_err(), "asked twice");
             question
                 .reply
@@ -1734,15 +1767,15 @@ mod tests {
         for _ in 0..MAX_CONNECTIONS + 4 {
             idle.push(client(&proxy).await);
         }
-        tokio::time::timeout(Duration::from_secs(8), tunnel_through(&proxy, port))
+        time::timeout(Duration::from_secs(8), tunnel_through(&proxy, port))
             .await
             .expect("a CONNECT answered within 8 s");
         // The oldest idle connection was closed to make room; the newest is still open.
         let mut byte = [0u8; 1];
-        let read = tokio::time::timeout(Duration::from_secs(5), idle[0].read(&mut byte)).await;
+        let read = time::timeout(Duration::from_secs(5), idle[0].read(&mut byte)).await;
         assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
         let newest = idle.last_mut().expect("connections");
-        let still = tokio::time::timeout(Duration::from_millis(200), newest.read(&mut byte)).await;
+        let still = time::timeout(Duration::from_millis(200), newest.read(&mut byte)).await;
         assert!(
             still.is_err(),
             "the newest idle connection was closed: {still:?}"
@@ -1775,9 +1808,9 @@ mod tests {
     #[test]
     fn a_wildcard_name_may_not_reach_this_machine_s_own_public_address() {
         let test = "os_sandbox::proxy::tests::inside_namespaces_a_wildcard_name_resolving_here";
-        let out = std::process::Command::new("unshare")
+        let out = Command::new("unshare")
             .args(["-rnm", "--"])
-            .arg(std::env::current_exe().expect("the test binary"))
+            .arg(env::current_exe().expect("the test binary"))
             .args([
                 "--exact",
                 test,
@@ -1803,11 +1836,11 @@ mod tests {
     #[ignore = "run inside namespaces by a_wildcard_name_may_not_reach_this_machine_s_own_public_address"]
     async fn inside_namespaces_a_wildcard_name_resolving_here() {
         assert!(
-            std::env::var_os("NEW_PROXY_TEST_NAMESPACES").is_some(),
+            env::var_os("NEW_PROXY_TEST_NAMESPACES").is_some(),
             "run only inside the namespaces the outer test makes: it changes /etc/hosts and lo"
         );
         let run = |args: &[&str]| {
-            let status = std::process::Command::new(args[0])
+            let status = Command::new(args[0])
                 .args(&args[1..])
                 .status()
                 .expect("a setup command");
@@ -1816,8 +1849,8 @@ mod tests {
         const HERE: &str = "93.184.216.34";
         run(&["ip", "link", "set", "lo", "up"]);
         run(&["ip", "addr", "add", &format!("{HERE}/32"), "dev", "lo"]);
-        let hosts_file = std::env::temp_dir().join(format!("new-px-hosts-{}", std::process::id()));
-        std::fs::write(&hosts_file, format!("{HERE} svc.allowed.test\n")).expect("hosts");
+        let hosts_file = env::temp_dir().join(format!("new-px-hosts-{}", process::id()));
+        fs::write(&hosts_file, format!("{HERE} svc.allowed.test\n")).expect("hosts");
         run(&[
             "mount",
             "--bind",
@@ -1858,7 +1891,7 @@ mod tests {
         let response = exchange(&exact, get.as_bytes()).await;
         assert!(response.ends_with("local"), "{response}");
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
-        let _ = std::fs::remove_file(&hosts_file);
+        let _ = fs::remove_file(&hosts_file);
     }
 
     #[tokio::test]
@@ -1901,23 +1934,23 @@ mod tests {
     }
 
     /// A reader that hands out its pieces one read at a time, then ends.
-    struct Pieces(std::collections::VecDeque<Vec<u8>>);
+    struct Pieces(VecDeque<Vec<u8>>);
 
     impl AsyncRead for Pieces {
         fn poll_read(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
             if let Some(piece) = self.0.pop_front() {
                 buf.put_slice(&piece);
             }
-            std::task::Poll::Ready(Ok(()))
+            Poll::Ready(Ok(()))
         }
     }
 
     fn pieces(bytes: &[u8], cuts: &[usize]) -> Pieces {
-        let mut out = std::collections::VecDeque::new();
+        let mut out = VecDeque::new();
         let mut from = 0;
         for &cut in cuts.iter().chain([&bytes.len()]) {
             out.push_back(bytes[from..cut].to_vec());
@@ -1965,7 +1998,7 @@ mod tests {
         for piece in request.as_bytes().chunks(7) {
             stream.write_all(piece).await.expect("send");
             stream.flush().await.expect("flush");
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            time::sleep(Duration::from_millis(5)).await;
         }
         let head = read_response_head(&mut stream).await;
         assert_eq!(head, "HTTP/1.1 200 Connection Established\r\n\r\n");
@@ -2020,13 +2053,10 @@ mod tests {
     async fn drop_removes_the_socket_and_ends_tunnels() {
         let (port, _) = echo_server().await;
         let path = socket_path();
-        drop(std::os::unix::net::UnixListener::bind(&path).expect("stale socket"));
+        drop(UnixListener::bind(&path).expect("stale socket"));
         assert!(path.exists(), "a stale socket file is left behind");
         let proxy = Proxy::start(&path, hosts(&["localhost"]), None).expect("replace stale socket");
-        let mode = std::fs::metadata(&path)
-            .expect("socket")
-            .permissions()
-            .mode();
+        let mode = fs::metadata(&path).expect("socket").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let mut stream = client(&proxy).await;
         let request = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
@@ -2035,7 +2065,7 @@ mod tests {
         drop(proxy);
         assert!(!path.exists(), "socket file left after drop");
         let mut rest = Vec::new();
-        let ended = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest));
+        let ended = time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest));
         assert!(ended.await.is_ok(), "tunnel still open after drop");
         remove_test_dir(&path);
     }
@@ -2043,11 +2073,11 @@ mod tests {
     #[tokio::test]
     async fn start_refuses_to_replace_a_regular_file() {
         let path = socket_path();
-        std::fs::write(&path, "not a socket").expect("write file");
+        fs::write(&path, "not a socket").expect("write file");
         let error = Proxy::start(&path, Hosts::default(), None)
             .err()
             .expect("refused");
-        assert_eq!(error.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(error.kind(), ErrorKind::AlreadyExists);
         assert!(path.exists());
         remove_test_dir(&path);
     }

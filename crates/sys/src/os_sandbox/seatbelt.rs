@@ -14,6 +14,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::Spec;
+use std::path::PathBuf;
 
 /// A path as a Seatbelt string literal.
 fn quoted(path: &Path) -> String {
@@ -30,7 +31,7 @@ fn quoted(path: &Path) -> String {
 }
 
 /// `(subpath "…")` for each path, or `(literal "…")` for devices.
-fn filters(kind: &str, paths: &[std::path::PathBuf]) -> Vec<String> {
+fn filters(kind: &str, paths: &[PathBuf]) -> Vec<String> {
     paths
         .iter()
         .map(|p| format!("({kind} {})", quoted(p)))

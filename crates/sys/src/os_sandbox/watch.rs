@@ -8,7 +8,15 @@
 //! running after it ends normally is left alone, as without the watcher.
 
 use std::ffi::OsString;
+use std::fs;
+use std::mem;
 use std::os::unix::process::ExitStatusExt;
+use std::process;
+use std::process::Command;
+use std::process::ExitStatus;
+use std::ptr;
+use std::thread;
+use std::time::Duration;
 
 /// The exit code of a watcher that could not start PROGRAM (as a shell says for a missing one).
 const CANNOT_START: i32 = 127;
@@ -23,13 +31,13 @@ pub fn main(args: Vec<OsString>) -> ! {
         .unwrap_or(0);
     let Some(program) = args.next() else {
         eprintln!("new: __watch needs a program");
-        std::process::exit(CANNOT_START);
+        process::exit(CANNOT_START);
     };
     // The parent's death and a child's end are waited for as blocked signals (no handler, no
     // race): the parent-death signal is asked for once they are blocked.
     // SAFETY: plain signal-set calls on a local set; prctl takes integer arguments.
     let signals = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut set: libc::sigset_t = mem::zeroed();
         libc::sigemptyset(&mut set);
         // What is sent to the whole group (a clean-up's SIGTERM, a SIGINT, a SIGHUP) is for
         // PROGRAM: the watcher waits to see how PROGRAM takes it, and ends the same way (so it
@@ -44,20 +52,20 @@ pub fn main(args: Vec<OsString>) -> ! {
         ] {
             libc::sigaddset(&mut set, signal);
         }
-        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::sigprocmask(libc::SIG_BLOCK, &set, ptr::null_mut());
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1);
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         set
     };
-    let mut command = std::process::Command::new(&program);
+    let mut command = Command::new(&program);
     command.args(args);
     // SAFETY: between fork and exec of this single-threaded watcher, only sigprocmask (async-
     // signal-safe) and prctl: PROGRAM starts with no signal blocked.
     unsafe {
         command.pre_exec(|| {
-            let mut none: libc::sigset_t = std::mem::zeroed();
+            let mut none: libc::sigset_t = mem::zeroed();
             libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            libc::sigprocmask(libc::SIG_SETMASK, &none, ptr::null_mut());
             // A watcher killed outright (SIGKILL to it alone) takes PROGRAM with it.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
@@ -67,7 +75,7 @@ pub fn main(args: Vec<OsString>) -> ! {
         Ok(child) => child,
         Err(e) => {
             eprintln!("new: cannot start {}: {e}", program.to_string_lossy());
-            std::process::exit(CANNOT_START);
+            process::exit(CANNOT_START);
         }
     };
     let pid = child.id() as libc::pid_t;
@@ -82,7 +90,7 @@ pub fn main(args: Vec<OsString>) -> ! {
             // SAFETY: reaps a child of this process without waiting.
             let rc = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if rc == pid {
-                end_as(std::process::ExitStatus::from_raw(status));
+                end_as(ExitStatus::from_raw(status));
             }
             if rc <= 0 {
                 break;
@@ -96,7 +104,7 @@ pub fn main(args: Vec<OsString>) -> ! {
             end_everything();
         }
         // SAFETY: waits for one of the blocked signals, at most a second.
-        unsafe { libc::sigtimedwait(&signals, std::ptr::null_mut(), &second) };
+        unsafe { libc::sigtimedwait(&signals, ptr::null_mut(), &second) };
     }
 }
 
@@ -126,7 +134,7 @@ fn end_everything() -> ! {
                         libc::SYS_pidfd_send_signal,
                         fd,
                         libc::SIGKILL,
-                        std::ptr::null::<libc::siginfo_t>(),
+                        ptr::null::<libc::siginfo_t>(),
                         0,
                     );
                 }
@@ -135,7 +143,7 @@ fn end_everything() -> ! {
             // Reaped as they end (what they started comes to this subreaper meanwhile).
             let mut status = 0;
             while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            thread::sleep(Duration::from_millis(5));
         }
         libc::_exit(137)
     }
@@ -143,7 +151,7 @@ fn end_everything() -> ! {
 
 /// The processes, other than `me`, whose parent is `me` or that are in `group`, from `/proc`.
 fn left_of(me: libc::pid_t, group: Option<libc::pid_t>) -> Vec<libc::pid_t> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
@@ -155,7 +163,7 @@ fn left_of(me: libc::pid_t, group: Option<libc::pid_t>) -> Vec<libc::pid_t> {
 /// Whether process `p`'s parent is `me` or it is in `group` (a zombie of ours still counts until
 /// it is reaped), from its `/proc` entry.
 fn belongs(p: libc::pid_t, me: libc::pid_t, group: Option<libc::pid_t>) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
         return false;
     };
     // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses, so after the last
@@ -172,7 +180,7 @@ fn belongs(p: libc::pid_t, me: libc::pid_t, group: Option<libc::pid_t>) -> bool 
 }
 
 /// Ends the way PROGRAM ended: its exit code, or the signal that ended it.
-fn end_as(status: std::process::ExitStatus) -> ! {
+fn end_as(status: ExitStatus) -> ! {
     if let Some(signal) = status.signal() {
         // SAFETY: restores the default action of that signal, unblocks it and raises it at
         // ourselves, so the caller sees the same end; `_exit` if that did not end us.
@@ -184,13 +192,13 @@ fn end_as(status: std::process::ExitStatus) -> ! {
             };
             libc::setrlimit(libc::RLIMIT_CORE, &none);
             libc::signal(signal, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut set: libc::sigset_t = mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, signal);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
             libc::raise(signal);
             libc::_exit(128 + signal)
         }
     }
-    std::process::exit(status.code().unwrap_or(CANNOT_START))
+    process::exit(status.code().unwrap_or(CANNOT_START))
 }

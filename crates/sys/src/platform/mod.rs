@@ -16,6 +16,18 @@ pub use unix::*;
 
 #[cfg(windows)]
 mod windows;
+#[cfg(not(windows))]
+use std::ffi::CString;
+use std::ffi::OsStr;
+use std::ffi::OsString;
+use std::io;
+#[cfg(not(windows))]
+use std::io::ErrorKind;
+use std::ops::Range;
+#[cfg(not(windows))]
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::OnceLock;
 #[cfg(windows)]
 pub use windows::*;
 
@@ -66,11 +78,11 @@ pub struct Stat {
 #[derive(Debug, Default)]
 pub struct Names {
     buffer: Vec<u8>,
-    entries: Vec<(std::ops::Range<usize>, FileKind)>,
+    entries: Vec<(Range<usize>, FileKind)>,
 }
 
 impl Names {
-    fn push(&mut self, name: &std::ffi::OsStr, kind: FileKind) {
+    fn push(&mut self, name: &OsStr, kind: FileKind) {
         let bytes = name.as_encoded_bytes();
         self.entries
             .push((self.buffer.len()..self.buffer.len() + bytes.len(), kind));
@@ -86,12 +98,11 @@ impl Names {
     }
 
     /// Each name with its kind, in the order the listing gave them.
-    pub fn iter(&self) -> impl Iterator<Item = (&std::ffi::OsStr, FileKind)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&OsStr, FileKind)> + '_ {
         self.entries.iter().map(|(at, kind)| {
             // SAFETY: `entries` is private and only `push` adds to it: each range holds exactly
             // the bytes of one name taken from an `OsStr` by `as_encoded_bytes`, unchanged.
-            let name =
-                unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(&self.buffer[at.clone()]) };
+            let name = unsafe { OsStr::from_encoded_bytes_unchecked(&self.buffer[at.clone()]) };
             (name, *kind)
         })
     }
@@ -99,7 +110,7 @@ impl Names {
 
 impl Dir {
     /// Every name in the folder (not `.` and `..`) with its kind as the listing tells it.
-    pub fn names(&self) -> std::io::Result<Names> {
+    pub fn names(&self) -> io::Result<Names> {
         let mut names = Names::default();
         self.for_each_entry(|name, kind| names.push(name, kind))?;
         Ok(names)
@@ -116,8 +127,8 @@ pub enum Stream {
 /// The columns and rows of the terminal on `stream`; None when it is not one.
 pub fn terminal_size(stream: Stream) -> Option<(usize, usize)> {
     let size = match stream {
-        Stream::Stdout => terminal_size::terminal_size_of(std::io::stdout()),
-        Stream::Stderr => terminal_size::terminal_size_of(std::io::stderr()),
+        Stream::Stdout => terminal_size::terminal_size_of(io::stdout()),
+        Stream::Stderr => terminal_size::terminal_size_of(io::stderr()),
     };
     size.map(|(w, h)| (w.0 as usize, h.0 as usize))
         .filter(|(w, _)| *w > 0)
@@ -138,7 +149,7 @@ pub enum ShellKind {
 /// How the shell tool (and hooks, and helpers) run a command line.
 #[derive(Debug)]
 pub struct Shell {
-    pub program: std::path::PathBuf,
+    pub program: PathBuf,
     /// The arguments before the command line (`-c`; PowerShell's `-Command`).
     pub flags: &'static [&'static str],
     pub kind: ShellKind,
@@ -146,8 +157,8 @@ pub struct Shell {
 
 impl Shell {
     /// The arguments that run `command`.
-    pub fn args(&self, command: &str) -> Vec<std::ffi::OsString> {
-        let mut args: Vec<std::ffi::OsString> = self.flags.iter().map(Into::into).collect();
+    pub fn args(&self, command: &str) -> Vec<OsString> {
+        let mut args: Vec<OsString> = self.flags.iter().map(Into::into).collect();
         args.push(command.into());
         args
     }
@@ -169,7 +180,7 @@ pub fn tune_allocator() {
 /// Whether the terminal shows colour escapes: always on Unix; on Windows once the console is
 /// switched to VT mode (done the first time this is asked).
 pub fn terminal_colours() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(enable_terminal_colours)
 }
 
@@ -177,14 +188,14 @@ pub fn terminal_colours() -> bool {
 /// readers that must not block on one). `mkfifo` is on every Unix (rustix's `mknodat` is not on
 /// macOS).
 #[cfg(unix)]
-pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
+pub fn make_fifo(path: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(ErrorKind::InvalidInput, e))?;
     // SAFETY: mkfifo reads a NUL-terminated path that lives through the call.
     if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } == 0 {
         Ok(())
     } else {
-        Err(std::io::Error::last_os_error())
+        Err(io::Error::last_os_error())
     }
 }

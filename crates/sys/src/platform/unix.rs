@@ -12,6 +12,15 @@ use std::sync::OnceLock;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::{FileKind, Shell, ShellKind, Stat};
+use rustix::fs;
+use rustix::io::Errno;
+use std::fs::Metadata;
+use std::mem;
+use std::process::ExitStatus;
+use tokio::process::Command;
+use tokio::signal::unix;
+use tokio::signal::unix::Signal;
+use tokio::signal::unix::SignalKind;
 
 /// A handle on a folder, opened without following a link (below the root it was opened from):
 /// names are looked up in it, not by path, so a folder swapped for a link after the check
@@ -38,7 +47,7 @@ fn kind_of(t: FileType) -> FileKind {
 
 // The field types differ between systems (`st_mode` is 16 bits on macOS, `st_ino` 32 on some).
 #[allow(clippy::unnecessary_cast)]
-fn stat_of(s: &rustix::fs::Stat) -> Stat {
+fn stat_of(s: &fs::Stat) -> Stat {
     Stat {
         kind: kind_of(FileType::from_raw_mode(s.st_mode)),
         size: s.st_size as u64,
@@ -49,11 +58,9 @@ fn stat_of(s: &rustix::fs::Stat) -> Stat {
 }
 
 /// `ELOOP`/`ENOTDIR` from a link-free folder open: the name is a link or no folder.
-fn not_a_folder(e: rustix::io::Errno) -> io::Error {
+fn not_a_folder(e: Errno) -> io::Error {
     match e {
-        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => {
-            io::Error::new(io::ErrorKind::NotADirectory, e)
-        }
+        Errno::LOOP | Errno::NOTDIR => io::Error::new(io::ErrorKind::NotADirectory, e),
         e => e.into(),
     }
 }
@@ -61,12 +68,12 @@ fn not_a_folder(e: rustix::io::Errno) -> io::Error {
 impl Dir {
     /// The folder at `path`, following links on the way (the path is a canonical root).
     pub fn open(path: &Path) -> io::Result<Dir> {
-        Ok(Dir(rustix::fs::open(path, DIR_FLAGS, Mode::empty())?))
+        Ok(Dir(fs::open(path, DIR_FLAGS, Mode::empty())?))
     }
 
     /// The folder at `path`, refused (`NotADirectory`) if its last component is a link.
     pub fn open_no_link(path: &Path) -> io::Result<Dir> {
-        rustix::fs::open(path, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty())
+        fs::open(path, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty())
             .map(Dir)
             .map_err(not_a_folder)
     }
@@ -74,22 +81,22 @@ impl Dir {
     /// The folder `name` inside this one, never through a link: a link or anything but a
     /// folder is an error of kind `NotADirectory`.
     pub fn dir(&self, name: &OsStr) -> io::Result<Dir> {
-        rustix::fs::openat(&self.0, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty())
+        fs::openat(&self.0, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty())
             .map(Dir)
             .map_err(not_a_folder)
     }
 
     /// Makes the folder `name` here; one already there is no error.
     pub fn make_dir(&self, name: &OsStr) -> io::Result<()> {
-        match rustix::fs::mkdirat(&self.0, name, Mode::from_raw_mode(0o777)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+        match fs::mkdirat(&self.0, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
 
     /// The status of `name`, not following a link.
     pub fn stat(&self, name: &OsStr) -> io::Result<Stat> {
-        Ok(stat_of(&rustix::fs::statat(
+        Ok(stat_of(&fs::statat(
             &self.0,
             name,
             AtFlags::SYMLINK_NOFOLLOW,
@@ -99,19 +106,19 @@ impl Dir {
     /// `name` opened for reading without following a link and without blocking (a FIFO would
     /// otherwise wait for a writer), with the status of what was opened.
     pub fn open_file(&self, name: &OsStr) -> io::Result<(File, Stat)> {
-        let fd = rustix::fs::openat(
+        let fd = fs::openat(
             &self.0,
             name,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
-        let stat = stat_of(&rustix::fs::fstat(&fd)?);
+        let stat = stat_of(&fs::fstat(&fd)?);
         Ok((File::from(fd), stat))
     }
 
     /// A new file `name` (never one already there, never through a link) with `mode`.
     pub fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
-        let fd = rustix::fs::openat(
+        let fd = fs::openat(
             &self.0,
             name,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -122,22 +129,22 @@ impl Dir {
 
     /// Renames `from` over `to`, both in this folder.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
-        Ok(rustix::fs::renameat(&self.0, from, &self.0, to)?)
+        Ok(fs::renameat(&self.0, from, &self.0, to)?)
     }
 
     /// Removes the file or link `name`.
     pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {
-        Ok(rustix::fs::unlinkat(&self.0, name, AtFlags::empty())?)
+        Ok(fs::unlinkat(&self.0, name, AtFlags::empty())?)
     }
 
     /// Makes `name` a symbolic link to `target`.
     pub fn symlink(&self, target: &str, name: &OsStr) -> io::Result<()> {
-        Ok(rustix::fs::symlinkat(target, &self.0, name)?)
+        Ok(fs::symlinkat(target, &self.0, name)?)
     }
 
     /// The target of the link `name`.
     pub fn read_link(&self, name: &OsStr) -> io::Result<String> {
-        Ok(rustix::fs::readlinkat(&self.0, name, Vec::new())?
+        Ok(fs::readlinkat(&self.0, name, Vec::new())?
             .to_string_lossy()
             .into_owned())
     }
@@ -146,7 +153,7 @@ impl Dir {
     /// tells it ([`FileKind::Unknown`] when it does not).
     pub fn for_each_entry(&self, mut each: impl FnMut(&OsStr, FileKind)) -> io::Result<()> {
         use std::os::unix::ffi::OsStrExt;
-        let mut reader = rustix::fs::Dir::read_from(&self.0)?;
+        let mut reader = fs::Dir::read_from(&self.0)?;
         while let Some(entry) = reader.read() {
             let Ok(entry) = entry else { break };
             let name = entry.file_name().to_bytes();
@@ -162,10 +169,7 @@ impl Dir {
 
 /// Sets the permission bits of an open file.
 pub fn set_mode(file: &File, mode: u32) -> io::Result<()> {
-    Ok(rustix::fs::fchmod(
-        file,
-        Mode::from_raw_mode((mode & 0o7777) as _),
-    )?)
+    Ok(fs::fchmod(file, Mode::from_raw_mode((mode & 0o7777) as _))?)
 }
 
 /// A builder of folders only their owner can enter (0700), with their parents.
@@ -217,7 +221,7 @@ impl SavedTerminal {
     fn change(change: impl FnOnce(&mut libc::termios)) -> Option<SavedTerminal> {
         // SAFETY: termios is plain data; tcgetattr/tcsetattr only read and write it for fd 0.
         unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
+            let mut t: libc::termios = mem::zeroed();
             if libc::tcgetattr(0, &mut t) != 0 {
                 return None;
             }
@@ -277,7 +281,7 @@ pub fn read_keys(buf: &mut [u8]) -> io::Result<usize> {
 
 /// Makes the child lead a process group of its own, so it and what it starts can be ended
 /// together (and Ctrl-C at the terminal is `new`'s, not the child's).
-pub fn own_process_group(cmd: &mut tokio::process::Command) {
+pub fn own_process_group(cmd: &mut Command) {
     cmd.process_group(0);
 }
 
@@ -291,7 +295,7 @@ pub fn end_group(pid: u32, hard: bool) {
 }
 
 /// The signal that ended a process, if one did.
-pub fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
     status.signal()
 }
@@ -326,11 +330,11 @@ pub fn enable_terminal_colours() -> bool {
 }
 
 /// The user's Ctrl-C, as a stream (registered when made; it must be made inside the runtime).
-pub struct Interrupts(tokio::signal::unix::Signal);
+pub struct Interrupts(Signal);
 
 impl Interrupts {
     pub fn new() -> io::Result<Interrupts> {
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map(Interrupts)
+        unix::signal(SignalKind::interrupt()).map(Interrupts)
     }
 
     /// The next Ctrl-C; None once no more can come.
@@ -361,7 +365,7 @@ pub fn process_alive(pid: u32) -> bool {
 }
 
 /// What tells a file apart from one put in its place: device and inode.
-pub fn file_identity(_path: &Path, meta: &std::fs::Metadata) -> String {
+pub fn file_identity(_path: &Path, meta: &Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
     format!("{}:{}", meta.dev(), meta.ino())
 }
@@ -386,7 +390,7 @@ pub fn with_line_terminal<T>(
     let fd = tty.as_raw_fd();
     // SAFETY: termios is plain data; these calls only read and set the terminal's settings.
     let saved = unsafe {
-        let mut t: libc::termios = std::mem::zeroed();
+        let mut t: libc::termios = mem::zeroed();
         (libc::tcgetattr(fd, &mut t) == 0).then(|| {
             let saved = t;
             t.c_lflag |= libc::ICANON | libc::ECHO;

@@ -9,7 +9,16 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::plural;
+use crate::secret;
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args};
+use new_sys::os_sandbox;
+use new_sys::os_sandbox::OsSandbox;
+use new_sys::os_sandbox::Reach;
+use new_sys::platform;
+use new_sys::platform::ShellKind;
+use new_sys::process;
+use std::sync::OnceLock;
+use tokio::time;
 
 /// Bytes kept from the start and from the end of each stream.
 pub const HEAD_BYTES: usize = 10_000;
@@ -27,8 +36,8 @@ impl Tool for Bash {
     }
 
     fn description(&self) -> &str {
-        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        TEXT.get_or_init(|| describe(new_sys::platform::shell().kind, cfg!(windows)))
+        static TEXT: OnceLock<String> = OnceLock::new();
+        TEXT.get_or_init(|| describe(platform::shell().kind, cfg!(windows)))
     }
 
     fn parameters(&self) -> Value {
@@ -72,7 +81,7 @@ impl Tool for Bash {
 
 /// The tool's description for the shell commands run in: bash (Git Bash on Windows) or
 /// PowerShell, which the model must be told, since its commands are another language.
-fn describe(kind: new_sys::platform::ShellKind, windows: bool) -> String {
+fn describe(kind: ShellKind, windows: bool) -> String {
     use new_sys::platform::ShellKind;
     let shell = match (kind, windows) {
         (ShellKind::PowerShell, _) => {
@@ -115,11 +124,11 @@ struct GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        new_sys::platform::end_group(self.pid as u32, true);
+        platform::end_group(self.pid as u32, true);
         if self.contained {
-            new_sys::process::sweep_once(self.pid);
+            process::sweep_once(self.pid);
         } else {
-            new_sys::process::sweep(self.pid);
+            process::sweep(self.pid);
         }
     }
 }
@@ -180,10 +189,7 @@ async fn drain(stream: Option<impl AsyncRead + Unpin>, capture: &mut Capture) {
 
 /// The session's sandbox, when this call runs inside it: the sandbox is on and the call did not
 /// ask to leave it.
-pub fn sandbox_for<'a>(
-    args: &Value,
-    ctx: &'a ToolContext,
-) -> Option<&'a new_sys::os_sandbox::OsSandbox> {
+pub fn sandbox_for<'a>(args: &Value, ctx: &'a ToolContext) -> Option<&'a OsSandbox> {
     let sandbox = ctx.os_sandbox.as_deref().filter(|s| s.is_on())?;
     (args::opt_bool(args, "sandbox").ok().flatten() != Some(false)).then_some(sandbox)
 }
@@ -204,10 +210,10 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
     args::opt_bool(args, "sandbox")?;
     let sandbox = sandbox_for(args, ctx);
-    let shell = new_sys::platform::shell();
-    let mut cmd = new_sys::os_sandbox::command(
+    let shell = platform::shell();
+    let mut cmd = os_sandbox::command(
         sandbox,
-        Some(new_sys::os_sandbox::Reach::Configured),
+        Some(Reach::Configured),
         shell.program.as_os_str(),
         &shell.args(command),
         ctx.workdir.root(),
@@ -220,12 +226,12 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .kill_on_drop(true);
-    new_sys::platform::own_process_group(&mut cmd);
+    platform::own_process_group(&mut cmd);
     // Keys for model providers stay out of reach of the commands the model runs.
-    for name in crate::secret::secret_env(&ctx.hidden_env) {
+    for name in secret::secret_env(&ctx.hidden_env) {
         cmd.env_remove(name);
     }
-    let mut child = new_sys::process::spawn_own(&mut cmd).map_err(|e| {
+    let mut child = process::spawn_own(&mut cmd).map_err(|e| {
         ToolError::Failed(format!("could not start {}: {e}", shell.program.display()))
     })?;
     let _guard = child.id().map(|pid| GroupGuard {
@@ -240,7 +246,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             tokio::join!(drain(stdout, &mut out), drain(stderr, &mut err));
         };
         tokio::pin!(reading);
-        let deadline = tokio::time::sleep(timeout);
+        let deadline = time::sleep(timeout);
         tokio::pin!(deadline);
         let mut read_all = false;
         let status = loop {
@@ -251,7 +257,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             }
         };
         if status.is_some() && !read_all {
-            let _ = tokio::time::timeout(DRAIN_GRACE, &mut reading).await;
+            let _ = time::timeout(DRAIN_GRACE, &mut reading).await;
         }
         status
     };
@@ -271,7 +277,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
                 format!("exit code {code}")
             }
             None => {
-                let signal = new_sys::platform::exit_signal(s).unwrap_or(0);
+                let signal = platform::exit_signal(s).unwrap_or(0);
                 report.push_str(&format!("Killed by signal {signal}\n"));
                 format!("killed by signal {signal}")
             }
@@ -324,20 +330,27 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools;
+    use std::fs;
+    use std::path::Path;
+    use std::process;
+    use std::thread;
+    use std::time::Instant;
+    use tokio::time;
 
-    fn ctx(dir: &std::path::Path) -> ToolContext {
-        crate::tools::test_context(dir)
+    fn ctx(dir: &Path) -> ToolContext {
+        tools::test_context(dir)
     }
 
-    async fn bash(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn bash(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         Bash.run(&args, &ctx(dir)).await
     }
 
     /// Whether any process has `marker` in its command line.
     fn running(marker: &str) -> bool {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        fs::read_dir("/proc").unwrap().flatten().any(|e| {
             // Arguments are separated by NULs: read them as one line of words.
-            std::fs::read(e.path().join("cmdline"))
+            fs::read(e.path().join("cmdline"))
                 .map(|c| {
                     String::from_utf8_lossy(&c)
                         .replace('\0', " ")
@@ -350,7 +363,7 @@ mod tests {
     #[tokio::test]
     async fn reports_exit_code_and_both_streams_in_workdir() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("here.txt"), "").unwrap();
+        fs::write(dir.path().join("here.txt"), "").unwrap();
         let out = bash(dir.path(), json!({"command": "ls; echo oops >&2; exit 3"}))
             .await
             .unwrap();
@@ -378,9 +391,9 @@ mod tests {
     #[tokio::test]
     async fn timeout_kills_the_whole_process_group() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = format!("sleep 47.{}", std::process::id());
+        let marker = format!("sleep 47.{}", process::id());
         let command = format!("({marker}) & {marker}; echo never");
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let out = bash(
             dir.path(),
             json!({"command": command, "timeout_seconds": 1}),
@@ -393,32 +406,32 @@ mod tests {
             "{}",
             out.content
         );
-        std::thread::sleep(Duration::from_millis(200));
+        thread::sleep(Duration::from_millis(200));
         assert!(!running(&marker), "a child outlived the timeout");
     }
 
     #[tokio::test]
     async fn cancelling_kills_the_process_group() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = format!("sleep 48.{}", std::process::id());
+        let marker = format!("sleep 48.{}", process::id());
         let args = json!({"command": format!("({marker}) & {marker}")});
         let context = ctx(dir.path());
         let call = Bash.run(&args, &context);
         // Dropping the future is what Ctrl-C does.
         assert!(
-            tokio::time::timeout(Duration::from_millis(300), call)
+            time::timeout(Duration::from_millis(300), call)
                 .await
                 .is_err()
         );
-        std::thread::sleep(Duration::from_millis(200));
+        thread::sleep(Duration::from_millis(200));
         assert!(!running(&marker), "a child outlived the cancellation");
     }
 
     #[tokio::test]
     async fn background_children_do_not_hold_the_call_open() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = format!("sleep 49.{}", std::process::id());
-        let started = std::time::Instant::now();
+        let marker = format!("sleep 49.{}", process::id());
+        let started = Instant::now();
         let out = bash(
             dir.path(),
             json!({"command": format!("{marker} & echo started")}),
@@ -427,7 +440,7 @@ mod tests {
         .unwrap();
         assert!(started.elapsed() < Duration::from_secs(3));
         assert!(out.content.contains("started"));
-        std::thread::sleep(Duration::from_millis(200));
+        thread::sleep(Duration::from_millis(200));
         assert!(!running(&marker));
     }
 
@@ -437,7 +450,7 @@ mod tests {
     #[tokio::test]
     async fn processes_that_leave_the_group_are_ended_too() {
         let dir = tempfile::tempdir().unwrap();
-        let tag = std::process::id();
+        let tag = process::id();
         let escapes = [
             format!("setsid sleep 51.{tag}1 &"),
             format!("setsid -f sleep 51.{tag}2"),
@@ -459,7 +472,7 @@ mod tests {
             "{}",
             out.content
         );
-        std::thread::sleep(Duration::from_millis(300));
+        thread::sleep(Duration::from_millis(300));
         for i in 1..=9 {
             let marker = format!("sleep 51.{tag}{i}");
             assert!(!running(&marker), "{marker} escaped the clean-up");
@@ -472,7 +485,7 @@ mod tests {
         .await
         .unwrap();
         assert!(out.content.contains("Timed out"));
-        std::thread::sleep(Duration::from_millis(300));
+        thread::sleep(Duration::from_millis(300));
         assert!(!running(&format!("sleep 52.{tag}")));
     }
 }

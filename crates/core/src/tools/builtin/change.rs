@@ -5,8 +5,10 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use super::plural;
+use crate::fs::confine::FileKind;
 use crate::fs::confine::Workdir;
 use crate::tools::{ToolError, ToolOutput, diff};
+use std::io::ErrorKind;
 
 pub struct FileChange {
     workdir: Workdir,
@@ -23,9 +25,7 @@ impl FileChange {
     pub fn load(workdir: &Workdir, filepath: &str, new: String) -> Result<Self, ToolError> {
         let path = workdir.resolve(filepath)?;
         let shown = workdir.display(&path);
-        if path == workdir.root()
-            || workdir.kind(&path).ok().flatten() == Some(crate::fs::confine::FileKind::Dir)
-        {
+        if path == workdir.root() || workdir.kind(&path).ok().flatten() == Some(FileKind::Dir) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder, not a file"
             )));
@@ -39,7 +39,7 @@ impl FileChange {
                     .map_err(|e| ToolError::io("reading", &shown, e))?;
                 Some(String::from_utf8_lossy(&bytes).into_owned())
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(ToolError::io("reading", &shown, e)),
         };
         Ok(FileChange {

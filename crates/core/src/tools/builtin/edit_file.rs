@@ -123,8 +123,10 @@ impl EditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::path::Path;
 
-    fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
+    fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         EditFile.edit(&args, &Workdir::new(dir).unwrap())
     }
 
@@ -132,7 +134,7 @@ mod tests {
     fn replaces_once_or_all_and_refuses_ambiguity() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a.txt");
-        std::fs::write(&f, "one\ntwo\ntwo\n").unwrap();
+        fs::write(&f, "one\ntwo\ntwo\n").unwrap();
         let err = run(
             dir.path(),
             json!({"filepath":"a.txt","old_string":"two","new_string":"2"}),
@@ -166,13 +168,13 @@ mod tests {
             "{}",
             out.content
         );
-        assert_eq!(std::fs::read_to_string(&f).unwrap(), "1\n2\n2\n");
+        assert_eq!(fs::read_to_string(&f).unwrap(), "1\n2\n2\n");
     }
 
     #[test]
     fn bad_arguments_and_missing_files() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        fs::write(dir.path().join("a.txt"), "x").unwrap();
         let err = run(
             dir.path(),
             json!({"filepath":"nope.txt","old_string":"a","new_string":"b"}),
@@ -208,14 +210,14 @@ mod tests {
     #[test]
     fn windows_line_ends_still_match() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("w.txt"), "a\r\nb\r\n").unwrap();
+        fs::write(dir.path().join("w.txt"), "a\r\nb\r\n").unwrap();
         run(
             dir.path(),
             json!({"filepath":"w.txt","old_string":"a\nb","new_string":"A\nB"}),
         )
         .unwrap();
         assert_eq!(
-            std::fs::read_to_string(dir.path().join("w.txt")).unwrap(),
+            fs::read_to_string(dir.path().join("w.txt")).unwrap(),
             "A\r\nB\r\n"
         );
     }

@@ -119,8 +119,13 @@ impl Glob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::fs::File;
+    use std::path::Path;
+    use std::time::Duration;
+    use std::time::SystemTime;
 
-    fn tree(dir: &std::path::Path) {
+    fn tree(dir: &Path) {
         for (path, text) in [
             ("src/main.rs", "fn main() {}"),
             ("src/util/mod.rs", ""),
@@ -130,10 +135,10 @@ mod tests {
             (".git/config", ""),
         ] {
             let p = dir.join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
         }
-        std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+        fs::write(dir.join(".gitignore"), "target/\n").unwrap();
     }
 
     fn names(out: &ToolOutput) -> Vec<&str> {
@@ -194,11 +199,11 @@ mod tests {
     fn newest_first_and_capped() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..(MAX_RESULTS + 5) {
-            std::fs::write(dir.path().join(format!("f{i:03}.txt")), "").unwrap();
+            fs::write(dir.path().join(format!("f{i:03}.txt")), "").unwrap();
         }
         let newest = dir.path().join("f000.txt");
-        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
-        std::fs::File::options()
+        let later = SystemTime::now() + Duration::from_secs(60);
+        File::options()
             .write(true)
             .open(&newest)
             .unwrap()
@@ -221,16 +226,16 @@ mod tests {
     #[test]
     fn newest_first_then_by_name_the_same_every_run() {
         let dir = tempfile::tempdir().unwrap();
-        let base = std::time::SystemTime::now() - std::time::Duration::from_secs(10_000);
+        let base = SystemTime::now() - Duration::from_secs(10_000);
         let mut expected = Vec::new();
         for i in 0..(MAX_RESULTS + 100) {
             let rel = format!("d{}/sub{}/f{i}.txt", i % 7, i % 3);
             let p = dir.path().join(&rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(&p, "").unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(&p, "").unwrap();
             // Ten files share each time: the name breaks the tie.
-            let modified = base + std::time::Duration::from_secs((i / 10) as u64);
-            std::fs::File::options()
+            let modified = base + Duration::from_secs((i / 10) as u64);
+            File::options()
                 .write(true)
                 .open(&p)
                 .unwrap()

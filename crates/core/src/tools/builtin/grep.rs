@@ -15,6 +15,7 @@ use crate::fs::confine::{FolderHandle, Workdir};
 use crate::tools::{
     Cancel, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
+use std::io;
 
 /// Most matching lines returned.
 pub const MAX_MATCHES: usize = 200;
@@ -94,7 +95,7 @@ impl Collector<'_> {
 }
 
 impl Sink for Collector<'_> {
-    type Error = std::io::Error;
+    type Error = io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         let place = self
@@ -266,6 +267,8 @@ impl Grep {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+    use std::fs;
 
     fn setup() -> (tempfile::TempDir, Workdir) {
         let dir = tempfile::tempdir().unwrap();
@@ -276,10 +279,10 @@ mod tests {
             ("data.bin", "fn alpha\0binary"),
         ] {
             let p = dir.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
         }
-        std::fs::write(dir.path().join(".gitignore"), "build/\n").unwrap();
+        fs::write(dir.path().join(".gitignore"), "build/\n").unwrap();
         let s = Workdir::new(dir.path()).unwrap();
         (dir, s)
     }
@@ -355,7 +358,7 @@ mod tests {
     fn many_matches_are_capped() {
         let dir = tempfile::tempdir().unwrap();
         let text: String = (0..500).map(|i| format!("hit {i}\n")).collect();
-        std::fs::write(dir.path().join("many.txt"), text).unwrap();
+        fs::write(dir.path().join("many.txt"), text).unwrap();
         let out = Grep
             .search(
                 &json!({"pattern": "hit"}),
@@ -378,7 +381,7 @@ mod tests {
                 _ => format!("f{i}.txt"),
             };
             let p = dir.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
             let text: String = (0..hits_per_file * 2)
                 .map(|l| {
                     if l % 2 == 0 {
@@ -388,7 +391,7 @@ mod tests {
                     }
                 })
                 .collect();
-            std::fs::write(p, text).unwrap();
+            fs::write(p, text).unwrap();
         }
     }
 
@@ -404,7 +407,7 @@ mod tests {
                     parts.next().unwrap().parse::<u64>().unwrap(),
                     parts.next().unwrap(),
                 );
-                let file = std::fs::read_to_string(dir.join(path)).unwrap();
+                let file = fs::read_to_string(dir.join(path)).unwrap();
                 assert_eq!(file.lines().nth(number as usize - 1), Some(text), "{l}");
                 assert!(text.starts_with("hit"), "{l}");
                 (PathBuf::from(path), number)
@@ -472,7 +475,7 @@ mod tests {
             sorted.sort();
             sorted.dedup();
             assert_eq!(found, sorted);
-            let files: std::collections::BTreeSet<_> = found.iter().map(|f| &f.0).collect();
+            let files: BTreeSet<_> = found.iter().map(|f| &f.0).collect();
             assert_eq!(
                 out.summary,
                 format!("hit: 200 matches in {} files", files.len())

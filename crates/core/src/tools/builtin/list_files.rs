@@ -11,6 +11,7 @@ use crate::fs::confine::Workdir;
 use crate::tools::{
     Cancel, Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking,
 };
+use std::fs;
 
 /// Most entries listed one by one; past this a listing is summarised.
 pub const MAX_ENTRIES: usize = 500;
@@ -64,7 +65,7 @@ impl ListFiles {
         let recursive = args::opt_bool(args, "recursive")?.unwrap_or(false);
         let dir = workdir.resolve(dirpath)?;
         let shown = workdir.display(&dir);
-        let meta = std::fs::metadata(&dir).map_err(|e| ToolError::io("listing", &shown, e))?;
+        let meta = fs::metadata(&dir).map_err(|e| ToolError::io("listing", &shown, e))?;
         if !meta.is_dir() {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a file, not a folder; use read_file to read it"
@@ -92,7 +93,7 @@ enum Kind {
 }
 
 fn read_entries(dir: &Path, shown: &str) -> Result<Vec<Entry>, ToolError> {
-    let mut entries: Vec<Entry> = std::fs::read_dir(dir)
+    let mut entries: Vec<Entry> = fs::read_dir(dir)
         .map_err(|e| ToolError::io("listing", shown, e))?
         .filter_map(|e| e.ok())
         .map(|e| {
@@ -279,18 +280,21 @@ pub fn human_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
 
     fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         ListFiles.list(&args, &Workdir::new(dir).unwrap(), &Cancel::default())
     }
 
     fn tree(dir: &Path) {
-        std::fs::create_dir_all(dir.join("src/util")).unwrap();
-        std::fs::create_dir_all(dir.join(".git/objects")).unwrap();
-        std::fs::write(dir.join("README.md"), "hello").unwrap();
-        std::fs::write(dir.join("src/main.rs"), "fn main() {}").unwrap();
-        std::fs::write(dir.join("src/util/mod.rs"), "").unwrap();
-        std::fs::write(dir.join(".git/objects/x"), "").unwrap();
+        fs::create_dir_all(dir.join("src/util")).unwrap();
+        fs::create_dir_all(dir.join(".git/objects")).unwrap();
+        fs::write(dir.join("README.md"), "hello").unwrap();
+        fs::write(dir.join("src/main.rs"), "fn main() {}").unwrap();
+        fs::write(dir.join("src/util/mod.rs"), "").unwrap();
+        fs::write(dir.join(".git/objects/x"), "").unwrap();
     }
 
     #[test]
@@ -325,9 +329,9 @@ mod tests {
     fn huge_trees_are_summarised() {
         let dir = tempfile::tempdir().unwrap();
         for d in ["a", "b"] {
-            std::fs::create_dir(dir.path().join(d)).unwrap();
+            fs::create_dir(dir.path().join(d)).unwrap();
             for i in 0..300 {
-                std::fs::write(dir.path().join(d).join(format!("f{i}")), "x").unwrap();
+                fs::write(dir.path().join(d).join(format!("f{i}")), "x").unwrap();
             }
         }
         let out = run(dir.path(), json!({"recursive": "true"})).unwrap();
@@ -348,7 +352,7 @@ mod tests {
     fn files_and_escapes_are_refused_and_links_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path());
-        std::os::unix::fs::symlink("/", dir.path().join("root-link")).unwrap();
+        symlink("/", dir.path().join("root-link")).unwrap();
         assert!(
             run(dir.path(), json!({"dirpath": "README.md"}))
                 .unwrap_err()

@@ -5,8 +5,12 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::{Value, json};
 
 use super::plural;
+use crate::fs::confine::FileKind;
 use crate::fs::confine::Workdir;
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready};
+use std::fs::File;
+use std::io;
+use std::io::Cursor;
 
 /// Lines returned when the model gives no limit.
 pub const DEFAULT_LIMIT: usize = 2000;
@@ -64,7 +68,7 @@ impl ReadFile {
         let (workdir, path) = workdir.resolve_read(filepath)?;
         let workdir = &workdir;
         let shown = workdir.display(&path);
-        if workdir.kind(&path).ok().flatten() == Some(crate::fs::confine::FileKind::Dir) {
+        if workdir.kind(&path).ok().flatten() == Some(FileKind::Dir) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` is a folder; use list_files to see what it holds"
             )));
@@ -91,7 +95,7 @@ impl ReadFile {
             });
         }
 
-        let reader = BufReader::new(std::io::Cursor::new(head).chain(file));
+        let reader = BufReader::new(Cursor::new(head).chain(file));
         let mut out = String::new();
         let mut total = 0usize;
         let mut last_shown = 0usize;
@@ -151,7 +155,7 @@ impl ReadFile {
     }
 }
 
-fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..])? {
@@ -165,8 +169,10 @@ fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::path::Path;
 
-    fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
+    fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         ReadFile.read(&args, &Workdir::new(dir).unwrap())
     }
 
@@ -174,7 +180,7 @@ mod tests {
     fn numbers_lines_and_pages() {
         let dir = tempfile::tempdir().unwrap();
         let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
-        std::fs::write(dir.path().join("f.txt"), text).unwrap();
+        fs::write(dir.path().join("f.txt"), text).unwrap();
         let out = run(dir.path(), json!({"filepath": "f.txt"})).unwrap();
         assert!(out.content.starts_with("     1\tline 1\n     2\tline 2\n"));
         assert!(!out.content.contains("Showing"));
@@ -199,7 +205,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let line = "x".repeat(1000);
         let text: String = (0..500).map(|_| format!("{line}\n")).collect();
-        std::fs::write(dir.path().join("big.txt"), text).unwrap();
+        fs::write(dir.path().join("big.txt"), text).unwrap();
         let out = run(dir.path(), json!({"filepath": "big.txt"})).unwrap();
         assert!(out.content.len() <= MAX_OUTPUT_BYTES + 200);
         assert!(
@@ -211,8 +217,8 @@ mod tests {
     #[test]
     fn binary_folders_and_missing_files_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("b.bin"), [0u8, 1, 2, 3]).unwrap();
-        std::fs::write(dir.path().join("e.txt"), "").unwrap();
+        fs::write(dir.path().join("b.bin"), [0u8, 1, 2, 3]).unwrap();
+        fs::write(dir.path().join("e.txt"), "").unwrap();
         let err = run(dir.path(), json!({"filepath": "b.bin"})).unwrap_err();
         assert!(err.to_string().contains("binary file (4 bytes)"));
         let err = run(dir.path(), json!({"filepath": "."})).unwrap_err();
@@ -228,7 +234,7 @@ mod tests {
     #[test]
     fn long_lines_are_cut_and_crlf_is_trimmed() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
+        fs::write(
             dir.path().join("l.txt"),
             format!("{}\r\nshort\r\n", "y".repeat(3000)),
         )

@@ -12,6 +12,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::{DirEntry, WalkState};
 
 use crate::tools::{Cancel, ToolError};
+use std::thread;
 
 /// Walks every file under `root` on as many threads as ripgrep uses. `worker` is called once per
 /// thread and makes that thread's visitor; a visitor returning false ends the whole walk, and so
@@ -20,7 +21,7 @@ pub fn files<'s, V>(root: &Path, cancel: &'s Cancel, mut worker: impl FnMut() ->
 where
     V: FnMut(&DirEntry) -> bool + Send + 's,
 {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(12));
+    let threads = thread::available_parallelism().map_or(1, |n| n.get().min(12));
     ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)

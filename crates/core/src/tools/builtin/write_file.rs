@@ -61,8 +61,12 @@ impl WriteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    #[cfg(not(windows))]
+    use std::fs::Permissions;
+    use std::path::Path;
 
-    fn run(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
+    fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         WriteFile.write(&args, &Workdir::new(dir).unwrap())
     }
 
@@ -76,7 +80,7 @@ mod tests {
         .unwrap();
         assert_eq!(out.content, "Created `a/b/c.txt` (2 lines, 8 bytes).");
         assert_eq!(
-            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
             "one\ntwo\n"
         );
         let out = run(
@@ -95,10 +99,7 @@ mod tests {
         .unwrap();
         assert!(out.content.contains("nothing changed"));
         // No temporary files are left behind.
-        assert_eq!(
-            std::fs::read_dir(dir.path().join("a/b")).unwrap().count(),
-            1
-        );
+        assert_eq!(fs::read_dir(dir.path().join("a/b")).unwrap().count(), 1);
     }
 
     #[cfg(unix)]
@@ -107,11 +108,11 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("run.sh");
-        std::fs::write(&f, "old").unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(&f, "old").unwrap();
+        fs::set_permissions(&f, Permissions::from_mode(0o755)).unwrap();
         run(dir.path(), json!({"filepath": "run.sh", "content": "new"})).unwrap();
         assert_eq!(
-            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            fs::metadata(&f).unwrap().permissions().mode() & 0o777,
             0o755
         );
         assert!(run(dir.path(), json!({"filepath": ".", "content": "x"})).is_err());
