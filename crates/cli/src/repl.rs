@@ -847,6 +847,11 @@ impl App {
     fn leave(mut self) {
         let mut front = Terminal::plain(self.out);
         let closed = self.runtime.block_on(self.engine.close(&mut front));
+        if !closed.protected_changed.is_empty() {
+            let names = closed.protected_changed.join(", ");
+            self.out
+                .warn(&self.tr("protected_changed_at_exit", &[("names", &names)]));
+        }
         if closed.tasks_stopped > 0 {
             self.out.say(
                 &self

@@ -1868,6 +1868,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "后台任务 {id}（{role}）{state} · 其答复将随对话 {parent} 的下一条消息送达",
     ),
     (
+        "protected_changed_at_exit",
+        "while the MCP servers ran, {names} was created or replaced: new protects these names (they shape later sessions); check them before the next session",
+        "MCP 服务器运行期间，{names} 被创建或替换：new 保护这些名称（它们会影响以后的会话）；请在下次会话前检查",
+    ),
+    (
         "tasks_stopped_at_exit",
         "stopped {n:subagent task} still running",
         "已停止 {n} 个仍在运行的子代理任务",

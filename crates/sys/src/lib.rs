@@ -8,3 +8,4 @@
 pub mod os_sandbox;
 pub mod platform;
 pub mod process;
+pub mod secret;

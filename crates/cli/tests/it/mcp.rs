@@ -993,3 +993,107 @@ fn a_one_shot_prompt_attaches_a_resource_and_a_missing_one_sends_nothing() {
         "{result}"
     );
 }
+
+/// Issue 41 (7): a trusted project's stdio server creates protected names missing at its start
+/// (`AGENTS.md`, `.git/hooks/pre-commit` where there was no `.git`, `.claude/settings.json`): no
+/// read-only mount covers a name that is not there, so nothing stops it, but the user is told.
+/// With no MCP call, as the session ends (`-p`: on stderr, never in the answer); with one, on
+/// the call's own line and to the model, and not a second time at the end.
+#[test]
+fn protected_names_a_project_s_server_plants_are_said() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    env.write_config(
+        r#"{"retry_initial_ms": 5,
+            "permissions": [{"tool": "mcp__proj__*", "action": "allow"}]}"#,
+    );
+    let planted = [
+        "AGENTS.md",
+        ".git/hooks/pre-commit",
+        ".claude/settings.json",
+    ];
+    fs::write(
+        env.work().join(".mcp.json"),
+        json!({"mcpServers": {"proj": {
+            "command": "python3",
+            "args": [fake().display().to_string()],
+            "env": {"FAKE_MCP_PLANT": planted.join(",")}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let unplant = || {
+        fs::remove_file(env.work().join("AGENTS.md")).unwrap();
+        fs::remove_dir_all(env.work().join(".git")).unwrap();
+        fs::remove_dir_all(env.work().join(".claude")).unwrap();
+    };
+
+    // -p, the model calls no tool: said when the session ends.
+    let server = Server::start(vec![text(&["the answer"])]);
+    let run = env.run(&server.base_url, &["--trust-project", "-p", "hello"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stderr.contains("failed"), "{run:?}");
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("while the MCP servers ran"))
+        .unwrap_or_else(|| panic!("not said: {run:?}"));
+    for name in planted {
+        assert!(env.work().join(name).is_file(), "{name}");
+    }
+    // Said by the protected name that changed (a folder that was missing, for the files in it).
+    let changed = ["AGENTS.md", ".git", ".claude"];
+    for name in changed {
+        assert!(said.contains(name), "{name}: {said}");
+    }
+    assert_eq!(run.stdout.trim(), "the answer", "{run:?}");
+
+    // The REPL, an MCP call after the server started: said with the call, and to the model.
+    unplant();
+    let server = Server::start(vec![
+        tool_calls(&[("a", "mcp__proj__echo", r#"{"text":"hi"}"#)]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &[], "go\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let shown = format!("{}{}", run.stdout, run.stderr);
+    let line = shown
+        .lines()
+        .find(|l| l.contains("while the MCP server `proj` ran"))
+        .unwrap_or_else(|| panic!("not said with the call: {run:?}"));
+    for name in changed {
+        assert!(line.contains(name), "{name}: {line}");
+    }
+    let result = last_result(&server.requests()[1]);
+    assert!(result.starts_with("echo: hi"), "{result}");
+    let told = result
+        .lines()
+        .find(|l| l.starts_with("[protected] While the MCP server `proj` ran, "))
+        .unwrap_or_else(|| panic!("not told to the model: {result}"));
+    for name in changed {
+        assert!(told.contains(name), "{name}: {told}");
+    }
+    assert!(
+        !shown.contains("while the MCP servers ran"),
+        "said once, not again at the end: {run:?}"
+    );
+
+    // Nothing planted: nothing said.
+    unplant();
+    fs::write(
+        env.work().join(".mcp.json"),
+        json!({"mcpServers": {"proj": {"command": "python3", "args": [fake().display().to_string()]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[("a", "mcp__proj__echo", r#"{"text":"hi"}"#)]),
+        text(&["done"]),
+    ]);
+    let run = env.run(&server.base_url, &["--trust-project", "-p", "go"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stderr.contains("created or replaced"), "{run:?}");
+    assert!(!last_result(&server.requests()[1]).contains("[protected]"));
+}

@@ -255,6 +255,11 @@ impl Manager {
 
     /// Starts, in the background, every server that may run and has not started yet.
     pub fn start(self: &Arc<Self>) {
+        // The protected names as they are before any server runs: what a server creates is
+        // said after each call and at the end ([`Manager::protected_news`]).
+        if let Some(sandbox) = lock(&self.os_sandbox).as_deref() {
+            sandbox.protected_news();
+        }
         for server in &self.servers {
             let waiting = {
                 let mut state = lock(&server.state);
@@ -834,6 +839,61 @@ impl Manager {
         }
     }
 
+    /// The protected names (instructions, `.git`, `.new`, `.claude`, …) created or replaced since
+    /// the servers started or this was last asked, not by a command (whose own report says
+    /// it): a server runs beside the session and a name missing at its start is no read-only
+    /// mount, so it could plant one. Asked after each call and when the session ends.
+    pub fn protected_news(&self) -> Vec<PathBuf> {
+        lock(&self.os_sandbox)
+            .as_deref()
+            .map(OsSandbox::protected_news)
+            .unwrap_or_default()
+    }
+
+    /// [`Manager::protected_news`] as the user reads them: relative to WORKDIR, escaped.
+    pub fn protected_news_shown(&self) -> Vec<String> {
+        self.shown(&self.protected_news())
+    }
+
+    fn shown(&self, paths: &[PathBuf]) -> Vec<String> {
+        let real = self
+            .workdir
+            .canonicalize()
+            .unwrap_or_else(|_| self.workdir.clone());
+        paths
+            .iter()
+            .map(|p| {
+                let relative = p
+                    .strip_prefix(&real)
+                    .or_else(|_| p.strip_prefix(&self.workdir))
+                    .unwrap_or(p);
+                escape::escape_controls(&relative.display().to_string())
+            })
+            .collect()
+    }
+
+    /// What to add to a call's result when protected names changed while it ran: a clause for
+    /// the summary the user sees, a line for the model.
+    fn protected_note(&self, server: &Server) -> Option<(String, String)> {
+        let changed = self.protected_news();
+        if changed.is_empty() {
+            return None;
+        }
+        let names = self.shown(&changed).join(", ");
+        Some((
+            format!(
+                "; meanwhile {names} was created or replaced while the MCP server `{}` ran \
+                 (protected: check it before the next session)",
+                server.config.name
+            ),
+            format!(
+                "\n[protected] While the MCP server `{}` ran, {names} was created or replaced; \
+                 new protects these names (they shape later sessions), and the user is told.",
+                server.config.name
+            ),
+        ))
+    }
+
     /// Calls a tool; the result as text for the model.
     async fn call(
         &self,
@@ -886,15 +946,25 @@ impl Manager {
             }
             break;
         }
+        // Whatever the answer, what changed meanwhile is said.
+        let note = self.protected_note(server);
         let result = result.map_err(|e| {
-            ToolError::Failed(format!("the MCP server `{}`: {e}", server.config.name))
+            let mut text = format!("the MCP server `{}`: {e}", server.config.name);
+            if let Some((clause, _)) = &note {
+                text.push_str(clause);
+            }
+            ToolError::Failed(text)
         })?;
-        let (text, is_error) = render_result(&result);
-        let summary = format!(
+        let (mut text, is_error) = render_result(&result);
+        let mut summary = format!(
             "{} → {}",
             tool.exposed,
             first_line(&text).chars().take(80).collect::<String>()
         );
+        if let Some((clause, line)) = note {
+            summary.push_str(&clause);
+            text.push_str(&line);
+        }
         if is_error {
             return Err(ToolError::Failed(text));
         }

@@ -48,10 +48,13 @@ pub async fn interruptible<T>(
 }
 
 /// What closing a session did, for the front end to say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Closed {
     /// Background subagents stopped.
     pub tasks_stopped: usize,
+    /// Protected names (relative to WORKDIR, escaped) created or replaced since the MCP
+    /// servers' last call, not said yet: a server that planted them ran beside the session.
+    pub protected_changed: Vec<String>,
 }
 
 /// What follows an answer: done, or once more (a hook asked the model to go on).
@@ -385,13 +388,18 @@ impl Session {
             .subagents
             .as_ref()
             .map_or(0, |s| s.tasks.stop_all(Duration::from_secs(5)));
+        let mut protected_changed = Vec::new();
         if let Some(mcp) = self.tools.source::<Manager>() {
             mcp.shutdown().await;
+            protected_changed = mcp.protected_news_shown();
         }
         if let Some(sandbox) = &self.tools.context().os_sandbox {
             sandbox.cleanup();
         }
-        Closed { tasks_stopped }
+        Closed {
+            tasks_stopped,
+            protected_changed,
+        }
     }
 
     /// The MCP servers' tools join the session's (the hooks' subagents get them too).

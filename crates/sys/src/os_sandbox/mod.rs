@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::platform;
+use crate::secret;
 pub use error::{OffReason, OsCause, SandboxError, SettingsError, SetupError};
 use std::env;
 use std::env::consts::OS;
@@ -410,50 +411,6 @@ pub enum Reach {
     All,
 }
 
-/// Variables that carry a credential or lead to a service outside (an agent's socket, a
-/// terminal multiplexer, the session bus): not passed into the sandbox.
-pub fn sandbox_secret_env() -> Vec<OsString> {
-    env::vars_os()
-        .map(|(name, _)| name)
-        .filter(|name| is_secret_name(&name.to_string_lossy()))
-        .collect()
-}
-
-/// Whether a variable's name looks like it holds a secret or a way out.
-pub fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    const EXACT: &[&str] = &[
-        "SSH_AUTH_SOCK",
-        "SSH_AGENT_PID",
-        "GPG_AGENT_INFO",
-        "TMUX",
-        "TMUX_PANE",
-        "STY",
-        "DBUS_SESSION_BUS_ADDRESS",
-        "DISPLAY",
-        "WAYLAND_DISPLAY",
-        "XAUTHORITY",
-        "KRB5CCNAME",
-        "DOCKER_HOST",
-    ];
-    EXACT.contains(&upper.as_str())
-        || [
-            "_API_KEY",
-            "_TOKEN",
-            "_SECRET",
-            "_SECRET_KEY",
-            "_ACCESS_KEY",
-            "_ACCESS_KEY_ID",
-            "_CREDENTIALS",
-            "_AUTH",
-        ]
-        .iter()
-        .any(|s| upper.ends_with(s))
-        || ["PASSWORD", "PASSWD", "PASSPHRASE"]
-            .iter()
-            .any(|s| upper.contains(s))
-}
-
 /// The one way a program is started on the model's or a project's behalf (`bash`, hooks, MCP
 /// servers): inside `sandbox` with `reach` when both are given and the sandbox is on, as it is
 /// otherwise; in `cwd` either way.
@@ -580,6 +537,9 @@ pub struct OsSandbox {
     /// Absolute paths kept read-only when they exist (more are added once the instructions are
     /// read: the files they include).
     protected: RwLock<Vec<PathBuf>>,
+    /// The protected names as last looked at by [`OsSandbox::protected_news`] (none: nobody
+    /// looks: no program runs beside the commands, whose own comparison says what they did).
+    looked: Mutex<Option<Vec<(PathBuf, String)>>>,
     /// Absolute paths covered when they exist.
     hidden: Vec<PathBuf>,
     state: OnceLock<State>,
@@ -601,6 +561,20 @@ impl Drop for OsSandbox {
     fn drop(&mut self) {
         self.cleanup();
     }
+}
+
+/// The names of `before` whose state in `now` differs (a name only in one of them is not
+/// compared: the list grows once the instructions are read).
+fn changes(before: &[(PathBuf, String)], now: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    before
+        .iter()
+        .filter(|(path, state)| {
+            now.iter()
+                .find(|(p, _)| p == path)
+                .is_some_and(|(_, s)| s != state)
+        })
+        .map(|(p, _)| p.clone())
+        .collect()
 }
 
 /// Why a probe of the helper failed, from what it wrote: its report ([`SetupError`] as JSON, what
@@ -732,6 +706,7 @@ impl OsSandbox {
             workdir,
             base: session_base(),
             protected: RwLock::new(protected),
+            looked: Mutex::new(None),
             hidden,
             state: OnceLock::new(),
             proxy: Mutex::new(None),
@@ -992,7 +967,8 @@ impl OsSandbox {
             .arg(program)
             .args(args)
             .env("TMPDIR", self.temp_dir());
-        for name in sandbox_secret_env() {
+        // The one secret policy (the callers remove the config's provider keys as well).
+        for name in secret::secret_env(&[]) {
             cmd.env_remove(name);
         }
         Ok(cmd)
@@ -1029,17 +1005,40 @@ impl OsSandbox {
     }
 
     /// The protected names whose state changed since `before` ([`OsSandbox::protected_state`]).
+    /// What a command changed is said by the command's report: [`OsSandbox::protected_news`]
+    /// does not say it again.
     pub fn changed_protected(&self, before: &[(PathBuf, String)]) -> Vec<PathBuf> {
         let now = self.protected_state();
-        before
-            .iter()
-            .filter(|(path, state)| {
-                now.iter()
-                    .find(|(p, _)| p == path)
-                    .is_some_and(|(_, s)| s != state)
-            })
-            .map(|(p, _)| p.clone())
-            .collect()
+        let changed = changes(before, &now);
+        if let Some(looked) = self
+            .looked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            for (path, state) in looked.iter_mut() {
+                if let Some((_, s)) = now.iter().find(|(p, _)| changed.contains(p) && p == path) {
+                    state.clone_from(s);
+                }
+            }
+        }
+        changed
+    }
+
+    /// The protected names whose state changed since the last look, which this one replaces.
+    /// The first look is the start: it says nothing. Programs that run beside the commands
+    /// (MCP servers, for the whole session) are watched so: a name missing when they started
+    /// is not covered by a read-only mount, and one of them could create it (`AGENTS.md`,
+    /// `.git/hooks/pre-commit`, `.claude/settings.json`).
+    pub fn protected_news(&self) -> Vec<PathBuf> {
+        let now = self.protected_state();
+        let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = looked
+            .as_deref()
+            .map(|before| changes(before, &now))
+            .unwrap_or_default();
+        *looked = Some(now);
+        changed
     }
 
     /// A note for the model when a sandboxed command's output looks like the sandbox refused it.
@@ -1127,6 +1126,8 @@ mod tests {
     use std::io;
     #[cfg(all(not(windows), not(target_os = "macos")))]
     use std::io::ErrorKind;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
     #[cfg(not(windows))]
     use std::process::ExitStatus;
 
@@ -1277,6 +1278,52 @@ mod tests {
             Vec::new(),
         );
         assert!(matches!(off.state(), State::Off(OffReason::Disabled)));
+    }
+
+    /// Issue 41 (7): what a program beside the commands (an MCP server) creates among the
+    /// protected names is news once, from the first look on; what a command did (and its own
+    /// report said) is not news again; a name replaced by a link is news too.
+    #[cfg(unix)]
+    #[test]
+    fn protected_names_created_beside_the_commands_are_news_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().canonicalize().unwrap();
+        let sandbox = OsSandbox::new(
+            SandboxSettings::default(),
+            &work,
+            &work.join("data"),
+            work.join("no-such-new"),
+            Vec::new(),
+            Vec::new(),
+        );
+        fs::write(work.join("CLAUDE.md"), "mine").unwrap();
+        assert!(
+            sandbox.protected_news().is_empty(),
+            "the first look is the start"
+        );
+        assert!(sandbox.protected_news().is_empty());
+        fs::write(work.join("AGENTS.md"), "planted").unwrap();
+        fs::create_dir_all(work.join(".git/hooks")).unwrap();
+        fs::write(work.join(".git/hooks/pre-commit"), "planted").unwrap();
+        let mut news = sandbox.protected_news();
+        news.sort();
+        assert_eq!(news, [work.join(".git"), work.join("AGENTS.md")]);
+        assert!(sandbox.protected_news().is_empty(), "said once");
+        // A command's own comparison says what it changed: not news afterwards.
+        let before = sandbox.protected_state();
+        fs::write(work.join("AGENTS.override.md"), "by a command").unwrap();
+        assert_eq!(
+            sandbox.changed_protected(&before),
+            [work.join("AGENTS.override.md")]
+        );
+        assert!(sandbox.protected_news().is_empty());
+        // Replaced by a link: news (the mount keeps the target, not the name).
+        fs::remove_file(work.join("CLAUDE.md")).unwrap();
+        symlink(work.join("AGENTS.md"), work.join("CLAUDE.md")).unwrap();
+        // What the command did not change stays news for the next look.
+        let before = sandbox.protected_state();
+        assert!(sandbox.changed_protected(&before).is_empty());
+        assert_eq!(sandbox.protected_news(), [work.join("CLAUDE.md")]);
     }
 
     /// The helper's report crosses the process boundary as JSON and comes back as the same
