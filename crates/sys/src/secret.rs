@@ -152,6 +152,55 @@ fn url_password(value: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// Set in the copy of this test binary that [`this_process_s_own_environment_is_judged`]
+    /// starts with an environment of its choosing.
+    const CHILD: &str = "NEW_SECRET_POLICY_TEST_CHILD";
+
+    /// `secret_env` and `is_secret_reference` read this process's own variables (names and
+    /// values): judged in a copy of the test binary started with known ones, so that nothing
+    /// here changes the environment other tests read.
+    #[test]
+    fn this_process_s_own_environment_is_judged() {
+        if env::var_os(CHILD).is_some() {
+            let hidden = ["MY_LLM_VAR".to_string()];
+            let mut removed: Vec<String> = secret_env(&hidden)
+                .into_iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("NEWTEST_") || n == "MY_LLM_VAR")
+                .collect();
+            removed.sort();
+            assert_eq!(
+                removed,
+                ["MY_LLM_VAR", "NEWTEST_DB_URL", "NEWTEST_GH_TOKEN"],
+                "by the config's name, by the name's look, by a password in the value"
+            );
+            assert!(is_secret_reference("NEWTEST_DB_URL", &[]));
+            assert!(!is_secret_reference("NEWTEST_DOCS_URL", &[]));
+            return;
+        }
+        let output = Command::new(env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "secret::tests::this_process_s_own_environment_is_judged",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .env("MY_LLM_VAR", "sk-x")
+            .env("NEWTEST_GH_TOKEN", "ghp_x")
+            .env("NEWTEST_DB_URL", "postgres://u:pw@db")
+            .env("NEWTEST_DOCS_URL", "https://example.com/a@b")
+            .env("NEWTEST_PLAIN", "plain")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && said.contains("1 passed"),
+            "the child's judgement failed: {said}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 
     fn vars(list: &[(&str, &str)]) -> impl Iterator<Item = (OsString, OsString)> {
         list.iter()
