@@ -206,10 +206,12 @@ fn announce_project_config(out: &Output, config: &Config) {
         ],
     );
     eprintln!("{}", out.dim(&line));
-    for what in &config.ignored {
+    // Said once, in one line: everything the file asked for and did not get.
+    if !config.ignored.is_empty() {
+        let what = config.ignored.join(", ");
         out.warn(&tr(
             "ignored_from_project",
-            &[("what", what), ("file", &file)],
+            &[("what", &what), ("file", &file)],
         ));
     }
 }
