@@ -815,7 +815,7 @@ fn a_missing_server_program_is_said_as_such() {
     let run = env.run(&server.base_url, &[], "hello\n/mcp\n");
     assert!(
         run.stdout
-            .contains("missing (user): failed: cannot start `/nonexistent/mcp-server`"),
+            .contains("missing (user): failed: `/nonexistent/mcp-server` not found"),
         "{run:?}"
     );
 }
