@@ -168,6 +168,10 @@ pub struct FileConfig {
     /// The model's context window in tokens (a provider's own wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window_size: Option<u64>,
+    /// The window assumed for a model whose window is not known, where a CodePilot file is in
+    /// force (CodePilot's 200,000); never written back.
+    #[serde(skip)]
+    pub fallback_window: Option<u64>,
     /// Render answers as Markdown on a terminal (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<bool>,
@@ -429,6 +433,7 @@ fn context_settings(
     Ok(Settings {
         enabled: c.enabled.unwrap_or(true),
         window,
+        fallback_window: merged.fallback_window,
         tool_result_threshold: threshold,
         preview_tokens: preview,
         auto_trigger_margin: in_range(
@@ -591,6 +596,7 @@ impl FileConfig {
             api_key,
             base_url,
             context_window_size,
+            fallback_window,
             context_safety_margin,
             render
         );
@@ -1400,12 +1406,15 @@ fn load_from(
                         project_trusted = false;
                         ignored.extend(narrow(&mut file, &merged));
                         rules = file.permissions.rules.clone();
+                    } else {
+                        codepilot::defaults(&mut file, &path);
                     }
                     rules.append(&mut project_rules);
                     project_rules = rules;
                     project_files.insert(0, path.clone());
                 }
                 _ => {
+                    codepilot::defaults(&mut file, &path);
                     rules.append(&mut user_rules);
                     user_rules = rules;
                 }
@@ -2148,6 +2157,53 @@ mod tests {
         );
         assert_eq!(c.provider.base_url, "http://elsewhere.example/v1");
         assert_eq!(c.provider.api_key.as_deref(), Some("sk-replace-me"));
+    }
+
+    /// A CodePilot `setting.json` that leaves keys out gets CodePilot's defaults for them (50
+    /// rounds, 16,384 tokens, a 200,000 window for a model not known), at its own layer: ours
+    /// where no CodePilot file is in force, the user's `config.json` still wins, and an untrusted
+    /// project's file raises nothing.
+    #[test]
+    fn codepilots_defaults_hold_in_its_files_scope_only() {
+        use crate::context::{Context, FALLBACK_WINDOW, WindowSource};
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        fs::create_dir_all(l.workdir()).unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (DEFAULT_MAX_ROUNDS, 8192));
+        let window = |c: &Config| Context::new(c.context.clone(), "lab-model-7b").window();
+        assert_eq!(window(&c), (FALLBACK_WINDOW, WindowSource::Fallback));
+        let setting = l.codepilot_user.clone().unwrap().join(codepilot::SETTING_FILE);
+        write(setting.clone(), r#"{"model": "lab-model-7b"}"#);
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (50, 16_384));
+        assert_eq!(window(&c), (200_000, WindowSource::Fallback));
+        // A known model keeps its own window.
+        assert_eq!(
+            Context::new(c.context.clone(), "gpt-4o").window().0,
+            128_000
+        );
+        // The user's own file is nearer: it wins where it speaks.
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"max_rounds": 12}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (12, 16_384));
+        // A project's CodePilot file, untrusted, does not raise the user's limits.
+        fs::remove_file(&setting).unwrap();
+        fs::remove_file(l.user.clone().unwrap().join(CONFIG_FILE)).unwrap();
+        let project = l.codepilot_project().join(codepilot::SETTING_FILE);
+        write(project.clone(), r#"{"lang": "en"}"#);
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert!(!c.project_trusted);
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (DEFAULT_MAX_ROUNDS, 8192));
+        assert!(c.ignored.is_empty(), "{:?}", c.ignored);
+        Trust::new(l.user.as_deref())
+            .trust(l.workdir(), trust_kind(&project), br#"{"lang": "en"}"#)
+            .unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (50, 16_384));
     }
 
     /// A file written back (as `/setup` does) keeps what CodePilot's names and shapes said.
