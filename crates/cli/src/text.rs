@@ -1650,8 +1650,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "err_unknown_role",
-        "unknown role `{name}`; available roles: {available}",
-        "未知角色 `{name}`；可用角色：{available}",
+        "unknown role `{name}`; looked for {name}.md in {searched} and the built-in roles; available roles: {available}",
+        "未知角色 `{name}`；已在 {searched} 和内置角色中查找 {name}.md；可用角色：{available}",
     ),
     (
         "err_role_read",
@@ -2351,9 +2351,24 @@ pub fn error(lang: Lang, e: &(dyn StdError + 'static)) -> String {
     }
     if let Some(e) = e.downcast_ref::<RoleError>() {
         return match e {
-            RoleError::Unknown { name, available } => t(
+            RoleError::Unknown {
+                name,
+                available,
+                searched,
+            } => t(
                 "err_unknown_role",
-                &[("name", name), ("available", &available.join(", "))],
+                &[
+                    ("name", name),
+                    ("available", &available.join(", ")),
+                    (
+                        "searched",
+                        &searched
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ),
+                ],
             ),
             RoleError::Read { path, cause } => t(
                 "err_role_read",

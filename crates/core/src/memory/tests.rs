@@ -681,6 +681,7 @@ fn codepilot_store(root: &Path) -> (MemoryStore, PathBuf, PathBuf) {
         project: work.join(".new"),
         user: None,
         codepilot_user: Some(home.join(".codepilot")),
+        here: None,
     };
     let s = store(root).with_codepilot(&layers);
     (
@@ -775,6 +776,7 @@ fn both_codepilot_folders_are_read_and_never_written() {
         project: dir.path().join("work/.new"),
         user: None,
         codepilot_user: None,
+        here: None,
     };
     let same = MemoryStore::new(None, repo.clone()).with_codepilot(&layers);
     let (memories, _) = same.list();
