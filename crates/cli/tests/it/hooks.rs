@@ -171,7 +171,7 @@ fn a_blocked_message_is_not_sent_and_a_broken_hook_never_stops_the_turn() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
         run.stderr
-            .contains("the message was not sent: a hook blocked it (looks like a secret)"),
+            .contains("the message was not sent: a hook blocked it (hook `no-secrets` blocked the message: looks like a secret)"),
         "{run:?}"
     );
     assert_eq!(server.requests().len(), 1, "only `hello` was sent");
