@@ -374,8 +374,10 @@ fn claude_code_2_1_subagents_compact_boundaries_and_old_files() {
     fs::create_dir_all(dir.join(session).join("subagents")).unwrap();
     let line = |v: Value| v.to_string() + "\n";
     let entry = |kind: &str, uuid: &str, parent: Value, message: Value| {
-        line(serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent,
-            "sessionId": session, "isSidechain": false, "message": message}))
+        line(
+            serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent,
+            "sessionId": session, "isSidechain": false, "message": message}),
+        )
     };
     fs::write(
         dir.join(format!("{session}.jsonl")),

@@ -502,9 +502,12 @@ fn a_trusted_project_s_hooks_run_outside_the_sandbox_unless_they_ask() {
     let run = start(&server);
     assert!(server.requests().is_empty(), "{run:?}");
     assert!(
-        run.stderr.contains("hook `uv-prompt` blocked the message: mkdir: ")
+        run.stderr
+            .contains("hook `uv-prompt` blocked the message: mkdir: ")
             && run.stderr.contains("error: Failed to initialize cache")
-            && run.stderr.contains("hook `uv-prompt` ran inside the sandbox, which may be why"),
+            && run
+                .stderr
+                .contains("hook `uv-prompt` ran inside the sandbox, which may be why"),
         "{run:?}"
     );
     assert!(!home.join(".cache/uv-like").exists());

@@ -148,10 +148,7 @@ fn a_project_config_cannot_widen_permissions_or_move_the_key_until_trusted() {
     for what in [
         "permission_mode `permissive`",
         "the allow rule `allow bash`",
-        &format!(
-            "base_url `{}` for provider `openai`",
-            attacker.base_url
-        ),
+        &format!("base_url `{}` for provider `openai`", attacker.base_url),
     ] {
         assert!(run.stderr.contains(what), "{what}: {run:?}");
     }

@@ -2170,10 +2170,17 @@ mod tests {
         let l = layers(dir.path());
         fs::create_dir_all(l.workdir()).unwrap();
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
-        assert_eq!((c.max_rounds, c.provider.max_tokens), (DEFAULT_MAX_ROUNDS, 8192));
+        assert_eq!(
+            (c.max_rounds, c.provider.max_tokens),
+            (DEFAULT_MAX_ROUNDS, 8192)
+        );
         let window = |c: &Config| Context::new(c.context.clone(), "lab-model-7b").window();
         assert_eq!(window(&c), (FALLBACK_WINDOW, WindowSource::Fallback));
-        let setting = l.codepilot_user.clone().unwrap().join(codepilot::SETTING_FILE);
+        let setting = l
+            .codepilot_user
+            .clone()
+            .unwrap()
+            .join(codepilot::SETTING_FILE);
         write(setting.clone(), r#"{"model": "lab-model-7b"}"#);
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert_eq!((c.max_rounds, c.provider.max_tokens), (50, 16_384));
@@ -2197,7 +2204,10 @@ mod tests {
         write(project.clone(), r#"{"lang": "en"}"#);
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert!(!c.project_trusted);
-        assert_eq!((c.max_rounds, c.provider.max_tokens), (DEFAULT_MAX_ROUNDS, 8192));
+        assert_eq!(
+            (c.max_rounds, c.provider.max_tokens),
+            (DEFAULT_MAX_ROUNDS, 8192)
+        );
         assert!(c.ignored.is_empty(), "{:?}", c.ignored);
         Trust::new(l.user.as_deref())
             .trust(l.workdir(), trust_kind(&project), br#"{"lang": "en"}"#)

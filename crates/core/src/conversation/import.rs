@@ -227,8 +227,11 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
         );
         if let Some(parent) = already(store, source, &session) {
             // Under the call that ran it, when the session's results named it.
-            let call = agent_id(path, &main)
-                .and_then(|agent| header(store, &parent)?["metadata"]["imported"]["agents"].get(agent).cloned());
+            let call = agent_id(path, &main).and_then(|agent| {
+                header(store, &parent)?["metadata"]["imported"]["agents"]
+                    .get(agent)
+                    .cloned()
+            });
             under = Some(json!({
                 "conversation": parent,
                 "msg_id": call.as_ref().map_or(Value::Null, |c| c["msg_id"].clone()),
@@ -356,9 +359,7 @@ fn write(
         let agents: Map<String, Value> = draft
             .agents
             .iter()
-            .map(|(agent, msg, call)| {
-                (agent.clone(), json!({"msg_id": msg, "tool_call_id": call}))
-            })
+            .map(|(agent, msg, call)| (agent.clone(), json!({"msg_id": msg, "tool_call_id": call})))
             .collect();
         metadata["imported"]["agents"] = Value::Object(agents);
     }

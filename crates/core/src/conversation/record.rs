@@ -428,13 +428,17 @@ mod tests {
                 let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
                 match v["type"].as_str() {
                     Some("header") => {}
-                    Some("message") => {
-                        ids.push(serde_json::from_value::<Strict>(v).map_err(|e| e.to_string())?.msg_id)
-                    }
+                    Some("message") => ids.push(
+                        serde_json::from_value::<Strict>(v)
+                            .map_err(|e| e.to_string())?
+                            .msg_id,
+                    ),
                     _ if skip => {}
-                    _ => {
-                        ids.push(serde_json::from_value::<Strict>(v).map_err(|e| e.to_string())?.msg_id)
-                    }
+                    _ => ids.push(
+                        serde_json::from_value::<Strict>(v)
+                            .map_err(|e| e.to_string())?
+                            .msg_id,
+                    ),
                 }
             }
             Ok(ids)

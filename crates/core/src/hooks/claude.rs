@@ -173,8 +173,10 @@ fn structured_patch(diff: &str) -> Value {
     let mut head: Option<[u64; 4]> = None;
     let close = |head: Option<[u64; 4]>, lines: &mut Vec<String>, hunks: &mut Vec<Value>| {
         if let Some([os, ol, ns, nl]) = head {
-            hunks.push(json!({"oldStart": os, "oldLines": ol, "newStart": ns, "newLines": nl,
-                "lines": mem::take(lines)}));
+            hunks.push(
+                json!({"oldStart": os, "oldLines": ol, "newStart": ns, "newLines": nl,
+                "lines": mem::take(lines)}),
+            );
         }
     };
     for line in diff.lines() {
@@ -558,7 +560,12 @@ mod tests {
             &mut warnings,
         );
         assert_eq!(got.len(), 1);
-        for event in ["PostToolUseFailure", "SubagentStart", "Setup", "PermissionRequest"] {
+        for event in [
+            "PostToolUseFailure",
+            "SubagentStart",
+            "Setup",
+            "PermissionRequest",
+        ] {
             assert!(
                 warnings
                     .iter()
@@ -612,13 +619,24 @@ mod tests {
             got,
             json!({"stdout": "a\nb", "stderr": "oops", "interrupted": false, "isImage": false})
         );
-        let got = tool_response("bash", &json!({}), "Timed out after 2 s; …\nstderr:\nx\n", None);
-        assert_eq!((&got["stdout"], &got["stderr"], &got["interrupted"]), (&json!(""), &json!("x"), &json!(true)));
+        let got = tool_response(
+            "bash",
+            &json!({}),
+            "Timed out after 2 s; …\nstderr:\nx\n",
+            None,
+        );
+        assert_eq!(
+            (&got["stdout"], &got["stderr"], &got["interrupted"]),
+            (&json!(""), &json!("x"), &json!(true))
+        );
         // A failed write is no file written: its text, as other tools' results.
         assert_eq!(
             tool_response("write_file", &write, "Error: no", None),
             json!("Error: no")
         );
-        assert_eq!(tool_response("grep", &json!({}), "3 matches", None), json!("3 matches"));
+        assert_eq!(
+            tool_response("grep", &json!({}), "3 matches", None),
+            json!("3 matches")
+        );
     }
 }

@@ -249,8 +249,15 @@ fn review_answers_are_read_leniently_and_applied() {
 fn an_update_of_an_unknown_name_is_skipped_and_project_knowledge_is_its_own_kind() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
-    s.write(Level::Project, "build", "project_fact", "How to build", "just", &[])
-        .unwrap();
+    s.write(
+        Level::Project,
+        "build",
+        "project_fact",
+        "How to build",
+        "just",
+        &[],
+    )
+    .unwrap();
     let answer = r#"{"changes": [
         {"action": "update", "level": "project", "name": "made-up slug", "kind": "project_fact",
          "description": "x", "content": "y"},
@@ -259,7 +266,10 @@ fn an_update_of_an_unknown_name_is_skipped_and_project_knowledge_is_its_own_kind
         {"action": "write", "level": "project", "name": "layout", "kind": "project_knowledge",
          "description": "Where things are", "content": "crates/core is the engine"}]}"#;
     let done = apply(&s, &parse(answer).unwrap(), &[]);
-    assert_eq!(done, ["saved `build` (project)", "saved `layout` (project)"]);
+    assert_eq!(
+        done,
+        ["saved `build` (project)", "saved `layout` (project)"]
+    );
     let project = dir.path().join("project");
     assert!(!project.join("made-up-slug.md").exists());
     assert!(
@@ -274,7 +284,9 @@ fn an_update_of_an_unknown_name_is_skipped_and_project_knowledge_is_its_own_kind
     );
     let index = fs::read_to_string(project.join(INDEX)).unwrap();
     assert!(
-        index.contains("## Project knowledge\n\n- [project_knowledge](layout.md) — Where things are"),
+        index.contains(
+            "## Project knowledge\n\n- [project_knowledge](layout.md) — Where things are"
+        ),
         "{index}"
     );
     let (listed, _) = s.list();

@@ -211,7 +211,11 @@ fn group_is_private(gid: u32, uid: u32, group: &str, passwd: &str) -> bool {
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
-            Some((*f.first()?, f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?))
+            Some((
+                *f.first()?,
+                f.get(2)?.parse().ok()?,
+                f.get(3)?.parse().ok()?,
+            ))
         })
         .collect();
     let Some(my_name) = users.iter().find(|u| u.1 == uid).map(|u| u.0) else {
@@ -374,11 +378,11 @@ impl Reading {
     /// once that is spent too, one last marker says that more was left out.
     fn mark(&mut self, out: &mut String, text: &str) {
         const MORE: &str = "[more instruction files are left out or cut]";
-        if text.len() + 1 + MORE.len() + 1 <= self.markers {
+        if text.len() + 1 + MORE.len() < self.markers {
             out.push_str(text);
             out.push('\n');
             self.markers -= text.len() + 1;
-        } else if self.markers >= MORE.len() + 1 {
+        } else if self.markers > MORE.len() {
             out.push_str(MORE);
             out.push('\n');
             self.markers = 0;
@@ -761,15 +765,25 @@ mod tests {
             &work.join("CLAUDE.md"),
             "# Project\n\n## Architecture\n@docs/architecture.md\n\n## Rules\n- Always run `cargo test`.\n",
         );
-        write(&work.join(".claude/CLAUDE.md"), "## Local\nUse the staging host.\n");
+        write(
+            &work.join(".claude/CLAUDE.md"),
+            "## Local\nUse the staging host.\n",
+        );
         let i = load(None, &work);
         assert!(i.text.len() <= MAX_BYTES, "{}", i.text.len());
         assert!(i.text.contains("architecture architecture"));
         let marker = format!(
             "[the rest of {} is left out: the instructions hold 65536 bytes in all]",
-            work.canonicalize().unwrap().join("docs/architecture.md").display()
+            work.canonicalize()
+                .unwrap()
+                .join("docs/architecture.md")
+                .display()
         );
-        assert!(i.text.contains(&marker), "{}", &i.text[i.text.len() - 600..]);
+        assert!(
+            i.text.contains(&marker),
+            "{}",
+            &i.text[i.text.len() - 600..]
+        );
         assert!(i.text.contains("- Always run `cargo test`."));
         assert!(i.text.contains("Use the staging host."));
         let rules = i.text.find("## Rules").unwrap();
@@ -782,8 +796,16 @@ mod tests {
         }
         let i = load(None, &work);
         assert!(i.text.len() <= MAX_BYTES, "{}", i.text.len());
-        assert!(i.text.contains("part69.md is left out") || i.text.contains("[more instruction files are left out or cut]"));
-        assert!(i.text.contains("is left out: the instructions hold"), "{}", &i.text[i.text.len() - 600..]);
+        assert!(
+            i.text.contains("part69.md is left out")
+                || i.text
+                    .contains("[more instruction files are left out or cut]")
+        );
+        assert!(
+            i.text.contains("is left out: the instructions hold"),
+            "{}",
+            &i.text[i.text.len() - 600..]
+        );
     }
 
     fn write(path: &Path, text: &str) {
@@ -862,10 +884,9 @@ mod tests {
         fs::create_dir_all(&deeper).unwrap();
         let read = load_with(None, &deeper, None);
         assert!(
-            read.problems.iter().any(|p| p.contains(&format!(
-                "{} may be written by anybody",
-                shared.display()
-            )) && p.contains("repository at")),
+            read.problems.iter().any(|p| p
+                .contains(&format!("{} may be written by anybody", shared.display()))
+                && p.contains("repository at")),
             "{:?}",
             read.problems
         );
@@ -884,12 +905,21 @@ mod tests {
         let group = "root:x:0:\nadm:x:4:syslog,ana\nsudo:x:27:ana\nana:x:1000:\nbo:x:1001:bo\n\
                      devs:x:1003:\nteam:x:1004:ana,bo\nsolo:x:1005:ana\n";
         assert!(group_is_private(1000, 1000, group, passwd));
-        assert!(group_is_private(1001, 1001, group, passwd), "listing oneself");
+        assert!(
+            group_is_private(1001, 1001, group, passwd),
+            "listing oneself"
+        );
         assert!(group_is_private(1005, 1000, group, passwd));
         assert!(!group_is_private(1004, 1000, group, passwd), "shared");
-        assert!(!group_is_private(1003, 1000, group, passwd), "cy's primary group");
+        assert!(
+            !group_is_private(1003, 1000, group, passwd),
+            "cy's primary group"
+        );
         assert!(!group_is_private(1001, 1000, group, passwd), "bo's group");
-        assert!(!group_is_private(4242, 1000, group, passwd), "not in /etc/group");
+        assert!(
+            !group_is_private(4242, 1000, group, passwd),
+            "not in /etc/group"
+        );
         assert!(!group_is_private(1000, 4242, group, passwd), "no such user");
     }
 

@@ -61,7 +61,11 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
             let path = dir.join("roles").join(format!("{name}.md"));
             // A project's role may not be a link out of it (the folder `new` runs in is a
             // project's too); no role is read past the limit.
-            let root = if dir == layers.project { layers.workdir() } else { dir };
+            let root = if dir == layers.project {
+                layers.workdir()
+            } else {
+                dir
+            };
             let got = match layer {
                 LayerKind::Project => ProjectFiles::new(root).read(&path, MAX_ROLE_BYTES),
                 _ => project_file::read_own(&path, MAX_ROLE_BYTES),
@@ -383,7 +387,10 @@ mod tests {
         fs::create_dir_all(here.join("roles")).unwrap();
         fs::write(here.join("roles/pirate.md"), "Arr.").unwrap();
         let role = load_role(&l, "pirate").unwrap();
-        assert_eq!((role.text.as_str(), role.layer), ("Arr.", LayerKind::Project));
+        assert_eq!(
+            (role.text.as_str(), role.layer),
+            ("Arr.", LayerKind::Project)
+        );
         assert!(available_roles(&l).contains(&"pirate".to_string()));
         fs::create_dir_all(l.project.join("roles")).unwrap();
         fs::write(l.project.join("roles/pirate.md"), "Nearer.").unwrap();
@@ -397,7 +404,10 @@ mod tests {
             Err(RoleError::Read { .. })
         ));
         let err = load_role(&l, "nobody").unwrap_err().to_string();
-        assert!(err.contains(&here.join("roles").display().to_string()), "{err}");
+        assert!(
+            err.contains(&here.join("roles").display().to_string()),
+            "{err}"
+        );
     }
 
     #[test]
