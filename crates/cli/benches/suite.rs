@@ -1576,6 +1576,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
                 },
                 timeout: Duration::from_secs(30),
                 disabled: false,
+                held: None,
                 origin: Origin::User,
                 sandbox: None,
                 network: false,

@@ -206,10 +206,12 @@ fn announce_project_config(out: &Output, config: &Config) {
         ],
     );
     eprintln!("{}", out.dim(&line));
-    for what in &config.ignored {
+    // Said once, in one line: everything the file asked for and did not get.
+    if !config.ignored.is_empty() {
+        let what = config.ignored.join(", ");
         out.warn(&tr(
             "ignored_from_project",
-            &[("what", what), ("file", &file)],
+            &[("what", &what), ("file", &file)],
         ));
     }
 }
@@ -395,11 +397,14 @@ fn confirm_secret_servers(
                 .context("remembering the confirmed MCP server")?;
         } else {
             server.disabled = true;
-            out.warn(&super::text::tr(
+            let said = super::text::tr(
                 out.lang,
                 "mcp_secret_refused",
                 &[("name", &shown), ("secrets", &names)],
-            ));
+            );
+            out.warn(&said);
+            // Said again where failures are (`-p`'s `mcp_errors`, `/mcp`).
+            server.held = Some(said);
         }
     }
     Ok(())
@@ -1257,7 +1262,7 @@ impl App {
             .unwrap_or_default()
             .into_iter()
             .filter_map(|s| match s.state {
-                State::Failed(why) => Some((s.name, why)),
+                State::Failed(why) | State::Held(why) => Some((s.name, why)),
                 _ => None,
             })
             .collect()

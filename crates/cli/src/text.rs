@@ -954,8 +954,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "ignored_from_project",
-        "ignored {what} from {file}: a project file may narrow what you allow, not widen it, until you trust it (answer yes when asked on a terminal, or start with --trust-project)",
-        "已忽略 {file} 中的 {what}：项目文件在你信任之前只能收紧、不能放宽权限（在终端中回答 yes，或使用 --trust-project 启动）",
+        "ignored from {file} until you trust it: {what}. A project file may narrow what you allow, not widen it nor choose the provider, model, key or host (answer yes when asked on a terminal, or start with --trust-project)",
+        "在你信任之前已忽略 {file} 中的：{what}。项目文件只能收紧、不能放宽权限，也不能选择提供商、模型、密钥或地址（在终端中回答 yes，或使用 --trust-project 启动）",
     ),
     (
         "trust_question",
@@ -1650,8 +1650,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "err_unknown_role",
-        "unknown role `{name}`; available roles: {available}",
-        "未知角色 `{name}`；可用角色：{available}",
+        "unknown role `{name}`; looked for {name}.md in {searched} and the built-in roles; available roles: {available}",
+        "未知角色 `{name}`；已在 {searched} 和内置角色中查找 {name}.md；可用角色：{available}",
     ),
     (
         "err_role_read",
@@ -2356,9 +2356,24 @@ pub fn error(lang: Lang, e: &(dyn StdError + 'static)) -> String {
     }
     if let Some(e) = e.downcast_ref::<RoleError>() {
         return match e {
-            RoleError::Unknown { name, available } => t(
+            RoleError::Unknown {
+                name,
+                available,
+                searched,
+            } => t(
                 "err_unknown_role",
-                &[("name", name), ("available", &available.join(", "))],
+                &[
+                    ("name", name),
+                    ("available", &available.join(", ")),
+                    (
+                        "searched",
+                        &searched
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ),
+                ],
             ),
             RoleError::Read { path, cause } => t(
                 "err_role_read",

@@ -3,6 +3,7 @@
 //! binary; CodePilot's folders are read beside ours; the instruction files a project may hold.
 //! And whose a setting is ([`Origin`]): the user's, or the project's.
 
+use std::env;
 use std::path::{Path, PathBuf};
 
 /// Built-in roles: (name, text).
@@ -51,6 +52,10 @@ pub struct Layers {
     pub user: Option<PathBuf>,
     /// CodePilot's folder of the user's, `~/.codepilot`, read beside `user` (farther than it).
     pub codepilot_user: Option<PathBuf>,
+    /// The folder `new` runs in, when it is not WORKDIR's `.new`: its `roles/` and `skills/`
+    /// are read after `.new/`'s, as the seed reads `roles/ROLE.md` and `skills/*.md` relative to
+    /// where the program runs (through the reader of project files, as a project's own).
+    pub here: Option<PathBuf>,
 }
 
 impl Layers {
@@ -59,6 +64,7 @@ impl Layers {
             project: workdir.join(".new"),
             user: user_dir(),
             codepilot_user: dirs::home_dir().map(|h| h.join(CODEPILOT_FOLDER)),
+            here: env::current_dir().ok().and_then(|d| d.canonicalize().ok()),
         }
     }
 
@@ -80,12 +86,16 @@ impl Layers {
             project: workdir.join(".new"),
             user: Some(home.join("new")),
             codepilot_user: Some(home.join(CODEPILOT_FOLDER)),
+            here: None,
         }
     }
 
-    /// The on-disk layers, nearest first.
+    /// The on-disk layers, nearest first: `.new`, the folder `new` runs in, the user's.
     pub fn dirs(&self) -> Vec<(LayerKind, &Path)> {
         let mut dirs = vec![(LayerKind::Project, self.project.as_path())];
+        if let Some(here) = &self.here {
+            dirs.push((LayerKind::Project, here.as_path()));
+        }
         if let Some(user) = &self.user {
             dirs.push((LayerKind::User, user.as_path()));
         }

@@ -465,7 +465,8 @@ fn side_questions_meet_the_hooks_and_hostile_names_are_dropped() {
         "hello\n/btw my password is hunter2\n",
     );
     assert!(
-        run.stderr.contains("a hook blocked it (no passwords)"),
+        run.stderr
+            .contains("a hook blocked it (hook `no-secrets` blocked the message: no passwords)"),
         "{run:?}"
     );
     assert_eq!(server.requests().len(), 1, "{run:?}");

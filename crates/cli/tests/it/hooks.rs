@@ -171,7 +171,7 @@ fn a_blocked_message_is_not_sent_and_a_broken_hook_never_stops_the_turn() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
         run.stderr
-            .contains("the message was not sent: a hook blocked it (looks like a secret)"),
+            .contains("the message was not sent: a hook blocked it (hook `no-secrets` blocked the message: looks like a secret)"),
         "{run:?}"
     );
     assert_eq!(server.requests().len(), 1, "only `hello` was sent");
@@ -192,7 +192,7 @@ fn a_blocked_message_is_not_sent_and_a_broken_hook_never_stops_the_turn() {
 #[test]
 fn a_project_s_hooks_run_only_once_trusted() {
     let env = Env::new();
-    // A project's hook runs inside the sandbox: it may write in WORKDIR only.
+    // A project's hook, once trusted, runs like the user's own (outside the sandbox).
     let marker = env.work().join("ran.txt");
     fs::create_dir_all(env.work().join(".new")).unwrap();
     fs::write(
@@ -909,4 +909,65 @@ fn a_project_s_role_does_not_answer_the_user_s_agent_hook() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1, "no subagent ran: {requests:?}");
     assert!(!system_of(&requests[0]).starts_with("Allow everything."));
+}
+
+/// A formatter hook as published for Claude Code reads `.tool_response.filePath` (and a Bash
+/// hook `.tool_response.stdout`): the response is Claude Code's object, so it finds them.
+#[test]
+fn post_tool_use_gets_claude_code_s_tool_response_object() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        return;
+    }
+    let env = Env::new();
+    let log = env.dir.path().join("formatted.log");
+    let home = env.dir.path().join("home/.claude");
+    fs::create_dir_all(&home).unwrap();
+    let script = format!(
+        "import json, sys\nd = json.load(sys.stdin)\nr = d['tool_response']\n\
+         out = open({log:?}, 'a')\n\
+         if d['tool_name'] == 'Bash':\n    out.write('bash ' + json.dumps([r['stdout'], r['stderr'], r['interrupted']]) + '\\n')\n\
+         else:\n    out.write(d['tool_name'] + ' ' + r['filePath'] + ' ' + str(len(r['structuredPatch'])) + '\\n')\n",
+        log = log.display().to_string()
+    );
+    fs::write(home.join("fmt.py"), script).unwrap();
+    let command = format!("python3 {}", home.join("fmt.py").display());
+    fs::write(
+        home.join("settings.json"),
+        json!({"hooks": {"PostToolUse": [
+            {"matcher": "Write|Edit", "hooks": [{"type": "command", "command": command}]},
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "a",
+            "write_file",
+            r#"{"filepath":"main.go","content":"package main\n"}"#,
+        )]),
+        tool_calls(&[(
+            "b",
+            "edit_file",
+            r#"{"filepath":"main.go","old_string":"main","new_string":"app"}"#,
+        )]),
+        tool_calls(&[("c", "bash", r#"{"command":"echo out; echo err >&2"}"#)]),
+        text(&["done"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &["--permission-mode", "permissive", "-p", "go"],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let work = env.work().canonicalize().unwrap();
+    let main = work.join("main.go");
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        format!(
+            "Write {} 1\nEdit {} 1\nbash [\"out\", \"err\", false]\n",
+            main.display(),
+            main.display()
+        ),
+        "{run:?}"
+    );
 }

@@ -361,3 +361,92 @@ fn a_400_mb_line_is_left_out_said_and_never_held() {
     let (_, lines) = main_lines(&env);
     assert_eq!(messages(&lines).len(), 5);
 }
+
+/// Claude Code 2.1's shapes: the session's `Agent` call whose result says
+/// `toolUseResult.agentId` holds the subagent file `subagents/agent-<id>.jsonl` under it; a
+/// compact boundary (`parentUuid: null`, `logicalParentUuid`) continues its branch instead of
+/// starting one at the root; and an old file without parent links is a line, in order.
+#[test]
+fn claude_code_2_1_subagents_compact_boundaries_and_old_files() {
+    let env = Env::new();
+    let dir = env.dir.path().join("claude-project");
+    let session = "5e55ion0-0000-4000-8000-000000000021";
+    fs::create_dir_all(dir.join(session).join("subagents")).unwrap();
+    let line = |v: Value| v.to_string() + "\n";
+    let entry = |kind: &str, uuid: &str, parent: Value, message: Value| {
+        line(
+            serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent,
+            "sessionId": session, "isSidechain": false, "message": message}),
+        )
+    };
+    fs::write(
+        dir.join(format!("{session}.jsonl")),
+        entry("user", "u1", Value::Null, serde_json::json!({"role": "user", "content": "Explore it."}))
+            + &entry("assistant", "a1", "u1".into(), serde_json::json!({"id": "m1", "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_01", "name": "Agent",
+                    "input": {"description": "look", "prompt": "Look around.", "subagent_type": "Explore"}}]}))
+            + &line(serde_json::json!({"type": "user", "uuid": "r1", "parentUuid": "a1", "sessionId": session,
+                "isSidechain": false, "toolUseResult": {"status": "completed", "agentId": "a7f3c2e", "totalTokens": 12},
+                "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01",
+                    "content": [{"type": "text", "text": "It is a Rust workspace."}]}]}}))
+            + &entry("assistant", "a2", "r1".into(), serde_json::json!({"id": "m2", "role": "assistant",
+                "content": [{"type": "text", "text": "A Rust workspace."}]}))
+            + &line(serde_json::json!({"type": "system", "subtype": "compact_boundary", "uuid": "cb",
+                "parentUuid": null, "logicalParentUuid": "a2", "sessionId": session,
+                "content": "Conversation compacted", "compactMetadata": {"trigger": "auto", "preTokens": 150000}}))
+            + &entry("user", "u2", "cb".into(), serde_json::json!({"role": "user", "content": "Go on."})),
+    )
+    .unwrap();
+    fs::write(
+        dir.join(session).join("subagents/agent-a7f3c2e.jsonl"),
+        line(serde_json::json!({"type": "user", "uuid": "s1", "parentUuid": null, "sessionId": session,
+            "agentId": "a7f3c2e", "isSidechain": true, "message": {"role": "user", "content": "Look around."}}))
+            + &line(serde_json::json!({"type": "assistant", "uuid": "s2", "parentUuid": "s1", "sessionId": session,
+            "agentId": "a7f3c2e", "isSidechain": true, "message": {"id": "m9", "role": "assistant",
+                "content": [{"type": "text", "text": "Looked."}]}})),
+    )
+    .unwrap();
+    let run = import(&env, &["claude", dir.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (id, lines) = main_lines(&env);
+    let msgs = messages(&lines);
+    let call = msgs
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .expect("the Agent call");
+    let side: Vec<Value> = env
+        .conversation_files()
+        .into_iter()
+        .map(|p| read_lines(&p))
+        .find(|l| l[0]["metadata"].get("parent").is_some())
+        .expect("the agent's file as a subagent conversation");
+    let parent = &side[0]["metadata"]["parent"];
+    assert_eq!(parent["conversation"], id);
+    assert_eq!(parent["msg_id"], call["msg_id"], "{parent}");
+    assert_eq!(parent["tool_call_id"], "toolu_01", "{parent}");
+    // After the compact boundary: a child of the answer before it, not of the root.
+    let answer = msgs
+        .iter()
+        .find(|m| m["content"] == "A Rust workspace.")
+        .unwrap();
+    let go_on = msgs.iter().find(|m| m["content"] == "Go on.").unwrap();
+    assert_eq!(go_on["parent_id"], answer["msg_id"]);
+
+    // An old file: no `parentUuid` anywhere; its entries are chained in order.
+    let env = Env::new();
+    let old = env.dir.path().join("old-claude.jsonl");
+    fs::write(
+        &old,
+        line(serde_json::json!({"type": "user", "uuid": "o1", "sessionId": "old", "message": {"role": "user", "content": "First."}}))
+            + &line(serde_json::json!({"type": "assistant", "uuid": "o2", "sessionId": "old", "message": {"role": "assistant", "content": "Reply."}}))
+            + &line(serde_json::json!({"type": "user", "uuid": "o3", "sessionId": "old", "message": {"role": "user", "content": "Second."}})),
+    )
+    .unwrap();
+    let run = import(&env, &["claude", old.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (_, lines) = main_lines(&env);
+    let msgs = messages(&lines);
+    assert_eq!(msgs.len(), 3, "{lines:?}");
+    assert_eq!(msgs[1]["parent_id"], msgs[0]["msg_id"]);
+    assert_eq!(msgs[2]["parent_id"], msgs[1]["msg_id"]);
+}

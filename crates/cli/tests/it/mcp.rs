@@ -815,7 +815,7 @@ fn a_missing_server_program_is_said_as_such() {
     let run = env.run(&server.base_url, &[], "hello\n/mcp\n");
     assert!(
         run.stdout
-            .contains("missing (user): failed: cannot start `/nonexistent/mcp-server`"),
+            .contains("missing (user): failed: `/nonexistent/mcp-server` not found"),
         "{run:?}"
     );
 }
@@ -1096,4 +1096,56 @@ fn protected_names_a_project_s_server_plants_are_said() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!run.stderr.contains("created or replaced"), "{run:?}");
     assert!(!last_result(&server.requests()[1]).contains("[protected]"));
+}
+
+/// Under `-p`, a project's `.mcp.json` server whose `env` passes a secret-looking variable does
+/// not run even with `--trust-project` (it is confirmed on a terminal only), and `mcp_errors`
+/// says so with the reason; a server whose command is not installed is said to be not found.
+#[test]
+fn held_and_missing_servers_are_in_mcp_errors() {
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "mcp": {"servers": [
+            {"name": "gone", "command": "no-such-mcp-server-xyz", "args": ["--stdio"]}]}})
+        .to_string(),
+    );
+    // As GitHub's server is published for Claude Code.
+    fs::write(
+        env.work().join(".mcp.json"),
+        json!({"mcpServers": {"github": {"command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![text(&["hi"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--trust-project", "-p", "go", "--output-format", "json"])
+        .env("GITHUB_TOKEN", "ghp_notreal");
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let result: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    let errors = result["mcp_errors"].as_array().unwrap();
+    let of = |name: &str| {
+        errors
+            .iter()
+            .find(|e| e["server"] == name)
+            .and_then(|e| e["error"].as_str())
+            .unwrap_or_else(|| panic!("{name} not in {result}"))
+            .to_string()
+    };
+    let held = of("github");
+    assert!(
+        held.contains("GITHUB_TOKEN") && held.contains("does not run"),
+        "{held}"
+    );
+    let gone = of("gone");
+    assert!(
+        gone.contains("`no-such-mcp-server-xyz` not found") && !gone.contains("closed"),
+        "{gone}"
+    );
+    assert!(!run.stdout.contains("ghp_notreal") && !run.stderr.contains("ghp_notreal"));
 }

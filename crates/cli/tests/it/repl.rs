@@ -650,10 +650,44 @@ fn unknown_role_is_refused_with_the_list() {
     cmd.arg(env.work()).arg("nosuchrole");
     let run = run_with_stdin(cmd, "");
     assert_eq!(run.code, Some(2), "{run:?}");
+    let work = env.work().canonicalize().unwrap();
     assert_eq!(
         run.stderr.trim(),
-        "error: unknown role `nosuchrole`; available roles: code-assistant, default, reviewer"
+        format!(
+            "error: unknown role `nosuchrole`; looked for nosuchrole.md in {}, {}, {} and the built-in roles; available roles: code-assistant, default, reviewer",
+            env.work().join(".new/roles").display(),
+            work.join("roles").display(),
+            env.config_dir().join("roles").display()
+        )
     );
+}
+
+/// The seed's `new WORKDIR ROLE` run from a folder with `roles/` and `skills/` beside it: the
+/// role and the flat skills there are read (through the reader of project files).
+#[test]
+fn roles_and_skills_in_the_folder_new_runs_in_are_read() {
+    let env = Env::new();
+    let seed = env.dir.path().join("seed");
+    fs::create_dir_all(seed.join("roles")).unwrap();
+    fs::create_dir_all(seed.join("skills")).unwrap();
+    fs::write(seed.join("roles/reviewer.md"), "You review code, tersely.").unwrap();
+    fs::write(
+        seed.join("skills/style.md"),
+        "---\nname: style\ndescription: house style\n---\nAlways use tabs.\n",
+    )
+    .unwrap();
+    let server = Server::start(vec![text(&["ok"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.current_dir(&seed)
+        .arg(env.work())
+        .arg("reviewer")
+        .arg(env.data())
+        .args(["-p", "hi"]);
+    let run = run_with_stdin(cmd, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let system = &messages_of(&server.requests()[0])[0].1;
+    assert!(system.starts_with("You review code, tersely."), "{system}");
+    assert!(system.contains("Always use tabs."), "{system}");
 }
 
 #[test]

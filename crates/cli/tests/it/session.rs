@@ -30,6 +30,7 @@ fn open(env: &Env, server: &Server, config: &str) -> (Session, Runtime) {
         project: workdir.join(".new"),
         user: Some(env.config_dir()),
         codepilot_user: None,
+        here: None,
     };
     let base_url = server.base_url.clone();
     let vars = move |name: &str| match name {

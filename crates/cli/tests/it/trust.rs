@@ -146,16 +146,18 @@ fn a_project_config_cannot_widen_permissions_or_move_the_key_until_trusted() {
         "{run:?}"
     );
     for what in [
-        "ignored permission_mode `permissive`",
-        "ignored the allow rule `allow bash`",
-        &format!(
-            "ignored base_url `{}` for provider `openai`",
-            attacker.base_url
-        ),
+        "permission_mode `permissive`",
+        "the allow rule `allow bash`",
+        &format!("base_url `{}` for provider `openai`", attacker.base_url),
     ] {
         assert!(run.stderr.contains(what), "{what}: {run:?}");
     }
     assert!(run.stderr.contains("--trust-project"), "{run:?}");
+    assert_eq!(
+        run.stderr.matches("until you trust it").count(),
+        1,
+        "said once: {run:?}"
+    );
 
     // The user trusts it: now it applies, and says so.
     let run = start(&["--trust-project"]);
@@ -377,11 +379,11 @@ fn an_untrusted_project_cannot_switch_off_the_user_s_safeguards() {
     let run = env.run(&server.base_url, &["-p", "clean up"], "");
     assert_eq!(run.code, Some(0), "{run:?}");
     for said in [
-        "ignored hook.enabled `false`",
-        "ignored the hook entry `guard`, named like one of yours (yours stays)",
-        "ignored max_rounds `40` (above yours, 3)",
-        "ignored bash_timeout_secs `600` (above yours, 30)",
-        "ignored its `checkpoints` settings",
+        "hook.enabled `false`",
+        "the hook entry `guard`, named like one of yours (yours stays)",
+        "max_rounds `40` (above yours, 3)",
+        "bash_timeout_secs `600` (above yours, 30)",
+        "its `checkpoints` settings",
     ] {
         assert!(run.stderr.contains(said), "{said}: {run:?}");
     }

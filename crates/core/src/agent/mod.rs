@@ -975,6 +975,7 @@ impl Agent<'_> {
                         tool_name: Some(call.function.name.clone()),
                         tool_input: Some(self.tools.declared_arguments(&call.function.name, args)),
                         tool_response: Some(outcome.content.clone()),
+                        tool_diff: outcome.diff.clone(),
                         ..Input::new("post_tool_use")
                     };
                     match self.hook(observer, interrupts, input).await {

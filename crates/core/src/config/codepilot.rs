@@ -145,3 +145,23 @@ pub fn fold(file: &mut super::FileConfig, path: &Path, workdir: &Path, warnings:
         ));
     }
 }
+
+/// CodePilot's defaults for what its file leaves out: 50 rounds, 16,384 tokens an answer, a
+/// 200,000-token window for a model whose window is not known. Set at that file's layer, so a
+/// nearer file (the user's `config.json`, the project's) still wins, and only where a CodePilot
+/// file is in force (an untrusted project's raises nothing).
+pub fn defaults(file: &mut super::FileConfig, path: &Path) {
+    if path.file_name().is_none_or(|n| n != SETTING_FILE) {
+        return;
+    }
+    file.max_rounds.get_or_insert(DEFAULT_ROUNDS);
+    file.max_tokens.get_or_insert(DEFAULT_MAX_TOKENS);
+    file.fallback_window.get_or_insert(DEFAULT_WINDOW);
+}
+
+/// CodePilot's `max_agent_loop_iterations` when its file has none.
+pub const DEFAULT_ROUNDS: usize = 50;
+/// CodePilot's `max_tokens` when its file has none.
+pub const DEFAULT_MAX_TOKENS: u32 = 16_384;
+/// The window CodePilot assumes for a model it does not know.
+pub const DEFAULT_WINDOW: u64 = 200_000;

@@ -168,6 +168,10 @@ pub struct FileConfig {
     /// The model's context window in tokens (a provider's own wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window_size: Option<u64>,
+    /// The window assumed for a model whose window is not known, where a CodePilot file is in
+    /// force (CodePilot's 200,000); never written back.
+    #[serde(skip)]
+    pub fallback_window: Option<u64>,
     /// Render answers as Markdown on a terminal (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<bool>,
@@ -429,6 +433,7 @@ fn context_settings(
     Ok(Settings {
         enabled: c.enabled.unwrap_or(true),
         window,
+        fallback_window: merged.fallback_window,
         tool_result_threshold: threshold,
         preview_tokens: preview,
         auto_trigger_margin: in_range(
@@ -591,6 +596,7 @@ impl FileConfig {
             api_key,
             base_url,
             context_window_size,
+            fallback_window,
             context_safety_margin,
             render
         );
@@ -910,8 +916,8 @@ impl Mode {
 }
 
 /// Removes from an untrusted project file what would widen what the user allows: a more
-/// permissive mode, allow rules, a provider's base URL or key variable (which would send the user's
-/// key elsewhere), and a choice of provider that has no URL left. Returns what was removed.
+/// permissive mode, allow rules, and everything that says where the conversation goes (provider,
+/// model, key, key variable, every base URL). Returns what was removed.
 fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
     let mut ignored = Vec::new();
     if let Some(s) = &project.permission_mode {
@@ -934,6 +940,18 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
         }
         !widens
     });
+    // Where the conversation goes, under which name and with which key is the user's: a cloned
+    // project's file does not switch the session to another provider, model, key or host (its
+    // key would be a placeholder or the author's, its host anyone's).
+    if let Some(name) = project.provider.take() {
+        ignored.push(format!("provider `{name}`"));
+    }
+    if let Some(model) = project.model.take() {
+        ignored.push(format!("model `{model}`"));
+    }
+    if project.api_key.take().is_some() {
+        ignored.push("api_key".to_string());
+    }
     if let Some(url) = project.base_url.take() {
         ignored.push(format!("base_url `{url}`"));
     }
@@ -1073,19 +1091,23 @@ fn narrow(project: &mut FileConfig, farther: &FileConfig) -> Vec<String> {
         if let Some(var) = entry.api_key_env.take() {
             ignored.push(format!("api_key_env `{var}` for provider `{name}`"));
         }
+        if entry.api_key.take().is_some() {
+            ignored.push(format!("api_key for provider `{name}`"));
+        }
+        if let Some(model) = entry.model.take() {
+            ignored.push(format!("model `{model}` for provider `{name}`"));
+        }
+        if let Some(kind) = entry.kind.take() {
+            ignored.push(format!("kind `{kind}` for provider `{name}`"));
+        }
     }
-    if let Some(name) = &project.provider {
-        let has_url = PRESETS.iter().any(|p| p.name == name)
-            || farther.base_url.is_some()
-            || farther
-                .providers
-                .get(name)
-                .is_some_and(|e| e.base_url.is_some());
-        if !has_url {
-            ignored.push(format!(
-                "provider `{name}` (its base URL comes from this file)"
-            ));
-            project.provider = None;
+    // The memory review's model is a model too.
+    if let Some(memory) = &mut project.memory {
+        for model in [memory.model.take(), memory.review_model.take()]
+            .into_iter()
+            .flatten()
+        {
+            ignored.push(format!("memory model `{model}`"));
         }
     }
     ignored
@@ -1384,12 +1406,15 @@ fn load_from(
                         project_trusted = false;
                         ignored.extend(narrow(&mut file, &merged));
                         rules = file.permissions.rules.clone();
+                    } else {
+                        codepilot::defaults(&mut file, &path);
                     }
                     rules.append(&mut project_rules);
                     project_rules = rules;
                     project_files.insert(0, path.clone());
                 }
                 _ => {
+                    codepilot::defaults(&mut file, &path);
                     rules.append(&mut user_rules);
                     user_rules = rules;
                 }
@@ -1750,15 +1775,16 @@ mod tests {
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert_eq!(
             (c.model.as_str(), c.max_rounds, c.lang),
-            ("project-model", 5, Lang::Zh)
+            ("user-model", 5, Lang::Zh)
         );
-        // A project's base URL applies once the user trusts the file.
+        // A project's model and base URL apply once the user trusts the file.
         assert_eq!(c.provider.base_url, "http://user/v1");
         let text = fs::read(l.project.join(CONFIG_FILE)).unwrap();
         Trust::new(l.user.as_deref())
             .trust(l.workdir(), "config", &text)
             .unwrap();
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(c.model, "project-model");
         assert_eq!(c.provider.base_url, "http://project/v1");
         assert_eq!(c.provider.api_key.as_deref(), Some("from-user"));
         assert_eq!(c.files.len(), 2);
@@ -1898,7 +1924,7 @@ mod tests {
         assert_eq!(c.provider.name, "openai");
         assert_eq!(c.provider.base_url, "https://api.openai.com/v1");
         assert_eq!(c.provider.api_key.as_deref(), Some("sk-user"));
-        assert_eq!(c.model, "m", "harmless settings still apply");
+        assert_ne!(c.model, "m", "the model waits for trust too");
         assert_eq!(c.project_rules.len(), 1);
         assert_eq!(c.project_rules[0].action, Action::Deny);
         let ignored = c.ignored.join("\n");
@@ -1918,10 +1944,11 @@ mod tests {
         );
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
         assert_eq!((c.permission_mode, c.ignored.len()), (Mode::Strict, 0));
-        // A project may pick a provider the user configured.
+        // Even a provider the user configured is the user's to pick.
         write(l.project.join(CONFIG_FILE), r#"{"provider":"lab"}"#);
         let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
-        assert_eq!(c.provider.base_url, "http://lab/v1");
+        assert_eq!(c.provider.name, "openai");
+        assert_eq!(c.ignored, ["provider `lab`"]);
         // Once trusted, exactly this content applies in full; one byte more and it does not.
         write(l.project.join(CONFIG_FILE), hostile);
         Trust::new(l.user.as_deref())
@@ -2075,6 +2102,118 @@ mod tests {
         assert_eq!(c.max_rounds, 7);
         assert_eq!(c.user_rules.len(), 5);
         assert_eq!(c.user_rules[0].action, Action::Ask);
+    }
+
+    /// CodePilot's own example `setting.json` as a cloned project's `.codepilot/setting.json`:
+    /// untrusted, it moves the session to no provider, model, key or host of its own; each of
+    /// them is named once among what was ignored, and all of them apply once trusted.
+    #[test]
+    fn codepilots_example_as_an_untrusted_project_file_keeps_the_users_provider() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"provider":"deepseek","model":"deepseek-chat"}"#,
+        );
+        let file = l.codepilot_project().join(codepilot::SETTING_FILE);
+        let text = include_str!("../../../cli/tests/fixtures/codepilot/setting.json")
+            .replace("https://api.openai.com/v1", "http://elsewhere.example/v1");
+        write(file.clone(), &text);
+        let key = [("DEEPSEEK_API_KEY", "sk-users-own")];
+        let c = load_with(dir.path(), Overrides::default(), &key).unwrap();
+        assert!(!c.project_trusted);
+        assert_eq!(
+            (c.provider.name.as_str(), c.model.as_str()),
+            ("deepseek", "deepseek-chat")
+        );
+        assert_eq!(c.provider.base_url, "https://api.deepseek.com/v1");
+        assert_eq!(c.provider.api_key.as_deref(), Some("sk-users-own"));
+        for what in [
+            "provider `openai`",
+            "model `gpt-4o`",
+            "api_key",
+            "base_url `http://elsewhere.example/v1`",
+        ] {
+            assert_eq!(
+                c.ignored.iter().filter(|i| *i == what).count(),
+                1,
+                "{what} once in {:?}",
+                c.ignored
+            );
+        }
+        assert!(
+            !c.ignored.iter().any(|i| i.contains("sk-replace-me")),
+            "the key itself is not repeated: {:?}",
+            c.ignored
+        );
+        Trust::new(l.user.as_deref())
+            .trust(l.workdir(), trust_kind(&file), text.as_bytes())
+            .unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &key).unwrap();
+        assert!(c.project_trusted && c.ignored.is_empty());
+        assert_eq!(
+            (c.provider.name.as_str(), c.model.as_str()),
+            ("openai", "gpt-4o")
+        );
+        assert_eq!(c.provider.base_url, "http://elsewhere.example/v1");
+        assert_eq!(c.provider.api_key.as_deref(), Some("sk-replace-me"));
+    }
+
+    /// A CodePilot `setting.json` that leaves keys out gets CodePilot's defaults for them (50
+    /// rounds, 16,384 tokens, a 200,000 window for a model not known), at its own layer: ours
+    /// where no CodePilot file is in force, the user's `config.json` still wins, and an untrusted
+    /// project's file raises nothing.
+    #[test]
+    fn codepilots_defaults_hold_in_its_files_scope_only() {
+        use crate::context::{Context, FALLBACK_WINDOW, WindowSource};
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        fs::create_dir_all(l.workdir()).unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!(
+            (c.max_rounds, c.provider.max_tokens),
+            (DEFAULT_MAX_ROUNDS, 8192)
+        );
+        let window = |c: &Config| Context::new(c.context.clone(), "lab-model-7b").window();
+        assert_eq!(window(&c), (FALLBACK_WINDOW, WindowSource::Fallback));
+        let setting = l
+            .codepilot_user
+            .clone()
+            .unwrap()
+            .join(codepilot::SETTING_FILE);
+        write(setting.clone(), r#"{"model": "lab-model-7b"}"#);
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (50, 16_384));
+        assert_eq!(window(&c), (200_000, WindowSource::Fallback));
+        // A known model keeps its own window.
+        assert_eq!(
+            Context::new(c.context.clone(), "gpt-4o").window().0,
+            128_000
+        );
+        // The user's own file is nearer: it wins where it speaks.
+        write(
+            l.user.clone().unwrap().join(CONFIG_FILE),
+            r#"{"max_rounds": 12}"#,
+        );
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (12, 16_384));
+        // A project's CodePilot file, untrusted, does not raise the user's limits.
+        fs::remove_file(&setting).unwrap();
+        fs::remove_file(l.user.clone().unwrap().join(CONFIG_FILE)).unwrap();
+        let project = l.codepilot_project().join(codepilot::SETTING_FILE);
+        write(project.clone(), r#"{"lang": "en"}"#);
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert!(!c.project_trusted);
+        assert_eq!(
+            (c.max_rounds, c.provider.max_tokens),
+            (DEFAULT_MAX_ROUNDS, 8192)
+        );
+        assert!(c.ignored.is_empty(), "{:?}", c.ignored);
+        Trust::new(l.user.as_deref())
+            .trust(l.workdir(), trust_kind(&project), br#"{"lang": "en"}"#)
+            .unwrap();
+        let c = load_with(dir.path(), Overrides::default(), &[]).unwrap();
+        assert_eq!((c.max_rounds, c.provider.max_tokens), (50, 16_384));
     }
 
     /// A file written back (as `/setup` does) keeps what CodePilot's names and shapes said.

@@ -64,6 +64,9 @@ pub struct Settings {
     pub enabled: bool,
     /// `context_window_size`, when the config gives it.
     pub window: Option<u64>,
+    /// The window assumed for a model whose window is not known ([`FALLBACK_WINDOW`] when
+    /// None; CodePilot's 200,000 where its file is in force).
+    pub fallback_window: Option<u64>,
     pub tool_result_threshold: u64,
     pub preview_tokens: u64,
     pub auto_trigger_margin: u64,
@@ -83,6 +86,7 @@ impl Default for Settings {
         Settings {
             enabled: true,
             window: None,
+            fallback_window: None,
             tool_result_threshold: 5120,
             preview_tokens: 500,
             auto_trigger_margin: 20_000,
@@ -216,7 +220,10 @@ impl Context {
         }
         match family_window(&self.model) {
             Some((n, family)) => (n, WindowSource::Family(family)),
-            None => (FALLBACK_WINDOW, WindowSource::Fallback),
+            None => (
+                self.settings.fallback_window.unwrap_or(FALLBACK_WINDOW),
+                WindowSource::Fallback,
+            ),
         }
     }
 

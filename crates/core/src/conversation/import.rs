@@ -171,6 +171,9 @@ struct Draft {
     /// A file of one subagent's work alone (Claude Code's `agent-*.jsonl`): the session it
     /// belongs to, and the agent's id.
     sidechain_of: Option<(String, Option<String>)>,
+    /// Claude Code 2.1's subagents by the call that ran them: (agent id, the call's message,
+    /// the call's id), from a result's `toolUseResult.agentId`.
+    agents: Vec<(String, String, String)>,
 }
 
 impl Draft {
@@ -183,6 +186,7 @@ impl Draft {
             session: None,
             cwd: None,
             sidechain_of: None,
+            agents: Vec::new(),
         }
     }
 }
@@ -222,7 +226,17 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
             })
         );
         if let Some(parent) = already(store, source, &session) {
-            under = Some(json!({"conversation": parent, "msg_id": null, "tool_call_id": null}));
+            // Under the call that ran it, when the session's results named it.
+            let call = agent_id(path, &main).and_then(|agent| {
+                header(store, &parent)?["metadata"]["imported"]["agents"]
+                    .get(agent)
+                    .cloned()
+            });
+            under = Some(json!({
+                "conversation": parent,
+                "msg_id": call.as_ref().map_or(Value::Null, |c| c["msg_id"].clone()),
+                "tool_call_id": call.as_ref().map_or(Value::Null, |c| c["tool_call_id"].clone()),
+            }));
         }
         main.session = Some(key);
     }
@@ -271,6 +285,25 @@ pub fn import(store: &Store, source: Source, path: &Path) -> Result<Imported, Im
         skipped: main.skipped,
         too_long: read.too_long,
     })
+}
+
+/// The id of the agent whose file this is: its lines' `agentId`, else the file's name
+/// (`agent-<id>.jsonl`).
+fn agent_id<'a>(path: &'a Path, draft: &'a Draft) -> Option<&'a str> {
+    draft
+        .sidechain_of
+        .as_ref()
+        .and_then(|(_, a)| a.as_deref())
+        .or_else(|| path.file_stem()?.to_str()?.strip_prefix("agent-"))
+}
+
+/// The header line of conversation `id` in `store`.
+fn header(store: &Store, id: &str) -> Option<Value> {
+    let file = super::store::open_regular(&store.path(id), false).ok()?;
+    let mut first = Vec::new();
+    let mut reader = BufReader::new(Read::take(file, 64 * 1024));
+    reader.read_until(b'\n', &mut first).ok()?;
+    serde_json::from_slice(&first).ok()
 }
 
 /// The conversation in `store` imported from `session` already, if any (its header says).
@@ -322,6 +355,14 @@ fn write(
             "cwd": draft.cwd,
         }),
     );
+    if !draft.agents.is_empty() {
+        let agents: Map<String, Value> = draft
+            .agents
+            .iter()
+            .map(|(agent, msg, call)| (agent.clone(), json!({"msg_id": msg, "tool_call_id": call})))
+            .collect();
+        metadata["imported"]["agents"] = Value::Object(agents);
+    }
     if let Some(parent) = parent {
         metadata.insert("parent".into(), parent);
         metadata.insert("agent".into(), json!("imported"));
@@ -511,8 +552,12 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
             continue;
         }
         if !matches!(kind, "user" | "assistant") || v["isMeta"] == true {
-            // Not a message; its children hang on its parent.
-            if let (Some(uuid), Some(parent)) = (v["uuid"].as_str(), v["parentUuid"].as_str())
+            // Not a message; its children hang on its parent. A compact boundary has no parent
+            // but a logical one: the branch goes on from there, not from the root.
+            let parent = v["parentUuid"]
+                .as_str()
+                .or_else(|| v["logicalParentUuid"].as_str());
+            if let (Some(uuid), Some(parent)) = (v["uuid"].as_str(), parent)
                 && let Some(p) = ours.get(parent).cloned()
             {
                 ours.insert(uuid.to_string(), p);
@@ -542,7 +587,11 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
             .cwd
             .take()
             .or_else(|| v["cwd"].as_str().map(str::to_string));
-        let parent = parent_uuid.and_then(|p| ours.get(p).cloned());
+        // Old files have no parent links at all: their entries are a line, in order.
+        let parent = match v.get("parentUuid") {
+            None => draft.messages.last().map(|m| m.id.to_string()),
+            Some(_) => parent_uuid.and_then(|p| ours.get(p).cloned()),
+        };
         let at = timestamp(&v["timestamp"]);
         let body = &v["message"];
         let content = &body["content"];
@@ -624,6 +673,21 @@ fn claude(lines: &[(usize, Value)]) -> (Draft, Vec<Draft>) {
             .collect::<Vec<_>>()
             .join("\n");
         for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+            // Claude Code 2.1: the result of an `Agent` (`Task`) call names the agent whose
+            // file (`subagents/agent-<id>.jsonl`) holds its work.
+            if let (Some(agent), Some(call)) = (
+                v["toolUseResult"]["agentId"].as_str(),
+                b["tool_use_id"].as_str(),
+            ) && let Some(m) = draft
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.calls().iter().any(|c| c.id == call))
+            {
+                draft
+                    .agents
+                    .push((agent.to_string(), m.id.to_string(), call.to_string()));
+            }
             let mut result = text_of(&b["content"]);
             if b["is_error"] == true {
                 result = format!("Error: {result}");

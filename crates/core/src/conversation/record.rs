@@ -351,4 +351,99 @@ mod tests {
         let line = Record::message(&m).to_line();
         assert!(line.ends_with(r#""tool_calls":null,"interrupted":true,"reasoning":"r"}"#));
     }
+
+    /// The file-format page lists every line type written here (a new variant without its row
+    /// fails), and its rule for a strict reader of the original format (decide by `type`; keep
+    /// `header` and `message`, skip every other line whole) reads every message of a file with
+    /// each line type, where parsing every line as a message would fail at the first checkpoint.
+    #[test]
+    fn the_file_format_page_lists_every_line_type_and_a_strict_reader_skips_them() {
+        let page = include_str!("../../../../docs/src/file-format.md");
+        let message = r#"{"type":"message","msg_id":"82981a45","role":"user","content":"hi","parent_id":"009f13ac","timestamp":"2026-07-24T12:35:55Z","tool_call_id":null,"tool_calls":null}"#;
+        let Record::Message(m) = serde_json::from_str::<Record>(message).unwrap() else {
+            panic!()
+        };
+        let stamp = Some("2026-07-24T12:36:00Z".to_string());
+        let records = [
+            Record::Header(HeaderRecord {
+                root_id: "009f13ac".into(),
+                metadata: Map::new(),
+            }),
+            Record::Message(m),
+            Record::Checkpoint(CheckpointRecord {
+                msg_id: "82981a45".into(),
+                snapshot: "5f0c1a2b".into(),
+                timestamp: stamp.clone(),
+            }),
+            Record::Title(TitleRecord {
+                title: "T".into(),
+                timestamp: stamp.clone(),
+            }),
+            Record::Branch(BranchRecord {
+                msg_id: "82981a45".into(),
+                name: "b".into(),
+                timestamp: stamp.clone(),
+                deleted: false,
+            }),
+            Record::Undone(UndoneRecord {
+                msg_id: "82981a45".into(),
+                timestamp: stamp,
+            }),
+        ];
+        let lines: Vec<String> = records.iter().map(Record::to_line).collect();
+        for line in &lines {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let kind = v["type"].as_str().unwrap();
+            assert!(
+                page.contains(&format!("| `{kind}` |")),
+                "docs/src/file-format.md has no row for `{kind}`"
+            );
+        }
+        // Every variant but `Unknown` is in `records` (a new one fails to compile here).
+        for r in &records {
+            match r {
+                Record::Header(_)
+                | Record::Message(_)
+                | Record::Checkpoint(_)
+                | Record::Title(_)
+                | Record::Branch(_)
+                | Record::Undone(_)
+                | Record::Unknown => {}
+            }
+        }
+        assert!(page.contains("A strict reader of the original format"));
+        // The original format's message, strictly: every field required.
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Strict {
+            msg_id: String,
+            role: String,
+            content: Option<String>,
+            parent_id: String,
+            timestamp: String,
+        }
+        let strict = |skip: bool| -> Result<Vec<String>, String> {
+            let mut ids = Vec::new();
+            for line in &lines {
+                let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+                match v["type"].as_str() {
+                    Some("header") => {}
+                    Some("message") => ids.push(
+                        serde_json::from_value::<Strict>(v)
+                            .map_err(|e| e.to_string())?
+                            .msg_id,
+                    ),
+                    _ if skip => {}
+                    _ => ids.push(
+                        serde_json::from_value::<Strict>(v)
+                            .map_err(|e| e.to_string())?
+                            .msg_id,
+                    ),
+                }
+            }
+            Ok(ids)
+        };
+        assert_eq!(strict(true).unwrap(), ["82981a45"]);
+        assert!(strict(false).is_err(), "a checkpoint line is no message");
+    }
 }

@@ -5,6 +5,7 @@
 //! event names (`PreToolUse`), its tool names (`Bash`, `Write`, …) and its argument names
 //! (`file_path`, absolute), so that scripts written for Claude Code test what they expect.
 
+use std::mem;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,7 +43,13 @@ pub const EVENTS: &[(&str, &str)] = &[
 ];
 
 /// Claude Code's events that have no counterpart here yet: said, never silently dropped.
-const UNSUPPORTED: &[&str] = &["PermissionRequest"];
+/// (Claude Code 2.x's newer events included: a settings file written for it today has them.)
+const UNSUPPORTED: &[&str] = &[
+    "PermissionRequest",
+    "PostToolUseFailure",
+    "SubagentStart",
+    "Setup",
+];
 
 /// Our tools by Claude Code's names.
 const TOOLS: &[(&str, &str)] = &[
@@ -99,6 +106,97 @@ pub fn tool_input(input: &Value, workdir: &Path) -> Value {
         out.insert(key.to_string(), value);
     }
     Value::Object(out)
+}
+
+/// A tool's result as Claude Code gives it to a `PostToolUse` hook: an object, not a sentence.
+/// `Write`: `type` (`create` or `update`), `filePath`, `content`, `structuredPatch`; `Edit`:
+/// `filePath`, `oldString`, `newString`, `replaceAll`, `structuredPatch`; `Bash`: `stdout`,
+/// `stderr`, `interrupted`. `input` is the call's arguments in Claude Code's words
+/// ([`tool_input`]), `diff` the unified diff of a write or an edit. Other tools' results stay
+/// their text.
+pub fn tool_response(tool: &str, input: &Value, content: &str, diff: Option<&str>) -> Value {
+    let arg = |k: &str| input.get(k).cloned().unwrap_or(Value::Null);
+    match tool {
+        "write_file" | "edit_file" if !content.starts_with("Error:") => {
+            let diff = diff.unwrap_or_default();
+            let mut o = Map::new();
+            o.insert("filePath".into(), arg("file_path"));
+            if tool == "write_file" {
+                let created = diff.lines().next().is_some_and(|l| l == "--- /dev/null");
+                o.insert(
+                    "type".into(),
+                    json!(if created { "create" } else { "update" }),
+                );
+                o.insert("content".into(), arg("content"));
+            } else {
+                o.insert("oldString".into(), arg("old_string"));
+                o.insert("newString".into(), arg("new_string"));
+                o.insert(
+                    "replaceAll".into(),
+                    json!(input.get("replace_all").and_then(Value::as_bool) == Some(true)),
+                );
+                o.insert("userModified".into(), json!(false));
+            }
+            o.insert("structuredPatch".into(), structured_patch(diff));
+            Value::Object(o)
+        }
+        "bash" => {
+            // The report is `Exit code: N` (or how it ended), then `stdout:` and `stderr:`
+            // sections, each only when it has text.
+            let (head, rest) = content.split_once('\n').unwrap_or((content, ""));
+            let interrupted = head.starts_with("Timed out") || head.starts_with("Killed");
+            let (mut stdout, mut stderr) = ("", "");
+            if let Some(out) = rest.strip_prefix("stdout:\n") {
+                match out.split_once("\nstderr:\n") {
+                    Some((o, e)) => (stdout, stderr) = (o, e),
+                    None => stdout = out,
+                }
+            } else if let Some(err) = rest.strip_prefix("stderr:\n") {
+                stderr = err;
+            }
+            json!({
+                "stdout": stdout.trim_end_matches('\n'),
+                "stderr": stderr.trim_end_matches('\n'),
+                "interrupted": interrupted,
+                "isImage": false,
+            })
+        }
+        _ => json!(content),
+    }
+}
+
+/// The hunks of a unified diff as Claude Code's `structuredPatch`: `oldStart`, `oldLines`,
+/// `newStart`, `newLines` and the hunk's `lines` (with their ` `, `-`, `+`).
+fn structured_patch(diff: &str) -> Value {
+    let mut hunks: Vec<Value> = Vec::new();
+    let mut lines: Vec<String> = Vec::new();
+    let mut head: Option<[u64; 4]> = None;
+    let close = |head: Option<[u64; 4]>, lines: &mut Vec<String>, hunks: &mut Vec<Value>| {
+        if let Some([os, ol, ns, nl]) = head {
+            hunks.push(
+                json!({"oldStart": os, "oldLines": ol, "newStart": ns, "newLines": nl,
+                "lines": mem::take(lines)}),
+            );
+        }
+    };
+    for line in diff.lines() {
+        if let Some(spec) = line.strip_prefix("@@ ") {
+            close(head, &mut lines, &mut hunks);
+            let range = |r: Option<&str>| -> (u64, u64) {
+                let r = r.unwrap_or_default();
+                let (start, len) = r.split_once(',').unwrap_or((r, "1"));
+                (start.parse().unwrap_or(0), len.parse().unwrap_or(1))
+            };
+            let mut words = spec.split_whitespace();
+            let (os, ol) = range(words.next().and_then(|w| w.strip_prefix('-')));
+            let (ns, nl) = range(words.next().and_then(|w| w.strip_prefix('+')));
+            head = Some([os, ol, ns, nl]);
+        } else if head.is_some() && !line.starts_with('\\') {
+            lines.push(line.to_string());
+        }
+    }
+    close(head, &mut lines, &mut hunks);
+    Value::Array(hunks)
 }
 
 /// What a matcher is: Claude Code's tool-name pattern (`Bash`, `Edit|Write`, `mcp__.*`; empty or
@@ -445,5 +543,100 @@ mod tests {
         );
         assert!(warnings.iter().any(|w| w.contains("only `command` hooks")));
         assert!(warnings.iter().any(|w| w.contains("is not a pattern")));
+    }
+
+    /// Claude Code 2.x's newer events, in a settings file written for it: each said as not
+    /// supported yet (never as "not an event of Claude Code's"), the rest of the file used.
+    #[test]
+    fn claude_code_s_newer_events_are_said_as_not_supported_yet() {
+        let mut warnings = Vec::new();
+        let hook = json!([{"hooks": [{"type": "command", "command": "log.sh"}]}]);
+        let hooks = json!({"PostToolUseFailure": hook, "SubagentStart": hook, "Setup": hook,
+            "PermissionRequest": hook, "Stop": hook, "Nonsense": hook});
+        let got = entries(
+            &hooks,
+            Path::new("/p/.claude/settings.json"),
+            Origin::User,
+            &mut warnings,
+        );
+        assert_eq!(got.len(), 1);
+        for event in [
+            "PostToolUseFailure",
+            "SubagentStart",
+            "Setup",
+            "PermissionRequest",
+        ] {
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains(event) && w.contains("not supported yet")),
+                "{event}: {warnings:?}"
+            );
+        }
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("Nonsense") && w.contains("not an event of Claude Code's"))
+        );
+    }
+
+    /// `tool_response` in the shapes Claude Code sends: formatter hooks read
+    /// `.tool_response.filePath`, Bash hooks `.tool_response.stdout`.
+    #[test]
+    fn tool_responses_are_claude_code_s_objects() {
+        let w = Path::new("/w");
+        let write = tool_input(&json!({"filepath": "a.go", "content": "x\ny\n"}), w);
+        let diff = "--- /dev/null\n+++ b/a.go\n@@ -0,0 +1,2 @@\n+x\n+y\n";
+        let got = tool_response("write_file", &write, "Wrote 2 lines", Some(diff));
+        assert_eq!(got["filePath"], "/w/a.go");
+        assert_eq!(got["type"], "create");
+        assert_eq!(got["content"], "x\ny\n");
+        assert_eq!(
+            got["structuredPatch"],
+            json!([{"oldStart": 0, "oldLines": 0, "newStart": 1, "newLines": 2,
+                "lines": ["+x", "+y"]}])
+        );
+        let edit = tool_input(
+            &json!({"filepath": "/w/b.rs", "old_string": "a", "new_string": "b"}),
+            w,
+        );
+        let diff = "--- a/b.rs\n+++ b/b.rs\n@@ -3 +3 @@\n-a\n+b\n";
+        let got = tool_response("edit_file", &edit, "Edited", Some(diff));
+        assert_eq!(
+            (&got["filePath"], &got["oldString"], &got["newString"]),
+            (&json!("/w/b.rs"), &json!("a"), &json!("b"))
+        );
+        assert_eq!(got["replaceAll"], false);
+        assert_eq!(got["structuredPatch"][0]["oldStart"], 3);
+        assert_eq!(got["structuredPatch"][0]["oldLines"], 1);
+        let got = tool_response(
+            "bash",
+            &json!({"command": "ls"}),
+            "Exit code: 1\nstdout:\na\nb\nstderr:\noops\n",
+            None,
+        );
+        assert_eq!(
+            got,
+            json!({"stdout": "a\nb", "stderr": "oops", "interrupted": false, "isImage": false})
+        );
+        let got = tool_response(
+            "bash",
+            &json!({}),
+            "Timed out after 2 s; …\nstderr:\nx\n",
+            None,
+        );
+        assert_eq!(
+            (&got["stdout"], &got["stderr"], &got["interrupted"]),
+            (&json!(""), &json!("x"), &json!(true))
+        );
+        // A failed write is no file written: its text, as other tools' results.
+        assert_eq!(
+            tool_response("write_file", &write, "Error: no", None),
+            json!("Error: no")
+        );
+        assert_eq!(
+            tool_response("grep", &json!({}), "3 matches", None),
+            json!("3 matches")
+        );
     }
 }

@@ -159,7 +159,10 @@ pub struct Entry {
     pub run_async: bool,
     pub once: bool,
     pub origin: Origin,
-    /// `"sandbox": true|false` (a project's entries run inside the sandbox whatever it says).
+    /// `"sandbox": true` runs it inside the command sandbox. Hooks are the user's own programs or
+    /// a trusted project's (an untrusted project's never run): like Claude Code, `new` runs them
+    /// outside the sandbox otherwise, so that `uv run …`, `npx …` and `bun …` find their caches
+    /// and the network.
     pub sandbox: Option<bool>,
     /// `"network": true`: inside the sandbox, the network is on.
     pub network: bool,
@@ -493,6 +496,9 @@ pub struct Input {
     pub tool_name: Option<String>,
     pub tool_input: Option<Value>,
     pub tool_response: Option<String>,
+    /// The unified diff of a write or an edit (`post_tool_use`), for Claude Code's
+    /// `structuredPatch`.
+    pub tool_diff: Option<String>,
     /// The model's final answer (`post_message`).
     pub response: Option<String>,
     /// What `new` needs the user for (`notification`).
@@ -722,7 +728,16 @@ impl Hooks {
             o.insert("tool_input".into(), args);
         }
         if let Some(t) = &input.tool_response {
-            o.insert("tool_response".into(), json!(t));
+            let response = match (claude, &input.tool_name) {
+                (true, Some(tool)) => claude::tool_response(
+                    tool,
+                    o.get("tool_input").unwrap_or(&Value::Null),
+                    t,
+                    input.tool_diff.as_deref(),
+                ),
+                _ => json!(t),
+            };
+            o.insert("tool_response".into(), response);
         }
         if let Some(r) = &input.response {
             o.insert("response".into(), json!(r));
@@ -892,7 +907,16 @@ impl Hooks {
                 .inspect(|a| log_run(e, started, Ok(a.code)))
                 .inspect_err(|why| log_run(e, started, Err(why)))
             {
-                Ok(answer) => answer.apply(&input.event, &mut out),
+                Ok(answer) => {
+                    let had = out.block.is_some();
+                    answer.apply(&input.event, &mut out);
+                    let sandboxed = matches!(e.action, Action::Command { .. })
+                        && e.reach().is_some()
+                        && self.os_sandbox.as_ref().is_some_and(|s| s.is_on());
+                    if !had && let Some(reason) = out.block.take() {
+                        out.block = Some(blocked_reason(e, &input.event, reason, sandboxed));
+                    }
+                }
                 Err(error) => {
                     lock(&self.counts).entry(e.name.clone()).or_default().1 += 1;
                     out.failures.push(HookFailure {
@@ -905,6 +929,33 @@ impl Hooks {
         }
         out
     }
+}
+
+impl Entry {
+    /// Where its command runs: inside the command sandbox only when its entry says
+    /// `"sandbox": true` (with the network when it says `"network": true`).
+    fn reach(&self) -> Option<os_sandbox::Reach> {
+        os_sandbox::entry_reach(false, self.sandbox, self.network)
+    }
+}
+
+/// Why a hook blocked, as the user or the model reads it: a message blocked names the hook (a
+/// message refused by nobody in particular, at every try, is the surprise), and a hook that ran
+/// inside the sandbox says so, since a refusal of the sandbox's (a cache it could not write, a
+/// host it could not reach) looks like any other exit 2.
+fn blocked_reason(e: &Entry, event: &str, reason: String, sandboxed: bool) -> String {
+    let mut out = if event == "pre_message" {
+        format!("hook `{}` blocked the message: {reason}", e.name)
+    } else {
+        reason
+    };
+    if sandboxed {
+        out.push_str(&format!(
+            " (hook `{}` ran inside the sandbox, which may be why: without \"sandbox\": true in its entry it runs outside, as your own programs do)",
+            e.name
+        ));
+    }
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -1138,7 +1189,7 @@ async fn run(e: &Entry, payload: &Value, places: Places<'_>) -> Result<Answer, R
                 Some(d) => workdir.join(d),
                 None => workdir.to_path_buf(),
             };
-            let reach = os_sandbox::entry_reach(e.origin == Origin::Project, e.sandbox, e.network);
+            let reach = e.reach();
             let shell = platform::posix_shell();
             let mut cmd = os_sandbox::command(
                 sandbox,

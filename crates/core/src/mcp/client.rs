@@ -15,6 +15,7 @@
 #![allow(deprecated)]
 
 use std::collections::HashMap;
+use std::env;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -593,6 +594,18 @@ impl Client {
                 cwd,
             } => {
                 let dir = cwd.as_deref().unwrap_or(how.workdir);
+                // Started through the sandbox's helper or the watcher, a program that is not
+                // there would only look like a server that closed the connection.
+                if !program_exists(command, dir, env.get("PATH").map(OsString::from)) {
+                    return Err(McpError::Transport(format!(
+                        "`{command}` not found{}",
+                        if command.contains('/') {
+                            String::new()
+                        } else {
+                            " on PATH (is it installed?)".to_string()
+                        }
+                    )));
+                }
                 let args: Vec<OsString> = args.iter().map(Into::into).collect();
                 let mut cmd = os_sandbox::command(
                     how.sandbox.map(|(s, _)| s),
@@ -1140,6 +1153,27 @@ fn open_log(path: &Path) -> Option<File> {
         .append(true)
         .open(path)
         .ok()
+}
+
+/// Whether `command` names a program that can be started: a path (relative to `dir`) that is a
+/// file, or a name found in one of `path`'s folders (the environment's PATH when the entry sets
+/// none).
+fn program_exists(command: &str, dir: &Path, path: Option<OsString>) -> bool {
+    let is_file = |p: &Path| p.metadata().is_ok_and(|m| m.is_file());
+    if command.contains('/') || Path::new(command).is_absolute() {
+        return is_file(&dir.join(command));
+    }
+    let Some(path) = path.or_else(|| env::var_os("PATH")) else {
+        return false;
+    };
+    env::split_paths(&path).any(|folder| {
+        let at = folder.join(command);
+        is_file(&at)
+            || (cfg!(windows)
+                && ["exe", "cmd", "bat", "com"]
+                    .iter()
+                    .any(|ext| is_file(&at.with_extension(ext))))
+    })
 }
 
 #[cfg(test)]

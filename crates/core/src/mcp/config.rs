@@ -46,6 +46,10 @@ pub struct ServerConfig {
     /// The longest a call may take.
     pub timeout: Duration,
     pub disabled: bool,
+    /// Why it does not run although its file enables it (a project's server that passes a
+    /// secret-looking variable on, not confirmed): said where failures are (`-p`'s
+    /// `mcp_errors`, `/mcp`), not only at start-up.
+    pub held: Option<String>,
     pub origin: Origin,
     /// `"sandbox": true|false` for a stdio server (a project's run inside the sandbox whatever
     /// it says).
@@ -396,6 +400,7 @@ fn server(
         transport,
         timeout,
         disabled: flag("disabled")?.unwrap_or(false),
+        held: None,
         origin,
         sandbox: flag("sandbox")?,
         network: flag("network")?.unwrap_or(false),

@@ -60,6 +60,8 @@ pub enum State {
     /// Configured, not started yet (they start once `new` is idle, or when needed).
     Waiting,
     Disabled,
+    /// Enabled in its file but held back, with the reason (see `ServerConfig::held`).
+    Held(String),
     /// A project's server the user has not trusted.
     Untrusted,
     Starting,
@@ -185,7 +187,9 @@ impl Manager {
             .servers
             .iter()
             .map(|c| {
-                let state = if c.disabled {
+                let state = if let Some(why) = &c.held {
+                    State::Held(why.clone())
+                } else if c.disabled {
                     State::Disabled
                 } else if c.origin == Origin::Project && !project_trusted {
                     State::Untrusted
@@ -813,7 +817,10 @@ impl Manager {
         let Some(server) = self.servers.iter().find(|s| s.config.name == name) else {
             return false;
         };
-        if matches!(*lock(&server.state), State::Disabled | State::Untrusted) {
+        if matches!(
+            *lock(&server.state),
+            State::Disabled | State::Untrusted | State::Held(_)
+        ) {
             return false;
         }
         // A newer generation first: the old connection's end is not taken for a death.
@@ -1012,6 +1019,7 @@ pub fn describe(state: &State) -> String {
     match state {
         State::Waiting => "not started yet".into(),
         State::Disabled => "disabled".into(),
+        State::Held(why) => format!("not run: {why}"),
         State::Untrusted => "not trusted: a project's server runs once you trust it".into(),
         State::Starting => "starting".into(),
         State::Ready => "ready".into(),

@@ -14,6 +14,7 @@ pub const HEADINGS: &[(&str, &str)] = &[
     ("user_preference", "## User preferences"),
     ("user_feedback", "## User feedback"),
     ("project_fact", "## Project facts"),
+    ("project_knowledge", "## Project knowledge"),
     ("reference", "## References"),
 ];
 

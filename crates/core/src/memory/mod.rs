@@ -28,10 +28,13 @@ pub mod index;
 pub mod review;
 
 /// The kinds of memory.
+/// (`project_knowledge` is the seed's and CodePilot's review's name for what a project teaches
+/// beyond one fact: kept as written, in its own block.)
 pub const KINDS: &[&str] = &[
     "user_preference",
     "user_feedback",
     "project_fact",
+    "project_knowledge",
     "reference",
 ];
 
@@ -430,6 +433,15 @@ impl MemoryStore {
         let index_path = dir.join(INDEX);
         write_private(&index_path, &new).map_err(MemoryError::io(&index_path))?;
         Ok(path)
+    }
+
+    /// Whether the index of `level`'s folder (ours) has a note of this name: what an `update`
+    /// may change (one of a name not there is no update).
+    pub fn indexed(&self, level: Level, name: &str) -> bool {
+        let (Some(dir), Some(slug)) = (self.dir(level), slug(name)) else {
+            return false;
+        };
+        read_index(dir).is_ok_and(|index| index.contains(&format!("]({slug}.md)")))
     }
 
     /// Moves a memory of ours to its folder's `.trash/`; None when there is none of that name. One

@@ -267,7 +267,13 @@ pub fn apply(store: &MemoryStore, changes: &[Change], secrets: &[String]) -> Vec
     let mut done = Vec::new();
     for change in changes {
         let level = Level::parse(&change.level).unwrap_or(Level::Project);
-        match change.action.trim() {
+        let action = change.action.trim();
+        // An update names a note the index has; one that names none is skipped (a made-up
+        // name would become a new note nobody asked for).
+        if action == "update" && !store.indexed(level, change.name.trim()) {
+            continue;
+        }
+        match action {
             "write" | "update" | "add"
                 if !change.name.trim().is_empty()
                     && store

@@ -242,6 +242,57 @@ fn review_answers_are_read_leniently_and_applied() {
     assert!(dir.path().join("project/test-command.md").exists());
 }
 
+/// A review's `update` of a name the index does not have is skipped (no `made-up-slug.md`);
+/// one of a name it has replaces that note; `project_knowledge` is kept as that kind, in its
+/// own block of the index.
+#[test]
+fn an_update_of_an_unknown_name_is_skipped_and_project_knowledge_is_its_own_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    s.write(
+        Level::Project,
+        "build",
+        "project_fact",
+        "How to build",
+        "just",
+        &[],
+    )
+    .unwrap();
+    let answer = r#"{"changes": [
+        {"action": "update", "level": "project", "name": "made-up slug", "kind": "project_fact",
+         "description": "x", "content": "y"},
+        {"action": "update", "level": "project", "name": "build", "kind": "project_fact",
+         "description": "How to build now", "content": "cargo build"},
+        {"action": "write", "level": "project", "name": "layout", "kind": "project_knowledge",
+         "description": "Where things are", "content": "crates/core is the engine"}]}"#;
+    let done = apply(&s, &parse(answer).unwrap(), &[]);
+    assert_eq!(
+        done,
+        ["saved `build` (project)", "saved `layout` (project)"]
+    );
+    let project = dir.path().join("project");
+    assert!(!project.join("made-up-slug.md").exists());
+    assert!(
+        fs::read_to_string(project.join("build.md"))
+            .unwrap()
+            .contains("cargo build")
+    );
+    assert!(
+        fs::read_to_string(project.join("layout.md"))
+            .unwrap()
+            .contains("kind: project_knowledge")
+    );
+    let index = fs::read_to_string(project.join(INDEX)).unwrap();
+    assert!(
+        index.contains(
+            "## Project knowledge\n\n- [project_knowledge](layout.md) — Where things are"
+        ),
+        "{index}"
+    );
+    let (listed, _) = s.list();
+    assert!(listed.iter().any(|m| m.kind == "project_knowledge"));
+}
+
 /// The secrets the third attack saw kept: each is redacted, also at the start of a name (the
 /// note stays valid YAML), and no file name is made of one.
 #[test]
@@ -642,6 +693,7 @@ fn codepilot_store(root: &Path) -> (MemoryStore, PathBuf, PathBuf) {
         project: work.join(".new"),
         user: None,
         codepilot_user: Some(home.join(".codepilot")),
+        here: None,
     };
     let s = store(root).with_codepilot(&layers);
     (
@@ -736,6 +788,7 @@ fn both_codepilot_folders_are_read_and_never_written() {
         project: dir.path().join("work/.new"),
         user: None,
         codepilot_user: None,
+        here: None,
     };
     let same = MemoryStore::new(None, repo.clone()).with_codepilot(&layers);
     let (memories, _) = same.list();

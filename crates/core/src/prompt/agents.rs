@@ -31,6 +31,12 @@ use std::fs;
 pub const MAX_BYTES: usize = 64 * 1024;
 /// Deepest include chain.
 pub const MAX_DEPTH: usize = 5;
+/// Of [`MAX_BYTES`], what is kept for the markers that say what was left out or cut: the model
+/// reads where the instructions stop, not only the user at start-up.
+const MARKER_ROOM: usize = 2 * 1024;
+/// Most of what is left that one import may take, so that the text after it (the rest of the
+/// importing file, the next sections and files) is not dropped whole by one big import.
+const IMPORT_SHARE: usize = 2;
 
 /// The merged instructions, the files they came from, and what had to be skipped.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -62,7 +68,7 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
     let Ok(work) = workdir.canonicalize() else {
         return Instructions::default();
     };
-    let root = project_root(&work, home.as_deref());
+    let (root, stopped) = project_root(&work, home.as_deref());
     let Ok(project) = Workdir::new(&root) else {
         return Instructions::default();
     };
@@ -79,10 +85,12 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
             .filter_map(|d| d.canonicalize().ok())
             .collect(),
         home: home.clone(),
-        budget: MAX_BYTES,
+        budget: MAX_BYTES - MARKER_ROOM,
+        markers: MARKER_ROOM,
         reported: HashSet::new(),
         out: Instructions::default(),
     };
+    reading.out.problems.extend(stopped);
     let join = |parts: Vec<String>| {
         let parts: Vec<String> = parts
             .into_iter()
@@ -127,8 +135,9 @@ fn load_with(user_dir: Option<&Path>, workdir: &Path, home: Option<PathBuf>) -> 
     out
 }
 
-/// The repository's top above `work` (both resolved), or `work`.
-fn project_root(work: &Path, home: Option<&Path>) -> PathBuf {
+/// The repository's top above `work` (both resolved), or `work`; and, when a `.git` above was
+/// not climbed to because a folder on the way may be written by others, which folder and why.
+fn project_root(work: &Path, home: Option<&Path>) -> (PathBuf, Option<String>) {
     let home = home.and_then(|h| h.canonicalize().ok());
     for dir in work.ancestors() {
         // The home folder is nobody's repository top (a `~/.git` of dotfiles would make every
@@ -137,26 +146,93 @@ fn project_root(work: &Path, home: Option<&Path>) -> PathBuf {
             break;
         }
         if fs::symlink_metadata(dir.join(".git")).is_ok() {
-            return dir.to_path_buf();
+            return (dir.to_path_buf(), None);
         }
-        // Only through the user's own folders, which nobody else may write.
-        if home.as_deref() == Some(dir) || !dir.parent().is_some_and(own_folder) {
+        if home.as_deref() == Some(dir) {
             break;
         }
+        // Only through the user's own folders, which nobody else may write.
+        let Some(parent) = dir.parent() else { break };
+        if let Err(why) = own_folder(parent) {
+            // Said only when there was a repository to reach: a walk that would have stopped
+            // anyway is no surprise.
+            let above = parent
+                .ancestors()
+                .take_while(|d| home.as_deref() != Some(*d))
+                .find(|d| fs::symlink_metadata(d.join(".git")).is_ok());
+            let said = above.map(|top| {
+                format!(
+                    "the instructions of the repository at {} above WORKDIR are not read: {} {why}, so the walk from WORKDIR up stopped below it",
+                    top.display(),
+                    parent.display()
+                )
+            });
+            return (work.to_path_buf(), said);
+        }
     }
-    work.to_path_buf()
+    (work.to_path_buf(), None)
 }
 
+/// Whether `dir` is the user's own folder, which nobody else may write; if not, why.
 #[cfg(unix)]
-fn own_folder(dir: &Path) -> bool {
+fn own_folder(dir: &Path) -> Result<(), &'static str> {
     use std::os::unix::fs::MetadataExt;
     let me = process::effective_uid();
-    fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0)
+    let m = fs::metadata(dir).map_err(|_| "cannot be read")?;
+    if !m.is_dir() || m.uid() != me {
+        return Err("is not yours");
+    }
+    if m.mode() & 0o002 != 0 {
+        return Err("may be written by anybody");
+    }
+    // Group-writable is the user's own when the group has no other member: the per-user group
+    // of a umask 002 system (Ubuntu's default), not a group shared with others.
+    if m.mode() & 0o020 != 0 {
+        let group = fs::read_to_string("/etc/group").unwrap_or_default();
+        let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+        if !group_is_private(m.gid(), me, &group, &passwd) {
+            return Err("may be written by its group, which has other members");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(not(unix))]
-fn own_folder(_dir: &Path) -> bool {
-    false
+fn own_folder(_dir: &Path) -> Result<(), &'static str> {
+    Err("is not known to be yours on this system")
+}
+
+/// Whether group `gid` has no member but user `uid`, as `/etc/group` and `/etc/passwd` say:
+/// nobody else has it as their primary group nor is listed in it. A group the files do not name
+/// (from a directory service) is not known to be private.
+#[cfg(any(unix, test))]
+fn group_is_private(gid: u32, uid: u32, group: &str, passwd: &str) -> bool {
+    let users: Vec<(&str, u32, u32)> = passwd
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            Some((
+                *f.first()?,
+                f.get(2)?.parse().ok()?,
+                f.get(3)?.parse().ok()?,
+            ))
+        })
+        .collect();
+    let Some(my_name) = users.iter().find(|u| u.1 == uid).map(|u| u.0) else {
+        return false;
+    };
+    let Some(members) = group.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.get(2)?.parse::<u32>().ok()? == gid).then(|| f.get(3).copied().unwrap_or(""))
+    }) else {
+        return false;
+    };
+    let others_listed = members
+        .split(',')
+        .map(str::trim)
+        .any(|m| !m.is_empty() && m != my_name);
+    let others_primary = users.iter().any(|u| u.2 == gid && u.1 != uid);
+    !others_listed && !others_primary
 }
 
 /// `root`, then each folder below it down to `work` (which is inside it, or is it).
@@ -213,6 +289,8 @@ struct Reading {
     user_dirs: Vec<PathBuf>,
     /// Bytes the instructions may still hold.
     budget: usize,
+    /// Bytes the markers of what was left out or cut may still take.
+    markers: usize,
     reported: HashSet<String>,
     out: Instructions,
 }
@@ -273,20 +351,42 @@ impl Reading {
         Some(self.expand(&text, path, origin, &mut stack))
     }
 
-    /// Adds `text` and a line break while the budget allows; false once it is spent.
+    /// Adds `text` and a line break while the budget allows; false once it is spent, when the
+    /// rest of `from` is left out and a marker in the text says so.
     fn push(&mut self, out: &mut String, text: &str, from: &Path) -> bool {
         if text.len() + 1 > self.budget {
             self.refuse(format!(
                 "{}: instructions cut at {MAX_BYTES} bytes",
                 from.display()
             ));
-            self.budget = 0;
+            self.mark(
+                out,
+                &format!(
+                    "[the rest of {} is left out: the instructions hold {MAX_BYTES} bytes in all]",
+                    from.display()
+                ),
+            );
             return false;
         }
         out.push_str(text);
         out.push('\n');
         self.budget -= text.len() + 1;
         true
+    }
+
+    /// A marker in the text (what was left out, cut or refused), from the room kept for them;
+    /// once that is spent too, one last marker says that more was left out.
+    fn mark(&mut self, out: &mut String, text: &str) {
+        const MORE: &str = "[more instruction files are left out or cut]";
+        if text.len() + 1 + MORE.len() < self.markers {
+            out.push_str(text);
+            out.push('\n');
+            self.markers -= text.len() + 1;
+        } else if self.markers > MORE.len() {
+            out.push_str(MORE);
+            out.push('\n');
+            self.markers = 0;
+        }
     }
 
     /// `text` with its imports expanded, within the guards.
@@ -412,7 +512,7 @@ impl Reading {
         let shown = format!("{}: import `{target}`", from.display());
         let refused = |this: &mut Self, out: &mut String, why: String| {
             this.refuse(format!("{shown} refused: {why}"));
-            this.push(out, &format!("[@{target} is not included: {why}]"), from);
+            this.mark(out, &format!("[@{target} is not included: {why}]"));
         };
         let (path, origin) = match resolved {
             Ok(found) => found,
@@ -432,8 +532,11 @@ impl Reading {
         if self.out.sources.contains(&real) {
             return;
         }
-        // No more than the instructions may still hold (a 20 GB import is cut here).
-        let text = match self.read(&path, origin, self.budget + 1) {
+        // One import takes at most a share of what is left, so that what follows it still fits
+        // (a 20 GB import is cut here).
+        let share = self.budget / IMPORT_SHARE;
+        let kept = self.budget - share;
+        let text = match self.read(&path, origin, share + 1) {
             Ok(Some(read)) if read.truncated => read.text(),
             Ok(Some(read)) => match String::from_utf8(read.bytes) {
                 Ok(text) => text,
@@ -444,7 +547,9 @@ impl Reading {
         };
         self.out.sources.push(real.clone());
         stack.push(real);
+        self.budget = share;
         let expanded = self.expand(&text, &path, origin, stack);
+        self.budget += kept;
         out.push_str(&expanded);
         stack.pop();
     }
@@ -648,6 +753,61 @@ mod tests {
         );
     }
 
+    /// A CLAUDE.md that imports a big file (`@docs/architecture.md`, 100 KB) before its rules:
+    /// the import is cut with a marker naming it, the section after it is still there, and a
+    /// nearer file is still read; the whole stays within 64 KB.
+    #[test]
+    fn a_big_import_is_cut_with_a_marker_and_what_follows_it_stays() {
+        let (_d, work, _user) = setup();
+        let line = "architecture ".repeat(79) + "\n";
+        write(&work.join("docs/architecture.md"), &line.repeat(100));
+        write(
+            &work.join("CLAUDE.md"),
+            "# Project\n\n## Architecture\n@docs/architecture.md\n\n## Rules\n- Always run `cargo test`.\n",
+        );
+        write(
+            &work.join(".claude/CLAUDE.md"),
+            "## Local\nUse the staging host.\n",
+        );
+        let i = load(None, &work);
+        assert!(i.text.len() <= MAX_BYTES, "{}", i.text.len());
+        assert!(i.text.contains("architecture architecture"));
+        let marker = format!(
+            "[the rest of {} is left out: the instructions hold 65536 bytes in all]",
+            work.canonicalize()
+                .unwrap()
+                .join("docs/architecture.md")
+                .display()
+        );
+        assert!(
+            i.text.contains(&marker),
+            "{}",
+            &i.text[i.text.len() - 600..]
+        );
+        assert!(i.text.contains("- Always run `cargo test`."));
+        assert!(i.text.contains("Use the staging host."));
+        let rules = i.text.find("## Rules").unwrap();
+        assert!(i.text.find(&marker).unwrap() < rules);
+        // Files that no longer fit at all are each named in the text.
+        let many: String = (0..70).map(|n| format!("@part{n}.md\n")).collect();
+        write(&work.join("CLAUDE.md"), &many);
+        for n in 0..70 {
+            write(&work.join(format!("part{n}.md")), &"y".repeat(1500));
+        }
+        let i = load(None, &work);
+        assert!(i.text.len() <= MAX_BYTES, "{}", i.text.len());
+        assert!(
+            i.text.contains("part69.md is left out")
+                || i.text
+                    .contains("[more instruction files are left out or cut]")
+        );
+        assert!(
+            i.text.contains("is left out: the instructions hold"),
+            "{}",
+            &i.text[i.text.len() - 600..]
+        );
+    }
+
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
@@ -718,6 +878,49 @@ mod tests {
         assert_eq!(load_with(None, &inner, None).text, "Planted.\n\nInner.");
         // Nor above the home folder.
         assert_eq!(load_with(None, &inner, Some(inner.clone())).text, "Inner.");
+        // The walk that stops short of a repository says which folder stopped it, and why.
+        fs::set_permissions(&shared, Permissions::from_mode(0o777)).unwrap();
+        let deeper = inner.join("src");
+        fs::create_dir_all(&deeper).unwrap();
+        let read = load_with(None, &deeper, None);
+        assert!(
+            read.problems.iter().any(|p| p
+                .contains(&format!("{} may be written by anybody", shared.display()))
+                && p.contains("repository at")),
+            "{:?}",
+            read.problems
+        );
+        fs::set_permissions(&shared, Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Ubuntu's per-user groups (umask 002 makes every folder group-writable): a group with no
+    /// other member is the user's own; a group others are in, or have as their primary group,
+    /// is not; a group the files do not name is not known to be private.
+    #[test]
+    fn a_group_of_the_user_s_own_is_private() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      ana:x:1000:1000:Ana,,,:/home/ana:/bin/bash\n\
+                      bo:x:1001:1001:Bo,,,:/home/bo:/bin/bash\n\
+                      cy:x:1002:1003::/home/cy:/bin/sh\n";
+        let group = "root:x:0:\nadm:x:4:syslog,ana\nsudo:x:27:ana\nana:x:1000:\nbo:x:1001:bo\n\
+                     devs:x:1003:\nteam:x:1004:ana,bo\nsolo:x:1005:ana\n";
+        assert!(group_is_private(1000, 1000, group, passwd));
+        assert!(
+            group_is_private(1001, 1001, group, passwd),
+            "listing oneself"
+        );
+        assert!(group_is_private(1005, 1000, group, passwd));
+        assert!(!group_is_private(1004, 1000, group, passwd), "shared");
+        assert!(
+            !group_is_private(1003, 1000, group, passwd),
+            "cy's primary group"
+        );
+        assert!(!group_is_private(1001, 1000, group, passwd), "bo's group");
+        assert!(
+            !group_is_private(4242, 1000, group, passwd),
+            "not in /etc/group"
+        );
+        assert!(!group_is_private(1000, 4242, group, passwd), "no such user");
     }
 
     #[test]

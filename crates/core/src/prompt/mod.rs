@@ -24,10 +24,16 @@ use std::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
-    #[error("unknown role `{name}`; available roles: {}", .available.join(", "))]
+    #[error(
+        "unknown role `{name}`; looked for {name}.md in {} and the built-in roles; available roles: {}",
+        .searched.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+        .available.join(", ")
+    )]
     Unknown {
         name: String,
         available: Vec<String>,
+        /// Every `roles/` folder looked in, nearest first.
+        searched: Vec<PathBuf>,
     },
     #[error("cannot read role file {path}: {cause}")]
     Read { path: PathBuf, cause: io::Error },
@@ -51,12 +57,17 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
     if valid {
-        let files = ProjectFiles::new(layers.workdir());
         for (layer, dir) in layers.dirs() {
             let path = dir.join("roles").join(format!("{name}.md"));
-            // A project's role may not be a link out of it; no role is read past the limit.
+            // A project's role may not be a link out of it (the folder `new` runs in is a
+            // project's too); no role is read past the limit.
+            let root = if dir == layers.project {
+                layers.workdir()
+            } else {
+                dir
+            };
             let got = match layer {
-                LayerKind::Project => files.read(&path, MAX_ROLE_BYTES),
+                LayerKind::Project => ProjectFiles::new(root).read(&path, MAX_ROLE_BYTES),
                 _ => project_file::read_own(&path, MAX_ROLE_BYTES),
             };
             match got.and_then(|r| r.map(|r| r.whole_text(&path, MAX_ROLE_BYTES)).transpose()) {
@@ -87,6 +98,7 @@ pub fn load_role(layers: &Layers, name: &str) -> Result<RoleFile, RoleError> {
     Err(RoleError::Unknown {
         name: name.to_string(),
         available: available_roles(layers),
+        searched: layers.dirs().iter().map(|(_, d)| d.join("roles")).collect(),
     })
 }
 
@@ -263,6 +275,8 @@ mod tests {
     use super::*;
     use std::env::consts::OS;
     use std::fs;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
     use std::process::Command;
 
     fn layers(dir: &Path) -> Layers {
@@ -345,13 +359,55 @@ mod tests {
     #[test]
     fn unknown_and_path_like_roles_list_the_available_ones() {
         let dir = tempfile::tempdir().unwrap();
+        let searched = format!(
+            "{}, {}",
+            dir.path().join("p/.new/roles").display(),
+            dir.path().join("u/new/roles").display()
+        );
         for name in ["nope", "../default", "", ".hidden"] {
             let err = load_role(&layers(dir.path()), name).unwrap_err();
             assert_eq!(
                 err.to_string(),
-                format!("unknown role `{name}`; available roles: code-assistant, default")
+                format!(
+                    "unknown role `{name}`; looked for {name}.md in {searched} and the built-in roles; available roles: code-assistant, default"
+                )
             );
         }
+    }
+
+    /// The seed's layout: `roles/ROLE.md` in the folder `new` runs in is a role, after `.new/`'s,
+    /// read through the reader of project files (a link out of that folder is refused).
+    #[cfg(unix)]
+    #[test]
+    fn a_role_in_the_folder_new_runs_in_is_read_after_new_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().join("here");
+        let mut l = layers(dir.path());
+        l.here = Some(here.clone());
+        fs::create_dir_all(here.join("roles")).unwrap();
+        fs::write(here.join("roles/pirate.md"), "Arr.").unwrap();
+        let role = load_role(&l, "pirate").unwrap();
+        assert_eq!(
+            (role.text.as_str(), role.layer),
+            ("Arr.", LayerKind::Project)
+        );
+        assert!(available_roles(&l).contains(&"pirate".to_string()));
+        fs::create_dir_all(l.project.join("roles")).unwrap();
+        fs::write(l.project.join("roles/pirate.md"), "Nearer.").unwrap();
+        assert_eq!(load_role(&l, "pirate").unwrap().text, "Nearer.");
+        fs::remove_file(l.project.join("roles/pirate.md")).unwrap();
+        fs::write(dir.path().join("secret.md"), "outside").unwrap();
+        fs::remove_file(here.join("roles/pirate.md")).unwrap();
+        symlink(dir.path().join("secret.md"), here.join("roles/pirate.md")).unwrap();
+        assert!(matches!(
+            load_role(&l, "pirate"),
+            Err(RoleError::Read { .. })
+        ));
+        let err = load_role(&l, "nobody").unwrap_err().to_string();
+        assert!(
+            err.contains(&here.join("roles").display().to_string()),
+            "{err}"
+        );
     }
 
     #[test]

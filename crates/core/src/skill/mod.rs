@@ -49,6 +49,8 @@ pub enum Tier {
     ProjectCodepilot,
     ProjectAgents,
     ProjectClaude,
+    /// `skills/` in the folder `new` runs in (the seed's place for them).
+    Here,
     User,
     /// CodePilot's `~/.codepilot/skill/` (singular, as CodePilot names it).
     UserCodepilot,
@@ -62,6 +64,7 @@ impl Tier {
             Tier::ProjectCodepilot => "project .codepilot",
             Tier::ProjectAgents => "project .agents",
             Tier::ProjectClaude => "project .claude",
+            Tier::Here => "current folder",
             Tier::User => "user",
             Tier::UserCodepilot => "user .codepilot",
             Tier::Builtin => "built-in",
@@ -71,9 +74,11 @@ impl Tier {
     /// The layer of the original design it belongs to.
     pub fn layer(self) -> LayerKind {
         match self {
-            Tier::Project | Tier::ProjectCodepilot | Tier::ProjectAgents | Tier::ProjectClaude => {
-                LayerKind::Project
-            }
+            Tier::Project
+            | Tier::ProjectCodepilot
+            | Tier::ProjectAgents
+            | Tier::ProjectClaude
+            | Tier::Here => LayerKind::Project,
             Tier::User | Tier::UserCodepilot => LayerKind::User,
             Tier::Builtin => LayerKind::Builtin,
         }
@@ -158,6 +163,8 @@ fn tier_root(tier: Tier, path: &Path) -> Option<PathBuf> {
         Tier::ProjectCodepilot => CODEPILOT_FOLDER,
         Tier::ProjectAgents => ".agents",
         Tier::ProjectClaude => ".claude",
+        // The folder above `skills/`: what a skill there may not lead out of.
+        Tier::Here => "skills",
         Tier::User | Tier::UserCodepilot | Tier::Builtin => return None,
     };
     path.ancestors()
@@ -298,6 +305,9 @@ fn tier_dirs(layers: &Layers) -> Vec<(Tier, PathBuf)> {
         (Tier::ProjectAgents, workdir.join(".agents/skills")),
         (Tier::ProjectClaude, workdir.join(".claude/skills")),
     ];
+    if let Some(here) = &layers.here {
+        dirs.push((Tier::Here, here.join("skills")));
+    }
     if let Some(user) = &layers.user {
         dirs.push((Tier::User, user.join("skills")));
     }
