@@ -95,20 +95,18 @@ impl Subagents {
         ToolSpec {
             name: "agent".into(),
             description: format!(
-                "Delegates a task to a subagent with a context of its own; it answers with its \
-                 findings (its tool output stays out of this conversation). `type` `defined` \
-                 (default) starts fresh with a `role` (default general-purpose), `fork` from a copy \
-                 of this conversation. You wait for its answer up to `foreground_wait_seconds`, then \
-                 it goes on in the background and you get its task id; `background: true` gives the \
-                 id at once. A background answer arrives in a later message; `task_status` tells \
-                 where it stands. Roles:{roles}"
+                "Delegates a task to a subagent with a context of its own, which answers with its \
+                 findings. `type`: `defined` (default) starts fresh as `role`, `fork` from a copy of \
+                 this conversation. You wait up to `foreground_wait_seconds`, then it goes on in \
+                 the background (`background: true`: at once) and you get a task id; its answer \
+                 comes in a later message. Roles:{roles}"
             ),
             parameters: json!({
                 "type": "object",
                 "properties": {
                     "type": {"type": "string", "enum": ["defined", "fork"]},
                     "role": {"type": "string"},
-                    "task": {"type": "string", "description": "with all the subagent needs to know"},
+                    "task": {"type": "string", "description": "all it needs to know"},
                     "background": {"type": "boolean"},
                     "foreground_wait_seconds": {"type": "integer"},
                     "model": {"type": "string"},
@@ -123,9 +121,9 @@ impl Subagents {
     pub fn status_spec() -> ToolSpec {
         ToolSpec {
             name: "task_status".into(),
-            description: "Where a task started with `agent` stands (running, completed, failed, \
-                          stopped), with its final text, error and token usage once it ended; \
-                          `wait_seconds` waits up to that long for its end first."
+            description: "State of an `agent` task (running, completed, failed, stopped); once \
+                          ended, its text, error and token use. `wait_seconds`: wait for its end \
+                          first."
                 .into(),
             parameters: json!({
                 "type": "object",

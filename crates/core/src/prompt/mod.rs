@@ -158,7 +158,7 @@ pub fn system_prompt_parts(
         parts.push((
             "skills index".to_string(),
             format!(
-                "\n\n## Skills (load with use_skill)\n{}",
+                "\n\n## Skills\n{}",
                 index.join("\n")
             ),
         ));
@@ -203,6 +203,7 @@ fn git_state(workdir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::skill::SkillSettings;
     use std::env::consts::OS;
     use std::fs;
     use std::process::Command;
@@ -293,8 +294,33 @@ mod tests {
         let skills = SkillRegistry::load(&l);
         let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
         assert!(prompt.starts_with("You are a helpful assistant"));
-        assert!(prompt.contains("## Skill: code-reviewer"));
-        assert!(!prompt.contains("## Skill: translator"));
+        // The built-in skills are offered on demand: listed, not injected.
+        assert!(prompt.contains("\n- `code-reviewer` (built-in): "), "{prompt}");
+        assert!(!prompt.contains("## Skill: "), "{prompt}");
+        // A flat skill of the user's own is injected; one turned on for the project too.
+        fs::create_dir_all(l.project.join("skills")).unwrap();
+        fs::write(
+            l.project.join("skills/mine.md"),
+            "---\nname: mine\ndescription: d\n---\nDo it my way.\n",
+        )
+        .unwrap();
+        let settings = SkillSettings {
+            overrides: [("translator".to_string(), true)].into(),
+            ..SkillSettings::default()
+        };
+        let skills = SkillRegistry::load_with(&l, &settings);
+        let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
+        assert!(prompt.contains("## Skill: mine\n\nd\n\nDo it my way."), "{prompt}");
+        assert!(prompt.contains("## Skill: translator"), "{prompt}");
+        assert!(!prompt.contains("## Skill: code-reviewer"), "{prompt}");
+        // Without skills on demand, the built-in ones are injected as before.
+        let off = SkillSettings {
+            on_demand: false,
+            ..SkillSettings::default()
+        };
+        let prompt = system_prompt(&role, "", &SkillRegistry::load_with(&l, &off), Path::new("/w"));
+        assert!(prompt.contains("## Skill: code-reviewer"), "{prompt}");
+        assert!(!prompt.contains("## Skills"), "{prompt}");
         assert!(prompt.contains("## Environment\n\nWorking folder: /w (file tools take paths relative to it, and cannot leave it)\nOperating system: "));
     }
 }

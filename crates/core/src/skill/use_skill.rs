@@ -136,7 +136,7 @@ impl Tool for UseSkill {
 
     fn description(&self) -> &str {
         "Load a skill listed under Skills when the task matches its description, then follow it. \
-         Its folder's files can then be read at the paths it gives."
+         Its files can then be read at the paths it gives."
     }
 
     fn parameters(&self) -> Value {

@@ -99,11 +99,11 @@ fn describe(kind: ShellKind, windows: bool) -> String {
         }
     };
     format!(
-        "{shell} For builds, tests, git and other command-line tools. No terminal, no stdin; \
-         long output keeps its start and end; timeout 30 s (`timeout_seconds`: at most 600). In \
-         new's sandbox, when on, a command writes only in the working folder and $TMPDIR (not .git \
-         or .new), secret folders look empty, and the network is off unless configured; one that \
-         truly needs more may set `sandbox: false` with a `reason` (the user is asked)."
+        "{shell} For builds, tests, git and other command-line tools. No terminal or stdin; long \
+         output keeps its start and end; timeout 30 s (`timeout_seconds`: up to 600). In new's \
+         sandbox, if on, a command writes only in the working folder and $TMPDIR (not .git, \
+         .new), secret folders look empty and the network is off unless configured; one that \
+         truly needs more may set `sandbox: false` and a `reason` (the user is asked)."
     )
 }
 

@@ -23,9 +23,9 @@ impl Tool for Glob {
     }
 
     fn description(&self) -> &str {
-        "Find files by name pattern, newest first, skipping those .gitignore excludes. `*.rs` matches \
-         the name in any folder; a pattern with a slash matches the path (`src/**/*.test.ts`). \
-         `path`: the folder to search (default: all)."
+        "Find files by name pattern, newest first, skipping .gitignored ones. `*.rs` matches the \
+         name in any folder, a pattern with a slash the path (`src/**/*.ts`). `path`: the folder to \
+         search."
     }
 
     fn parameters(&self) -> Value {

@@ -32,10 +32,9 @@ impl Tool for Grep {
     }
 
     fn description(&self) -> &str {
-        "Search file contents by regular expression (Rust syntax); returns `path:line:text` per \
-         matching line, skipping binary files and those .gitignore excludes. `path`: a folder or file \
-         (default: all); `glob`: only files matching it (`*.rs`); `context`: lines shown around each \
-         match (at most 10)."
+        "Search file contents by regex (Rust syntax), skipping binary and .gitignored files; returns \
+         `path:line:text` lines. `path`: a folder or file; `glob`: a file filter (`*.rs`); \
+         `context`: lines around each match (at most 10)."
     }
 
     fn parameters(&self) -> Value {

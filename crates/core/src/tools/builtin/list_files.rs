@@ -26,8 +26,8 @@ impl Tool for ListFiles {
     }
 
     fn description(&self) -> &str {
-        "List a folder (default: the working folder). `recursive`: the whole tree, after a summary of \
-         its structure; a very large tree is summarised per folder."
+        "List a folder (default: the working folder). `recursive`: the whole tree after a summary of \
+         it, per folder when very large."
     }
 
     fn parameters(&self) -> Value {

@@ -30,7 +30,7 @@ impl Tool for ReadFile {
 
     fn description(&self) -> &str {
         "Read a text file; its lines come numbered. A long file comes in parts: the footer says how \
-         to read the next (`offset`, `limit`)."
+         to read the next. `offset`: first line (from 1); `limit`: lines (default 2000)."
     }
 
     fn parameters(&self) -> Value {
@@ -38,8 +38,8 @@ impl Tool for ReadFile {
             "type": "object",
             "properties": {
                 "filepath": {"type": "string"},
-                "offset": {"type": "integer", "description": "first line, from 1"},
-                "limit": {"type": "integer", "description": "lines to read (default 2000)"}
+                "offset": {"type": "integer"},
+                "limit": {"type": "integer"}
             },
             "required": ["filepath"]
         })
