@@ -10,6 +10,9 @@ use std::fs;
 use std::fs::Permissions;
 #[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
+#[cfg(unix)]
+use std::path::Path;
+#[cfg(unix)]
 use std::process::Command;
 
 /// The most bytes of system prompt and tool definitions (the `tools` array as sent) the first
@@ -69,7 +72,7 @@ fn a_one_shot_hi_in_an_empty_folder_stays_within_the_budget() {
 #[cfg(unix)]
 #[test]
 fn a_one_shot_in_a_repository_runs_no_git_before_its_request() {
-    let git = |args: &[&str], dir: &std::path::Path| {
+    let git = |args: &[&str], dir: &Path| {
         Command::new("git")
             .args(args)
             .current_dir(dir)

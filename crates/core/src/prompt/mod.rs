@@ -157,10 +157,7 @@ pub fn system_prompt_parts(
     if !index.is_empty() {
         parts.push((
             "skills index".to_string(),
-            format!(
-                "\n\n## Skills\n{}",
-                index.join("\n")
-            ),
+            format!("\n\n## Skills\n{}", index.join("\n")),
         ));
     }
     parts.push((
@@ -295,7 +292,10 @@ mod tests {
         let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
         assert!(prompt.starts_with("You are a helpful assistant"));
         // The built-in skills are offered on demand: listed, not injected.
-        assert!(prompt.contains("\n- `code-reviewer` (built-in): "), "{prompt}");
+        assert!(
+            prompt.contains("\n- `code-reviewer` (built-in): "),
+            "{prompt}"
+        );
         assert!(!prompt.contains("## Skill: "), "{prompt}");
         // A flat skill of the user's own is injected; one turned on for the project too.
         fs::create_dir_all(l.project.join("skills")).unwrap();
@@ -310,7 +310,10 @@ mod tests {
         };
         let skills = SkillRegistry::load_with(&l, &settings);
         let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
-        assert!(prompt.contains("## Skill: mine\n\nd\n\nDo it my way."), "{prompt}");
+        assert!(
+            prompt.contains("## Skill: mine\n\nd\n\nDo it my way."),
+            "{prompt}"
+        );
         assert!(prompt.contains("## Skill: translator"), "{prompt}");
         assert!(!prompt.contains("## Skill: code-reviewer"), "{prompt}");
         // Without skills on demand, the built-in ones are injected as before.
@@ -318,7 +321,12 @@ mod tests {
             on_demand: false,
             ..SkillSettings::default()
         };
-        let prompt = system_prompt(&role, "", &SkillRegistry::load_with(&l, &off), Path::new("/w"));
+        let prompt = system_prompt(
+            &role,
+            "",
+            &SkillRegistry::load_with(&l, &off),
+            Path::new("/w"),
+        );
         assert!(prompt.contains("## Skill: code-reviewer"), "{prompt}");
         assert!(!prompt.contains("## Skills"), "{prompt}");
         assert!(prompt.contains("## Environment\n\nWorking folder: /w (file tools take paths relative to it, and cannot leave it)\nOperating system: "));

@@ -924,8 +924,10 @@ mod tests {
             on_demand,
             [
                 "big",
+                "code-reviewer",
                 "codebase-overview",
                 "config-management",
+                "data-analyst",
                 "list",
                 "pdf"
             ]

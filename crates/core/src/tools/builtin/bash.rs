@@ -94,9 +94,7 @@ fn describe(kind: ShellKind, windows: bool) -> String {
             "Run a shell command (Git Bash on Windows: bash syntax and Unix tools, drives as /c/…) \
              in the working folder; returns its exit code, stdout and stderr."
         }
-        _ => {
-            "Run a bash command in the working folder; returns its exit code, stdout and stderr."
-        }
+        _ => "Run a bash command in the working folder; returns its exit code, stdout and stderr.",
     };
     format!(
         "{shell} For builds, tests, git and other command-line tools. No terminal or stdin; long \
