@@ -63,6 +63,7 @@ use std::process::Child;
 #[cfg(not(windows))]
 use std::ptr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::thread;
 use tokio::net::TcpListener;
 use tokio::runtime::Builder;
@@ -429,6 +430,136 @@ fn start_server() -> (String, Runtime) {
         }),
     );
     serve(app)
+}
+
+/// The scripted server of [`start_server`], keeping the body of every request it gets.
+fn start_recording_server() -> (String, Runtime, Arc<Mutex<Vec<String>>>) {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::response::Response;
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let kept = bodies.clone();
+    let sse = concat!(
+        r#"data: {"id":"b","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello."},"finish_reason":null}]}"#,
+        "\n\n",
+        r#"data: {"id":"b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "\n\ndata: [DONE]\n\n"
+    );
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        routing::post(move |body: String| {
+            kept.lock().unwrap().push(body);
+            async move {
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(sse))
+                    .unwrap()
+            }
+        }),
+    );
+    let (url, runtime) = serve(app);
+    (url, runtime, bodies)
+}
+
+/// The budget of the system prompt and tool definitions of a one-shot "hi" in an empty folder, in
+/// bytes; `tests/it/cost.rs` fails past it.
+const REQUEST_BUDGET: usize = 6_000;
+/// The same figure before issue 45 (2,602 B of system prompt, 7,300 B of tool definitions, as
+/// built from the commit before it on 2026-12-05): where growth is seen from.
+const REQUEST_BEFORE: usize = 9_902;
+/// The largest release binary wanted, in bytes.
+const BINARY_BUDGET: u64 = 30 * 1024 * 1024;
+
+/// Tokens as bytes ÷ 4: an estimate, not a tokenizer's count (OpenAI's o200k would need its
+/// vocabulary in the suite; English prose and JSON run about 4 to 4.5 bytes a token there).
+fn estimated_tokens(bytes: usize) -> usize {
+    bytes.div_ceil(4)
+}
+
+fn cost_rows(
+    bin: &str,
+    s: &Scale,
+    root: &Path,
+    env: &dyn Fn(&mut Command, &str),
+    rows: &mut Vec<Row>,
+) {
+    let (url, _server, bodies) = start_recording_server();
+    let (empty, data) = (root.join("empty"), root.join("data"));
+    fs::create_dir_all(&empty).unwrap();
+    let one_shot = |dir: &Path| {
+        let mut cmd = Command::new(bin);
+        env(&mut cmd, &url);
+        cmd.arg(dir)
+            .arg("default")
+            .arg(&data)
+            .args(["--model", "bench", "-p", "hi"]);
+        run(&mut cmd, b"")
+    };
+    one_shot(&empty);
+    let first: serde_json::Value = serde_json::from_str(&bodies.lock().unwrap()[0]).unwrap();
+    let system = first["messages"][0]["content"].as_str().unwrap_or("").len();
+    let tools = first["tools"].to_string().len();
+    let bytes = system + tools;
+    rows.push(Row {
+        what: "system prompt + tool definitions of a one-shot \"hi\", empty folder (tokens: bytes ÷ 4, an estimate)".into(),
+        measured: format!(
+            "{bytes} B ({system} + {tools}), ≈ {} tokens",
+            estimated_tokens(bytes)
+        ),
+        baseline: format!(
+            "before issue 45: {REQUEST_BEFORE} B, ≈ {} tokens",
+            estimated_tokens(REQUEST_BEFORE)
+        ),
+        ratio: bytes as f64 / REQUEST_BEFORE as f64,
+        target: format!("≤ {REQUEST_BUDGET} B"),
+        ok: bytes <= REQUEST_BUDGET,
+    });
+    // A git repository of a few hundred files with a change, against the same files without git.
+    let (plain, repo) = (root.join("plain"), root.join("repo"));
+    for dir in [&plain, &repo] {
+        for i in 0..300 {
+            let sub = dir.join(format!("src/m{}", i % 20));
+            fs::create_dir_all(&sub).unwrap();
+            fs::write(sub.join(format!("f{i}.rs")), format!("fn f{i}() {{}}\n")).unwrap();
+        }
+    }
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@x")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@x")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?} failed");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "one"]);
+    fs::write(repo.join("src/m1/f1.rs"), "fn changed() {}\n").unwrap();
+    let (in_repo, in_plain) = fastest_by_turns(s.runs, || one_shot(&repo), || one_shot(&plain));
+    let ratio = in_repo.as_secs_f64() / in_plain.as_secs_f64();
+    rows.push(Row {
+        what: "one-shot `new -p` in a git repository of 300 files with a change".into(),
+        measured: ms(in_repo),
+        baseline: format!("the same files, no git {}", ms(in_plain)),
+        ratio,
+        target: "≤ 1.15×".into(),
+        ok: ratio <= 1.15,
+    });
+    let size = fs::metadata(bin).unwrap().len();
+    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+    rows.push(Row {
+        what: "the binary as built (`strip = \"debuginfo\"`: symbols kept for backtraces)".into(),
+        measured: format!("{:.1} MB", mb(size)),
+        baseline: format!("{:.0} MB", mb(BINARY_BUDGET)),
+        ratio: size as f64 / BINARY_BUDGET as f64,
+        target: "≤ 1 (30 MB)".into(),
+        ok: size <= BINARY_BUDGET,
+    });
 }
 
 /// A scripted server for agent turns: a user message is answered with a call of `tool` with
@@ -864,6 +995,12 @@ fn main() {
             }
             None => eprintln!("llm could not be installed: its comparison is skipped"),
         }
+    }
+
+    // What each request costs (issue 45): the first request's system prompt and tool definitions,
+    // a one-shot in a git repository against a plain folder, the binary's size.
+    if wanted("cost") {
+        cost_rows(bin, &s, &tmp.path().join("cost"), &env, &mut rows);
     }
 
     // 3, 4: start-up and /list with many conversations, against an empty DATADIR.

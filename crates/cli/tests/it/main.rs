@@ -5,6 +5,7 @@
 mod branches;
 mod checkpoints;
 mod context;
+mod cost;
 mod docs;
 mod e2e;
 mod fixtures;

@@ -222,14 +222,24 @@ fn the_enabled_tools_list_limits_what_the_model_sees() {
     let env = Env::new();
     env.write_config(r#"{"tools": ["read_file", "grep"]}"#);
     env.run(&server.base_url, &[], "hi\n");
-    let requests = server.requests();
-    let names: Vec<&str> = requests[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["read_file", "grep"]);
+    // The list names built-in tools; `use_skill`, `agent` and `task_status` follow `skill.enabled`
+    // and `subagent.enabled` (CodePilot's `tools.enabled` is read so).
+    assert_eq!(
+        tool_names(&server.requests()[0]),
+        ["read_file", "grep", "use_skill", "agent", "task_status"]
+    );
+    let server = Server::start(vec![text(&["ok"])]);
+    env.write_config(
+        r#"{"tools": ["read_file", "grep", "agent"], "skill": {"enabled": false}, "subagent": {"enabled": false}}"#,
+    );
+    env.run(&server.base_url, &[], "hi\n");
+    let request = &server.requests()[0];
+    assert_eq!(tool_names(request), ["read_file", "grep"]);
+    // A tool not offered is not mentioned.
+    let system = system_of(request);
+    for name in ["use_skill", "agent", "task_status", "bash", "edit_file"] {
+        assert!(!system.contains(name), "{name} in {system}");
+    }
     env.write_config(r#"{"tools": ["read_file", "teleport"]}"#);
     let run = env.run(&server.base_url, &[], "");
     assert_eq!(run.code, Some(2));

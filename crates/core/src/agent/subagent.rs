@@ -95,23 +95,20 @@ impl Subagents {
         ToolSpec {
             name: "agent".into(),
             description: format!(
-                "Delegates a task to a subagent that works in a context of its own and answers \
-                 with its findings (its tool output does not fill this conversation). `defined` \
-                 (the default) starts fresh with a role; `fork` starts from a copy of this \
-                 conversation. It runs in the foreground: you wait for its answer, at most \
-                 `foreground_wait_seconds` (then it goes on in the background and you get its \
-                 task id). With `background: true` you get the task id at once and go on; its \
-                 answer arrives in a later message, and `task_status` tells where it stands. \
-                 Roles:{roles}"
+                "Delegates a task to a subagent with a context of its own, which answers with its \
+                 findings. `type`: `defined` (default) starts fresh as `role`, `fork` from a copy of \
+                 this conversation. You wait up to `foreground_wait_seconds`, then it goes on in \
+                 the background (`background: true`: at once) and you get a task id; its answer \
+                 comes in a later message. Roles:{roles}"
             ),
             parameters: json!({
                 "type": "object",
                 "properties": {
                     "type": {"type": "string", "enum": ["defined", "fork"]},
-                    "role": {"type": "string", "description": "the role (default general-purpose)"},
-                    "task": {"type": "string", "description": "what to do, with everything the subagent needs to know"},
-                    "background": {"type": "boolean", "description": "return at once with a task id"},
-                    "foreground_wait_seconds": {"type": "integer", "description": "how long to wait before it goes on in the background"},
+                    "role": {"type": "string"},
+                    "task": {"type": "string", "description": "all it needs to know"},
+                    "background": {"type": "boolean"},
+                    "foreground_wait_seconds": {"type": "integer"},
                     "model": {"type": "string"},
                     "max_turns": {"type": "integer"}
                 },
@@ -124,16 +121,15 @@ impl Subagents {
     pub fn status_spec() -> ToolSpec {
         ToolSpec {
             name: "task_status".into(),
-            description: "Tells where a subagent task started with `agent` stands: its state \
-                          (running, completed, failed, stopped), its final text once it ended, \
-                          its error and its token usage. `wait_seconds` waits up to that long \
-                          for it to end first."
+            description: "State of an `agent` task (running, completed, failed, stopped); once \
+                          ended, its text, error and token use. `wait_seconds`: wait for its end \
+                          first."
                 .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
                     "task_id": {"type": "string"},
-                    "wait_seconds": {"type": "integer", "description": "wait this long at most for it to end (default 0)"}
+                    "wait_seconds": {"type": "integer"}
                 },
                 "required": ["task_id"]
             }),

@@ -11,16 +11,9 @@ use crate::fs::project_file;
 use crate::fs::project_file::ProjectFiles;
 use crate::layers::{BUILTIN_ROLES, LayerKind, Layers};
 use crate::skill::{SkillRegistry, find_git_dir, operating_system};
-use new_sys::os_sandbox;
-use new_sys::os_sandbox::Reach;
-use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::io::Read;
 use std::path::PathBuf;
-use std::thread;
-use std::time::Duration;
-use std::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
@@ -176,10 +169,7 @@ pub fn system_prompt_parts(
     if !index.is_empty() {
         parts.push((
             "skills index".to_string(),
-            format!(
-                "\n\n## Skills\n\nLoad one with the use_skill tool when the task matches its description, then follow it:\n{}",
-                index.join("\n")
-            ),
+            format!("\n\n## Skills\n{}", index.join("\n")),
         ));
     }
     parts.push((
@@ -190,10 +180,10 @@ pub fn system_prompt_parts(
 }
 
 /// What the model should know of where it works: the folder, the operating system, today's date,
-/// and for a git repository the branch and whether the work tree has changes.
+/// and for a git repository its branch.
 pub fn environment(workdir: &Path) -> String {
     let mut text = format!(
-        "## Environment\n\nWorking folder: {}\nFile tools take paths relative to it.\nOperating system: {}\nToday's date: {}",
+        "## Environment\n\nWorking folder: {} (file tools take paths relative to it, and cannot leave it)\nOperating system: {}\nToday's date: {}",
         workdir.display(),
         operating_system(),
         chrono::Local::now().format("%Y-%m-%d (%A)")
@@ -205,74 +195,24 @@ pub fn environment(workdir: &Path) -> String {
     text
 }
 
-/// `branch main, uncommitted changes`, read from `.git` without running git where it can be (the
-/// branch); whether the work tree has changes needs `git status`, which is given a second and
-/// left out if git is missing or slow. None outside a repository.
+/// `branch main` (or `detached HEAD at 0123456789ab`), read from `.git` without running git: the
+/// first request waits for nothing git does. Whether the work tree has changes is left to the
+/// model (`git status`): asking git before every session's first request cost more than a
+/// one-shot's whole start-up. None outside a repository.
 fn git_state(workdir: &Path) -> Option<String> {
     let git_dir = find_git_dir(workdir)?;
     let head = fs::read_to_string(git_dir.join("HEAD")).ok()?;
     let head = head.trim();
-    let mut text = match head.strip_prefix("ref: refs/heads/") {
+    Some(match head.strip_prefix("ref: refs/heads/") {
         Some(branch) => format!("branch {branch}"),
         None => format!("detached HEAD at {}", head.get(..12).unwrap_or(head)),
-    };
-    match work_tree_changed(workdir) {
-        Some(true) => text.push_str(", uncommitted changes"),
-        Some(false) => text.push_str(", clean work tree"),
-        None => {}
-    }
-    Some(text)
-}
-
-/// `git status --porcelain` (tracked files only), given a second; None if git is missing, fails
-/// or takes longer.
-fn work_tree_changed(workdir: &Path) -> Option<bool> {
-    use std::process::Stdio;
-    let args = [
-        "--no-optional-locks",
-        "status",
-        "--porcelain",
-        "--untracked-files=no",
-    ];
-    // Inside the session's sandbox when there is one: a `.git` a command planted (with a
-    // `core.fsmonitor` or a clean filter in its config) runs nothing outside it.
-    let mut command = os_sandbox::command(
-        os_sandbox::current().as_deref(),
-        Some(Reach::None),
-        "git".as_ref(),
-        &args.map(OsString::from),
-        workdir,
-    )
-    .ok()?
-    .into_std();
-    let mut child = command
-        .current_dir(workdir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + Duration::from_secs(1);
-    loop {
-        match child.try_wait().ok()? {
-            Some(status) if status.success() => break,
-            Some(_) => return None,
-            None if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            None => thread::sleep(Duration::from_millis(5)),
-        }
-    }
-    let mut out = String::new();
-    Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-    Some(!out.trim().is_empty())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::skill::SkillSettings;
     use std::env::consts::OS;
     use std::fs;
     #[cfg(unix)]
@@ -287,7 +227,7 @@ mod tests {
     fn the_environment_names_os_date_folder_and_git_state() {
         let dir = tempfile::tempdir().unwrap();
         let text = environment(dir.path());
-        assert!(text.contains(&format!("Working folder: {}", dir.path().display())));
+        assert!(text.contains(&format!("Working folder: {} (", dir.path().display())));
         assert!(text.contains(&format!("Operating system: {}", OS)));
         let today = chrono::Local::now().format("%Y-%m-%d").to_string();
         assert!(text.contains(&format!("Today's date: {today}")), "{text}");
@@ -314,30 +254,19 @@ mod tests {
     }
 
     #[test]
-    fn a_real_repository_reports_changes_when_git_is_there() {
-        let has_git = Command::new("git").arg("--version").output().is_ok();
-        if !has_git {
-            return; // the state is simply left out without git, as tested above
-        }
+    fn a_real_repository_gives_its_branch_and_no_work_tree_state() {
         let dir = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            Command::new("git")
-                .args(args)
-                .current_dir(dir.path())
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@x")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@x")
-                .output()
-                .unwrap()
+        let Ok(out) = Command::new("git")
+            .args(["init", "-q", "-b", "trunk"])
+            .current_dir(dir.path())
+            .output()
+        else {
+            return; // without git, the `.git` read alone is tested above
         };
-        git(&["init", "-q", "-b", "trunk"]);
+        assert!(out.status.success());
         fs::write(dir.path().join("a.txt"), "1").unwrap();
-        git(&["add", "a.txt"]);
-        git(&["commit", "-q", "-m", "one"]);
-        assert!(environment(dir.path()).contains("Git: branch trunk, clean work tree"));
-        fs::write(dir.path().join("a.txt"), "2").unwrap();
-        assert!(environment(dir.path()).contains("Git: branch trunk, uncommitted changes"));
+        let text = environment(dir.path());
+        assert!(text.ends_with("\nGit: branch trunk"), "{text}");
     }
 
     #[test]
@@ -418,8 +347,44 @@ mod tests {
         let skills = SkillRegistry::load(&l);
         let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
         assert!(prompt.starts_with("You are a helpful assistant"));
-        assert!(prompt.contains("## Skill: code-reviewer"));
-        assert!(!prompt.contains("## Skill: translator"));
-        assert!(prompt.contains("## Environment\n\nWorking folder: /w\nFile tools take paths relative to it.\nOperating system: "));
+        // The built-in skills are offered on demand: listed, not injected.
+        assert!(
+            prompt.contains("\n- `code-reviewer` (built-in): "),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("## Skill: "), "{prompt}");
+        // A flat skill of the user's own is injected; one turned on for the project too.
+        fs::create_dir_all(l.project.join("skills")).unwrap();
+        fs::write(
+            l.project.join("skills/mine.md"),
+            "---\nname: mine\ndescription: d\n---\nDo it my way.\n",
+        )
+        .unwrap();
+        let settings = SkillSettings {
+            overrides: [("translator".to_string(), true)].into(),
+            ..SkillSettings::default()
+        };
+        let skills = SkillRegistry::load_with(&l, &settings);
+        let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
+        assert!(
+            prompt.contains("## Skill: mine\n\nd\n\nDo it my way."),
+            "{prompt}"
+        );
+        assert!(prompt.contains("## Skill: translator"), "{prompt}");
+        assert!(!prompt.contains("## Skill: code-reviewer"), "{prompt}");
+        // Without skills on demand, the built-in ones are injected as before.
+        let off = SkillSettings {
+            on_demand: false,
+            ..SkillSettings::default()
+        };
+        let prompt = system_prompt(
+            &role,
+            "",
+            &SkillRegistry::load_with(&l, &off),
+            Path::new("/w"),
+        );
+        assert!(prompt.contains("## Skill: code-reviewer"), "{prompt}");
+        assert!(!prompt.contains("## Skills"), "{prompt}");
+        assert!(prompt.contains("## Environment\n\nWorking folder: /w (file tools take paths relative to it, and cannot leave it)\nOperating system: "));
     }
 }

@@ -103,6 +103,9 @@ pub struct Skill {
     pub allowed_tools: Option<Vec<String>>,
     /// A built-in skill whose body is written when it is loaded, from the session's own state.
     pub generated: Option<Generated>,
+    /// A built-in flat skill its file enables, offered on demand rather than injected: every
+    /// request would carry it otherwise (injected when skills on demand are off).
+    pub shelved: bool,
 }
 
 /// The built-in skills written when loaded (CodePilot's "self-awareness" sources).
@@ -127,7 +130,7 @@ impl Generated {
 impl Skill {
     /// Loaded by the model when needed rather than injected.
     pub fn on_demand(&self) -> bool {
-        self.dir.is_some() || self.generated.is_some()
+        self.dir.is_some() || self.generated.is_some() || self.shelved
     }
 
     pub fn layer(&self) -> LayerKind {
@@ -328,6 +331,9 @@ impl SkillRegistry {
         for (file, text) in BUILTIN_SKILLS {
             registry.add(Tier::Builtin, Path::new(file), None, text, settings);
         }
+        for skill in registry.skills.values_mut() {
+            skill.shelved = skill.enabled;
+        }
         for (kind, file, text) in builtin::GENERATED {
             registry.add(Tier::Builtin, Path::new(file), None, text, settings);
             if let Some(skill) = registry.skills.get_mut(kind.name()) {
@@ -381,6 +387,10 @@ impl SkillRegistry {
             if let Some(skill) = registry.skills.get_mut(name) {
                 skill.enabled = *enabled;
             }
+        }
+        for skill in registry.skills.values_mut() {
+            // One the user turns on (`/skills enable`) is injected, as they asked.
+            skill.shelved &= settings.on_demand && !settings.overrides.contains_key(&skill.name);
         }
         if !settings.on_demand {
             registry.skills.retain(|_, s| !s.on_demand());
@@ -441,6 +451,7 @@ impl SkillRegistry {
                         args: parsed.args,
                         allowed_tools: parsed.allowed_tools,
                         generated: None,
+                        shelved: false,
                     },
                 );
             }
@@ -923,8 +934,10 @@ mod tests {
             on_demand,
             [
                 "big",
+                "code-reviewer",
                 "codebase-overview",
                 "config-management",
+                "data-analyst",
                 "list",
                 "pdf"
             ]

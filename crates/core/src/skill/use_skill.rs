@@ -135,16 +135,15 @@ impl Tool for UseSkill {
     }
 
     fn description(&self) -> &str {
-        "Load a skill: instructions for a kind of task, listed by name under \"Skills\" in the system \
-         prompt. Load one when the task matches its description, then follow it. Its folder's files \
-         can then be read with read_file and grep at the paths it gives."
+        "Load a skill listed under Skills when the task matches its description, then follow it. \
+         Its files can then be read at the paths it gives."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "skill_name": {"type": "string", "description": "The skill's name, as listed"}
+                "skill_name": {"type": "string"}
             },
             "required": ["skill_name"]
         })

@@ -178,6 +178,11 @@ pub trait Tool: Send + Sync {
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
 }
 
+/// The tools a feature offers beside the built-in ones: `use_skill` while some skill is on demand
+/// (`skill.enabled`), `agent` and `task_status` while subagents are on (`subagent.enabled`). The
+/// `tools` list does not decide them.
+pub const FEATURE_TOOLS: [&str; 3] = ["use_skill", "agent", "task_status"];
+
 #[derive(Debug, thiserror::Error)]
 #[error("unknown tool `{name}` in the config's `tools` list; available tools: {}", .available.join(", "))]
 pub struct UnknownTool {
@@ -200,11 +205,11 @@ impl ToolRegistry {
     pub fn builtin(ctx: ToolContext, enabled: &[String]) -> Result<Self, UnknownTool> {
         let all = builtin::all();
         let available: Vec<&'static str> = builtin::NAMES.to_vec();
-        // `agent` and `task_status` are the subagent tools, offered by the agent loop.
+        // The tools of skills and subagents may be named too; their own sections decide.
         if let Some(name) = enabled.iter().find(|n| {
             !n.starts_with("mcp__")
                 && !available.contains(&n.as_str())
-                && !["agent", "task_status"].contains(&n.as_str())
+                && !FEATURE_TOOLS.contains(&n.as_str())
         }) {
             return Err(UnknownTool {
                 name: name.clone(),
@@ -248,11 +253,13 @@ impl ToolRegistry {
         }
     }
 
-    /// Whether the config's `tools` list lets a tool the loop itself offers (`agent`) be offered:
-    /// a list that names built-in tools must name it too.
+    /// Whether the config's `tools` list lets a tool be offered. The list names built-in tools
+    /// (CodePilot's `tools.enabled`: ReadFile, Bash, ...) and MCP tools: the tools of skills and
+    /// subagents ([`FEATURE_TOOLS`]) follow `skill.enabled` and `subagent.enabled` instead, as in
+    /// CodePilot, whether the list names them or not.
     pub fn allows(&self, name: &str) -> bool {
         let builtin_named = self.enabled.iter().any(|n| !n.starts_with("mcp__"));
-        !builtin_named || self.enabled.iter().any(|n| n == name)
+        !builtin_named || FEATURE_TOOLS.contains(&name) || self.enabled.iter().any(|n| n == name)
     }
 
     /// Offers the tools of `source` too, after those offered already.
@@ -614,6 +621,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.names(), ["read_file", "grep"]);
+        // The list names built-in tools: those of skills and subagents follow their own sections.
+        assert!(r.allows("use_skill") && r.allows("agent") && r.allows("task_status"));
+        assert!(!r.allows("bash"));
+        let named = ToolRegistry::builtin(
+            test_context(dir.path()),
+            &["bash".into(), "agent".into(), "use_skill".into()],
+        )
+        .unwrap();
+        assert_eq!(named.names(), ["bash"]);
         let err = ToolRegistry::builtin(test_context(dir.path()), &["rm".into()])
             .err()
             .unwrap();

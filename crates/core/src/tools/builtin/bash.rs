@@ -44,10 +44,10 @@ impl Tool for Bash {
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "The command line to run"},
-                "timeout_seconds": {"type": "integer", "description": "Kill the command after this many seconds (default 30, at most 600)"},
-                "sandbox": {"type": "boolean", "description": "false: run outside the sandbox (asks the user; say why in `reason`). Leave it out otherwise."},
-                "reason": {"type": "string", "description": "Why the command must run outside the sandbox, shown to the user"}
+                "command": {"type": "string"},
+                "timeout_seconds": {"type": "integer"},
+                "sandbox": {"type": "boolean"},
+                "reason": {"type": "string"}
             },
             "required": ["command"]
         })
@@ -87,27 +87,21 @@ fn describe(kind: ShellKind, windows: bool) -> String {
         (ShellKind::PowerShell, _) => {
             "Run a PowerShell command (Windows PowerShell or PowerShell 7; there is no bash on this \
              machine: write PowerShell, e.g. `Get-ChildItem`, `Select-String`, `;` between commands) \
-             in the working folder and return its exit code, stdout and stderr. Permission rules \
-             cannot read PowerShell: they allow or deny whole command lines only, so most commands \
-             are asked about."
+             in the working folder; returns its exit code, stdout and stderr. Permission rules \
+             cannot read PowerShell, so most commands are asked about."
         }
         (_, true) => {
             "Run a shell command (Git Bash on Windows: bash syntax and Unix tools, drives as /c/…) \
-             in the working folder and return its exit code, stdout and stderr."
+             in the working folder; returns its exit code, stdout and stderr."
         }
-        _ => {
-            "Run a shell command (bash) in the working folder and return its exit code, stdout and \
-             stderr."
-        }
+        _ => "Run a bash command in the working folder; returns its exit code, stdout and stderr.",
     };
     format!(
-        "{shell} Use it to build, run tests, use git and other command-line tools. Commands run \
-         without a terminal or standard input; the default timeout is 30 seconds \
-         (`timeout_seconds`, at most 600). Long output keeps its beginning and end. Where new's \
-         sandbox is on, commands run inside it: they may write only in the working folder and \
-         $TMPDIR (not .git or .new), secret folders look empty, and the network is off unless \
-         configured. A command that truly needs more can be run with `sandbox: false` and a \
-         `reason`; the user is asked first."
+        "{shell} For builds, tests, git and other command-line tools. No terminal or stdin; long \
+         output keeps its start and end; timeout 30 s (`timeout_seconds`: up to 600). In new's \
+         sandbox, if on, a command writes only in the working folder and $TMPDIR (not .git, \
+         .new), secret folders look empty and the network is off unless configured; one that \
+         truly needs more may set `sandbox: false` and a `reason` (the user is asked)."
     )
 }
 

@@ -15,19 +15,19 @@ impl Tool for EditFile {
     }
 
     fn description(&self) -> &str {
-        "Replace exact text in a file of the working folder. `old_string` must match the file exactly \
-         (whitespace and line breaks included) and occur once, unless `replace_all` is true. Read the \
-         file first and copy the text with enough surrounding lines to make it unique."
+        "Replace `old_string` by `new_string` in a file. `old_string` must match exactly, whitespace \
+         included, and occur once unless `replace_all`: read the file first; add surrounding lines \
+         to make it unique."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "filepath": {"type": "string", "description": "Path of the file, relative to the working folder"},
-                "old_string": {"type": "string", "description": "The exact text to replace"},
-                "new_string": {"type": "string", "description": "The text to put in its place"},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"}
+                "filepath": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+                "replace_all": {"type": "boolean"}
             },
             "required": ["filepath", "old_string", "new_string"]
         })

@@ -23,17 +23,17 @@ impl Tool for Glob {
     }
 
     fn description(&self) -> &str {
-        "Find files by name pattern, most recently modified first. `*.rs` matches the file name in any \
-         folder; a pattern with a slash matches the path (`src/**/*.test.ts`). Files ignored by \
-         .gitignore are skipped."
+        "Find files by name pattern, newest first, skipping .gitignored ones. `*.rs` matches the \
+         name in any folder, a pattern with a slash the path (`src/**/*.ts`). `path`: the folder to \
+         search."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Glob pattern, e.g. `*.py` or `src/**/*.rs`"},
-                "path": {"type": "string", "description": "Folder to search, relative to the working folder (default: all of it)"}
+                "pattern": {"type": "string"},
+                "path": {"type": "string"}
             },
             "required": ["pattern"]
         })

@@ -32,20 +32,20 @@ impl Tool for Grep {
     }
 
     fn description(&self) -> &str {
-        "Search file contents with a regular expression (Rust regex syntax). Returns `path:line:text` \
-         for each matching line. Files ignored by .gitignore and binary files are skipped. Narrow the \
-         search with `path` (a folder or a file) and `glob` (e.g. `*.rs`)."
+        "Search file contents by regex (Rust syntax), skipping binary and .gitignored files; returns \
+         `path:line:text` lines. `path`: a folder or file; `glob`: a file filter (`*.rs`); \
+         `context`: lines around each match (at most 10)."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Regular expression to search for"},
-                "path": {"type": "string", "description": "Folder or file to search, relative to the working folder (default: all of it)"},
-                "glob": {"type": "string", "description": "Only files whose name matches, e.g. `*.py` or `src/**/*.ts`"},
-                "ignore_case": {"type": "boolean", "description": "Case-insensitive search (default false)"},
-                "context": {"type": "integer", "description": "Lines of context before and after each match (default 0, at most 10)"}
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string"},
+                "ignore_case": {"type": "boolean"},
+                "context": {"type": "integer"}
             },
             "required": ["pattern"]
         })

@@ -26,16 +26,16 @@ impl Tool for ListFiles {
     }
 
     fn description(&self) -> &str {
-        "List the files and folders in a folder of the working folder. With recursive=true, list the \
-         whole tree, starting with a summary of its structure; very large trees are summarised per folder."
+        "List a folder (default: the working folder). `recursive`: the whole tree after a summary of \
+         it, per folder when very large."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "dirpath": {"type": "string", "description": "Folder to list, relative to the working folder (default: the working folder itself)"},
-                "recursive": {"type": "boolean", "description": "List sub-folders too (default false)"}
+                "dirpath": {"type": "string"},
+                "recursive": {"type": "boolean"}
             }
         })
     }

@@ -29,17 +29,17 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file in the working folder. Returns the lines prefixed with their line numbers. \
-         Large files come in segments: the footer says how to read the next one (use offset and limit)."
+        "Read a text file; its lines come numbered. A long file comes in parts: the footer says how \
+         to read the next. `offset`: first line (from 1); `limit`: lines (default 2000)."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "filepath": {"type": "string", "description": "Path of the file, relative to the working folder"},
-                "offset": {"type": "integer", "description": "First line to read, counting from 1 (default 1)"},
-                "limit": {"type": "integer", "description": "Most lines to read (default 2000)"}
+                "filepath": {"type": "string"},
+                "offset": {"type": "integer"},
+                "limit": {"type": "integer"}
             },
             "required": ["filepath"]
         })

@@ -14,16 +14,15 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Write a whole file in the working folder, creating it and its parent folders if needed, or \
-         replacing its entire content. Reports what changed."
+        "Create or replace a whole file, and any missing parent folder. Reports what changed."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "filepath": {"type": "string", "description": "Path of the file, relative to the working folder"},
-                "content": {"type": "string", "description": "The complete new content of the file"}
+                "filepath": {"type": "string"},
+                "content": {"type": "string"}
             },
             "required": ["filepath", "content"]
         })
