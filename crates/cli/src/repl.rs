@@ -104,6 +104,8 @@ pub struct App {
     pub(super) turn_interrupted: bool,
     /// The main prompt waits for input (what other threads print then goes above it).
     pub(super) at_prompt: Arc<AtomicBool>,
+    /// The node numbers shown, each with the node it stood for then.
+    pub(super) shown: super::numbers::Shown,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
@@ -808,6 +810,7 @@ impl App {
             prompt_job: Some(prompt_job),
             turn_interrupted: false,
             at_prompt: Default::default(),
+            shown: Default::default(),
         };
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(hooks::Input::new("program_start"));
@@ -1102,13 +1105,14 @@ impl App {
                     self.chat(&text);
                 }
             }
-            Input::Goto(n) => self.goto(n),
+            Input::Goto(n) => self.goto(n, line.trim().trim_start_matches('/')),
             Input::Unknown(word) => {
                 let name = word.trim_start_matches('/');
                 let args = line.trim().strip_prefix(word).unwrap_or("").trim();
                 if self.engine.skills.get(name).is_some() {
                     self.run_skill(name, args);
                 } else if name.starts_with("mcp__") && self.run_mcp_prompt(name, args) {
+                } else if args.is_empty() && self.goto_id(name) {
                 } else {
                     self.out.error(&self.tr(
                         "unknown_command_help_lists_the_commands",

@@ -225,6 +225,8 @@ impl Frontend for Terminal<'_> {
             self.tr("this_leaves_the_sandbox", &[])
         } else if q.protected {
             self.tr("this_writes_inside_new_or_git", &[])
+        } else if q.no_rule {
+            self.tr("no_rule_can_allow_this", &[])
         } else {
             self.tr(
                 "approval_options",

@@ -46,6 +46,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "a command wants to reach {host}:{port}, which sandbox.network does not allow · s: allow it for this session · a: always (saved in {file}) · n: refuse",
         "一个命令想要连接 {host}:{port}，sandbox.network 不允许 · s：本会话允许 · a：总是允许（保存在 {file}） · n：拒绝",
     ),
+    (
+        "no_rule_can_allow_this",
+        "no rule can allow this command as written (it writes to a file with >, runs a substitution, or goes through a wrapper), so \"for this session\" and \"always\" would not stick: it is asked every time · y: allow once · n: deny",
+        "按原样书写的此命令无法被任何规则允许（它用 > 写入文件、含命令替换或经由包装程序），因此“本会话”和“总是”不会生效：每次都会询问 · y：允许一次 · n：拒绝",
+    ),
     ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (
@@ -1093,6 +1098,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "名字 {name} 已删除；分支保留",
     ),
     (
+        "number_moved",
+        "[{n}] is no longer the node you were shown: the tree has grown since, and /tree numbers depth-first. The node shown as [{n}], {seen}, is now [{seen_now} · {seen_id}]; [{n}] is now {now} ({now_id}). Nothing moved: /{seen_now} or /{seen_id} goes to the one you saw, /{n} again to this one.",
+        "[{n}] 已不是你看到的那个节点：树在那之后增长了（/tree 按深度优先编号）。当时显示为 [{n}] 的节点（{seen}）现在是 [{seen_now} · {seen_id}]；[{n}] 现在是 {now}（{now_id}）。光标未移动：/{seen_now} 或 /{seen_id} 去你看到的节点，再输入 /{n} 去这个节点。",
+    ),
+    (
         "branch_named",
         "this branch is {name} (its tip is [{n}]; the name follows it as it grows)",
         "此分支名为 {name}（末端 [{n}]；名字随分支增长）",
@@ -1136,8 +1146,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("btw_usage", "usage: /btw QUESTION", "用法：/btw 问题"),
     (
         "btw_done",
-        "(a side question, [{side}]: the cursor is back at [{here}]; /merge {side} brings its answer in)",
-        "（旁支问题 [{side}]：光标回到 [{here}]；/merge {side} 可把回答带回）",
+        "(a side question, [{side}]: the cursor is back at [{here}]; /merge {side_id} brings its answer in)",
+        "（旁支问题 [{side}]：光标回到 [{here}]；/merge {side_id} 可把回答带回）",
     ),
     (
         "nothing_to_undo",
