@@ -100,7 +100,10 @@ impl Shown {
 /// The node whose id is `word` or starts with it (four characters at least), when exactly one
 /// does.
 pub(super) fn node_by_id(c: &Conversation, word: &str) -> Option<String> {
-    if word.chars().count() < 4 || !word.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+    if word.chars().count() < 4
+        || !word
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
     {
         return None;
     }

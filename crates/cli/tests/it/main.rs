@@ -7,6 +7,7 @@ mod checkpoints;
 mod context;
 mod docs;
 mod e2e;
+mod first_hour;
 mod fixtures;
 mod hooks;
 mod import;

@@ -1742,3 +1742,46 @@ fn tab_completes_mcp_resources_and_prompts() {
         requests[1]
     );
 }
+
+/// Issue 44 (2): "for this session" and "always" are offered only where their rule would allow
+/// the call next time; a redirection is never allowed by a rule, so only yes or no, and why.
+#[test]
+fn an_approval_offers_only_answers_that_stick() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", r#"{"command":"echo x > z.txt"}"#)]),
+        text(&["wrote z"]),
+        tool_calls(&[("c2", "bash", r#"{"command":"echo plain"}"#)]),
+        text(&["ran plain"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "strict"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("write z\r");
+    let shown = pty.expect("[y/N] ");
+    assert!(
+        shown.contains("no rule can allow this command as written"),
+        "{shown:?}"
+    );
+    assert!(!shown.contains("[y/s/a/N]"), "{shown:?}");
+    // "always" is not an answer here: asked again, nothing saved.
+    pty.send("a\r");
+    pty.expect("answer y or n");
+    pty.send("y\r");
+    pty.expect("wrote z");
+    pty.expect("› ");
+    // A plain command can be allowed by a rule: all four answers.
+    pty.send("run plain\r");
+    pty.expect("[y/s/a/N] ");
+    pty.send("y\r");
+    pty.expect("ran plain");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    assert!(!env.work().join(".new/config.json").exists());
+    assert_eq!(fs::read_to_string(env.work().join("z.txt")).unwrap(), "x\n");
+}
