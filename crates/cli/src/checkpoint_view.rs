@@ -124,12 +124,11 @@ impl App {
             return self.out.say(&self.out.dim(&self.tr("restore_hint", &[])));
         }
         loop {
-            let answer = self.ask(&self.tr("restore_offer", &[]), "", false);
-            match answer
-                .as_deref()
-                .map(|a| a.trim().to_lowercase())
-                .as_deref()
-            {
+            let answer = self.ask_unasked(
+                &self.tr("restore_offer", &[]),
+                &["y", "yes", "n", "no", "d", "diff", "是", "否"],
+            );
+            match answer.as_deref() {
                 Some("y" | "yes") => return self.restore_with(false),
                 Some("d" | "diff") => self.diff(&n.to_string()),
                 _ => return,

@@ -936,6 +936,22 @@ impl App {
             if self.auto_continue() {
                 continue;
             }
+            // Lines kept from a question asked outside any command (after `--continue`): they
+            // run now, as typed.
+            let kept = self.reader.end_typeahead();
+            if !kept.is_empty() {
+                let mut kept = VecDeque::from(kept);
+                let first = kept.pop_front().expect("not empty");
+                self.out.say(&format!(
+                    "{}{}",
+                    self.out.dim(&self.prompt_text()),
+                    escape::escape_controls(&first)
+                ));
+                if self.run_queue(first, kept) == Flow::Exit {
+                    return Ok(());
+                }
+                continue;
+            }
             let prompt = self.prompt_text();
             self.at_prompt.store(true, Ordering::SeqCst);
             // What was typed during the last turn without an Enter: this prompt's line.
@@ -962,7 +978,12 @@ impl App {
     /// Runs a line, then the lines typed while it ran, in order, as if typed then; Ctrl-C
     /// drops those with the turn it stopped.
     fn run_lines(&mut self, line: String) -> Flow {
-        let mut lines = VecDeque::from([line]);
+        self.run_queue(line, VecDeque::new())
+    }
+
+    /// [`App::run_lines`] with lines already waiting after the first.
+    fn run_queue(&mut self, line: String, mut lines: VecDeque<String>) -> Flow {
+        lines.push_front(line);
         while let Some(line) = lines.pop_front() {
             let before = *self.engine.interrupts.borrow();
             self.turn_interrupted = false;
@@ -1010,6 +1031,25 @@ impl App {
 
     /// Asks the user a question; the answer comes from the next input line. None when cancelled
     /// (Ctrl-C, end of input, or nobody to ask). `remember`: the answer goes into the input history.
+    /// A question that came up unasked-for (after a move, after answers side by side): a line
+    /// that is none of `answers` was typed ahead, not meant for it; it is kept for the prompt,
+    /// said, and the question takes its default (None).
+    pub(super) fn ask_unasked(&mut self, question: &str, answers: &[&str]) -> Option<String> {
+        let line = self.ask(question, "", false)?;
+        let answer = line.trim().to_lowercase();
+        if answer.is_empty() || answers.contains(&answer.as_str()) {
+            return Some(answer);
+        }
+        if self.reader.keep_for_the_prompt(line.clone()) {
+            self.out.say(&self.out.dim(&self.tr(
+                "not_an_answer_kept",
+                &[("line", &escape::escape_controls(line.trim()))],
+            )));
+            return None;
+        }
+        Some(answer)
+    }
+
     pub(super) fn ask(&mut self, question: &str, initial: &str, remember: bool) -> Option<String> {
         if self.reader.is_piped() {
             self.out.say(question.trim_end());

@@ -51,6 +51,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "no rule can allow this command as written (it writes to a file with >, runs a substitution, or goes through a wrapper), so \"for this session\" and \"always\" would not stick: it is asked every time · y: allow once · n: deny",
         "按原样书写的此命令无法被任何规则允许（它用 > 写入文件、含命令替换或经由包装程序），因此“本会话”和“总是”不会生效：每次都会询问 · y：允许一次 · n：拒绝",
     ),
+    (
+        "not_an_answer_kept",
+        "“{line}” is no answer to that question: taken as no, and kept as your next input",
+        "“{line}”不是对该问题的回答：按“否”处理，并保留为你的下一条输入",
+    ),
     ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (

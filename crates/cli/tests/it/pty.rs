@@ -1785,3 +1785,57 @@ fn an_approval_offers_only_answers_that_stick() {
     assert!(!env.work().join(".new/config.json").exists());
     assert_eq!(fs::read_to_string(env.work().join("z.txt")).unwrap(), "x\n");
 }
+
+/// Issue 44 (3): after `/retry --n 2` the folder is put back by `new` itself: restoring an
+/// answer's files then asks nothing about changes "outside new"; and a line typed into the
+/// question that came up unasked-for is kept as the next message, not taken as the answer.
+#[test]
+fn after_answers_side_by_side_the_put_back_is_new_s_own_and_type_ahead_survives() {
+    let env = Env::new();
+    let write =
+        |content: &str| serde_json::json!({"filepath": "a.txt", "content": content}).to_string();
+    let (alpha, beta) = (write("alpha\n"), write("beta\n"));
+    let server = Server::start(vec![
+        text(&["hello"]),
+        tool_calls(&[("c1", "write_file", &alpha)]),
+        tool_calls(&[("c2", "write_file", &beta)]),
+        text(&["first done"]),
+        text(&["second done"]),
+        text(&["next answer"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "permissive"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("hi\r");
+    pty.expect("› ");
+    pty.send("/retry --n 2\r");
+    pty.expect("restore the folder to this node's state? [y/N/d(iff)] ");
+    assert!(!env.work().join("a.txt").exists(), "put back");
+    // The user typed their next message, not an answer.
+    pty.send("what next?\r");
+    pty.expect(
+        "“what next?” is no answer to that question: taken as no, and kept as your next input",
+    );
+    pty.expect("next answer");
+    pty.expect("› ");
+    assert_eq!(
+        last_user_text(&server.requests()[5]),
+        "what next?",
+        "the kept line went to the model"
+    );
+    pty.send("/restore\r");
+    let shown = pty.expect("restore? [y/N] ");
+    assert!(shown.contains("A a.txt"), "{shown:?}");
+    assert!(!shown.contains("changed outside new"), "{shown:?}");
+    pty.send("y\r");
+    let shown = pty.expect("› ");
+    assert!(shown.contains("restored 1 file"), "{shown:?}");
+    assert!(!shown.contains("overwrite them too"), "{shown:?}");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+    assert!(env.work().join("a.txt").exists());
+}
