@@ -19,6 +19,7 @@ use new_core::session::{Ended, ExportFormat, ManageError, Switched};
 use new_core::tools::Mode;
 use new_core::vocab::Role;
 use new_core::vocab::Usage;
+use new_sys::os_sandbox;
 use std::fmt::Display;
 use std::io;
 use std::time::Duration;
@@ -899,8 +900,25 @@ impl App {
         let mode = self.engine.policy.mode;
         let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
         use new_core::tools::ToolKind::*;
+        // Commands run in the OS sandbox when it is on: judged as "contained", not "execute".
+        let sandboxed = self
+            .engine
+            .tools
+            .context()
+            .os_sandbox
+            .as_deref()
+            .is_some_and(|s| matches!(s.state(), os_sandbox::State::On));
+        let commands = if sandboxed {
+            format!(
+                " · {} {}",
+                self.tr("sandboxed_commands", &[]),
+                table(Contained)
+            )
+        } else {
+            String::new()
+        };
         let mut text = format!(
-            "{} {} · {} {} · {} {} · {} {}\n",
+            "{} {} · {} {} · {} {}{commands} · {} {}\n",
             self.tr("mode", &[]),
             self.out.bold(mode.as_str()),
             self.tr("read", &[]),
@@ -910,6 +928,15 @@ impl App {
             self.tr("execute", &[]),
             table(Execute),
         );
+        text.push_str(&self.out.dim(&self.tr(
+            if sandboxed {
+                "permissions_sandbox_note"
+            } else {
+                "permissions_no_sandbox_note"
+            },
+            &[],
+        )));
+        text.push('\n');
         let rules: Vec<String> = self
             .engine
             .policy

@@ -627,6 +627,26 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("write", "write", "写入"),
     ("execute", "execute", "执行"),
     (
+        "sandbox_refusal_hint",
+        "the sandbox seems to have refused that command. To widen it: sandbox.network (the hosts commands may reach, or \"all\"), sandbox.allow_write (more folders to write), or one call with \"sandbox\": false, which you are asked about each time; /sandbox shows what it allows now (said once a session)",
+        "沙箱似乎拒绝了该命令。要放宽：sandbox.network（命令可访问的主机，或 \"all\"）、sandbox.allow_write（更多可写目录），或以 \"sandbox\": false 单次运行（每次都会询问你）；/sandbox 显示当前允许的内容（每个会话只提示一次）",
+    ),
+    (
+        "sandboxed_commands",
+        "commands in the sandbox",
+        "沙箱中的命令",
+    ),
+    (
+        "permissions_sandbox_note",
+        "commands run in the OS sandbox (the working folder, no network unless sandbox.network allows); one that asks to leave it is asked every time; execute is for what runs outside it (MCP tools that change things)",
+        "命令在操作系统沙箱中运行（仅工作目录；除非 sandbox.network 允许，否则无网络）；要求离开沙箱的命令每次都会询问；“执行”指沙箱之外运行的内容（会改动东西的 MCP 工具）",
+    ),
+    (
+        "permissions_no_sandbox_note",
+        "the OS sandbox is off (/sandbox says why): commands are judged as execute",
+        "操作系统沙箱已关闭（/sandbox 说明原因）：命令按“执行”判断",
+    ),
+    (
         "no_rules_the_mode_decides",
         "no rules; the mode decides\n",
         "没有规则；由模式决定\n",
