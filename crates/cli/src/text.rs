@@ -1929,14 +1929,14 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "folder_differs",
-        "the working folder differs from [{n}]'s state:",
-        "工作目录与 [{n}] 的状态不同：",
+        "the working folder differs from [{n}]'s state; restoring it would change:",
+        "工作目录与 [{n}] 的状态不同；恢复将改动：",
     ),
     ("and_more", "… and {n} more", "……还有 {n} 个"),
     (
         "restore_hint",
-        "/restore makes the folder match it; /diff shows the differences",
-        "/restore 可使目录与之一致；/diff 显示差异",
+        "/restore makes the folder match it; /diff shows what changed since",
+        "/restore 可使目录与之一致；/diff 显示此后的改动",
     ),
     (
         "restore_offer",
@@ -1987,8 +1987,18 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("restore_cancelled", "nothing restored", "未恢复任何内容"),
     (
         "restored",
-        "restored {done:file} to [{n}]'s state; the folder as it was is snapshot {id}",
-        "已将 {done} 个文件恢复到 [{n}] 的状态；原来的目录保存在快照 {id} 中",
+        "restored {done:file} to [{n}]'s state; {kept}",
+        "已将 {done} 个文件恢复到 [{n}] 的状态；{kept}",
+    ),
+    (
+        "restored_kept_with",
+        "the folder as it was is kept as [{from}]'s state: /{id} then /restore brings it back",
+        "原来的目录保存为 [{from}] 的状态：/{id} 再 /restore 即可恢复",
+    ),
+    (
+        "restored_kept_in_store",
+        "the folder as it was is kept in the checkpoint store",
+        "原来的目录保存在检查点存储中",
     ),
     ("not_restored", "not restored: {what}", "未恢复：{what}"),
     (
