@@ -196,8 +196,10 @@ impl App {
             ),
             None => self.tr("restored_kept_in_store", &[]),
         };
-        self.out
-            .say(&self.tr("restored", &[("done", &done), ("n", &n), ("kept", &kept_as)]));
+        self.out.say(&self.tr(
+            "restored",
+            &[("done", &done), ("n", &n), ("kept", &kept_as)],
+        ));
         for (path, why) in kept {
             let why = match why {
                 Kept::Outside => self.tr("changed_outside_short", &[]),

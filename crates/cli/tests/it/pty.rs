@@ -950,14 +950,19 @@ fn moving_back_offers_to_restore_the_files_of_that_node() {
     pty.expect("Done.");
     pty.expect("› ");
     pty.send("/1\r");
-    pty.expect("differs from [1]'s state:");
+    pty.expect("differs from [1 · ");
+    pty.expect("]'s state; restoring it would change:");
     pty.expect("M a.txt");
     pty.expect("[y/N/d(iff)]");
     pty.send("d\r");
-    pty.expect("+second");
+    // The diff of the restore, with the list's letters: `second` goes, `first` comes back.
+    pty.expect("M a.txt");
+    pty.expect("-second");
+    pty.expect("+first");
     pty.expect("[y/N/d(iff)]");
     pty.send("y\r");
-    pty.expect("restored 1 file to [1]'s state");
+    pty.expect("restored 1 file to [1 · ");
+    pty.expect("the folder as it was is kept as [");
     pty.expect("› ");
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
@@ -1005,7 +1010,7 @@ fn a_file_changed_while_the_restore_question_waits_is_asked_about_again() {
     pty.expect("a.txt");
     pty.expect("Overwrite them too? [y/N]");
     pty.send("n\r");
-    pty.expect("restored 1 file to [1]'s state");
+    pty.expect("restored 1 file to [1 · ");
     pty.expect("changed since the question");
     pty.expect("› ");
     pty.send("/exit\r");
