@@ -34,6 +34,11 @@ impl App {
         self.out.error(&self.tr(key, args));
     }
 
+    /// [`App::no_args`] for the command table's dispatch.
+    pub(super) fn no_args_for(&self, command: &str, args: &str) -> bool {
+        self.no_args(command, args)
+    }
+
     fn no_args(&self, command: &str, args: &str) -> bool {
         if args.is_empty() {
             return true;
@@ -1211,7 +1216,7 @@ impl App {
             ),
             (
                 "help_group_settings",
-                &[C::Model, C::Models, C::Help, C::Exit],
+                &[C::Model, C::Models, C::Setup, C::Help, C::Exit],
             ),
         ];
         let mut text = String::new();

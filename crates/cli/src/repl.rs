@@ -80,6 +80,8 @@ pub struct Launch {
     pub agent: Option<String>,
     /// The REPL's first message, sent as if typed at the first prompt (`-q TEXT`).
     pub query: Option<String>,
+    /// Run the setup wizard again (`--setup`).
+    pub setup: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +157,9 @@ pub fn run(launch: Launch) -> ExitCode {
     if interactive {
         app.banner();
     }
-    if app.is_first_run() {
+    if launch.setup && interactive {
+        app.run_setup();
+    } else if app.is_first_run() {
         app.explain_configuration();
         if interactive {
             app.offer_setup();
@@ -1153,6 +1157,11 @@ impl App {
                     self.run_skill(name, args);
                 } else if name.starts_with("mcp__") && self.run_mcp_prompt(name, args) {
                 } else if args.is_empty() && self.goto_id(name) {
+                } else if let Some(near) = super::commands::nearest(word) {
+                    self.out.error(&self.tr(
+                        "unknown_command_did_you_mean",
+                        &[("word", &word), ("near", &near)],
+                    ));
                 } else {
                     self.out.error(&self.tr(
                         "unknown_command_help_lists_the_commands",
@@ -1195,6 +1204,11 @@ impl App {
             CommandId::Models => self.models(args),
             CommandId::Status => self.status(args),
             CommandId::Init => self.init(args),
+            CommandId::Setup => {
+                if self.no_args_for("/setup", args) {
+                    self.run_setup();
+                }
+            }
             CommandId::Skills => self.skills_command(args),
             CommandId::Memory => self.memory_command(args),
             CommandId::Diff => self.diff(args),

@@ -871,6 +871,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "无法列出模型：{e}",
     ),
     (
+        "help_setup",
+        "set up the provider, its address, key and model again (writes your config file; new --setup does the same at start)",
+        "重新设置服务商、地址、密钥和模型（写入你的配置文件；启动时 new --setup 相同）",
+    ),
+    (
+        "unknown_command_did_you_mean",
+        "unknown command {word}; did you mean {near}? (/help lists the commands)",
+        "未知命令 {word}；你是想输入 {near} 吗？（/help 列出所有命令）",
+    ),
+    (
         "unknown_command_help_lists_the_commands",
         "unknown command {word}; /help lists the commands (start with // to send a line beginning with /)",
         "未知命令 {word}；/help 列出所有命令（以 // 开头可发送以 / 开头的文字）",

@@ -1844,3 +1844,43 @@ fn after_answers_side_by_side_the_put_back_is_new_s_own_and_type_ahead_survives(
     assert_eq!(pty.wait(), Some(0));
     assert!(env.work().join("a.txt").exists());
 }
+
+/// Issue 44 (5): after the wizard wrote a provider named `local`, OPENAI_BASE_URL loses, and
+/// that is said; `/setup` runs the wizard again.
+#[test]
+fn openai_base_url_is_said_to_lose_to_the_wizard_s_provider_and_setup_runs_again() {
+    let env = Env::new();
+    env.write_config(
+        r#"{"provider": "local", "model": "m1", "providers": {"local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"}}}"#,
+    );
+    let server = Server::start(vec![text(&["set up again"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work()).arg("default").arg(env.data());
+    let mut pty = Pty::spawn(cmd);
+    let shown = pty.expect("› ");
+    assert!(
+        shown.contains(&format!(
+            "OPENAI_BASE_URL ({}) is not used: the provider in force is `local`",
+            server.base_url
+        )),
+        "{shown:?}"
+    );
+    assert!(shown.contains("LOCAL_BASE_URL"), "{shown:?}");
+    pty.send("/setup\r");
+    pty.expect("[1] ");
+    pty.send("3\r");
+    pty.expect("Base URL [http://127.0.0.1:8080/v1] ");
+    pty.send(&format!("{}\r", server.base_url));
+    pty.expect("API key (Enter for none): ");
+    pty.send("\r");
+    pty.expect("Model [local] ");
+    pty.send("m2\r");
+    pty.expect("using local with model m2");
+    pty.expect("› ");
+    pty.send("hello\r");
+    pty.expect("set up again");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    assert_eq!(server.requests()[0]["model"], "m2");
+}
