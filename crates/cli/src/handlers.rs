@@ -392,6 +392,21 @@ impl App {
                 return true;
             }
         }
+        // Which node each answer is, by number and id: what `/compare` names them by (it counts
+        // every answer at the fork, the first one too).
+        let nodes: Vec<String> = together
+            .ends
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, tip))| self.engine.chat.conversation().get(tip).is_some())
+            .map(|(i, (_, tip))| format!("{} [{}]", label(i), self.node_label(tip)))
+            .collect();
+        if !nodes.is_empty() {
+            self.out.say(&self.out.dim(&self.tr(
+                "retry_nodes",
+                &[("nodes", &nodes.join(", "))],
+            )));
+        }
         let mut interrupted = false;
         for ((end, tip), (usage, cost)) in together.ends.into_iter().zip(spent) {
             if let Some(usage) = &usage {

@@ -876,6 +876,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "重新设置服务商、地址、密钥和模型（写入你的配置文件；启动时 new --setup 相同）",
     ),
     (
+        "retry_nodes",
+        "{nodes}; /compare lists every answer at this fork, the first one too",
+        "{nodes}；/compare 会列出此分叉处的每个回答，包括第一个",
+    ),
+    (
         "unknown_command_did_you_mean",
         "unknown command {word}; did you mean {near}? (/help lists the commands)",
         "未知命令 {word}；你是想输入 {near} 吗？（/help 列出所有命令）",
@@ -1276,8 +1281,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "memory_reviews_run",
-        "memory: every {n:turn} worth it (not small talk) are reviewed in the background for what to keep, never beside a turn; memory.enabled: false turns it off, memory.model picks a cheaper model",
-        "记忆：每 {n} 个值得的回合（不含闲聊）会在后台回顾以决定要记住什么，从不与回合同时进行；memory.enabled: false 可关闭，memory.model 可选更便宜的模型",
+        "memory: every {n:turn} worth it (not small talk) are reviewed in the background for what to keep, never beside a turn; memory.enabled: false turns it off, memory.model picks a cheaper model (said once, not again in later sessions)",
+        "记忆：每 {n} 个值得的回合（不含闲聊）会在后台回顾以决定要记住什么，从不与回合同时进行；memory.enabled: false 可关闭，memory.model 可选更便宜的模型（只提示一次，之后的会话不再提示）",
     ),
     (
         "queued_dropped",
