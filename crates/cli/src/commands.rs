@@ -495,6 +495,7 @@ mod tests {
                 "/sessions",
                 "/switch",
                 "/search",
+                "/setup",
                 "/sandbox",
                 "/status",
                 "/skills"

@@ -402,10 +402,11 @@ impl App {
             .map(|(i, (_, tip))| format!("{} [{}]", label(i), self.node_label(tip)))
             .collect();
         if !nodes.is_empty() {
-            self.out.say(&self.out.dim(&self.tr(
-                "retry_nodes",
-                &[("nodes", &nodes.join(", "))],
-            )));
+            self.out.say(
+                &self
+                    .out
+                    .dim(&self.tr("retry_nodes", &[("nodes", &nodes.join(", "))])),
+            );
         }
         let mut interrupted = false;
         for ((end, tip), (usage, cost)) in together.ends.into_iter().zip(spent) {

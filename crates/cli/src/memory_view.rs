@@ -5,8 +5,8 @@ use std::fs;
 use std::path::Path;
 
 use super::repl::App;
-use new_core::fs::atomic;
 use new_core::escape;
+use new_core::fs::atomic;
 use new_core::memory;
 use new_core::memory::Level;
 use new_core::memory::MemoryError;

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use super::repl::App;
 use super::tree_view::describe;
 use new_core::conversation::Conversation;
+use new_core::vocab::Id;
 
 /// The numbers shown in one conversation, each with the id of the node it stood for then.
 #[derive(Debug, Default)]
@@ -23,6 +24,10 @@ pub(super) struct Shown {
 struct ShownInner {
     /// The conversation the numbers belong to: another one's numbers are forgotten.
     conversation: String,
+    /// The ids in the order the last `/tree` numbered them (ids are kept inline: a big tree's
+    /// copy is one allocation).
+    tree: Vec<Id>,
+    /// Numbers shown one at a time since, which win over the tree's.
     numbers: HashMap<usize, String>,
 }
 
@@ -59,6 +64,7 @@ impl Shown {
         let mut inner = self.inner.borrow_mut();
         if inner.conversation != conversation {
             inner.conversation = conversation.to_string();
+            inner.tree.clear();
             inner.numbers.clear();
         }
         inner.numbers.insert(n, id.to_string());
@@ -69,9 +75,11 @@ impl Shown {
         let mut inner = self.inner.borrow_mut();
         inner.conversation = conversation_id.to_string();
         inner.numbers.clear();
-        for (n, (_, m)) in c.preorder().into_iter().enumerate() {
-            inner.numbers.insert(n, m.id.to_string());
-        }
+        inner.tree = c
+            .preorder()
+            .into_iter()
+            .map(|(_, m)| m.id.clone())
+            .collect();
     }
 
     /// What `/N` means in `conversation` now.
@@ -81,12 +89,18 @@ impl Shown {
         };
         let inner = self.inner.borrow();
         let seen = (inner.conversation == conversation_id)
-            .then(|| inner.numbers.get(&n))
+            .then(|| {
+                inner
+                    .numbers
+                    .get(&n)
+                    .map(String::as_str)
+                    .or_else(|| inner.tree.get(n).map(Id::as_str))
+            })
             .flatten();
         match seen {
             Some(seen) if seen != now => match c.number_of(seen) {
                 Some(seen_now) => Meaning::Moved {
-                    seen: seen.clone(),
+                    seen: seen.to_string(),
                     seen_now,
                     now: now.to_string(),
                 },

@@ -25,7 +25,18 @@ impl App {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "~/.config/new/config.json".into());
         let text = self.tr("how_to_configure", &[("path", &path)]);
-        eprintln!("{text}");
+        // Each line fits the terminal, broken between words (a long path, a narrow terminal).
+        let width = super::markdown::terminal_layout(false).width.max(20);
+        let fitted: Vec<String> = text
+            .lines()
+            .flat_map(|line| {
+                let indent = line.len() - line.trim_start().len();
+                super::wrap::lines(line.trim_start(), width.saturating_sub(indent).max(10))
+                    .into_iter()
+                    .map(move |l| format!("{}{l}", &line[..indent]))
+            })
+            .collect();
+        eprintln!("{}", fitted.join("\n"));
     }
 
     /// The interactive setup, offered on a first run. Writes the user config file and switches

@@ -107,3 +107,19 @@ fn merge_and_btw_name_their_nodes_by_id_too_and_merge_takes_an_id() {
         "{merged:?}"
     );
 }
+
+#[test]
+fn a_mistyped_command_names_the_one_meant() {
+    let env = Env::new();
+    let run = env.run("http://127.0.0.1:9/v1", &[], "/tre\n/frobnicate\n");
+    assert!(
+        run.stderr
+            .contains("unknown command /tre; did you mean /tree? (/help lists the commands)"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("unknown command /frobnicate; /help lists"),
+        "{run:?}"
+    );
+}

@@ -1884,3 +1884,27 @@ fn openai_base_url_is_said_to_lose_to_the_wizard_s_provider_and_setup_runs_again
     assert_eq!(pty.wait(), Some(0));
     assert_eq!(server.requests()[0]["model"], "m2");
 }
+
+/// Issue 44 (7): at 80 columns the no-key screen's lines fit, none broken inside a word.
+#[test]
+fn the_no_key_screen_fits_80_columns() {
+    let env = Env::new();
+    fs::remove_file(env.config_dir().join("config.json")).unwrap();
+    let mut cmd = env.command("");
+    cmd.env_remove("OPENAI_BASE_URL")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn_sized(cmd, 80, 24);
+    let shown = pty.expect("Set up now? [Y/n] ");
+    let from = shown.find("new needs a model").expect("the screen");
+    for line in shown[from..].split("\r\n") {
+        let plain: String = line.chars().filter(|c| !c.is_control()).collect();
+        assert!(plain.chars().count() <= 80, "{plain:?} in {shown:?}");
+    }
+    assert!(shown.contains("\"anthropic\""), "{shown:?}");
+    pty.send("n\r");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}
