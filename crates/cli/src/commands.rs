@@ -408,11 +408,14 @@ pub fn nearest(word: &str) -> Option<&'static str> {
     if let [only] = complete_names(word)[..] {
         return Some(only);
     }
+    // A short word is one letter off at most: `/x1` is no `/?`.
+    let most = if word.chars().count() <= 4 { 1 } else { 2 };
     COMMANDS
         .iter()
         .flat_map(|c| c.names.iter().copied())
+        .filter(|name| name.chars().count() >= 3)
         .map(|name| (distance(word, name), name))
-        .filter(|&(d, _)| d <= 2)
+        .filter(|&(d, _)| d <= most)
         .min_by_key(|&(d, _)| d)
         .map(|(_, name)| name)
 }
@@ -485,6 +488,7 @@ mod tests {
         assert_eq!(nearest("/brnches"), Some("/branches"));
         assert_eq!(nearest("/zzzzzz"), None);
         assert_eq!(nearest("/t"), None);
+        assert_eq!(nearest("/x1"), None);
     }
 
     #[test]

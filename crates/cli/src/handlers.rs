@@ -949,14 +949,12 @@ impl App {
             self.tr("execute", &[]),
             table(Execute),
         );
-        text.push_str(&self.out.dim(&self.tr(
-            if sandboxed {
-                "permissions_sandbox_note"
-            } else {
-                "permissions_no_sandbox_note"
-            },
-            &[],
-        )));
+        let note = if sandboxed {
+            self.tr("permissions_sandbox_note", &[])
+        } else {
+            self.tr("permissions_no_sandbox_note", &[])
+        };
+        text.push_str(&self.out.dim(&note));
         text.push('\n');
         let rules: Vec<String> = self
             .engine

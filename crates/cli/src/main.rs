@@ -74,8 +74,9 @@ struct Args {
     /// Work as subagent role NAME (see /agents)
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
-    /// Run the setup wizard again (provider, address, key, model)
-    #[arg(long, conflicts_with = "prompt")]
+    /// Run the setup wizard again (provider, address, key, model); kept out of --help, which
+    /// fits a screen: the docs and the no-key screen name it
+    #[arg(long, conflicts_with = "prompt", hide = true)]
     setup: bool,
 }
 
