@@ -1,6 +1,7 @@
 //! What only a tree can do: named branches (`/branch`), side questions (`/btw`), `/undo` that
 //! keeps what it undoes, and `/merge`, which brings a branch's conclusion back into another.
 
+use super::numbers::{Typed, short_id};
 use super::output::Printer;
 use super::repl::App;
 use super::terminal::Terminal;
@@ -57,7 +58,7 @@ impl App {
                     .get(name)
                     .filter(|node| c.tip(node).is_none_or(|t| t.id != tip))
                     .is_some();
-                let n = c.number_of(&tip).unwrap_or(0);
+                let n = self.node_label(&tip);
                 match self.engine.chat.name_branch(name, &tip) {
                     Ok(()) => {
                         let args: &[(&str, &dyn Display)] = &[("name", &name), ("n", &n)];
@@ -91,7 +92,7 @@ impl App {
             } else {
                 " "
             };
-            let n = c.number_of(&tip.id).unwrap_or(0);
+            let n = self.node_label(&tip.id);
             let size = c.chain(&tip.id).len() - 1;
             let age = age(now - tip.timestamp);
             text.push_str(&format!(
@@ -117,16 +118,12 @@ impl App {
         self.turn_interrupted |= front.interrupted;
         let Ok(done) = done else { return };
         self.report_turn(&printer);
-        let c = self.engine.chat.conversation();
-        let (side, here) = (
-            c.number_of(&done.asked).unwrap_or(0),
-            c.number_of(&done.back).unwrap_or(0),
-        );
-        self.out.say(
-            &self
-                .out
-                .dim(&self.tr("btw_done", &[("side", &side), ("here", &here)])),
-        );
+        let side_id = short_id(&done.asked).to_string();
+        let (side, here) = (self.node_label(&done.asked), self.node_label(&done.back));
+        self.out.say(&self.out.dim(&self.tr(
+            "btw_done",
+            &[("side", &side), ("here", &here), ("side_id", &side_id)],
+        )));
     }
 
     /// `/undo`: the cursor goes to where the last user message was sent from, with the folder
@@ -142,7 +139,8 @@ impl App {
             Ok(undone) => undone,
             Err(e) => return self.command_error(&e),
         };
-        self.out.say(&self.tr("undone", &[("n", &undone.n)]));
+        let n = self.node_label(&undone.message);
+        self.out.say(&self.tr("undone", &[("n", &n)]));
         self.say_place(&undone.parent);
         // The folder as it was there (when a snapshot knows it): listed and asked, as `/restore`
         // does.
@@ -171,7 +169,19 @@ impl App {
         if files && self.engine.checkpoints.is_none() {
             return self.out.error(&self.tr("checkpoints_off", &[]));
         }
-        let tip = match self.engine.merge_tip(target) {
+        let resolved = match self.node_typed(target) {
+            Typed::Moved => return,
+            Typed::Node(id) => Ok(self
+                .engine
+                .chat
+                .conversation()
+                .tip(&id)
+                .expect("in the tree")
+                .id
+                .to_string()),
+            Typed::Other => self.engine.merge_tip(target),
+        };
+        let tip = match resolved {
             Ok(tip) => tip,
             Err(_) => {
                 return self.out.error(&self.tr(
@@ -193,16 +203,21 @@ impl App {
             Ok(merged) => merged,
             Err(e) => return self.command_error(&e),
         };
-        let n = self
-            .engine
-            .chat
-            .conversation()
-            .number_of(&merged.node)
-            .unwrap_or(0);
+        let n = self.node_label(&merged.node);
+        let names = self.engine.chat.conversation().names_of(&merged.tip);
+        let from = if names.is_empty() {
+            format!("[{}]", self.node_label(&merged.tip))
+        } else {
+            format!(
+                "[{}] ({})",
+                self.node_label(&merged.tip),
+                escape::escape_controls(&names.join(", "))
+            )
+        };
         self.out.say(&self.tr(
             "merged",
             &[
-                ("from", &merged.from),
+                ("from", &from),
                 ("n", &n),
                 ("preview", &preview(&merged.summary, 120)),
             ],

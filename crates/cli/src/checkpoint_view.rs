@@ -1,9 +1,10 @@
 //! `/diff` and `/checkpoints`: the working folder's state at the nodes of the tree.
 
+use super::numbers::short_id;
 use super::output::colour_diff;
 use super::repl::App;
 use super::terminal::Terminal;
-use new_core::checkpoint::{Entry, changes};
+use new_core::checkpoint::{Entry, Manifest, changes};
 use new_core::escape;
 use new_core::session::{Kept, Restored, StateError};
 use new_core::tools::diff;
@@ -71,7 +72,13 @@ impl App {
             Ok(state) => state.1,
             Err(e) => return self.state_error(&e),
         };
-        let listed = changes(&from, &to);
+        self.show_diff(&from, &to);
+    }
+
+    /// The differences from one state of the folder to another: the paths with their letters
+    /// (`A`, `M`, `D`: what `to` has against `from`), then each file's diff.
+    fn show_diff(&self, from: &Manifest, to: &Manifest) {
+        let listed = changes(from, to);
         if listed.is_empty() {
             return self.out.say(&self.tr("no_differences", &[]));
         }
@@ -103,9 +110,10 @@ impl App {
     /// differs and, on a terminal, offers to restore (yes, no, or show the diff first); piped, or
     /// with `checkpoints.restore: never`, it only lists and gives a hint.
     pub(super) fn offer_restore(&mut self) {
-        let Some((n, differ)) = self.engine.folder_differs() else {
+        let Some((_, differ)) = self.engine.folder_differs() else {
             return;
         };
+        let n = self.node_label(&self.engine.chat.conversation().cursor().to_string());
         let mut list = String::new();
         for (path, what) in differ.iter().take(20) {
             list.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
@@ -124,16 +132,27 @@ impl App {
             return self.out.say(&self.out.dim(&self.tr("restore_hint", &[])));
         }
         loop {
-            let answer = self.ask(&self.tr("restore_offer", &[]), "", false);
-            match answer
-                .as_deref()
-                .map(|a| a.trim().to_lowercase())
-                .as_deref()
-            {
-                Some("y" | "yes") => return self.restore_with(false),
-                Some("d" | "diff") => self.diff(&n.to_string()),
+            let answer = self.ask_unasked(
+                &self.tr("restore_offer", &[]),
+                &["y", "yes", "n", "no", "d", "diff", "是", "否"],
+            );
+            match answer.as_deref() {
+                Some("y" | "yes" | "是") => return self.restore_with(false),
+                // What the restore would do, with the list's letters.
+                Some("d" | "diff") => self.diff_of_restore(),
                 _ => return,
             }
+        }
+    }
+
+    /// The diff a restore to the current node's state would apply: from the folder now to
+    /// that state, so its letters are the offer's.
+    fn diff_of_restore(&self) {
+        let c = self.engine.chat.conversation();
+        let n = c.number_of(c.cursor()).unwrap_or(0);
+        match (self.engine.state_now(), self.engine.state_at(n)) {
+            (Ok((_, now)), Ok((_, node))) => self.show_diff(&now, &node),
+            (Err(e), _) | (_, Err(e)) => self.state_error(&e),
         }
     }
 
@@ -153,23 +172,34 @@ impl App {
     /// The restore; `ask`: list and ask first (the offer after a move has asked already). Files
     /// changed outside `new` are asked about either way.
     fn restore_with(&mut self, ask: bool) {
+        let came_from = self.engine.came_from.clone();
         let mut front = Terminal::asking(self.out, &mut self.reader);
         let restored = self.engine.restore(ask, &mut front);
-        let (n, done, before, kept) = match restored {
-            Ok(Restored::Done {
-                n,
-                done,
-                before,
-                kept,
-            }) => (n, done, before, kept),
-            Ok(Restored::Matches { n }) => {
+        let (done, kept) = match restored {
+            Ok(Restored::Done { done, kept, .. }) => (done, kept),
+            Ok(Restored::Matches { .. }) => {
+                let n = self.node_label(&self.engine.chat.conversation().cursor().to_string());
                 return self.out.say(&self.tr("folder_matches", &[("n", &n)]));
             }
             Ok(Restored::Cancelled) => return self.out.say(&self.tr("restore_cancelled", &[])),
             Err(e) => return self.state_error(&e),
         };
-        self.out
-            .say(&self.tr("restored", &[("done", &done), ("n", &n), ("id", &before)]));
+        let n = self.node_label(&self.engine.chat.conversation().cursor().to_string());
+        // The folder as it was is the state of the node the cursor came from: named so.
+        let kept_as = match came_from
+            .as_deref()
+            .filter(|from| self.engine.chat.conversation().get(from).is_some())
+        {
+            Some(from) => self.tr(
+                "restored_kept_with",
+                &[("from", &self.node_label(from)), ("id", &short_id(from))],
+            ),
+            None => self.tr("restored_kept_in_store", &[]),
+        };
+        self.out.say(&self.tr(
+            "restored",
+            &[("done", &done), ("n", &n), ("kept", &kept_as)],
+        ));
         for (path, why) in kept {
             let why = match why {
                 Kept::Outside => self.tr("changed_outside_short", &[]),

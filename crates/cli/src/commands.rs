@@ -31,6 +31,7 @@ pub enum CommandId {
     Sandbox,
     Model,
     Models,
+    Setup,
     Status,
     Skills,
     Memory,
@@ -202,6 +203,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         names: &["/dump"],
         args: "",
         help: "help_dump",
+        takes_conversation: false,
+    },
+    CommandSpec {
+        id: CommandId::Setup,
+        names: &["/setup"],
+        args: "",
+        help: "help_setup",
         takes_conversation: false,
     },
     CommandSpec {
@@ -391,6 +399,45 @@ pub fn parse(line: &str) -> Input<'_> {
     }
 }
 
+/// The command a mistyped `word` most likely meant: the one it begins, or one a letter or two
+/// away (`/tre`, `/tere`: `/tree`).
+pub fn nearest(word: &str) -> Option<&'static str> {
+    if word.chars().count() < 3 {
+        return None;
+    }
+    if let [only] = complete_names(word)[..] {
+        return Some(only);
+    }
+    // A short word is one letter off at most: `/x1` is no `/?`.
+    let most = if word.chars().count() <= 4 { 1 } else { 2 };
+    COMMANDS
+        .iter()
+        .flat_map(|c| c.names.iter().copied())
+        .filter(|name| name.chars().count() >= 3)
+        .map(|name| (distance(word, name), name))
+        .filter(|&(d, _)| d <= most)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, name)| name)
+}
+
+/// How many letters must change (added, removed or replaced) to turn `a` into `b`.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Command names starting with `prefix`, for completion.
 pub fn complete_names(prefix: &str) -> Vec<&'static str> {
     COMMANDS
@@ -435,6 +482,16 @@ mod tests {
     }
 
     #[test]
+    fn a_mistyped_command_finds_the_one_meant() {
+        assert_eq!(nearest("/tre"), Some("/tree"));
+        assert_eq!(nearest("/tere"), Some("/tree"));
+        assert_eq!(nearest("/brnches"), Some("/branches"));
+        assert_eq!(nearest("/zzzzzz"), None);
+        assert_eq!(nearest("/t"), None);
+        assert_eq!(nearest("/x1"), None);
+    }
+
+    #[test]
     fn completes_from_the_table() {
         assert_eq!(
             complete_names("/s"),
@@ -442,6 +499,7 @@ mod tests {
                 "/sessions",
                 "/switch",
                 "/search",
+                "/setup",
                 "/sandbox",
                 "/status",
                 "/skills"

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::commands::COMMANDS;
+use super::numbers::short_id;
 use super::output::Printer;
 use super::repl::{App, interruptible};
 use super::terminal::Terminal;
@@ -18,6 +19,7 @@ use new_core::session::{Ended, ExportFormat, ManageError, Switched};
 use new_core::tools::Mode;
 use new_core::vocab::Role;
 use new_core::vocab::Usage;
+use new_sys::os_sandbox;
 use std::fmt::Display;
 use std::io;
 use std::time::Duration;
@@ -28,8 +30,13 @@ const LIST_LIMIT: usize = 50;
 const SEARCH_LIMIT: usize = 50;
 
 impl App {
-    fn refuse_text(&self, key: &str, args: &[(&str, &dyn Display)]) {
+    pub(super) fn refuse_text(&self, key: &str, args: &[(&str, &dyn Display)]) {
         self.out.error(&self.tr(key, args));
+    }
+
+    /// [`App::no_args`] for the command table's dispatch.
+    pub(super) fn no_args_for(&self, command: &str, args: &str) -> bool {
+        self.no_args(command, args)
     }
 
     fn no_args(&self, command: &str, args: &str) -> bool {
@@ -94,8 +101,13 @@ impl App {
             answer.map_or("", |m| m.id.as_str()),
             c.cursor(),
         ]);
+        let conversation = self.engine.chat.id();
+        let label = |n: usize, id: &str| {
+            self.shown.record(conversation, n, id);
+            format!("{n} · {}", short_id(id))
+        };
         if let Some(user) = user {
-            let n = numbers[0].unwrap_or(0);
+            let n = label(numbers[0].unwrap_or(0), &user.id);
             self.out.say(&self.out.dim(&format!(
                 "[{n}] {}\n{}",
                 self.tr("you_said", &[]),
@@ -103,14 +115,14 @@ impl App {
             )));
         }
         if let Some(answer) = answer {
-            let n = numbers[1].unwrap_or(0);
+            let n = label(numbers[1].unwrap_or(0), &answer.id);
             self.out.say(&format!(
                 "[{n}] {}\n{}",
                 self.tr("the_answer", &[]),
                 fold(&answer.content)
             ));
         }
-        let n = numbers[2].unwrap_or(0);
+        let n = label(numbers[2].unwrap_or(0), c.cursor());
         let branches = c.leaf_count();
         let name = c
             .names_of(c.cursor())
@@ -132,7 +144,7 @@ impl App {
     /// Says where the cursor is (at `id`) and what the next message will do.
     pub(super) fn say_place(&self, id: &str) {
         let c = self.engine.chat.conversation();
-        let n = c.number_of(id).unwrap_or(0);
+        let n = self.node_label(id);
         let what = describe(c.current(), self.out.lang);
         let next = if c.is_leaf(id) {
             self.tr("the_next_message_continues_from_here", &[])
@@ -141,17 +153,6 @@ impl App {
         };
         self.out
             .say(&format!("→ [{n}] {what}\n{}", self.out.dim(&next)));
-    }
-
-    pub(super) fn goto(&mut self, n: usize) {
-        let conversation = self.engine.chat.conversation();
-        match conversation.id_by_number(n).map(str::to_string) {
-            Some(id) => self.move_to(&id),
-            None => {
-                let last = conversation.len() - 1;
-                self.refuse_text("no_node_this_tree_has_nodes", &[("n", &n), ("last", &last)]);
-            }
-        }
     }
 
     pub(super) fn tree(&mut self, args: &str) {
@@ -179,6 +180,9 @@ impl App {
                 Highlight::Gap => self.out.dim(drawn),
             },
         );
+        // The numbers as drawn now are the ones `/N` refers to.
+        self.shown
+            .record_all(self.engine.chat.id(), self.engine.chat.conversation());
         // A tree keeps its rows: never rewrapped (each is cut to fit already).
         self.out.say_verbatim(text.trim_end_matches('\n'));
     }
@@ -190,7 +194,7 @@ impl App {
         let c = self.engine.chat.conversation();
         let current_tip = c.tip(c.cursor()).map(|m| m.id.clone());
         let mut text = String::new();
-        for (number, (_, m)) in c.preorder().into_iter().enumerate() {
+        for (_, m) in c.preorder() {
             if !c.is_leaf(&m.id) {
                 continue;
             }
@@ -211,6 +215,7 @@ impl App {
             } else {
                 String::new()
             };
+            let number = self.node_label(&m.id);
             let line = format!(
                 "{mark} {named}[{number}] {}{side}  {}",
                 describe(m, self.out.lang),
@@ -387,6 +392,22 @@ impl App {
                 return true;
             }
         }
+        // Which node each answer is, by number and id: what `/compare` names them by (it counts
+        // every answer at the fork, the first one too).
+        let nodes: Vec<String> = together
+            .ends
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, tip))| self.engine.chat.conversation().get(tip).is_some())
+            .map(|(i, (_, tip))| format!("{} [{}]", label(i), self.node_label(tip)))
+            .collect();
+        if !nodes.is_empty() {
+            self.out.say(
+                &self
+                    .out
+                    .dim(&self.tr("retry_nodes", &[("nodes", &nodes.join(", "))])),
+            );
+        }
         let mut interrupted = false;
         for ((end, tip), (usage, cost)) in together.ends.into_iter().zip(spent) {
             if let Some(usage) = &usage {
@@ -444,7 +465,7 @@ impl App {
                     ("mark", &mark),
                     ("i", &(i + 1)),
                     ("count", &count),
-                    ("n", &alt.n),
+                    ("n", &self.node_label(&alt.tip)),
                     ("model", &escape::escape_controls(&model)),
                     ("input", &alt.usage.input_tokens),
                     ("output", &alt.usage.output_tokens),
@@ -900,8 +921,25 @@ impl App {
         let mode = self.engine.policy.mode;
         let table = |kind| format!("{:?}", mode.action(kind)).to_lowercase();
         use new_core::tools::ToolKind::*;
+        // Commands run in the OS sandbox when it is on: judged as "contained", not "execute".
+        let sandboxed = self
+            .engine
+            .tools
+            .context()
+            .os_sandbox
+            .as_deref()
+            .is_some_and(|s| matches!(s.state(), os_sandbox::State::On));
+        let commands = if sandboxed {
+            format!(
+                " · {} {}",
+                self.tr("sandboxed_commands", &[]),
+                table(Contained)
+            )
+        } else {
+            String::new()
+        };
         let mut text = format!(
-            "{} {} · {} {} · {} {} · {} {}\n",
+            "{} {} · {} {} · {} {}{commands} · {} {}\n",
             self.tr("mode", &[]),
             self.out.bold(mode.as_str()),
             self.tr("read", &[]),
@@ -911,6 +949,13 @@ impl App {
             self.tr("execute", &[]),
             table(Execute),
         );
+        let note = if sandboxed {
+            self.tr("permissions_sandbox_note", &[])
+        } else {
+            self.tr("permissions_no_sandbox_note", &[])
+        };
+        text.push_str(&self.out.dim(&note));
+        text.push('\n');
         let rules: Vec<String> = self
             .engine
             .policy
@@ -1185,7 +1230,7 @@ impl App {
             ),
             (
                 "help_group_settings",
-                &[C::Model, C::Models, C::Help, C::Exit],
+                &[C::Model, C::Models, C::Setup, C::Help, C::Exit],
             ),
         ];
         let mut text = String::new();

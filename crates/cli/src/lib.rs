@@ -15,6 +15,7 @@ pub mod import_cmd;
 pub mod markdown;
 mod mcp_view;
 mod memory_view;
+mod numbers;
 pub mod output;
 pub mod print_mode;
 mod reader;

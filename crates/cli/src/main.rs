@@ -74,6 +74,10 @@ struct Args {
     /// Work as subagent role NAME (see /agents)
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
+    /// Run the setup wizard again (provider, address, key, model); kept out of --help, which
+    /// fits a screen: the docs and the no-key screen name it
+    #[arg(long, conflicts_with = "prompt", hide = true)]
+    setup: bool,
 }
 
 /// `new import SOURCE PATH…`: other agents' history as this project's conversations.
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
         no_render: args.no_render,
         agent: args.agent,
         query: args.query,
+        setup: args.setup,
         output_format: OutputFormat::parse(&args.output_format).unwrap_or_default(),
     })
 }

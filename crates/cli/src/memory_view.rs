@@ -1,22 +1,41 @@
 //! Memory in the REPL: the review after each turn (in the background), `/memory`, `/memory forget`
 //! and `/remember`.
 
+use std::fs;
+use std::path::Path;
+
 use super::repl::App;
 use new_core::escape;
+use new_core::fs::atomic;
 use new_core::memory;
 use new_core::memory::Level;
 use new_core::memory::MemoryError;
 
 impl App {
     /// Starts the review of the turn that just completed ([`Session::review_turn`]), and says
-    /// once that reviews run.
+    /// that reviews run once ever: a mark in the user's data folder remembers it was said.
     pub(super) fn review_turn(&mut self) {
-        if let Some(run) = self.engine.review_turn() {
-            self.out.say(
-                &self
-                    .out
-                    .dim(&self.tr("memory_reviews_run", &[("n", &run.every)])),
-            );
+        let Some(run) = self.engine.review_turn() else {
+            return;
+        };
+        let mark = dirs::data_dir().map(|d| d.join("new").join("memory-notice-said"));
+        if mark.as_deref().is_some_and(Path::exists) {
+            return;
+        }
+        self.out.say(
+            &self
+                .out
+                .dim(&self.tr("memory_reviews_run", &[("n", &run.every)])),
+        );
+        if let Some(mark) = mark {
+            // Not remembered (a read-only home): said again next session, which is harmless.
+            let written = mark
+                .parent()
+                .map_or(Ok(()), atomic::create_private_dir)
+                .and_then(|()| fs::write(&mark, b""));
+            if let Err(e) = written {
+                tracing::debug!(error = %e, path = %mark.display(), "memory notice mark");
+            }
         }
     }
 

@@ -15,9 +15,11 @@ use new_core::agent::CompactionEvent;
 use new_core::agent::Waiting;
 use new_core::escape;
 use new_core::hooks::HookFailure;
+use new_sys::os_sandbox;
 use new_sys::platform;
 use std::borrow::Cow;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use std::time::Instant;
 
@@ -30,6 +32,9 @@ pub struct Output {
     /// Answers are rendered as Markdown ([`super::markdown`]).
     pub render: bool,
 }
+
+/// Whether the user was told how to widen the sandbox (once a session).
+static SANDBOX_HINT_SAID: AtomicBool = AtomicBool::new(false);
 
 const DIM: &str = "2";
 const BOLD: &str = "1";
@@ -595,6 +600,17 @@ impl Observer for Printer {
             ))
         };
         self.out.say(&line);
+        // The first command of the session the sandbox seems to have refused: the user hears
+        // how to widen it (the model reads its own note in the result).
+        if outcome.content.contains(os_sandbox::REFUSAL_NOTE)
+            && !SANDBOX_HINT_SAID.swap(true, Ordering::SeqCst)
+        {
+            self.out.say(&self.out.dim(&super::text::tr(
+                self.out.lang,
+                "sandbox_refusal_hint",
+                &[],
+            )));
+        }
         if let Some(diff) = outcome.diff.as_deref().filter(|d| !d.is_empty()) {
             self.out
                 .say_verbatim(colour_diff(&self.out, diff).trim_end());

@@ -120,6 +120,19 @@ impl Reader {
         }
     }
 
+    /// A line typed into a question that was no answer to it (the question came up while the
+    /// user typed ahead): kept for the prompt, in order. Piped input reads questions from its
+    /// next line, as it always has, so nothing is kept there.
+    pub fn keep_for_the_prompt(&mut self, line: String) -> bool {
+        match self {
+            Reader::Editor { typeahead, .. } => {
+                typeahead.queue(line);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// What was typed without an Enter, for the next prompt's line.
     pub fn typed_ahead(&mut self) -> String {
         match self {

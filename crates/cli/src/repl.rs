@@ -80,6 +80,8 @@ pub struct Launch {
     pub agent: Option<String>,
     /// The REPL's first message, sent as if typed at the first prompt (`-q TEXT`).
     pub query: Option<String>,
+    /// Run the setup wizard again (`--setup`).
+    pub setup: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +106,8 @@ pub struct App {
     pub(super) turn_interrupted: bool,
     /// The main prompt waits for input (what other threads print then goes above it).
     pub(super) at_prompt: Arc<AtomicBool>,
+    /// The node numbers shown, each with the node it stood for then.
+    pub(super) shown: super::numbers::Shown,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
@@ -153,7 +157,9 @@ pub fn run(launch: Launch) -> ExitCode {
     if interactive {
         app.banner();
     }
-    if app.is_first_run() {
+    if launch.setup && interactive {
+        app.run_setup();
+    } else if app.is_first_run() {
         app.explain_configuration();
         if interactive {
             app.offer_setup();
@@ -813,6 +819,7 @@ impl App {
             prompt_job: Some(prompt_job),
             turn_interrupted: false,
             at_prompt: Default::default(),
+            shown: Default::default(),
         };
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(hooks::Input::new("program_start"));
@@ -943,6 +950,22 @@ impl App {
             if self.auto_continue() {
                 continue;
             }
+            // Lines kept from a question asked outside any command (after `--continue`): they
+            // run now, as typed.
+            let kept = self.reader.end_typeahead();
+            if !kept.is_empty() {
+                let mut kept = VecDeque::from(kept);
+                let first = kept.pop_front().expect("not empty");
+                self.out.say(&format!(
+                    "{}{}",
+                    self.out.dim(&self.prompt_text()),
+                    escape::escape_controls(&first)
+                ));
+                if self.run_queue(first, kept) == Flow::Exit {
+                    return Ok(());
+                }
+                continue;
+            }
             let prompt = self.prompt_text();
             self.at_prompt.store(true, Ordering::SeqCst);
             // What was typed during the last turn without an Enter: this prompt's line.
@@ -969,7 +992,12 @@ impl App {
     /// Runs a line, then the lines typed while it ran, in order, as if typed then; Ctrl-C
     /// drops those with the turn it stopped.
     fn run_lines(&mut self, line: String) -> Flow {
-        let mut lines = VecDeque::from([line]);
+        self.run_queue(line, VecDeque::new())
+    }
+
+    /// [`App::run_lines`] with lines already waiting after the first.
+    fn run_queue(&mut self, line: String, mut lines: VecDeque<String>) -> Flow {
+        lines.push_front(line);
         while let Some(line) = lines.pop_front() {
             let before = *self.engine.interrupts.borrow();
             self.turn_interrupted = false;
@@ -1017,6 +1045,25 @@ impl App {
 
     /// Asks the user a question; the answer comes from the next input line. None when cancelled
     /// (Ctrl-C, end of input, or nobody to ask). `remember`: the answer goes into the input history.
+    /// A question that came up unasked-for (after a move, after answers side by side): a line
+    /// that is none of `answers` was typed ahead, not meant for it; it is kept for the prompt,
+    /// said, and the question takes its default (None).
+    pub(super) fn ask_unasked(&mut self, question: &str, answers: &[&str]) -> Option<String> {
+        let line = self.ask(question, "", false)?;
+        let answer = line.trim().to_lowercase();
+        if answer.is_empty() || answers.contains(&answer.as_str()) {
+            return Some(answer);
+        }
+        if self.reader.keep_for_the_prompt(line.clone()) {
+            self.out.say(&self.out.dim(&self.tr(
+                "not_an_answer_kept",
+                &[("line", &escape::escape_controls(line.trim()))],
+            )));
+            return None;
+        }
+        Some(answer)
+    }
+
     pub(super) fn ask(&mut self, question: &str, initial: &str, remember: bool) -> Option<String> {
         if self.reader.is_piped() {
             self.out.say(question.trim_end());
@@ -1112,13 +1159,19 @@ impl App {
                     self.chat(&text);
                 }
             }
-            Input::Goto(n) => self.goto(n),
+            Input::Goto(n) => self.goto(n, line.trim().trim_start_matches('/')),
             Input::Unknown(word) => {
                 let name = word.trim_start_matches('/');
                 let args = line.trim().strip_prefix(word).unwrap_or("").trim();
                 if self.engine.skills.get(name).is_some() {
                     self.run_skill(name, args);
                 } else if name.starts_with("mcp__") && self.run_mcp_prompt(name, args) {
+                } else if args.is_empty() && self.goto_id(name) {
+                } else if let Some(near) = super::commands::nearest(word) {
+                    self.out.error(&self.tr(
+                        "unknown_command_did_you_mean",
+                        &[("word", &word), ("near", &near)],
+                    ));
                 } else {
                     self.out.error(&self.tr(
                         "unknown_command_help_lists_the_commands",
@@ -1161,6 +1214,11 @@ impl App {
             CommandId::Models => self.models(args),
             CommandId::Status => self.status(args),
             CommandId::Init => self.init(args),
+            CommandId::Setup => {
+                if self.no_args_for("/setup", args) {
+                    self.run_setup();
+                }
+            }
             CommandId::Skills => self.skills_command(args),
             CommandId::Memory => self.memory_command(args),
             CommandId::Diff => self.diff(args),

@@ -25,15 +25,32 @@ impl App {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "~/.config/new/config.json".into());
         let text = self.tr("how_to_configure", &[("path", &path)]);
-        eprintln!("{text}");
+        // Each line fits the terminal, broken between words (a long path, a narrow terminal).
+        let width = super::markdown::terminal_layout(false).width.max(20);
+        let fitted: Vec<String> = text
+            .lines()
+            .flat_map(|line| {
+                let indent = line.len() - line.trim_start().len();
+                super::wrap::lines(line.trim_start(), width.saturating_sub(indent).max(10))
+                    .into_iter()
+                    .map(move |l| format!("{}{l}", &line[..indent]))
+            })
+            .collect();
+        eprintln!("{}", fitted.join("\n"));
     }
 
-    /// The interactive setup. Writes the user config file and switches to what it configures.
+    /// The interactive setup, offered on a first run. Writes the user config file and switches
+    /// to what it configures.
     pub(super) fn offer_setup(&mut self) {
         let answer = self.ask(&self.tr("set_up_now_y_n", &[]), "", false);
         if answer.is_none_or(|a| a.trim().eq_ignore_ascii_case("n") || a.trim() == "否") {
             return self.out.say(&self.tr("skipped_you_can_still_use_the", &[]));
         }
+        self.run_setup();
+    }
+
+    /// The setup's questions (`new --setup`, `/setup`, or yes to the first run's offer).
+    pub(super) fn run_setup(&mut self) {
         let choice = self
             .ask(&self.tr("provider_1_openai_2_anthropic_3", &[]), "", false)
             .unwrap_or_default();

@@ -91,7 +91,18 @@ impl<'a> Terminal<'a> {
         }
         match self.read(question) {
             Ok(ReadOutcome::Line(a)) => {
-                matches!(a.trim().to_lowercase().as_str(), "y" | "yes" | "是")
+                let answer = a.trim().to_lowercase();
+                // Typed ahead into a question that came up meanwhile: kept for the prompt.
+                if !matches!(answer.as_str(), "" | "y" | "yes" | "是" | "n" | "no" | "否")
+                    && let Some(reader) = self.reader.as_deref_mut()
+                    && reader.keep_for_the_prompt(a.clone())
+                {
+                    out.say(&out.dim(&self.tr(
+                        "not_an_answer_kept",
+                        &[("line", &escape_controls(a.trim()))],
+                    )));
+                }
+                matches!(answer.as_str(), "y" | "yes" | "是")
             }
             Ok(_) => false,
             Err(e) => {
@@ -225,6 +236,8 @@ impl Frontend for Terminal<'_> {
             self.tr("this_leaves_the_sandbox", &[])
         } else if q.protected {
             self.tr("this_writes_inside_new_or_git", &[])
+        } else if q.no_rule {
+            self.tr("no_rule_can_allow_this", &[])
         } else {
             self.tr(
                 "approval_options",

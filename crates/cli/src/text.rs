@@ -46,6 +46,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "a command wants to reach {host}:{port}, which sandbox.network does not allow · s: allow it for this session · a: always (saved in {file}) · n: refuse",
         "一个命令想要连接 {host}:{port}，sandbox.network 不允许 · s：本会话允许 · a：总是允许（保存在 {file}） · n：拒绝",
     ),
+    (
+        "no_rule_can_allow_this",
+        "no rule can allow this command as written (it writes to a file with >, runs a substitution, or goes through a wrapper), so \"for this session\" and \"always\" would not stick: it is asked every time · y: allow once · n: deny",
+        "按原样书写的此命令无法被任何规则允许（它用 > 写入文件、含命令替换或经由包装程序），因此“本会话”和“总是”不会生效：每次都会询问 · y：允许一次 · n：拒绝",
+    ),
+    (
+        "not_an_answer_kept",
+        "“{line}” is no answer to that question: taken as no, and kept as your next input",
+        "“{line}”不是对该问题的回答：按“否”处理，并保留为你的下一条输入",
+    ),
     ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (
@@ -617,6 +627,26 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("write", "write", "写入"),
     ("execute", "execute", "执行"),
     (
+        "sandbox_refusal_hint",
+        "the sandbox seems to have refused that command. To widen it: sandbox.network (the hosts commands may reach, or \"all\"), sandbox.allow_write (more folders to write), or one call with \"sandbox\": false, which you are asked about each time; /sandbox shows what it allows now (said once a session)",
+        "沙箱似乎拒绝了该命令。要放宽：sandbox.network（命令可访问的主机，或 \"all\"）、sandbox.allow_write（更多可写目录），或以 \"sandbox\": false 单次运行（每次都会询问你）；/sandbox 显示当前允许的内容（每个会话只提示一次）",
+    ),
+    (
+        "sandboxed_commands",
+        "commands in the sandbox",
+        "沙箱中的命令",
+    ),
+    (
+        "permissions_sandbox_note",
+        "commands run in the OS sandbox (the working folder, no network unless sandbox.network allows); one that asks to leave it is asked every time; execute is for what runs outside it (MCP tools that change things)",
+        "命令在操作系统沙箱中运行（仅工作目录；除非 sandbox.network 允许，否则无网络）；要求离开沙箱的命令每次都会询问；“执行”指沙箱之外运行的内容（会改动东西的 MCP 工具）",
+    ),
+    (
+        "permissions_no_sandbox_note",
+        "the OS sandbox is off (/sandbox says why): commands are judged as execute",
+        "操作系统沙箱已关闭（/sandbox 说明原因）：命令按“执行”判断",
+    ),
+    (
         "no_rules_the_mode_decides",
         "no rules; the mode decides\n",
         "没有规则；由模式决定\n",
@@ -841,6 +871,21 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "无法列出模型：{e}",
     ),
     (
+        "help_setup",
+        "set up the provider, its address, key and model again (writes your config file; new --setup does the same at start)",
+        "重新设置服务商、地址、密钥和模型（写入你的配置文件；启动时 new --setup 相同）",
+    ),
+    (
+        "retry_nodes",
+        "{nodes}; /compare lists every answer at this fork, the first one too",
+        "{nodes}；/compare 会列出此分叉处的每个回答，包括第一个",
+    ),
+    (
+        "unknown_command_did_you_mean",
+        "unknown command {word}; did you mean {near}? (/help lists the commands)",
+        "未知命令 {word}；你是想输入 {near} 吗？（/help 列出所有命令）",
+    ),
+    (
         "unknown_command_help_lists_the_commands",
         "unknown command {word}; /help lists the commands (start with // to send a line beginning with /)",
         "未知命令 {word}；/help 列出所有命令（以 // 开头可发送以 / 开头的文字）",
@@ -1024,8 +1069,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "how_to_configure",
-        "new needs a model to talk to. Set one of:\n  export OPENAI_API_KEY=sk-...                      # OpenAI\n  export ANTHROPIC_API_KEY=sk-ant-...               # Anthropic (with --provider anthropic)\n  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1   # a local server: llama.cpp, Ollama (:11434/v1), vLLM\nor write {path}, for example:\n  {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"providers\": {\"anthropic\": {\"api_key\": \"sk-ant-...\"}}}\n  {\"provider\": \"openai\", \"model\": \"gpt-4o-mini\", \"providers\": {\"openai\": {\"api_key\": \"sk-...\"}}}\n  {\"provider\": \"local\", \"model\": \"qwen2.5-coder\", \"providers\": {\"local\": {\"base_url\": \"http://127.0.0.1:8080/v1\"}}}",
-        "new 需要一个模型服务。设置以下之一：\n  export OPENAI_API_KEY=sk-...                      # OpenAI\n  export ANTHROPIC_API_KEY=sk-ant-...               # Anthropic（配合 --provider anthropic）\n  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1   # 本地服务：llama.cpp、Ollama（:11434/v1）、vLLM\n或编写 {path}，例如：\n  {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"providers\": {\"anthropic\": {\"api_key\": \"sk-ant-...\"}}}\n  {\"provider\": \"openai\", \"model\": \"gpt-4o-mini\", \"providers\": {\"openai\": {\"api_key\": \"sk-...\"}}}\n  {\"provider\": \"local\", \"model\": \"qwen2.5-coder\", \"providers\": {\"local\": {\"base_url\": \"http://127.0.0.1:8080/v1\"}}}",
+        "new needs a model to talk to. Set one of:\n  export OPENAI_API_KEY=sk-...          # OpenAI\n  export ANTHROPIC_API_KEY=sk-ant-...   # Anthropic (with --provider anthropic)\n  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1\n                          # a local server: llama.cpp, Ollama (:11434/v1), vLLM\nor write {path}, for example:\n  {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\",\n   \"providers\": {\"anthropic\": {\"api_key\": \"sk-ant-...\"}}}\n  {\"provider\": \"local\", \"model\": \"qwen2.5-coder\",\n   \"providers\": {\"local\": {\"base_url\": \"http://127.0.0.1:8080/v1\"}}}\n(a provider written there has its own address: LOCAL_BASE_URL for `local`;\nnew --setup asks for it all again)",
+        "new 需要一个模型服务。设置以下之一：\n  export OPENAI_API_KEY=sk-...          # OpenAI\n  export ANTHROPIC_API_KEY=sk-ant-...   # Anthropic（配合 --provider anthropic）\n  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1\n                          # 本地服务：llama.cpp、Ollama（:11434/v1）、vLLM\n或编写 {path}，例如：\n  {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\",\n   \"providers\": {\"anthropic\": {\"api_key\": \"sk-ant-...\"}}}\n  {\"provider\": \"local\", \"model\": \"qwen2.5-coder\",\n   \"providers\": {\"local\": {\"base_url\": \"http://127.0.0.1:8080/v1\"}}}\n（写在那里的服务商有自己的地址：`local` 用 LOCAL_BASE_URL；\nnew --setup 可重新设置）",
     ),
     (
         "wrote_private",
@@ -1093,6 +1138,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "名字 {name} 已删除；分支保留",
     ),
     (
+        "number_moved",
+        "[{n}] is no longer the node you were shown: the tree has grown since, and /tree numbers depth-first. The node shown as [{n}], {seen}, is now [{seen_now} · {seen_id}]; [{n}] is now {now} ({now_id}). Nothing moved: /{seen_now} or /{seen_id} goes to the one you saw, /{n} again to this one.",
+        "[{n}] 已不是你看到的那个节点：树在那之后增长了（/tree 按深度优先编号）。当时显示为 [{n}] 的节点（{seen}）现在是 [{seen_now} · {seen_id}]；[{n}] 现在是 {now}（{now_id}）。光标未移动：/{seen_now} 或 /{seen_id} 去你看到的节点，再输入 /{n} 去这个节点。",
+    ),
+    (
         "branch_named",
         "this branch is {name} (its tip is [{n}]; the name follows it as it grows)",
         "此分支名为 {name}（末端 [{n}]；名字随分支增长）",
@@ -1136,8 +1186,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("btw_usage", "usage: /btw QUESTION", "用法：/btw 问题"),
     (
         "btw_done",
-        "(a side question, [{side}]: the cursor is back at [{here}]; /merge {side} brings its answer in)",
-        "（旁支问题 [{side}]：光标回到 [{here}]；/merge {side} 可把回答带回）",
+        "(a side question, [{side}]: the cursor is back at [{here}]; /merge {side_id} brings its answer in)",
+        "（旁支问题 [{side}]：光标回到 [{here}]；/merge {side_id} 可把回答带回）",
     ),
     (
         "nothing_to_undo",
@@ -1231,8 +1281,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "memory_reviews_run",
-        "memory: every {n:turn} worth it (not small talk) are reviewed in the background for what to keep, never beside a turn; memory.enabled: false turns it off, memory.model picks a cheaper model",
-        "记忆：每 {n} 个值得的回合（不含闲聊）会在后台回顾以决定要记住什么，从不与回合同时进行；memory.enabled: false 可关闭，memory.model 可选更便宜的模型",
+        "memory: every {n:turn} worth it (not small talk) are reviewed in the background for what to keep, never beside a turn; memory.enabled: false turns it off, memory.model picks a cheaper model (said once, not again in later sessions)",
+        "记忆：每 {n} 个值得的回合（不含闲聊）会在后台回顾以决定要记住什么，从不与回合同时进行；memory.enabled: false 可关闭，memory.model 可选更便宜的模型（只提示一次，之后的会话不再提示）",
     ),
     (
         "queued_dropped",
@@ -1899,14 +1949,14 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "folder_differs",
-        "the working folder differs from [{n}]'s state:",
-        "工作目录与 [{n}] 的状态不同：",
+        "the working folder differs from [{n}]'s state; restoring it would change:",
+        "工作目录与 [{n}] 的状态不同；恢复将改动：",
     ),
     ("and_more", "… and {n} more", "……还有 {n} 个"),
     (
         "restore_hint",
-        "/restore makes the folder match it; /diff shows the differences",
-        "/restore 可使目录与之一致；/diff 显示差异",
+        "/restore makes the folder match it; /diff shows what changed since",
+        "/restore 可使目录与之一致；/diff 显示此后的改动",
     ),
     (
         "restore_offer",
@@ -1957,8 +2007,18 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("restore_cancelled", "nothing restored", "未恢复任何内容"),
     (
         "restored",
-        "restored {done:file} to [{n}]'s state; the folder as it was is snapshot {id}",
-        "已将 {done} 个文件恢复到 [{n}] 的状态；原来的目录保存在快照 {id} 中",
+        "restored {done:file} to [{n}]'s state; {kept}",
+        "已将 {done} 个文件恢复到 [{n}] 的状态；{kept}",
+    ),
+    (
+        "restored_kept_with",
+        "the folder as it was is kept as [{from}]'s state: /{id} then /restore brings it back",
+        "原来的目录保存为 [{from}] 的状态：/{id} 再 /restore 即可恢复",
+    ),
+    (
+        "restored_kept_in_store",
+        "the folder as it was is kept in the checkpoint store",
+        "原来的目录保存在检查点存储中",
     ),
     ("not_restored", "not restored: {what}", "未恢复：{what}"),
     (

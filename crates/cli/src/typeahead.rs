@@ -228,6 +228,12 @@ impl TypeAhead {
         mem::take(&mut keys.typed.lines)
     }
 
+    /// A line typed into a question that was no answer to it: it runs after the lines already
+    /// typed, as if typed at the prompt.
+    pub fn queue(&mut self, line: String) {
+        lock(&self.keys).typed.lines.push(line);
+    }
+
     /// The line typed without an Enter, for the prompt's line.
     pub fn take_partial(&mut self) -> String {
         let mut keys = lock(&self.keys);

@@ -35,22 +35,20 @@ fn named_branches_follow_their_tips_and_survive_a_reload() {
     assert!(run.stderr.contains("usage: /branch"), "{run:?}");
     assert!(run.stderr.contains("no branch is named nope"), "{run:?}");
     assert!(
-        run.stdout.contains("this branch is main (its tip is [2]"),
+        without_ids(&run.stdout).contains("this branch is main (its tip is [2]"),
         "{run:?}"
     );
     assert!(
-        run.stdout.contains("→ [2] assistant: one"),
+        without_ids(&run.stdout).contains("→ [2] assistant: one"),
         "/switch main: {run:?}"
     );
     // main grew from `one` to `three`: the name followed it.
     assert!(
-        run.stdout
-            .contains("  alt  [6] assistant: two  (2 messages · "),
+        without_ids(&run.stdout).contains("  alt  [6] assistant: two  (2 messages · "),
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains("* main  [4] assistant: three  (4 messages · "),
+        without_ids(&run.stdout).contains("* main  [4] assistant: three  (4 messages · "),
         "{run:?}"
     );
     assert_eq!(
@@ -74,21 +72,20 @@ fn named_branches_follow_their_tips_and_survive_a_reload() {
         "/branch\n/switch alt\n/branch main\n/branch -d alt\n/branch\n",
     );
     assert!(
-        run.stdout
-            .contains("  alt  [6] assistant: two  (2 messages · "),
+        without_ids(&run.stdout).contains("  alt  [6] assistant: two  (2 messages · "),
         "{run:?}"
     );
     assert!(
-        run.stdout
+        without_ids(&run.stdout)
             .contains("the name main now stands for this branch (its tip is [6])"),
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains("the name alt is removed; the branch stays"),
+        without_ids(&run.stdout).contains("the name alt is removed; the branch stays"),
         "{run:?}"
     );
-    let last = run.stdout.trim_end().lines().last().unwrap();
+    let stdout = without_ids(&run.stdout);
+    let last = stdout.trim_end().lines().last().unwrap();
     assert!(
         last.starts_with("* main  [6] assistant: two  (2 messages · "),
         "{run:?}"
@@ -117,8 +114,7 @@ fn a_side_question_leaves_the_main_line_as_it_was() {
     );
     assert!(run.stdout.contains("side answer"), "{run:?}");
     assert!(
-        run.stdout
-            .contains("(a side question, [3]: the cursor is back at [2]"),
+        without_ids(&run.stdout).contains("(a side question, [3]: the cursor is back at [2]"),
         "{run:?}"
     );
     let requests = server.requests();
@@ -190,13 +186,11 @@ fn undo_goes_back_with_the_folder_and_folds_what_it_undid() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!env.work().join("a.txt").exists(), "{run:?}");
     assert!(
-        run.stdout
-            .contains("undone: [3] and what followed it stay in the tree"),
+        without_ids(&run.stdout).contains("undone: [3] and what followed it stay in the tree"),
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains("[3] user: write a (undone · 3 messages folded)"),
+        without_ids(&run.stdout).contains("[3] user: write a (undone · 3 messages folded)"),
         "{run:?}"
     );
     assert!(
@@ -240,7 +234,7 @@ fn merge_brings_a_branch_s_conclusion_back_as_a_node() {
         "{run:?}"
     );
     assert!(
-        run.stdout.contains("merged branch [4] (x-way) as [7]"),
+        without_ids(&run.stdout).contains("merged branch [4] (x-way) as [7]"),
         "{run:?}"
     );
     let requests = server.requests();
@@ -331,7 +325,8 @@ fn retry_with_another_model_and_compare_the_answers() {
     );
     assert!(run.stdout.contains("answer 2 of 2"), "{run:?}");
     // Four answers to `make it`: the first wrote a file.
-    let compared = run.stdout.split("1 of 4 · ").nth(1).expect("a comparison");
+    let stdout = without_ids(&run.stdout);
+    let compared = stdout.split("1 of 4 · ").nth(1).expect("a comparison");
     assert!(compared.contains("wrote one"), "{compared}");
     assert!(compared.contains("files: A a.txt"), "{compared}");
     assert!(
@@ -430,7 +425,7 @@ fn an_undo_holds_across_a_reload_and_names() {
     let run = env.run(&server.base_url, &[], "hello\nmore\n/undo\n/branch here\n");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
-        run.stdout.contains("this branch is here (its tip is [2]"),
+        without_ids(&run.stdout).contains("this branch is here (its tip is [2]"),
         "{run:?}"
     );
     assert!(!run.stderr.contains("error"), "{run:?}");

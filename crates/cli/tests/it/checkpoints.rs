@@ -227,8 +227,8 @@ fn moving_to_a_node_with_other_files_says_what_differs() {
     );
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
-        run.stdout.contains(
-            "the working folder differs from [1]'s state:\nM a.txt\nD b.txt\n/restore makes the folder match it"
+        without_ids(&run.stdout).contains(
+            "the working folder differs from [1]'s state; restoring it would change:\nM a.txt\nD b.txt\n/restore makes the folder match it"
         ),
         "{run:?}"
     );
@@ -242,7 +242,8 @@ fn moving_to_a_node_with_other_files_says_what_differs() {
     fs::write(env.work().join("a.txt"), "edited elsewhere\n").unwrap();
     let run = env.run(&server.base_url, &["--continue"], "");
     assert!(
-        run.stdout.contains("differs from [4]'s state:\nM a.txt"),
+        without_ids(&run.stdout)
+            .contains("differs from [4]'s state; restoring it would change:\nM a.txt"),
         "{run:?}"
     );
     env.write_config(r#"{"retry_initial_ms": 5, "checkpoints": {"restore": "sometimes"}}"#);

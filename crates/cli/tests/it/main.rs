@@ -8,6 +8,7 @@ mod context;
 mod cost;
 mod docs;
 mod e2e;
+mod first_hour;
 mod fixtures;
 mod hooks;
 mod import;

@@ -258,6 +258,11 @@ fn reviews_skip_small_talk_go_in_batches_and_wait_across_sessions() {
     // One turn worth it, then the session ends: it waits for the next session's review.
     let run = env.run(&server.base_url, &[], "I prefer tabs over spaces always\n");
     assert_eq!(run.code, Some(0), "{run:?}");
+    // Said once, ever (issue 44): not again in a later session.
+    assert!(
+        !run.stdout.contains("are reviewed in the background"),
+        "{run:?}"
+    );
     assert_eq!(server.reviews().len(), 1);
     assert!(project_memory(&env).join(".pending-review.json").exists());
     let asked = || server.reviews().len() == 2;
@@ -270,6 +275,10 @@ fn reviews_skip_small_talk_go_in_batches_and_wait_across_sessions() {
         ],
     );
     assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        !run.stdout.contains("are reviewed in the background"),
+        "said in the first session only: {run:?}"
+    );
     let last = server.reviews()[1]["messages"][1]["content"]
         .as_str()
         .unwrap()

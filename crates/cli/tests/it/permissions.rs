@@ -158,7 +158,8 @@ fn rules_allow_and_deny_with_reasons_project_before_user() {
     );
     assert!(got[3].starts_with("Created `notes.txt`"), "{got:?}");
     assert!(!env.work().join("secrets").exists());
-    assert!(run.stdout.contains("mode default · read allow · write allow · execute ask\nrules, first match wins:\n  project  deny  write_file secrets/**  (keys stay out of reach)\n  project  deny  bash git push*\n  user     allow bash echo *\n  user     allow bash git *\n"), "{run:?}");
+    assert!(run.stdout.contains("mode default · read allow · write allow · commands in the sandbox allow · execute ask\n")
+        && run.stdout.contains("rules, first match wins:\n  project  deny  write_file secrets/**  (keys stay out of reach)\n  project  deny  bash git push*\n  user     allow bash echo *\n  user     allow bash git *\n"), "{run:?}");
 }
 
 #[test]
@@ -195,13 +196,14 @@ fn permissions_command_switches_modes_and_refuses_bad_ones() {
     );
     assert!(
         run.stdout.contains(
-            "mode default · read allow · write allow · execute ask\nno rules; the mode decides"
-        ),
+            "mode default · read allow · write allow · commands in the sandbox allow · execute ask\n"
+        ) && run.stdout.contains("no rules; the mode decides"),
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains("mode strict · read allow · write ask · execute ask"),
+        run.stdout.contains(
+            "mode strict · read allow · write ask · commands in the sandbox ask · execute ask"
+        ),
         "{run:?}"
     );
     assert!(

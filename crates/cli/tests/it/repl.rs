@@ -218,7 +218,7 @@ fn fork_then_new_message_sends_only_that_branch() {
         "{run:?}"
     );
     assert!(
-        run.stdout
+        without_ids(&run.stdout)
             .contains("→ [2] assistant: Answer one\nthe next message starts a new branch here")
     );
 }

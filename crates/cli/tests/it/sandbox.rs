@@ -1092,3 +1092,44 @@ if ctypes.sizeof(ctypes.c_void_p) == 8 and __import__("platform").machine() == "
     }
     assert_eq!(said.lines().collect::<Vec<_>>(), expected);
 }
+
+/// Issue 43 (6) and 44 (9): `/permissions` says that commands run in the sandbox unasked in
+/// the default mode, and the first command of a session the sandbox refuses tells the user how
+/// to widen it, once.
+#[test]
+fn the_first_refusal_says_how_to_widen_the_sandbox_and_permissions_tell_the_truth() {
+    let env = Env::new();
+    let outside = env.dir.path().join("outside.txt");
+    let call = json!({ "command": format!("echo x > {}", outside.display()) }).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", &call)]),
+        text(&["refused"]),
+        tool_calls(&[("c2", "bash", &call)]),
+        text(&["refused again"]),
+    ]);
+    let run = env.run(
+        &server.base_url,
+        &[],
+        "/permissions\nwrite outside\nagain\n",
+    );
+    assert!(
+        run.stdout.contains(
+            "mode default · read allow · write allow · commands in the sandbox allow · execute ask"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("one that asks to leave it is asked every time"),
+        "{run:?}"
+    );
+    assert_eq!(
+        run.stdout
+            .matches("the sandbox seems to have refused that command. To widen it: sandbox.network")
+            .count(),
+        1,
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("refused again"), "{run:?}");
+    assert!(!outside.exists());
+}

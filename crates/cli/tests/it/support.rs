@@ -711,3 +711,35 @@ pub fn last_user_text(request: &serde_json::Value) -> String {
         .unwrap()
         .to_string()
 }
+
+/// `text` with the ids that name nodes beside their numbers left out (`[4 · 3fa9c1d2]` reads
+/// `[4]`), for tests about the numbers alone.
+pub fn without_ids(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" · ") {
+        let after = &rest[at + " · ".len()..];
+        let id_len = after.find(']').filter(|&end| {
+            end > 0
+                && after[..end]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+        let before_is_number = rest[..at]
+            .rsplit('[')
+            .next()
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        match id_len {
+            Some(end) if before_is_number => {
+                out.push_str(&rest[..at]);
+                rest = &after[end..];
+            }
+            _ => {
+                out.push_str(&rest[..at + " · ".len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}

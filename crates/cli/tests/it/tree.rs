@@ -124,18 +124,17 @@ fn prev_next_and_branches_move_between_alternatives() {
         "{run:?}"
     );
     assert!(
-        run.stdout.contains(
+        without_ids(&run.stdout).contains(
             "alternative 2 of 3\n→ [3] assistant: two\nthe next message continues from here"
         ),
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains("alternative 1 of 3\n→ [2] assistant: one"),
+        without_ids(&run.stdout).contains("alternative 1 of 3\n→ [2] assistant: one"),
         "{run:?}"
     );
     assert!(
-        run.stdout.contains("* [2] assistant: one  (2 messages)\n  [3] assistant: two  (2 messages)\n  [4] assistant: three  (2 messages)"),
+        without_ids(&run.stdout).contains("* [2] assistant: one  (2 messages)\n  [3] assistant: two  (2 messages)\n  [4] assistant: three  (2 messages)"),
         "{run:?}"
     );
     assert_eq!(last_tree(&run)[2], "├─ [3] assistant: two ← current");

@@ -1466,6 +1466,16 @@ fn load_from(
         .or(merged.base_url.clone())
         .or_else(|| preset.map(|p| p.base_url.to_string()))
         .ok_or_else(|| ConfigError::NoBaseUrl { name: name.clone() })?;
+    // The quick start's variable, set while a config chose another provider (the setup wizard
+    // writes one named `local`): it loses, and that is said rather than ignored.
+    if url_var != "OPENAI_BASE_URL"
+        && let Some(openai) = env("OPENAI_BASE_URL")
+        && openai.trim_end_matches('/') != base_url.trim_end_matches('/')
+    {
+        warnings.push(format!(
+            "OPENAI_BASE_URL ({openai}) is not used: the provider in force is `{name}` (chosen by a config file or --provider), whose address is {base_url} ({url_var} or its base_url); use `--provider openai` to follow OPENAI_BASE_URL, set {url_var}, or run `new --setup` again"
+        ));
+    }
     let api_key = env(&key_var)
         .or(entry.api_key.clone())
         .or(merged.api_key.clone());

@@ -131,6 +131,8 @@ pub struct Alternative {
     pub current: bool,
     /// The number of its tip.
     pub n: usize,
+    /// Its tip's id.
+    pub tip: String,
     pub models: Vec<String>,
     pub usage: Usage,
     pub seconds: i64,
@@ -461,6 +463,7 @@ impl Session {
             out.push(Alternative {
                 current: i == at,
                 n: c.number_of(&tip.id).unwrap_or(0),
+                tip: tip.id.to_string(),
                 models,
                 cost: self.config.pricing.map(|p| p.cost(&usage)),
                 usage,

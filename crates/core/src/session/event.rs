@@ -203,6 +203,10 @@ pub struct Approval {
     pub protected: bool,
     /// A command that asks to run outside the OS sandbox: only yes or no.
     pub leaving: bool,
+    /// Neither rule would allow this very call again (an allow rule never matches a command
+    /// with a redirection, a substitution or a wrapper): only yes or no, and the front end says
+    /// why.
+    pub no_rule: bool,
     /// The rules an answer of "session" and of "always" add.
     pub session_rule: Rule,
     pub always_rule: Rule,
@@ -213,7 +217,7 @@ pub struct Approval {
 impl Approval {
     /// Only yes or no may be answered.
     pub fn yes_or_no(&self) -> bool {
-        self.protected || self.leaving
+        self.protected || self.leaving || self.no_rule
     }
 }
 

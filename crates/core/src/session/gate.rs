@@ -133,6 +133,20 @@ impl<'a, 'f> SessionGate<'a, 'f> {
         let preview = tool
             .preview(args, tools.context())
             .unwrap_or_else(|| serde_json::to_string_pretty(args).unwrap_or_default());
+        let session_rule = Self::rule_for(name, kind, subject, false);
+        let always_rule = Self::rule_for(name, kind, subject, true);
+        // "For this session" and "always" are offered only when their rule would allow this
+        // very call next time: tried on a copy of the rules.
+        let would_allow = |rule: &Rule, always: bool| {
+            let mut policy = self.policy.clone();
+            let added = if always {
+                policy.add_project_rule(rule.clone())
+            } else {
+                policy.allow_for_session(rule.clone())
+            };
+            added.is_ok() && matches!(policy.check(name, kind, subject), Verdict::Allow)
+        };
+        let no_rule = !(would_allow(&session_rule, false) && would_allow(&always_rule, true));
         let question = Approval {
             tool: name.to_string(),
             label: self.label.clone(),
@@ -140,8 +154,9 @@ impl<'a, 'f> SessionGate<'a, 'f> {
             preview,
             protected,
             leaving,
-            session_rule: Self::rule_for(name, kind, subject, false),
-            always_rule: Self::rule_for(name, kind, subject, true),
+            no_rule,
+            session_rule,
+            always_rule,
             rules_file: self.project_config.clone(),
         };
         let answer = self.front.borrow_mut().approve(&question);

@@ -114,8 +114,20 @@ impl Session {
         if to_change.is_empty() {
             return Ok(Restored::Matches { n });
         }
+        // What this session last saw of the folder (after answers side by side put it back, say)
+        // is `new`'s own too: a path that still holds it was not changed outside.
+        let seen = checkpoints.last().map(|(_, m)| m);
         let outside: Vec<String> = before
-            .map(|last| changes(&last, &now).into_iter().map(|(p, _)| p).collect())
+            .map(|last| {
+                changes(&last, &now)
+                    .into_iter()
+                    .map(|(p, _)| p)
+                    .filter(|p| {
+                        seen.as_ref()
+                            .is_none_or(|s| s.files.get(p) != now.files.get(p))
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         let listed: Vec<Change> = to_change
             .iter()

@@ -243,7 +243,12 @@ impl Session {
         self.interrupts.borrow_and_update();
         drop(agent);
         drop(gate);
-        let problems = folder.take_problems();
+        let mut problems = folder.take_problems();
+        // The folder as the answers put it back is `new`'s own doing: what `new` last saw of
+        // it, so a restore after them does not take the put-back for someone else's change.
+        if let Some(Err(e)) = self.checkpoints.as_ref().map(|c| c.take()) {
+            problems.push(e.to_string());
+        }
         // The answers wrote to the file beside this copy of it: what is there now is the tree.
         let id = self.chat.id().to_string();
         let reopened = ChatSession::open(self.store.clone(), &id, &self.system_prompt).map(

@@ -392,6 +392,9 @@ impl SandboxSettings {
     }
 }
 
+/// How the note for the model on a command the sandbox seems to have refused begins.
+pub const REFUSAL_NOTE: &str = "[sandbox] This command ran in new's sandbox";
+
 /// Whether the sandbox holds for this session.
 #[derive(Debug)]
 pub enum State {
@@ -1041,7 +1044,8 @@ impl OsSandbox {
         changed
     }
 
-    /// A note for the model when a sandboxed command's output looks like the sandbox refused it.
+    /// A note for the model when a sandboxed command's output looks like the sandbox refused it
+    /// (it starts with [`REFUSAL_NOTE`], which a front end may look for to tell the user).
     pub fn refusal_note(
         &self,
         output: &str,
@@ -1076,8 +1080,9 @@ impl OsSandbox {
         if refused_hosts.is_empty() && !wrote && !net {
             return None;
         }
-        let mut note = String::from(
-            "[sandbox] This command ran in new's sandbox: it may write only inside the working \
+        let mut note = String::from(REFUSAL_NOTE);
+        note.push_str(
+            ": it may write only inside the working \
              folder and $TMPDIR (and never in .git, .new, AGENTS.md or CLAUDE.md), secret \
              folders such as ~/.ssh look empty, and ",
         );
