@@ -431,7 +431,11 @@ fn color_for(stream: &impl IsTerminal) -> bool {
 
 /// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
 /// hook, no MCP server). Files that hooks and MCP servers run from WORKDIR stay read-only in it.
-pub(super) fn session_sandbox(config: &Config, workdir: &Path, datadir: &Path) -> Option<Arc<OsSandbox>> {
+pub(super) fn session_sandbox(
+    config: &Config,
+    workdir: &Path,
+    datadir: &Path,
+) -> Option<Arc<OsSandbox>> {
     let bash = config.tools.is_empty() || config.tools.iter().any(|t| t == "bash");
     if !bash && config.hooks.entries.is_empty() && config.mcp.servers.is_empty() {
         return None;

@@ -63,17 +63,26 @@ fn arguments(call: &ToolCall) -> Value {
     serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null)
 }
 
+/// The file a call names (`filepath` for the file tools, `path` for the searches).
+fn path_arg(args: &Value) -> Option<&str> {
+    ["filepath", "path", "file_path"]
+        .iter()
+        .find_map(|k| args[*k].as_str())
+        .filter(|p| !p.is_empty())
+}
+
 /// A line naming the call: the command for `bash`, the file or pattern for the others.
 pub fn title_of(call: &ToolCall) -> String {
     let args = arguments(call);
     let arg = |k: &str| args[k].as_str().unwrap_or("").to_string();
+    let path = path_arg(&args).unwrap_or(".").to_string();
     let name = call.function.name.as_str();
     let title = match name {
         "bash" => arg("command").lines().next().unwrap_or("").to_string(),
-        "read_file" => format!("Read {}", arg("path")),
-        "write_file" => format!("Write {}", arg("path")),
-        "edit_file" => format!("Edit {}", arg("path")),
-        "list_files" => format!("List {}", args["path"].as_str().unwrap_or(".")),
+        "read_file" => format!("Read {path}"),
+        "write_file" => format!("Write {path}"),
+        "edit_file" => format!("Edit {path}"),
+        "list_files" => format!("List {path}"),
         "grep" => format!("grep {}", arg("pattern")),
         "glob" => format!("glob {}", arg("pattern")),
         _ => name.to_string(),
@@ -89,7 +98,7 @@ pub fn title_of(call: &ToolCall) -> String {
 /// The files a call touches, absolute.
 pub fn locations_of(call: &ToolCall, workdir: &Path) -> Vec<ToolCallLocation> {
     let args = arguments(call);
-    let Some(path) = args["path"].as_str().filter(|p| !p.is_empty()) else {
+    let Some(path) = path_arg(&args) else {
         return Vec::new();
     };
     vec![ToolCallLocation::new(workdir.join(path))]
@@ -184,7 +193,7 @@ impl<'a> Turn<'a> {
     fn call(&mut self, call: &ToolCall) {
         let name = call.function.name.as_str();
         if matches!(name, "write_file" | "edit_file")
-            && let Some(path) = arguments(call)["path"].as_str()
+            && let Some(path) = path_arg(&arguments(call))
         {
             let path = self.workdir.join(path);
             let old = self.read(&path);

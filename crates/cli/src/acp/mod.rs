@@ -22,12 +22,12 @@ use std::thread;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
     ContentBlock, ContentChunk, CurrentModeUpdate, EmbeddedResourceResource, ForkSessionResponse,
-    Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
-    McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
-    SessionCapabilities, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigSelectOption, SessionForkCapabilities, SessionInfo, SessionListCapabilities,
-    SessionMode, SessionModeState, SessionUpdate, SetSessionConfigOptionResponse,
-    SetSessionModeResponse, StopReason, ToolCallStatus, UnstructuredCommandInput,
+    Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
+    NewSessionResponse, PromptCapabilities, PromptResponse, SessionCapabilities,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
+    SessionForkCapabilities, SessionInfo, SessionListCapabilities, SessionMode, SessionModeState,
+    SessionUpdate, SetSessionConfigOptionResponse, SetSessionModeResponse, StopReason,
+    ToolCallStatus, UnstructuredCommandInput,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -166,17 +166,15 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
     };
     while let Ok(incoming) = rx.recv() {
         match incoming {
-            Incoming::Request { id, method, params } => {
-                match agent.request(&method, params) {
-                    Ok(Done { result, after }) => {
-                        agent.wire.respond(&id, result);
-                        for (session, commands) in after {
-                            agent.offer_commands(&session, commands);
-                        }
+            Incoming::Request { id, method, params } => match agent.request(&method, params) {
+                Ok(Done { result, after }) => {
+                    agent.wire.respond(&id, result);
+                    for (session, commands) in after {
+                        agent.offer_commands(&session, commands);
                     }
-                    Err(e) => agent.wire.error(&id, &e),
                 }
-            }
+                Err(e) => agent.wire.error(&id, &e),
+            },
             Incoming::Notification { method, .. } => {
                 tracing::debug!(method, "acp notification ignored");
             }
@@ -318,7 +316,12 @@ impl Agent {
     fn new_session(&mut self, params: &Value) -> Result<Done, RpcError> {
         let cwd = workdir_param(params)?;
         let id = self.open_conversation(&cwd, Resume::Fresh, params)?;
-        let cursor = self.open[&id].engine.chat.conversation().cursor().to_string();
+        let cursor = self.open[&id]
+            .engine
+            .chat
+            .conversation()
+            .cursor()
+            .to_string();
         self.views.insert(
             id.clone(),
             View {
@@ -531,9 +534,7 @@ impl Agent {
         match option {
             "mode" => {
                 let mode = Mode::parse(value).ok_or_else(|| {
-                    RpcError::params(format!(
-                        "no mode {value}: strict, default or permissive"
-                    ))
+                    RpcError::params(format!("no mode {value}: strict, default or permissive"))
                 })?;
                 engine.set_mode(mode);
                 update(
@@ -545,7 +546,11 @@ impl Agent {
             "model" => engine
                 .set_model(value)
                 .map_err(|e| RpcError::params(e.to_string()))?,
-            _ => return Err(RpcError::params(format!("no option {option}: mode or model"))),
+            _ => {
+                return Err(RpcError::params(format!(
+                    "no option {option}: mode or model"
+                )));
+            }
         }
         Ok(())
     }
@@ -628,8 +633,10 @@ impl Agent {
     fn prompt(&mut self, params: &Value) -> Result<Done, RpcError> {
         let session = param(params, "sessionId")?.to_string();
         let view = self.view(&session)?;
-        let blocks: Vec<ContentBlock> = serde_json::from_value(params["prompt"].clone())
-            .map_err(|e| RpcError::params(format!("`prompt` is not a list of content blocks: {e}")))?;
+        let blocks: Vec<ContentBlock> =
+            serde_json::from_value(params["prompt"].clone()).map_err(|e| {
+                RpcError::params(format!("`prompt` is not a list of content blocks: {e}"))
+            })?;
         let text = prompt_text(&blocks);
         let open = self.open.get_mut(&view.conversation).expect("open");
         let running = Arc::new(Running {
@@ -643,7 +650,12 @@ impl Agent {
         if engine.chat.conversation().cursor() != view.cursor {
             let _ = engine.chat.move_cursor(&view.cursor);
         }
-        let mut turn = Turn::new(&self.wire, &session, &engine.workdir.clone(), running.clone());
+        let mut turn = Turn::new(
+            &self.wire,
+            &session,
+            &engine.workdir.clone(),
+            running.clone(),
+        );
         engine.install_hook_agents();
         let end = match slash::parse(&text) {
             Some((name, args)) => self
@@ -698,10 +710,9 @@ fn prompt_text(blocks: &[ContentBlock]) -> String {
         match block {
             ContentBlock::Text(t) => parts.push(t.text.clone()),
             ContentBlock::Resource(r) => match &r.resource {
-                EmbeddedResourceResource::TextResourceContents(t) => parts.push(format!(
-                    "<file uri=\"{}\">\n{}\n</file>",
-                    t.uri, t.text
-                )),
+                EmbeddedResourceResource::TextResourceContents(t) => {
+                    parts.push(format!("<file uri=\"{}\">\n{}\n</file>", t.uri, t.text))
+                }
                 other => parts.push(format!("[an attachment that is not text: {other:?}]")),
             },
             ContentBlock::ResourceLink(l) => parts.push(format!("@{}", l.uri)),

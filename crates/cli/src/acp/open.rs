@@ -13,9 +13,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::output::Output;
-use crate::repl::{
-    confirm_secret_servers, default_datadir, read_prompt, session_sandbox,
-};
+use crate::repl::{confirm_secret_servers, default_datadir, read_prompt, session_sandbox};
 use new_core::config;
 use new_core::config::Overrides;
 use new_core::hooks;
@@ -93,7 +91,9 @@ pub fn client_servers(servers: &Value) -> (Vec<ServerConfig>, Vec<String>) {
                 helper: None,
             }
         } else {
-            problems.push(format!("the editor's MCP server {name:?} has no command or url"));
+            problems.push(format!(
+                "the editor's MCP server {name:?} has no command or url"
+            ));
             continue;
         };
         if name.is_empty() {

@@ -134,7 +134,10 @@ pub async fn run(
                     " "
                 };
                 let names = c.names_of(&m.id).join(", ");
-                text.push_str(&format!("{mark} {names} [{number}] {}\n", describe(m, lang)));
+                text.push_str(&format!(
+                    "{mark} {names} [{number}] {}\n",
+                    describe(m, lang)
+                ));
             }
             if text.is_empty() {
                 text = "No branches yet.".into();
@@ -143,7 +146,9 @@ pub async fn run(
         }
         "branch" => {
             if !valid_branch_name(args) {
-                turn.say("A branch name is one word of letters, digits, `-`, `_` or `.`, not a number.");
+                turn.say(
+                    "A branch name is one word of letters, digits, `-`, `_` or `.`, not a number.",
+                );
             } else if !engine.chat.is_persisted() {
                 turn.say("This conversation has no message yet: there is nothing to name.");
             } else {
@@ -180,10 +185,7 @@ pub async fn run(
         }
         "merge" => match engine.merge_tip(args) {
             Ok(tip) => match engine.merge(&tip, &mut |_, _| {}).await {
-                Ok(merged) => turn.say(&format!(
-                    "Merged {}:\n\n{}",
-                    merged.from, merged.summary
-                )),
+                Ok(merged) => turn.say(&format!("Merged {}:\n\n{}", merged.from, merged.summary)),
                 Err(e) => turn.say(&e.to_string()),
             },
             Err(e) => turn.say(&e.to_string()),

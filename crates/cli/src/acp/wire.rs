@@ -53,7 +53,9 @@ pub enum Incoming {
         method: String,
         params: Value,
     },
-    Notification { method: String },
+    Notification {
+        method: String,
+    },
     /// stdin closed: the editor is gone.
     Closed,
 }
