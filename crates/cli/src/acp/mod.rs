@@ -31,13 +31,16 @@ use agent_client_protocol::v1::schema::{
 };
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::env;
+use std::io;
 use tokio::runtime::{Builder, Runtime};
+use tokio::sync::watch;
 use tokio::time;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use front::{Running, Turn, call_started, result_update, update};
 use new_core::conversation::Store;
-use new_core::session::{Ended, Resume, Session};
+use new_core::session::{Ended, Recorder, Resume, Session};
 use new_core::tools::{Mode, ToolOutcome};
 use new_core::vocab::Role;
 pub use open::AcpLaunch;
@@ -112,7 +115,7 @@ impl Urgent for Control {
 /// forks).
 struct Open {
     engine: Session,
-    interrupts: Arc<tokio::sync::watch::Sender<u64>>,
+    interrupts: Arc<watch::Sender<u64>>,
 }
 
 /// An editor session: a conversation, where its cursor is, and for a fork the branch it names.
@@ -151,7 +154,7 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
     {
         let (wire, control) = (wire.clone(), control.clone());
         thread::spawn(move || {
-            let stdin = std::io::stdin();
+            let stdin = io::stdin();
             wire::read_loop(BufReader::new(stdin.lock()), &wire, &*control, &tx);
         });
     }
@@ -446,7 +449,7 @@ impl Agent {
     fn list_sessions(&mut self, params: &Value) -> Result<Done, RpcError> {
         let cwd = match params.get("cwd").and_then(Value::as_str) {
             Some(_) => workdir_param(params)?,
-            None => std::env::current_dir()
+            None => env::current_dir()
                 .map_err(|e| RpcError::internal(format!("the current folder: {e}")))?,
         };
         let workdir = cwd.canonicalize().unwrap_or(cwd);
@@ -695,7 +698,7 @@ impl Agent {
 
     /// stdin closed: every session ends as the REPL's does (hooks, MCP servers, subagents).
     fn close(&mut self) {
-        let mut quiet = new_core::session::Recorder::default();
+        let mut quiet = Recorder::default();
         for (_, mut open) in self.open.drain() {
             self.runtime.block_on(open.engine.close(&mut quiet));
         }

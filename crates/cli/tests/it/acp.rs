@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 use std::fs;
+use std::path::Path;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -116,7 +117,7 @@ impl Client {
         self.wait(id, &mut |request| panic!("unexpected request {request}"))
     }
 
-    fn new_session(&mut self, cwd: &std::path::Path) -> String {
+    fn new_session(&mut self, cwd: &Path) -> String {
         let answer = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
         answer["result"]["sessionId"]
             .as_str()
