@@ -21,13 +21,13 @@ use std::thread;
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
-    ContentBlock, ContentChunk, CurrentModeUpdate, EmbeddedResourceResource, ForkSessionResponse,
-    Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
-    NewSessionResponse, PromptCapabilities, PromptResponse, SessionCapabilities,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
-    SessionForkCapabilities, SessionInfo, SessionListCapabilities, SessionMode, SessionModeState,
-    SessionUpdate, SetSessionConfigOptionResponse, SetSessionModeResponse, StopReason,
-    ToolCallStatus, UnstructuredCommandInput,
+    ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, EmbeddedResourceResource,
+    ForkSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
+    LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
+    SessionCapabilities, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelectOption, SessionForkCapabilities, SessionInfo, SessionListCapabilities,
+    SessionMode, SessionModeState, SessionUpdate, SetSessionConfigOptionResponse,
+    SetSessionModeResponse, StopReason, ToolCallStatus, UnstructuredCommandInput,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -133,6 +133,8 @@ struct Agent {
     launch: AcpLaunch,
     open: HashMap<String, Open>,
     views: HashMap<String, View>,
+    /// The models each provider (by base URL) said it offers.
+    models: Arc<Mutex<HashMap<String, Vec<String>>>>,
 }
 
 /// Runs `new acp` until stdin closes.
@@ -166,6 +168,7 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
         launch,
         open: HashMap::new(),
         views: HashMap::new(),
+        models: Default::default(),
     };
     while let Ok(incoming) = rx.recv() {
         match incoming {
@@ -174,6 +177,7 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
                     agent.wire.respond(&id, result);
                     for (session, commands) in after {
                         agent.offer_commands(&session, commands);
+                        agent.fetch_models(&session);
                     }
                 }
                 Err(e) => agent.wire.error(&id, &e),
@@ -499,36 +503,60 @@ impl Agent {
     fn config_options(&self, session: &str) -> Result<Vec<SessionConfigOption>, RpcError> {
         let view = self.view(session)?;
         let engine = &self.open[&view.conversation].engine;
-        let modes: Vec<SessionConfigSelectOption> = MODES
-            .iter()
-            .map(|(id, name, about)| SessionConfigSelectOption::new(*id, *name).description(*about))
-            .collect();
-        let mode = SessionConfigOption::select("mode", "Mode", engine.policy.mode.as_str(), modes)
-            .category(SessionConfigOptionCategory::Mode)
-            .description("When new asks before a tool runs");
-        let current = engine.config.model.clone();
-        let mut models = self.models(engine);
-        if !models.contains(&current) {
-            models.insert(0, current.clone());
-        }
-        let models: Vec<SessionConfigSelectOption> = models
-            .into_iter()
-            .map(|m| SessionConfigSelectOption::new(m.clone(), m))
-            .collect();
-        let model = SessionConfigOption::select("model", "Model", current, models)
-            .category(SessionConfigOptionCategory::Model);
-        Ok(vec![mode, model])
+        let models = self
+            .models
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&engine.provider.settings().base_url)
+            .cloned()
+            .unwrap_or_default();
+        Ok(options(
+            engine.policy.mode.as_str(),
+            &engine.config.model,
+            models,
+        ))
     }
 
-    /// The models the provider offers, asked once for a moment (none when it does not say).
-    fn models(&self, engine: &Session) -> Vec<String> {
-        let asked = self.runtime.block_on(async {
-            time::timeout(time::Duration::from_secs(3), engine.provider.models()).await
-        });
-        match asked {
-            Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
-            _ => Vec::new(),
+    /// Asks the provider for its models in the background, once per server: the list comes to
+    /// the session as a `config_option_update` (the session's answer does not wait for it).
+    fn fetch_models(&self, session: &str) {
+        let Ok(view) = self.view(session) else {
+            return;
+        };
+        let engine = &self.open[&view.conversation].engine;
+        let url = engine.provider.settings().base_url.clone();
+        if self
+            .models
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&url)
+        {
+            return;
         }
+        let provider = engine.provider.clone();
+        let (mode, model) = (
+            engine.policy.mode.as_str().to_string(),
+            engine.config.model.clone(),
+        );
+        let (cache, wire, session) = (self.models.clone(), self.wire.clone(), session.to_string());
+        self.runtime.spawn(async move {
+            let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
+            let models: Vec<String> = match asked {
+                Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
+                _ => return,
+            };
+            cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(url, models.clone());
+            update(
+                &wire,
+                &session,
+                SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
+                    &mode, &model, models,
+                ))),
+            );
+        });
     }
 
     fn set_option(&mut self, session: &str, option: &str, value: &str) -> Result<(), RpcError> {
@@ -703,6 +731,28 @@ impl Agent {
             self.runtime.block_on(open.engine.close(&mut quiet));
         }
     }
+}
+
+/// The options a session offers: the permission mode and the model (`models`: what the provider
+/// said it offers, perhaps nothing yet).
+fn options(mode: &str, current: &str, mut models: Vec<String>) -> Vec<SessionConfigOption> {
+    let modes: Vec<SessionConfigSelectOption> = MODES
+        .iter()
+        .map(|(id, name, about)| SessionConfigSelectOption::new(*id, *name).description(*about))
+        .collect();
+    let mode = SessionConfigOption::select("mode", "Mode", mode.to_string(), modes)
+        .category(SessionConfigOptionCategory::Mode)
+        .description("When new asks before a tool runs");
+    if !models.iter().any(|m| m == current) {
+        models.insert(0, current.to_string());
+    }
+    let models: Vec<SessionConfigSelectOption> = models
+        .into_iter()
+        .map(|m| SessionConfigSelectOption::new(m.clone(), m))
+        .collect();
+    let model = SessionConfigOption::select("model", "Model", current.to_string(), models)
+        .category(SessionConfigOptionCategory::Model);
+    vec![mode, model]
 }
 
 /// The prompt's blocks as the message's text: text as it is, an embedded file as its content
