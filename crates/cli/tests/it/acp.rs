@@ -600,3 +600,39 @@ fn a_fork_is_a_branch_of_the_same_tree_that_the_original_never_sees() {
     assert_eq!(users, ["base", "forked message"]);
     assert!(client.close());
 }
+
+#[test]
+fn allow_for_the_session_is_remembered_and_an_attached_file_is_its_content() {
+    let write = |name: &str| json!({"filepath": name, "content": "x\n"}).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "write_file", &write("a.txt"))]),
+        tool_calls(&[("c2", "write_file", &write("b.txt"))]),
+        text(&["Both written."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "strict"]);
+    let session = client.new_session(&env.work());
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [
+            {"type": "text", "text": "write both, as this file says"},
+            {"type": "resource", "resource": {"uri": "file:///notes/plan.md", "mimeType": "text/markdown", "text": "the plan: a then b"}},
+        ]}),
+    );
+    let mut asked = 0;
+    let answer = client.wait(id, &mut |_| {
+        asked += 1;
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-session"}})
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(asked, 1, "the second write was allowed by the first answer");
+    assert!(env.work().join("a.txt").exists() && env.work().join("b.txt").exists());
+    let sent = last_user_text(&server.requests()[0]);
+    assert!(
+        sent.contains("write both")
+            && sent.contains("the plan: a then b")
+            && sent.contains("plan.md"),
+        "{sent}"
+    );
+    assert!(client.close());
+}
