@@ -364,7 +364,12 @@ impl Agent {
                 .ok_or_else(|| {
                     RpcError::new(RESOURCE_NOT_FOUND, format!("no branch {name} in {id}"))
                 })?,
-            None => c.cursor().to_string(),
+            // An editor session already open here keeps its place (a fork may have moved the
+            // conversation's cursor since).
+            None => self
+                .views
+                .get(&id)
+                .map_or_else(|| c.cursor().to_string(), |v| v.cursor.clone()),
         };
         let session = match &branch {
             Some(name) => format!("{id}@{name}"),
