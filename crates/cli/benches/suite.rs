@@ -318,6 +318,50 @@ fn fastest_by_turns(
     (fa, fb)
 }
 
+/// One prompt through `new acp` over its stdin and stdout, from start to exit.
+fn acp_prompt(cmd: &mut Command, cwd: &Path, prompt: &str) -> (Duration, u64) {
+    use std::io::BufRead;
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut call = |id: u64, method: &str, params: serde_json::Value| {
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("an answer").unwrap();
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id && message.get("method").is_none() {
+                assert!(message.get("error").is_none(), "{message}");
+                return message["result"].clone();
+            }
+        }
+    };
+    call(1, "initialize", serde_json::json!({"protocolVersion": 1}));
+    let session = call(
+        2,
+        "session/new",
+        serde_json::json!({"cwd": cwd, "mcpServers": []}),
+    );
+    let answer = call(
+        3,
+        "session/prompt",
+        serde_json::json!({"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": prompt}]}),
+    );
+    assert_eq!(answer["stopReason"], "end_turn");
+    drop(stdin);
+    let (ok, peak_kb) = wait_measured(child);
+    assert!(ok, "new acp failed");
+    (start.elapsed(), peak_kb)
+}
+
 fn times(runs: usize, mut f: impl FnMut() -> (Duration, u64)) -> (Duration, u64) {
     f(); // warm the page cache
     let results: Vec<(Duration, u64)> = (0..runs).map(|_| f()).collect();
@@ -967,6 +1011,28 @@ fn main() {
             ratio,
             target: "≤ 1.5× curl".into(),
             ok: ratio <= 1.5,
+        });
+        // The same prompt through `new acp`, as an editor sends it: initialize, session/new,
+        // session/prompt, then stdin closed.
+        let acp_data = dir("acp");
+        let (acp, _) = times(s.runs, || {
+            let mut cmd = Command::new(bin);
+            env(&mut cmd, &url);
+            cmd.current_dir(&work)
+                .arg("acp")
+                .arg("--datadir")
+                .arg(&acp_data)
+                .args(["--model", "bench"]);
+            acp_prompt(&mut cmd, &work, "Say hello.")
+        });
+        let ratio = acp.as_secs_f64() / ours.as_secs_f64();
+        rows.push(Row {
+            what: "the same prompt through `new acp` (start, session/new, prompt, exit)".into(),
+            measured: ms(acp),
+            baseline: format!("`new -p` {}", ms(ours)),
+            ratio,
+            target: "≤ 1.1×".into(),
+            ok: ratio <= 1.1,
         });
         match llm_cli() {
             Some(llm) => {

@@ -4,6 +4,7 @@
 #![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 #![forbid(unsafe_code)]
 
+pub mod acp;
 mod branch_view;
 mod checkpoint_view;
 pub mod commands;

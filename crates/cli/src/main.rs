@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use new_cli::acp;
+use new_cli::acp::AcpLaunch;
 use new_cli::import_cmd;
 use new_cli::import_cmd::ImportLaunch;
 use new_cli::print_mode::OutputFormat;
@@ -103,6 +105,29 @@ struct ImportArgs {
     datadir: Option<PathBuf>,
 }
 
+/// `new acp`: an Agent Client Protocol agent on stdin and stdout, for editors.
+#[derive(Parser, Debug)]
+#[command(
+    name = "new acp",
+    bin_name = "new acp",
+    about = "Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim, acpx)",
+    long_about = None
+)]
+struct AcpArgs {
+    /// Where the conversations live [default: one per project]
+    #[arg(long, value_name = "DIR")]
+    datadir: Option<PathBuf>,
+    /// strict, default or permissive
+    #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
+    permission_mode: Option<String>,
+    /// openai, anthropic, ollama, llamacpp, …
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// The model to ask
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+}
+
 fn main() -> ExitCode {
     platform::tune_allocator();
     os_sandbox::run_helper_if_asked();
@@ -115,6 +140,19 @@ fn main() -> ExitCode {
             paths: args.paths,
             workdir: args.workdir,
             datadir: args.datadir,
+        });
+    }
+    // `new acp …` (a folder named `acp` is `./acp`).
+    if env::args_os().nth(1).is_some_and(|a| a == "acp") {
+        let args = AcpArgs::parse_from(env::args_os().skip(1));
+        return acp::run(AcpLaunch {
+            datadir: args.datadir,
+            overrides: Overrides {
+                provider: args.provider,
+                model: args.model,
+                lang: None,
+                permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
+            },
         });
     }
     let args = Args::parse();

@@ -356,7 +356,7 @@ fn describe_server(out: &Output, s: &ServerConfig, hidden: &[String]) -> String 
 /// A project's MCP servers that pass a secret-looking variable on (a provider key in `env`, a
 /// header or the URL) run only once that entry is confirmed on its own, as it is now; the rest
 /// are turned off, each said. Confirmations are remembered like trust.
-fn confirm_secret_servers(
+pub(super) fn confirm_secret_servers(
     out: &Output,
     trust: &Trust,
     workdir: &Path,
@@ -442,7 +442,11 @@ fn color_for(stream: &impl IsTerminal) -> bool {
 
 /// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
 /// hook, no MCP server). Files that hooks and MCP servers run from WORKDIR stay read-only in it.
-fn session_sandbox(config: &Config, workdir: &Path, datadir: &Path) -> Option<Arc<OsSandbox>> {
+pub(super) fn session_sandbox(
+    config: &Config,
+    workdir: &Path,
+    datadir: &Path,
+) -> Option<Arc<OsSandbox>> {
     let bash = config.tools.is_empty() || config.tools.iter().any(|t| t == "bash");
     if !bash && config.hooks.entries.is_empty() && config.mcp.servers.is_empty() {
         return None;
@@ -1335,9 +1339,9 @@ pub(super) enum PromptRead {
 }
 
 pub(super) struct PromptJob {
-    skills: SkillRegistry,
-    problems: Vec<String>,
-    parts: Vec<(String, String)>,
+    pub(super) skills: SkillRegistry,
+    pub(super) problems: Vec<String>,
+    pub(super) parts: Vec<(String, String)>,
 }
 
 /// Reads what the system prompt is made of (the skills, AGENTS.md, the memory indexes, the

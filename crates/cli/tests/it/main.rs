@@ -2,6 +2,7 @@
 // `clippy::absolute_paths` is checked on Linux, where all but the other systems' own code builds.
 #![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 
+mod acp;
 mod branches;
 mod checkpoints;
 mod context;

@@ -1,0 +1,781 @@
+//! `new acp`: the Agent Client Protocol (version 1) over stdin and stdout, for editors (Zed,
+//! JetBrains IDEs, Neovim, acpx). One more front end of the same [`Session`]: a session id is a
+//! conversation id (`<id>@<branch>` for a fork, a named branch of the same tree), prompts run the
+//! same turn as the REPL, approvals are the editor's permission requests, and `/NAME` in a prompt
+//! runs a command. The protocol's types are the official crate's (`agent-client-protocol`); the
+//! framing is [`wire`]. stdout carries only protocol messages; logs go to the log file.
+
+mod front;
+mod open;
+mod slash;
+mod wire;
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, EmbeddedResourceResource,
+    ForkSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
+    LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
+    SessionCapabilities, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelectOption, SessionForkCapabilities, SessionInfo, SessionListCapabilities,
+    SessionMode, SessionModeState, SessionUpdate, SetSessionConfigOptionResponse,
+    SetSessionModeResponse, StopReason, ToolCallStatus, UnstructuredCommandInput,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::env;
+use std::io;
+use tokio::runtime::{Builder, Runtime};
+use tokio::sync::watch;
+use tokio::time;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use front::{Running, Turn, call_started, result_update, update};
+use new_core::conversation::Store;
+use new_core::session::{Ended, Recorder, Resume, Session};
+use new_core::tools::{Mode, ToolOutcome};
+use new_core::vocab::Role;
+pub use open::AcpLaunch;
+use wire::{Incoming, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError, Urgent, Wire};
+
+/// The permission modes, as the `mode` option offers them.
+const MODES: &[(&str, &str, &str)] = &[
+    (
+        "strict",
+        "Strict",
+        "Asks before anything that writes or runs",
+    ),
+    (
+        "default",
+        "Default",
+        "Reads freely; asks before writes and commands outside the sandbox",
+    ),
+    (
+        "permissive",
+        "Permissive",
+        "Runs everything but what rules and hard limits refuse",
+    ),
+];
+
+/// What the reading thread shares with the main loop: the turn that runs now.
+#[derive(Default)]
+struct Control {
+    running: Mutex<Option<Arc<Running>>>,
+}
+
+impl Control {
+    fn running(&self) -> Option<Arc<Running>> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set(&self, running: Option<Arc<Running>>) {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
+    }
+}
+
+impl Urgent for Control {
+    fn cancel(&self, session: &str) {
+        if let Some(running) = self.running().filter(|r| r.session == session) {
+            running.cancel();
+        }
+    }
+
+    fn refuse(&self, method: &str, params: &Value) -> Option<RpcError> {
+        let session = params.get("sessionId").and_then(Value::as_str)?;
+        (method == "session/prompt" && self.running().is_some_and(|r| r.session == session))
+            .then(|| {
+                RpcError::new(
+                    wire::INVALID_REQUEST,
+                    format!(
+                        "a prompt is already running in session {session}: cancel it or wait for its answer"
+                    ),
+                )
+            })
+    }
+
+    fn closed(&self) {
+        if let Some(running) = self.running() {
+            running.cancel();
+        }
+    }
+}
+
+/// One conversation open here, and the editor sessions on it (the conversation's own, and its
+/// forks).
+struct Open {
+    engine: Session,
+    interrupts: Arc<watch::Sender<u64>>,
+}
+
+/// An editor session: a conversation, where its cursor is, and for a fork the branch it names.
+#[derive(Debug, Clone)]
+struct View {
+    conversation: String,
+    cursor: String,
+    branch: Option<String>,
+}
+
+struct Agent {
+    wire: Arc<Wire>,
+    control: Arc<Control>,
+    runtime: Runtime,
+    launch: AcpLaunch,
+    open: HashMap<String, Open>,
+    views: HashMap<String, View>,
+    /// The models each provider (by base URL) said it offers.
+    models: Arc<Mutex<HashMap<String, Vec<String>>>>,
+}
+
+/// Runs `new acp` until stdin closes.
+pub fn run(launch: AcpLaunch) -> ExitCode {
+    let runtime = match Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("new acp: starting the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let wire = Wire::stdout();
+    let control = Arc::new(Control::default());
+    let (tx, rx) = channel();
+    {
+        let (wire, control) = (wire.clone(), control.clone());
+        thread::spawn(move || {
+            let stdin = io::stdin();
+            wire::read_loop(BufReader::new(stdin.lock()), &wire, &*control, &tx);
+        });
+    }
+    tracing::info!("acp started");
+    let mut agent = Agent {
+        wire,
+        control,
+        runtime,
+        launch,
+        open: HashMap::new(),
+        views: HashMap::new(),
+        models: Default::default(),
+    };
+    while let Ok(incoming) = rx.recv() {
+        match incoming {
+            Incoming::Request { id, method, params } => match agent.request(&method, params) {
+                Ok(Done { result, after }) => {
+                    agent.wire.respond(&id, result);
+                    for (session, commands) in after {
+                        agent.offer_commands(&session, commands);
+                        agent.fetch_models(&session);
+                    }
+                }
+                Err(e) => agent.wire.error(&id, &e),
+            },
+            Incoming::Notification { method, .. } => {
+                tracing::debug!(method, "acp notification ignored");
+            }
+            Incoming::Closed => break,
+        }
+    }
+    agent.close();
+    tracing::info!("acp ended: stdin closed");
+    ExitCode::SUCCESS
+}
+
+/// A request's answer, and the sessions whose commands are offered after it.
+struct Done {
+    result: Value,
+    after: Vec<(String, bool)>,
+}
+
+impl Done {
+    fn of(result: impl Serialize) -> Self {
+        Done {
+            result: serde_json::to_value(result).unwrap_or(Value::Null),
+            after: Vec::new(),
+        }
+    }
+
+    fn then_offer(mut self, session: &str) -> Self {
+        self.after.push((session.to_string(), true));
+        self
+    }
+}
+
+fn param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::params(format!("`{key}` is missing or not a string")))
+}
+
+/// `cwd`: an absolute path of a folder, or a clear error.
+fn workdir_param(params: &Value) -> Result<PathBuf, RpcError> {
+    let cwd = PathBuf::from(param(params, "cwd")?);
+    if !cwd.is_absolute() {
+        return Err(RpcError::params(format!(
+            "cwd {} is not an absolute path",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(RpcError::params(format!(
+            "cwd {} is not a folder",
+            cwd.display()
+        )));
+    }
+    Ok(cwd)
+}
+
+fn error_chain(e: &anyhow::Error) -> RpcError {
+    RpcError::internal(format!("{e:#}"))
+}
+
+impl Agent {
+    fn request(&mut self, method: &str, params: Value) -> Result<Done, RpcError> {
+        match method {
+            "initialize" => Ok(Done::of(self.initialize(&params))),
+            "authenticate" => Ok(Done::of(json!({}))),
+            "session/new" => self.new_session(&params),
+            "session/load" => self.load_session(&params),
+            "session/list" => self.list_sessions(&params),
+            "session/prompt" => self.prompt(&params),
+            "session/set_mode" => {
+                let session = param(&params, "sessionId")?.to_string();
+                let mode = param(&params, "modeId")?.to_string();
+                self.set_option(&session, "mode", &mode)?;
+                Ok(Done::of(SetSessionModeResponse::new()))
+            }
+            "session/set_config_option" => {
+                let session = param(&params, "sessionId")?.to_string();
+                let option = param(&params, "configId")?.to_string();
+                let value = param(&params, "value")?.to_string();
+                self.set_option(&session, &option, &value)?;
+                let options = self.config_options(&session)?;
+                Ok(Done::of(SetSessionConfigOptionResponse::new(options)))
+            }
+            "session/fork" => self.fork(&params),
+            _ => Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("no method {method} here"),
+            )),
+        }
+    }
+
+    fn initialize(&self, _params: &Value) -> InitializeResponse {
+        let capabilities = AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+            .mcp_capabilities(McpCapabilities::new().http(true))
+            .session_capabilities(
+                SessionCapabilities::new()
+                    .list(SessionListCapabilities::new())
+                    .fork(SessionForkCapabilities::new()),
+            );
+        InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(Implementation::new("new", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// Opens (or finds open) the conversation `resume` names, in `cwd`.
+    fn open_conversation(
+        &mut self,
+        cwd: &Path,
+        resume: Resume,
+        params: &Value,
+    ) -> Result<String, RpcError> {
+        if let Resume::Id(id) = &resume
+            && self.open.contains_key(id)
+        {
+            return Ok(id.clone());
+        }
+        let (servers, problems) = open::client_servers(&params["mcpServers"]);
+        for problem in problems {
+            tracing::warn!(problem, "acp");
+        }
+        let opened = open::open(&self.launch, cwd, resume, servers, &self.runtime)
+            .map_err(|e| error_chain(&e))?;
+        for warning in &opened.warnings {
+            tracing::warn!(warning, "acp session");
+        }
+        let id = opened.engine.chat.id().to_string();
+        self.open.insert(
+            id.clone(),
+            Open {
+                engine: opened.engine,
+                interrupts: opened.interrupts,
+            },
+        );
+        Ok(id)
+    }
+
+    fn new_session(&mut self, params: &Value) -> Result<Done, RpcError> {
+        let cwd = workdir_param(params)?;
+        let id = self.open_conversation(&cwd, Resume::Fresh, params)?;
+        let cursor = self.open[&id]
+            .engine
+            .chat
+            .conversation()
+            .cursor()
+            .to_string();
+        self.views.insert(
+            id.clone(),
+            View {
+                conversation: id.clone(),
+                cursor,
+                branch: None,
+            },
+        );
+        let response = NewSessionResponse::new(id.clone())
+            .modes(self.modes(&id)?)
+            .config_options(self.config_options(&id)?);
+        Ok(Done::of(response).then_offer(&id))
+    }
+
+    /// `session/load`: the conversation (a fork: its branch's tip), its branch replayed as
+    /// updates before the answer.
+    fn load_session(&mut self, params: &Value) -> Result<Done, RpcError> {
+        let session = param(params, "sessionId")?.to_string();
+        let cwd = workdir_param(params)?;
+        let (conversation, branch) = match session.split_once('@') {
+            Some((c, b)) => (c.to_string(), Some(b.to_string())),
+            None => (session.clone(), None),
+        };
+        let id = self
+            .open_conversation(&cwd, Resume::Id(conversation.clone()), params)
+            .map_err(|e| RpcError::new(RESOURCE_NOT_FOUND, e.message))?;
+        let engine = &self.open[&id].engine;
+        let c = engine.chat.conversation();
+        let cursor = match &branch {
+            Some(name) => c
+                .branch_tip(name)
+                .map(|m| m.id.to_string())
+                .ok_or_else(|| {
+                    RpcError::new(RESOURCE_NOT_FOUND, format!("no branch {name} in {id}"))
+                })?,
+            // An editor session already open here keeps its place (a fork may have moved the
+            // conversation's cursor since).
+            None => self
+                .views
+                .get(&id)
+                .map_or_else(|| c.cursor().to_string(), |v| v.cursor.clone()),
+        };
+        let session = match &branch {
+            Some(name) => format!("{id}@{name}"),
+            None => id.clone(),
+        };
+        self.views.insert(
+            session.clone(),
+            View {
+                conversation: id.clone(),
+                cursor: cursor.clone(),
+                branch,
+            },
+        );
+        self.replay(&session, &id, &cursor);
+        let response = LoadSessionResponse::new()
+            .modes(self.modes(&session)?)
+            .config_options(self.config_options(&session)?);
+        Ok(Done::of(response).then_offer(&session))
+    }
+
+    /// The branch ending at `cursor`, as the updates that told it: the user's messages, the
+    /// answers (and their reasoning), the tool calls with their results.
+    fn replay(&self, session: &str, conversation: &str, cursor: &str) {
+        let engine = &self.open[conversation].engine;
+        let c = engine.chat.conversation();
+        let workdir = &engine.workdir;
+        let mut calls = HashMap::new();
+        for m in c.chain(cursor) {
+            let chunk = |text: &str| ContentChunk::new(ContentBlock::from(text.to_string()));
+            match m.role {
+                Role::System => {}
+                Role::User => update(
+                    &self.wire,
+                    session,
+                    SessionUpdate::UserMessageChunk(chunk(&m.content)),
+                ),
+                Role::Assistant => {
+                    if let Some(reasoning) = m.extra.rare.reasoning.as_deref() {
+                        update(
+                            &self.wire,
+                            session,
+                            SessionUpdate::AgentThoughtChunk(chunk(reasoning)),
+                        );
+                    }
+                    if !m.content.is_empty() {
+                        update(
+                            &self.wire,
+                            session,
+                            SessionUpdate::AgentMessageChunk(chunk(&m.content)),
+                        );
+                    }
+                    for call in m.extra.tool_calls.iter().flatten() {
+                        calls.insert(call.id.clone(), call.clone());
+                        update(
+                            &self.wire,
+                            session,
+                            SessionUpdate::ToolCall(call_started(
+                                call,
+                                workdir,
+                                ToolCallStatus::Pending,
+                            )),
+                        );
+                    }
+                }
+                Role::Tool => {
+                    let Some(call) = m.extra.tool_call_id.as_deref().and_then(|id| calls.get(id))
+                    else {
+                        continue;
+                    };
+                    let outcome = ToolOutcome {
+                        content: m.content.clone(),
+                        summary: String::new(),
+                        diff: None,
+                        is_error: m.content.starts_with("Error"),
+                    };
+                    update(
+                        &self.wire,
+                        session,
+                        SessionUpdate::ToolCallUpdate(result_update(call, &outcome, None)),
+                    );
+                }
+            }
+        }
+    }
+
+    fn list_sessions(&mut self, params: &Value) -> Result<Done, RpcError> {
+        let cwd = match params.get("cwd").and_then(Value::as_str) {
+            Some(_) => workdir_param(params)?,
+            None => env::current_dir()
+                .map_err(|e| RpcError::internal(format!("the current folder: {e}")))?,
+        };
+        let workdir = cwd.canonicalize().unwrap_or(cwd);
+        let datadir = open::datadir_for(&self.launch, &workdir);
+        if !datadir.is_dir() {
+            return Ok(Done::of(ListSessionsResponse::new(Vec::new())));
+        }
+        let store = Store::open(&datadir).map_err(|e| RpcError::internal(e.to_string()))?;
+        let (summaries, _) = store
+            .list_recent(100)
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        let sessions = summaries
+            .into_iter()
+            .filter(|s| !store.kind(&s.id).subagent)
+            .map(|s| {
+                let mut info = SessionInfo::new(s.id.clone(), workdir.clone()).title(s.title);
+                if let Some(at) = s.last_activity {
+                    info = info.updated_at(at.to_rfc3339());
+                }
+                info
+            })
+            .collect();
+        Ok(Done::of(ListSessionsResponse::new(sessions)))
+    }
+
+    fn view(&self, session: &str) -> Result<View, RpcError> {
+        self.views
+            .get(session)
+            .cloned()
+            .ok_or_else(|| RpcError::new(RESOURCE_NOT_FOUND, format!("no session {session}")))
+    }
+
+    fn modes(&self, session: &str) -> Result<SessionModeState, RpcError> {
+        let view = self.view(session)?;
+        let engine = &self.open[&view.conversation].engine;
+        let available = MODES
+            .iter()
+            .map(|(id, name, about)| SessionMode::new(*id, *name).description(*about))
+            .collect();
+        Ok(SessionModeState::new(
+            engine.policy.mode.as_str(),
+            available,
+        ))
+    }
+
+    /// The session's options: its permission mode and its model.
+    fn config_options(&self, session: &str) -> Result<Vec<SessionConfigOption>, RpcError> {
+        let view = self.view(session)?;
+        let engine = &self.open[&view.conversation].engine;
+        let models = self
+            .models
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&engine.provider.settings().base_url)
+            .cloned()
+            .unwrap_or_default();
+        Ok(options(
+            engine.policy.mode.as_str(),
+            &engine.config.model,
+            models,
+        ))
+    }
+
+    /// Asks the provider for its models in the background, once per server: the list comes to
+    /// the session as a `config_option_update` (the session's answer does not wait for it).
+    fn fetch_models(&self, session: &str) {
+        let Ok(view) = self.view(session) else {
+            return;
+        };
+        let engine = &self.open[&view.conversation].engine;
+        let url = engine.provider.settings().base_url.clone();
+        if self
+            .models
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&url)
+        {
+            return;
+        }
+        let provider = engine.provider.clone();
+        let (mode, model) = (
+            engine.policy.mode.as_str().to_string(),
+            engine.config.model.clone(),
+        );
+        let (cache, wire, session) = (self.models.clone(), self.wire.clone(), session.to_string());
+        self.runtime.spawn(async move {
+            let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
+            let models: Vec<String> = match asked {
+                Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
+                _ => return,
+            };
+            cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(url, models.clone());
+            update(
+                &wire,
+                &session,
+                SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
+                    &mode, &model, models,
+                ))),
+            );
+        });
+    }
+
+    fn set_option(&mut self, session: &str, option: &str, value: &str) -> Result<(), RpcError> {
+        let view = self.view(session)?;
+        let engine = &mut self.open.get_mut(&view.conversation).expect("open").engine;
+        match option {
+            "mode" => {
+                let mode = Mode::parse(value).ok_or_else(|| {
+                    RpcError::params(format!("no mode {value}: strict, default or permissive"))
+                })?;
+                engine.set_mode(mode);
+                update(
+                    &self.wire,
+                    session,
+                    SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(value.to_string())),
+                );
+            }
+            "model" => engine
+                .set_model(value)
+                .map_err(|e| RpcError::params(e.to_string()))?,
+            _ => {
+                return Err(RpcError::params(format!(
+                    "no option {option}: mode or model"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `session/fork`: a branch of the same conversation from the session's node, named, with
+    /// its own session id `<conversation>@<branch>`.
+    fn fork(&mut self, params: &Value) -> Result<Done, RpcError> {
+        let session = param(params, "sessionId")?.to_string();
+        let view = self.view(&session)?;
+        let open = self.open.get_mut(&view.conversation).expect("open");
+        let chat = &mut open.engine.chat;
+        if !chat.is_persisted() {
+            return Err(RpcError::params(
+                "this session has no message yet: there is nothing to fork",
+            ));
+        }
+        let names = &chat.conversation().branches;
+        let name = (1..)
+            .map(|n| format!("fork-{n}"))
+            .find(|n| !names.contains_key(n))
+            .expect("a free name");
+        chat.name_branch(&name, &view.cursor)
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        let forked = format!("{}@{name}", view.conversation);
+        self.views.insert(
+            forked.clone(),
+            View {
+                conversation: view.conversation.clone(),
+                cursor: view.cursor.clone(),
+                branch: Some(name),
+            },
+        );
+        let response = ForkSessionResponse::new(forked.clone())
+            .modes(self.modes(&forked)?)
+            .config_options(self.config_options(&forked)?);
+        Ok(Done::of(response).then_offer(&forked))
+    }
+
+    /// The slash commands this session offers.
+    fn offer_commands(&self, session: &str, _all: bool) {
+        let Ok(view) = self.view(session) else {
+            return;
+        };
+        let engine = &self.open[&view.conversation].engine;
+        let mut commands: Vec<AvailableCommand> = slash::COMMANDS
+            .iter()
+            .map(|c| {
+                let mut command = AvailableCommand::new(c.name, c.about);
+                if !c.hint.is_empty() {
+                    command = command.input(AvailableCommandInput::Unstructured(
+                        UnstructuredCommandInput::new(c.hint),
+                    ));
+                }
+                command
+            })
+            .collect();
+        let mut skills: Vec<_> = engine.skills.all().filter(|s| s.enabled).collect();
+        skills.sort_by(|a, b| a.name.cmp(&b.name));
+        for skill in skills {
+            if slash::COMMANDS.iter().any(|c| c.name == skill.name) {
+                continue;
+            }
+            commands.push(
+                AvailableCommand::new(skill.name.clone(), skill.description.clone()).input(
+                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(
+                        "what to do",
+                    )),
+                ),
+            );
+        }
+        update(
+            &self.wire,
+            session,
+            SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
+        );
+    }
+
+    /// `session/prompt`: the prompt's blocks as one message (an attached file is its content),
+    /// or a command; the answer streams as updates, and the stop reason answers.
+    fn prompt(&mut self, params: &Value) -> Result<Done, RpcError> {
+        let session = param(params, "sessionId")?.to_string();
+        let view = self.view(&session)?;
+        let blocks: Vec<ContentBlock> =
+            serde_json::from_value(params["prompt"].clone()).map_err(|e| {
+                RpcError::params(format!("`prompt` is not a list of content blocks: {e}"))
+            })?;
+        let text = prompt_text(&blocks);
+        let open = self.open.get_mut(&view.conversation).expect("open");
+        let running = Arc::new(Running {
+            session: session.clone(),
+            cancelled: AtomicBool::new(false),
+            interrupts: open.interrupts.clone(),
+        });
+        self.control.set(Some(running.clone()));
+        let engine = &mut open.engine;
+        // Each editor session keeps its own place in the tree.
+        if engine.chat.conversation().cursor() != view.cursor {
+            let _ = engine.chat.move_cursor(&view.cursor);
+        }
+        let mut turn = Turn::new(
+            &self.wire,
+            &session,
+            &engine.workdir.clone(),
+            running.clone(),
+        );
+        engine.install_hook_agents();
+        let end = match slash::parse(&text) {
+            Some((name, args)) => self
+                .runtime
+                .block_on(slash::run(engine, &mut turn, name, args)),
+            None => self.runtime.block_on(engine.send(&text, &mut turn)),
+        };
+        if matches!(end, Some(Ended::Complete)) {
+            engine.review_turn();
+        }
+        self.control.set(None);
+        let finish = turn.finish.clone();
+        // Where the session is now; a fork's branch name follows its tip.
+        let cursor = engine.chat.conversation().cursor().to_string();
+        if let Some(name) = &view.branch
+            && cursor != view.cursor
+            && engine.chat.is_persisted()
+            && let Err(e) = engine.chat.name_branch(name, &cursor)
+        {
+            tracing::warn!(error = %e, "moving the fork's branch name");
+        }
+        if let Some(v) = self.views.get_mut(&session) {
+            v.cursor = cursor;
+        }
+        let reason = match end {
+            Some(Ended::Failed(e)) => return Err(RpcError::internal(e.to_string())),
+            _ if running.is_cancelled() => StopReason::Cancelled,
+            Some(Ended::Interrupted) => StopReason::Cancelled,
+            Some(Ended::RoundLimit(_)) => StopReason::MaxTurnRequests,
+            Some(Ended::ContextFull) => StopReason::MaxTokens,
+            _ if finish.as_deref() == Some("length") => StopReason::MaxTokens,
+            _ if finish.as_deref() == Some("content_filter") => StopReason::Refusal,
+            _ => StopReason::EndTurn,
+        };
+        Ok(Done::of(PromptResponse::new(reason)))
+    }
+
+    /// stdin closed: every session ends as the REPL's does (hooks, MCP servers, subagents).
+    fn close(&mut self) {
+        let mut quiet = Recorder::default();
+        for (_, mut open) in self.open.drain() {
+            self.runtime.block_on(open.engine.close(&mut quiet));
+        }
+    }
+}
+
+/// The options a session offers: the permission mode and the model (`models`: what the provider
+/// said it offers, perhaps nothing yet).
+fn options(mode: &str, current: &str, mut models: Vec<String>) -> Vec<SessionConfigOption> {
+    let modes: Vec<SessionConfigSelectOption> = MODES
+        .iter()
+        .map(|(id, name, about)| SessionConfigSelectOption::new(*id, *name).description(*about))
+        .collect();
+    let mode = SessionConfigOption::select("mode", "Mode", mode.to_string(), modes)
+        .category(SessionConfigOptionCategory::Mode)
+        .description("When new asks before a tool runs");
+    if !models.iter().any(|m| m == current) {
+        models.insert(0, current.to_string());
+    }
+    let models: Vec<SessionConfigSelectOption> = models
+        .into_iter()
+        .map(|m| SessionConfigSelectOption::new(m.clone(), m))
+        .collect();
+    let model = SessionConfigOption::select("model", "Model", current.to_string(), models)
+        .category(SessionConfigOptionCategory::Model);
+    vec![mode, model]
+}
+
+/// The prompt's blocks as the message's text: text as it is, an embedded file as its content
+/// under its name, a link by its address.
+fn prompt_text(blocks: &[ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => parts.push(t.text.clone()),
+            ContentBlock::Resource(r) => match &r.resource {
+                EmbeddedResourceResource::TextResourceContents(t) => {
+                    parts.push(format!("<file uri=\"{}\">\n{}\n</file>", t.uri, t.text))
+                }
+                other => parts.push(format!("[an attachment that is not text: {other:?}]")),
+            },
+            ContentBlock::ResourceLink(l) => parts.push(format!("@{}", l.uri)),
+            _ => parts.push("[an attachment new cannot read: images are not supported]".into()),
+        }
+    }
+    parts.join("\n\n")
+}

@@ -1,0 +1,638 @@
+//! `new acp` driven over stdio by a client written from the protocol (JSON-RPC 2.0, one message
+//! a line), against the scripted model.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+use std::fs;
+use std::path::Path;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A client: writes requests, reads every line `new acp` writes (each must be JSON).
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    next: u64,
+    /// Notifications seen, in order.
+    seen: Vec<Value>,
+}
+
+impl Client {
+    fn start(env: &Env, server: &Server, extra: &[&str]) -> Client {
+        let mut cmd = env.command(&server.base_url);
+        cmd.arg("acp")
+            .arg("--datadir")
+            .arg(env.data())
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carries only JSON: {line:?}: {e}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut client = Client {
+            child,
+            stdin,
+            lines,
+            next: 1,
+            seen: Vec::new(),
+        };
+        let init = client.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        client
+    }
+
+    fn write(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.write(&line.to_string());
+        id
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        let line = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.write(&line.to_string());
+    }
+
+    fn next_line(&mut self) -> Value {
+        match self.lines.recv_timeout(WAIT) {
+            Ok(v) => v,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no message in {WAIT:?}; seen {:?}", self.seen)
+            }
+            Err(RecvTimeoutError::Disconnected) => panic!("new acp ended; seen {:?}", self.seen),
+        }
+    }
+
+    /// Waits for the answer to request `id`; the agent's requests are answered by `answer`.
+    fn wait(&mut self, id: u64, answer: &mut dyn FnMut(&Value) -> Value) -> Value {
+        loop {
+            let message = self.next_line();
+            if message.get("method").is_some() && message.get("id").is_some() {
+                let result = answer(&message);
+                let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+                self.seen.push(message);
+                self.write(&reply.to_string());
+            } else if message.get("method").is_some() {
+                self.seen.push(message);
+            } else if message["id"] == id {
+                return message;
+            } else {
+                self.seen.push(message);
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.wait(id, &mut |request| panic!("unexpected request {request}"))
+    }
+
+    fn new_session(&mut self, cwd: &Path) -> String {
+        let answer = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        answer["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_string()
+    }
+
+    fn prompt(&mut self, session: &str, text: &str) -> Value {
+        self.call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    /// The updates seen since `from`, of this kind.
+    fn updates(&self, from: usize, kind: &str) -> Vec<Value> {
+        self.seen[from..]
+            .iter()
+            .filter(|m| {
+                m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind
+            })
+            .map(|m| m["params"]["update"].clone())
+            .collect()
+    }
+
+    /// The text of the agent's message chunks since `from`.
+    fn said(&self, from: usize) -> String {
+        self.updates(from, "agent_message_chunk")
+            .iter()
+            .map(|u| u["content"]["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Closes stdin and waits for the process to end.
+    fn close(mut self) -> bool {
+        self.stdin.take();
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        false
+    }
+}
+
+#[test]
+fn initialize_says_version_one_load_and_embedded_context() {
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    let init = client.call("initialize", json!({"protocolVersion": 1}));
+    let caps = &init["result"]["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true, "{init}");
+    assert_eq!(
+        caps["promptCapabilities"]["embeddedContext"], true,
+        "{init}"
+    );
+    assert!(caps["sessionCapabilities"]["list"].is_object(), "{init}");
+    assert!(client.close(), "stdin closed ends new acp");
+}
+
+#[test]
+fn session_new_checks_cwd_and_offers_modes_models_and_commands() {
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "strict"]);
+    let relative = client.call("session/new", json!({"cwd": "work", "mcpServers": []}));
+    assert!(
+        relative["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not an absolute path"),
+        "{relative}"
+    );
+    let missing = client.call(
+        "session/new",
+        json!({"cwd": env.work().join("nope"), "mcpServers": []}),
+    );
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a folder"),
+        "{missing}"
+    );
+    let from = client.seen.len();
+    let answer = client.call("session/new", json!({"cwd": env.work(), "mcpServers": []}));
+    let result = &answer["result"];
+    let options = result["configOptions"].as_array().unwrap();
+    let mode = options.iter().find(|o| o["id"] == "mode").unwrap();
+    assert_eq!(mode["category"], "mode");
+    assert_eq!(
+        mode["currentValue"], "strict",
+        "the mode from the command line"
+    );
+    let values: Vec<&str> = mode["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["strict", "default", "permissive"]);
+    let model = options.iter().find(|o| o["id"] == "model").unwrap();
+    assert_eq!(model["category"], "model");
+    assert_eq!(result["modes"]["currentModeId"], "strict");
+    // The commands follow the answer.
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    client.call("session/list", json!({}));
+    let commands = client.updates(from, "available_commands_update");
+    let names: Vec<&str> = commands[0]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "tree", "retry", "branch", "branches", "merge", "btw", "undo", "compact", "context",
+        "model", "skills",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    // Options change: the mode, the model.
+    let set = client.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "mode", "value": "permissive"}),
+    );
+    let mode = set["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "mode")
+        .unwrap()
+        .clone();
+    assert_eq!(mode["currentValue"], "permissive", "{set}");
+    let from = client.seen.len();
+    let set = client.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "default"}),
+    );
+    assert!(set["result"].is_object(), "{set}");
+    client.call("session/list", json!({}));
+    assert_eq!(
+        client.updates(from, "current_mode_update")[0]["currentModeId"],
+        "default"
+    );
+    let bad = client.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "yolo"}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(client.close());
+}
+
+#[test]
+fn a_prompt_streams_and_the_session_is_the_conversation_that_resume_continues() {
+    let server = Server::start(vec![text(&["Hel", "lo ", "there."]), text(&["Again."])]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    let from = client.seen.len();
+    let answer = client.prompt(&session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let chunks = client.updates(from, "agent_message_chunk");
+    assert_eq!(chunks.len(), 3, "streamed in pieces: {chunks:?}");
+    assert_eq!(client.said(from), "Hello there.");
+    assert!(client.close());
+    // The session id is the conversation's: the terminal continues it.
+    let (id, _) = env.only_conversation();
+    assert_eq!(id, session);
+    let run = env.run(&server.base_url, &["-r", &session, "-p", "and now?"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (_, lines) = env.only_conversation();
+    let users: Vec<&Value> = lines.iter().filter(|l| l["role"] == "user").collect();
+    assert_eq!(users.len(), 2, "one conversation, two messages: {lines:?}");
+}
+
+#[test]
+fn a_write_asks_shows_its_diff_and_a_reject_writes_nothing() {
+    let write = |content: &str| json!({"filepath": "a.txt", "content": content}).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "write_file", &write("new text\n"))]),
+        text(&["Written."]),
+        tool_calls(&[("c2", "write_file", &write("rejected\n"))]),
+        text(&["Not written."]),
+    ]);
+    let env = Env::new();
+    fs::write(env.work().join("a.txt"), "old text\n").unwrap();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "strict"]);
+    let session = client.new_session(&env.work());
+    let from = client.seen.len();
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "write it"}]}),
+    );
+    let mut asked = Vec::new();
+    let answer = client.wait(id, &mut |request| {
+        asked.push(request.clone());
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}})
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["method"], "session/request_permission");
+    let kinds: Vec<&str> = asked[0]["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "c1");
+    let call = &client.updates(from, "tool_call")[0];
+    assert_eq!(call["toolCallId"], "c1");
+    assert_eq!(call["kind"], "edit");
+    assert_eq!(
+        call["locations"][0]["path"],
+        env.work().join("a.txt").to_string_lossy().as_ref()
+    );
+    let done = &client.updates(from, "tool_call_update")[0];
+    assert_eq!(done["status"], "completed", "{done}");
+    let diff = done["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "diff")
+        .unwrap_or_else(|| panic!("a diff: {done}"));
+    assert_eq!(diff["oldText"], "old text\n");
+    assert_eq!(diff["newText"], "new text\n");
+    assert_eq!(
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "new text\n"
+    );
+    // Rejected: nothing written, the call failed, the model hears the refusal.
+    let from = client.seen.len();
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    let answer = client.wait(
+        id,
+        &mut |_| json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "new text\n"
+    );
+    let done = &client.updates(from, "tool_call_update")[0];
+    assert_eq!(done["status"], "failed", "{done}");
+    let refusal = last_result(&server.requests()[3]);
+    assert!(
+        refusal.to_lowercase().contains("denied") || refusal.to_lowercase().contains("refused"),
+        "{refusal}"
+    );
+    assert!(client.close());
+}
+
+#[test]
+fn cancel_stops_a_stream_and_the_prompt_answers_cancelled() {
+    let mut chunks = match text(&["First words. ", "never"]) {
+        Reply::Sse(c) => c,
+        _ => unreachable!(),
+    };
+    let rest = chunks.split_off(2);
+    let server = Server::start(vec![Reply::SseStall(chunks, Duration::from_secs(20), rest)]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "talk"}]}),
+    );
+    // The first words arrive; then a second prompt is refused; then the cancel.
+    loop {
+        let m = client.next_line();
+        let first = m["params"]["update"]["sessionUpdate"] == "agent_message_chunk";
+        client.seen.push(m);
+        if first {
+            break;
+        }
+    }
+    let second = client.prompt(&session, "me too");
+    assert_eq!(second["error"]["code"], -32600, "{second}");
+    let started = Instant::now();
+    client.notify("session/cancel", json!({"sessionId": session}));
+    let answer = client.wait(id, &mut |r| panic!("{r}"));
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped at once"
+    );
+    assert!(client.close());
+    let (_, lines) = env.only_conversation();
+    assert!(
+        lines.iter().any(|l| l["role"] == "assistant"
+            && l["content"].as_str().unwrap_or("").contains("First words")),
+        "what arrived is kept: {lines:?}"
+    );
+}
+
+#[test]
+fn load_replays_the_branch_in_a_new_process_and_list_finds_it() {
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "list_files", "{}")]),
+        text(&["One file."]),
+    ]);
+    let env = Env::new();
+    fs::write(env.work().join("x.txt"), "x").unwrap();
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    client.prompt(&session, "what is here?");
+    assert!(client.close());
+    let mut client = Client::start(&env, &server, &[]);
+    let listed = client.call("session/list", json!({"cwd": env.work()}));
+    let sessions = listed["result"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{listed}");
+    assert_eq!(sessions[0]["sessionId"], session.as_str());
+    assert_eq!(sessions[0]["title"], "what is here?");
+    assert!(sessions[0]["updatedAt"].is_string(), "{listed}");
+    let from = client.seen.len();
+    let loaded = client.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": env.work(), "mcpServers": []}),
+    );
+    assert!(loaded["result"].is_object(), "{loaded}");
+    let kinds: Vec<String> = client.seen[from..]
+        .iter()
+        .map(|m| {
+            m["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ],
+        "replayed before the answer: {:?}",
+        &client.seen[from..]
+    );
+    assert_eq!(client.updates(from, "tool_call")[0]["kind"], "search");
+    let unknown = client.call(
+        "session/load",
+        json!({"sessionId": "nosuchid", "cwd": env.work(), "mcpServers": []}),
+    );
+    assert!(unknown["error"].is_object(), "{unknown}");
+    assert!(client.close());
+}
+
+#[test]
+fn bad_input_is_answered_with_errors_and_the_process_lives_on() {
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    client.write("{not json");
+    let parse = client.next_line();
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    let unknown = client.call("session/dance", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let stray = client.prompt("no-such-session", "hi");
+    assert!(
+        stray["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no session"),
+        "{stray}"
+    );
+    let missing = client.call("session/prompt", json!({}));
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    // Still answering.
+    let init = client.call("initialize", json!({"protocolVersion": 1}));
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    assert!(client.close(), "stdin closed ends it");
+}
+
+#[test]
+fn slash_commands_draw_the_tree_move_and_retry() {
+    let server = Server::start(vec![
+        text(&["First."]),
+        text(&["Second."]),
+        text(&["Retried."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    client.prompt(&session, "one");
+    client.prompt(&session, "two");
+    let from = client.seen.len();
+    client.prompt(&session, "/tree");
+    let tree = client.said(from);
+    assert!(
+        tree.contains("one") && tree.contains("two") && tree.contains("[4]"),
+        "{tree}"
+    );
+    // Back to the first answer, and on from there: a second branch.
+    let from = client.seen.len();
+    client.prompt(&session, "/2");
+    assert!(
+        client.said(from).starts_with("→ [2]"),
+        "{}",
+        client.said(from)
+    );
+    let from = client.seen.len();
+    let retried = client.prompt(&session, "/retry");
+    assert_eq!(retried["result"]["stopReason"], "end_turn");
+    assert_eq!(client.said(from), "Retried.");
+    let request = &server.requests()[2];
+    assert_eq!(
+        last_user_text(request),
+        "one",
+        "retried the message above [2]"
+    );
+    let from = client.seen.len();
+    client.prompt(&session, "/tree");
+    let tree = client.said(from);
+    assert!(
+        tree.contains("Retried") && tree.contains("Second"),
+        "both branches: {tree}"
+    );
+    assert!(client.close());
+}
+
+#[test]
+fn a_fork_is_a_branch_of_the_same_tree_that_the_original_never_sees() {
+    let server = Server::start(vec![
+        text(&["Base."]),
+        text(&["In the fork."]),
+        text(&["In the original."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    client.prompt(&session, "base");
+    let forked = client.call(
+        "session/fork",
+        json!({"sessionId": session, "cwd": env.work(), "mcpServers": []}),
+    );
+    let fork = forked["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{forked}"))
+        .to_string();
+    assert_eq!(fork, format!("{session}@fork-1"));
+    client.prompt(&fork, "forked message");
+    client.prompt(&session, "original message");
+    let original = messages_of(&server.requests()[2]);
+    assert!(
+        !original
+            .iter()
+            .any(|(_, text)| text.contains("forked message")),
+        "the original's request never carries the fork's: {original:?}"
+    );
+    let from = client.seen.len();
+    client.prompt(&session, "/tree");
+    let tree = client.said(from);
+    assert!(
+        tree.contains("forked message") && tree.contains("original message"),
+        "{tree}"
+    );
+    assert!(tree.contains("fork-1"), "the branch is named: {tree}");
+    assert!(client.close());
+    // Loaded again, the fork is at its own tip.
+    let mut client = Client::start(&env, &server, &[]);
+    let from = client.seen.len();
+    client.call(
+        "session/load",
+        json!({"sessionId": fork, "cwd": env.work(), "mcpServers": []}),
+    );
+    let users: Vec<String> = client
+        .updates(from, "user_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(users, ["base", "forked message"]);
+    assert!(client.close());
+}
+
+#[test]
+fn allow_for_the_session_is_remembered_and_an_attached_file_is_its_content() {
+    let write = |name: &str| json!({"filepath": name, "content": "x\n"}).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "write_file", &write("a.txt"))]),
+        tool_calls(&[("c2", "write_file", &write("b.txt"))]),
+        text(&["Both written."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "strict"]);
+    let session = client.new_session(&env.work());
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [
+            {"type": "text", "text": "write both, as this file says"},
+            {"type": "resource", "resource": {"uri": "file:///notes/plan.md", "mimeType": "text/markdown", "text": "the plan: a then b"}},
+        ]}),
+    );
+    let mut asked = 0;
+    let answer = client.wait(id, &mut |_| {
+        asked += 1;
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-session"}})
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(asked, 1, "the second write was allowed by the first answer");
+    assert!(env.work().join("a.txt").exists() && env.work().join("b.txt").exists());
+    let sent = last_user_text(&server.requests()[0]);
+    assert!(
+        sent.contains("write both")
+            && sent.contains("the plan: a then b")
+            && sent.contains("plan.md"),
+        "{sent}"
+    );
+    assert!(client.close());
+}
