@@ -104,6 +104,8 @@ pub struct App {
     pub(super) turn_interrupted: bool,
     /// The main prompt waits for input (what other threads print then goes above it).
     pub(super) at_prompt: Arc<AtomicBool>,
+    /// Raises the session's interrupts, as Ctrl-C does (the page's Stop).
+    pub(super) interrupt: watch::Sender<u64>,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
@@ -780,6 +782,7 @@ impl App {
             engine.set_mcp(manager);
         }
         let busy_flag = busy.clone();
+        let interrupt = tx.clone();
         // Registered now, so no Ctrl-C is missed once the prompt shows. (rustyline is built with its
         // `signal-hook` feature: without it, it takes SIGINT for itself for the editor's lifetime and
         // Ctrl-C during an answer would never reach us.)
@@ -808,6 +811,7 @@ impl App {
             prompt_job: Some(prompt_job),
             turn_interrupted: false,
             at_prompt: Default::default(),
+            interrupt,
         };
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(hooks::Input::new("program_start"));
@@ -844,7 +848,7 @@ impl App {
     /// Ends the application without freeing the conversation tree: every message is on disk
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
-    fn leave(mut self) {
+    pub(super) fn leave(mut self) {
         let mut front = Terminal::plain(self.out);
         let closed = self.runtime.block_on(self.engine.close(&mut front));
         if closed.tasks_stopped > 0 {
