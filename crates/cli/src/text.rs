@@ -812,8 +812,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "export_knows_json_only_got",
-        "/export knows --json only (got `{w}`)",
-        "/export 只支持 --json（收到 `{w}`）",
+        "/export knows --json and --html only (got `{w}`)",
+        "/export 只支持 --json 和 --html（收到 `{w}`）",
     ),
     (
         "export_takes_one_file_name_got",
@@ -1413,8 +1413,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "help_export",
-        "write this branch as Markdown (--json: the whole tree) to FILE or ./<id>.md",
-        "把当前分支导出为 Markdown（--json：整棵树）到 FILE 或 ./<id>.md",
+        "write this branch as Markdown (--json: the whole tree; --html: the tree as one page) to FILE or ./<id>.md",
+        "把当前分支导出为 Markdown（--json：整棵树；--html：整棵树为一个网页）到 FILE 或 ./<id>.md",
     ),
     (
         "help_dump",

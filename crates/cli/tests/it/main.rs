@@ -32,3 +32,4 @@ mod subagents;
 mod support;
 mod tree;
 mod trust;
+mod web;
