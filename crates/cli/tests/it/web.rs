@@ -46,11 +46,25 @@ fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &st
     }
     request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     stream.write_all(request.as_bytes()).unwrap();
+    // The head, then as much body as it says (a server may keep the connection open).
     let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let length = head.lines().find_map(|l| {
+        l.strip_prefix("content-length:")
+            .and_then(|n| n.trim().parse::<usize>().ok())
+    });
     if path == "/events" {
         // A stream: its head is enough.
-        let mut byte = [0u8; 1];
-        while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+    } else if let Some(n) = length {
+        let mut body = vec![0u8; n];
+        stream.read_exact(&mut body).unwrap();
+        raw.extend(body);
+    } else if head.contains("transfer-encoding: chunked") {
+        while !raw.ends_with(b"\r\n0\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
             raw.push(byte[0]);
         }
     } else {
@@ -483,7 +497,7 @@ struct Browser {
     _profile: tempfile::TempDir,
 }
 
-const ELEMENT: &str = "element-6066-11e4-a52f-4a8ecd4ea58a";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 impl Browser {
     /// None (said) unless `NEW_TEST_BROWSER=1` and ChromeDriver is there.
@@ -547,7 +561,11 @@ impl Browser {
             method,
             &path,
             &[("Content-Type", "application/json")],
-            &body.to_string(),
+            &if body.is_null() {
+                String::new()
+            } else {
+                body.to_string()
+            },
         );
         let v: Value = serde_json::from_str(&r.body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", r.body));
@@ -568,6 +586,7 @@ impl Browser {
 
     fn find(&self, css: &str) -> String {
         let mut found = None;
+        let mut last = Value::Null;
         eventually(200, Duration::from_millis(50), || {
             let v = self.call(
                 "POST",
@@ -575,9 +594,15 @@ impl Browser {
                 json!({"using": "css selector", "value": css}),
             );
             found = v[ELEMENT].as_str().map(str::to_string);
+            last = v;
             found.is_some()
         });
-        found.unwrap_or_else(|| panic!("no {css} on the page"))
+        found.unwrap_or_else(|| {
+            panic!(
+                "no {css} on the page ({last}): {}",
+                self.run("return location.href + ' ' + document.documentElement.outerHTML")
+            )
+        })
     }
 
     fn click(&self, css: &str) {
