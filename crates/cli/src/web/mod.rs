@@ -294,7 +294,10 @@ fn command(
             let mut front = WebFront::new(shared, answers);
             app.runtime
                 .block_on(app.engine.new_conversation(&mut front));
-            say(shared, &format!("new conversation {}", app.engine.chat.id()));
+            say(
+                shared,
+                &format!("new conversation {}", app.engine.chat.id()),
+            );
         }
         CommandId::Switch => {
             let mut front = WebFront::new(shared, answers);
@@ -332,7 +335,10 @@ fn command(
                 Err(e) => manage_error(&e),
             },
             Some(Err(word)) => error(shared, &format!("/export --html [FILE]: {word}?")),
-            None => error(shared, "the page exports --html only: /export --html [FILE]"),
+            None => error(
+                shared,
+                "the page exports --html only: /export --html [FILE]",
+            ),
         },
         CommandId::Help => say(shared, PAGE_HELP),
         _ => error(

@@ -9,7 +9,6 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread;
 
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, COOKIE, HOST, LOCATION, ORIGIN,
@@ -20,8 +19,10 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
 use serde_json::Value;
+use tokio::net::TcpListener as AsyncListener;
 use tokio::runtime::Builder;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -46,7 +47,7 @@ pub fn start(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
         .thread_name("new-web")
         .enable_all()
         .build()?;
-    let listener = runtime.block_on(async { tokio::net::TcpListener::from_std(listener) })?;
+    let listener = runtime.block_on(async { AsyncListener::from_std(listener) })?;
     let app = Router::new()
         .route("/", get(page))
         .route("/app.js", get(script))
@@ -87,8 +88,7 @@ fn own_origin(origin: &str, port: u16) -> bool {
 /// Equal secrets, compared in a time that does not tell how much of them matched.
 fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -132,9 +132,15 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
 async fn check(shared: &Shared, request: Request, next: Next) -> Response {
     let headers = request.headers();
     // DNS rebinding: a page of another name resolved to 127.0.0.1 sends its own name.
-    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let host = headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
     if !own_host(host, shared.port) {
-        return refuse(StatusCode::FORBIDDEN, "this server answers to 127.0.0.1 only\n");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this server answers to 127.0.0.1 only\n",
+        );
     }
     // CSRF: what changes anything, and the event stream, only from this page. Browsers send an
     // Origin with every POST; a stream asked for by another site would carry its own.
@@ -207,34 +213,24 @@ async fn events(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let receiver = shared.events.subscribe();
     let stream = stream::unfold(receiver, |mut receiver| async move {
-        loop {
-            match receiver.recv().await {
-                Ok(text) => return Some((Ok(Event::default().data(text)), receiver)),
-                // A page too slow for the stream is told to read the state again.
-                Err(RecvError::Lagged(_)) => {
-                    return Some((
-                        Ok(Event::default().data(r#"{"type":"state"}"#)),
-                        receiver,
-                    ));
-                }
-                Err(RecvError::Closed) => return None,
+        match receiver.recv().await {
+            Ok(text) => Some((Ok(Event::default().data(text)), receiver)),
+            // A page too slow for the stream is told to read the state again.
+            Err(RecvError::Lagged(_)) => {
+                Some((Ok(Event::default().data(r#"{"type":"state"}"#)), receiver))
             }
+            Err(RecvError::Closed) => None,
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-/// The body as JSON, or a refusal.
-fn json_body(body: &[u8]) -> Result<Value, Response> {
-    serde_json::from_slice(body)
-        .map_err(|_| refuse(StatusCode::BAD_REQUEST, "a JSON body, please\n"))
+fn field(value: &Value, name: &str) -> Option<String> {
+    value[name].as_str().map(str::to_string)
 }
 
-fn field(value: &Value, name: &str) -> Result<String, Response> {
-    value[name]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "a field is missing\n"))
+fn missing() -> Response {
+    refuse(StatusCode::BAD_REQUEST, "a field is missing\n")
 }
 
 fn queue(shared: &Shared, job: Job) -> Response {
@@ -244,41 +240,36 @@ fn queue(shared: &Shared, job: Job) -> Response {
     }
 }
 
-async fn send(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
-    let text = match json_body(&body).and_then(|v| field(&v, "text")) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    queue(&shared, Job::Line(text))
-}
-
-async fn goto(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
-    match json_body(&body).and_then(|v| field(&v, "id")) {
-        Ok(id) => queue(&shared, Job::Goto(id)),
-        Err(r) => r,
+async fn send(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    match field(&body, "text") {
+        Some(text) => queue(&shared, Job::Line(text)),
+        None => missing(),
     }
 }
 
-async fn mode(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
-    match json_body(&body).and_then(|v| field(&v, "mode")) {
-        Ok(m) => match Mode::parse(&m) {
-            Some(m) => queue(&shared, Job::Mode(m)),
-            None => refuse(StatusCode::BAD_REQUEST, "strict, default or permissive\n"),
-        },
-        Err(r) => r,
+async fn goto(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    match field(&body, "id") {
+        Some(id) => queue(&shared, Job::Goto(id)),
+        None => missing(),
     }
 }
 
-async fn answer(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
-    let value = match json_body(&body) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let (Some(id), Ok(action)) = (value["id"].as_u64(), field(&value, "action")) else {
+async fn mode(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    match field(&body, "mode").as_deref().and_then(Mode::parse) {
+        Some(m) => queue(&shared, Job::Mode(m)),
+        None => refuse(StatusCode::BAD_REQUEST, "strict, default or permissive\n"),
+    }
+}
+
+async fn answer(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    let (Some(id), Some(action)) = (body["id"].as_u64(), field(&body, "action")) else {
         return refuse(StatusCode::BAD_REQUEST, "an id and an action\n");
     };
     if !matches!(action.as_str(), "approve" | "approve-session" | "deny") {
-        return refuse(StatusCode::BAD_REQUEST, "approve, approve-session or deny\n");
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "approve, approve-session or deny\n",
+        );
     }
     if *shared.pending.lock().expect("pending") != Some(id) {
         return refuse(StatusCode::CONFLICT, "no such question waits\n");

@@ -109,15 +109,21 @@ fn tree_nodes(c: &Conversation, with_content: bool) -> Vec<Value> {
     let cursor = c.cursor();
     let order = c.preorder();
     let mut column: HashMap<&str, u32> = HashMap::with_capacity(order.len());
-    let mut fan: HashMap<&str, usize> = HashMap::new();
+    let mut fan: HashMap<&str, (usize, usize)> = HashMap::new();
     let mut out = Vec::with_capacity(order.len());
     for (n, (_, m)) in order.iter().enumerate() {
         let parent = m.parent_id.as_deref();
+        // Below a fork, each child is drawn `├` (the last `└`), a column further in.
+        let mut fork = None;
         let col = match parent {
             None => 0,
             Some(p) => {
-                let forks = *fan.entry(p).or_insert_with(|| c.children(p).len()) > 1;
-                column.get(p).copied().unwrap_or(0) + u32::from(forks)
+                let (kids, seen) = fan.entry(p).or_insert_with(|| (c.children(p).len(), 0));
+                *seen += 1;
+                if *kids > 1 {
+                    fork = Some(if *seen == *kids { "last" } else { "mid" });
+                }
+                column.get(p).copied().unwrap_or(0) + u32::from(*kids > 1)
             }
         };
         column.insert(m.id.as_str(), col);
@@ -131,6 +137,9 @@ fn tree_nodes(c: &Conversation, with_content: bool) -> Vec<Value> {
         });
         if m.id.as_str() == cursor {
             node["current"] = json!(true);
+        }
+        if let Some(fork) = fork {
+            node["fork"] = json!(fork);
         }
         if m.side {
             node["side"] = json!(true);
@@ -185,7 +194,8 @@ fn branch(c: &Conversation) -> Vec<Value> {
         .map(|m| {
             let mut v = message_json(m);
             if let Some(parent) = m.parent_id.as_deref() {
-                let siblings: Vec<&str> = c.children(parent).iter().map(|s| s.id.as_str()).collect();
+                let siblings: Vec<&str> =
+                    c.children(parent).iter().map(|s| s.id.as_str()).collect();
                 if siblings.len() > 1 {
                     v["siblings"] = json!(siblings);
                 }
@@ -333,7 +343,10 @@ mod tests {
     #[test]
     fn json_in_a_script_element_cannot_close_it() {
         let s = script_json(&json!({"t": "</script><script>alert(1)</script>&"}));
-        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'), "{s}");
+        assert!(
+            !s.contains('<') && !s.contains('>') && !s.contains('&'),
+            "{s}"
+        );
         let back: Value = serde_json::from_str(&s).unwrap();
         assert_eq!(back["t"], "</script><script>alert(1)</script>&");
     }

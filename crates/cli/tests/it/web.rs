@@ -5,6 +5,8 @@
 //! deny, a model's `<script>`, and the `/export --html` file opened from disk.
 
 use crate::support::*;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use std::env;
 use std::fs;
@@ -12,6 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::thread;
 use std::time::Duration;
 
 /// An answer to a raw request.
@@ -77,7 +80,10 @@ fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &st
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         unchunk(body)
     } else {
         body.to_string()
@@ -221,7 +227,10 @@ fn the_server_listens_on_loopback_only_and_refuses_requests_without_the_token() 
             .collect();
         assert!(!listening.is_empty(), "{table}");
         for l in listening {
-            assert!(l.split_whitespace().nth(1).unwrap().starts_with("0100007F"), "{l}");
+            assert!(
+                l.split_whitespace().nth(1).unwrap().starts_with("0100007F"),
+                "{l}"
+            );
         }
     }
     for path in ["/", "/api/state", "/app.js", "/events"] {
@@ -241,7 +250,10 @@ fn the_server_listens_on_loopback_only_and_refuses_requests_without_the_token() 
     assert_eq!(first.header("location").as_deref(), Some("/"));
     let cookie = first.header("set-cookie").unwrap();
     assert!(cookie.starts_with(&web.cookie()), "{cookie}");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     assert_eq!(web.get("/api/state").status, 200);
     assert!(web.url.ends_with(&web.token));
 }
@@ -315,7 +327,11 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
         "",
     );
     assert_eq!(r.status, 200);
-    assert!(r.header("content-type").unwrap().starts_with("text/event-stream"));
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     // A strict policy on every answer, and a page whose only script is its own file.
     let page = web.get("/");
     let csp = page.header("content-security-policy").unwrap();
@@ -370,7 +386,9 @@ fn a_message_from_the_page_is_answered_and_a_click_on_a_node_branches_the_file()
     assert_eq!(users[0].1, users[1].1, "both from the root: {users:?}");
     // /commands typed in the box: the title, then /N back to the first branch.
     web.post("/api/send", json!({"text": "/title From the page"}));
-    web.until("the title", |s| s["conversation"]["title"] == "From the page");
+    web.until("the title", |s| {
+        s["conversation"]["title"] == "From the page"
+    });
     web.post("/api/send", json!({"text": "/2"}));
     let state = web.until("node 2", |s| {
         s["branch"][1]["html"]
@@ -443,7 +461,7 @@ fn stop_interrupts_a_streaming_answer() {
     assert!(eventually(200, Duration::from_millis(50), || !server
         .requests()
         .is_empty()));
-    std::thread::sleep(Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     assert_eq!(web.post("/api/stop", json!({})).status, 202);
     let state = web.until("the interrupted answer", |s| {
         s["branch"][1]["interrupted"] == true
@@ -612,7 +630,11 @@ impl Browser {
 
     fn type_in(&self, css: &str, text: &str) {
         let e = self.find(css);
-        self.call("POST", &format!("/element/{e}/value"), json!({"text": text}));
+        self.call(
+            "POST",
+            &format!("/element/{e}/value"),
+            json!({"text": text}),
+        );
     }
 
     /// Waits until `script` returns true.
@@ -620,11 +642,7 @@ impl Browser {
         let ok = eventually(300, Duration::from_millis(50), || {
             self.run(script) == Value::Bool(true)
         });
-        assert!(
-            ok,
-            "{what}: {}",
-            self.run("return document.body.innerText")
-        );
+        assert!(ok, "{what}: {}", self.run("return document.body.innerText"));
     }
 
     /// A screenshot for the book, when `NEW_WEB_SCREENSHOTS` names a folder.
@@ -632,11 +650,8 @@ impl Browser {
         let Ok(dir) = env::var("NEW_WEB_SCREENSHOTS") else {
             return;
         };
-        use base64::Engine as _;
         let png = self.call("GET", "/screenshot", Value::Null);
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(png.as_str().unwrap())
-            .unwrap();
+        let bytes = BASE64.decode(png.as_str().unwrap()).unwrap();
         fs::write(PathBuf::from(dir).join(name), bytes).unwrap();
     }
 }
@@ -706,7 +721,10 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         "the model's HTML shown as text",
         "return document.querySelector('#messages').innerText.includes('<script>window.pwned=1</script>')",
     );
-    assert_eq!(browser.run("return window.pwned === undefined"), json!(true));
+    assert_eq!(
+        browser.run("return window.pwned === undefined"),
+        json!(true)
+    );
     assert_eq!(
         browser.run("return document.querySelectorAll('#messages script, #messages img').length"),
         json!(0)
@@ -719,7 +737,10 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
     browser.type_in("textarea[name=\"message\"]", &format!("write{ENTER}"));
     browser.find("[data-action=\"deny\"]");
     browser.screenshot("web-approval.png");
-    assert_eq!(browser.run("return window.pwned === undefined"), json!(true));
+    assert_eq!(
+        browser.run("return window.pwned === undefined"),
+        json!(true)
+    );
     browser.click("[data-action=\"deny\"]");
     browser.until(
         "the answer after the denial",
@@ -732,7 +753,10 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         "return document.querySelector('#messages').innerText.includes('wrote it')",
     );
     assert!(env.work().join("ok.txt").exists());
-    assert_eq!(browser.run("return window.pwned === undefined"), json!(true));
+    assert_eq!(
+        browser.run("return window.pwned === undefined"),
+        json!(true)
+    );
     browser.screenshot("web-tree.png");
     // The export, opened from its file: the same contract, a click moves through the tree.
     web.post("/api/send", json!({"text": "/export --html shared.html"}));
@@ -749,5 +773,8 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         "the first branch shown from the file",
         "return document.querySelector('#messages').innerText.includes('Hello from the model')",
     );
-    assert_eq!(browser.run("return window.pwned === undefined"), json!(true));
+    assert_eq!(
+        browser.run("return window.pwned === undefined"),
+        json!(true)
+    );
 }

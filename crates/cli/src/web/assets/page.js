@@ -52,6 +52,7 @@
       if (n.undone) row.classList.add("undone");
       row.style.paddingLeft = 6 + Math.min(n.col, 40) * 14 + "px";
       row.appendChild(el("span", "num", n.n));
+      if (n.fork) row.appendChild(el("span", "fork", n.fork === "last" ? "└ " : "├ "));
       row.appendChild(el("span", "who", n.role === "system" ? "system" : n.role + ": "));
       row.appendChild(el("span", "label", n.role === "system" ? "" : n.label));
       row.title = n.label || "";
@@ -283,6 +284,10 @@
       case "busy":
         document.body.classList.toggle("busy", ev.busy);
         if (ev.busy) $("#live").replaceChildren();
+        else {
+          // What streamed is in the branch now; the diffs and the lines said stay until the next.
+          for (const e of $("#live").querySelectorAll(".streaming, .call, .result:not(.with-diff)")) e.remove();
+        }
         live = null;
         break;
       case "text":
@@ -299,7 +304,7 @@
         $("#live").appendChild(callCard(ev.name, ev.arguments));
         break;
       case "tool_result": {
-        const card = el("div", "card result" + (ev.ok ? "" : " failed"));
+        const card = el("div", "card result" + (ev.ok ? "" : " failed") + (ev.diff ? " with-diff" : ""));
         card.appendChild(el("b", "", ev.name + (ev.ok ? "" : " (failed)") + ": " + ev.summary));
         if (ev.diff) card.appendChild(diffTable(ev.diff));
         else card.appendChild(el("pre", "", ev.content));
