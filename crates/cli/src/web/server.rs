@@ -31,8 +31,11 @@ use super::{Job, Shared};
 use new_core::tools::Mode;
 use std::io;
 
-/// The cookie that carries the secret after the first address.
-const COOKIE_NAME: &str = "new_token";
+/// The cookie that carries the secret after the first address, one per port (a browser keeps
+/// cookies by host, whatever the port: two pages must not overwrite each other's).
+fn cookie_name(port: u16) -> String {
+    format!("new_token_{port}")
+}
 
 /// Nothing from elsewhere, no inline script or style, no framing.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -94,14 +97,15 @@ fn same_secret(a: &str, b: &str) -> bool {
             == 0
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+fn cookie_token(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = cookie_name(port);
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_string())
 }
 
@@ -159,7 +163,7 @@ async fn check(shared: &Shared, request: Request, next: Next) -> Response {
     {
         return refuse(StatusCode::FORBIDDEN, "another site's request\n");
     }
-    if cookie_token(headers).is_some_and(|t| same_secret(&t, &shared.token)) {
+    if cookie_token(headers, shared.port).is_some_and(|t| same_secret(&t, &shared.token)) {
         return next.run(request).await;
     }
     // The first address: the secret becomes the cookie, and leaves the address bar.
@@ -168,7 +172,8 @@ async fn check(shared: &Shared, request: Request, next: Next) -> Response {
         && query_token(request.uri().query()).is_some_and(|t| same_secret(t, &shared.token))
     {
         let cookie = format!(
-            "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/",
+            "{}={}; HttpOnly; SameSite=Strict; Path=/",
+            cookie_name(shared.port),
             shared.token
         );
         let mut response = StatusCode::SEE_OTHER.into_response();

@@ -133,7 +133,9 @@ fn tree_nodes(c: &Conversation, with_content: bool) -> Vec<Value> {
             "n": n,
             "col": col,
             "role": role_name(&m.role),
-            "label": label(m),
+            // The root is the system prompt (with AGENTS.md, memory, the environment): not
+            // the page's to show, nor a shared file's.
+            "label": if parent.is_some() { label(m) } else { String::new() },
         });
         if m.id.as_str() == cursor {
             node["current"] = json!(true);
@@ -147,7 +149,7 @@ fn tree_nodes(c: &Conversation, with_content: bool) -> Vec<Value> {
         if c.undone.contains(m.id.as_str()) {
             node["undone"] = json!(true);
         }
-        if with_content {
+        if with_content && parent.is_some() {
             node["message"] = message_json(m);
         }
         out.push(node);

@@ -147,7 +147,7 @@ impl Web {
     }
 
     fn cookie(&self) -> String {
-        format!("new_token={}", self.token)
+        format!("new_token_{}={}", self.port, self.token)
     }
 
     fn origin(&self) -> String {
@@ -238,7 +238,7 @@ fn the_server_listens_on_loopback_only_and_refuses_requests_without_the_token() 
     }
     let wrong = format!("/?token={}", "0".repeat(web.token.len()));
     assert_eq!(http(web.port, "GET", &wrong, &[], "").status, 401);
-    let forged = format!("new_token={}x", web.token);
+    let forged = format!("new_token_{}={}x", web.port, web.token);
     assert_eq!(
         http(web.port, "GET", "/api/state", &[("Cookie", &forged)], "").status,
         401
@@ -497,6 +497,8 @@ fn the_html_export_is_one_self_contained_page_with_the_node_contract() {
     assert!(page.contains("<script type=\"application/json\" id=\"new-data\">"));
     assert!(!page.contains("<script>alert"));
     assert!(!page.contains("href=\\\"javascript"));
+    // Not the system prompt (AGENTS.md, memory and the environment are in it).
+    assert!(!page.contains("You are a helpful assistant"));
     for l in lines.iter().filter(|l| l["type"] == "message") {
         assert!(page.contains(l["msg_id"].as_str().unwrap()));
     }
