@@ -812,8 +812,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "export_knows_json_only_got",
-        "/export knows --json and --html only (got `{w}`)",
-        "/export 只支持 --json 和 --html（收到 `{w}`）",
+        "/export knows --json only (got `{w}`)",
+        "/export 只支持 --json（收到 `{w}`）",
     ),
     (
         "export_takes_one_file_name_got",

@@ -504,7 +504,12 @@ fn the_html_export_is_one_self_contained_page_with_the_node_contract() {
     }
     // The REPL's other formats are as before.
     let run = env.run(&server.base_url, &["-c"], "/export --pdf\n");
-    assert!(run.stderr.contains("--html"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("/export knows --json only (got `--pdf`)"),
+        "{}",
+        run.stderr
+    );
 }
 
 // ---- in a real browser ----
