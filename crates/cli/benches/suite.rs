@@ -18,6 +18,7 @@ use new_cli::markdown::Layout;
 use new_cli::markdown::Renderer;
 use new_cli::sandbox_view;
 use new_cli::tree_view::push_tree;
+use new_cli::web::view::export_page;
 use new_core::checkpoint;
 use new_core::checkpoint::CheckpointSettings;
 use new_core::checkpoint::CheckpointStore;
@@ -1156,6 +1157,39 @@ fn main() {
     generate_big(&store, "big", s.big);
     generate_big(&store, "tenth", small_n);
     let drawn = tmp.path().join("tree.txt");
+    if wanted("web") {
+        // `new web` and `/export --html`: the page's data for the whole tree (every node, its
+        // Markdown rendered) and the page around it; the browser's own drawing is not timed.
+        let page = |n: usize| {
+            let (conv, _) = sample::branching(&format!("web{n}"), n);
+            let time = best(
+                || {
+                    let start = Instant::now();
+                    let html = export_page(&conv, "");
+                    let took = start.elapsed();
+                    drop(html);
+                    took
+                },
+                s.runs.min(5),
+            );
+            (time, export_page(&conv, "").len())
+        };
+        let (small, small_bytes) = page(1_000);
+        let (big, big_bytes) = page(10_000);
+        let growth = big.as_secs_f64() / small.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "web page of a 10000-message tree vs 1000 ({} vs {} KB of page)",
+                big_bytes / 1024,
+                small_bytes / 1024
+            ),
+            measured: ms(big),
+            baseline: format!("1000 msgs {}", ms(small)),
+            ratio: growth,
+            target: "≤ 12×".into(),
+            ok: growth <= 12.0,
+        });
+    }
     if wanted("tree") {
         let ours = best(|| load_and_draw(&store, "big", &drawn), s.runs.min(7));
         let floor = best(|| parse_values(&store.path("big")), s.runs.min(7));

@@ -194,7 +194,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         id: CommandId::Export,
         names: &["/export"],
-        args: "[--json] [FILE]",
+        args: "[--json|--html] [FILE]",
         help: "help_export",
         takes_conversation: false,
     },

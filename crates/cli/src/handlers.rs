@@ -868,6 +868,18 @@ impl App {
     }
 
     pub(super) fn export(&mut self, args: &str) {
+        // `--html [FILE]`: the whole tree as one page (crate::web).
+        if let Some(html) = super::web::export_html_args(args) {
+            return match html {
+                Ok(file) => match super::web::view::export_html(&self.engine, file) {
+                    Ok(path) => self
+                        .out
+                        .say(&self.tr("wrote", &[("path", &path.display())])),
+                    Err(e) => self.manage_error(&e),
+                },
+                Err(w) => self.refuse_text("export_takes_one_file_name_got", &[("w", &w)]),
+            };
+        }
         let mut format = ExportFormat::Markdown;
         let mut file = None;
         for word in args.split_whitespace() {

@@ -29,6 +29,7 @@ mod terminal;
 pub mod text;
 pub mod tree_view;
 mod typeahead;
+pub mod web;
 mod wrap;
 
 pub use repl::{App, Flow, Launch, default_datadir, run};

@@ -12,6 +12,8 @@ use new_cli::acp::AcpLaunch;
 use new_cli::import_cmd;
 use new_cli::import_cmd::ImportLaunch;
 use new_cli::print_mode::OutputFormat;
+use new_cli::web;
+use new_cli::web::WebLaunch;
 use new_cli::{Launch, run};
 use new_core::config::{Lang, Overrides};
 use new_core::log;
@@ -25,7 +27,7 @@ use std::env;
 #[command(
     name = "new",
     version,
-    about = "A terminal AI agent whose conversations are trees (and: new import)",
+    about = "A terminal AI agent whose conversations are trees (and: new import, new web)",
     long_about = None
 )]
 struct Args {
@@ -128,6 +130,47 @@ struct AcpArgs {
     model: Option<String>,
 }
 
+/// `new web`: the session as a local page in the browser.
+#[derive(Parser, Debug)]
+#[command(
+    name = "new web",
+    bin_name = "new web",
+    about = "The session as a local page: the tree drawn, a click to branch",
+    long_about = None
+)]
+struct WebArgs {
+    /// The only folder the tools may touch [default: .]
+    workdir: Option<PathBuf>,
+    /// The system prompt's role, roles/<ROLE>.md [default: default]
+    role: Option<String>,
+    /// Where the conversations live [default: one per project]
+    datadir: Option<PathBuf>,
+    /// Serve on this port of 127.0.0.1 [default: a free one]
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+    /// Print the address only; do not open the browser
+    #[arg(long)]
+    no_open: bool,
+    /// strict, default or permissive
+    #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
+    permission_mode: Option<String>,
+    /// openai, anthropic, ollama, llamacpp, …
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// The model to ask
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Reopen this project's latest conversation
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    continue_latest: bool,
+    /// Reopen conversation ID (a prefix is enough)
+    #[arg(short = 'r', long, value_name = "ID")]
+    resume: Option<String>,
+    /// Trust the project's .new/config.json as it is
+    #[arg(long)]
+    trust_project: bool,
+}
+
 fn main() -> ExitCode {
     platform::tune_allocator();
     os_sandbox::run_helper_if_asked();
@@ -153,6 +196,29 @@ fn main() -> ExitCode {
                 lang: None,
                 permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
             },
+        });
+    }
+    // `new web …` (a folder named `web` is `./web`).
+    if env::args_os().nth(1).is_some_and(|a| a == "web") {
+        let args = WebArgs::parse_from(env::args_os().skip(1));
+        return web::run(WebLaunch {
+            launch: Launch {
+                workdir: args.workdir,
+                role: args.role,
+                datadir: args.datadir,
+                overrides: Overrides {
+                    provider: args.provider,
+                    model: args.model,
+                    lang: None,
+                    permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
+                },
+                continue_latest: args.continue_latest,
+                resume: args.resume,
+                trust_project: args.trust_project,
+                ..Launch::default()
+            },
+            port: args.port,
+            open: !args.no_open,
         });
     }
     let args = Args::parse();

@@ -108,6 +108,8 @@ pub struct App {
     pub(super) at_prompt: Arc<AtomicBool>,
     /// The node numbers shown, each with the node it stood for then.
     pub(super) shown: super::numbers::Shown,
+    /// Raises the session's interrupts, as Ctrl-C does (the page's Stop).
+    pub(super) interrupt: watch::Sender<u64>,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
@@ -795,6 +797,7 @@ impl App {
             engine.set_mcp(manager);
         }
         let busy_flag = busy.clone();
+        let interrupt = tx.clone();
         // Registered now, so no Ctrl-C is missed once the prompt shows. (rustyline is built with its
         // `signal-hook` feature: without it, it takes SIGINT for itself for the editor's lifetime and
         // Ctrl-C during an answer would never reach us.)
@@ -824,6 +827,7 @@ impl App {
             turn_interrupted: false,
             at_prompt: Default::default(),
             shown: Default::default(),
+            interrupt,
         };
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(hooks::Input::new("program_start"));
@@ -860,7 +864,7 @@ impl App {
     /// Ends the application without freeing the conversation tree: every message is on disk
     /// already, and freeing a big tree one node at a time only delays the exit. Everything else
     /// (the line editor, the runtime) is dropped as usual.
-    fn leave(mut self) {
+    pub(super) fn leave(mut self) {
         let mut front = Terminal::plain(self.out);
         let closed = self.runtime.block_on(self.engine.close(&mut front));
         if !closed.protected_changed.is_empty() {

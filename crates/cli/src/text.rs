@@ -1463,8 +1463,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "help_export",
-        "write this branch as Markdown (--json: the whole tree) to FILE or ./<id>.md",
-        "把当前分支导出为 Markdown（--json：整棵树）到 FILE 或 ./<id>.md",
+        "write this branch as Markdown (--json: the whole tree; --html: the tree as one page) to FILE or ./<id>.md",
+        "把当前分支导出为 Markdown（--json：整棵树；--html：整棵树为一个网页）到 FILE 或 ./<id>.md",
     ),
     (
         "help_dump",

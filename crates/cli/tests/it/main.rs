@@ -35,3 +35,4 @@ mod subagents;
 mod support;
 mod tree;
 mod trust;
+mod web;

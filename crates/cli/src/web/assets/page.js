@@ -1,0 +1,380 @@
+// The page of `new web`, and of `/export --html` (then it reads its data from the page itself).
+// Text from the model, tools or files is only ever set as text; the one HTML inserted is the
+// Markdown the server rendered with raw HTML escaped.
+"use strict";
+(function () {
+  const $ = (sel) => document.querySelector(sel);
+  const dataElement = document.getElementById("new-data");
+  const isStatic = !!dataElement;
+  let state = null;
+  let byId = new Map();
+  let live = null; // the answer streaming now: {box, text, reasoning}
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function post(path, body) {
+    return fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body || {}),
+      credentials: "same-origin",
+    });
+  }
+
+  // ---- the tree ----
+
+  function onBranch() {
+    const on = new Set();
+    let id = state.cursor;
+    while (id) {
+      on.add(id);
+      const n = byId.get(id);
+      id = n ? n.parent : null;
+    }
+    return on;
+  }
+
+  function drawTree() {
+    const tree = $("#tree");
+    const on = onBranch();
+    const frag = document.createDocumentFragment();
+    for (const n of state.nodes) {
+      const row = el("div", "node " + n.role);
+      row.setAttribute("role", "treeitem");
+      row.dataset.nodeId = n.id;
+      if (n.id === state.cursor) row.dataset.current = "true";
+      if (on.has(n.id)) row.classList.add("onbranch");
+      if (n.undone) row.classList.add("undone");
+      row.style.paddingLeft = 6 + Math.min(n.col, 40) * 14 + "px";
+      row.appendChild(el("span", "num", n.n));
+      if (n.fork) row.appendChild(el("span", "fork", n.fork === "last" ? "└ " : "├ "));
+      row.appendChild(el("span", "who", n.role === "system" ? "system" : n.role + ": "));
+      row.appendChild(el("span", "label", n.role === "system" ? "" : n.label));
+      row.title = n.label || "";
+      frag.appendChild(row);
+    }
+    tree.replaceChildren(frag);
+    const current = tree.querySelector('[data-current="true"]');
+    if (current && current.scrollIntoView) current.scrollIntoView({ block: "nearest" });
+    $("#tree-title").textContent =
+      "Tree · " + (state.conversation.title || state.conversation.id);
+  }
+
+  function goto(id) {
+    if (isStatic) {
+      state.cursor = id;
+      draw();
+    } else {
+      post("/api/goto", { id: id });
+    }
+  }
+
+  // ---- the branch ----
+
+  function branchMessages() {
+    if (!isStatic) return state.branch;
+    const chain = [];
+    let id = state.cursor;
+    while (id) {
+      const n = byId.get(id);
+      if (!n) break;
+      if (n.parent) {
+        const m = Object.assign({}, n.message);
+        const siblings = state.nodes.filter((x) => x.parent === n.parent).map((x) => x.id);
+        if (siblings.length > 1) m.siblings = siblings;
+        chain.push(m);
+      }
+      id = n.parent;
+    }
+    return chain.reverse();
+  }
+
+  function diffTable(diff) {
+    const table = el("table", "diff");
+    const rows = [];
+    let left = [];
+    let right = [];
+    const flush = () => {
+      const k = Math.max(left.length, right.length);
+      for (let i = 0; i < k; i++) rows.push([left[i], right[i]]);
+      left = [];
+      right = [];
+    };
+    for (const line of String(diff).split("\n")) {
+      if (line.startsWith("---") || line.startsWith("+++")) continue;
+      if (line.startsWith("@@")) {
+        flush();
+        rows.push([{ t: line, c: "hunk" }, { t: line, c: "hunk" }]);
+      } else if (line.startsWith("-")) left.push({ t: line.slice(1), c: "del" });
+      else if (line.startsWith("+")) right.push({ t: line.slice(1), c: "add" });
+      else {
+        flush();
+        const t = line.startsWith(" ") ? line.slice(1) : line;
+        rows.push([{ t: t, c: "" }, { t: t, c: "" }]);
+      }
+    }
+    flush();
+    const head = el("tr");
+    head.appendChild(el("th", "", "before"));
+    head.appendChild(el("th", "", "after"));
+    table.appendChild(head);
+    for (const [a, b] of rows) {
+      const tr = el("tr");
+      tr.appendChild(el("td", a ? a.c : "", a ? a.t : ""));
+      tr.appendChild(el("td", b ? b.c : "", b ? b.t : ""));
+      table.appendChild(tr);
+    }
+    return table;
+  }
+
+  function callCard(name, args) {
+    const card = el("div", "card call");
+    card.appendChild(el("b", "", name));
+    card.appendChild(el("pre", "", args));
+    return card;
+  }
+
+  function messageBox(m) {
+    const box = el("div", "msg " + m.role);
+    box.dataset.messageId = m.id;
+    const head = el("div", "head");
+    head.appendChild(el("span", "", m.role + (m.model ? " · " + m.model : "")));
+    if (m.siblings) {
+      const i = m.siblings.indexOf(m.id);
+      const prev = el("button", "", "<");
+      prev.type = "button";
+      prev.disabled = i <= 0;
+      prev.addEventListener("click", () => goto(m.siblings[i - 1]));
+      const next = el("button", "", ">");
+      next.type = "button";
+      next.disabled = i >= m.siblings.length - 1;
+      next.addEventListener("click", () => goto(m.siblings[i + 1]));
+      head.appendChild(prev);
+      head.appendChild(el("span", "", i + 1 + "/" + m.siblings.length));
+      head.appendChild(next);
+    }
+    if (m.interrupted) head.appendChild(el("span", "", "(interrupted)"));
+    box.appendChild(head);
+    if (m.reasoning) {
+      const d = el("details", "reasoning");
+      d.appendChild(el("summary", "", "reasoning"));
+      d.appendChild(el("div", "", m.reasoning));
+      box.appendChild(d);
+    }
+    if (m.html !== undefined) {
+      const body = el("div", "body");
+      body.innerHTML = m.html; // rendered by the server, raw HTML escaped
+      box.appendChild(body);
+    } else if (m.role === "tool") {
+      box.className = "card result";
+      box.appendChild(el("pre", "", m.text));
+    } else {
+      box.appendChild(el("pre", "", m.text));
+    }
+    for (const c of m.calls || []) box.appendChild(callCard(c.name, c.arguments));
+    return box;
+  }
+
+  function drawBranch() {
+    const messages = $("#messages");
+    const frag = document.createDocumentFragment();
+    for (const m of branchMessages()) frag.appendChild(messageBox(m));
+    messages.replaceChildren(frag);
+    messages.scrollTop = messages.scrollHeight;
+  }
+
+  // ---- status and conversations ----
+
+  function drawStatus() {
+    const s = state.status;
+    if (!s) return;
+    const bar = $("#status");
+    const parts = [
+      ["model", s.model],
+      ["mode", s.mode],
+      ["tokens", s.input_tokens + " in · " + s.output_tokens + " out"],
+      ["turns", s.turns],
+      ["sandbox", s.sandbox === null ? "none" : s.sandbox ? "on" : "off"],
+      ["hooks", s.hooks ? "on" : "none"],
+      ["MCP", s.mcp.length ? s.mcp.join(", ") : "none"],
+    ];
+    bar.replaceChildren();
+    for (const [k, v] of parts) {
+      const span = el("span", "", k + " ");
+      span.appendChild(el("b", "", v));
+      bar.appendChild(span);
+    }
+    const mode = $("#mode");
+    if (mode && document.activeElement !== mode) mode.value = s.mode;
+  }
+
+  function drawConversations() {
+    const list = $("#conversations");
+    if (!list || !state.conversations) return;
+    list.replaceChildren();
+    for (const c of state.conversations) {
+      const li = el("li", c.current ? "current" : "", (c.title || c.id) + " (" + c.messages + ")");
+      li.dataset.conversationId = c.id;
+      li.addEventListener("click", () => post("/api/send", { text: "/switch " + c.id }));
+      list.appendChild(li);
+    }
+  }
+
+  function draw() {
+    byId = new Map(state.nodes.map((n) => [n.id, n]));
+    drawTree();
+    drawBranch();
+    if (!isStatic) {
+      drawStatus();
+      drawConversations();
+    }
+  }
+
+  // ---- what streams ----
+
+  function liveAnswer() {
+    if (!live) {
+      const box = el("div", "msg assistant streaming");
+      box.appendChild(el("div", "head", "assistant"));
+      const reasoning = el("details", "reasoning");
+      reasoning.appendChild(el("summary", "", "reasoning"));
+      const thought = el("div", "");
+      reasoning.appendChild(thought);
+      reasoning.hidden = true;
+      box.appendChild(reasoning);
+      const text = el("div", "body streamed");
+      text.style.whiteSpace = "pre-wrap";
+      box.appendChild(text);
+      $("#live").appendChild(box);
+      live = { box: box, text: text, reasoning: reasoning, thought: thought };
+    }
+    return live;
+  }
+
+  function line(text, cls) {
+    $("#live").appendChild(el("div", "line " + (cls || ""), text));
+  }
+
+  function approval(ev) {
+    const box = el("div", "approval");
+    box.dataset.question = ev.id;
+    box.appendChild(el("b", "", (ev.label ? ev.label + ": " : "") + ev.tool + " asks to run"));
+    box.appendChild(el("pre", "", ev.preview));
+    const names = { approve: "Allow once", "approve-session": "Allow for this session", deny: "Deny" };
+    for (const action of ev.options) {
+      const b = el("button", "", names[action] || action);
+      b.type = "button";
+      b.dataset.action = action;
+      b.addEventListener("click", () => post("/api/answer", { id: ev.id, action: action }));
+      box.appendChild(b);
+    }
+    $("#approvals").appendChild(box);
+  }
+
+  function onEvent(ev) {
+    switch (ev.type) {
+      case "state":
+        refresh();
+        break;
+      case "busy":
+        document.body.classList.toggle("busy", ev.busy);
+        if (ev.busy) $("#live").replaceChildren();
+        else {
+          // What streamed is in the branch now; the diffs and the lines said stay until the next.
+          for (const e of $("#live").querySelectorAll(".streaming, .call, .result:not(.with-diff)")) e.remove();
+        }
+        live = null;
+        break;
+      case "text":
+        liveAnswer().text.textContent += ev.text;
+        break;
+      case "reasoning": {
+        const a = liveAnswer();
+        a.reasoning.hidden = false;
+        a.thought.textContent += ev.text;
+        break;
+      }
+      case "tool_call":
+        live = null;
+        $("#live").appendChild(callCard(ev.name, ev.arguments));
+        break;
+      case "tool_result": {
+        const card = el("div", "card result" + (ev.ok ? "" : " failed") + (ev.diff ? " with-diff" : ""));
+        card.appendChild(el("b", "", ev.name + (ev.ok ? "" : " (failed)") + ": " + ev.summary));
+        if (ev.diff) card.appendChild(diffTable(ev.diff));
+        else card.appendChild(el("pre", "", ev.content));
+        $("#live").appendChild(card);
+        break;
+      }
+      case "approval":
+        approval(ev);
+        break;
+      case "answered": {
+        const q = document.querySelector('[data-question="' + Number(ev.id) + '"]');
+        if (q) q.remove();
+        break;
+      }
+      case "turn_ended":
+        if (ev.reason !== "complete") line("turn ended: " + ev.reason, "notice");
+        break;
+      case "output":
+        line(ev.text, "");
+        break;
+      case "error":
+        line(ev.text, "error");
+        break;
+      case "notice":
+      case "subagent":
+        line(ev.text, "notice");
+        break;
+      case "exit":
+        line("The session has ended; this page can be closed.", "notice");
+        break;
+    }
+  }
+
+  function refresh() {
+    return fetch("/api/state", { credentials: "same-origin" })
+      .then((r) => r.json())
+      .then((s) => {
+        state = s;
+        draw();
+      });
+  }
+
+  // ---- start ----
+
+  $("#tree").addEventListener("click", (e) => {
+    const row = e.target.closest(".node");
+    if (row) goto(row.dataset.nodeId);
+  });
+
+  if (isStatic) {
+    state = JSON.parse(dataElement.textContent);
+    draw();
+    return;
+  }
+
+  const box = document.querySelector('textarea[name="message"]');
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      const text = box.value;
+      if (text.trim() === "") return;
+      box.value = "";
+      post("/api/send", { text: text });
+    }
+  });
+  $("#composer").addEventListener("submit", (e) => e.preventDefault());
+  $("#stop").addEventListener("click", () => post("/api/stop"));
+  $("#mode").addEventListener("change", (e) => post("/api/mode", { mode: e.target.value }));
+  const events = new EventSource("/events");
+  events.onmessage = (m) => onEvent(JSON.parse(m.data));
+  events.onopen = () => refresh();
+  refresh();
+})();

@@ -1,0 +1,294 @@
+//! The page's HTTP server, on loopback only. Every request passes [`guard`] first: a `Host` of
+//! this server's own (a DNS-rebound name is refused), the session's secret (in the first address,
+//! then an HttpOnly, SameSite=Strict cookie), and for what changes anything or streams events an
+//! `Origin` of this server's own (CSRF); every answer carries a Content-Security-Policy that
+//! allows nothing from elsewhere and no inline script.
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::thread;
+
+use axum::extract::{Request, State};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, COOKIE, HOST, LOCATION, ORIGIN,
+    REFERRER_POLICY, SET_COOKIE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream};
+use serde_json::Value;
+use tokio::net::TcpListener as AsyncListener;
+use tokio::runtime::Builder;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::view::{PAGE_CSS, PAGE_HTML, PAGE_JS};
+use super::{Job, Shared};
+use new_core::tools::Mode;
+use std::io;
+
+/// The cookie that carries the secret after the first address, one per port (a browser keeps
+/// cookies by host, whatever the port: two pages must not overwrite each other's).
+fn cookie_name(port: u16) -> String {
+    format!("new_token_{port}")
+}
+
+/// Nothing from elsewhere, no inline script or style, no framing.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+frame-ancestors 'none'";
+
+/// Serves the page on `listener` (bound to loopback by the caller) from a thread of its own.
+pub fn start(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let runtime = Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("new-web")
+        .enable_all()
+        .build()?;
+    let listener = runtime.block_on(async { AsyncListener::from_std(listener) })?;
+    let app = Router::new()
+        .route("/", get(page))
+        .route("/app.js", get(script))
+        .route("/app.css", get(style))
+        .route("/api/state", get(state))
+        .route("/events", get(events))
+        .route("/api/send", post(send))
+        .route("/api/goto", post(goto))
+        .route("/api/answer", post(answer))
+        .route("/api/stop", post(stop))
+        .route("/api/mode", post(mode))
+        .route("/api/exit", post(exit))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard))
+        .with_state(shared);
+    thread::Builder::new()
+        .name("new-web".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!(error = %e, "the page's server stopped");
+                }
+            })
+        })?;
+    Ok(())
+}
+
+/// The names this server answers to: its own address, by number or as `localhost`.
+fn own_host(host: &str, port: u16) -> bool {
+    host == format!("127.0.0.1:{port}") || host == format!("localhost:{port}")
+}
+
+fn own_origin(origin: &str, port: u16) -> bool {
+    origin
+        .strip_prefix("http://")
+        .is_some_and(|host| own_host(host, port))
+}
+
+/// Equal secrets, compared in a time that does not tell how much of them matched.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn cookie_token(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = cookie_name(port);
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value.to_string())
+}
+
+fn query_token(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(name, _)| *name == "token")
+        .map(|(_, value)| value)
+}
+
+fn refuse(status: StatusCode, why: &'static str) -> Response {
+    (status, why).into_response()
+}
+
+/// Every request's checks, then the answer's safety headers.
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let mut response = check(&shared, request, next).await;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn check(shared: &Shared, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    // DNS rebinding: a page of another name resolved to 127.0.0.1 sends its own name.
+    let host = headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !own_host(host, shared.port) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this server answers to 127.0.0.1 only\n",
+        );
+    }
+    // CSRF: what changes anything, and the event stream, only from this page. Browsers send an
+    // Origin with every POST; a stream asked for by another site would carry its own.
+    let changes = request.method() != Method::GET && request.method() != Method::HEAD;
+    let streams = request.uri().path() == "/events";
+    let origin = headers.get(ORIGIN).map(|o| o.to_str().unwrap_or("?"));
+    if (changes || streams) && origin.is_some_and(|o| !own_origin(o, shared.port)) {
+        return refuse(StatusCode::FORBIDDEN, "another site's request\n");
+    }
+    if changes && origin.is_none() {
+        return refuse(StatusCode::FORBIDDEN, "a request without its origin\n");
+    }
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|s| s.to_str().ok())
+        && (changes || streams)
+        && site != "same-origin"
+    {
+        return refuse(StatusCode::FORBIDDEN, "another site's request\n");
+    }
+    if cookie_token(headers, shared.port).is_some_and(|t| same_secret(&t, &shared.token)) {
+        return next.run(request).await;
+    }
+    // The first address: the secret becomes the cookie, and leaves the address bar.
+    if request.method() == Method::GET
+        && request.uri().path() == "/"
+        && query_token(request.uri().query()).is_some_and(|t| same_secret(t, &shared.token))
+    {
+        let cookie = format!(
+            "{}={}; HttpOnly; SameSite=Strict; Path=/",
+            cookie_name(shared.port),
+            shared.token
+        );
+        let mut response = StatusCode::SEE_OTHER.into_response();
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().insert(SET_COOKIE, v);
+        }
+        response
+            .headers_mut()
+            .insert(LOCATION, HeaderValue::from_static("/"));
+        return response;
+    }
+    refuse(
+        StatusCode::UNAUTHORIZED,
+        "open the address `new web` printed\n",
+    )
+}
+
+fn typed(kind: &'static str, body: &'static str) -> Response {
+    ([(CONTENT_TYPE, kind)], body).into_response()
+}
+
+async fn page() -> Response {
+    typed("text/html; charset=utf-8", PAGE_HTML)
+}
+
+async fn script() -> Response {
+    typed("text/javascript; charset=utf-8", PAGE_JS)
+}
+
+async fn style() -> Response {
+    typed("text/css; charset=utf-8", PAGE_CSS)
+}
+
+async fn state(State(shared): State<Arc<Shared>>) -> Response {
+    let body = shared.state.lock().expect("state").clone();
+    ([(CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The events as server-sent events, from now on.
+async fn events(
+    State(shared): State<Arc<Shared>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let receiver = shared.events.subscribe();
+    let stream = stream::unfold(receiver, |mut receiver| async move {
+        match receiver.recv().await {
+            Ok(text) => Some((Ok(Event::default().data(text)), receiver)),
+            // A page too slow for the stream is told to read the state again.
+            Err(RecvError::Lagged(_)) => {
+                Some((Ok(Event::default().data(r#"{"type":"state"}"#)), receiver))
+            }
+            Err(RecvError::Closed) => None,
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+fn field(value: &Value, name: &str) -> Option<String> {
+    value[name].as_str().map(str::to_string)
+}
+
+fn missing() -> Response {
+    refuse(StatusCode::BAD_REQUEST, "a field is missing\n")
+}
+
+fn queue(shared: &Shared, job: Job) -> Response {
+    match shared.jobs.lock().expect("jobs").send(job) {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(_) => refuse(StatusCode::SERVICE_UNAVAILABLE, "the session has ended\n"),
+    }
+}
+
+async fn send(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    match field(&body, "text") {
+        Some(text) => queue(&shared, Job::Line(text)),
+        None => missing(),
+    }
+}
+
+async fn goto(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    match field(&body, "id") {
+        Some(id) => queue(&shared, Job::Goto(id)),
+        None => missing(),
+    }
+}
+
+async fn mode(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    match field(&body, "mode").as_deref().and_then(Mode::parse) {
+        Some(m) => queue(&shared, Job::Mode(m)),
+        None => refuse(StatusCode::BAD_REQUEST, "strict, default or permissive\n"),
+    }
+}
+
+async fn answer(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    let (Some(id), Some(action)) = (body["id"].as_u64(), field(&body, "action")) else {
+        return refuse(StatusCode::BAD_REQUEST, "an id and an action\n");
+    };
+    if !matches!(action.as_str(), "approve" | "approve-session" | "deny") {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "approve, approve-session or deny\n",
+        );
+    }
+    if *shared.pending.lock().expect("pending") != Some(id) {
+        return refuse(StatusCode::CONFLICT, "no such question waits\n");
+    }
+    let _ = shared.answers.lock().expect("answers").send((id, action));
+    StatusCode::ACCEPTED.into_response()
+}
+
+async fn stop(State(shared): State<Arc<Shared>>) -> Response {
+    shared.stop();
+    StatusCode::ACCEPTED.into_response()
+}
+
+async fn exit(State(shared): State<Arc<Shared>>) -> Response {
+    shared.stop();
+    queue(&shared, Job::Exit)
+}
