@@ -113,6 +113,7 @@ pub fn client_servers(servers: &Value) -> (Vec<ServerConfig>, Vec<String>) {
             disabled_tools: Vec::new(),
             always_allow: Vec::new(),
             oauth: Default::default(),
+            held: None,
         });
     }
     (out, problems)
