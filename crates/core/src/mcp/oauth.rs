@@ -961,6 +961,7 @@ mod tests {
         use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
         use serde_json::json;
 
+        http::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let pkcs8 =
             EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
