@@ -408,6 +408,19 @@ mod tests {
         assert!(err.contains("plain.txt/below"), "{err}");
     }
 
+    /// A socket where one of the user's files should be exists but cannot be opened (ENXIO):
+    /// an error that names it, not "nothing there".
+    #[cfg(unix)]
+    #[test]
+    fn an_own_file_that_is_a_socket_is_an_error_not_nothing() {
+        use std::os::unix::net::UnixListener;
+        let (_d, work, _o) = project();
+        let path = work.join("key.sock");
+        let _listener = UnixListener::bind(&path).unwrap();
+        let err = read_own(&path, 10).unwrap_err();
+        assert!(err.contains("key.sock"), "{err}");
+    }
+
     #[cfg(unix)]
     #[test]
     fn a_skill_folder_linked_out_of_its_tier_is_not_a_folder_within_it() {

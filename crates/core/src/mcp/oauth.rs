@@ -947,6 +947,105 @@ mod tests {
         assert_eq!(form_escape("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
     }
 
+    /// The signed client-credentials grant against a scripted authorization server on
+    /// loopback: the form carries the assertion and the resource, and the scopes only when
+    /// there are some; a refusal is said by its error code alone (never the server's own
+    /// words); a token is handed over.
+    #[test]
+    fn the_signed_grant_posts_its_form_and_says_a_refusal_by_its_code() {
+        use axum::Router;
+        use axum::extract::State;
+        use axum::http::StatusCode;
+        use axum::routing::{get, post};
+        use base64::Engine as _;
+        use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+        use serde_json::json;
+
+        http::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
+                .unwrap();
+        let key = dir.path().join("key.pem");
+        fs::write(
+            &key,
+            format!(
+                "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+                STANDARD.encode(pkcs8.as_ref())
+            ),
+        )
+        .unwrap();
+        let runtime = Builder::new_current_thread().enable_all().build().unwrap();
+        let forms: Arc<Mutex<Vec<String>>> = Default::default();
+        let base = runtime.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let resource = json!({"resource": format!("{base}/mcp"),
+                "authorization_servers": [base.clone()]});
+            let server = json!({"issuer": base.clone(),
+                "authorization_endpoint": format!("{base}/authorize"),
+                "token_endpoint": format!("{base}/token"),
+                "response_types_supported": ["code"]});
+            let app = Router::new()
+                .route(
+                    "/.well-known/oauth-protected-resource/mcp",
+                    get(move || async move { axum::Json(resource) }),
+                )
+                .route(
+                    "/.well-known/oauth-authorization-server",
+                    get(move || async move { axum::Json(server) }),
+                )
+                .route(
+                    "/token",
+                    post(
+                        |State(forms): State<Arc<Mutex<Vec<String>>>>, body: String| async move {
+                            let mut forms = forms.lock().unwrap();
+                            forms.push(body);
+                            if forms.len() == 1 {
+                                let refusal = r#"{"error":"invalid_client","error_description":"\u001b[2J trust me"}"#;
+                                (StatusCode::BAD_REQUEST, refusal)
+                            } else {
+                                let token = r#"{"access_token":"at-1","token_type":"Bearer","expires_in":3600}"#;
+                                (StatusCode::OK, token)
+                            }
+                        },
+                    ),
+                )
+                .with_state(forms.clone());
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            base
+        });
+        let url = format!("{base}/mcp");
+        let mut login = enterprise_login(dir.path(), dir.path().join("unused"));
+        login.settings.scopes = vec!["tools".into(), "read".into()];
+        let err = runtime
+            .block_on(login.client_credentials_jwt(&url, "c-1", &key))
+            .err()
+            .expect("refused");
+        assert_eq!(
+            err.to_string(),
+            "OAuth: the token endpoint refused the client's assertion (400 Bad Request invalid_client)"
+        );
+        login.settings.scopes.clear();
+        runtime
+            .block_on(login.client_credentials_jwt(&url, "c-1", &key))
+            .expect("a token");
+        let forms = forms.lock().unwrap().clone();
+        assert_eq!(forms.len(), 2, "{forms:?}");
+        for form in &forms {
+            for part in [
+                "grant_type=client_credentials".to_string(),
+                "client_id=c-1".into(),
+                "client_assertion=ey".into(),
+                format!("resource={}", form_escape(&url)),
+            ] {
+                assert!(form.contains(&part), "{part}: {form}");
+            }
+        }
+        assert!(forms[0].ends_with("&scope=tools+read"), "{}", forms[0]);
+        assert!(!forms[1].contains("scope="), "{}", forms[1]);
+    }
+
     #[test]
     fn redirects_are_parsed_and_refusals_said_in_fixed_words() {
         assert_eq!(
