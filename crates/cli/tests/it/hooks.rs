@@ -686,7 +686,19 @@ fn tool_names_of_the_peers_work_in_rules_hooks_and_tool_lists() {
     assert!(logged.contains("formatted main.go"), "{logged}");
     assert_eq!(logged.matches("round two").count(), 1, "{logged}");
     let names = tool_names(&server.requests()[0]);
-    assert_eq!(names, ["read_file", "write_file", "bash"], "{names:?}");
+    // CodePilot's `tools.enabled` names built-in tools: skills' and subagents' follow their sections.
+    assert_eq!(
+        names,
+        [
+            "read_file",
+            "write_file",
+            "bash",
+            "use_skill",
+            "agent",
+            "task_status"
+        ],
+        "{names:?}"
+    );
 }
 
 /// `/new` (and `/switch`) end one session and start another for the hooks, each event under its
