@@ -113,7 +113,7 @@ impl App {
         let Some((_, differ)) = self.engine.folder_differs() else {
             return;
         };
-        let n = self.node_label(&self.engine.chat.conversation().cursor().to_string());
+        let n = self.node_label(self.engine.chat.conversation().cursor());
         let mut list = String::new();
         for (path, what) in differ.iter().take(20) {
             list.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
@@ -178,13 +178,13 @@ impl App {
         let (done, kept) = match restored {
             Ok(Restored::Done { done, kept, .. }) => (done, kept),
             Ok(Restored::Matches { .. }) => {
-                let n = self.node_label(&self.engine.chat.conversation().cursor().to_string());
+                let n = self.node_label(self.engine.chat.conversation().cursor());
                 return self.out.say(&self.tr("folder_matches", &[("n", &n)]));
             }
             Ok(Restored::Cancelled) => return self.out.say(&self.tr("restore_cancelled", &[])),
             Err(e) => return self.state_error(&e),
         };
-        let n = self.node_label(&self.engine.chat.conversation().cursor().to_string());
+        let n = self.node_label(self.engine.chat.conversation().cursor());
         // The folder as it was is the state of the node the cursor came from: named so.
         let kept_as = match came_from
             .as_deref()

@@ -215,17 +215,18 @@ impl App {
             .strip_prefix('[')
             .and_then(|w| w.strip_suffix(']'))
             .unwrap_or(word);
-        if !bare.is_empty() && bare.chars().all(|ch| ch.is_ascii_digit()) {
-            if let Ok(n) = bare.parse::<usize>() {
-                match self.shown.meaning(self.engine.chat.id(), c, n) {
-                    Meaning::Node(id) => return Typed::Node(id),
-                    Meaning::Moved { .. } => {
-                        // Said as `/N` says it; the command is not run.
-                        self.goto(n, bare);
-                        return Typed::Moved;
-                    }
-                    Meaning::None => {}
+        if !bare.is_empty()
+            && bare.chars().all(|ch| ch.is_ascii_digit())
+            && let Ok(n) = bare.parse::<usize>()
+        {
+            match self.shown.meaning(self.engine.chat.id(), c, n) {
+                Meaning::Node(id) => return Typed::Node(id),
+                Meaning::Moved { .. } => {
+                    // Said as `/N` says it; the command is not run.
+                    self.goto(n, bare);
+                    return Typed::Moved;
                 }
+                Meaning::None => {}
             }
         }
         if c.branch_tip(bare).is_some() {

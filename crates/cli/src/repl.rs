@@ -1173,8 +1173,10 @@ impl App {
                 let args = line.trim().strip_prefix(word).unwrap_or("").trim();
                 if self.engine.skills.get(name).is_some() {
                     self.run_skill(name, args);
-                } else if name.starts_with("mcp__") && self.run_mcp_prompt(name, args) {
-                } else if args.is_empty() && self.goto_id(name) {
+                } else if (name.starts_with("mcp__") && self.run_mcp_prompt(name, args))
+                    || (args.is_empty() && self.goto_id(name))
+                {
+                    // An MCP server's prompt ran, or `/ID` moved to that node.
                 } else if let Some(near) = super::commands::nearest(word) {
                     self.out.error(&self.tr(
                         "unknown_command_did_you_mean",

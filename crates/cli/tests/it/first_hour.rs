@@ -102,7 +102,7 @@ fn merge_and_btw_name_their_nodes_by_id_too_and_merge_takes_an_id() {
         .0
         .clone();
     assert!(
-        merged.stdout.contains(&format!("merged branch ["))
+        merged.stdout.contains("merged branch [")
             && merged.stdout.contains(&format!(" · {tip}] as [")),
         "{merged:?}"
     );
