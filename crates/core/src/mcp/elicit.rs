@@ -136,7 +136,11 @@ impl Form {
                     required: required.contains(&name.as_str()),
                 }
             })
-            .collect();
+            .collect::<Vec<Field>>();
+        // In name order whatever the JSON map keeps (the ACP crate turns serde_json's
+        // `preserve_order` on for the whole binary): the same form in every build.
+        let mut fields = fields;
+        fields.sort_by(|a, b| a.name.cmp(&b.name));
         Some(Form {
             server: String::new(),
             message: text(params.get("message")),
