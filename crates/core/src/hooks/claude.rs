@@ -588,7 +588,7 @@ mod tests {
         let write = tool_input(&json!({"filepath": "a.go", "content": "x\ny\n"}), w);
         let diff = "--- /dev/null\n+++ b/a.go\n@@ -0,0 +1,2 @@\n+x\n+y\n";
         let got = tool_response("write_file", &write, "Wrote 2 lines", Some(diff));
-        assert_eq!(got["filePath"], "/w/a.go");
+        assert_eq!(got["filePath"], w.join("a.go").display().to_string());
         assert_eq!(got["type"], "create");
         assert_eq!(got["content"], "x\ny\n");
         assert_eq!(
@@ -604,7 +604,8 @@ mod tests {
         let got = tool_response("edit_file", &edit, "Edited", Some(diff));
         assert_eq!(
             (&got["filePath"], &got["oldString"], &got["newString"]),
-            (&json!("/w/b.rs"), &json!("a"), &json!("b"))
+            // Absolute here; on Windows a path without a drive is joined as the tool does.
+            (&json!(w.join("/w/b.rs")), &json!("a"), &json!("b"))
         );
         assert_eq!(got["replaceAll"], false);
         assert_eq!(got["structuredPatch"][0]["oldStart"], 3);

@@ -290,8 +290,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let searched = format!(
             "{}, {}",
-            dir.path().join("p/.new/roles").display(),
-            dir.path().join("u/new/roles").display()
+            dir.path().join("p").join(".new").join("roles").display(),
+            dir.path().join("u").join("new").join("roles").display()
         );
         for name in ["nope", "../default", "", ".hidden"] {
             let err = load_role(&layers(dir.path()), name).unwrap_err();
