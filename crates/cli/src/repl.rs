@@ -28,7 +28,6 @@ use new_core::mcp::McpSettings;
 use new_core::mcp::ServerConfig;
 use new_core::mcp::State;
 use new_core::mcp::Transport;
-use new_core::mcp::oauth::TokenStore;
 use new_core::memory::MemorySettings;
 use new_core::memory::MemoryStore;
 use new_core::prompt::{self, RoleFile};
@@ -776,23 +775,14 @@ impl App {
             Reader::piped()
         };
         // MCP servers start in the background: the prompt does not wait for them.
-        if !engine.config.mcp.servers.is_empty() {
-            let config = &engine.config;
-            let manager = Manager::new(
-                config.mcp.clone(),
-                &engine.workdir,
-                &datadir,
-                config.secret_vars.clone(),
-                config.mcp_trusted,
-                runtime.handle().clone(),
-            );
+        if let Some(manager) =
+            engine.mcp_manager(&datadir, runtime.handle().clone(), os_sandbox.clone())
+        {
             manager.on_progress(Arc::new(|line: &str| {
                 super::spinner::hush_any();
                 eprintln!("  … {line}")
             }));
-            manager.set_sandbox(os_sandbox.clone());
-            manager.set_token_store(engine.layers.user.as_deref().map(TokenStore::in_dir));
-            manager.set_elicitor(super::mcp_view::terminal_elicitor(config.lang));
+            manager.set_elicitor(super::mcp_view::terminal_elicitor(engine.config.lang));
             let _ = mcp_slot.set(manager.clone());
             engine.set_mcp(manager);
         }

@@ -18,8 +18,7 @@ use new_core::config;
 use new_core::config::Overrides;
 use new_core::hooks;
 use new_core::layers::{Layers, Origin};
-use new_core::mcp::oauth::TokenStore;
-use new_core::mcp::{Manager, ServerConfig, Transport};
+use new_core::mcp::{ServerConfig, Transport};
 use new_core::prompt;
 use new_core::session::{Options, Recorder, Resume, Session};
 use new_core::skill::Shelf;
@@ -203,19 +202,8 @@ pub fn open(
     }
     engine.prompt_written = parts;
     engine.fill_prompt();
-    if !engine.config.mcp.servers.is_empty() {
-        let config = &engine.config;
-        let manager = Manager::new(
-            config.mcp.clone(),
-            &engine.workdir,
-            &datadir,
-            config.secret_vars.clone(),
-            config.mcp_trusted,
-            runtime.handle().clone(),
-        );
+    if let Some(manager) = engine.mcp_manager(&datadir, runtime.handle().clone(), sandbox) {
         manager.on_progress(Arc::new(|line: &str| tracing::info!(line, "mcp")));
-        manager.set_sandbox(sandbox);
-        manager.set_token_store(engine.layers.user.as_deref().map(TokenStore::in_dir));
         engine.set_mcp(manager);
     }
     // The hooks of a start: what they say goes to the log; what `session_start` adds goes with

@@ -18,17 +18,21 @@ use crate::hooks::Action;
 use crate::hooks::{Input, Outcome, STOP_HOOK_ROUNDS};
 use crate::llm::Model;
 use crate::mcp::Manager;
+use crate::mcp::oauth::TokenStore;
 use crate::memory::review;
 use crate::skill;
 use crate::skill::Generated;
 use crate::skill::Shelf;
 use crate::vocab::Role;
 use crate::vocab::ToolSpec;
+use new_sys::os_sandbox::OsSandbox;
 use std::future::Future;
 use std::mem;
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
+use tokio::runtime::Handle;
 
 /// Runs `work` to completion unless an interrupt comes first (then None). `busy` is up while it
 /// runs: the front end raises interrupts only then.
@@ -400,6 +404,33 @@ impl Session {
             tasks_stopped,
             protected_changed,
         }
+    }
+
+    /// A manager of the configured MCP servers (None when there are none), with the secrets it
+    /// hides, the project's trust, the OS sandbox and the user's token store: what every front
+    /// end starts them with. The front end adds how progress and questions reach the user, then
+    /// [`Session::set_mcp`].
+    pub fn mcp_manager(
+        &self,
+        datadir: &Path,
+        runtime: Handle,
+        sandbox: Option<Arc<OsSandbox>>,
+    ) -> Option<Arc<Manager>> {
+        let config = &self.config;
+        if config.mcp.servers.is_empty() {
+            return None;
+        }
+        let manager = Manager::new(
+            config.mcp.clone(),
+            &self.workdir,
+            datadir,
+            config.secret_vars.clone(),
+            config.mcp_trusted,
+            runtime,
+        );
+        manager.set_sandbox(sandbox);
+        manager.set_token_store(self.layers.user.as_deref().map(TokenStore::in_dir));
+        Some(manager)
     }
 
     /// The MCP servers' tools join the session's (the hooks' subagents get them too).
