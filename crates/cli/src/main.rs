@@ -119,6 +119,13 @@ struct AcpArgs {
     /// Where the conversations live [default: one per project]
     #[arg(long, value_name = "DIR")]
     datadir: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// The mode, provider and model options `new acp` and `new web` share.
+#[derive(clap::Args, Debug)]
+struct EngineArgs {
     /// strict, default or permissive
     #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
     permission_mode: Option<String>,
@@ -128,6 +135,17 @@ struct AcpArgs {
     /// The model to ask
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
+}
+
+impl EngineArgs {
+    fn overrides(self) -> Overrides {
+        Overrides {
+            provider: self.provider,
+            model: self.model,
+            lang: None,
+            permission_mode: self.permission_mode.as_deref().and_then(Mode::parse),
+        }
+    }
 }
 
 /// `new web`: the session as a local page in the browser.
@@ -151,15 +169,8 @@ struct WebArgs {
     /// Print the address only; do not open the browser
     #[arg(long)]
     no_open: bool,
-    /// strict, default or permissive
-    #[arg(long, value_name = "MODE", value_parser = ["strict", "default", "permissive"], hide_possible_values = true)]
-    permission_mode: Option<String>,
-    /// openai, anthropic, ollama, llamacpp, …
-    #[arg(long, value_name = "NAME")]
-    provider: Option<String>,
-    /// The model to ask
-    #[arg(long, value_name = "NAME")]
-    model: Option<String>,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Reopen this project's latest conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     continue_latest: bool,
@@ -190,12 +201,7 @@ fn main() -> ExitCode {
         let args = AcpArgs::parse_from(env::args_os().skip(1));
         return acp::run(AcpLaunch {
             datadir: args.datadir,
-            overrides: Overrides {
-                provider: args.provider,
-                model: args.model,
-                lang: None,
-                permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
-            },
+            overrides: args.engine.overrides(),
         });
     }
     // `new web …` (a folder named `web` is `./web`).
@@ -206,12 +212,7 @@ fn main() -> ExitCode {
                 workdir: args.workdir,
                 role: args.role,
                 datadir: args.datadir,
-                overrides: Overrides {
-                    provider: args.provider,
-                    model: args.model,
-                    lang: None,
-                    permission_mode: args.permission_mode.as_deref().and_then(Mode::parse),
-                },
+                overrides: args.engine.overrides(),
                 continue_latest: args.continue_latest,
                 resume: args.resume,
                 trust_project: args.trust_project,
