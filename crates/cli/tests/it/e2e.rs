@@ -437,7 +437,7 @@ fn real_mcp_servers_list_and_answer_tools_over_stdio_and_http() {
         "time (user): ready",
         "filesystem (user): ready",
         "web (user): ready",
-        "missing (user): failed: cannot start `/nonexistent/mcp-server`",
+        "missing (user): failed: `/nonexistent/mcp-server` not found",
     ] {
         assert!(run.stdout.contains(row), "{row}: {run:?}");
     }
