@@ -223,13 +223,18 @@ impl<'a> Turn<'a> {
     /// The editor's user's answer to a permission request, waited for; a cancel or a closed
     /// stdin interrupts the turn.
     fn ask(&mut self, question: &Approval) -> Answer {
-        let id = self
-            .open
-            .iter()
-            .rev()
-            .find(|(_, tool)| *tool == question.tool)
-            .map(|(id, _)| id.clone())
-            .unwrap_or_else(|| format!("approval-{}", question.tool));
+        // The call asked about, as the engine names it; without an id (never from the gate
+        // today), the latest open call of that tool.
+        let id = if question.call_id.is_empty() {
+            self.open
+                .iter()
+                .rev()
+                .find(|(_, tool)| *tool == question.tool)
+                .map(|(id, _)| id.clone())
+                .unwrap_or_else(|| format!("approval-{}", question.tool))
+        } else {
+            question.call_id.clone()
+        };
         let mut options = vec![PermissionOption::new(
             "allow-once",
             "Allow once",

@@ -2,7 +2,7 @@
 //! a line), against the scripted model.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -28,11 +28,13 @@ struct Client {
 impl Client {
     fn start(env: &Env, server: &Server, extra: &[&str]) -> Client {
         let mut cmd = env.command(&server.base_url);
-        cmd.arg("acp")
-            .arg("--datadir")
-            .arg(env.data())
-            .args(extra)
-            .stdin(Stdio::piped())
+        cmd.arg("acp").arg("--datadir").arg(env.data()).args(extra);
+        Client::spawn(cmd, json!({}))
+    }
+
+    /// `new acp` started by `cmd` (its arguments given), for a client that offers `capabilities`.
+    fn spawn(mut cmd: Command, capabilities: Value) -> Client {
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap();
@@ -58,7 +60,7 @@ impl Client {
         };
         let init = client.call(
             "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
         );
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
         client
@@ -634,5 +636,49 @@ fn allow_for_the_session_is_remembered_and_an_attached_file_is_its_content() {
             && sent.contains("plan.md"),
         "{sent}"
     );
+    assert!(client.close());
+}
+
+#[test]
+fn each_permission_request_names_its_own_call_among_parallel_calls_of_one_tool() {
+    let write = |name: &str| json!({"filepath": name, "content": "x\n"}).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("c1", "write_file", &write("a.txt")),
+            ("c2", "write_file", &write("b.txt")),
+        ]),
+        text(&["One of two."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "strict"]);
+    let session = client.new_session(&env.work());
+    let from = client.seen.len();
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "write both"}]}),
+    );
+    // The first question is allowed, the second rejected, whichever call each names.
+    let mut asked = Vec::new();
+    let answer = client.wait(id, &mut |request| {
+        asked.push(request["params"]["toolCall"]["toolCallId"].clone());
+        let option = if asked.len() == 1 { "allow-once" } else { "reject" };
+        json!({"outcome": {"outcome": "selected", "optionId": option}})
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // Both calls were announced before the first question: the id cannot be guessed.
+    let announced = client.updates(from, "tool_call");
+    assert_eq!(announced.len(), 2, "{announced:?}");
+    assert_eq!(asked, [json!("c1"), json!("c2")]);
+    assert!(env.work().join("a.txt").exists(), "c1 allowed");
+    assert!(!env.work().join("b.txt").exists(), "c2 rejected");
+    let updates = client.updates(from, "tool_call_update");
+    let status = |id: &str| {
+        updates
+            .iter()
+            .find(|u| u["toolCallId"] == id)
+            .map(|u| u["status"].clone())
+    };
+    assert_eq!(status("c1"), Some(json!("completed")), "{updates:?}");
+    assert_eq!(status("c2"), Some(json!("failed")), "{updates:?}");
     assert!(client.close());
 }

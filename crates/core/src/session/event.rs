@@ -194,6 +194,9 @@ pub enum RefusedWhy {
 #[derive(Debug, Clone)]
 pub struct Approval {
     pub tool: String,
+    /// The id of the call asked about (the model's), for a front end that shows calls apart
+    /// (an editor ties its permission request to the call it announced).
+    pub call_id: String,
     /// The subagent asking (its role), when one is.
     pub label: Option<String>,
     pub kind: ToolKind,

@@ -149,6 +149,7 @@ impl<'a, 'f> SessionGate<'a, 'f> {
         let no_rule = !(would_allow(&session_rule, false) && would_allow(&always_rule, true));
         let question = Approval {
             tool: name.to_string(),
+            call_id: call.id.clone(),
             label: self.label.clone(),
             kind,
             preview,
