@@ -3,14 +3,15 @@
 //! become `session/request_permission` requests, answered by the editor's user.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Diff, PermissionOption, PermissionOptionKind,
+    ContentBlock, ContentChunk, Diff, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
     RequestPermissionRequest, SessionNotification, SessionUpdate, ToolCall as AcpToolCall,
     ToolCallContent, ToolCallId, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 
 use super::wire::Wire;
 use new_core::escape;
+use new_core::fs::confine::{OpenBuffers, Workdir};
 use new_core::fs::project_file::ProjectFiles;
 use new_core::session::{Answer, Approval, Event, Frontend};
 use new_core::tools::ToolOutcome;
@@ -46,6 +48,46 @@ impl Running {
     }
 }
 
+/// The longest an editor's answer to a read is waited for before the disk is read instead.
+const READ_WAIT: Duration = Duration::from_secs(10);
+
+/// The editor's buffers (it offered `fs.readTextFile`): a read of a file inside WORKDIR asks it
+/// for its text, unsaved changes included; an error or no answer reads the disk. Writes never
+/// go through the editor (checkpoints and diffs are ours).
+pub struct EditorFiles {
+    pub wire: Arc<Wire>,
+    /// The editor session whose turn runs (the request names it).
+    pub session: Arc<Mutex<String>>,
+}
+
+impl fmt::Debug for EditorFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EditorFiles")
+    }
+}
+
+impl OpenBuffers for EditorFiles {
+    fn text(&self, path: &Path) -> Option<String> {
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let reply = self.wire.request(
+            "fs/read_text_file",
+            ReadTextFileRequest::new(session, path.to_path_buf()),
+        );
+        match reply.recv_timeout(READ_WAIT) {
+            Ok(Ok(result)) => result["content"].as_str().map(str::to_string),
+            Ok(Err(e)) => {
+                tracing::info!(error = %e, path = %path.display(), "the editor did not read a file: the disk is read");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
 /// The kind an editor shows for one of our tools.
 pub fn kind_of(tool: &str) -> ToolKind {
     match tool {
@@ -63,6 +105,30 @@ fn arguments(call: &ToolCall) -> Value {
     serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null)
 }
 
+/// The arguments as the editor is shown them: every string with its control characters (an
+/// escape sequence, a carriage return) escaped, newlines and tabs kept.
+fn shown_arguments(value: Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(escape::escape_controls_keep_lines(&text)),
+        Value::Array(items) => Value::Array(items.into_iter().map(shown_arguments).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (escape::escape_controls(&k), shown_arguments(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// A path the model gave, resolved inside WORKDIR as the file tools resolve it (links followed,
+/// `..` applied); None when it leads out, or names what no editor should be sent to.
+fn inside(workdir: &Path, path: &str) -> Option<PathBuf> {
+    if path.chars().any(char::is_control) {
+        return None;
+    }
+    Workdir::new(workdir).ok()?.resolve(path).ok()
+}
+
 /// The file a call names (`filepath` for the file tools, `path` for the searches).
 fn path_arg(args: &Value) -> Option<&str> {
     ["filepath", "path", "file_path"]
@@ -78,7 +144,8 @@ pub fn title_of(call: &ToolCall) -> String {
     let path = path_arg(&args).unwrap_or(".").to_string();
     let name = call.function.name.as_str();
     let title = match name {
-        "bash" => arg("command").lines().next().unwrap_or("").to_string(),
+        // The whole command: a second line must not hide behind the first.
+        "bash" => arg("command"),
         "read_file" => format!("Read {path}"),
         "write_file" => format!("Write {path}"),
         "edit_file" => format!("Edit {path}"),
@@ -95,13 +162,15 @@ pub fn title_of(call: &ToolCall) -> String {
     escape::preview(&escape::escape_controls(&title), 120)
 }
 
-/// The files a call touches, absolute.
+/// The files a call touches, absolute and inside WORKDIR (a path that leads out is no place to
+/// send the editor).
 pub fn locations_of(call: &ToolCall, workdir: &Path) -> Vec<ToolCallLocation> {
     let args = arguments(call);
-    let Some(path) = path_arg(&args) else {
-        return Vec::new();
-    };
-    vec![ToolCallLocation::new(workdir.join(path))]
+    path_arg(&args)
+        .and_then(|path| inside(workdir, path))
+        .map(ToolCallLocation::new)
+        .into_iter()
+        .collect()
 }
 
 /// The update that closes a call: its status and what it gave.
@@ -116,7 +185,7 @@ pub fn result_update(call: &ToolCall, outcome: &ToolOutcome, diff: Option<Diff>)
         content.push(ToolCallContent::Diff(diff));
     }
     content.push(ToolCallContent::from(ContentBlock::from(
-        outcome.content.clone(),
+        escape::escape_controls_keep_lines(&outcome.content),
     )));
     ToolCallUpdate::new(
         ToolCallId::new(call.id.as_str()),
@@ -130,7 +199,7 @@ pub fn call_started(call: &ToolCall, workdir: &Path, status: ToolCallStatus) -> 
         .kind(kind_of(&call.function.name))
         .status(status)
         .locations(locations_of(call, workdir))
-        .raw_input(arguments(call))
+        .raw_input(shown_arguments(arguments(call)))
 }
 
 /// Sends one `session/update`.
@@ -192,10 +261,11 @@ impl<'a> Turn<'a> {
 
     fn call(&mut self, call: &ToolCall) {
         let name = call.function.name.as_str();
+        // A diff only of a file inside WORKDIR: a path that leads out is refused by the tool,
+        // and nothing outside is read for it.
         if matches!(name, "write_file" | "edit_file")
-            && let Some(path) = path_arg(&arguments(call))
+            && let Some(path) = path_arg(&arguments(call)).and_then(|p| inside(&self.workdir, p))
         {
-            let path = self.workdir.join(path);
             let old = self.read(&path);
             self.before.insert(call.id.clone(), (path, old));
         }

@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
+use std::thread::JoinHandle;
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
@@ -38,7 +39,7 @@ use tokio::sync::watch;
 use tokio::time;
 
 use agent_client_protocol::schema::ProtocolVersion;
-use front::{Running, Turn, call_started, result_update, update};
+use front::{EditorFiles, Running, Turn, call_started, result_update, update};
 use new_core::conversation::Store;
 use new_core::session::{Ended, Recorder, Resume, Session};
 use new_core::tools::{Mode, ToolOutcome};
@@ -65,58 +66,92 @@ const MODES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// What the reading thread shares with the main loop: the turn that runs now.
+/// The reasoning levels, as the `reasoning` option offers them: Anthropic's extended thinking
+/// budget in tokens (None: off).
+const THINKING: &[(&str, &str, Option<u32>)] = &[
+    ("off", "Off", None),
+    ("low", "Low (1,024 tokens)", Some(1024)),
+    ("medium", "Medium (4,096 tokens)", Some(4096)),
+    ("high", "High (16,384 tokens)", Some(16384)),
+];
+
+/// What the reading thread shares with the main loop: the turns that run now, one per session
+/// at most.
 #[derive(Default)]
 struct Control {
-    running: Mutex<Option<Arc<Running>>>,
+    running: Mutex<Vec<Arc<Running>>>,
 }
 
 impl Control {
-    fn running(&self) -> Option<Arc<Running>> {
-        self.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    fn list(&self) -> MutexGuard<'_, Vec<Arc<Running>>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn set(&self, running: Option<Arc<Running>>) {
-        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
+    fn running(&self, session: &str) -> Option<Arc<Running>> {
+        self.list().iter().find(|r| r.session == session).cloned()
     }
+
+    /// A turn starts, unless one runs in its session already.
+    fn start(&self, running: Arc<Running>) -> Result<(), RpcError> {
+        let mut list = self.list();
+        if list.iter().any(|r| r.session == running.session) {
+            return Err(already_running(&running.session));
+        }
+        list.push(running);
+        Ok(())
+    }
+
+    fn end(&self, running: &Arc<Running>) {
+        self.list().retain(|r| !Arc::ptr_eq(r, running));
+    }
+}
+
+fn already_running(session: &str) -> RpcError {
+    RpcError::new(
+        wire::INVALID_REQUEST,
+        format!(
+            "a prompt is already running in session {session}: cancel it or wait for its answer"
+        ),
+    )
 }
 
 impl Urgent for Control {
     fn cancel(&self, session: &str) {
-        if let Some(running) = self.running().filter(|r| r.session == session) {
+        if let Some(running) = self.running(session) {
             running.cancel();
         }
     }
 
     fn refuse(&self, method: &str, params: &Value) -> Option<RpcError> {
         let session = params.get("sessionId").and_then(Value::as_str)?;
-        (method == "session/prompt" && self.running().is_some_and(|r| r.session == session))
-            .then(|| {
-                RpcError::new(
-                    wire::INVALID_REQUEST,
-                    format!(
-                        "a prompt is already running in session {session}: cancel it or wait for its answer"
-                    ),
-                )
-            })
+        (method == "session/prompt" && self.running(session).is_some())
+            .then(|| already_running(session))
     }
 
     fn closed(&self) {
-        if let Some(running) = self.running() {
+        for running in self.list().iter() {
             running.cancel();
         }
     }
 }
 
 /// One conversation open here, and the editor sessions on it (the conversation's own, and its
-/// forks).
+/// forks). A turn holds its engine while it runs: turns of different conversations run at once,
+/// those of one conversation (a fork and its original) one after another.
 struct Open {
-    engine: Session,
+    engine: Mutex<Session>,
     interrupts: Arc<watch::Sender<u64>>,
+    /// The editor session whose turn runs now (the editor's file reads name it).
+    current: Arc<Mutex<String>>,
 }
+
+impl Open {
+    fn engine(&self) -> MutexGuard<'_, Session> {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+type Views = Arc<Mutex<HashMap<String, View>>>;
 
 /// An editor session: a conversation, where its cursor is, and for a fork the branch it names.
 #[derive(Debug, Clone)]
@@ -129,12 +164,16 @@ struct View {
 struct Agent {
     wire: Arc<Wire>,
     control: Arc<Control>,
-    runtime: Runtime,
+    runtime: Arc<Runtime>,
     launch: AcpLaunch,
-    open: HashMap<String, Open>,
-    views: HashMap<String, View>,
+    open: HashMap<String, Arc<Open>>,
+    views: Views,
     /// The models each provider (by base URL) said it offers.
     models: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    /// The editor reads files for us (`fs.readTextFile`): its buffers, unsaved changes included.
+    editor_reads: bool,
+    /// The threads of the turns started (each answers its prompt itself).
+    turns: Vec<JoinHandle<()>>,
 }
 
 /// Runs `new acp` until stdin closes.
@@ -164,14 +203,22 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
     let mut agent = Agent {
         wire,
         control,
-        runtime,
+        runtime: Arc::new(runtime),
         launch,
         open: HashMap::new(),
-        views: HashMap::new(),
+        views: Default::default(),
         models: Default::default(),
+        editor_reads: false,
+        turns: Vec::new(),
     };
     while let Ok(incoming) = rx.recv() {
         match incoming {
+            // A prompt runs on a thread of its own, which answers it.
+            Incoming::Request { id, method, params } if method == "session/prompt" => {
+                if let Err(e) = agent.prompt(id.clone(), &params) {
+                    agent.wire.error(&id, &e);
+                }
+            }
             Incoming::Request { id, method, params } => match agent.request(&method, params) {
                 Ok(Done { result, after }) => {
                     agent.wire.respond(&id, result);
@@ -245,12 +292,14 @@ fn error_chain(e: &anyhow::Error) -> RpcError {
 impl Agent {
     fn request(&mut self, method: &str, params: Value) -> Result<Done, RpcError> {
         match method {
-            "initialize" => Ok(Done::of(self.initialize(&params))),
+            "initialize" => {
+                self.editor_reads = params["clientCapabilities"]["fs"]["readTextFile"] == true;
+                Ok(Done::of(self.initialize(&params)))
+            }
             "authenticate" => Ok(Done::of(json!({}))),
             "session/new" => self.new_session(&params),
             "session/load" => self.load_session(&params),
             "session/list" => self.list_sessions(&params),
-            "session/prompt" => self.prompt(&params),
             "session/set_mode" => {
                 let session = param(&params, "sessionId")?.to_string();
                 let mode = param(&params, "modeId")?.to_string();
@@ -310,26 +359,42 @@ impl Agent {
             tracing::warn!(warning, "acp session");
         }
         let id = opened.engine.chat.id().to_string();
+        let current = Arc::new(Mutex::new(id.clone()));
+        if self.editor_reads {
+            opened
+                .engine
+                .tools
+                .workdir()
+                .set_buffers(Arc::new(EditorFiles {
+                    wire: self.wire.clone(),
+                    session: current.clone(),
+                }));
+        }
         self.open.insert(
             id.clone(),
-            Open {
-                engine: opened.engine,
+            Arc::new(Open {
+                engine: Mutex::new(opened.engine),
                 interrupts: opened.interrupts,
-            },
+                current,
+            }),
         );
         Ok(id)
+    }
+
+    /// The engine of an open conversation (waited for while a turn of it runs).
+    fn engine(&self, conversation: &str) -> MutexGuard<'_, Session> {
+        self.open[conversation].engine()
+    }
+
+    fn views(&self) -> MutexGuard<'_, HashMap<String, View>> {
+        self.views.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn new_session(&mut self, params: &Value) -> Result<Done, RpcError> {
         let cwd = workdir_param(params)?;
         let id = self.open_conversation(&cwd, Resume::Fresh, params)?;
-        let cursor = self.open[&id]
-            .engine
-            .chat
-            .conversation()
-            .cursor()
-            .to_string();
-        self.views.insert(
+        let cursor = self.engine(&id).chat.conversation().cursor().to_string();
+        self.views().insert(
             id.clone(),
             View {
                 conversation: id.clone(),
@@ -355,7 +420,7 @@ impl Agent {
         let id = self
             .open_conversation(&cwd, Resume::Id(conversation.clone()), params)
             .map_err(|e| RpcError::new(RESOURCE_NOT_FOUND, e.message))?;
-        let engine = &self.open[&id].engine;
+        let engine = self.engine(&id);
         let c = engine.chat.conversation();
         let cursor = match &branch {
             Some(name) => c
@@ -367,15 +432,16 @@ impl Agent {
             // An editor session already open here keeps its place (a fork may have moved the
             // conversation's cursor since).
             None => self
-                .views
+                .views()
                 .get(&id)
                 .map_or_else(|| c.cursor().to_string(), |v| v.cursor.clone()),
         };
+        drop(engine);
         let session = match &branch {
             Some(name) => format!("{id}@{name}"),
             None => id.clone(),
         };
-        self.views.insert(
+        self.views().insert(
             session.clone(),
             View {
                 conversation: id.clone(),
@@ -393,7 +459,7 @@ impl Agent {
     /// The branch ending at `cursor`, as the updates that told it: the user's messages, the
     /// answers (and their reasoning), the tool calls with their results.
     fn replay(&self, session: &str, conversation: &str, cursor: &str) {
-        let engine = &self.open[conversation].engine;
+        let engine = self.engine(conversation);
         let c = engine.chat.conversation();
         let workdir = &engine.workdir;
         let mut calls = HashMap::new();
@@ -485,7 +551,7 @@ impl Agent {
     }
 
     fn view(&self, session: &str) -> Result<View, RpcError> {
-        self.views
+        self.views()
             .get(session)
             .cloned()
             .ok_or_else(|| RpcError::new(RESOURCE_NOT_FOUND, format!("no session {session}")))
@@ -493,7 +559,7 @@ impl Agent {
 
     fn modes(&self, session: &str) -> Result<SessionModeState, RpcError> {
         let view = self.view(session)?;
-        let engine = &self.open[&view.conversation].engine;
+        let engine = self.engine(&view.conversation);
         let available = MODES
             .iter()
             .map(|(id, name, about)| SessionMode::new(*id, *name).description(*about))
@@ -504,10 +570,10 @@ impl Agent {
         ))
     }
 
-    /// The session's options: its permission mode and its model.
+    /// The session's options: its permission mode, its model, its reasoning level.
     fn config_options(&self, session: &str) -> Result<Vec<SessionConfigOption>, RpcError> {
         let view = self.view(session)?;
-        let engine = &self.open[&view.conversation].engine;
+        let engine = self.engine(&view.conversation);
         let models = self
             .models
             .lock()
@@ -519,6 +585,7 @@ impl Agent {
             engine.policy.mode.as_str(),
             &engine.config.model,
             models,
+            thinking(&engine),
         ))
     }
 
@@ -528,7 +595,7 @@ impl Agent {
         let Ok(view) = self.view(session) else {
             return;
         };
-        let engine = &self.open[&view.conversation].engine;
+        let engine = self.engine(&view.conversation);
         let url = engine.provider.settings().base_url.clone();
         if self
             .models
@@ -539,10 +606,12 @@ impl Agent {
             return;
         }
         let provider = engine.provider.clone();
-        let (mode, model) = (
+        let (mode, model, thinking) = (
             engine.policy.mode.as_str().to_string(),
             engine.config.model.clone(),
+            thinking(&engine),
         );
+        drop(engine);
         let (cache, wire, session) = (self.models.clone(), self.wire.clone(), session.to_string());
         self.runtime.spawn(async move {
             let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
@@ -558,15 +627,15 @@ impl Agent {
                 &wire,
                 &session,
                 SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
-                    &mode, &model, models,
+                    &mode, &model, models, thinking,
                 ))),
             );
         });
     }
 
-    fn set_option(&mut self, session: &str, option: &str, value: &str) -> Result<(), RpcError> {
+    fn set_option(&self, session: &str, option: &str, value: &str) -> Result<(), RpcError> {
         let view = self.view(session)?;
-        let engine = &mut self.open.get_mut(&view.conversation).expect("open").engine;
+        let mut engine = self.engine(&view.conversation);
         match option {
             "mode" => {
                 let mode = Mode::parse(value).ok_or_else(|| {
@@ -582,9 +651,27 @@ impl Agent {
             "model" => engine
                 .set_model(value)
                 .map_err(|e| RpcError::params(e.to_string()))?,
+            "reasoning" if engine.provider.has_thinking_budget() => {
+                let budget = THINKING
+                    .iter()
+                    .find(|(id, _, _)| *id == value)
+                    .map(|(_, _, budget)| *budget)
+                    .or_else(|| value.parse::<u32>().ok().map(Some))
+                    .ok_or_else(|| {
+                        RpcError::params(format!(
+                            "no reasoning level {value}: off, low, medium or high"
+                        ))
+                    })?;
+                engine.set_thinking_budget(budget);
+            }
             _ => {
                 return Err(RpcError::params(format!(
-                    "no option {option}: mode or model"
+                    "no option {option} here: mode, model{}",
+                    if engine.provider.has_thinking_budget() {
+                        " or reasoning"
+                    } else {
+                        ""
+                    }
                 )));
             }
         }
@@ -596,8 +683,8 @@ impl Agent {
     fn fork(&mut self, params: &Value) -> Result<Done, RpcError> {
         let session = param(params, "sessionId")?.to_string();
         let view = self.view(&session)?;
-        let open = self.open.get_mut(&view.conversation).expect("open");
-        let chat = &mut open.engine.chat;
+        let mut engine = self.engine(&view.conversation);
+        let chat = &mut engine.chat;
         if !chat.is_persisted() {
             return Err(RpcError::params(
                 "this session has no message yet: there is nothing to fork",
@@ -610,8 +697,9 @@ impl Agent {
             .expect("a free name");
         chat.name_branch(&name, &view.cursor)
             .map_err(|e| RpcError::internal(e.to_string()))?;
+        drop(engine);
         let forked = format!("{}@{name}", view.conversation);
-        self.views.insert(
+        self.views().insert(
             forked.clone(),
             View {
                 conversation: view.conversation.clone(),
@@ -630,7 +718,7 @@ impl Agent {
         let Ok(view) = self.view(session) else {
             return;
         };
-        let engine = &self.open[&view.conversation].engine;
+        let engine = self.engine(&view.conversation);
         let mut commands: Vec<AvailableCommand> = slash::COMMANDS
             .iter()
             .map(|c| {
@@ -665,8 +753,9 @@ impl Agent {
     }
 
     /// `session/prompt`: the prompt's blocks as one message (an attached file is its content),
-    /// or a command; the answer streams as updates, and the stop reason answers.
-    fn prompt(&mut self, params: &Value) -> Result<Done, RpcError> {
+    /// or a command; the turn runs on a thread of its own (other sessions' prompts run beside
+    /// it), which streams the answer as updates and answers `id` with the stop reason.
+    fn prompt(&mut self, id: Value, params: &Value) -> Result<(), RpcError> {
         let session = param(params, "sessionId")?.to_string();
         let view = self.view(&session)?;
         let blocks: Vec<ContentBlock> =
@@ -674,73 +763,127 @@ impl Agent {
                 RpcError::params(format!("`prompt` is not a list of content blocks: {e}"))
             })?;
         let text = prompt_text(&blocks);
-        let open = self.open.get_mut(&view.conversation).expect("open");
+        let open = self.open[&view.conversation].clone();
         let running = Arc::new(Running {
             session: session.clone(),
             cancelled: AtomicBool::new(false),
             interrupts: open.interrupts.clone(),
         });
-        self.control.set(Some(running.clone()));
-        let engine = &mut open.engine;
-        // Each editor session keeps its own place in the tree.
-        if engine.chat.conversation().cursor() != view.cursor {
-            let _ = engine.chat.move_cursor(&view.cursor);
-        }
-        let mut turn = Turn::new(
-            &self.wire,
-            &session,
-            &engine.workdir.clone(),
-            running.clone(),
+        self.control.start(running.clone())?;
+        let (wire, control, runtime, views) = (
+            self.wire.clone(),
+            self.control.clone(),
+            self.runtime.clone(),
+            self.views.clone(),
         );
-        engine.install_hook_agents();
-        let end = match slash::parse(&text) {
-            Some((name, args)) => self
-                .runtime
-                .block_on(slash::run(engine, &mut turn, name, args)),
-            None => self.runtime.block_on(engine.send(&text, &mut turn)),
-        };
-        if matches!(end, Some(Ended::Complete)) {
-            engine.review_turn();
-        }
-        self.control.set(None);
-        let finish = turn.finish.clone();
-        // Where the session is now; a fork's branch name follows its tip.
-        let cursor = engine.chat.conversation().cursor().to_string();
-        if let Some(name) = &view.branch
-            && cursor != view.cursor
-            && engine.chat.is_persisted()
-            && let Err(e) = engine.chat.name_branch(name, &cursor)
-        {
-            tracing::warn!(error = %e, "moving the fork's branch name");
-        }
-        if let Some(v) = self.views.get_mut(&session) {
-            v.cursor = cursor;
-        }
-        let reason = match end {
-            Some(Ended::Failed(e)) => return Err(RpcError::internal(e.to_string())),
-            _ if running.is_cancelled() => StopReason::Cancelled,
-            Some(Ended::Interrupted) => StopReason::Cancelled,
-            Some(Ended::RoundLimit(_)) => StopReason::MaxTurnRequests,
-            Some(Ended::ContextFull) => StopReason::MaxTokens,
-            _ if finish.as_deref() == Some("length") => StopReason::MaxTokens,
-            _ if finish.as_deref() == Some("content_filter") => StopReason::Refusal,
-            _ => StopReason::EndTurn,
-        };
-        Ok(Done::of(PromptResponse::new(reason)))
+        self.turns.retain(|turn| !turn.is_finished());
+        self.turns.push(thread::spawn(move || {
+            let answer = run_turn(&wire, &runtime, &open, &views, &running, &text);
+            control.end(&running);
+            match answer {
+                Ok(response) => wire.respond(&id, response),
+                Err(e) => wire.error(&id, &e),
+            }
+        }));
+        Ok(())
     }
 
     /// stdin closed: every session ends as the REPL's does (hooks, MCP servers, subagents).
     fn close(&mut self) {
+        // The turns were cancelled when stdin closed: they end first.
+        for turn in self.turns.drain(..) {
+            if turn.join().is_err() {
+                tracing::warn!("a turn's thread panicked");
+            }
+        }
         let mut quiet = Recorder::default();
-        for (_, mut open) in self.open.drain() {
-            self.runtime.block_on(open.engine.close(&mut quiet));
+        for (_, open) in self.open.drain() {
+            self.runtime.block_on(open.engine().close(&mut quiet));
         }
     }
 }
 
-/// The options a session offers: the permission mode and the model (`models`: what the provider
-/// said it offers, perhaps nothing yet).
-fn options(mode: &str, current: &str, mut models: Vec<String>) -> Vec<SessionConfigOption> {
+/// One turn (or command) of the editor session `running` names, on its conversation's engine
+/// (waited for while another session of it runs a turn): the answer streams as updates, and the
+/// stop reason is the prompt's answer.
+fn run_turn(
+    wire: &Wire,
+    runtime: &Runtime,
+    open: &Open,
+    views: &Views,
+    running: &Arc<Running>,
+    text: &str,
+) -> Result<PromptResponse, RpcError> {
+    let session = running.session.as_str();
+    let mut engine = open.engine();
+    *open.current.lock().unwrap_or_else(|e| e.into_inner()) = session.to_string();
+    let view = views
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(session)
+        .cloned()
+        .ok_or_else(|| RpcError::new(RESOURCE_NOT_FOUND, format!("no session {session}")))?;
+    // Each editor session keeps its own place in the tree.
+    if engine.chat.conversation().cursor() != view.cursor {
+        let _ = engine.chat.move_cursor(&view.cursor);
+    }
+    let workdir = engine.workdir.clone();
+    let mut turn = Turn::new(wire, session, &workdir, running.clone());
+    engine.install_hook_agents();
+    let end = match slash::parse(text) {
+        Some((name, args)) => runtime.block_on(slash::run(&mut engine, &mut turn, name, args)),
+        None => runtime.block_on(engine.send(text, &mut turn)),
+    };
+    if matches!(end, Some(Ended::Complete)) {
+        engine.review_turn();
+    }
+    let finish = turn.finish.clone();
+    // Where the session is now; a fork's branch name follows its tip.
+    let cursor = engine.chat.conversation().cursor().to_string();
+    if let Some(name) = &view.branch
+        && cursor != view.cursor
+        && engine.chat.is_persisted()
+        && let Err(e) = engine.chat.name_branch(name, &cursor)
+    {
+        tracing::warn!(error = %e, "moving the fork's branch name");
+    }
+    if let Some(v) = views
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(session)
+    {
+        v.cursor = cursor;
+    }
+    let reason = match end {
+        Some(Ended::Failed(e)) => return Err(RpcError::internal(e.to_string())),
+        _ if running.is_cancelled() => StopReason::Cancelled,
+        Some(Ended::Interrupted) => StopReason::Cancelled,
+        Some(Ended::RoundLimit(_)) => StopReason::MaxTurnRequests,
+        Some(Ended::ContextFull) => StopReason::MaxTokens,
+        _ if finish.as_deref() == Some("length") => StopReason::MaxTokens,
+        _ if finish.as_deref() == Some("content_filter") => StopReason::Refusal,
+        _ => StopReason::EndTurn,
+    };
+    Ok(PromptResponse::new(reason))
+}
+
+/// The reasoning level of a session whose provider has one: its thinking budget now.
+fn thinking(engine: &Session) -> Option<Option<u32>> {
+    engine
+        .provider
+        .has_thinking_budget()
+        .then_some(engine.config.provider.thinking_budget)
+}
+
+/// The options a session offers: the permission mode, the model (`models`: what the provider
+/// said it offers, perhaps nothing yet), and the reasoning level where the provider has one
+/// (`thinking`: its budget now).
+fn options(
+    mode: &str,
+    current: &str,
+    mut models: Vec<String>,
+    thinking: Option<Option<u32>>,
+) -> Vec<SessionConfigOption> {
     let modes: Vec<SessionConfigSelectOption> = MODES
         .iter()
         .map(|(id, name, about)| SessionConfigSelectOption::new(*id, *name).description(*about))
@@ -757,7 +900,29 @@ fn options(mode: &str, current: &str, mut models: Vec<String>) -> Vec<SessionCon
         .collect();
     let model = SessionConfigOption::select("model", "Model", current.to_string(), models)
         .category(SessionConfigOptionCategory::Model);
-    vec![mode, model]
+    let Some(budget) = thinking else {
+        return vec![mode, model];
+    };
+    let mut levels: Vec<SessionConfigSelectOption> = THINKING
+        .iter()
+        .map(|(id, name, _)| SessionConfigSelectOption::new(*id, *name))
+        .collect();
+    // A budget of the configuration's own that is none of the levels is offered as it is.
+    let now = match THINKING.iter().find(|(_, _, b)| *b == budget) {
+        Some((id, _, _)) => id.to_string(),
+        None => {
+            let tokens = budget.unwrap_or_default().to_string();
+            levels.push(SessionConfigSelectOption::new(
+                tokens.clone(),
+                format!("{tokens} tokens"),
+            ));
+            tokens
+        }
+    };
+    let reasoning = SessionConfigOption::select("reasoning", "Reasoning", now, levels)
+        .category(SessionConfigOptionCategory::ThoughtLevel)
+        .description("How much the model may think before it answers");
+    vec![mode, model, reasoning]
 }
 
 /// The prompt's blocks as the message's text: text as it is, an embedded file as its content

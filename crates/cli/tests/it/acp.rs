@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 use std::fs;
-use std::path::Path;
+#[cfg(unix)]
+use std::os::unix::fs::symlink;
+use std::path::{Component, Path};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -95,13 +97,18 @@ impl Client {
         }
     }
 
-    /// Waits for the answer to request `id`; the agent's requests are answered by `answer`.
+    /// Waits for the answer to request `id`; the agent's requests are answered by `answer`
+    /// (`{"rpcError": MESSAGE}` answers with that error).
     fn wait(&mut self, id: u64, answer: &mut dyn FnMut(&Value) -> Value) -> Value {
         loop {
             let message = self.next_line();
             if message.get("method").is_some() && message.get("id").is_some() {
                 let result = answer(&message);
-                let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+                let reply = match result["rpcError"].as_str() {
+                    Some(error) => json!({"jsonrpc": "2.0", "id": message["id"],
+                        "error": {"code": -32603, "message": error}}),
+                    None => json!({"jsonrpc": "2.0", "id": message["id"], "result": result}),
+                };
                 self.seen.push(message);
                 self.write(&reply.to_string());
             } else if message.get("method").is_some() {
@@ -227,6 +234,10 @@ fn session_new_checks_cwd_and_offers_modes_models_and_commands() {
     assert_eq!(values, ["strict", "default", "permissive"]);
     let model = options.iter().find(|o| o["id"] == "model").unwrap();
     assert_eq!(model["category"], "model");
+    assert!(
+        options.iter().all(|o| o["id"] != "reasoning"),
+        "an OpenAI-compatible server has no reasoning level here: {options:?}"
+    );
     assert_eq!(result["modes"]["currentModeId"], "strict");
     // The commands follow the answer.
     let session = result["sessionId"].as_str().unwrap().to_string();
@@ -661,7 +672,11 @@ fn each_permission_request_names_its_own_call_among_parallel_calls_of_one_tool()
     let mut asked = Vec::new();
     let answer = client.wait(id, &mut |request| {
         asked.push(request["params"]["toolCall"]["toolCallId"].clone());
-        let option = if asked.len() == 1 { "allow-once" } else { "reject" };
+        let option = if asked.len() == 1 {
+            "allow-once"
+        } else {
+            "reject"
+        };
         json!({"outcome": {"outcome": "selected", "optionId": option}})
     });
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -680,5 +695,344 @@ fn each_permission_request_names_its_own_call_among_parallel_calls_of_one_tool()
     };
     assert_eq!(status("c1"), Some(json!("completed")), "{updates:?}");
     assert_eq!(status("c2"), Some(json!("failed")), "{updates:?}");
+    assert!(client.close());
+}
+
+/// Every string in `value`, keys included.
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn reads_go_through_the_editor_for_files_inside_workdir_and_fall_back_to_the_disk() {
+    let read = |path: &str| json!({ "filepath": path }).to_string();
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("r1", "read_file", &read("a.txt")),
+            ("r2", "read_file", &read("b.txt")),
+            ("r3", "read_file", &read("../outside.txt")),
+            ("r4", "read_file", &read("link.txt")),
+        ]),
+        text(&["Read."]),
+        tool_calls(&[("r5", "read_file", &read("a.txt"))]),
+        text(&["Read from the disk."]),
+    ]);
+    let env = Env::new();
+    fs::write(env.work().join("a.txt"), "a on disk\n").unwrap();
+    fs::write(env.work().join("b.txt"), "b on disk\n").unwrap();
+    let outside = env.work().parent().unwrap().join("outside.txt");
+    fs::write(&outside, "outside on disk\n").unwrap();
+    #[cfg(unix)]
+    symlink(&outside, env.work().join("link.txt")).unwrap();
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg("acp").arg("--datadir").arg(env.data());
+    let mut client = Client::spawn(cmd, json!({"fs": {"readTextFile": true}}));
+    let session = client.new_session(&env.work());
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "read them"}]}),
+    );
+    let mut asked = Vec::new();
+    let answer = client.wait(id, &mut |request| {
+        assert_eq!(request["method"], "fs/read_text_file", "{request}");
+        assert_eq!(request["params"]["sessionId"], session.as_str());
+        let path = request["params"]["path"].as_str().unwrap().to_string();
+        asked.push(path.clone());
+        if path.ends_with("a.txt") {
+            json!({"content": "a in the editor, unsaved\n"})
+        } else {
+            json!({"rpcError": "not open here"})
+        }
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // Only files of WORKDIR were asked for, by their resolved path; never the outside one.
+    let work = env.work().canonicalize().unwrap();
+    let mut expected = vec![
+        work.join("a.txt").to_string_lossy().to_string(),
+        work.join("b.txt").to_string_lossy().to_string(),
+    ];
+    asked.sort();
+    expected.sort();
+    assert_eq!(asked, expected);
+    let results = results(&server, 1);
+    assert!(
+        results[0].contains("a in the editor, unsaved"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("b on disk"),
+        "the disk after an error: {results:?}"
+    );
+    assert!(results[2].contains("outside"), "refused: {results:?}");
+    assert!(!results[2].contains("outside on disk"), "{results:?}");
+    #[cfg(unix)]
+    assert!(!results[3].contains("outside on disk"), "{results:?}");
+    assert!(client.close());
+    // A client that does not offer reads is never asked (`call` fails on any request).
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    client.prompt(&session, "read a");
+    assert!(results_of(&server.requests()[3])[0].contains("a on disk"));
+    assert!(client.close());
+}
+
+#[test]
+fn the_reasoning_level_is_an_option_for_anthropic_and_the_next_request_uses_it() {
+    let server = Server::start(vec![
+        anthropic_text(&["Plain."]),
+        anthropic_text(&["Thought."]),
+    ]);
+    let env = Env::new();
+    let mut cmd = env.command("");
+    cmd.env_remove("OPENAI_BASE_URL")
+        .env("ANTHROPIC_BASE_URL", server.root_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-key")
+        .arg("acp")
+        .arg("--datadir")
+        .arg(env.data())
+        .args(["--provider", "anthropic", "--model", "claude-test"]);
+    let mut client = Client::spawn(cmd, json!({}));
+    let answer = client.call("session/new", json!({"cwd": env.work(), "mcpServers": []}));
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    let reasoning = answer["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "reasoning")
+        .unwrap_or_else(|| panic!("a reasoning option: {answer}"))
+        .clone();
+    assert_eq!(reasoning["category"], "thought_level");
+    assert_eq!(reasoning["currentValue"], "off");
+    let values: Vec<&str> = reasoning["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["off", "low", "medium", "high"]);
+    client.prompt(&session, "one");
+    assert!(server.requests()[0].get("thinking").is_none());
+    let set = client.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "reasoning", "value": "high"}),
+    );
+    let now = set["result"]["configOptions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{set}"))
+        .iter()
+        .find(|o| o["id"] == "reasoning")
+        .unwrap()["currentValue"]
+        .clone();
+    assert_eq!(now, "high");
+    let bad = client.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "reasoning", "value": "extreme"}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    client.prompt(&session, "two");
+    let request = &server.requests()[1];
+    assert_eq!(
+        request["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16384})
+    );
+    assert!(request["max_tokens"].as_u64().unwrap() > 16384, "{request}");
+    assert!(client.close());
+}
+
+#[test]
+fn two_sessions_prompt_at_once_and_one_session_still_takes_one_prompt_at_a_time() {
+    let mut chunks = match text(&["A begins. ", "never"]) {
+        Reply::Sse(c) => c,
+        _ => unreachable!(),
+    };
+    let rest = chunks.split_off(2);
+    let server = Server::start(vec![
+        Reply::SseStall(chunks, Duration::from_secs(20), rest),
+        text(&["B answered."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &[]);
+    let a = client.new_session(&env.work());
+    let b = client.new_session(&env.work());
+    let a_id = client.send(
+        "session/prompt",
+        json!({"sessionId": a, "prompt": [{"type": "text", "text": "talk long"}]}),
+    );
+    loop {
+        let m = client.next_line();
+        let first = m["params"]["update"]["sessionUpdate"] == "agent_message_chunk";
+        client.seen.push(m);
+        if first {
+            break;
+        }
+    }
+    // A streams (and stalls); B asks and is answered meanwhile.
+    let started = Instant::now();
+    let from = client.seen.len();
+    let answer = client.prompt(&b, "quick one");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "B did not wait for A"
+    );
+    assert!(
+        !client.seen.iter().any(|m| m["id"] == a_id),
+        "A is still running"
+    );
+    let said_in_b: String = client.seen[from..]
+        .iter()
+        .filter(|m| m["params"]["sessionId"] == b.as_str())
+        .map(|m| {
+            m["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or("")
+        })
+        .collect();
+    assert_eq!(said_in_b, "B answered.");
+    // A second prompt to A while it runs is an error; A's cancel answers A.
+    let second = client.prompt(&a, "me too");
+    assert_eq!(second["error"]["code"], -32600, "{second}");
+    client.notify("session/cancel", json!({"sessionId": a}));
+    let answer = client.wait(a_id, &mut |r| panic!("{r}"));
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(client.close());
+}
+
+#[test]
+fn a_write_out_of_workdir_is_refused_and_never_shown_as_an_outside_diff() {
+    let write = |path: &str| json!({"filepath": path, "content": "owned\n"}).to_string();
+    let edit = |path: &str| {
+        json!({"filepath": path, "old_string": "outside", "new_string": "owned"}).to_string()
+    };
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("w1", "write_file", &write("../outside.txt")),
+            ("w2", "edit_file", &edit("sub/../../outside.txt")),
+            ("w3", "write_file", &write("link.txt")),
+            ("w4", "edit_file", &edit("link.txt")),
+        ]),
+        text(&["Tried."]),
+    ]);
+    let env = Env::new();
+    let outside = env.work().parent().unwrap().join("outside.txt");
+    fs::write(&outside, "outside text\n").unwrap();
+    #[cfg(unix)]
+    symlink(&outside, env.work().join("link.txt")).unwrap();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "permissive"]);
+    let session = client.new_session(&env.work());
+    let from = client.seen.len();
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "write out"}]}),
+    );
+    // Whatever is asked is allowed: the tools' own confinement must hold.
+    let answer = client.wait(
+        id,
+        &mut |_| json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "outside text\n");
+    for call in client.updates(from, "tool_call") {
+        for location in call["locations"].as_array().into_iter().flatten() {
+            let path = Path::new(location["path"].as_str().unwrap());
+            assert!(
+                path.starts_with(env.work().canonicalize().unwrap())
+                    && !path.components().any(|c| c == Component::ParentDir)
+                    && !path.is_symlink(),
+                "a location inside WORKDIR only: {call}"
+            );
+        }
+    }
+    let updates = client.updates(from, "tool_call_update");
+    assert_eq!(updates.len(), 4, "{updates:?}");
+    for update in &updates {
+        assert_eq!(update["status"], "failed", "refused: {update}");
+        let contents = update["content"].as_array().unwrap();
+        assert!(
+            contents.iter().all(|c| c["type"] != "diff"),
+            "no diff of a refused write: {update}"
+        );
+    }
+    let mut all = Vec::new();
+    client.seen[from..]
+        .iter()
+        .for_each(|m| strings(m, &mut all));
+    assert!(
+        !all.iter().any(|s| s.contains("outside text")),
+        "the outside file's text never reached the editor"
+    );
+    for result in results(&server, 1) {
+        assert!(result.contains("outside"), "{result}");
+    }
+    assert!(client.close());
+}
+
+#[test]
+fn control_characters_in_titles_and_arguments_reach_the_editor_escaped() {
+    let command = "echo safe\u{1b}[2K\rprintf hidden\nls -la";
+    let server = Server::start(vec![
+        tool_calls(&[
+            ("b1", "bash", &json!({ "command": command }).to_string()),
+            ("x1", "evil\u{1b}]0;title\u{7}tool", "{}"),
+            (
+                "f1",
+                "read_file",
+                &json!({"filepath": "a\u{1b}[31m.txt"}).to_string(),
+            ),
+        ]),
+        text(&["Done."]),
+    ]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--permission-mode", "strict"]);
+    let session = client.new_session(&env.work());
+    let from = client.seen.len();
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    let answer = client.wait(
+        id,
+        &mut |_| json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let mut all = Vec::new();
+    client.seen[from..]
+        .iter()
+        .for_each(|m| strings(m, &mut all));
+    for s in &all {
+        assert!(
+            !s.contains(['\u{1b}', '\r', '\u{7}']),
+            "a control character reached the editor: {s:?}"
+        );
+    }
+    let calls = client.updates(from, "tool_call");
+    let bash = calls.iter().find(|c| c["toolCallId"] == "b1").unwrap();
+    let title = bash["title"].as_str().unwrap();
+    assert!(
+        title.contains("printf hidden") && title.contains("ls -la"),
+        "every line of the command is in its title: {title}"
+    );
+    let asked = client
+        .seen
+        .iter()
+        .find(|m| m["method"] == "session/request_permission")
+        .unwrap();
+    assert!(
+        asked["params"]["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("ls -la"),
+        "{asked}"
+    );
     assert!(client.close());
 }

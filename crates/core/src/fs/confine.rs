@@ -17,6 +17,7 @@
 //! the session), sockets and devices are refused.
 
 use std::ffi::OsStr;
+use std::fmt::Debug;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
@@ -81,6 +82,13 @@ pub struct OpenedFile {
     pub len: u64,
 }
 
+/// Where the text of a file an editor has open comes from (its unsaved changes included): an
+/// editor front end answers for the files inside WORKDIR; None means "read the disk".
+pub trait OpenBuffers: Send + Sync + Debug {
+    /// The editor's text of `path` (absolute, resolved inside WORKDIR, a regular file there).
+    fn text(&self, path: &Path) -> Option<String>;
+}
+
 /// A folder that paths are confined to: WORKDIR for the file tools (or a project's top, or a
 /// read-only extra root), with the rules above for resolving and opening paths inside it.
 #[derive(Debug, Clone)]
@@ -91,6 +99,8 @@ pub struct Workdir {
     read_roots: Arc<RwLock<Vec<PathBuf>>>,
     /// Paths are shown absolute (the workdir of a read-only extra root).
     absolute: bool,
+    /// The editor's buffers, when a front end reads through one (never for an extra root).
+    buffers: Arc<RwLock<Option<Arc<dyn OpenBuffers>>>>,
 }
 
 impl Workdir {
@@ -99,6 +109,7 @@ impl Workdir {
             root: workdir.canonicalize()?,
             read_roots: Default::default(),
             absolute: false,
+            buffers: Default::default(),
         })
     }
 
@@ -114,7 +125,37 @@ impl Workdir {
             root: self.root.clone(),
             read_roots: Arc::new(RwLock::new(roots)),
             absolute: self.absolute,
+            buffers: self.buffers.clone(),
         }
+    }
+
+    /// Reads go through `buffers` from now on (every copy of this workdir), for the files inside
+    /// WORKDIR.
+    pub fn set_buffers(&self, buffers: Arc<dyn OpenBuffers>) {
+        *self.buffers.write().unwrap_or_else(|e| e.into_inner()) = Some(buffers);
+    }
+
+    /// Whether reads may wait for an editor.
+    pub fn has_buffers(&self) -> bool {
+        self.buffers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The editor's text of a resolved path inside WORKDIR, when an editor holds it. The caller
+    /// opened the path through [`Workdir::open_read`] first (a regular file, reached without a
+    /// link), so what is asked of the editor is a file of the folder.
+    pub fn buffer_text(&self, path: &Path) -> Option<String> {
+        if self.absolute || !platform::path_within(path, &self.root) {
+            return None;
+        }
+        let buffers = self
+            .buffers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        buffers.text(path)
     }
 
     /// Sets the read-only extra roots (they need not exist yet).
@@ -164,6 +205,7 @@ impl Workdir {
                         root,
                         read_roots: Default::default(),
                         absolute: true,
+                        buffers: Default::default(),
                     };
                     if let Ok(resolved) = extra.resolve(path) {
                         return Ok((extra, resolved));

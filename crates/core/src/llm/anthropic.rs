@@ -46,6 +46,12 @@ impl AnthropicClient {
         &self.settings
     }
 
+    /// Extended thinking from the next request on (None: off). The next body is written whole.
+    pub fn set_thinking_budget(&mut self, budget: Option<u32>) {
+        self.settings.thinking_budget = budget;
+        self.reuse = super::body::Reuse::default();
+    }
+
     /// Lets go of the last body sent (see [`super::Model::turn_ended`]).
     pub fn turn_ended(&self) {
         self.reuse.clear();

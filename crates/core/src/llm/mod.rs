@@ -518,6 +518,20 @@ impl Provider {
         }
     }
 
+    /// Whether the provider has a reasoning level to set: Anthropic's extended thinking budget
+    /// (an OpenAI-compatible server gets none from `new`).
+    pub fn has_thinking_budget(&self) -> bool {
+        matches!(self, Provider::Anthropic(_))
+    }
+
+    /// The thinking budget from the next request on (None: off); nothing for a provider without
+    /// one.
+    pub fn set_thinking_budget(&mut self, budget: Option<u32>) {
+        if let Provider::Anthropic(c) = self {
+            c.set_thinking_budget(budget);
+        }
+    }
+
     /// The context window the server reports, where it does (llama.cpp's server).
     pub async fn server_window(&self) -> Option<u64> {
         match self {

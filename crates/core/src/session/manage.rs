@@ -268,6 +268,13 @@ impl Session {
         Ok(())
     }
 
+    /// The reasoning level for the next requests: Anthropic's extended thinking budget in tokens
+    /// (None: off), as `thinking_budget` in the configuration sets it.
+    pub fn set_thinking_budget(&mut self, budget: Option<u32>) {
+        self.config.provider.thinking_budget = budget;
+        self.provider.set_thinking_budget(budget);
+    }
+
     /// What the next request for the branch at the cursor holds, measured.
     pub fn breakdown(&self) -> Breakdown {
         let c = self.chat.conversation();

@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 use super::plural;
 use crate::fs::confine::FileKind;
 use crate::fs::confine::Workdir;
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, ready};
-use std::fs::File;
+use crate::tools::{
+    Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, args, blocking, ready,
+};
 use std::io;
 use std::io::Cursor;
 
@@ -54,6 +55,11 @@ impl Tool for ReadFile {
     }
 
     fn run<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        if ctx.workdir.has_buffers() {
+            // An editor is asked: its answer is waited for off the async thread.
+            let (args, workdir) = (args.clone(), ctx.workdir.clone());
+            return blocking(move |_| ReadFile.read(&args, &workdir));
+        }
         ready(self.read(args, &ctx.workdir))
     }
 }
@@ -76,7 +82,14 @@ impl ReadFile {
         let opened = workdir
             .open_read(&path, &shown)
             .map_err(|e| ToolError::io("reading", &shown, e))?;
-        let (mut file, len) = (opened.file, opened.len);
+        // A file the editor has open is read as the editor holds it (unsaved changes too).
+        let (mut file, len): (Box<dyn Read>, u64) = match workdir.buffer_text(&path) {
+            Some(text) => {
+                let len = text.len() as u64;
+                (Box::new(Cursor::new(text.into_bytes())), len)
+            }
+            None => (Box::new(opened.file), opened.len),
+        };
         let mut head = vec![0u8; BINARY_SNIFF];
         let n =
             read_up_to(&mut file, &mut head).map_err(|e| ToolError::io("reading", &shown, e))?;
@@ -155,7 +168,7 @@ impl ReadFile {
     }
 }
 
-fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+fn read_up_to(file: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..])? {
