@@ -35,7 +35,6 @@ use new_core::secret;
 use new_core::session;
 use new_core::session::{Ended, Options, Resume, Session};
 use new_core::skill::Shelf;
-use new_core::skill::SkillRegistry;
 use new_core::skill::SkillSettings;
 use new_core::trust::Trust;
 use new_sys::os_sandbox;
@@ -1118,30 +1117,12 @@ impl App {
     /// Puts a system prompt read by [`read_prompt`] in force, for the conversation in use too;
     /// with `report`, what could not be read is said.
     pub(super) fn take_prompt(&mut self, done: PromptJob, report: bool) {
+        let problems = self.engine.take_prompt(done);
         if report {
-            for problem in done.skills.problems.iter().chain(&done.problems) {
+            for problem in &problems {
                 self.out.warn(&escape::escape_controls(problem));
             }
         }
-        self.engine.skills = done.skills;
-        self.engine.prompt_written = match (&self.engine.agent, &self.engine.subagents) {
-            // A role's own context, as a defined subagent's.
-            (Some(def), Some(subagents)) => subagents.fresh_context(def),
-            _ => {
-                let mut parts = done.parts;
-                // One line each on the hooks and the MCP servers in force.
-                if let Some(lines) = self.engine.config.prompt_lines() {
-                    parts.push(("configuration".to_string(), lines));
-                }
-                parts
-            }
-        };
-        self.fill_prompt();
-    }
-
-    /// The system prompt from its parts ([`Session::fill_prompt`]).
-    pub(super) fn fill_prompt(&mut self) {
-        self.engine.fill_prompt();
     }
 
     /// Processes one line of input, typed or piped.
@@ -1327,21 +1308,17 @@ impl App {
     }
 }
 
-/// What the start-up thread reads: the skills, what AGENTS.md reported, the system prompt's parts.
 /// The reading of the system prompt's parts: not started (the prompt is not up yet), or running.
 pub(super) enum PromptRead {
     Waiting(Box<dyn FnOnce() -> PromptJob + Send>),
     Running(JoinHandle<PromptJob>),
 }
 
-pub(super) struct PromptJob {
-    pub(super) skills: SkillRegistry,
-    pub(super) problems: Vec<String>,
-    pub(super) parts: Vec<(String, String)>,
-}
+/// What the start-up thread reads: the skills, what AGENTS.md reported, the system prompt's parts.
+pub(super) type PromptJob = session::PromptRead;
 
-/// Reads what the system prompt is made of (the skills, AGENTS.md, the memory indexes, the
-/// environment) and fills what Tab completion (`names`) and `use_skill` (`shelf`) read.
+/// Reads what the system prompt is made of ([`session::read_prompt`]) and fills what Tab
+/// completion (`names`) reads too.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read_prompt(
     layers: &Layers,
@@ -1353,41 +1330,18 @@ pub(super) fn read_prompt(
     names: &super::editor::SkillNames,
     shelf: &Shelf,
 ) -> PromptJob {
-    let skills = SkillRegistry::load_with(layers, skill_settings);
+    let done = session::read_prompt(
+        layers,
+        role,
+        workdir,
+        skill_settings,
+        memory,
+        memory_settings,
+        shelf,
+    );
     *names.write().unwrap_or_else(|e| e.into_inner()) =
-        skills.all().map(|s| s.name.clone()).collect();
-    shelf.set(skills.shelf(skill_settings.max_bytes));
-    let instructions = prompt::agents::load(layers.user.as_deref(), workdir);
-    // What the instructions are made of (the files they include) is kept like `.new/`: the
-    // model's writes there are asked for, and commands cannot change them.
-    if let Some(sandbox) = os_sandbox::current() {
-        let root = workdir
-            .canonicalize()
-            .unwrap_or_else(|_| workdir.to_path_buf());
-        sandbox.protect(
-            instructions
-                .sources
-                .iter()
-                .filter_map(|p| p.canonicalize().ok())
-                .filter(|p| p.starts_with(&root)),
-        );
-    }
-    let mut parts = prompt::system_prompt_parts(role, &instructions.text, &skills, workdir);
-    parts.extend(memory_part(memory, memory_settings));
-    PromptJob {
-        skills,
-        problems: instructions.problems,
-        parts,
-    }
-}
-
-/// The memory indexes as a part of the system prompt.
-pub(super) fn memory_part(
-    memory: Option<&MemoryStore>,
-    settings: &MemorySettings,
-) -> Option<(String, String)> {
-    let text = memory?.prompt_part(settings.index_max_lines, settings.index_max_bytes)?;
-    Some(("memory".to_string(), text))
+        done.skills.all().map(|s| s.name.clone()).collect();
+    done
 }
 
 /// A stream of SIGINTs, registered when this is called (it must run inside the runtime).

@@ -13,7 +13,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::output::Output;
-use crate::repl::{confirm_secret_servers, default_datadir, read_prompt, session_sandbox};
+use crate::repl::{confirm_secret_servers, default_datadir, session_sandbox};
 use new_core::config;
 use new_core::config::Overrides;
 use new_core::hooks;
@@ -164,7 +164,6 @@ pub fn open(
     }
     let (tx, interrupts) = watch::channel(0u64);
     let busy = Arc::new(AtomicBool::new(false));
-    let shelf = Shelf::default();
     let opened = Session::open(Options {
         workdir: workdir.clone(),
         layers,
@@ -176,32 +175,15 @@ pub fn open(
         one_shot: false,
         agent: None,
         os_sandbox: sandbox.clone(),
-        shelf: shelf.clone(),
+        shelf: Shelf::default(),
         interrupts,
         busy,
     })?;
     warnings.extend(opened.warnings);
     let mut engine = opened.session;
     // The system prompt's parts, read now: the session answers once they are in force.
-    let done = read_prompt(
-        &engine.layers,
-        &engine.role,
-        &engine.workdir,
-        &engine.config.skill,
-        engine.memory.as_ref(),
-        &engine.config.memory,
-        &Default::default(),
-        &shelf,
-    );
-    warnings.extend(done.skills.problems.iter().cloned());
-    warnings.extend(done.problems);
-    engine.skills = done.skills;
-    let mut parts = done.parts;
-    if let Some(lines) = engine.config.prompt_lines() {
-        parts.push(("configuration".to_string(), lines));
-    }
-    engine.prompt_written = parts;
-    engine.fill_prompt();
+    let read = engine.prompt_reader();
+    warnings.extend(engine.take_prompt(read()));
     if let Some(manager) = engine.mcp_manager(&datadir, runtime.handle().clone(), sandbox) {
         manager.on_progress(Arc::new(|line: &str| tracing::info!(line, "mcp")));
         engine.set_mcp(manager);

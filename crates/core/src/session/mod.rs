@@ -43,7 +43,7 @@ pub use event::{
 };
 pub use manage::{ExportFormat, Listed, Listing, ManageError};
 pub use memory::ReviewsRun;
-pub use open::{OpenError, Opened, Options, Resume};
+pub use open::{OpenError, Opened, Options, PromptRead, Resume, memory_part, read_prompt};
 pub use restore::{Change, Kept, Restored, StateError};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;

@@ -2,6 +2,11 @@
 //! role, where conversations live, which one to open. Everything asked of the user (trusting a
 //! project's files) is the front end's, before; what is started beside it (MCP servers, the
 //! system prompt's reading) is added after.
+//!
+//! Every front end opens a session the same way: [`Session::open`], then the system prompt's
+//! parts read by [`read_prompt`] (at once, or on a thread of their own while the REPL's prompt
+//! shows: [`Session::prompt_reader`]) and put in force by [`Session::take_prompt`], which gives
+//! back what could not be read, for the front end to show.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,17 +24,20 @@ use crate::fs::confine::Workdir;
 use crate::hooks::Hooks;
 use crate::layers::Layers;
 use crate::llm::{LlmError, Provider};
-use crate::memory::MemoryStore;
 use crate::memory::review;
+use crate::memory::{MemorySettings, MemoryStore};
 use crate::prompt;
 use crate::prompt::RoleFile;
 use crate::skill::Shelf;
 use crate::skill::SkillRegistry;
+use crate::skill::SkillSettings;
 use crate::tools::builtin::NAMES;
 use crate::tools::permissions::RuleError;
 use crate::tools::{Policy, ToolContext, ToolRegistry, UnknownTool};
+use new_sys::os_sandbox;
 use new_sys::os_sandbox::OsSandbox;
 use std::io;
+use std::path::Path;
 
 /// Which conversation a session opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,5 +297,115 @@ impl Session {
             nothing_to_continue,
             warnings,
         })
+    }
+}
+
+/// What the system prompt is made of, read: the skills, the instruction files' problems, and
+/// the parts by source.
+pub struct PromptRead {
+    pub skills: SkillRegistry,
+    pub problems: Vec<String>,
+    pub parts: Vec<(String, String)>,
+}
+
+/// Reads what the system prompt is made of (the skills, AGENTS.md, the memory indexes, the
+/// environment) and fills what `use_skill` reads (`shelf`).
+pub fn read_prompt(
+    layers: &Layers,
+    role: &RoleFile,
+    workdir: &Path,
+    skill_settings: &SkillSettings,
+    memory: Option<&MemoryStore>,
+    memory_settings: &MemorySettings,
+    shelf: &Shelf,
+) -> PromptRead {
+    let skills = SkillRegistry::load_with(layers, skill_settings);
+    shelf.set(skills.shelf(skill_settings.max_bytes));
+    let instructions = prompt::agents::load(layers.user.as_deref(), workdir);
+    // What the instructions are made of (the files they include) is kept like `.new/`: the
+    // model's writes there are asked for, and commands cannot change them.
+    if let Some(sandbox) = os_sandbox::current() {
+        let root = workdir
+            .canonicalize()
+            .unwrap_or_else(|_| workdir.to_path_buf());
+        sandbox.protect(
+            instructions
+                .sources
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .filter(|p| p.starts_with(&root)),
+        );
+    }
+    let mut parts = prompt::system_prompt_parts(role, &instructions.text, &skills, workdir);
+    parts.extend(memory_part(memory, memory_settings));
+    PromptRead {
+        skills,
+        problems: instructions.problems,
+        parts,
+    }
+}
+
+/// The memory indexes as a part of the system prompt.
+pub fn memory_part(
+    memory: Option<&MemoryStore>,
+    settings: &MemorySettings,
+) -> Option<(String, String)> {
+    let text = memory?.prompt_part(settings.index_max_lines, settings.index_max_bytes)?;
+    Some(("memory".to_string(), text))
+}
+
+impl Session {
+    /// The reading of this session's system prompt ([`read_prompt`]), to run now or on a
+    /// thread of its own; it fills the shelf the session's `use_skill` reads.
+    pub fn prompt_reader(&self) -> impl FnOnce() -> PromptRead + Send + 'static {
+        let (layers, role, workdir) =
+            (self.layers.clone(), self.role.clone(), self.workdir.clone());
+        let (skill_settings, memory_settings) =
+            (self.config.skill.clone(), self.config.memory.clone());
+        let memory = self.memory.clone();
+        let shelf = self
+            .tools
+            .source::<Shelf>()
+            .map(|shelf| (*shelf).clone())
+            .unwrap_or_default();
+        move || {
+            read_prompt(
+                &layers,
+                &role,
+                &workdir,
+                &skill_settings,
+                memory.as_ref(),
+                &memory_settings,
+                &shelf,
+            )
+        }
+    }
+
+    /// Puts a system prompt read by [`read_prompt`] in force, for the conversation in use too.
+    /// Returns what could not be read (broken skills, instruction files), for the front end to
+    /// show.
+    pub fn take_prompt(&mut self, read: PromptRead) -> Vec<String> {
+        let problems = read
+            .skills
+            .problems
+            .iter()
+            .chain(&read.problems)
+            .cloned()
+            .collect();
+        self.skills = read.skills;
+        self.prompt_written = match (&self.agent, &self.subagents) {
+            // A role's own context, as a defined subagent's.
+            (Some(def), Some(subagents)) => subagents.fresh_context(def),
+            _ => {
+                let mut parts = read.parts;
+                // One line each on the hooks and the MCP servers in force.
+                if let Some(lines) = self.config.prompt_lines() {
+                    parts.push(("configuration".to_string(), lines));
+                }
+                parts
+            }
+        };
+        self.fill_prompt();
+        problems
     }
 }
