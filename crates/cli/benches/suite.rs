@@ -789,18 +789,34 @@ fn generate_corpus(root: &Path, files: usize) {
     fs::write(root.join(".gitignore"), "target/\n").unwrap();
 }
 
-/// Times `ours` and `rg args…` alternately, `runs` pairs after one warm-up of each: the median of
+/// Times `ours` and `rg args…` (piped into `head -n N` when `head` is given) alternately, `runs` pairs after one warm-up of each: the median of
 /// each, and the median of the pair ratios (ours / rg).
 fn against_rg(
     runs: usize,
     root: &Path,
     args: &[&str],
+    head: Option<usize>,
     ours: &mut dyn FnMut(),
 ) -> (Duration, Duration, f64) {
     let rg = || {
         let start = Instant::now();
-        let status = Command::new("rg")
-            .args(args)
+        // `head` ends the pipe (and so rg) once it has its lines, as a person's `rg | head` does.
+        let mut cmd = match head {
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("rg \"$@\" | head -n {n}"))
+                    .arg("sh")
+                    .args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new("rg");
+                c.args(args);
+                c
+            }
+        };
+        let status = cmd
             .current_dir(root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -838,7 +854,7 @@ fn against_rg(
 fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
     use new_core::fs::confine::Workdir;
     use new_core::tools::Cancel;
-    use new_core::tools::builtin::{Glob, Grep};
+    use new_core::tools::builtin::{GREP_MAX_MATCHES, Glob, Grep};
     if Command::new("rg").arg("--version").output().is_err() {
         eprintln!("search rows skipped: ripgrep (`rg`) is not installed");
         rows.push(Row {
@@ -874,6 +890,8 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
         expect: &'static str,
         target: f64,
         shown: &'static str,
+        /// The tool stops at its cap of lines: rg's output is cut by `head` as a person would.
+        head: Option<usize>,
     }
     let cases = [
         Case {
@@ -883,6 +901,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
             expect: "No matches",
             target: 1.1,
             shown: "rg",
+            head: None,
         },
         Case {
             what: "grep tool, 100 matches in 50 files",
@@ -891,6 +910,16 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
             expect: "needle_hit",
             target: 1.1,
             shown: "rg -n",
+            head: None,
+        },
+        Case {
+            what: "grep tool, a common word, capped at 200 lines",
+            args: serde_json::json!({"pattern": "config"}),
+            rg: &["-n", "config"],
+            expect: "[stopped at 200 matching lines",
+            target: 1.1,
+            shown: "rg -n config",
+            head: Some(GREP_MAX_MATCHES),
         },
         Case {
             what: "glob tool `*.rs`, newest 200",
@@ -899,6 +928,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
             expect: ".rs\n",
             target: 1.2,
             shown: "rg --files -g '*.rs'",
+            head: None,
         },
     ];
     for Case {
@@ -908,6 +938,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
         expect,
         target,
         shown,
+        head,
     } in cases
     {
         let glob = what.starts_with("glob");
@@ -926,12 +957,17 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
                 all.push("-j1");
             }
             all.extend(rg_args);
-            let (a, b, ratio) = against_rg(runs, root, &all, &mut ours);
+            let (a, b, ratio) = against_rg(runs, root, &all, head, &mut ours);
             let limit = if single { 1.0 } else { target };
+            let piped = head.map_or(String::new(), |n| format!(" | head -n {n}"));
             rows.push(Row {
                 what: format!("{what}, {corpus}"),
                 measured: ms(a),
-                baseline: format!("`{shown}{}` {}", if single { " -j1" } else { "" }, ms(b)),
+                baseline: format!(
+                    "`{shown}{}{piped}` {}",
+                    if single { " -j1" } else { "" },
+                    ms(b)
+                ),
                 ratio,
                 target: format!("≤ {limit:.1}×"),
                 ok: ratio <= limit,
