@@ -947,6 +947,68 @@ fn the_status_line_shows_context_and_each_mcp_server_s_health() {
     assert!(status.get("sandbox").is_some() && status["hooks"].is_boolean(), "{status:#}");
 }
 
+/// The sandbox's network question (a host `sandbox.network` does not list) is asked in the page:
+/// allowed for the session, the command reaches it; refused, it does not.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_sandbox_s_network_question_is_answered_in_the_page() {
+    use std::net::TcpListener;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello world\n",
+            );
+        }
+    });
+    let curl = json!({"command": format!("curl -sS -m 20 --noproxy '' http://localhost:{port}/")})
+        .to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", &curl)]),
+        text(&["Reached."]),
+        tool_calls(&[("c2", "bash", &curl.replace("localhost", "127.0.0.1"))]),
+        text(&["Refused."]),
+    ]);
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "sandbox": {"network": ["example.invalid"]}}).to_string(),
+    );
+    let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
+    if web.state()["status"]["sandbox"] != true {
+        eprintln!("skipped: the sandbox is off on this machine");
+        return;
+    }
+    let events = Events::listen(&web);
+    let mut from = 0;
+    for (host, action, expected, request) in [
+        ("localhost", "approve-session", "hello world", 1),
+        ("127.0.0.1", "deny", "refused", 3),
+    ] {
+        web.post("/api/send", json!({"text": format!("reach {host}")}));
+        let (at, question) = events.until("the network question", from, |e| {
+            e["type"] == "approval" && e["kind"] == "network"
+        });
+        assert_eq!(question["preview"], format!("{host}:{port}"), "{question}");
+        assert_eq!(
+            question["options"],
+            json!(["approve-session", "approve-always", "deny"])
+        );
+        let id = question["id"].as_u64().unwrap();
+        assert_eq!(
+            web.post("/api/answer", json!({"id": id, "action": action}))
+                .status,
+            202
+        );
+        let (end, _) = events.until("the turn's end", at, |e| e["type"] == "turn_ended");
+        from = end + 1;
+        let result = results(&server, request).pop().unwrap();
+        assert!(result.contains(expected), "{host}: {result}");
+    }
+}
+
 /// The page and a REPL (piped) on one DATADIR at once, even on one conversation: each appends
 /// whole lines, the REPL writes while the page's answer streams, and each sees the other's
 /// messages after a reload (`--continue`, or `/switch` in the page).
