@@ -1259,7 +1259,7 @@ impl Drop for Browser {
 const ENTER: &str = "\u{E007}";
 
 #[test]
-fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs() {
+fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_script_runs() {
     let Some(browser) = Browser::start("in_a_browser") else {
         return;
     };
@@ -1277,6 +1277,17 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         text(&["wrote it"]),
     ]);
     let env = Env::new();
+    // Project files for the file panel, there before the session's first snapshot.
+    fs::create_dir_all(env.work().join("docs")).unwrap();
+    fs::write(
+        env.work().join("docs/notes.md"),
+        "# Notes\n<img src=x onerror=\"window.pwned=4\"> stays text\n",
+    )
+    .unwrap();
+    fs::write(env.dir.path().join("secret.txt"), "OUTSIDE\n").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(env.dir.path().join("secret.txt"), env.work().join("leak.txt"))
+        .unwrap();
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "strict"]);
     browser.open(&web.url);
     browser.find("textarea[name=\"message\"]");
@@ -1342,6 +1353,66 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         json!(true)
     );
     browser.screenshot("web-tree.png");
+    // The file panel: a folder opened, a file shown as text (its HTML runs nothing), a link out
+    // of WORKDIR refused.
+    browser.click("#files li[data-path=\"docs\"]");
+    browser.click("#files li[data-path=\"docs/notes.md\"]");
+    browser.until(
+        "the file shown as text",
+        "return !document.querySelector('#file-view').hidden && \
+         document.querySelector('#file-text').innerText.includes('<img src=x onerror=')",
+    );
+    assert_eq!(
+        browser.run("return document.querySelectorAll('#file-view img, #file-view script').length"),
+        json!(0)
+    );
+    browser.screenshot("web-files.png");
+    browser.click("#files li.up");
+    #[cfg(unix)]
+    {
+        browser.click("#files li[data-path=\"leak.txt\"]");
+        browser.until(
+            "the link out refused",
+            "return document.querySelector('#live').innerText.includes('outside the working folder')",
+        );
+        assert_eq!(
+            browser.run("return document.querySelector('#file-text').innerText.includes('OUTSIDE')"),
+            json!(false)
+        );
+    }
+    browser.click("#file-close");
+    // A /command: the two answers at the root's fork side by side.
+    browser.type_in("textarea[name=\"message\"]", &format!("/compare{ENTER}"));
+    browser.until(
+        "the comparison",
+        "return document.querySelectorAll('.compare .alternative').length === 2 && \
+         document.querySelector('.compare').innerText.includes('Hello from the model')",
+    );
+    browser.screenshot("web-compare.png");
+    assert_eq!(
+        browser.run("return window.pwned === undefined"),
+        json!(true)
+    );
+    // /restore asks in the page: back at the first message, the folder as it was then.
+    browser.type_in("textarea[name=\"message\"]", &format!("/1{ENTER}"));
+    browser.until(
+        "node 1 current",
+        "return document.querySelectorAll('#messages .msg').length === 1",
+    );
+    browser.type_in("textarea[name=\"message\"]", &format!("/restore{ENTER}"));
+    browser.find("[data-action=\"yes\"]");
+    browser.until(
+        "the question names the file",
+        "return document.querySelector('#approvals').innerText.includes('ok.txt')",
+    );
+    browser.screenshot("web-restore.png");
+    browser.click("[data-action=\"yes\"]");
+    browser.until(
+        "restored",
+        "return document.querySelector('#live').innerText.includes('restored node')",
+    );
+    assert!(!env.work().join("ok.txt").exists());
+    assert!(env.work().join("docs/notes.md").exists());
     // The export, opened from its file: the same contract, a click moves through the tree.
     web.post("/api/send", json!({"text": "/export --html shared.html"}));
     let file = env.work().join("shared.html");

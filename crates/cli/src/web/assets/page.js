@@ -277,12 +277,14 @@
 
   // ---- the file panel (read-only; content only ever set as text) ----
 
-  function openPath(path) {
+  // `refresh`: the folder shown read again after a job (gone: the top instead, nothing said).
+  function openPath(path, refresh) {
     post("/api/files", { path: path })
       .then((r) => r.json())
       .then((v) => {
         if (v.error) {
-          line(v.error, "error");
+          if (!refresh) line(v.error, "error");
+          else if (path !== ".") openPath(".", true);
         } else if (v.kind === "dir") {
           drawFolder(v);
         } else {
@@ -296,7 +298,10 @@
       });
   }
 
+  let folder = ".";
+
   function drawFolder(v) {
+    folder = v.path;
     const list = $("#files");
     $("#files-path").textContent = v.path;
     const frag = document.createDocumentFragment();
@@ -376,6 +381,8 @@
         else {
           // What streamed is in the branch now; the diffs and the lines said stay until the next.
           for (const e of $("#live").querySelectorAll(".streaming, .call, .result:not(.with-diff)")) e.remove();
+          // What the job changed in the folder shown.
+          openPath(folder, true);
         }
         live = null;
         break;
