@@ -8,6 +8,7 @@
   const isStatic = !!dataElement;
   let state = null;
   let byId = new Map();
+  let kids = new Map(); // each node's children's ids, in tree order (the export's siblings)
   let live = null; // the answer streaming now: {box, text, reasoning}
 
   function el(tag, cls, text) {
@@ -85,7 +86,7 @@
       if (!n) break;
       if (n.parent) {
         const m = Object.assign({}, n.message);
-        const siblings = state.nodes.filter((x) => x.parent === n.parent).map((x) => x.id);
+        const siblings = kids.get(n.parent) || [];
         if (siblings.length > 1) m.siblings = siblings;
         chain.push(m);
       }
@@ -241,6 +242,14 @@
 
   function draw() {
     byId = new Map(state.nodes.map((n) => [n.id, n]));
+    if (isStatic) {
+      kids = new Map();
+      for (const n of state.nodes) {
+        if (!n.parent) continue;
+        if (!kids.has(n.parent)) kids.set(n.parent, []);
+        kids.get(n.parent).push(n.id);
+      }
+    }
     drawTree();
     drawBranch();
     if (!isStatic) {
