@@ -57,10 +57,10 @@ use std::fs::File;
 use std::fs::OpenOptions;
 use std::io::BufReader;
 use std::iter;
-use std::net::TcpListener as StdListener;
-use std::net::TcpStream;
 #[cfg(not(windows))]
 use std::mem;
+use std::net::TcpListener as StdListener;
+use std::net::TcpStream;
 use std::process;
 #[cfg(not(windows))]
 use std::process::Child;
@@ -2436,24 +2436,33 @@ fn webdriver(port: u16, method: &str, path: &str, body: &serde_json::Value) -> s
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(request.as_bytes()).expect("a request to ChromeDriver");
+    stream
+        .write_all(request.as_bytes())
+        .expect("a request to ChromeDriver");
     let mut raw = Vec::new();
     let mut byte = [0u8; 1];
     while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
         raw.push(byte[0]);
     }
     let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
-    let length = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:")?.trim().parse::<usize>().ok());
+    let length = head.lines().find_map(|l| {
+        l.strip_prefix("content-length:")?
+            .trim()
+            .parse::<usize>()
+            .ok()
+    });
     let mut answer = Vec::new();
     match length {
         Some(n) => {
             answer.resize(n, 0);
-            stream.read_exact(&mut answer).expect("ChromeDriver's answer");
+            stream
+                .read_exact(&mut answer)
+                .expect("ChromeDriver's answer");
         }
         None => {
-            stream.read_to_end(&mut answer).expect("ChromeDriver's answer");
+            stream
+                .read_to_end(&mut answer)
+                .expect("ChromeDriver's answer");
         }
     }
     let value: serde_json::Value = serde_json::from_slice(&answer)
@@ -2485,7 +2494,10 @@ fn drawn_in_chromium(pages: &[(&Path, usize)], runs: usize) -> Option<Vec<(Durat
         .expect("ChromeDriver starts");
     let started = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "ChromeDriver never listened");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "ChromeDriver never listened"
+        );
         thread::sleep(Duration::from_millis(50));
     }
     let profile = tempfile::tempdir().unwrap();
@@ -2511,7 +2523,12 @@ fn drawn_in_chromium(pages: &[(&Path, usize)], runs: usize) -> Option<Vec<(Durat
         let url = format!("file://{}", file.display());
         let mut times = Vec::new();
         for _ in 0..runs.max(3) {
-            webdriver(port, "POST", &at("/url"), &serde_json::json!({"url": "about:blank"}));
+            webdriver(
+                port,
+                "POST",
+                &at("/url"),
+                &serde_json::json!({"url": "about:blank"}),
+            );
             let start = Instant::now();
             webdriver(port, "POST", &at("/url"), &serde_json::json!({"url": url}));
             let drawn = webdriver(
@@ -2522,7 +2539,11 @@ fn drawn_in_chromium(pages: &[(&Path, usize)], runs: usize) -> Option<Vec<(Durat
                     "return document.querySelectorAll('#tree [data-node-id]').length", "args": []}),
             );
             times.push(start.elapsed());
-            assert_eq!(drawn.as_u64(), Some(*nodes as u64), "{url}: every node drawn");
+            assert_eq!(
+                drawn.as_u64(),
+                Some(*nodes as u64),
+                "{url}: every node drawn"
+            );
         }
         let heap = webdriver(
             port,

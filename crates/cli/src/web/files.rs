@@ -2,7 +2,7 @@
 //! resolved by the engine's confinement ([`Workdir::resolve`]: `..` and links may not lead out),
 //! a file is read by the project-file reader ([`ProjectFiles`]: opened without following a link,
 //! regular files only, at most [`MAX_SHOWN`] bytes), and the places the sandbox hides (keys,
-//! credentials, `new`'s own folders, `sandbox.deny_read`, DATADIR) are neither listed nor read.
+//! credentials, `new`'s own folders, `sandbox.deny_read`) are neither listed nor read.
 //! A binary file is named with its size, never shown as text.
 //!
 //! Not for: writing anything, or reaching outside WORKDIR (the read tools' extra roots are the
@@ -34,15 +34,15 @@ pub struct FilePanel {
 }
 
 /// The secret places of a session: those the sandbox hides under the home folder, `new`'s own
-/// config and data folders, DATADIR, and `sandbox.deny_read`.
-pub fn secret_places(datadir: &Path, deny_read: &[PathBuf]) -> Vec<PathBuf> {
+/// config and data folders (trust records, sign-in tokens), and `sandbox.deny_read`. DATADIR is
+/// not one: its conversations are the user's own, shown in the page anyway.
+pub fn secret_places(deny_read: &[PathBuf]) -> Vec<PathBuf> {
     let mut places: Vec<PathBuf> = dirs::home_dir()
         .iter()
         .flat_map(|h| HIDDEN_IN_HOME.iter().map(move |p| h.join(p)))
         .collect();
     places.extend(dirs::config_dir().map(|d| d.join("new")));
     places.extend(dirs::data_dir().map(|d| d.join("new")));
-    places.push(datadir.to_path_buf());
     places.extend(deny_read.iter().cloned());
     places
 }
@@ -84,7 +84,9 @@ impl FilePanel {
             other => other.to_string(),
         })?;
         if self.is_hidden(&resolved) {
-            return Err(format!("`{asked}` is a secret place: the page does not show it"));
+            return Err(format!(
+                "`{asked}` is a secret place: the page does not show it"
+            ));
         }
         let shown = workdir.display(&resolved);
         match fs::symlink_metadata(&resolved) {

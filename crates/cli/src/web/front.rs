@@ -225,7 +225,11 @@ impl Frontend for WebFront<'_> {
                 changes
                     .iter()
                     .map(|c| {
-                        let outside = if c.outside { " (changed outside new)" } else { "" };
+                        let outside = if c.outside {
+                            " (changed outside new)"
+                        } else {
+                            ""
+                        };
                         format!("{} {}{outside}", c.what, c.path)
                     })
                     .collect::<Vec<_>>()

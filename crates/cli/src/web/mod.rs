@@ -34,9 +34,10 @@ use new_core::conversation::valid_branch_name;
 use new_core::escape;
 use new_core::mcp::Manager;
 use new_core::session::{
-    CommandError, Ended, Kept, ManageError, OneAfterAnother, Recorder, Restored, Switched,
+    CommandError, Ended, Event, Kept, ManageError, OneAfterAnother, Recorder, Restored, Switched,
 };
 use new_core::tools::Mode;
+use new_core::vocab::Usage;
 use std::io;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -162,10 +163,7 @@ pub fn run(web: WebLaunch) -> ExitCode {
         interrupt: app.interrupt.clone(),
         files: FilePanel::new(
             &app.engine.workdir,
-            secret_places(
-                app.engine.store.dir(),
-                &app.engine.config.sandbox.deny_read,
-            ),
+            secret_places(&app.engine.config.sandbox.deny_read),
         ),
     });
     // The sandbox's network questions come to the page (as to a terminal).
@@ -432,12 +430,18 @@ const PAGE_HELP: &str = "Commands of the page: /N (move to node N), /tree [--ful
 /compare, /restore, /model [NAME], /new, /switch ID, /title [TEXT], /permissions [MODE], \
 /export --html [FILE], /exit. Click a node of the tree to make it current.";
 
-/// What follows a turn made in the page, as after one in the REPL: the memory review of a
-/// completed turn (in the background), and what earlier reviews changed, said.
+/// What follows a message sent from the page, as after one typed in the REPL: the memory review
+/// of a completed turn (in the background; a retried answer is not reviewed, as in the REPL),
+/// and what earlier reviews changed, said.
 fn after_turn(app: &mut App, shared: &Shared, end: Option<&Ended>) {
     if matches!(end, Some(Ended::Complete)) {
         app.engine.review_turn();
     }
+    memory_notes(app, shared);
+}
+
+/// What the reviews running in the background changed since the last time, one line each.
+fn memory_notes(app: &mut App, shared: &Shared) {
     for note in app.engine.take_memory_notes() {
         shared.emit(json!({"type": "notice", "text": format!("memory: {note}")}));
     }
@@ -492,9 +496,8 @@ fn retry(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>
             let mut front = WebFront::new(shared, answers);
             let end = app.runtime.block_on(app.engine.answer(&mut front));
             front.count(&mut app.engine);
-            let complete = end.is_complete();
-            after_turn(app, shared, Some(&end));
-            if !complete {
+            memory_notes(app, shared);
+            if !end.is_complete() {
                 break;
             }
         }
@@ -514,7 +517,20 @@ fn retry_together(
 ) {
     say(shared, &format!("{count} answers side by side"));
     let label = |i: usize| format!("answer {} of {count}", i + 1);
+    // Their tokens, for the status line (each answer's events come whole, recorded).
+    let mut spent = Usage::default();
     let mut done = |i: usize, recorded: Recorder, took: Duration| {
+        for event in &recorded.events {
+            match event {
+                Event::AnswerEnd { response, .. } => {
+                    if let Some(u) = &response.usage {
+                        spent.add(u);
+                    }
+                }
+                Event::Usage(u) => spent.add(u),
+                _ => {}
+            }
+        }
         say(
             shared,
             &format!(
@@ -526,12 +542,12 @@ fn retry_together(
         );
     };
     let mut asking = WebFront::new(shared, answers);
-    let together = app.runtime.block_on(app.engine.answer_together(
-        count,
-        &label,
-        &mut asking,
-        &mut done,
-    ));
+    let together =
+        app.runtime.block_on(
+            app.engine
+                .answer_together(count, &label, &mut asking, &mut done),
+        );
+    app.engine.totals.0.add(&spent);
     let Ok(together) = together else {
         return error(shared, "the answers could not run side by side");
     };
@@ -547,9 +563,9 @@ fn retry_together(
         }
         if !matches!(end, Ended::Interrupted) {
             let mut front = WebFront::new(shared, answers);
-            let end = app.runtime.block_on(app.engine.finish(end, &mut front));
+            app.runtime.block_on(app.engine.finish(end, &mut front));
             front.count(&mut app.engine);
-            after_turn(app, shared, Some(&end));
+            memory_notes(app, shared);
         }
     }
 }
@@ -562,13 +578,20 @@ fn branch(app: &mut App, shared: &Shared, args: &str) {
         (None, _, _) => {
             let c = app.engine.chat.conversation();
             if c.branches.is_empty() {
-                return say(shared, "no branch has a name yet (/branch NAME names this one)");
+                return say(
+                    shared,
+                    "no branch has a name yet (/branch NAME names this one)",
+                );
             }
             let here = c.tip(c.cursor()).map(|m| m.id.clone());
             let mut text = String::new();
             for (name, node) in &c.branches {
                 let Some(tip) = c.tip(node) else { continue };
-                let mark = if Some(&tip.id) == here.as_ref() { "*" } else { " " };
+                let mark = if Some(&tip.id) == here.as_ref() {
+                    "*"
+                } else {
+                    " "
+                };
                 let n = c.number_of(&tip.id).unwrap_or(0);
                 text.push_str(&format!("{mark} {name}  [{n}]\n"));
             }
@@ -579,7 +602,10 @@ fn branch(app: &mut App, shared: &Shared, args: &str) {
                 return error(shared, &format!("no branch is named {name}"));
             }
             match app.engine.chat.unname_branch(name) {
-                Ok(()) => say(shared, &format!("{name} is no longer a name (the branch stays)")),
+                Ok(()) => say(
+                    shared,
+                    &format!("{name} is no longer a name (the branch stays)"),
+                ),
                 Err(e) => error(shared, &e.to_string()),
             }
         }
@@ -597,7 +623,10 @@ fn branch(app: &mut App, shared: &Shared, args: &str) {
                 Err(e) => error(shared, &e.to_string()),
             }
         }
-        _ => error(shared, "/branch [NAME | -d NAME]: a name of letters, digits, - _ . /"),
+        _ => error(
+            shared,
+            "/branch [NAME | -d NAME]: a name of letters, digits, - _ . /",
+        ),
     }
 }
 
@@ -606,17 +635,26 @@ fn branch(app: &mut App, shared: &Shared, args: &str) {
 fn merge(app: &mut App, shared: &Shared, args: &str) {
     let words: Vec<&str> = args.split_whitespace().collect();
     if words.contains(&"--files") {
-        return error(shared, "/merge --files is the terminal's: the page merges the account only");
+        return error(
+            shared,
+            "/merge --files is the terminal's: the page merges the account only",
+        );
     }
     let [target] = words[..] else {
-        return error(shared, "/merge N or /merge NAME: a node's number or a branch's name");
+        return error(
+            shared,
+            "/merge N or /merge NAME: a node's number or a branch's name",
+        );
     };
     let tip = match app.engine.merge_tip(target) {
         Ok(tip) => tip,
         Err(e) => return error(shared, &e.to_string()),
     };
     let mut asking = |n: usize, count: usize| {
-        say(shared, &format!("asking the model to sum up [{n}]: {count} messages"));
+        say(
+            shared,
+            &format!("asking the model to sum up [{n}]: {count} messages"),
+        );
     };
     match app.runtime.block_on(app.engine.merge(&tip, &mut asking)) {
         Ok(merged) => {
@@ -671,7 +709,10 @@ fn restore(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String
     let mut front = WebFront::new(shared, answers);
     match app.engine.restore(true, &mut front) {
         Ok(Restored::Done { n, done, kept, .. }) => {
-            say(shared, &format!("restored node [{n}]'s files: {done} changed"));
+            say(
+                shared,
+                &format!("restored node [{n}]'s files: {done} changed"),
+            );
             for (path, why) in kept {
                 let why = match why {
                     Kept::Outside => "changed outside new".to_string(),

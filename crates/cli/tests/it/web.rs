@@ -581,7 +581,11 @@ fn a_host_of_this_server_at_another_port_is_refused() {
     let web = Web::start(&env, &server.base_url, &[]);
     let cookie = web.cookie();
     let origin = web.origin();
-    let other = if web.port == u16::MAX { 1 } else { web.port + 1 };
+    let other = if web.port == u16::MAX {
+        1
+    } else {
+        web.port + 1
+    };
     for host in [
         format!("127.0.0.1:{other}"),
         format!("localhost:{other}"),
@@ -654,9 +658,18 @@ fn the_file_panel_shows_workdir_read_only_and_refuses_links_out_dotdot_and_secre
             )
         })
         .collect();
-    assert!(entries.contains(&("src".into(), "dir".into())), "{entries:?}");
-    assert!(entries.contains(&("leak.txt".into(), "link-out".into())), "{entries:?}");
-    assert!(entries.contains(&("up".into(), "link-out".into())), "{entries:?}");
+    assert!(
+        entries.contains(&("src".into(), "dir".into())),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&("leak.txt".into(), "link-out".into())),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&("up".into(), "link-out".into())),
+        "{entries:?}"
+    );
     assert!(!entries.iter().any(|(n, _)| n == "private"), "{entries:?}");
     // A file's text as data (the page sets it as text, never as HTML).
     let page: Value = serde_json::from_str(&open("src/page.html").body).unwrap();
@@ -681,9 +694,17 @@ fn the_file_panel_shows_workdir_read_only_and_refuses_links_out_dotdot_and_secre
     ] {
         let r = open(path);
         assert_eq!(r.status, 403, "{path}: {}", r.body);
-        assert!(!r.body.contains("SECRET") && !r.body.contains("PRIVATE"), "{path}: {}", r.body);
+        assert!(
+            !r.body.contains("SECRET") && !r.body.contains("PRIVATE"),
+            "{path}: {}",
+            r.body
+        );
     }
-    assert!(open("../outside.txt").body.contains("outside the working folder"));
+    assert!(
+        open("../outside.txt")
+            .body
+            .contains("outside the working folder")
+    );
     assert!(open("private/key.pem").body.contains("secret place"));
     // Read by another site: refused before anything is read.
     let r = http(
@@ -729,8 +750,18 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
     let (_, compared) = events.until("the comparison", from, |e| e["type"] == "compare");
     let alternatives = compared["alternatives"].as_array().unwrap();
     assert_eq!(alternatives.len(), 2);
-    assert!(alternatives[0]["html"].as_str().unwrap().contains("First answer."));
-    assert!(alternatives[1]["html"].as_str().unwrap().contains("Second answer."));
+    assert!(
+        alternatives[0]["html"]
+            .as_str()
+            .unwrap()
+            .contains("First answer.")
+    );
+    assert!(
+        alternatives[1]["html"]
+            .as_str()
+            .unwrap()
+            .contains("Second answer.")
+    );
     assert_eq!(alternatives[1]["current"], true);
     // A name for this branch, in the file and in the drawing of /tree.
     let from = events.len();
@@ -790,11 +821,7 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|n| {
-                n["label"]
-                    .as_str()
-                    .is_some_and(|l| l.starts_with("Side "))
-            })
+            .filter(|n| n["label"].as_str().is_some_and(|l| l.starts_with("Side ")))
             .count()
             == 2
     });
@@ -828,7 +855,9 @@ fn restore_asks_its_question_in_the_page() {
     });
     assert!(env.work().join("made.txt").exists());
     web.post("/api/send", json!({"text": "/1"}));
-    web.until("node 1", |s| s["branch"].as_array().map_or(0, Vec::len) == 1);
+    web.until("node 1", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 1
+    });
     let mut from = events.len();
     for (answer, after) in [("no", true), ("yes", false)] {
         web.post("/api/send", json!({"text": "/restore"}));
@@ -847,10 +876,7 @@ fn restore_asks_its_question_in_the_page() {
             202
         );
         let (end, _) = events.until("the restore's end", at, |e| {
-            e["type"] == "output"
-                && e["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("restore"))
+            e["type"] == "output" && e["text"].as_str().is_some_and(|t| t.contains("restore"))
         });
         from = end + 1;
         assert_eq!(env.work().join("made.txt").exists(), after, "{answer}");
@@ -877,14 +903,18 @@ fn a_turn_in_the_page_is_reviewed_for_memory() {
         s["branch"].as_array().map_or(0, Vec::len) == 2
     });
     assert!(
-        eventually(200, Duration::from_millis(50), || server.reviews().len() == 1),
+        eventually(200, Duration::from_millis(50), || server.reviews().len()
+            == 1),
         "no review"
     );
     let asked = server.reviews()[0]["messages"][1]["content"]
         .as_str()
         .unwrap()
         .to_string();
-    assert!(asked.contains("we always use pnpm") && asked.contains("Noted."), "{asked}");
+    assert!(
+        asked.contains("we always use pnpm") && asked.contains("Noted."),
+        "{asked}"
+    );
 }
 
 /// The status line: model, tokens, context in use against the window, the sandbox, hooks, and
@@ -943,8 +973,14 @@ fn the_status_line_shows_context_and_each_mcp_server_s_health() {
         status["context_percent"].as_u64().unwrap(),
     );
     assert!(used > 0 && percent == used * 100 / 20_000, "{status:#}");
-    assert!(status["model"].is_string() && status["input_tokens"].is_u64(), "{status:#}");
-    assert!(status.get("sandbox").is_some() && status["hooks"].is_boolean(), "{status:#}");
+    assert!(
+        status["model"].is_string() && status["input_tokens"].is_u64(),
+        "{status:#}"
+    );
+    assert!(
+        status.get("sandbox").is_some() && status["hooks"].is_boolean(),
+        "{status:#}"
+    );
 }
 
 /// The sandbox's network question (a host `sandbox.network` does not list) is asked in the page:
@@ -1059,7 +1095,9 @@ fn the_page_and_a_repl_on_one_datadir_at_once_keep_every_line_whole() {
     assert!(run.stdout.contains("page again"), "{run:?}");
     // The page, reloaded (another conversation, then this one again): the REPL's are there.
     web.post("/api/send", json!({"text": "/new"}));
-    web.until("a new conversation", |s| s["conversation"]["id"] != page_id.as_str());
+    web.until("a new conversation", |s| {
+        s["conversation"]["id"] != page_id.as_str()
+    });
     web.post("/api/send", json!({"text": format!("/switch {page_id}")}));
     let state = web.until("the REPL's messages in the page", |s| {
         s["nodes"].as_array().unwrap().iter().any(|n| {
@@ -1286,8 +1324,11 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
     .unwrap();
     fs::write(env.dir.path().join("secret.txt"), "OUTSIDE\n").unwrap();
     #[cfg(unix)]
-    std::os::unix::fs::symlink(env.dir.path().join("secret.txt"), env.work().join("leak.txt"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        env.dir.path().join("secret.txt"),
+        env.work().join("leak.txt"),
+    )
+    .unwrap();
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "strict"]);
     browser.open(&web.url);
     browser.find("textarea[name=\"message\"]");
@@ -1376,7 +1417,8 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
             "return document.querySelector('#live').innerText.includes('outside the working folder')",
         );
         assert_eq!(
-            browser.run("return document.querySelector('#file-text').innerText.includes('OUTSIDE')"),
+            browser
+                .run("return document.querySelector('#file-text').innerText.includes('OUTSIDE')"),
             json!(false)
         );
     }
