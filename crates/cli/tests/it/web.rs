@@ -1324,11 +1324,14 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
     .unwrap();
     fs::write(env.dir.path().join("secret.txt"), "OUTSIDE\n").unwrap();
     #[cfg(unix)]
-    std::os::unix::fs::symlink(
-        env.dir.path().join("secret.txt"),
-        env.work().join("leak.txt"),
-    )
-    .unwrap();
+    {
+        use std::os::unix::fs::symlink;
+        symlink(
+            env.dir.path().join("secret.txt"),
+            env.work().join("leak.txt"),
+        )
+        .unwrap();
+    }
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "strict"]);
     browser.open(&web.url);
     browser.find("textarea[name=\"message\"]");
