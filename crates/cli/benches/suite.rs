@@ -8,6 +8,7 @@
 // `clippy::absolute_paths` is checked on Linux, where all but the other systems' own code builds.
 #![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 
+use std::io::Read;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,6 +59,8 @@ use std::io::BufReader;
 use std::iter;
 #[cfg(not(windows))]
 use std::mem;
+use std::net::TcpListener as StdListener;
+use std::net::TcpStream;
 use std::process;
 #[cfg(not(windows))]
 use std::process::Child;
@@ -789,18 +792,34 @@ fn generate_corpus(root: &Path, files: usize) {
     fs::write(root.join(".gitignore"), "target/\n").unwrap();
 }
 
-/// Times `ours` and `rg args…` alternately, `runs` pairs after one warm-up of each: the median of
+/// Times `ours` and `rg args…` (piped into `head -n N` when `head` is given) alternately, `runs` pairs after one warm-up of each: the median of
 /// each, and the median of the pair ratios (ours / rg).
 fn against_rg(
     runs: usize,
     root: &Path,
     args: &[&str],
+    head: Option<usize>,
     ours: &mut dyn FnMut(),
 ) -> (Duration, Duration, f64) {
     let rg = || {
         let start = Instant::now();
-        let status = Command::new("rg")
-            .args(args)
+        // `head` ends the pipe (and so rg) once it has its lines, as a person's `rg | head` does.
+        let mut cmd = match head {
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("rg \"$@\" | head -n {n}"))
+                    .arg("sh")
+                    .args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new("rg");
+                c.args(args);
+                c
+            }
+        };
+        let status = cmd
             .current_dir(root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -838,7 +857,7 @@ fn against_rg(
 fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
     use new_core::fs::confine::Workdir;
     use new_core::tools::Cancel;
-    use new_core::tools::builtin::{Glob, Grep};
+    use new_core::tools::builtin::{GREP_MAX_MATCHES, Glob, Grep};
     if Command::new("rg").arg("--version").output().is_err() {
         eprintln!("search rows skipped: ripgrep (`rg`) is not installed");
         rows.push(Row {
@@ -874,6 +893,8 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
         expect: &'static str,
         target: f64,
         shown: &'static str,
+        /// The tool stops at its cap of lines: rg's output is cut by `head` as a person would.
+        head: Option<usize>,
     }
     let cases = [
         Case {
@@ -883,6 +904,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
             expect: "No matches",
             target: 1.1,
             shown: "rg",
+            head: None,
         },
         Case {
             what: "grep tool, 100 matches in 50 files",
@@ -891,6 +913,16 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
             expect: "needle_hit",
             target: 1.1,
             shown: "rg -n",
+            head: None,
+        },
+        Case {
+            what: "grep tool, a common word, capped at 200 lines",
+            args: serde_json::json!({"pattern": "config"}),
+            rg: &["-n", "config"],
+            expect: "[stopped at 200 matching lines",
+            target: 1.1,
+            shown: "rg -n config",
+            head: Some(GREP_MAX_MATCHES),
         },
         Case {
             what: "glob tool `*.rs`, newest 200",
@@ -899,6 +931,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
             expect: ".rs\n",
             target: 1.2,
             shown: "rg --files -g '*.rs'",
+            head: None,
         },
     ];
     for Case {
@@ -908,6 +941,7 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
         expect,
         target,
         shown,
+        head,
     } in cases
     {
         let glob = what.starts_with("glob");
@@ -926,12 +960,17 @@ fn search_rows(s: &Scale, root: &Path, rows: &mut Vec<Row>) {
                 all.push("-j1");
             }
             all.extend(rg_args);
-            let (a, b, ratio) = against_rg(runs, root, &all, &mut ours);
+            let (a, b, ratio) = against_rg(runs, root, &all, head, &mut ours);
             let limit = if single { 1.0 } else { target };
+            let piped = head.map_or(String::new(), |n| format!(" | head -n {n}"));
             rows.push(Row {
                 what: format!("{what}, {corpus}"),
                 measured: ms(a),
-                baseline: format!("`{shown}{}` {}", if single { " -j1" } else { "" }, ms(b)),
+                baseline: format!(
+                    "`{shown}{}{piped}` {}",
+                    if single { " -j1" } else { "" },
+                    ms(b)
+                ),
                 ratio,
                 target: format!("≤ {limit:.1}×"),
                 ok: ratio <= limit,
@@ -1150,6 +1189,73 @@ fn main() {
         });
     }
 
+    if wanted("web") {
+        // `new web` and `/export --html`: a tree's page (every node, its Markdown rendered, the
+        // page's own script and style) drawn by headless Chromium through ChromeDriver when they
+        // are here: from asking for the page to its tree drawn, and the page's JS heap after a
+        // collection. Without them, the server's half only (building the page).
+        let pages: Vec<(usize, PathBuf, Duration, usize)> = [1_000, 10_000]
+            .into_iter()
+            .map(|n| {
+                let (conv, _) = sample::branching(&format!("web{n}"), n);
+                let built = best(
+                    || {
+                        let start = Instant::now();
+                        let html = export_page(&conv, "");
+                        let took = start.elapsed();
+                        drop(html);
+                        took
+                    },
+                    s.runs.min(5),
+                );
+                let html = export_page(&conv, "");
+                let file = tmp.path().join(format!("web{n}.html"));
+                fs::write(&file, &html).unwrap();
+                (conv.len(), file, built, html.len())
+            })
+            .collect();
+        let (small, big) = (&pages[0], &pages[1]);
+        let kb = |bytes: usize| bytes / 1024;
+        let row = match drawn_in_chromium(&[(&small.1, small.0), (&big.1, big.0)], s.runs.min(5)) {
+            Some(drawn) => {
+                let ((small_t, small_heap), (big_t, big_heap)) = (drawn[0], drawn[1]);
+                let growth = big_t.as_secs_f64() / small_t.as_secs_f64();
+                Row {
+                    what: format!(
+                        "web: a 10000-message tree drawn in Chromium vs 1000 (JS heap {:.1} vs \
+                         {:.1} MB; page {} vs {} KB)",
+                        big_heap as f64 / 1e6,
+                        small_heap as f64 / 1e6,
+                        kb(big.3),
+                        kb(small.3)
+                    ),
+                    measured: ms(big_t),
+                    baseline: format!("1000 msgs {}", ms(small_t)),
+                    ratio: growth,
+                    target: "≤ 12×".into(),
+                    ok: growth <= 12.0,
+                }
+            }
+            None => {
+                let growth = big.2.as_secs_f64() / small.2.as_secs_f64();
+                Row {
+                    what: format!(
+                        "web page of a 10000-message tree vs 1000, built (no Chromium here; \
+                         {} vs {} KB of page)",
+                        kb(big.3),
+                        kb(small.3)
+                    ),
+                    measured: ms(big.2),
+                    baseline: format!("1000 msgs {}", ms(small.2)),
+                    ratio: growth,
+                    target: "≤ 12×".into(),
+                    ok: growth <= 12.0,
+                }
+            }
+        };
+        rows.push(row);
+    }
+
     // 5, 7: loading a big conversation and drawing /tree, against parsing its lines into Values.
     let big_dir = dir("big");
     let store = Store::open(&big_dir).unwrap();
@@ -1157,39 +1263,6 @@ fn main() {
     generate_big(&store, "big", s.big);
     generate_big(&store, "tenth", small_n);
     let drawn = tmp.path().join("tree.txt");
-    if wanted("web") {
-        // `new web` and `/export --html`: the page's data for the whole tree (every node, its
-        // Markdown rendered) and the page around it; the browser's own drawing is not timed.
-        let page = |n: usize| {
-            let (conv, _) = sample::branching(&format!("web{n}"), n);
-            let time = best(
-                || {
-                    let start = Instant::now();
-                    let html = export_page(&conv, "");
-                    let took = start.elapsed();
-                    drop(html);
-                    took
-                },
-                s.runs.min(5),
-            );
-            (time, export_page(&conv, "").len())
-        };
-        let (small, small_bytes) = page(1_000);
-        let (big, big_bytes) = page(10_000);
-        let growth = big.as_secs_f64() / small.as_secs_f64();
-        rows.push(Row {
-            what: format!(
-                "web page of a 10000-message tree vs 1000 ({} vs {} KB of page)",
-                big_bytes / 1024,
-                small_bytes / 1024
-            ),
-            measured: ms(big),
-            baseline: format!("1000 msgs {}", ms(small)),
-            ratio: growth,
-            target: "≤ 12×".into(),
-            ok: growth <= 12.0,
-        });
-    }
     if wanted("tree") {
         let ours = best(|| load_and_draw(&store, "big", &drawn), s.runs.min(7));
         let floor = best(|| parse_values(&store.path("big")), s.runs.min(7));
@@ -2384,6 +2457,143 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         fs::write(&path, written).unwrap();
         eprintln!("wrote the table into {doc}");
     }
+}
+
+/// One WebDriver command to ChromeDriver on `port` (JSON over HTTP/1.1): its `value`.
+fn webdriver(port: u16, method: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("ChromeDriver listens");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .expect("a request to ChromeDriver");
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let length = head.lines().find_map(|l| {
+        l.strip_prefix("content-length:")?
+            .trim()
+            .parse::<usize>()
+            .ok()
+    });
+    let mut answer = Vec::new();
+    match length {
+        Some(n) => {
+            answer.resize(n, 0);
+            stream
+                .read_exact(&mut answer)
+                .expect("ChromeDriver's answer");
+        }
+        None => {
+            stream
+                .read_to_end(&mut answer)
+                .expect("ChromeDriver's answer");
+        }
+    }
+    let value: serde_json::Value = serde_json::from_slice(&answer)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", String::from_utf8_lossy(&answer)));
+    value["value"].clone()
+}
+
+/// Each page (a file, and how many nodes its tree has) opened `runs` times in headless Chromium
+/// through ChromeDriver: the fastest time from asking for it to its tree drawn (WebDriver's
+/// navigation returns once the page has loaded, and the page draws as it loads; the count of
+/// drawn nodes is checked), and its JS heap in bytes after a collection. None (said) when
+/// `chromium` and `chromedriver` are not here (`NEW_CHROMIUM`, `NEW_CHROMEDRIVER` name others).
+fn drawn_in_chromium(pages: &[(&Path, usize)], runs: usize) -> Option<Vec<(Duration, u64)>> {
+    let driver = env::var("NEW_CHROMEDRIVER").unwrap_or("/usr/bin/chromedriver".into());
+    let chromium = env::var("NEW_CHROMIUM").unwrap_or("/usr/bin/chromium".into());
+    if !Path::new(&driver).exists() || !Path::new(&chromium).exists() {
+        eprintln!("web: no {driver} or {chromium}: the page is built, not drawn");
+        return None;
+    }
+    let port = StdListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = Command::new(&driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ChromeDriver starts");
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "ChromeDriver never listened"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let profile = tempfile::tempdir().unwrap();
+    let caps = serde_json::json!({"capabilities": {"alwaysMatch": {
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": chromium,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--enable-precise-memory-info", "--js-flags=--expose-gc", "--window-size=1280,800",
+                format!("--user-data-dir={}", profile.path().display()),
+            ],
+        },
+    }}});
+    let session = webdriver(port, "POST", "/session", &caps)["sessionId"]
+        .as_str()
+        .expect("a WebDriver session")
+        .to_string();
+    let at = |path: &str| format!("/session/{session}{path}");
+    let mut out = Vec::new();
+    for (file, nodes) in pages {
+        let url = format!("file://{}", file.display());
+        let mut times = Vec::new();
+        for _ in 0..runs.max(3) {
+            webdriver(
+                port,
+                "POST",
+                &at("/url"),
+                &serde_json::json!({"url": "about:blank"}),
+            );
+            let start = Instant::now();
+            webdriver(port, "POST", &at("/url"), &serde_json::json!({"url": url}));
+            let drawn = webdriver(
+                port,
+                "POST",
+                &at("/execute/sync"),
+                &serde_json::json!({"script":
+                    "return document.querySelectorAll('#tree [data-node-id]').length", "args": []}),
+            );
+            times.push(start.elapsed());
+            assert_eq!(
+                drawn.as_u64(),
+                Some(*nodes as u64),
+                "{url}: every node drawn"
+            );
+        }
+        let heap = webdriver(
+            port,
+            "POST",
+            &at("/execute/sync"),
+            &serde_json::json!({"script":
+                "if (window.gc) gc(); return performance.memory.usedJSHeapSize", "args": []}),
+        );
+        out.push((fastest(times), heap.as_u64().unwrap_or(0)));
+    }
+    webdriver(port, "DELETE", &at(""), &serde_json::Value::Null);
+    let _ = child.kill();
+    let _ = child.wait();
+    Some(out)
 }
 
 const TABLE_BEGIN: &str = "<!-- bench-table:begin -->";

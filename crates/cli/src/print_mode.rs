@@ -295,6 +295,8 @@ impl super::repl::App {
                 model: &self.engine.config.model,
                 error,
             });
+            // Known if a command ran (it waited for the probe); unsaid if none did.
+            self.say_sandbox(false);
             let failed = self.mcp_failures();
             // Said on stderr too: whoever reads only the JSON's `result` still hears of it.
             for (server, error) in &failed {
@@ -325,6 +327,7 @@ impl super::repl::App {
             return ExitCode::from(1);
         };
         let end = self.chat(&prompt);
+        self.say_sandbox(false);
         for (server, error) in self.mcp_failures() {
             self.out.warn(&self.tr(
                 "mcp_server_failed",

@@ -108,6 +108,9 @@ pub struct App {
     pub(super) shown: super::numbers::Shown,
     /// Raises the session's interrupts, as Ctrl-C does (the page's Stop).
     pub(super) interrupt: watch::Sender<u64>,
+    /// The sandbox's state was said (once): before the first turn when the probe is done by
+    /// then, else after that turn, which does not wait for it.
+    pub(super) sandbox_said: bool,
 }
 
 /// Runs `work` to completion unless the user presses Ctrl-C (then None): the engine's
@@ -682,12 +685,15 @@ impl App {
             if interactive {
                 sandbox.ask_about_hosts();
             }
-            // Found out on a thread of its own (the helper is started once): the prompt does not
-            // wait for it; the first input does (see `ready`), and says when it is off.
-            let probing = sandbox.clone();
-            thread::spawn(move || {
-                tracing::info!(state = ?probing.state(), "sandbox");
-            });
+            // Found out on a thread of its own (the helper is started once): nothing waits for
+            // it but a command (see `say_sandbox`). A one-shot leaves it to its first command:
+            // started beside its request, it would only take the request's CPU.
+            if launch.prompt.is_none() {
+                let probing = sandbox.clone();
+                thread::spawn(move || {
+                    tracing::info!(state = ?probing.state(), "sandbox");
+                });
+            }
         }
         let runtime = Builder::new_multi_thread()
             .worker_threads(1)
@@ -817,6 +823,7 @@ impl App {
             at_prompt: Default::default(),
             shown: Default::default(),
             interrupt,
+            sandbox_said: false,
         };
         app.tell_tasks_at_the_prompt();
         app.fire_hooks(hooks::Input::new("program_start"));
@@ -1095,22 +1102,7 @@ impl App {
                 Err(_) => return self.out.error("reading the skills and AGENTS.md failed"),
             },
         };
-        // Said once, before the first turn: a sandbox that could not be set up.
-        if let Some(sandbox) = &self.engine.tools.context().os_sandbox
-            && !sandbox.is_on()
-        {
-            let line =
-                super::sandbox_view::one_line(self.out.lang, sandbox.state(), sandbox.settings());
-            self.out.warn(&escape::escape_controls(&line));
-        }
-        // Said once too: WORKDIR is the home folder, so commands may write all of it but what
-        // runs later outside the sandbox.
-        if let Some(sandbox) = &self.engine.tools.context().os_sandbox
-            && sandbox.is_on()
-            && sandbox.workdir_is_home()
-        {
-            self.out.warn(&self.tr("sandbox_workdir_is_home", &[]));
-        }
+        self.say_sandbox(false);
         self.take_prompt(done, true);
     }
 
@@ -1122,6 +1114,34 @@ impl App {
             for problem in &problems {
                 self.out.warn(&escape::escape_controls(problem));
             }
+        }
+    }
+
+    /// Said once: a sandbox that could not be set up, or WORKDIR that is the home folder (so
+    /// commands may write all of it but what runs later outside the sandbox). Before the first
+    /// turn when the probe (a process of its own, started at start-up) has answered by then; the
+    /// first request does not wait for it, so otherwise after that turn (`wait`). A command run
+    /// in the turn waits for the probe itself and is asked about or refused as the state says.
+    pub(super) fn say_sandbox(&mut self, wait: bool) {
+        if self.sandbox_said {
+            return;
+        }
+        let Some(sandbox) = self.engine.tools.context().os_sandbox.clone() else {
+            self.sandbox_said = true;
+            return;
+        };
+        let state = if wait {
+            Some(sandbox.state())
+        } else {
+            sandbox.state_if_known()
+        };
+        let Some(state) = state else { return };
+        self.sandbox_said = true;
+        if !matches!(state, os_sandbox::State::On) {
+            let line = super::sandbox_view::one_line(self.out.lang, state, sandbox.settings());
+            self.out.warn(&escape::escape_controls(&line));
+        } else if sandbox.workdir_is_home() {
+            self.out.warn(&self.tr("sandbox_workdir_is_home", &[]));
         }
     }
 
@@ -1137,6 +1157,7 @@ impl App {
                 if let Some(text) = self.with_resources(text) {
                     self.chat(&text);
                 }
+                self.say_sandbox(true);
             }
             Input::Goto(n) => self.goto(n, line.trim().trim_start_matches('/')),
             Input::Unknown(word) => {

@@ -7,7 +7,10 @@ use std::sync::mpsc;
 use serde_json::{Value, json};
 
 use super::Shared;
-use new_core::session::{Answer, Approval, Confirm, Ended, Event, Frontend, Notice, Session, Wait};
+use new_core::session::{
+    Answer, Approval, Confirm, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice, Session,
+    Wait,
+};
 use new_core::vocab::Usage;
 
 /// Results longer than this reach the page cut (the file keeps them whole).
@@ -195,35 +198,64 @@ impl Frontend for WebFront<'_> {
         }
     }
 
+    fn allow_host(&mut self, question: &HostQuestion) -> HostAnswer {
+        let answer = self.ask(json!({
+            "type": "approval",
+            "kind": "network",
+            "tool": "network",
+            "title": format!(
+                "A command wants to reach {}:{}, which sandbox.network does not allow",
+                question.host, question.port
+            ),
+            "preview": format!("{}:{}", question.host, question.port),
+            "file": question.file.display().to_string(),
+            "options": ["approve-session", "approve-always", "deny"],
+        }));
+        match answer.as_str() {
+            "approve-session" | "approve" => HostAnswer::Session,
+            "approve-always" => HostAnswer::Always,
+            _ => HostAnswer::No,
+        }
+    }
+
     fn confirm(&mut self, question: &Confirm) -> bool {
-        let text = match question {
-            Confirm::Restore { n, changes } => format!(
-                "Make the folder hold node {n}'s files? {} change(s): {}",
-                changes.len(),
+        let (title, text) = match question {
+            Confirm::Restore { n, changes } => (
+                format!("Make the folder hold node {n}'s files?"),
                 changes
                     .iter()
-                    .map(|c| format!("{c:?}"))
+                    .map(|c| {
+                        let outside = if c.outside {
+                            " (changed outside new)"
+                        } else {
+                            ""
+                        };
+                        format!("{} {}{outside}", c.what, c.path)
+                    })
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join("\n"),
             ),
-            Confirm::RestoreTheRest { broken } => format!(
-                "These cannot be had from the store: {}. Restore the rest?",
-                broken.join(", ")
+            Confirm::RestoreTheRest { broken } => (
+                "These cannot be had from the store. Restore the rest?".to_string(),
+                broken.join("\n"),
             ),
-            Confirm::OverwriteOutside { files } => {
-                format!("{files} file(s) were changed outside new: overwrite them too?")
-            }
-            Confirm::OverwriteChanged { paths } => format!(
-                "These changed since the question: {}. Overwrite them?",
-                paths.join(", ")
+            Confirm::OverwriteOutside { files } => (
+                format!("{files} file(s) were changed outside new: overwrite them too?"),
+                String::new(),
+            ),
+            Confirm::OverwriteChanged { paths } => (
+                "These changed since the question. Overwrite them?".to_string(),
+                paths.join("\n"),
             ),
         };
         let answer = self.ask(json!({
             "type": "approval",
+            "kind": "question",
             "tool": "restore",
+            "title": title,
             "preview": text,
-            "options": ["approve", "deny"],
+            "options": ["yes", "no"],
         }));
-        answer == "approve"
+        answer == "yes"
     }
 }

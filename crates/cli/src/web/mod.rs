@@ -7,6 +7,7 @@
 //! Not for: deciding what a command means (the session does), or trusting anything a model, a
 //! tool or a request says (everything reaching the page is escaped or sanitized here).
 
+pub mod files;
 mod front;
 mod server;
 pub mod view;
@@ -16,7 +17,9 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -24,11 +27,17 @@ use tokio::sync::watch;
 
 use super::commands::{CommandId, Input, parse};
 use super::repl::{App, Launch};
+use super::tree_view::{Highlight, push_tree};
+use files::{FilePanel, secret_places};
 use front::WebFront;
+use new_core::conversation::valid_branch_name;
 use new_core::escape;
 use new_core::mcp::Manager;
-use new_core::session::{CommandError, ManageError, Switched};
+use new_core::session::{
+    CommandError, Ended, Event, Kept, ManageError, OneAfterAnother, Recorder, Restored, Switched,
+};
 use new_core::tools::Mode;
+use new_core::vocab::Usage;
 use std::io;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -74,6 +83,8 @@ pub struct Shared {
     /// A job runs (Stop then raises the interrupts).
     pub working: AtomicBool,
     pub interrupt: watch::Sender<u64>,
+    /// WORKDIR, read-only, for the file panel.
+    pub files: FilePanel,
 }
 
 impl Shared {
@@ -150,7 +161,15 @@ pub fn run(web: WebLaunch) -> ExitCode {
         questions: AtomicU64::new(0),
         working: AtomicBool::new(false),
         interrupt: app.interrupt.clone(),
+        files: FilePanel::new(
+            &app.engine.workdir,
+            secret_places(&app.engine.config.sandbox.deny_read),
+        ),
     });
+    // The sandbox's network questions come to the page (as to a terminal).
+    if let Some(sandbox) = &app.engine.tools.context().os_sandbox {
+        sandbox.ask_about_hosts();
+    }
     publish(&app, &shared);
     if let Err(e) = server::start(listener, shared.clone()) {
         eprintln!("new web: starting the server failed: {e}");
@@ -174,13 +193,28 @@ pub fn run(web: WebLaunch) -> ExitCode {
         mcp.start();
     }
     publish(&app, &shared);
-    while let Ok(job) = jobs.recv() {
+    let mut health = view::mcp_health(&app.engine);
+    loop {
+        // Idle, the MCP servers' health is watched: a change is drawn.
+        let job = match jobs.recv_timeout(Duration::from_millis(500)) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                let now = view::mcp_health(&app.engine);
+                if now != health {
+                    health = now;
+                    publish(&app, &shared);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         shared.working.store(true, Ordering::SeqCst);
         shared.emit(json!({"type": "busy", "busy": true}));
         let go_on = run_job(&mut app, &shared, &answers, job);
         shared.working.store(false, Ordering::SeqCst);
         publish(&app, &shared);
         shared.emit(json!({"type": "busy", "busy": false}));
+        health = view::mcp_health(&app.engine);
         if !go_on {
             break;
         }
@@ -240,8 +274,9 @@ fn run_line(
         Input::Chat(text) => {
             app.engine.install_hook_agents();
             let mut front = WebFront::new(shared, answers);
-            let _ = app.runtime.block_on(app.engine.send(text, &mut front));
+            let end = app.runtime.block_on(app.engine.send(text, &mut front));
             front.count(&mut app.engine);
+            after_turn(app, shared, end.as_ref());
         }
         Input::Goto(n) => match app.engine.node(n) {
             Ok(id) => {
@@ -272,14 +307,7 @@ fn command(
     let manage_error = |e: &ManageError| error(shared, &e.to_string());
     match id {
         CommandId::Exit => return false,
-        CommandId::Retry => match app.engine.retry_from() {
-            Ok(_) => {
-                let mut front = WebFront::new(shared, answers);
-                let _ = app.runtime.block_on(app.engine.answer(&mut front));
-                front.count(&mut app.engine);
-            }
-            Err(e) => command_error(&e),
-        },
+        CommandId::Retry => retry(app, shared, answers, args),
         CommandId::Undo => match app.engine.undo() {
             Ok(_) => say(shared, "undone"),
             Err(e) => command_error(&e),
@@ -340,6 +368,54 @@ fn command(
                 "the page exports --html only: /export --html [FILE]",
             ),
         },
+        CommandId::Tree => {
+            if !matches!(args, "" | "--full") {
+                error(shared, "/tree takes no argument but --full");
+            } else {
+                let mut text = String::new();
+                push_tree(
+                    &mut text,
+                    app.engine.chat.conversation(),
+                    args == "--full",
+                    app.out.lang,
+                    &|_: Highlight, drawn: &str| drawn.to_string(),
+                );
+                say(shared, text.trim_end());
+            }
+        }
+        CommandId::Branch => branch(app, shared, args),
+        CommandId::Merge => merge(app, shared, args),
+        CommandId::Compare => compare(app, shared, args),
+        CommandId::Restore => {
+            if args.is_empty() {
+                restore(app, shared, answers);
+            } else {
+                error(shared, "/restore takes no argument");
+            }
+        }
+        CommandId::Model => {
+            if args.is_empty() {
+                let s = app.engine.provider.settings();
+                say(
+                    shared,
+                    &format!(
+                        "provider {} ({}, {}), model {}",
+                        s.name,
+                        s.kind.as_str(),
+                        s.base_url,
+                        app.engine.config.model
+                    ),
+                );
+            } else {
+                match app.engine.set_model(args) {
+                    Ok(()) => say(
+                        shared,
+                        &format!("model {args} for the rest of this session"),
+                    ),
+                    Err(e) => manage_error(&e),
+                }
+            }
+        }
         CommandId::Help => say(shared, PAGE_HELP),
         _ => error(
             shared,
@@ -349,9 +425,308 @@ fn command(
     true
 }
 
-const PAGE_HELP: &str = "Commands of the page: /N (move to node N), /retry, /undo, /btw QUESTION, \
-/new, /switch ID, /title [TEXT], /permissions [MODE], /export --html [FILE], /exit. \
-Click a node of the tree to make it current.";
+const PAGE_HELP: &str = "Commands of the page: /N (move to node N), /tree [--full], \
+/retry [--model NAME] [--n K], /undo, /btw QUESTION, /branch [NAME | -d NAME], /merge N|NAME, \
+/compare, /restore, /model [NAME], /new, /switch ID, /title [TEXT], /permissions [MODE], \
+/export --html [FILE], /exit. Click a node of the tree to make it current.";
+
+/// What follows a message sent from the page, as after one typed in the REPL: the memory review
+/// of a completed turn (in the background; a retried answer is not reviewed, as in the REPL),
+/// and what earlier reviews changed, said.
+fn after_turn(app: &mut App, shared: &Shared, end: Option<&Ended>) {
+    if matches!(end, Some(Ended::Complete)) {
+        app.engine.review_turn();
+    }
+    memory_notes(app, shared);
+}
+
+/// What the reviews running in the background changed since the last time, one line each.
+fn memory_notes(app: &mut App, shared: &Shared) {
+    for note in app.engine.take_memory_notes() {
+        shared.emit(json!({"type": "notice", "text": format!("memory: {note}")}));
+    }
+}
+
+/// `/retry [--model NAME] [--n K]`: new answers to the nearest user message, as siblings; K of
+/// them side by side when the session can (as the REPL does), else one after another.
+fn retry(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>, args: &str) {
+    let mut model: Option<String> = None;
+    let mut count = 1usize;
+    let mut words = args.split_whitespace();
+    while let Some(word) = words.next() {
+        match (word, words.next()) {
+            ("--model", Some(name)) => model = Some(name.to_string()),
+            ("--n", Some(n)) => match n.parse::<usize>() {
+                Ok(n @ 1..=5) => count = n,
+                _ => return error(shared, "/retry [--model NAME] [--n K], K from 1 to 5"),
+            },
+            _ => return error(shared, "/retry [--model NAME] [--n K], K from 1 to 5"),
+        }
+    }
+    let user = match app.engine.retry_from() {
+        Ok(user) => user,
+        Err(e) => return error(shared, &e.to_string()),
+    };
+    let saved = model.map(|m| app.engine.swap_model(m));
+    let together = count > 1 && {
+        let why = app.engine.side_by_side_refusal();
+        match why {
+            Some(OneAfterAnother::NoCheckpoints) => say(
+                shared,
+                "one after another: without checkpoints the folder cannot be put back between them",
+            ),
+            Some(OneAfterAnother::StopHooks) => say(
+                shared,
+                "one after another: a post_message hook checks each answer in the folder it left",
+            ),
+            _ => {}
+        }
+        why.is_none() && app.engine.ready_together().is_ok()
+    };
+    if together {
+        retry_together(app, shared, answers, count);
+    } else {
+        for i in 0..count {
+            if count > 1 {
+                say(shared, &format!("answer {} of {count}", i + 1));
+            }
+            if app.engine.chat.move_cursor(&user).is_err() {
+                break;
+            }
+            let mut front = WebFront::new(shared, answers);
+            let end = app.runtime.block_on(app.engine.answer(&mut front));
+            front.count(&mut app.engine);
+            memory_notes(app, shared);
+            if !end.is_complete() {
+                break;
+            }
+        }
+    }
+    if let Some(saved) = saved {
+        app.engine.restore_model(saved);
+    }
+}
+
+/// The answers of `/retry --n K` side by side: each one's text said as it is done, then each
+/// finished as a turn is; the cursor ends on the last.
+fn retry_together(
+    app: &mut App,
+    shared: &Shared,
+    answers: &mpsc::Receiver<(u64, String)>,
+    count: usize,
+) {
+    say(shared, &format!("{count} answers side by side"));
+    let label = |i: usize| format!("answer {} of {count}", i + 1);
+    // Their tokens, for the status line (each answer's events come whole, recorded).
+    let mut spent = Usage::default();
+    let mut done = |i: usize, recorded: Recorder, took: Duration| {
+        for event in &recorded.events {
+            match event {
+                Event::AnswerEnd { response, .. } => {
+                    if let Some(u) = &response.usage {
+                        spent.add(u);
+                    }
+                }
+                Event::Usage(u) => spent.add(u),
+                _ => {}
+            }
+        }
+        say(
+            shared,
+            &format!(
+                "{} ({:.1} s): {}",
+                label(i),
+                took.as_secs_f64(),
+                recorded.text()
+            ),
+        );
+    };
+    let mut asking = WebFront::new(shared, answers);
+    let together =
+        app.runtime.block_on(
+            app.engine
+                .answer_together(count, &label, &mut asking, &mut done),
+        );
+    app.engine.totals.0.add(&spent);
+    let Ok(together) = together else {
+        return error(shared, "the answers could not run side by side");
+    };
+    for problem in &together.problems {
+        error(shared, &format!("not put back: {problem}"));
+    }
+    if let Err(e) = &together.reopened {
+        return error(shared, &e.to_string());
+    }
+    for (end, tip) in together.ends {
+        if app.engine.chat.move_cursor(&tip).is_err() {
+            continue;
+        }
+        if !matches!(end, Ended::Interrupted) {
+            let mut front = WebFront::new(shared, answers);
+            app.runtime.block_on(app.engine.finish(end, &mut front));
+            front.count(&mut app.engine);
+            memory_notes(app, shared);
+        }
+    }
+}
+
+/// `/branch NAME` names the branch at the cursor; `/branch` lists the names; `/branch -d NAME`
+/// removes one (the branch stays).
+fn branch(app: &mut App, shared: &Shared, args: &str) {
+    let mut words = args.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => {
+            let c = app.engine.chat.conversation();
+            if c.branches.is_empty() {
+                return say(
+                    shared,
+                    "no branch has a name yet (/branch NAME names this one)",
+                );
+            }
+            let here = c.tip(c.cursor()).map(|m| m.id.clone());
+            let mut text = String::new();
+            for (name, node) in &c.branches {
+                let Some(tip) = c.tip(node) else { continue };
+                let mark = if Some(&tip.id) == here.as_ref() {
+                    "*"
+                } else {
+                    " "
+                };
+                let n = c.number_of(&tip.id).unwrap_or(0);
+                text.push_str(&format!("{mark} {name}  [{n}]\n"));
+            }
+            say(shared, text.trim_end());
+        }
+        (Some("-d" | "--delete"), Some(name), None) => {
+            if !app.engine.chat.conversation().branches.contains_key(name) {
+                return error(shared, &format!("no branch is named {name}"));
+            }
+            match app.engine.chat.unname_branch(name) {
+                Ok(()) => say(
+                    shared,
+                    &format!("{name} is no longer a name (the branch stays)"),
+                ),
+                Err(e) => error(shared, &e.to_string()),
+            }
+        }
+        (Some(name), None, _) if valid_branch_name(name) => {
+            if !app.engine.chat.is_persisted() {
+                return error(shared, "nothing to name yet: send a message first");
+            }
+            let c = app.engine.chat.conversation();
+            let Some(tip) = c.tip(c.cursor()).map(|m| m.id.clone()) else {
+                return error(shared, "the cursor is not in the tree");
+            };
+            let n = c.number_of(&tip).unwrap_or(0);
+            match app.engine.chat.name_branch(name, &tip) {
+                Ok(()) => say(shared, &format!("branch {name} names [{n}]")),
+                Err(e) => error(shared, &e.to_string()),
+            }
+        }
+        _ => error(
+            shared,
+            "/branch [NAME | -d NAME]: a name of letters, digits, - _ . /",
+        ),
+    }
+}
+
+/// `/merge N` or `/merge NAME`: the model's account of that branch appended here as a merge node.
+/// (`--files` is the terminal's: it shows conflicts in the folder.)
+fn merge(app: &mut App, shared: &Shared, args: &str) {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    if words.contains(&"--files") {
+        return error(
+            shared,
+            "/merge --files is the terminal's: the page merges the account only",
+        );
+    }
+    let [target] = words[..] else {
+        return error(
+            shared,
+            "/merge N or /merge NAME: a node's number or a branch's name",
+        );
+    };
+    let tip = match app.engine.merge_tip(target) {
+        Ok(tip) => tip,
+        Err(e) => return error(shared, &e.to_string()),
+    };
+    let mut asking = |n: usize, count: usize| {
+        say(
+            shared,
+            &format!("asking the model to sum up [{n}]: {count} messages"),
+        );
+    };
+    match app.runtime.block_on(app.engine.merge(&tip, &mut asking)) {
+        Ok(merged) => {
+            let c = app.engine.chat.conversation();
+            say(
+                shared,
+                &format!(
+                    "merged [{}] into [{}]: {}",
+                    c.number_of(&merged.tip).unwrap_or(0),
+                    c.number_of(&merged.node).unwrap_or(0),
+                    merged.summary.chars().take(200).collect::<String>()
+                ),
+            );
+        }
+        Err(e) => error(shared, &e.to_string()),
+    }
+}
+
+/// `/compare`: the alternatives at the nearest fork above the cursor, for the page to put side by
+/// side (each answer's Markdown rendered as every message is).
+fn compare(app: &mut App, shared: &Shared, args: &str) {
+    if !args.is_empty() {
+        return error(shared, "/compare takes no argument");
+    }
+    match app.engine.compare() {
+        Ok(alternatives) => {
+            let alternatives: Vec<Value> = alternatives
+                .iter()
+                .map(|a| {
+                    json!({
+                        "n": a.n,
+                        "tip": a.tip,
+                        "current": a.current,
+                        "models": a.models,
+                        "input_tokens": a.usage.input_tokens,
+                        "output_tokens": a.usage.output_tokens,
+                        "seconds": a.seconds,
+                        "cost": a.cost,
+                        "html": view::markdown_html(&a.answer),
+                        "files": a.files.iter().map(|(p, w)| format!("{w} {p}")).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            shared.emit(json!({"type": "compare", "alternatives": alternatives}));
+        }
+        Err(e) => error(shared, &e.to_string()),
+    }
+}
+
+/// `/restore`: the folder made to hold the current node's state, after the page's yes.
+fn restore(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>) {
+    let mut front = WebFront::new(shared, answers);
+    match app.engine.restore(true, &mut front) {
+        Ok(Restored::Done { n, done, kept, .. }) => {
+            say(
+                shared,
+                &format!("restored node [{n}]'s files: {done} changed"),
+            );
+            for (path, why) in kept {
+                let why = match why {
+                    Kept::Outside => "changed outside new".to_string(),
+                    Kept::ChangedMeanwhile => "changed since the question".to_string(),
+                    Kept::Failed(why) => why,
+                };
+                error(shared, &format!("not restored: {path} ({why})"));
+            }
+        }
+        Ok(Restored::Matches { n }) => say(shared, &format!("the folder holds node [{n}]'s files")),
+        Ok(Restored::Cancelled) => say(shared, "restore cancelled: the folder is as it was"),
+        Err(e) => error(shared, &e.to_string()),
+    }
+}
 
 /// `/export`'s arguments when `--html` is among them: the file, if named (Err: a word that does
 /// not belong). None without `--html`.

@@ -21,10 +21,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::net::TcpListener as AsyncListener;
 use tokio::runtime::Builder;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::task;
 
 use super::view::{PAGE_CSS, PAGE_HTML, PAGE_JS};
 use super::{Job, Shared};
@@ -63,6 +64,7 @@ pub fn start(listener: TcpListener, shared: Arc<Shared>) -> io::Result<()> {
         .route("/api/stop", post(stop))
         .route("/api/mode", post(mode))
         .route("/api/exit", post(exit))
+        .route("/api/files", post(files))
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared);
     thread::Builder::new()
@@ -270,10 +272,13 @@ async fn answer(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> R
     let (Some(id), Some(action)) = (body["id"].as_u64(), field(&body, "action")) else {
         return refuse(StatusCode::BAD_REQUEST, "an id and an action\n");
     };
-    if !matches!(action.as_str(), "approve" | "approve-session" | "deny") {
+    if !matches!(
+        action.as_str(),
+        "approve" | "approve-session" | "approve-always" | "deny" | "yes" | "no"
+    ) {
         return refuse(
             StatusCode::BAD_REQUEST,
-            "approve, approve-session or deny\n",
+            "approve, approve-session, approve-always, deny, yes or no\n",
         );
     }
     if *shared.pending.lock().expect("pending") != Some(id) {
@@ -281,6 +286,23 @@ async fn answer(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> R
     }
     let _ = shared.answers.lock().expect("answers").send((id, action));
     StatusCode::ACCEPTED.into_response()
+}
+
+/// The file panel: a folder's entries or a file's text, read-only, inside WORKDIR (refused: 403,
+/// with the reason).
+async fn files(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+    let path = field(&body, "path").unwrap_or_default();
+    let panel = shared.files.clone();
+    let opened = task::spawn_blocking(move || panel.open(&path)).await;
+    match opened {
+        Ok(Ok(value)) => Json(value).into_response(),
+        Ok(Err(why)) => (StatusCode::FORBIDDEN, Json(json!({"error": why}))).into_response(),
+        Err(e) => refuse_owned(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}
+
+fn refuse_owned(status: StatusCode, why: String) -> Response {
+    (status, why).into_response()
 }
 
 async fn stop(State(shared): State<Arc<Shared>>) -> Response {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use new_core::conversation::{Conversation, Message};
 use new_core::fs::hash;
+use new_core::mcp::{Manager, State, describe};
 use new_core::session::{ManageError, Session};
 use new_core::vocab::Role;
 
@@ -227,13 +228,12 @@ pub fn state(engine: &Session) -> Value {
         })
         .unwrap_or_default();
     let totals = &engine.totals.0;
-    let mcp: Vec<Value> = engine
-        .config
-        .mcp
-        .servers
-        .iter()
-        .map(|s| json!(s.name))
+    let mcp: Vec<Value> = mcp_health(engine)
+        .into_iter()
+        .map(|(name, state, detail)| json!({"name": name, "state": state, "detail": detail}))
         .collect();
+    let (used, window) = engine.context_use();
+    let context = (window > 0).then(|| (used.saturating_mul(100) / window).min(999));
     json!({
         "conversation": {"id": c.id, "title": engine.title()},
         "cursor": c.cursor(),
@@ -246,11 +246,36 @@ pub fn state(engine: &Session) -> Value {
             "input_tokens": totals.input_tokens,
             "output_tokens": totals.output_tokens,
             "turns": engine.totals.2,
+            "context_tokens": used,
+            "context_window": window,
+            "context_percent": context,
             "sandbox": engine.tools.context().os_sandbox.as_ref().map(|s| s.is_on()),
             "hooks": engine.hooks.is_some(),
             "mcp": mcp,
         },
     })
+}
+
+/// Each MCP server's health: its name, one word (`ready`, `failed`, `starting`, `waiting`, `off`)
+/// and the state in words.
+pub fn mcp_health(engine: &Session) -> Vec<(String, &'static str, String)> {
+    let Some(manager) = engine.tools.source::<Manager>() else {
+        return Vec::new();
+    };
+    manager
+        .statuses()
+        .into_iter()
+        .map(|s| {
+            let word = match &s.state {
+                State::Ready => "ready",
+                State::Failed(_) => "failed",
+                State::Starting => "starting",
+                State::Waiting => "waiting",
+                State::Disabled | State::Held(_) | State::Untrusted => "off",
+            };
+            (s.name, word, describe(&s.state))
+        })
+        .collect()
 }
 
 /// JSON made safe inside a `<script>` element: no `<`, `>` or `&` as such.

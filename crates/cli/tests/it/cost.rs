@@ -108,3 +108,43 @@ fn a_one_shot_in_a_repository_runs_no_git_before_its_request() {
     assert!(system.ends_with("\nGit: branch trunk"), "{system}");
     assert!(!mark.exists(), "git ran: {:?}", fs::read_to_string(&mark));
 }
+
+/// The sandbox's probe (a process of its own, a few milliseconds of CPU on a small machine) is
+/// not started beside a one-shot's request: its first command, if any, finds the state out. A
+/// session at the prompt still probes at start-up, while the user types (the log says when).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_one_shot_does_not_probe_the_sandbox_beside_its_request() {
+    let probed = |env: &Env| {
+        fs::read_to_string(env.dir.path().join("home/.local/state/new/new.log"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("sandbox") && l.contains("state="))
+    };
+    let server = Server::start(vec![text(&["Hello."])]);
+    let env = Env::new();
+    let run = one_shot(&env, &server, &env::var("PATH").unwrap_or_default());
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!probed(&env), "{run:?}");
+    // A command in a one-shot still runs in the sandbox: the probe runs then.
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "c1",
+            "bash",
+            r#"{"command":"touch ../outside.txt; echo ran"}"#,
+        )]),
+        text(&["done"]),
+    ]);
+    let env = Env::new();
+    let run = one_shot(&env, &server, &env::var("PATH").unwrap_or_default());
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let result = server.requests()[1]["messages"].to_string();
+    assert!(result.contains("ran"), "{result}");
+    assert!(!env.work().join("../outside.txt").exists(), "{result}");
+    // At the prompt, the probe runs at start-up.
+    let server = Server::start(vec![text(&["Hello."])]);
+    let env = Env::new();
+    let run = env.run(&server.base_url, &[], "hi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(probed(&env), "{run:?}");
+}

@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -512,6 +513,620 @@ fn the_html_export_is_one_self_contained_page_with_the_node_contract() {
     );
 }
 
+/// The page's event stream, read on a thread of its own: every JSON object it sent so far.
+struct Events {
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Events {
+    fn listen(web: &Web) -> Events {
+        let mut stream = TcpStream::connect(("127.0.0.1", web.port)).unwrap();
+        let request = format!(
+            "GET /events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {}\r\nOrigin: {}\r\n\r\n",
+            web.port,
+            web.cookie(),
+            web.origin()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                // Chunked framing aside, each event is one `data:` line of JSON.
+                if let Some(data) = line.strip_prefix("data: ")
+                    && let Ok(v) = serde_json::from_str::<Value>(data)
+                {
+                    into.lock().unwrap().push(v);
+                }
+            }
+        });
+        // Listening before anything is asked of the page.
+        thread::sleep(Duration::from_millis(200));
+        Events { seen }
+    }
+
+    /// Waits for an event of that type, after `from` events; returns it and its index.
+    fn until(&self, what: &str, from: usize, found: impl Fn(&Value) -> bool) -> (usize, Value) {
+        let mut hit = None;
+        let ok = eventually(400, Duration::from_millis(50), || {
+            let seen = self.seen.lock().unwrap();
+            hit = seen
+                .iter()
+                .enumerate()
+                .skip(from)
+                .find(|(_, e)| found(e))
+                .map(|(i, e)| (i, e.clone()));
+            hit.is_some()
+        });
+        assert!(ok, "{what}: {:#?}", self.seen.lock().unwrap());
+        hit.unwrap()
+    }
+
+    fn len(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+fn output_with(text: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |e| e["type"] == "output" && e["text"].as_str().is_some_and(|t| t.contains(text))
+}
+
+/// A name the browser would send for this server, but at another port (one the attacker's page
+/// could be served from on this machine), is refused even with the cookie and the right origin.
+#[test]
+fn a_host_of_this_server_at_another_port_is_refused() {
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let web = Web::start(&env, &server.base_url, &[]);
+    let cookie = web.cookie();
+    let origin = web.origin();
+    let other = if web.port == u16::MAX {
+        1
+    } else {
+        web.port + 1
+    };
+    for host in [
+        format!("127.0.0.1:{other}"),
+        format!("localhost:{other}"),
+        format!("127.0.0.1:{}0", web.port),
+        format!("localhost:{}", web.port / 10),
+        format!("127.0.0.1:0{}", web.port),
+        "localhost".to_string(),
+        format!("127.0.0.1:{}.", web.port),
+    ] {
+        let r = http(
+            web.port,
+            "GET",
+            "/api/state",
+            &[("Host", &host), ("Cookie", &cookie)],
+            "",
+        );
+        assert_eq!(r.status, 403, "GET with Host {host}");
+        let r = http(
+            web.port,
+            "POST",
+            "/api/send",
+            &[("Host", &host), ("Cookie", &cookie), ("Origin", &origin)],
+            &json!({"text": "/title hacked"}).to_string(),
+        );
+        assert_eq!(r.status, 403, "POST with Host {host}");
+    }
+    // The same requests at the right port pass.
+    assert_eq!(web.get("/api/state").status, 200);
+    assert_eq!(web.state()["conversation"]["title"], "");
+}
+
+#[cfg(unix)]
+#[test]
+fn the_file_panel_shows_workdir_read_only_and_refuses_links_out_dotdot_and_secrets() {
+    use std::os::unix::fs::symlink;
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let work = env.work();
+    let private = work.join("private");
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "sandbox": {"deny_read": [private.display().to_string()]}})
+            .to_string(),
+    );
+    fs::create_dir_all(work.join("src")).unwrap();
+    fs::create_dir_all(&private).unwrap();
+    fs::write(private.join("key.pem"), "PRIVATE KEY\n").unwrap();
+    fs::write(
+        work.join("src/page.html"),
+        "<script>window.pwned=1</script>\n",
+    )
+    .unwrap();
+    fs::write(work.join("logo.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    fs::write(work.join("big.txt"), "x".repeat(300 * 1024)).unwrap();
+    let outside = env.dir.path().join("outside.txt");
+    fs::write(&outside, "OUTSIDE SECRET\n").unwrap();
+    symlink(&outside, work.join("leak.txt")).unwrap();
+    symlink(env.dir.path(), work.join("up")).unwrap();
+    let web = Web::start(&env, &server.base_url, &[]);
+    let open = |path: &str| web.post("/api/files", json!({"path": path}));
+    // The top: folders first, the secret place not listed, the links marked.
+    let top: Value = serde_json::from_str(&open("").body).unwrap();
+    let entries: Vec<(String, String)> = top["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        entries.contains(&("src".into(), "dir".into())),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&("leak.txt".into(), "link-out".into())),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&("up".into(), "link-out".into())),
+        "{entries:?}"
+    );
+    assert!(!entries.iter().any(|(n, _)| n == "private"), "{entries:?}");
+    // A file's text as data (the page sets it as text, never as HTML).
+    let page: Value = serde_json::from_str(&open("src/page.html").body).unwrap();
+    assert_eq!(page["kind"], "file");
+    assert_eq!(page["text"], "<script>window.pwned=1</script>\n");
+    // Bounded, and a binary file named, not shown.
+    let big: Value = serde_json::from_str(&open("big.txt").body).unwrap();
+    assert_eq!(big["truncated"], true);
+    assert_eq!(big["text"].as_str().unwrap().len(), 256 * 1024);
+    let png: Value = serde_json::from_str(&open("logo.png").body).unwrap();
+    assert_eq!(png["kind"], "binary");
+    assert!(png.get("text").is_none());
+    // Refused: a link out, a path through it, `..`, an absolute path outside, a secret place.
+    for path in [
+        "leak.txt",
+        "up/outside.txt",
+        "../outside.txt",
+        "src/../../outside.txt",
+        &outside.display().to_string(),
+        "private/key.pem",
+        "private",
+    ] {
+        let r = open(path);
+        assert_eq!(r.status, 403, "{path}: {}", r.body);
+        assert!(
+            !r.body.contains("SECRET") && !r.body.contains("PRIVATE"),
+            "{path}: {}",
+            r.body
+        );
+    }
+    assert!(
+        open("../outside.txt")
+            .body
+            .contains("outside the working folder")
+    );
+    assert!(open("private/key.pem").body.contains("secret place"));
+    // Read by another site: refused before anything is read.
+    let r = http(
+        web.port,
+        "POST",
+        "/api/files",
+        &[("Cookie", &web.cookie()), ("Origin", "http://evil.example")],
+        &json!({"path": "src/page.html"}).to_string(),
+    );
+    assert_eq!(r.status, 403);
+}
+
+/// `/retry`, `/compare`, `/branch`, `/tree`, `/model`, `/merge` and `/retry --n` typed in the
+/// page do what they do in the REPL, through the engine's commands.
+#[test]
+fn commands_typed_in_the_page_work_as_in_the_repl() {
+    let server = Server::start(vec![
+        text(&["First answer."]),
+        text(&["Second answer."]),
+        text(&["With the other model."]),
+        text(&["Another way."]),
+        text(&["Side one."]),
+        text(&["Side two."]),
+    ]);
+    server.answer_summaries("The other branch concluded: use tabs.");
+    let env = Env::new();
+    let web = Web::start(&env, &server.base_url, &[]);
+    let events = Events::listen(&web);
+    web.post("/api/send", json!({"text": "hello"}));
+    web.until("the first answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 2
+    });
+    web.post("/api/send", json!({"text": "/retry"}));
+    let state = web.until("the retried answer", |s| {
+        s["branch"][1]["html"]
+            .as_str()
+            .is_some_and(|h| h.contains("Second answer."))
+    });
+    assert_eq!(state["branch"][1]["siblings"].as_array().unwrap().len(), 2);
+    // Side by side: both answers, each rendered, the current one marked.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/compare"}));
+    let (_, compared) = events.until("the comparison", from, |e| e["type"] == "compare");
+    let alternatives = compared["alternatives"].as_array().unwrap();
+    assert_eq!(alternatives.len(), 2);
+    assert!(
+        alternatives[0]["html"]
+            .as_str()
+            .unwrap()
+            .contains("First answer.")
+    );
+    assert!(
+        alternatives[1]["html"]
+            .as_str()
+            .unwrap()
+            .contains("Second answer.")
+    );
+    assert_eq!(alternatives[1]["current"], true);
+    // A name for this branch, in the file and in the drawing of /tree.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/branch second"}));
+    events.until("the branch named", from, output_with("branch second names"));
+    let (_, lines) = env.only_conversation();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "branch" && l["name"] == "second"),
+        "{lines:?}"
+    );
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/tree"}));
+    events.until("the tree drawn", from, output_with("Second answer."));
+    // Another model from now on: the next request asks for it.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/model other-model"}));
+    events.until("the model changed", from, output_with("model other-model"));
+    web.post("/api/send", json!({"text": "/retry"}));
+    web.until("the answer of the other model", |s| {
+        s["branch"][1]["html"]
+            .as_str()
+            .is_some_and(|h| h.contains("With the other model."))
+    });
+    assert_eq!(server.requests().last().unwrap()["model"], "other-model");
+    // From the first answer, another way; then that branch's conclusion merged here.
+    web.post("/api/send", json!({"text": "/2"}));
+    web.until("node 2", |s| {
+        s["branch"][1]["html"]
+            .as_str()
+            .is_some_and(|h| h.contains("First answer."))
+    });
+    web.post("/api/send", json!({"text": "and then?"}));
+    web.until("another way", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 4
+    });
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/merge second"}));
+    events.until("merged", from, output_with("merged ["));
+    let (_, lines) = env.only_conversation();
+    assert!(
+        lines.iter().any(|l| l["merged_from"].is_object()
+            && l["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("use tabs"))),
+        "{lines:?}"
+    );
+    // Two answers at once (or one after the other, as the session can): two more siblings.
+    let before = server.requests().len();
+    web.post("/api/send", json!({"text": "/retry --n 2"}));
+    assert!(eventually(400, Duration::from_millis(50), || {
+        server.requests().len() == before + 2
+    }));
+    let state = web.until("two more answers", |s| {
+        s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["label"].as_str().is_some_and(|l| l.starts_with("Side ")))
+            .count()
+            == 2
+    });
+    assert!(state["status"]["turns"].as_u64().unwrap() >= 5, "{state:#}");
+    // A bad argument is said, as in the REPL.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/retry --n 9"}));
+    events.until("the refusal", from, |e| {
+        e["type"] == "error" && e["text"].as_str().unwrap().contains("K from 1 to 5")
+    });
+}
+
+/// `/restore` asks its question in the page: No leaves the folder, Yes brings back the node's.
+#[test]
+fn restore_asks_its_question_in_the_page() {
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "w",
+            "write_file",
+            &json!({"filepath": "made.txt", "content": "made\n"}).to_string(),
+        )]),
+        text(&["Written."]),
+    ]);
+    let env = Env::new();
+    fs::write(env.work().join("kept.txt"), "kept\n").unwrap();
+    let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
+    let events = Events::listen(&web);
+    web.post("/api/send", json!({"text": "write it"}));
+    web.until("the write", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 4
+    });
+    assert!(env.work().join("made.txt").exists());
+    web.post("/api/send", json!({"text": "/1"}));
+    web.until("node 1", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 1
+    });
+    let mut from = events.len();
+    for (answer, after) in [("no", true), ("yes", false)] {
+        web.post("/api/send", json!({"text": "/restore"}));
+        let (at, question) = events.until("the question", from, |e| {
+            e["type"] == "approval" && e["kind"] == "question"
+        });
+        assert_eq!(question["options"], json!(["yes", "no"]), "{question}");
+        assert!(
+            question["preview"].as_str().unwrap().contains("made.txt"),
+            "{question}"
+        );
+        let id = question["id"].as_u64().unwrap();
+        assert_eq!(
+            web.post("/api/answer", json!({"id": id, "action": answer}))
+                .status,
+            202
+        );
+        let (end, _) = events.until("the restore's end", at, |e| {
+            e["type"] == "output" && e["text"].as_str().is_some_and(|t| t.contains("restore"))
+        });
+        from = end + 1;
+        assert_eq!(env.work().join("made.txt").exists(), after, "{answer}");
+    }
+    assert_eq!(
+        fs::read_to_string(env.work().join("kept.txt")).unwrap(),
+        "kept\n"
+    );
+}
+
+/// A turn made in the page is reviewed for memory in the background, as a REPL turn is.
+#[test]
+fn a_turn_in_the_page_is_reviewed_for_memory() {
+    let server = Server::start(vec![text(&["Noted."])]);
+    server.answer_reviews(r#"{"changes": []}"#, Duration::ZERO);
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "memory": {"review_every": 1}}"#);
+    let web = Web::start(&env, &server.base_url, &[]);
+    web.post(
+        "/api/send",
+        json!({"text": "we always use pnpm in this project"}),
+    );
+    web.until("the answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 2
+    });
+    assert!(
+        eventually(200, Duration::from_millis(50), || server.reviews().len()
+            == 1),
+        "no review"
+    );
+    let asked = server.reviews()[0]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        asked.contains("we always use pnpm") && asked.contains("Noted."),
+        "{asked}"
+    );
+}
+
+/// The status line: model, tokens, context in use against the window, the sandbox, hooks, and
+/// each MCP server's health (one ready, one failed).
+#[test]
+fn the_status_line_shows_context_and_each_mcp_server_s_health() {
+    let python = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        eprintln!("skipped: python3 runs the scripted MCP server");
+        return;
+    }
+    let fake = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
+    let server = Server::start(vec![text(&["Hi."])]);
+    let env = Env::new();
+    let notes = env.dir.path().join("notes");
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "context_window_size": 20_000, "mcp": {"servers": [
+            {"name": "fake", "command": "python3", "args": [fake.display().to_string()],
+             "env": {"FAKE_MCP_NOTES": notes.display().to_string()}},
+            {"name": "broken", "command": "/nonexistent/mcp-server"},
+        ]}})
+        .to_string(),
+    );
+    let web = Web::start(&env, &server.base_url, &[]);
+    let health = |s: &Value, name: &str| -> String {
+        s["status"]["mcp"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .map(|m| m["state"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    // Drawn again when a server's health changes, without anything asked of the page.
+    let state = web.until("both servers settled", |s| {
+        health(s, "fake") == "ready" && health(s, "broken") == "failed"
+    });
+    assert!(
+        state["status"]["mcp"][1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not found"),
+        "{state:#}"
+    );
+    web.post("/api/send", json!({"text": "hello"}));
+    let state = web.until("the answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 2
+    });
+    let status = &state["status"];
+    assert_eq!(status["context_window"], 20_000, "{status:#}");
+    let (used, percent) = (
+        status["context_tokens"].as_u64().unwrap(),
+        status["context_percent"].as_u64().unwrap(),
+    );
+    assert!(used > 0 && percent == used * 100 / 20_000, "{status:#}");
+    assert!(
+        status["model"].is_string() && status["input_tokens"].is_u64(),
+        "{status:#}"
+    );
+    assert!(
+        status.get("sandbox").is_some() && status["hooks"].is_boolean(),
+        "{status:#}"
+    );
+}
+
+/// The sandbox's network question (a host `sandbox.network` does not list) is asked in the page:
+/// allowed for the session, the command reaches it; refused, it does not.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_sandbox_s_network_question_is_answered_in_the_page() {
+    use std::net::TcpListener;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello world\n",
+            );
+        }
+    });
+    let curl = json!({"command": format!("curl -sS -m 20 --noproxy '' http://localhost:{port}/")})
+        .to_string();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", &curl)]),
+        text(&["Reached."]),
+        tool_calls(&[("c2", "bash", &curl.replace("localhost", "127.0.0.1"))]),
+        text(&["Refused."]),
+    ]);
+    let env = Env::new();
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "sandbox": {"network": ["example.invalid"]}}).to_string(),
+    );
+    let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
+    if web.state()["status"]["sandbox"] != true {
+        eprintln!("skipped: the sandbox is off on this machine");
+        return;
+    }
+    let events = Events::listen(&web);
+    let mut from = 0;
+    for (host, action, expected, request) in [
+        ("localhost", "approve-session", "hello world", 1),
+        ("127.0.0.1", "deny", "refused", 3),
+    ] {
+        web.post("/api/send", json!({"text": format!("reach {host}")}));
+        let (at, question) = events.until("the network question", from, |e| {
+            e["type"] == "approval" && e["kind"] == "network"
+        });
+        assert_eq!(question["preview"], format!("{host}:{port}"), "{question}");
+        assert_eq!(
+            question["options"],
+            json!(["approve-session", "approve-always", "deny"])
+        );
+        let id = question["id"].as_u64().unwrap();
+        assert_eq!(
+            web.post("/api/answer", json!({"id": id, "action": action}))
+                .status,
+            202
+        );
+        let (end, _) = events.until("the turn's end", at, |e| e["type"] == "turn_ended");
+        from = end + 1;
+        let result = results(&server, request).pop().unwrap();
+        assert!(result.contains(expected), "{host}: {result}");
+    }
+}
+
+/// The page and a REPL (piped) on one DATADIR at once, even on one conversation: each appends
+/// whole lines, the REPL writes while the page's answer streams, and each sees the other's
+/// messages after a reload (`--continue`, or `/switch` in the page).
+#[test]
+fn the_page_and_a_repl_on_one_datadir_at_once_keep_every_line_whole() {
+    let server = Server::start(vec![
+        text(&["Page answer one."]),
+        Reply::SseStall(
+            vec![chunk_text("Page answer ")],
+            Duration::from_secs(3),
+            vec![chunk_text("two."), chunk_finish("stop"), "[DONE]".into()],
+        ),
+        text(&["REPL answer."]),
+        text(&["REPL again."]),
+        text(&["Page answer three."]),
+    ]);
+    let env = Env::new();
+    let web = Web::start(&env, &server.base_url, &[]);
+    web.post("/api/send", json!({"text": "from the page"}));
+    let state = web.until("the page's first answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 2
+    });
+    let page_id = state["conversation"]["id"].as_str().unwrap().to_string();
+    // The page's second answer streams slowly; meanwhile the REPL continues the same file.
+    web.post("/api/send", json!({"text": "page again"}));
+    assert!(eventually(200, Duration::from_millis(50), || server
+        .requests()
+        .len()
+        == 2));
+    let run = env.run(&server.base_url, &["--continue"], "from the repl\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("REPL answer."), "{run:?}");
+    web.until("the page's second answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 4
+    });
+    // Every line whole (read_lines fails on a broken one), every message there.
+    let (id, lines) = env.only_conversation();
+    assert_eq!(id, page_id);
+    let users: Vec<String> = user_parents(&lines).into_iter().map(|u| u.0).collect();
+    for said in ["from the page", "page again", "from the repl"] {
+        assert!(users.iter().any(|u| u == said), "{said}: {users:?}");
+    }
+    let raw = fs::read_to_string(&env.conversation_files()[0]).unwrap();
+    assert!(raw.ends_with('\n'), "{raw}");
+    // The REPL, again: it sees the page's messages.
+    let run = env.run(&server.base_url, &["--continue"], "/tree\nlast one\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("page again"), "{run:?}");
+    // The page, reloaded (another conversation, then this one again): the REPL's are there.
+    web.post("/api/send", json!({"text": "/new"}));
+    web.until("a new conversation", |s| {
+        s["conversation"]["id"] != page_id.as_str()
+    });
+    web.post("/api/send", json!({"text": format!("/switch {page_id}")}));
+    let state = web.until("the REPL's messages in the page", |s| {
+        s["nodes"].as_array().unwrap().iter().any(|n| {
+            n["label"]
+                .as_str()
+                .is_some_and(|l| l.contains("REPL again."))
+        })
+    });
+    assert!(
+        state["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == page_id.as_str()),
+        "{state:#}"
+    );
+    web.post("/api/send", json!({"text": "and from the page"}));
+    web.until("the page's third answer", |s| {
+        s["nodes"].as_array().unwrap().iter().any(|n| {
+            n["label"]
+                .as_str()
+                .is_some_and(|l| l.contains("Page answer three."))
+        })
+    });
+    for file in env.conversation_files() {
+        read_lines(&file);
+    }
+}
+
 // ---- in a real browser ----
 
 /// ChromeDriver and a headless Chromium for one test, ended with it.
@@ -682,7 +1297,7 @@ impl Drop for Browser {
 const ENTER: &str = "\u{E007}";
 
 #[test]
-fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs() {
+fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_script_runs() {
     let Some(browser) = Browser::start("in_a_browser") else {
         return;
     };
@@ -700,6 +1315,23 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         text(&["wrote it"]),
     ]);
     let env = Env::new();
+    // Project files for the file panel, there before the session's first snapshot.
+    fs::create_dir_all(env.work().join("docs")).unwrap();
+    fs::write(
+        env.work().join("docs/notes.md"),
+        "# Notes\n<img src=x onerror=\"window.pwned=4\"> stays text\n",
+    )
+    .unwrap();
+    fs::write(env.dir.path().join("secret.txt"), "OUTSIDE\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::symlink;
+        symlink(
+            env.dir.path().join("secret.txt"),
+            env.work().join("leak.txt"),
+        )
+        .unwrap();
+    }
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "strict"]);
     browser.open(&web.url);
     browser.find("textarea[name=\"message\"]");
@@ -765,6 +1397,67 @@ fn in_a_browser_type_stream_branch_approve_deny_and_no_script_of_the_model_runs(
         json!(true)
     );
     browser.screenshot("web-tree.png");
+    // The file panel: a folder opened, a file shown as text (its HTML runs nothing), a link out
+    // of WORKDIR refused.
+    browser.click("#files li[data-path=\"docs\"]");
+    browser.click("#files li[data-path=\"docs/notes.md\"]");
+    browser.until(
+        "the file shown as text",
+        "return !document.querySelector('#file-view').hidden && \
+         document.querySelector('#file-text').innerText.includes('<img src=x onerror=')",
+    );
+    assert_eq!(
+        browser.run("return document.querySelectorAll('#file-view img, #file-view script').length"),
+        json!(0)
+    );
+    browser.screenshot("web-files.png");
+    browser.click("#files li.up");
+    #[cfg(unix)]
+    {
+        browser.click("#files li[data-path=\"leak.txt\"]");
+        browser.until(
+            "the link out refused",
+            "return document.querySelector('#live').innerText.includes('outside the working folder')",
+        );
+        assert_eq!(
+            browser
+                .run("return document.querySelector('#file-text').innerText.includes('OUTSIDE')"),
+            json!(false)
+        );
+    }
+    browser.click("#file-close");
+    // A /command: the two answers at the root's fork side by side.
+    browser.type_in("textarea[name=\"message\"]", &format!("/compare{ENTER}"));
+    browser.until(
+        "the comparison",
+        "return document.querySelectorAll('.compare .alternative').length === 2 && \
+         document.querySelector('.compare').innerText.includes('Hello from the model')",
+    );
+    browser.screenshot("web-compare.png");
+    assert_eq!(
+        browser.run("return window.pwned === undefined"),
+        json!(true)
+    );
+    // /restore asks in the page: back at the first message, the folder as it was then.
+    browser.type_in("textarea[name=\"message\"]", &format!("/1{ENTER}"));
+    browser.until(
+        "node 1 current",
+        "return document.querySelectorAll('#messages .msg').length === 1",
+    );
+    browser.type_in("textarea[name=\"message\"]", &format!("/restore{ENTER}"));
+    browser.find("[data-action=\"yes\"]");
+    browser.until(
+        "the question names the file",
+        "return document.querySelector('#approvals').innerText.includes('ok.txt')",
+    );
+    browser.screenshot("web-restore.png");
+    browser.click("[data-action=\"yes\"]");
+    browser.until(
+        "restored",
+        "return document.querySelector('#live').innerText.includes('restored node')",
+    );
+    assert!(!env.work().join("ok.txt").exists());
+    assert!(env.work().join("docs/notes.md").exists());
     // The export, opened from its file: the same contract, a click moves through the tree.
     web.post("/api/send", json!({"text": "/export --html shared.html"}));
     let file = env.work().join("shared.html");

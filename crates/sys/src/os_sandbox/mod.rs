@@ -758,6 +758,15 @@ impl OsSandbox {
         self.state.get_or_init(|| self.probe())
     }
 
+    /// The state if it is known without waiting for the helper: found out already, or off by
+    /// the settings or the system (a one-shot's request does not wait for the probe).
+    pub fn state_if_known(&self) -> Option<&State> {
+        if !self.settings.enabled || !cfg!(target_os = "linux") {
+            return Some(self.state());
+        }
+        self.state.get()
+    }
+
     pub fn is_on(&self) -> bool {
         matches!(self.state(), State::On)
     }

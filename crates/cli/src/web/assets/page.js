@@ -8,6 +8,7 @@
   const isStatic = !!dataElement;
   let state = null;
   let byId = new Map();
+  let kids = new Map(); // each node's children's ids, in tree order (the export's siblings)
   let live = null; // the answer streaming now: {box, text, reasoning}
 
   function el(tag, cls, text) {
@@ -85,7 +86,7 @@
       if (!n) break;
       if (n.parent) {
         const m = Object.assign({}, n.message);
-        const siblings = state.nodes.filter((x) => x.parent === n.parent).map((x) => x.id);
+        const siblings = kids.get(n.parent) || [];
         if (siblings.length > 1) m.siblings = siblings;
         chain.push(m);
       }
@@ -198,17 +199,31 @@
       ["model", s.model],
       ["mode", s.mode],
       ["tokens", s.input_tokens + " in · " + s.output_tokens + " out"],
+      ["context", s.context_percent === null || s.context_percent === undefined
+        ? "?" : s.context_percent + "% of " + s.context_window],
       ["turns", s.turns],
       ["sandbox", s.sandbox === null ? "none" : s.sandbox ? "on" : "off"],
       ["hooks", s.hooks ? "on" : "none"],
-      ["MCP", s.mcp.length ? s.mcp.join(", ") : "none"],
     ];
     bar.replaceChildren();
     for (const [k, v] of parts) {
       const span = el("span", "", k + " ");
+      span.dataset.status = k;
       span.appendChild(el("b", "", v));
       bar.appendChild(span);
     }
+    const mcp = el("span", "", "MCP ");
+    mcp.dataset.status = "mcp";
+    if (!s.mcp.length) mcp.appendChild(el("b", "", "none"));
+    for (const server of s.mcp) {
+      const b = el("b", "mcp " + server.state, server.name + " " + server.state);
+      b.dataset.mcpServer = server.name;
+      b.dataset.mcpState = server.state;
+      b.title = server.detail;
+      mcp.appendChild(b);
+      mcp.appendChild(document.createTextNode(" "));
+    }
+    bar.appendChild(mcp);
     const mode = $("#mode");
     if (mode && document.activeElement !== mode) mode.value = s.mode;
   }
@@ -227,12 +242,93 @@
 
   function draw() {
     byId = new Map(state.nodes.map((n) => [n.id, n]));
+    if (isStatic) {
+      kids = new Map();
+      for (const n of state.nodes) {
+        if (!n.parent) continue;
+        if (!kids.has(n.parent)) kids.set(n.parent, []);
+        kids.get(n.parent).push(n.id);
+      }
+    }
     drawTree();
     drawBranch();
     if (!isStatic) {
       drawStatus();
       drawConversations();
     }
+  }
+
+  // ---- /compare: the alternatives side by side ----
+
+  function compareView(alternatives) {
+    const grid = el("div", "compare");
+    grid.style.gridTemplateColumns = "repeat(" + Math.min(alternatives.length, 4) + ", minmax(0, 1fr))";
+    alternatives.forEach((a, i) => {
+      const col = el("div", "alternative" + (a.current ? " current" : ""));
+      col.dataset.nodeTip = a.tip;
+      const head = el("div", "head");
+      head.appendChild(el("b", "", (a.current ? "* " : "") + (i + 1) + "/" + alternatives.length + " [" + a.n + "]"));
+      head.appendChild(el("span", "", (a.models.join(", ") || "?") + " · " + a.input_tokens + " in · " +
+        a.output_tokens + " out · " + a.seconds + " s" + (a.cost === null ? "" : " · $" + a.cost.toFixed(4))));
+      const go = el("button", "", "go there");
+      go.type = "button";
+      go.addEventListener("click", () => goto(a.tip));
+      head.appendChild(go);
+      col.appendChild(head);
+      const body = el("div", "body");
+      body.innerHTML = a.html; // rendered by the server, raw HTML escaped
+      col.appendChild(body);
+      if (a.files.length) col.appendChild(el("div", "files", a.files.join(", ")));
+      grid.appendChild(col);
+    });
+    return grid;
+  }
+
+  // ---- the file panel (read-only; content only ever set as text) ----
+
+  // `refresh`: the folder shown read again after a job (gone: the top instead, nothing said).
+  function openPath(path, refresh) {
+    post("/api/files", { path: path })
+      .then((r) => r.json())
+      .then((v) => {
+        if (v.error) {
+          if (!refresh) line(v.error, "error");
+          else if (path !== ".") openPath(".", true);
+        } else if (v.kind === "dir") {
+          drawFolder(v);
+        } else {
+          $("#file-view").hidden = false;
+          $("#file-name").textContent = v.path;
+          $("#file-note").textContent =
+            v.kind === "binary" ? "(binary, " + v.size + " bytes: not shown)" :
+            v.truncated ? "(the first " + v.text.length + " characters of " + v.size + " bytes)" : "";
+          $("#file-text").textContent = v.kind === "binary" ? "" : v.text;
+        }
+      });
+  }
+
+  let folder = ".";
+
+  function drawFolder(v) {
+    folder = v.path;
+    const list = $("#files");
+    $("#files-path").textContent = v.path;
+    const frag = document.createDocumentFragment();
+    if (v.path !== ".") {
+      const up = el("li", "dir up", "..");
+      const parent = v.path.includes("/") ? v.path.slice(0, v.path.lastIndexOf("/")) : ".";
+      up.dataset.path = parent;
+      frag.appendChild(up);
+    }
+    for (const e of v.entries) {
+      const li = el("li", e.kind, e.name + (e.kind === "dir" ? "/" : e.kind.startsWith("link") ? " @" : ""));
+      li.dataset.path = e.path;
+      li.dataset.kind = e.kind;
+      if (e.kind === "link-out") li.title = "a link out of the working folder: not opened";
+      frag.appendChild(li);
+    }
+    if (v.more) frag.appendChild(el("li", "more", "… " + v.more + " more"));
+    list.replaceChildren(frag);
   }
 
   // ---- what streams ----
@@ -261,11 +357,18 @@
   }
 
   function approval(ev) {
-    const box = el("div", "approval");
+    const box = el("div", "approval " + (ev.kind || "tool"));
     box.dataset.question = ev.id;
-    box.appendChild(el("b", "", (ev.label ? ev.label + ": " : "") + ev.tool + " asks to run"));
-    box.appendChild(el("pre", "", ev.preview));
-    const names = { approve: "Allow once", "approve-session": "Allow for this session", deny: "Deny" };
+    box.appendChild(el("b", "", ev.title || (ev.label ? ev.label + ": " : "") + ev.tool + " asks to run"));
+    if (ev.preview) box.appendChild(el("pre", "", ev.preview));
+    const names = {
+      approve: "Allow once",
+      "approve-session": "Allow for this session",
+      "approve-always": "Always (saved in " + (ev.file || "the user config") + ")",
+      deny: "Deny",
+      yes: "Yes",
+      no: "No",
+    };
     for (const action of ev.options) {
       const b = el("button", "", names[action] || action);
       b.type = "button";
@@ -287,6 +390,8 @@
         else {
           // What streamed is in the branch now; the diffs and the lines said stay until the next.
           for (const e of $("#live").querySelectorAll(".streaming, .call, .result:not(.with-diff)")) e.remove();
+          // What the job changed in the folder shown.
+          openPath(folder, true);
         }
         live = null;
         break;
@@ -332,6 +437,9 @@
       case "subagent":
         line(ev.text, "notice");
         break;
+      case "compare":
+        $("#live").appendChild(compareView(ev.alternatives));
+        break;
       case "exit":
         line("The session has ended; this page can be closed.", "notice");
         break;
@@ -371,6 +479,14 @@
     }
   });
   $("#composer").addEventListener("submit", (e) => e.preventDefault());
+  $("#files").addEventListener("click", (e) => {
+    const item = e.target.closest("li[data-path]");
+    if (item) openPath(item.dataset.path);
+  });
+  $("#file-close").addEventListener("click", () => {
+    $("#file-view").hidden = true;
+  });
+  openPath(".");
   $("#stop").addEventListener("click", () => post("/api/stop"));
   $("#mode").addEventListener("change", (e) => post("/api/mode", { mode: e.target.value }));
   const events = new EventSource("/events");

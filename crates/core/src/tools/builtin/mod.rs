@@ -15,7 +15,7 @@ mod write_file;
 pub use bash::{Bash, leaves_sandbox, sandbox_for};
 pub use edit_file::EditFile;
 pub use glob::Glob;
-pub use grep::Grep;
+pub use grep::{Grep, MAX_MATCHES as GREP_MAX_MATCHES};
 pub use list_files::ListFiles;
 pub use list_files::human_size;
 pub use read_file::ReadFile;
