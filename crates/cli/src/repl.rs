@@ -20,25 +20,23 @@ use new_core::hooks;
 use new_core::hooks::Action;
 use new_core::hooks::HookSettings;
 use new_core::hooks::Outcome;
-use new_core::layers;
 use new_core::layers::Layers;
 use new_core::layers::Origin;
 use new_core::mcp::Manager;
 use new_core::mcp::McpSettings;
 use new_core::mcp::ServerConfig;
 use new_core::mcp::State;
-use new_core::mcp::Transport;
 use new_core::memory::MemorySettings;
 use new_core::memory::MemoryStore;
 use new_core::prompt::{self, RoleFile};
 use new_core::secret;
 use new_core::session;
+pub(super) use new_core::session::os_sandbox_for as session_sandbox;
 use new_core::session::{Ended, Options, Resume, Session};
 use new_core::skill::Shelf;
 use new_core::skill::SkillSettings;
 use new_core::trust::Trust;
 use new_sys::os_sandbox;
-use new_sys::os_sandbox::OsSandbox;
 use new_sys::platform;
 use new_sys::platform::SavedTerminal;
 use new_sys::platform::winpath::Refusal;
@@ -441,53 +439,6 @@ fn color_for(stream: &impl IsTerminal) -> bool {
     stream.is_terminal()
         && env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && platform::terminal_colours()
-}
-
-/// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
-/// hook, no MCP server). Files that hooks and MCP servers run from WORKDIR stay read-only in it.
-pub(super) fn session_sandbox(
-    config: &Config,
-    workdir: &Path,
-    datadir: &Path,
-) -> Option<Arc<OsSandbox>> {
-    let bash = config.tools.is_empty() || config.tools.iter().any(|t| t == "bash");
-    if !bash && config.hooks.entries.is_empty() && config.mcp.servers.is_empty() {
-        return None;
-    }
-    let mut commands: Vec<String> = config
-        .hooks
-        .entries
-        .iter()
-        .filter_map(|e| match &e.action {
-            Action::Command { command, .. } => Some(command.clone()),
-            _ => None,
-        })
-        .collect();
-    for server in &config.mcp.servers {
-        if let Transport::Http {
-            helper: Some(helper),
-            ..
-        } = &server.transport
-        {
-            commands.push(helper.command.clone());
-        }
-        if let Transport::Stdio { command, args, .. } = &server.transport {
-            commands.push(command.clone());
-            commands.extend(args.iter().cloned());
-        }
-    }
-    let workdir = workdir
-        .canonicalize()
-        .unwrap_or_else(|_| workdir.to_path_buf());
-    let helper = env::current_exe().unwrap_or_else(|_| PathBuf::from("new"));
-    Some(OsSandbox::new(
-        config.sandbox.clone(),
-        &workdir,
-        datadir,
-        helper,
-        os_sandbox::files_named(&workdir, &commands),
-        layers::user_dir().into_iter().collect(),
-    ))
 }
 
 /// While it lives, the terminal does not echo control keys (`^C`) as text: the line editor

@@ -43,7 +43,9 @@ pub use event::{
 };
 pub use manage::{ExportFormat, Listed, Listing, ManageError};
 pub use memory::ReviewsRun;
-pub use open::{OpenError, Opened, Options, PromptRead, Resume, memory_part, read_prompt};
+pub use open::{
+    OpenError, Opened, Options, PromptRead, Resume, memory_part, os_sandbox_for, read_prompt,
+};
 pub use restore::{Change, Kept, Restored, StateError};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;

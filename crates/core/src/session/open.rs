@@ -21,9 +21,12 @@ use crate::config::{Config, Overrides};
 use crate::context::Context;
 use crate::conversation::{ChatSession, LoadReport, Store, StoreError};
 use crate::fs::confine::Workdir;
+use crate::hooks::Action;
 use crate::hooks::Hooks;
+use crate::layers;
 use crate::layers::Layers;
 use crate::llm::{LlmError, Provider};
+use crate::mcp::Transport;
 use crate::memory::review;
 use crate::memory::{MemorySettings, MemoryStore};
 use crate::prompt;
@@ -36,6 +39,7 @@ use crate::tools::permissions::RuleError;
 use crate::tools::{Policy, ToolContext, ToolRegistry, UnknownTool};
 use new_sys::os_sandbox;
 use new_sys::os_sandbox::OsSandbox;
+use std::env;
 use std::io;
 use std::path::Path;
 
@@ -408,4 +412,47 @@ impl Session {
         self.fill_prompt();
         problems
     }
+}
+
+/// The session's operating-system sandbox: None when nothing would run in it (no `bash`, no
+/// hook, no MCP server). Files that hooks and MCP servers run from WORKDIR stay read-only in it.
+pub fn os_sandbox_for(config: &Config, workdir: &Path, datadir: &Path) -> Option<Arc<OsSandbox>> {
+    let bash = config.tools.is_empty() || config.tools.iter().any(|t| t == "bash");
+    if !bash && config.hooks.entries.is_empty() && config.mcp.servers.is_empty() {
+        return None;
+    }
+    let mut commands: Vec<String> = config
+        .hooks
+        .entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            Action::Command { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .collect();
+    for server in &config.mcp.servers {
+        if let Transport::Http {
+            helper: Some(helper),
+            ..
+        } = &server.transport
+        {
+            commands.push(helper.command.clone());
+        }
+        if let Transport::Stdio { command, args, .. } = &server.transport {
+            commands.push(command.clone());
+            commands.extend(args.iter().cloned());
+        }
+    }
+    let workdir = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
+    let helper = env::current_exe().unwrap_or_else(|_| PathBuf::from("new"));
+    Some(OsSandbox::new(
+        config.sandbox.clone(),
+        &workdir,
+        datadir,
+        helper,
+        os_sandbox::files_named(&workdir, &commands),
+        layers::user_dir().into_iter().collect(),
+    ))
 }
