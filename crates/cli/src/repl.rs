@@ -16,10 +16,8 @@ use super::terminal::{Stream, Terminal};
 use new_core::agent::Interrupts;
 use new_core::config::{self, Config, Lang, Overrides};
 use new_core::escape;
-use new_core::hooks;
 use new_core::hooks::Action;
 use new_core::hooks::HookSettings;
-use new_core::hooks::Outcome;
 use new_core::layers::Layers;
 use new_core::layers::Origin;
 use new_core::mcp::Manager;
@@ -777,11 +775,10 @@ impl App {
             sandbox_said: false,
         };
         app.tell_tasks_at_the_prompt();
-        app.fire_hooks(hooks::Input::new("program_start"));
         tracing::info!(session = %app.engine.chat.id(), "session start");
-        if let Some(started) = app.fire_hooks(hooks::Input::new("session_start")) {
-            app.engine.hook_context.extend(started.context);
-        }
+        let mut front = Terminal::plain(app.out);
+        app.runtime
+            .block_on(app.engine.fire_start_hooks(&mut front));
         if let Some(report) = report {
             app.report_load(&report);
         }
@@ -828,14 +825,6 @@ impl App {
         }
         let App { engine, .. } = self;
         mem::forget(engine.chat);
-    }
-
-    /// Fires the hooks of `input.event` (when any follows it) and says their failures. None when
-    /// the user pressed Ctrl-C: the hooks running then are stopped, each with its process group.
-    pub(super) fn fire_hooks(&mut self, input: hooks::Input) -> Option<Outcome> {
-        let mut front = Terminal::plain(self.out);
-        self.runtime
-            .block_on(self.engine.fire_hooks(input, &mut front))
     }
 
     /// The text for `key` in the interface's language ([`super::text`]).

@@ -16,7 +16,6 @@ use crate::output::Output;
 use crate::repl::{confirm_secret_servers, default_datadir, session_sandbox};
 use new_core::config;
 use new_core::config::Overrides;
-use new_core::hooks;
 use new_core::layers::{Layers, Origin};
 use new_core::mcp::{ServerConfig, Transport};
 use new_core::prompt;
@@ -190,13 +189,7 @@ pub fn open(
     }
     // The hooks of a start: what they say goes to the log; what `session_start` adds goes with
     // the first message, as in the REPL.
-    let mut quiet = Recorder::default();
-    runtime.block_on(engine.fire_hooks(hooks::Input::new("program_start"), &mut quiet));
-    if let Some(started) =
-        runtime.block_on(engine.fire_hooks(hooks::Input::new("session_start"), &mut quiet))
-    {
-        engine.hook_context.extend(started.context);
-    }
+    runtime.block_on(engine.fire_start_hooks(&mut Recorder::default()));
     tracing::info!(workdir = ?engine.workdir, session = %engine.chat.id(), "acp session opened");
     Ok(Opened {
         engine,

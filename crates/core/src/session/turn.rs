@@ -68,6 +68,16 @@ enum Next {
 }
 
 impl Session {
+    /// The hooks of a start, fired once a session is open and its front end can show what they
+    /// say: `program_start`, then `session_start`, whose added context goes with the first
+    /// message.
+    pub async fn fire_start_hooks(&mut self, front: &mut dyn Frontend) {
+        self.fire_hooks(Input::new("program_start"), front).await;
+        if let Some(started) = self.fire_hooks(Input::new("session_start"), front).await {
+            self.hook_context.extend(started.context);
+        }
+    }
+
     /// Fires the hooks of `input.event` (when any follows it) and tells their failures and
     /// notices. None when the user interrupted them: the hooks running then are stopped, each
     /// with its process group.
