@@ -182,11 +182,67 @@ fn read_up_to(file: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::confine::OpenBuffers;
     use std::fs;
-    use std::path::Path;
+    #[cfg(unix)]
+    use std::os::unix::fs::symlink;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
 
     fn run(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         ReadFile.read(&args, &Workdir::new(dir).unwrap())
+    }
+
+    /// An editor that holds every file as "buffer of NAME" and remembers what it was asked.
+    #[derive(Debug, Default)]
+    struct Editor(Mutex<Vec<PathBuf>>);
+
+    impl OpenBuffers for Editor {
+        fn text(&self, path: &Path) -> Option<String> {
+            self.0.lock().unwrap().push(path.to_path_buf());
+            let name = path.file_name()?.to_string_lossy().to_string();
+            (name != "closed.txt").then(|| format!("buffer of {name}\n"))
+        }
+    }
+
+    #[test]
+    fn an_editor_is_asked_only_for_regular_files_inside_workdir() {
+        let top = tempfile::tempdir().unwrap();
+        let work = top.path().join("work");
+        fs::create_dir(&work).unwrap();
+        fs::write(work.join("open.txt"), "on disk\n").unwrap();
+        fs::write(work.join("closed.txt"), "closed on disk\n").unwrap();
+        fs::write(top.path().join("outside.txt"), "outside\n").unwrap();
+        let workdir = Workdir::new(&work).unwrap();
+        let editor = Arc::new(Editor::default());
+        workdir.set_buffers(editor.clone());
+        let read = |path: &str| ReadFile.read(&json!({ "filepath": path }), &workdir);
+        assert!(
+            read("open.txt")
+                .unwrap()
+                .content
+                .contains("buffer of open.txt")
+        );
+        // No text from the editor: the disk.
+        assert!(
+            read("closed.txt")
+                .unwrap()
+                .content
+                .contains("closed on disk")
+        );
+        assert!(read("../outside.txt").is_err());
+        assert!(read("missing.txt").is_err());
+        #[cfg(unix)]
+        {
+            symlink(top.path().join("outside.txt"), work.join("link.txt")).unwrap();
+            assert!(read("link.txt").is_err());
+        }
+        let root = work.canonicalize().unwrap();
+        assert_eq!(
+            *editor.0.lock().unwrap(),
+            [root.join("open.txt"), root.join("closed.txt")],
+            "never a path outside WORKDIR, a link out or a missing file"
+        );
     }
 
     #[test]
