@@ -38,8 +38,11 @@ use new_core::session::{
 };
 use new_core::tools::Mode;
 use new_core::vocab::Usage;
+use new_sys::platform;
+use std::env;
+use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
 
@@ -68,7 +71,7 @@ pub enum Job {
 
 /// What the server and the engine share.
 pub struct Shared {
-    /// The secret of the first address, then of the cookie.
+    /// The secret: in the address's fragment, then in the page's `X-New-Token` header.
     pub token: String,
     pub port: u16,
     /// The page's state as JSON ([`view::state`]), renewed after every job.
@@ -76,8 +79,9 @@ pub struct Shared {
     /// Events for the pages listening (JSON texts).
     pub events: broadcast::Sender<String>,
     pub jobs: Mutex<mpsc::Sender<Job>>,
-    /// The question waiting for the page's answer (its number), and where the answer goes.
-    pub pending: Mutex<Option<u64>>,
+    /// The question waiting for the page's answer (its number, and the question as sent, for a
+    /// page loaded meanwhile), and where the answer goes.
+    pub pending: Mutex<Option<(u64, Value)>>,
     pub answers: Mutex<mpsc::Sender<(u64, String)>>,
     pub questions: AtomicU64,
     /// A job runs (Stop then raises the interrupts).
@@ -85,6 +89,9 @@ pub struct Shared {
     pub interrupt: watch::Sender<u64>,
     /// WORKDIR, read-only, for the file panel.
     pub files: FilePanel,
+    /// The private folder of the file that opened the browser, removed once the page has its
+    /// secret (or when the session ends).
+    pub launcher: Mutex<Option<PathBuf>>,
 }
 
 impl Shared {
@@ -99,12 +106,20 @@ impl Shared {
         if self.working.load(Ordering::SeqCst) {
             self.interrupt.send_modify(|n| *n += 1);
         }
-        if let Some(id) = *self.pending.lock().expect("pending") {
+        let pending = self.pending.lock().expect("pending").as_ref().map(|q| q.0);
+        if let Some(id) = pending {
             let _ = self
                 .answers
                 .lock()
                 .expect("answers")
                 .send((id, "stop".into()));
+        }
+    }
+
+    /// The page has its secret: the launcher's folder goes.
+    pub fn launched(&self) {
+        if let Some(folder) = self.launcher.lock().expect("launcher").take() {
+            let _ = fs::remove_dir_all(folder);
         }
     }
 }
@@ -165,6 +180,7 @@ pub fn run(web: WebLaunch) -> ExitCode {
             &app.engine.workdir,
             secret_places(&app.engine.config.sandbox.deny_read),
         ),
+        launcher: Mutex::new(None),
     });
     // The sandbox's network questions come to the page (as to a terminal).
     if let Some(sandbox) = &app.engine.tools.context().os_sandbox {
@@ -175,7 +191,8 @@ pub fn run(web: WebLaunch) -> ExitCode {
         eprintln!("new web: starting the server failed: {e}");
         return ExitCode::from(2);
     }
-    let url = format!("http://127.0.0.1:{port}/?token={}", shared.token);
+    // The secret in the fragment: a browser never sends it to a server, nor in a Referer.
+    let url = format!("http://127.0.0.1:{port}/#t={}", shared.token);
     {
         let mut stdout = io::stdout().lock();
         if writeln!(stdout, "{url}")
@@ -186,7 +203,16 @@ pub fn run(web: WebLaunch) -> ExitCode {
         }
     }
     if web.open {
-        open_browser(&url);
+        match launcher(&url) {
+            Ok((folder, file)) => {
+                *shared.launcher.lock().expect("launcher") = Some(folder);
+                open_browser(&file);
+            }
+            Err(e) => eprintln!(
+                "new web: the browser could not be opened ({}): open the address above",
+                escape::escape_controls(&e.to_string())
+            ),
+        }
     }
     app.ready();
     if let Some(mcp) = app.engine.tools.source::<Manager>() {
@@ -220,6 +246,7 @@ pub fn run(web: WebLaunch) -> ExitCode {
         }
     }
     shared.emit(json!({"type": "exit"}));
+    shared.launched();
     app.leave();
     ExitCode::SUCCESS
 }
@@ -745,9 +772,43 @@ pub fn export_html_args(args: &str) -> Option<Result<Option<PathBuf>, String>> {
     Some(Ok(file))
 }
 
-/// Opens the default browser on the address; one that cannot be started is said, and the
+/// The file a browser is opened on: a page in a folder of its own that only this user may enter
+/// (0700; the file 0600), sending the browser on to `url`. Given by name on the opener's command
+/// line, which every user of the machine may read (`/proc/PID/cmdline`), where the address and
+/// its secret would be. Returns the folder (removed once the page has its secret) and the file.
+fn launcher(url: &str) -> io::Result<(PathBuf, PathBuf)> {
+    let base = env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+        .unwrap_or_else(env::temp_dir);
+    let folder = base.join(format!("new-web-{}", uuid::Uuid::new_v4().simple()));
+    // Never one already there (made by someone else to read what is put in it).
+    let mut builder = platform::private_dir_builder();
+    builder.recursive(false);
+    builder.create(&folder)?;
+    let file = folder.join("open.html");
+    let page = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\n\
+<meta name=\"referrer\" content=\"no-referrer\">\n\
+<meta http-equiv=\"refresh\" content=\"0;url={0}\">\n<title>new web</title></head>\n\
+<body><p><a href=\"{0}\">Open the page of new web</a></p></body></html>\n",
+        view::escape_html(url)
+    );
+    let written = platform::private_file_options()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(page.as_bytes()));
+    if let Err(e) = written {
+        let _ = fs::remove_dir_all(&folder);
+        return Err(e);
+    }
+    Ok((folder, file))
+}
+
+/// Opens the default browser on the launcher file; one that cannot be started is said, and the
 /// address is on stdout anyway.
-fn open_browser(url: &str) {
+fn open_browser(file: &Path) {
     let mut command = if cfg!(target_os = "macos") {
         Command::new("open")
     } else if cfg!(windows) {
@@ -758,7 +819,7 @@ fn open_browser(url: &str) {
         Command::new("xdg-open")
     };
     command
-        .arg(url)
+        .arg(file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

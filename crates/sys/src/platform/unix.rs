@@ -16,6 +16,7 @@ use rustix::fs;
 use rustix::io::Errno;
 use std::fs::Metadata;
 use std::mem;
+use std::ops::ControlFlow;
 use std::process::ExitStatus;
 use tokio::process::Command;
 use tokio::signal::unix;
@@ -150,8 +151,12 @@ impl Dir {
     }
 
     /// Calls `each` with every name in the folder (not `.` and `..`) and its kind as the listing
-    /// tells it ([`FileKind::Unknown`] when it does not).
-    pub fn for_each_entry(&self, mut each: impl FnMut(&OsStr, FileKind)) -> io::Result<()> {
+    /// tells it ([`FileKind::Unknown`] when it does not), until it breaks (a listing that may be
+    /// huge, read only as far as it is used).
+    pub fn for_each_entry(
+        &self,
+        mut each: impl FnMut(&OsStr, FileKind) -> ControlFlow<()>,
+    ) -> io::Result<()> {
         use std::os::unix::ffi::OsStrExt;
         let mut reader = fs::Dir::read_from(&self.0)?;
         while let Some(entry) = reader.read() {
@@ -161,7 +166,9 @@ impl Dir {
                 continue;
             }
             let kind = kind_of(entry.file_type());
-            each(OsStr::from_bytes(name), kind);
+            if each(OsStr::from_bytes(name), kind).is_break() {
+                break;
+            }
         }
         Ok(())
     }

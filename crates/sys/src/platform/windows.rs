@@ -8,6 +8,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
+use std::ops::ControlFlow;
 use std::os::windows::ffi::OsStringExt;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
 use std::os::windows::io::AsRawHandle;
@@ -248,8 +249,11 @@ impl Dir {
     }
 
     /// Calls `each` with every name in the folder and its kind as the listing tells it (reparse
-    /// points as links).
-    pub fn for_each_entry(&self, mut each: impl FnMut(&OsStr, FileKind)) -> io::Result<()> {
+    /// points as links), until it breaks.
+    pub fn for_each_entry(
+        &self,
+        mut each: impl FnMut(&OsStr, FileKind) -> ControlFlow<()>,
+    ) -> io::Result<()> {
         for entry in std::fs::read_dir(&self.path)? {
             let Ok(entry) = entry else { break };
             let kind = match entry.file_type() {
@@ -258,7 +262,9 @@ impl Dir {
                 Ok(t) if t.is_file() => FileKind::File,
                 _ => FileKind::Unknown,
             };
-            each(&entry.file_name(), kind);
+            if each(&entry.file_name(), kind).is_break() {
+                break;
+            }
         }
         Ok(())
     }
