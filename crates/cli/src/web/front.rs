@@ -62,6 +62,21 @@ impl<'a> WebFront<'a> {
     }
 }
 
+impl WebFront<'_> {
+    /// A question of the page's own (after a move, `/merge --files`): `title` and `text` (text
+    /// already escaped), answered Yes or No (Stop: no).
+    pub fn yes_or_no(&mut self, tool: &str, title: &str, text: &str) -> bool {
+        self.ask(json!({
+            "type": "approval",
+            "kind": "question",
+            "tool": tool,
+            "title": title,
+            "preview": text,
+            "options": ["yes", "no"],
+        })) == "yes"
+    }
+}
+
 /// A notice in words for the page.
 fn notice_text(notice: &Notice) -> String {
     match notice {

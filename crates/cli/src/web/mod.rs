@@ -26,6 +26,7 @@ use tokio::sync::broadcast;
 use tokio::sync::watch;
 
 use super::commands::{CommandId, Input, parse};
+use super::output::{self, Said};
 use super::repl::{App, Launch};
 use super::tree_view::{Highlight, push_tree};
 use files::{FilePanel, secret_places};
@@ -276,11 +277,10 @@ fn run_job(
 ) -> bool {
     match job {
         Job::Exit => return false,
-        Job::Goto(id) => {
-            if let Err(e) = app.engine.move_to(&id) {
-                error(shared, &e.to_string());
-            }
-        }
+        Job::Goto(id) => match app.engine.move_to(&id) {
+            Ok(_) => offer_restore(app, shared, answers),
+            Err(e) => error(shared, &e.to_string()),
+        },
         Job::Mode(mode) => {
             app.engine.set_mode(mode);
             say(shared, &format!("permission mode: {}", mode.as_str()));
@@ -306,11 +306,10 @@ fn run_line(
             after_turn(app, shared, end.as_ref());
         }
         Input::Goto(n) => match app.engine.node(n) {
-            Ok(id) => {
-                if let Err(e) = app.engine.move_to(&id) {
-                    error(shared, &e.to_string());
-                }
-            }
+            Ok(id) => match app.engine.move_to(&id) {
+                Ok(_) => offer_restore(app, shared, answers),
+                Err(e) => error(shared, &e.to_string()),
+            },
             Err(e) => error(shared, &e.to_string()),
         },
         Input::Unknown(word) => error(
@@ -360,7 +359,10 @@ fn command(
                 Ok(Switched::Already(id)) => {
                     say(shared, &format!("{id} is already the conversation at hand"))
                 }
-                Ok(_) => say(shared, &format!("switched to {}", app.engine.chat.id())),
+                Ok(_) => {
+                    say(shared, &format!("switched to {}", app.engine.chat.id()));
+                    offer_restore(app, shared, answers);
+                }
                 Err(e) => command_error(&e),
             }
         }
@@ -443,6 +445,9 @@ fn command(
                 }
             }
         }
+        CommandId::List => as_in_the_repl(app, shared, |app| app.list(args)),
+        CommandId::Search => as_in_the_repl(app, shared, |app| app.search(args)),
+        CommandId::Context => as_in_the_repl(app, shared, |app| app.show_context(args)),
         CommandId::Help => say(shared, PAGE_HELP),
         _ => error(
             shared,
@@ -453,9 +458,64 @@ fn command(
 }
 
 const PAGE_HELP: &str = "Commands of the page: /N (move to node N), /tree [--full], \
-/retry [--model NAME] [--n K], /undo, /btw QUESTION, /branch [NAME | -d NAME], /merge N|NAME, \
-/compare, /restore, /model [NAME], /new, /switch ID, /title [TEXT], /permissions [MODE], \
-/export --html [FILE], /exit. Click a node of the tree to make it current.";
+/retry [--model NAME] [--n K], /undo, /btw QUESTION, /branch [NAME | -d NAME], \
+/merge N|NAME [--files], /compare, /restore, /model [NAME], /new, /switch ID, /list [all], \
+/search TEXT, /context, /title [TEXT], /permissions [MODE], /export --html [FILE], /exit. \
+Click a node of the tree to make it current.";
+
+/// A command the REPL has, run by its own code: what it says goes to the page as lines (text,
+/// notices, errors), without colours.
+fn as_in_the_repl(app: &mut App, shared: &Shared, run: impl FnOnce(&mut App)) {
+    let saved = app.out;
+    app.out.color = false;
+    app.out.render = false;
+    let ((), said) = output::capture(|| run(app));
+    app.out = saved;
+    for piece in said {
+        match piece {
+            Said::Text(text) => say(shared, &text),
+            Said::Warning(text) => shared.emit(json!({"type": "notice", "text": text})),
+            Said::Error(text) => error(shared, &text),
+        }
+    }
+}
+
+/// After the cursor moved (a click, `/N`, a sibling, `/switch`): when the folder differs from
+/// the node's files, the page says how and asks whether to restore them, as the REPL does
+/// (with `checkpoints.restore: never` it only says so).
+fn offer_restore(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>) {
+    let Some((n, differ)) = app.engine.folder_differs() else {
+        return;
+    };
+    let mut list = String::new();
+    for (path, what) in differ.iter().take(20) {
+        list.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
+    }
+    if differ.len() > 20 {
+        list.push_str(&format!("and {} more\n", differ.len() - 20));
+    }
+    let title = format!("The folder differs from node {n}'s files. Restore them?");
+    // The move drawn before the question.
+    publish(app, shared);
+    if !app.engine.config.checkpoints.ask {
+        return say(
+            shared,
+            &format!(
+                "The folder differs from node {n}'s files:\n{}\n(/restore makes it hold them)",
+                list.trim_end()
+            ),
+        );
+    }
+    let mut front = WebFront::new(shared, answers);
+    if front.yes_or_no("restore", &title, list.trim_end()) {
+        restore_with(app, shared, answers, false);
+    } else {
+        say(
+            shared,
+            "the folder is as it was (/restore makes it hold the node's files)",
+        );
+    }
+}
 
 /// What follows a message sent from the page, as after one typed in the REPL: the memory review
 /// of a completed turn (in the background; a retried answer is not reviewed, as in the REPL),
@@ -733,8 +793,18 @@ fn compare(app: &mut App, shared: &Shared, args: &str) {
 
 /// `/restore`: the folder made to hold the current node's state, after the page's yes.
 fn restore(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>) {
+    restore_with(app, shared, answers, true);
+}
+
+/// The restore; `ask`: list and ask first (the offer after a move has asked already).
+fn restore_with(
+    app: &mut App,
+    shared: &Shared,
+    answers: &mpsc::Receiver<(u64, String)>,
+    ask: bool,
+) {
     let mut front = WebFront::new(shared, answers);
-    match app.engine.restore(true, &mut front) {
+    match app.engine.restore(ask, &mut front) {
         Ok(Restored::Done { n, done, kept, .. }) => {
             say(
                 shared,

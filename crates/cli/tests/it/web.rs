@@ -1190,9 +1190,53 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
     });
 }
 
-/// `/restore` asks its question in the page: No leaves the folder, Yes brings back the node's.
+/// `/list`, `/search` and `/context` typed in the page answer as in the REPL (its own code, its
+/// words), as lines in the page; a bad argument is said as the REPL says it.
 #[test]
-fn restore_asks_its_question_in_the_page() {
+fn list_search_and_context_answer_in_the_page_as_in_the_repl() {
+    let server = Server::start(vec![text(&["Tabs it is."])]);
+    let env = Env::new();
+    let web = Web::start(&env, &server.base_url, &[]);
+    let events = Events::listen(&web);
+    web.post("/api/send", json!({"text": "we indent with tabs"}));
+    let state = web.until("the answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 2
+    });
+    let id = state["conversation"]["id"].as_str().unwrap().to_string();
+    let asked = |command: &str, expected: &[&str]| {
+        let from = events.len();
+        web.post("/api/send", json!({"text": command}));
+        let (_, said) = events.until(command, from, |e| {
+            e["type"] == "output"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| expected.iter().all(|x| t.contains(x)))
+        });
+        let text = said["text"].as_str().unwrap().to_string();
+        // Plain text for the page: no terminal colours.
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        text
+    };
+    asked("/list", &[&format!("* {id}"), "2 msgs"]);
+    asked("/search tabs", &[&id, "[1] user: we indent with tabs"]);
+    asked("/context", &["context window:", "tokens"]);
+    for (command, refusal) in [
+        ("/list everything", "/list takes no argument but `all`"),
+        ("/context now", "/context"),
+    ] {
+        let from = events.len();
+        web.post("/api/send", json!({"text": command}));
+        events.until(command, from, |e| {
+            e["type"] == "error" && e["text"].as_str().is_some_and(|t| t.contains(refusal))
+        });
+    }
+}
+
+/// A move that leaves the folder unlike the node's files offers to restore them, as the REPL
+/// does: No leaves the folder; `/restore` asks its own question, Yes brings the node's files back;
+/// a click back to the end offers the way back, and Yes takes it.
+#[test]
+fn a_move_offers_restore_and_restore_asks_its_question_in_the_page() {
     let server = Server::start(vec![
         tool_calls(&[(
             "w",
@@ -1206,37 +1250,57 @@ fn restore_asks_its_question_in_the_page() {
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
     let events = Events::listen(&web);
     web.post("/api/send", json!({"text": "write it"}));
-    web.until("the write", |s| {
+    let state = web.until("the write", |s| {
         s["branch"].as_array().map_or(0, Vec::len) == 4
     });
+    let end = state["cursor"].as_str().unwrap().to_string();
     assert!(env.work().join("made.txt").exists());
-    web.post("/api/send", json!({"text": "/1"}));
-    web.until("node 1", |s| {
-        s["branch"].as_array().map_or(0, Vec::len) == 1
-    });
-    let mut from = events.len();
-    for (answer, after) in [("no", true), ("yes", false)] {
-        web.post("/api/send", json!({"text": "/restore"}));
-        let (at, question) = events.until("the question", from, |e| {
+    let question = |from: usize, title: &str| {
+        let (at, q) = events.until("a question", from, |e| {
             e["type"] == "approval" && e["kind"] == "question"
         });
-        assert_eq!(question["options"], json!(["yes", "no"]), "{question}");
-        assert!(
-            question["preview"].as_str().unwrap().contains("made.txt"),
-            "{question}"
-        );
-        let id = question["id"].as_u64().unwrap();
+        assert_eq!(q["options"], json!(["yes", "no"]), "{q}");
+        assert!(q["title"].as_str().unwrap().contains(title), "{q}");
+        assert!(q["preview"].as_str().unwrap().contains("made.txt"), "{q}");
+        // In the state too, for a page loaded now.
+        assert_eq!(web.state()["pending"], q);
+        (at, q["id"].as_u64().unwrap())
+    };
+    let answer = |id: u64, action: &str| {
         assert_eq!(
-            web.post("/api/answer", json!({"id": id, "action": answer}))
+            web.post("/api/answer", json!({"id": id, "action": action}))
                 .status,
             202
         );
-        let (end, _) = events.until("the restore's end", at, |e| {
-            e["type"] == "output" && e["text"].as_str().is_some_and(|t| t.contains("restore"))
-        });
-        from = end + 1;
-        assert_eq!(env.work().join("made.txt").exists(), after, "{answer}");
-    }
+    };
+    // Back to the first message (as `/1`): the offer; No.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/1"}));
+    let (at, id) = question(from, "differs from node 1");
+    answer(id, "no");
+    events.until(
+        "the folder kept",
+        at,
+        output_with("the folder is as it was"),
+    );
+    assert!(env.work().join("made.txt").exists());
+    // `/restore`: its own question; Yes.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/restore"}));
+    let (at, id) = question(from, "node 1");
+    answer(id, "yes");
+    events.until("restored", at, output_with("restored node"));
+    assert!(!env.work().join("made.txt").exists());
+    // A click on the last node: the offer of its files; Yes.
+    let from = events.len();
+    web.post("/api/goto", json!({"id": end}));
+    let (at, id) = question(from, "differs from node");
+    answer(id, "yes");
+    events.until("restored again", at, output_with("restored node"));
+    assert_eq!(
+        fs::read_to_string(env.work().join("made.txt")).unwrap(),
+        "made\n"
+    );
     assert_eq!(
         fs::read_to_string(env.work().join("kept.txt")).unwrap(),
         "kept\n"
@@ -1822,6 +1886,17 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
         "node 1 current",
         "return document.querySelectorAll('#messages .msg').length === 1",
     );
+    // The move offers to restore (the folder holds ok.txt, node 1 did not): No, for now.
+    browser.until(
+        "the offer after the move",
+        "return document.querySelector('#approvals').innerText.includes('differs from node 1')",
+    );
+    browser.click("[data-action=\"no\"]");
+    browser.until(
+        "the offer answered",
+        "return document.querySelector('#live').innerText.includes('the folder is as it was')",
+    );
+    assert!(env.work().join("ok.txt").exists());
     browser.type_in("textarea[name=\"message\"]", &format!("/restore{ENTER}"));
     browser.find("[data-action=\"yes\"]");
     browser.until(
