@@ -413,6 +413,12 @@ fn command(
             }
         }
         CommandId::Branch => branch(app, shared, args),
+        // `--files`: the REPL's own code, its question asked in the page.
+        CommandId::Merge if args.split_whitespace().any(|w| w == "--files") => {
+            let mut front = WebFront::new(shared, answers);
+            let mut ask = |question: &str, list: &str| front.yes_or_no("merge", question, list);
+            as_in_the_repl(app, shared, |app| app.merge_asking(args, Some(&mut ask)));
+        }
         CommandId::Merge => merge(app, shared, args),
         CommandId::Compare => compare(app, shared, args),
         CommandId::Restore => {
@@ -717,16 +723,10 @@ fn branch(app: &mut App, shared: &Shared, args: &str) {
     }
 }
 
-/// `/merge N` or `/merge NAME`: the model's account of that branch appended here as a merge node.
-/// (`--files` is the terminal's: it shows conflicts in the folder.)
+/// `/merge N` or `/merge NAME`: the model's account of that branch appended here as a merge node
+/// (`--files` runs the REPL's code, above).
 fn merge(app: &mut App, shared: &Shared, args: &str) {
     let words: Vec<&str> = args.split_whitespace().collect();
-    if words.contains(&"--files") {
-        return error(
-            shared,
-            "/merge --files is the terminal's: the page merges the account only",
-        );
-    }
     let [target] = words[..] else {
         return error(
             shared,

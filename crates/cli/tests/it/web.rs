@@ -1232,6 +1232,93 @@ fn list_search_and_context_answer_in_the_page_as_in_the_repl() {
     }
 }
 
+/// `/merge NAME --files` in the page: the branch's account merged, then its file changes listed
+/// in a question; Yes brings them into the folder (the REPL's own code does it), this branch's
+/// own changes kept.
+#[test]
+fn merge_files_asks_in_the_page_and_brings_the_branch_s_files() {
+    let write =
+        |path: &str, content: &str| json!({"filepath": path, "content": content}).to_string();
+    let (x1, x2, here) = (
+        write("c.txt", "x theirs\n"),
+        write("new.txt", "n\n"),
+        write("a.txt", "a ours\n"),
+    );
+    let server = Server::start(vec![
+        text(&["ok"]),
+        tool_calls(&[("w0", "write_file", &x1), ("w1", "write_file", &x2)]),
+        text(&["done x"]),
+        tool_calls(&[("w2", "write_file", &here)]),
+        text(&["done here"]),
+    ]);
+    server.answer_summaries("Changed c.txt and added new.txt.");
+    let env = Env::new();
+    fs::write(env.work().join("a.txt"), "a\n").unwrap();
+    fs::write(env.work().join("c.txt"), "x\n").unwrap();
+    let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
+    let events = Events::listen(&web);
+    let question = |from: usize| {
+        let (at, q) = events.until("a question", from, |e| {
+            e["type"] == "approval" && e["kind"] == "question"
+        });
+        (at, q)
+    };
+    let answer = |q: &Value, action: &str| {
+        let id = q["id"].as_u64().unwrap();
+        assert_eq!(
+            web.post("/api/answer", json!({"id": id, "action": action}))
+                .status,
+            202
+        );
+    };
+    web.post("/api/send", json!({"text": "begin"}));
+    web.until("ok", |s| s["branch"].as_array().map_or(0, Vec::len) == 2);
+    web.post("/api/send", json!({"text": "change on x"}));
+    web.until("done x", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 7
+    });
+    web.post("/api/send", json!({"text": "/branch x"}));
+    // Back to the answer before: the folder made to hold its files.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/2"}));
+    let (at, q) = question(from);
+    answer(&q, "yes");
+    events.until("restored", at, output_with("restored node"));
+    assert!(!env.work().join("new.txt").exists());
+    web.post("/api/send", json!({"text": "change here"}));
+    web.until("done here", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 6
+    });
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/merge x --files"}));
+    let (at, q) = question(from);
+    assert_eq!(q["tool"], "merge", "{q}");
+    let preview = q["preview"].as_str().unwrap();
+    assert!(
+        preview.contains("c.txt") && preview.contains("new.txt") && !preview.contains("a.txt"),
+        "{q}"
+    );
+    answer(&q, "yes");
+    events.until("the files written", at, output_with("wrote 2 files"));
+    assert_eq!(
+        fs::read_to_string(env.work().join("c.txt")).unwrap(),
+        "x theirs\n"
+    );
+    assert_eq!(
+        fs::read_to_string(env.work().join("new.txt")).unwrap(),
+        "n\n"
+    );
+    assert_eq!(
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "a ours\n"
+    );
+    let (_, lines) = env.only_conversation();
+    assert!(
+        lines.iter().any(|l| l["merged_from"].is_object()),
+        "{lines:?}"
+    );
+}
+
 /// A move that leaves the folder unlike the node's files offers to restore them, as the REPL
 /// does: No leaves the folder; `/restore` asks its own question, Yes brings the node's files back;
 /// a click back to the end offers the way back, and Yes takes it.
