@@ -171,7 +171,9 @@ impl FilePanel {
                 })?;
                 self.list(workdir, inner, &resolved, &shown, &is_hidden)
             }
-            _ => self.read(&dir, last, &shown),
+            // The engine's confined reader: from WORKDIR's handle again, link-free, a regular
+            // file only.
+            _ => self.read(workdir, &resolved, &shown),
         }
     }
 
@@ -250,27 +252,27 @@ impl FilePanel {
         }))
     }
 
-    /// The file `name` of `dir`, opened without following a link and without blocking; a
-    /// regular file only, at most [`MAX_SHOWN`] bytes of it.
-    fn read(&self, dir: &Dir, name: &OsStr, shown: &str) -> Result<Value, String> {
+    /// The file at `path` (resolved inside WORKDIR) opened by the engine's confined reader
+    /// ([`Workdir::open_read`]: each folder and the file without following a link, without
+    /// blocking, a regular file only); at most [`MAX_SHOWN`] bytes of it.
+    fn read(&self, workdir: &Workdir, path: &Path, shown: &str) -> Result<Value, String> {
         let shown_safe = escape_controls(shown);
-        let (file, stat) = dir
-            .open_file(name)
+        let opened = workdir
+            .open_read(path, &shown_safe)
             .map_err(|e| format!("`{shown_safe}` is refused: {e}"))?;
-        if stat.kind != FileKind::File {
-            return Err(format!(
-                "`{shown_safe}` is not a regular file ({}): the page reads files only",
-                stat.kind.describe()
-            ));
-        }
-        let mut bytes = Vec::with_capacity((stat.size as usize).min(MAX_SHOWN + 1));
+        let (file, size) = (opened.file, opened.len);
+        let mut bytes = Vec::with_capacity(
+            usize::try_from(size)
+                .unwrap_or(MAX_SHOWN)
+                .min(MAX_SHOWN + 1),
+        );
         file.take(MAX_SHOWN as u64 + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| format!("reading `{shown_safe}`: {e}"))?;
         let truncated = bytes.len() > MAX_SHOWN;
         bytes.truncate(MAX_SHOWN);
         if bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0) {
-            return Ok(json!({"kind": "binary", "path": shown, "size": stat.size}));
+            return Ok(json!({"kind": "binary", "path": shown, "size": size}));
         }
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
@@ -279,7 +281,7 @@ impl FilePanel {
         Ok(json!({
             "kind": "file",
             "path": shown,
-            "size": stat.size,
+            "size": size,
             "truncated": truncated,
             "text": text,
         }))

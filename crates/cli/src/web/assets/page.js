@@ -476,7 +476,7 @@
   function refresh() {
     return ask("/api/state")
       .then((r) => {
-        if (r.status === 401) throw new Error("no secret");
+        if (r.status === 401) throw new Error("refused");
         return r.json();
       })
       .then((s) => {
@@ -488,8 +488,10 @@
         }
         if (s.pending) approval(s.pending);
       })
-      .catch(() => {
-        if (!token) line("Open the address `new web` printed (it holds this page's secret).", "error");
+      .catch((e) => {
+        // Without the secret, or with another session's (this tab, an earlier `new web`).
+        if (!token || e.message === "refused")
+          line("Open the address `new web` printed (it holds this page's secret).", "error");
       });
   }
 
