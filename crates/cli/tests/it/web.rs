@@ -1860,6 +1860,22 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
         browser.run("return sessionStorage.getItem('new-token')"),
         json!(web.token)
     );
+    // The page at an address with another secret (a link a model wrote, say), loaded: the tab
+    // keeps the one that works.
+    browser.open(&format!(
+        "http://127.0.0.1:{}/#t={}",
+        web.port,
+        "0".repeat(64)
+    ));
+    browser.call("POST", "/refresh", json!({}));
+    browser.until(
+        "the state drawn with the tab's own secret",
+        "return document.querySelectorAll('[data-node-id]').length === 1 && location.hash === ''",
+    );
+    assert_eq!(
+        browser.run("return sessionStorage.getItem('new-token')"),
+        json!(web.token)
+    );
     browser.type_in("textarea[name=\"message\"]", &format!("hi there{ENTER}"));
     browser.until(
         "the streamed answer",

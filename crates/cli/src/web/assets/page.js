@@ -21,14 +21,29 @@
   // The session's secret: from the address's fragment (`/#t=…`, which the browser never sends
   // to a server), kept in this tab's sessionStorage (this origin's only, port included), sent in
   // a header on every request. Never a cookie: a browser sends 127.0.0.1's cookies to every port.
+  // A secret in the address replaces the tab's only when this server takes it: a link to this
+  // page with another `#t=` (a model's, say) cannot lock the tab out.
   let token = null;
+  let offered = null;
   if (!isStatic) {
     const m = /^#t=([0-9a-f]+)$/.exec(location.hash);
     if (m) {
-      sessionStorage.setItem("new-token", m[1]);
+      offered = m[1];
       history.replaceState(null, "", location.pathname);
     }
     token = sessionStorage.getItem("new-token");
+  }
+
+  function settleToken() {
+    if (!offered || offered === token) return Promise.resolve();
+    return fetch("/api/state", { credentials: "omit", cache: "no-store", headers: { "X-New-Token": offered } })
+      .then((r) => {
+        if (r.ok) {
+          token = offered;
+          sessionStorage.setItem("new-token", token);
+        }
+      })
+      .catch(() => {});
   }
 
   function ask(path, options) {
@@ -561,9 +576,11 @@
   $("#file-close").addEventListener("click", () => {
     $("#file-view").hidden = true;
   });
-  openPath(".");
   $("#stop").addEventListener("click", () => post("/api/stop"));
   $("#mode").addEventListener("change", (e) => post("/api/mode", { mode: e.target.value }));
-  listen();
-  refresh();
+  settleToken().then(() => {
+    openPath(".");
+    listen();
+    refresh();
+  });
 })();
