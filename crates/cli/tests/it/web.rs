@@ -1542,6 +1542,8 @@ fn the_sandbox_s_network_question_is_answered_in_the_page() {
             question["options"],
             json!(["approve-session", "approve-always", "deny"])
         );
+        // Waiting, it is in the state (a page loaded now shows it).
+        assert_eq!(web.state()["pending"], question);
         let id = question["id"].as_u64().unwrap();
         assert_eq!(
             web.post("/api/answer", json!({"id": id, "action": action}))
