@@ -130,13 +130,14 @@ pub fn event_json(event: &Event) -> Value {
         Event::ToolCall(call) => json!({
             "type": "tool_call",
             "call": call.id,
-            "name": call.function.name,
-            "arguments": call.function.arguments,
+            "name": escape_controls(&call.function.name),
+            // What a call asks, beside its approval: control and bidi characters as escapes.
+            "arguments": escape_controls_keep_lines(&call.function.arguments),
         }),
         Event::ToolResult { call, outcome } => json!({
             "type": "tool_result",
             "call": call.id,
-            "name": call.function.name,
+            "name": escape_controls(&call.function.name),
             "ok": !outcome.is_error,
             "summary": outcome.summary,
             "content": cut(&outcome.content, RESULT_CHARS),

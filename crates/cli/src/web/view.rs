@@ -12,6 +12,7 @@ use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, html};
 use serde_json::{Value, json};
 
 use new_core::conversation::{Conversation, Message};
+use new_core::escape::{escape_controls, escape_controls_keep_lines};
 use new_core::fs::hash;
 use new_core::mcp::{Manager, State, describe};
 use new_core::session::{ManageError, Session};
@@ -172,7 +173,13 @@ fn message_json(m: &Message) -> Value {
     if let Some(calls) = m.extra.tool_calls.as_deref() {
         v["calls"] = calls
             .iter()
-            .map(|c| json!({"call": c.id, "name": c.function.name, "arguments": c.function.arguments}))
+            .map(|c| {
+                json!({
+                    "call": c.id,
+                    "name": escape_controls(&c.function.name),
+                    "arguments": escape_controls_keep_lines(&c.function.arguments),
+                })
+            })
             .collect();
     }
     if let Some(id) = m.extra.tool_call_id.as_deref() {

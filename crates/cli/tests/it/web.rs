@@ -897,10 +897,22 @@ fn a_question_waiting_is_in_the_state_with_its_command_escaped() {
             .status,
         202
     );
-    web.until("the answer after the denial", |s| {
+    let state = web.until("the answer after the denial", |s| {
         s["pending"].is_null() && s["branch"].as_array().map_or(0, Vec::len) == 4
     });
     assert!(results(&server, 1)[0].contains("denied"));
+    // The call's card, streamed and in the branch, shows its arguments so too.
+    let (_, card) = events.until("the call", 0, |e| e["type"] == "tool_call");
+    for arguments in [
+        &card["arguments"],
+        &state["branch"][1]["calls"][0]["arguments"],
+    ] {
+        let arguments = arguments.as_str().unwrap();
+        assert!(
+            !arguments.contains('\u{202e}') && arguments.contains("\\u{202e}hs.lmth"),
+            "{arguments}"
+        );
+    }
 }
 
 /// The file panel opens what it checked: a folder swapped for a link out of WORKDIR between the
