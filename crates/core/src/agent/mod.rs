@@ -558,6 +558,15 @@ impl Agent<'_> {
             let Some(ctx) = self.context else {
                 return (result, partial, full);
             };
+            // A window the server named is believed whether or not compaction may act on it
+            // (`/context` and `-p`'s result then say the server's figure).
+            if let Some(Err(LlmError::ContextOverflow {
+                window: Some(named),
+                ..
+            })) = &result
+            {
+                ctx.learn_window(*named);
+            }
             match &result {
                 Some(Ok(response)) => {
                     if let Some(usage) = &response.usage {
