@@ -2308,6 +2308,7 @@ pub fn error(lang: Lang, e: &(dyn StdError + 'static)) -> String {
                 url,
                 message,
                 window,
+                ..
             } => t(
                 "err_overflow",
                 &[
