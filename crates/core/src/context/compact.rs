@@ -320,8 +320,10 @@ pub async fn summarize(
                 ],
                 tools: Vec::new(),
                 no_tool_calls: false,
-                // The answer's room in the window (a server counting it refuses more).
-                max_tokens: Some((summary_budget * 3 / 2) as u32),
+                // The answer's room in the window, which the budget left free (a server that
+                // counts it refuses a request asking for more); a big window's is the
+                // provider's `max_tokens` as before.
+                max_tokens: Some((summary_budget * 3 / 2).max(window / 8) as u32),
             };
             match ask(model, &request, (summary_budget * 5) as usize, stop).await {
                 Ok(text) => {
