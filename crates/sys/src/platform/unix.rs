@@ -214,9 +214,10 @@ pub fn stdin_has_input() -> bool {
 }
 
 /// Whether a key typed at the terminal can be waited for without reading it
-/// ([`stdin_has_input`] in [`SavedTerminal::raw_keys`] mode): then `new` can wait at an idle prompt
-/// for a key or for something else to go on with.
-pub const KEYS_CAN_BE_AWAITED: bool = true;
+/// ([`stdin_has_input`] in [`SavedTerminal::keys_as_typed`] mode): then `new` can wait at an idle
+/// prompt for a key or for something else to go on with. Not on macOS, whose `poll` does not
+/// support devices (its manual says so).
+pub const KEYS_CAN_BE_AWAITED: bool = cfg!(not(target_os = "macos"));
 
 /// The terminal settings of stdin as they were, put back on drop.
 pub struct SavedTerminal(libc::termios);
