@@ -421,3 +421,60 @@ pub fn summary_message(
     }));
     Some(summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long branch summarised for a small window: at most [`MAX_PARTS`] requests, old tool
+    /// results cut first, then the oldest messages left out with a line saying how many; the
+    /// previous summary and the newest messages are kept, and the parts account for every message.
+    #[test]
+    fn a_small_window_asks_eight_parts_at_most_keeping_the_newest() {
+        let mut previous = Message::new(Role::User, "[Summary] THE OLD GIST");
+        previous.extra.rare.summary = Some(Box::new(SummaryInfo {
+            replaces: "m0".into(),
+            messages: 10,
+            tokens_before: 9000,
+            tokens_after: 900,
+            focus: None,
+        }));
+        let mut messages = Vec::new();
+        for i in 0..60 {
+            messages.push(Message::new(
+                Role::User,
+                format!("question {i} {}", "q".repeat(400)),
+            ));
+            messages.push(Message::new(
+                Role::Tool,
+                format!("result {i} {}", "r".repeat(4000)),
+            ));
+        }
+        let plan = Plan {
+            previous: Some(&previous),
+            summarized: messages.iter().collect(),
+            kept: Vec::new(),
+        };
+        let parts = transcript_parts(&plan, 0, 400, 200);
+        assert!(parts.len() <= MAX_PARTS, "{}", parts.len());
+        let covered: usize = parts.iter().map(|(n, _)| n).sum();
+        assert_eq!(covered, 1 + messages.len());
+        let text: String = parts.iter().map(|(_, t)| t.as_str()).collect();
+        assert!(text.starts_with("## Summary of what came before\n[Summary] THE OLD GIST"));
+        assert!(text.contains(" earlier messages are left out: the window is too small"));
+        assert!(text.contains("question 59 "), "the newest is kept");
+        assert!(!text.contains("question 0 "), "the oldest is left out");
+        // Tool results were cut to a tenth of the budget: 40 tokens, about 160 bytes.
+        let result = text.split("## Tool result\n").nth(1).unwrap();
+        assert!(result.find("\n\n").unwrap() < 400, "{result}");
+        // Going on from a later message: only what follows it, no note about the summary.
+        let rest = transcript_parts(&plan, 115, 400, 200);
+        let covered: usize = rest.iter().map(|(n, _)| n).sum();
+        assert_eq!(covered, 1 + messages.len() - 115);
+        assert!(
+            rest[0].1.starts_with("## User\nquestion 57 "),
+            "{}",
+            rest[0].1
+        );
+    }
+}
