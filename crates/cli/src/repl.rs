@@ -947,9 +947,19 @@ impl App {
                 continue;
             }
             let prompt = self.prompt_text();
-            self.at_prompt.store(true, Ordering::SeqCst);
             // What was typed during the last turn without an Enter: this prompt's line.
             let typed_ahead = self.reader.typed_ahead();
+            // A background task whose answer the conversation goes on with when it ends: the
+            // prompt waits for it as well as for a key (the line editor waits for keys only).
+            if typed_ahead.is_empty() && self.goes_on_with_a_task() {
+                let tasks = self.engine.subagents.as_ref().map(|s| s.tasks.clone());
+                let id = self.engine.chat.id().to_string();
+                let ended = move || tasks.as_ref().is_some_and(|t| t.has_finished(&id));
+                if super::idle::wait(&prompt, &ended) == super::idle::Waited::Woken {
+                    continue;
+                }
+            }
+            self.at_prompt.store(true, Ordering::SeqCst);
             let read = self.reader.read(&prompt, &typed_ahead, true, &self.out);
             self.at_prompt.store(false, Ordering::SeqCst);
             match read.context("reading input")? {
@@ -988,6 +998,7 @@ impl App {
                 return Flow::Exit;
             }
             if *self.engine.interrupts.borrow() != before || mem::take(&mut self.turn_interrupted) {
+                self.say_tasks_going_on();
                 if !typed.is_empty() || !lines.is_empty() {
                     let n = typed.len() + lines.len();
                     self.out

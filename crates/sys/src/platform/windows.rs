@@ -327,6 +327,11 @@ pub fn stdin_has_input() -> bool {
     ok != 0 && available > 0
 }
 
+/// Whether a key typed at the terminal can be waited for without reading it: not on the console
+/// ([`stdin_has_input`] sees pipes only), so an idle prompt waits for a key as the line editor
+/// does.
+pub const KEYS_CAN_BE_AWAITED: bool = false;
+
 /// The console input mode of stdin as it was, put back on drop.
 pub struct SavedTerminal(u32);
 
@@ -362,6 +367,12 @@ impl SavedTerminal {
     pub fn raw_keys() -> Option<SavedTerminal> {
         use windows_sys::Win32::System::Console::{ENABLE_ECHO_INPUT, ENABLE_LINE_INPUT};
         Self::change(|m| m & !(ENABLE_ECHO_INPUT | ENABLE_LINE_INPUT))
+    }
+
+    /// Keys stay as typed, unechoed, for the line editor that reads them next (unused here:
+    /// [`KEYS_CAN_BE_AWAITED`] is false on the console).
+    pub fn keys_as_typed() -> Option<SavedTerminal> {
+        Self::raw_keys()
     }
 }
 
