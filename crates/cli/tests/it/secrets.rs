@@ -3,6 +3,8 @@
 
 use crate::support::*;
 use serde_json::json;
+use std::fs;
+use std::path::PathBuf;
 
 /// The 16 credential-shaped variables of the fourth attack (11 of them passed before).
 const CREDENTIALS: [(&str, &str); 16] = [
@@ -71,6 +73,48 @@ fn credentials_in_the_environment_reach_no_command_with_or_without_the_sandbox()
         assert!(!result.contains("leak-41"), "sandbox {sandbox}: {result}");
         assert!(!result.contains("pw-41"), "sandbox {sandbox}: {result}");
     }
+}
+
+/// The same 16 variables reach no hook (run outside the command sandbox, or inside it when its
+/// entry asks) and no stdio MCP server: one policy for every program `new` starts, not one for
+/// `bash` alone. Each program writes its whole environment into WORKDIR as it starts.
+#[test]
+fn credentials_in_the_environment_reach_no_hook_and_no_mcp_server() {
+    let env = Env::new();
+    let work = env.work().canonicalize().unwrap();
+    let seen = |name: &str| work.join(format!("{name}-env.txt"));
+    let fake = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures_mcp/fake_mcp.py");
+    let dump = |name: &str| format!("env > {}", seen(name).display());
+    env.write_config(
+        &json!({"retry_initial_ms": 5,
+            "hook": {"entries": [
+                {"name": "plain", "event": "program_start", "action": {"command": dump("hook")}},
+                {"name": "boxed", "event": "program_start", "sandbox": true,
+                 "action": {"command": dump("boxed-hook")}}]},
+            "mcp": {"servers": [{"name": "dumper", "command": "sh",
+                "args": ["-c", format!("{}; exec python3 {}", dump("server"), fake.display())]}]}})
+        .to_string(),
+    );
+    let server = Server::start(vec![text(&["done"])]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(&work).arg("default").arg(env.data());
+    for (name, value) in CREDENTIALS {
+        cmd.env(name, value);
+    }
+    let run = run_with_stdin(cmd, "hello\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let mut leaks = Vec::new();
+    for program in ["hook", "boxed-hook", "server"] {
+        let got = fs::read_to_string(seen(program))
+            .unwrap_or_else(|e| panic!("{program} did not run ({e}): {run:?}"));
+        assert!(got.contains("PATH="), "{program}: {got}");
+        for (name, value) in CREDENTIALS {
+            if got.contains(&format!("{name}=")) || got.contains(value) {
+                leaks.push(format!("{program}: {name}"));
+            }
+        }
+    }
+    assert_eq!(leaks, Vec::<String>::new(), "{run:?}");
 }
 
 /// The attack as written: the three spellings pass no mode, not even `--permission-mode

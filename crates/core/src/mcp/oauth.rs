@@ -1101,6 +1101,121 @@ mod tests {
         assert!(!forms[1].contains("scope="), "{}", forms[1]);
     }
 
+    /// The enterprise-managed grant against a scripted identity provider and authorization
+    /// server on loopback: the ID token read from the user's own file goes to the IdP (and
+    /// nowhere else), with the entry's scopes only when it has some; the scopes the server
+    /// granted are kept with the token.
+    #[test]
+    fn the_enterprise_exchange_sends_the_id_token_file_and_keeps_the_granted_scopes() {
+        use axum::Router;
+        use axum::extract::State;
+        use axum::routing::{get, post};
+        use base64::Engine as _;
+        use oauth2::TokenResponse as _;
+        use serde_json::json;
+
+        http::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let id_token = dir.path().join("id-token");
+        fs::write(&id_token, "eyJ.the-users-id-token.sig\n").unwrap();
+        let runtime = Builder::new_current_thread().enable_all().build().unwrap();
+        // (path, form) of every token request, in order.
+        type Seen = Arc<Mutex<Vec<(String, String)>>>;
+        let seen: Seen = Default::default();
+        let base = runtime.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let resource = json!({"resource": format!("{base}/mcp"),
+                "authorization_servers": [base.clone()]});
+            let server = json!({"issuer": base.clone(),
+                "authorization_endpoint": format!("{base}/authorize"),
+                "token_endpoint": format!("{base}/token"),
+                "response_types_supported": ["code"]});
+            let issuer = base.clone();
+            let app = Router::new()
+                .route(
+                    "/.well-known/oauth-protected-resource/mcp",
+                    get(move || async move { axum::Json(resource) }),
+                )
+                .route(
+                    "/.well-known/oauth-authorization-server",
+                    get(move || async move { axum::Json(server) }),
+                )
+                .route(
+                    "/idp/token",
+                    post(move |State(seen): State<Seen>, body: String| async move {
+                        seen.lock().unwrap().push(("idp".into(), body.clone()));
+                        let scope = parse_query(&body)
+                            .into_iter()
+                            .find(|(k, _)| k == "scope")
+                            .map(|(_, v)| v);
+                        let now = SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .unwrap()
+                            .as_secs();
+                        let part = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
+                        let mut claims = json!({"iss": format!("{issuer}/idp"), "sub": "u",
+                            "aud": issuer, "client_id": "mcp-client", "jti": "j",
+                            "exp": now + 300, "iat": now});
+                        if let Some(scope) = &scope {
+                            claims["scope"] = scope.clone().into();
+                        }
+                        let jag = format!(
+                            "{}.{}.{}",
+                            part(json!({"alg": "ES256", "typ": "oauth-id-jag+jwt"})),
+                            part(claims),
+                            URL_SAFE_NO_PAD.encode("sig")
+                        );
+                        axum::Json(json!({"access_token": jag, "token_type": "N_A",
+                            "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"}))
+                    }),
+                )
+                .route(
+                    "/token",
+                    post(|State(seen): State<Seen>, body: String| async move {
+                        seen.lock().unwrap().push(("as".into(), body));
+                        r#"{"access_token":"at-1","token_type":"Bearer","expires_in":3600}"#
+                    }),
+                )
+                .with_state(seen.clone());
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            base
+        });
+        let url = format!("{base}/mcp");
+        let mut login = enterprise_login(dir.path(), id_token);
+        let idp = login.settings.idp.as_mut().unwrap();
+        idp.issuer = format!("{base}/idp");
+        idp.token_endpoint = format!("{base}/idp/token");
+        let granted = |login: &Login| {
+            let manager = runtime
+                .block_on(login.enterprise_managed(&url))
+                .expect("a token");
+            let (_, token) = runtime.block_on(manager.get_credentials()).unwrap();
+            let token = token.expect("the token is kept");
+            assert_eq!(token.access_token().secret(), "at-1");
+            token
+                .scopes()
+                .map(|s| s.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        login.settings.scopes = vec!["tools".into(), "read".into()];
+        assert_eq!(
+            granted(&login),
+            Some(vec!["read".to_string(), "tools".to_string()])
+        );
+        login.settings.scopes.clear();
+        assert_eq!(granted(&login), None);
+        let seen = seen.lock().unwrap().clone();
+        let paths: Vec<&str> = seen.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["idp", "as", "idp", "as"], "{seen:?}");
+        for (path, form) in &seen {
+            let sent = form.contains("subject_token=eyJ.the-users-id-token.sig&")
+                || form.ends_with("subject_token=eyJ.the-users-id-token.sig");
+            assert_eq!(sent, path == "idp", "{path}: {form}");
+        }
+        assert!(seen[0].1.contains("scope=tools+read"), "{}", seen[0].1);
+        assert!(!seen[2].1.contains("scope="), "{}", seen[2].1);
+    }
+
     #[test]
     fn redirects_are_parsed_and_refusals_said_in_fixed_words() {
         assert_eq!(

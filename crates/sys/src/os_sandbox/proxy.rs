@@ -1633,6 +1633,18 @@ mod tests {
         exchange(&proxy, request.as_bytes()).await;
         assert_eq!(proxy.take_refused(), vec![target], "deduplicated");
         assert!(proxy.take_refused().is_empty());
+        // An IPv6 address is named in brackets, so that its port stands apart.
+        let v6 = format!("CONNECT [::1]:{port} HTTP/1.1\r\n\r\n");
+        let response = exchange(&proxy, v6.as_bytes()).await;
+        assert!(
+            response.contains(&format!("refused a connection to [::1]:{port}")),
+            "{response}"
+        );
+        assert!(
+            response.contains("::1 is not in sandbox.network"),
+            "{response}"
+        );
+        assert_eq!(proxy.take_refused(), vec![format!("[::1]:{port}")]);
     }
 
     #[tokio::test]
