@@ -273,6 +273,9 @@ pub struct Printer {
     spinner: Option<super::spinner::Spinner>,
     /// Who answers, for that line (`waiting for local`).
     server: String,
+    /// What of the line being streamed is not printed yet shows on its row (see
+    /// [`super::markdown::Renderer::tail`]): taken back before anything else is written.
+    tail: String,
 }
 
 impl Printer {
@@ -311,12 +314,40 @@ impl Printer {
             started: Instant::now(),
             answer: None,
             thinking: None,
+            tail: String::new(),
+        }
+    }
+
+    /// What a renderer printed, then its line still arriving on the row after it, in place of
+    /// the last one shown.
+    fn show_rendered(&mut self, shown: &str, tail: &str) {
+        if shown.is_empty() && tail == self.tail {
+            return;
+        }
+        let mut text = String::with_capacity(shown.len() + tail.len() + 8);
+        if !self.tail.is_empty() {
+            text.push_str("\r\x1b[2K");
+        }
+        text.push_str(shown);
+        text.push_str(tail);
+        self.tail.clear();
+        self.tail.push_str(tail);
+        self.write_stream(&text);
+    }
+
+    /// The row showing the line still arriving is taken back.
+    fn take_tail(&mut self) {
+        if !self.tail.is_empty() {
+            self.tail.clear();
+            self.write_stream("\r\x1b[2K");
+            self.at_line_start = true;
         }
     }
 
     /// Prints what the answer's renderer still holds (its last line, an open block).
     fn end_markdown(&mut self) {
         if let Some(mut r) = self.answer.take() {
+            self.take_tail();
             let rest = r.finish();
             self.write_stream(&rest);
         }
@@ -358,6 +389,7 @@ impl Printer {
 
     fn end_reasoning(&mut self) {
         if let Some(mut r) = self.thinking.take() {
+            self.take_tail();
             let rest = r.finish();
             self.write_stream(&rest);
         }
@@ -386,7 +418,8 @@ impl Observer for Printer {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(false))
             });
             let shown = r.push(&text);
-            self.write_stream(&shown);
+            let tail = r.tail();
+            self.show_rendered(&shown, &tail);
         } else {
             self.write_stream(&text);
         }
@@ -411,7 +444,8 @@ impl Observer for Printer {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(true))
             });
             let shown = r.push(&text);
-            self.write_stream(&shown);
+            let tail = r.tail();
+            self.show_rendered(&shown, &tail);
         } else {
             self.write_stream(&text);
         }

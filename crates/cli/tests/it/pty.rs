@@ -1914,3 +1914,45 @@ fn the_no_key_screen_fits_80_columns() {
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// Issue 44 (4): a slow model's words show as they come, not a whole line at a time: the line
+/// still arriving is drawn on its row and redrawn as it grows (then printed, rendered, in its
+/// place); the scrollback is the answer as rendered.
+#[test]
+fn a_slow_answer_shows_its_words_as_they_come() {
+    use std::sync::Arc;
+    let gate = Arc::new(Semaphore::new(0));
+    let mut chunks = vec![
+        chunk_text("Slow"),
+        chunk_text(" words, **one"),
+        chunk_text("** at a time"),
+        chunk_text(".\nDone.\n"),
+    ];
+    chunks.push(chunk_finish("stop"));
+    chunks.push("[DONE]".into());
+    let server = Server::start(vec![Reply::Gated(chunks, gate.clone())]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn_sized(cmd, 80, 24);
+    pty.expect("› ");
+    pty.send("go slowly\r");
+    // The first piece shows before the line has ended…
+    pty.expect("Slow");
+    gate.add_permits(1);
+    // …and the row is drawn again as the line grows.
+    pty.expect("\r\x1b[2KSlow words, **one");
+    gate.add_permits(1);
+    let grown = pty.expect("at a time");
+    assert!(grown.contains("\r\x1b[2K"), "{grown:?}");
+    gate.add_permits(10);
+    // Once whole, the line is printed rendered in the row's place.
+    pty.expect("\r\x1b[2KSlow words, \x1b[1mone\x1b[0m at a time.\r\n");
+    pty.expect("Done.");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
