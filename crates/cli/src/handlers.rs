@@ -7,13 +7,16 @@ use super::commands::COMMANDS;
 use super::numbers::short_id;
 use super::output::Printer;
 use super::repl::{App, interruptible};
+use super::spinner::{Board, Spinner};
 use super::terminal::Terminal;
 use super::tree_view::{Highlight, describe, preview, push_tree};
 use super::wrap;
+use new_core::config::Lang;
 use new_core::conversation::LoadReport;
 use new_core::escape;
 use new_core::session;
 use new_core::session::CommandError;
+use new_core::session::Event;
 use new_core::session::Recorder;
 use new_core::session::{Ended, ExportFormat, ManageError, Switched};
 use new_core::tools::Mode;
@@ -22,7 +25,9 @@ use new_core::vocab::Usage;
 use new_sys::os_sandbox;
 use std::fmt::Display;
 use std::io;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 /// How many conversations `/list` shows without `all`.
 const LIST_LIMIT: usize = 50;
@@ -350,9 +355,35 @@ impl App {
         let model = self.engine.config.model.clone();
         // Each answer's tokens and cost, in order.
         let mut spent: Vec<(Option<Usage>, Option<f64>)> = Vec::new();
+        // While they run, a line for each not shown yet: its tokens and seconds so far.
+        let progress = Arc::new(Mutex::new(vec![Going::default(); count]));
+        let spinner = Spinner::for_stdout(out.color);
+        let board: Board = {
+            let progress = progress.clone();
+            let started = Instant::now();
+            let labels: Vec<String> = (0..count).map(label).collect();
+            Arc::new(move |frame: char| going_lines(&progress, &labels, started, frame, lang))
+        };
+        let mut watch = |i: usize, event: &Event| {
+            {
+                let mut going = progress.lock().unwrap_or_else(|e| e.into_inner());
+                going[i].saw(event);
+            }
+            if let Some(spinner) = &spinner {
+                spinner.board(&board);
+            }
+        };
         let mut done = |i: usize, recorded: Recorder, took: Duration| {
+            if let Some(spinner) = &spinner {
+                spinner.hush();
+            }
+            let more = {
+                let mut going = progress.lock().unwrap_or_else(|e| e.into_inner());
+                going[i].shown = true;
+                going.iter().any(|g| !g.shown)
+            };
             out.say(&out.bold(&label(i)));
-            let mut printer = Printer::new(out);
+            let mut printer = Printer::replay(out);
             for event in &recorded.events {
                 session::to_observer(event, &mut printer);
             }
@@ -367,14 +398,19 @@ impl App {
             );
             out.say(&out.dim(&line));
             spent.push((printer.turn, cost));
+            if more && let Some(spinner) = &spinner {
+                spinner.board(&board);
+            }
         };
         let mut asking = Terminal::asking(self.out, &mut self.reader);
-        let together = self.runtime.block_on(self.engine.answer_together(
+        let together = self.runtime.block_on(self.engine.answer_together_watched(
             count,
             &label,
             &mut asking,
             &mut done,
+            &mut watch,
         ));
+        drop(spinner);
         // It refuses only as `side_by_side_refusal` does, checked above: the snapshot is taken.
         let Ok(together) = together else {
             return false;
@@ -1331,4 +1367,87 @@ impl App {
         text.push_str(&self.out.dim(&tail));
         self.out.say(&text);
     }
+}
+
+/// How far one of the answers side by side has come, as its events said.
+#[derive(Debug, Clone, Default)]
+struct Going {
+    /// Pieces of text and reasoning streamed (about a token each).
+    tokens: u64,
+    /// The tool running, if any.
+    tool: Option<String>,
+    /// Ended (its last answer had no tool calls), when.
+    ended: Option<Instant>,
+    /// Shown whole already: off the board.
+    shown: bool,
+}
+
+impl Going {
+    fn saw(&mut self, event: &Event) {
+        match event {
+            Event::Text(_) | Event::Reasoning(_) => self.tokens += 1,
+            Event::ToolCall(call) => self.tool = Some(call.function.name.clone()),
+            Event::ToolResult { .. } => self.tool = None,
+            Event::AnswerEnd { response, .. } if response.tool_calls.is_empty() => {
+                self.ended = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The board's lines: one for each answer not shown yet.
+fn going_lines(
+    progress: &Mutex<Vec<Going>>,
+    labels: &[String],
+    started: Instant,
+    frame: char,
+    lang: Lang,
+) -> Vec<String> {
+    let going = progress.lock().unwrap_or_else(|e| e.into_inner());
+    going
+        .iter()
+        .zip(labels)
+        .filter(|(g, _)| !g.shown)
+        .map(|(g, label)| match g.ended {
+            Some(took) => format!(
+                "✓ {}",
+                super::text::tr(
+                    lang,
+                    "together_ended",
+                    &[
+                        ("label", label),
+                        ("tokens", &g.tokens),
+                        (
+                            "seconds",
+                            &format!(
+                                "{:.1}",
+                                took.saturating_duration_since(started).as_secs_f64()
+                            ),
+                        ),
+                    ],
+                )
+            ),
+            None => {
+                let tool = g
+                    .tool
+                    .as_deref()
+                    .map(|t| format!(" · {}", escape::escape_controls(t)))
+                    .unwrap_or_default();
+                format!(
+                    "{frame} {}",
+                    super::text::tr(
+                        lang,
+                        "together_going",
+                        &[
+                            ("label", label),
+                            ("tokens", &g.tokens),
+                            ("seconds", &started.elapsed().as_secs()),
+                            ("tool", &tool),
+                        ],
+                    )
+                )
+            }
+        })
+        .collect()
 }

@@ -304,6 +304,13 @@ impl Printer {
             spinner: (!out.one_shot)
                 .then(|| super::spinner::Spinner::for_stdout(out.color))
                 .flatten(),
+            ..Printer::new_quiet(out)
+        }
+    }
+
+    fn new_quiet(out: Output) -> Self {
+        Printer {
+            spinner: None,
             server: super::text::tr(out.lang, "spinner_the_model", &[]),
             out,
             at_line_start: true,
@@ -342,6 +349,12 @@ impl Printer {
             self.write_stream("\r\x1b[2K");
             self.at_line_start = true;
         }
+    }
+
+    /// A printer for events that already happened (an answer run side by side, shown whole):
+    /// nothing is waited for, no waiting line.
+    pub fn replay(out: Output) -> Self {
+        Printer::new_quiet(out)
     }
 
     /// Prints what the answer's renderer still holds (its last line, an open block).

@@ -1397,6 +1397,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "未能复原：{what}",
     ),
     (
+        "together_going",
+        "{label} · {tokens} tokens so far · {seconds} s{tool}",
+        "{label} · 已收到 {tokens} 个词元 · {seconds} 秒{tool}",
+    ),
+    (
+        "together_ended",
+        "{label} · ended · {tokens} tokens · {seconds} s · shown in turn",
+        "{label} · 已结束 · {tokens} 个词元 · {seconds} 秒 · 依次显示",
+    ),
+    (
         "retry_n_of",
         "answer {i} of {count}",
         "第 {i}/{count} 个回答",

@@ -1956,3 +1956,68 @@ fn a_slow_answer_shows_its_words_as_they_come() {
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// Issue 44 (4): answers side by side show their progress while they run: a line each, with
+/// the tokens and seconds so far, taken back when the answers are shown whole.
+#[test]
+fn answers_side_by_side_show_their_progress_while_they_run() {
+    use std::sync::Arc;
+    let slow = |gate: &Arc<Semaphore>| {
+        let mut chunks = vec![
+            chunk_text("Thinking"),
+            chunk_text(" slowly"),
+            chunk_text(" and on"),
+        ];
+        chunks.push(chunk_finish("stop"));
+        chunks.push(chunk_usage(10, 3));
+        chunks.push("[DONE]".into());
+        Reply::Gated(chunks, gate.clone())
+    };
+    let (a, b) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+    let server = Server::start(vec![text(&["hello"]), slow(&a), slow(&b)]);
+    let env = Env::new();
+    let mut pty = Pty::spawn_sized(
+        {
+            let mut cmd = env.command(&server.base_url);
+            cmd.arg(env.work()).arg("default").arg(env.data());
+            cmd
+        },
+        80,
+        24,
+    );
+    pty.expect("› ");
+    pty.send("hi\r");
+    pty.expect("› ");
+    pty.send("/retry --n 2\r");
+    pty.expect("2 answers side by side");
+    // Before anything is shown whole, a line for each answer says how far it has come.
+    let board = pty.expect("answer 2 of 2 · 1 tokens so far · ");
+    assert!(
+        board.contains("answer 1 of 2 · 1 tokens so far · "),
+        "{board:?}"
+    );
+    a.add_permits(1);
+    b.add_permits(1);
+    pty.expect("2 tokens so far");
+    // The seconds go on while nothing arrives.
+    pty.expect("tokens so far · 2 s");
+    a.add_permits(10);
+    b.add_permits(10);
+    let shown = pty.expect("› ");
+    assert_eq!(
+        shown.matches("Thinking slowly and on").count(),
+        2,
+        "{shown:?}"
+    );
+    // Each shown whole after its name, the board taken back before.
+    let first = shown
+        .find("\x1b[1manswer 1 of 2")
+        .or(shown.find("answer 1 of 2\r\n"));
+    assert!(first.is_some(), "{shown:?}");
+    assert!(
+        shown.contains("\x1b[J") || shown.contains("\r\x1b[2K"),
+        "{shown:?}"
+    );
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
