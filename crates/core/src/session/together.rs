@@ -75,10 +75,13 @@ impl<G: Gate> Gate for SharedGate<'_, G> {
     }
 }
 
+/// What sees each answer's events as they happen: (answer index, event).
+type Watch<'f> = &'f mut dyn FnMut(usize, &Event);
+
 /// One answer's events, kept, and shown to the watcher as they happen.
 struct Watched<'w, 'f> {
     i: usize,
-    watch: &'w RefCell<&'f mut dyn FnMut(usize, &Event)>,
+    watch: &'w RefCell<Watch<'f>>,
     recorder: Recorder,
 }
 
