@@ -57,6 +57,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "“{line}”不是对该问题的回答：按“否”处理，并保留为你的下一条输入",
     ),
     ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
+    (
+        "one_key_answers",
+        " · one key answers, no Enter (Esc: n)",
+        " · 按一个键即可回答，无需回车（Esc：n）",
+    ),
+    (
+        "typed_ahead_kept",
+        "what was typed meanwhile is kept as your next input; answer with one key",
+        "期间输入的内容已保留为你的下一条输入；请按一个键回答",
+    ),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (
         "mcp_passes_a_secret",

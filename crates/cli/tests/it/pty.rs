@@ -2021,3 +2021,64 @@ fn answers_side_by_side_show_their_progress_while_they_run() {
     pty.send("/exit\r");
     assert_eq!(pty.wait(), Some(0));
 }
+
+/// Issue 44 (11): an approval takes one key on a terminal (no Enter; Esc denies), and says so;
+/// what comes at once with more than a key (typed while the question came up, pasted) is no
+/// answer: it is kept for the prompt, and the question waits for its key.
+#[test]
+fn an_approval_takes_one_key_and_keeps_what_was_typed_ahead() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", r#"{"command":"echo one"}"#)]),
+        text(&["ran one"]),
+        tool_calls(&[("c2", "bash", r#"{"command":"echo two"}"#)]),
+        text(&["did not run two"]),
+        text(&["third"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "strict"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("run one\r");
+    let shown = pty.expect("[y/s/a/N] ");
+    assert!(
+        shown.contains("one key answers, no Enter (Esc: n)"),
+        "{shown:?}"
+    );
+    // Words typed into the question are no answer: kept, and the question asked again.
+    pty.send("yes and more");
+    pty.expect("what was typed meanwhile is kept as your next input");
+    pty.expect("[y/s/a/N] ");
+    // One key, no Enter.
+    pty.send("y");
+    pty.expect("ran one");
+    // What was kept waits on the prompt's line.
+    pty.expect("› ");
+    pty.expect("yes and more");
+    pty.send("\x15");
+    pty.send("run two\r");
+    pty.expect("[y/s/a/N] ");
+    // Esc denies: the reason is asked, as after n.
+    pty.send("\x1b");
+    pty.expect("reason for the model");
+    pty.send("\r");
+    pty.expect("did not run two");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+    let bodies = server.requests();
+    assert!(
+        last_result(&bodies[1]).contains("stdout:\none"),
+        "{:?}",
+        last_result(&bodies[1])
+    );
+    assert!(
+        last_result(&bodies[3]).contains("denied"),
+        "{:?}",
+        last_result(&bodies[3])
+    );
+    assert_eq!(server.requests().len(), 4);
+}
