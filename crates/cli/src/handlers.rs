@@ -289,14 +289,22 @@ impl App {
         };
         // Another model for these answers only; the session's comes back after.
         let saved = model.map(|m| self.engine.swap_model(m));
-        if count == 1 || !self.retry_together(&user, count) {
+        // Numbered as `/compare` numbers the answers at that message: after those it has.
+        let before = self
+            .engine
+            .chat
+            .conversation()
+            .children(&user)
+            .iter()
+            .filter(|m| !m.side)
+            .count();
+        if count == 1 || !self.retry_together(&user, before, count) {
             for i in 0..count {
                 if count > 1 {
-                    self.out.say(
-                        &self
-                            .out
-                            .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
-                    );
+                    self.out.say(&self.out.dim(&self.tr(
+                        "retry_n_of",
+                        &[("i", &(before + i + 1)), ("count", &(before + count))],
+                    )));
                 }
                 self.engine.chat.move_cursor(&user).expect("from the tree");
                 // Each try starts from the files of the message it answers.
@@ -314,7 +322,7 @@ impl App {
     /// `count` answers to the user message `user`, side by side; the cursor ends on the last,
     /// as when they run one after another. False when they cannot (said; nothing ran): they
     /// must run one after another.
-    fn retry_together(&mut self, user: &str, count: usize) -> bool {
+    fn retry_together(&mut self, user: &str, before: usize, count: usize) -> bool {
         use new_core::session::OneAfterAnother;
         let why = match self.engine.side_by_side_refusal() {
             Some(OneAfterAnother::NoCheckpoints) => {
@@ -349,8 +357,15 @@ impl App {
         );
         let out = self.out;
         let lang = out.lang;
-        let label =
-            |i: usize| super::text::tr(lang, "retry_n_of", &[("i", &(i + 1)), ("count", &count)]);
+        // Named as `/compare` numbers them: after the `before` answers the message has (the
+        // engine stores their first messages in this order).
+        let label = |i: usize| {
+            super::text::tr(
+                lang,
+                "retry_n_of",
+                &[("i", &(before + i + 1)), ("count", &(before + count))],
+            )
+        };
         let pricing = self.engine.config.pricing;
         let model = self.engine.config.model.clone();
         // Each answer's tokens and cost, in order.
@@ -505,7 +520,7 @@ impl App {
                     ("model", &escape::escape_controls(&model)),
                     ("input", &alt.usage.input_tokens),
                     ("output", &alt.usage.output_tokens),
-                    ("seconds", &alt.seconds),
+                    ("seconds", &format!("{:.1}", alt.seconds)),
                     ("cost", &cost),
                 ],
             );

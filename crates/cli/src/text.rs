@@ -887,8 +887,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "retry_nodes",
-        "{nodes}; /compare lists every answer at this fork, the first one too",
-        "{nodes}；/compare 会列出此分叉处的每个回答，包括第一个",
+        "{nodes}; /compare shows every answer at this fork by these numbers",
+        "{nodes}；/compare 以同样的编号列出此分叉处的每个回答",
     ),
     (
         "unknown_command_did_you_mean",

@@ -1378,14 +1378,15 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
     pty.expect("› ");
     pty.send("/retry --n 2\r");
     let shown = pty.expect("[y/s/a/N] ");
-    let first = if shown.contains("[answer 1 of 2] ⚠ write_file needs your approval") {
-        "[answer 2 of 2]"
+    // Numbered after the first answer, as `/compare` numbers them.
+    let first = if shown.contains("[answer 2 of 3] ⚠ write_file needs your approval") {
+        "[answer 3 of 3]"
     } else {
         assert!(
-            shown.contains("[answer 2 of 2] ⚠ write_file needs your approval"),
+            shown.contains("[answer 3 of 3] ⚠ write_file needs your approval"),
             "{shown:?}"
         );
-        "[answer 1 of 2]"
+        "[answer 2 of 3]"
     };
     pty.send("y\r");
     // The other asks only once the first has ended and put the folder back.
@@ -1403,7 +1404,7 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
     pty.expect("reason for the model");
     pty.send("\r");
     // The cursor ends on answer 2: when that one wrote, the folder (put back) differs from it.
-    if first == "[answer 1 of 2]" {
+    if first == "[answer 2 of 3]" {
         seen += &pty.expect("restore the folder to this node's state?");
         pty.send("n\r");
     }
@@ -1991,9 +1992,9 @@ fn answers_side_by_side_show_their_progress_while_they_run() {
     pty.send("/retry --n 2\r");
     pty.expect("2 answers side by side");
     // Before anything is shown whole, a line for each answer says how far it has come.
-    let board = pty.expect("answer 2 of 2 · 1 tokens so far · ");
+    let board = pty.expect("answer 3 of 3 · 1 tokens so far · ");
     assert!(
-        board.contains("answer 1 of 2 · 1 tokens so far · "),
+        board.contains("answer 2 of 3 · 1 tokens so far · "),
         "{board:?}"
     );
     a.add_permits(1);
@@ -2011,8 +2012,8 @@ fn answers_side_by_side_show_their_progress_while_they_run() {
     );
     // Each shown whole after its name, the board taken back before.
     let first = shown
-        .find("\x1b[1manswer 1 of 2")
-        .or(shown.find("answer 1 of 2\r\n"));
+        .find("\x1b[1manswer 2 of 3")
+        .or(shown.find("answer 2 of 3\r\n"));
     assert!(first.is_some(), "{shown:?}");
     assert!(
         shown.contains("\x1b[J") || shown.contains("\r\x1b[2K"),

@@ -254,7 +254,13 @@ impl Session {
                             .await
                     };
                     let tip = session.conversation().cursor().to_string();
-                    (Ended::from(end), watched.recorder, tip, started.elapsed())
+                    // The time its answer keeps (what `/compare` says), else as measured here.
+                    let took = session
+                        .conversation()
+                        .get(&tip)
+                        .and_then(|m| m.extra.seconds)
+                        .map_or_else(|| started.elapsed(), Duration::from_secs_f32);
+                    (Ended::from(end), watched.recorder, tip, took)
                 }
             })
             .collect();
