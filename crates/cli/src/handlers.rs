@@ -9,7 +9,7 @@ use super::output::Printer;
 use super::repl::{App, interruptible};
 use super::spinner::{Board, Spinner};
 use super::terminal::Terminal;
-use super::tree_view::{Highlight, describe, preview, push_tree};
+use super::tree_view::{Highlight, describe, preview, push_tree_within};
 use super::wrap;
 use new_core::config::Lang;
 use new_core::conversation::LoadReport;
@@ -23,6 +23,8 @@ use new_core::tools::Mode;
 use new_core::vocab::Role;
 use new_core::vocab::Usage;
 use new_sys::os_sandbox;
+use new_sys::platform;
+use new_sys::platform::Stream;
 use std::fmt::Display;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -175,11 +177,12 @@ impl App {
                 .dim(&self.tr("tree_title", &[("id", &self.engine.chat.id())]))
         );
         // Most rows are drawn straight into the one buffer.
-        push_tree(
+        push_tree_within(
             &mut text,
             self.engine.chat.conversation(),
             full,
             self.out.lang,
+            platform::terminal_size(Stream::Stdout).map(|(width, _)| width),
             &|highlight, drawn| match highlight {
                 Highlight::Current => self.out.bold(&self.out.green(drawn)),
                 Highlight::Gap => self.out.dim(drawn),
@@ -188,7 +191,7 @@ impl App {
         // The numbers as drawn now are the ones `/N` refers to.
         self.shown
             .record_all(self.engine.chat.id(), self.engine.chat.conversation());
-        // A tree keeps its rows: never rewrapped (each is cut to fit already).
+        // A tree keeps its rows: never rewrapped (each is cut to the terminal's width).
         self.out.say_verbatim(text.trim_end_matches('\n'));
     }
 

@@ -2083,3 +2083,97 @@ fn an_approval_takes_one_key_and_keeps_what_was_typed_ahead() {
     );
     assert_eq!(server.requests().len(), 4);
 }
+
+/// The columns a line of terminal output takes, its escape sequences left out.
+fn columns(line: &str) -> usize {
+    let mut n = 0;
+    let mut escape = false;
+    for c in line.chars() {
+        match (escape, c) {
+            (false, '\x1b') => escape = true,
+            (true, c) if c.is_ascii_alphabetic() => escape = false,
+            (true, _) => {}
+            (false, '\r') => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
+}
+
+/// Issue 44 (7): `/tree` fits the terminal: at 80 columns every row, indented under a fork too,
+/// is cut to the width after a word (ended by `…`, the current node's mark kept), never wrapped
+/// by the terminal; at 120 a preview has room for more than 60 characters.
+#[test]
+fn tree_rows_fit_the_terminal_at_80_and_use_the_room_at_120() {
+    let long = "every word of this answer is long enough that a row of the tree could not hold \
+                it whole at eighty columns, and it goes on";
+    let server = Server::start(vec![
+        text(&[long]),
+        text(&[long]),
+        text(&[long]),
+        text(&[long]),
+    ]);
+    let env = Env::new();
+    for (cols, rows) in [(80u16, 24u16), (120, 40)] {
+        let mut cmd = env.command(&server.base_url);
+        cmd.env_remove("NO_COLOR")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data());
+        if cols == 120 {
+            cmd.arg("--continue");
+        }
+        let mut pty = Pty::spawn_sized(cmd, cols, rows);
+        pty.expect("› ");
+        if cols == 80 {
+            pty.send(
+                "a first question that is itself long enough to need cutting at eighty columns\r",
+            );
+            pty.expect("› ");
+            pty.send("/retry\r");
+            pty.expect("› ");
+            pty.send("a question on the second branch, long enough too, to be cut at the width\r");
+            pty.expect("› ");
+        }
+        pty.send("/tree\r");
+        let drawn = pty.expect("← current");
+        let rest = pty.expect("› ");
+        let tree = format!("{drawn}{rest}");
+        let rows: Vec<&str> = tree.split('\n').filter(|l| l.contains("] ")).collect();
+        assert!(rows.len() >= 5, "{tree:?}");
+        for row in &rows {
+            assert!(
+                columns(row) < cols as usize,
+                "{cols}: {row:?} ({})",
+                columns(row)
+            );
+        }
+        let current = rows.iter().find(|r| r.contains("← current")).unwrap();
+        if cols == 80 {
+            // Indented under the fork, cut after a word.
+            assert!(
+                rows.iter().any(|r| r.contains("│") || r.contains("└─")),
+                "{tree:?}"
+            );
+            assert!(current.contains("…"), "{current:?}");
+            let cut = rows
+                .iter()
+                .find(|r| r.contains("every word") && r.contains('…'))
+                .unwrap();
+            let before = cut.split('…').next().unwrap();
+            assert!(
+                long.contains(&format!("{} ", before.rsplit(": ").next().unwrap())),
+                "{cut:?}"
+            );
+        } else {
+            // More than the 60 characters a preview had.
+            assert!(
+                rows.iter().any(|r| r
+                    .contains("every word of this answer is long enough that a row of the tree")),
+                "{tree:?}"
+            );
+        }
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+    }
+}
