@@ -230,3 +230,36 @@ fn retry_n_and_compare_agree_on_numbers_and_seconds() {
         .collect();
     assert_eq!(kept.len(), 3, "{lines:?}");
 }
+
+/// Issue 44 (12): a new user's prompt is the default role and its environment: the example
+/// skills ship off, so a small model does not take itself for a data analyst; `new`'s own
+/// skills are still offered by name (`use_skill`), and an example turned on is injected.
+#[test]
+fn a_new_user_s_prompt_is_the_role_without_the_example_skills() {
+    let server = Server::start(vec![text(&["hello"])]);
+    let env = Env::new();
+    let run = env.run(&server.base_url, &[], "hi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    let system = system_of(&requests[0]);
+    assert!(
+        system.starts_with("You are a helpful assistant"),
+        "{system}"
+    );
+    for example in [
+        "data-analyst",
+        "code-reviewer",
+        "translator",
+        "CSV",
+        "review code",
+    ] {
+        assert!(!system.contains(example), "{example} in: {system}");
+    }
+    assert!(tool_names(&requests[0]).contains(&"use_skill".to_string()));
+    // Turned on, an example is the user's choice: injected whole.
+    let server = Server::start(vec![text(&["hello"])]);
+    let run = env.run(&server.base_url, &[], "/skills enable code-reviewer\nhi\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let system = system_of(&server.requests()[0]).to_string();
+    assert!(system.contains("## Skill: code-reviewer"), "{system}");
+}
