@@ -1579,6 +1579,22 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     ("ask_model", "Model [{default}] ", "模型 [{default}] "),
     (
+        "setup_models",
+        "the server offers these models (a number or a name picks one):\n{list}",
+        "服务器提供以下模型（输入编号或名称选择）：\n{list}",
+    ),
+    (
+        "setup_models_more",
+        "  … and {n} more (any name works)",
+        "  … 另有 {n} 个（任何名称均可）",
+    ),
+    ("timed_out", "no answer within 10 s", "10 秒内没有回应"),
+    (
+        "setup_no_models",
+        "could not ask the server for its models ({error}): name one",
+        "无法向服务器询问其模型（{error}）：请输入一个名称",
+    ),
+    (
         "err_missing_key",
         "no API key for provider `{provider}`: set {var} (or `api_key` in the config file)",
         "服务 `{provider}` 没有 API 密钥：请设置 {var}（或在配置文件中设置 `api_key`）",

@@ -365,7 +365,12 @@ fn first_run_setup_writes_a_private_config_and_uses_it() {
     pty.send(&format!("{}\r", server.base_url));
     pty.expect("API key (Enter for none): ");
     pty.send("sk-local-secret\r");
-    pty.expect("Model [local] ");
+    // The server's models are offered (issue 44.5); any name still works.
+    let offered = pty.expect("Model [model-a] ");
+    assert!(
+        offered.contains("the server offers these models") && offered.contains("2) model-b"),
+        "{offered:?}"
+    );
     pty.send("m1\r");
     pty.expect("(readable only by you)");
     pty.expect("using local with model m1");
@@ -1880,16 +1885,18 @@ fn openai_base_url_is_said_to_lose_to_the_wizard_s_provider_and_setup_runs_again
     pty.send(&format!("{}\r", server.base_url));
     pty.expect("API key (Enter for none): ");
     pty.send("\r");
-    pty.expect("Model [local] ");
-    pty.send("m2\r");
-    pty.expect("using local with model m2");
+    // The wizard offers the server's models (issue 44.5): a number picks one.
+    let offered = pty.expect("Model [model-a] ");
+    assert!(offered.contains("  1) model-a"), "{offered:?}");
+    pty.send("2\r");
+    pty.expect("using local with model model-b");
     pty.expect("› ");
     pty.send("hello\r");
     pty.expect("set up again");
     pty.expect("› ");
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
-    assert_eq!(server.requests()[0]["model"], "m2");
+    assert_eq!(server.requests()[0]["model"], "model-b");
 }
 
 /// Issue 44 (7): at 80 columns the no-key screen's lines fit, none broken inside a word.
