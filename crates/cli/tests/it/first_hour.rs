@@ -213,9 +213,15 @@ fn retry_n_and_compare_agree_on_numbers_and_seconds() {
             .unwrap_or_else(|| panic!("compare's {i} of 3: {compared}"))
             .to_string()
     };
-    for (i, seconds) in [(2, &two), (3, &three)] {
-        let text = text_after(&format!("answer {i} of 3\n"));
+    // The first answer's status line says what /compare says of it too.
+    let one = seconds_after("first\n");
+    for (i, seconds) in [(1, &one), (2, &two), (3, &three)] {
         let h = header(i);
+        if i == 1 {
+            assert!(h.ends_with(&format!(" · {seconds}")), "{h} / {seconds}");
+            continue;
+        }
+        let text = text_after(&format!("answer {i} of 3\n"));
         assert!(h.contains(&format!("[{}]", node(i))), "{h} / {nodes}");
         assert!(h.ends_with(&format!(" · {seconds}")), "{h} / {seconds}");
         let after = &stdout[stdout.find(&h).unwrap()..];
