@@ -155,12 +155,12 @@ impl Reader {
         }
     }
 
-    /// Reads the answer to a question of one key (`keys`, lower case; Enter and Esc answer
-    /// too) when the terminal allows it; otherwise (piped input, no terminal) the next line, as
-    /// [`Reader::read`] does. What was typed ahead before the question, or comes at once with
-    /// more than one key (a paste, fast typing), is no answer: it is kept for the prompt and the
-    /// key read again ([`Key::Kept`] says so first).
-    pub fn key(&mut self, prompt: &str, out: &Output) -> io::Result<Key> {
+    /// Reads the answer to a question of one key (one of `keys`, in any case; Enter, Esc and
+    /// Ctrl-C answer too) when the terminal allows it; otherwise (piped input, no terminal) the
+    /// next line, as [`Reader::read`] does. What was typed ahead before the question, what comes
+    /// at once with more than one key (a paste, fast typing) and a character none of `keys` is
+    /// no answer: it is kept for the prompt, as if typed there ([`Key::Kept`]).
+    pub fn key(&mut self, prompt: &str, keys: &str, out: &Output) -> io::Result<Key> {
         let Reader::Editor {
             typeahead, paused, ..
         } = self
@@ -208,10 +208,14 @@ impl Reader {
             [0x1b] => Key::Line("esc".into()),
             [b'\r' | b'\n'] => Key::Line(String::new()),
             _ => match str::from_utf8(key) {
-                Ok(text) if text.chars().count() == 1 && !text.starts_with('\x1b') => {
+                Ok(text)
+                    if text.chars().count() == 1
+                        && text.chars().all(|c| keys.contains(c.to_ascii_lowercase())) =>
+                {
                     Key::Line(text.to_string())
                 }
-                // More than a key, or one that is no character (an arrow): kept as typed.
+                // More than a key, another character, or no character (an arrow): kept as
+                // typed.
                 _ => {
                     typeahead.feed(&read.key);
                     Key::Kept

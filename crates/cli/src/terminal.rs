@@ -74,14 +74,14 @@ impl<'a> Terminal<'a> {
 
     /// The answer to a question of one key (a line when the input is piped); what was typed
     /// ahead is kept for the prompt, said once, and the key asked for again.
-    fn key(&mut self, prompt: &str) -> Key {
+    fn key(&mut self, prompt: &str, keys: &str) -> Key {
         let out = self.out;
         let mut said = false;
         loop {
             let Some(reader) = self.reader.as_deref_mut() else {
                 return Key::Eof;
             };
-            match reader.key(prompt, &out) {
+            match reader.key(prompt, keys, &out) {
                 Ok(Key::Kept) => {
                     if !mem::replace(&mut said, true) {
                         out.say(&out.dim(&self.tr("typed_ahead_kept", &[])));
@@ -293,7 +293,7 @@ impl Frontend for Terminal<'_> {
         let yes_or_no = q.yes_or_no();
         let prompt = if yes_or_no { "[y/N] " } else { "[y/s/a/N] " };
         loop {
-            let answer = match self.key(prompt) {
+            let answer = match self.key(prompt, "ysan") {
                 Key::Line(a) => a.trim().to_lowercase(),
                 Key::Interrupted => return Answer::Interrupted,
                 Key::Eof | Key::Kept => "n".into(),
@@ -333,7 +333,7 @@ impl Frontend for Terminal<'_> {
         );
         out.say(&out.dim(&format!("{question}{}", self.one_key_hint())));
         loop {
-            let answer = match self.key("[s/a/N] ") {
+            let answer = match self.key("[s/a/N] ", "ysan") {
                 Key::Line(a) => a.trim().to_lowercase(),
                 _ => return HostAnswer::No,
             };

@@ -2069,13 +2069,17 @@ fn an_approval_takes_one_key_and_keeps_what_was_typed_ahead() {
     pty.send("\x15");
     pty.send("run two\r");
     pty.expect("[y/s/a/N] ");
+    // A key that answers nothing is kept too, not eaten.
+    pty.send("k");
+    pty.expect("[y/s/a/N] ");
     // Esc denies: the reason is asked, as after n.
     pty.send("\x1b");
     pty.expect("reason for the model");
     pty.send("\r");
     pty.expect("did not run two");
     pty.expect("› ");
-    pty.send("\x04");
+    pty.expect("k");
+    pty.send("\x15\x04");
     assert_eq!(pty.wait(), Some(0));
     let bodies = server.requests();
     assert!(
