@@ -254,6 +254,20 @@ fn fit(text: &str, stream: Stream, hang: usize) -> Cow<'_, str> {
     super::wrap::fit(text, width, hang)
 }
 
+/// Pieces closer together than this (after one drawn) leave the row of the line still arriving
+/// as it was: a fast server's answer is not slowed by drawing it after every piece.
+pub const TAIL_EVERY: Duration = Duration::from_millis(20);
+
+/// Whether the row of the line still arriving is drawn for the piece coming now: when the last
+/// one came a while ago, or the row was last drawn a while ago.
+pub fn tail_due(drawn: &mut Option<Instant>, last_piece: &mut Option<Instant>) -> bool {
+    let now = Instant::now();
+    let idle = last_piece.is_none_or(|t| now.duration_since(t) >= TAIL_EVERY);
+    let spaced = drawn.is_none_or(|t| now.duration_since(t) >= TAIL_EVERY);
+    *last_piece = Some(now);
+    idle || spaced
+}
+
 /// Shows a turn as it happens.
 pub struct Printer {
     out: Output,
@@ -276,6 +290,10 @@ pub struct Printer {
     /// What of the line being streamed is not printed yet shows on its row (see
     /// [`super::markdown::Renderer::tail`]): taken back before anything else is written.
     tail: String,
+    /// When that row was last drawn, and when the last piece came: pieces that come close
+    /// together (a fast server) draw it only now and then.
+    tail_drawn: Option<Instant>,
+    last_piece: Option<Instant>,
 }
 
 impl Printer {
@@ -322,12 +340,28 @@ impl Printer {
             answer: None,
             thinking: None,
             tail: String::new(),
+            tail_drawn: None,
+            last_piece: None,
         }
     }
 
     /// What a renderer printed, then its line still arriving on the row after it, in place of
     /// the last one shown.
-    fn show_rendered(&mut self, shown: &str, tail: &str) {
+    /// `tail` None: the row is not drawn this time (it is taken back when lines are printed).
+    fn show_rendered(&mut self, shown: &str, tail: Option<&str>) {
+        let Some(tail) = tail else {
+            if !shown.is_empty() {
+                let erase = if self.tail.is_empty() {
+                    ""
+                } else {
+                    "\r\x1b[2K"
+                };
+                self.tail.clear();
+                self.write_stream(&format!("{erase}{shown}"));
+            }
+            return;
+        };
+        self.tail_drawn = Some(Instant::now());
         if shown.is_empty() && tail == self.tail {
             return;
         }
@@ -430,9 +464,10 @@ impl Observer for Printer {
             let r = self.answer.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(false))
             });
+            let due = tail_due(&mut self.tail_drawn, &mut self.last_piece);
             let shown = r.push(&text);
-            let tail = r.tail();
-            self.show_rendered(&shown, &tail);
+            let tail = due.then(|| r.tail());
+            self.show_rendered(&shown, tail.as_deref());
         } else {
             self.write_stream(&text);
         }
@@ -456,9 +491,10 @@ impl Observer for Printer {
             let r = self.thinking.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(true))
             });
+            let due = tail_due(&mut self.tail_drawn, &mut self.last_piece);
             let shown = r.push(&text);
-            let tail = r.tail();
-            self.show_rendered(&shown, &tail);
+            let tail = due.then(|| r.tail());
+            self.show_rendered(&shown, tail.as_deref());
         } else {
             self.write_stream(&text);
         }

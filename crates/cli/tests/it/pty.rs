@@ -1950,9 +1950,13 @@ fn a_slow_answer_shows_its_words_as_they_come() {
     pty.send("go slowly\r");
     // The first piece shows before the line has ended…
     pty.expect("Slow");
+    // (Slowly: pieces close together redraw the row only now and then.)
+    let slowly = || thread::sleep(Duration::from_millis(100));
+    slowly();
     gate.add_permits(1);
     // …and the row is drawn again as the line grows.
     pty.expect("\r\x1b[2KSlow words, **one");
+    slowly();
     gate.add_permits(1);
     let grown = pty.expect("at a time");
     assert!(grown.contains("\r\x1b[2K"), "{grown:?}");
