@@ -2192,3 +2192,83 @@ fn tree_rows_fit_the_terminal_at_80_and_use_the_room_at_120() {
         assert_eq!(pty.wait(), Some(0));
     }
 }
+
+/// Issue 44 (7): a newcomer's first hour fits the terminal at 80x24 and at 120x40: every row
+/// `new` draws (the answer, `/tree`, an approval with its diff, answers side by side and their
+/// progress, `/compare`, `--continue`) fits in the screen's width, so the terminal wraps none.
+#[test]
+fn the_first_hour_fits_80x24_and_120x40() {
+    let long = "A first answer that goes on for a while, with **some bold words**, `code`, and \
+                enough text to wrap on any terminal a newcomer might use, so that its rows are \
+                laid out by new rather than cut by the terminal.\n\n- a list item that is long \
+                enough to wrap under its own marker as well, at eighty columns or at one hundred \
+                and twenty\n";
+    let write = r#"{"filepath": "hello.py", "content": "print('hello, world')\n"}"#;
+    for (cols, rows) in [(80u16, 24u16), (120, 40)] {
+        let server = Server::start(vec![
+            text(&[long]),
+            tool_calls(&[("c1", "write_file", write)]),
+            text(&["Wrote hello.py."]),
+            text(&[long]),
+            text(&[long]),
+        ]);
+        let env = Env::new();
+        let mut cmd = env.command(&server.base_url);
+        cmd.env_remove("NO_COLOR")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .args(["--permission-mode", "strict"]);
+        let mut pty = Pty::spawn_sized(cmd, cols, rows);
+        let mut screen = pty.expect("› ");
+        pty.send("hi\r");
+        screen += &pty.expect("› ");
+        pty.send("/tree\r");
+        screen += &pty.expect("› ");
+        pty.send("write hello.py\r");
+        screen += &pty.expect("[y/s/a/N] ");
+        pty.send("y");
+        screen += &pty.expect("Wrote hello.py.");
+        screen += &pty.expect("› ");
+        pty.send("/retry --n 2\r");
+        // The folder differs from the one the message was sent in: asked first.
+        screen += &pty.expect("[y/N/d(iff)] ");
+        pty.send("n\r");
+        screen += &pty.expect("by these numbers");
+        // The cursor's answer was given in the folder as it was then: asked again.
+        screen += &pty.expect("[y/N/d(iff)] ");
+        pty.send("n\r");
+        screen += &pty.expect("› ");
+        pty.send("/compare\r");
+        screen += &pty.expect("› ");
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+        let mut cmd = env.command(&server.base_url);
+        cmd.env_remove("NO_COLOR")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .arg("--continue");
+        let mut pty = Pty::spawn_sized(cmd, cols, rows);
+        // Where it resumes: asked about the folder again.
+        screen += &pty.expect("[y/N/d(iff)] ");
+        pty.send("n\r");
+        screen += &pty.expect("› ");
+        pty.send("/tree\r");
+        screen += &pty.expect("← current");
+        screen += &pty.expect("› ");
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+        // Every row as drawn: what follows a carriage return draws the row again.
+        for line in screen.split('\n') {
+            for row in line.split('\r') {
+                // A row as wide as the screen ends in the last column without wrapping.
+                assert!(
+                    columns(row) <= cols as usize,
+                    "{cols}x{rows}: {} columns: {row:?}",
+                    columns(row)
+                );
+            }
+        }
+    }
+}
