@@ -24,6 +24,10 @@ fn age(d: chrono::TimeDelta) -> String {
     }
 }
 
+/// How `/merge --files` asks its question when a front end other than the terminal does: the
+/// question and the list of what it would do (escaped) in, yes or no out.
+pub(super) type FilesAsk<'a> = Option<&'a mut dyn FnMut(&str, &str) -> bool>;
+
 impl App {
     /// `/branch NAME` names the branch at the cursor (its tip); `/branch` lists the names;
     /// `/branch -d NAME` removes one (the branch stays).
@@ -160,6 +164,12 @@ impl App {
     /// current one to its tip, appended here as a merge node that the next request carries. The
     /// folder is not changed (unless `--files`).
     pub(super) fn merge(&mut self, args: &str) {
+        self.merge_asking(args, None);
+    }
+
+    /// [`App::merge`], with `--files`'s question asked by `ask` (the question, the list of what
+    /// it would do: true for yes) when another front end asks it (the page); None: the terminal.
+    pub(super) fn merge_asking(&mut self, args: &str, ask: FilesAsk<'_>) {
         let mut words: Vec<&str> = args.split_whitespace().collect();
         let files = words.contains(&"--files");
         words.retain(|w| *w != "--files");
@@ -223,7 +233,7 @@ impl App {
             ],
         ));
         if files {
-            self.merge_files(&merged.fork, &merged.tip, &merged.before, &merged.node);
+            self.merge_files(&merged.fork, &merged.tip, &merged.before, &merged.node, ask);
         }
     }
 
@@ -259,7 +269,7 @@ impl App {
     /// consent: taken where the folder is as it was at the fork, merged three ways where both
     /// changed a text file in different places; conflicts are shown and left as they are. The
     /// folder before is kept as `before`'s state, the folder after as the merge node's.
-    fn merge_files(&mut self, fork: &str, tip: &str, before: &str, node: &str) {
+    fn merge_files(&mut self, fork: &str, tip: &str, before: &str, node: &str, ask: FilesAsk<'_>) {
         use new_core::checkpoint::MergeStep;
         let checkpoints = self
             .engine
@@ -308,10 +318,17 @@ impl App {
             .iter()
             .filter(|s| !matches!(s, MergeStep::Conflict { .. }))
             .count();
+        let question = self.tr("merge_files_ask", &[("n", &writes)]);
         let yes = writes > 0
-            && self
-                .ask(&self.tr("merge_files_ask", &[("n", &writes)]), "", false)
-                .is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes"));
+            && match ask {
+                Some(ask) => ask(
+                    question.trim_end().trim_end_matches("[y/N]").trim_end(),
+                    &list,
+                ),
+                None => self
+                    .ask(&question, "", false)
+                    .is_some_and(|a| matches!(a.trim().to_lowercase().as_str(), "y" | "yes")),
+            };
         let mut kept: Vec<String> = Vec::new();
         let mut done = 0usize;
         if yes {

@@ -12,6 +12,7 @@ pub mod context_view;
 mod editor;
 mod handlers;
 pub mod highlight;
+mod idle;
 pub mod import_cmd;
 pub mod markdown;
 mod mcp_view;

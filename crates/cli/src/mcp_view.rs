@@ -392,6 +392,50 @@ impl App {
         }
     }
 
+    /// Whether the idle prompt should also wait for a background task of this conversation:
+    /// `subagent.auto_continue` is on, the conversation has not gone on by itself since the
+    /// user's last input, and one is running (on a terminal only).
+    pub(super) fn goes_on_with_a_task(&self) -> bool {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
+            return false;
+        };
+        let id = self.engine.chat.id();
+        subagents.settings.auto_continue
+            && self.engine.agent.is_none()
+            && !self.engine.auto_continued
+            && !self.reader.is_piped()
+            && !self.out.one_shot
+            && subagents
+                .tasks
+                .list()
+                .iter()
+                .any(|t| t.parent == id && t.background && t.state == TaskState::Running)
+    }
+
+    /// After Ctrl-C stopped a turn: the background tasks that go on regardless, by id and role,
+    /// and where to see or stop them.
+    pub(super) fn say_tasks_going_on(&mut self) {
+        let Some(subagents) = self.engine.subagents.as_ref() else {
+            return;
+        };
+        let going: Vec<String> = subagents
+            .tasks
+            .list()
+            .into_iter()
+            .filter(|t| t.background && t.state == TaskState::Running)
+            .map(|t| format!("{} ({})", t.id, t.role))
+            .collect();
+        if going.is_empty() {
+            return;
+        }
+        let line = super::text::tr(
+            self.out.lang,
+            "tasks_go_on",
+            &[("n", &going.len()), ("tasks", &going.join(", "))],
+        );
+        self.out.say(&self.out.dim(&escape::escape_controls(&line)));
+    }
+
     /// From now on, a background task that ends while the prompt waits is said at once, above
     /// the prompt (on a terminal; otherwise at the next prompt).
     pub(super) fn tell_tasks_at_the_prompt(&mut self) {

@@ -18,6 +18,7 @@ use new_core::hooks::HookFailure;
 use new_sys::os_sandbox;
 use new_sys::platform;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -31,6 +32,44 @@ pub struct Output {
     pub one_shot: bool,
     /// Answers are rendered as Markdown ([`super::markdown`]).
     pub render: bool,
+}
+
+/// What a command said, when another front end shows it ([`capture`]): each piece with its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Said {
+    Text(String),
+    Warning(String),
+    Error(String),
+}
+
+thread_local! {
+    /// Where [`Output::say`], [`Output::warn`] and [`Output::error`] go on this thread while a
+    /// [`capture`] runs (the page of `new web` runs the REPL's own commands through it).
+    static CAPTURED: RefCell<Option<Vec<Said>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with what it says on this thread kept instead of written, and returns it.
+pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<Said>) {
+    let outer = CAPTURED.with(|c| c.borrow_mut().replace(Vec::new()));
+    let value = f();
+    let said = CAPTURED.with(|c| {
+        let mut c = c.borrow_mut();
+        let said = c.take().unwrap_or_default();
+        *c = outer;
+        said
+    });
+    (value, said)
+}
+
+/// Kept by a [`capture`] running on this thread: true, and nothing is written.
+fn captured(said: impl FnOnce() -> Said) -> bool {
+    CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+        Some(kept) => {
+            kept.push(said());
+            true
+        }
+        None => false,
+    })
 }
 
 /// Whether the user was told how to widen the sandbox (once a session).
@@ -76,6 +115,9 @@ impl Output {
     }
 
     fn say_as(&self, text: &str, wrap: bool) {
+        if captured(|| Said::Text(text.to_string())) {
+            return;
+        }
         super::spinner::hush_any();
         let shown = |fd| {
             if wrap { fit(text, fd, 0) } else { text.into() }
@@ -90,12 +132,18 @@ impl Output {
     }
 
     pub fn warn(&self, text: &str) {
+        if captured(|| Said::Warning(text.to_string())) {
+            return;
+        }
         let line = super::text::tr(self.lang, "warning_prefix", &[("text", &text)]);
         let prefix = super::text::tr(self.lang, "warning_prefix", &[("text", &"")]);
         self.prefixed(&line, &prefix, YELLOW);
     }
 
     pub fn error(&self, text: &str) {
+        if captured(|| Said::Error(text.to_string())) {
+            return;
+        }
         let line = super::text::tr(self.lang, "error_prefix", &[("text", &text)]);
         let prefix = super::text::tr(self.lang, "error_prefix", &[("text", &"")]);
         self.prefixed(&line, &prefix, RED);

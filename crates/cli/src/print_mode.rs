@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::output::Printer;
 use new_core::agent::CompactionEvent;
 use new_core::agent::Observer;
+use new_core::context::{WindowSource, estimate_text};
 use new_core::escape;
 use new_core::hooks::HookFailure;
 use new_core::llm::ChatResponse;
@@ -252,6 +253,43 @@ pub(super) fn one_shot_prompt(text: &str) -> Result<String, String> {
 }
 
 impl super::repl::App {
+    /// The JSON result's `prompt_over_window`, when the prompt alone is bigger than the window in
+    /// force as the turn ended (a figure an overflow error named wins): how big each is, and
+    /// whether the model was given a summary of the prompt instead of the prompt (`summarized`).
+    /// `before` is the node the prompt was added under. None when the prompt fits.
+    fn prompt_over_window(&self, prompt: &str, before: &str) -> Option<Value> {
+        let context = &self.engine.context;
+        let (window, source) = context.window();
+        let tokens = context.scale(estimate_text(prompt));
+        if tokens <= window {
+            return None;
+        }
+        let conversation = self.engine.chat.conversation();
+        let current = conversation.cursor();
+        let asked = conversation
+            .ancestors(current)
+            .find(|m| m.role == Role::User && m.parent_id.as_deref() == Some(before));
+        let summarized = asked.is_some_and(|asked| {
+            !conversation
+                .sent(current)
+                .messages
+                .iter()
+                .any(|m| m.id == asked.id)
+        });
+        Some(json!({
+            "prompt_tokens": tokens,
+            "window": window,
+            "window_from": match source {
+                WindowSource::Config => "config",
+                WindowSource::Server => "server",
+                WindowSource::Error => "error",
+                WindowSource::Family(_) => "family",
+                WindowSource::Fallback => "assumed",
+            },
+            "summarized": summarized,
+        }))
+    }
+
     pub(super) fn one_shot(
         &mut self,
         prompt: &str,
@@ -270,6 +308,7 @@ impl super::repl::App {
                 "conversation_id": self.engine.chat.id(),
                 "model": self.engine.config.model,
             }));
+            let before = self.engine.chat.conversation().cursor().to_string();
             let end = match &expanded {
                 Some(prompt) => self.chat_with(prompt, &mut observer),
                 None => None,
@@ -295,6 +334,12 @@ impl super::repl::App {
                 model: &self.engine.config.model,
                 error,
             });
+            if let Some(over) = expanded
+                .as_deref()
+                .and_then(|p| self.prompt_over_window(p, &before))
+            {
+                result["prompt_over_window"] = over;
+            }
             // Known if a command ran (it waited for the probe); unsaid if none did.
             self.say_sandbox(false);
             let failed = self.mcp_failures();

@@ -268,7 +268,7 @@ fn input_waiting() -> bool {
 /// or trusted now (`yes`, which asks or reads `--trust-project`) and remembered by their text;
 /// otherwise `not_trusted` is said.
 fn trust_entries(
-    out: &Output,
+    say: &mut dyn FnMut(String),
     trust: &Trust,
     workdir: &Path,
     (what, trusted, entries): (&str, bool, Option<&str>),
@@ -286,8 +286,107 @@ fn trust_entries(
             })?;
         return Ok(true);
     }
-    out.warn(not_trusted);
+    say(not_trusted.to_owned());
     Ok(false)
+}
+
+/// Who can settle a project's trust at start: `--trust-project`, and someone at a terminal.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asking {
+    pub trust_project: bool,
+    pub interactive: bool,
+}
+
+/// The configuration of `workdir` with the project's trust settled, one way for every front end
+/// (the REPL, `-p`, `new web`, `new acp`): its untrusted config (trusted by `--trust-project` or a
+/// yes, then read again), its hooks and MCP servers (they start programs), the MCP servers that
+/// pass a secret on, and Claude Code's allow rules (they widen what runs unasked). Nobody to ask
+/// and no `--trust-project`: what needs a yes stays off. What stays off is said through `say`.
+pub(super) fn settle_trust(
+    out: &Output,
+    asking: Asking,
+    layers: &Layers,
+    workdir: &Path,
+    overrides: &Overrides,
+    mut config: Config,
+    say: &mut dyn FnMut(String),
+) -> Result<Config> {
+    if !config.project_trusted
+        && !config.project_files.is_empty()
+        && (asking.trust_project
+            || (asking.interactive
+                && !config.ignored.is_empty()
+                && ask_trust(out, &config.project_files, &config.ignored)))
+    {
+        let trust = Trust::new(layers.user.as_deref());
+        for file in &config.project_files {
+            let bytes = fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+            trust
+                .trust(workdir, config::trust_kind(file), &bytes)
+                .context("remembering that the project's config is trusted")?;
+        }
+        config = config::load(layers, overrides, &env_var)?;
+    }
+    // A project's own entries that start processes run once the user trusts them.
+    let trust = Trust::new(layers.user.as_deref());
+    let ask = |ask: &dyn Fn() -> bool| asking.trust_project || (asking.interactive && ask());
+    config.hooks_trusted = trust_entries(
+        say,
+        &trust,
+        workdir,
+        (
+            "hooks",
+            config.hooks_trusted,
+            config.hooks.project_entries.as_deref(),
+        ),
+        || ask(&|| ask_hooks_trust(out, &config.hooks)),
+        &super::text::tr(out.lang, "hooks_not_trusted", &[]),
+    )?;
+    config.mcp_trusted = trust_entries(
+        say,
+        &trust,
+        workdir,
+        (
+            "mcp",
+            config.mcp_trusted,
+            config.mcp.project_entries.as_deref(),
+        ),
+        || ask(&|| ask_mcp_trust(out, &config.mcp, &config.secret_vars)),
+        &super::text::tr(out.lang, "mcp_not_trusted", &[]),
+    )?;
+    if config.mcp_trusted {
+        confirm_secret_servers(out, &trust, workdir, &mut config, asking.interactive, say)?;
+    }
+    // A project's Claude Code allow rules widen what runs unasked: only once trusted.
+    let claude_allow = trust_entries(
+        say,
+        &trust,
+        workdir,
+        (
+            "claude-permissions",
+            config.claude_allow_trusted,
+            config.claude_allow_text.as_deref(),
+        ),
+        || {
+            ask(&|| {
+                let list: String = config
+                    .claude_allow
+                    .iter()
+                    .map(|r| format!("  - {}\n", escape::escape_controls(&r.describe())))
+                    .collect();
+                ask_yes(
+                    out,
+                    &super::text::tr(out.lang, "claude_allow_question", &[("list", &list)]),
+                )
+            })
+        },
+        &super::text::tr(out.lang, "claude_allow_not_trusted", &[]),
+    )?;
+    if claude_allow {
+        let allow = mem::take(&mut config.claude_allow);
+        config.project_rules.extend(allow);
+    }
+    Ok(config)
 }
 
 /// Asks on the terminal whether to trust the project's hooks (they run commands).
@@ -355,13 +454,14 @@ fn describe_server(out: &Output, s: &ServerConfig, hidden: &[String]) -> String 
 
 /// A project's MCP servers that pass a secret-looking variable on (a provider key in `env`, a
 /// header or the URL) run only once that entry is confirmed on its own, as it is now; the rest
-/// are turned off, each said. Confirmations are remembered like trust.
+/// are turned off, each said through `say`. Confirmations are remembered like trust.
 pub(super) fn confirm_secret_servers(
     out: &Output,
     trust: &Trust,
     workdir: &Path,
     config: &mut Config,
     interactive: bool,
+    say: &mut dyn FnMut(String),
 ) -> Result<()> {
     let hidden = config.secret_vars.clone();
     for server in config
@@ -408,7 +508,7 @@ pub(super) fn confirm_secret_servers(
                 "mcp_secret_refused",
                 &[("name", &shown), ("secrets", &names)],
             );
-            out.warn(&said);
+            say(said.clone());
             // Said again where failures are (`-p`'s `mcp_errors`, `/mcp`).
             server.held = Some(said);
         }
@@ -531,7 +631,7 @@ impl App {
             workdir.display()
         );
         let layers = Layers::new(&workdir);
-        let mut config = config::load(&layers, &launch.overrides, &env_var)?;
+        let config = config::load(&layers, &launch.overrides, &env_var)?;
         let one_shot = launch.prompt.is_some();
         let out = Output {
             color: if one_shot {
@@ -544,82 +644,18 @@ impl App {
             // Markdown is rendered where the answer shows: stdout, on a terminal, with colour.
             render: config.render && !launch.no_render && color_for(&io::stdout()),
         };
-        if !config.project_trusted
-            && !config.project_files.is_empty()
-            && (launch.trust_project
-                || (interactive
-                    && !config.ignored.is_empty()
-                    && ask_trust(&out, &config.project_files, &config.ignored)))
-        {
-            let trust = Trust::new(layers.user.as_deref());
-            for file in &config.project_files {
-                let bytes =
-                    fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-                trust
-                    .trust(&workdir, config::trust_kind(file), &bytes)
-                    .context("remembering that the project's config is trusted")?;
-            }
-            config = config::load(&layers, &launch.overrides, &env_var)?;
-        }
-        // A project's own entries that start processes run once the user trusts them.
-        let trust = Trust::new(layers.user.as_deref());
-        let ask = |ask: &dyn Fn() -> bool| launch.trust_project || (interactive && ask());
-        config.hooks_trusted = trust_entries(
+        let config = settle_trust(
             &out,
-            &trust,
-            &workdir,
-            (
-                "hooks",
-                config.hooks_trusted,
-                config.hooks.project_entries.as_deref(),
-            ),
-            || ask(&|| ask_hooks_trust(&out, &config.hooks)),
-            &super::text::tr(out.lang, "hooks_not_trusted", &[]),
-        )?;
-        config.mcp_trusted = trust_entries(
-            &out,
-            &trust,
-            &workdir,
-            (
-                "mcp",
-                config.mcp_trusted,
-                config.mcp.project_entries.as_deref(),
-            ),
-            || ask(&|| ask_mcp_trust(&out, &config.mcp, &config.secret_vars)),
-            &super::text::tr(out.lang, "mcp_not_trusted", &[]),
-        )?;
-        if config.mcp_trusted {
-            confirm_secret_servers(&out, &trust, &workdir, &mut config, interactive)?;
-        }
-        // A project's Claude Code allow rules widen what runs unasked: only once trusted.
-        let claude_allow = trust_entries(
-            &out,
-            &trust,
-            &workdir,
-            (
-                "claude-permissions",
-                config.claude_allow_trusted,
-                config.claude_allow_text.as_deref(),
-            ),
-            || {
-                ask(&|| {
-                    let list: String = config
-                        .claude_allow
-                        .iter()
-                        .map(|r| format!("  - {}\n", escape::escape_controls(&r.describe())))
-                        .collect();
-                    ask_yes(
-                        &out,
-                        &super::text::tr(out.lang, "claude_allow_question", &[("list", &list)]),
-                    )
-                })
+            Asking {
+                trust_project: launch.trust_project,
+                interactive,
             },
-            &super::text::tr(out.lang, "claude_allow_not_trusted", &[]),
+            &layers,
+            &workdir,
+            &launch.overrides,
+            config,
+            &mut |line| out.warn(&line),
         )?;
-        if claude_allow {
-            let allow = mem::take(&mut config.claude_allow);
-            config.project_rules.extend(allow);
-        }
         announce_project_config(&out, &config);
         for warning in &config.warnings {
             out.warn(&escape::escape_controls(warning));
@@ -912,9 +948,19 @@ impl App {
                 continue;
             }
             let prompt = self.prompt_text();
-            self.at_prompt.store(true, Ordering::SeqCst);
             // What was typed during the last turn without an Enter: this prompt's line.
             let typed_ahead = self.reader.typed_ahead();
+            // A background task whose answer the conversation goes on with when it ends: the
+            // prompt waits for it as well as for a key (the line editor waits for keys only).
+            if typed_ahead.is_empty() && self.goes_on_with_a_task() {
+                let tasks = self.engine.subagents.as_ref().map(|s| s.tasks.clone());
+                let id = self.engine.chat.id().to_string();
+                let ended = move || tasks.as_ref().is_some_and(|t| t.has_finished(&id));
+                if super::idle::wait(&prompt, &ended) == super::idle::Waited::Woken {
+                    continue;
+                }
+            }
+            self.at_prompt.store(true, Ordering::SeqCst);
             let read = self.reader.read(&prompt, &typed_ahead, true, &self.out);
             self.at_prompt.store(false, Ordering::SeqCst);
             match read.context("reading input")? {
@@ -953,6 +999,7 @@ impl App {
                 return Flow::Exit;
             }
             if *self.engine.interrupts.borrow() != before || mem::take(&mut self.turn_interrupted) {
+                self.say_tasks_going_on();
                 if !typed.is_empty() || !lines.is_empty() {
                     let n = typed.len() + lines.len();
                     self.out

@@ -1452,6 +1452,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "根据 {n} 个后台任务的回答继续（subagent.auto_continue）",
     ),
     (
+        "tasks_go_on",
+        "{n} background task(s) go on: {tasks} (/tasks lists them, /tasks stop ID stops one)",
+        "{n} 个后台任务仍在运行：{tasks}（/tasks 列出，/tasks stop ID 停止其一）",
+    ),
+    (
         "enter_to_go_on",
         " (auto_continue: press Enter and the conversation goes on with it)",
         "（auto_continue：按回车，对话将据此继续）",
@@ -2344,6 +2349,7 @@ pub fn error(lang: Lang, e: &(dyn StdError + 'static)) -> String {
                 url,
                 message,
                 window,
+                ..
             } => t(
                 "err_overflow",
                 &[

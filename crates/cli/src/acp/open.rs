@@ -13,7 +13,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::output::Output;
-use crate::repl::{confirm_secret_servers, default_datadir, session_sandbox};
+use crate::repl::{Asking, default_datadir, session_sandbox, settle_trust};
 use new_core::config;
 use new_core::config::Overrides;
 use new_core::layers::{Layers, Origin};
@@ -21,12 +21,10 @@ use new_core::mcp::{ServerConfig, Transport};
 use new_core::prompt;
 use new_core::session::{Options, Recorder, Resume, Session};
 use new_core::skill::Shelf;
-use new_core::trust::Trust;
 use new_sys::os_sandbox;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::env;
-use std::mem;
 
 /// What `new acp` was started with.
 #[derive(Debug, Clone, Default)]
@@ -130,25 +128,31 @@ pub fn open(
         .canonicalize()
         .with_context(|| format!("working folder {} cannot be used", workdir.display()))?;
     let layers = Layers::new(&workdir);
-    let mut config = config::load(&layers, &launch.overrides, &env_var)?;
-    let mut warnings = config.warnings.clone();
-    // Nobody can be asked: a project's entries that need a yes run only if trusted already.
-    config.hooks_trusted |= config.hooks.project_entries.is_none();
-    config.mcp_trusted |= config.mcp.project_entries.is_none();
+    let config = config::load(&layers, &launch.overrides, &env_var)?;
     let out = Output {
         color: false,
         lang: config.lang,
         one_shot: true,
         render: false,
     };
-    if config.mcp_trusted {
-        let trust = Trust::new(layers.user.as_deref());
-        confirm_secret_servers(&out, &trust, &workdir, &mut config, false)?;
-    }
-    if config.claude_allow_trusted || config.claude_allow_text.is_none() {
-        let allow = mem::take(&mut config.claude_allow);
-        config.project_rules.extend(allow);
-    }
+    // Nobody can be asked: a project's entries that need a yes run only if trusted already,
+    // settled as the REPL settles them; what stays off goes to the log.
+    let nobody = Asking {
+        trust_project: false,
+        interactive: false,
+    };
+    let mut said = Vec::new();
+    let mut config = settle_trust(
+        &out,
+        nobody,
+        &layers,
+        &workdir,
+        &launch.overrides,
+        config,
+        &mut |line| said.push(line),
+    )?;
+    let mut warnings = config.warnings.clone();
+    warnings.extend(said);
     for server in extra_servers {
         config.mcp.servers.retain(|s| s.name != server.name);
         config.mcp.servers.push(server);

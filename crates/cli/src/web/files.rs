@@ -1,35 +1,49 @@
 //! The page's file panel: WORKDIR shown read-only, under the file tools' rules. A path is
 //! resolved by the engine's confinement ([`Workdir::resolve`]: `..` and links may not lead out),
-//! a file is read by the project-file reader ([`ProjectFiles`]: opened without following a link,
-//! regular files only, at most [`MAX_SHOWN`] bytes), and the places the sandbox hides (keys,
-//! credentials, `new`'s own folders, `sandbox.deny_read`) are neither listed nor read.
-//! A binary file is named with its size, never shown as text.
+//! then opened from a handle on WORKDIR one folder at a time, each step and the last one without
+//! following a link (as the file tools open): a folder swapped for a link between the check and
+//! the open makes the open fail, it cannot lead elsewhere. Only a regular file is read, at most
+//! [`MAX_SHOWN`] bytes; a folder is read at most [`MAX_READ`] names far (one of millions is cut,
+//! and says so). The places the sandbox hides (keys, credentials, `new`'s own folders,
+//! `sandbox.deny_read`) and the kernel's folders (`/proc`, `/sys`, `/dev`) are neither listed nor
+//! read; they are resolved at each request, so one made after the start is hidden too. A binary
+//! file is named with its size, never shown as text.
 //!
 //! Not for: writing anything, or reaching outside WORKDIR (the read tools' extra roots are the
 //! model's, not the page's).
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::cmp::Ordering;
+use std::ffi::OsStr;
+use std::io;
+use std::io::Read;
+use std::ops::ControlFlow;
+use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use new_core::fs::confine::{ConfineError, Workdir};
-use new_core::fs::project_file::ProjectFiles;
+use new_core::escape::escape_controls;
+use new_core::fs::confine::{ConfineError, FileKind, Workdir};
 use new_sys::os_sandbox::HIDDEN_IN_HOME;
+use new_sys::platform::Dir;
 
 /// The most of a file the page is sent (the rest is said to be cut).
 pub const MAX_SHOWN: usize = 256 * 1024;
-/// The most entries of one folder listed.
-const MAX_ENTRIES: usize = 2_000;
+/// The most entries of one folder listed (folders first, then by name).
+pub const MAX_ENTRIES: usize = 2_000;
+/// The most names of one folder read: a folder of a million is read no further (the listing
+/// says it was cut), so it neither hangs the page nor fills memory.
+pub const MAX_READ: usize = 20_000;
 /// A NUL in the first bytes makes a file binary (as `read_file` judges).
 const BINARY_SNIFF: usize = 8_192;
+/// The kernel's folders: the state of the machine and of `new` itself (`/proc/self/environ`),
+/// never a file of the user's, even with WORKDIR `/`.
+const KERNEL_FOLDERS: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 /// WORKDIR for the page: where paths are confined, and what stays hidden.
 #[derive(Debug, Clone)]
 pub struct FilePanel {
     workdir: Option<Workdir>,
-    files: ProjectFiles,
-    /// Absolute places never listed nor read (resolved where they exist).
+    /// Absolute places never listed nor read, as named (resolved at each request).
     hidden: Vec<PathBuf>,
 }
 
@@ -44,30 +58,65 @@ pub fn secret_places(deny_read: &[PathBuf]) -> Vec<PathBuf> {
     places.extend(dirs::config_dir().map(|d| d.join("new")));
     places.extend(dirs::data_dir().map(|d| d.join("new")));
     places.extend(deny_read.iter().cloned());
+    places.extend(KERNEL_FOLDERS.iter().map(PathBuf::from));
     places
+}
+
+/// `place` as it resolves now: its longest part that exists resolved (links followed), the rest
+/// as named. A place not there yet resolves as it will once made.
+fn resolved_now(place: &Path) -> Option<PathBuf> {
+    let mut missing: Vec<&OsStr> = Vec::new();
+    let mut at = place;
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            let mut out = real;
+            out.extend(missing.iter().rev());
+            return Some(out);
+        }
+        match at.components().next_back() {
+            Some(Component::Normal(name)) => missing.push(name),
+            _ => return None,
+        }
+        at = at.parent()?;
+    }
+}
+
+/// One entry kept for the listing: its rank (folders first), name and kind.
+type Entry = (u8, String, FileKind);
+
+fn rank(kind: FileKind) -> u8 {
+    match kind {
+        FileKind::Dir => 0,
+        FileKind::Symlink => 2,
+        _ => 1,
+    }
+}
+
+fn by_rank_and_name(a: &Entry, b: &Entry) -> Ordering {
+    (a.0, &a.1).cmp(&(b.0, &b.1))
 }
 
 impl FilePanel {
     pub fn new(workdir: &Path, hidden: Vec<PathBuf>) -> FilePanel {
-        // Both spellings: as given, and resolved (a home reached through a link).
-        let mut all = Vec::with_capacity(hidden.len() * 2);
-        for place in hidden {
-            if let Ok(real) = place.canonicalize()
-                && real != place
-            {
-                all.push(real);
-            }
-            all.push(place);
-        }
         FilePanel {
             workdir: Workdir::new(workdir).ok(),
-            files: ProjectFiles::new(workdir),
-            hidden: all,
+            hidden,
         }
     }
 
-    fn is_hidden(&self, path: &Path) -> bool {
-        self.hidden.iter().any(|h| path.starts_with(h))
+    /// The hidden places, both spellings: as named, and as they resolve now (a home reached
+    /// through a link; a place made since the start).
+    fn hidden_now(&self) -> Vec<PathBuf> {
+        let mut all = Vec::with_capacity(self.hidden.len() * 2);
+        for place in &self.hidden {
+            if let Some(real) = resolved_now(place)
+                && real != *place
+            {
+                all.push(real);
+            }
+            all.push(place.clone());
+        }
+        all
     }
 
     /// What the page shows for `path` (relative to WORKDIR, `""` or `.` for WORKDIR): a folder's
@@ -79,87 +128,162 @@ impl FilePanel {
         let asked = if path.trim().is_empty() { "." } else { path };
         let resolved = workdir.resolve(asked).map_err(|e| match e {
             ConfineError::Outside(_) => {
-                format!("`{asked}` is outside the working folder (through `..` or a link)")
+                format!(
+                    "`{}` is outside the working folder (through `..` or a link)",
+                    escape_controls(asked)
+                )
             }
-            other => other.to_string(),
+            other => escape_controls(&other.to_string()),
         })?;
-        if self.is_hidden(&resolved) {
+        let hidden = self.hidden_now();
+        let is_hidden = |p: &Path| hidden.iter().any(|h| p.starts_with(h));
+        if is_hidden(&resolved) {
             return Err(format!(
-                "`{asked}` is a secret place: the page does not show it"
+                "`{}` is a secret place: the page does not show it",
+                escape_controls(asked)
             ));
         }
         let shown = workdir.display(&resolved);
-        match fs::symlink_metadata(&resolved) {
-            Ok(meta) if meta.is_dir() => self.list(workdir, &resolved, &shown),
-            Ok(_) => self.read(&resolved, &shown),
-            Err(e) => Err(format!("`{asked}`: {e}")),
+        let failed = |e: io::Error| format!("`{}`: {e}", escape_controls(&shown));
+        // From WORKDIR's handle down, never through a link: what was checked is what is opened.
+        let mut dir = Dir::open(workdir.root()).map_err(failed)?;
+        let Ok(rel) = resolved.strip_prefix(workdir.root()) else {
+            return Err(format!(
+                "`{}` is outside the working folder",
+                escape_controls(asked)
+            ));
+        };
+        let mut names: Vec<&OsStr> = rel.iter().collect();
+        let Some(last) = names.pop() else {
+            return self.list(workdir, dir, &resolved, &shown, &is_hidden);
+        };
+        for name in names {
+            dir = dir.dir(name).map_err(failed)?;
+        }
+        let stat = dir.stat(last).map_err(failed)?;
+        match stat.kind {
+            FileKind::Dir => {
+                let inner = dir.dir(last).map_err(|e| {
+                    format!(
+                        "`{}` is no longer a folder (replaced since it was checked?): {e}",
+                        escape_controls(&shown)
+                    )
+                })?;
+                self.list(workdir, inner, &resolved, &shown, &is_hidden)
+            }
+            // The engine's confined reader: from WORKDIR's handle again, link-free, a regular
+            // file only.
+            _ => self.read(workdir, &resolved, &shown),
         }
     }
 
-    fn list(&self, workdir: &Workdir, dir: &Path, shown: &str) -> Result<Value, String> {
-        let read = fs::read_dir(dir).map_err(|e| format!("listing `{shown}`: {e}"))?;
-        let mut entries: Vec<(u8, String, Value)> = Vec::new();
-        let mut more = 0usize;
-        for entry in read.flatten() {
-            let path = entry.path();
-            if self.is_hidden(&path) {
-                continue;
+    fn list(
+        &self,
+        workdir: &Workdir,
+        dir: Dir,
+        at: &Path,
+        shown: &str,
+        is_hidden: &dyn Fn(&Path) -> bool,
+    ) -> Result<Value, String> {
+        let mut kept: Vec<Entry> = Vec::new();
+        let mut read = 0usize;
+        let mut cut = false;
+        dir.for_each_entry(|name, kind| {
+            if read == MAX_READ {
+                cut = true;
+                return ControlFlow::Break(());
             }
-            let Ok(meta) = path.symlink_metadata() else {
-                continue;
-            };
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let rel = if shown == "." {
-                name.clone()
-            } else {
-                format!("{shown}/{name}")
-            };
-            let (rank, kind) = if meta.file_type().is_symlink() {
-                // A link is listed as one; where it leads decides whether it opens.
-                let inside = workdir
-                    .resolve(&rel)
-                    .is_ok_and(|target| !self.is_hidden(&target));
-                (2, if inside { "link" } else { "link-out" })
-            } else if meta.is_dir() {
-                (0, "dir")
-            } else {
-                (1, "file")
-            };
-            if entries.len() >= MAX_ENTRIES {
-                more += 1;
-                continue;
+            read += 1;
+            if is_hidden(&at.join(name)) {
+                return ControlFlow::Continue(());
             }
-            entries.push((
-                rank,
-                name.clone(),
-                json!({"name": name, "path": rel, "kind": kind, "size": meta.len()}),
-            ));
-        }
-        entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            let kind = match kind {
+                FileKind::Unknown => dir.stat(name).map_or(FileKind::Unknown, |s| s.kind),
+                k => k,
+            };
+            kept.push((rank(kind), name.to_string_lossy().into_owned(), kind));
+            // Only the first MAX_ENTRIES in order are shown: the rest is let go as it comes.
+            if kept.len() >= 2 * MAX_ENTRIES {
+                kept.sort_by(by_rank_and_name);
+                kept.truncate(MAX_ENTRIES);
+            }
+            ControlFlow::Continue(())
+        })
+        .map_err(|e| format!("listing `{}`: {e}", escape_controls(shown)))?;
+        kept.sort_by(by_rank_and_name);
+        let more = kept.len().saturating_sub(MAX_ENTRIES);
+        kept.truncate(MAX_ENTRIES);
+        let entries: Vec<Value> = kept
+            .into_iter()
+            .map(|(_, name, kind)| {
+                let rel = if shown == "." {
+                    name.clone()
+                } else {
+                    format!("{shown}/{name}")
+                };
+                let kind = match kind {
+                    // A link is listed as one; where it leads decides whether it opens.
+                    FileKind::Symlink => {
+                        let inside = workdir
+                            .resolve(&rel)
+                            .is_ok_and(|target| !is_hidden(&target));
+                        if inside { "link" } else { "link-out" }
+                    }
+                    FileKind::Dir => "dir",
+                    _ => "file",
+                };
+                let size = dir.stat(OsStr::new(&name)).map_or(0, |s| s.size);
+                json!({
+                    "name": name,
+                    "shown": escape_controls(&name),
+                    "path": rel,
+                    "kind": kind,
+                    "size": size,
+                })
+            })
+            .collect();
         Ok(json!({
             "kind": "dir",
             "path": shown,
-            "entries": entries.into_iter().map(|e| e.2).collect::<Vec<_>>(),
+            "entries": entries,
             "more": more,
+            "cut": cut,
+            "read": read,
         }))
     }
 
-    fn read(&self, path: &Path, shown: &str) -> Result<Value, String> {
-        let size = fs::symlink_metadata(path).map(|m| m.len()).unwrap_or(0);
-        let read = self
-            .files
-            .read(path, MAX_SHOWN)?
-            .ok_or_else(|| format!("`{shown}` is not there"))?;
-        if read.bytes[..read.bytes.len().min(BINARY_SNIFF)].contains(&0) {
+    /// The file at `path` (resolved inside WORKDIR) opened by the engine's confined reader
+    /// ([`Workdir::open_read`]: each folder and the file without following a link, without
+    /// blocking, a regular file only); at most [`MAX_SHOWN`] bytes of it.
+    fn read(&self, workdir: &Workdir, path: &Path, shown: &str) -> Result<Value, String> {
+        let shown_safe = escape_controls(shown);
+        let opened = workdir
+            .open_read(path, &shown_safe)
+            .map_err(|e| format!("`{shown_safe}` is refused: {e}"))?;
+        let (file, size) = (opened.file, opened.len);
+        let mut bytes = Vec::with_capacity(
+            usize::try_from(size)
+                .unwrap_or(MAX_SHOWN)
+                .min(MAX_SHOWN + 1),
+        );
+        file.take(MAX_SHOWN as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("reading `{shown_safe}`: {e}"))?;
+        let truncated = bytes.len() > MAX_SHOWN;
+        bytes.truncate(MAX_SHOWN);
+        if bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0) {
             return Ok(json!({"kind": "binary", "path": shown, "size": size}));
         }
-        let truncated = read.truncated;
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
         Ok(json!({
             "kind": "file",
             "path": shown,
             "size": size,
             "truncated": truncated,
-            "text": read.text(),
+            "text": text,
         }))
     }
 }
@@ -167,6 +291,7 @@ impl FilePanel {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::symlink;
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use serde_json::{Value, json};
 
 use super::Shared;
+use new_core::escape::{escape_controls, escape_controls_keep_lines};
 use new_core::session::{
     Answer, Approval, Confirm, Ended, Event, Frontend, HostAnswer, HostQuestion, Notice, Session,
     Wait,
@@ -44,8 +45,8 @@ impl<'a> WebFront<'a> {
         let id = self.shared.questions.fetch_add(1, Ordering::SeqCst) + 1;
         // What an earlier question left unread is not this one's answer.
         while self.answers.try_recv().is_ok() {}
-        *self.shared.pending.lock().expect("pending") = Some(id);
         question["id"] = json!(id);
+        *self.shared.pending.lock().expect("pending") = Some((id, question.clone()));
         self.shared.emit(question);
         let answer = loop {
             match self.answers.recv() {
@@ -58,6 +59,21 @@ impl<'a> WebFront<'a> {
         self.shared
             .emit(json!({"type": "answered", "id": id, "action": answer}));
         answer
+    }
+}
+
+impl WebFront<'_> {
+    /// A question of the page's own (after a move, `/merge --files`): `title` and `text` (text
+    /// already escaped), answered Yes or No (Stop: no).
+    pub fn yes_or_no(&mut self, tool: &str, title: &str, text: &str) -> bool {
+        self.ask(json!({
+            "type": "approval",
+            "kind": "question",
+            "tool": tool,
+            "title": title,
+            "preview": text,
+            "options": ["yes", "no"],
+        })) == "yes"
     }
 }
 
@@ -114,13 +130,14 @@ pub fn event_json(event: &Event) -> Value {
         Event::ToolCall(call) => json!({
             "type": "tool_call",
             "call": call.id,
-            "name": call.function.name,
-            "arguments": call.function.arguments,
+            "name": escape_controls(&call.function.name),
+            // What a call asks, beside its approval: control and bidi characters as escapes.
+            "arguments": escape_controls_keep_lines(&call.function.arguments),
         }),
         Event::ToolResult { call, outcome } => json!({
             "type": "tool_result",
             "call": call.id,
-            "name": call.function.name,
+            "name": escape_controls(&call.function.name),
             "ok": !outcome.is_error,
             "summary": outcome.summary,
             "content": cut(&outcome.content, RESULT_CHARS),
@@ -183,11 +200,13 @@ impl Frontend for WebFront<'_> {
             options.push("approve-session");
         }
         options.push("deny");
+        // What it would run or change, as it is: a control character, a carriage return or a
+        // bidirectional override (U+202E) shown as a visible escape, never acted on.
         let answer = self.ask(json!({
             "type": "approval",
-            "tool": question.tool,
-            "label": question.label,
-            "preview": question.preview,
+            "tool": escape_controls(&question.tool),
+            "label": question.label.as_deref().map(escape_controls),
+            "preview": escape_controls_keep_lines(&question.preview),
             "options": options,
         }));
         match answer.as_str() {
@@ -205,10 +224,10 @@ impl Frontend for WebFront<'_> {
             "tool": "network",
             "title": format!(
                 "A command wants to reach {}:{}, which sandbox.network does not allow",
-                question.host, question.port
+                escape_controls(&question.host), question.port
             ),
-            "preview": format!("{}:{}", question.host, question.port),
-            "file": question.file.display().to_string(),
+            "preview": format!("{}:{}", escape_controls(&question.host), question.port),
+            "file": escape_controls(&question.file.display().to_string()),
             "options": ["approve-session", "approve-always", "deny"],
         }));
         match answer.as_str() {
@@ -230,14 +249,18 @@ impl Frontend for WebFront<'_> {
                         } else {
                             ""
                         };
-                        format!("{} {}{outside}", c.what, c.path)
+                        format!("{} {}{outside}", c.what, escape_controls(&c.path))
                     })
                     .collect::<Vec<_>>()
                     .join("\n"),
             ),
             Confirm::RestoreTheRest { broken } => (
                 "These cannot be had from the store. Restore the rest?".to_string(),
-                broken.join("\n"),
+                broken
+                    .iter()
+                    .map(|b| escape_controls(b))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             ),
             Confirm::OverwriteOutside { files } => (
                 format!("{files} file(s) were changed outside new: overwrite them too?"),
@@ -245,7 +268,11 @@ impl Frontend for WebFront<'_> {
             ),
             Confirm::OverwriteChanged { paths } => (
                 "These changed since the question. Overwrite them?".to_string(),
-                paths.join("\n"),
+                paths
+                    .iter()
+                    .map(|p| escape_controls(p))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             ),
         };
         let answer = self.ask(json!({

@@ -26,6 +26,7 @@ use tokio::sync::broadcast;
 use tokio::sync::watch;
 
 use super::commands::{CommandId, Input, parse};
+use super::output::{self, Said};
 use super::repl::{App, Launch};
 use super::tree_view::{Highlight, push_tree};
 use files::{FilePanel, secret_places};
@@ -38,8 +39,11 @@ use new_core::session::{
 };
 use new_core::tools::Mode;
 use new_core::vocab::Usage;
+use new_sys::platform;
+use std::env;
+use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
 
@@ -68,7 +72,7 @@ pub enum Job {
 
 /// What the server and the engine share.
 pub struct Shared {
-    /// The secret of the first address, then of the cookie.
+    /// The secret: in the address's fragment, then in the page's `X-New-Token` header.
     pub token: String,
     pub port: u16,
     /// The page's state as JSON ([`view::state`]), renewed after every job.
@@ -76,8 +80,9 @@ pub struct Shared {
     /// Events for the pages listening (JSON texts).
     pub events: broadcast::Sender<String>,
     pub jobs: Mutex<mpsc::Sender<Job>>,
-    /// The question waiting for the page's answer (its number), and where the answer goes.
-    pub pending: Mutex<Option<u64>>,
+    /// The question waiting for the page's answer (its number, and the question as sent, for a
+    /// page loaded meanwhile), and where the answer goes.
+    pub pending: Mutex<Option<(u64, Value)>>,
     pub answers: Mutex<mpsc::Sender<(u64, String)>>,
     pub questions: AtomicU64,
     /// A job runs (Stop then raises the interrupts).
@@ -85,6 +90,9 @@ pub struct Shared {
     pub interrupt: watch::Sender<u64>,
     /// WORKDIR, read-only, for the file panel.
     pub files: FilePanel,
+    /// The private folder of the file that opened the browser, removed once the page has its
+    /// secret (or when the session ends).
+    pub launcher: Mutex<Option<PathBuf>>,
 }
 
 impl Shared {
@@ -99,12 +107,20 @@ impl Shared {
         if self.working.load(Ordering::SeqCst) {
             self.interrupt.send_modify(|n| *n += 1);
         }
-        if let Some(id) = *self.pending.lock().expect("pending") {
+        let pending = self.pending.lock().expect("pending").as_ref().map(|q| q.0);
+        if let Some(id) = pending {
             let _ = self
                 .answers
                 .lock()
                 .expect("answers")
                 .send((id, "stop".into()));
+        }
+    }
+
+    /// The page has its secret: the launcher's folder goes.
+    pub fn launched(&self) {
+        if let Some(folder) = self.launcher.lock().expect("launcher").take() {
+            let _ = fs::remove_dir_all(folder);
         }
     }
 }
@@ -165,6 +181,7 @@ pub fn run(web: WebLaunch) -> ExitCode {
             &app.engine.workdir,
             secret_places(&app.engine.config.sandbox.deny_read),
         ),
+        launcher: Mutex::new(None),
     });
     // The sandbox's network questions come to the page (as to a terminal).
     if let Some(sandbox) = &app.engine.tools.context().os_sandbox {
@@ -175,7 +192,8 @@ pub fn run(web: WebLaunch) -> ExitCode {
         eprintln!("new web: starting the server failed: {e}");
         return ExitCode::from(2);
     }
-    let url = format!("http://127.0.0.1:{port}/?token={}", shared.token);
+    // The secret in the fragment: a browser never sends it to a server, nor in a Referer.
+    let url = format!("http://127.0.0.1:{port}/#t={}", shared.token);
     {
         let mut stdout = io::stdout().lock();
         if writeln!(stdout, "{url}")
@@ -186,7 +204,16 @@ pub fn run(web: WebLaunch) -> ExitCode {
         }
     }
     if web.open {
-        open_browser(&url);
+        match launcher(&url) {
+            Ok((folder, file)) => {
+                *shared.launcher.lock().expect("launcher") = Some(folder);
+                open_browser(&file);
+            }
+            Err(e) => eprintln!(
+                "new web: the browser could not be opened ({}): open the address above",
+                escape::escape_controls(&e.to_string())
+            ),
+        }
     }
     app.ready();
     if let Some(mcp) = app.engine.tools.source::<Manager>() {
@@ -220,6 +247,7 @@ pub fn run(web: WebLaunch) -> ExitCode {
         }
     }
     shared.emit(json!({"type": "exit"}));
+    shared.launched();
     app.leave();
     ExitCode::SUCCESS
 }
@@ -249,11 +277,10 @@ fn run_job(
 ) -> bool {
     match job {
         Job::Exit => return false,
-        Job::Goto(id) => {
-            if let Err(e) = app.engine.move_to(&id) {
-                error(shared, &e.to_string());
-            }
-        }
+        Job::Goto(id) => match app.engine.move_to(&id) {
+            Ok(_) => offer_restore(app, shared, answers),
+            Err(e) => error(shared, &e.to_string()),
+        },
         Job::Mode(mode) => {
             app.engine.set_mode(mode);
             say(shared, &format!("permission mode: {}", mode.as_str()));
@@ -279,11 +306,10 @@ fn run_line(
             after_turn(app, shared, end.as_ref());
         }
         Input::Goto(n) => match app.engine.node(n) {
-            Ok(id) => {
-                if let Err(e) = app.engine.move_to(&id) {
-                    error(shared, &e.to_string());
-                }
-            }
+            Ok(id) => match app.engine.move_to(&id) {
+                Ok(_) => offer_restore(app, shared, answers),
+                Err(e) => error(shared, &e.to_string()),
+            },
             Err(e) => error(shared, &e.to_string()),
         },
         Input::Unknown(word) => error(
@@ -333,7 +359,10 @@ fn command(
                 Ok(Switched::Already(id)) => {
                     say(shared, &format!("{id} is already the conversation at hand"))
                 }
-                Ok(_) => say(shared, &format!("switched to {}", app.engine.chat.id())),
+                Ok(_) => {
+                    say(shared, &format!("switched to {}", app.engine.chat.id()));
+                    offer_restore(app, shared, answers);
+                }
                 Err(e) => command_error(&e),
             }
         }
@@ -384,6 +413,12 @@ fn command(
             }
         }
         CommandId::Branch => branch(app, shared, args),
+        // `--files`: the REPL's own code, its question asked in the page.
+        CommandId::Merge if args.split_whitespace().any(|w| w == "--files") => {
+            let mut front = WebFront::new(shared, answers);
+            let mut ask = |question: &str, list: &str| front.yes_or_no("merge", question, list);
+            as_in_the_repl(app, shared, |app| app.merge_asking(args, Some(&mut ask)));
+        }
         CommandId::Merge => merge(app, shared, args),
         CommandId::Compare => compare(app, shared, args),
         CommandId::Restore => {
@@ -416,6 +451,9 @@ fn command(
                 }
             }
         }
+        CommandId::List => as_in_the_repl(app, shared, |app| app.list(args)),
+        CommandId::Search => as_in_the_repl(app, shared, |app| app.search(args)),
+        CommandId::Context => as_in_the_repl(app, shared, |app| app.show_context(args)),
         CommandId::Help => say(shared, PAGE_HELP),
         _ => error(
             shared,
@@ -426,9 +464,64 @@ fn command(
 }
 
 const PAGE_HELP: &str = "Commands of the page: /N (move to node N), /tree [--full], \
-/retry [--model NAME] [--n K], /undo, /btw QUESTION, /branch [NAME | -d NAME], /merge N|NAME, \
-/compare, /restore, /model [NAME], /new, /switch ID, /title [TEXT], /permissions [MODE], \
-/export --html [FILE], /exit. Click a node of the tree to make it current.";
+/retry [--model NAME] [--n K], /undo, /btw QUESTION, /branch [NAME | -d NAME], \
+/merge N|NAME [--files], /compare, /restore, /model [NAME], /new, /switch ID, /list [all], \
+/search TEXT, /context, /title [TEXT], /permissions [MODE], /export --html [FILE], /exit. \
+Click a node of the tree to make it current.";
+
+/// A command the REPL has, run by its own code: what it says goes to the page as lines (text,
+/// notices, errors), without colours.
+fn as_in_the_repl(app: &mut App, shared: &Shared, run: impl FnOnce(&mut App)) {
+    let saved = app.out;
+    app.out.color = false;
+    app.out.render = false;
+    let ((), said) = output::capture(|| run(app));
+    app.out = saved;
+    for piece in said {
+        match piece {
+            Said::Text(text) => say(shared, &text),
+            Said::Warning(text) => shared.emit(json!({"type": "notice", "text": text})),
+            Said::Error(text) => error(shared, &text),
+        }
+    }
+}
+
+/// After the cursor moved (a click, `/N`, a sibling, `/switch`): when the folder differs from
+/// the node's files, the page says how and asks whether to restore them, as the REPL does
+/// (with `checkpoints.restore: never` it only says so).
+fn offer_restore(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>) {
+    let Some((n, differ)) = app.engine.folder_differs() else {
+        return;
+    };
+    let mut list = String::new();
+    for (path, what) in differ.iter().take(20) {
+        list.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
+    }
+    if differ.len() > 20 {
+        list.push_str(&format!("and {} more\n", differ.len() - 20));
+    }
+    let title = format!("The folder differs from node {n}'s files. Restore them?");
+    // The move drawn before the question.
+    publish(app, shared);
+    if !app.engine.config.checkpoints.ask {
+        return say(
+            shared,
+            &format!(
+                "The folder differs from node {n}'s files:\n{}\n(/restore makes it hold them)",
+                list.trim_end()
+            ),
+        );
+    }
+    let mut front = WebFront::new(shared, answers);
+    if front.yes_or_no("restore", &title, list.trim_end()) {
+        restore_with(app, shared, answers, false);
+    } else {
+        say(
+            shared,
+            "the folder is as it was (/restore makes it hold the node's files)",
+        );
+    }
+}
 
 /// What follows a message sent from the page, as after one typed in the REPL: the memory review
 /// of a completed turn (in the background; a retried answer is not reviewed, as in the REPL),
@@ -630,16 +723,10 @@ fn branch(app: &mut App, shared: &Shared, args: &str) {
     }
 }
 
-/// `/merge N` or `/merge NAME`: the model's account of that branch appended here as a merge node.
-/// (`--files` is the terminal's: it shows conflicts in the folder.)
+/// `/merge N` or `/merge NAME`: the model's account of that branch appended here as a merge node
+/// (`--files` runs the REPL's code, above).
 fn merge(app: &mut App, shared: &Shared, args: &str) {
     let words: Vec<&str> = args.split_whitespace().collect();
-    if words.contains(&"--files") {
-        return error(
-            shared,
-            "/merge --files is the terminal's: the page merges the account only",
-        );
-    }
     let [target] = words[..] else {
         return error(
             shared,
@@ -706,8 +793,18 @@ fn compare(app: &mut App, shared: &Shared, args: &str) {
 
 /// `/restore`: the folder made to hold the current node's state, after the page's yes.
 fn restore(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>) {
+    restore_with(app, shared, answers, true);
+}
+
+/// The restore; `ask`: list and ask first (the offer after a move has asked already).
+fn restore_with(
+    app: &mut App,
+    shared: &Shared,
+    answers: &mpsc::Receiver<(u64, String)>,
+    ask: bool,
+) {
     let mut front = WebFront::new(shared, answers);
-    match app.engine.restore(true, &mut front) {
+    match app.engine.restore(ask, &mut front) {
         Ok(Restored::Done { n, done, kept, .. }) => {
             say(
                 shared,
@@ -745,9 +842,43 @@ pub fn export_html_args(args: &str) -> Option<Result<Option<PathBuf>, String>> {
     Some(Ok(file))
 }
 
-/// Opens the default browser on the address; one that cannot be started is said, and the
+/// The file a browser is opened on: a page in a folder of its own that only this user may enter
+/// (0700; the file 0600), sending the browser on to `url`. Given by name on the opener's command
+/// line, which every user of the machine may read (`/proc/PID/cmdline`), where the address and
+/// its secret would be. Returns the folder (removed once the page has its secret) and the file.
+fn launcher(url: &str) -> io::Result<(PathBuf, PathBuf)> {
+    let base = env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+        .unwrap_or_else(env::temp_dir);
+    let folder = base.join(format!("new-web-{}", uuid::Uuid::new_v4().simple()));
+    // Never one already there (made by someone else to read what is put in it).
+    let mut builder = platform::private_dir_builder();
+    builder.recursive(false);
+    builder.create(&folder)?;
+    let file = folder.join("open.html");
+    let page = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\n\
+<meta name=\"referrer\" content=\"no-referrer\">\n\
+<meta http-equiv=\"refresh\" content=\"0;url={0}\">\n<title>new web</title></head>\n\
+<body><p><a href=\"{0}\">Open the page of new web</a></p></body></html>\n",
+        view::escape_html(url)
+    );
+    let written = platform::private_file_options()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(page.as_bytes()));
+    if let Err(e) = written {
+        let _ = fs::remove_dir_all(&folder);
+        return Err(e);
+    }
+    Ok((folder, file))
+}
+
+/// Opens the default browser on the launcher file; one that cannot be started is said, and the
 /// address is on stdout anyway.
-fn open_browser(url: &str) {
+fn open_browser(file: &Path) {
     let mut command = if cfg!(target_os = "macos") {
         Command::new("open")
     } else if cfg!(windows) {
@@ -758,7 +889,7 @@ fn open_browser(url: &str) {
         Command::new("xdg-open")
     };
     command
-        .arg(url)
+        .arg(file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -1,8 +1,12 @@
 //! The page's HTTP server, on loopback only. Every request passes [`guard`] first: a `Host` of
-//! this server's own (a DNS-rebound name is refused), the session's secret (in the first address,
-//! then an HttpOnly, SameSite=Strict cookie), and for what changes anything or streams events an
-//! `Origin` of this server's own (CSRF); every answer carries a Content-Security-Policy that
-//! allows nothing from elsewhere and no inline script.
+//! this server's own (a DNS-rebound name is refused); then, for everything but the page's own
+//! static files (which hold nothing of the session), the session's secret in an `X-New-Token`
+//! header, and for what changes anything or streams events an `Origin` of this server's own
+//! (CSRF). The secret never travels in a cookie (a browser sends the cookies of 127.0.0.1 to
+//! every port of it, so to any other local server a page makes it visit) nor in an address a
+//! server sees: the page gets it from the address's fragment (`/#t=…`, never sent) and keeps it
+//! in its tab's sessionStorage (of this origin, port included). Every answer carries a
+//! Content-Security-Policy that allows nothing from elsewhere and no inline script.
 
 use std::convert::Infallible;
 use std::net::TcpListener;
@@ -11,8 +15,8 @@ use std::thread;
 
 use axum::extract::{Request, State};
 use axum::http::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, COOKIE, HOST, LOCATION, ORIGIN,
-    REFERRER_POLICY, SET_COOKIE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, ORIGIN, REFERRER_POLICY,
+    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -32,11 +36,8 @@ use super::{Job, Shared};
 use new_core::tools::Mode;
 use std::io;
 
-/// The cookie that carries the secret after the first address, one per port (a browser keeps
-/// cookies by host, whatever the port: two pages must not overwrite each other's).
-fn cookie_name(port: u16) -> String {
-    format!("new_token_{port}")
-}
+/// The header that carries the secret on every request of the page's script.
+pub const TOKEN_HEADER: &str = "x-new-token";
 
 /// Nothing from elsewhere, no inline script or style, no framing.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -99,24 +100,15 @@ fn same_secret(a: &str, b: &str) -> bool {
             == 0
 }
 
-fn cookie_token(headers: &HeaderMap, port: u16) -> Option<String> {
-    let name = cookie_name(port);
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, value)| value.to_string())
+fn header_token(headers: &HeaderMap) -> Option<&str> {
+    headers.get(TOKEN_HEADER).and_then(|v| v.to_str().ok())
 }
 
-fn query_token(query: Option<&str>) -> Option<&str> {
-    query?
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(name, _)| *name == "token")
-        .map(|(_, value)| value)
+/// The page's own files: the same for everyone, nothing of the session in them (a browser's
+/// address bar cannot send a header, so these are served without the secret).
+fn is_static(method: &Method, path: &str) -> bool {
+    (method == Method::GET || method == Method::HEAD)
+        && matches!(path, "/" | "/app.js" | "/app.css")
 }
 
 fn refuse(status: StatusCode, why: &'static str) -> Response {
@@ -165,31 +157,18 @@ async fn check(shared: &Shared, request: Request, next: Next) -> Response {
     {
         return refuse(StatusCode::FORBIDDEN, "another site's request\n");
     }
-    if cookie_token(headers, shared.port).is_some_and(|t| same_secret(&t, &shared.token)) {
+    let path = request.uri().path();
+    if is_static(request.method(), path) {
         return next.run(request).await;
     }
-    // The first address: the secret becomes the cookie, and leaves the address bar.
-    if request.method() == Method::GET
-        && request.uri().path() == "/"
-        && query_token(request.uri().query()).is_some_and(|t| same_secret(t, &shared.token))
-    {
-        let cookie = format!(
-            "{}={}; HttpOnly; SameSite=Strict; Path=/",
-            cookie_name(shared.port),
-            shared.token
-        );
-        let mut response = StatusCode::SEE_OTHER.into_response();
-        if let Ok(v) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().insert(SET_COOKIE, v);
-        }
-        response
-            .headers_mut()
-            .insert(LOCATION, HeaderValue::from_static("/"));
-        return response;
+    if header_token(headers).is_some_and(|t| same_secret(t, &shared.token)) {
+        // The page has its secret: the launcher file that gave it is no longer needed.
+        shared.launched();
+        return next.run(request).await;
     }
     refuse(
         StatusCode::UNAUTHORIZED,
-        "open the address `new web` printed\n",
+        "open the address `new web` printed (its secret goes in an X-New-Token header)\n",
     )
 }
 
@@ -209,8 +188,20 @@ async fn style() -> Response {
     typed("text/css; charset=utf-8", PAGE_CSS)
 }
 
+/// The page's state, with the question waiting for an answer if one does (a page loaded again
+/// shows it).
 async fn state(State(shared): State<Arc<Shared>>) -> Response {
-    let body = shared.state.lock().expect("state").clone();
+    let state = shared.state.lock().expect("state").clone();
+    let pending = shared
+        .pending
+        .lock()
+        .expect("pending")
+        .as_ref()
+        .map_or(Value::Null, |q| q.1.clone());
+    let body = match state.strip_prefix('{') {
+        Some(rest) => format!("{{\"pending\":{pending},{rest}"),
+        None => state,
+    };
     ([(CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -281,7 +272,14 @@ async fn answer(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> R
             "approve, approve-session, approve-always, deny, yes or no\n",
         );
     }
-    if *shared.pending.lock().expect("pending") != Some(id) {
+    if shared
+        .pending
+        .lock()
+        .expect("pending")
+        .as_ref()
+        .map(|q| q.0)
+        != Some(id)
+    {
         return refuse(StatusCode::CONFLICT, "no such question waits\n");
     }
     let _ = shared.answers.lock().expect("answers").send((id, action));

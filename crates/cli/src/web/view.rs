@@ -12,6 +12,7 @@ use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, html};
 use serde_json::{Value, json};
 
 use new_core::conversation::{Conversation, Message};
+use new_core::escape::{escape_controls, escape_controls_keep_lines};
 use new_core::fs::hash;
 use new_core::mcp::{Manager, State, describe};
 use new_core::session::{ManageError, Session};
@@ -25,14 +26,12 @@ pub const PAGE_CSS: &str = include_str!("assets/page.css");
 /// A node's line in the tree: its first words.
 const LABEL_CHARS: usize = 80;
 
-/// A link's address as written, when it goes to the web, to mail or within the page; others
-/// (`javascript:`, `data:`, `file:`) lead nowhere.
+/// A link's address as written, when it goes to the web or to mail; others (`javascript:`,
+/// `data:`, `file:`, and a fragment of this page: `#t=…` would put a secret of the model's choice
+/// in the address the page reads its own from) lead nowhere.
 fn safe_url(url: &str) -> bool {
     let lower = url.trim().to_ascii_lowercase();
-    lower.starts_with("http://")
-        || lower.starts_with("https://")
-        || lower.starts_with("mailto:")
-        || lower.starts_with('#')
+    lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("mailto:")
 }
 
 /// Markdown as HTML: raw HTML in it is shown as text, links lead only to the web or mail, and
@@ -174,7 +173,13 @@ fn message_json(m: &Message) -> Value {
     if let Some(calls) = m.extra.tool_calls.as_deref() {
         v["calls"] = calls
             .iter()
-            .map(|c| json!({"call": c.id, "name": c.function.name, "arguments": c.function.arguments}))
+            .map(|c| {
+                json!({
+                    "call": c.id,
+                    "name": escape_controls(&c.function.name),
+                    "arguments": escape_controls_keep_lines(&c.function.arguments),
+                })
+            })
             .collect();
     }
     if let Some(id) = m.extra.tool_call_id.as_deref() {
@@ -364,6 +369,8 @@ mod tests {
         assert!(!html.contains("<img"), "{html}");
         assert!(html.contains("&lt;script&gt;"), "{html}");
         assert!(!html.contains("javascript:"), "{html}");
+        let fragment = markdown_html("[reload](#t=0123abcd)");
+        assert!(!fragment.contains("#t="), "{fragment}");
         assert!(html.contains("href=\"https://example.com\""), "{html}");
     }
 

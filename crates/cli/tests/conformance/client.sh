@@ -8,7 +8,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 url="$1"
-bin="${NEW_BIN:-$here/../../target/debug/new}"
+bin="${NEW_BIN:-$here/../../../../target/debug/new}"
 home="$(mktemp -d)"
 model_pid=""
 cleanup() { [ -n "$model_pid" ] && kill "$model_pid" 2>/dev/null; rm -rf "$home"; }
@@ -45,8 +45,11 @@ if ctx.get("idp_id_token"):
     oauth["grant"] = "enterprise_managed"
     oauth["idp"] = {"issuer": ctx["idp_issuer"], "tokenEndpoint": ctx["idp_token_endpoint"],
                     "clientId": ctx["idp_client_id"], "idTokenFile": token}
-# A client ID metadata document, used where the authorization server supports them (what a
-# user whose organisation hosts one writes; the suite's servers accept this address).
+# A client ID metadata document, used where the authorization server supports them. Without
+# one `new` gives its own published document's address (oauth::CLIENT_METADATA_URL) and the
+# flow completes, but basic-cimd's check compares the client ID with the suite's own fixed
+# address and says WARNING for any other: so the entry names that address, as a user whose
+# organisation hosts a document would name theirs.
 if ctx.get("name", os.environ.get("MCP_CONFORMANCE_SCENARIO", "")).startswith("auth/") \
         and "idp" not in oauth:
     oauth.setdefault("clientMetadataUrl", "https://conformance-test.local/client-metadata.json")

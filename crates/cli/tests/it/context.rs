@@ -388,3 +388,62 @@ fn a_full_window_that_cannot_be_compacted_wraps_up() {
     }));
     assert_eq!(lines.iter().filter(|l| l["role"] == "assistant").count(), 2);
 }
+
+/// Behind LiteLLM with a 2,048-token window (issue 43, 18): a conversation made with a bigger
+/// window goes on there. The window is the one LiteLLM's error states (its text names the
+/// request's tokens first, llama-server's body quoted as a Python dict), the request's count it
+/// states calibrates the estimates, the compaction's own summary requests fit the window (one
+/// refused would be sent again smaller: `a_summary_request_refused_as_too_long_is_sent_again_smaller`
+/// in the engine's tests), compaction stays on, and every later message is answered.
+#[test]
+fn behind_litellm_the_stated_window_is_read_and_summary_requests_fit_it() {
+    let env = Env::new();
+    env.write_config(r#"{"retry_initial_ms": 5, "tools": ["read_file"]}"#);
+    let big = Server::start((0..8).map(|i| text(&[&format!("answer {i}")])).collect());
+    let questions: String = (0..8)
+        .map(|i| format!("question {i}: {}\n", "word ".repeat(250)))
+        .collect();
+    let run = env.run(&big.base_url, &[], &questions);
+    assert_eq!(run.code, Some(0), "{run:?}");
+
+    let small = Server::start(vec![text(&["answer after"]), text(&["and again"])]);
+    small.behind_litellm(2048);
+    // A summary as long as one may be: the running summary fills its room in the next request.
+    small.answer_summaries(&format!("THE GIST {}", "detail ".repeat(170)));
+    let run = env.run(
+        &small.base_url,
+        &["--continue"],
+        "and now?\n/context\nonce more\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("answer after"), "{run:?}");
+    assert!(run.stdout.contains("and again"), "{run:?}");
+    assert!(run.stdout.contains("compacted "), "{run:?}");
+    assert!(!run.stderr.contains("error"), "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "context window: 2,048 tokens (named by the server's context-overflow error)"
+        ),
+        "{run:?}"
+    );
+    let requests = small.requests();
+    let size = |r: &Value| count_tokens_litellm(&r.to_string());
+    // The refusal stated the request's count too: the estimates were calibrated by it, so the
+    // summary requests were measured as the server measures, and each fitted.
+    let summaries: Vec<u64> = requests
+        .iter()
+        .filter(|r| is_summary_request(r))
+        .map(size)
+        .collect();
+    assert!(!summaries.is_empty());
+    assert!(summaries.iter().all(|n| *n <= 2048), "{summaries:?}");
+    // After the first refusal (which taught the window), every message fits.
+    let messages: Vec<u64> = requests
+        .iter()
+        .filter(|r| !is_summary_request(r))
+        .map(size)
+        .collect();
+    assert!(messages[0] > 2048, "{messages:?}");
+    assert!(messages[1..].iter().all(|n| *n <= 2048), "{messages:?}");
+    assert_eq!(messages.len(), 3, "{messages:?}");
+}

@@ -294,7 +294,8 @@ fn a_server_that_dies_is_started_again_and_an_interrupted_call_is_cancelled() {
     // Its progress is shown before the interruption (said as it arrives; the time is the
     // client's to read it).
     wait_for("progress sent");
-    thread::sleep(Duration::from_millis(500));
+    // Room for `new` to read and print it on a loaded machine (the call sleeps 20 s).
+    thread::sleep(Duration::from_millis(2000));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     wait_for("cancelled");
     drop(stdin);

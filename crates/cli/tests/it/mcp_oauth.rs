@@ -35,6 +35,10 @@ struct Seen {
     bearers: Vec<String>,
     /// Tokens handed out so far (access token number).
     issued: u32,
+    /// The `client_id` of each authorization request.
+    client_ids: Vec<String>,
+    /// The `MCP-Protocol-Version` and `Mcp-Method` headers of each `initialize` POST.
+    initialize_headers: Vec<(Option<String>, Option<String>)>,
 }
 
 #[derive(Clone)]
@@ -43,6 +47,8 @@ struct Shared {
     seen: Arc<Mutex<Seen>>,
     /// Access tokens expire this many seconds after they are issued.
     lifetime: u64,
+    /// The authorization server takes client ID metadata documents (CIMD).
+    cimd: bool,
 }
 
 fn note(shared: &Shared, what: String) {
@@ -70,6 +76,7 @@ async fn as_metadata(State(s): State<Shared>) -> Response {
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
+        "client_id_metadata_document_supported": s.cimd,
     }))
     .into_response()
 }
@@ -106,6 +113,8 @@ fn form(text: &str) -> HashMap<String, String> {
 async fn authorize(State(s): State<Shared>, uri: Uri) -> Response {
     note(&s, "GET authorize".into());
     let q = form(uri.query().unwrap_or_default());
+    let client_id = q.get("client_id").cloned().unwrap_or_default();
+    s.seen.lock().unwrap().client_ids.push(client_id);
     let to = format!(
         "{}?code=code-1&state={}&iss={}",
         q["redirect_uri"],
@@ -162,6 +171,16 @@ async fn mcp(State(s): State<Shared>, headers: HeaderMap, body: String) -> Respo
         .map(str::to_string);
     let valid = {
         let mut seen = s.seen.lock().unwrap();
+        if message["method"] == "initialize" {
+            let header = |name: &str| {
+                headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let pair = (header("mcp-protocol-version"), header("mcp-method"));
+            seen.initialize_headers.push(pair);
+        }
         if let Some(b) = &bearer {
             seen.bearers.push(b.clone());
         }
@@ -203,6 +222,11 @@ async fn mcp(State(s): State<Shared>, headers: HeaderMap, body: String) -> Respo
 
 /// The resource and authorization servers on one loopback port; their base URL.
 fn oauth_servers(lifetime: u64) -> (String, Arc<Mutex<Seen>>) {
+    oauth_servers_with(lifetime, false)
+}
+
+/// The same, its authorization server taking client ID metadata documents when `cimd`.
+fn oauth_servers_with(lifetime: u64, cimd: bool) -> (String, Arc<Mutex<Seen>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -211,6 +235,7 @@ fn oauth_servers(lifetime: u64) -> (String, Arc<Mutex<Seen>>) {
         base: base.clone(),
         seen: seen.clone(),
         lifetime,
+        cimd,
     };
     thread::spawn(move || {
         let runtime = Builder::new_current_thread().enable_all().build().unwrap();
@@ -371,6 +396,57 @@ fn oauth_tokens_are_kept_private_and_refreshed_when_they_expire() {
         files_containing(env.work().as_path(), "secret-"),
         Vec::<PathBuf>::new()
     );
+}
+
+/// An authorization server that takes client ID metadata documents gets `new`'s published one as
+/// the client ID, with nothing configured (no registration); a server that does not is registered
+/// with, as before. Every `initialize` POST names the version it asks for and its method in the
+/// headers (`MCP-Protocol-Version`, `Mcp-Method`), as the 2026 draft asks.
+#[test]
+fn a_cimd_server_gets_new_s_published_client_id_and_initialize_carries_its_headers() {
+    if !python() {
+        eprintln!("skipped: python3 plays the browser");
+        return;
+    }
+    for cimd in [true, false] {
+        let env = Env::new();
+        let (base, seen) = oauth_servers_with(3600, cimd);
+        config(&env, &base);
+        let browser = browser(&env);
+        let model = Server::start(vec![
+            tool_calls(&[("a", "mcp__locked__whoami", "{}")]),
+            text(&["done"]),
+        ]);
+        let mut cmd = env.command(&model.base_url);
+        cmd.arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .args(["-p", "who am I?", "--output-format", "json"])
+            .env("BROWSER", &browser);
+        let run = run_with_stdin(cmd, "");
+        assert_eq!(run.code, Some(0), "{run:?}");
+        assert_eq!(results(&model, 1)[0], "you are authorized", "{run:?}");
+        let seen = seen.lock().unwrap();
+        let registered = seen.log.contains(&"POST register".to_string());
+        if cimd {
+            assert_eq!(
+                seen.client_ids,
+                ["https://new-agent.github.io/new/client-metadata.json"],
+                "{:?}",
+                seen.log
+            );
+            assert!(!registered, "{:?}", seen.log);
+        } else {
+            assert_eq!(seen.client_ids, ["client-1"], "{:?}", seen.log);
+            assert!(registered, "{:?}", seen.log);
+        }
+        // The first initialize met the 401, the second had its token: both carried them.
+        assert!(seen.initialize_headers.len() >= 2, "{:?}", seen.log);
+        for (version, method) in &seen.initialize_headers {
+            assert_eq!(version.as_deref(), Some("2025-11-25"));
+            assert_eq!(method.as_deref(), Some("initialize"));
+        }
+    }
 }
 
 /// With no browser and no terminal (a job in CI), a server that answers 401 fails at once, and

@@ -203,6 +203,54 @@ fn stream_json_reports_a_compaction() {
     assert_eq!(events.last().unwrap()["result"], "Short answer.");
 }
 
+/// A prompt bigger than the window says so in the JSON result (`prompt_over_window`), not only
+/// on stderr: with compaction on, the model was given a summary of the prompt; with it off, the
+/// server refused it. A prompt that fits has no such field (the first test's whole object).
+#[test]
+fn json_says_when_the_prompt_is_bigger_than_the_window() {
+    let prompt = format!("Read this: {}", "word ".repeat(3000));
+    let tokens = count_tokens(&prompt);
+    for compaction in [true, false] {
+        let server = Server::start(vec![text(&["Short answer."])]);
+        server.set_window(2500);
+        server.answer_summaries("THE GIST");
+        let env = Env::new();
+        env.write_config(&format!(
+            r#"{{"retry_initial_ms": 5, "tools": ["read_file"], "compaction": {{"enabled": {compaction}}}}}"#
+        ));
+        let run = one_shot(
+            &env,
+            &server,
+            &["-p", &prompt, "--output-format", "json"],
+            "",
+        );
+        let v: Value =
+            serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+        let over = &v["prompt_over_window"];
+        assert_eq!(over["window"], 2500, "{v}");
+        assert_eq!(over["window_from"], "error", "{v}");
+        let counted = over["prompt_tokens"].as_u64().unwrap();
+        // An estimate (calibrated by what the server counted): near the server's own count.
+        assert!(
+            counted.abs_diff(tokens) <= tokens / 5,
+            "{counted} vs {tokens}: {v}"
+        );
+        assert_eq!(over["summarized"], compaction, "{v}");
+        if compaction {
+            assert_eq!(run.code, Some(0), "{run:?}");
+            assert_eq!(v["is_error"], false);
+            assert_eq!(v["result"], "Short answer.");
+        } else {
+            assert_eq!(run.code, Some(1), "{run:?}");
+            assert_eq!(v["is_error"], true);
+            assert!(
+                v["error"].as_str().unwrap().contains("context window"),
+                "{v}"
+            );
+        }
+    }
+}
+
 #[cfg(unix)]
 /// Ctrl-C during `-p … > out.txt`: what arrived goes to stdout (the file is not left empty),
 /// stderr says it is partial and where it is kept, and the exit code is 130.

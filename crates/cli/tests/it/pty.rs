@@ -1166,6 +1166,66 @@ fn a_background_task_that_ends_is_said_above_the_waiting_prompt() {
     assert!(!shown.contains("its answer goes"), "{shown:?}");
 }
 
+/// `subagent.auto_continue` at an idle prompt (issue 43, 7): a background task that ends while
+/// nobody types has its report go to the model at once, without a key; Ctrl-C of a turn names
+/// the background tasks that go on. The prompt still takes keys as before.
+#[test]
+fn an_idle_prompt_goes_on_with_a_background_answer_without_a_key() {
+    let env = Env::new();
+    env.write_config(r#"{"subagent": {"auto_continue": true}}"#);
+    let release = Arc::new(Semaphore::new(0));
+    let server = Server::start(vec![
+        tool_calls(&[(
+            "b1",
+            "agent",
+            r#"{"role":"explore","task":"Look around.","background":true}"#,
+        )]),
+        text(&["Started."]),
+        Reply::SseStall(
+            vec![chunk_text("Meanwhile")],
+            Duration::from_secs(60),
+            vec![chunk_text("never")],
+        ),
+        text(&["It found nothing, so we are done."]),
+    ]);
+    server.answer_subagents(vec![gated(text(&["Nothing ", "here."]), &release)]);
+    let mut pty = start(&env, &server.base_url);
+    pty.send("look around in the background\r");
+    pty.expect("Started.");
+    pty.expect("› ");
+    // Typed at the waiting prompt: the line editor reads it as typed.
+    pty.send("meanwhile, another thing\r");
+    pty.expect("Meanwhile");
+    pty.send("\x03");
+    pty.expect("interrupted; what arrived is kept");
+    let said = pty.expect("(/tasks lists them, /tasks stop ID stops one)");
+    assert!(
+        said.contains("1 background task(s) go on: ") && said.contains(" (explore)"),
+        "{said:?}"
+    );
+    pty.expect("› ");
+    // Nothing typed from now on: the task ends, and the conversation goes on with its report.
+    release.add_permits(8);
+    pty.expect("(explore) completed");
+    pty.expect("going on with the answer of 1 background task(s)");
+    pty.expect("so we are done.");
+    pty.expect("› ");
+    let parent = server
+        .requests()
+        .into_iter()
+        .rfind(|r| !system_of(r).starts_with(SUBAGENT_START))
+        .unwrap();
+    let (role, delivered) = messages_of(&parent).pop().unwrap();
+    assert_eq!(role, "user");
+    assert!(delivered.contains("Nothing here."), "{delivered}");
+    // Once for each input of the user's: the prompt waits for keys again, as it did.
+    pty.send("/tasks\r");
+    pty.expect("completed (background)");
+    pty.expect("› ");
+    pty.send("\x04");
+    assert_eq!(pty.wait(), Some(0));
+}
+
 /// A command that asks to leave the sandbox is asked for every time, with its reason, `y` or `n`
 /// only; `y` runs it outside (it may write outside WORKDIR), `n` refuses it.
 #[test]

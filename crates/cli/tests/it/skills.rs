@@ -398,8 +398,10 @@ fn template_variables_are_filled_in_the_system_prompt() {
 
 /// The built-in skills that describe `new` and the project are written when loaded:
 /// `config-management` with this session's files and values (and no secret), `codebase-overview`
-/// with the folder as it is; the index names each skill's tier, the prompt names the hooks and
-/// MCP servers in one line each, and a skill's template variables are filled in `use_skill`.
+/// with the map of `new`'s own source and its pages as sub-documents (`codebase-overview/NAME`),
+/// `project-overview` with the folder as it is; the index names each skill's tier, the prompt
+/// names the hooks and MCP servers in one line each, and a skill's template variables are filled
+/// in `use_skill`.
 #[test]
 fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
     let env = Env::new();
@@ -422,8 +424,11 @@ fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
     let server = Server::start(vec![
         tool_calls(&[
             ("a", "use_skill", &load("config-management")),
-            ("b", "use_skill", &load("codebase-overview")),
+            ("b", "use_skill", &load("project-overview")),
             ("c", "use_skill", &load("where")),
+            ("d", "use_skill", &load("codebase-overview")),
+            ("e", "use_skill", &load("codebase-overview/context")),
+            ("f", "use_skill", &load("codebase-overview/nonsense")),
         ]),
         text(&["done"]),
     ]);
@@ -481,5 +486,37 @@ fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
             env.work().display()
         )),
         "{filled}"
+    );
+    // About `new` itself: the map of its source, as this version ships it, and its sub-documents.
+    let own = &results[3];
+    assert!(own.contains("about `new` itself"), "{own}");
+    assert!(own.contains("# The map of new's source"), "{own}");
+    assert!(own.contains("crates/core/"), "{own}");
+    assert!(own.contains("compact.rs"), "{own}");
+    assert!(
+        own.contains("- `codebase-overview/context`: token accounting"),
+        "{own}"
+    );
+    // Nothing of the working folder's survey in it, nor of new's in the survey.
+    assert!(!own.contains("package `demo`"), "{own}");
+    assert!(!overview.contains("crates/core/"), "{overview}");
+    let context = &results[4];
+    assert!(
+        context.starts_with("# Long sessions: context management"),
+        "{context}"
+    );
+    assert!(context.contains("summary"), "{context}");
+    assert_eq!(
+        results[5].lines().next().unwrap(),
+        "Error: `codebase-overview` has no sub-document `nonsense`; it has contributing, getting-started, tree, configuration, permissions, security, context, checkpoints, mcp, hooks, skills-and-memory, subagents, scripting, editors, web, file-format, performance, troubleshooting, coming-from",
+    );
+    let index = system_prompt(&requests[0]);
+    assert!(
+        index.contains("- `codebase-overview` (built-in): How new itself is built"),
+        "{index}"
+    );
+    assert!(
+        index.contains("- `project-overview` (built-in): The working folder's layout"),
+        "{index}"
     );
 }

@@ -190,6 +190,67 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
     assert!(run.stdout.contains("general-purpose (built-in): Carries out a task on its own with every tool the session allows · tools: every tool the session allows"), "{run:?}");
 }
 
+/// `metadata`: structured input, given to the subagent as JSON after its task and kept in its
+/// conversation's header (`metadata.input`); one that is not an object (or a string holding one)
+/// starts nothing and says why.
+#[test]
+fn an_agent_call_s_metadata_reaches_the_subagent_as_json() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[
+            (
+                "bad",
+                "agent",
+                r#"{"role":"explore","task":"Look.","metadata":["not","an","object"]}"#,
+            ),
+            (
+                "good",
+                "agent",
+                r#"{"role":"explore","task":"Check the files named.","metadata":{"files":["src/a.rs","src/b.rs"],"ticket":43,"strict":true}}"#,
+            ),
+        ]),
+        text(&["Both files are fine."]),
+        text(&["Checked."]),
+    ]);
+    let run = env.run(&server.base_url, &[], "check them\n");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    // The subagent's first message: the task, then the input as JSON it can read back.
+    let first = messages_of(&requests[1])[1].1.clone();
+    let (task, rest) = first.split_once("\n\n").unwrap();
+    assert_eq!(task, "Check the files named.");
+    let json = rest
+        .split_once("```json\n")
+        .and_then(|(_, j)| j.rsplit_once("\n```"))
+        .map(|(j, _)| j)
+        .unwrap_or_else(|| panic!("{first}"));
+    let input: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(
+        input,
+        serde_json::json!({"files": ["src/a.rs", "src/b.rs"], "ticket": 43, "strict": true})
+    );
+    let got = results(&server, 2);
+    assert_eq!(got[0], "Error: `metadata` must be a JSON object", "{got:?}");
+    assert!(got[1].starts_with("Both files are fine."), "{got:?}");
+    // One subagent ran, its header keeping the input.
+    let subs = subagent_files(&env, "check them");
+    assert_eq!(subs.len(), 1, "{subs:?}");
+    assert_eq!(subs[0].1[0]["metadata"]["input"], input);
+    assert_eq!(subs[0].1[0]["metadata"]["parent"]["tool_call_id"], "good");
+    // The model is told of it.
+    let agent = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "agent")
+        .unwrap();
+    assert_eq!(
+        agent["function"]["parameters"]["properties"]["metadata"]["type"],
+        "object"
+    );
+}
+
 #[test]
 fn a_fork_starts_from_the_parent_s_branch_and_bad_calls_start_nothing() {
     let env = Env::new();

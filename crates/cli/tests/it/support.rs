@@ -123,6 +123,10 @@ struct Shared {
     /// A context window in tokens (4 characters each): longer requests are refused with the
     /// provider's real error, and usage reports the count.
     window: Mutex<Option<u64>>,
+    /// In front of the window, LiteLLM's proxy before llama-server: tokens counted 3 characters
+    /// each (a small model's tokenizer, denser than `new`'s estimate), refusals in LiteLLM's
+    /// words on both endpoints.
+    litellm: Mutex<bool>,
     /// The answer to every summary request, which then takes no scripted reply.
     summary: Mutex<Option<String>>,
     /// The answer to every memory review, after a delay (no changes, at once, unless set). Reviews
@@ -153,6 +157,7 @@ impl Server {
             .unwrap();
         let shared = Arc::new(Shared {
             window: Mutex::new(None),
+            litellm: Mutex::new(false),
             summary: Mutex::new(None),
             review: Mutex::new(None),
             reviews: Mutex::new(Vec::new()),
@@ -181,6 +186,14 @@ impl Server {
     /// Gives the server a context window of `tokens` (4 characters each).
     pub fn set_window(&self, tokens: u64) {
         *self.shared.window.lock().unwrap() = Some(tokens);
+    }
+
+    /// Plays LiteLLM's proxy in front of llama-server with a window of `tokens`: counted 3
+    /// characters each ([`count_tokens_litellm`]), a longer request refused in LiteLLM's words
+    /// on either endpoint (llama-server's body quoted as a Python dict, the request's count first).
+    pub fn behind_litellm(&self, tokens: u64) {
+        *self.shared.litellm.lock().unwrap() = true;
+        self.set_window(tokens);
     }
 
     /// Answers every summary request with `text`, outside the script.
@@ -285,6 +298,11 @@ pub fn count_tokens(body: &str) -> u64 {
     body.chars().count() as u64 / 4
 }
 
+/// The tokens of a request as the scripted server counts them behind LiteLLM: 3 characters each.
+pub fn count_tokens_litellm(body: &str) -> u64 {
+    body.chars().count() as u64 / 3
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     uri: Uri,
@@ -319,13 +337,21 @@ async fn handle(
     }
     shared.requests.lock().unwrap().push(value.clone());
     shared.headers.lock().unwrap().push(headers);
-    let tokens = count_tokens(&body);
+    let litellm = *shared.litellm.lock().unwrap();
+    let tokens = if litellm {
+        count_tokens_litellm(&body)
+    } else {
+        count_tokens(&body)
+    };
     let window = *shared.window.lock().unwrap();
     if let Some(window) = window
         && tokens > window
     {
         // The providers' own words.
-        let error = if anthropic {
+        let error = if litellm {
+            json!({"error":{"message": format!("litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: OpenAIException - Error code: 400 - {{'error': {{'code': 400, 'message': 'the request exceeds the available context size, try increasing it', 'type': 'exceed_context_size_error', 'n_prompt_tokens': {tokens}, 'n_ctx': {window}}}}}\nmodel=claude-local. context_window_fallbacks=None. fallbacks=None.\n\nSet 'context_window_fallback' - https://docs.litellm.ai/docs/routing#fallbacks. Received Model Group=claude-local\nAvailable Model Group Fallbacks=None"),
+                "type": null, "param": null, "code": "400"}})
+        } else if anthropic {
             json!({"type":"error","error":{"type":"invalid_request_error",
                 "message": format!("prompt is too long: {tokens} tokens > {window} maximum")}})
         } else {

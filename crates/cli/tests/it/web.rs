@@ -119,12 +119,27 @@ struct Web {
 
 impl Web {
     fn start(env: &Env, base_url: &str, extra: &[&str]) -> Web {
+        let mut extra = extra.to_vec();
+        extra.push("--no-open");
+        Web::start_in(env, base_url, &env.work(), &extra, &[])
+    }
+
+    /// `new web WORKDIR default DATADIR EXTRA…` with more variables set.
+    fn start_in(
+        env: &Env,
+        base_url: &str,
+        workdir: &Path,
+        extra: &[&str],
+        vars: &[(&str, String)],
+    ) -> Web {
         let mut cmd = env.command(base_url);
+        for (name, value) in vars {
+            cmd.env(name, value);
+        }
         cmd.arg("web")
-            .arg(env.work())
+            .arg(workdir)
             .arg("default")
             .arg(env.data())
-            .arg("--no-open")
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -138,7 +153,7 @@ impl Web {
         let rest = url
             .strip_prefix("http://127.0.0.1:")
             .unwrap_or_else(|| panic!("the first line is the address: {url:?}"));
-        let (port, token) = rest.split_once("/?token=").unwrap();
+        let (port, token) = rest.split_once("/#t=").unwrap();
         Web {
             child,
             port: port.parse().unwrap(),
@@ -147,16 +162,12 @@ impl Web {
         }
     }
 
-    fn cookie(&self) -> String {
-        format!("new_token_{}={}", self.port, self.token)
-    }
-
     fn origin(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     fn get(&self, path: &str) -> Resp {
-        http(self.port, "GET", path, &[("Cookie", &self.cookie())], "")
+        http(self.port, "GET", path, &[("X-New-Token", &self.token)], "")
     }
 
     fn post(&self, path: &str, body: Value) -> Resp {
@@ -165,7 +176,7 @@ impl Web {
             "POST",
             path,
             &[
-                ("Cookie", &self.cookie()),
+                ("X-New-Token", &self.token),
                 ("Origin", &self.origin()),
                 ("Content-Type", "application/json"),
             ],
@@ -234,29 +245,69 @@ fn the_server_listens_on_loopback_only_and_refuses_requests_without_the_token() 
             );
         }
     }
-    for path in ["/", "/api/state", "/app.js", "/events"] {
+    // The address holds the secret in its fragment only (a browser never sends a fragment to a
+    // server, nor in a Referer): nothing of it in the path or the query.
+    assert!(
+        web.url.ends_with(&format!("/#t={}", web.token)) && !web.url.contains('?'),
+        "{}",
+        web.url
+    );
+    assert!(web.token.len() >= 32, "{}", web.token);
+    // The page's own files hold nothing of the session: served without the secret.
+    for path in ["/", "/app.js", "/app.css"] {
+        let r = http(web.port, "GET", path, &[], "");
+        assert_eq!(r.status, 200, "{path}");
+        assert!(!r.body.contains(&web.token), "{path}");
+    }
+    // Everything else needs the secret in its header.
+    for path in ["/api/state", "/events", "/favicon.ico"] {
         assert_eq!(http(web.port, "GET", path, &[], "").status, 401, "{path}");
     }
-    let wrong = format!("/?token={}", "0".repeat(web.token.len()));
-    assert_eq!(http(web.port, "GET", &wrong, &[], "").status, 401);
-    let forged = format!("new_token_{}={}x", web.port, web.token);
-    assert_eq!(
-        http(web.port, "GET", "/api/state", &[("Cookie", &forged)], "").status,
-        401
-    );
-    // The first address: the token becomes an HttpOnly, SameSite=Strict cookie and leaves the
-    // address bar.
+    let wrong = "0".repeat(web.token.len());
+    let longer = format!("{}0", web.token);
+    for bad in [wrong.as_str(), longer.as_str(), &web.token[1..], ""] {
+        let r = http(web.port, "GET", "/api/state", &[("X-New-Token", bad)], "");
+        assert_eq!(r.status, 401, "{bad}");
+    }
+    // Never in a cookie, nor in the address: a browser sends 127.0.0.1's cookies to every port
+    // of it, so to any other local server a page makes it visit; an address lands in history,
+    // logs and Referer. Neither is accepted, and no cookie is ever set.
+    let cookie = format!("new_token_{}={}", web.port, web.token);
+    let r = http(web.port, "GET", "/api/state", &[("Cookie", &cookie)], "");
+    assert_eq!(r.status, 401);
+    let query = format!("/api/state?token={}", web.token);
+    assert_eq!(http(web.port, "GET", &query, &[], "").status, 401);
     let first = http(web.port, "GET", &format!("/?token={}", web.token), &[], "");
-    assert_eq!(first.status, 303, "{first:?}");
-    assert_eq!(first.header("location").as_deref(), Some("/"));
-    let cookie = first.header("set-cookie").unwrap();
-    assert!(cookie.starts_with(&web.cookie()), "{cookie}");
-    assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-        "{cookie}"
+    assert_eq!(first.status, 200);
+    for r in [&first, &web.get("/"), &web.get("/api/state")] {
+        assert!(r.header("set-cookie").is_none(), "{r:?}");
+    }
+    // A state-changing request with the cookie and the page's Origin, as a page of another
+    // port would have the browser send it: refused.
+    let r = http(
+        web.port,
+        "POST",
+        "/api/send",
+        &[("Cookie", &cookie), ("Origin", &web.origin())],
+        &json!({"text": "/title hacked"}).to_string(),
     );
+    assert_eq!(r.status, 401);
+    // A browser's preflight for another site's request with the header gets no permission.
+    let r = http(
+        web.port,
+        "OPTIONS",
+        "/api/send",
+        &[
+            ("Origin", "http://evil.example"),
+            ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "x-new-token"),
+        ],
+        "",
+    );
+    assert!(r.status >= 400, "{r:?}");
+    assert!(r.header("access-control-allow-origin").is_none(), "{r:?}");
     assert_eq!(web.get("/api/state").status, 200);
-    assert!(web.url.ends_with(&web.token));
+    assert_eq!(web.state()["conversation"]["title"], "");
 }
 
 #[test]
@@ -264,7 +315,7 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
     let server = Server::start(vec![]);
     let env = Env::new();
     let web = Web::start(&env, &server.base_url, &[]);
-    let cookie = web.cookie();
+    let token = web.token.clone();
     // DNS rebinding: a name of the attacker's resolved to 127.0.0.1.
     for host in [
         format!("evil.example:{}", web.port),
@@ -275,7 +326,7 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
             web.port,
             "GET",
             "/api/state",
-            &[("Host", &host), ("Cookie", &cookie)],
+            &[("Host", &host), ("X-New-Token", &token)],
             "",
         );
         assert_eq!(r.status, 403, "{host}");
@@ -285,14 +336,14 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
         web.port,
         "GET",
         "/api/state",
-        &[("Host", &by_name), ("Cookie", &cookie)],
+        &[("Host", &by_name), ("X-New-Token", &token)],
         "",
     );
     assert_eq!(r.status, 200);
     // CSRF: a state-changing request from another site, or with no origin at all.
     let body = json!({"text": "/title hacked"}).to_string();
     for origin in [Some("http://evil.example"), Some("null"), None] {
-        let mut headers = vec![("Cookie", cookie.as_str())];
+        let mut headers = vec![("X-New-Token", token.as_str())];
         if let Some(o) = origin {
             headers.push(("Origin", o));
         }
@@ -304,7 +355,7 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
         "POST",
         "/api/stop",
         &[
-            ("Cookie", &cookie),
+            ("X-New-Token", &token),
             ("Origin", &web.origin()),
             ("Sec-Fetch-Site", "cross-site"),
         ],
@@ -316,7 +367,7 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
         web.port,
         "GET",
         "/events",
-        &[("Cookie", &cookie), ("Origin", "http://evil.example")],
+        &[("X-New-Token", &token), ("Origin", "http://evil.example")],
         "",
     );
     assert_eq!(r.status, 403);
@@ -324,7 +375,7 @@ fn another_host_or_origin_is_refused_and_the_page_runs_no_inline_script() {
         web.port,
         "GET",
         "/events",
-        &[("Cookie", &cookie), ("Origin", &web.origin())],
+        &[("X-New-Token", &token), ("Origin", &web.origin())],
         "",
     );
     assert_eq!(r.status, 200);
@@ -522,9 +573,9 @@ impl Events {
     fn listen(web: &Web) -> Events {
         let mut stream = TcpStream::connect(("127.0.0.1", web.port)).unwrap();
         let request = format!(
-            "GET /events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {}\r\nOrigin: {}\r\n\r\n",
+            "GET /events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-New-Token: {}\r\nOrigin: {}\r\n\r\n",
             web.port,
-            web.cookie(),
+            web.token,
             web.origin()
         );
         stream.write_all(request.as_bytes()).unwrap();
@@ -573,13 +624,13 @@ fn output_with(text: &str) -> impl Fn(&Value) -> bool + '_ {
 }
 
 /// A name the browser would send for this server, but at another port (one the attacker's page
-/// could be served from on this machine), is refused even with the cookie and the right origin.
+/// could be served from on this machine), is refused even with the secret and the right origin.
 #[test]
 fn a_host_of_this_server_at_another_port_is_refused() {
     let server = Server::start(vec![]);
     let env = Env::new();
     let web = Web::start(&env, &server.base_url, &[]);
-    let cookie = web.cookie();
+    let token = web.token.clone();
     let origin = web.origin();
     let other = if web.port == u16::MAX {
         1
@@ -599,7 +650,7 @@ fn a_host_of_this_server_at_another_port_is_refused() {
             web.port,
             "GET",
             "/api/state",
-            &[("Host", &host), ("Cookie", &cookie)],
+            &[("Host", &host), ("X-New-Token", &token)],
             "",
         );
         assert_eq!(r.status, 403, "GET with Host {host}");
@@ -607,7 +658,11 @@ fn a_host_of_this_server_at_another_port_is_refused() {
             web.port,
             "POST",
             "/api/send",
-            &[("Host", &host), ("Cookie", &cookie), ("Origin", &origin)],
+            &[
+                ("Host", &host),
+                ("X-New-Token", &token),
+                ("Origin", &origin),
+            ],
             &json!({"text": "/title hacked"}).to_string(),
         );
         assert_eq!(r.status, 403, "POST with Host {host}");
@@ -711,10 +766,326 @@ fn the_file_panel_shows_workdir_read_only_and_refuses_links_out_dotdot_and_secre
         web.port,
         "POST",
         "/api/files",
-        &[("Cookie", &web.cookie()), ("Origin", "http://evil.example")],
+        &[
+            ("X-New-Token", &web.token),
+            ("Origin", "http://evil.example"),
+        ],
         &json!({"path": "src/page.html"}).to_string(),
     );
     assert_eq!(r.status, 403);
+}
+
+/// The browser is opened on a file of its own, never on the address: the opener's command line
+/// (which every user of the machine may read in `/proc/PID/cmdline`) names a file, 0600 in a
+/// folder of 0700, that sends the browser on to the address; the folder goes once the page has
+/// its secret.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_browser_is_opened_on_a_private_launcher_file_never_on_the_address() {
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let bin = env.dir.path().join("bin");
+    let run = env.dir.path().join("run");
+    fs::create_dir_all(&bin).unwrap();
+    fs::create_dir_all(&run).unwrap();
+    let seen = env.dir.path().join("opened");
+    // An opener that notes its arguments, its file's and folder's modes and the file, as a
+    // browser would read it.
+    let opener = bin.join("xdg-open");
+    fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\nout='{}'\nprintf '%s\\n' \"$@\" > \"$out.args\"\n\
+stat -c '%a' \"$1\" > \"$out.mode\"\nstat -c '%a' \"$(dirname \"$1\")\" > \"$out.dirmode\"\n\
+cat \"$1\" > \"$out.page\"\nmv \"$out.args\" \"$out.done\"\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&opener, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), env::var("PATH").unwrap_or_default());
+    let web = Web::start_in(
+        &env,
+        &server.base_url,
+        &env.work(),
+        &[],
+        &[
+            ("PATH", path),
+            ("XDG_RUNTIME_DIR", run.display().to_string()),
+        ],
+    );
+    let done = seen.with_extension("done");
+    assert!(
+        eventually(400, Duration::from_millis(50), || done.exists()),
+        "the opener never ran"
+    );
+    let args = fs::read_to_string(&done).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(args.len(), 1, "{args:?}");
+    assert!(!args[0].contains(&web.token), "{args:?}");
+    let file = PathBuf::from(args[0]);
+    assert!(file.starts_with(&run), "{}", file.display());
+    let mode = |ext: &str| {
+        fs::read_to_string(seen.with_extension(ext))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(mode("mode"), "600");
+    assert_eq!(mode("dirmode"), "700");
+    let page = fs::read_to_string(seen.with_extension("page")).unwrap();
+    assert!(
+        page.contains(&format!(
+            "http-equiv=\"refresh\" content=\"0;url=http://127.0.0.1:{}/#t={}\"",
+            web.port, web.token
+        )),
+        "{page}"
+    );
+    // Once the page has its secret, the launcher is gone.
+    assert!(file.exists());
+    assert_eq!(web.get("/api/state").status, 200);
+    assert!(
+        eventually(100, Duration::from_millis(50), || !file
+            .parent()
+            .unwrap()
+            .exists()),
+        "{} is still there",
+        file.display()
+    );
+}
+
+/// A question waiting for its answer is in the state (a page loaded again shows it, and can
+/// answer it); the command it asks about is shown with its control characters and bidirectional
+/// overrides (U+202E) as visible escapes, never as they would act.
+#[test]
+fn a_question_waiting_is_in_the_state_with_its_command_escaped() {
+    let command = "echo safe \u{202e}hs.lmth\u{202c} \r\u{1b}[2Kls # \u{2066}x\u{2069}";
+    let server = Server::start(vec![
+        tool_calls(&[("b", "bash", &json!({ "command": command }).to_string())]),
+        text(&["not run"]),
+    ]);
+    let env = Env::new();
+    let web = Web::start(&env, &server.base_url, &["--permission-mode", "strict"]);
+    let events = Events::listen(&web);
+    assert_eq!(web.state()["pending"], Value::Null);
+    web.post("/api/send", json!({"text": "run it"}));
+    let (_, asked) = events.until("the approval", 0, |e| e["type"] == "approval");
+    // A page loaded now: the question is in its state, as sent.
+    let state = web.until("the question in the state", |s| s["pending"].is_object());
+    let pending = &state["pending"];
+    assert_eq!(pending, &asked, "{state:#}");
+    let preview = pending["preview"].as_str().unwrap();
+    for bad in [
+        '\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}', '\r', '\u{1b}',
+    ] {
+        assert!(!preview.contains(bad), "{bad:?} in {preview:?}");
+    }
+    assert!(
+        preview.contains("\\u{202e}hs.lmth\\u{202c}")
+            && preview.contains("\\r\\e[2Kls")
+            && preview.contains("\\u{2066}x\\u{2069}"),
+        "{preview}"
+    );
+    // (No rule could allow this very command again: yes or no only.)
+    assert_eq!(pending["options"], json!(["approve", "deny"]));
+    let id = pending["id"].as_u64().unwrap();
+    assert_eq!(
+        web.post("/api/answer", json!({"id": id, "action": "deny"}))
+            .status,
+        202
+    );
+    let state = web.until("the answer after the denial", |s| {
+        s["pending"].is_null() && s["branch"].as_array().map_or(0, Vec::len) == 4
+    });
+    assert!(results(&server, 1)[0].contains("denied"));
+    // The call's card, streamed and in the branch, shows its arguments so too.
+    let (_, card) = events.until("the call", 0, |e| e["type"] == "tool_call");
+    for arguments in [
+        &card["arguments"],
+        &state["branch"][1]["calls"][0]["arguments"],
+    ] {
+        let arguments = arguments.as_str().unwrap();
+        assert!(
+            !arguments.contains('\u{202e}') && arguments.contains("\\u{202e}hs.lmth"),
+            "{arguments}"
+        );
+    }
+}
+
+/// The file panel opens what it checked: a folder swapped for a link out of WORKDIR between the
+/// check and the open (over and over, atomically, by another hand) is refused, never listed.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_folder_swapped_for_a_link_while_the_panel_opens_it_never_leads_out() {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let work = env.work();
+    let outside = env.dir.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("OUTSIDE-SECRET.txt"), "OUTSIDE\n").unwrap();
+    fs::write(outside.join("inside.txt"), "OUTSIDE\n").unwrap();
+    fs::create_dir_all(work.join("sub")).unwrap();
+    fs::write(work.join("sub/inside.txt"), "inside\n").unwrap();
+    let swap = env.dir.path().join("swap");
+    symlink(&outside, &swap).unwrap();
+    let web = Web::start(&env, &server.base_url, &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapping = {
+        let stop = stop.clone();
+        let sub = CString::new(work.join("sub").as_os_str().as_bytes()).unwrap();
+        let swap = CString::new(swap.as_os_str().as_bytes()).unwrap();
+        thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                // `sub` is the folder, then the link out, then the folder…, each in one step.
+                // SAFETY: two valid NUL-terminated paths; renameat2 only reads them.
+                let rc = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        sub.as_ptr(),
+                        libc::AT_FDCWD,
+                        swap.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                if rc != 0 {
+                    break;
+                }
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut listed, mut refused) = (0, 0);
+    for i in 0..1000 {
+        // The folder listed, or a file in it read.
+        let path = if i % 2 == 0 { "sub" } else { "sub/inside.txt" };
+        let r = web.post("/api/files", json!({"path": path}));
+        assert!(!r.body.contains("OUTSIDE"), "{path}: {}", r.body);
+        if r.status == 200 {
+            listed += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let swaps = swapping.join().unwrap();
+    assert!(
+        swaps > 100 && listed > 0 && refused > 0,
+        "{swaps} swaps, {listed} listed, {refused} refused"
+    );
+}
+
+/// Secret places are judged as they are at each request: one named through a link, made after
+/// the start, stays hidden; and with WORKDIR `/` the kernel's folders (`/proc`: the
+/// environment of `new` itself) are neither listed nor read.
+#[cfg(unix)]
+#[test]
+fn secret_places_made_later_stay_hidden_and_workdir_root_does_not_show_proc() {
+    use std::os::unix::fs::symlink;
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let work = env.work();
+    // The place named through a link to WORKDIR, and not there yet.
+    symlink(&work, env.dir.path().join("alias")).unwrap();
+    let later = env.dir.path().join("alias/later");
+    env.write_config(
+        &json!({"retry_initial_ms": 5, "checkpoints": {"enabled": false},
+                "sandbox": {"deny_read": [later.display().to_string()]}})
+        .to_string(),
+    );
+    let web = Web::start(&env, &server.base_url, &[]);
+    fs::create_dir_all(work.join("later")).unwrap();
+    fs::write(work.join("later/key.pem"), "PRIVATE KEY\n").unwrap();
+    fs::write(work.join("open.txt"), "open\n").unwrap();
+    let top: Value =
+        serde_json::from_str(&web.post("/api/files", json!({"path": ""})).body).unwrap();
+    let names: Vec<&str> = top["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"open.txt") && !names.contains(&"later"),
+        "{names:?}"
+    );
+    for path in ["later", "later/key.pem"] {
+        let r = web.post("/api/files", json!({"path": path}));
+        assert_eq!(r.status, 403, "{path}: {}", r.body);
+        assert!(
+            r.body.contains("secret place") && !r.body.contains("PRIVATE"),
+            "{}",
+            r.body
+        );
+    }
+    drop(web);
+    // WORKDIR `/`.
+    let web = Web::start_in(&env, &server.base_url, Path::new("/"), &["--no-open"], &[]);
+    let top: Value =
+        serde_json::from_str(&web.post("/api/files", json!({"path": "."})).body).unwrap();
+    let names: Vec<&str> = top["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"etc"), "{names:?}");
+    for kernel in ["proc", "sys", "dev"] {
+        assert!(!names.contains(&kernel), "{names:?}");
+    }
+    for path in [
+        "proc",
+        "proc/self/environ",
+        "/proc/self/environ",
+        "sys/kernel",
+        "dev/zero",
+    ] {
+        let r = web.post("/api/files", json!({"path": path}));
+        assert_eq!(r.status, 403, "{path}: {}", r.body);
+        assert!(!r.body.contains("OPENAI_BASE_URL"), "{path}: {}", r.body);
+    }
+}
+
+/// A folder of very many entries is read only so far: the listing is cut, says so, and comes
+/// at once (a folder of a million entries neither hangs the page nor fills its memory).
+#[test]
+fn a_huge_folder_is_listed_cut_and_says_so() {
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let many = env.work().join("many");
+    fs::create_dir_all(&many).unwrap();
+    // 20,000 names are read at most; 2,000 listed.
+    for i in 0..20_050 {
+        fs::File::create(many.join(format!("f{i:05}"))).unwrap();
+    }
+    fs::create_dir_all(env.work().join("some")).unwrap();
+    for i in 0..2_010 {
+        fs::File::create(env.work().join("some").join(format!("f{i:04}"))).unwrap();
+    }
+    let web = Web::start(&env, &server.base_url, &[]);
+    let r = web.post("/api/files", json!({"path": "many"}));
+    assert_eq!(r.status, 200);
+    let listing: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(listing["entries"].as_array().unwrap().len(), 2_000);
+    assert_eq!(listing["cut"], true, "{}", listing["read"]);
+    assert_eq!(listing["read"], 20_000);
+    // Below the reading limit: every name read, the first 2,000 in order listed, the rest counted.
+    let some: Value =
+        serde_json::from_str(&web.post("/api/files", json!({"path": "some"})).body).unwrap();
+    assert_eq!(some["cut"], false);
+    assert_eq!(some["more"], 10);
+    let entries = some["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2_000);
+    assert_eq!(entries[0]["name"], "f0000");
+    assert_eq!(entries[1_999]["name"], "f1999");
 }
 
 /// `/retry`, `/compare`, `/branch`, `/tree`, `/model`, `/merge` and `/retry --n` typed in the
@@ -834,9 +1205,140 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
     });
 }
 
-/// `/restore` asks its question in the page: No leaves the folder, Yes brings back the node's.
+/// `/list`, `/search` and `/context` typed in the page answer as in the REPL (its own code, its
+/// words), as lines in the page; a bad argument is said as the REPL says it.
 #[test]
-fn restore_asks_its_question_in_the_page() {
+fn list_search_and_context_answer_in_the_page_as_in_the_repl() {
+    let server = Server::start(vec![text(&["Tabs it is."])]);
+    let env = Env::new();
+    let web = Web::start(&env, &server.base_url, &[]);
+    let events = Events::listen(&web);
+    web.post("/api/send", json!({"text": "we indent with tabs"}));
+    let state = web.until("the answer", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 2
+    });
+    let id = state["conversation"]["id"].as_str().unwrap().to_string();
+    let asked = |command: &str, expected: &[&str]| {
+        let from = events.len();
+        web.post("/api/send", json!({"text": command}));
+        let (_, said) = events.until(command, from, |e| {
+            e["type"] == "output"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| expected.iter().all(|x| t.contains(x)))
+        });
+        let text = said["text"].as_str().unwrap().to_string();
+        // Plain text for the page: no terminal colours.
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        text
+    };
+    asked("/list", &[&format!("* {id}"), "2 msgs"]);
+    asked("/search tabs", &[&id, "[1] user: we indent with tabs"]);
+    asked("/context", &["context window:", "tokens"]);
+    for (command, refusal) in [
+        ("/list everything", "/list takes no argument but `all`"),
+        ("/context now", "/context"),
+    ] {
+        let from = events.len();
+        web.post("/api/send", json!({"text": command}));
+        events.until(command, from, |e| {
+            e["type"] == "error" && e["text"].as_str().is_some_and(|t| t.contains(refusal))
+        });
+    }
+}
+
+/// `/merge NAME --files` in the page: the branch's account merged, then its file changes listed
+/// in a question; Yes brings them into the folder (the REPL's own code does it), this branch's
+/// own changes kept.
+#[test]
+fn merge_files_asks_in_the_page_and_brings_the_branch_s_files() {
+    let write =
+        |path: &str, content: &str| json!({"filepath": path, "content": content}).to_string();
+    let (x1, x2, here) = (
+        write("c.txt", "x theirs\n"),
+        write("new.txt", "n\n"),
+        write("a.txt", "a ours\n"),
+    );
+    let server = Server::start(vec![
+        text(&["ok"]),
+        tool_calls(&[("w0", "write_file", &x1), ("w1", "write_file", &x2)]),
+        text(&["done x"]),
+        tool_calls(&[("w2", "write_file", &here)]),
+        text(&["done here"]),
+    ]);
+    server.answer_summaries("Changed c.txt and added new.txt.");
+    let env = Env::new();
+    fs::write(env.work().join("a.txt"), "a\n").unwrap();
+    fs::write(env.work().join("c.txt"), "x\n").unwrap();
+    let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
+    let events = Events::listen(&web);
+    let question = |from: usize| {
+        let (at, q) = events.until("a question", from, |e| {
+            e["type"] == "approval" && e["kind"] == "question"
+        });
+        (at, q)
+    };
+    let answer = |q: &Value, action: &str| {
+        let id = q["id"].as_u64().unwrap();
+        assert_eq!(
+            web.post("/api/answer", json!({"id": id, "action": action}))
+                .status,
+            202
+        );
+    };
+    web.post("/api/send", json!({"text": "begin"}));
+    web.until("ok", |s| s["branch"].as_array().map_or(0, Vec::len) == 2);
+    web.post("/api/send", json!({"text": "change on x"}));
+    web.until("done x", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 7
+    });
+    web.post("/api/send", json!({"text": "/branch x"}));
+    // Back to the answer before: the folder made to hold its files.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/2"}));
+    let (at, q) = question(from);
+    answer(&q, "yes");
+    events.until("restored", at, output_with("restored node"));
+    assert!(!env.work().join("new.txt").exists());
+    web.post("/api/send", json!({"text": "change here"}));
+    web.until("done here", |s| {
+        s["branch"].as_array().map_or(0, Vec::len) == 6
+    });
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/merge x --files"}));
+    let (at, q) = question(from);
+    assert_eq!(q["tool"], "merge", "{q}");
+    let preview = q["preview"].as_str().unwrap();
+    assert!(
+        preview.contains("c.txt") && preview.contains("new.txt") && !preview.contains("a.txt"),
+        "{q}"
+    );
+    answer(&q, "yes");
+    events.until("the files written", at, output_with("wrote 2 files"));
+    assert_eq!(
+        fs::read_to_string(env.work().join("c.txt")).unwrap(),
+        "x theirs\n"
+    );
+    assert_eq!(
+        fs::read_to_string(env.work().join("new.txt")).unwrap(),
+        "n\n"
+    );
+    assert_eq!(
+        fs::read_to_string(env.work().join("a.txt")).unwrap(),
+        "a ours\n"
+    );
+    let (_, lines) = env.only_conversation();
+    assert!(
+        lines.iter().any(|l| l["merged_from"].is_object()),
+        "{lines:?}"
+    );
+}
+
+/// A move that leaves the folder unlike the node's files offers to restore them, as the REPL
+/// does: No leaves the folder; `/restore` asks its own question, Yes brings the node's files back;
+/// a click back to the end offers the way back, and Yes takes it.
+#[test]
+fn a_move_offers_restore_and_restore_asks_its_question_in_the_page() {
     let server = Server::start(vec![
         tool_calls(&[(
             "w",
@@ -850,37 +1352,57 @@ fn restore_asks_its_question_in_the_page() {
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "permissive"]);
     let events = Events::listen(&web);
     web.post("/api/send", json!({"text": "write it"}));
-    web.until("the write", |s| {
+    let state = web.until("the write", |s| {
         s["branch"].as_array().map_or(0, Vec::len) == 4
     });
+    let end = state["cursor"].as_str().unwrap().to_string();
     assert!(env.work().join("made.txt").exists());
-    web.post("/api/send", json!({"text": "/1"}));
-    web.until("node 1", |s| {
-        s["branch"].as_array().map_or(0, Vec::len) == 1
-    });
-    let mut from = events.len();
-    for (answer, after) in [("no", true), ("yes", false)] {
-        web.post("/api/send", json!({"text": "/restore"}));
-        let (at, question) = events.until("the question", from, |e| {
+    let question = |from: usize, title: &str| {
+        let (at, q) = events.until("a question", from, |e| {
             e["type"] == "approval" && e["kind"] == "question"
         });
-        assert_eq!(question["options"], json!(["yes", "no"]), "{question}");
-        assert!(
-            question["preview"].as_str().unwrap().contains("made.txt"),
-            "{question}"
-        );
-        let id = question["id"].as_u64().unwrap();
+        assert_eq!(q["options"], json!(["yes", "no"]), "{q}");
+        assert!(q["title"].as_str().unwrap().contains(title), "{q}");
+        assert!(q["preview"].as_str().unwrap().contains("made.txt"), "{q}");
+        // In the state too, for a page loaded now.
+        assert_eq!(web.state()["pending"], q);
+        (at, q["id"].as_u64().unwrap())
+    };
+    let answer = |id: u64, action: &str| {
         assert_eq!(
-            web.post("/api/answer", json!({"id": id, "action": answer}))
+            web.post("/api/answer", json!({"id": id, "action": action}))
                 .status,
             202
         );
-        let (end, _) = events.until("the restore's end", at, |e| {
-            e["type"] == "output" && e["text"].as_str().is_some_and(|t| t.contains("restore"))
-        });
-        from = end + 1;
-        assert_eq!(env.work().join("made.txt").exists(), after, "{answer}");
-    }
+    };
+    // Back to the first message (as `/1`): the offer; No.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/1"}));
+    let (at, id) = question(from, "differs from node 1");
+    answer(id, "no");
+    events.until(
+        "the folder kept",
+        at,
+        output_with("the folder is as it was"),
+    );
+    assert!(env.work().join("made.txt").exists());
+    // `/restore`: its own question; Yes.
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/restore"}));
+    let (at, id) = question(from, "node 1");
+    answer(id, "yes");
+    events.until("restored", at, output_with("restored node"));
+    assert!(!env.work().join("made.txt").exists());
+    // A click on the last node: the offer of its files; Yes.
+    let from = events.len();
+    web.post("/api/goto", json!({"id": end}));
+    let (at, id) = question(from, "differs from node");
+    answer(id, "yes");
+    events.until("restored again", at, output_with("restored node"));
+    assert_eq!(
+        fs::read_to_string(env.work().join("made.txt")).unwrap(),
+        "made\n"
+    );
     assert_eq!(
         fs::read_to_string(env.work().join("kept.txt")).unwrap(),
         "kept\n"
@@ -1032,6 +1554,8 @@ fn the_sandbox_s_network_question_is_answered_in_the_page() {
             question["options"],
             json!(["approve-session", "approve-always", "deny"])
         );
+        // Waiting, it is in the state (a page loaded now shows it).
+        assert_eq!(web.state()["pending"], question);
         let id = question["id"].as_u64().unwrap();
         assert_eq!(
             web.post("/api/answer", json!({"id": id, "action": action}))
@@ -1308,7 +1832,7 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
         tool_calls(&[(
             "w",
             "write_file",
-            r#"{"filepath":"<img src=x onerror=window.pwned=3>.txt","content":"x"}"#,
+            r#"{"filepath":"<img src=x onerror=window.pwned=3>\u202etxt.exe","content":"x"}"#,
         )]),
         text(&["denied it"]),
         tool_calls(&[("w", "write_file", r#"{"filepath":"ok.txt","content":"x"}"#)]),
@@ -1335,9 +1859,37 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
     let web = Web::start(&env, &server.base_url, &["--permission-mode", "strict"]);
     browser.open(&web.url);
     browser.find("textarea[name=\"message\"]");
-    // The token left the address bar for a cookie the page's script cannot read.
-    assert_eq!(browser.run("return location.search"), json!(""));
+    // The secret came in the fragment, left the address bar, and lives in this tab's
+    // sessionStorage (of this origin, port included), sent in a header: never a cookie.
+    browser.until(
+        "the state drawn with the secret's header",
+        "return document.querySelectorAll('[data-node-id]').length === 1",
+    );
+    assert_eq!(
+        browser.run("return location.search + location.hash"),
+        json!("")
+    );
     assert_eq!(browser.run("return document.cookie"), json!(""));
+    assert_eq!(
+        browser.run("return sessionStorage.getItem('new-token')"),
+        json!(web.token)
+    );
+    // The page at an address with another secret (a link a model wrote, say), loaded: the tab
+    // keeps the one that works.
+    browser.open(&format!(
+        "http://127.0.0.1:{}/#t={}",
+        web.port,
+        "0".repeat(64)
+    ));
+    browser.call("POST", "/refresh", json!({}));
+    browser.until(
+        "the state drawn with the tab's own secret",
+        "return document.querySelectorAll('[data-node-id]').length === 1 && location.hash === ''",
+    );
+    assert_eq!(
+        browser.run("return sessionStorage.getItem('new-token')"),
+        json!(web.token)
+    );
     browser.type_in("textarea[name=\"message\"]", &format!("hi there{ENTER}"));
     browser.until(
         "the streamed answer",
@@ -1375,6 +1927,16 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
     // Strict mode: a write asks; its hostile path is shown as text; deny, then approve.
     browser.type_in("textarea[name=\"message\"]", &format!("write{ENTER}"));
     browser.find("[data-action=\"deny\"]");
+    // The page loaded again while the question waits (the secret kept by the tab): it is
+    // still asked, once.
+    browser.call("POST", "/refresh", json!({}));
+    browser.until(
+        "the question shown again after a reload",
+        "return document.querySelectorAll('[data-action=\"deny\"]').length === 1 && \
+         document.querySelector('#approvals').innerText.includes('onerror=window.pwned=3') && \
+         document.querySelector('#approvals').innerText.includes('\\\\u{202e}txt.exe') && \
+         !document.querySelector('#approvals').innerText.includes(String.fromCharCode(0x202e))",
+    );
     browser.screenshot("web-approval.png");
     assert_eq!(
         browser.run("return window.pwned === undefined"),
@@ -1444,6 +2006,17 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
         "node 1 current",
         "return document.querySelectorAll('#messages .msg').length === 1",
     );
+    // The move offers to restore (the folder holds ok.txt, node 1 did not): No, for now.
+    browser.until(
+        "the offer after the move",
+        "return document.querySelector('#approvals').innerText.includes('differs from node 1')",
+    );
+    browser.click("[data-action=\"no\"]");
+    browser.until(
+        "the offer answered",
+        "return document.querySelector('#live').innerText.includes('the folder is as it was')",
+    );
+    assert!(env.work().join("ok.txt").exists());
     browser.type_in("textarea[name=\"message\"]", &format!("/restore{ENTER}"));
     browser.find("[data-action=\"yes\"]");
     browser.until(

@@ -582,6 +582,18 @@ impl Agent<'_> {
             let Some(ctx) = self.context else {
                 return (result, partial, full);
             };
+            // A window the server named is believed whether or not compaction may act on it
+            // (`/context` and `-p`'s result then say the server's figure), and the request's
+            // tokens it counted calibrate the estimates, as an answer's usage does: the room a
+            // compaction makes is then measured as the server measures.
+            if let Some(Err(LlmError::ContextOverflow { window, tokens, .. })) = &result {
+                if let Some(named) = window {
+                    ctx.learn_window(*named);
+                }
+                if let Some(counted) = tokens {
+                    ctx.calibrate(estimate, *counted);
+                }
+            }
             match &result {
                 Some(Ok(response)) => {
                     if let Some(usage) = &response.usage {

@@ -99,7 +99,7 @@ impl Subagents {
                  findings. `type`: `defined` (default) starts fresh as `role`, `fork` from a copy of \
                  this conversation. You wait up to `foreground_wait_seconds`, then it goes on in \
                  the background (`background: true`: at once) and you get a task id; its answer \
-                 comes in a later message. Roles:{roles}"
+                 comes in a later message. `metadata`: input it gets as JSON. Roles:{roles}"
             ),
             parameters: json!({
                 "type": "object",
@@ -107,6 +107,7 @@ impl Subagents {
                     "type": {"type": "string", "enum": ["defined", "fork"]},
                     "role": {"type": "string"},
                     "task": {"type": "string", "description": "all it needs to know"},
+                    "metadata": {"type": "object"},
                     "background": {"type": "boolean"},
                     "foreground_wait_seconds": {"type": "integer"},
                     "model": {"type": "string"},
@@ -257,10 +258,29 @@ impl Gate for RelayGate {
     }
 }
 
+/// The most bytes of JSON an `agent` call's `metadata` may take.
+const METADATA_MAX: usize = 64 * 1024;
+
+/// The subagent's first message: the task, then the call's `metadata` (if any) as JSON.
+fn first_message(task: &str, metadata: Option<&Value>) -> String {
+    match metadata {
+        None => task.to_string(),
+        Some(m) => {
+            let json = serde_json::to_string_pretty(m).unwrap_or_else(|_| m.to_string());
+            format!(
+                "{task}\n\nStructured input (the `metadata` of the call that started you):\n```json\n{json}\n```"
+            )
+        }
+    }
+}
+
 /// An `agent` call, read.
 struct Start<'d> {
     def: &'d Definition,
     task: String,
+    /// The call's `metadata`: structured input, given to the subagent as JSON after the task
+    /// and kept in its conversation's header.
+    metadata: Option<Value>,
     fork: bool,
     model: Option<String>,
     max_turns: Option<usize>,
@@ -283,6 +303,24 @@ impl<'d> Start<'d> {
             "fork" => true,
             other => return Err(format!("`type` {other:?} must be defined or fork")),
         };
+        let metadata = match args.get("metadata") {
+            None | Some(Value::Null) => None,
+            Some(v @ Value::Object(_)) => Some(v.clone()),
+            // Some models send an object as a JSON string.
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+                Ok(v @ Value::Object(_)) => Some(v),
+                _ => return Err("`metadata` must be a JSON object".into()),
+            },
+            Some(_) => return Err("`metadata` must be a JSON object".into()),
+        };
+        if let Some(m) = &metadata {
+            let size = m.to_string().len();
+            if size > METADATA_MAX {
+                return Err(format!(
+                    "`metadata` is {size} bytes of JSON; at most {METADATA_MAX} are taken (put the rest in a file and name it)"
+                ));
+            }
+        }
         let role = text("role")
             .filter(|r| !r.is_empty())
             .unwrap_or("general-purpose");
@@ -296,6 +334,7 @@ impl<'d> Start<'d> {
         Ok(Start {
             def,
             task: task.to_string(),
+            metadata,
             fork,
             model: text("model").filter(|m| !m.is_empty()).map(str::to_string),
             max_turns: args
@@ -614,14 +653,18 @@ impl Agent<'_> {
             .map(|m| m.id.to_string())
             .unwrap_or_else(|| parent_conversation.cursor().to_string());
         let mut sub = ChatSession::new(parent.store().clone(), &system);
-        sub.set_metadata(json!({
+        let mut header = json!({
             "parent": {
                 "conversation": parent.id(),
                 "msg_id": asking,
                 "tool_call_id": call.id,
             },
             "agent": start.def.name,
-        }));
+        });
+        if let Some(m) = &start.metadata {
+            header["input"] = m.clone();
+        }
+        sub.set_metadata(header);
         if start.fork {
             // The parent's branch up to (not with) the answer that asked: a valid history.
             let mut branch: Vec<Message> = parent_conversation
@@ -635,7 +678,10 @@ impl Agent<'_> {
                 sub.add(m)?;
             }
         }
-        sub.add(Message::new(Role::User, start.task.as_str()))?;
+        sub.add(Message::new(
+            Role::User,
+            first_message(&start.task, start.metadata.as_ref()),
+        ))?;
         Ok(sub)
     }
 

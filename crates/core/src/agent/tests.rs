@@ -14,6 +14,7 @@ use crate::context::Settings;
 use crate::context::WindowSource;
 use crate::conversation::Store;
 use crate::hooks::Permission;
+use crate::llm::overflow;
 use crate::llm::{ChatFuture, Model};
 use crate::tools;
 use crate::tools::Tool;
@@ -707,6 +708,7 @@ fn overflow(window: Option<u64>) -> LlmError {
         url: "http://model".into(),
         message: "prompt is too long".into(),
         window,
+        tokens: None,
     }
 }
 
@@ -767,6 +769,76 @@ async fn a_nearly_full_window_is_compacted_before_the_request_into_a_summary_nod
     );
     // Every original message is still in the tree.
     assert_eq!(f.session.conversation().len(), 1 + 1 + 24 + 1 + 1);
+}
+
+/// A summary request must fit the window it summarises for (issue 43, 18): one the server
+/// refuses as too long (here in LiteLLM's words, which name the window) is sent again smaller,
+/// going on from the part it failed at (the part already summarised is not asked again), and
+/// the compaction succeeds: automatic compaction stays on.
+#[tokio::test]
+async fn a_summary_request_refused_as_too_long_is_sent_again_smaller() {
+    let mut f = fixture();
+    long_branch(&mut f, 12);
+    let ctx = small_window(4000);
+    let litellm = "litellm.ContextWindowExceededError: litellm.BadRequestError: OpenAIException - Error code: 400 - {'error': {'code': 400, 'message': 'the request exceeds the available context size, try increasing it', 'type': 'exceed_context_size_error', 'n_prompt_tokens': 4410, 'n_ctx': 4000}}";
+    let refused = LlmError::ContextOverflow {
+        url: "http://litellm".into(),
+        message: litellm.into(),
+        window: overflow::window_named_in(litellm),
+        tokens: None,
+    };
+    let model = Scripted::new(vec![
+        Step::Fail(vec![], refused),
+        answer("part one"),
+        answer("the gist"),
+        answer("done"),
+    ]);
+    let (end, rec) = run_with(&mut f, &model, 5, None, Some(&ctx)).await;
+    assert!(matches!(end, TurnEnd::Complete), "{end:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "{:?}", rec.events);
+    let size =
+        |r: &ChatRequest<'_>| -> u64 { r.messages.iter().map(context::estimate_message).sum() };
+    // The refused first part, then the same place asked again in less, then the rest with the
+    // summary so far.
+    for r in &requests[..2] {
+        assert!(
+            r.messages[1]
+                .content
+                .starts_with("# The conversation\n\n## User\nplease help")
+        );
+    }
+    assert!(
+        size(&requests[1]) < size(&requests[0]) * 3 / 4,
+        "{} vs {}",
+        size(&requests[1]),
+        size(&requests[0])
+    );
+    assert!(
+        requests[2].messages[1]
+            .content
+            .starts_with("# Summary so far\n\npart one")
+    );
+    assert!(
+        !requests[2].messages[1]
+            .content
+            .contains("## User\nplease help")
+    );
+    // The answer's room is asked for, so that a server counting it does not refuse either.
+    assert!(requests[2].max_tokens.is_some_and(|n| n < 4000 / 4));
+    let s = summaries(&f);
+    assert_eq!(s.len(), 1);
+    assert!(s[0].content.ends_with("the gist"));
+    assert_eq!(f.session.conversation().current().content, "done");
+    assert!(!ctx.breaker_open());
+    assert_eq!(ctx.window(), (4000, WindowSource::Error));
+    assert!(
+        !rec.events
+            .iter()
+            .any(|e| e.starts_with("compaction failed")),
+        "{:?}",
+        rec.events
+    );
 }
 
 #[tokio::test]

@@ -11,7 +11,6 @@ use crate::vocab::{ChatMessage, Role};
 use super::{Context, estimate_text};
 use crate::utf8;
 use std::future::Future;
-use std::mem;
 use tokio::sync::Notify;
 
 /// The summary node's text starts with this line; the summary follows.
@@ -161,35 +160,95 @@ fn clip(text: &str, limit: u64) -> String {
     )
 }
 
-/// The transcript of what a summary stands for, in parts that each fit `budget` tokens.
-fn transcript_parts(plan: &Plan<'_>, budget: u64, result_limit: u64) -> Vec<String> {
+/// The most summary requests one compaction makes: past that, old tool results are cut short,
+/// then the oldest messages are left out (the newest kept), so that a small window does not
+/// cost a request per message.
+const MAX_PARTS: usize = 8;
+
+/// How many of `entries` (transcript entries with their sizes) each part holds, parts of at most
+/// `budget` tokens each (an entry bigger than that alone).
+fn split(sizes: &[u64], budget: u64) -> Vec<usize> {
     let mut parts = Vec::new();
-    let mut part = String::new();
-    let mut used = 0u64;
-    let entries = plan
+    let (mut n, mut used) = (0usize, 0u64);
+    for &size in sizes {
+        if used + size > budget && n > 0 {
+            parts.push(n);
+            (n, used) = (0, 0);
+        }
+        n += 1;
+        used += size;
+    }
+    if n > 0 {
+        parts.push(n);
+    }
+    parts
+}
+
+/// The transcript of what a summary stands for from its `skip`th message on (the previous
+/// summary first), in parts that each fit `budget` tokens (tool results cut to `result_limit`),
+/// each with how many messages it covers. At most [`MAX_PARTS`] parts: past that, tool results
+/// are cut to a tenth of the budget, then the oldest messages after the previous summary are left
+/// out, with a line saying how many.
+fn transcript_parts(
+    plan: &Plan<'_>,
+    skip: usize,
+    budget: u64,
+    result_limit: u64,
+) -> Vec<(usize, String)> {
+    let messages: Vec<&Message> = plan
         .previous
         .into_iter()
         .chain(plan.summarized.iter().copied())
-        .map(|m| {
-            let limit = if m.role == Role::Tool {
-                result_limit
-            } else {
-                (budget / 2).max(100)
-            };
-            transcript_entry(m, limit.min(budget))
-        });
-    for entry in entries {
-        let n = estimate_text(&entry) + 2;
-        if used + n > budget && !part.is_empty() {
-            parts.push(mem::take(&mut part));
-            used = 0;
-        }
-        part.push_str(&entry);
-        part.push_str("\n\n");
-        used += n;
+        .skip(skip)
+        .collect();
+    let render = |result_limit: u64| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| {
+                let limit = if m.role == Role::Tool {
+                    result_limit
+                } else {
+                    (budget / 2).max(100)
+                };
+                transcript_entry(m, limit.min(budget))
+            })
+            .collect()
+    };
+    let size = |entry: &String| estimate_text(entry) + 2;
+    let mut entries = render(result_limit);
+    if split(&entries.iter().map(size).collect::<Vec<_>>(), budget).len() > MAX_PARTS {
+        entries = render(result_limit.min(budget / 10).max(20));
     }
-    if !part.is_empty() {
-        parts.push(part);
+    // The oldest raw messages go first; a previous summary (first) stays.
+    let keep_first = usize::from(plan.previous.is_some() && skip == 0);
+    let mut dropped = 0usize;
+    while entries.len() > keep_first + 1
+        && split(&entries.iter().map(size).collect::<Vec<_>>(), budget).len() > MAX_PARTS
+    {
+        entries.remove(keep_first);
+        dropped += 1;
+    }
+    // How many messages each entry stands for: the note, those it says were left out.
+    let mut weights = vec![1; entries.len()];
+    if dropped > 0 {
+        entries.insert(
+            keep_first,
+            format!("[{dropped} earlier messages are left out: the window is too small to summarise them all]"),
+        );
+        weights.insert(keep_first, dropped);
+    }
+    let sizes: Vec<u64> = entries.iter().map(size).collect();
+    let mut parts = Vec::new();
+    let mut rest = entries.into_iter().zip(weights);
+    for n in split(&sizes, budget) {
+        let mut part = String::new();
+        let mut covered = 0;
+        for (entry, weight) in rest.by_ref().take(n) {
+            part.push_str(&entry);
+            part.push_str("\n\n");
+            covered += weight;
+        }
+        parts.push((covered, part));
     }
     parts
 }
@@ -210,8 +269,14 @@ fn instruction(budget: u64, focus: Option<&str>, continuing: bool) -> String {
     text
 }
 
+/// How many times a summary request the server refused as too long is made smaller and sent
+/// again.
+const SHRINKS: u32 = 3;
+
 /// Asks the model for the summary of `plan`, part by part. `stop` resolves when the user
-/// interrupts.
+/// interrupts. A summary request must fit the window it summarises for: one the server refuses as
+/// too long is sent again smaller (the window it names believed, parts two thirds the size, tool
+/// results cut shorter), up to [`SHRINKS`] times, going on from the part it failed at.
 pub async fn summarize(
     model: &dyn Model,
     model_name: &str,
@@ -220,43 +285,65 @@ pub async fn summarize(
     focus: Option<&str>,
     stop: &mut (dyn Future<Output = ()> + Unpin),
 ) -> Result<String, CompactError> {
-    let window = ctx.window().0;
-    let summary_budget = ctx.summary_budget();
-    // Room for one part: the window less the answer, the instructions, the running summary and a
-    // tenth for the estimate's error.
-    let overhead = estimate_text(SUMMARIZER) + 120 + 2 * summary_budget + window / 10;
-    let budget = (window.saturating_sub(overhead) as f64 / ctx.factor()) as u64;
-    if budget < 200 {
-        return Err(CompactError::TooSmall(window));
-    }
-    let result_limit = ctx.settings.preview_tokens.min(budget / 2);
-    let parts = transcript_parts(plan, budget, result_limit);
     let mut summary: Option<String> = None;
-    for part in parts {
-        let mut prompt = String::new();
-        if let Some(s) = &summary {
-            prompt.push_str("# Summary so far\n\n");
-            prompt.push_str(s);
-            prompt.push_str("\n\n# The conversation continues\n\n");
-        } else {
-            prompt.push_str("# The conversation\n\n");
+    // The messages already summarised: not asked again after a refusal.
+    let mut done = 0usize;
+    let mut shrink = 0u32;
+    'sizes: loop {
+        let window = ctx.window().0;
+        let summary_budget = ctx.summary_budget();
+        // Room for one part: the window less the answer, the instructions, the running summary
+        // and a tenth for the estimate's error; smaller after each refusal.
+        let overhead = estimate_text(SUMMARIZER) + 120 + 2 * summary_budget + window / 10;
+        let budget = (window.saturating_sub(overhead) as f64 / ctx.factor()
+            * (2.0f64 / 3.0).powi(shrink as i32)) as u64;
+        if budget < 200 {
+            return Err(CompactError::TooSmall(window));
         }
-        prompt.push_str(&part);
-        prompt.push_str(&instruction(summary_budget, focus, summary.is_some()));
-        let request = ChatRequest {
-            model: model_name.to_string(),
-            messages: vec![
-                ChatMessage::text(Role::System, SUMMARIZER),
-                ChatMessage::text(Role::User, prompt),
-            ],
-            tools: Vec::new(),
-            no_tool_calls: false,
-            max_tokens: None,
-        };
-        let text = ask(model, &request, (summary_budget * 5) as usize, stop).await?;
-        summary = Some(text);
+        let result_limit = ctx.settings.preview_tokens.min(budget >> (shrink + 1));
+        for (covered, part) in transcript_parts(plan, done, budget, result_limit) {
+            let mut prompt = String::new();
+            if let Some(s) = &summary {
+                prompt.push_str("# Summary so far\n\n");
+                prompt.push_str(s);
+                prompt.push_str("\n\n# The conversation continues\n\n");
+            } else {
+                prompt.push_str("# The conversation\n\n");
+            }
+            prompt.push_str(&part);
+            prompt.push_str(&instruction(summary_budget, focus, summary.is_some()));
+            let request = ChatRequest {
+                model: model_name.to_string(),
+                messages: vec![
+                    ChatMessage::text(Role::System, SUMMARIZER),
+                    ChatMessage::text(Role::User, prompt),
+                ],
+                tools: Vec::new(),
+                no_tool_calls: false,
+                // The answer's room in the window, which the budget left free (a server that
+                // counts it refuses a request asking for more); a big window's is the
+                // provider's `max_tokens` as before.
+                max_tokens: Some((summary_budget * 3 / 2).max(window / 8) as u32),
+            };
+            match ask(model, &request, (summary_budget * 5) as usize, stop).await {
+                Ok(text) => {
+                    summary = Some(text);
+                    done += covered;
+                }
+                Err(CompactError::Llm(LlmError::ContextOverflow { window, .. }))
+                    if shrink < SHRINKS =>
+                {
+                    if let Some(named) = window {
+                        ctx.learn_window(named);
+                    }
+                    shrink += 1;
+                    continue 'sizes;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        return summary.ok_or(CompactError::Nothing);
     }
-    summary.ok_or(CompactError::Nothing)
 }
 
 /// One summary request. The answer is cut at `cap` bytes: a model that rambles on must not fill
@@ -333,4 +420,61 @@ pub fn summary_message(
             .map(str::to_string),
     }));
     Some(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long branch summarised for a small window: at most [`MAX_PARTS`] requests, old tool
+    /// results cut first, then the oldest messages left out with a line saying how many; the
+    /// previous summary and the newest messages are kept, and the parts account for every message.
+    #[test]
+    fn a_small_window_asks_eight_parts_at_most_keeping_the_newest() {
+        let mut previous = Message::new(Role::User, "[Summary] THE OLD GIST");
+        previous.extra.rare.summary = Some(Box::new(SummaryInfo {
+            replaces: "m0".into(),
+            messages: 10,
+            tokens_before: 9000,
+            tokens_after: 900,
+            focus: None,
+        }));
+        let mut messages = Vec::new();
+        for i in 0..60 {
+            messages.push(Message::new(
+                Role::User,
+                format!("question {i} {}", "q".repeat(400)),
+            ));
+            messages.push(Message::new(
+                Role::Tool,
+                format!("result {i} {}", "r".repeat(4000)),
+            ));
+        }
+        let plan = Plan {
+            previous: Some(&previous),
+            summarized: messages.iter().collect(),
+            kept: Vec::new(),
+        };
+        let parts = transcript_parts(&plan, 0, 400, 200);
+        assert!(parts.len() <= MAX_PARTS, "{}", parts.len());
+        let covered: usize = parts.iter().map(|(n, _)| n).sum();
+        assert_eq!(covered, 1 + messages.len());
+        let text: String = parts.iter().map(|(_, t)| t.as_str()).collect();
+        assert!(text.starts_with("## Summary of what came before\n[Summary] THE OLD GIST"));
+        assert!(text.contains(" earlier messages are left out: the window is too small"));
+        assert!(text.contains("question 59 "), "the newest is kept");
+        assert!(!text.contains("question 0 "), "the oldest is left out");
+        // Tool results were cut to a tenth of the budget: 40 tokens, about 160 bytes.
+        let result = text.split("## Tool result\n").nth(1).unwrap();
+        assert!(result.find("\n\n").unwrap() < 400, "{result}");
+        // Going on from a later message: only what follows it, no note about the summary.
+        let rest = transcript_parts(&plan, 115, 400, 200);
+        let covered: usize = rest.iter().map(|(n, _)| n).sum();
+        assert_eq!(covered, 1 + messages.len() - 115);
+        assert!(
+            rest[0].1.starts_with("## User\nquestion 57 "),
+            "{}",
+            rest[0].1
+        );
+    }
 }

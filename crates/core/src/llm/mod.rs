@@ -225,6 +225,8 @@ pub enum LlmError {
         message: String,
         /// The window the error names, when it does.
         window: Option<u64>,
+        /// The request's tokens as the server counted them, when the error says.
+        tokens: Option<u64>,
     },
 }
 
@@ -281,10 +283,12 @@ impl LlmError {
                 url,
                 message,
                 window,
+                tokens,
             } => LlmError::ContextOverflow {
                 url: clean(url),
                 message: clean(message),
                 window,
+                tokens,
             },
             other @ LlmError::MissingKey { .. } => other,
         }
@@ -851,6 +855,7 @@ pub(crate) fn http_error(
         return LlmError::ContextOverflow {
             url: url.to_string(),
             window: overflow::window_named_in(body),
+            tokens: overflow::tokens_named_in(body),
             message,
         };
     }

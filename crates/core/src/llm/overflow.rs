@@ -13,46 +13,126 @@ pub fn is_overflow(text: &str) -> bool {
         || t.contains("prompt is too long")
         || t.contains("maximum context length")
         || t.contains("exceeds the available context size")
+        || t.contains("longer than the model's context length")
         || ((t.contains("context window") || t.contains("context length"))
             && (t.contains("exceed") || t.contains("too long")))
 }
 
 /// The window an overflow error names, where it does: "maximum context length is 8192 tokens"
-/// (OpenAI), "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic), `"n_ctx": 4096`
-/// (llama-server).
+/// (OpenAI, vLLM), "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic), `"n_ctx":
+/// 4096` (llama-server), and the same inside a proxy's own text: LiteLLM quotes llama-server's
+/// body as a Python dict (`'n_ctx': 2048`), or as JSON inside a JSON string (`\"n_ctx\": 2048`).
+/// Only the number that names the window is taken, never another one of the text (the tokens
+/// asked for, those of the messages, a status code); None when no number names it.
 pub fn window_named_in(text: &str) -> Option<u64> {
     let t = text.to_ascii_lowercase();
-    let number_after = |marker: &str| -> Option<u64> {
-        let at = t.find(marker)? + marker.len();
-        let digits: String = t[at..]
-            .trim_start_matches(|c: char| !c.is_ascii_digit())
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == ',')
-            .filter(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
-    };
-    if let Some(n) = number_after("maximum context length is") {
-        return Some(n);
+    // Each name of the window, then the number right after it: between them only quotes,
+    // escapes, a colon, an equals sign, an opening parenthesis or blanks.
+    const NAMES: &[&str] = &[
+        "maximum context length is",
+        "n_ctx",
+        "context length of",
+        "context length (",
+        "context window of",
+        "context window (",
+        "context size (",
+    ];
+    for name in NAMES {
+        let mut from = 0;
+        while let Some(at) = t[from..].find(name) {
+            let after = from + at + name.len();
+            from = after;
+            let rest = &t[after..];
+            // `n_ctx_train`, `n_ctx_slot`: other figures.
+            if rest.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()) {
+                continue;
+            }
+            let gap = rest
+                .find(|c: char| !matches!(c, ' ' | '"' | '\'' | '\\' | ':' | '=' | '('))
+                .unwrap_or(rest.len());
+            if gap > 8 {
+                continue;
+            }
+            if let Some(n) = leading_number(&rest[gap..]) {
+                return Some(n);
+            }
+        }
     }
-    if let Some(n) = number_after("\"n_ctx\"") {
-        return Some(n);
-    }
-    // `… 208000 tokens > 200000 maximum`
-    if let Some(at) = t.find(" maximum")
-        && let Some(gt) = t[..at].rfind('>')
-    {
-        let n: String = t[gt + 1..at].chars().filter(char::is_ascii_digit).collect();
-        if let Ok(n) = n.parse() {
+    // `… 208000 tokens > 200000 maximum`: the number right before ` maximum`, after a `>`.
+    let mut from = 0;
+    while let Some(at) = t[from..].find(" maximum") {
+        let end = from + at;
+        from = end + 1;
+        let before = t[..end].trim_end();
+        let digits_start = before
+            .rfind(|c: char| !(c.is_ascii_digit() || c == ','))
+            .map_or(0, |i| i + 1);
+        if before[..digits_start].trim_end().ends_with('>')
+            && let Some(n) = leading_number(&before[digits_start..])
+        {
             return Some(n);
         }
     }
     None
 }
 
+/// The request's tokens as an overflow error counts them, where it does: llama-server's
+/// `n_prompt_tokens` (also quoted by a proxy), OpenAI's "your messages resulted in 9013 tokens",
+/// vLLM's "(1991 in the messages", Anthropic's "prompt is too long: 208310 tokens", SGLang's
+/// "The input (2212 tokens)". Not a count that adds the answer's room ("you requested").
+pub fn tokens_named_in(text: &str) -> Option<u64> {
+    let t = text.to_ascii_lowercase();
+    const NAMES: &[&str] = &[
+        "n_prompt_tokens",
+        "messages resulted in",
+        "prompt is too long:",
+        "the input (",
+    ];
+    for name in NAMES {
+        let Some(at) = t.find(name) else { continue };
+        let rest = &t[at + name.len()..];
+        let gap = rest
+            .find(|c: char| !matches!(c, ' ' | '"' | '\'' | '\\' | ':' | '=' | '('))
+            .unwrap_or(rest.len());
+        if gap <= 8
+            && let Some(n) = leading_number(&rest[gap..])
+        {
+            return Some(n);
+        }
+    }
+    // vLLM: `you requested 2212 tokens (1991 in the messages, 221 in the completion)`.
+    let at = t.find(" in the messages")?;
+    let before = &t[..at];
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_digit() || c == ','))
+        .map_or(0, |i| i + 1);
+    leading_number(&before[start..])
+}
+
+/// The number a text starts with (`2048`, `200,000`), if it starts with one.
+fn leading_number(text: &str) -> Option<u64> {
+    let digits: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// LiteLLM's proxy in front of llama-server (`openai/` model, either endpoint, a 2,048-token
+    /// window): its own words around the server's body, quoted as a Python dict; the tokens of
+    /// the request come first.
+    pub(crate) const LITELLM_LLAMA: &str = r#"{"error":{"message":"litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: OpenAIException - Error code: 400 - {'error': {'code': 400, 'message': 'the request exceeds the available context size, try increasing it', 'type': 'exceed_context_size_error', 'n_prompt_tokens': 2212, 'n_ctx': 2048}}\nmodel=claude-local. context_window_fallbacks=None. fallbacks=None.\n\nSet 'context_window_fallback' - https://docs.litellm.ai/docs/routing#fallbacks. Received Model Group=claude-local\nAvailable Model Group Fallbacks=None","type":null,"param":null,"code":"400"}}"#;
+    /// LiteLLM in front of vLLM: the request's count, and the messages' (1,991), beside the window.
+    const LITELLM_VLLM: &str = r#"{"error":{"message":"litellm.ContextWindowExceededError: litellm.BadRequestError: OpenAIException - This model's maximum context length is 2048 tokens. However, you requested 2212 tokens (1991 in the messages, 221 in the completion). Please reduce the length of the messages or completion. Received Model Group=claude-local\nAvailable Model Group Fallbacks=None","type":null,"param":null,"code":"400"}}"#;
+    /// llama-server's body as JSON inside the proxy's message string.
+    const LITELLM_ESCAPED: &str = r#"{"error":{"message":"litellm.ContextWindowExceededError: OpenAIException - {\"error\":{\"code\":400,\"message\":\"the request exceeds the available context size, try increasing it\",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":2212,\"n_ctx\":2048}}","type":null,"param":null,"code":"400"}}"#;
+    /// SGLang's wording.
+    const SGLANG: &str = r#"{"object":"error","message":"The input (2212 tokens) is longer than the model's context length (2048 tokens).","type":"BadRequestError","param":null,"code":400}"#;
 
     /// The error bodies real servers send when a request is too long, and the window each names.
     #[test]
@@ -66,9 +146,30 @@ mod tests {
             (anthropic, Some(200_000)),
             (llama, Some(4096)),
             (litellm, None),
+            (LITELLM_LLAMA, Some(2048)),
+            (LITELLM_VLLM, Some(2048)),
+            (LITELLM_ESCAPED, Some(2048)),
+            (SGLANG, Some(2048)),
+            (
+                r#"{"error":{"message":"context_length_exceeded: 3 parts > 2 allowed; prompt is too long: 2212 tokens > 2,048 maximum"}}"#,
+                Some(2048),
+            ),
         ] {
             assert!(is_overflow(body), "{body}");
             assert_eq!(window_named_in(body), window, "{body}");
+        }
+        // The request's own count, where the error gives it.
+        for (body, tokens) in [
+            (openai, Some(9013)),
+            (anthropic, Some(208_310)),
+            (llama, Some(5291)),
+            (litellm, None),
+            (LITELLM_LLAMA, Some(2212)),
+            (LITELLM_VLLM, Some(1991)),
+            (LITELLM_ESCAPED, Some(2212)),
+            (SGLANG, Some(2212)),
+        ] {
+            assert_eq!(tokens_named_in(body), tokens, "{body}");
         }
         for other in [
             r#"{"error":{"message":"invalid api key"}}"#,

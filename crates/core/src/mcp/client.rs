@@ -894,6 +894,28 @@ impl<C> Watched<C> {
     }
 }
 
+/// `custom_headers` of a POST, with the handshake's own where `message` is `initialize`: the
+/// version it asks for (`MCP-Protocol-Version`) and `Mcp-Method`, as the 2026 draft wants on
+/// every POST (SEP-2243). The SDK adds them to later requests once that version is agreed, not
+/// to the handshake, which it sends with the entry's headers alone.
+fn handshake_headers(
+    message: &ClientJsonRpcMessage,
+    mut headers: HashMap<HeaderName, HeaderValue>,
+) -> HashMap<HeaderName, HeaderValue> {
+    if let ClientJsonRpcMessage::Request(request) = message
+        && let ClientRequest::InitializeRequest(init) = &request.request
+    {
+        if let Ok(version) = HeaderValue::from_str(init.params.protocol_version.as_str()) {
+            headers.insert(HeaderName::from_static("mcp-protocol-version"), version);
+        }
+        headers.insert(
+            HeaderName::from_static("mcp-method"),
+            HeaderValue::from_static("initialize"),
+        );
+    }
+    headers
+}
+
 impl<C> StreamableHttpClient for Watched<C>
 where
     C: StreamableHttpClient + Sync,
@@ -909,6 +931,7 @@ where
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         use rmcp::transport::streamable_http_client::StreamableHttpPostResponse as R;
+        let custom_headers = handshake_headers(&message, custom_headers);
         match self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -929,6 +952,7 @@ where
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         use rmcp::transport::streamable_http_client::StreamableHttpPostResponse as R;
+        let custom_headers = handshake_headers(&message, custom_headers);
         match self
             .inner
             .post_message_with_response_limits(

@@ -441,7 +441,7 @@ fn names_a_file(oauth: &Settings, url: &str) -> Option<String> {
 /// `privateKeyFile` (the client-credentials grant signed with a key instead of a secret), `idp`
 /// (the identity provider of the `enterprise_managed` grant).
 fn oauth(value: Option<&Value>, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, String> {
-    use crate::mcp::oauth::{Grant, Settings};
+    use crate::mcp::oauth::{ClientMetadata, Grant, Settings};
     let o = match value {
         None | Some(Value::Null) => return Ok(Settings::default()),
         Some(Value::Object(o)) => o,
@@ -484,20 +484,23 @@ fn oauth(value: Option<&Value>, env: &dyn Fn(&str) -> Option<String>) -> Result<
             .and_then(|n| u16::try_from(n).ok())
             .ok_or("`oauth.callbackPort` must be a port number")?,
     };
-    let client_metadata_url = string("clientMetadataUrl")?;
-    if client_metadata_url
-        .as_deref()
-        .is_some_and(|u| !u.starts_with("https://"))
-    {
-        return Err("`oauth.clientMetadataUrl` must be an https:// URL".into());
-    }
+    let client_metadata = match o.get("clientMetadataUrl") {
+        None | Some(Value::Null) => ClientMetadata::Published,
+        Some(Value::Bool(false)) => ClientMetadata::Off,
+        Some(Value::String(u)) if expand(u, env).starts_with("https://") => {
+            ClientMetadata::Url(expand(u, env))
+        }
+        Some(_) => {
+            return Err("`oauth.clientMetadataUrl` must be an https:// URL, or false".into());
+        }
+    };
     let settings = Settings {
         client_id: string("clientId")?,
         client_secret: string("clientSecret")?,
         scopes,
         grant,
         callback_port,
-        client_metadata_url,
+        client_metadata,
         private_key_file: string("privateKeyFile")?.map(PathBuf::from),
         idp: match o.get("idp") {
             None | Some(Value::Null) => None,

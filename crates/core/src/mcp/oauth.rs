@@ -150,14 +150,42 @@ pub struct Settings {
     pub grant: Grant,
     /// The loopback port of the redirect (0: any free one).
     pub callback_port: u16,
-    /// A client ID metadata document (an https URL) to use as client ID where the
-    /// authorization server supports them.
-    pub client_metadata_url: Option<String>,
+    /// The client ID metadata document to use as client ID where the authorization server
+    /// supports them: `new`'s own unless the entry names another, or none.
+    pub client_metadata: ClientMetadata,
     /// The client-credentials grant with `private_key_jwt`: a PKCS#8 P-256 key (PEM) that signs
     /// the client's assertion (ES256), instead of a secret.
     pub private_key_file: Option<PathBuf>,
     /// The identity provider of the enterprise-managed grant.
     pub idp: Option<IdpSettings>,
+}
+
+/// The address of `new`'s own client ID metadata document (`docs/src/client-metadata.json`,
+/// published with the documentation): the client ID `new` gives an authorization server that
+/// takes such documents (`client_id_metadata_document_supported`), instead of registering.
+pub const CLIENT_METADATA_URL: &str = "https://new-agent.github.io/new/client-metadata.json";
+
+/// An entry's `clientMetadataUrl`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ClientMetadata {
+    /// Not given: `new`'s own document, [`CLIENT_METADATA_URL`].
+    #[default]
+    Published,
+    /// An https URL the entry names (a document your organisation hosts).
+    Url(String),
+    /// `false`: none; the client registers (or uses `clientId`).
+    Off,
+}
+
+impl ClientMetadata {
+    /// The document's URL, where there is one.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            ClientMetadata::Published => Some(CLIENT_METADATA_URL),
+            ClientMetadata::Url(url) => Some(url),
+            ClientMetadata::Off => None,
+        }
+    }
 }
 
 /// The token store: `{"<server> <url>": credentials}` in one file, 0600.
@@ -564,7 +592,7 @@ impl Login {
                 request = request.with_client_secret(secret);
             }
         }
-        if let Some(cimd) = &self.settings.client_metadata_url {
+        if let Some(cimd) = self.settings.client_metadata.url() {
             request = request.with_client_metadata_url(cimd);
         }
         if !self.settings.scopes.is_empty() {
@@ -808,6 +836,33 @@ mod tests {
             say: Arc::new(|_| {}),
             browser: false,
         }
+    }
+
+    /// The document published with the book is the one `new` names: its `client_id` is its own
+    /// address, and it allows the redirect `new` listens on (a loopback port, any one: RFC 8252
+    /// §7.3) as a public client.
+    #[test]
+    fn the_published_client_metadata_document_names_itself_and_new_s_redirect() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../docs/src/client-metadata.json"))
+                .unwrap();
+        assert_eq!(doc["client_id"], CLIENT_METADATA_URL);
+        assert_eq!(doc["client_name"], "new");
+        assert_eq!(doc["token_endpoint_auth_method"], "none");
+        assert_eq!(doc["application_type"], "native");
+        let redirects: Vec<&str> = doc["redirect_uris"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        assert!(redirects.contains(&"http://127.0.0.1/callback"), "{doc}");
+        assert!(CLIENT_METADATA_URL.starts_with("https://"));
+        assert_eq!(
+            Settings::default().client_metadata.url(),
+            Some(CLIENT_METADATA_URL)
+        );
+        assert_eq!(ClientMetadata::Off.url(), None);
     }
 
     #[test]

@@ -480,7 +480,8 @@ impl Session {
     }
 
     /// What writes the built-in skills that describe `new` and the project
-    /// (`config-management`, `codebase-overview`), and the template variables of skills.
+    /// (`config-management`, `codebase-overview`, `project-overview`), and the template
+    /// variables of skills.
     pub fn install_self_skills(&mut self) {
         use crate::skill::builtin;
         let shelf = self.tools.source::<Shelf>().unwrap_or_default();
@@ -491,9 +492,10 @@ impl Session {
         let cache: Arc<Mutex<Option<(String, String)>>> = Default::default();
         shelf.set_generator(Arc::new(move |kind, body| match kind {
             Generated::ConfigManagement => builtin::config_management(body, &current),
-            Generated::CodebaseOverview => {
+            Generated::CodebaseOverview => builtin::codebase_overview(body),
+            Generated::ProjectOverview => {
                 let write = |files: &mut dyn Iterator<Item = (&str, u64)>| {
-                    builtin::codebase_overview(body, &workdir, files)
+                    builtin::project_overview(body, &workdir, files)
                 };
                 // Cached per checkpoint: the same snapshot is the same survey.
                 if let Some(Ok(Some((id, manifest)))) = checkpoints.as_deref().map(|c| c.peek()) {

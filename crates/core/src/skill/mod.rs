@@ -113,8 +113,10 @@ pub struct Skill {
 pub enum Generated {
     /// `config-management`: how `new` is configured, with the session's current values.
     ConfigManagement,
-    /// `codebase-overview`: how WORKDIR is laid out, surveyed afresh (cached per checkpoint).
+    /// `codebase-overview`: how `new` itself is built, with its own pages as sub-documents.
     CodebaseOverview,
+    /// `project-overview`: how WORKDIR is laid out, surveyed afresh (cached per checkpoint).
+    ProjectOverview,
 }
 
 impl Generated {
@@ -123,6 +125,7 @@ impl Generated {
         match self {
             Generated::ConfigManagement => "config-management",
             Generated::CodebaseOverview => "codebase-overview",
+            Generated::ProjectOverview => "project-overview",
         }
     }
 }
@@ -706,6 +709,7 @@ mod tests {
                 "codebase-overview",
                 "config-management",
                 "data-analyst",
+                "project-overview",
                 "translator"
             ]
         );
@@ -718,7 +722,8 @@ mod tests {
             generated,
             [
                 ("codebase-overview", Generated::CodebaseOverview),
-                ("config-management", Generated::ConfigManagement)
+                ("config-management", Generated::ConfigManagement),
+                ("project-overview", Generated::ProjectOverview)
             ]
         );
         assert!(
@@ -938,7 +943,8 @@ mod tests {
                 "codebase-overview",
                 "config-management",
                 "list",
-                "pdf"
+                "pdf",
+                "project-overview"
             ]
         );
         assert!(r.enabled().all(|s| !s.on_demand()));

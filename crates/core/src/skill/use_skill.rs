@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
-use super::{Generated, Skill};
+use super::{Generated, Skill, builtin};
 use crate::tools;
 use crate::tools::{
     Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource, args,
@@ -162,6 +162,21 @@ impl Tool for UseSkill {
         // Off the runtime's threads: a generated skill may survey the working folder.
         tools::blocking(move |_| {
             let name = args::string(&args, "skill_name")?.trim();
+            // A sub-document of a built-in skill about `new`: `codebase-overview/context`.
+            if let Some((skill, doc)) = name.split_once('/')
+                && let Some(entry) = shelf.get(skill)
+                && entry.skill.generated == Some(Generated::CodebaseOverview)
+            {
+                let mut content = builtin::self_document(doc.trim())
+                    .map_err(ToolError::Failed)?
+                    .to_string();
+                super::cut_to_size(&mut content, entry.max_bytes);
+                return Ok(ToolOutput {
+                    content,
+                    summary: format!("skill {name} loaded"),
+                    diff: None,
+                });
+            }
             let Some(entry) = shelf.get(name) else {
                 return Err(ToolError::Failed(format!("skill not found: {name}")));
             };

@@ -23,6 +23,7 @@ use std::ffi::OsString;
 use std::io;
 #[cfg(not(windows))]
 use std::io::ErrorKind;
+use std::ops::ControlFlow;
 use std::ops::Range;
 #[cfg(not(windows))]
 use std::path::Path;
@@ -164,7 +165,10 @@ impl Dir {
     /// Every name in the folder (not `.` and `..`) with its kind as the listing tells it.
     pub fn names(&self) -> io::Result<Names> {
         let mut names = Names::default();
-        self.for_each_entry(|name, kind| names.push(name, kind))?;
+        self.for_each_entry(|name, kind| {
+            names.push(name, kind);
+            ControlFlow::Continue(())
+        })?;
         Ok(names)
     }
 }

@@ -16,6 +16,7 @@ use rustix::fs;
 use rustix::io::Errno;
 use std::fs::Metadata;
 use std::mem;
+use std::ops::ControlFlow;
 use std::process::ExitStatus;
 use tokio::process::Command;
 use tokio::signal::unix;
@@ -150,8 +151,12 @@ impl Dir {
     }
 
     /// Calls `each` with every name in the folder (not `.` and `..`) and its kind as the listing
-    /// tells it ([`FileKind::Unknown`] when it does not).
-    pub fn for_each_entry(&self, mut each: impl FnMut(&OsStr, FileKind)) -> io::Result<()> {
+    /// tells it ([`FileKind::Unknown`] when it does not), until it breaks (a listing that may be
+    /// huge, read only as far as it is used).
+    pub fn for_each_entry(
+        &self,
+        mut each: impl FnMut(&OsStr, FileKind) -> ControlFlow<()>,
+    ) -> io::Result<()> {
         use std::os::unix::ffi::OsStrExt;
         let mut reader = fs::Dir::read_from(&self.0)?;
         while let Some(entry) = reader.read() {
@@ -161,7 +166,9 @@ impl Dir {
                 continue;
             }
             let kind = kind_of(entry.file_type());
-            each(OsStr::from_bytes(name), kind);
+            if each(OsStr::from_bytes(name), kind).is_break() {
+                break;
+            }
         }
         Ok(())
     }
@@ -213,6 +220,12 @@ pub fn stdin_has_input() -> bool {
     ready > 0 && fds[0].revents & libc::POLLIN != 0
 }
 
+/// Whether a key typed at the terminal can be waited for without reading it
+/// ([`stdin_has_input`] in [`SavedTerminal::keys_as_typed`] mode): then `new` can wait at an idle
+/// prompt for a key or for something else to go on with. Not on macOS, whose `poll` does not
+/// support devices (its manual says so).
+pub const KEYS_CAN_BE_AWAITED: bool = cfg!(not(target_os = "macos"));
+
 /// The terminal settings of stdin as they were, put back on drop.
 pub struct SavedTerminal(libc::termios);
 
@@ -254,6 +267,18 @@ impl SavedTerminal {
             t.c_lflag &= !(libc::ICANON | libc::ECHO);
             t.c_cc[libc::VMIN] = 0;
             t.c_cc[libc::VTIME] = 1;
+        })
+    }
+
+    /// Keys stay as typed, unechoed, for the line editor that reads them next (as its raw mode
+    /// would receive them): no line buffering, Enter left a carriage return (not turned into the
+    /// line feed the editor takes for Ctrl-J), Ctrl-C, Ctrl-Z and Ctrl-V keys rather than signals.
+    pub fn keys_as_typed() -> Option<SavedTerminal> {
+        Self::change(|t| {
+            t.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG | libc::IEXTEN);
+            t.c_iflag &= !(libc::ICRNL | libc::INLCR | libc::IGNCR | libc::IXON);
+            t.c_cc[libc::VMIN] = 1;
+            t.c_cc[libc::VTIME] = 0;
         })
     }
 }

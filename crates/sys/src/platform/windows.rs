@@ -8,6 +8,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
+use std::ops::ControlFlow;
 use std::os::windows::ffi::OsStringExt;
 use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
 use std::os::windows::io::AsRawHandle;
@@ -248,8 +249,11 @@ impl Dir {
     }
 
     /// Calls `each` with every name in the folder and its kind as the listing tells it (reparse
-    /// points as links).
-    pub fn for_each_entry(&self, mut each: impl FnMut(&OsStr, FileKind)) -> io::Result<()> {
+    /// points as links), until it breaks.
+    pub fn for_each_entry(
+        &self,
+        mut each: impl FnMut(&OsStr, FileKind) -> ControlFlow<()>,
+    ) -> io::Result<()> {
         for entry in std::fs::read_dir(&self.path)? {
             let Ok(entry) = entry else { break };
             let kind = match entry.file_type() {
@@ -258,7 +262,9 @@ impl Dir {
                 Ok(t) if t.is_file() => FileKind::File,
                 _ => FileKind::Unknown,
             };
-            each(&entry.file_name(), kind);
+            if each(&entry.file_name(), kind).is_break() {
+                break;
+            }
         }
         Ok(())
     }
@@ -321,6 +327,11 @@ pub fn stdin_has_input() -> bool {
     ok != 0 && available > 0
 }
 
+/// Whether a key typed at the terminal can be waited for without reading it: not on the console
+/// ([`stdin_has_input`] sees pipes only), so an idle prompt waits for a key as the line editor
+/// does.
+pub const KEYS_CAN_BE_AWAITED: bool = false;
+
 /// The console input mode of stdin as it was, put back on drop.
 pub struct SavedTerminal(u32);
 
@@ -356,6 +367,12 @@ impl SavedTerminal {
     pub fn raw_keys() -> Option<SavedTerminal> {
         use windows_sys::Win32::System::Console::{ENABLE_ECHO_INPUT, ENABLE_LINE_INPUT};
         Self::change(|m| m & !(ENABLE_ECHO_INPUT | ENABLE_LINE_INPUT))
+    }
+
+    /// Keys stay as typed, unechoed, for the line editor that reads them next (unused here:
+    /// [`KEYS_CAN_BE_AWAITED`] is false on the console).
+    pub fn keys_as_typed() -> Option<SavedTerminal> {
+        Self::raw_keys()
     }
 }
 

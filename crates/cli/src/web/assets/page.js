@@ -18,12 +18,45 @@
     return e;
   }
 
+  // The session's secret: from the address's fragment (`/#t=…`, which the browser never sends
+  // to a server), kept in this tab's sessionStorage (this origin's only, port included), sent in
+  // a header on every request. Never a cookie: a browser sends 127.0.0.1's cookies to every port.
+  // A secret in the address replaces the tab's only when this server takes it: a link to this
+  // page with another `#t=` (a model's, say) cannot lock the tab out.
+  let token = null;
+  let offered = null;
+  if (!isStatic) {
+    const m = /^#t=([0-9a-f]+)$/.exec(location.hash);
+    if (m) {
+      offered = m[1];
+      history.replaceState(null, "", location.pathname);
+    }
+    token = sessionStorage.getItem("new-token");
+  }
+
+  function settleToken() {
+    if (!offered || offered === token) return Promise.resolve();
+    return fetch("/api/state", { credentials: "omit", cache: "no-store", headers: { "X-New-Token": offered } })
+      .then((r) => {
+        if (r.ok) {
+          token = offered;
+          sessionStorage.setItem("new-token", token);
+        }
+      })
+      .catch(() => {});
+  }
+
+  function ask(path, options) {
+    const o = Object.assign({ credentials: "omit", cache: "no-store" }, options || {});
+    o.headers = Object.assign({ "X-New-Token": token || "" }, o.headers || {});
+    return fetch(path, o);
+  }
+
   function post(path, body) {
-    return fetch(path, {
+    return ask(path, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body || {}),
-      credentials: "same-origin",
     });
   }
 
@@ -321,13 +354,19 @@
       frag.appendChild(up);
     }
     for (const e of v.entries) {
-      const li = el("li", e.kind, e.name + (e.kind === "dir" ? "/" : e.kind.startsWith("link") ? " @" : ""));
+      const li = el("li", e.kind, (e.shown || e.name) + (e.kind === "dir" ? "/" : e.kind.startsWith("link") ? " @" : ""));
       li.dataset.path = e.path;
       li.dataset.kind = e.kind;
       if (e.kind === "link-out") li.title = "a link out of the working folder: not opened";
       frag.appendChild(li);
     }
-    if (v.more) frag.appendChild(el("li", "more", "… " + v.more + " more"));
+    if (v.more || v.cut) {
+      const more = el("li", "more", v.cut
+        ? "… cut: the folder holds more than " + v.read + " entries, only the first " + v.read + " were read"
+        : "… " + v.more + " more");
+      more.dataset.cut = v.cut ? "true" : "false";
+      frag.appendChild(more);
+    }
     list.replaceChildren(frag);
   }
 
@@ -357,6 +396,8 @@
   }
 
   function approval(ev) {
+    // Shown once, however it came (the event, or the state of a page loaded meanwhile).
+    if (document.querySelector('[data-question="' + Number(ev.id) + '"]')) return;
     const box = el("div", "approval " + (ev.kind || "tool"));
     box.dataset.question = ev.id;
     box.appendChild(el("b", "", ev.title || (ev.label ? ev.label + ": " : "") + ev.tool + " asks to run"));
@@ -441,19 +482,68 @@
         $("#live").appendChild(compareView(ev.alternatives));
         break;
       case "exit":
+        exited = true;
         line("The session has ended; this page can be closed.", "notice");
         break;
     }
   }
 
   function refresh() {
-    return fetch("/api/state", { credentials: "same-origin" })
-      .then((r) => r.json())
+    return ask("/api/state")
+      .then((r) => {
+        if (r.status === 401) throw new Error("refused");
+        return r.json();
+      })
       .then((s) => {
         state = s;
         draw();
+        // The question waiting (asked before this page was loaded, or while it was away).
+        for (const q of $("#approvals").querySelectorAll("[data-question]")) {
+          if (!s.pending || Number(q.dataset.question) !== s.pending.id) q.remove();
+        }
+        if (s.pending) approval(s.pending);
+      })
+      .catch((e) => {
+        // Without the secret, or with another session's (this tab, an earlier `new web`).
+        if (!token || e.message === "refused")
+          line("Open the address `new web` printed (it holds this page's secret).", "error");
       });
   }
+
+  // The event stream, read with fetch (an EventSource cannot send the secret's header): one JSON
+  // object per `data:` line, events apart by a blank line. Opened again after a break.
+  function listen() {
+    ask("/events", { headers: { Accept: "text/event-stream" } })
+      .then((r) => {
+        if (!r.ok || !r.body) throw new Error("refused: " + r.status);
+        refresh();
+        const reader = r.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        const pump = () =>
+          reader.read().then(({ done, value }) => {
+            if (done) throw new Error("ended");
+            buffer += decoder.decode(value, { stream: true });
+            let end;
+            while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
+              const block = buffer.slice(0, end);
+              buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
+              const data = block
+                .split(/\r?\n/)
+                .filter((l) => l.startsWith("data:"))
+                .map((l) => l.slice(5).replace(/^ /, ""))
+                .join("\n");
+              if (data) onEvent(JSON.parse(data));
+            }
+            return pump();
+          });
+        return pump();
+      })
+      .catch(() => {
+        if (!exited && token) setTimeout(listen, 1000);
+      });
+  }
+  let exited = false;
 
   // ---- start ----
 
@@ -486,11 +576,11 @@
   $("#file-close").addEventListener("click", () => {
     $("#file-view").hidden = true;
   });
-  openPath(".");
   $("#stop").addEventListener("click", () => post("/api/stop"));
   $("#mode").addEventListener("change", (e) => post("/api/mode", { mode: e.target.value }));
-  const events = new EventSource("/events");
-  events.onmessage = (m) => onEvent(JSON.parse(m.data));
-  events.onopen = () => refresh();
-  refresh();
+  settleToken().then(() => {
+    openPath(".");
+    listen();
+    refresh();
+  });
 })();
