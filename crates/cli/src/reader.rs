@@ -175,14 +175,15 @@ impl Reader {
         if typeahead.pause() {
             *paused = true;
         }
-        {
+        // The question shows once what was typed before it is set apart.
+        let ask = || {
             let mut stdout = io::stdout().lock();
-            stdout.write_all(prompt.as_bytes())?;
-            stdout.flush()?;
-        }
-        let Some(read) = platform::one_key() else {
+            let _ = stdout
+                .write_all(prompt.as_bytes())
+                .and_then(|()| stdout.flush());
+        };
+        let Some(read) = platform::one_key(ask) else {
             // No terminal to read keys from after all: the line editor asks.
-            println!();
             return Ok(match self.read(prompt, "", false, out)? {
                 ReadOutcome::Line(line) => Key::Line(line),
                 ReadOutcome::Interrupted => Key::Interrupted,

@@ -44,9 +44,11 @@ pub struct OneKey {
 }
 
 /// The next key typed at the terminal on stdin, without Enter and unechoed (Ctrl-C comes as
-/// its byte, 0x03); what waited already is kept apart in [`OneKey::ahead`]. The terminal's
-/// settings are put back before it returns. None when stdin is no terminal.
-pub fn one_key() -> Option<io::Result<OneKey>> {
+/// its byte, 0x03); what waited already is kept apart in [`OneKey::ahead`], and only then is
+/// `ask` called (it shows the question: a key typed once it shows is its answer). The
+/// terminal's settings are put back before it returns. None when stdin is no terminal (`ask`
+/// is not called).
+pub fn one_key(ask: impl FnOnce()) -> Option<io::Result<OneKey>> {
     use std::time::{Duration, Instant};
     let saved = SavedTerminal::single_keys()?;
     let mut buf = [0u8; 256];
@@ -59,6 +61,7 @@ pub fn one_key() -> Option<io::Result<OneKey>> {
             Err(e) => return Some(Err(e)),
         }
     }
+    ask();
     // A read with nothing typed takes a tenth of a second; one that returns nothing at once,
     // again and again, reads a terminal that is gone.
     let mut at_once = 0;
