@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use axum::routing;
 use new_cli::markdown::Layout;
 use new_cli::markdown::Renderer;
+use new_cli::output::tail_due;
 use new_cli::sandbox_view;
 use new_cli::tree_view::push_tree;
 use new_cli::web::view::export_page;
@@ -1769,14 +1770,21 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             hyperlinks: true,
             dim: false,
         };
-        // What `new` does with each streamed piece, rendered or not, writing to `sink`.
+        // What `new` does with each streamed piece, rendered or not, writing to `sink`: rendered,
+        // the row of the line still arriving too, as often as the printer draws it.
         let rendered = |sink: &File| {
             let mut sink = sink;
             let start = Instant::now();
             let mut r = Renderer::new(layout);
+            let (mut drawn, mut last) = (None, None);
             for p in &pieces {
                 let text = escape::escape_controls_keep_lines(p);
-                let out = r.push(&text);
+                let mut out = r.push(&text);
+                if tail_due(&mut drawn, &mut last) {
+                    drawn = Some(Instant::now());
+                    out.insert_str(0, "\r\x1b[2K");
+                    out.push_str(&r.tail());
+                }
                 if !out.is_empty() {
                     sink.write_all(out.as_bytes()).unwrap();
                     sink.flush().unwrap();

@@ -7,22 +7,29 @@ use super::commands::COMMANDS;
 use super::numbers::short_id;
 use super::output::Printer;
 use super::repl::{App, interruptible};
+use super::spinner::{Board, Spinner};
 use super::terminal::Terminal;
-use super::tree_view::{Highlight, describe, preview, push_tree};
+use super::tree_view::{Highlight, describe, preview, push_tree_within};
 use super::wrap;
+use new_core::config::Lang;
 use new_core::conversation::LoadReport;
 use new_core::escape;
 use new_core::session;
 use new_core::session::CommandError;
+use new_core::session::Event;
 use new_core::session::Recorder;
 use new_core::session::{Ended, ExportFormat, ManageError, Switched};
 use new_core::tools::Mode;
 use new_core::vocab::Role;
 use new_core::vocab::Usage;
 use new_sys::os_sandbox;
+use new_sys::platform;
+use new_sys::platform::Stream;
 use std::fmt::Display;
 use std::io;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 /// How many conversations `/list` shows without `all`.
 const LIST_LIMIT: usize = 50;
@@ -170,11 +177,12 @@ impl App {
                 .dim(&self.tr("tree_title", &[("id", &self.engine.chat.id())]))
         );
         // Most rows are drawn straight into the one buffer.
-        push_tree(
+        push_tree_within(
             &mut text,
             self.engine.chat.conversation(),
             full,
             self.out.lang,
+            platform::terminal_size(Stream::Stdout).map(|(width, _)| width),
             &|highlight, drawn| match highlight {
                 Highlight::Current => self.out.bold(&self.out.green(drawn)),
                 Highlight::Gap => self.out.dim(drawn),
@@ -183,7 +191,7 @@ impl App {
         // The numbers as drawn now are the ones `/N` refers to.
         self.shown
             .record_all(self.engine.chat.id(), self.engine.chat.conversation());
-        // A tree keeps its rows: never rewrapped (each is cut to fit already).
+        // A tree keeps its rows: never rewrapped (each is cut to the terminal's width).
         self.out.say_verbatim(text.trim_end_matches('\n'));
     }
 
@@ -284,14 +292,22 @@ impl App {
         };
         // Another model for these answers only; the session's comes back after.
         let saved = model.map(|m| self.engine.swap_model(m));
-        if count == 1 || !self.retry_together(&user, count) {
+        // Numbered as `/compare` numbers the answers at that message: after those it has.
+        let before = self
+            .engine
+            .chat
+            .conversation()
+            .children(&user)
+            .iter()
+            .filter(|m| !m.side)
+            .count();
+        if count == 1 || !self.retry_together(&user, before, count) {
             for i in 0..count {
                 if count > 1 {
-                    self.out.say(
-                        &self
-                            .out
-                            .dim(&self.tr("retry_n_of", &[("i", &(i + 1)), ("count", &count)])),
-                    );
+                    self.out.say(&self.out.dim(&self.tr(
+                        "retry_n_of",
+                        &[("i", &(before + i + 1)), ("count", &(before + count))],
+                    )));
                 }
                 self.engine.chat.move_cursor(&user).expect("from the tree");
                 // Each try starts from the files of the message it answers.
@@ -309,7 +325,7 @@ impl App {
     /// `count` answers to the user message `user`, side by side; the cursor ends on the last,
     /// as when they run one after another. False when they cannot (said; nothing ran): they
     /// must run one after another.
-    fn retry_together(&mut self, user: &str, count: usize) -> bool {
+    fn retry_together(&mut self, user: &str, before: usize, count: usize) -> bool {
         use new_core::session::OneAfterAnother;
         let why = match self.engine.side_by_side_refusal() {
             Some(OneAfterAnother::NoCheckpoints) => {
@@ -344,15 +360,48 @@ impl App {
         );
         let out = self.out;
         let lang = out.lang;
-        let label =
-            |i: usize| super::text::tr(lang, "retry_n_of", &[("i", &(i + 1)), ("count", &count)]);
+        // Named as `/compare` numbers them: after the `before` answers the message has (the
+        // engine stores their first messages in this order).
+        let label = |i: usize| {
+            super::text::tr(
+                lang,
+                "retry_n_of",
+                &[("i", &(before + i + 1)), ("count", &(before + count))],
+            )
+        };
         let pricing = self.engine.config.pricing;
         let model = self.engine.config.model.clone();
         // Each answer's tokens and cost, in order.
         let mut spent: Vec<(Option<Usage>, Option<f64>)> = Vec::new();
+        // While they run, a line for each not shown yet: its tokens and seconds so far.
+        let progress = Arc::new(Mutex::new(vec![Going::default(); count]));
+        let spinner = Spinner::for_stdout(out.color);
+        let board: Board = {
+            let progress = progress.clone();
+            let started = Instant::now();
+            let labels: Vec<String> = (0..count).map(label).collect();
+            Arc::new(move |frame: char| going_lines(&progress, &labels, started, frame, lang))
+        };
+        let mut watch = |i: usize, event: &Event| {
+            {
+                let mut going = progress.lock().unwrap_or_else(|e| e.into_inner());
+                going[i].saw(event);
+            }
+            if let Some(spinner) = &spinner {
+                spinner.board(&board);
+            }
+        };
         let mut done = |i: usize, recorded: Recorder, took: Duration| {
+            if let Some(spinner) = &spinner {
+                spinner.hush();
+            }
+            let more = {
+                let mut going = progress.lock().unwrap_or_else(|e| e.into_inner());
+                going[i].shown = true;
+                going.iter().any(|g| !g.shown)
+            };
             out.say(&out.bold(&label(i)));
-            let mut printer = Printer::new(out);
+            let mut printer = Printer::replay(out);
             for event in &recorded.events {
                 session::to_observer(event, &mut printer);
             }
@@ -367,14 +416,19 @@ impl App {
             );
             out.say(&out.dim(&line));
             spent.push((printer.turn, cost));
+            if more && let Some(spinner) = &spinner {
+                spinner.board(&board);
+            }
         };
         let mut asking = Terminal::asking(self.out, &mut self.reader);
-        let together = self.runtime.block_on(self.engine.answer_together(
+        let together = self.runtime.block_on(self.engine.answer_together_watched(
             count,
             &label,
             &mut asking,
             &mut done,
+            &mut watch,
         ));
+        drop(spinner);
         // It refuses only as `side_by_side_refusal` does, checked above: the snapshot is taken.
         let Ok(together) = together else {
             return false;
@@ -469,7 +523,7 @@ impl App {
                     ("model", &escape::escape_controls(&model)),
                     ("input", &alt.usage.input_tokens),
                     ("output", &alt.usage.output_tokens),
-                    ("seconds", &alt.seconds),
+                    ("seconds", &format!("{:.1}", alt.seconds)),
                     ("cost", &cost),
                 ],
             );
@@ -1331,4 +1385,87 @@ impl App {
         text.push_str(&self.out.dim(&tail));
         self.out.say(&text);
     }
+}
+
+/// How far one of the answers side by side has come, as its events said.
+#[derive(Debug, Clone, Default)]
+struct Going {
+    /// Pieces of text and reasoning streamed (about a token each).
+    tokens: u64,
+    /// The tool running, if any.
+    tool: Option<String>,
+    /// Ended (its last answer had no tool calls), when.
+    ended: Option<Instant>,
+    /// Shown whole already: off the board.
+    shown: bool,
+}
+
+impl Going {
+    fn saw(&mut self, event: &Event) {
+        match event {
+            Event::Text(_) | Event::Reasoning(_) => self.tokens += 1,
+            Event::ToolCall(call) => self.tool = Some(call.function.name.clone()),
+            Event::ToolResult { .. } => self.tool = None,
+            Event::AnswerEnd { response, .. } if response.tool_calls.is_empty() => {
+                self.ended = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The board's lines: one for each answer not shown yet.
+fn going_lines(
+    progress: &Mutex<Vec<Going>>,
+    labels: &[String],
+    started: Instant,
+    frame: char,
+    lang: Lang,
+) -> Vec<String> {
+    let going = progress.lock().unwrap_or_else(|e| e.into_inner());
+    going
+        .iter()
+        .zip(labels)
+        .filter(|(g, _)| !g.shown)
+        .map(|(g, label)| match g.ended {
+            Some(took) => format!(
+                "✓ {}",
+                super::text::tr(
+                    lang,
+                    "together_ended",
+                    &[
+                        ("label", label),
+                        ("tokens", &g.tokens),
+                        (
+                            "seconds",
+                            &format!(
+                                "{:.1}",
+                                took.saturating_duration_since(started).as_secs_f64()
+                            ),
+                        ),
+                    ],
+                )
+            ),
+            None => {
+                let tool = g
+                    .tool
+                    .as_deref()
+                    .map(|t| format!(" · {}", escape::escape_controls(t)))
+                    .unwrap_or_default();
+                format!(
+                    "{frame} {}",
+                    super::text::tr(
+                        lang,
+                        "together_going",
+                        &[
+                            ("label", label),
+                            ("tokens", &g.tokens),
+                            ("seconds", &started.elapsed().as_secs()),
+                            ("tool", &tool),
+                        ],
+                    )
+                )
+            }
+        })
+        .collect()
 }

@@ -1,7 +1,9 @@
 //! Markdown answers rendered for a terminal while they stream.
 //!
 //! Output is only ever appended: a line is printed once it is complete (a long paragraph line as
-//! soon as each of its wrapped lines is), so the scrollback stays a plain, copyable log. Headings
+//! soon as each of its wrapped lines is), so the scrollback stays a plain, copyable log; what of the
+//! line still arriving is not printed yet is shown on its own row meanwhile ([`Renderer::tail`]),
+//! which the caller takes back before printing more. Headings
 //! (ATX and setext), emphasis, inline code, links (OSC 8 hyperlinks where the terminal has them;
 //! reference links too), lists, block quotes, rules, fenced code with syntax highlighting
 //! ([`super::highlight`]) and tables (aligned to the width, cells wrapped) are drawn; long lines
@@ -604,6 +606,19 @@ fn chars_width(chars: &[(char, Style)]) -> usize {
     chars.iter().map(|(c, _)| c.width().unwrap_or(0)).sum()
 }
 
+/// The first characters of `chars` that fit in `room` columns.
+fn fit_chars(chars: &[(char, Style)], room: usize) -> &[(char, Style)] {
+    let mut width = 0;
+    let end = chars
+        .iter()
+        .position(|(c, _)| {
+            width += c.width().unwrap_or(0);
+            width > room
+        })
+        .unwrap_or(chars.len());
+    &chars[..end]
+}
+
 /// Where styled characters break into lines of `first` columns, then `rest`: character ranges.
 fn wrap_chars(chars: &[(char, Style)], first: usize, rest: usize) -> Vec<Range<usize>> {
     // A text that fits is one line (as textwrap would have it), without its trailing spaces.
@@ -1018,6 +1033,80 @@ impl Renderer {
         if !rest.is_empty() {
             self.pending.push_str(rest);
             self.stream_partial(rest, &mut out);
+        }
+        out
+    }
+
+    /// What of the line being received is not printed yet, as one terminal row (with the prefix
+    /// it will get when it is a flowing line's), to show until the next output: the caller takes
+    /// it back with `\r\x1b[2K` before writing anything else, so a slow model's words appear as
+    /// they come while the scrollback stays what [`Renderer::push`] prints. Its last row when it
+    /// would take more than one; fits in a column less than the width (never wrapped). Empty when
+    /// nothing waits, and in a table (its rows show as they arrive).
+    pub fn tail(&self) -> String {
+        let room = self.layout.width.saturating_sub(1).max(10);
+        let mut out = String::new();
+        match (&self.block, &self.flow) {
+            (Block::Table { .. }, _) => {}
+            (Block::Text, Some(flow)) => {
+                let text = &flow.src[flow.from..];
+                let mut chars = flow.chars.clone();
+                let mut links = flow.links.clone();
+                // A long unsettled run (an open code span) is shown as far as the parse is cheap.
+                if text.len() <= 8 * self.layout.width {
+                    let parsed = parse_inline(
+                        text,
+                        flow.base,
+                        links.len(),
+                        &self.layout,
+                        &self.definitions,
+                    );
+                    chars.extend_from_slice(parsed.chars.get(flow.skip..).unwrap_or_default());
+                    links.extend(parsed.links);
+                }
+                let (prefix, width) = flow.prefix();
+                let lines = wrap_chars(
+                    &chars,
+                    self.room(width).min(room.saturating_sub(width)),
+                    self.room(flow.next_prefix_width)
+                        .min(room.saturating_sub(flow.next_prefix_width)),
+                );
+                let Some(last) = lines.last() else {
+                    return out;
+                };
+                out.push_str(if lines.len() == 1 {
+                    prefix
+                } else {
+                    &flow.next_prefix
+                });
+                let cut = fit_chars(&chars[last.clone()], room);
+                self.styled_into(&mut out, cut, &links);
+            }
+            _ => {
+                let pending = self.pending.trim_end_matches('\r');
+                if pending.is_empty() {
+                    if let Some(held) = &self.held {
+                        return held.shown.trim_end_matches('\n').to_string();
+                    }
+                    return out;
+                }
+                let plain: Vec<(char, Style)> = pending
+                    .chars()
+                    .map(|c| (if c == '\t' { ' ' } else { c }, Style::default()))
+                    .collect();
+                // The end of a line too long for a row: what arrives last shows.
+                let mut start = plain.len();
+                let mut width = 0;
+                while start > 0 {
+                    let w = plain[start - 1].0.width().unwrap_or(0);
+                    if width + w > room {
+                        break;
+                    }
+                    width += w;
+                    start -= 1;
+                }
+                self.styled_into(&mut out, &plain[start..], &[]);
+            }
         }
         out
     }

@@ -302,6 +302,20 @@ fn fit(text: &str, stream: Stream, hang: usize) -> Cow<'_, str> {
     super::wrap::fit(text, width, hang)
 }
 
+/// Pieces closer together than this (after one drawn) leave the row of the line still arriving
+/// as it was: a fast server's answer is not slowed by drawing it after every piece.
+pub const TAIL_EVERY: Duration = Duration::from_millis(20);
+
+/// Whether the row of the line still arriving is drawn for the piece coming now: when the last
+/// one came a while ago, or the row was last drawn a while ago.
+pub fn tail_due(drawn: &mut Option<Instant>, last_piece: &mut Option<Instant>) -> bool {
+    let now = Instant::now();
+    let idle = last_piece.is_none_or(|t| now.duration_since(t) >= TAIL_EVERY);
+    let spaced = drawn.is_none_or(|t| now.duration_since(t) >= TAIL_EVERY);
+    *last_piece = Some(now);
+    idle || spaced
+}
+
 /// Shows a turn as it happens.
 pub struct Printer {
     out: Output,
@@ -321,6 +335,13 @@ pub struct Printer {
     spinner: Option<super::spinner::Spinner>,
     /// Who answers, for that line (`waiting for local`).
     server: String,
+    /// What of the line being streamed is not printed yet shows on its row (see
+    /// [`super::markdown::Renderer::tail`]): taken back before anything else is written.
+    tail: String,
+    /// When that row was last drawn, and when the last piece came: pieces that come close
+    /// together (a fast server) draw it only now and then.
+    tail_drawn: Option<Instant>,
+    last_piece: Option<Instant>,
 }
 
 impl Printer {
@@ -349,6 +370,13 @@ impl Printer {
             spinner: (!out.one_shot)
                 .then(|| super::spinner::Spinner::for_stdout(out.color))
                 .flatten(),
+            ..Printer::new_quiet(out)
+        }
+    }
+
+    fn new_quiet(out: Output) -> Self {
+        Printer {
+            spinner: None,
             server: super::text::tr(out.lang, "spinner_the_model", &[]),
             out,
             at_line_start: true,
@@ -359,12 +387,62 @@ impl Printer {
             started: Instant::now(),
             answer: None,
             thinking: None,
+            tail: String::new(),
+            tail_drawn: None,
+            last_piece: None,
         }
+    }
+
+    /// What a renderer printed, then its line still arriving on the row after it, in place of
+    /// the last one shown.
+    /// `tail` None: the row is not drawn this time (it is taken back when lines are printed).
+    fn show_rendered(&mut self, shown: &str, tail: Option<&str>) {
+        let Some(tail) = tail else {
+            if !shown.is_empty() {
+                let erase = if self.tail.is_empty() {
+                    ""
+                } else {
+                    "\r\x1b[2K"
+                };
+                self.tail.clear();
+                self.write_stream(&format!("{erase}{shown}"));
+            }
+            return;
+        };
+        self.tail_drawn = Some(Instant::now());
+        if shown.is_empty() && tail == self.tail {
+            return;
+        }
+        let mut text = String::with_capacity(shown.len() + tail.len() + 8);
+        if !self.tail.is_empty() {
+            text.push_str("\r\x1b[2K");
+        }
+        text.push_str(shown);
+        text.push_str(tail);
+        self.tail.clear();
+        self.tail.push_str(tail);
+        self.write_stream(&text);
+    }
+
+    /// The row showing the line still arriving is taken back.
+    fn take_tail(&mut self) {
+        if !self.tail.is_empty() {
+            self.tail.clear();
+            self.write_stream("\r\x1b[2K");
+            self.at_line_start = true;
+        }
+    }
+
+    /// A printer for events that already happened (an answer run side by side, shown whole):
+    /// nothing is waited for, no waiting line.
+    pub fn replay(out: Output) -> Self {
+        Printer::new_quiet(out)
     }
 
     /// Prints what the answer's renderer still holds (its last line, an open block).
     fn end_markdown(&mut self) {
         if let Some(mut r) = self.answer.take() {
+            self.take_tail();
             let rest = r.finish();
             self.write_stream(&rest);
         }
@@ -406,6 +484,7 @@ impl Printer {
 
     fn end_reasoning(&mut self) {
         if let Some(mut r) = self.thinking.take() {
+            self.take_tail();
             let rest = r.finish();
             self.write_stream(&rest);
         }
@@ -433,8 +512,10 @@ impl Observer for Printer {
             let r = self.answer.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(false))
             });
+            let due = tail_due(&mut self.tail_drawn, &mut self.last_piece);
             let shown = r.push(&text);
-            self.write_stream(&shown);
+            let tail = due.then(|| r.tail());
+            self.show_rendered(&shown, tail.as_deref());
         } else {
             self.write_stream(&text);
         }
@@ -458,8 +539,10 @@ impl Observer for Printer {
             let r = self.thinking.get_or_insert_with(|| {
                 super::markdown::Renderer::new(super::markdown::terminal_layout(true))
             });
+            let due = tail_due(&mut self.tail_drawn, &mut self.last_piece);
             let shown = r.push(&text);
-            self.write_stream(&shown);
+            let tail = due.then(|| r.tail());
+            self.show_rendered(&shown, tail.as_deref());
         } else {
             self.write_stream(&text);
         }

@@ -2,8 +2,11 @@
 //! that ask a question (`/delete`'s confirmation, `/edit`'s new text) read their answer from the
 //! same place, so piped input answers them with its next line.
 
-use std::io::{BufRead, StdinLock};
+use new_core::escape;
+use new_sys::platform;
+use std::io::{BufRead, StdinLock, Write};
 use std::path::PathBuf;
+use std::str;
 
 use rustyline::error::ReadlineError;
 use rustyline::history::{FileHistory, History};
@@ -17,6 +20,17 @@ use std::io;
 use std::io::Lines;
 use std::mem;
 use std::path::Path;
+
+/// The answer to a question of one key ([`Reader::key`]).
+pub enum Key {
+    /// The key typed, lower case as typed (`esc` for Esc, empty for Enter); a whole line when
+    /// the input is piped.
+    Line(String),
+    /// What came was no key: kept for the prompt; ask again.
+    Kept,
+    Interrupted,
+    Eof,
+}
 
 pub enum ReadOutcome {
     Line(String),
@@ -139,6 +153,85 @@ impl Reader {
             Reader::Editor { typeahead, .. } => typeahead.take_partial(),
             _ => String::new(),
         }
+    }
+
+    /// Reads the answer to a question of one key (one of `keys`, in any case; Enter, Esc and
+    /// Ctrl-C answer too) when the terminal allows it; otherwise (piped input, no terminal) the
+    /// next line, as [`Reader::read`] does. What was typed ahead before the question, what comes
+    /// at once with more than one key (a paste, fast typing) and a character none of `keys` is
+    /// no answer: it is kept for the prompt, as if typed there ([`Key::Kept`]).
+    pub fn key(&mut self, prompt: &str, keys: &str, out: &Output) -> io::Result<Key> {
+        let Reader::Editor {
+            typeahead, paused, ..
+        } = self
+        else {
+            return Ok(match self.read(prompt, "", false, out)? {
+                ReadOutcome::Line(line) => Key::Line(line),
+                ReadOutcome::Interrupted => Key::Interrupted,
+                ReadOutcome::Eof => Key::Eof,
+            });
+        };
+        super::spinner::hush_any();
+        if typeahead.pause() {
+            *paused = true;
+        }
+        // The question shows once what was typed before it is set apart.
+        let ask = || {
+            let mut stdout = io::stdout().lock();
+            let _ = stdout
+                .write_all(prompt.as_bytes())
+                .and_then(|()| stdout.flush());
+        };
+        let Some(read) = platform::one_key(ask) else {
+            // No terminal to read keys from after all: the line editor asks.
+            return Ok(match self.read(prompt, "", false, out)? {
+                ReadOutcome::Line(line) => Key::Line(line),
+                ReadOutcome::Interrupted => Key::Interrupted,
+                ReadOutcome::Eof => Key::Eof,
+            });
+        };
+        let read = read?;
+        let Reader::Editor { typeahead, .. } = self else {
+            unreachable!("an editor above")
+        };
+        if !read.ahead.is_empty() {
+            typeahead.feed(&read.ahead);
+        }
+        // A key and the Enter after it are that key.
+        let key = match read.key.as_slice() {
+            [k @ .., b'\r' | b'\n'] if !k.is_empty() => k,
+            k => k,
+        };
+        let answer = match key {
+            [] => Key::Eof,
+            [0x03] => Key::Interrupted,
+            [0x04] => Key::Eof,
+            [0x1b] => Key::Line("esc".into()),
+            [b'\r' | b'\n'] => Key::Line(String::new()),
+            _ => match str::from_utf8(key) {
+                Ok(text)
+                    if text.chars().count() == 1
+                        && text.chars().all(|c| keys.contains(c.to_ascii_lowercase())) =>
+                {
+                    Key::Line(text.to_string())
+                }
+                // More than a key, another character, or no character (an arrow): kept as
+                // typed.
+                _ => {
+                    typeahead.feed(&read.key);
+                    Key::Kept
+                }
+            },
+        };
+        // The key answered shows after the question, and the line ends.
+        let shown = match &answer {
+            Key::Line(k) if k == "esc" => "Esc".to_string(),
+            Key::Line(k) => escape::escape_controls(k),
+            Key::Interrupted => "^C".to_string(),
+            _ => String::new(),
+        };
+        println!("{shown}");
+        Ok(answer)
     }
 
     pub fn is_piped(&self) -> bool {

@@ -34,6 +34,7 @@ use new_core::session::{Ended, Options, Resume, Session};
 use new_core::skill::Shelf;
 use new_core::skill::SkillSettings;
 use new_core::trust::Trust;
+use new_core::vocab::Role;
 use new_sys::os_sandbox;
 use new_sys::platform;
 use new_sys::platform::SavedTerminal;
@@ -1262,11 +1263,20 @@ impl App {
             &self.engine.config.model,
             printer.turn.as_ref(),
             Some(self.context_use()),
-            printer.started.elapsed().as_secs_f64(),
+            self.turn_seconds(printer),
             cost,
         );
         self.out.say(&self.out.dim(&line));
         self.last_status = Some(line);
+    }
+
+    /// How long the turn took: as its answer keeps it (what `/compare` says), else as measured.
+    fn turn_seconds(&self, printer: &Printer) -> f64 {
+        let c = self.engine.chat.conversation();
+        c.get(c.cursor())
+            .filter(|m| m.role == Role::Assistant)
+            .and_then(|m| m.extra.seconds)
+            .map_or_else(|| printer.started.elapsed().as_secs_f64(), f64::from)
     }
 
     pub(super) fn chat_with(&mut self, text: &str, stream: &mut dyn Stream) -> Option<Ended> {

@@ -6,12 +6,15 @@ use std::path::{Path, PathBuf};
 
 use super::repl::App;
 use new_core::config::{self, FileConfig, ProviderEntry};
+use new_core::escape;
 use new_core::fs::atomic;
 use new_core::layers;
-use new_core::llm::Provider;
+use new_core::llm::{Provider, ProviderKind};
 use new_sys::platform::SavedTerminal;
 use std::env;
 use std::io;
+use std::time::Duration;
+use tokio::time;
 
 impl App {
     /// Whether this looks like a first run: nothing configured that could reach a model.
@@ -97,6 +100,12 @@ impl App {
                 .out
                 .error(&self.tr("no_key_given_nothing_was_written", &[]));
         }
+        // A server of the user's own: the models it offers, to pick from.
+        let offered = match &entry.base_url {
+            Some(url) => self.server_models(url, entry.api_key.as_deref()),
+            None => Vec::new(),
+        };
+        let default_model = offered.first().map_or(default_model, String::as_str);
         let model = self
             .ask(
                 &self.tr("ask_model", &[("default", &default_model)]),
@@ -106,7 +115,10 @@ impl App {
             .unwrap_or_default();
         let model = match model.trim() {
             "" => default_model.to_string(),
-            m => m.to_string(),
+            n => match n.parse::<usize>() {
+                Ok(i @ 1..) if i <= offered.len() => offered[i - 1].clone(),
+                _ => n.to_string(),
+            },
         };
         let Some(path) = user_config_path() else {
             return self.out.error(&self.tr("no_config_folder", &[]));
@@ -127,6 +139,51 @@ impl App {
         self.out
             .say(&self.tr("wrote_private", &[("path", &path.display())]));
         self.reload_configuration();
+    }
+
+    /// The models an OpenAI-compatible server at `url` offers (`GET /models`), listed for the
+    /// user with numbers; none, and said why, when it cannot be asked within a few seconds.
+    fn server_models(&mut self, url: &str, key: Option<&str>) -> Vec<String> {
+        const SHOWN: usize = 20;
+        let mut settings = self.engine.provider.settings().clone();
+        settings.name = "local".to_string();
+        settings.kind = ProviderKind::OpenAi;
+        settings.base_url = url.to_string();
+        settings.api_key = key.map(str::to_string);
+        settings.key_required = false;
+        let asked = Provider::new(settings)
+            .map_err(|e| e.to_string())
+            .and_then(|p| {
+                self.runtime
+                    .block_on(async { time::timeout(Duration::from_secs(10), p.models()).await })
+                    .map_err(|_| self.tr("timed_out", &[]))
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            });
+        let models: Vec<String> = match asked {
+            Ok(models) => models.into_iter().map(|m| m.id).collect(),
+            Err(e) => {
+                self.out.say(&self.out.dim(&self.tr(
+                    "setup_no_models",
+                    &[("error", &escape::escape_controls(&e))],
+                )));
+                return Vec::new();
+            }
+        };
+        if models.is_empty() {
+            return models;
+        }
+        let mut list: Vec<String> = models
+            .iter()
+            .take(SHOWN)
+            .enumerate()
+            .map(|(i, m)| format!("  {}) {}", i + 1, escape::escape_controls(m)))
+            .collect();
+        if models.len() > SHOWN {
+            list.push(self.tr("setup_models_more", &[("n", &(models.len() - SHOWN))]));
+        }
+        self.out
+            .say(&self.tr("setup_models", &[("list", &list.join("\n"))]));
+        models
     }
 
     /// Reads the configuration again (after setup) and rebuilds the provider from it.

@@ -6,6 +6,7 @@
 use std::env;
 use std::io;
 use std::io::{IsTerminal, Write};
+use std::mem;
 use std::sync::MutexGuard;
 use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,13 +21,40 @@ const AFTER: Duration = Duration::from_millis(400);
 const EVERY: Duration = Duration::from_millis(100);
 const FRAMES: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
+/// The lines of a board, made afresh at each frame (the frame's character given).
+pub type Board = Arc<dyn Fn(char) -> Vec<String> + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     /// What is waited for, and since when; None: nothing shows.
     waiting: Option<(String, Instant)>,
-    /// The line is on the screen (to be erased before anything else is written).
-    shown: bool,
+    /// A board of lines shows instead (answers side by side), from when it was set.
+    board: Option<(Board, Instant)>,
+    /// The rows on the screen (to be erased before anything else is written).
+    shown: usize,
     frame: usize,
+}
+
+/// Takes back `rows` rows drawn from the start of the first to the end of the last.
+fn erase(out: &mut impl Write, rows: usize) -> io::Result<()> {
+    match rows {
+        0 => Ok(()),
+        1 => write!(out, "\r\x1b[2K"),
+        n => write!(out, "\r\x1b[{}A\x1b[J", n - 1),
+    }
+}
+
+/// `line` cut to one row of the terminal (or `\r` would not take it all back), dimmed when asked.
+fn one_row(mut line: String, dim: bool) -> String {
+    let width = super::markdown::terminal_layout(false).width.max(10) - 1;
+    if let Some((at, _)) = line.char_indices().nth(width) {
+        line.truncate(at);
+    }
+    if dim {
+        format!("\x1b[2m{line}\x1b[0m")
+    } else {
+        line
+    }
 }
 
 pub struct Spinner {
@@ -54,10 +82,11 @@ pub fn hush_any() {
     if let Some(state) = current {
         let mut s = lock(&state);
         s.waiting = None;
-        if s.shown {
-            s.shown = false;
+        s.board = None;
+        let rows = mem::take(&mut s.shown);
+        if rows > 0 {
             let mut out = io::stdout().lock();
-            let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
+            let _ = erase(&mut out, rows).and_then(|()| out.flush());
         }
     }
 }
@@ -79,29 +108,36 @@ impl Spinner {
                     while !stop.load(Ordering::SeqCst) {
                         thread::park_timeout(EVERY);
                         let mut s = lock(&state);
-                        let Some((what, since)) = s.waiting.clone() else {
-                            continue;
+                        let since = match (&s.board, &s.waiting) {
+                            (Some((_, since)), _) | (None, Some((_, since))) => *since,
+                            (None, None) => continue,
                         };
                         let waited = since.elapsed();
                         if waited < AFTER || stop.load(Ordering::SeqCst) {
                             continue;
                         }
                         s.frame = (s.frame + 1) % FRAMES.len();
-                        let mut line =
-                            format!("{} {what} · {} s", FRAMES[s.frame], waited.as_secs());
-                        // One row, or `\r` would not take it all back.
-                        let width = super::markdown::terminal_layout(false).width.max(10) - 1;
-                        if let Some((at, _)) = line.char_indices().nth(width) {
-                            line.truncate(at);
-                        }
-                        let line = if dim {
-                            format!("\x1b[2m{line}\x1b[0m")
-                        } else {
-                            line
+                        let frame = FRAMES[s.frame];
+                        let lines = match (&s.board, &s.waiting) {
+                            (Some((board, _)), _) => board(frame),
+                            (None, Some((what, _))) => {
+                                vec![format!("{frame} {what} · {} s", waited.as_secs())]
+                            }
+                            (None, None) => continue,
                         };
+                        // A board never takes more rows than the screen has (they could not
+                        // all be taken back).
+                        let height = super::markdown::terminal_layout(false).height.max(2) - 1;
+                        let text = lines
+                            .into_iter()
+                            .take(height)
+                            .map(|line| one_row(line, dim))
+                            .collect::<Vec<_>>();
                         let mut out = io::stdout().lock();
-                        let _ = write!(out, "\r\x1b[2K{line}").and_then(|()| out.flush());
-                        s.shown = true;
+                        let _ = erase(&mut out, s.shown)
+                            .and_then(|()| write!(out, "{}", text.join("\r\n")))
+                            .and_then(|()| out.flush());
+                        s.shown = text.len();
                     }
                 })
                 .ok()
@@ -119,14 +155,24 @@ impl Spinner {
         s.waiting = Some((what, Instant::now()));
     }
 
+    /// Shows `board`'s lines (after a moment), drawn again at each frame until hushed: the
+    /// progress of answers side by side. Kept, with when it began, when it shows already.
+    pub fn board(&self, board: &Board) {
+        let mut s = lock(&self.state);
+        if s.board.is_none() {
+            s.board = Some((board.clone(), Instant::now()));
+        }
+    }
+
     /// Nothing is waited for any more: the line goes (before the caller writes anything).
     pub fn hush(&self) {
         let mut s = lock(&self.state);
         s.waiting = None;
-        if s.shown {
-            s.shown = false;
+        s.board = None;
+        let rows = mem::take(&mut s.shown);
+        if rows > 0 {
             let mut out = io::stdout().lock();
-            let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
+            let _ = erase(&mut out, rows).and_then(|()| out.flush());
         }
     }
 }

@@ -4,7 +4,7 @@
 //! model. With no terminal to ask, the session hears that nobody can be asked.
 
 use super::output::{Output, Printer};
-use super::reader::{ReadOutcome, Reader};
+use super::reader::{Key, ReadOutcome, Reader};
 use new_core::agent::Observer;
 use new_core::escape;
 use new_core::escape::escape_controls;
@@ -15,6 +15,7 @@ use new_core::session::{
 use new_core::tools::{Rule, ToolKind};
 use std::fmt::Display;
 use std::io;
+use std::mem;
 
 /// What shows a turn's stream: the printer, or what wraps it.
 pub(crate) trait Stream: Observer {
@@ -69,6 +70,39 @@ impl<'a> Terminal<'a> {
 
     fn tr(&self, key: &str, args: &[(&str, &dyn Display)]) -> String {
         super::text::tr(self.out.lang, key, args)
+    }
+
+    /// The answer to a question of one key (a line when the input is piped); what was typed
+    /// ahead is kept for the prompt, said once, and the key asked for again.
+    fn key(&mut self, prompt: &str, keys: &str) -> Key {
+        let out = self.out;
+        let mut said = false;
+        loop {
+            let Some(reader) = self.reader.as_deref_mut() else {
+                return Key::Eof;
+            };
+            match reader.key(prompt, keys, &out) {
+                Ok(Key::Kept) => {
+                    if !mem::replace(&mut said, true) {
+                        out.say(&out.dim(&self.tr("typed_ahead_kept", &[])));
+                    }
+                }
+                Ok(key) => return key,
+                Err(e) => {
+                    out.error(&self.tr("reading_input_failed", &[("error", &e)]));
+                    return Key::Eof;
+                }
+            }
+        }
+    }
+
+    /// The hint that one key answers, where one does (a terminal).
+    fn one_key_hint(&self) -> String {
+        if self.can_ask() {
+            self.tr("one_key_answers", &[])
+        } else {
+            String::new()
+        }
     }
 
     fn read(&mut self, prompt: &str) -> io::Result<ReadOutcome> {
@@ -255,14 +289,14 @@ impl Frontend for Terminal<'_> {
         }));
         // What would run or change, as it is: a diff or a command keeps its columns.
         out.say_verbatim(shown.trim_end());
-        out.say(&out.dim(&options));
+        out.say(&out.dim(&format!("{options}{}", self.one_key_hint())));
         let yes_or_no = q.yes_or_no();
         let prompt = if yes_or_no { "[y/N] " } else { "[y/s/a/N] " };
         loop {
-            let answer = match self.read(prompt) {
-                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
-                Ok(ReadOutcome::Interrupted) => return Answer::Interrupted,
-                Ok(ReadOutcome::Eof) | Err(_) => "n".into(),
+            let answer = match self.key(prompt, "ysan") {
+                Key::Line(a) => a.trim().to_lowercase(),
+                Key::Interrupted => return Answer::Interrupted,
+                Key::Eof | Key::Kept => "n".into(),
             };
             match answer.as_str() {
                 "y" | "yes" => return Answer::Once,
@@ -271,7 +305,7 @@ impl Frontend for Terminal<'_> {
                 }
                 "s" | "session" => return Answer::Session,
                 "a" | "always" => return Answer::Always,
-                "" | "n" | "no" => {
+                "" | "n" | "no" | "esc" => {
                     let question = self.tr("reason_for_the_model_optional", &[]);
                     return match self.read(&question) {
                         Ok(ReadOutcome::Line(r)) => Answer::Deny(r.trim().to_string()),
@@ -289,23 +323,24 @@ impl Frontend for Terminal<'_> {
         if let Some(stream) = self.stream.as_deref_mut() {
             stream.interject();
         }
-        out.say(&out.dim(&self.tr(
+        let question = self.tr(
             "network_question",
             &[
                 ("host", &escape_controls(&q.host)),
                 ("port", &q.port),
                 ("file", &q.file.display()),
             ],
-        )));
+        );
+        out.say(&out.dim(&format!("{question}{}", self.one_key_hint())));
         loop {
-            let answer = match self.read("[s/a/N] ") {
-                Ok(ReadOutcome::Line(a)) => a.trim().to_lowercase(),
+            let answer = match self.key("[s/a/N] ", "ysan") {
+                Key::Line(a) => a.trim().to_lowercase(),
                 _ => return HostAnswer::No,
             };
             match answer.as_str() {
                 "s" | "session" | "y" | "yes" => return HostAnswer::Session,
                 "a" | "always" => return HostAnswer::Always,
-                "" | "n" | "no" => return HostAnswer::No,
+                "" | "n" | "no" | "esc" => return HostAnswer::No,
                 _ => out.say(&self.tr("answer_s_a_or_n", &[])),
             }
         }

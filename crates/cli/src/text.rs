@@ -57,6 +57,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "“{line}”不是对该问题的回答：按“否”处理，并保留为你的下一条输入",
     ),
     ("answer_s_a_or_n", "answer s, a or n", "请回答 s、a 或 n"),
+    (
+        "one_key_answers",
+        " · one key answers, no Enter (Esc: n)",
+        " · 按一个键即可回答，无需回车（Esc：n）",
+    ),
+    (
+        "typed_ahead_kept",
+        "what was typed meanwhile is kept as your next input; answer with one key",
+        "期间输入的内容已保留为你的下一条输入；请按一个键回答",
+    ),
     ("answer_y_or_n", "answer y or n", "请回答 y 或 n"),
     (
         "mcp_passes_a_secret",
@@ -877,8 +887,8 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     (
         "retry_nodes",
-        "{nodes}; /compare lists every answer at this fork, the first one too",
-        "{nodes}；/compare 会列出此分叉处的每个回答，包括第一个",
+        "{nodes}; /compare shows every answer at this fork by these numbers",
+        "{nodes}；/compare 以同样的编号列出此分叉处的每个回答",
     ),
     (
         "unknown_command_did_you_mean",
@@ -1397,6 +1407,16 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "未能复原：{what}",
     ),
     (
+        "together_going",
+        "{label} · {tokens} tokens so far · {seconds} s{tool}",
+        "{label} · 已收到 {tokens} 个词元 · {seconds} 秒{tool}",
+    ),
+    (
+        "together_ended",
+        "{label} · ended · {tokens} tokens · {seconds} s · shown in turn",
+        "{label} · 已结束 · {tokens} 个词元 · {seconds} 秒 · 依次显示",
+    ),
+    (
         "retry_n_of",
         "answer {i} of {count}",
         "第 {i}/{count} 个回答",
@@ -1563,6 +1583,22 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "服务地址 [{default}] ",
     ),
     ("ask_model", "Model [{default}] ", "模型 [{default}] "),
+    (
+        "setup_models",
+        "the server offers these models (a number or a name picks one):\n{list}",
+        "服务器提供以下模型（输入编号或名称选择）：\n{list}",
+    ),
+    (
+        "setup_models_more",
+        "  … and {n} more (any name works)",
+        "  … 另有 {n} 个（任何名称均可）",
+    ),
+    ("timed_out", "no answer within 10 s", "10 秒内没有回应"),
+    (
+        "setup_no_models",
+        "could not ask the server for its models ({error}): name one",
+        "无法向服务器询问其模型（{error}）：请输入一个名称",
+    ),
     (
         "err_missing_key",
         "no API key for provider `{provider}`: set {var} (or `api_key` in the config file)",

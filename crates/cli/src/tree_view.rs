@@ -397,15 +397,50 @@ pub fn push_tree(
     lang: Lang,
     paint: &dyn Fn(Highlight, &str) -> String,
 ) {
+    push_tree_within(out, conversation, full, lang, None, paint);
+}
+
+/// [`push_tree`] for a terminal `width` columns wide, when it has a width: each row then fits in
+/// them (a preview as long as there is room, cut after a word and ended by `…`, the current
+/// node's mark kept), so the terminal never wraps one; without, previews are 60 characters.
+pub fn push_tree_within(
+    out: &mut String,
+    conversation: &Conversation,
+    full: bool,
+    lang: Lang,
+    width: Option<usize>,
+    paint: &dyn Fn(Highlight, &str) -> String,
+) {
+    // A column is left free: a row filling the last one wraps on some terminals.
+    let room = width.map(|w| w.saturating_sub(1).max(20));
+    let mark = super::text::tr(lang, "current_mark", &[]);
+    let fitted = |mut line: String, current: bool| {
+        if let Some(room) = room {
+            let mark_width = if current { wrap::width(&mark) } else { 0 };
+            cut_to(&mut line, 0, room.saturating_sub(mark_width));
+        }
+        if current {
+            line.push_str(&mark);
+        }
+        line
+    };
     // Labels rewrite a row's text after it is made: such a tree is drawn by rows.
     if needs_labels(conversation) {
         for row in tree_rows(conversation, full, lang) {
-            match &row {
-                Row::Node(line) if line.is_current => {
-                    out.push_str(&paint(Highlight::Current, &format_row(&row, lang)))
+            match row {
+                Row::Node(mut line) => {
+                    let current = mem::take(&mut line.is_current);
+                    let text = fitted(format_line(&line, lang), current);
+                    if current {
+                        out.push_str(&paint(Highlight::Current, &text));
+                    } else {
+                        out.push_str(&text);
+                    }
                 }
-                Row::Gap { .. } => out.push_str(&paint(Highlight::Gap, &format_row(&row, lang))),
-                Row::Node(_) => push_row(out, &row, lang),
+                gap @ Row::Gap { .. } => out.push_str(&paint(
+                    Highlight::Gap,
+                    &fitted(format_row(&gap, lang), false),
+                )),
             }
             out.push('\n');
         }
@@ -413,26 +448,65 @@ pub fn push_tree(
     }
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
+    // Previews as long as a row has room for (it is cut to fit), 60 characters without a width.
+    let chars = room.map_or(PREVIEW_CHARS, |r| r.max(PREVIEW_CHARS));
     out.reserve(nodes.len() * 96);
     each_row(conversation, &nodes, full, |row| {
         match row {
             Drawn::Node(node, n) if node.message.id == cursor => {
                 let mut line = String::new();
-                push_node(&mut line, node, n, true, lang);
-                out.push_str(&paint(Highlight::Current, &line));
+                push_node(&mut line, node, n, false, chars, lang);
+                out.push_str(&paint(Highlight::Current, &fitted(line, true)));
             }
-            Drawn::Node(node, n) => push_node(out, node, n, false, lang),
+            Drawn::Node(node, n) => {
+                let start = out.len();
+                push_node(out, node, n, false, chars, lang);
+                if let Some(room) = room {
+                    cut_to(out, start, room);
+                }
+            }
             Drawn::Gap(node, first, last) => {
                 let gap = Row::Gap {
                     lead: node.lead(),
                     first,
                     last,
                 };
-                out.push_str(&paint(Highlight::Gap, &format_row(&gap, lang)));
+                out.push_str(&paint(
+                    Highlight::Gap,
+                    &fitted(format_row(&gap, lang), false),
+                ));
             }
         }
         out.push('\n');
     });
+}
+
+/// Cuts what `out` holds from `start` on to `room` columns when it is wider: after the last
+/// word that ends in the last quarter of the room (else where the room ends), then `…`.
+fn cut_to(out: &mut String, start: usize, room: usize) {
+    if wrap::width(&out[start..]) <= room {
+        return;
+    }
+    let room = room.max(2);
+    let (mut columns, mut end) = (0, start);
+    for (i, c) in out[start..].char_indices() {
+        let w = c.width().unwrap_or(0);
+        if columns + w > room - 1 {
+            break;
+        }
+        columns += w;
+        end = start + i + c.len_utf8();
+    }
+    let kept = &out[start..end];
+    if let Some(space) = kept.rfind(' ')
+        && wrap::width(&kept[..space]) >= room - room / 4
+    {
+        end = start + space;
+    }
+    out.truncate(end);
+    let trimmed = out.trim_end().len().max(start);
+    out.truncate(trimmed);
+    out.push('…');
 }
 
 /// Whether any row of the tree gets a label ([`label_summaries`], [`label_branches`]).
@@ -447,12 +521,19 @@ fn needs_labels(conversation: &Conversation) -> bool {
 }
 
 /// [`push_line`] of a node's [`Node::line`], without making the line.
-fn push_node(out: &mut String, node: &Node<'_>, number: usize, is_current: bool, lang: Lang) {
+fn push_node(
+    out: &mut String,
+    node: &Node<'_>,
+    number: usize,
+    is_current: bool,
+    chars: usize,
+    lang: Lang,
+) {
     use std::fmt::Write;
     out.push_str(&node.body);
     out.push_str(node.branch);
     let _ = write!(out, "[{number}] ");
-    push_description(out, node.message, lang);
+    push_description(out, node.message, chars, lang);
     if is_current {
         out.push_str(&super::text::tr(lang, "current_mark", &[]));
     }
@@ -513,13 +594,13 @@ fn push_line(out: &mut String, line: &TreeLine, lang: Lang) {
 /// original design's labels (系统提示词 / 你 / AI / 工具结果, `[工具调用: name]`).
 pub fn describe(m: &Message, lang: Lang) -> String {
     let mut out = String::with_capacity(PREVIEW_CHARS + 32);
-    push_description(&mut out, m, lang);
+    push_description(&mut out, m, PREVIEW_CHARS, lang);
     out
 }
 
 /// [`describe`] appended to `out`. The model's text is shown on a terminal, so each piece comes
 /// out with its control characters escaped as it is appended (no second pass over the line).
-fn push_description(out: &mut String, m: &Message, lang: Lang) {
+fn push_description(out: &mut String, m: &Message, chars: usize, lang: Lang) {
     use new_core::escape::push_escaped_controls;
     let key = match m.role {
         Role::System => "tree_system",
@@ -536,7 +617,7 @@ fn push_description(out: &mut String, m: &Message, lang: Lang) {
         Some((role, id, size)) => {
             push_escaped_controls(out, &format!("agent {role} → {size} · {id}"))
         }
-        None => push_preview(out, &m.content, PREVIEW_CHARS),
+        None => push_preview(out, &m.content, chars),
     }
     for call in m.calls() {
         if out.len() > start {
@@ -578,10 +659,13 @@ fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
     Some((role, id, size))
 }
 
+use super::wrap;
 pub use new_core::escape::preview;
 use new_core::escape::push_preview;
 use std::collections::HashMap;
+use std::mem;
 use std::rc::Rc;
+use unicode_width::UnicodeWidthChar;
 
 #[cfg(test)]
 mod tests {

@@ -234,6 +234,12 @@ impl TypeAhead {
         lock(&self.keys).typed.lines.push(line);
     }
 
+    /// Keys typed meanwhile that a question read but did not take as its answer: kept as if
+    /// collected here (a line ended by Enter runs after the turn, the rest waits on the prompt).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        lock(&self.keys).feed(bytes);
+    }
+
     /// The line typed without an Enter, for the prompt's line.
     pub fn take_partial(&mut self) -> String {
         let mut keys = lock(&self.keys);

@@ -524,3 +524,51 @@ fn references_entities_and_headings_never_depend_on_the_chunking() {
         }
     }
 }
+
+/// The line still arriving, as its row shows it: under its prefix, rendered as far as it is
+/// settled, never wider than a column less than the width, its last row when it takes more.
+#[test]
+fn the_line_still_arriving_shows_on_one_row() {
+    // The columns a row takes, its escape sequences left out.
+    let columns = |s: &str| {
+        let mut n = 0;
+        let mut in_escape = false;
+        for c in s.chars() {
+            match (in_escape, c) {
+                (false, '\x1b') => in_escape = true,
+                (true, c) if c.is_ascii_alphabetic() => in_escape = false,
+                (true, _) => {}
+                (false, _) => n += 1,
+            }
+        }
+        n
+    };
+    let mut r = Renderer::new(layout(30));
+    assert_eq!(r.tail(), "");
+    let shown = r.push("- a list item with **bold");
+    assert_eq!(shown, "");
+    // Under its marker; what may still become markup as it came.
+    assert_eq!(readable(&r.tail()), "⟨1⟩•⟨⟩ a list item with **bold");
+    let mut short = Renderer::new(layout(30));
+    short.push("# A head");
+    assert_eq!(short.tail(), "# A head");
+    r.push("** words that go on past the width");
+    let tail = readable(&r.tail());
+    assert!(!tail.contains("**"), "{tail:?}");
+    assert!(tail.starts_with("  "), "{tail:?}");
+    for piece in [" and on", " and further still", " until the end"] {
+        r.push(piece);
+        let tail = r.tail();
+        assert!(!tail.contains('\n'), "{tail:?}");
+        assert!(columns(&tail) <= 29, "{tail:?}");
+        assert!(columns(&tail) > 2, "{tail:?}");
+    }
+    // The whole line printed, nothing waits.
+    r.push("\n");
+    assert_eq!(r.tail(), "");
+    // A code line with no place to break shows its end.
+    let mut r = Renderer::new(layout(20));
+    r.push("```\n");
+    r.push("0123456789abcdefghijklmnopqrstuvwxyz");
+    assert_eq!(r.tail(), "hijklmnopqrstuvwxyz");
+}

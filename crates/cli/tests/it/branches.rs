@@ -323,7 +323,8 @@ fn retry_with_another_model_and_compare_the_answers() {
         ],
         "{run:?}"
     );
-    assert!(run.stdout.contains("answer 2 of 2"), "{run:?}");
+    // Numbered as `/compare` numbers them: the third and fourth answers to `make it`.
+    assert!(run.stdout.contains("answer 4 of 4"), "{run:?}");
     // Four answers to `make it`: the first wrote a file.
     let stdout = without_ids(&run.stdout);
     let compared = stdout.split("1 of 4 · ").nth(1).expect("a comparison");
@@ -567,12 +568,13 @@ fn retry_n_runs_side_by_side_and_each_sees_the_same_folder() {
         "not the answer's\n"
     );
     assert!(!run.stderr.contains("not put back"), "{run:?}");
-    for i in 1..=3 {
-        assert!(run.stdout.contains(&format!("answer {i} of 3")), "{run:?}");
+    // Numbered after the first answer, as `/compare` numbers them.
+    for i in 2..=4 {
+        assert!(run.stdout.contains(&format!("answer {i} of 4")), "{run:?}");
     }
     let shown = |s: &str| run.stdout.find(s).unwrap_or_else(|| panic!("{s}: {run:?}"));
-    assert!(shown("answer 1 of 3") < shown("answer 2 of 3"));
-    assert!(shown("answer 2 of 3") < shown("answer 3 of 3"));
+    assert!(shown("answer 2 of 4") < shown("answer 3 of 4"));
+    assert!(shown("answer 3 of 4") < shown("answer 4 of 4"));
     assert!(run.stdout.contains("wrote b"), "{run:?}");
     assert_eq!(run.stdout.matches("read b").count(), 2, "{run:?}");
     // The three answers are siblings under the message they answer.
@@ -623,6 +625,6 @@ fn retry_n_runs_one_after_another_without_checkpoints_or_with_a_stop_hook() {
             run.stdout.find("three").unwrap(),
         );
         assert!(two < three, "{run:?}");
-        assert!(run.stdout.contains("answer 2 of 2"), "{run:?}");
+        assert!(run.stdout.contains("answer 3 of 3"), "{run:?}");
     }
 }

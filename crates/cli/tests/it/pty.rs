@@ -365,7 +365,12 @@ fn first_run_setup_writes_a_private_config_and_uses_it() {
     pty.send(&format!("{}\r", server.base_url));
     pty.expect("API key (Enter for none): ");
     pty.send("sk-local-secret\r");
-    pty.expect("Model [local] ");
+    // The server's models are offered (issue 44.5); any name still works.
+    let offered = pty.expect("Model [model-a] ");
+    assert!(
+        offered.contains("the server offers these models") && offered.contains("2) model-b"),
+        "{offered:?}"
+    );
     pty.send("m1\r");
     pty.expect("(readable only by you)");
     pty.expect("using local with model m1");
@@ -1438,14 +1443,15 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
     pty.expect("› ");
     pty.send("/retry --n 2\r");
     let shown = pty.expect("[y/s/a/N] ");
-    let first = if shown.contains("[answer 1 of 2] ⚠ write_file needs your approval") {
-        "[answer 2 of 2]"
+    // Numbered after the first answer, as `/compare` numbers them.
+    let first = if shown.contains("[answer 2 of 3] ⚠ write_file needs your approval") {
+        "[answer 3 of 3]"
     } else {
         assert!(
-            shown.contains("[answer 2 of 2] ⚠ write_file needs your approval"),
+            shown.contains("[answer 3 of 3] ⚠ write_file needs your approval"),
             "{shown:?}"
         );
-        "[answer 1 of 2]"
+        "[answer 2 of 3]"
     };
     pty.send("y\r");
     // The other asks only once the first has ended and put the folder back.
@@ -1463,7 +1469,7 @@ fn answers_side_by_side_ask_one_at_a_time_and_one_ctrl_c_stops_them_all() {
     pty.expect("reason for the model");
     pty.send("\r");
     // The cursor ends on answer 2: when that one wrote, the folder (put back) differs from it.
-    if first == "[answer 1 of 2]" {
+    if first == "[answer 2 of 3]" {
         seen += &pty.expect("restore the folder to this node's state?");
         pty.send("n\r");
     }
@@ -1939,16 +1945,18 @@ fn openai_base_url_is_said_to_lose_to_the_wizard_s_provider_and_setup_runs_again
     pty.send(&format!("{}\r", server.base_url));
     pty.expect("API key (Enter for none): ");
     pty.send("\r");
-    pty.expect("Model [local] ");
-    pty.send("m2\r");
-    pty.expect("using local with model m2");
+    // The wizard offers the server's models (issue 44.5): a number picks one.
+    let offered = pty.expect("Model [model-a] ");
+    assert!(offered.contains("  1) model-a"), "{offered:?}");
+    pty.send("2\r");
+    pty.expect("using local with model model-b");
     pty.expect("› ");
     pty.send("hello\r");
     pty.expect("set up again");
     pty.expect("› ");
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
-    assert_eq!(server.requests()[0]["model"], "m2");
+    assert_eq!(server.requests()[0]["model"], "model-b");
 }
 
 /// Issue 44 (7): at 80 columns the no-key screen's lines fit, none broken inside a word.
@@ -1973,4 +1981,354 @@ fn the_no_key_screen_fits_80_columns() {
     pty.expect("› ");
     pty.send("\x04");
     assert_eq!(pty.wait(), Some(0));
+}
+
+/// Issue 44 (4): a slow model's words show as they come, not a whole line at a time: the line
+/// still arriving is drawn on its row and redrawn as it grows (then printed, rendered, in its
+/// place); the scrollback is the answer as rendered.
+#[test]
+fn a_slow_answer_shows_its_words_as_they_come() {
+    use std::sync::Arc;
+    let gate = Arc::new(Semaphore::new(0));
+    let mut chunks = vec![
+        chunk_text("Slow"),
+        chunk_text(" words, **one"),
+        chunk_text("** at a time"),
+        chunk_text(".\nDone.\n"),
+    ];
+    chunks.push(chunk_finish("stop"));
+    chunks.push("[DONE]".into());
+    let server = Server::start(vec![Reply::Gated(chunks, gate.clone())]);
+    let env = Env::new();
+    let mut cmd = env.command(&server.base_url);
+    cmd.env_remove("NO_COLOR")
+        .arg(env.work())
+        .arg("default")
+        .arg(env.data());
+    let mut pty = Pty::spawn_sized(cmd, 80, 24);
+    pty.expect("› ");
+    pty.send("go slowly\r");
+    // The first piece shows before the line has ended…
+    pty.expect("Slow");
+    // (Slowly: pieces close together redraw the row only now and then.)
+    let slowly = || thread::sleep(Duration::from_millis(100));
+    slowly();
+    gate.add_permits(1);
+    // …and the row is drawn again as the line grows.
+    pty.expect("\r\x1b[2KSlow words, **one");
+    slowly();
+    gate.add_permits(1);
+    let grown = pty.expect("at a time");
+    assert!(grown.contains("\r\x1b[2K"), "{grown:?}");
+    gate.add_permits(10);
+    // Once whole, the line is printed rendered in the row's place.
+    pty.expect("\r\x1b[2KSlow words, \x1b[1mone\x1b[0m at a time.\r\n");
+    pty.expect("Done.");
+    pty.expect("› ");
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
+
+/// Issue 44 (4): answers side by side show their progress while they run: a line each, with
+/// the tokens and seconds so far, taken back when the answers are shown whole.
+#[test]
+fn answers_side_by_side_show_their_progress_while_they_run() {
+    use std::sync::Arc;
+    let slow = |gate: &Arc<Semaphore>| {
+        let mut chunks = vec![
+            chunk_text("Thinking"),
+            chunk_text(" slowly"),
+            chunk_text(" and on"),
+        ];
+        chunks.push(chunk_finish("stop"));
+        chunks.push(chunk_usage(10, 3));
+        chunks.push("[DONE]".into());
+        Reply::Gated(chunks, gate.clone())
+    };
+    let (a, b) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+    let server = Server::start(vec![text(&["hello"]), slow(&a), slow(&b)]);
+    let env = Env::new();
+    let mut pty = Pty::spawn_sized(
+        {
+            let mut cmd = env.command(&server.base_url);
+            cmd.arg(env.work()).arg("default").arg(env.data());
+            cmd
+        },
+        80,
+        24,
+    );
+    pty.expect("› ");
+    pty.send("hi\r");
+    pty.expect("› ");
+    pty.send("/retry --n 2\r");
+    pty.expect("2 answers side by side");
+    // Before anything is shown whole, a line for each answer says how far it has come.
+    let board = pty.expect("answer 3 of 3 · 1 tokens so far · ");
+    assert!(
+        board.contains("answer 2 of 3 · 1 tokens so far · "),
+        "{board:?}"
+    );
+    a.add_permits(1);
+    b.add_permits(1);
+    pty.expect("2 tokens so far");
+    // The seconds go on while nothing arrives.
+    pty.expect("tokens so far · 2 s");
+    a.add_permits(10);
+    b.add_permits(10);
+    let shown = pty.expect("› ");
+    assert_eq!(
+        shown.matches("Thinking slowly and on").count(),
+        2,
+        "{shown:?}"
+    );
+    // Each shown whole after its name, the board taken back before.
+    let first = shown
+        .find("\x1b[1manswer 2 of 3")
+        .or(shown.find("answer 2 of 3\r\n"));
+    assert!(first.is_some(), "{shown:?}");
+    assert!(
+        shown.contains("\x1b[J") || shown.contains("\r\x1b[2K"),
+        "{shown:?}"
+    );
+    pty.send("/exit\r");
+    assert_eq!(pty.wait(), Some(0));
+}
+
+/// Issue 44 (11): an approval takes one key on a terminal (no Enter; Esc denies), and says so;
+/// what comes at once with more than a key (typed while the question came up, pasted) is no
+/// answer: it is kept for the prompt, and the question waits for its key.
+#[test]
+fn an_approval_takes_one_key_and_keeps_what_was_typed_ahead() {
+    let env = Env::new();
+    let server = Server::start(vec![
+        tool_calls(&[("c1", "bash", r#"{"command":"echo one"}"#)]),
+        text(&["ran one"]),
+        tool_calls(&[("c2", "bash", r#"{"command":"echo two"}"#)]),
+        text(&["did not run two"]),
+        text(&["third"]),
+    ]);
+    let mut cmd = env.command(&server.base_url);
+    cmd.arg(env.work())
+        .arg("default")
+        .arg(env.data())
+        .args(["--permission-mode", "strict"]);
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.send("run one\r");
+    let shown = pty.expect("[y/s/a/N] ");
+    assert!(
+        shown.contains("one key answers, no Enter (Esc: n)"),
+        "{shown:?}"
+    );
+    // Words typed into the question are no answer: kept, and the question asked again.
+    pty.send("yes and more");
+    pty.expect("what was typed meanwhile is kept as your next input");
+    pty.expect("[y/s/a/N] ");
+    // One key, no Enter.
+    pty.send("y");
+    pty.expect("ran one");
+    // What was kept waits on the prompt's line.
+    pty.expect("› ");
+    pty.expect("yes and more");
+    pty.send("\x15");
+    pty.send("run two\r");
+    pty.expect("[y/s/a/N] ");
+    // A key that answers nothing is kept too, not eaten.
+    pty.send("k");
+    pty.expect("[y/s/a/N] ");
+    // Esc denies: the reason is asked, as after n.
+    pty.send("\x1b");
+    pty.expect("reason for the model");
+    pty.send("\r");
+    pty.expect("did not run two");
+    pty.expect("› ");
+    pty.expect("k");
+    pty.send("\x15\x04");
+    assert_eq!(pty.wait(), Some(0));
+    let bodies = server.requests();
+    assert!(
+        last_result(&bodies[1]).contains("stdout:\none"),
+        "{:?}",
+        last_result(&bodies[1])
+    );
+    assert!(
+        last_result(&bodies[3]).contains("denied"),
+        "{:?}",
+        last_result(&bodies[3])
+    );
+    assert_eq!(server.requests().len(), 4);
+}
+
+/// The columns a line of terminal output takes, its escape sequences left out.
+fn columns(line: &str) -> usize {
+    let mut n = 0;
+    let mut escape = false;
+    for c in line.chars() {
+        match (escape, c) {
+            (false, '\x1b') => escape = true,
+            (true, c) if c.is_ascii_alphabetic() => escape = false,
+            (true, _) => {}
+            (false, '\r') => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
+}
+
+/// Issue 44 (7): `/tree` fits the terminal: at 80 columns every row, indented under a fork too,
+/// is cut to the width after a word (ended by `…`, the current node's mark kept), never wrapped
+/// by the terminal; at 120 a preview has room for more than 60 characters.
+#[test]
+fn tree_rows_fit_the_terminal_at_80_and_use_the_room_at_120() {
+    let long = "every word of this answer is long enough that a row of the tree could not hold \
+                it whole at eighty columns, and it goes on";
+    let server = Server::start(vec![
+        text(&[long]),
+        text(&[long]),
+        text(&[long]),
+        text(&[long]),
+    ]);
+    let env = Env::new();
+    for (cols, rows) in [(80u16, 24u16), (120, 40)] {
+        let mut cmd = env.command(&server.base_url);
+        cmd.env_remove("NO_COLOR")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data());
+        if cols == 120 {
+            cmd.arg("--continue");
+        }
+        let mut pty = Pty::spawn_sized(cmd, cols, rows);
+        pty.expect("› ");
+        if cols == 80 {
+            pty.send(
+                "a first question that is itself long enough to need cutting at eighty columns\r",
+            );
+            pty.expect("› ");
+            pty.send("/retry\r");
+            pty.expect("› ");
+            pty.send("a question on the second branch, long enough too, to be cut at the width\r");
+            pty.expect("› ");
+        }
+        pty.send("/tree\r");
+        let drawn = pty.expect("← current");
+        let rest = pty.expect("› ");
+        let tree = format!("{drawn}{rest}");
+        let rows: Vec<&str> = tree.split('\n').filter(|l| l.contains("] ")).collect();
+        assert!(rows.len() >= 5, "{tree:?}");
+        for row in &rows {
+            assert!(
+                columns(row) < cols as usize,
+                "{cols}: {row:?} ({})",
+                columns(row)
+            );
+        }
+        let current = rows.iter().find(|r| r.contains("← current")).unwrap();
+        if cols == 80 {
+            // Indented under the fork, cut after a word.
+            assert!(
+                rows.iter().any(|r| r.contains("│") || r.contains("└─")),
+                "{tree:?}"
+            );
+            assert!(current.contains("…"), "{current:?}");
+            let cut = rows
+                .iter()
+                .find(|r| r.contains("every word") && r.contains('…'))
+                .unwrap();
+            let before = cut.split('…').next().unwrap();
+            assert!(
+                long.contains(&format!("{} ", before.rsplit(": ").next().unwrap())),
+                "{cut:?}"
+            );
+        } else {
+            // More than the 60 characters a preview had.
+            assert!(
+                rows.iter().any(|r| r
+                    .contains("every word of this answer is long enough that a row of the tree")),
+                "{tree:?}"
+            );
+        }
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+    }
+}
+
+/// Issue 44 (7): a newcomer's first hour fits the terminal at 80x24 and at 120x40: every row
+/// `new` draws (the answer, `/tree`, an approval with its diff, answers side by side and their
+/// progress, `/compare`, `--continue`) fits in the screen's width, so the terminal wraps none.
+#[test]
+fn the_first_hour_fits_80x24_and_120x40() {
+    let long = "A first answer that goes on for a while, with **some bold words**, `code`, and \
+                enough text to wrap on any terminal a newcomer might use, so that its rows are \
+                laid out by new rather than cut by the terminal.\n\n- a list item that is long \
+                enough to wrap under its own marker as well, at eighty columns or at one hundred \
+                and twenty\n";
+    let write = r#"{"filepath": "hello.py", "content": "print('hello, world')\n"}"#;
+    for (cols, rows) in [(80u16, 24u16), (120, 40)] {
+        let server = Server::start(vec![
+            text(&[long]),
+            tool_calls(&[("c1", "write_file", write)]),
+            text(&["Wrote hello.py."]),
+            text(&[long]),
+            text(&[long]),
+        ]);
+        let env = Env::new();
+        let mut cmd = env.command(&server.base_url);
+        cmd.env_remove("NO_COLOR")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .args(["--permission-mode", "strict"]);
+        let mut pty = Pty::spawn_sized(cmd, cols, rows);
+        let mut screen = pty.expect("› ");
+        pty.send("hi\r");
+        screen += &pty.expect("› ");
+        pty.send("/tree\r");
+        screen += &pty.expect("› ");
+        pty.send("write hello.py\r");
+        screen += &pty.expect("[y/s/a/N] ");
+        pty.send("y");
+        screen += &pty.expect("Wrote hello.py.");
+        screen += &pty.expect("› ");
+        pty.send("/retry --n 2\r");
+        // The folder differs from the one the message was sent in: asked first.
+        screen += &pty.expect("[y/N/d(iff)] ");
+        pty.send("n\r");
+        screen += &pty.expect("by these numbers");
+        // The cursor's answer was given in the folder as it was then: asked again.
+        screen += &pty.expect("[y/N/d(iff)] ");
+        pty.send("n\r");
+        screen += &pty.expect("› ");
+        pty.send("/compare\r");
+        screen += &pty.expect("› ");
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+        let mut cmd = env.command(&server.base_url);
+        cmd.env_remove("NO_COLOR")
+            .arg(env.work())
+            .arg("default")
+            .arg(env.data())
+            .arg("--continue");
+        let mut pty = Pty::spawn_sized(cmd, cols, rows);
+        // Where it resumes: asked about the folder again.
+        screen += &pty.expect("[y/N/d(iff)] ");
+        pty.send("n\r");
+        screen += &pty.expect("› ");
+        pty.send("/tree\r");
+        screen += &pty.expect("← current");
+        screen += &pty.expect("› ");
+        pty.send("/exit\r");
+        assert_eq!(pty.wait(), Some(0));
+        // Every row as drawn: what follows a carriage return draws the row again.
+        for line in screen.split('\n') {
+            for row in line.split('\r') {
+                // A row as wide as the screen ends in the last column without wrapping.
+                assert!(
+                    columns(row) <= cols as usize,
+                    "{cols}x{rows}: {} columns: {row:?}",
+                    columns(row)
+                );
+            }
+        }
+    }
 }

@@ -782,7 +782,7 @@ fn skills_are_listed_and_broken_ones_reported() {
         "{run:?}"
     );
     assert!(
-        run.stdout.contains("on demand  code-reviewer (built-in)"),
+        run.stdout.contains("off        code-reviewer (built-in)"),
         "{run:?}"
     );
     assert!(

@@ -183,7 +183,7 @@ fn skills_are_listed_by_tier_and_turned_on_and_off_for_the_project() {
     );
     assert!(run.stdout.contains("on demand  pdf (user, "), "{run:?}");
     assert!(
-        run.stdout.contains("on demand  code-reviewer (built-in)"),
+        run.stdout.contains("off        code-reviewer (built-in)"),
         "{run:?}"
     );
     assert!(

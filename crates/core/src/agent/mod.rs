@@ -43,6 +43,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
+use std::time::Instant;
 
 /// The result stored for a tool call that the user's interrupt kept from running.
 pub const INTERRUPTED_RESULT: &str = "This tool call was not run: the user interrupted.";
@@ -236,6 +237,13 @@ pub struct Agent<'a> {
     pub folder: Option<&'a shared_folder::SharedFolder>,
 }
 
+/// One turn's course: when it began, and (beside other answers) its place among them until its
+/// first message is stored.
+struct Course {
+    started: Instant,
+    place: Option<usize>,
+}
+
 /// Where one exchange stands before its request is sent: the window is looked at once for a
 /// compaction, then once for a last answer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -255,10 +263,17 @@ impl Agent<'_> {
         interrupts: &mut Interrupts,
     ) -> TurnEnd {
         let mut hold = shared_folder::Hold::Nothing;
+        let mut course = Course {
+            started: Instant::now(),
+            place: self.folder.map(|f| f.take_place()),
+        };
         let end = self
-            .turn(session, observer, gate, interrupts, &mut hold)
+            .turn(session, observer, gate, interrupts, &mut hold, &mut course)
             .await;
         if let Some(folder) = self.folder {
+            if let Some(place) = course.place {
+                folder.first_stored_at(place);
+            }
             folder.release(hold, self.checkpoints, self.tools.workdir());
         }
         self.provider.turn_ended();
@@ -272,6 +287,7 @@ impl Agent<'_> {
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
         hold: &mut shared_folder::Hold<'f>,
+        course: &mut Course,
     ) -> TurnEnd {
         interrupts.borrow_and_update();
         // The whole results of this conversation's tool calls are readable, never writable.
@@ -308,6 +324,8 @@ impl Agent<'_> {
             let (result, partial, full) = self
                 .exchange(session, observer, gate, interrupts, None)
                 .await;
+            // The wait for the answers begun before it is not this answer's time.
+            course.started += self.first_message(&mut course.place).await;
             if full {
                 return self.store_wrap_up(
                     session,
@@ -315,20 +333,21 @@ impl Agent<'_> {
                     result,
                     partial,
                     TurnEnd::ContextFull,
+                    course.started,
                 );
             }
             let response = match result {
                 Some(Ok(response)) => response,
                 Some(Err(e)) => {
                     observer.answer_end(&partial, false);
-                    if let Err(store) = self.store_partial(session, partial) {
+                    if let Err(store) = self.store_partial(session, partial, course.started) {
                         return TurnEnd::Failed(store);
                     }
                     return TurnEnd::Failed(e.into());
                 }
                 None => {
                     observer.answer_end(&partial, false);
-                    return match self.store_partial(session, partial) {
+                    return match self.store_partial(session, partial, course.started) {
                         Ok(()) => TurnEnd::Interrupted,
                         Err(e) => TurnEnd::Failed(e),
                     };
@@ -337,7 +356,7 @@ impl Agent<'_> {
             observer.answer_end(&response, true);
             let status = response.status();
             let calls = response.tool_calls.clone();
-            if let Err(e) = session.add(self.assistant_message(response, false)) {
+            if let Err(e) = session.add(self.assistant_message(response, false, course.started)) {
                 return TurnEnd::Failed(e.into());
             }
             if status == ResponseStatus::Complete {
@@ -400,7 +419,8 @@ impl Agent<'_> {
                 }
             }
         }
-        self.wrap_up(session, observer, gate, interrupts).await
+        self.wrap_up(session, observer, gate, interrupts, course)
+            .await
     }
 
     /// At the round limit: one more request in which the model may not call tools, asking it to
@@ -412,16 +432,19 @@ impl Agent<'_> {
         observer: &mut dyn Observer,
         gate: &mut dyn Gate,
         interrupts: &mut Interrupts,
+        course: &mut Course,
     ) -> TurnEnd {
         let (result, partial, _) = self
             .exchange(session, observer, gate, interrupts, Some(WRAP_UP_PROMPT))
             .await;
+        let started = course.started + self.first_message(&mut course.place).await;
         self.store_wrap_up(
             session,
             observer,
             result,
             partial,
             TurnEnd::RoundLimit(self.max_rounds),
+            started,
         )
     }
 
@@ -434,6 +457,7 @@ impl Agent<'_> {
         result: Option<Result<ChatResponse, LlmError>>,
         partial: ChatResponse,
         end: TurnEnd,
+        started: Instant,
     ) -> TurnEnd {
         let (response, end) = match result {
             Some(Ok(mut response)) => {
@@ -447,11 +471,11 @@ impl Agent<'_> {
         observer.answer_end(&response, complete);
         let stored = if complete {
             session
-                .add(self.assistant_message(response, false))
+                .add(self.assistant_message(response, false, started))
                 .map(|_| ())
                 .map_err(AgentError::from)
         } else {
-            self.store_partial(session, response)
+            self.store_partial(session, response, started)
         };
         match stored {
             Ok(()) => end,
@@ -749,13 +773,31 @@ impl Agent<'_> {
         (result, partial)
     }
 
-    fn assistant_message(&self, response: ChatResponse, interrupted: bool) -> Message {
+    /// Beside other answers (`place` is this one's, until its first message is stored): what
+    /// follows stores a message, after those that began before it stored their first.
+    /// Returns how long it waited.
+    async fn first_message(&self, place: &mut Option<usize>) -> Duration {
+        let began = Instant::now();
+        if let (Some(folder), Some(place)) = (self.folder, place.take()) {
+            folder.first_message(place).await;
+        }
+        began.elapsed()
+    }
+
+    /// The message of an answer, with how long its turn had taken when it came (`started`).
+    fn assistant_message(
+        &self,
+        response: ChatResponse,
+        interrupted: bool,
+        started: Instant,
+    ) -> Message {
         Message {
             interrupted,
             extra: Extra {
                 tool_calls: (!response.tool_calls.is_empty()).then_some(response.tool_calls),
                 model: Some(message::model_name(&self.model)),
                 usage: response.usage.map(Box::new),
+                seconds: Some(message::tenths(started.elapsed())),
                 rare: Rare {
                     reasoning: (!response.reasoning.is_empty()).then_some(response.reasoning),
                     reasoning_signature: response.reasoning_signature,
@@ -774,11 +816,12 @@ impl Agent<'_> {
         &self,
         session: &mut ChatSession,
         partial: ChatResponse,
+        started: Instant,
     ) -> Result<(), AgentError> {
         if partial.content.is_empty() && partial.reasoning.is_empty() {
             return Ok(());
         }
-        session.add(self.assistant_message(partial, true))?;
+        session.add(self.assistant_message(partial, true, started))?;
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! starts from the same folder state, no answer reads what another wrote, and what someone else
 //! changed meanwhile is left alone.
 
+use tokio::sync::watch;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint;
@@ -18,6 +19,12 @@ pub struct SharedFolder {
     lock: RwLock<()>,
     /// What could not be put back after an answer, to be said once they are all done.
     problems: Mutex<Vec<String>>,
+    /// Whether each answer (by the order they began) has stored its first message: the
+    /// others' first messages wait for those before them, so that the tree lists the answers
+    /// (and `/compare` numbers them) in the order the front end named them.
+    first_stored: Mutex<Vec<bool>>,
+    /// Bumped as each one is.
+    stored: watch::Sender<u64>,
 }
 
 /// What an answer holds of the folder.
@@ -30,6 +37,46 @@ pub enum Hold<'f> {
 }
 
 impl SharedFolder {
+    /// An answer begins: its place among them (0 for the first to begin).
+    pub fn take_place(&self) -> usize {
+        let mut stored = self.first_stored.lock().unwrap_or_else(|e| e.into_inner());
+        stored.push(false);
+        stored.len() - 1
+    }
+
+    /// Before the answer at `place` stores its first message: waits until those before it
+    /// have stored theirs (or ended), then counts its own as stored (the caller stores it
+    /// before it awaits anything else).
+    pub async fn first_message(&self, place: usize) {
+        let mut changes = self.stored.subscribe();
+        loop {
+            let ready = {
+                let stored = self.first_stored.lock().unwrap_or_else(|e| e.into_inner());
+                stored.iter().take(place).all(|s| *s)
+            };
+            if ready {
+                break;
+            }
+            // The sender lives as long as self: changed() only ends by a change.
+            let _ = changes.changed().await;
+        }
+        self.first_stored_at(place);
+    }
+
+    /// The answer at `place` has stored its first message, or ended without one.
+    pub fn first_stored_at(&self, place: usize) {
+        {
+            let mut stored = self.first_stored.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = stored.get_mut(place) {
+                if *s {
+                    return;
+                }
+                *s = true;
+            }
+        }
+        self.stored.send_modify(|n| *n += 1);
+    }
+
     /// Before a round of tools: a round that may change files makes this answer the folder's
     /// owner (waiting for the others' rounds to end); one that only reads waits while another
     /// answer owns it and holds a share for the round (the guard returned).

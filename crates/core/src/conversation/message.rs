@@ -1,6 +1,7 @@
 //! One node of a conversation tree.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -56,6 +57,9 @@ pub struct Extra {
     pub model: Option<Arc<str>>,
     /// For assistant messages: the tokens the answer took, when the server said.
     pub usage: Option<Box<Usage>>,
+    /// For assistant messages: how long their turn had taken when they came, in seconds (a
+    /// tenth's precision; `seconds` on disk, optional: older files lack it).
+    pub seconds: Option<f32>,
     pub rare: Thin<Rare>,
 }
 
@@ -86,6 +90,7 @@ impl Unset for Extra {
         tool_call_id: None,
         model: None,
         usage: None,
+        seconds: None,
         rare: Thin(None),
     };
 }
@@ -171,6 +176,9 @@ impl Serialize for Message {
         if let Some(v) = &x.usage {
             out.serialize_field("usage", v)?;
         }
+        if let Some(v) = x.seconds {
+            out.serialize_field("seconds", &v)?;
+        }
         if let Some(v) = &r.summary {
             out.serialize_field("summary", v)?;
         }
@@ -207,6 +215,7 @@ enum Field {
     ReasoningSignature,
     Model,
     Usage,
+    Seconds,
     Summary,
     MergedFrom,
     Side,
@@ -259,6 +268,7 @@ impl<'de> de::Visitor<'de> for MessageVisitor {
         let mut reasoning_signature: Option<Option<String>> = None;
         let mut model: Option<Option<ModelName>> = None;
         let mut usage: Option<Option<Box<Usage>>> = None;
+        let mut seconds: Option<Lenient<f32>> = None;
         let mut summary: Option<Lenient<SummaryInfo>> = None;
         let mut merged_from: Option<Lenient<MergedFrom>> = None;
         let mut side: Option<bool> = None;
@@ -278,6 +288,7 @@ impl<'de> de::Visitor<'de> for MessageVisitor {
                 }
                 Field::Model => once(&mut map, &mut model, "model")?,
                 Field::Usage => once(&mut map, &mut usage, "usage")?,
+                Field::Seconds => once(&mut map, &mut seconds, "seconds")?,
                 Field::Summary => once(&mut map, &mut summary, "summary")?,
                 Field::MergedFrom => once(&mut map, &mut merged_from, "merged_from")?,
                 Field::Side => once(&mut map, &mut side, "side")?,
@@ -302,6 +313,9 @@ impl<'de> de::Visitor<'de> for MessageVisitor {
             tool_call_id: tool_call_id.flatten(),
             model: model.flatten().map(|m| m.0),
             usage: usage.flatten(),
+            seconds: seconds
+                .and_then(|s| s.0)
+                .filter(|s| s.is_finite() && *s >= 0.0),
             rare: rare.into(),
         };
         Ok(Message {
@@ -315,6 +329,11 @@ impl<'de> de::Visitor<'de> for MessageVisitor {
             extra: extra.into(),
         })
     }
+}
+
+/// A duration in seconds as a message keeps it: to a tenth.
+pub fn tenths(took: Duration) -> f32 {
+    ((took.as_secs_f64() * 10.0).round() / 10.0) as f32
 }
 
 /// The text of a model's name shared with the last one made on this thread when they are the
@@ -487,7 +506,8 @@ mod tests {
     #[test]
     fn a_message_is_small_and_its_extras_are_boxed_only_when_set() {
         assert!(mem::size_of::<Message>() <= 80);
-        assert!(mem::size_of::<Extra>() <= 72);
+        // 72 before an answer kept its seconds (issue 44).
+        assert!(mem::size_of::<Extra>() <= 80);
         let mut m = Message::new(Role::User, "x");
         assert!(!m.extra.is_set());
         assert_eq!(m.extra.rare.reasoning, None);

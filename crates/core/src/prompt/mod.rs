@@ -347,11 +347,14 @@ mod tests {
         let skills = SkillRegistry::load(&l);
         let prompt = system_prompt(&role, "", &skills, Path::new("/w"));
         assert!(prompt.starts_with("You are a helpful assistant"));
-        // The built-in skills are offered on demand: listed, not injected.
+        // `new`'s own skills are offered on demand: listed, not injected; the example skills
+        // ship off (issue 44): a new user's prompt does not name them.
         assert!(
-            prompt.contains("\n- `code-reviewer` (built-in): "),
+            prompt.contains("\n- `codebase-overview` (built-in): "),
             "{prompt}"
         );
+        assert!(!prompt.contains("code-reviewer"), "{prompt}");
+        assert!(!prompt.contains("data-analyst"), "{prompt}");
         assert!(!prompt.contains("## Skill: "), "{prompt}");
         // A flat skill of the user's own is injected; one turned on for the project too.
         fs::create_dir_all(l.project.join("skills")).unwrap();
@@ -372,9 +375,10 @@ mod tests {
         );
         assert!(prompt.contains("## Skill: translator"), "{prompt}");
         assert!(!prompt.contains("## Skill: code-reviewer"), "{prompt}");
-        // Without skills on demand, the built-in ones are injected as before.
+        // Without skills on demand, an example skill turned on is injected as before.
         let off = SkillSettings {
             on_demand: false,
+            overrides: [("code-reviewer".to_string(), true)].into(),
             ..SkillSettings::default()
         };
         let prompt = system_prompt(

@@ -135,7 +135,9 @@ pub struct Alternative {
     pub tip: String,
     pub models: Vec<String>,
     pub usage: Usage,
-    pub seconds: i64,
+    /// The time its answers took (kept with them since issue 44; from timestamps, in whole
+    /// seconds, for older ones).
+    pub seconds: f64,
     /// At the configured prices, when there are some.
     pub cost: Option<f64>,
     /// Its last answer with text.
@@ -436,16 +438,34 @@ impl Session {
                     models.push(model.to_string());
                 }
             }
-            // From the message answered (the fork when it is the user's, else the branch's own).
-            let start = match c.get(&fork) {
-                Some(m) if m.role == Role::User => m.timestamp,
-                _ => branch[0].timestamp,
+            // The time its turns took, as each answer kept it (a turn's last answer holds its
+            // whole time); a branch written before answers kept it: from the message answered
+            // (the fork when it is the user's, else the branch's own) to its tip.
+            let mut took = 0.0;
+            let mut turn: Option<f32> = None;
+            let mut kept = false;
+            for m in &branch {
+                if m.role == Role::User {
+                    took += f64::from(turn.take().unwrap_or(0.0));
+                }
+                if let Some(s) = m.extra.seconds {
+                    turn = Some(turn.map_or(s, |t| t.max(s)));
+                    kept = true;
+                }
+            }
+            took += f64::from(turn.unwrap_or(0.0));
+            let seconds = if kept {
+                (took * 10.0).round() / 10.0
+            } else {
+                let start = match c.get(&fork) {
+                    Some(m) if m.role == Role::User => m.timestamp,
+                    _ => branch[0].timestamp,
+                };
+                tip.timestamp
+                    .signed_duration_since(start)
+                    .num_seconds()
+                    .max(0) as f64
             };
-            let seconds = tip
-                .timestamp
-                .signed_duration_since(start)
-                .num_seconds()
-                .max(0);
             // What it answered: the last answer with text on that branch.
             let answer = branch
                 .iter()

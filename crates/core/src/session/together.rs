@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use super::Session;
-use super::event::{Ended, Frontend, Recorder, Relay};
+use super::event::{Ended, Event, Frontend, Recorder, Relay};
 use super::gate::SessionGate;
 use crate::agent::shared_folder::SharedFolder;
 use crate::agent::{Agent, Gate, GateDecision};
@@ -72,6 +72,23 @@ impl<G: Gate> Gate for SharedGate<'_, G> {
     }
     fn continue_uncompacted(&mut self) -> bool {
         self.labelled().continue_uncompacted()
+    }
+}
+
+/// What sees each answer's events as they happen: (answer index, event).
+type Watch<'f> = &'f mut dyn FnMut(usize, &Event);
+
+/// One answer's events, kept, and shown to the watcher as they happen.
+struct Watched<'w, 'f> {
+    i: usize,
+    watch: &'w RefCell<Watch<'f>>,
+    recorder: Recorder,
+}
+
+impl Frontend for Watched<'_, '_> {
+    fn event(&mut self, event: Event) {
+        (self.watch.borrow_mut())(self.i, &event);
+        self.recorder.event(event);
     }
 }
 
@@ -162,6 +179,21 @@ impl Session {
         asking: &mut dyn Frontend,
         done: &mut dyn FnMut(usize, Recorder, Duration),
     ) -> Result<Together, OneAfterAnother> {
+        self.answer_together_watched(count, label, asking, done, &mut |_, _| {})
+            .await
+    }
+
+    /// [`Session::answer_together`], with each answer's events also handed to `watch` as they
+    /// happen (answer index, event), before they are kept: what a front end shows of the
+    /// answers' progress while they run (their text comes whole to `done`).
+    pub async fn answer_together_watched(
+        &mut self,
+        count: usize,
+        label: &dyn Fn(usize) -> String,
+        asking: &mut dyn Frontend,
+        done: &mut dyn FnMut(usize, Recorder, Duration),
+        watch: &mut dyn FnMut(usize, &Event),
+    ) -> Result<Together, OneAfterAnother> {
         if let Some(why) = self.side_by_side_refusal() {
             return Err(why);
         }
@@ -194,6 +226,7 @@ impl Session {
         ));
         // One interrupt for all: the session's, or an interrupt at one answer's question.
         let (all, stop) = watch::channel(0u64);
+        let watch = RefCell::new(watch);
         let futures: Vec<_> = (0..count)
             .map(|i| {
                 let mut session = self.chat.fork();
@@ -205,18 +238,29 @@ impl Session {
                     sub: None,
                 };
                 let agent = &agent;
+                let watch = &watch;
                 async move {
                     let started = Instant::now();
-                    let mut recorder = Recorder::default();
+                    let mut watched = Watched {
+                        i,
+                        watch,
+                        recorder: Recorder::default(),
+                    };
                     let end = {
-                        let front = RefCell::new(&mut recorder as &mut dyn Frontend);
+                        let front = RefCell::new(&mut watched as &mut dyn Frontend);
                         let mut relay = Relay::new(&front);
                         agent
                             .run(&mut session, &mut relay, &mut gate, &mut interrupts)
                             .await
                     };
                     let tip = session.conversation().cursor().to_string();
-                    (Ended::from(end), recorder, tip, started.elapsed())
+                    // The time its answer keeps (what `/compare` says), else as measured here.
+                    let took = session
+                        .conversation()
+                        .get(&tip)
+                        .and_then(|m| m.extra.seconds)
+                        .map_or_else(|| started.elapsed(), Duration::from_secs_f32);
+                    (Ended::from(end), watched.recorder, tip, took)
                 }
             })
             .collect();

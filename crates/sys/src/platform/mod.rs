@@ -32,6 +32,61 @@ use std::sync::OnceLock;
 #[cfg(windows)]
 pub use windows::*;
 
+/// What [`one_key`] read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OneKey {
+    /// Typed before the question was asked and still waiting: never its answer.
+    pub ahead: Vec<u8>,
+    /// What came next, all that came at once: one key's bytes (a character, Enter, Esc, an
+    /// escape sequence), or more when pasted or typed faster than a read. Empty: the terminal
+    /// is gone (end of input).
+    pub key: Vec<u8>,
+}
+
+/// The next key typed at the terminal on stdin, without Enter and unechoed (Ctrl-C comes as
+/// its byte, 0x03); what waited already is kept apart in [`OneKey::ahead`], and only then is
+/// `ask` called (it shows the question: a key typed once it shows is its answer). The
+/// terminal's settings are put back before it returns. None when stdin is no terminal (`ask`
+/// is not called).
+pub fn one_key(ask: impl FnOnce()) -> Option<io::Result<OneKey>> {
+    use std::time::{Duration, Instant};
+    let saved = SavedTerminal::single_keys()?;
+    let mut buf = [0u8; 256];
+    let mut read = OneKey::default();
+    while keys_waiting() {
+        match read_keys(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => read.ahead.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    ask();
+    // A read with nothing typed takes a tenth of a second; one that returns nothing at once,
+    // again and again, reads a terminal that is gone.
+    let mut at_once = 0;
+    let result = loop {
+        let began = Instant::now();
+        match read_keys(&mut buf) {
+            Ok(0) if began.elapsed() < Duration::from_millis(20) => {
+                at_once += 1;
+                if at_once > 50 {
+                    break Ok(read);
+                }
+            }
+            Ok(0) => at_once = 0,
+            Ok(n) => {
+                read.key.extend_from_slice(&buf[..n]);
+                break Ok(read);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    drop(saved);
+    Some(result)
+}
+
 /// The kind of thing a name in a folder is, as the file tools judge it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {

@@ -283,6 +283,23 @@ impl SavedTerminal {
     }
 }
 
+impl SavedTerminal {
+    /// Keys come one at a time, unechoed, Ctrl-C as its byte rather than a signal (a question
+    /// answered by one key); a read returns within a tenth of a second even with nothing typed.
+    pub fn single_keys() -> Option<SavedTerminal> {
+        Self::change(|t| {
+            t.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG);
+            t.c_cc[libc::VMIN] = 0;
+            t.c_cc[libc::VTIME] = 1;
+        })
+    }
+}
+
+/// Keys typed at the terminal on stdin wait to be read.
+pub fn keys_waiting() -> bool {
+    stdin_has_input()
+}
+
 impl Drop for SavedTerminal {
     fn drop(&mut self) {
         // SAFETY: as above; the settings found are put back.

@@ -376,6 +376,25 @@ impl SavedTerminal {
     }
 }
 
+impl SavedTerminal {
+    /// Keys come one at a time, unechoed, Ctrl-C as its character rather than a signal (a
+    /// question answered by one key; see [`read_keys`]).
+    pub fn single_keys() -> Option<SavedTerminal> {
+        use windows_sys::Win32::System::Console::{
+            ENABLE_ECHO_INPUT, ENABLE_LINE_INPUT, ENABLE_PROCESSED_INPUT,
+        };
+        Self::change(|m| m & !(ENABLE_ECHO_INPUT | ENABLE_LINE_INPUT | ENABLE_PROCESSED_INPUT))
+    }
+}
+
+/// Input waits at the console on stdin (keys, or other events [`read_keys`] passes over).
+pub fn keys_waiting() -> bool {
+    use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
+    use windows_sys::Win32::System::Threading::WaitForSingleObject;
+    // SAFETY: waits on the console input handle without blocking; no memory involved.
+    unsafe { WaitForSingleObject(std::io::stdin().as_raw_handle(), 0) == WAIT_OBJECT_0 }
+}
+
 impl Drop for SavedTerminal {
     fn drop(&mut self) {
         use windows_sys::Win32::System::Console::SetConsoleMode;
