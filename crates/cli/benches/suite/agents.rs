@@ -536,9 +536,11 @@ fn start_agents_server() -> (String, Runtime, Received) {
     (url, runtime, received)
 }
 
-/// Resident memory of a process and all its descendants, in KB (`VmRSS` of each, through the
-/// `children` lists of their threads).
-fn tree_rss_kb(root: u32) -> u64 {
+/// Memory of a process and all its descendants, in KB: the sum of their proportional set sizes
+/// (`Pss`: a page shared by several processes counted once in all, split between them; summing
+/// `VmRSS` would count twice every page of a process forked before its `exec`), found through the
+/// `children` lists of their threads.
+fn tree_pss_kb(root: u32) -> u64 {
     let mut total = 0;
     let mut stack = vec![root];
     let mut seen = Vec::new();
@@ -547,12 +549,12 @@ fn tree_rss_kb(root: u32) -> u64 {
             continue;
         }
         seen.push(pid);
-        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        let Ok(rollup) = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) else {
             continue;
         };
-        total += status
+        total += rollup
             .lines()
-            .find(|l| l.starts_with("VmRSS:"))
+            .find(|l| l.starts_with("Pss:"))
             .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
             .unwrap_or(0);
         let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -570,10 +572,11 @@ fn tree_rss_kb(root: u32) -> u64 {
     total
 }
 
-/// One run: wall time, and the peak resident memory of the process tree in KB (sampled every
-/// 5 ms, and never below the largest single process's peak from `wait4`). Its output goes to
-/// `out.stdout` and `out.stderr`; what is left of its process group is ended afterwards.
-fn run_tree(cmd: &mut Command, out: &Path) -> Result<(Duration, u64), String> {
+/// One run: wall time, and the peak memory in KB of the largest single process (from `wait4`);
+/// when `sample`, of the process tree as well (its [`tree_pss_kb`] every 5 ms, which costs the
+/// machine some CPU: a timed run does not sample). Its output goes to `out.stdout` and
+/// `out.stderr`; what is left of its process group is ended afterwards.
+fn run_tree(cmd: &mut Command, out: &Path, sample: bool) -> Result<(Duration, u64), String> {
     let stdout = File::create(out.with_extension("stdout")).unwrap();
     let stderr = File::create(out.with_extension("stderr")).unwrap();
     cmd.stdin(Stdio::null())
@@ -592,12 +595,14 @@ fn run_tree(cmd: &mut Command, out: &Path) -> Result<(Duration, u64), String> {
         let (done, peak, timed_out) = (done.clone(), peak.clone(), timed_out.clone());
         thread::spawn(move || {
             while !done.load(Ordering::SeqCst) {
-                peak.fetch_max(tree_rss_kb(pid), Ordering::SeqCst);
+                if sample {
+                    peak.fetch_max(tree_pss_kb(pid), Ordering::SeqCst);
+                }
                 if start.elapsed() > LIMIT && !timed_out.swap(true, Ordering::SeqCst) {
                     // SAFETY: a signal to the process group this run started.
                     unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
                 }
-                thread::sleep(Duration::from_millis(5));
+                thread::sleep(Duration::from_millis(if sample { 5 } else { 20 }));
             }
         })
     };
@@ -681,19 +686,19 @@ pub fn in_netns(args: &[OsString]) -> ! {
     let mut failed = vec![false; agents.len()];
     let mut best = vec![(Duration::MAX, 0u64); agents.len()];
     let mut requests: Vec<Vec<(String, String)>> = vec![Vec::new(); agents.len()];
-    // One round to warm up (and to let each agent make its first-run files), then `runs` rounds,
-    // each agent once a round, so that all of them meet the machine as it is.
-    for round in 0..=runs {
+    // One round to warm up (and to let each agent make its first-run files), then `runs` timed
+    // rounds, each agent once a round, so that all of them meet the machine as it is, then one
+    // round that measures the memory of each process tree.
+    for round in 0..=runs + 1 {
+        let (timed, sampled) = (round > 0 && round <= runs, round > runs);
         for (i, (agent, cmd, home)) in agents.iter_mut().enumerate() {
             if failed[i] {
                 continue;
             }
             received.lock().unwrap().clear();
-            match run_tree(cmd, &home.join(format!("run{round}"))) {
-                Ok((took, peak)) if round > 0 => {
-                    best[i].0 = best[i].0.min(took);
-                    best[i].1 = best[i].1.max(peak);
-                }
+            match run_tree(cmd, &home.join(format!("run{round}")), sampled) {
+                Ok((took, _)) if timed => best[i].0 = best[i].0.min(took),
+                Ok((_, peak)) if sampled => best[i].1 = peak,
                 Ok(_) => {}
                 Err(e) => {
                     eprintln!("agents: {}: {e}", agent.name());
