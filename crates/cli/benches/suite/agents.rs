@@ -317,6 +317,13 @@ pub fn table(new_bin: &Path, runs: usize) -> Option<String> {
         eprintln!("agents: {e}; the comparison with the other agents is skipped");
         return None;
     }
+    let load = || {
+        fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| Some(l.split_whitespace().next()?.to_string()))
+            .unwrap_or_default()
+    };
+    let load_before = load();
     let exe = env::current_exe().expect("the suite's own path");
     let mut cmd = if interfaces() == ["lo"] {
         // Already in a namespace with only loopback (run under `unshare -rn`).
@@ -352,6 +359,7 @@ pub fn table(new_bin: &Path, runs: usize) -> Option<String> {
             return None;
         }
     };
+    let load_after = load();
     let measured: Vec<Measured> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -417,7 +425,7 @@ pub fn table(new_bin: &Path, runs: usize) -> Option<String> {
         "\nWritten by `NEW_BENCH_AGENTS=1 NEW_BENCH_ONLY=agents cargo bench --bench suite -- --write-docs` \
          on {}: each agent in a network namespace with only loopback, {runs} runs of each by turns \
          after one to warm up, the fastest (memory: the median of {MEMORY_ROUNDS} more); Node {node} from \
-         npm; {cores} cores, {cpu}.\n",
+         npm; {cores} cores, {cpu}; load average {load_before} before, {load_after} after.\n",
         chrono::Utc::now().format("%Y-%m-%d"),
     ));
     Some(text)
