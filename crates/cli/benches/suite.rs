@@ -4,7 +4,9 @@
 //! `cargo bench --bench suite` generates its own data and runs a scripted OpenAI-compatible server on
 //! loopback that answers instantly. `NEW_BENCH_SCALE=small` (what `.ci/run` uses) shrinks the data so
 //! that the suite only proves it still works. `NEW_BENCH_LLM=0` skips Simon Willison's `llm`, which is
-//! installed from PyPI into a cached virtual environment on first use.
+//! installed from PyPI into a cached virtual environment on first use. `NEW_BENCH_AGENTS=1` adds the
+//! table against the other agents (Claude Code, Codex, pi, OpenCode: see `suite/agents.rs`), off
+//! by default and in `.ci/run`.
 // `clippy::absolute_paths` is checked on Linux, where all but the other systems' own code builds.
 #![cfg_attr(not(target_os = "linux"), allow(clippy::absolute_paths))]
 
@@ -74,6 +76,10 @@ use tokio::net::TcpListener;
 use tokio::runtime::Builder;
 use tokio::runtime::Runtime;
 use tokio::time;
+
+#[cfg(target_os = "linux")]
+#[path = "suite/agents.rs"]
+mod agents;
 
 struct Scale {
     conversations: usize,
@@ -990,6 +996,10 @@ fn main() {
     let args: Vec<OsString> = env::args_os().collect();
     if args.get(1).is_some_and(|a| a == MEASURE) {
         measure_child(&args[2], &args[3..]);
+    }
+    #[cfg(target_os = "linux")]
+    if args.get(1).is_some_and(|a| a == agents::IN_NETNS) {
+        agents::in_netns(&args[2..]);
     }
     let s = scale();
     let bin = env!("CARGO_BIN_EXE_new");
@@ -2434,6 +2444,19 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         });
     }
 
+    // 17 (issue 45): against the other agents, opt-in: their npm packages are installed on first
+    // use, and they run in a network namespace of their own.
+    let agents_table = if !wanted("agents") {
+        None
+    } else if env::var("NEW_BENCH_AGENTS").as_deref() == Ok("1") {
+        agents_table(Path::new(bin), s.runs.min(5))
+    } else {
+        if env::var_os("NEW_BENCH_ONLY").is_some() {
+            eprintln!("agents: set NEW_BENCH_AGENTS=1 to run the comparison with the other agents");
+        }
+        None
+    };
+
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -2445,9 +2468,24 @@ println!(\"{}\", x.len());\n}\n```\n\n";
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let table = table(&rows);
     println!("\n{table}\nmachine: {cores} cores, {cpu}");
+    if let Some(agents) = &agents_table {
+        println!("\n{agents}");
+    }
+    let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = "docs/src/performance.md";
+    // The agents' table has a block of its own in the page; a run of that part alone writes
+    // only it.
+    if let Some(agents) = agents_table.filter(|_| env::args().any(|a| a == "--write-docs")) {
+        let path = root.join(doc);
+        let text = fs::read_to_string(&path).unwrap();
+        let written = replace_between(&text, AGENTS_BEGIN, AGENTS_END, &agents)
+            .unwrap_or_else(|| panic!("{doc} has no {AGENTS_BEGIN} … {AGENTS_END} block"));
+        fs::write(&path, written).unwrap();
+        eprintln!("wrote the agents' table into {doc}");
+    }
     // `cargo bench --bench suite -- --write-docs`: the table of this run replaces the one in the
     // performance page, with the run's date, scale and machine.
-    if env::args().any(|a| a == "--write-docs") {
+    if !rows.is_empty() && env::args().any(|a| a == "--write-docs") {
         let whole = env::var_os("NEW_BENCH_ONLY").is_none();
         let scale = if s.big >= 100_000 { "full" } else { "small" };
         let block = format!(
@@ -2456,8 +2494,6 @@ println!(\"{}\", x.len());\n}\n```\n\n";
             chrono::Utc::now().format("%Y-%m-%d"),
             if whole { "" } else { "some rows only, " },
         );
-        let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let doc = "docs/src/performance.md";
         let path = root.join(doc);
         let text = fs::read_to_string(&path).unwrap();
         let written = replace_block(&text, &block)
@@ -2465,6 +2501,19 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         fs::write(&path, written).unwrap();
         eprintln!("wrote the table into {doc}");
     }
+}
+
+/// The table against the other agents (`suite/agents.rs`).
+#[cfg(target_os = "linux")]
+fn agents_table(bin: &Path, runs: usize) -> Option<String> {
+    agents::table(bin, runs)
+}
+
+/// The other agents run in a network namespace of their own: Linux only.
+#[cfg(not(target_os = "linux"))]
+fn agents_table(_: &Path, _: usize) -> Option<String> {
+    eprintln!("agents: the comparison with the other agents runs on Linux only");
+    None
 }
 
 /// One WebDriver command to ChromeDriver on `port` (JSON over HTTP/1.1): its `value`.
@@ -2628,7 +2677,15 @@ fn table(rows: &[Row]) -> String {
 
 /// `text` with what lies between the table markers replaced by `block`; None without markers.
 fn replace_block(text: &str, block: &str) -> Option<String> {
-    let start = text.find(TABLE_BEGIN)? + TABLE_BEGIN.len();
-    let end = start + text[start..].find(TABLE_END)?;
-    Some(format!("{}\n{block}{}", &text[..start], &text[end..]))
+    replace_between(text, TABLE_BEGIN, TABLE_END, block)
+}
+
+const AGENTS_BEGIN: &str = "<!-- agents-table:begin -->";
+const AGENTS_END: &str = "<!-- agents-table:end -->";
+
+/// `text` with what lies between `begin` and `end` replaced by `block`; None without them.
+fn replace_between(text: &str, begin: &str, end: &str, block: &str) -> Option<String> {
+    let start = text.find(begin)? + begin.len();
+    let stop = start + text[start..].find(end)?;
+    Some(format!("{}\n{block}{}", &text[..start], &text[stop..]))
 }
