@@ -589,6 +589,33 @@ mod tests {
         assert_eq!(tagged, Record::Message(m));
     }
 
+    /// An answer's time (issue 44): written to a tenth, read back; optional (older lines lack
+    /// it), and a value that is no number or a negative one is none, the line still read.
+    #[test]
+    fn an_answer_keeps_its_seconds_and_a_bad_value_is_none() {
+        let mut m = Message::new(Role::Assistant, "x");
+        m.extra.seconds = Some(tenths(Duration::from_millis(13_940)));
+        let line = Record::message(&m).to_line();
+        assert!(line.contains(r#""seconds":13.9"#), "{line}");
+        let Ok(Record::Message(back)) = parse_line(line.as_bytes()) else {
+            panic!("{line}")
+        };
+        assert_eq!(back.extra.seconds, Some(13.9));
+        let read = |seconds: &str| -> Option<f32> {
+            let line = format!(
+                r#"{{"type":"message","msg_id":"a","role":"assistant","content":"x"{seconds}}}"#
+            );
+            let Ok(Record::Message(m)) = parse_line(line.as_bytes()) else {
+                panic!("{line}")
+            };
+            m.extra.seconds
+        };
+        assert_eq!(read(""), None);
+        assert_eq!(read(r#","seconds":"soon""#), None);
+        assert_eq!(read(r#","seconds":-2"#), None);
+        assert_eq!(read(r#","seconds":2"#), Some(2.0));
+    }
+
     #[test]
     fn answers_of_one_model_share_its_name() {
         let read = |model: &str| -> Message {
