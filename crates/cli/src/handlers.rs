@@ -293,14 +293,7 @@ impl App {
         // Another model for these answers only; the session's comes back after.
         let saved = model.map(|m| self.engine.swap_model(m));
         // Numbered as `/compare` numbers the answers at that message: after those it has.
-        let before = self
-            .engine
-            .chat
-            .conversation()
-            .children(&user)
-            .iter()
-            .filter(|m| !m.side)
-            .count();
+        let before = self.engine.answers_to(&user);
         if count == 1 || !self.retry_together(&user, before, count) {
             for i in 0..count {
                 if count > 1 {

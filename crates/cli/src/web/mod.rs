@@ -576,12 +576,17 @@ fn retry(app: &mut App, shared: &Shared, answers: &mpsc::Receiver<(u64, String)>
         }
         why.is_none() && app.engine.ready_together().is_ok()
     };
+    // Numbered as `/compare` numbers the answers at that message: after those it has.
+    let before = app.engine.answers_to(&user);
     if together {
-        retry_together(app, shared, answers, count);
+        retry_together(app, shared, answers, before, count);
     } else {
         for i in 0..count {
             if count > 1 {
-                say(shared, &format!("answer {} of {count}", i + 1));
+                say(
+                    shared,
+                    &format!("answer {} of {}", before + i + 1, before + count),
+                );
             }
             if app.engine.chat.move_cursor(&user).is_err() {
                 break;
@@ -606,10 +611,11 @@ fn retry_together(
     app: &mut App,
     shared: &Shared,
     answers: &mpsc::Receiver<(u64, String)>,
+    before: usize,
     count: usize,
 ) {
     say(shared, &format!("{count} answers side by side"));
-    let label = |i: usize| format!("answer {} of {count}", i + 1);
+    let label = |i: usize| format!("answer {} of {}", before + i + 1, before + count);
     // Their tokens, for the status line (each answer's events come whole, recorded).
     let mut spent = Usage::default();
     let mut done = |i: usize, recorded: Recorder, took: Duration| {

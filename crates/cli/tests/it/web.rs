@@ -1099,6 +1099,8 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
         text(&["Another way."]),
         text(&["Side one."]),
         text(&["Side two."]),
+        text(&["Side three."]),
+        text(&["Side four."]),
     ]);
     server.answer_summaries("The other branch concluded: use tabs.");
     let env = Env::new();
@@ -1181,8 +1183,10 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
                 .is_some_and(|c| c.contains("use tabs"))),
         "{lines:?}"
     );
-    // Two answers at once (or one after the other, as the session can): two more siblings.
+    // Two answers at once (or one after the other, as the session can): two more siblings,
+    // numbered as `/compare` numbers them (after the answers the message has).
     let before = server.requests().len();
+    let from = events.len();
     web.post("/api/send", json!({"text": "/retry --n 2"}));
     assert!(eventually(400, Duration::from_millis(50), || {
         server.requests().len() == before + 2
@@ -1197,6 +1201,37 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
             == 2
     });
     assert!(state["status"]["turns"].as_u64().unwrap() >= 5, "{state:#}");
+    // Again: the two new answers are numbered after the two the message has now, as
+    // `/compare` shows them.
+    let again = server.requests().len();
+    let from = events.len();
+    web.post("/api/send", json!({"text": "/retry --n 2"}));
+    assert!(eventually(400, Duration::from_millis(50), || {
+        server.requests().len() == again + 2
+    }));
+    let named = |e: &Value| -> Option<(usize, usize)> {
+        let text = e["text"].as_str()?;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if e["type"] != "output" || words.len() < 4 || words[0] != "answer" || words[2] != "of" {
+            return None;
+        }
+        Some((words[1].parse().ok()?, words[3].parse().ok()?))
+    };
+    let (_, last) = events.until("the last answer's name", from, |e| {
+        named(e).is_some_and(|(i, of)| i == of)
+    });
+    let (i, of) = named(&last).unwrap();
+    let compare_from = events.len();
+    web.post("/api/send", json!({"text": "/compare"}));
+    let (_, compared) = events.until("the comparison after /retry --n 2", compare_from, |e| {
+        e["type"] == "compare"
+    });
+    let shown = compared["alternatives"].as_array().unwrap().len();
+    assert_eq!((i, of), (shown, shown), "{last}");
+    assert!(
+        shown >= 4,
+        "numbered after the answers the message had: {last}"
+    );
     // A bad argument is said, as in the REPL.
     let from = events.len();
     web.post("/api/send", json!({"text": "/retry --n 9"}));

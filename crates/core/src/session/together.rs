@@ -154,6 +154,17 @@ impl Session {
         None
     }
 
+    /// How many answers `user` (a message's id) has already, as `/compare` numbers them (side
+    /// answers of `/btw` not counted): new answers to it are numbered after these.
+    pub fn answers_to(&self, user: &str) -> usize {
+        self.chat
+            .conversation()
+            .children(user)
+            .iter()
+            .filter(|m| !m.side)
+            .count()
+    }
+
     /// Whether answers can run side by side now: the folder as the user keeps it is snapshotted
     /// (what `new` sees of it now is what they all start from).
     pub fn ready_together(&self) -> Result<(), OneAfterAnother> {
