@@ -58,6 +58,8 @@ const PACKAGES: [(&str, &str); 5] = [
 
 /// What each one-shot asks.
 const PROMPT: &str = "hi";
+/// What the scripted server answers.
+const ANSWER: &str = "Hello.";
 /// How many runs of each agent measure its memory (the median is shown).
 const MEMORY_ROUNDS: usize = 3;
 /// A one-shot that has not ended by then is stopped and the agent reported as failed.
@@ -452,14 +454,14 @@ fn start_agents_server() -> (String, Runtime, Received) {
     let chat = sse(vec![
         (
             None,
-            json!({"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello."},"finish_reason":null}]}),
+            json!({"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"role":"assistant","content":ANSWER},"finish_reason":null}]}),
         ),
         (
             None,
             json!({"id":"b","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}),
         ),
     ]) + "data: [DONE]\n\n";
-    let item = json!({"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello.","annotations":[]}]});
+    let item = json!({"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":ANSWER,"annotations":[]}]});
     let response = json!({"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"bench","output":[item],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":12}});
     let mut started = response.clone();
     started["status"] = json!("in_progress");
@@ -478,7 +480,7 @@ fn start_agents_server() -> (String, Runtime, Received) {
         ),
         (
             Some("response.output_text.delta"),
-            json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello."}),
+            json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":ANSWER}),
         ),
         (
             Some("response.output_item.done"),
@@ -500,7 +502,7 @@ fn start_agents_server() -> (String, Runtime, Received) {
         ),
         (
             Some("content_block_delta"),
-            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello."}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":ANSWER}}),
         ),
         (
             Some("content_block_stop"),
@@ -512,7 +514,7 @@ fn start_agents_server() -> (String, Runtime, Received) {
         ),
         (Some("message_stop"), json!({"type":"message_stop"})),
     ]);
-    let message = json!({"id":"m","type":"message","role":"assistant","model":"bench","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":2}}).to_string();
+    let message = json!({"id":"m","type":"message","role":"assistant","model":"bench","content":[{"type":"text","text":ANSWER}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":2}}).to_string();
     let models =
         json!({"object":"list","data":[{"id":"bench","object":"model","owned_by":"bench"}]})
             .to_string();
@@ -708,7 +710,19 @@ pub fn in_netns(args: &[OsString]) -> ! {
                 continue;
             }
             received.lock().unwrap().clear();
-            match run_tree(cmd, &home.join(format!("run{round}")), sampled) {
+            let out = home.join(format!("run{round}"));
+            // A run counts only if it printed the server's answer.
+            let answered = |r: Result<(Duration, u64), String>| {
+                let printed = fs::read_to_string(out.with_extension("stdout")).unwrap_or_default();
+                r.and_then(|m| {
+                    if printed.contains(ANSWER) {
+                        Ok(m)
+                    } else {
+                        Err(format!("it did not print {ANSWER:?}: {printed:?}"))
+                    }
+                })
+            };
+            match answered(run_tree(cmd, &out, sampled)) {
                 Ok((took, _)) if timed => best[i].0 = best[i].0.min(took),
                 Ok((_, peak)) if sampled => peaks[i].push(peak),
                 Ok(_) => {}
