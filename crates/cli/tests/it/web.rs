@@ -1186,7 +1186,6 @@ fn commands_typed_in_the_page_work_as_in_the_repl() {
     // Two answers at once (or one after the other, as the session can): two more siblings,
     // numbered as `/compare` numbers them (after the answers the message has).
     let before = server.requests().len();
-    let from = events.len();
     web.post("/api/send", json!({"text": "/retry --n 2"}));
     assert!(eventually(400, Duration::from_millis(50), || {
         server.requests().len() == before + 2
