@@ -1070,6 +1070,11 @@ fn a_huge_folder_is_listed_cut_and_says_so() {
     for i in 0..2_010 {
         fs::File::create(env.work().join("some").join(format!("f{i:04}"))).unwrap();
     }
+    // Past twice the listed count (the listing lets names go as it reads): all still counted.
+    fs::create_dir_all(env.work().join("lots")).unwrap();
+    for i in 0..10_000 {
+        fs::File::create(env.work().join("lots").join(format!("f{i:05}"))).unwrap();
+    }
     let web = Web::start(&env, &server.base_url, &[]);
     let r = web.post("/api/files", json!({"path": "many"}));
     assert_eq!(r.status, 200);
@@ -1086,6 +1091,17 @@ fn a_huge_folder_is_listed_cut_and_says_so() {
     assert_eq!(entries.len(), 2_000);
     assert_eq!(entries[0]["name"], "f0000");
     assert_eq!(entries[1_999]["name"], "f1999");
+    let lots: Value =
+        serde_json::from_str(&web.post("/api/files", json!({"path": "lots"})).body).unwrap();
+    assert_eq!(lots["cut"], false);
+    assert_eq!(lots["read"], 10_000);
+    assert_eq!(lots["more"], 8_000, "{}", lots["read"]);
+    let entries = lots["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2_000);
+    assert_eq!(entries[0]["name"], "f00000");
+    assert_eq!(entries[1_999]["name"], "f01999");
+    // Cut at the reading limit: what was read past the listed ones is counted too.
+    assert_eq!(listing["more"], 18_000);
 }
 
 /// `/retry`, `/compare`, `/branch`, `/tree`, `/model`, `/merge` and `/retry --n` typed in the
