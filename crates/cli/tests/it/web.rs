@@ -132,6 +132,18 @@ impl Web {
         extra: &[&str],
         vars: &[(&str, String)],
     ) -> Web {
+        Web::start_full(env, base_url, workdir, extra, vars, Stdio::null())
+    }
+
+    /// [`Web::start_in`] with its stderr sent to `stderr`.
+    fn start_full(
+        env: &Env,
+        base_url: &str,
+        workdir: &Path,
+        extra: &[&str],
+        vars: &[(&str, String)],
+        stderr: Stdio,
+    ) -> Web {
         let mut cmd = env.command(base_url);
         for (name, value) in vars {
             cmd.env(name, value);
@@ -143,7 +155,7 @@ impl Web {
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
@@ -807,15 +819,17 @@ cat \"$1\" > \"$out.page\"\nmv \"$out.args\" \"$out.done\"\n",
         fs::set_permissions(&opener, fs::Permissions::from_mode(0o755)).unwrap();
     }
     let path = format!("{}:{}", bin.display(), env::var("PATH").unwrap_or_default());
-    let web = Web::start_in(
+    let said = env.dir.path().join("stderr");
+    let web = Web::start_full(
         &env,
         &server.base_url,
         &env.work(),
         &[],
         &[
-            ("PATH", path),
+            ("PATH", path.clone()),
             ("XDG_RUNTIME_DIR", run.display().to_string()),
         ],
+        Stdio::from(fs::File::create(&said).unwrap()),
     );
     let done = seen.with_extension("done");
     assert!(
@@ -854,6 +868,43 @@ cat \"$1\" > \"$out.page\"\nmv \"$out.args\" \"$out.done\"\n",
             .exists()),
         "{} is still there",
         file.display()
+    );
+    // What to do where the browser cannot read the launcher (a snap or flatpak one): said, with
+    // the address and the option that opens it.
+    let hint = || fs::read_to_string(&said).unwrap();
+    assert!(
+        eventually(100, Duration::from_millis(50), || hint()
+            .contains("--open-address")),
+        "{}",
+        hint()
+    );
+    let hint = hint();
+    assert!(hint.contains("file was not found"), "{hint}");
+    assert!(hint.contains(&web.url), "{hint}");
+    drop(web);
+
+    // `--open-address`: the browser is opened on the address itself, and no launcher is made.
+    fs::remove_file(&done).unwrap();
+    let web = Web::start_in(
+        &env,
+        &server.base_url,
+        &env.work(),
+        &["--open-address"],
+        &[
+            ("PATH", path),
+            ("XDG_RUNTIME_DIR", run.display().to_string()),
+        ],
+    );
+    assert!(
+        eventually(400, Duration::from_millis(50), || done.exists()),
+        "the opener never ran"
+    );
+    let args = fs::read_to_string(&done).unwrap();
+    assert_eq!(args.lines().collect::<Vec<_>>(), [web.url.as_str()]);
+    assert_eq!(
+        fs::read_dir(&run).unwrap().count(),
+        0,
+        "a launcher was made"
     );
 }
 
@@ -2066,4 +2117,38 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
         browser.run("return window.pwned === undefined"),
         json!(true)
     );
+}
+
+/// A page whose `new web` has ended, with another one now on its port: the event stream is
+/// refused (401), and the page says its secret is no longer valid instead of asking again and
+/// again.
+#[test]
+fn in_a_browser_a_page_whose_session_ended_says_so_and_stops_listening() {
+    let Some(browser) = Browser::start("in_a_browser_ended") else {
+        return;
+    };
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    let port = unused_port().to_string();
+    let mut first = Web::start(&env, &server.base_url, &["--port", &port]);
+    browser.open(&first.url);
+    browser.until(
+        "the page drawn",
+        "return document.querySelectorAll('[data-node-id]').length === 1",
+    );
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    let second = Web::start(&env, &server.base_url, &["--port", &port]);
+    assert_ne!(second.token, first.token);
+    browser.until(
+        "the page told its secret is no longer valid",
+        "return document.querySelector('#live').innerText.includes('secret is no longer valid')",
+    );
+    // Said once: the stream is not asked for again.
+    thread::sleep(Duration::from_secs(3));
+    let said = browser.run(
+        "return [...document.querySelectorAll('#live .line')]\
+         .filter((l) => l.innerText.includes('no longer valid')).length",
+    );
+    assert_eq!(said, json!(1));
 }
