@@ -2119,22 +2119,32 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
     );
 }
 
-/// A page whose `new web` has ended, with another one now on its port: the event stream is
-/// refused (401), and the page says its secret is no longer valid instead of asking again and
-/// again.
+/// A folder of 10,000 files says in the panel how many are not listed; and a page whose
+/// `new web` has ended, with another one now on its port: the event stream is refused (401), and
+/// the page says its secret is no longer valid instead of asking again and again.
 #[test]
-fn in_a_browser_a_page_whose_session_ended_says_so_and_stops_listening() {
+fn in_a_browser_a_big_folder_counts_the_rest_and_an_ended_session_stops_listening() {
     let Some(browser) = Browser::start("in_a_browser_ended") else {
         return;
     };
     let server = Server::start(vec![]);
     let env = Env::new();
+    fs::create_dir_all(env.work().join("lots")).unwrap();
+    for i in 0..10_000 {
+        fs::File::create(env.work().join("lots").join(format!("f{i:05}"))).unwrap();
+    }
     let port = unused_port().to_string();
     let mut first = Web::start(&env, &server.base_url, &["--port", &port]);
     browser.open(&first.url);
     browser.until(
         "the page drawn",
         "return document.querySelectorAll('[data-node-id]').length === 1",
+    );
+    browser.click("#files li[data-path=\"lots\"]");
+    browser.until(
+        "the folder's 8,000 more said",
+        "return !!document.querySelector('#files li.more') && \
+         document.querySelector('#files li.more').innerText.includes('8000 more')",
     );
     let _ = first.child.kill();
     let _ = first.child.wait();
