@@ -169,6 +169,10 @@ struct WebArgs {
     /// Print the address only; do not open the browser
     #[arg(long)]
     no_open: bool,
+    /// Open the browser on the address itself, not on a launcher file (for a browser that cannot
+    /// read it, as a snap or flatpak one may not)
+    #[arg(long, conflicts_with = "no_open")]
+    open_address: bool,
     #[command(flatten)]
     engine: EngineArgs,
     /// Reopen this project's latest conversation
@@ -220,6 +224,7 @@ fn main() -> ExitCode {
             },
             port: args.port,
             open: !args.no_open,
+            open_address: args.open_address,
         });
     }
     let args = Args::parse();

@@ -186,6 +186,8 @@ impl FilePanel {
         is_hidden: &dyn Fn(&Path) -> bool,
     ) -> Result<Value, String> {
         let mut kept: Vec<Entry> = Vec::new();
+        // Every visible entry is counted, kept or let go: `more` is what is not shown.
+        let mut visible = 0usize;
         let mut read = 0usize;
         let mut cut = false;
         dir.for_each_entry(|name, kind| {
@@ -201,6 +203,7 @@ impl FilePanel {
                 FileKind::Unknown => dir.stat(name).map_or(FileKind::Unknown, |s| s.kind),
                 k => k,
             };
+            visible += 1;
             kept.push((rank(kind), name.to_string_lossy().into_owned(), kind));
             // Only the first MAX_ENTRIES in order are shown: the rest is let go as it comes.
             if kept.len() >= 2 * MAX_ENTRIES {
@@ -211,7 +214,7 @@ impl FilePanel {
         })
         .map_err(|e| format!("listing `{}`: {e}", escape_controls(shown)))?;
         kept.sort_by(by_rank_and_name);
-        let more = kept.len().saturating_sub(MAX_ENTRIES);
+        let more = visible.saturating_sub(MAX_ENTRIES);
         kept.truncate(MAX_ENTRIES);
         let entries: Vec<Value> = kept
             .into_iter()

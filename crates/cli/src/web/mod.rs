@@ -41,9 +41,10 @@ use new_core::tools::Mode;
 use new_core::vocab::Usage;
 use new_sys::platform;
 use std::env;
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
 
@@ -55,6 +56,9 @@ pub struct WebLaunch {
     pub port: Option<u16>,
     /// Open the default browser on the address.
     pub open: bool,
+    /// Open it on the address itself, not on a launcher file (which a snap or flatpak browser
+    /// may not be allowed to read).
+    pub open_address: bool,
 }
 
 /// What the page asks the engine to do, one at a time, in order.
@@ -203,11 +207,22 @@ pub fn run(web: WebLaunch) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if web.open {
+    if web.open && web.open_address {
+        // Asked for: the secret is on the opener's command line while it runs.
+        open_browser(OsStr::new(&url));
+    } else if web.open {
         match launcher(&url) {
             Ok((folder, file)) => {
                 *shared.launcher.lock().expect("launcher") = Some(folder);
-                open_browser(&file);
+                if open_browser(file.as_os_str()) {
+                    eprintln!(
+                        "new web: the browser was sent to {}, a launcher page that goes on to \
+the address. If it says the file was not found (a snap or flatpak browser may not read that \
+folder) or another program opened it, open this address in the browser:\n  {url}\n\
+or start `new web --open-address` next time.",
+                        escape::escape_controls(&file.display().to_string())
+                    );
+                }
             }
             Err(e) => eprintln!(
                 "new web: the browser could not be opened ({}): open the address above",
@@ -882,30 +897,34 @@ fn launcher(url: &str) -> io::Result<(PathBuf, PathBuf)> {
     Ok((folder, file))
 }
 
-/// Opens the default browser on the launcher file; one that cannot be started is said, and the
-/// address is on stdout anyway.
-fn open_browser(file: &Path) {
+/// Opens the default browser on `target` (the launcher file, or the address when asked); one
+/// that cannot be started is said, and the address is on stdout anyway. True if it started.
+fn open_browser(target: &OsStr) -> bool {
     let mut command = if cfg!(target_os = "macos") {
         Command::new("open")
     } else if cfg!(windows) {
-        let mut c = Command::new("cmd");
-        c.args(["/C", "start", ""]);
-        c
+        // Not `cmd /C start`: cmd would read `&` or `^` in the path (a user's name in %TEMP%)
+        // as its own syntax. Explorer hands the file to the program it opens with.
+        Command::new("explorer.exe")
     } else {
         Command::new("xdg-open")
     };
     command
-        .arg(file)
+        .arg(target)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     match command.spawn() {
         Ok(mut child) => {
             thread::spawn(move || child.wait());
+            true
         }
-        Err(e) => eprintln!(
-            "new web: no browser could be opened ({}): open the address above",
-            escape::escape_controls(&e.to_string())
-        ),
+        Err(e) => {
+            eprintln!(
+                "new web: no browser could be opened ({}): open the address above",
+                escape::escape_controls(&e.to_string())
+            );
+            false
+        }
     }
 }

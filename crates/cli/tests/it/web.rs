@@ -132,6 +132,18 @@ impl Web {
         extra: &[&str],
         vars: &[(&str, String)],
     ) -> Web {
+        Web::start_full(env, base_url, workdir, extra, vars, Stdio::null())
+    }
+
+    /// [`Web::start_in`] with its stderr sent to `stderr`.
+    fn start_full(
+        env: &Env,
+        base_url: &str,
+        workdir: &Path,
+        extra: &[&str],
+        vars: &[(&str, String)],
+        stderr: Stdio,
+    ) -> Web {
         let mut cmd = env.command(base_url);
         for (name, value) in vars {
             cmd.env(name, value);
@@ -143,7 +155,7 @@ impl Web {
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
@@ -807,15 +819,17 @@ cat \"$1\" > \"$out.page\"\nmv \"$out.args\" \"$out.done\"\n",
         fs::set_permissions(&opener, fs::Permissions::from_mode(0o755)).unwrap();
     }
     let path = format!("{}:{}", bin.display(), env::var("PATH").unwrap_or_default());
-    let web = Web::start_in(
+    let said = env.dir.path().join("stderr");
+    let web = Web::start_full(
         &env,
         &server.base_url,
         &env.work(),
         &[],
         &[
-            ("PATH", path),
+            ("PATH", path.clone()),
             ("XDG_RUNTIME_DIR", run.display().to_string()),
         ],
+        Stdio::from(fs::File::create(&said).unwrap()),
     );
     let done = seen.with_extension("done");
     assert!(
@@ -854,6 +868,43 @@ cat \"$1\" > \"$out.page\"\nmv \"$out.args\" \"$out.done\"\n",
             .exists()),
         "{} is still there",
         file.display()
+    );
+    // What to do where the browser cannot read the launcher (a snap or flatpak one): said, with
+    // the address and the option that opens it.
+    let hint = || fs::read_to_string(&said).unwrap();
+    assert!(
+        eventually(100, Duration::from_millis(50), || hint()
+            .contains("--open-address")),
+        "{}",
+        hint()
+    );
+    let hint = hint();
+    assert!(hint.contains("file was not found"), "{hint}");
+    assert!(hint.contains(&web.url), "{hint}");
+    drop(web);
+
+    // `--open-address`: the browser is opened on the address itself, and no launcher is made.
+    fs::remove_file(&done).unwrap();
+    let web = Web::start_in(
+        &env,
+        &server.base_url,
+        &env.work(),
+        &["--open-address"],
+        &[
+            ("PATH", path),
+            ("XDG_RUNTIME_DIR", run.display().to_string()),
+        ],
+    );
+    assert!(
+        eventually(400, Duration::from_millis(50), || done.exists()),
+        "the opener never ran"
+    );
+    let args = fs::read_to_string(&done).unwrap();
+    assert_eq!(args.lines().collect::<Vec<_>>(), [web.url.as_str()]);
+    assert_eq!(
+        fs::read_dir(&run).unwrap().count(),
+        0,
+        "a launcher was made"
     );
 }
 
@@ -1070,6 +1121,11 @@ fn a_huge_folder_is_listed_cut_and_says_so() {
     for i in 0..2_010 {
         fs::File::create(env.work().join("some").join(format!("f{i:04}"))).unwrap();
     }
+    // Past twice the listed count (the listing lets names go as it reads): all still counted.
+    fs::create_dir_all(env.work().join("lots")).unwrap();
+    for i in 0..10_000 {
+        fs::File::create(env.work().join("lots").join(format!("f{i:05}"))).unwrap();
+    }
     let web = Web::start(&env, &server.base_url, &[]);
     let r = web.post("/api/files", json!({"path": "many"}));
     assert_eq!(r.status, 200);
@@ -1086,6 +1142,17 @@ fn a_huge_folder_is_listed_cut_and_says_so() {
     assert_eq!(entries.len(), 2_000);
     assert_eq!(entries[0]["name"], "f0000");
     assert_eq!(entries[1_999]["name"], "f1999");
+    let lots: Value =
+        serde_json::from_str(&web.post("/api/files", json!({"path": "lots"})).body).unwrap();
+    assert_eq!(lots["cut"], false);
+    assert_eq!(lots["read"], 10_000);
+    assert_eq!(lots["more"], 8_000, "{}", lots["read"]);
+    let entries = lots["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2_000);
+    assert_eq!(entries[0]["name"], "f00000");
+    assert_eq!(entries[1_999]["name"], "f01999");
+    // Cut at the reading limit: what was read past the listed ones is counted too.
+    assert_eq!(listing["more"], 18_000);
 }
 
 /// `/retry`, `/compare`, `/branch`, `/tree`, `/model`, `/merge` and `/retry --n` typed in the
@@ -2084,4 +2151,48 @@ fn in_a_browser_type_stream_branch_approve_deny_files_compare_restore_and_no_scr
         browser.run("return window.pwned === undefined"),
         json!(true)
     );
+}
+
+/// A folder of 10,000 files says in the panel how many are not listed; and a page whose
+/// `new web` has ended, with another one now on its port: the event stream is refused (401), and
+/// the page says its secret is no longer valid instead of asking again and again.
+#[test]
+fn in_a_browser_a_big_folder_counts_the_rest_and_an_ended_session_stops_listening() {
+    let Some(browser) = Browser::start("in_a_browser_ended") else {
+        return;
+    };
+    let server = Server::start(vec![]);
+    let env = Env::new();
+    fs::create_dir_all(env.work().join("lots")).unwrap();
+    for i in 0..10_000 {
+        fs::File::create(env.work().join("lots").join(format!("f{i:05}"))).unwrap();
+    }
+    let port = unused_port().to_string();
+    let mut first = Web::start(&env, &server.base_url, &["--port", &port]);
+    browser.open(&first.url);
+    browser.until(
+        "the page drawn",
+        "return document.querySelectorAll('[data-node-id]').length === 1",
+    );
+    browser.click("#files li[data-path=\"lots\"]");
+    browser.until(
+        "the folder's 8,000 more said",
+        "return !!document.querySelector('#files li.more') && \
+         document.querySelector('#files li.more').innerText.includes('8000 more')",
+    );
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    let second = Web::start(&env, &server.base_url, &["--port", &port]);
+    assert_ne!(second.token, first.token);
+    browser.until(
+        "the page told its secret is no longer valid",
+        "return document.querySelector('#live').innerText.includes('secret is no longer valid')",
+    );
+    // Said once: the stream is not asked for again.
+    thread::sleep(Duration::from_secs(3));
+    let said = browser.run(
+        "return [...document.querySelectorAll('#live .line')]\
+         .filter((l) => l.innerText.includes('no longer valid')).length",
+    );
+    assert_eq!(said, json!(1));
 }

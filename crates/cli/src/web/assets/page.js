@@ -511,11 +511,16 @@
   }
 
   // The event stream, read with fetch (an EventSource cannot send the secret's header): one JSON
-  // object per `data:` line, events apart by a blank line. Opened again after a break.
+  // object per `data:` line, events apart by a blank line. Opened again after a break, a second
+  // later, then twice as long each time up to 30 s; never again once the secret is refused (the
+  // `new web` this page belonged to has ended, and another one may listen on its port).
+  let retryIn = 1000;
   function listen() {
     ask("/events", { headers: { Accept: "text/event-stream" } })
       .then((r) => {
+        if (r.status === 401) throw new Error("unauthorized");
         if (!r.ok || !r.body) throw new Error("refused: " + r.status);
+        retryIn = 1000;
         refresh();
         const reader = r.body.getReader();
         const decoder = new TextDecoder();
@@ -539,8 +544,18 @@
           });
         return pump();
       })
-      .catch(() => {
-        if (!exited && token) setTimeout(listen, 1000);
+      .catch((e) => {
+        if (exited || !token) return;
+        if (e.message === "unauthorized") {
+          line(
+            "This page's secret is no longer valid: the session of `new web` it belonged to has " +
+              "ended. Open the address a running `new web` printed.",
+            "error"
+          );
+          return;
+        }
+        setTimeout(listen, retryIn);
+        retryIn = Math.min(retryIn * 2, 30000);
       });
   }
   let exited = false;
