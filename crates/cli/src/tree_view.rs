@@ -64,11 +64,13 @@ impl Node<'_> {
         lead
     }
 
-    fn line(&self, number: usize, cursor: &str, lang: Lang) -> TreeLine {
+    fn line(&self, number: usize, cursor: &str, lang: Lang, labels: &Labels) -> TreeLine {
+        let mut text = String::with_capacity(PREVIEW_CHARS + 32);
+        push_description(&mut text, self.message, PREVIEW_CHARS, lang, labels);
         TreeLine {
             number,
             lead: self.lead(),
-            text: describe(self.message, lang),
+            text,
             is_current: self.message.id == cursor,
         }
     }
@@ -297,10 +299,11 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
 fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
     let nodes = walk(conversation);
+    let labels = Labels::new(lang);
     let mut rows = Vec::new();
     each_row(conversation, &nodes, full, |row| {
         rows.push(match row {
-            Drawn::Node(node, n) => Row::Node(node.line(n, cursor, lang)),
+            Drawn::Node(node, n) => Row::Node(node.line(n, cursor, lang, &labels)),
             Drawn::Gap(node, first, last) => Row::Gap {
                 lead: node.lead(),
                 first,
@@ -450,17 +453,18 @@ pub fn push_tree_within(
     let nodes = walk(conversation);
     // Previews as long as a row has room for (it is cut to fit), 60 characters without a width.
     let chars = room.map_or(PREVIEW_CHARS, |r| r.max(PREVIEW_CHARS));
+    let labels = Labels::new(lang);
     out.reserve(nodes.len() * 96);
     each_row(conversation, &nodes, full, |row| {
         match row {
             Drawn::Node(node, n) if node.message.id == cursor => {
                 let mut line = String::new();
-                push_node(&mut line, node, n, false, chars, lang);
+                push_node(&mut line, node, n, false, chars, lang, &labels);
                 out.push_str(&paint(Highlight::Current, &fitted(line, true)));
             }
             Drawn::Node(node, n) => {
                 let start = out.len();
-                push_node(out, node, n, false, chars, lang);
+                push_node(out, node, n, false, chars, lang, &labels);
                 if let Some(room) = room {
                     cut_to(out, start, room);
                 }
@@ -528,12 +532,13 @@ fn push_node(
     is_current: bool,
     chars: usize,
     lang: Lang,
+    labels: &Labels,
 ) {
     use std::fmt::Write;
     out.push_str(&node.body);
     out.push_str(node.branch);
     let _ = write!(out, "[{number}] ");
-    push_description(out, node.message, chars, lang);
+    push_description(out, node.message, chars, lang, labels);
     if is_current {
         out.push_str(&super::text::tr(lang, "current_mark", &[]));
     }
@@ -594,22 +599,43 @@ fn push_line(out: &mut String, line: &TreeLine, lang: Lang) {
 /// original design's labels (系统提示词 / 你 / AI / 工具结果, `[工具调用: name]`).
 pub fn describe(m: &Message, lang: Lang) -> String {
     let mut out = String::with_capacity(PREVIEW_CHARS + 32);
-    push_description(&mut out, m, PREVIEW_CHARS, lang);
+    push_description(&mut out, m, PREVIEW_CHARS, lang, &Labels::new(lang));
     out
+}
+
+/// What comes before and after a message's preview on its line, by role (`user: {text}`):
+/// looked up once for a drawing, not once for each of its lines.
+struct Labels([(&'static str, &'static str); 4]);
+
+impl Labels {
+    fn new(lang: Lang) -> Self {
+        let split = |key| {
+            let template = super::text::template(lang, key).unwrap_or("{text}");
+            template.split_once("{text}").unwrap_or((template, ""))
+        };
+        Labels([
+            split("tree_system"),
+            split("tree_user"),
+            split("tree_assistant"),
+            split("tree_tool"),
+        ])
+    }
+
+    fn of(&self, role: Role) -> (&'static str, &'static str) {
+        self.0[match role {
+            Role::System => 0,
+            Role::User => 1,
+            Role::Assistant => 2,
+            Role::Tool => 3,
+        }]
+    }
 }
 
 /// [`describe`] appended to `out`. The model's text is shown on a terminal, so each piece comes
 /// out with its control characters escaped as it is appended (no second pass over the line).
-fn push_description(out: &mut String, m: &Message, chars: usize, lang: Lang) {
+fn push_description(out: &mut String, m: &Message, chars: usize, lang: Lang, labels: &Labels) {
     use new_core::escape::push_escaped_controls;
-    let key = match m.role {
-        Role::System => "tree_system",
-        Role::User => "tree_user",
-        Role::Assistant => "tree_assistant",
-        Role::Tool => "tree_tool",
-    };
-    let template = super::text::template(lang, key).unwrap_or("{text}");
-    let (before, after) = template.split_once("{text}").unwrap_or((template, ""));
+    let (before, after) = labels.of(m.role);
     push_escaped_controls(out, before);
     let start = out.len();
     match subagent_footer(m) {
@@ -648,7 +674,9 @@ fn subagent_footer(m: &Message) -> Option<(&str, &str, &str)> {
     if m.role != Role::Tool {
         return None;
     }
-    let last = m.content.trim_end().lines().last()?;
+    // The last line, found from the end (a tool's output may be long).
+    let last = m.content.trim_end().rsplit('\n').next()?;
+    let last = last.strip_suffix('\r').unwrap_or(last);
     let inner = last.strip_prefix("(subagent ")?.strip_suffix(')')?;
     let mut parts = inner.split(" · ");
     let role = parts.next()?;

@@ -115,7 +115,50 @@ pub fn preview(text: &str, max: usize) -> String {
 
 /// [`preview`] appended to `out`, escaped as it goes.
 pub fn push_preview(out: &mut String, text: &str, max: usize) {
+    // Words of printable ASCII (most text) are found byte by byte and copied whole; the first
+    // word holding anything else, and every word after it, take the general way below.
+    let bytes = text.as_bytes();
     let mut count = 0;
+    let mut at = 0;
+    loop {
+        while bytes
+            .get(at)
+            .is_some_and(|&b| matches!(b, b' ' | b'\t'..=b'\r'))
+        {
+            at += 1;
+        }
+        if at == bytes.len() {
+            return;
+        }
+        let start = at;
+        while bytes.get(at).is_some_and(|&b| b > b' ' && b < 0x7f) {
+            at += 1;
+        }
+        if bytes
+            .get(at)
+            .is_some_and(|&b| !matches!(b, b' ' | b'\t'..=b'\r'))
+        {
+            return push_preview_words(out, &text[start..], max, count);
+        }
+        let word = &text[start..at];
+        if count > 0 {
+            out.push(' ');
+            count += 1;
+        }
+        if count + word.len() <= max {
+            out.push_str(word);
+            count += word.len();
+        } else {
+            // One byte is one character here.
+            out.push_str(&word[..max.saturating_sub(count)]);
+            out.push('…');
+            return;
+        }
+    }
+}
+
+/// [`push_preview`] of the words of `text`, `count` characters of the preview already made.
+fn push_preview_words(out: &mut String, text: &str, max: usize, mut count: usize) {
     'words: for word in text.split_whitespace() {
         if count > 0 {
             out.push(' ');
@@ -164,6 +207,35 @@ mod tests {
     }
 
     use super::*;
+
+    /// Words of printable ASCII are taken by the byte scan; whatever the text, the preview is
+    /// the one the word-by-word way makes.
+    #[test]
+    fn the_ascii_way_makes_the_general_preview() {
+        let texts = [
+            "",
+            "   ",
+            "plain words of text",
+            "  lead and trail  ",
+            "tabs\tand\nnew\r\nlines\x0bvt\x0cff",
+            "a word_that_is_much_longer_than_the_preview_itself_and_then_some more",
+            "ascii then héllo wörld and more ascii after",
+            "café first",
+            "x\u{1b}[31mred and \u{7f} del",
+            "nbsp\u{a0}between\u{2003}em space",
+            "\u{202e}evil at the start",
+            "你好 世界 and ascii",
+        ];
+        for text in texts {
+            for max in [0, 1, 3, 5, 10, 11, 12, 20, 40, 60, 200] {
+                let mut general = String::new();
+                push_preview_words(&mut general, text, max, 0);
+                assert_eq!(preview(text, max), general, "{text:?} {max}");
+            }
+        }
+        assert_eq!(preview("one two three", 9), "one two t…");
+        assert_eq!(preview("a \u{1b} b", 10), "a \\e b");
+    }
 
     #[test]
     fn a_name_in_a_code_span_cannot_end_it_nor_start_a_line() {
