@@ -465,6 +465,7 @@ pub fn summary_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     /// Two thousand messages of 4 KB for a 2,000-token budget: the messages to leave out are
     /// found at once (each size measured once, not all again for each one left out), the note
@@ -486,10 +487,10 @@ mod tests {
             summarized: messages.iter().collect(),
             kept: Vec::new(),
         };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let parts = transcript_parts(&plan, 0, 2000, 200);
         let took = started.elapsed();
-        assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
         assert!(
             !parts.is_empty() && parts.len() <= MAX_PARTS,
             "{}",
