@@ -32,8 +32,13 @@ pub fn wait(prompt: &str, woken: &dyn Fn() -> bool) -> Waited {
     let Some(raw) = SavedTerminal::keys_as_typed() else {
         return Waited::Key;
     };
-    let mut out = io::stdout().lock();
-    let _ = write!(out, "{prompt}").and_then(|()| out.flush());
+    // The output is locked only to write: a thread that says something meanwhile is not blocked.
+    let say = |text: &str| {
+        let mut out = io::stdout().lock();
+        let _ = write!(out, "{text}").and_then(|()| out.flush());
+    };
+    say(prompt);
+    // Input, or its end (a hangup: the line editor then sees the end and `new` exits).
     let waited = loop {
         if platform::stdin_has_input() {
             break Waited::Key;
@@ -44,7 +49,7 @@ pub fn wait(prompt: &str, woken: &dyn Fn() -> bool) -> Waited {
         thread::sleep(TICK);
     };
     // The line editor draws its own prompt; a woken prompt leaves no trace.
-    let _ = write!(out, "\r\x1b[2K").and_then(|()| out.flush());
+    say("\r\x1b[2K");
     drop(raw);
     waited
 }

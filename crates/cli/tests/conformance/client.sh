@@ -45,11 +45,10 @@ if ctx.get("idp_id_token"):
     oauth["grant"] = "enterprise_managed"
     oauth["idp"] = {"issuer": ctx["idp_issuer"], "tokenEndpoint": ctx["idp_token_endpoint"],
                     "clientId": ctx["idp_client_id"], "idTokenFile": token}
-# A client ID metadata document, used where the authorization server supports them. Without
-# one `new` gives its own published document's address (oauth::CLIENT_METADATA_URL) and the
-# flow completes, but basic-cimd's check compares the client ID with the suite's own fixed
-# address and says WARNING for any other: so the entry names that address, as a user whose
-# organisation hosts a document would name theirs.
+# A client ID metadata document, used where the authorization server supports them. `new` names
+# none unless the user's own entry does (`clientMetadataUrl`), and basic-cimd needs one (its
+# check compares the client ID with the suite's own fixed address): so the entry, in the user's
+# config, names that address, as a user whose organisation hosts a document would name theirs.
 if ctx.get("name", os.environ.get("MCP_CONFORMANCE_SCENARIO", "")).startswith("auth/") \
         and "idp" not in oauth:
     oauth.setdefault("clientMetadataUrl", "https://conformance-test.local/client-metadata.json")

@@ -398,20 +398,31 @@ fn oauth_tokens_are_kept_private_and_refreshed_when_they_expire() {
     );
 }
 
-/// An authorization server that takes client ID metadata documents gets `new`'s published one as
-/// the client ID, with nothing configured (no registration); a server that does not is registered
-/// with, as before. Every `initialize` POST names the version it asks for and its method in the
-/// headers (`MCP-Protocol-Version`, `Mcp-Method`), as the 2026 draft asks.
+/// An authorization server that takes client ID metadata documents gets the one the user's entry
+/// names (`clientMetadataUrl`) as the client ID (no registration); with none named, none is sent,
+/// even to a server that takes them (`new` registers), as with a server that does not. Every
+/// `initialize` POST names the version it asks for and its method in the headers
+/// (`MCP-Protocol-Version`, `Mcp-Method`), as the 2026 draft asks.
 #[test]
-fn a_cimd_server_gets_new_s_published_client_id_and_initialize_carries_its_headers() {
+fn a_cimd_server_gets_the_configured_client_id_only_and_initialize_carries_its_headers() {
     if !python() {
         eprintln!("skipped: python3 plays the browser");
         return;
     }
-    for cimd in [true, false] {
+    let document = "https://org.example/new-client-metadata.json";
+    for (cimd, named) in [(true, Some(document)), (true, None), (false, None)] {
         let env = Env::new();
         let (base, seen) = oauth_servers_with(3600, cimd);
-        config(&env, &base);
+        let mut entry = json!({"name": "locked", "url": format!("{base}/mcp")});
+        if let Some(url) = named {
+            entry["oauth"] = json!({"clientMetadataUrl": url});
+        }
+        env.write_config(
+            &json!({"retry_initial_ms": 5,
+                "permissions": [{"tool": "mcp__locked__*", "action": "allow"}],
+                "mcp": {"servers": [entry]}})
+            .to_string(),
+        );
         let browser = browser(&env);
         let model = Server::start(vec![
             tool_calls(&[("a", "mcp__locked__whoami", "{}")]),
@@ -428,15 +439,12 @@ fn a_cimd_server_gets_new_s_published_client_id_and_initialize_carries_its_heade
         assert_eq!(results(&model, 1)[0], "you are authorized", "{run:?}");
         let seen = seen.lock().unwrap();
         let registered = seen.log.contains(&"POST register".to_string());
-        if cimd {
-            assert_eq!(
-                seen.client_ids,
-                ["https://new-agent.github.io/new/client-metadata.json"],
-                "{:?}",
-                seen.log
-            );
+        if let Some(url) = named {
+            assert_eq!(seen.client_ids, [url], "{:?}", seen.log);
             assert!(!registered, "{:?}", seen.log);
         } else {
+            // No document address is the client ID (not the one `docs/src/client-metadata.json`
+            // names either): the registered client is.
             assert_eq!(seen.client_ids, ["client-1"], "{:?}", seen.log);
             assert!(registered, "{:?}", seen.log);
         }

@@ -191,8 +191,8 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
 }
 
 /// `metadata`: structured input, given to the subagent as JSON after its task and kept in its
-/// conversation's header (`metadata.input`); one that is not an object (or a string holding one)
-/// starts nothing and says why.
+/// conversation's header (`metadata.input`); it is declared as a string holding the object, and one
+/// that is not an object (or a string holding one) starts nothing and says why.
 #[test]
 fn an_agent_call_s_metadata_reaches_the_subagent_as_json() {
     let env = Env::new();
@@ -206,7 +206,7 @@ fn an_agent_call_s_metadata_reaches_the_subagent_as_json() {
             (
                 "good",
                 "agent",
-                r#"{"role":"explore","task":"Check the files named.","metadata":{"files":["src/a.rs","src/b.rs"],"ticket":43,"strict":true}}"#,
+                r#"{"role":"explore","task":"Check the files named.","metadata":"{\"files\":[\"src/a.rs\",\"src/b.rs\"],\"ticket\":43,\"strict\":true}"}"#,
             ),
         ]),
         text(&["Both files are fine."]),
@@ -245,10 +245,22 @@ fn an_agent_call_s_metadata_reaches_the_subagent_as_json() {
         .iter()
         .find(|t| t["function"]["name"] == "agent")
         .unwrap();
+    // As a string holding the object: a provider that refuses an object parameter without
+    // properties (Gemini) takes every tool offered.
     assert_eq!(
         agent["function"]["parameters"]["properties"]["metadata"]["type"],
-        "object"
+        "string"
     );
+    for tool in requests[0]["tools"].as_array().unwrap() {
+        let properties = tool["function"]["parameters"]["properties"].as_object();
+        for (name, p) in properties.into_iter().flatten() {
+            assert!(
+                p["type"] != "object" || p["properties"].is_object(),
+                "{}: `{name}` is an object without properties",
+                tool["function"]["name"]
+            );
+        }
+    }
 }
 
 #[test]

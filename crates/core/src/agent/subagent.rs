@@ -99,7 +99,8 @@ impl Subagents {
                  findings. `type`: `defined` (default) starts fresh as `role`, `fork` from a copy of \
                  this conversation. You wait up to `foreground_wait_seconds`, then it goes on in \
                  the background (`background: true`: at once) and you get a task id; its answer \
-                 comes in a later message. `metadata`: input it gets as JSON. Roles:{roles}"
+                 comes in a later message. `metadata`: a JSON object, as a string, it gets as input. \
+                 Roles:{roles}"
             ),
             parameters: json!({
                 "type": "object",
@@ -107,7 +108,9 @@ impl Subagents {
                     "type": {"type": "string", "enum": ["defined", "fork"]},
                     "role": {"type": "string"},
                     "task": {"type": "string", "description": "all it needs to know"},
-                    "metadata": {"type": "object"},
+                    // A string holding the object: some providers (Gemini) refuse an object
+                    // parameter that declares no properties.
+                    "metadata": {"type": "string"},
                     "background": {"type": "boolean"},
                     "foreground_wait_seconds": {"type": "integer"},
                     "model": {"type": "string"},

@@ -219,22 +219,55 @@ fn transcript_parts(
     if split(&entries.iter().map(size).collect::<Vec<_>>(), budget).len() > MAX_PARTS {
         entries = render(result_limit.min(budget / 10).max(20));
     }
-    // The oldest raw messages go first; a previous summary (first) stays.
+    // The oldest raw messages go first; a previous summary (first) stays. The sizes are
+    // measured once; how many to leave out is the fewest (searched by halves: leaving out more
+    // never needs more parts) whose parts, the note saying so counted, are at most MAX_PARTS.
     let keep_first = usize::from(plan.previous.is_some() && skip == 0);
+    let note = |dropped: usize| {
+        format!(
+            "[{dropped} earlier messages are left out: the window is too small to summarise them all]"
+        )
+    };
+    let sizes: Vec<u64> = entries.iter().map(size).collect();
+    let parts_without = |dropped: usize| -> usize {
+        let note_size = (dropped > 0).then(|| size(&note(dropped)));
+        let kept = sizes[..keep_first]
+            .iter()
+            .copied()
+            .chain(note_size)
+            .chain(sizes[keep_first + dropped..].iter().copied());
+        // `split`'s count, without collecting.
+        let (mut parts, mut used, mut open) = (0usize, 0u64, false);
+        for size in kept {
+            if open && used + size > budget {
+                parts += 1;
+                used = 0;
+            }
+            open = true;
+            used += size;
+        }
+        parts + usize::from(open)
+    };
+    let most = entries.len().saturating_sub(keep_first + 1);
     let mut dropped = 0usize;
-    while entries.len() > keep_first + 1
-        && split(&entries.iter().map(size).collect::<Vec<_>>(), budget).len() > MAX_PARTS
-    {
-        entries.remove(keep_first);
-        dropped += 1;
+    if parts_without(0) > MAX_PARTS && most > 0 {
+        // The fewest in 1..=most that fits; `most` when none does (the newest is kept).
+        let (mut low, mut high) = (1usize, most);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if parts_without(mid) <= MAX_PARTS {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        dropped = low;
     }
+    entries.drain(keep_first..keep_first + dropped);
     // How many messages each entry stands for: the note, those it says were left out.
     let mut weights = vec![1; entries.len()];
     if dropped > 0 {
-        entries.insert(
-            keep_first,
-            format!("[{dropped} earlier messages are left out: the window is too small to summarise them all]"),
-        );
+        entries.insert(keep_first, note(dropped));
         weights.insert(keep_first, dropped);
     }
     let sizes: Vec<u64> = entries.iter().map(size).collect();
@@ -251,6 +284,13 @@ fn transcript_parts(
         parts.push((covered, part));
     }
     parts
+}
+
+/// The answer's room of a summary request: half as much again as the summary's budget, or an
+/// eighth of the window where that is more; at most `u32::MAX` (a huge window never wraps to a
+/// small figure).
+fn answer_room(summary_budget: u64, window: u64) -> u32 {
+    u32::try_from((summary_budget.saturating_mul(3) / 2).max(window / 8)).unwrap_or(u32::MAX)
 }
 
 /// The instruction ending a summary request.
@@ -323,7 +363,7 @@ pub async fn summarize(
                 // The answer's room in the window, which the budget left free (a server that
                 // counts it refuses a request asking for more); a big window's is the
                 // provider's `max_tokens` as before.
-                max_tokens: Some((summary_budget * 3 / 2).max(window / 8) as u32),
+                max_tokens: Some(answer_room(summary_budget, window)),
             };
             match ask(model, &request, (summary_budget * 5) as usize, stop).await {
                 Ok(text) => {
@@ -425,6 +465,53 @@ pub fn summary_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Two thousand messages of 4 KB for a 2,000-token budget: the messages to leave out are
+    /// found at once (each size measured once, not all again for each one left out), the note
+    /// saying so counts in the parts, and the newest message is kept.
+    #[test]
+    fn a_long_branch_is_cut_to_eight_parts_quickly_counting_the_note() {
+        let messages: Vec<Message> = (0..2000)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                Message::new(role, format!("message {i} {}", "m".repeat(4096)))
+            })
+            .collect();
+        let plan = Plan {
+            previous: None,
+            summarized: messages.iter().collect(),
+            kept: Vec::new(),
+        };
+        let started = Instant::now();
+        let parts = transcript_parts(&plan, 0, 2000, 200);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert!(
+            !parts.is_empty() && parts.len() <= MAX_PARTS,
+            "{}",
+            parts.len()
+        );
+        let covered: usize = parts.iter().map(|(n, _)| n).sum();
+        assert_eq!(covered, messages.len());
+        let text: String = parts.iter().map(|(_, t)| t.as_str()).collect();
+        assert!(text.contains("earlier messages are left out"));
+        assert!(text.contains("message 1999 "));
+    }
+
+    /// The answer's room of a summary request never wraps: a window past `u32::MAX` tokens asks
+    /// for `u32::MAX`, not for what is left of it modulo 2^32.
+    #[test]
+    fn the_answers_room_of_a_huge_window_does_not_wrap() {
+        assert_eq!(answer_room(1000, 4096), 1500);
+        assert_eq!(answer_room(1000, 128_000), 16_000);
+        assert_eq!(answer_room(1000, 1 << 35), u32::MAX);
+        assert_eq!(answer_room(u64::MAX, 0), u32::MAX);
+    }
 
     /// A long branch summarised for a small window: at most [`MAX_PARTS`] requests, old tool
     /// results cut first, then the oldest messages left out with a line saying how many; the

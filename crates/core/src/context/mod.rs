@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use crate::conversation::{Conversation, Message};
 use crate::fs::atomic;
 use crate::fs::hash;
+use crate::llm::overflow::{MAX_WINDOW, MIN_WINDOW};
 use crate::utf8;
 use crate::vocab::{ChatMessage, Role, ToolSpec};
 use std::fs;
@@ -236,9 +237,11 @@ impl Context {
         self.state().server = Some(window);
     }
 
-    /// Believes the window an overflow error named, for the rest of the session.
+    /// Believes the window an overflow error named, for the rest of the session: from
+    /// [`MIN_WINDOW`] to [`MAX_WINDOW`] tokens (another figure is not a model's window, and
+    /// believing it would leave the session no room or endless room).
     pub fn learn_window(&self, window: u64) {
-        if window > 0 {
+        if (MIN_WINDOW..=MAX_WINDOW).contains(&window) {
             self.state().learned = Some(window);
         }
     }

@@ -39,6 +39,14 @@ fn the_window_prefers_an_error_then_the_config_then_the_server_then_the_family()
     assert_eq!(ctx.window(), (4096, WindowSource::Server));
     ctx.learn_window(3000);
     assert_eq!(ctx.window(), (3000, WindowSource::Error));
+    // A figure no model's window is (an echoed number, a wrapped one) is not believed.
+    for odd in [0, 1, 16, MIN_WINDOW - 1, MAX_WINDOW + 1, u64::MAX] {
+        ctx.learn_window(odd);
+        assert_eq!(ctx.window(), (3000, WindowSource::Error), "{odd}");
+    }
+    ctx.learn_window(MIN_WINDOW);
+    assert_eq!(ctx.window(), (MIN_WINDOW, WindowSource::Error));
+    ctx.learn_window(3000);
 
     let configured = Settings {
         window: Some(50_000),

@@ -18,46 +18,66 @@ pub fn is_overflow(text: &str) -> bool {
             && (t.contains("exceed") || t.contains("too long")))
 }
 
-/// The window an overflow error names, where it does: "maximum context length is 8192 tokens"
-/// (OpenAI, vLLM), "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic), `"n_ctx":
-/// 4096` (llama-server), and the same inside a proxy's own text: LiteLLM quotes llama-server's
-/// body as a Python dict (`'n_ctx': 2048`), or as JSON inside a JSON string (`\"n_ctx\": 2048`).
-/// Only the number that names the window is taken, never another one of the text (the tokens
-/// asked for, those of the messages, a status code); None when no number names it.
+/// The smallest window an error is believed to name: a smaller figure is another number of the
+/// text (an echoed request, a quoted example), not a model's window.
+pub const MIN_WINDOW: u64 = 1_024;
+/// The largest window an error is believed to name.
+pub const MAX_WINDOW: u64 = 10_000_000;
+
+/// The window an overflow error names, where it does: `"n_ctx": 4096` (llama-server, also quoted
+/// by a proxy: LiteLLM quotes llama-server's body as a Python dict, `'n_ctx': 2048`, or as JSON
+/// inside a JSON string, `\"n_ctx\": 2048`), else the last of "maximum context length is 8192
+/// tokens" (OpenAI, vLLM), "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic) and
+/// the like: the server's own words come after what it echoes of the request. Only the number
+/// that names the window is taken, never another one of the text (the tokens asked for, those of
+/// the messages, a status code); and only from [`MIN_WINDOW`] to [`MAX_WINDOW`], and smaller than
+/// the request's tokens where the error counts them (the request did not fit). None otherwise.
 pub fn window_named_in(text: &str) -> Option<u64> {
     let t = text.to_ascii_lowercase();
-    // Each name of the window, then the number right after it: between them only quotes,
-    // escapes, a colon, an equals sign, an opening parenthesis or blanks.
+    let requested = requested_tokens_in(&t);
+    let sane = |n: u64| (MIN_WINDOW..=MAX_WINDOW).contains(&n) && requested.is_none_or(|r| n < r);
+    // The structured field first; then each name of the window, the number right after it (between
+    // them only quotes, escapes, a colon, an equals sign, an opening parenthesis or blanks).
+    const STRUCTURED: &[&str] = &["n_ctx"];
     const NAMES: &[&str] = &[
         "maximum context length is",
-        "n_ctx",
         "context length of",
         "context length (",
         "context window of",
         "context window (",
         "context size (",
     ];
-    for name in NAMES {
-        let mut from = 0;
-        while let Some(at) = t[from..].find(name) {
-            let after = from + at + name.len();
-            from = after;
-            let rest = &t[after..];
-            // `n_ctx_train`, `n_ctx_slot`: other figures.
-            if rest.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()) {
-                continue;
-            }
-            let gap = rest
-                .find(|c: char| !matches!(c, ' ' | '"' | '\'' | '\\' | ':' | '=' | '('))
-                .unwrap_or(rest.len());
-            if gap > 8 {
-                continue;
-            }
-            if let Some(n) = leading_number(&rest[gap..]) {
-                return Some(n);
+    let last_after = |names: &[&str]| -> Option<(usize, u64)> {
+        let mut found = None;
+        for name in names {
+            let mut from = 0;
+            while let Some(at) = t[from..].find(name) {
+                let after = from + at + name.len();
+                from = after;
+                let rest = &t[after..];
+                // `n_ctx_train`, `n_ctx_slot`: other figures.
+                if rest.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()) {
+                    continue;
+                }
+                let gap = rest
+                    .find(|c: char| !matches!(c, ' ' | '"' | '\'' | '\\' | ':' | '=' | '('))
+                    .unwrap_or(rest.len());
+                if gap > 8 {
+                    continue;
+                }
+                if let Some(n) = leading_number(&rest[gap..]).filter(|n| sane(*n))
+                    && found.is_none_or(|(p, _)| p < after)
+                {
+                    found = Some((after, n));
+                }
             }
         }
+        found
+    };
+    if let Some((_, n)) = last_after(STRUCTURED) {
+        return Some(n);
     }
+    let mut found = last_after(NAMES);
     // `… 208000 tokens > 200000 maximum`: the number right before ` maximum`, after a `>`.
     let mut from = 0;
     while let Some(at) = t[from..].find(" maximum") {
@@ -68,12 +88,26 @@ pub fn window_named_in(text: &str) -> Option<u64> {
             .rfind(|c: char| !(c.is_ascii_digit() || c == ','))
             .map_or(0, |i| i + 1);
         if before[..digits_start].trim_end().ends_with('>')
-            && let Some(n) = leading_number(&before[digits_start..])
+            && let Some(n) = leading_number(&before[digits_start..]).filter(|n| sane(*n))
+            && found.is_none_or(|(p, _)| p < end)
         {
-            return Some(n);
+            found = Some((end, n));
         }
     }
-    None
+    found.map(|(_, n)| n)
+}
+
+/// The most tokens an overflow error says the request needed: its prompt ([`tokens_named_in`]),
+/// or all it asked for with the answer's room (vLLM's and OpenAI's "you requested 2212 tokens").
+fn requested_tokens_in(lowercase: &str) -> Option<u64> {
+    let asked = lowercase.rfind("you requested").and_then(|at| {
+        let rest = lowercase[at + "you requested".len()..].trim_start();
+        leading_number(rest)
+    });
+    match (tokens_named_in(lowercase), asked) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The request's tokens as an overflow error counts them, where it does: llama-server's
@@ -177,6 +211,48 @@ mod tests {
             "Internal Server Error",
         ] {
             assert!(!is_overflow(other), "{other}");
+        }
+    }
+
+    /// An error cannot set the window to a figure it merely quotes: the server's own words come
+    /// last, the structured field wins over the words, a figure under [`MIN_WINDOW`] or over
+    /// [`MAX_WINDOW`] is none, and a window not smaller than the request it refused is none.
+    #[test]
+    fn only_a_sane_window_is_taken_and_the_servers_own_words_win_over_an_echo() {
+        for (body, window) in [
+            // A validation error that echoes the user's text, then the server's window.
+            (
+                "Invalid content: 'see: maximum context length is 16 tokens' ... This model's maximum context length is 128000 tokens",
+                Some(128_000),
+            ),
+            (
+                "Invalid content: 'maximum context length is 4096 tokens'. This model's maximum context length is 128000 tokens",
+                Some(128_000),
+            ),
+            // The structured field over the words.
+            (
+                r#"maximum context length is 8192 tokens {"n_prompt_tokens": 5000, "n_ctx": 4096}"#,
+                Some(4096),
+            ),
+            ("maximum context length is 16 tokens", None),
+            ("maximum context length is 1 tokens", None),
+            (r#"{"n_ctx": 1}"#, None),
+            ("maximum context length is 99999999999 tokens", None),
+            ("prompt is too long: 20 tokens > 10 maximum", None),
+            // The e2e servers' small windows are still taken.
+            (r#"{"n_prompt_tokens": 2212, "n_ctx": 2048}"#, Some(2048)),
+            (
+                "maximum context length is 1024 tokens. However, your messages resulted in 1500 tokens.",
+                Some(1024),
+            ),
+            // Not smaller than what was refused: another figure.
+            (
+                "maximum context length is 128000 tokens. However, your messages resulted in 9013 tokens.",
+                None,
+            ),
+            (r#"{"n_prompt_tokens": 2000, "n_ctx": 4096}"#, None),
+        ] {
+            assert_eq!(window_named_in(body), window, "{body}");
         }
     }
 }

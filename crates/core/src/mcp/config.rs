@@ -394,6 +394,18 @@ fn server(
     {
         return Err(refusal);
     }
+    // The document names the redirects an authorization server allows for the client ID: a
+    // cloned repository must not pick it for the user's login.
+    if origin == Origin::Project
+        && let Some(document) = oauth.client_metadata.url()
+    {
+        return Err(format!(
+            "`oauth.clientMetadataUrl`: a project's entry may not name a client ID metadata \
+             document ({}); an entry of your own config (`mcp.servers` in the user's \
+             config.json) may",
+            escape_controls(document)
+        ));
+    }
     let raw = serde_json::to_string(entry).unwrap_or_default();
     Ok(ServerConfig {
         name,
@@ -485,8 +497,7 @@ fn oauth(value: Option<&Value>, env: &dyn Fn(&str) -> Option<String>) -> Result<
             .ok_or("`oauth.callbackPort` must be a port number")?,
     };
     let client_metadata = match o.get("clientMetadataUrl") {
-        None | Some(Value::Null) => ClientMetadata::Published,
-        Some(Value::Bool(false)) => ClientMetadata::Off,
+        None | Some(Value::Null) | Some(Value::Bool(false)) => ClientMetadata::Off,
         Some(Value::String(u)) if expand(u, env).starts_with("https://") => {
             ClientMetadata::Url(expand(u, env))
         }
@@ -809,6 +820,41 @@ mod tests {
             "privateKeyFile": "/k\u{1b}[2J"});
         let e = entry(odd, Origin::Project).unwrap_err();
         assert!(!e.contains('\u{1b}'), "{e:?}");
+    }
+
+    /// The client ID metadata document is off unless the user's own entry names one: a
+    /// project's entry that names one is refused (the document says where the authorization
+    /// server may send the user's code), and `false` is the same as not naming one.
+    #[test]
+    fn only_the_users_entry_names_a_client_metadata_document_and_none_is_the_default() {
+        use crate::mcp::oauth::ClientMetadata;
+        let entry = |oauth: serde_json::Value, origin: Origin| {
+            server(
+                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
+                None,
+                origin,
+                &env,
+            )
+        };
+        let url = "https://org.example/new-client.json";
+        let named = json!({"clientMetadataUrl": url});
+        assert_eq!(
+            entry(named.clone(), Origin::Project).unwrap_err(),
+            "`oauth.clientMetadataUrl`: a project's entry may not name a client ID metadata \
+             document (https://org.example/new-client.json); an entry of your own config \
+             (`mcp.servers` in the user's config.json) may"
+        );
+        let user = entry(named, Origin::User).unwrap();
+        assert_eq!(user.oauth.client_metadata, ClientMetadata::Url(url.into()));
+        for (oauth, origin) in [
+            (json!({}), Origin::User),
+            (json!({}), Origin::Project),
+            (json!({"clientMetadataUrl": false}), Origin::Project),
+            (json!({"clientMetadataUrl": null}), Origin::User),
+        ] {
+            let s = entry(oauth, origin).unwrap();
+            assert_eq!(s.oauth.client_metadata.url(), None);
+        }
     }
 
     #[test]

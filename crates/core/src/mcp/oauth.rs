@@ -151,7 +151,7 @@ pub struct Settings {
     /// The loopback port of the redirect (0: any free one).
     pub callback_port: u16,
     /// The client ID metadata document to use as client ID where the authorization server
-    /// supports them: `new`'s own unless the entry names another, or none.
+    /// supports them: none unless the user's own entry names one.
     pub client_metadata: ClientMetadata,
     /// The client-credentials grant with `private_key_jwt`: a PKCS#8 P-256 key (PEM) that signs
     /// the client's assertion (ES256), instead of a secret.
@@ -160,28 +160,26 @@ pub struct Settings {
     pub idp: Option<IdpSettings>,
 }
 
-/// The address of `new`'s own client ID metadata document (`docs/src/client-metadata.json`,
-/// published with the documentation): the client ID `new` gives an authorization server that
-/// takes such documents (`client_id_metadata_document_supported`), instead of registering.
+/// The address `docs/src/client-metadata.json` names as its own `client_id`: where `new`'s client
+/// ID metadata document is to be published. It is not used unless an entry names it: whoever
+/// controls that host controls the document (its redirect URIs), and the project does not
+/// publish it at an address it controls yet.
 pub const CLIENT_METADATA_URL: &str = "https://new-agent.github.io/new/client-metadata.json";
 
 /// An entry's `clientMetadataUrl`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ClientMetadata {
-    /// Not given: `new`'s own document, [`CLIENT_METADATA_URL`].
+    /// Not given, or `false`: no document; the client registers (or uses `clientId`).
     #[default]
-    Published,
-    /// An https URL the entry names (a document your organisation hosts).
-    Url(String),
-    /// `false`: none; the client registers (or uses `clientId`).
     Off,
+    /// An https URL the user's own entry names (a document they or their organisation host).
+    Url(String),
 }
 
 impl ClientMetadata {
     /// The document's URL, where there is one.
     pub fn url(&self) -> Option<&str> {
         match self {
-            ClientMetadata::Published => Some(CLIENT_METADATA_URL),
             ClientMetadata::Url(url) => Some(url),
             ClientMetadata::Off => None,
         }
@@ -858,10 +856,8 @@ mod tests {
             .collect();
         assert!(redirects.contains(&"http://127.0.0.1/callback"), "{doc}");
         assert!(CLIENT_METADATA_URL.starts_with("https://"));
-        assert_eq!(
-            Settings::default().client_metadata.url(),
-            Some(CLIENT_METADATA_URL)
-        );
+        // Off unless an entry names it (the project does not control that host yet).
+        assert_eq!(Settings::default().client_metadata.url(), None);
         assert_eq!(ClientMetadata::Off.url(), None);
     }
 

@@ -208,7 +208,9 @@ pub fn no_link_options() -> OpenOptions {
     options
 }
 
-/// Whether standard input is a pipe or file with something to read right now.
+/// Whether standard input has something to read right now, or its end: a hangup or an error
+/// (a terminal closed while `SIGHUP` is ignored, a pipe whose writer is gone) counts too, so that
+/// the reader that comes next sees the end instead of a waiter polling it for ever.
 pub fn stdin_has_input() -> bool {
     let mut fds = [libc::pollfd {
         fd: 0,
@@ -217,7 +219,7 @@ pub fn stdin_has_input() -> bool {
     }];
     // SAFETY: one valid pollfd, no timeout.
     let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
-    ready > 0 && fds[0].revents & libc::POLLIN != 0
+    ready > 0 && fds[0].revents != 0
 }
 
 /// Whether a key typed at the terminal can be waited for without reading it
@@ -450,4 +452,51 @@ pub fn with_line_terminal<T>(
         }
     }
     Some(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `stdin_has_input` says in a child whose standard input is a pipe set up by `setup`
+    /// (given the pipe's ends), as its exit code: 1 for yes.
+    fn child_says(setup: fn(libc::c_int, libc::c_int)) -> i32 {
+        let mut ends = [0 as libc::c_int; 2];
+        // SAFETY: two ints for pipe(2); the child only calls async-signal-safe functions (close,
+        // write, dup2, poll) before _exit; the parent closes its ends and waits for it.
+        unsafe {
+            assert_eq!(libc::pipe(ends.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                setup(ends[0], ends[1]);
+                libc::dup2(ends[0], 0);
+                libc::_exit(i32::from(stdin_has_input()));
+            }
+            libc::close(ends[0]);
+            libc::close(ends[1]);
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+            assert!(libc::WIFEXITED(status));
+            libc::WEXITSTATUS(status)
+        }
+    }
+
+    /// Bytes to read say yes, an open empty pipe no, and its end (the writer gone: `POLLHUP`
+    /// without `POLLIN`) yes: the reader then sees the end, where a waiter would poll for ever.
+    #[test]
+    fn input_and_the_end_of_input_both_count_and_an_empty_open_pipe_does_not() {
+        let data: fn(libc::c_int, libc::c_int) = |_, w| {
+            // SAFETY: a valid fd and one byte.
+            unsafe { libc::write(w, b"x".as_ptr().cast(), 1) };
+        };
+        let open: fn(libc::c_int, libc::c_int) = |_, _| {};
+        let ended: fn(libc::c_int, libc::c_int) = |_, w| {
+            // SAFETY: the child's own copy of the write end.
+            unsafe { libc::close(w) };
+        };
+        assert_eq!(child_says(data), 1);
+        assert_eq!(child_says(open), 0);
+        assert_eq!(child_says(ended), 1);
+    }
 }
