@@ -2794,6 +2794,8 @@ mod tests {
             ("refuse_text(\"", ""),
             ("help:\"", ""),
             ("=>\"tree_", "tree_"),
+            // The tree's role labels, looked up once for a drawing (`Labels::new`).
+            ("split(\"tree_", "tree_"),
             ("\"this_is_the_", "this_is_the_"),
             ("\"trusted\"", "trusted"),
             ("\"not_trusted\"", "not_trusted"),
