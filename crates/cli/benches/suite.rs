@@ -2661,14 +2661,17 @@ fn table(rows: &[Row]) -> String {
     let mut out = String::from(
         "| what | measured | compared with | ratio | target | |\n|---|---|---|---|---|---|\n",
     );
+    // A `|` inside a cell (a shell pipe in a command) would end the cell: escaped, as GitHub's
+    // Markdown and mdBook read `\|`, also inside backticks.
+    let cell = |text: &str| text.replace('|', "\\|");
     for r in rows {
         out.push_str(&format!(
             "| {} | {} | {} | {:.2} | {} | {} |\n",
-            r.what,
-            r.measured,
-            r.baseline,
+            cell(&r.what),
+            cell(&r.measured),
+            cell(&r.baseline),
             r.ratio,
-            r.target,
+            cell(&r.target),
             if r.ok { "met" } else { "MISSED" }
         ));
     }
