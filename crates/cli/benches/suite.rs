@@ -608,7 +608,8 @@ fn cost_rows(
     let size = fs::metadata(bin).unwrap().len();
     let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     rows.push(Row {
-        what: "the binary as built (`strip = \"debuginfo\"`: symbols kept for backtraces; fat LTO)".into(),
+        what: "the binary as built (`strip = \"debuginfo\"`: symbols kept for backtraces; fat LTO)"
+            .into(),
         measured: format!("{:.1} MB", mb(size)),
         baseline: format!("{:.0} MB", mb(BINARY_BUDGET)),
         ratio: size as f64 / BINARY_BUDGET as f64,
