@@ -2458,15 +2458,7 @@ println!(\"{}\", x.len());\n}\n```\n\n";
         None
     };
 
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let cores = thread::available_parallelism().map_or(0, |n| n.get());
+    let (cores, cpu) = machine();
     let table = table(&rows);
     println!("\n{table}\nmachine: {cores} cores, {cpu}");
     if let Some(agents) = &agents_table {
@@ -2656,6 +2648,19 @@ fn drawn_in_chromium(pages: &[(&Path, usize)], runs: usize) -> Option<Vec<(Durat
 
 const TABLE_BEGIN: &str = "<!-- bench-table:begin -->";
 const TABLE_END: &str = "<!-- bench-table:end -->";
+
+/// This machine as the tables name it: its cores and its processor's model name.
+fn machine() -> (usize, String) {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    (thread::available_parallelism().map_or(0, |n| n.get()), cpu)
+}
 
 /// The rows as a Markdown table, as the docs show them.
 fn table(rows: &[Row]) -> String {

@@ -414,15 +414,7 @@ pub fn table(new_bin: &Path, runs: usize) -> Option<String> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let cores = thread::available_parallelism().map_or(0, |n| n.get());
+    let (cores, cpu) = super::machine();
     text.push_str(&format!(
         "\nWritten by `NEW_BENCH_AGENTS=1 NEW_BENCH_ONLY=agents cargo bench --bench suite -- --write-docs` \
          on {}: each agent in a network namespace with only loopback, {runs} runs of each by turns \

@@ -703,27 +703,21 @@ mod tests {
     #[test]
     fn an_oauth_object_is_read_and_bad_ones_refused() {
         use crate::mcp::oauth::Grant;
-        let entry = |oauth: serde_json::Value| {
-            server(
-                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
-                None,
-                Origin::User,
-                &env,
-            )
-        };
-        let s = entry(
+        let s = oauth_entry(
             json!({"clientId": "c", "clientSecret": "${TOKEN}", "scopes": "read write",
             "grant": "client_credentials", "callbackPort": 8976}),
+            Origin::User,
         )
         .unwrap();
         assert_eq!(s.oauth.client_secret.as_deref(), Some("s3cret"));
         assert_eq!(s.oauth.scopes, ["read", "write"]);
         assert_eq!(s.oauth.grant, Grant::ClientCredentials);
         assert_eq!(s.oauth.callback_port, 8976);
-        let s = entry(
+        let s = oauth_entry(
             json!({"clientId": "c", "grant": "enterprise_managed", "idp": {
             "issuer": "https://idp.example", "tokenEndpoint": "https://idp.example/token",
             "clientId": "i", "clientSecret": "${TOKEN}", "idTokenFile": "/run/me/id-token"}}),
+            Origin::User,
         )
         .unwrap();
         assert_eq!(s.oauth.grant, Grant::EnterpriseManaged);
@@ -758,7 +752,7 @@ mod tests {
                 "must be an https:// URL",
             ),
         ] {
-            let e = entry(bad).unwrap_err();
+            let e = oauth_entry(bad, Origin::User).unwrap_err();
             assert!(e.contains(said), "{e}");
         }
         let e = server(
@@ -771,33 +765,35 @@ mod tests {
         assert!(e.contains("`oauth` is for an http server"), "{e}");
     }
 
+    /// An http entry named `d` with `oauth` as given, from `origin`.
+    fn oauth_entry(oauth: serde_json::Value, origin: Origin) -> Result<ServerConfig, String> {
+        server(
+            &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
+            None,
+            origin,
+            &env,
+        )
+    }
+
     /// Issue 41 (1): a project's entry that names a file `new` would read and send (the ID token
     /// of an enterprise-managed grant, the key of a signed client-credentials grant) is
     /// refused, saying the file and where it would go; the user's own entry may name them, and
     /// a project's entry that names none is kept.
     #[test]
     fn a_projects_entry_may_not_name_files_and_the_users_may() {
-        let entry = |oauth: serde_json::Value, origin: Origin| {
-            server(
-                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
-                None,
-                origin,
-                &env,
-            )
-        };
         let enterprise = json!({"clientId": "c", "grant": "enterprise_managed", "idp": {
             "issuer": "https://idp.example", "tokenEndpoint": "http://127.0.0.1:9/idp/token",
             "clientId": "i", "idTokenFile": "/proc/self/environ"}});
         let signed = json!({"clientId": "c", "grant": "client_credentials",
             "privateKeyFile": "/home/u/.ssh/id_rsa"});
         assert_eq!(
-            entry(enterprise.clone(), Origin::Project).unwrap_err(),
+            oauth_entry(enterprise.clone(), Origin::Project).unwrap_err(),
             "`oauth.idp.idTokenFile`: this server would read /proc/self/environ and send it to \
              http://127.0.0.1:9/idp/token; a project's entry may not name files; an entry of \
              your own config (`mcp.servers` in the user's config.json) may"
         );
         assert_eq!(
-            entry(signed.clone(), Origin::Project).unwrap_err(),
+            oauth_entry(signed.clone(), Origin::Project).unwrap_err(),
             "`oauth.privateKeyFile`: this server would read /home/u/.ssh/id_rsa and sign with it \
              what goes to the token endpoint of https://d.example/mcp; a project's entry may \
              not name files; an entry of your own config (`mcp.servers` in the user's \
@@ -807,18 +803,18 @@ mod tests {
         let mut both = enterprise.clone();
         both["privateKeyFile"] = json!("/k");
         assert!(
-            entry(both, Origin::Project)
+            oauth_entry(both, Origin::Project)
                 .unwrap_err()
                 .starts_with("`oauth.idp.idTokenFile`")
         );
-        assert!(entry(enterprise, Origin::User).is_ok());
-        assert!(entry(signed, Origin::User).is_ok());
+        assert!(oauth_entry(enterprise, Origin::User).is_ok());
+        assert!(oauth_entry(signed, Origin::User).is_ok());
         let secret = json!({"clientId": "c", "grant": "client_credentials", "clientSecret": "s"});
-        assert!(entry(secret, Origin::Project).is_ok());
+        assert!(oauth_entry(secret, Origin::Project).is_ok());
         // A path with a terminal's control characters is said escaped.
         let odd = json!({"clientId": "c", "grant": "client_credentials",
             "privateKeyFile": "/k\u{1b}[2J"});
-        let e = entry(odd, Origin::Project).unwrap_err();
+        let e = oauth_entry(odd, Origin::Project).unwrap_err();
         assert!(!e.contains('\u{1b}'), "{e:?}");
     }
 
@@ -828,23 +824,15 @@ mod tests {
     #[test]
     fn only_the_users_entry_names_a_client_metadata_document_and_none_is_the_default() {
         use crate::mcp::oauth::ClientMetadata;
-        let entry = |oauth: serde_json::Value, origin: Origin| {
-            server(
-                &json!({"name": "d", "url": "https://d.example/mcp", "oauth": oauth}),
-                None,
-                origin,
-                &env,
-            )
-        };
         let url = "https://org.example/new-client.json";
         let named = json!({"clientMetadataUrl": url});
         assert_eq!(
-            entry(named.clone(), Origin::Project).unwrap_err(),
+            oauth_entry(named.clone(), Origin::Project).unwrap_err(),
             "`oauth.clientMetadataUrl`: a project's entry may not name a client ID metadata \
              document (https://org.example/new-client.json); an entry of your own config \
              (`mcp.servers` in the user's config.json) may"
         );
-        let user = entry(named, Origin::User).unwrap();
+        let user = oauth_entry(named, Origin::User).unwrap();
         assert_eq!(user.oauth.client_metadata, ClientMetadata::Url(url.into()));
         for (oauth, origin) in [
             (json!({}), Origin::User),
@@ -852,7 +840,7 @@ mod tests {
             (json!({"clientMetadataUrl": false}), Origin::Project),
             (json!({"clientMetadataUrl": null}), Origin::User),
         ] {
-            let s = entry(oauth, origin).unwrap();
+            let s = oauth_entry(oauth, origin).unwrap();
             assert_eq!(s.oauth.client_metadata.url(), None);
         }
     }
