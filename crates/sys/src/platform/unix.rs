@@ -283,9 +283,7 @@ impl SavedTerminal {
             t.c_cc[libc::VTIME] = 0;
         })
     }
-}
 
-impl SavedTerminal {
     /// Keys come one at a time, unechoed, Ctrl-C as its byte rather than a signal (a question
     /// answered by one key); a read returns within a tenth of a second even with nothing typed.
     pub fn single_keys() -> Option<SavedTerminal> {

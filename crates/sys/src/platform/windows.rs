@@ -374,9 +374,7 @@ impl SavedTerminal {
     pub fn keys_as_typed() -> Option<SavedTerminal> {
         Self::raw_keys()
     }
-}
 
-impl SavedTerminal {
     /// Keys come one at a time, unechoed, Ctrl-C as its character rather than a signal (a
     /// question answered by one key; see [`read_keys`]).
     pub fn single_keys() -> Option<SavedTerminal> {
