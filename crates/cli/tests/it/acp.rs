@@ -1036,3 +1036,51 @@ fn control_characters_in_titles_and_arguments_reach_the_editor_escaped() {
     );
     assert!(client.close());
 }
+
+/// A cloned project opened in an editor starts nothing it brings: its Claude Code hooks and its
+/// `.mcp.json` server wait for a trust nobody can give over ACP (the same project trusted in a
+/// terminal runs both, so the files are ones that would run), and the prompt is still answered.
+#[cfg(unix)]
+#[test]
+fn an_untrusted_project_s_hooks_and_mcp_servers_start_nothing_through_acp() {
+    let env = Env::new();
+    let hook_ran = env.dir.path().join("hook-ran");
+    // Inside WORKDIR: a server runs in the command sandbox, which writes there only.
+    let server_ran = env.work().join("server-ran");
+    fs::create_dir_all(env.work().join(".claude")).unwrap();
+    fs::write(
+        env.work().join(".claude/settings.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+            {"type": "command", "command": format!("touch {}", hook_ran.display())}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    fs::write(
+        env.work().join(".mcp.json"),
+        json!({"mcpServers": {"planted": {"command": "touch",
+            "args": [server_ran.display().to_string()]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(vec![text(&["Answered."]), text(&["Trusted."])]);
+    let mut client = Client::start(&env, &server, &[]);
+    let session = client.new_session(&env.work());
+    let from = client.seen.len();
+    let answer = client.prompt(&session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(client.said(from), "Answered.");
+    assert!(client.close());
+    assert!(!hook_ran.exists(), "an untrusted project's hook ran");
+    assert!(
+        !server_ran.exists(),
+        "an untrusted project's MCP server started"
+    );
+    // The same files, trusted at a terminal: both run.
+    let run = env.run(&server.base_url, &["--trust-project", "-p", "again"], "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(hook_ran.exists(), "the trusted hook did not run: {run:?}");
+    assert!(
+        server_ran.exists(),
+        "the trusted server did not start: {run:?}"
+    );
+}
