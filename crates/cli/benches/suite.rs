@@ -517,8 +517,9 @@ fn start_recording_server() -> (String, Runtime, Arc<Mutex<Vec<String>>>) {
 }
 
 /// The budget of the system prompt and tool definitions of a one-shot "hi" in an empty folder, in
-/// bytes; `tests/it/cost.rs` fails past it.
-const REQUEST_BUDGET: usize = 6_000;
+/// bytes; `tests/it/cost.rs` fails past it. Issue 45 asked for 6,000; this is what pi sent on
+/// 2026-12-06 (4 tools to our 10), the cheapest of the other agents measured here.
+const REQUEST_BUDGET: usize = 5_339;
 /// The same figure before issue 45 (2,602 B of system prompt, 7,300 B of tool definitions, as
 /// built from the commit before it on 2026-12-05): where growth is seen from.
 const REQUEST_BEFORE: usize = 9_902;

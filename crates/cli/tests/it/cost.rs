@@ -17,8 +17,9 @@ use std::process::Command;
 
 /// The most bytes of system prompt and tool definitions (the `tools` array as sent) the first
 /// request of a one-shot "hi" in an empty folder may carry. The bench's `cost` row writes the
-/// figure of each run.
-const BUDGET: usize = 6_000;
+/// figure of each run. Issue 45 asked for 6,000; this is what pi, the cheapest of the other agents
+/// measured (docs/src/performance.md), sent on 2026-12-06 with 4 tools to our 10.
+const BUDGET: usize = 5_339;
 
 /// (system prompt, tool definitions) of a request as the server received it, in bytes.
 fn cost(request: &Value) -> (usize, usize) {

@@ -441,7 +441,7 @@ fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
     let requests = server.requests();
     let prompt = system_prompt(&requests[0]);
     assert!(
-        prompt.contains("- `config-management` (built-in): How new itself is configured"),
+        prompt.contains("- `config-management`: new's own settings"),
         "{prompt}"
     );
     assert!(prompt.contains("- `where` (user): Says where"), "{prompt}");
@@ -512,11 +512,11 @@ fn built_in_skills_describe_the_configuration_and_the_project_from_the_truth() {
     );
     let index = system_prompt(&requests[0]);
     assert!(
-        index.contains("- `codebase-overview` (built-in): How new itself is built"),
+        index.contains("- `codebase-overview`: new's own code"),
         "{index}"
     );
     assert!(
-        index.contains("- `project-overview` (built-in): The working folder's layout"),
+        index.contains("- `project-overview`: The working folder's layout"),
         "{index}"
     );
 }

@@ -187,7 +187,7 @@ fn a_defined_subagent_works_in_its_own_context_with_its_role_s_tools() {
             .contains("explore (built-in): Finds where things are"),
         "{run:?}"
     );
-    assert!(run.stdout.contains("general-purpose (built-in): Carries out a task on its own with every tool the session allows · tools: every tool the session allows"), "{run:?}");
+    assert!(run.stdout.contains("general-purpose (built-in): Carries out a task on its own with every tool allowed · tools: every tool the session allows"), "{run:?}");
 }
 
 /// `metadata`: structured input, given to the subagent as JSON after its task and kept in its

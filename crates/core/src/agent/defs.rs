@@ -84,7 +84,7 @@ const READ_TOOLS: &[&str] = &["read_file", "list_files", "glob", "grep"];
 const BUILTIN: &[(&str, &str, Option<&[&str]>, &str)] = &[
     (
         "explore",
-        "Finds where things are in the code, with paths and line numbers",
+        "Finds where things are in the code (paths, line numbers)",
         Some(READ_TOOLS),
         "You are a subagent exploring a codebase for another agent. Use the read tools to find \
          what the task asks about: search with grep and glob, read the files that matter. Report \
@@ -93,7 +93,7 @@ const BUILTIN: &[(&str, &str, Option<&[&str]>, &str)] = &[
     ),
     (
         "plan",
-        "Proposes a plan for a change, naming the files to change",
+        "Plans a change, naming the files to change",
         Some(READ_TOOLS),
         "You are a subagent planning a change for another agent. Read the code the task touches, \
          then propose a plan: the steps in order, and for each the files and functions to change \
@@ -102,7 +102,7 @@ const BUILTIN: &[(&str, &str, Option<&[&str]>, &str)] = &[
     ),
     (
         "general-purpose",
-        "Carries out a task on its own with every tool the session allows",
+        "Carries out a task on its own with every tool allowed",
         None,
         "You are a subagent carrying out a task for another agent, with its tools. Work until the \
          task is done, then answer with what you did and what you found: that answer is all the \

@@ -95,19 +95,19 @@ impl Subagents {
         ToolSpec {
             name: "agent".into(),
             description: format!(
-                "Delegates a task to a subagent with a context of its own, which answers with its \
-                 findings. `type`: `defined` (default) starts fresh as `role`, `fork` from a copy of \
-                 this conversation. You wait up to `foreground_wait_seconds`, then it goes on in \
-                 the background (`background: true`: at once) and you get a task id; its answer \
-                 comes in a later message. `metadata`: a JSON object, as a string, it gets as input. \
-                 Roles:{roles}"
+                "Delegates a task (all it needs to know) to a subagent with its own context, which \
+                 answers with its findings. \
+                 `type`: `defined` (default) starts fresh as `role`, `fork` from a copy of this \
+                 conversation. After `foreground_wait_seconds` (at once if `background`) it goes \
+                 on in the background: you get a task id, its answer comes in a later message. \
+                 `metadata`: a JSON object, as a string, for its input. Roles:{roles}"
             ),
             parameters: json!({
                 "type": "object",
                 "properties": {
                     "type": {"type": "string", "enum": ["defined", "fork"]},
                     "role": {"type": "string"},
-                    "task": {"type": "string", "description": "all it needs to know"},
+                    "task": {"type": "string"},
                     // A string holding the object: some providers (Gemini) refuse an object
                     // parameter that declares no properties.
                     "metadata": {"type": "string"},
@@ -125,9 +125,8 @@ impl Subagents {
     pub fn status_spec() -> ToolSpec {
         ToolSpec {
             name: "task_status".into(),
-            description: "State of an `agent` task (running, completed, failed, stopped); once \
-                          ended, its text, error and token use. `wait_seconds`: wait for its end \
-                          first."
+            description: "An `agent` task's state; once ended, its answer, error and token use. \
+                          `wait_seconds`: wait for its end first."
                 .into(),
             parameters: json!({
                 "type": "object",

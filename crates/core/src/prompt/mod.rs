@@ -10,7 +10,7 @@ pub mod agents;
 use crate::fs::project_file;
 use crate::fs::project_file::ProjectFiles;
 use crate::layers::{BUILTIN_ROLES, LayerKind, Layers};
-use crate::skill::{SkillRegistry, find_git_dir, operating_system};
+use crate::skill::{SkillRegistry, Tier, find_git_dir, operating_system};
 use std::fs;
 use std::io;
 use std::path::PathBuf;
@@ -157,8 +157,12 @@ pub fn system_prompt_parts(
     let index: Vec<String> = skills
         .on_demand()
         .map(|s| {
-            // Where it comes from: a project's skill is the project's word, not the user's.
-            let mut line = format!("- `{}` ({})", s.name, s.tier.label());
+            // Where it comes from: a project's skill is the project's word, not the user's. A
+            // built-in one goes unmarked (it is new's own, and the index is sent every request).
+            let mut line = format!("- `{}`", s.name);
+            if s.tier != Tier::Builtin {
+                line.push_str(&format!(" ({})", s.tier.label()));
+            }
             if !s.description.is_empty() {
                 line.push_str(": ");
                 line.push_str(&s.description.replace('\n', " "));
@@ -349,10 +353,7 @@ mod tests {
         assert!(prompt.starts_with("You are a helpful assistant"));
         // `new`'s own skills are offered on demand: listed, not injected; the example skills
         // ship off (issue 44): a new user's prompt does not name them.
-        assert!(
-            prompt.contains("\n- `codebase-overview` (built-in): "),
-            "{prompt}"
-        );
+        assert!(prompt.contains("\n- `codebase-overview`: "), "{prompt}");
         assert!(!prompt.contains("code-reviewer"), "{prompt}");
         assert!(!prompt.contains("data-analyst"), "{prompt}");
         assert!(!prompt.contains("## Skill: "), "{prompt}");

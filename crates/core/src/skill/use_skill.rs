@@ -135,8 +135,8 @@ impl Tool for UseSkill {
     }
 
     fn description(&self) -> &str {
-        "Load a skill listed under Skills when the task matches its description, then follow it. \
-         Its files can then be read at the paths it gives."
+        "Load a skill of the Skills list when the task matches it, then follow it; read its files \
+         at the paths it gives."
     }
 
     fn parameters(&self) -> Value {

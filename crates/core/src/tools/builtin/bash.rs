@@ -97,11 +97,11 @@ fn describe(kind: ShellKind, windows: bool) -> String {
         _ => "Run a bash command in the working folder; returns its exit code, stdout and stderr.",
     };
     format!(
-        "{shell} For builds, tests, git and other command-line tools. No terminal or stdin; long \
-         output keeps its start and end; timeout 30 s (`timeout_seconds`: up to 600). In new's \
-         sandbox, if on, a command writes only in the working folder and $TMPDIR (not .git, \
-         .new), secret folders look empty and the network is off unless configured; one that \
-         truly needs more may set `sandbox: false` and a `reason` (the user is asked)."
+        "{shell} No terminal or stdin; long output keeps its start and \
+         end; timeout 30 s (`timeout_seconds`: up to 600). In new's sandbox (if \
+         on) it writes only in the working folder and $TMPDIR (not .git, .new), secret folders \
+         look empty, no network unless configured; if truly needed, set `sandbox: false` with a \
+         `reason` (the user is asked)."
     )
 }
 

@@ -15,9 +15,8 @@ impl Tool for EditFile {
     }
 
     fn description(&self) -> &str {
-        "Replace `old_string` by `new_string` in a file. `old_string` must match exactly, whitespace \
-         included, and occur once unless `replace_all`: read the file first; add surrounding lines \
-         to make it unique."
+        "Replace `old_string` (exact, whitespace included: read the file first) by `new_string`; \
+         it must occur once unless `replace_all` (add surrounding lines to make it unique)."
     }
 
     fn parameters(&self) -> Value {

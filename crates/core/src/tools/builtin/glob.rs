@@ -23,9 +23,8 @@ impl Tool for Glob {
     }
 
     fn description(&self) -> &str {
-        "Find files by name pattern, newest first, skipping .gitignored ones. `*.rs` matches the \
-         name in any folder, a pattern with a slash the path (`src/**/*.ts`). `path`: the folder to \
-         search."
+        "Find files by name pattern (`*.rs` in any folder; with a slash, a path: `src/**/*.ts`), \
+         newest first, skipping .gitignored ones. `path`: folder to search."
     }
 
     fn parameters(&self) -> Value {

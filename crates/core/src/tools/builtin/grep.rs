@@ -32,8 +32,8 @@ impl Tool for Grep {
     }
 
     fn description(&self) -> &str {
-        "Search file contents by regex (Rust syntax), skipping binary and .gitignored files; returns \
-         `path:line:text` lines. `path`: a folder or file; `glob`: a file filter (`*.rs`); \
+        "Search file contents by regex (Rust syntax), skipping binary and .gitignored files. \
+         `path`: folder or file; `glob`: file filter (`*.rs`); \
          `context`: lines around each match (at most 10)."
     }
 

@@ -26,8 +26,8 @@ impl Tool for ListFiles {
     }
 
     fn description(&self) -> &str {
-        "List a folder (default: the working folder). `recursive`: the whole tree after a summary of \
-         it, per folder when very large."
+        "List a folder (default: the working folder). `recursive`: the whole tree, after a summary \
+         (per folder when very large)."
     }
 
     fn parameters(&self) -> Value {

@@ -30,8 +30,8 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file; its lines come numbered. A long file comes in parts: the footer says how \
-         to read the next. `offset`: first line (from 1); `limit`: lines (default 2000)."
+        "Read a text file, its lines numbered. A long file comes in parts; the footer says how to \
+         read on. `offset`: first line (from 1); `limit`: lines (default 2000)."
     }
 
     fn parameters(&self) -> Value {

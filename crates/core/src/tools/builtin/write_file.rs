@@ -14,7 +14,7 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Create or replace a whole file, and any missing parent folder. Reports what changed."
+        "Create or replace a whole file (and missing parent folders)."
     }
 
     fn parameters(&self) -> Value {
