@@ -172,7 +172,8 @@ struct Agent {
     models: Arc<Mutex<HashMap<String, Vec<String>>>>,
     /// The editor reads files for us (`fs.readTextFile`): its buffers, unsaved changes included.
     editor_reads: bool,
-    /// The threads of the turns started (each answers its prompt itself).
+    /// The threads of the turns started (each answers its prompt itself) and of the sessions'
+    /// warm-ups.
     turns: Vec<JoinHandle<()>>,
 }
 
@@ -224,7 +225,7 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
                     agent.wire.respond(&id, result);
                     for (session, commands) in after {
                         agent.offer_commands(&session, commands);
-                        agent.fetch_models(&session);
+                        agent.warm_up(&session);
                     }
                 }
                 Err(e) => agent.wire.error(&id, &e),
@@ -589,48 +590,62 @@ impl Agent {
         ))
     }
 
-    /// Asks the provider for its models in the background, once per server: the list comes to
-    /// the session as a `config_option_update` (the session's answer does not wait for it).
-    fn fetch_models(&self, session: &str) {
+    /// What the session's first request needs from the server, asked while the editor's user
+    /// writes the first prompt instead of after it: the context window of a model neither the
+    /// configuration nor its family names (`/props`; the connection stays open for the prompt).
+    /// A prompt sent at once waits for the engine that is asking, as it would have asked itself.
+    /// Then the provider's models, once per server, come to the session as a
+    /// `config_option_update` (its answer did not wait for them).
+    fn warm_up(&mut self, session: &str) {
         let Ok(view) = self.view(session) else {
             return;
         };
-        let engine = self.engine(&view.conversation);
-        let url = engine.provider.settings().base_url.clone();
-        if self
-            .models
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&url)
-        {
+        let Some(open) = self.open.get(&view.conversation).cloned() else {
             return;
-        }
-        let provider = engine.provider.clone();
-        let (mode, model, thinking) = (
-            engine.policy.mode.as_str().to_string(),
-            engine.config.model.clone(),
-            thinking(&engine),
+        };
+        let (runtime, cache, wire, session) = (
+            self.runtime.clone(),
+            self.models.clone(),
+            self.wire.clone(),
+            session.to_string(),
         );
-        drop(engine);
-        let (cache, wire, session) = (self.models.clone(), self.wire.clone(), session.to_string());
-        self.runtime.spawn(async move {
-            let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
-            let models: Vec<String> = match asked {
-                Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
-                _ => return,
-            };
-            cache
+        self.turns.push(thread::spawn(move || {
+            let mut engine = open.engine();
+            runtime.block_on(engine.learn_server_window());
+            let url = engine.provider.settings().base_url.clone();
+            if cache
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(url, models.clone());
-            update(
-                &wire,
-                &session,
-                SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
-                    &mode, &model, models, thinking,
-                ))),
+                .contains_key(&url)
+            {
+                return;
+            }
+            let provider = engine.provider.clone();
+            let (mode, model, thinking) = (
+                engine.policy.mode.as_str().to_string(),
+                engine.config.model.clone(),
+                thinking(&engine),
             );
-        });
+            drop(engine);
+            runtime.spawn(async move {
+                let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
+                let models: Vec<String> = match asked {
+                    Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
+                    _ => return,
+                };
+                cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(url, models.clone());
+                update(
+                    &wire,
+                    &session,
+                    SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
+                        &mode, &model, models, thinking,
+                    ))),
+                );
+            });
+        }));
     }
 
     fn set_option(&self, session: &str, option: &str, value: &str) -> Result<(), RpcError> {

@@ -1084,3 +1084,34 @@ fn an_untrusted_project_s_hooks_and_mcp_servers_start_nothing_through_acp() {
         "the trusted server did not start: {run:?}"
     );
 }
+
+/// What the first request needs from the server is asked when the session opens, while the
+/// editor's user writes: a model of no known family gets its window from llama-server's `/props`
+/// before any prompt, and the prompt does not ask again; `/context` shows that window.
+#[test]
+fn the_window_of_an_unknown_model_is_asked_when_the_session_opens_not_at_the_prompt() {
+    let server = Server::start(vec![text(&["Hello."]), text(&["Again."])]);
+    server.serve_props(12_288);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--model", "m-test"]);
+    let session = client.new_session(&env.work());
+    let deadline = Instant::now() + WAIT;
+    while server.props_asked() == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(server.props_asked(), 1, "asked once the session opened");
+    assert!(server.requests().is_empty(), "no prompt yet");
+    let answer = client.prompt(&session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let from = client.seen.len();
+    let context = client.prompt(&session, "/context");
+    assert_eq!(context["result"]["stopReason"], "end_turn", "{context}");
+    let shown = client.said(from);
+    assert!(
+        shown.contains("12k") || shown.contains("12,288") || shown.contains("12288"),
+        "{shown}"
+    );
+    assert_eq!(server.props_asked(), 1, "the prompt did not ask again");
+    assert_eq!(server.requests().len(), 1);
+    assert!(client.close());
+}

@@ -134,6 +134,9 @@ struct Shared {
     review: Mutex<Option<(String, Duration)>>,
     reviews: Mutex<Vec<Value>>,
     replies: Mutex<VecDeque<Reply>>,
+    /// The window llama-server's `GET /props` tells (none: that route answers 404), and how many
+    /// times it was asked.
+    props: Mutex<(Option<u64>, usize)>,
     /// Replies to the built-in roles' subagents (their system prompt starts with
     /// [`SUBAGENT_START`]), kept apart when set: they run beside their parent.
     subagent_replies: Mutex<Option<VecDeque<Reply>>>,
@@ -162,6 +165,7 @@ impl Server {
             review: Mutex::new(None),
             reviews: Mutex::new(Vec::new()),
             replies: Mutex::new(replies.into()),
+            props: Mutex::new((None, 0)),
             subagent_replies: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             headers: Mutex::new(Vec::new()),
@@ -170,6 +174,7 @@ impl Server {
             .route("/v1/chat/completions", post(handle))
             .route("/v1/messages", post(handle))
             .route("/v1/models", routing::get(models))
+            .route("/props", routing::get(props))
             .with_state(shared.clone());
         let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -184,6 +189,16 @@ impl Server {
     }
 
     /// Gives the server a context window of `tokens` (4 characters each).
+    /// Plays llama-server's `GET /props`, telling a context window of `tokens`.
+    pub fn serve_props(&self, tokens: u64) {
+        self.shared.props.lock().unwrap().0 = Some(tokens);
+    }
+
+    /// How many times `GET /props` was asked.
+    pub fn props_asked(&self) -> usize {
+        self.shared.props.lock().unwrap().1
+    }
+
     pub fn set_window(&self, tokens: u64) {
         *self.shared.window.lock().unwrap() = Some(tokens);
     }
@@ -467,6 +482,21 @@ fn sse_event(payload: &str) -> String {
     {
         Some(kind) => format!("event: {kind}\ndata: {payload}\n\n"),
         None => format!("data: {payload}\n\n"),
+    }
+}
+
+async fn props(State(shared): State<Arc<Shared>>) -> Response {
+    let window = {
+        let mut props = shared.props.lock().unwrap();
+        props.1 += 1;
+        props.0
+    };
+    match window {
+        Some(n) => status(
+            200,
+            &json!({"default_generation_settings": {"n_ctx": n}}).to_string(),
+        ),
+        None => status(404, r#"{"error":"not found"}"#),
     }
 }
 
