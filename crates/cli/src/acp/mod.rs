@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -84,7 +84,7 @@ struct Control {
 
 impl Control {
     fn list(&self) -> MutexGuard<'_, Vec<Arc<Running>>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.running)
     }
 
     fn running(&self, session: &str) -> Option<Arc<Running>> {
@@ -143,15 +143,23 @@ struct Open {
     interrupts: Arc<watch::Sender<u64>>,
     /// The editor session whose turn runs now (the editor's file reads name it).
     current: Arc<Mutex<String>>,
+    /// A prompt came (the model list then waits for the end of its turn: the first request
+    /// does not need it).
+    prompted: AtomicBool,
+    /// The editor session owed the model list, asked when the turn running now ends.
+    models_due: Mutex<Option<String>>,
 }
 
 impl Open {
     fn engine(&self) -> MutexGuard<'_, Session> {
-        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.engine)
     }
 }
 
 type Views = Arc<Mutex<HashMap<String, View>>>;
+
+/// The models each provider (by base URL) said it offers.
+type ModelCache = Arc<Mutex<HashMap<String, Vec<String>>>>;
 
 /// An editor session: a conversation, where its cursor is, and for a fork the branch it names.
 #[derive(Debug, Clone)]
@@ -169,7 +177,7 @@ struct Agent {
     open: HashMap<String, Arc<Open>>,
     views: Views,
     /// The models each provider (by base URL) said it offers.
-    models: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    models: ModelCache,
     /// The editor reads files for us (`fs.readTextFile`): its buffers, unsaved changes included.
     editor_reads: bool,
     /// The threads of the turns started (each answers its prompt itself) and of the sessions'
@@ -377,6 +385,8 @@ impl Agent {
                 engine: Mutex::new(opened.engine),
                 interrupts: opened.interrupts,
                 current,
+                prompted: AtomicBool::new(false),
+                models_due: Mutex::new(None),
             }),
         );
         Ok(id)
@@ -388,7 +398,7 @@ impl Agent {
     }
 
     fn views(&self) -> MutexGuard<'_, HashMap<String, View>> {
-        self.views.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.views)
     }
 
     fn new_session(&mut self, params: &Value) -> Result<Done, RpcError> {
@@ -575,10 +585,7 @@ impl Agent {
     fn config_options(&self, session: &str) -> Result<Vec<SessionConfigOption>, RpcError> {
         let view = self.view(session)?;
         let engine = self.engine(&view.conversation);
-        let models = self
-            .models
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let models = lock(&self.models)
             .get(&engine.provider.settings().base_url)
             .cloned()
             .unwrap_or_default();
@@ -594,8 +601,8 @@ impl Agent {
     /// writes the first prompt instead of after it: the context window of a model neither the
     /// configuration nor its family names (`/props`; the connection stays open for the prompt).
     /// A prompt sent at once waits for the engine that is asking, as it would have asked itself.
-    /// Then the provider's models, once per server, come to the session as a
-    /// `config_option_update` (its answer did not wait for them).
+    /// Then the provider's models (see [`ask_models`]), unless a prompt came meanwhile: they
+    /// wait for the end of its turn.
     fn warm_up(&mut self, session: &str) {
         let Ok(view) = self.view(session) else {
             return;
@@ -612,39 +619,11 @@ impl Agent {
         self.turns.push(thread::spawn(move || {
             let mut engine = open.engine();
             runtime.block_on(engine.learn_server_window());
-            let url = engine.provider.settings().base_url.clone();
-            if cache
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&url)
-            {
-                return;
+            if open.prompted.load(Ordering::SeqCst) {
+                *lock(&open.models_due) = Some(session);
+            } else {
+                ask_models(&engine, &cache, &wire, &runtime, session);
             }
-            let provider = engine.provider.clone();
-            let (mode, model, thinking) = (
-                engine.policy.mode.as_str().to_string(),
-                engine.config.model.clone(),
-                thinking(&engine),
-            );
-            drop(engine);
-            runtime.spawn(async move {
-                let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
-                let models: Vec<String> = match asked {
-                    Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
-                    _ => return,
-                };
-                cache
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(url, models.clone());
-                update(
-                    &wire,
-                    &session,
-                    SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
-                        &mode, &model, models, thinking,
-                    ))),
-                );
-            });
         }));
     }
 
@@ -779,17 +758,19 @@ impl Agent {
             })?;
         let text = prompt_text(&blocks);
         let open = self.open[&view.conversation].clone();
+        open.prompted.store(true, Ordering::SeqCst);
         let running = Arc::new(Running {
             session: session.clone(),
             cancelled: AtomicBool::new(false),
             interrupts: open.interrupts.clone(),
         });
         self.control.start(running.clone())?;
-        let (wire, control, runtime, views) = (
+        let (wire, control, runtime, views, cache) = (
             self.wire.clone(),
             self.control.clone(),
             self.runtime.clone(),
             self.views.clone(),
+            self.models.clone(),
         );
         self.turns.retain(|turn| !turn.is_finished());
         self.turns.push(thread::spawn(move || {
@@ -798,6 +779,10 @@ impl Agent {
             match answer {
                 Ok(response) => wire.respond(&id, response),
                 Err(e) => wire.error(&id, &e),
+            }
+            let due = lock(&open.models_due).take();
+            if let Some(session) = due {
+                ask_models(&open.engine(), &cache, &wire, &runtime, session);
             }
         }));
         Ok(())
@@ -831,10 +816,8 @@ fn run_turn(
 ) -> Result<PromptResponse, RpcError> {
     let session = running.session.as_str();
     let mut engine = open.engine();
-    *open.current.lock().unwrap_or_else(|e| e.into_inner()) = session.to_string();
-    let view = views
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    *lock(&open.current) = session.to_string();
+    let view = lock(views)
         .get(session)
         .cloned()
         .ok_or_else(|| RpcError::new(RESOURCE_NOT_FOUND, format!("no session {session}")))?;
@@ -862,11 +845,7 @@ fn run_turn(
     {
         tracing::warn!(error = %e, "moving the fork's branch name");
     }
-    if let Some(v) = views
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_mut(session)
-    {
+    if let Some(v) = lock(views).get_mut(session) {
         v.cursor = cursor;
     }
     let reason = match end {
@@ -883,6 +862,48 @@ fn run_turn(
 }
 
 /// The reasoning level of a session whose provider has one: its thinking budget now.
+/// Asks the provider of `engine` for its models in the background, once per server: the list
+/// comes to `session` as a `config_option_update` (its answer did not wait for it).
+fn ask_models(
+    engine: &Session,
+    cache: &ModelCache,
+    wire: &Arc<Wire>,
+    runtime: &Runtime,
+    session: String,
+) {
+    let url = engine.provider.settings().base_url.clone();
+    if lock(cache).contains_key(&url) {
+        return;
+    }
+    let provider = engine.provider.clone();
+    let (mode, model, thinking) = (
+        engine.policy.mode.as_str().to_string(),
+        engine.config.model.clone(),
+        thinking(engine),
+    );
+    let (cache, wire) = (cache.clone(), wire.clone());
+    runtime.spawn(async move {
+        let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
+        let models: Vec<String> = match asked {
+            Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
+            _ => return,
+        };
+        lock(&cache).insert(url, models.clone());
+        update(
+            &wire,
+            &session,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
+                &mode, &model, models, thinking,
+            ))),
+        );
+    });
+}
+
+/// A lock, whether or not a thread panicked while holding it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn thinking(engine: &Session) -> Option<Option<u32>> {
     engine
         .provider

@@ -97,6 +97,12 @@ impl Client {
         }
     }
 
+    /// Reads one more message into `seen`.
+    fn next_line_seen(&mut self) {
+        let message = self.next_line();
+        self.seen.push(message);
+    }
+
     /// Waits for the answer to request `id`; the agent's requests are answered by `answer`
     /// (`{"rpcError": MESSAGE}` answers with that error).
     fn wait(&mut self, id: u64, answer: &mut dyn FnMut(&Value) -> Value) -> Value {
@@ -1113,5 +1119,41 @@ fn the_window_of_an_unknown_model_is_asked_when_the_session_opens_not_at_the_pro
     );
     assert_eq!(server.props_asked(), 1, "the prompt did not ask again");
     assert_eq!(server.requests().len(), 1);
+    assert!(client.close());
+}
+
+/// The model list is not needed by the first request: with no prompt it comes soon after the
+/// session opens; a prompt sent at once goes first, and the list is asked when its turn ends.
+#[test]
+fn the_model_list_waits_for_a_prompt_sent_at_once() {
+    let server = Server::start(vec![text(&["Hello."])]);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--model", "m-test"]);
+    client.new_session(&env.work());
+    let deadline = Instant::now() + WAIT;
+    while server.models_asked_after().is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(server.models_asked_after(), [0], "asked with no prompt");
+    assert!(client.close());
+
+    let server = Server::start(vec![text(&["Hello."])]);
+    server.serve_props_after(8_192, Duration::from_millis(300));
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--model", "m-test"]);
+    let session = client.new_session(&env.work());
+    let answer = client.prompt(&session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    while client.updates(0, "config_option_update").is_empty() {
+        client.next_line_seen();
+    }
+    assert_eq!(
+        server.models_asked_after(),
+        [1],
+        "asked once, after the prompt's request"
+    );
+    let update = &client.updates(0, "config_option_update")[0];
+    assert!(update.to_string().contains("model-a"), "{update}");
+    assert_eq!(server.props_asked(), 1);
     assert!(client.close());
 }

@@ -137,6 +137,10 @@ struct Shared {
     /// The window llama-server's `GET /props` tells (none: that route answers 404), and how many
     /// times it was asked.
     props: Mutex<(Option<u64>, usize)>,
+    /// How long `GET /props` takes to answer.
+    props_delay: Mutex<Duration>,
+    /// For each `GET /models`: how many model requests had come before it.
+    models_after: Mutex<Vec<usize>>,
     /// Replies to the built-in roles' subagents (their system prompt starts with
     /// [`SUBAGENT_START`]), kept apart when set: they run beside their parent.
     subagent_replies: Mutex<Option<VecDeque<Reply>>>,
@@ -166,6 +170,8 @@ impl Server {
             reviews: Mutex::new(Vec::new()),
             replies: Mutex::new(replies.into()),
             props: Mutex::new((None, 0)),
+            props_delay: Mutex::new(Duration::ZERO),
+            models_after: Mutex::new(Vec::new()),
             subagent_replies: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             headers: Mutex::new(Vec::new()),
@@ -192,6 +198,17 @@ impl Server {
     /// Plays llama-server's `GET /props`, telling a context window of `tokens`.
     pub fn serve_props(&self, tokens: u64) {
         self.shared.props.lock().unwrap().0 = Some(tokens);
+    }
+
+    /// [`Server::serve_props`], answering after `delay`.
+    pub fn serve_props_after(&self, tokens: u64, delay: Duration) {
+        self.serve_props(tokens);
+        *self.shared.props_delay.lock().unwrap() = delay;
+    }
+
+    /// For each `GET /models` asked: how many model requests had come before it.
+    pub fn models_asked_after(&self) -> Vec<usize> {
+        self.shared.models_after.lock().unwrap().clone()
     }
 
     /// How many times `GET /props` was asked.
@@ -486,6 +503,8 @@ fn sse_event(payload: &str) -> String {
 }
 
 async fn props(State(shared): State<Arc<Shared>>) -> Response {
+    let delay = *shared.props_delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
     let window = {
         let mut props = shared.props.lock().unwrap();
         props.1 += 1;
@@ -502,6 +521,8 @@ async fn props(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.headers.lock().unwrap().push(headers);
+    let before = shared.requests.lock().unwrap().len();
+    shared.models_after.lock().unwrap().push(before);
     status(
         200,
         r#"{"object":"list","data":[{"id":"model-b","object":"model"},{"id":"model-a","object":"model","display_name":"Model A"}]}"#,
