@@ -628,12 +628,15 @@ impl Conversation {
     /// outermost), or a part of it that `off` says to leave; `id` itself when it is in neither.
     pub fn off_side<'a>(&'a self, id: &'a str, off: &dyn Fn(&str) -> bool) -> &'a str {
         let mut out = id;
-        let mut at = self.get(id);
-        while let Some(m) = at {
+        // Up by the parent links (a message's `parent_id` is its parent's id): no id is hashed
+        // and looked up on the way, however deep the node.
+        let mut at = self.position(id);
+        while let Some(p) = at {
+            let m = &self.nodes[p];
             if m.side || off(&m.id) {
                 out = m.parent_id.as_deref().unwrap_or(&self.root_id);
             }
-            at = m.parent_id.as_deref().and_then(|p| self.get(p));
+            at = self.parent_position(p);
         }
         out
     }
