@@ -338,17 +338,19 @@ fn each_row<'a>(
         }
         return;
     }
-    let near_cursor: Vec<&str> = conversation
+    // Told apart by where they are kept, not by their ids: a node's id is unique in the tree, and
+    // most of a big tree's nodes are in runs, so comparing texts would read every message.
+    let near_cursor: Vec<&Message> = conversation
         .ancestors(cursor)
         .take(KEEP_ABOVE_CURSOR + 1)
-        .map(|m| m.id.as_str())
         .collect();
+    let undone = &conversation.undone;
     let mut keep: Vec<bool> = nodes
         .iter()
         .map(|n| {
             !n.interior
-                || near_cursor.contains(&n.message.id.as_str())
-                || conversation.undone.contains(n.message.id.as_str())
+                || near_cursor.iter().any(|&m| ptr::eq(m, n.message))
+                || (!undone.is_empty() && undone.contains(n.message.id.as_str()))
         })
         .collect();
     // The first node of each run (the message right after a fork or a kept node) stays.
@@ -692,6 +694,7 @@ pub use new_core::escape::preview;
 use new_core::escape::push_preview;
 use std::collections::HashMap;
 use std::mem;
+use std::ptr;
 use std::rc::Rc;
 use unicode_width::UnicodeWidthChar;
 
