@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use hashbrown::hash_table;
+
 use serde_json::{Map, Value};
 
 use super::message::Message;
@@ -317,6 +319,16 @@ impl Conversation {
 
     fn insert_hashed(&mut self, parent: usize, message: Message, hash: u64) {
         let position = self.nodes.len() as u32;
+        let nodes = &self.nodes;
+        self.index.insert_unique(hash, position, |&p| {
+            id_hash(nodes[p as usize].id.as_bytes())
+        });
+        self.link(parent, message);
+    }
+
+    /// Puts a message, already in the index at the next position, last under `parent`.
+    fn link(&mut self, parent: usize, message: Message) {
+        let position = self.nodes.len() as u32;
         self.nodes.push(message);
         self.links.push(Links {
             parent: parent as u32,
@@ -327,10 +339,6 @@ impl Conversation {
             last => self.links[last as usize].next = position,
         }
         self.links[parent].last = position;
-        let nodes = &self.nodes;
-        self.index.insert_unique(hash, position, |&p| {
-            id_hash(nodes[p as usize].id.as_bytes())
-        });
         self.numbering = Default::default();
     }
 
@@ -338,14 +346,6 @@ impl Conversation {
     /// parent is missing. The cursor is not moved; the caller sets it once. A message whose id
     /// is taken (a repeated line) is left out.
     pub(crate) fn attach_loaded(&mut self, mut message: Message) -> Attached {
-        let hash = id_hash(message.id.as_bytes());
-        if self
-            .index
-            .find(hash, |&p| self.nodes[p as usize].id == message.id)
-            .is_some()
-        {
-            return Attached::Repeated(message.id.into());
-        }
         // Most messages answer the one written just before them: that parent is found without
         // a look-up.
         let newest = self.nodes.len() - 1;
@@ -354,10 +354,25 @@ impl Conversation {
             Some(p) => self.position_of(p),
             None => None,
         };
+        // One probe of the index both tells a repeated id and takes the new one.
+        let hash = id_hash(message.id.as_bytes());
+        let position = self.nodes.len() as u32;
+        let nodes = &self.nodes;
+        let entry = self.index.entry(
+            hash,
+            |&p| nodes[p as usize].id == message.id,
+            |&p| id_hash(nodes[p as usize].id.as_bytes()),
+        );
+        match entry {
+            hash_table::Entry::Occupied(_) => return Attached::Repeated(message.id.into()),
+            hash_table::Entry::Vacant(room) => {
+                room.insert(position);
+            }
+        }
         if parent.is_none() {
             message.parent_id = Some(self.root_id.as_str().into());
         }
-        self.insert_hashed(parent.unwrap_or(ROOT), message, hash);
+        self.link(parent.unwrap_or(ROOT), message);
         if parent.is_some() {
             Attached::UnderParent
         } else {
