@@ -122,6 +122,10 @@ pub struct Conversation {
     /// The position of each message, found by its id's hash (the id is not kept twice).
     index: hashbrown::HashTable<u32>,
     numbering: OnceLock<Numbering>,
+    /// How many nodes are summaries, and how many are side questions or merges: counted as they
+    /// are added (a node's kind never changes), so that `/tree` knows without reading every node
+    /// whether any row gets a label.
+    marks: Marks,
     pub root_id: String,
     cursor: String,
     pub metadata: Map<String, Value>,
@@ -140,6 +144,21 @@ pub struct Conversation {
 
 /// The root's position.
 const ROOT: usize = 0;
+
+/// Counts of the nodes `/tree` labels (see [`Conversation::has_summaries`] and
+/// [`Conversation::has_side_or_merges`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    summaries: usize,
+    side_or_merges: usize,
+}
+
+impl Marks {
+    fn count(&mut self, m: &Message) {
+        self.summaries += usize::from(m.is_summary());
+        self.side_or_merges += usize::from(m.side || m.extra.rare.merged_from.is_some());
+    }
+}
 
 impl Conversation {
     /// A new conversation whose root is the given system prompt.
@@ -166,6 +185,8 @@ impl Conversation {
         let root_id = root.id.to_string();
         let mut index = hashbrown::HashTable::with_capacity(likely);
         index.insert_unique(id_hash(root_id.as_bytes()), ROOT as u32, |_| 0);
+        let mut marks = Marks::default();
+        marks.count(&root);
         let mut nodes = Vec::with_capacity(capacity);
         nodes.push(root);
         let mut links = Vec::with_capacity(capacity);
@@ -176,6 +197,7 @@ impl Conversation {
             links,
             index,
             numbering: Default::default(),
+            marks,
             cursor: root_id.clone(),
             root_id,
             metadata: Map::new(),
@@ -329,6 +351,7 @@ impl Conversation {
     /// Puts a message, already in the index at the next position, last under `parent`.
     fn link(&mut self, parent: usize, message: Message) {
         let position = self.nodes.len() as u32;
+        self.marks.count(&message);
         self.nodes.push(message);
         self.links.push(Links {
             parent: parent as u32,
@@ -598,7 +621,12 @@ impl Conversation {
 
     /// Whether any node is a summary.
     pub fn has_summaries(&self) -> bool {
-        self.nodes.iter().any(Message::is_summary)
+        self.marks.summaries > 0
+    }
+
+    /// Whether any node is a side question (`/btw`) or a merge (`/merge`).
+    pub fn has_side_or_merges(&self) -> bool {
+        self.marks.side_or_merges > 0
     }
 
     /// Summary nodes whose `replaces` is not a message above them: loaded, never used.
