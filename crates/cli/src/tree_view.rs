@@ -46,57 +46,83 @@ const MIN_GAP: usize = 4;
 /// cost of drawing it, stay bounded however deep the forks go.
 const MAX_DEPTH: usize = 24;
 
-/// A node as the walk meets it; its text is only made for the lines that are drawn.
+/// The branch pieces a node's connectors end with: none (a run goes on), a branch, the last one.
+const BRANCHES: [&str; 3] = ["", "├─ ", "└─ "];
+
+/// A node as the walk meets it; its text is only made for the lines that are drawn. Sixteen
+/// bytes and nothing to free: a big tree's nodes are gone through several times.
 struct Node<'a> {
     message: &'a Message,
-    /// The connectors before the number: the parent's body and this node's branch piece.
-    body: Rc<str>,
-    branch: &'static str,
+    /// The connectors before the number: the parent's body (a prefix of [`Walk::prefixes`]) and
+    /// this node's branch piece (one of [`BRANCHES`]).
+    body: u32,
+    branch: u8,
     /// Inside a linear run: one parent with one child, itself with one child.
     interior: bool,
 }
 
-impl Node<'_> {
-    fn lead(&self) -> String {
-        let mut lead = String::with_capacity(self.body.len() + self.branch.len());
-        lead.push_str(&self.body);
-        lead.push_str(self.branch);
+/// The nodes in depth-first pre-order, and the prefixes their connectors start with.
+struct Walk<'a> {
+    nodes: Vec<Node<'a>>,
+    prefixes: Vec<String>,
+}
+
+impl Walk<'_> {
+    fn lead(&self, node: &Node<'_>) -> String {
+        let (body, branch) = self.connectors(node);
+        let mut lead = String::with_capacity(body.len() + branch.len());
+        lead.push_str(body);
+        lead.push_str(branch);
         lead
     }
 
-    fn line(&self, number: usize, cursor: &str, lang: Lang, labels: &Labels) -> TreeLine {
+    fn connectors(&self, node: &Node<'_>) -> (&str, &'static str) {
+        (
+            &self.prefixes[node.body as usize],
+            BRANCHES[usize::from(node.branch)],
+        )
+    }
+
+    fn line(
+        &self,
+        node: &Node<'_>,
+        number: usize,
+        cursor: &str,
+        lang: Lang,
+        labels: &Labels,
+    ) -> TreeLine {
         let mut text = String::with_capacity(PREVIEW_CHARS + 32);
-        push_description(&mut text, self.message, PREVIEW_CHARS, lang, labels);
+        push_description(&mut text, node.message, PREVIEW_CHARS, lang, labels);
         TreeLine {
             number,
-            lead: self.lead(),
+            lead: self.lead(node),
             text,
-            is_current: self.message.id == cursor,
+            is_current: node.message.id == cursor,
         }
     }
 }
 
 /// The nodes in depth-first pre-order. Prefix strings are shared between the nodes of a run and
 /// only built at forks, so the walk is linear in the number of nodes.
-fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
-    use std::rc::Rc;
+fn walk(conversation: &Conversation) -> Walk<'_> {
     let mut nodes = Vec::with_capacity(conversation.len());
+    // The empty prefix first.
+    let mut prefixes = vec![String::new()];
     /// A node waiting to be visited, by its position in the conversation.
     struct Visit {
         position: usize,
-        body: Rc<str>,
-        branch: &'static str,
+        body: u32,
+        branch: u8,
         /// The prefix for its descendants.
-        under: Rc<str>,
+        under: u32,
         depth: usize,
         only_child: bool,
     }
-    let root: Rc<str> = Rc::from("");
     let mut stack = vec![Visit {
         position: 0,
-        body: root.clone(),
-        branch: "",
-        under: root,
+        body: 0,
+        branch: 0,
+        under: 0,
         depth: 0,
         only_child: false,
     }];
@@ -122,8 +148,8 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             let only = conversation.child_positions(position).next();
             stack.push(Visit {
                 position: only.expect("one child"),
-                body: under.clone(),
-                branch: "",
+                body: under,
+                branch: 0,
                 under,
                 depth,
                 only_child: true,
@@ -133,26 +159,28 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             children.extend(conversation.child_positions(position));
             let last = children.len().saturating_sub(1);
             // The prefix under a branch is one of two, shared by the branches of this fork.
-            let deeper = |extend: &str| -> Rc<str> {
+            let mut deeper = |extend: &str| -> u32 {
                 if depth < MAX_DEPTH {
-                    let mut prefix = String::with_capacity(under.len() + extend.len());
-                    prefix.push_str(&under);
+                    let above = &prefixes[under as usize];
+                    let mut prefix = String::with_capacity(above.len() + extend.len());
+                    prefix.push_str(above);
                     prefix.push_str(extend);
-                    Rc::from(prefix)
+                    prefixes.push(prefix);
+                    (prefixes.len() - 1) as u32
                 } else {
-                    under.clone()
+                    under
                 }
             };
             let under_last = deeper("   ");
             let under_others = (last > 0).then(|| deeper("│  "));
             for (i, &child) in children.iter().enumerate().rev() {
-                let (piece, deeper) = match &under_others {
-                    Some(others) if i != last => ("├─ ", others.clone()),
-                    _ => ("└─ ", under_last.clone()),
+                let (piece, deeper) = match under_others {
+                    Some(others) if i != last => (1, others),
+                    _ => (2, under_last),
                 };
                 stack.push(Visit {
                     position: child,
-                    body: under.clone(),
+                    body: under,
                     branch: piece,
                     under: deeper,
                     depth: depth + 1,
@@ -161,7 +189,7 @@ fn walk(conversation: &Conversation) -> Vec<Node<'_>> {
             }
         }
     }
-    nodes
+    Walk { nodes, prefixes }
 }
 
 /// The default view: small trees whole; in large ones, long linear runs folded into one line each.
@@ -177,11 +205,10 @@ pub fn tree_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row
 /// Branch names at the tips they stand for (`⟨auth-fix⟩`), side questions, merge nodes (what they
 /// brought back) and undone messages (how much is folded below them).
 fn label_branches(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
-    let marked = |m: &Message| m.side || m.extra.rare.merged_from.is_some();
-    // Told in creation order, without numbering the tree: most trees have nothing to label.
+    // Told without numbering the tree: most trees have nothing to label.
     if conversation.branches.is_empty()
         && conversation.undone.is_empty()
-        && !(0..conversation.len()).any(|p| marked(conversation.at(p)))
+        && !conversation.has_side_or_merges()
     {
         return;
     }
@@ -298,14 +325,14 @@ fn label_summaries(conversation: &Conversation, rows: &mut [Row], lang: Lang) {
 
 fn draw_rows(conversation: &Conversation, full: bool, lang: Lang) -> Vec<Row> {
     let cursor = conversation.cursor();
-    let nodes = walk(conversation);
+    let walked = walk(conversation);
     let labels = Labels::new(lang);
     let mut rows = Vec::new();
-    each_row(conversation, &nodes, full, |row| {
+    each_row(conversation, &walked.nodes, full, |row| {
         rows.push(match row {
-            Drawn::Node(node, n) => Row::Node(node.line(n, cursor, lang, &labels)),
+            Drawn::Node(node, n) => Row::Node(walked.line(node, n, cursor, lang, &labels)),
             Drawn::Gap(node, first, last) => Row::Gap {
-                lead: node.lead(),
+                lead: walked.lead(node),
                 first,
                 last,
             },
@@ -338,25 +365,27 @@ fn each_row<'a>(
         }
         return;
     }
-    let near_cursor: Vec<&str> = conversation
+    // Told apart by where they are kept, not by their ids: a node's id is unique in the tree, and
+    // most of a big tree's nodes are in runs, so comparing texts would read every message.
+    let near_cursor: Vec<&Message> = conversation
         .ancestors(cursor)
         .take(KEEP_ABOVE_CURSOR + 1)
-        .map(|m| m.id.as_str())
         .collect();
-    let mut keep: Vec<bool> = nodes
+    let undone = &conversation.undone;
+    // In one pass over the nodes: a node outside runs stays, and so does the first node of each
+    // run (the message right after a fork or a kept node).
+    let mut after_interior = true;
+    let keep: Vec<bool> = nodes
         .iter()
         .map(|n| {
+            let first_of_run = !after_interior;
+            after_interior = n.interior;
             !n.interior
-                || near_cursor.contains(&n.message.id.as_str())
-                || conversation.undone.contains(n.message.id.as_str())
+                || first_of_run
+                || near_cursor.iter().any(|&m| ptr::eq(m, n.message))
+                || (!undone.is_empty() && undone.contains(n.message.id.as_str()))
         })
         .collect();
-    // The first node of each run (the message right after a fork or a kept node) stays.
-    for i in 1..nodes.len() {
-        if nodes[i].interior && !nodes[i - 1].interior {
-            keep[i] = true;
-        }
-    }
     let mut i = 0;
     while i < nodes.len() {
         if hidden[i] {
@@ -450,28 +479,28 @@ pub fn push_tree_within(
         return;
     }
     let cursor = conversation.cursor();
-    let nodes = walk(conversation);
+    let walked = walk(conversation);
     // Previews as long as a row has room for (it is cut to fit), 60 characters without a width.
     let chars = room.map_or(PREVIEW_CHARS, |r| r.max(PREVIEW_CHARS));
     let labels = Labels::new(lang);
-    out.reserve(nodes.len() * 96);
-    each_row(conversation, &nodes, full, |row| {
+    out.reserve(walked.nodes.len() * 96);
+    each_row(conversation, &walked.nodes, full, |row| {
         match row {
             Drawn::Node(node, n) if node.message.id == cursor => {
                 let mut line = String::new();
-                push_node(&mut line, node, n, false, chars, lang, &labels);
+                push_node(&mut line, &walked, node, n, chars, lang, &labels);
                 out.push_str(&paint(Highlight::Current, &fitted(line, true)));
             }
             Drawn::Node(node, n) => {
                 let start = out.len();
-                push_node(out, node, n, false, chars, lang, &labels);
+                push_node(out, &walked, node, n, chars, lang, &labels);
                 if let Some(room) = room {
                     cut_to(out, start, room);
                 }
             }
             Drawn::Gap(node, first, last) => {
                 let gap = Row::Gap {
-                    lead: node.lead(),
+                    lead: walked.lead(node),
                     first,
                     last,
                 };
@@ -518,30 +547,25 @@ fn needs_labels(conversation: &Conversation) -> bool {
     conversation.has_summaries()
         || !conversation.branches.is_empty()
         || !conversation.undone.is_empty()
-        || (0..conversation.len()).any(|p| {
-            let m = conversation.at(p);
-            m.side || m.extra.rare.merged_from.is_some()
-        })
+        || conversation.has_side_or_merges()
 }
 
 /// [`push_line`] of a node's [`Node::line`], without making the line.
 fn push_node(
     out: &mut String,
+    walked: &Walk<'_>,
     node: &Node<'_>,
     number: usize,
-    is_current: bool,
     chars: usize,
     lang: Lang,
     labels: &Labels,
 ) {
     use std::fmt::Write;
-    out.push_str(&node.body);
-    out.push_str(node.branch);
+    let (body, branch) = walked.connectors(node);
+    out.push_str(body);
+    out.push_str(branch);
     let _ = write!(out, "[{number}] ");
     push_description(out, node.message, chars, lang, labels);
-    if is_current {
-        out.push_str(&super::text::tr(lang, "current_mark", &[]));
-    }
 }
 
 /// The whole drawing as plain text, one line per row.
@@ -692,7 +716,7 @@ pub use new_core::escape::preview;
 use new_core::escape::push_preview;
 use std::collections::HashMap;
 use std::mem;
-use std::rc::Rc;
+use std::ptr;
 use unicode_width::UnicodeWidthChar;
 
 #[cfg(test)]

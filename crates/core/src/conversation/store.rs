@@ -400,6 +400,9 @@ fn parse_lines(
     let mut waiting: Vec<Message> = Vec::new();
     // Whether a message was attached: the newest one is then where the cursor goes.
     let mut attached = false;
+    // Whether any message read is a side question or a summary: only then is the tree walked
+    // again for them (a walk up from the newest message, a pass over every node).
+    let (mut sides, mut summaries) = (false, false);
     let mut checkpoints: Vec<(String, String)> = Vec::new();
     let mut branches: Vec<(String, String, bool)> = Vec::new();
     let mut undone: Vec<(String, usize)> = Vec::new();
@@ -437,6 +440,8 @@ fn parse_lines(
             }
             Ok(Loaded::Message(m)) => {
                 last_line = n;
+                sides |= m.side;
+                summaries |= m.is_summary();
                 match conversation.as_mut() {
                     Some(c) => attach(c, m, &mut report, &mut attached),
                     None => waiting.push(m),
@@ -484,9 +489,12 @@ fn parse_lines(
     // undone part (`/undo` the last thing done), where that hangs from.
     if attached {
         let last = conversation.newest_id();
-        let at = conversation
-            .off_side(last, &|id| undone_last.contains(id))
-            .to_string();
+        let at = if sides || !undone_last.is_empty() {
+            conversation.off_side(last, &|id| undone_last.contains(id))
+        } else {
+            last
+        }
+        .to_string();
         conversation.move_cursor(&at).expect("attached");
     }
     // Branch names, the latest record of each winning; one naming a node not in the tree is
@@ -505,11 +513,13 @@ fn parse_lines(
     // The latest checkpoint of a node wins.
     conversation.latest_checkpoint = checkpoints.last().map(|(_, s)| s.clone());
     conversation.checkpoints.extend(checkpoints);
-    report.misplaced_summaries = conversation
-        .misplaced_summaries()
-        .iter()
-        .map(|m| m.id.to_string())
-        .collect();
+    if summaries {
+        report.misplaced_summaries = conversation
+            .misplaced_summaries()
+            .iter()
+            .map(|m| m.id.to_string())
+            .collect();
+    }
     Ok((conversation, report, shape))
 }
 

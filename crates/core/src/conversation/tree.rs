@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use hashbrown::hash_table;
+
 use serde_json::{Map, Value};
 
 use super::message::Message;
@@ -120,6 +122,10 @@ pub struct Conversation {
     /// The position of each message, found by its id's hash (the id is not kept twice).
     index: hashbrown::HashTable<u32>,
     numbering: OnceLock<Numbering>,
+    /// How many nodes are summaries, and how many are side questions or merges: counted as they
+    /// are added (a node's kind never changes), so that `/tree` knows without reading every node
+    /// whether any row gets a label.
+    marks: Marks,
     pub root_id: String,
     cursor: String,
     pub metadata: Map<String, Value>,
@@ -138,6 +144,21 @@ pub struct Conversation {
 
 /// The root's position.
 const ROOT: usize = 0;
+
+/// Counts of the nodes `/tree` labels (see [`Conversation::has_summaries`] and
+/// [`Conversation::has_side_or_merges`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    summaries: usize,
+    side_or_merges: usize,
+}
+
+impl Marks {
+    fn count(&mut self, m: &Message) {
+        self.summaries += usize::from(m.is_summary());
+        self.side_or_merges += usize::from(m.side || m.extra.rare.merged_from.is_some());
+    }
+}
 
 impl Conversation {
     /// A new conversation whose root is the given system prompt.
@@ -164,6 +185,8 @@ impl Conversation {
         let root_id = root.id.to_string();
         let mut index = hashbrown::HashTable::with_capacity(likely);
         index.insert_unique(id_hash(root_id.as_bytes()), ROOT as u32, |_| 0);
+        let mut marks = Marks::default();
+        marks.count(&root);
         let mut nodes = Vec::with_capacity(capacity);
         nodes.push(root);
         let mut links = Vec::with_capacity(capacity);
@@ -174,6 +197,7 @@ impl Conversation {
             links,
             index,
             numbering: Default::default(),
+            marks,
             cursor: root_id.clone(),
             root_id,
             metadata: Map::new(),
@@ -317,6 +341,17 @@ impl Conversation {
 
     fn insert_hashed(&mut self, parent: usize, message: Message, hash: u64) {
         let position = self.nodes.len() as u32;
+        let nodes = &self.nodes;
+        self.index.insert_unique(hash, position, |&p| {
+            id_hash(nodes[p as usize].id.as_bytes())
+        });
+        self.link(parent, message);
+    }
+
+    /// Puts a message, already in the index at the next position, last under `parent`.
+    fn link(&mut self, parent: usize, message: Message) {
+        let position = self.nodes.len() as u32;
+        self.marks.count(&message);
         self.nodes.push(message);
         self.links.push(Links {
             parent: parent as u32,
@@ -327,10 +362,6 @@ impl Conversation {
             last => self.links[last as usize].next = position,
         }
         self.links[parent].last = position;
-        let nodes = &self.nodes;
-        self.index.insert_unique(hash, position, |&p| {
-            id_hash(nodes[p as usize].id.as_bytes())
-        });
         self.numbering = Default::default();
     }
 
@@ -338,14 +369,6 @@ impl Conversation {
     /// parent is missing. The cursor is not moved; the caller sets it once. A message whose id
     /// is taken (a repeated line) is left out.
     pub(crate) fn attach_loaded(&mut self, mut message: Message) -> Attached {
-        let hash = id_hash(message.id.as_bytes());
-        if self
-            .index
-            .find(hash, |&p| self.nodes[p as usize].id == message.id)
-            .is_some()
-        {
-            return Attached::Repeated(message.id.into());
-        }
         // Most messages answer the one written just before them: that parent is found without
         // a look-up.
         let newest = self.nodes.len() - 1;
@@ -354,10 +377,25 @@ impl Conversation {
             Some(p) => self.position_of(p),
             None => None,
         };
+        // One probe of the index both tells a repeated id and takes the new one.
+        let hash = id_hash(message.id.as_bytes());
+        let position = self.nodes.len() as u32;
+        let nodes = &self.nodes;
+        let entry = self.index.entry(
+            hash,
+            |&p| nodes[p as usize].id == message.id,
+            |&p| id_hash(nodes[p as usize].id.as_bytes()),
+        );
+        match entry {
+            hash_table::Entry::Occupied(_) => return Attached::Repeated(message.id.into()),
+            hash_table::Entry::Vacant(room) => {
+                room.insert(position);
+            }
+        }
         if parent.is_none() {
             message.parent_id = Some(self.root_id.as_str().into());
         }
-        self.insert_hashed(parent.unwrap_or(ROOT), message, hash);
+        self.link(parent.unwrap_or(ROOT), message);
         if parent.is_some() {
             Attached::UnderParent
         } else {
@@ -583,7 +621,12 @@ impl Conversation {
 
     /// Whether any node is a summary.
     pub fn has_summaries(&self) -> bool {
-        self.nodes.iter().any(Message::is_summary)
+        self.marks.summaries > 0
+    }
+
+    /// Whether any node is a side question (`/btw`) or a merge (`/merge`).
+    pub fn has_side_or_merges(&self) -> bool {
+        self.marks.side_or_merges > 0
     }
 
     /// Summary nodes whose `replaces` is not a message above them: loaded, never used.
@@ -628,12 +671,15 @@ impl Conversation {
     /// outermost), or a part of it that `off` says to leave; `id` itself when it is in neither.
     pub fn off_side<'a>(&'a self, id: &'a str, off: &dyn Fn(&str) -> bool) -> &'a str {
         let mut out = id;
-        let mut at = self.get(id);
-        while let Some(m) = at {
+        // Up by the parent links (a message's `parent_id` is its parent's id): no id is hashed
+        // and looked up on the way, however deep the node.
+        let mut at = self.position(id);
+        while let Some(p) = at {
+            let m = &self.nodes[p];
             if m.side || off(&m.id) {
                 out = m.parent_id.as_deref().unwrap_or(&self.root_id);
             }
-            at = m.parent_id.as_deref().and_then(|p| self.get(p));
+            at = self.parent_position(p);
         }
         out
     }
