@@ -335,7 +335,8 @@ impl Walk<'_> {
                 Some(s) => s,
                 None => dir
                     .stat(name)
-                    .map_err(super::io("reading", &self.path(&rel)))?,
+                    // The error's path made only on an error (not for every file).
+                    .map_err(|e| super::io("reading", &self.path(&rel))(e))?,
             };
             let old = before
                 .binary_search_by(|(path, _)| path[prefix.len()..].cmp(text))
@@ -452,7 +453,7 @@ pub(super) fn in_folder<'m>(
         let Some(rest) = path.strip_prefix(prefix) else {
             break;
         };
-        match rest.find('/') {
+        match memchr::memchr(b'/', rest.as_bytes()) {
             None => out.push((path, entry)),
             Some(slash) => {
                 // Every path under `sub/` sorts before `sub0` (`0` follows `/`).
