@@ -300,7 +300,7 @@ impl App {
         for step in &plan {
             let (what, path) = match step {
                 // A take that removes the file says so.
-                MergeStep::Take(p) if !theirs.files.contains_key(p) => {
+                MergeStep::Take(p) if !theirs.files.contains_key(p.as_str()) => {
                     (self.tr("merge_remove", &[]), p)
                 }
                 MergeStep::Take(p) => (self.tr("merge_take", &[]), p),
@@ -370,7 +370,7 @@ impl App {
                     continue;
                 };
                 // Looked at again just before it is written: a change meanwhile is not lost.
-                match checkpoint::unchanged(&sandbox, path, now.files.get(path)) {
+                match checkpoint::unchanged(&sandbox, path, now.files.get(path.as_str())) {
                     Ok(true) => {}
                     Ok(false) => {
                         kept.push(format!("{path} ({meanwhile})"));

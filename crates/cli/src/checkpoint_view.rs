@@ -87,8 +87,8 @@ impl App {
             text.push_str(&format!("{what} {}\n", escape::escape_controls(path)));
         }
         for (path, _) in &listed {
-            let old = content(self, from.files.get(path));
-            let new = content(self, to.files.get(path));
+            let old = content(self, from.files.get(path.as_str()));
+            let new = content(self, to.files.get(path.as_str()));
             let diff = match (&old, &new) {
                 (old, Some(new)) => diff::unified(path, old.as_deref(), new),
                 (Some(old), None) => similar::TextDiff::from_lines(old.as_str(), "")

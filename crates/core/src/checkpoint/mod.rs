@@ -81,8 +81,14 @@ impl Default for CheckpointSettings {
 pub struct Entry {
     /// `file`, `link` or `skipped` (a file over the size limit: listed, not stored).
     pub kind: Cow<'static, str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hash: Option<String>,
+    /// The content's SHA-256 in hex; shared by the snapshots that list the same content
+    /// unchanged (a new snapshot of a folder where little changed copies no hash).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "shared::hash"
+    )]
+    pub hash: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     #[serde(default)]
@@ -96,10 +102,11 @@ pub struct Entry {
     pub ino: u64,
 }
 
-/// The state of the working folder: path (relative, `/`-separated) → entry.
+/// The state of the working folder: path (relative, `/`-separated) → entry. Paths are shared
+/// (as hashes are) with the snapshot a walk began from: an unchanged file costs no allocation.
 #[derive(Debug, Clone, Default)]
 pub struct Manifest {
-    pub files: BTreeMap<String, Entry>,
+    pub files: BTreeMap<Arc<str>, Entry>,
     /// How many stored differences lie between this snapshot and a whole manifest.
     depth: usize,
     /// When the walk began (ns since the epoch): a file modified shortly before may be modified
@@ -121,11 +128,57 @@ impl Eq for Manifest {}
 struct Stored {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     base: Option<String>,
-    files: BTreeMap<String, Entry>,
+    #[serde(with = "shared::files")]
+    files: BTreeMap<Arc<str>, Entry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     removed: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     taken_ns: Option<i128>,
+}
+
+/// What is shared in memory (`Arc<str>`) is stored as plain strings, as it always was.
+mod shared {
+    pub(super) mod hash {
+        use serde::{Deserialize, Deserializer, Serializer};
+        use std::sync::Arc;
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            hash: &Option<Arc<str>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match hash {
+                Some(h) => s.serialize_some(&**h),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Arc<str>>, D::Error> {
+            Ok(Option::<String>::deserialize(d)?.map(Arc::from))
+        }
+    }
+
+    pub(super) mod files {
+        use super::super::Entry;
+        use serde::{Deserialize, Deserializer, Serializer};
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            files: &BTreeMap<Arc<str>, Entry>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            s.collect_map(files.iter().map(|(path, e)| (&**path, e)))
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<BTreeMap<Arc<str>, Entry>, D::Error> {
+            let files = BTreeMap::<String, Entry>::deserialize(d)?;
+            Ok(files.into_iter().map(|(p, e)| (Arc::from(p), e)).collect())
+        }
+    }
 }
 
 /// The longest chain of differences a load follows; the next snapshot is stored whole.
@@ -199,7 +252,7 @@ impl CheckpointStore {
         if let Some((base, old)) = previous {
             let (mut files, mut removed) = (BTreeMap::new(), Vec::new());
             pairs(old, &manifest, |path, _, new| match new {
-                Some(e) => drop(files.insert(path.to_string(), e.clone())),
+                Some(e) => drop(files.insert(path.clone(), e.clone())),
                 None => removed.push(path.to_string()),
             });
             if files.is_empty() && removed.is_empty() {
@@ -276,7 +329,7 @@ impl CheckpointStore {
         let mut files = BTreeMap::new();
         for part in parts.into_iter().rev() {
             for path in part.removed {
-                files.remove(&path);
+                files.remove(path.as_str());
             }
             files.extend(part.files);
         }
@@ -376,7 +429,7 @@ impl CheckpointStore {
         }
         for f in self.objects() {
             let name = f.file_name().to_string_lossy().into_owned();
-            if !keep_objects.contains(&name) {
+            if !keep_objects.contains(name.as_str()) {
                 freed += f.metadata().map(|m| m.len()).unwrap_or(0);
                 let path = f.path();
                 fs::remove_file(&path).map_err(io("removing", &path))?;
@@ -612,7 +665,7 @@ pub fn apply(
         }
         if recheck {
             match workdir.found(path) {
-                Ok(found) if still(&found, now.files.get(path)) => {}
+                Ok(found) if still(&found, now.files.get(path.as_str())) => {}
                 Ok(_) => {
                     out.changed.push(path.clone());
                     continue;
@@ -623,8 +676,8 @@ pub fn apply(
                 }
             }
         }
-        let result = match target.files.get(path) {
-            None => match now.files.get(path).map(|e| &*e.kind) {
+        let result = match target.files.get(path.as_str()) {
+            None => match now.files.get(path.as_str()).map(|e| &*e.kind) {
                 Some("skipped") => Err("not stored".to_string()),
                 _ => workdir.put(path, Put::Nothing).map_err(|e| e.to_string()),
             },
@@ -753,9 +806,9 @@ pub fn merge_plan(
             continue;
         }
         let (b, o, t) = (
-            base.files.get(&path),
-            ours.files.get(&path),
-            theirs.files.get(&path),
+            base.files.get(path.as_str()),
+            ours.files.get(path.as_str()),
+            theirs.files.get(path.as_str()),
         );
         if same(o, t) {
             continue;
@@ -821,7 +874,7 @@ pub fn changes(from: &Manifest, to: &Manifest) -> Vec<(String, char)> {
 fn pairs<'a>(
     from: &'a Manifest,
     to: &'a Manifest,
-    mut each: impl FnMut(&'a str, Option<&'a Entry>, Option<&'a Entry>),
+    mut each: impl FnMut(&'a Arc<str>, Option<&'a Entry>, Option<&'a Entry>),
 ) {
     use std::cmp::Ordering;
     let mut old = from.files.iter().peekable();
@@ -831,6 +884,8 @@ fn pairs<'a>(
             (None, None) => return,
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
+            // A path the newer snapshot shares with the older one is the same path.
+            (Some((a, _)), Some((b, _))) if Arc::ptr_eq(a, b) => Ordering::Equal,
             (Some((a, _)), Some((b, _))) => a.cmp(b),
         };
         match order {

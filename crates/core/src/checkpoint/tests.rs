@@ -94,7 +94,7 @@ fn settings() -> CheckpointSettings {
 fn a_snapshot_holds_what_git_would_track_links_modes_and_big_files_listed() {
     let (_d, work, store) = fixture();
     let (id, m) = store.snapshot(&work, &settings(), None).unwrap();
-    let paths: Vec<&str> = m.files.keys().map(String::as_str).collect();
+    let paths: Vec<&str> = m.files.keys().map(|k| &**k).collect();
     assert_eq!(
         paths,
         [
@@ -236,7 +236,10 @@ fn snapshots_are_stored_as_differences_in_capped_chains_and_gc_keeps_what_a_chai
     let stored: Vec<Stored> = ids.iter().map(|i| store.stored(i).unwrap()).collect();
     // One change: a difference naming its base, smaller than the whole manifest.
     assert_eq!(stored[1].base.as_deref(), Some(first.as_str()));
-    assert_eq!(stored[1].files.keys().collect::<Vec<_>>(), ["src/a.rs"]);
+    assert_eq!(
+        stored[1].files.keys().map(|k| &**k).collect::<Vec<_>>(),
+        ["src/a.rs"]
+    );
     assert!(fs::metadata(store.snapshot_path(&ids[1])).unwrap().len() < whole);
     // After MAX_DEPTH differences the next is whole again, and the chain starts over.
     assert!(stored[MAX_DEPTH].base.is_some());
@@ -320,7 +323,7 @@ fn the_walk_ignores_what_ripgreps_walk_ignores() {
     fs::write(w.join("n/.ignore"), "!x.log\n").unwrap();
     let store = CheckpointStore::new(&dir.path().join("data"));
     let (_, m) = store.snapshot(&w, &settings(), None).unwrap();
-    let ours: Vec<&str> = m.files.keys().map(String::as_str).collect();
+    let ours: Vec<&str> = m.files.keys().map(|k| &**k).collect();
     let mut theirs: Vec<String> = ignore::WalkBuilder::new(&w)
         .hidden(false)
         .parents(false)
@@ -456,7 +459,7 @@ fn hostile_hashes_manifest_paths_and_fifos_are_refused_not_followed() {
         ".new/config.json",
         "src/../../outside.txt",
     ] {
-        target.files.insert(path.to_string(), entry.clone());
+        target.files.insert(path.into(), entry.clone());
     }
     let workdir = Workdir::new(&work).unwrap();
     let paths: Vec<String> = [
@@ -623,4 +626,96 @@ fn a_merge_never_writes_what_decides_what_runs() {
     ] {
         assert!(!decides_what_runs(p), "{p}");
     }
+}
+
+/// Snapshots as earlier versions wrote them (JSON text: a whole one and a difference from it,
+/// with a removal) still load, serve as the base of a new snapshot, and restore what they list.
+#[test]
+fn snapshots_written_by_earlier_versions_load_and_restore() {
+    let (_d, work, store) = fixture();
+    let hash_a = store.store_bytes(b"fn old() {}\n").unwrap();
+    let hash_b = store.store_bytes(b"old b\n").unwrap();
+    let dir = store.dir.join("snapshots");
+    fs::create_dir_all(&dir).unwrap();
+    let file = |hash: &str, size: u32, ino: u32| {
+        format!(
+            r#"{{"kind":"file","hash":"{hash}","mode":33188,"size":{size},"mtime_ns":1,"ino":{ino}}}"#
+        )
+    };
+    fs::write(
+        dir.join("oldbase.json"),
+        format!(
+            r#"{{"files":{{"gone.txt":{},"src/a.rs":{},"src/deep/b.txt":{}}},"taken_ns":5}}"#,
+            file(&hash_b, 6, 1),
+            file(&hash_a, 12, 2),
+            file(&hash_b, 6, 3)
+        ),
+    )
+    .unwrap();
+    fs::write(
+        dir.join("olddiff.json"),
+        r#"{"base":"oldbase","files":{"link":{"kind":"link","target":"src/a.rs","mode":41471}},"removed":["gone.txt"],"taken_ns":6}"#,
+    )
+    .unwrap();
+    let old = store.load("olddiff").unwrap();
+    let paths: Vec<&str> = old.files.keys().map(|k| &**k).collect();
+    assert_eq!(paths, ["link", "src/a.rs", "src/deep/b.txt"]);
+    assert_eq!(old.files["src/a.rs"].hash.as_deref(), Some(hash_a.as_str()));
+    assert_eq!(old.files["link"].target.as_deref(), Some("src/a.rs"));
+    // A walk from it (its paths shared), stored as a difference from it, loads back the same.
+    let (now_id, now) = store
+        .snapshot(&work, &settings(), Some(("olddiff", &old)))
+        .unwrap();
+    assert_eq!(store.stored(&now_id).unwrap().base.as_deref(), None);
+    assert_eq!(store.load(&now_id).unwrap(), now);
+    assert_eq!(
+        now.files["src/a.rs"].hash.as_deref().map(str::len),
+        Some(64)
+    );
+    assert_ne!(now.files["src/a.rs"].hash, old.files["src/a.rs"].hash);
+    let to_change: Vec<String> = changes(&now, &old).into_iter().map(|(p, _)| p).collect();
+    let workdir = Workdir::new(&work).unwrap();
+    let applied = apply(&store, &workdir, &now, &old, &to_change, false);
+    let kept: Vec<&str> = applied.kept.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(kept, ["big.dat"], "{:?}", applied.kept);
+    assert_eq!(
+        fs::read_to_string(work.join("src/a.rs")).unwrap(),
+        "fn old() {}\n"
+    );
+    assert_eq!(
+        fs::read_to_string(work.join("src/deep/b.txt")).unwrap(),
+        "old b\n"
+    );
+    assert!(!work.join("run.sh").exists() && !work.join(".gitignore").exists());
+}
+
+/// The previous snapshot's entries of one folder: its own files, in order, each subfolder's
+/// passed over whatever sorts around it (`b.x` before `b/`, `b0` after).
+#[test]
+fn a_folders_previous_entries_are_its_own_files_only() {
+    let entry = Entry {
+        kind: "file".into(),
+        hash: None,
+        target: None,
+        mode: 0,
+        size: 0,
+        mtime_ns: 0,
+        ino: 0,
+    };
+    let files: BTreeMap<Arc<str>, Entry> =
+        ["a", "b.x", "b/c", "b/d/e", "b/d/f", "b/g", "b0", "c/h"]
+            .into_iter()
+            .map(|p| (Arc::from(p), entry.clone()))
+            .collect();
+    let names = |prefix: &str| -> Vec<String> {
+        walk::in_folder(&files, prefix)
+            .into_iter()
+            .map(|(p, _)| p.to_string())
+            .collect()
+    };
+    assert_eq!(names(""), ["a", "b.x", "b0"]);
+    assert_eq!(names("b/"), ["b/c", "b/g"]);
+    assert_eq!(names("b/d/"), ["b/d/e", "b/d/f"]);
+    assert_eq!(names("c/"), ["c/h"]);
+    assert!(names("x/").is_empty());
 }

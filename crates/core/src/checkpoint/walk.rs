@@ -8,7 +8,9 @@
 //! they do for ripgrep without `require_git`); `.git` itself is never listed or entered; hidden
 //! files are included; nothing above WORKDIR is read.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -68,7 +70,7 @@ struct Job {
 
 /// What one folder holds, in path order: a file or link with its entry, or a subfolder (by the
 /// slot of its own result). Assembled depth first, these give the manifest already sorted.
-type Items = Vec<(String, Item)>;
+type Items = Vec<(Arc<str>, Item)>;
 
 enum Item {
     Entry(Entry),
@@ -271,13 +273,23 @@ impl Walk<'_> {
         let dir = Arc::new(dir);
         let mut items = Vec::with_capacity(names.len());
         let mut counted = 0;
+        // The previous snapshot's files in this folder, by name: found without a lookup in the
+        // whole manifest, their paths and hashes shared rather than copied.
+        let before = self
+            .previous
+            .map(|p| in_folder(&p.files, &prefix))
+            .unwrap_or_default();
+        // A path under WORKDIR, made in one buffer (no allocation a name).
+        let mut rel = String::with_capacity(prefix.len() + 64);
         for (name, mut kind) in names.iter() {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Vec::new());
             }
             // A name that is not UTF-8 cannot be recorded (the manifest's paths are strings).
             let Some(text) = name.to_str() else { continue };
-            let rel = format!("{prefix}{text}");
+            rel.clear();
+            rel.push_str(&prefix);
+            rel.push_str(text);
             let mut stat = None;
             if kind == FileKind::Unknown {
                 let Ok(s) = dir.stat(name) else {
@@ -303,11 +315,11 @@ impl Walk<'_> {
                     results.len() - 1
                 };
                 // Its contents sort as paths under `rel/` do.
-                items.push((format!("{rel}/"), Item::Folder(slot)));
+                items.push((format!("{rel}/").into(), Item::Folder(slot)));
                 let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 queue.0.push(Job {
                     parent: Some(dir.clone()),
-                    name: rel,
+                    name: rel.clone(),
                     rules: rules.clone(),
                     slot,
                 });
@@ -323,10 +335,17 @@ impl Walk<'_> {
                 Some(s) => s,
                 None => dir
                     .stat(name)
-                    .map_err(super::io("reading", &self.path(&rel)))?,
+                    // The error's path made only on an error (not for every file).
+                    .map_err(|e| super::io("reading", &self.path(&rel))(e))?,
             };
-            if let Some(entry) = self.entry(&dir, name, &rel, &stat)? {
-                items.push((rel, Item::Entry(entry)));
+            let old = before
+                .binary_search_by(|(path, _)| path[prefix.len()..].cmp(text))
+                .ok()
+                .map(|i| before[i]);
+            if let Some(entry) = self.entry(&dir, name, &rel, &stat, old.map(|o| o.1))? {
+                // The previous snapshot's path when it had one: shared, not made again.
+                let path = old.map_or_else(|| Arc::from(rel.as_str()), |o| o.0.clone());
+                items.push((path, Item::Entry(entry)));
                 counted += 1;
                 if counted == 256 {
                     self.count(mem::take(&mut counted))?;
@@ -355,6 +374,7 @@ impl Walk<'_> {
         name: &OsStr,
         rel: &str,
         stat: &Stat,
+        old: Option<&Entry>,
     ) -> Result<Option<Entry>, CheckpointError> {
         let kind = stat.kind;
         let mut e = Entry {
@@ -384,7 +404,7 @@ impl Walk<'_> {
                         .and_then(|p| p.taken_ns)
                         .is_none_or(|t| old.mtime_ns < t - 2_000_000_000)
                 };
-                let unchanged = self.previous.and_then(|p| p.files.get(rel)).filter(|old| {
+                let unchanged = old.filter(|old| {
                     settled(old)
                         && old.kind == "file"
                         && old.size == e.size
@@ -409,7 +429,7 @@ impl Walk<'_> {
                             &mut bytes,
                         )
                         .map_err(super::io("reading", &path))?;
-                        Some(self.store.store_bytes(&bytes)?)
+                        Some(self.store.store_bytes(&bytes)?.into())
                     }
                 };
             }
@@ -417,4 +437,32 @@ impl Walk<'_> {
         }
         Ok(Some(e))
     }
+}
+
+/// The entries of `files` directly in the folder whose paths begin with `prefix` (`""` or ending
+/// in `/`), in path order (as their names sort). Each subfolder's entries are passed over by one
+/// seek, not one by one.
+pub(super) fn in_folder<'m>(
+    files: &'m BTreeMap<Arc<str>, Entry>,
+    prefix: &str,
+) -> Vec<(&'m Arc<str>, &'m Entry)> {
+    let mut out = Vec::new();
+    let mut range = files.range::<str, _>((Bound::Included(prefix), Bound::Unbounded));
+    let mut past = String::new();
+    while let Some((path, entry)) = range.next() {
+        let Some(rest) = path.strip_prefix(prefix) else {
+            break;
+        };
+        match memchr::memchr(b'/', rest.as_bytes()) {
+            None => out.push((path, entry)),
+            Some(slash) => {
+                // Every path under `sub/` sorts before `sub0` (`0` follows `/`).
+                past.clear();
+                past.push_str(&path[..prefix.len() + slash]);
+                past.push('0');
+                range = files.range::<str, _>((Bound::Included(past.as_str()), Bound::Unbounded));
+            }
+        }
+    }
+    out
 }

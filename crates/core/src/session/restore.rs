@@ -124,7 +124,7 @@ impl Session {
                     .map(|(p, _)| p)
                     .filter(|p| {
                         seen.as_ref()
-                            .is_none_or(|s| s.files.get(p) != now.files.get(p))
+                            .is_none_or(|s| s.files.get(p.as_str()) != now.files.get(p.as_str()))
                     })
                     .collect()
             })
@@ -146,7 +146,7 @@ impl Session {
         let broken: Vec<String> = to_change
             .iter()
             .filter_map(|(path, _)| {
-                let hash = target.files.get(path)?.hash.as_deref()?;
+                let hash = target.files.get(path.as_str())?.hash.as_deref()?;
                 store.object(hash).err().map(|e| format!("{path}: {e}"))
             })
             .collect();

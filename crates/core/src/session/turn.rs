@@ -510,7 +510,7 @@ impl Session {
                             .files
                             .iter()
                             .filter(|(_, e)| e.kind != "link")
-                            .map(|(p, e)| (p.as_str(), e.size)),
+                            .map(|(p, e)| (&**p, e.size)),
                     );
                     *cache = Some((id, text.clone()));
                     return text;
