@@ -35,12 +35,13 @@ use serde_json::{Value, json};
 use std::env;
 use std::io;
 use tokio::runtime::{Builder, Runtime};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::time;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use front::{EditorFiles, Running, Turn, call_started, result_update, update};
 use new_core::conversation::Store;
+use new_core::llm::Provider;
 use new_core::session::{Ended, Recorder, Resume, Session};
 use new_core::tools::{Mode, ToolOutcome};
 use new_core::vocab::Role;
@@ -146,6 +147,8 @@ struct Open {
     /// A prompt came (the model list then waits for the end of its turn: the first request
     /// does not need it).
     prompted: AtomicBool,
+    /// The context window asked when the session opened, for its first turn to take.
+    window: Mutex<Option<oneshot::Receiver<Option<u64>>>>,
     /// The editor session owed the model list, asked when the turn running now ends.
     models_due: Mutex<Option<String>>,
 }
@@ -180,8 +183,7 @@ struct Agent {
     models: ModelCache,
     /// The editor reads files for us (`fs.readTextFile`): its buffers, unsaved changes included.
     editor_reads: bool,
-    /// The threads of the turns started (each answers its prompt itself) and of the sessions'
-    /// warm-ups.
+    /// The threads of the turns started (each answers its prompt itself).
     turns: Vec<JoinHandle<()>>,
 }
 
@@ -386,6 +388,7 @@ impl Agent {
                 interrupts: opened.interrupts,
                 current,
                 prompted: AtomicBool::new(false),
+                window: Mutex::new(None),
                 models_due: Mutex::new(None),
             }),
         );
@@ -599,32 +602,36 @@ impl Agent {
 
     /// What the session's first request needs from the server, asked while the editor's user
     /// writes the first prompt instead of after it: the context window of a model neither the
-    /// configuration nor its family names (`/props`; the connection stays open for the prompt).
-    /// A prompt sent at once waits for the engine that is asking, as it would have asked itself.
-    /// Then the provider's models (see [`ask_models`]), unless a prompt came meanwhile: they
-    /// wait for the end of its turn.
-    fn warm_up(&mut self, session: &str) {
+    /// configuration nor its family names (`/props`; the connection stays open for the prompt),
+    /// which the first turn takes (waiting for it if need be, as it would have asked itself).
+    /// Then the provider's models (see [`ModelsAsk`]), unless a prompt came meanwhile: they wait
+    /// for the end of its turn. Nothing holds the engine while the server is asked.
+    fn warm_up(&self, session: &str) {
         let Ok(view) = self.view(session) else {
             return;
         };
         let Some(open) = self.open.get(&view.conversation).cloned() else {
             return;
         };
-        let (runtime, cache, wire, session) = (
-            self.runtime.clone(),
-            self.models.clone(),
-            self.wire.clone(),
-            session.to_string(),
-        );
-        self.turns.push(thread::spawn(move || {
+        let (question, models) = {
             let mut engine = open.engine();
-            runtime.block_on(engine.learn_server_window());
+            (engine.take_window_question(), ModelsAsk::of(&engine))
+        };
+        let (told, window) = oneshot::channel();
+        if question.is_some() {
+            *lock(&open.window) = Some(window);
+        }
+        let (cache, wire, session) = (self.models.clone(), self.wire.clone(), session.to_string());
+        self.runtime.spawn(async move {
+            if let Some(provider) = question {
+                let _ = told.send(provider.server_window().await);
+            }
             if open.prompted.load(Ordering::SeqCst) {
                 *lock(&open.models_due) = Some(session);
             } else {
-                ask_models(&engine, &cache, &wire, &runtime, session);
+                models.run(cache, wire, session).await;
             }
-        }));
+        });
     }
 
     fn set_option(&self, session: &str, option: &str, value: &str) -> Result<(), RpcError> {
@@ -642,9 +649,13 @@ impl Agent {
                     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(value.to_string())),
                 );
             }
-            "model" => engine
-                .set_model(value)
-                .map_err(|e| RpcError::params(e.to_string()))?,
+            "model" => {
+                engine
+                    .set_model(value)
+                    .map_err(|e| RpcError::params(e.to_string()))?;
+                // A window asked for the model before is not this one's.
+                lock(&self.open[&view.conversation].window).take();
+            }
             "reasoning" if engine.provider.has_thinking_budget() => {
                 let budget = THINKING
                     .iter()
@@ -782,7 +793,8 @@ impl Agent {
             }
             let due = lock(&open.models_due).take();
             if let Some(session) = due {
-                ask_models(&open.engine(), &cache, &wire, &runtime, session);
+                let models = ModelsAsk::of(&open.engine());
+                runtime.spawn(models.run(cache, wire.clone(), session));
             }
         }));
         Ok(())
@@ -816,6 +828,11 @@ fn run_turn(
 ) -> Result<PromptResponse, RpcError> {
     let session = running.session.as_str();
     let mut engine = open.engine();
+    // The window asked when the session opened (see `Agent::warm_up`).
+    let asked = lock(&open.window).take();
+    if let Some(Ok(Some(window))) = asked.map(|told| runtime.block_on(told)) {
+        engine.context.set_server_window(window);
+    }
     *lock(&open.current) = session.to_string();
     let view = lock(views)
         .get(session)
@@ -862,41 +879,48 @@ fn run_turn(
 }
 
 /// The reasoning level of a session whose provider has one: its thinking budget now.
-/// Asks the provider of `engine` for its models in the background, once per server: the list
-/// comes to `session` as a `config_option_update` (its answer did not wait for it).
-fn ask_models(
-    engine: &Session,
-    cache: &ModelCache,
-    wire: &Arc<Wire>,
-    runtime: &Runtime,
-    session: String,
-) {
-    let url = engine.provider.settings().base_url.clone();
-    if lock(cache).contains_key(&url) {
-        return;
+/// What asking the provider of a session for its models needs: the list comes to the editor
+/// session as a `config_option_update` (its answer did not wait for it), once per server.
+struct ModelsAsk {
+    provider: Provider,
+    url: String,
+    mode: String,
+    model: String,
+    thinking: Option<Option<u32>>,
+}
+
+impl ModelsAsk {
+    fn of(engine: &Session) -> ModelsAsk {
+        ModelsAsk {
+            provider: engine.provider.clone(),
+            url: engine.provider.settings().base_url.clone(),
+            mode: engine.policy.mode.as_str().to_string(),
+            model: engine.config.model.clone(),
+            thinking: thinking(engine),
+        }
     }
-    let provider = engine.provider.clone();
-    let (mode, model, thinking) = (
-        engine.policy.mode.as_str().to_string(),
-        engine.config.model.clone(),
-        thinking(engine),
-    );
-    let (cache, wire) = (cache.clone(), wire.clone());
-    runtime.spawn(async move {
-        let asked = time::timeout(time::Duration::from_secs(10), provider.models()).await;
+
+    async fn run(self, cache: ModelCache, wire: Arc<Wire>, session: String) {
+        if lock(&cache).contains_key(&self.url) {
+            return;
+        }
+        let asked = time::timeout(time::Duration::from_secs(10), self.provider.models()).await;
         let models: Vec<String> = match asked {
             Ok(Ok(models)) => models.into_iter().map(|m| m.id).take(200).collect(),
             _ => return,
         };
-        lock(&cache).insert(url, models.clone());
+        lock(&cache).insert(self.url, models.clone());
         update(
             &wire,
             &session,
             SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options(
-                &mode, &model, models, thinking,
+                &self.mode,
+                &self.model,
+                models,
+                self.thinking,
             ))),
         );
-    });
+    }
 }
 
 /// A lock, whether or not a thread panicked while holding it.

@@ -17,6 +17,7 @@ use crate::conversation::Message;
 use crate::hooks::Action;
 use crate::hooks::{Input, Outcome, STOP_HOOK_ROUNDS};
 use crate::llm::Model;
+use crate::llm::Provider;
 use crate::mcp::Manager;
 use crate::mcp::oauth::TokenStore;
 use crate::memory::review;
@@ -354,6 +355,17 @@ impl Session {
         if let Some(n) = self.provider.server_window().await {
             self.context.set_server_window(n);
         }
+    }
+
+    /// For a front end that asks ahead (ACP, while the editor's user writes): the provider to
+    /// ask for its context window when [`Session::learn_server_window`] would ask, once (it then
+    /// asks no more); the answer goes to [`Context::set_server_window`].
+    pub fn take_window_question(&mut self) -> Option<Provider> {
+        if self.asked_server_window || !self.context.wants_server_window() {
+            return None;
+        }
+        self.asked_server_window = true;
+        Some(self.provider.clone())
     }
 
     /// A fresh context accounting, after the model or the configuration changed; `{{MODEL}}`
