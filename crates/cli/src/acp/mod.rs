@@ -189,6 +189,17 @@ struct Agent {
 
 /// Runs `new acp` until stdin closes.
 pub fn run(launch: AcpLaunch) -> ExitCode {
+    let wire = Wire::stdout();
+    let control = Arc::new(Control::default());
+    let (tx, rx) = channel();
+    // Reading starts first: the editor's `initialize` is read while the runtime starts.
+    {
+        let (wire, control) = (wire.clone(), control.clone());
+        thread::spawn(move || {
+            let stdin = io::stdin();
+            wire::read_loop(BufReader::new(stdin.lock()), &wire, &*control, &tx);
+        });
+    }
     let runtime = match Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -200,16 +211,6 @@ pub fn run(launch: AcpLaunch) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let wire = Wire::stdout();
-    let control = Arc::new(Control::default());
-    let (tx, rx) = channel();
-    {
-        let (wire, control) = (wire.clone(), control.clone());
-        thread::spawn(move || {
-            let stdin = io::stdin();
-            wire::read_loop(BufReader::new(stdin.lock()), &wire, &*control, &tx);
-        });
-    }
     tracing::info!("acp started");
     let mut agent = Agent {
         wire,
