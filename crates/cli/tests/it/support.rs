@@ -504,7 +504,7 @@ fn sse_event(payload: &str) -> String {
 
 async fn props(State(shared): State<Arc<Shared>>) -> Response {
     let delay = *shared.props_delay.lock().unwrap();
-    tokio::time::sleep(delay).await;
+    time::sleep(delay).await;
     let window = {
         let mut props = shared.props.lock().unwrap();
         props.1 += 1;
