@@ -719,3 +719,66 @@ fn a_folders_previous_entries_are_its_own_files_only() {
     assert_eq!(names("c/"), ["c/h"]);
     assert!(names("x/").is_empty());
 }
+
+/// A folder's names in path order however they begin (a subfolder `a` sorts as `a/`, names alike
+/// in their first eight bytes, names gone or new since): every unchanged file is met again in
+/// the previous snapshot, its path shared and not read again.
+#[test]
+fn a_walk_meets_every_unchanged_file_again_whatever_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let files = [
+        "a",
+        "a.txt",
+        "a0",
+        "b/x",
+        "b.rs",
+        "b0",
+        "abcdefgh",
+        "abcdefgh.rs",
+        "abcdefgh0",
+        "abcdefg/z",
+        "abcdefghij/y",
+        "longname_1.rs",
+        "longname_10.rs",
+        "longname_2.rs",
+        "longname_",
+        "B",
+        "é",
+        "zz",
+    ];
+    for f in files {
+        let path = work.join(f);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, f).unwrap();
+        age(&path, 3600);
+    }
+    let store = CheckpointStore::new(&dir.path().join("data"));
+    let (id, first) = store.snapshot(&work, &settings(), None).unwrap();
+    let mut listed: Vec<&str> = files.to_vec();
+    listed.sort();
+    assert_eq!(first.files.keys().map(|p| &**p).collect::<Vec<_>>(), listed);
+    // One file gone, one new: the others are still met.
+    fs::remove_file(work.join("a0")).unwrap();
+    fs::write(work.join("a1"), "new").unwrap();
+    let (_, second) = store
+        .snapshot(&work, &settings(), Some((&id, &first)))
+        .unwrap();
+    for (path, entry) in &second.files {
+        match first.files.get_key_value(path) {
+            Some((old, old_entry)) => {
+                assert!(Arc::ptr_eq(old, path), "{path} not met again");
+                assert!(
+                    Arc::ptr_eq(
+                        old_entry.hash.as_ref().unwrap(),
+                        entry.hash.as_ref().unwrap()
+                    ),
+                    "{path} read again"
+                );
+            }
+            None => assert_eq!(&**path, "a1"),
+        }
+    }
+    assert_eq!(second.files.len(), files.len());
+    assert!(!second.files.contains_key("a0"));
+}

@@ -8,6 +8,7 @@
 //! they do for ripgrep without `require_git`); `.git` itself is never listed or entered; hidden
 //! files are included; nothing above WORKDIR is read.
 
+use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::ops::Bound;
@@ -68,12 +69,12 @@ struct Job {
     slot: usize,
 }
 
-/// What one folder holds, in path order: a file or link with its entry, or a subfolder (by the
-/// slot of its own result). Assembled depth first, these give the manifest already sorted.
-type Items = Vec<(Arc<str>, Item)>;
+/// What one folder holds, in path order: a file or link with its path and entry, or a subfolder
+/// (by the slot of its own result). Assembled depth first, these give the manifest already sorted.
+type Items = Vec<Item>;
 
 enum Item {
-    Entry(Entry),
+    Entry(Arc<str>, Entry),
     Folder(usize),
 }
 
@@ -143,8 +144,8 @@ pub(super) fn scan(
     while let Some(items) = stack.last_mut() {
         match items.next() {
             None => drop(stack.pop()),
-            Some((path, Item::Entry(e))) => files.push((path, e)),
-            Some((_, Item::Folder(slot))) => {
+            Some(Item::Entry(path, e)) => files.push((path, e)),
+            Some(Item::Folder(slot)) => {
                 let inner = mem::take(&mut results[slot]).into_iter();
                 stack.push(inner);
             }
@@ -271,25 +272,15 @@ impl Walk<'_> {
             job.rules.clone()
         };
         let dir = Arc::new(dir);
-        let mut items = Vec::with_capacity(names.len());
-        let mut counted = 0;
-        // The previous snapshot's files in this folder, by name: found without a lookup in the
-        // whole manifest, their paths and hashes shared rather than copied.
-        let before = self
-            .previous
-            .map(|p| in_folder(&p.files, &prefix))
-            .unwrap_or_default();
-        // A path under WORKDIR, made in one buffer (no allocation a name).
-        let mut rel = String::with_capacity(prefix.len() + 64);
+        // The names kept, with their kinds, then put in path order (a subfolder `a` sorts as
+        // `a/`): the items come out sorted, and the previous snapshot's files are met in order.
+        let mut kept = Vec::with_capacity(names.len());
         for (name, mut kind) in names.iter() {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Vec::new());
             }
             // A name that is not UTF-8 cannot be recorded (the manifest's paths are strings).
             let Some(text) = name.to_str() else { continue };
-            rel.clear();
-            rel.push_str(&prefix);
-            rel.push_str(text);
             let mut stat = None;
             if kind == FileKind::Unknown {
                 let Ok(s) = dir.stat(name) else {
@@ -301,6 +292,40 @@ impl Walk<'_> {
             if text == ".git" {
                 continue;
             }
+            kept.push((text, name, kind, stat));
+        }
+        // Sorted by the first eight bytes as one number; whole names compared only on a tie.
+        let mut order: Vec<(u64, u32)> = kept
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (sort_key(k.0, k.2 == FileKind::Dir), i as u32))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                let (x, y) = (&kept[a.1 as usize], &kept[b.1 as usize]);
+                path_order(x.0, x.2 == FileKind::Dir, y.0, y.2 == FileKind::Dir)
+            })
+        });
+        let mut items = Vec::with_capacity(kept.len());
+        let mut counted = 0;
+        // The previous snapshot's files in this folder, in name order: each found by walking
+        // along them (no lookup in the whole manifest, no path made for it), their paths and
+        // hashes shared rather than copied.
+        let before = self
+            .previous
+            .map(|p| in_folder(&p.files, &prefix))
+            .unwrap_or_default();
+        let mut next_before = 0;
+        // A path under WORKDIR, made in one buffer (no allocation a name).
+        let mut rel = String::with_capacity(prefix.len() + 64);
+        for &(_, at) in &order {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(Vec::new());
+            }
+            let (text, name, kind, stat) = kept[at as usize];
+            rel.clear();
+            rel.push_str(&prefix);
+            rel.push_str(text);
             let is_dir = kind == FileKind::Dir;
             if rules
                 .as_ref()
@@ -314,8 +339,7 @@ impl Walk<'_> {
                     results.push(Vec::new());
                     results.len() - 1
                 };
-                // Its contents sort as paths under `rel/` do.
-                items.push((format!("{rel}/").into(), Item::Folder(slot)));
+                items.push(Item::Folder(slot));
                 let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 queue.0.push(Job {
                     parent: Some(dir.clone()),
@@ -338,14 +362,25 @@ impl Walk<'_> {
                     // The error's path made only on an error (not for every file).
                     .map_err(|e| super::io("reading", &self.path(&rel))(e))?,
             };
-            let old = before
-                .binary_search_by(|(path, _)| path[prefix.len()..].cmp(text))
-                .ok()
-                .map(|i| before[i]);
+            // Files sort among themselves as their names do: the previous entries before this
+            // name are of files gone since.
+            let mut old = None;
+            while let Some(&(path, entry)) = before.get(next_before) {
+                let was = &path[prefix.len()..];
+                if was == text {
+                    old = Some((path, entry));
+                    next_before += 1;
+                    break;
+                }
+                if was > text {
+                    break;
+                }
+                next_before += 1;
+            }
             if let Some(entry) = self.entry(&dir, name, &rel, &stat, old.map(|o| o.1))? {
                 // The previous snapshot's path when it had one: shared, not made again.
                 let path = old.map_or_else(|| Arc::from(rel.as_str()), |o| o.0.clone());
-                items.push((path, Item::Entry(entry)));
+                items.push(Item::Entry(path, entry));
                 counted += 1;
                 if counted == 256 {
                     self.count(mem::take(&mut counted))?;
@@ -353,7 +388,6 @@ impl Walk<'_> {
             }
         }
         self.count(counted)?;
-        items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(items)
     }
 
@@ -437,6 +471,32 @@ impl Walk<'_> {
         }
         Ok(Some(e))
     }
+}
+
+/// The first eight bytes of a folder's entry's name as it sorts among paths (a subfolder's with
+/// its `/`), as one number: names apart within them are ordered by it alone.
+fn sort_key(name: &str, is_dir: bool) -> u64 {
+    let mut key = [0u8; 8];
+    let bytes = name.as_bytes();
+    let n = bytes.len().min(8);
+    key[..n].copy_from_slice(&bytes[..n]);
+    if is_dir && n < 8 {
+        key[n] = b'/';
+    }
+    // Names hold no NUL: a shorter name padded with zeros sorts first, as it does as a string.
+    u64::from_be_bytes(key)
+}
+
+/// How two names of one folder's entries sort as the paths of what they hold: a subfolder `a`
+/// as `a/` (after `a.txt`, before `a0`).
+fn path_order(a: &str, a_dir: bool, b: &str, b_dir: bool) -> CmpOrdering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len().min(b.len());
+    a[..n].cmp(&b[..n]).then_with(|| {
+        // One name begins the other: what follows decides (a subfolder's `/`, or nothing).
+        let after = |s: &[u8], dir: bool| s.get(n).copied().or(dir.then_some(b'/'));
+        after(a, a_dir).cmp(&after(b, b_dir))
+    })
 }
 
 /// The entries of `files` directly in the folder whose paths begin with `prefix` (`""` or ending
