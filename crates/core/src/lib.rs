@@ -9,7 +9,7 @@
 //!   the names people give the tools), [`fs`] (paths confined to WORKDIR, project files read
 //!   safely, files written whole, hashes), [`layers`] (where files live, whose a setting is),
 //!   [`secret`] (the environment's secrets), [`http`] (the one HTTP client setup), [`escape`]
-//!   (text made safe for a terminal), [`utf8`], [`log`] (the program's own log file: timings and
+//!   (text made safe for a terminal), [`utf8`], [`sync`] (a lock a panicked thread leaves usable), [`log`] (the program's own log file: timings and
 //!   counts, never contents);
 //! - [`conversation`]: messages, the conversation tree and its append-only JSONL storage;
 //!   [`llm`]: the provider clients and the types they share; [`trust`]: what the user trusted;
@@ -46,6 +46,7 @@ pub mod prompt;
 pub mod secret;
 pub mod session;
 pub mod skill;
+pub mod sync;
 pub mod tools;
 pub mod trust;
 pub mod utf8;

@@ -43,6 +43,7 @@ use front::{EditorFiles, Running, Turn, call_started, result_update, update};
 use new_core::conversation::Store;
 use new_core::llm::Provider;
 use new_core::session::{Ended, Recorder, Resume, Session};
+use new_core::sync::lock;
 use new_core::tools::{Mode, ToolOutcome};
 use new_core::vocab::Role;
 pub use open::AcpLaunch;
@@ -922,11 +923,6 @@ impl ModelsAsk {
             ))),
         );
     }
-}
-
-/// A lock, whether or not a thread panicked while holding it.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn thinking(engine: &Session) -> Option<Option<u32>> {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::Gate;
+use crate::sync::lock;
 use crate::vocab::Usage;
 use std::fmt;
 use std::fmt::Debug;
@@ -213,10 +214,6 @@ impl Debug for Tasks {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         write!(f, "Tasks({})", self.lock().len())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Tasks {

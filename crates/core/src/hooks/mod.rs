@@ -20,6 +20,7 @@ mod error;
 use crate::http;
 use crate::layers::Origin;
 use crate::secret;
+use crate::sync::lock;
 use crate::vocab;
 pub use error::{ConditionProblem, HookError, HookFailure, RunError, SubagentError};
 use new_sys::os_sandbox;
@@ -32,7 +33,6 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::MutexGuard;
 use std::time::Instant;
 use tokio::io::AsyncRead;
 use tokio::runtime::Handle;
@@ -956,10 +956,6 @@ fn blocked_reason(e: &Entry, event: &str, reason: String, sandboxed: bool) -> St
         ));
     }
     out
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One line in the log for a hook that ran: its name, event, kind of action, how long it took

@@ -25,6 +25,7 @@ pub use config::{McpSettings, ServerConfig, Transport};
 use crate::escape;
 use crate::fs::hash;
 use crate::layers::Origin;
+use crate::sync::lock;
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolKind, ToolOutput, ToolSource};
 use crate::utf8;
 use new_sys::os_sandbox;
@@ -35,7 +36,6 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::fmt::Debug;
 use std::fmt::Formatter;
-use std::sync::MutexGuard;
 use std::sync::Weak;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
@@ -1004,10 +1004,6 @@ fn named(elicitor: elicit::Elicitor, server: &str) -> elicit::Elicitor {
         form.server = server.clone();
         elicitor(form)
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn first_line(text: &str) -> &str {
