@@ -348,11 +348,10 @@ impl Session {
     /// Asks the server for its context window once, when neither the config nor the model's
     /// family says.
     pub async fn learn_server_window(&mut self) {
-        if self.asked_server_window || !self.context.wants_server_window() {
+        let Some(provider) = self.take_window_question() else {
             return;
-        }
-        self.asked_server_window = true;
-        if let Some(n) = self.provider.server_window().await {
+        };
+        if let Some(n) = provider.server_window().await {
             self.context.set_server_window(n);
         }
     }
