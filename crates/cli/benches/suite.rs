@@ -1027,7 +1027,7 @@ fn main() {
     let (url, _server) = start_server();
     if wanted("oneshot") {
         let oneshot_data = dir("oneshot");
-        let (ours, _) = times(s.runs, || {
+        let one_shot_p = || {
             let mut cmd = Command::new(bin);
             env(&mut cmd, &url);
             cmd.arg(&work).arg("default").arg(&oneshot_data).args([
@@ -1037,7 +1037,8 @@ fn main() {
                 "Say hello.",
             ]);
             run(&mut cmd, b"")
-        });
+        };
+        let (ours, _) = times(s.runs, one_shot_p);
         let body = r#"{"model":"bench","messages":[{"role":"system","content":"You are brief."},{"role":"user","content":"Say hello."}],"stream":true}"#;
         let (curl, _) = times(s.runs, || {
             let mut cmd = Command::new("curl");
@@ -1080,17 +1081,7 @@ fn main() {
                     .args(["--model", "bench"]);
                 acp_prompt(&mut cmd, &work, "Say hello.")
             },
-            || {
-                let mut cmd = Command::new(bin);
-                env(&mut cmd, &url);
-                cmd.arg(&work).arg("default").arg(&oneshot_data).args([
-                    "--model",
-                    "bench",
-                    "-p",
-                    "Say hello.",
-                ]);
-                run(&mut cmd, b"")
-            },
+            one_shot_p,
         );
         let ratio = acp.as_secs_f64() / one_shot.as_secs_f64();
         rows.push(Row {

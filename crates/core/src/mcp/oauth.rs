@@ -815,6 +815,28 @@ mod tests {
     use std::path::Path;
     use tokio::runtime::Builder;
 
+    /// A scripted authorization server at `base` for its own MCP server (`{base}/mcp`): its two
+    /// discovery documents; a test adds the routes it plays.
+    fn discovery<S: Clone + Send + Sync + 'static>(base: &str) -> axum::Router<S> {
+        use axum::routing::get;
+        use serde_json::json;
+        let resource = json!({"resource": format!("{base}/mcp"),
+            "authorization_servers": [base]});
+        let server = json!({"issuer": base,
+            "authorization_endpoint": format!("{base}/authorize"),
+            "token_endpoint": format!("{base}/token"),
+            "response_types_supported": ["code"]});
+        axum::Router::new()
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                get(move || async move { axum::Json(resource) }),
+            )
+            .route(
+                "/.well-known/oauth-authorization-server",
+                get(move || async move { axum::Json(server) }),
+            )
+    }
+
     fn enterprise_login(dir: &Path, id_token_file: PathBuf) -> Login {
         Login {
             server: "corp".into(),
@@ -1004,13 +1026,11 @@ mod tests {
     /// words); a token is handed over.
     #[test]
     fn the_signed_grant_posts_its_form_and_says_a_refusal_by_its_code() {
-        use axum::Router;
         use axum::extract::State;
         use axum::http::StatusCode;
-        use axum::routing::{get, post};
+        use axum::routing::post;
         use base64::Engine as _;
         use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-        use serde_json::json;
 
         http::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
@@ -1031,21 +1051,7 @@ mod tests {
         let base = runtime.block_on(async {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let base = format!("http://{}", listener.local_addr().unwrap());
-            let resource = json!({"resource": format!("{base}/mcp"),
-                "authorization_servers": [base.clone()]});
-            let server = json!({"issuer": base.clone(),
-                "authorization_endpoint": format!("{base}/authorize"),
-                "token_endpoint": format!("{base}/token"),
-                "response_types_supported": ["code"]});
-            let app = Router::new()
-                .route(
-                    "/.well-known/oauth-protected-resource/mcp",
-                    get(move || async move { axum::Json(resource) }),
-                )
-                .route(
-                    "/.well-known/oauth-authorization-server",
-                    get(move || async move { axum::Json(server) }),
-                )
+            let app = discovery(&base)
                 .route(
                     "/token",
                     post(
@@ -1103,9 +1109,8 @@ mod tests {
     /// granted are kept with the token.
     #[test]
     fn the_enterprise_exchange_sends_the_id_token_file_and_keeps_the_granted_scopes() {
-        use axum::Router;
         use axum::extract::State;
-        use axum::routing::{get, post};
+        use axum::routing::post;
         use base64::Engine as _;
         use oauth2::TokenResponse as _;
         use serde_json::json;
@@ -1121,22 +1126,8 @@ mod tests {
         let base = runtime.block_on(async {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let base = format!("http://{}", listener.local_addr().unwrap());
-            let resource = json!({"resource": format!("{base}/mcp"),
-                "authorization_servers": [base.clone()]});
-            let server = json!({"issuer": base.clone(),
-                "authorization_endpoint": format!("{base}/authorize"),
-                "token_endpoint": format!("{base}/token"),
-                "response_types_supported": ["code"]});
             let issuer = base.clone();
-            let app = Router::new()
-                .route(
-                    "/.well-known/oauth-protected-resource/mcp",
-                    get(move || async move { axum::Json(resource) }),
-                )
-                .route(
-                    "/.well-known/oauth-authorization-server",
-                    get(move || async move { axum::Json(server) }),
-                )
+            let app = discovery(&base)
                 .route(
                     "/idp/token",
                     post(move |State(seen): State<Seen>, body: String| async move {
