@@ -1157,3 +1157,23 @@ fn the_model_list_waits_for_a_prompt_sent_at_once() {
     assert_eq!(server.props_asked(), 1);
     assert!(client.close());
 }
+
+/// A server that tells a window no model has (1 token) is not believed: the session keeps its
+/// fallback window and the prompt is answered, not refused as too long for it.
+#[test]
+fn a_server_s_absurd_window_is_not_believed() {
+    let server = Server::start(vec![text(&["Hello."])]);
+    server.serve_props(1);
+    let env = Env::new();
+    let mut client = Client::start(&env, &server, &["--model", "m-test"]);
+    let session = client.new_session(&env.work());
+    let answer = client.prompt(&session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let from = client.seen.len();
+    client.prompt(&session, "/context");
+    let shown = client.said(from);
+    assert!(shown.contains("of 128000 tokens"), "{shown}");
+    assert_eq!(server.props_asked(), 1);
+    assert_eq!(server.requests().len(), 1);
+    assert!(client.close());
+}

@@ -233,8 +233,13 @@ impl Context {
         self.settings.window.is_none() && family_window(&self.model).is_none()
     }
 
+    /// Believes the window a server told (`/props`), from [`MIN_WINDOW`] to [`MAX_WINDOW`]
+    /// tokens, as an error's figure: a server may be anyone's, and a window of 1 or of 2^64 would
+    /// leave the session no room or endless room.
     pub fn set_server_window(&self, window: u64) {
-        self.state().server = Some(window);
+        if (MIN_WINDOW..=MAX_WINDOW).contains(&window) {
+            self.state().server = Some(window);
+        }
     }
 
     /// Believes the window an overflow error named, for the rest of the session: from

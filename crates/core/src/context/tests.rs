@@ -35,6 +35,15 @@ fn the_window_prefers_an_error_then_the_config_then_the_server_then_the_family()
     let ctx = Context::new(Settings::default(), "smollm2");
     assert_eq!(ctx.window(), (FALLBACK_WINDOW, WindowSource::Fallback));
     assert!(ctx.wants_server_window());
+    // A server's figure no model's window is, is not believed either.
+    for odd in [1, MIN_WINDOW - 1, MAX_WINDOW + 1, u64::MAX] {
+        ctx.set_server_window(odd);
+        assert_eq!(
+            ctx.window(),
+            (FALLBACK_WINDOW, WindowSource::Fallback),
+            "{odd}"
+        );
+    }
     ctx.set_server_window(4096);
     assert_eq!(ctx.window(), (4096, WindowSource::Server));
     ctx.learn_window(3000);
